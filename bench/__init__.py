@@ -1,0 +1,38 @@
+"""compaction-bench: replay agent transcripts through context-compaction strategies and measure them.
+
+Python API:
+- `load_transcript(path, format="auto")` / `load_transcripts(path)`: import recorded sessions;
+- `replay(transcript, strategy, profile=..., summarizer=..., options={...})`: one cell, with
+  `.requests` and `.compactions`;
+- `run(paths, strategies, profiles, ...)`: a whole run into `runs/<id>/`;
+- `load_run(path)`: the run's tables as pandas DataFrames.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Offline by default: no cost-map fetch, no tokenizer downloads (a remote model still works).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+from bench.importing import load_transcript, load_transcripts  # noqa: E402
+from bench.replay import ReplayResult, replay  # noqa: E402
+from bench.transcript import Item, Transcript, Usage  # noqa: E402
+
+__all__ = ["Item", "ReplayResult", "Transcript", "Usage", "load_run", "load_transcript", "load_transcripts", "replay", "run"]
+__version__ = "0.1.0"
+
+
+def run(*args, **kwargs):
+    """Run a benchmark (see `bench.runner.run`)."""
+    from bench.runner import run as _run
+
+    return _run(*args, **kwargs)
+
+
+def load_run(path):
+    """A finished run's tables as pandas DataFrames (see `bench.store.load_run`)."""
+    from bench.store import load_run as _load_run
+
+    return _load_run(path)

@@ -1,0 +1,270 @@
+"""The deterministic offline models: `offline/extractive` (summarizer) and `offline/reader` (answerer).
+
+They make the whole benchmark run with no network and no weights, and they are honest baselines
+for what a model could keep: the summarizer copies salient lines verbatim, the reader quotes the
+best-matching span.
+
+- extractive: reads the section headings the prompt asks for (markdown headings, bold numbered
+  items), sorts the salient lines of the conversation (user requests, constraints, errors, paths,
+  decisions, progress, next steps) into the sections whose titles fit, and stops at the output
+  budget. In update mode (a ``<previous-summary>`` block, or an earlier summary in the
+  conversation) it keeps the previous summary's lines and adds the new ones.
+- reader: splits the context into lines and returns the line (with its neighbour when short) that
+  shares the most informative words with the question.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+HEADING_PATTERNS = (
+    re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
+    re.compile(r"^\s*\d+[.)]\s+\*\*(?P<title>[^*\n]{2,80})\*\*"),
+    re.compile(r"^\s*\*\*(?P<title>[^*\n]{2,60})\*\*:?\s*$"),
+    re.compile(r"^\s*<(?P<title>[a-z][a-z_-]{2,40})>\s*$"),
+)
+TAG_BLOCK = re.compile(r"<(?P<tag>[a-zA-Z][\w-]{1,40})>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
+PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summaries")
+SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another language model started to solve")
+
+PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
+ERROR = re.compile(r"(error|exception|traceback|failed|failure|fatal|assert|exit code [1-9]|not found|denied|panic)", re.I)
+CONSTRAINT = re.compile(r"\b(must|never|don't|do not|always|only|should not|shouldn't|avoid|required?|prefer)\b", re.I)
+DECISION = re.compile(r"\b(decided|decision|chose|choose|instead|because|since|so that|we'll use|will use|went with|opted)\b", re.I)
+PROGRESS = re.compile(r"\b(done|fixed|created|added|updated|implemented|passed|passing|completed|wrote|changed|removed|renamed)\b", re.I)
+NEXT = re.compile(r"\b(next|todo|to do|remaining|then|plan|will|pending|still need|afterwards)\b", re.I)
+WORD = re.compile(r"[A-Za-z0-9_./-]+")
+
+STOPWORDS = frozenset(
+    "a an the of to in on at for and or is are was were be been what which who whom whose when where why how "
+    "did does do that this these those it its with by from as into about after before during exact exactly "
+    "first last session user assistant please tell me you your we our i my any all there their".split()
+)
+
+SECTION_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("constraint", "preference", "requirement", "rule", "instruction"), "constraint"),
+    (("error", "problem", "issue", "fail", "bug", "blocker"), "error"),
+    (("decision", "rationale", "choice"), "decision"),
+    (("file", "artifact", "code", "path", "read", "modified"), "artifact"),
+    (("next", "todo", "pending", "remaining", "plan", "follow"), "next"),
+    (("progress", "done", "completed", "accomplished", "state", "status", "work"), "progress"),
+    (("goal", "objective", "task", "request", "intent", "purpose", "overview", "context"), "goal"),
+)
+
+CHARS_PER_TOKEN = 3  # conservative: the output stays within max_tokens for code-heavy text
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
+        content = "\n".join(parts)
+    text = str(content or "")
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", call) if isinstance(call, Mapping) else {}
+        text += f"\n{function.get('name', '')} {function.get('arguments', '')}"
+    return text
+
+
+def section_titles(instructions: str) -> list[str]:
+    """Section headings a prompt asks for, in order, without duplicates."""
+    titles: list[str] = []
+    in_block = False
+    for line in instructions.splitlines():
+        if line.strip().startswith("```"):
+            in_block = not in_block
+            continue
+        for pattern in HEADING_PATTERNS:
+            match = pattern.match(line)
+            if match:
+                title = match.group("title").strip()
+                if title.lower() not in (t.lower() for t in titles) and title.lower() not in PREVIOUS_SUMMARY_TAGS:
+                    titles.append(title)
+                break
+    return titles
+
+
+def _category(title: str) -> str:
+    lowered = title.lower()
+    for words, category in SECTION_RULES:
+        if any(w in lowered for w in words):
+            return category
+    return "goal"
+
+
+@dataclass
+class _Line:
+    text: str
+    role: str
+    position: int
+
+
+def _classify(line: _Line) -> list[str]:
+    text = line.text
+    categories = []
+    if line.role == "user":
+        categories.append("goal")
+        if CONSTRAINT.search(text):
+            categories.insert(0, "constraint")
+    if ERROR.search(text) and line.role in ("tool", "user", "assistant"):
+        categories.append("error")
+    if DECISION.search(text) and line.role == "assistant":
+        categories.append("decision")
+    if PATH.search(text):
+        categories.append("artifact")
+    if line.role == "assistant" and NEXT.search(text):
+        categories.append("next")
+    if line.role == "assistant" and PROGRESS.search(text):
+        categories.append("progress")
+    return categories
+
+
+def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Line], str]:
+    """(instructions, content lines, previous summary) of a summary request."""
+    instructions: list[str] = []
+    content: list[_Line] = []
+    previous = ""
+    last_user = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    position = 0
+
+    def add(text: str, role: str) -> None:
+        nonlocal position
+        for raw in text.splitlines():
+            stripped = raw.strip()
+            if len(stripped) >= 4:
+                content.append(_Line(stripped[:400], role, position))
+                position += 1
+
+    for n, message in enumerate(messages):
+        role = str(message.get("role", "user"))
+        text = _text_of(message)
+        if role in ("system", "developer") or n == last_user:
+            outside = text
+            for block in TAG_BLOCK.finditer(text):
+                tag = block.group("tag").lower()
+                if tag in PREVIOUS_SUMMARY_TAGS:
+                    previous = block.group("body")
+                else:
+                    add(block.group("body"), "conversation")
+                outside = outside.replace(block.group(0), "")
+            if role in ("system", "developer") and n != last_user and n > 0 and not section_titles(outside):
+                add(outside, role)
+            else:
+                instructions.append(outside)
+            continue
+        if role == "user" and any(marker in text.lower() for marker in SUMMARY_MARKERS):
+            previous = previous or text
+            continue
+        add(text, "tool" if role == "tool" else role)
+    # Serialized conversations ("[User]: ...") carry their roles in the line prefix.
+    for line in content:
+        if line.role == "conversation":
+            prefix = line.text.split(":", 1)[0].lower()
+            line.role = "user" if "user" in prefix else "tool" if ("tool" in prefix or "result" in prefix) else "assistant"
+    return "\n".join(instructions), content, previous
+
+
+def _previous_sections(previous: str, titles: list[str]) -> dict[str, list[str]]:
+    """Lines of an earlier summary under the headings it used."""
+    sections: dict[str, list[str]] = {}
+    current = titles[0] if titles else ""
+    known = {t.lower(): t for t in titles}
+    for line in previous.splitlines():
+        heading = next((p.match(line) for p in HEADING_PATTERNS if p.match(line)), None)
+        if heading:
+            title = heading.group("title").strip()
+            current = known.get(title.lower(), title)
+            continue
+        stripped = line.strip().lstrip("-* ").strip()
+        if stripped:
+            sections.setdefault(current, []).append(stripped)
+    return sections
+
+
+def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> str:
+    """The offline summarizer (see module docstring)."""
+    instructions, lines, previous = _split_prompt(messages)
+    titles = section_titles(instructions) or ["Summary"]
+    budget_chars = max(200, (max_tokens or 4096) * CHARS_PER_TOKEN)
+    chosen: dict[str, list[str]] = {t: [] for t in titles}
+    seen: set[str] = set()
+    for title, carried in _previous_sections(previous, titles).items():
+        target = title if title in chosen else next((t for t in titles if _category(t) == _category(title)), titles[0])
+        for text in carried:
+            if text not in seen:
+                chosen[target].append(text)
+                seen.add(text)
+    by_category: dict[str, list[str]] = {}
+    for title in titles:
+        by_category.setdefault(_category(title), []).append(title)
+    fallback = titles[0]
+    for line in lines:
+        if line.text in seen:
+            continue
+        categories = _classify(line)
+        target = next((by_category[c][0] for c in categories if c in by_category), None)
+        if target is None and categories:
+            target = fallback
+        if target is None:
+            continue
+        chosen[target].append(line.text)
+        seen.add(line.text)
+    # Fit the budget: keep the first lines of goal-like sections and the newest of the others.
+    out_sections: dict[str, list[str]] = {t: [] for t in titles}
+    used = sum(len(t) + 5 for t in titles)
+    queues = {t: (list(v) if _category(t) in ("goal", "constraint") else list(reversed(v))) for t, v in chosen.items()}
+    progressing = True
+    while progressing:
+        progressing = False
+        for title in titles:
+            if queues[title]:
+                text = queues[title].pop(0)
+                if used + len(text) + 3 > budget_chars:
+                    queues[title].clear()
+                    continue
+                used += len(text) + 3
+                out_sections[title].append(text)
+                progressing = True
+    parts = []
+    for title in titles:
+        body = out_sections[title]
+        if _category(title) not in ("goal", "constraint"):
+            body = list(reversed(body))
+        parts.append(f"## {title}\n" + ("\n".join(f"- {b}" for b in body) if body else "- (none)"))
+    return "\n\n".join(parts)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().strip("./-") for w in WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1]
+
+
+def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The offline answerer: the context line that best matches the last user message's question."""
+    if not messages:
+        return ""
+    question = _text_of(messages[-1])
+    context_lines = [line.strip() for m in messages[:-1] for line in _text_of(m).splitlines() if line.strip()]
+    if not context_lines:
+        return "I don't know."
+    query = set(_words(question))
+    if not query:
+        return context_lines[-1]
+    frequency = Counter(w for line in context_lines for w in set(_words(line)))
+    total = len(context_lines)
+    best, best_score = -1, 0.0
+    for n, line in enumerate(context_lines):
+        words = set(_words(line))
+        score = sum(math.log(1 + total / frequency[w]) for w in words & query)
+        if score > best_score or (score == best_score and score > 0):
+            best, best_score = n, score
+    if best < 0:
+        return "I don't know."
+    answer = context_lines[best]
+    if len(answer) < 60 and best + 1 < total:
+        answer += "\n" + context_lines[best + 1]
+    return answer[:2000]

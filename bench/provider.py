@@ -1,0 +1,188 @@
+"""The simulated provider: true token counts, overflow errors, cached prefixes and usage.
+
+For each request of a cell it renders the messages, counts their true tokens with the profile's
+tokenizer (memoized per message, so a replay stays linear), raises an overflow error with the real
+provider's message text when input plus requested output exceed the window, computes the cached
+prefix against the previous request of the same cell (message hashes first, tokens only inside
+the first differing message; `bench.caching` applies the provider's rules) and returns usage in
+the shape strategies read. With `usage="recorded"` the transcript's own usage is reported instead
+(where the step has some).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+
+from bench.caching import CacheOutcome, cache_outcome
+from bench.profiles import ModelProfile
+from bench.request import Message, Request
+from bench.tokens import TokenCounter
+from bench.transcript import Usage
+
+#: Tokens of framing per message (role markers), as in OpenAI's chat format accounting.
+MESSAGE_OVERHEAD = 4
+#: Tokens of framing per tool call inside an assistant message.
+TOOL_CALL_OVERHEAD = 3
+#: How many earlier requests of the cell are kept as cache entries.
+RECENT_ENTRIES = 2
+
+
+@dataclass(frozen=True)
+class ProviderError:
+    """A provider-shaped error, as an agent would receive it."""
+
+    provider: str
+    status: int
+    code: str
+    message: str
+
+    @property
+    def is_overflow(self) -> bool:
+        return self.code in ("context_length_exceeded", "invalid_request_error")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"provider": self.provider, "status": self.status, "code": self.code, "message": self.message}
+
+
+def overflow_error(profile: ModelProfile, tokens: int) -> ProviderError:
+    """The error text the real provider returns for a request that does not fit."""
+    if profile.provider == "anthropic":
+        return ProviderError(
+            "anthropic", 400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {profile.context_window} maximum"
+        )
+    return ProviderError(
+        "openai",
+        400,
+        "context_length_exceeded",
+        "Your input exceeds the context window of this model. Please adjust your input and try again.",
+    )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the provider did with one request."""
+
+    true_tokens: int
+    overflow: bool
+    error: ProviderError | None
+    cache: CacheOutcome
+    usage: Usage
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.cache.cached_tokens
+
+
+def _timestamp_seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class SimulatedProvider:
+    """One cell's provider: keeps the most recent requests for the cache model."""
+
+    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None) -> None:
+        self.profile = profile
+        self.counter = counter or TokenCounter(profile.tokenizer)
+        self._message_tokens: dict[Message, int] = {}
+        # The most recent accepted requests (a turn request and a summary request can both
+        # leave a cache entry); a new request reads from the one it shares the longest prefix with.
+        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None]] = deque(maxlen=RECENT_ENTRIES)
+
+    # ------------------------------------------------------------- counting
+    def message_tokens(self, message: Message) -> int:
+        cached = self._message_tokens.get(message)
+        if cached is None:
+            count = self.counter.count
+            cached = MESSAGE_OVERHEAD + count(message.content)
+            for call in message.tool_calls:
+                cached += TOOL_CALL_OVERHEAD + count(call.name) + count(call.arguments)
+            cached += sum(self.profile.image_tokens for a in message.attachments if a.is_image)
+            if len(self._message_tokens) > 200_000:
+                self._message_tokens.clear()
+            self._message_tokens[message] = cached
+        return cached
+
+    def count(self, messages: tuple[Message, ...] | list[Message]) -> int:
+        return sum(self.message_tokens(m) for m in messages)
+
+    def boundaries(self, messages: tuple[Message, ...]) -> list[int]:
+        out, total = [], 0
+        for m in messages:
+            total += self.message_tokens(m)
+            out.append(total)
+        return out
+
+    def _render(self, message: Message) -> str:
+        calls = "".join(f"\n<call {c.id} {c.name}>{c.arguments}" for c in message.tool_calls)
+        return f"<|{message.role}|>{message.content}{calls}"
+
+    def common_prefix_tokens(self, previous: tuple[Message, ...], current: tuple[Message, ...]) -> int:
+        """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
+        tokens = 0
+        index = 0
+        for a, b in zip(previous, current):
+            if a is not b and a != b:
+                break
+            tokens += self.message_tokens(a)
+            index += 1
+        if index < len(previous) and index < len(current):
+            left = self.counter.encode(self._render(previous[index]))
+            right = self.counter.encode(self._render(current[index]))
+            same = 0
+            for x, y in zip(left, right):
+                if x != y:
+                    break
+                same += 1
+            tokens += same
+        return tokens
+
+    # ------------------------------------------------------------- sending
+    def send(
+        self,
+        request: Request,
+        *,
+        output_tokens: int = 0,
+        timestamp: str | None = None,
+        recorded_usage: Usage | None = None,
+    ) -> Outcome:
+        """Process one request; the cache state advances only for requests that were accepted."""
+        messages = request.messages
+        boundaries = self.boundaries(messages)
+        true_tokens = boundaries[-1] if boundaries else 0
+        reserved = request.max_output_tokens or 0
+        now = _timestamp_seconds(timestamp)
+        best_prefix, best_boundaries, expired = 0, [], False
+        for previous, previous_boundaries, then in self._recent:
+            prefix = self.common_prefix_tokens(previous, messages)
+            if prefix >= best_prefix:
+                best_prefix, best_boundaries = prefix, previous_boundaries
+                expired = now is not None and then is not None and now - then > self.profile.cache.ttl_seconds
+        cache = cache_outcome(
+            self.profile.cache,
+            prefix_tokens=best_prefix,
+            total_tokens=true_tokens,
+            previous_boundaries=best_boundaries,
+            expired=expired,
+        )
+        if true_tokens + reserved > self.profile.context_window:
+            error = overflow_error(self.profile, true_tokens + reserved)
+            return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
+        self._recent.append((messages, boundaries, now))
+        if recorded_usage is not None:
+            usage = recorded_usage
+        else:
+            usage = Usage(
+                input=true_tokens,
+                cached_input=cache.cached_tokens,
+                cache_write=cache.cache_write_tokens,
+                output=output_tokens,
+                total=true_tokens + output_tokens,
+            )
+        return Outcome(true_tokens, False, None, cache, usage)

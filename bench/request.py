@@ -1,0 +1,153 @@
+"""Provider-neutral requests: `Message`, `ToolCall` and `Request`, as strategies build them.
+
+A strategy turns its view of the history into a `Request`: messages in one of the roles below,
+each carrying the ids of the transcript items it was built from (so every metric can trace which
+recorded facts are still in context), plus the strategy's own token estimate at decision time.
+
+Roles: ``system``, ``developer``, ``user``, ``assistant`` (text and/or `tool_calls`), ``tool``
+(a tool result, with `tool_call_id`), ``reasoning`` (a model reasoning item, kept by agents that
+replay it) and ``compaction`` (an opaque server-side compaction item, Codex remote).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bench.transcript import Attachment, Item
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "reasoning", "compaction")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a request. Frozen and hashable, so token counts memoize per message."""
+
+    role: str
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    item_ids: tuple[str, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    name: str | None = None
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown message role {self.role!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"role": self.role, "content": self.content, "item_ids": list(self.item_ids)}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            out["name"] = self.name
+        if self.attachments:
+            out["attachments"] = [{"mime": a.mime, "name": a.name, "size": a.size} for a in self.attachments]
+        if self.is_error:
+            out["is_error"] = True
+        return out
+
+    def with_content(self, content: str) -> Message:
+        return replace(self, content=content)
+
+
+def message_from_item(item: Item) -> Message:
+    """The plain wire message for one item (strategies with their own rendering build their own)."""
+    if item.kind in ("system",):
+        role = "developer" if item.meta.get("role") == "developer" else "system"
+        return Message(role=role, content=item.text, item_ids=(item.id,), attachments=item.attachments)
+    if item.kind == "user":
+        return Message(role="user", content=item.text, item_ids=(item.id,), attachments=item.attachments)
+    if item.kind == "assistant":
+        return Message(role="assistant", content=item.text, item_ids=(item.id,), attachments=item.attachments)
+    if item.kind == "reasoning":
+        return Message(role="reasoning", content=item.text, item_ids=(item.id,))
+    if item.kind == "tool_call":
+        call = ToolCall(id=item.call_id or "", name=item.tool_name or "", arguments=item.arguments or "")
+        return Message(role="assistant", tool_calls=(call,), item_ids=(item.id,))
+    if item.kind == "tool_result":
+        return Message(
+            role="tool",
+            content=item.text,
+            tool_call_id=item.call_id,
+            item_ids=(item.id,),
+            attachments=item.attachments,
+            name=item.tool_name,
+            is_error=item.is_error,
+        )
+    raise ValueError(f"item {item.id!r} of kind {item.kind!r} is not model input")
+
+
+def merge_assistant(messages: list[Message]) -> list[Message]:
+    """Fold consecutive assistant text/tool-call messages of one response into one message.
+
+    Chat-style wire formats carry an assistant's text and its tool calls in one message.
+    """
+    out: list[Message] = []
+    for message in messages:
+        if (
+            out
+            and message.role == "assistant"
+            and out[-1].role == "assistant"
+            and message.tool_calls
+        ):
+            prev = out[-1]
+            out[-1] = replace(
+                prev,
+                tool_calls=prev.tool_calls + message.tool_calls,
+                item_ids=prev.item_ids + message.item_ids,
+            )
+        else:
+            out.append(message)
+    return out
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a strategy would send to the model now.
+
+    `kind` is ``turn`` for a normal sampling request, ``summary`` for a compaction request and
+    ``final`` for the context probed at the end of a session. `estimate_tokens` is the strategy's
+    own count (its heuristic, or provider usage plus heuristic) at decision time, and `threshold`
+    the count at which it would compact, when it has one: token-accuracy metrics compare both
+    with the true count.
+    """
+
+    messages: tuple[Message, ...]
+    estimate_tokens: int | None = None
+    threshold: int | None = None
+    kind: str = "turn"
+    max_output_tokens: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "messages", tuple(self.messages))
+
+    def item_ids(self) -> list[str]:
+        return [i for m in self.messages for i in m.item_ids]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [m.to_dict() for m in self.messages]
+
+    def text(self) -> str:
+        """Everything the model would read, as one string (for presence checks)."""
+        parts = []
+        for m in self.messages:
+            if m.content:
+                parts.append(m.content)
+            for c in m.tool_calls:
+                parts.append(f"{c.name} {c.arguments}")
+        return "\n".join(parts)

@@ -1,0 +1,210 @@
+"""The strategy protocol (DESIGN §3), its options, and what a strategy may ask of the engine.
+
+A strategy sees the transcript as an agent would, one event at a time:
+
+- ``on_user_turn(item)``: a real user message arrives (pre-turn checks run first, then it is recorded);
+- ``on_input(item)``: any other model input (system/developer context, synthetic user context,
+  tool results);
+- ``on_marker(item)``: a recorded agent event that is not model input (model switch, branch move,
+  the recorded agent's own compaction);
+- ``request()``: the `Request` it would send now (it may compact first);
+- ``on_response(items, usage, needs_follow_up)``: the recorded model output and the usage the
+  provider reported (None when the request overflowed); post-step checks run here;
+- ``on_overflow(error)``: the provider refused the request; return True after recovering
+  (compacting) to have the engine send `request()` again (bounded), False to give up the step.
+
+Through its `StrategyContext` a strategy sends summary requests (`summarize`, which raises
+`SummaryOverflow` when the summary request itself does not fit) and records each compaction
+(`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from bench.profiles import ModelProfile
+from bench.provider import ProviderError
+from bench.request import Message, Request
+from bench.transcript import Item, Usage
+
+
+class OptionError(ValueError):
+    """An unknown option or a value of the wrong type; the message lists the valid options."""
+
+
+class SummaryOverflow(Exception):
+    """The summary request itself exceeded the context window."""
+
+    def __init__(self, error: ProviderError, tokens: int) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.tokens = tokens
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    """One model call (summary, answer or judgement) and what it cost."""
+
+    text: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cache_hit: bool = False
+    purpose: str = "summary"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class StrategyContext(Protocol):
+    """What the engine offers a strategy."""
+
+    profile: ModelProfile
+
+    def summarize(self, request: Request, *, purpose: str = "summary") -> LLMResult:
+        """Send a summary request to the summarizer model (recorded as a request of kind `summary`)."""
+
+    def record_compaction(
+        self,
+        *,
+        trigger: str,
+        before: Sequence[Message],
+        after: Sequence[Message],
+        summary: str | None,
+        summarized_ids: Sequence[str] = (),
+        estimate_tokens: int | None = None,
+        threshold: int | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record one installed compaction: the context before and after, and what was summarized."""
+
+    def render_prompt(self, template: str, **variables: Any) -> str:
+        """Render a summary-prompt template (user overrides from `--prompt` first)."""
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """True token count (the provider's tokenizer). Strategies decide with their own estimators;
+        this is for strategies whose upstream asks the provider to count."""
+
+
+def _coerce(name: str, value: Any, annotation: Any) -> Any:
+    """Convert a command-line string to the option's declared type."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, {"__builtins__": {}}, {"int": int, "float": float, "bool": bool, "str": str, "None": None})
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
+            if type(None) in args:
+                return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, value, arg)
+            except OptionError:
+                continue
+        raise OptionError(f"option {name}: cannot read {value!r} as {annotation}")
+    if not isinstance(value, str):
+        if annotation is float and isinstance(value, int):
+            return float(value)
+        if annotation in (int, float, bool, str) and not isinstance(value, annotation):
+            raise OptionError(f"option {name}: expected {annotation.__name__}, got {value!r}")
+        return value
+    try:
+        if annotation is bool:
+            lowered = value.lower()
+            if lowered in ("1", "true", "yes", "on"):
+                return True
+            if lowered in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if annotation is int:
+            return int(value.replace("_", ""))
+        if annotation is float:
+            return float(value)
+        if annotation is str:
+            return value
+    except ValueError:
+        raise OptionError(f"option {name}: expected {getattr(annotation, '__name__', annotation)}, got {value!r}") from None
+    raise OptionError(f"option {name}: unsupported option type {annotation}")
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """A strategy without options."""
+
+
+class Strategy:
+    """Base class of strategies. Subclasses set `name`, `description`, `spec` and `Options`."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    #: Where the rules come from (spec file and sections).
+    spec: ClassVar[str] = ""
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        self.ctx = ctx
+        self.options = options if options is not None else self.Options()
+
+    # ----------------------------------------------------------------- options
+    @classmethod
+    def option_fields(cls) -> dict[str, dataclasses.Field]:
+        return {f.name: f for f in dataclasses.fields(cls.Options)}
+
+    @classmethod
+    def parse_options(cls, values: Mapping[str, Any] | None) -> Any:
+        values = dict(values or {})
+        known = cls.option_fields()
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            listing = ", ".join(f"{n}={f.default!r}" for n, f in known.items()) or "(none)"
+            raise OptionError(f"unknown option(s) for strategy {cls.name!r}: {', '.join(unknown)}; valid: {listing}")
+        hints = typing.get_type_hints(cls.Options)
+        converted = {k: _coerce(f"{cls.name}.{k}", v, hints.get(k, str)) for k, v in values.items()}
+        return cls.Options(**converted)
+
+    # ----------------------------------------------------------------- protocol
+    def on_user_turn(self, item: Item) -> None:
+        raise NotImplementedError
+
+    def on_input(self, item: Item) -> None:
+        raise NotImplementedError
+
+    def on_marker(self, item: Item) -> None:
+        """Recorded agent events are ignored unless a strategy needs them."""
+
+    def request(self) -> Request:
+        raise NotImplementedError
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        raise NotImplementedError
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        """Default: no recovery; the step is recorded as overflowed."""
+        return False
+
+
+@dataclass
+class StrategyInfo:
+    """What `bench list strategies` shows."""
+
+    name: str
+    description: str
+    spec: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, strategy: type[Strategy]) -> StrategyInfo:
+        return cls(
+            name=strategy.name,
+            description=strategy.description,
+            spec=strategy.spec,
+            options={n: f.default for n, f in strategy.option_fields().items()},
+        )

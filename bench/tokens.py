@@ -1,0 +1,119 @@
+"""Token counting: true counts with tiktoken encodings loaded offline, and the upstream estimators.
+
+True counts use o200k_base or cl100k_base built from the BPE files that litellm ships
+(sha256-checked; specs/environment.md §1, "Route D"), so no code path reaches the network.
+
+The estimators are the upstream systems' own heuristics, named after them:
+- Codex: ``ceil(utf8_bytes / 4)`` (specs/codex.md §6)
+- Pi: ``ceil(utf16_units / 4)`` (specs/pi.md §2.5)
+- OpenCode: ``round_half_up(utf16_units / 4)`` (specs/opencode.md §2.4)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import lru_cache
+from pathlib import Path
+
+import tiktoken
+
+#: encoding -> (file name in litellm's bundle = sha1 of the public URL, sha256 tiktoken expects)
+ENCODING_FILES = {
+    "cl100k_base": (
+        "9b5ad71b2ce5302211f9c61530b329a4922fc6a4",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+    "o200k_base": (
+        "fb374d419588a4632f3f557e76b4b70aebbca790",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+}
+
+
+class TokenizerError(RuntimeError):
+    """An encoding that cannot be loaded offline."""
+
+
+def bundled_tokenizer_dir() -> Path:
+    """litellm's folder of tiktoken BPE files, found without importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        raise TokenizerError("litellm is not installed; it carries the offline tokenizer files")
+    return Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
+
+
+@lru_cache(maxsize=None)
+def get_encoding(name: str) -> tiktoken.Encoding:
+    """A tiktoken encoding built from the local, hash-checked BPE file (never downloads)."""
+    if name not in ENCODING_FILES:
+        raise TokenizerError(f"unknown encoding {name!r}; available offline: {', '.join(ENCODING_FILES)}")
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext import openai_public
+
+    file_name, sha256 = ENCODING_FILES[name]
+    path = bundled_tokenizer_dir() / file_name
+    if not path.is_file():
+        raise TokenizerError(f"{name}: {path} is missing; the installed litellm no longer bundles it")
+    ranks = load_tiktoken_bpe(str(path), expected_hash=sha256)
+    # Reuse tiktoken's own pattern and special tokens for the encoding, with our ranks.
+    original = openai_public.load_tiktoken_bpe
+    openai_public.load_tiktoken_bpe = lambda *args, **kwargs: ranks
+    try:
+        constructor = getattr(openai_public, name)
+        params = constructor()
+    finally:
+        openai_public.load_tiktoken_bpe = original
+    return tiktoken.Encoding(**params)
+
+
+def utf8_len(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+def utf16_len(text: str) -> int:
+    """Length in UTF-16 code units, as JavaScript's `String.length` counts it."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF) if not text.isascii() else len(text)
+
+
+def codex_estimate(text: str) -> int:
+    """Codex: ceil(utf8 bytes / 4)."""
+    return (utf8_len(text) + 3) // 4
+
+
+def codex_estimate_bytes(n_bytes: int) -> int:
+    return (n_bytes + 3) // 4
+
+
+def pi_estimate(text: str) -> int:
+    """Pi: ceil(utf16 code units / 4)."""
+    return (utf16_len(text) + 3) // 4
+
+
+def opencode_estimate(text: str) -> int:
+    """OpenCode: round half up of (utf16 code units / 4), i.e. JavaScript's Math.round."""
+    return (utf16_len(text) + 2) // 4
+
+
+class TokenCounter:
+    """True token counts with one encoding, memoized per text (items repeat across requests)."""
+
+    def __init__(self, encoding: str = "o200k_base", memo_limit: int = 500_000) -> None:
+        self.encoding_name = encoding
+        self.encoding = get_encoding(encoding)
+        self._memo: dict[str, int] = {}
+        self._memo_limit = memo_limit
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        memo = self._memo
+        cached = memo.get(text)
+        if cached is None:
+            cached = len(self.encoding.encode(text, disallowed_special=()))
+            if len(memo) >= self._memo_limit:
+                memo.clear()
+            memo[text] = cached
+        return cached
+
+    def encode(self, text: str) -> list[int]:
+        return self.encoding.encode(text, disallowed_special=())

@@ -1,0 +1,367 @@
+"""The canonical transcript: immutable `Transcript` and `Item`, and their JSONL file format.
+
+Every importer produces a `Transcript`; every strategy consumes its items (DESIGN §2). The module
+also owns the helpers every strategy needs: turns, model responses (replay steps), tool call and
+result lookup, and the distinction between real and synthetic user messages.
+
+Canonical file: JSONL, first line the header ``{"format": "compaction-bench/transcript",
+"version": 1, ...}``, then one item per line. `dumps`/`loads` round-trip losslessly.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+FORMAT_NAME = "compaction-bench/transcript"
+FORMAT_VERSION = 1
+
+KINDS = ("system", "user", "assistant", "reasoning", "tool_call", "tool_result", "marker")
+MODEL_OUTPUT_KINDS = frozenset({"assistant", "reasoning", "tool_call"})
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class TranscriptError(ValueError):
+    """A transcript (file or object) that cannot be used; the message names the place."""
+
+
+def freeze(value: Any) -> Any:
+    """Deep-freeze JSON-like data: dicts become read-only mappings, lists become tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Inverse of `freeze`: plain dicts and lists, ready for `json.dumps`."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A non-text part of a message (image, file); only its type, name and size matter here."""
+
+    mime: str
+    name: str = ""
+    size: int = 0
+
+    @property
+    def is_image(self) -> bool:
+        return self.mime.startswith("image/")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one model response, as providers report it.
+
+    `input` includes `cached_input` and `cache_write` (OpenAI convention); importers of
+    Anthropic-shaped usage add the cache fields into `input`. `total` is what the provider said,
+    or input + output when it said nothing.
+    """
+
+    input: int = 0
+    cached_input: int = 0
+    cache_write: int = 0
+    output: int = 0
+    reasoning: int = 0
+    total: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.total:
+            object.__setattr__(self, "total", self.input + self.output)
+
+    def to_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        return cls(**{f.name: int(data.get(f.name) or 0) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One recorded event of a session.
+
+    `kind` is one of `KINDS`. `response` is the index of the model response the item belongs to
+    (model-output items only); `usage` sits on the last item of a recorded response; `turn` is the
+    index of the real user turn. `synthetic` marks injected context (AGENTS.md, environment
+    blocks) that is not a real user message. `marker` items are the recorded agent's own events
+    that are not model input (native compactions, model switches, aborted turns, branch moves);
+    their data is in `meta`. `meta` holds anything else the source format knew.
+    """
+
+    id: str
+    kind: str
+    text: str = ""
+    call_id: str | None = None
+    tool_name: str | None = None
+    arguments: str | None = None
+    is_error: bool = False
+    attachments: tuple[Attachment, ...] = ()
+    synthetic: bool = False
+    usage: Usage | None = None
+    response: int | None = None
+    turn: int | None = None
+    timestamp: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise TranscriptError(f"item {self.id!r}: unknown kind {self.kind!r} (expected one of {', '.join(KINDS)})")
+        if not isinstance(self.meta, MappingProxyType):
+            object.__setattr__(self, "meta", freeze(self.meta or {}))
+        if self.kind in ("tool_call", "tool_result") and not self.call_id:
+            raise TranscriptError(f"item {self.id!r}: a {self.kind} needs a call_id")
+
+    @property
+    def is_real_user(self) -> bool:
+        return self.kind == "user" and not self.synthetic
+
+    @property
+    def is_model_output(self) -> bool:
+        return self.kind in MODEL_OUTPUT_KINDS
+
+    def to_dict(self) -> dict[str, Any]:
+        """The item as it is written to the canonical file: default-valued fields are left out."""
+        out: dict[str, Any] = {"id": self.id, "kind": self.kind}
+        for f in fields(self):
+            if f.name in ("id", "kind"):
+                continue
+            value = getattr(self, f.name)
+            if (f.name == "meta" and not value) or (f.name != "meta" and value == f.default):
+                continue
+            if f.name == "attachments":
+                value = [{"mime": a.mime, "name": a.name, "size": a.size} for a in value]
+            elif f.name == "usage":
+                value = value.to_dict()
+            elif f.name == "meta":
+                value = thaw(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Item:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise TranscriptError(f"unknown item field(s): {', '.join(sorted(unknown))}")
+        if "id" not in data or "kind" not in data:
+            raise TranscriptError("an item needs 'id' and 'kind'")
+        kw = dict(data)
+        kw["attachments"] = tuple(Attachment(**a) for a in kw.get("attachments") or ())
+        if kw.get("usage") is not None:
+            kw["usage"] = Usage.from_dict(kw["usage"])
+        kw["meta"] = freeze(kw.get("meta") or {})
+        return cls(**kw)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One recorded model response: its output items and the usage the provider reported."""
+
+    index: int
+    items: tuple[Item, ...]
+    usage: Usage | None
+    turn: int | None
+
+    @property
+    def tool_calls(self) -> tuple[Item, ...]:
+        return tuple(i for i in self.items if i.kind == "tool_call")
+
+    @property
+    def needs_follow_up(self) -> bool:
+        """The model asked for tools, so the agent samples again within the same turn."""
+        return any(i.kind == "tool_call" for i in self.items)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A real user message and every item up to the next real user message."""
+
+    index: int
+    items: tuple[Item, ...]
+
+    @property
+    def user(self) -> Item | None:
+        return next((i for i in self.items if i.is_real_user), None)
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A recorded session in canonical form (DESIGN §2)."""
+
+    id: str
+    items: tuple[Item, ...]
+    source: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    model: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
+        object.__setattr__(self, "source", freeze(self.source or {}))
+        object.__setattr__(self, "meta", freeze(self.meta or {}))
+        seen: set[str] = set()
+        for position, item in enumerate(self.items):
+            if not isinstance(item, Item):
+                raise TranscriptError(f"transcript {self.id!r}: entry {position} is not an Item")
+            if item.id in seen:
+                raise TranscriptError(f"transcript {self.id!r}: duplicate item id {item.id!r} at position {position}")
+            seen.add(item.id)
+
+    # ----------------------------------------------------------------- lookups
+    @property
+    def by_id(self) -> Mapping[str, Item]:
+        cached = self.__dict__.get("_by_id")
+        if cached is None:
+            cached = {i.id: i for i in self.items}
+            object.__setattr__(self, "_by_id", cached)
+        return cached
+
+    def position(self, item_id: str) -> int:
+        positions = self.__dict__.get("_positions")
+        if positions is None:
+            positions = {i.id: n for n, i in enumerate(self.items)}
+            object.__setattr__(self, "_positions", positions)
+        return positions[item_id]
+
+    def tool_call(self, call_id: str) -> Item | None:
+        """The first tool call with this call id, or None."""
+        return next((i for i in self.items if i.kind == "tool_call" and i.call_id == call_id), None)
+
+    def tool_results(self, call_id: str) -> tuple[Item, ...]:
+        return tuple(i for i in self.items if i.kind == "tool_result" and i.call_id == call_id)
+
+    def orphans(self) -> dict[str, list[str]]:
+        """Item ids of tool calls without a result and tool results without a call."""
+        calls = {i.call_id for i in self.items if i.kind == "tool_call"}
+        results = {i.call_id for i in self.items if i.kind == "tool_result"}
+        return {
+            "calls_without_result": [i.id for i in self.items if i.kind == "tool_call" and i.call_id not in results],
+            "results_without_call": [i.id for i in self.items if i.kind == "tool_result" and i.call_id not in calls],
+        }
+
+    # ----------------------------------------------------------------- structure
+    def steps(self) -> list[Step]:
+        """Recorded model responses in order (items grouped by their `response` index)."""
+        groups: dict[int, list[Item]] = {}
+        for item in self.items:
+            if item.response is not None and item.is_model_output:
+                groups.setdefault(item.response, []).append(item)
+        steps = []
+        for index, response in enumerate(sorted(groups)):
+            items = tuple(groups[response])
+            usage = next((i.usage for i in reversed(items) if i.usage is not None), None)
+            steps.append(Step(index=index, items=items, usage=usage, turn=items[0].turn))
+        return steps
+
+    def turns(self) -> list[Turn]:
+        """Items split at each real user message; items before the first one form turn 0's prefix."""
+        turns: list[list[Item]] = [[]]
+        for item in self.items:
+            if item.is_real_user and any(i.is_real_user for i in turns[-1]):
+                turns.append([])
+            turns[-1].append(item)
+        return [Turn(index=n, items=tuple(t)) for n, t in enumerate(turns) if t]
+
+    def real_user_messages(self) -> list[Item]:
+        return [i for i in self.items if i.is_real_user]
+
+    def markers(self, event: str | None = None) -> list[Item]:
+        return [i for i in self.items if i.kind == "marker" and (event is None or i.meta.get("event") == event)]
+
+    def recorded_usage(self) -> list[Usage]:
+        return [i.usage for i in self.items if i.usage is not None]
+
+    def with_items(self, items: Iterable[Item]) -> Transcript:
+        return replace(self, items=tuple(items))
+
+    # ----------------------------------------------------------------- file format
+    def header(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "id": self.id,
+            "model": self.model,
+            "source": thaw(self.source),
+            "meta": thaw(self.meta),
+        }
+
+    def iter_lines(self) -> Iterator[str]:
+        yield json.dumps(self.header(), ensure_ascii=False)
+        for item in self.items:
+            yield json.dumps(item.to_dict(), ensure_ascii=False)
+
+    def dumps(self) -> str:
+        return "\n".join(self.iter_lines()) + "\n"
+
+    def write(self, path: str | Path) -> Path:
+        """Write the canonical JSONL file atomically."""
+        from bench.atomic import atomic_write_text
+
+        return atomic_write_text(Path(path), self.dumps())
+
+    @classmethod
+    def loads(cls, text: str, *, origin: str = "<string>") -> Transcript:
+        lines = text.splitlines()
+        if not lines or not lines[0].strip():
+            raise TranscriptError(f"{origin}:1: empty file, expected a compaction-bench transcript header")
+        try:
+            header = json.loads(lines[0])
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"{origin}:1: header is not JSON ({exc.msg})") from None
+        if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+            raise TranscriptError(f"{origin}:1: not a compaction-bench transcript header")
+        if header.get("version") != FORMAT_VERSION:
+            raise TranscriptError(f"{origin}:1: unsupported transcript version {header.get('version')!r}")
+        items = []
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise TranscriptError("an item line must be a JSON object")
+                items.append(Item.from_dict(data))
+            except json.JSONDecodeError as exc:
+                raise TranscriptError(f"{origin}:{number}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+            except (TranscriptError, TypeError, ValueError) as exc:
+                raise TranscriptError(f"{origin}:{number}: {exc}") from None
+        try:
+            return cls(
+                id=str(header.get("id") or Path(origin).stem),
+                items=tuple(items),
+                source=header.get("source") or {},
+                model=header.get("model"),
+                meta=header.get("meta") or {},
+            )
+        except TranscriptError as exc:
+            raise TranscriptError(f"{origin}: {exc}") from None
+
+    @classmethod
+    def read(cls, path: str | Path) -> Transcript:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TranscriptError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
+        return cls.loads(text, origin=str(path))
+
+
+def is_canonical(head: str) -> bool:
+    """True when the first line of a file is a canonical transcript header."""
+    try:
+        data = json.loads(head.splitlines()[0]) if head.strip() else None
+    except (json.JSONDecodeError, IndexError):
+        return False
+    return isinstance(data, dict) and data.get("format") == FORMAT_NAME

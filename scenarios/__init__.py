@@ -1,0 +1,1 @@
+"""Scenarios: transcript importers (one module per format), the synthetic generator, probe mining."""

@@ -1,0 +1,1 @@
+"""Compaction strategies: one module per family, shared components, and prompt templates."""

@@ -1,0 +1,149 @@
+"""Baseline strategies: `none`, `truncate` and `observation-masking`.
+
+- `none` never compacts; its overflows are recorded, which shows where a session would fail.
+- `truncate` drops the oldest pair-safe units (whole turns first, then whole model steps with
+  their tool results) once the true token count passes `trigger_ratio` of the window, until it is
+  under `target_ratio`. It never separates a tool call from its result.
+- `observation-masking` (JetBrains, "The Complexity Trap", specs/evaluation.md §2): tool outputs
+  older than the last `keep_last` agent steps become a one-line placeholder; reasoning and actions
+  stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from bench.request import Message, Request, merge_assistant
+from bench.strategy import Strategy
+from bench.transcript import Item, Usage
+from strategies.history import ItemHistory, pair_safe_units
+
+
+class _Recording(Strategy):
+    """Shared plumbing of the baselines: every observed item goes into one history."""
+
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self.history = ItemHistory()
+
+    def on_user_turn(self, item: Item) -> None:
+        self.history.append(item)
+
+    def on_input(self, item: Item) -> None:
+        self.history.append(item)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.history.extend(items)
+
+    def messages(self) -> list[Message]:
+        return self.history.render()
+
+
+class NoCompaction(_Recording):
+    name = "none"
+    description = "never compacts; overflows are recorded"
+    spec = "baseline"
+
+    def request(self) -> Request:
+        return Request(self.messages())
+
+
+@dataclass(frozen=True)
+class TruncateOptions:
+    trigger_ratio: float = 0.9
+    target_ratio: float = 0.6
+
+
+class Truncate(_Recording):
+    name = "truncate"
+    description = "drops the oldest whole turns (then whole steps), never splitting a tool call from its result"
+    spec = "baseline"
+    Options = TruncateOptions
+
+    def request(self) -> Request:
+        messages = self.messages()
+        window = self.ctx.profile.context_window
+        threshold = int(window * self.options.trigger_ratio)
+        tokens = self.ctx.count_tokens(messages)
+        if tokens > threshold:
+            before = messages
+            target = int(window * self.options.target_ratio)
+            keep = self._drop_until(target)
+            self.history.items = keep
+            messages = self.messages()
+            self.ctx.record_compaction(
+                trigger="threshold", before=before, after=messages, summary=None, estimate_tokens=tokens, threshold=threshold
+            )
+            tokens = self.ctx.count_tokens(messages)
+        return Request(messages, estimate_tokens=tokens, threshold=threshold)
+
+    def _drop_until(self, target: int) -> list[Item]:
+        """The history without its oldest pair-safe units, down to `target` tokens.
+
+        System items and the newest real user message always stay.
+        """
+        items = self.history.items
+        last_user = next((i for i in reversed(items) if i.is_real_user), None)
+        pinned = {i.id for i in items if i.kind == "system"} | ({last_user.id} if last_user else set())
+        units = [[i for i in unit if i.id not in pinned] for unit in pair_safe_units(items)]
+        tokens = self.ctx.count_tokens(self.history.render())
+        dropped: set[str] = set()
+        for unit in units[:-1]:
+            if tokens <= target:
+                break
+            if unit:
+                tokens -= self.ctx.count_tokens(self.history.render(unit))
+                dropped.update(i.id for i in unit)
+        return [i for i in items if i.id not in dropped]
+
+
+@dataclass(frozen=True)
+class MaskingOptions:
+    keep_last: int = 10
+    placeholder: str = "[Old tool output omitted: {lines} lines]"
+
+
+class ObservationMasking(_Recording):
+    name = "observation-masking"
+    description = "replaces tool outputs older than the last M agent steps with a placeholder"
+    spec = "specs/evaluation.md §2"
+    Options = MaskingOptions
+
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self._steps = 0
+        self._masked: set[str] = set()
+        self._result_step: dict[str, int] = {}
+
+    def on_input(self, item: Item) -> None:
+        super().on_input(item)
+        if item.kind == "tool_result":
+            self._result_step[item.id] = self._steps
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        super().on_response(items, usage, needs_follow_up)
+        self._steps += 1
+
+    def _render(self) -> list[Message]:
+        out = []
+        for item in self.history.items:
+            message = self.history.message(item)
+            if item.id in self._masked:
+                lines = item.text.count("\n") + 1
+                message = replace(message, content=self.options.placeholder.format(lines=lines), attachments=())
+            out.append(message)
+        return merge_assistant(out)
+
+    def request(self) -> Request:
+        cutoff = self._steps - self.options.keep_last
+        newly = [rid for rid, step in self._result_step.items() if step < cutoff and rid not in self._masked]
+        if newly:
+            before = self._render()
+            self._masked.update(newly)
+            after = self._render()
+            self.ctx.record_compaction(
+                trigger="masking", before=before, after=after, summary=None, details={"masked": newly}
+            )
+            return Request(after)
+        return Request(self._render())
