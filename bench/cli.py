@@ -1,0 +1,314 @@
+"""The `bench` command line: run, list, import, inspect, report, probes and fidelity.
+
+Errors a user can cause (a missing or malformed file, an unknown strategy, profile, option or
+format) end in one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(
+    help="compaction-bench: replay agent transcripts through context-compaction strategies and measure them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+list_app = typer.Typer(help="List strategies, profiles or transcript formats.", no_args_is_help=True)
+probes_app = typer.Typer(help="Probe questions: mine them from transcripts.", no_args_is_help=True)
+fidelity_app = typer.Typer(help="Compare a strategy's decisions with a real agent's recorded ones.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+app.add_typer(probes_app, name="probes")
+app.add_typer(fidelity_app, name="fidelity")
+
+console = Console()
+errors = Console(stderr=True)
+
+
+class UsageFailure(Exception):
+    """Raised inside commands for a user error that is not one of the library's error classes."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from bench.importing import ImportFailure
+    from bench.llm import LLMError
+    from bench.probes import ProbeError
+    from bench.profiles import ProfileError
+    from bench.registry import RegistryError
+    from bench.runner import RunError
+    from bench.store import StoreError
+    from bench.strategy import OptionError
+    from bench.templates import TemplateError
+    from bench.transcript import TranscriptError
+
+    return (
+        ImportFailure, TranscriptError, LLMError, ProbeError, ProfileError, RegistryError, RunError,
+        StoreError, OptionError, TemplateError, UsageFailure, FileNotFoundError, IsADirectoryError, PermissionError,
+    )
+
+
+# --------------------------------------------------------------------------- run
+@app.command()
+def run(
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="Transcript files (any supported format). Default: the embedded synthetic suite.")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="Strategy id or path/file.py:Class; repeatable. Default: all built-in strategies.")] = None,
+    profile: Annotated[Optional[list[str]], typer.Option("--profile", "-p", help="Model profile; repeatable (see `bench list profiles`).")] = None,
+    summarizer: Annotated[str, typer.Option(help="litellm model id of the summarizer.")] = "offline/extractive",
+    answerer: Annotated[str, typer.Option(help="litellm model id that answers probe questions.")] = "offline/reader",
+    judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
+    run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).")] = 0,
+    resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells.")] = False,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable.")] = None,
+    prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable.")] = None,
+    probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files).")] = None,
+    usage: Annotated[str, typer.Option(help="'simulated' usage, or 'recorded' to feed the transcript's own usage.")] = "simulated",
+    repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote).")] = 1,
+    format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`).")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,
+) -> None:
+    """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
+    from bench.runner import parse_option_flags, parse_prompt_flags
+    from bench.runner import run as run_benchmark
+
+    progress = Progress(
+        TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
+        console=errors, transient=False,
+    )
+    task_ids: list[int] = []
+
+    def on_start(total: int) -> None:
+        task_ids.append(progress.add_task("", total=total))
+        progress.start()
+
+    def on_cell(key, status: str) -> None:
+        label = f"{key.scenario} · {key.strategy} · {key.profile}"
+        if status != "done":
+            progress.console.print(f"cell {label} {status}", markup=False, style="red")
+        progress.update(task_ids[0], advance=1, description=label)
+
+    try:
+        root = run_benchmark(
+            paths or (),
+            strategy or (),
+            profile or ("64k",),
+            out=out, run_id=run_id, jobs=jobs, resume=resume, summarizer=summarizer, answerer=answerer,
+            judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
+            prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
+            on_start=on_start, on_cell=on_cell,
+        )
+    finally:
+        progress.stop()
+    _print_summary(root)
+    console.print(f"report: {root / 'report.html'}")
+
+
+def _print_summary(root: Path) -> None:
+    import pandas as pd
+
+    summary = pd.read_parquet(root / "summary.parquet")
+    table = Table(title=f"run {root.name}", show_lines=False)
+    columns = [
+        ("strategy", "strategy", "{}"),
+        ("profile", "profile", "{}"),
+        ("scenarios", "scenarios", "{:.0f}"),
+        ("compactions", "compactions", "{:.0f}"),
+        ("overflows", "overflows", "{:.0f}"),
+        ("presence", "presence", "{:.3f}"),
+        ("answered", "answered", "{:.3f}"),
+        ("integrity", "integrity_violations", "{:.0f}"),
+        ("cache hit", "cache_hit_rate", "{:.3f}"),
+        ("cost $", "cost_usd", "{:.4f}"),
+    ]
+    columns = [c for c in columns if c[1] in summary.columns or c[1] == "scenarios"]
+    for title, _, _ in columns:
+        table.add_column(title, justify="left" if title in ("strategy", "profile") else "right")
+    grouped = summary.groupby(["strategy", "profile"], sort=False)
+    for (strategy_name, profile_name), frame in grouped:
+        row = []
+        for _, column, fmt in columns:
+            if column == "strategy":
+                value = strategy_name
+            elif column == "profile":
+                value = profile_name
+            elif column == "scenarios":
+                value = frame["scenario"].nunique()
+            elif column in ("compactions", "overflows", "integrity_violations", "cost_usd"):
+                value = frame[column].sum()
+            else:
+                value = frame[column].mean()
+            row.append("–" if pd.isna(value) else fmt.format(value))
+        table.add_row(*row)
+    console.print(table)
+
+
+# --------------------------------------------------------------------------- list
+@list_app.command("strategies")
+def list_strategies() -> None:
+    """Registered strategies with their spec and options."""
+    from bench.registry import broken, strategies
+    from bench.strategy import StrategyInfo
+
+    table = Table("id", "what", "spec", "options (defaults)")
+    for name, cls in strategies().items():
+        info = StrategyInfo.of(cls)
+        options = ", ".join(f"{k}={v!r}" for k, v in info.options.items())
+        table.add_row(name, info.description, info.spec, options)
+    console.print(table)
+    for name, reason in broken().get("compaction_bench.strategies", {}).items():
+        errors.print(f"[yellow]strategy {name} failed to load: {reason}")
+
+
+@list_app.command("profiles")
+def list_profiles() -> None:
+    """Model profiles: window, output, tokenizer, cache rules and prices."""
+    from bench.profiles import PROFILES
+
+    table = Table("name", "model", "window", "max output", "tokenizer", "cache", "$/Mtok in", "$/Mtok cached", "$/Mtok out")
+    for p in PROFILES.values():
+        cache = f"{p.cache.provider} ≥{p.cache.min_prefix}" + (f" /{p.cache.block}" if p.cache.block > 1 else "")
+        table.add_row(
+            p.name, p.model, f"{p.context_window:,}", f"{p.max_output:,}", p.tokenizer, cache,
+            f"{p.prices.input * 1e6:.2f}", f"{p.prices.cached_input * 1e6:.3f}", f"{p.prices.output * 1e6:.2f}",
+        )
+    console.print(table)
+
+
+@list_app.command("formats")
+def list_formats() -> None:
+    """Transcript formats that can be imported (auto-detected from content)."""
+    from bench.importing import formats
+    from bench.registry import broken
+
+    table = Table("format", "description", "file names")
+    for name, cls in sorted(formats().items()):
+        table.add_row(name, cls.description, " ".join(cls.suffixes))
+    console.print(table)
+    for name, reason in broken().get("compaction_bench.importers", {}).items():
+        errors.print(f"[yellow]importer {name} failed to load: {reason}")
+
+
+# --------------------------------------------------------------------------- import / inspect
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
+    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    branch: Annotated[Optional[str], typer.Option(help="Pi sessions: the leaf entry id of the branch to import.")] = None,
+) -> None:
+    """Write a transcript in the canonical compaction-bench JSONL form."""
+    from bench.importing import load_transcripts
+
+    transcripts = load_transcripts(file, format=format, **({"branch": branch} if branch else {}))
+    if len(transcripts) == 1:
+        written = [transcripts[0].write(output)]
+    else:
+        written = [t.write(output / f"{t.id}.jsonl") for t in transcripts]
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+@app.command()
+def inspect(
+    file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
+    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+) -> None:
+    """Show what a transcript holds: format, items by kind, turns, steps, usage, compactions, problems."""
+    from bench.importing import load_transcripts
+
+    for transcript in load_transcripts(file, format=format):
+        kinds = Counter(i.kind for i in transcript.items)
+        usages = transcript.recorded_usage()
+        steps = transcript.steps()
+        table = Table(title=f"{transcript.id} ({transcript.source.get('format', format)})", show_header=False)
+        table.add_row("model", str(transcript.model or "unknown"))
+        table.add_row("items", ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        table.add_row("real user turns", str(len(transcript.real_user_messages())))
+        table.add_row("steps (model responses)", str(len(steps)))
+        if usages:
+            inputs = [u.input for u in usages]
+            table.add_row("recorded usage", f"{len(usages)} responses; input {min(inputs):,} – {max(inputs):,} tokens")
+        else:
+            table.add_row("recorded usage", "none")
+        compactions = transcript.markers("compaction")
+        table.add_row("recorded compactions", str(len(compactions)))
+        orphans = transcript.orphans()
+        table.add_row("tool calls without result", str(len(orphans["calls_without_result"])))
+        table.add_row("tool results without call", str(len(orphans["results_without_call"])))
+        problems = list(transcript.meta.get("problems", ()))
+        table.add_row("problems", str(len(problems)))
+        console.print(table)
+        for problem in problems[:20]:
+            console.print(f"  [yellow]{problem}")
+        if len(problems) > 20:
+            console.print(f"  … and {len(problems) - 20} more")
+
+
+# --------------------------------------------------------------------------- report
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>).")]) -> None:
+    """Render report.html again from a run's tables."""
+    from reports.html import write_report
+
+    console.print(f"report: {write_report(run_dir)}")
+
+
+# --------------------------------------------------------------------------- probes
+@probes_app.command("mine")
+def probes_mine(
+    file: Annotated[Path, typer.Argument(help="A transcript file.")],
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to a .yaml or .jsonl file.")] = None,
+    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+) -> None:
+    """Mine deterministic probes (artifacts, errors, constraints, commands, plans, decisions) from a transcript."""
+    from bench.importing import load_transcript
+    from bench.probes import write_probes
+    from scenarios.mining import mine_probes
+
+    mined = mine_probes(load_transcript(file, format=format))
+    if output:
+        console.print(f"wrote {len(mined)} probes to {write_probes(mined, output)}")
+    else:
+        import yaml
+
+        console.print(yaml.safe_dump([p.to_dict() for p in mined], sort_keys=False, allow_unicode=True), markup=False)
+
+
+# --------------------------------------------------------------------------- fidelity
+@fidelity_app.command("pi")
+def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL with recorded compactions.")]) -> None:
+    """Pi's recorded compactions next to the `pi` and `pi-2026-03` replays (markdown table)."""
+    from strategies.pi_fidelity import fidelity_table
+
+    console.print(fidelity_table(file), markup=False)
+
+
+def main() -> None:
+    """Console entry point: user errors become one line on stderr and exit status 2."""
+    handled = _user_errors()
+    try:
+        app(standalone_mode=False)
+    except handled as exc:
+        errors.print(f"error: {exc}", markup=False, highlight=False, style="red")
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        errors.print("interrupted; finish the run with `bench run --resume`")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except __import__("click").ClickException as exc:
+        exc.show()
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""The run store: `runs/<run-id>/` with its manifest, per-cell results and the merged tables.
+
+Layout::
+
+    runs/<run-id>/
+      manifest.json          config, versions, seeds, template hashes, git revision, cells
+      cells/<cell-key>/      requests|compactions|probes.parquet of one finished cell, then DONE
+      requests.parquet       every request of every cell
+      compactions.parquet    every compaction
+      probes.parquet         one row per probe per probe point
+      summary.parquet        one row per (scenario, strategy, profile)
+      report.html            the self-contained report
+
+Every write is atomic (temporary file, then rename); a cell counts as finished only once its
+`DONE` marker exists, so `--resume` redoes exactly the unfinished cells.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.atomic import atomic_write, atomic_write_text
+
+TABLES = ("requests", "compactions", "probes")
+KEY_COLUMNS = ["scenario", "strategy", "profile", "repeat"]
+
+
+class StoreError(RuntimeError):
+    """A run folder that is missing, incomplete or not a run."""
+
+
+@dataclass(frozen=True)
+class CellKey:
+    scenario: str
+    strategy: str
+    profile: str
+    repeat: int
+
+    @property
+    def slug(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{self.scenario}__{self.strategy}__{self.profile}")
+        return f"{safe}__r{self.repeat}"
+
+    def columns(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "strategy": self.strategy, "profile": self.profile, "repeat": self.repeat}
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+
+
+def write_json(data: Any, path: Path) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+class RunStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.json"
+
+    def cell_dir(self, key: CellKey) -> Path:
+        return self.root / "cells" / key.slug
+
+    def is_done(self, key: CellKey) -> bool:
+        return (self.cell_dir(key) / "DONE").exists()
+
+    def write_cell(self, key: CellKey, tables: dict[str, list[dict[str, Any]]]) -> None:
+        directory = self.cell_dir(key)
+        for name in TABLES:
+            rows = [{**key.columns(), **row} for row in tables.get(name, [])]
+            frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=KEY_COLUMNS)
+            write_parquet(frame, directory / f"{name}.parquet")
+        atomic_write_text(directory / "DONE", "")
+
+    def read_cells(self, name: str) -> pd.DataFrame:
+        frames = [
+            pd.read_parquet(d / f"{name}.parquet")
+            for d in sorted((self.root / "cells").glob("*"))
+            if (d / "DONE").exists()
+        ]
+        frames = [f for f in frames if not f.empty]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=KEY_COLUMNS)
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        write_json(manifest, self.manifest_path)
+
+    def read_manifest(self) -> dict[str, Any]:
+        if not self.manifest_path.is_file():
+            raise StoreError(f"{self.root}: not a run folder (no manifest.json)")
+        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+
+def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
+    """A finished run's tables: `requests`, `compactions`, `probes`, `summary` as DataFrames."""
+    root = Path(path)
+    if not root.is_dir():
+        raise StoreError(f"{root}: no such run folder")
+    tables = {}
+    for name in (*TABLES, "summary"):
+        file = root / f"{name}.parquet"
+        if not file.is_file():
+            raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
+        tables[name] = pd.read_parquet(file)
+    return tables

@@ -1,0 +1,153 @@
+"""The transcript builder shared by the importers: stable unique ids, turns, responses, usage, orphans.
+
+Every importer walks its source in order and calls `TranscriptBuilder.add`; the builder owns the
+rules DESIGN §2 sets for every format, so no importer re-implements them:
+
+- item ids are the source's ids where it has some, else `<kind>-<position>`; a repeated id gets a
+  `#n` suffix (never an error, never a lost item);
+- `turn` is the index of the real user turn (items before the first real user message are turn 0);
+- `response` groups the model-output items of one recorded model response; `usage` is put on the
+  response's last item when the transcript is finished (so usage that is recorded after the
+  response, or with interleaved items, still lands on the right item);
+- tool results whose call is missing are kept and listed in `meta["orphans"]`; problems met while
+  reading are listed in `meta["problems"]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage
+
+
+def as_text(value: Any) -> str:
+    """Text of a content field that may be a string, a list of text parts, or other JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, Mapping) and isinstance(part.get("content"), (str, list)):
+                parts.append(as_text(part["content"]))
+        return "\n".join(parts)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def as_arguments(value: Any) -> str:
+    """Tool-call arguments as JSON text (a string is kept as it was recorded)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value if value is not None else {}, ensure_ascii=False)
+
+
+def as_int(value: Any) -> int:
+    """A token count from recorded JSON; anything that is not a number counts as 0."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, (int, float)):
+        return int(value)
+    return 0
+
+
+def image_attachment(mime: str, data: Any, name: str = "") -> Attachment:
+    """An image part; `size` is the decoded byte size of base64 data where there is some."""
+    size = len(data) * 3 // 4 if isinstance(data, str) else 0
+    return Attachment(mime=mime or "image/unknown", name=name, size=size)
+
+
+class TranscriptBuilder:
+    """Collects items in source order and produces one `Transcript`."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.path = path
+        self.format = fmt
+        self.items: list[Item] = []
+        self.problems: list[str] = []
+        self._ids: set[str] = set()
+        self._turn = 0
+        self._seen_user = False
+        self._responses = 0
+        self._usage: dict[int, Usage] = {}
+        self.model: str | None = None
+
+    # ----------------------------------------------------------------- items
+    def problem(self, message: str, line: int | None = None) -> None:
+        where = f"{self.path}:{line}" if line is not None else str(self.path)
+        self.problems.append(f"{where}: {message}")
+
+    def new_response(self) -> int:
+        """Open a new model response and return its index."""
+        self._responses += 1
+        return self._responses - 1
+
+    def set_usage(self, response: int, usage: Usage | None) -> None:
+        """The usage of a response (the last call wins: streamed copies grow, the final one is complete)."""
+        if usage is not None:
+            self._usage[response] = usage
+
+    def _unique(self, wanted: str | None, kind: str) -> str:
+        base = wanted or f"{kind}-{len(self.items)}"
+        candidate, n = base, 1
+        while candidate in self._ids:
+            n += 1
+            candidate = f"{base}#{n}"
+        self._ids.add(candidate)
+        return candidate
+
+    def add(self, kind: str, text: str = "", *, id: str | None = None, response: int | None = None, **fields: Any) -> Item:
+        """Append an item; a real user message opens a new turn; model output needs a `response`."""
+        if kind == "user" and not fields.get("synthetic"):
+            if self._seen_user:
+                self._turn += 1
+            self._seen_user = True
+        if kind in MODEL_OUTPUT_KINDS and response is None:
+            response = self.new_response()
+        item = Item(id=self._unique(id, kind), kind=kind, text=text, response=response, turn=self._turn, **fields)
+        self.items.append(item)
+        return item
+
+    # ----------------------------------------------------------------- result
+    def finish(
+        self,
+        transcript_id: str,
+        *,
+        source: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Transcript:
+        items = list(self.items)
+        last: dict[int, int] = {}
+        for position, item in enumerate(items):
+            if item.response is not None and item.is_model_output:
+                last[item.response] = position
+        for response, usage in self._usage.items():
+            if response in last:
+                items[last[response]] = replace(items[last[response]], usage=usage)
+        calls: set[str] = set()
+        orphans = []
+        for item in items:
+            if item.kind == "tool_call":
+                calls.add(item.call_id or "")
+            elif item.kind == "tool_result" and item.call_id not in calls:
+                orphans.append(item.id)
+        out_meta = dict(meta or {})
+        if orphans:
+            out_meta["orphans"] = orphans
+        if self.problems:
+            out_meta["problems"] = list(self.problems)
+        return Transcript(
+            id=transcript_id,
+            items=tuple(items),
+            source={"format": self.format, "path": str(self.path), **dict(source or {})},
+            model=self.model,
+            meta=out_meta,
+        )
