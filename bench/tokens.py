@@ -91,7 +91,12 @@ def pi_estimate(text: str) -> int:
 
 def opencode_estimate(text: str) -> int:
     """OpenCode: round half up of (utf16 code units / 4), i.e. JavaScript's Math.round."""
-    return (utf16_len(text) + 2) // 4
+    return opencode_estimate_units(utf16_len(text))
+
+
+def opencode_estimate_units(units: int) -> int:
+    """OpenCode's estimate for a text of `units` UTF-16 code units: floor(units / 4 + 0.5)."""
+    return (units + 2) // 4
 
 
 class TokenCounter:

@@ -313,7 +313,8 @@ class Transcript:
 
     @classmethod
     def loads(cls, text: str, *, origin: str = "<string>") -> Transcript:
-        lines = text.splitlines()
+        # Split on "\n" only: U+2028 and other separators may stand raw inside JSON strings.
+        lines = text.split("\n")
         if not lines or not lines[0].strip():
             raise TranscriptError(f"{origin}:1: empty file, expected a compaction-bench transcript header")
         try:
@@ -361,7 +362,7 @@ class Transcript:
 def is_canonical(head: str) -> bool:
     """True when the first line of a file is a canonical transcript header."""
     try:
-        data = json.loads(head.splitlines()[0]) if head.strip() else None
+        data = json.loads(head.split("\n")[0]) if head.strip() else None
     except (json.JSONDecodeError, IndexError):
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT_NAME

@@ -47,10 +47,15 @@ def read_jsonl(path: Path) -> JsonlLines:
 
 
 def read_json(path: Path) -> Any:
+    return read_json_reported(path)[0]
+
+
+def read_json_reported(path: Path) -> tuple[Any, list[str]]:
+    """The parsed JSON document and the UTF-8 problems met while decoding it (for meta["problems"])."""
     text, problems = read_text(path)
     if not text.strip():
         raise ImportFailure(f"{path}: empty file")
     try:
-        return json.loads(text)
+        return json.loads(text), problems
     except json.JSONDecodeError as exc:
         raise ImportFailure(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None

@@ -1,0 +1,80 @@
+"""Importer for plain OpenAI-style message lists: a JSON list or JSONL of `{role, content, tool_calls,
+tool_call_id}`, an object holding `messages`, and tau-bench's container (a JSON list of runs
+`{task_id, trial, reward, info, traj}`: one transcript per run). The message conversion is
+`scenarios.openai_style`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.importing import Importer, ImportFailure
+from bench.transcript import Transcript
+from scenarios.builder import TranscriptBuilder
+from scenarios.openai_style import add_messages, sniff_messages
+from scenarios.readers import read_json_reported, read_jsonl, read_text
+
+FORMAT = "openai-messages"
+
+
+def is_tau_run(entry: Any) -> bool:
+    return isinstance(entry, Mapping) and isinstance(entry.get("traj"), list) and "task_id" in entry
+
+
+class OpenAIMessagesImporter(Importer):
+    format = FORMAT
+    description = "OpenAI-style chat messages (JSON list, JSONL, {messages: [...]}) and tau-bench trajectories"
+    suffixes = (".json", ".jsonl")
+    priority = 10
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        stripped = head.lstrip()
+        if stripped.startswith("[") and '"traj"' in head and '"task_id"' in head:
+            return True
+        return sniff_messages(head)
+
+    def load(self, path: Path, **options: Any) -> list[Transcript]:
+        text, _ = read_text(path)
+        lines: list[int] | None = None
+        if text.lstrip().startswith("["):
+            data, problems = read_json_reported(path)
+        else:
+            try:
+                data, problems = json.loads(text), []
+            except json.JSONDecodeError:
+                data = None
+            if not (isinstance(data, Mapping) and isinstance(data.get("messages"), list)):
+                jsonl = read_jsonl(path)
+                data, problems = [value for _, value in jsonl.lines], jsonl.problems
+                lines = [number for number, _ in jsonl.lines]
+        if isinstance(data, Mapping):
+            data = data["messages"]
+        if not isinstance(data, list):
+            raise ImportFailure(f"{path}:1: expected a list of chat messages, got a JSON {type(data).__name__}")
+        if data and all(is_tau_run(entry) for entry in data):
+            return [self._tau_run(path, n, entry, problems) for n, entry in enumerate(data)]
+        builder = TranscriptBuilder(path, FORMAT)
+        builder.problems.extend(problems)
+        if lines is None:
+            add_messages(builder, data)
+        else:
+            numbers = lines
+            add_messages(builder, data, where=lambda n: f"line {numbers[n]}", line_of=lambda n: numbers[n])
+        return [builder.finish(path.stem)]
+
+    @staticmethod
+    def _tau_run(path: Path, n: int, entry: Mapping[str, Any], problems: list[str]) -> Transcript:
+        builder = TranscriptBuilder(path, FORMAT)
+        builder.problems.extend(problems)
+        add_messages(builder, entry["traj"], where=lambda m: f"run {n} message {m}")
+        info = entry.get("info") if isinstance(entry.get("info"), Mapping) else {}
+        meta = {"container": "tau-bench", "task_id": entry.get("task_id"), "trial": entry.get("trial"), "reward": entry.get("reward")}
+        if "user_cost" in info:
+            meta["user_cost"] = info["user_cost"]
+        return builder.finish(
+            f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}", source={"entry": n}, meta=meta
+        )

@@ -1,0 +1,156 @@
+"""OpenAI-style chat messages → canonical items: the one conversion every OpenAI-shaped format uses.
+
+Owns `add_messages` (system/user/assistant/tool messages with `tool_calls` and `tool_call_id`,
+content as a string or a list of parts, `reasoning_content`), `openai_usage` (OpenAI and LiteLLM
+usage dicts, DeepSeek and Anthropic cache fields) and `sniff_messages`. Used by the
+mini-swe-agent, OpenAI-messages (and tau-bench), Hugging Face dataset and OpenHands importers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from bench.transcript import Attachment, Usage
+from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+#: A message list or JSONL line starts with an object that has a chat `role`.
+_ROLE_RE = re.compile(r'"role"\s*:\s*"(system|developer|user|assistant|tool)"')
+
+
+def openai_usage(data: Any) -> Usage | None:
+    """Usage from an OpenAI / LiteLLM `usage` dict (`prompt_tokens` includes the cached part)."""
+    if not isinstance(data, Mapping) or not data:
+        return None
+    details = data.get("prompt_tokens_details") if isinstance(data.get("prompt_tokens_details"), Mapping) else {}
+    out_details = data.get("completion_tokens_details") if isinstance(data.get("completion_tokens_details"), Mapping) else {}
+    cached = as_int(details.get("cached_tokens")) or as_int(data.get("prompt_cache_hit_tokens")) or as_int(
+        data.get("cache_read_input_tokens")
+    )
+    return Usage(
+        input=as_int(data.get("prompt_tokens")),
+        cached_input=cached,
+        cache_write=as_int(data.get("cache_creation_input_tokens")),
+        output=as_int(data.get("completion_tokens")),
+        reasoning=as_int(out_details.get("reasoning_tokens")),
+        total=as_int(data.get("total_tokens")),
+    )
+
+
+def content_parts(content: Any) -> tuple[str, tuple[Attachment, ...]]:
+    """Text and attachments of an OpenAI `content` (string, or list of text / image_url parts)."""
+    if not isinstance(content, list):
+        return as_text(content), ()
+    texts, attachments = [], []
+    for part in content:
+        if isinstance(part, Mapping) and part.get("type") in ("image_url", "image"):
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, Mapping) else url
+            mime, _, data = str(url or "").partition(";base64,")
+            attachments.append(image_attachment(mime.removeprefix("data:") if data else "image/url", data))
+        else:
+            texts.append(as_text([part]))
+    return "\n".join(t for t in texts if t), tuple(attachments)
+
+
+def sniff_messages(head: str) -> bool:
+    """True when the head looks like a JSON list / JSONL of chat messages."""
+    stripped = head.lstrip()
+    return stripped[:1] in ("[", "{") and bool(_ROLE_RE.search(stripped[:4000]))
+
+
+def add_messages(
+    builder: TranscriptBuilder,
+    messages: Sequence[Any],
+    *,
+    usage_of: Callable[[Mapping[str, Any]], Usage | None] = lambda m: openai_usage(m.get("usage")),
+    where: Callable[[int], str] = lambda n: f"message {n}",
+    line_of: Callable[[int], int | None] = lambda n: None,
+) -> None:
+    """Append OpenAI-style messages to `builder`.
+
+    `usage_of` finds a message's usage (formats keep it in different places); `where`/`line_of`
+    name a message in problem reports.
+    """
+    for n, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            builder.problem(f"{where(n)}: expected a message object, got {type(message).__name__}; kept as a marker", line_of(n))
+            builder.add("marker", json.dumps(message, ensure_ascii=False), meta={"event": "unreadable-message"})
+            continue
+        role = message.get("role")
+        text, attachments = content_parts(message.get("content"))
+        if role in ("system", "developer"):
+            builder.add("system", text, meta={"role": role} if role != "system" else {})
+        elif role == "user":
+            builder.add("user", text, attachments=attachments)
+        elif role == "assistant":
+            response = builder.new_response()
+            reasoning = message.get("reasoning_content") or message.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                builder.add("reasoning", reasoning, response=response)
+            calls = message.get("tool_calls") or []
+            if text or attachments or not calls:
+                builder.add("assistant", text, response=response, attachments=attachments)
+            for call in calls if isinstance(calls, list) else []:
+                add_tool_call(builder, call, response, where(n), line_of(n))
+            if message.get("function_call"):
+                add_tool_call(builder, {"function": message["function_call"]}, response, where(n), line_of(n))
+            builder.set_usage(response, usage_of(message))
+        elif role in ("tool", "function"):
+            call_id = message.get("tool_call_id") or message.get("name") or ""
+            if not call_id:
+                builder.problem(f"{where(n)}: tool message without tool_call_id; kept as an orphan result", line_of(n))
+                call_id = f"missing-call-{n}"
+            builder.add("tool_result", text, call_id=str(call_id), tool_name=message.get("name"), attachments=attachments)
+        else:
+            builder.add("marker", text, meta={"event": "message", "role": str(role)})
+
+
+def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: str, line: int | None) -> None:
+    """One OpenAI `tool_calls` entry (or legacy `function_call`) as a tool_call item."""
+    if not isinstance(call, Mapping):
+        builder.problem(f"{where}: a tool call is not an object; kept as a marker", line)
+        builder.add("marker", json.dumps(call, ensure_ascii=False), meta={"event": "unreadable-tool-call"})
+        return
+    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    call_id = call.get("id") or f"call-{len(builder.items)}"
+    builder.add(
+        "tool_call",
+        id=str(call_id),
+        call_id=str(call_id),
+        tool_name=str(function.get("name") or call.get("name") or ""),
+        arguments=as_arguments(function.get("arguments", call.get("arguments"))),
+        response=response,
+    )
+
+
+def actions_to_tool_calls(
+    messages: Sequence[Any], command_of: Callable[[Mapping[str, Any]], tuple[str, str] | None]
+) -> list[Any]:
+    """Rewrite text-protocol agents into tool calling: an assistant message whose action
+    `command_of(message)` finds (as `(tool name, command)`) gets a tool call `action-<n>`, and the
+    user message that follows it becomes that call's tool result."""
+    out: list[Any] = []
+    pending: str | None = None
+    for n, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            out.append(message)
+            continue
+        role = message.get("role")
+        if role == "user" and pending is not None:
+            out.append({**message, "role": "tool", "tool_call_id": pending})
+            pending = None
+            continue
+        pending = None
+        found = command_of(message) if role == "assistant" and not message.get("tool_calls") else None
+        if found is not None:
+            name, command = found
+            pending = f"action-{n}"
+            call = {"id": pending, "function": {"name": name, "arguments": json.dumps({"command": command}, ensure_ascii=False)}}
+            message = {**message, "tool_calls": [call]}
+        out.append(message)
+    return out

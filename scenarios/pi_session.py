@@ -1,0 +1,342 @@
+"""Importer for Pi coding-agent session files (JSONL, versions 1–3): `PiSessionImporter`, format "pi".
+
+Follows specs/pi.md §1 (session storage) and §8 (fixtures):
+
+- line 1 is the `session` header; every other line an entry with `id`, `parentId`, `timestamp`,
+  `type`. v1 files (no ids) are migrated as Pi does on load: sequential ids, parent = the previous
+  entry, and a compaction's legacy `firstKeptEntryIndex` (index into the file entries, header at 0)
+  becomes `firstKeptEntryId`; v2's message role `hookMessage` becomes `custom` (§1.1).
+- the entries form a tree. By default the transcript is the *active path* (leaf = last entry in
+  file order, walked up by `parentId`); option `branch=<entry id>` takes the path ending at that
+  entry, and `branch="tree"` replays every entry in file order, with a `branch` marker wherever
+  the next entry does not continue from the previous one (the user navigated with `/tree`).
+- every item keeps its entry's `id` and `parentId` in `meta["entry"]` / `meta["parent"]` (and the
+  entry type in `meta["type"]`), so a strategy can rebuild Pi's tree. An assistant message becomes
+  one item per content block (thinking → reasoning, text → assistant, toolCall → tool_call, ids
+  `<entry>.<n>`), its usage on the last item (Anthropic-shaped usage: cache reads and writes are
+  added into `input`, DESIGN §2), its `stopReason`, `errorMessage`, provider, model and epoch-ms
+  timestamp in the first item's meta.
+- bashExecution (`!cmd`) becomes a synthetic user item rendered as Pi renders it for the model
+  (§1.4 step 5), or a `bash_execution` marker when `excludeFromContext` (`!!`); custom messages
+  become synthetic user items.
+- recorded `compaction` and `branch_summary` entries become markers with their recorded numbers
+  (`tokensBefore`, `firstKeptEntryId`, `summary`, `details`, `fromHook`, `fromId`); settings,
+  label, session-info and extension entries become markers too (they are cut-point material, §3.3).
+
+Malformed lines are skipped (as Pi does) and listed in `meta["problems"]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bench.importing import ImportFailure, Importer
+from bench.transcript import Attachment, Item, Transcript, Usage
+from scenarios.readers import read_jsonl
+
+CURRENT_SESSION_VERSION = 3
+ENTRY_TYPES = frozenset(
+    {
+        "message",
+        "thinking_level_change",
+        "model_change",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+    }
+)
+MESSAGE_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom"})
+#: Entry types whose fields (besides id/parentId/timestamp/type) are copied into the marker's meta.
+MARKER_FIELDS = {
+    "compaction": ("summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"),
+    "branch_summary": ("fromId", "summary", "details", "fromHook"),
+    "thinking_level_change": ("thinkingLevel",),
+    "model_change": ("provider", "modelId"),
+    "custom": ("customType", "data"),
+    "label": ("targetId", "label"),
+    "session_info": ("name",),
+}
+
+
+def render_bash_execution(message: Mapping[str, Any]) -> str:
+    """The user-role text Pi sends for a `!cmd` execution (specs/pi.md §1.4 step 5)."""
+    text = f"Ran `{message.get('command', '')}`\n"
+    output = message.get("output") or ""
+    text += f"```\n{output}\n```" if output else "(no output)"
+    if message.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif message.get("exitCode") not in (None, 0):
+        text += f"\n\nCommand exited with code {message.get('exitCode')}"
+    if message.get("truncated") and message.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {message.get('fullOutputPath')}]"
+    return text
+
+
+def content_parts(content: Any) -> tuple[list[str], list[Attachment]]:
+    """Text blocks and image attachments of a Pi `content` (a string or a list of blocks)."""
+    if isinstance(content, str):
+        return [content], []
+    texts: list[str] = []
+    images: list[Attachment] = []
+    for block in content or ():
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            texts.append(str(block.get("text") or ""))
+        elif block.get("type") == "image":
+            data = block.get("data") or ""
+            images.append(Attachment(mime=str(block.get("mimeType") or "image/png"), size=len(data) * 3 // 4))
+    return texts, images
+
+
+def migrate(header: dict[str, Any], entries: list[dict[str, Any]]) -> int:
+    """Bring raw entries to version 3 in place (specs/pi.md §1.1); returns the file's version."""
+    version = int(header.get("version") or 1)
+    if version < 2:
+        ids: list[str] = []
+        for index, entry in enumerate(entries):
+            entry["id"] = f"{index + 1:08x}"
+            entry["parentId"] = ids[-1] if ids else None
+            ids.append(entry["id"])
+        for entry in entries:
+            if entry.get("type") == "compaction" and "firstKeptEntryIndex" in entry:
+                # The legacy index counts the header as file entry 0.
+                index = int(entry.pop("firstKeptEntryIndex"))
+                entry["firstKeptEntryId"] = ids[index - 1] if 1 <= index <= len(ids) else None
+    if version < 3:
+        for entry in entries:
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "hookMessage":
+                message["role"] = "custom"
+    return version
+
+
+@dataclass
+class _Builder:
+    """Turns entries into items, numbering turns and model responses."""
+
+    path: Path
+    items: list[Item] = field(default_factory=list)
+    turn: int = -1
+    response: int = -1
+
+    def base_meta(self, entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {"entry": entry["id"], "parent": entry.get("parentId"), "type": entry["type"]}
+
+    def add(self, **kw: Any) -> None:
+        self.items.append(Item(turn=self.turn if self.turn >= 0 else None, **kw))
+
+    def entry(self, entry: Mapping[str, Any]) -> None:
+        kind = entry["type"]
+        meta = self.base_meta(entry)
+        ts = entry.get("timestamp")
+        if kind == "message":
+            self.message(entry, meta, ts)
+        elif kind == "custom_message":
+            texts, images = content_parts(entry.get("content"))
+            meta |= {"role": "custom", "customType": entry.get("customType"), "display": entry.get("display")}
+            self.add(id=entry["id"], kind="user", text="".join(texts), attachments=tuple(images), synthetic=True, timestamp=ts, meta=meta)
+        else:
+            meta |= {"event": kind} | {k: entry[k] for k in MARKER_FIELDS.get(kind, ()) if k in entry}
+            self.add(id=entry["id"], kind="marker", text=str(entry.get("summary") or ""), timestamp=ts, meta=meta)
+
+    def message(self, entry: Mapping[str, Any], meta: dict[str, Any], ts: str | None) -> None:
+        message = entry["message"]
+        role = message["role"]
+        meta |= {"role": role, "message_ts": message.get("timestamp")}
+        eid = entry["id"]
+        if role == "user":
+            self.turn += 1
+            texts, images = content_parts(message.get("content"))
+            self.add(id=eid, kind="user", text="".join(texts), attachments=tuple(images), timestamp=ts, meta=meta)
+        elif role == "assistant":
+            self.assistant(eid, message, meta, ts)
+        elif role == "toolResult":
+            texts, images = content_parts(message.get("content"))
+            self.add(
+                id=eid,
+                kind="tool_result",
+                text="".join(texts),
+                call_id=str(message.get("toolCallId") or f"missing-{eid}"),
+                tool_name=message.get("toolName"),
+                is_error=bool(message.get("isError")),
+                attachments=tuple(images),
+                timestamp=ts,
+                meta=meta,
+            )
+        elif role == "bashExecution":
+            bash = {k: message.get(k) for k in ("command", "output", "exitCode", "cancelled", "truncated", "fullOutputPath", "excludeFromContext")}
+            meta |= bash
+            if message.get("excludeFromContext"):
+                self.add(id=eid, kind="marker", timestamp=ts, meta=meta | {"event": "bash_execution"})
+            else:
+                self.add(id=eid, kind="user", text=render_bash_execution(message), synthetic=True, timestamp=ts, meta=meta)
+        else:  # custom (legacy hook message)
+            texts, images = content_parts(message.get("content"))
+            meta |= {"customType": message.get("customType")}
+            self.add(id=eid, kind="user", text="".join(texts), attachments=tuple(images), synthetic=True, timestamp=ts, meta=meta)
+
+    def assistant(self, eid: str, message: Mapping[str, Any], meta: dict[str, Any], ts: str | None) -> None:
+        self.response += 1
+        meta |= {
+            "stopReason": message.get("stopReason"),
+            "errorMessage": message.get("errorMessage"),
+            "provider": message.get("provider"),
+            "model": message.get("model"),
+            "api": message.get("api"),
+        }
+        blocks = [b for b in message.get("content") or () if isinstance(b, Mapping)]
+        specs: list[dict[str, Any]] = []
+        for block in blocks:
+            if block.get("type") == "thinking":
+                specs.append({"kind": "reasoning", "text": str(block.get("thinking") or "")})
+            elif block.get("type") == "text":
+                specs.append({"kind": "assistant", "text": str(block.get("text") or "")})
+            elif block.get("type") == "toolCall":
+                specs.append(
+                    {
+                        "kind": "tool_call",
+                        "call_id": str(block.get("id") or f"{eid}-call{len(specs)}"),
+                        "tool_name": str(block.get("name") or ""),
+                        "arguments": json.dumps(block.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
+                    }
+                )
+        if not specs:
+            specs.append({"kind": "assistant", "text": ""})
+        usage = pi_usage(message.get("usage"))
+        for n, spec in enumerate(specs):
+            last = n == len(specs) - 1
+            self.add(
+                id=f"{eid}.{n}",
+                response=self.response,
+                usage=usage if last else None,
+                timestamp=ts,
+                meta=meta if n == 0 else {"entry": eid, "parent": meta["parent"], "type": "message", "role": "assistant"},
+                **spec,
+            )
+
+
+def pi_usage(raw: Any) -> Usage | None:
+    """Pi's usage {input, output, cacheRead, cacheWrite, totalTokens} in canonical form."""
+    if not isinstance(raw, Mapping):
+        return None
+    read, write = int(raw.get("cacheRead") or 0), int(raw.get("cacheWrite") or 0)
+    return Usage(
+        input=int(raw.get("input") or 0) + read + write,
+        cached_input=read,
+        cache_write=write,
+        output=int(raw.get("output") or 0),
+        total=int(raw.get("totalTokens") or 0),
+    )
+
+
+class PiSessionImporter(Importer):
+    format: ClassVar[str] = "pi"
+    description: ClassVar[str] = "Pi coding-agent session JSONL (v1–v3; tree, branches, recorded compactions)"
+    suffixes: ClassVar[tuple[str, ...]] = (".jsonl",)
+    priority: ClassVar[int] = 10
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        first = head.split("\n", 1)[0]
+        try:
+            data = json.loads(first)
+        except json.JSONDecodeError:
+            return False
+        return isinstance(data, dict) and data.get("type") == "session" and "cwd" in data
+
+    def load(self, path: Path, **options: Any) -> list[Transcript]:
+        branch = options.pop("branch", None)
+        if options:
+            raise ImportFailure(f"{path}: unknown option(s) for format pi: {', '.join(sorted(options))}; valid: branch")
+        lines = read_jsonl(path)
+        problems = list(lines.problems)
+        number, header = lines.lines[0]
+        if not isinstance(header, dict) or header.get("type") != "session":
+            raise ImportFailure(f"{path}:{number}: the first line is not a Pi session header (type 'session')")
+        entries: list[dict[str, Any]] = []
+        line_of: dict[int, int] = {}
+        for number, data in lines.lines[1:]:
+            if not isinstance(data, dict) or data.get("type") not in ENTRY_TYPES:
+                problems.append(f"{path}:{number}: not a Pi entry (type {data.get('type') if isinstance(data, dict) else type(data).__name__!r}); skipped")
+                continue
+            if data["type"] == "message" and (
+                not isinstance(data.get("message"), dict) or data["message"].get("role") not in MESSAGE_ROLES | {"hookMessage"}
+            ):
+                problems.append(f"{path}:{number}: message entry without a known role; skipped")
+                continue
+            line_of[id(data)] = number
+            entries.append(data)
+        version = migrate(header, entries)
+        by_id: dict[str, dict[str, Any]] = {}
+        for entry in entries:
+            if not entry.get("id"):
+                raise ImportFailure(f"{path}:{line_of[id(entry)]}: entry without an id in a version {version} session")
+            if entry["id"] in by_id:
+                raise ImportFailure(f"{path}:{line_of[id(entry)]}: duplicate entry id {entry['id']!r}")
+            by_id[entry["id"]] = entry
+        for entry in entries:
+            parent = entry.get("parentId")
+            if parent is not None and parent not in by_id:
+                problems.append(f"{path}:{line_of[id(entry)]}: parentId {parent!r} not in the file; entry treated as a root")
+                entry["parentId"] = None
+        leaves = sorted(set(by_id) - {e.get("parentId") for e in entries})
+        builder = _Builder(path)
+        if branch == "tree":
+            for previous, entry in _with_previous(entries):
+                if previous is not None and entry.get("parentId") != previous["id"]:
+                    builder.add(
+                        id=f"branch-{entry['id']}",
+                        kind="marker",
+                        timestamp=entry.get("timestamp"),
+                        meta={"event": "branch", "from": previous["id"], "to": entry.get("parentId")},
+                    )
+                builder.entry(entry)
+            leaf = entries[-1]["id"] if entries else None
+        else:
+            leaf = branch if branch is not None else (entries[-1]["id"] if entries else None)
+            if leaf is not None and leaf not in by_id:
+                raise ImportFailure(f"{path}: branch={leaf!r} is not an entry id of this session (leaves: {', '.join(leaves)})")
+            for entry in active_path(by_id, leaf):
+                builder.entry(entry)
+        meta = {
+            "version": version,
+            "migrated_from": version if version < CURRENT_SESSION_VERSION else None,
+            "cwd": header.get("cwd"),
+            "leaf": leaf,
+            "leaves": leaves,
+            "branch": branch,
+            "entries": len(entries),
+            "problems": problems,
+        }
+        model = header.get("modelId") or next(
+            (i.meta.get("model") for i in builder.items if i.meta.get("model")), None
+        )
+        source = {"format": "pi", "path": str(path), "session_id": header.get("id"), "provider": header.get("provider")}
+        return [Transcript(id=str(header.get("id") or path.stem), items=tuple(builder.items), source=source, model=model, meta=meta)]
+
+
+def _with_previous(entries: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
+    previous = None
+    for entry in entries:
+        yield previous, entry
+        previous = entry
+
+
+def active_path(by_id: Mapping[str, dict[str, Any]], leaf: str | None) -> list[dict[str, Any]]:
+    """Entries from the root to `leaf` (specs/pi.md §1.1 `getBranch`)."""
+    path: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    current = leaf
+    while current is not None and current not in seen:
+        seen.add(current)
+        path.append(by_id[current])
+        current = by_id[current].get("parentId")
+    return path[::-1]

@@ -1,0 +1,177 @@
+"""The replay engine and simulated provider, driven by small strategies with known behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+import bench
+from bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
+from bench.profiles import get_profile
+from bench.request import Message, Request
+from bench.strategy import OptionError, Strategy, SummaryOverflow
+from bench.tokens import TokenCounter
+from bench.transcript import Item, Transcript, Usage
+from strategies.baselines import NoCompaction
+
+BIG = "lorem ipsum dolor sit amet " * 400  # about 2,000 tokens
+
+
+def session(steps: int = 12, output: str = BIG) -> Transcript:
+    items = [Item("sys", "system", "You are a coding agent."), Item("u0", "user", "Please refactor parser.py.", turn=0)]
+    for k in range(steps):
+        items.append(Item(f"call{k}", "tool_call", call_id=f"c{k}", tool_name="read", arguments=f'{{"n":{k}}}', response=k, turn=0,
+                          usage=Usage(input=1000 * (k + 1), output=10), timestamp=f"2025-01-01T00:00:{k:02d}Z"))
+        items.append(Item(f"out{k}", "tool_result", output, call_id=f"c{k}", turn=0))
+    items.append(Item("done", "assistant", "Refactor finished.", response=steps, turn=0))
+    return Transcript("s", tuple(items))
+
+
+def test_none_records_every_request_and_its_true_tokens():
+    t = session()
+    result = bench.replay(t, "none", profile="1m")
+    turns = result.turn_requests
+    assert len(turns) == 13 and result.final.kind == "final"
+    counter = TokenCounter("o200k_base")
+    first = MESSAGE_OVERHEAD * 2 + counter.count("You are a coding agent.") + counter.count("Please refactor parser.py.")
+    assert turns[0].true_tokens == first
+    # Every later request adds exactly the previous call and its output.
+    call_tokens = MESSAGE_OVERHEAD + 3 + counter.count("read") + counter.count('{"n":0}')
+    assert turns[1].true_tokens == first + call_tokens + MESSAGE_OVERHEAD + counter.count(BIG)
+    assert result.overflows == 0 and result.compactions == []
+    assert [p.reason for p in result.points] == ["final"]
+
+
+def test_none_overflows_are_recorded_not_raised():
+    result = bench.replay(session(steps=30), "none", profile="32k")
+    overflowed = [r for r in result.turn_requests if r.overflow]
+    assert overflowed, "a 60k-token session must overflow a 32k window"
+    assert all(r.error["code"] == "context_length_exceeded" for r in overflowed)
+    assert all(r.true_tokens > 32_000 for r in overflowed)
+    assert result.overflows == len(overflowed)
+
+
+def test_anthropic_overflow_message_matches_the_provider():
+    profile = get_profile("claude-sonnet")
+    provider = SimulatedProvider(profile)
+    outcome = provider.send(Request((Message("user", BIG * 120),)))
+    assert outcome.overflow
+    assert outcome.error.message.startswith("prompt is too long: ")
+    assert outcome.error.message.endswith(f"tokens > {profile.context_window} maximum")
+
+
+def test_cached_prefix_follows_openai_flooring():
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    first = (Message("system", BIG),)
+    provider.send(Request(first))
+    second = provider.send(Request(first + (Message("user", "next"),)))
+    shared = provider.message_tokens(first[0])
+    assert second.cache.prefix_tokens >= shared
+    assert second.cached_tokens == shared // 128 * 128
+    assert second.usage.cached_input == second.cached_tokens
+    assert second.usage.input == second.true_tokens
+
+
+def test_recorded_usage_is_fed_to_the_strategy():
+    seen: list[Usage | None] = []
+
+    class Spy(NoCompaction):
+        name = "spy"
+
+        def on_response(self, items, usage, needs_follow_up):
+            seen.append(usage)
+            super().on_response(items, usage, needs_follow_up)
+
+    bench.replay(session(steps=3), Spy, profile="1m", usage="recorded")
+    assert [u.input if u else None for u in seen[:3]] == [1000, 2000, 3000]
+
+
+class _Compacting(Strategy):
+    """Drops everything but the system and user messages on overflow, records it, asks for a retry."""
+
+    name = "test-compacting"
+
+    def __init__(self, ctx, options=None):
+        super().__init__(ctx, options)
+        self.items: list[Item] = []
+
+    def on_user_turn(self, item):
+        self.items.append(item)
+
+    def on_input(self, item):
+        self.items.append(item)
+
+    def on_response(self, items, usage, needs_follow_up):
+        self.items.extend(items)
+
+    def messages(self):
+        from strategies.history import ItemHistory
+
+        history = ItemHistory()
+        history.extend(self.items)
+        return history.render()
+
+    def request(self):
+        return Request(self.messages())
+
+    def on_overflow(self, error):
+        before = self.messages()
+        summary = self.ctx.summarize(Request((Message("user", "## Goal\nsummarize"),), kind="summary", max_output_tokens=200))
+        kept = [i for i in self.items if i.kind in ("system", "user")]
+        summarized = [i.id for i in self.items if i not in kept]
+        self.items = kept
+        self.ctx.record_compaction(trigger="overflow", before=before, after=self.messages(), summary=summary.text, summarized_ids=summarized)
+        return True
+
+
+def test_overflow_recovery_is_retried_and_recorded_with_probe_points():
+    result = bench.replay(session(steps=30), _Compacting, profile="32k")
+    assert result.compactions, "the strategy compacts on overflow"
+    first = result.compactions[0]
+    assert first.trigger == "overflow"
+    assert set(first.kept_ids) == {"sys", "u0"}
+    assert first.dropped_ids == ()  # everything else was summarized
+    assert first.llm_calls and first.llm_calls[0].model == "offline/extractive"
+    retried = result.requests[first.next_request]
+    assert retried.kind == "turn" and not retried.overflow and retried.attempt == 1
+    assert [p.reason for p in result.points].count("compaction") == len(result.compactions)
+    summary_requests = [r for r in result.requests if r.kind == "summary"]
+    assert len(summary_requests) == len(result.compactions)
+
+
+def test_summary_overflow_reaches_the_strategy():
+    class Greedy(_Compacting):
+        name = "test-greedy"
+
+        def on_overflow(self, error):
+            with pytest.raises(SummaryOverflow) as caught:
+                self.ctx.summarize(Request(tuple(self.messages()), kind="summary"))
+            assert "exceeds the context window" in str(caught.value)
+            return False
+
+    result = bench.replay(session(steps=30), Greedy, profile="32k")
+    assert any(r.kind == "summary" and r.overflow for r in result.requests)
+
+
+def test_unknown_option_lists_the_valid_ones():
+    with pytest.raises(OptionError, match=r"unknown option\(s\) for strategy 'truncate': colour; valid: trigger_ratio=0.9"):
+        bench.replay(session(steps=2), "truncate", options={"colour": "red"})
+
+
+def test_option_strings_are_converted_to_declared_types():
+    @dataclass(frozen=True)
+    class Opts:
+        n: int = 1
+        ratio: float = 0.5
+        flag: bool = False
+        label: str | None = None
+
+    class WithOptions(NoCompaction):
+        name = "with-options"
+        Options = Opts
+
+    parsed = WithOptions.parse_options({"n": "20_000", "ratio": "0.25", "flag": "true", "label": "none"})
+    assert parsed == Opts(n=20000, ratio=0.25, flag=True, label=None)
+    with pytest.raises(OptionError, match="expected int"):
+        WithOptions.parse_options({"n": "many"})
