@@ -3,16 +3,20 @@
 Given the longest common token prefix with the previous request of the same cell, the provider's
 rules (specs/evaluation.md §7) decide what is billed as a cache read:
 - OpenAI: nothing below `min_prefix` (1,024) tokens; above it, whole `block`s (128 tokens).
-- Anthropic: a read ends at a cache breakpoint of the previous request (automatic caching puts
-  them at message boundaries; up to 20 blocks are looked back), at least `min_prefix` long; the
-  rest of the request is written to the cache at `write_multiplier` × the input price.
+- Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them,
+  placed as coding agents commonly place them: the end of the leading system prompt and the ends
+  of the last messages). A read is the longest entry of the previous request that lies
+  inside the common prefix, is at least `min_prefix` long, and is found by the provider's
+  lookback of at most 20 blocks (messages here) before one of the new request's own breakpoints.
+  The rest of the request, up to its last breakpoint (its end), is written at
+  `write_multiplier` × the input price.
 - Both: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from bench.profiles import CachePolicy
@@ -27,6 +31,51 @@ class CacheOutcome:
     cache_write_tokens: int  # billed as cache writes (providers that charge them)
 
 
+def leading_system(roles: Iterable[str]) -> int:
+    """How many messages at the start of a request are system/developer prompt."""
+    count = 0
+    for role in roles:
+        if role not in ("system", "developer"):
+            break
+        count += 1
+    return count
+
+
+def breakpoints(boundaries: Sequence[int], system_messages: int, limit: int) -> list[int]:
+    """Message indices whose end carries a breakpoint: the leading system prompt's end and the last
+    messages, `limit` in all."""
+    n = len(boundaries)
+    if n == 0 or limit <= 0:
+        return []
+    if 0 < system_messages <= n:
+        return sorted({system_messages - 1, *range(max(n - (limit - 1), 0), n)})
+    return list(range(max(n - limit, 0), n))
+
+
+def _anthropic_read(
+    policy: CachePolicy,
+    prefix_tokens: int,
+    previous_boundaries: Sequence[int],
+    previous_system: int,
+    current_boundaries: Sequence[int] | None,
+    current_system: int,
+) -> int:
+    entries = [previous_boundaries[i] for i in breakpoints(previous_boundaries, previous_system, policy.breakpoints)]
+    marks = breakpoints(current_boundaries, current_system, policy.breakpoints) if current_boundaries is not None else None
+    best = 0
+    for entry in entries:
+        if entry > prefix_tokens or entry < policy.min_prefix or entry <= best:
+            continue
+        if marks is not None:
+            assert current_boundaries is not None
+            index = bisect.bisect_left(current_boundaries, entry)
+            on_boundary = index < len(current_boundaries) and current_boundaries[index] == entry
+            if not on_boundary or not any(0 <= mark - index < ANTHROPIC_LOOKBACK_BLOCKS for mark in marks):
+                continue
+        best = entry
+    return best
+
+
 def cache_outcome(
     policy: CachePolicy,
     *,
@@ -34,20 +83,21 @@ def cache_outcome(
     total_tokens: int,
     previous_boundaries: Sequence[int],
     expired: bool = False,
+    previous_system: int = 0,
+    current_boundaries: Sequence[int] | None = None,
+    current_system: int = 0,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
-    `previous_boundaries` are the cumulative token counts at the end of each message of the
-    previous request (ascending); they are where Anthropic breakpoints can sit.
+    `previous_boundaries` / `current_boundaries` are the cumulative token counts at the end of each
+    message of the previous / current request (ascending) and `*_system` their numbers of leading
+    system messages: they place Anthropic's breakpoints. Without `current_boundaries` the lookback
+    limit is not applied.
     """
     if expired:
         prefix_tokens = 0
     if policy.provider == "anthropic":
-        candidates = list(previous_boundaries[-ANTHROPIC_LOOKBACK_BLOCKS:])
-        index = bisect.bisect_right(candidates, prefix_tokens) - 1
-        cached = candidates[index] if index >= 0 else 0
-        if cached < policy.min_prefix:
-            cached = 0
+        cached = _anthropic_read(policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system)
         write = total_tokens - cached if total_tokens >= policy.min_prefix else 0
         return CacheOutcome(prefix_tokens, cached, max(write, 0))
     if prefix_tokens < policy.min_prefix:

@@ -29,7 +29,8 @@ app.add_typer(list_app, name="list")
 app.add_typer(probes_app, name="probes")
 app.add_typer(fidelity_app, name="fidelity")
 
-console = Console()
+# Piped output is not wrapped at 80 columns: tables stay whole for files and other programs.
+console = Console(width=None if sys.stdout.isatty() else 220)
 errors = Console(stderr=True)
 
 
@@ -298,7 +299,7 @@ def main() -> None:
     try:
         app(standalone_mode=False)
     except handled as exc:
-        errors.print(f"error: {exc}", markup=False, highlight=False, style="red")
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         errors.print("interrupted; finish the run with `bench run --resume`")

@@ -105,7 +105,7 @@ def detect(path: Path) -> type[Importer]:
 def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> list[Transcript]:
     """Import every session in a file."""
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and format != "hf-dataset":  # hf-dataset also takes Hub ids (org/name)
         raise ImportFailure(f"{path}: no such file")
     if path.is_dir():
         raise ImportFailure(f"{path}: is a directory; pass the files inside it")

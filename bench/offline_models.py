@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 HEADING_PATTERNS = (
@@ -30,6 +31,7 @@ HEADING_PATTERNS = (
 )
 TAG_BLOCK = re.compile(r"<(?P<tag>[a-zA-Z][\w-]{1,40})>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
 PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summaries")
+INSTRUCTION_TAGS = ("template",)
 SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another language model started to solve")
 
 PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
@@ -149,6 +151,10 @@ def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Lin
                 tag = block.group("tag").lower()
                 if tag in PREVIOUS_SUMMARY_TAGS:
                     previous = block.group("body")
+                elif tag in INSTRUCTION_TAGS:
+                    # A layout the summary must follow: its headings are instructions, not conversation.
+                    outside = outside.replace(block.group(0), block.group("body"))
+                    continue
                 else:
                     add(block.group("body"), "conversation")
                 outside = outside.replace(block.group(0), "")
@@ -243,6 +249,14 @@ def _words(text: str) -> list[str]:
     return [w.lower().strip("./-") for w in WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1]
 
 
+@lru_cache(maxsize=8)
+def _line_index(lines: tuple[str, ...]) -> tuple[list[frozenset[str]], Counter[str]]:
+    """Word sets of a context's lines and their document frequencies, kept for the next question
+    about the same context (a probe set asks many)."""
+    word_sets = [frozenset(_words(line)) for line in lines]
+    return word_sets, Counter(w for words in word_sets for w in words)
+
+
 def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
     """The offline answerer: the context line that best matches the last user message's question."""
     if not messages:
@@ -254,11 +268,10 @@ def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
     query = set(_words(question))
     if not query:
         return context_lines[-1]
-    frequency = Counter(w for line in context_lines for w in set(_words(line)))
+    word_sets, frequency = _line_index(tuple(context_lines))
     total = len(context_lines)
     best, best_score = -1, 0.0
-    for n, line in enumerate(context_lines):
-        words = set(_words(line))
+    for n, words in enumerate(word_sets):
         score = sum(math.log(1 + total / frequency[w]) for w in words & query)
         if score > best_score or (score == best_score and score > 0):
             best, best_score = n, score

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 
-from bench.caching import CacheOutcome, cache_outcome
+from bench.caching import CacheOutcome, cache_outcome, leading_system
 from bench.profiles import ModelProfile
 from bench.request import Message, Request
 from bench.tokens import TokenCounter
@@ -158,11 +158,12 @@ class SimulatedProvider:
         true_tokens = boundaries[-1] if boundaries else 0
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
-        best_prefix, best_boundaries, expired = 0, [], False
+        best_prefix, best_boundaries, best_system, expired = 0, [], 0, False
         for previous, previous_boundaries, then in self._recent:
             prefix = self.common_prefix_tokens(previous, messages)
             if prefix >= best_prefix:
                 best_prefix, best_boundaries = prefix, previous_boundaries
+                best_system = leading_system(m.role for m in previous)
                 expired = now is not None and then is not None and now - then > self.profile.cache.ttl_seconds
         cache = cache_outcome(
             self.profile.cache,
@@ -170,6 +171,9 @@ class SimulatedProvider:
             total_tokens=true_tokens,
             previous_boundaries=best_boundaries,
             expired=expired,
+            previous_system=best_system,
+            current_boundaries=boundaries,
+            current_system=leading_system(m.role for m in messages),
         )
         if true_tokens + reserved > self.profile.context_window:
             error = overflow_error(self.profile, true_tokens + reserved)

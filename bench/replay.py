@@ -58,6 +58,8 @@ class RequestRecord:
     attempt: int = 0
     timestamp: str | None = None
     usage: Usage | None = None
+    #: the strategy's own notes on this request (`Request.meta`)
+    meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_messages(self) -> int:
@@ -246,6 +248,7 @@ class _Engine:
             attempt=attempt,
             timestamp=self.timestamp,
             usage=None if outcome.overflow else outcome.usage,
+            meta=dict(request.meta),
         )
         self.result.requests.append(record)
         return record
@@ -327,6 +330,7 @@ class _Engine:
             cache_write_tokens=0,
             output_tokens=0,
             timestamp=self.timestamp,
+            meta=dict(final.meta),
         )
         self.result.requests.append(record)
         self._mark_points(record)

@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 FORMAT_NAME = "compaction-bench/transcript"
@@ -23,7 +22,27 @@ FORMAT_VERSION = 1
 KINDS = ("system", "user", "assistant", "reasoning", "tool_call", "tool_result", "marker")
 MODEL_OUTPUT_KINDS = frozenset({"assistant", "reasoning", "tool_call"})
 
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class FrozenMap(dict):
+    """A read-only dict: JSON-serializable and picklable (unlike `types.MappingProxyType`)."""
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("transcript data is immutable")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenMap, (dict(self),))
+
+    def __copy__(self) -> FrozenMap:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenMap:
+        return self
+
+
+_EMPTY: Mapping[str, Any] = FrozenMap()
 
 
 class TranscriptError(ValueError):
@@ -33,7 +52,7 @@ class TranscriptError(ValueError):
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON-like data: dicts become read-only mappings, lists become tuples."""
     if isinstance(value, Mapping):
-        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})
+        return FrozenMap({str(k): freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return value
@@ -119,7 +138,7 @@ class Item:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise TranscriptError(f"item {self.id!r}: unknown kind {self.kind!r} (expected one of {', '.join(KINDS)})")
-        if not isinstance(self.meta, MappingProxyType):
+        if not isinstance(self.meta, FrozenMap):
             object.__setattr__(self, "meta", freeze(self.meta or {}))
         if self.kind in ("tool_call", "tool_result") and not self.call_id:
             raise TranscriptError(f"item {self.id!r}: a {self.kind} needs a call_id")

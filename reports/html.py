@@ -47,7 +47,9 @@ def _fmt(value, fmt: str) -> str:
 def leaderboard(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     columns = [c for c in LEADERBOARD_COLUMNS if c[1] in summary.columns]
     header = ["strategy", "profile", "scenarios", *[c[0] for c in columns]]
-    rows = []
+    rows: list[list[str]] = []
+    if summary.empty or not {"strategy", "profile"} <= set(summary.columns):
+        return header, rows
     for (strategy, profile), frame in summary.groupby(["strategy", "profile"], sort=False):
         row = [strategy, profile, str(frame["scenario"].nunique())]
         for _, column, fmt in columns:
@@ -77,7 +79,7 @@ def _compaction_rows(compactions: pd.DataFrame, limit: int = 400) -> list[dict[s
                 "summarized": str(count("summarized_ids")),
                 "kept": str(count("kept_ids")),
                 "dropped": str(count("dropped_ids")),
-                "summary": (record.get("summary") or "")[:1500],
+                "summary": summary[:1500] if isinstance(summary := record.get("summary"), str) else "",
             }
         )
     return rows

@@ -45,7 +45,7 @@ class MiniSweAgentImporter(Importer):
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
-        if '"trajectory_format"' in head and "mini-swe-agent" in head:
+        if '"mini_version"' in head or ('"trajectory_format"' in head and "mini-swe-agent" in head):
             return True
         return sniff_messages(head) and ("mswea_bash_command" in head or path.name.endswith(".traj.json"))
 

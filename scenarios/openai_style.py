@@ -58,9 +58,15 @@ def content_parts(content: Any) -> tuple[str, tuple[Attachment, ...]]:
 
 
 def sniff_messages(head: str) -> bool:
-    """True when the head looks like a JSON list / JSONL of chat messages."""
+    """True when the head looks like a JSON list of chat messages, or JSONL whose first line is one."""
     stripped = head.lstrip()
-    return stripped[:1] in ("[", "{") and bool(_ROLE_RE.search(stripped[:4000]))
+    if stripped.startswith("["):
+        return bool(_ROLE_RE.search(stripped[:4000]))
+    try:
+        first = json.loads(stripped.split("\n", 1)[0])
+    except json.JSONDecodeError:
+        return False
+    return isinstance(first, Mapping) and (first.get("role") in ROLES or isinstance(first.get("messages"), list))
 
 
 def add_messages(
@@ -70,11 +76,12 @@ def add_messages(
     usage_of: Callable[[Mapping[str, Any]], Usage | None] = lambda m: openai_usage(m.get("usage")),
     where: Callable[[int], str] = lambda n: f"message {n}",
     line_of: Callable[[int], int | None] = lambda n: None,
+    is_synthetic: Callable[[Mapping[str, Any]], bool] = lambda m: False,
 ) -> None:
     """Append OpenAI-style messages to `builder`.
 
     `usage_of` finds a message's usage (formats keep it in different places); `where`/`line_of`
-    name a message in problem reports.
+    name a message in problem reports; `is_synthetic` marks injected user messages (demonstrations).
     """
     for n, message in enumerate(messages):
         if not isinstance(message, Mapping):
@@ -86,7 +93,7 @@ def add_messages(
         if role in ("system", "developer"):
             builder.add("system", text, meta={"role": role} if role != "system" else {})
         elif role == "user":
-            builder.add("user", text, attachments=attachments)
+            builder.add("user", text, attachments=attachments, synthetic=is_synthetic(message))
         elif role == "assistant":
             response = builder.new_response()
             reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -95,7 +102,10 @@ def add_messages(
             calls = message.get("tool_calls") or []
             if text or attachments or not calls:
                 builder.add("assistant", text, response=response, attachments=attachments)
-            for call in calls if isinstance(calls, list) else []:
+            if not isinstance(calls, list):
+                builder.problem(f"{where(n)}: tool_calls is not a list; kept as one call", line_of(n))
+                calls = [calls]
+            for call in calls:
                 add_tool_call(builder, call, response, where(n), line_of(n))
             if message.get("function_call"):
                 add_tool_call(builder, {"function": message["function_call"]}, response, where(n), line_of(n))
@@ -107,6 +117,8 @@ def add_messages(
                 call_id = f"missing-call-{n}"
             builder.add("tool_result", text, call_id=str(call_id), tool_name=message.get("name"), attachments=attachments)
         else:
+            if not isinstance(role, str):
+                builder.problem(f"{where(n)}: message without a role; kept as a marker", line_of(n))
             builder.add("marker", text, meta={"event": "message", "role": str(role)})
 
 

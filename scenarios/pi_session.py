@@ -10,8 +10,8 @@ Follows specs/pi.md §1 (session storage) and §8 (fixtures):
   file order, walked up by `parentId`); option `branch=<entry id>` takes the path ending at that
   entry, and `branch="tree"` replays every entry in file order, with a `branch` marker wherever
   the next entry does not continue from the previous one (the user navigated with `/tree`).
-- every item keeps its entry's `id` and `parentId` in `meta["entry"]` / `meta["parent"]` (and the
-  entry type in `meta["type"]`), so a strategy can rebuild Pi's tree. An assistant message becomes
+- every item keeps its entry's `id` and `parentId` in `meta["entry"]` / `meta["parent"]` (the
+  entry type in `meta["type"]`, its 1-based file line in `meta["line"]`), so a strategy can rebuild Pi's tree. An assistant message becomes
   one item per content block (thinking → reasoning, text → assistant, toolCall → tool_call, ids
   `<entry>.<n>`), its usage on the last item (Anthropic-shaped usage: cache reads and writes are
   added into `input`, DESIGN §2), its `stopReason`, `errorMessage`, provider, model and epoch-ms
@@ -122,13 +122,14 @@ def migrate(header: dict[str, Any], entries: list[dict[str, Any]]) -> int:
 class _Builder:
     """Turns entries into items, numbering turns and model responses."""
 
-    path: Path
     items: list[Item] = field(default_factory=list)
     turn: int = -1
     response: int = -1
 
+    line_of: Mapping[int, int] = field(default_factory=dict)
+
     def base_meta(self, entry: Mapping[str, Any]) -> dict[str, Any]:
-        return {"entry": entry["id"], "parent": entry.get("parentId"), "type": entry["type"]}
+        return {"entry": entry["id"], "parent": entry.get("parentId"), "type": entry["type"], "line": self.line_of.get(id(entry))}
 
     def add(self, **kw: Any) -> None:
         self.items.append(Item(turn=self.turn if self.turn >= 0 else None, **kw))
@@ -288,7 +289,7 @@ class PiSessionImporter(Importer):
                 problems.append(f"{path}:{line_of[id(entry)]}: parentId {parent!r} not in the file; entry treated as a root")
                 entry["parentId"] = None
         leaves = sorted(set(by_id) - {e.get("parentId") for e in entries})
-        builder = _Builder(path)
+        builder = _Builder(line_of=line_of)
         if branch == "tree":
             for previous, entry in _with_previous(entries):
                 if previous is not None and entry.get("parentId") != previous["id"]:

@@ -1,0 +1,43 @@
+"""Token accuracy: each strategy's own estimate at decision time against the true count.
+
+Per request: signed error (estimate − true), absolute percentage error, and a missed trigger
+(the true count reached the strategy's threshold while its estimate said it had not, so it sent
+the request instead of compacting). Per compaction: premature (the strategy compacted on its
+threshold although the true count was still under it). Overflows are the provider's verdict and
+come straight from the request records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.replay import CompactionRecord, RequestRecord
+
+#: Triggers that are not a threshold decision (recovering from a provider error, a user's command)
+#: cannot be premature; any other compaction that reports a threshold is judged against it.
+NOT_THRESHOLD = ("overflow", "manual")
+
+
+@dataclass(frozen=True)
+class EstimateError:
+    signed: int | None
+    ape: float | None
+    missed_trigger: bool
+
+
+def estimate_error(request: RequestRecord) -> EstimateError:
+    estimate, true = request.estimate_tokens, request.true_tokens
+    if estimate is None:
+        return EstimateError(None, None, False)
+    signed = estimate - true
+    ape = abs(signed) / true if true else None
+    threshold = request.threshold
+    missed = request.kind == "turn" and threshold is not None and true >= threshold > estimate
+    return EstimateError(signed, ape, missed)
+
+
+def premature(compaction: CompactionRecord) -> bool:
+    """Compacted on its threshold although the true count of the context was under it."""
+    if compaction.threshold is None or any(word in compaction.trigger for word in NOT_THRESHOLD):
+        return False
+    return compaction.tokens_before < compaction.threshold

@@ -1,0 +1,35 @@
+"""Dollars: requests priced with the profile's prices, cached-token prices and cache writes included.
+
+Prices come from the profile (litellm's bundled cost map, `bench.profiles`). Where the map has no
+cached-input or cache-write price, the cache policy's multipliers of the input price stand in
+(specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). Summary requests are
+priced like any other request (upstream agents summarize with the session's model); when the
+summarizer is a different, priced model, litellm's own cost of that call replaces it.
+"""
+
+from __future__ import annotations
+
+from bench.profiles import ModelProfile
+
+
+def cached_input_price(profile: ModelProfile) -> float:
+    prices = profile.prices
+    return prices.cached_input or prices.input * profile.cache.read_multiplier
+
+
+def cache_write_price(profile: ModelProfile) -> float:
+    prices = profile.prices
+    return prices.cache_write or prices.input * (profile.cache.write_multiplier or 1.0)
+
+
+def request_cost(
+    profile: ModelProfile, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int
+) -> float:
+    """Dollars of one request: `input_tokens` includes the cached and the written tokens."""
+    uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
+    return (
+        uncached * profile.prices.input
+        + cached_tokens * cached_input_price(profile)
+        + cache_write_tokens * cache_write_price(profile)
+        + output_tokens * profile.prices.output
+    )

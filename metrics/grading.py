@@ -1,0 +1,198 @@
+"""Probe graders: presence (no model) and answered (the answerer's reply, graded by `match`).
+
+Presence: every answer term of the probe (for a set probe, every member; for a regex probe, the
+pattern) occurs in the rendered context after normalization (Unicode NFKC, case folding,
+whitespace collapsed, typographic quotes made plain). Terms listed in `meta["evidence"]` must
+occur too; a miner uses them to tie a short answer (an exit code) to its fact (the command).
+
+Answered, by the probe's `match`:
+- ``exact``: the normalized reply, stripped of surrounding punctuation, equals an answer;
+- ``contains``: a normalized answer occurs in the normalized reply;
+- ``regex``: an answer pattern matches the reply (case-insensitive);
+- ``set``: F1 between the answer members and the items of the reply (split at commas,
+  semicolons, newlines and "and"; an item matches a member it contains; a member is recalled
+  when it occurs anywhere in the reply); correct when F1 ≥ `meta["min_f1"]` (default 0.5);
+- ``number``: a number in the reply equals the answer (within `meta["tolerance"]`);
+- ``judge``: an LLM judge with a strict and a lenient rubric (metrics/prompts); without a judge
+  the probe is unscored (None), never passed.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from bench.llm import LLMClient
+from bench.probes import Probe
+from bench.request import Message
+from bench.strategy import LLMResult
+from bench.templates import PromptSet
+
+SET_PASS_F1 = 0.5
+PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
+SPACE = re.compile(r"\s+")
+EDGE_PUNCTUATION = " \t\n.,;:!?\"'`*()[]{}<>-"
+SET_SPLIT = re.compile(r"[,;\n]|\band\b")
+NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+VERDICT = re.compile(r"verdict\s*:\s*\**\s*(correct|incorrect)", re.I)
+
+
+def normalize(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).translate(QUOTES).casefold()
+    return SPACE.sub(" ", text).strip()
+
+
+def context_text(messages: Sequence[Message]) -> str:
+    """Everything a model reads in a request: contents, then each call's name and arguments."""
+    parts: list[str] = []
+    for m in messages:
+        if m.content:
+            parts.append(m.content)
+        parts.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
+    return "\n".join(parts)
+
+
+def _evidence(probe: Probe) -> list[str]:
+    evidence = probe.meta.get("evidence") or ()
+    return [evidence] if isinstance(evidence, str) else [str(e) for e in evidence]
+
+
+@dataclass(frozen=True)
+class Presence:
+    present: bool
+    share: float  # share of the probe's terms that are present
+
+
+def presence(probe: Probe, context: str, normalized_context: str | None = None) -> Presence:
+    """Whether the probe's answer survives verbatim (normalized) in a context's text."""
+    normalized = normalized_context if normalized_context is not None else normalize(context)
+    if probe.match == "regex":
+        hits = [any(re.search(p, context, re.I | re.M) for p in probe.answers)]
+    elif probe.match == "set":
+        hits = [normalize(member) in normalized for member in probe.answers]
+    else:
+        hits = [any(normalize(a) in normalized for a in probe.answers)]
+    hits += [normalize(e) in normalized for e in _evidence(probe)]
+    share = sum(hits) / len(hits)
+    return Presence(all(hits), share)
+
+
+def set_f1(members: Sequence[str], reply: str) -> float:
+    gold = [normalize(m) for m in members]
+    text = normalize(reply)
+    items = [normalize(i).strip(EDGE_PUNCTUATION) for i in SET_SPLIT.split(reply)]
+    items = [i for i in items if i]
+    if not gold or not items:
+        return 0.0
+    recalled = sum(1 for g in gold if g in text)
+    precise = sum(1 for i in items if any(g in i for g in gold))
+    precision, recall = precise / len(items), recalled / len(gold)
+    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
+
+
+def _numbers(text: str) -> list[float]:
+    out = []
+    for raw in NUMBER.findall(text):
+        try:
+            out.append(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass(frozen=True)
+class Grade:
+    correct: bool | None  # None: unscored
+    score: float | None = None  # F1 for set probes; 1/0 otherwise
+    judge_strict: bool | None = None
+    judge_lenient: bool | None = None
+
+
+def grade_reply(probe: Probe, reply: str) -> Grade:
+    """Grade a reply by the probe's deterministic rule (judge probes: `judge_reply`)."""
+    text = normalize(reply)
+    answers = probe.answers
+    if probe.match == "exact":
+        ok = text.strip(EDGE_PUNCTUATION) in {normalize(a).strip(EDGE_PUNCTUATION) for a in answers}
+    elif probe.match == "contains":
+        ok = any(normalize(a) in text for a in answers)
+    elif probe.match == "regex":
+        ok = any(re.search(p, reply, re.I | re.M) for p in answers)
+    elif probe.match == "set":
+        f1 = set_f1(answers, reply)
+        return Grade(f1 >= float(probe.meta.get("min_f1", SET_PASS_F1)), f1)
+    elif probe.match == "number":
+        tolerance = float(probe.meta.get("tolerance", 0.0))
+        wanted = [n for a in answers for n in _numbers(a)[:1]]
+        ok = any(abs(got - want) <= tolerance for got in _numbers(reply) for want in wanted)
+    else:
+        raise ValueError(f"probe {probe.id!r}: match {probe.match!r} needs a judge")
+    return Grade(bool(ok), 1.0 if ok else 0.0)
+
+
+def _verdict(text: str) -> bool | None:
+    found = VERDICT.search(text)
+    return None if found is None else found.group(1).lower() == "correct"
+
+
+@lru_cache(maxsize=1)
+def judge_prompts() -> PromptSet:
+    """The strict and lenient judge rubrics (metrics/prompts), loaded once."""
+    return PromptSet(directory=PROMPT_DIR)
+
+
+def judge_reply(probe: Probe, reply: str, judge: LLMClient | None, *, sample: int = 0) -> Grade:
+    """Strict and lenient verdicts of an LLM judge; the strict one decides `correct`."""
+    if judge is None:
+        return Grade(None)
+    verdicts = []
+    for rubric in ("judge_strict.j2", "judge_lenient.j2"):
+        prompt = judge_prompts().render(rubric, question=probe.question, references=list(probe.answers), reply=reply)
+        result = judge.complete([{"role": "user", "content": prompt}], purpose="judge", sample=sample, max_tokens=200)
+        verdicts.append(_verdict(result.text))
+    strict, lenient = verdicts
+    return Grade(strict, None if strict is None else float(strict), strict, lenient)
+
+
+def context_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """A request's messages as Chat-style dicts, for the answerer (the question goes after them)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
+            continue
+        role = {"reasoning": "assistant", "compaction": "user"}.get(m.role, m.role)
+        entry: dict[str, Any] = {"role": role, "content": m.content}
+        if m.tool_calls:
+            entry["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
+            ]
+        out.append(entry)
+    return out
+
+
+@dataclass(frozen=True)
+class Answer:
+    reply: str
+    cache_hit: bool
+    grade: Grade
+
+
+def ask(
+    probe: Probe,
+    context: Sequence[Mapping[str, Any]],
+    answerer: LLMClient,
+    judge: LLMClient | None = None,
+    *,
+    sample: int = 0,
+) -> Answer:
+    """Ask one probe against a context (message dicts without the question) and grade the reply."""
+    result: LLMResult = answerer.complete([*context, {"role": "user", "content": probe.question}], purpose="answer", sample=sample)
+    grade = judge_reply(probe, result.text, judge, sample=sample) if probe.match == "judge" else grade_reply(probe, result.text)
+    return Answer(result.text, result.cache_hit, grade)

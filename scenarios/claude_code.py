@@ -1,0 +1,281 @@
+"""Importer for Claude Code session logs (`~/.claude/projects/<project>/<session>.jsonl`).
+
+Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
+
+- the file is a tree of lines linked by `parentUuid`; the live branch is followed back from the
+  chain's last line (across a compaction, `compact_boundary.logicalParentUuid` links the branch
+  to the history it compacted). Lines of the same chain that are not on the live branch are
+  counted in `meta["off_branch"]`;
+- `isSidechain` lines (Task subagents) are kept apart: `chain="main"` (default) imports the main
+  chain, `chain="sidechains"` one transcript per subagent run, `chain="all"` both. A file where
+  every line is a sidechain (a subagent transcript, `agent-*.jsonl`) imports its sidechains;
+- assistant lines are grouped by `message.id` into one model response whose usage counts once
+  (the last copy wins: streamed copies grow); Anthropic usage becomes `Usage(input = input +
+  cache_read + cache_creation, cached_input = cache_read, cache_write = cache_creation, output)`;
+- `tool_use` blocks are tool calls, `tool_result` blocks in user lines their results (placed
+  before the line's own text, which opens a new turn: the results answer the previous response);
+  `isMeta` user lines (command caveats, injected notes) are synthetic;
+- `system/compact_boundary` is a marker `{"event": "compaction", "trigger", "preTokens"}`, the
+  `isCompactSummary` user line that follows it a marker `{"event": "compaction-summary"}` holding
+  the summary text; other system lines are `system-notice` markers; title `summary`,
+  `file-history-snapshot` and `queue-operation` lines are counted in `meta["skipped"]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.importing import Importer, ImportFailure
+from bench.transcript import Transcript, Usage
+from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from scenarios.readers import read_jsonl
+
+FORMAT = "claude-code"
+CHAINS = ("main", "sidechains", "all")
+NODE_TYPES = ("user", "assistant", "system")
+
+
+def anthropic_usage(data: Any) -> Usage | None:
+    if not isinstance(data, Mapping) or not data:
+        return None
+    read = as_int(data.get("cache_read_input_tokens"))
+    write = as_int(data.get("cache_creation_input_tokens"))
+    return Usage(
+        input=as_int(data.get("input_tokens")) + read + write,
+        cached_input=read,
+        cache_write=write,
+        output=as_int(data.get("output_tokens")),
+    )
+
+
+class _Line:
+    """One tree node: a user, assistant or system line with its line number."""
+
+    __slots__ = ("number", "data", "uuid", "parent")
+
+    def __init__(self, number: int, data: Mapping[str, Any]) -> None:
+        self.number = number
+        self.data = data
+        self.uuid = str(data["uuid"])
+        parent = data.get("parentUuid")
+        if parent is None and data.get("subtype") == "compact_boundary":
+            parent = data.get("logicalParentUuid")
+        self.parent = str(parent) if parent else None
+
+
+class ClaudeCodeImporter(Importer):
+    format = FORMAT
+    description = "Claude Code session JSONL (~/.claude/projects/*/<session>.jsonl), main chain or subagent sidechains"
+    suffixes = (".jsonl",)
+    priority = 50
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        return ('"parentUuid"' in head and '"sessionId"' in head) or (
+            head.lstrip().startswith('{"type":"summary"') and '"leafUuid"' in head
+        )
+
+    def load(self, path: Path, *, chain: str = "main", **options: Any) -> list[Transcript]:
+        if chain not in CHAINS:
+            raise ImportFailure(f"{path}: unknown chain {chain!r}; expected one of {', '.join(CHAINS)}")
+        read = read_jsonl(path)
+        problems = list(read.problems)
+        nodes: dict[str, _Line] = {}
+        order: list[_Line] = []
+        skipped: Counter[str] = Counter()
+        for number, data in read.lines:
+            if not isinstance(data, Mapping):
+                problems.append(f"{path}:{number}: expected a JSON object, got {type(data).__name__}; line kept out")
+                continue
+            kind = data.get("type")
+            if kind not in NODE_TYPES or not data.get("uuid"):
+                skipped[str(kind)] += 1
+                continue
+            node = _Line(number, data)
+            if node.uuid in nodes:
+                problems.append(f"{path}:{number}: repeated uuid {node.uuid} (first on line {nodes[node.uuid].number}); the later line wins")
+            nodes[node.uuid] = node
+            order.append(node)
+        if not order:
+            raise ImportFailure(f"{path}: no user, assistant or system line (is this a Claude Code session log?)")
+        main = [n for n in order if not n.data.get("isSidechain")]
+        side = [n for n in order if n.data.get("isSidechain")]
+        chains: list[tuple[str, list[_Line]]] = []
+        if chain in ("main", "all") and main:
+            chains.append(("main", main))
+        if chain in ("sidechains", "all") or not main:
+            chains.extend((f"sidechain-{n}", group) for n, group in enumerate(self._sidechains(side, nodes)))
+        if not chains:
+            raise ImportFailure(f"{path}: no {chain} chain in this file")
+        base_meta = {"skipped": dict(skipped)} if skipped else {}
+        return [self._transcript(path, name, group, nodes, problems, base_meta) for name, group in chains]
+
+    @staticmethod
+    def _root(node: _Line, nodes: Mapping[str, _Line]) -> str:
+        seen = {node.uuid}
+        while node.parent in nodes and node.parent not in seen:
+            node = nodes[node.parent]
+            seen.add(node.uuid)
+        return node.uuid
+
+    def _sidechains(self, side: list[_Line], nodes: Mapping[str, _Line]) -> list[list[_Line]]:
+        """Sidechain lines grouped by the root they descend from (one group per subagent run)."""
+        groups: dict[str, list[_Line]] = {}
+        for node in side:
+            groups.setdefault(self._root(node, nodes), []).append(node)
+        return list(groups.values())
+
+    @staticmethod
+    def _branch(group: list[_Line], nodes: Mapping[str, _Line], problems: list[str], path: Path) -> list[_Line]:
+        """The live branch: from the group's last line back along parent links, in file order."""
+        branch = [group[-1]]
+        seen = {group[-1].uuid}
+        while branch[-1].parent is not None:
+            parent = branch[-1].parent
+            if parent in seen:
+                problems.append(f"{path}:{branch[-1].number}: parent link loops back to {parent}; branch cut here")
+                break
+            if parent not in nodes:
+                problems.append(f"{path}:{branch[-1].number}: parent {parent} is not in the file; branch starts here")
+                break
+            branch.append(nodes[parent])
+            seen.add(parent)
+        return branch[::-1]
+
+    def _transcript(
+        self,
+        path: Path,
+        name: str,
+        group: list[_Line],
+        nodes: Mapping[str, _Line],
+        problems: list[str],
+        base_meta: Mapping[str, Any],
+    ) -> Transcript:
+        builder = TranscriptBuilder(path, FORMAT)
+        builder.problems.extend(problems)
+        branch = self._branch(group, nodes, builder.problems, path)
+        responses: dict[str, int] = {}
+        for node in branch:
+            data = node.data
+            timestamp = data.get("timestamp") if isinstance(data.get("timestamp"), str) else None
+            if data["type"] == "assistant":
+                self._assistant(builder, node, responses, timestamp)
+            elif data["type"] == "user":
+                self._user(builder, node, timestamp)
+            else:
+                self._system(builder, node, timestamp)
+        on_branch = {n.uuid for n in branch}
+        meta = dict(base_meta)
+        meta["chain"] = name
+        off = sum(1 for n in group if n.uuid not in on_branch)
+        if off:
+            meta["off_branch"] = off
+        session = next((n.data.get("sessionId") for n in branch if n.data.get("sessionId")), path.stem)
+        source = {"session_id": session, "chain": name, "version": branch[-1].data.get("version")}
+        return builder.finish(str(session) if name == "main" else f"{session}:{name}", source=source, meta=meta)
+
+    @staticmethod
+    def _assistant(builder: TranscriptBuilder, node: _Line, responses: dict[str, int], timestamp: str | None) -> None:
+        message = node.data.get("message")
+        if not isinstance(message, Mapping):
+            builder.problem("assistant line without a message object; kept as a marker", node.number)
+            builder.add("marker", id=node.uuid, meta={"event": "unreadable-line"}, timestamp=timestamp)
+            return
+        message_id = str(message.get("id") or node.uuid)
+        if message_id not in responses:
+            responses[message_id] = builder.new_response()
+        response = responses[message_id]
+        model = message.get("model")
+        if isinstance(model, str) and not model.startswith("<"):
+            builder.model = builder.model or model
+        builder.set_usage(response, anthropic_usage(message.get("usage")))
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list) or not blocks:
+            builder.add("assistant", id=node.uuid, response=response, timestamp=timestamp, meta={"message_id": message_id})
+            return
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            common: dict[str, Any] = {"response": response, "timestamp": timestamp}
+            if kind == "text":
+                builder.add("assistant", as_text(block.get("text")), id=node.uuid, meta={"message_id": message_id}, **common)
+            elif kind in ("thinking", "redacted_thinking"):
+                text = block.get("thinking") if kind == "thinking" else ""
+                builder.add("reasoning", as_text(text), id=node.uuid, meta={"redacted": kind == "redacted_thinking"}, **common)
+            elif kind in ("tool_use", "server_tool_use"):
+                call_id = str(block.get("id") or f"{node.uuid}-call")
+                builder.add(
+                    "tool_call",
+                    id=call_id,
+                    call_id=call_id,
+                    tool_name=str(block.get("name") or ""),
+                    arguments=as_arguments(block.get("input")),
+                    **common,
+                )
+            else:
+                builder.problem(f"unknown assistant content block {kind!r}; kept as a marker", node.number)
+                builder.add("marker", json.dumps(block, ensure_ascii=False), id=node.uuid, meta={"event": "unknown-block"}, timestamp=timestamp)
+
+    @staticmethod
+    def _user(builder: TranscriptBuilder, node: _Line, timestamp: str | None) -> None:
+        data = node.data
+        message = data.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if data.get("isCompactSummary"):
+            builder.add("marker", as_text(content), id=node.uuid, timestamp=timestamp, meta={"event": "compaction-summary"})
+            return
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if not isinstance(blocks, list):
+            builder.problem("user line without message content; kept as an empty user message", node.number)
+            blocks = []
+        texts, attachments = [], []
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, Mapping) else None
+            if kind == "tool_result":
+                result = block.get("content")
+                images = [b for b in result if isinstance(b, Mapping) and b.get("type") == "image"] if isinstance(result, list) else []
+                builder.add(
+                    "tool_result",
+                    as_text(result),
+                    id=f"{node.uuid}:{block.get('tool_use_id')}",
+                    call_id=str(block.get("tool_use_id") or f"missing-call-{node.uuid}"),
+                    is_error=bool(block.get("is_error")),
+                    attachments=tuple(_image(b) for b in images),
+                    timestamp=timestamp,
+                )
+            elif kind == "image":
+                attachments.append(_image(block))
+            elif kind == "text":
+                texts.append(as_text(block.get("text")))
+            else:
+                builder.problem(f"unknown user content block {kind!r}; its text is kept in the user message", node.number)
+                texts.append(as_text([block]))
+        if texts or attachments or not blocks:
+            builder.add(
+                "user",
+                "\n".join(texts),
+                id=node.uuid,
+                attachments=tuple(attachments),
+                synthetic=bool(data.get("isMeta")),
+                timestamp=timestamp,
+            )
+
+    @staticmethod
+    def _system(builder: TranscriptBuilder, node: _Line, timestamp: str | None) -> None:
+        data = node.data
+        if data.get("subtype") == "compact_boundary":
+            recorded = data.get("compactMetadata") if isinstance(data.get("compactMetadata"), Mapping) else {}
+            meta = {"event": "compaction", "trigger": recorded.get("trigger"), "preTokens": recorded.get("preTokens")}
+            builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
+        else:
+            meta = {"event": "system-notice", "subtype": data.get("subtype"), "level": data.get("level")}
+            builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
+
+
+def _image(block: Mapping[str, Any]) -> Any:
+    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    return image_attachment(str(source.get("media_type") or ""), source.get("data"))

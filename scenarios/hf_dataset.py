@@ -1,0 +1,118 @@
+"""Importer for Hugging Face datasets of chat transcripts: local JSON / JSONL / Parquet files loaded
+with `datasets`, or a Hub id (`org/name`) where a network exists.
+
+One row is one transcript. Options map the dataset's columns: `messages` (the column holding the
+message list; by default the first of messages / conversations / traj / history that exists),
+`role_key` / `content_key` (per-message field names, e.g. ShareGPT's `from` / `value`), `id_column`,
+`model_column`, `split` (default "train"). Messages are converted by `scenarios.openai_style`.
+Sniffing is by content elsewhere, so this importer is chosen explicitly (`format="hf-dataset"`)
+or for Parquet files. Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at
+once with one clear message.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.importing import Importer, ImportFailure
+from bench.transcript import Transcript
+from scenarios.builder import TranscriptBuilder
+from scenarios.openai_style import add_messages
+from scenarios.readers import read_text
+
+FORMAT = "hf-dataset"
+MESSAGE_COLUMNS = ("messages", "conversations", "traj", "history")
+LOADERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+#: ShareGPT-style role names mapped to chat roles.
+ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "observation": "tool"}
+
+
+def offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"))
+
+
+class HFDatasetImporter(Importer):
+    format = FORMAT
+    description = "Hugging Face dataset (local JSON/JSONL/Parquet or a Hub id), one transcript per row"
+    suffixes = (".parquet",)
+    priority = 5
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        return path.suffix == ".parquet" or head.startswith("PAR1")
+
+    def load(
+        self,
+        path: Path,
+        *,
+        messages: str | None = None,
+        role_key: str = "role",
+        content_key: str = "content",
+        id_column: str | None = None,
+        model_column: str | None = None,
+        split: str = "train",
+        **options: Any,
+    ) -> list[Transcript]:
+        rows = self._rows(path, split)
+        if not rows.column_names:
+            raise ImportFailure(f"{path}: the dataset has no columns")
+        column = messages or next((c for c in MESSAGE_COLUMNS if c in rows.column_names), None)
+        if column not in rows.column_names:
+            raise ImportFailure(
+                f"{path}: no message column {column or '(messages/conversations/traj/history)'}; "
+                f"columns: {', '.join(rows.column_names)} (pass messages=COLUMN)"
+            )
+        out = []
+        for n, row in enumerate(rows):
+            builder = TranscriptBuilder(path, FORMAT)
+            value = row[column]
+            if not isinstance(value, list):
+                raise ImportFailure(f"{path}: row {n}: column {column!r} is a {type(value).__name__}, expected a list of messages")
+            chat = [self._message(m, role_key, content_key) for m in value]
+            add_messages(builder, chat, where=lambda m, n=n: f"row {n} message {m}")
+            if model_column and isinstance(row.get(model_column), str):
+                builder.model = row[model_column]
+            name = row.get(id_column) if id_column else None
+            out.append(builder.finish(f"{path.stem}:{name if name is not None else n}", source={"row": n, "split": split}))
+        return out
+
+    @staticmethod
+    def _message(message: Any, role_key: str, content_key: str) -> Any:
+        if not isinstance(message, Mapping):
+            return message
+        out = {k: v for k, v in message.items() if v is not None}
+        role = message.get(role_key)
+        out["role"] = ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
+        out["content"] = message.get(content_key)
+        return out
+
+    @staticmethod
+    def _rows(path: Path, split: str) -> Any:
+        import datasets
+
+        datasets.disable_progress_bars()
+        with tempfile.TemporaryDirectory(prefix="bench-hf-") as cache:
+            if path.exists():
+                loader = LOADERS.get(path.suffix)
+                if loader is None:
+                    raise ImportFailure(f"{path}: a Hugging Face dataset file must be .json, .jsonl or .parquet")
+                if loader == "json":
+                    problems = read_text(path)[1]
+                    if problems:  # the Arrow JSON reader would stop on them with no line number
+                        raise ImportFailure(problems[0])
+                try:
+                    return datasets.load_dataset(loader, data_files=str(path), split=split, cache_dir=cache, keep_in_memory=True)
+                except Exception as exc:  # datasets wraps parser errors in many types
+                    raise ImportFailure(f"{path}: cannot load as a {loader} dataset: {type(exc).__name__}: {exc}") from None
+            if offline():
+                raise ImportFailure(
+                    f"{path}: no such file, and Hugging Face Hub ids cannot be loaded offline (HF_DATASETS_OFFLINE/HF_HUB_OFFLINE is set)"
+                )
+            try:
+                return datasets.load_dataset(str(path), split=split, cache_dir=cache, keep_in_memory=True)
+            except Exception as exc:  # network, auth and missing-dataset errors all end here
+                raise ImportFailure(f"{path}: cannot load the Hugging Face dataset: {type(exc).__name__}: {exc}") from None

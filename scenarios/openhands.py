@@ -1,0 +1,203 @@
+"""Importer for OpenHands (OpenDevin) event streams (MANIFEST "openhands-events").
+
+Owns the containers (a bare event list `*.json`; evaluation output JSONL with one run per line
+under `history`, one transcript per line; the 2024 resolver output with flat action/observation
+dicts) and the event rules:
+
+- `system` and user `message` actions are system and user items; an agent `message` is an
+  assistant reply; `recall` actions, `change_agent_state` and `agent_state_changed` / `null`
+  observations are markers; a `recall` observation is injected context (a synthetic user item);
+- every other action is a tool call: `tool_call_metadata.tool_call_id` is its call id (else
+  `event-<id>`), actions that share `tool_call_metadata.model_response.id` form one model
+  response, whose `usage` counts once; `args.thought` is the response's text;
+- an observation answers the call named by its `tool_call_metadata.tool_call_id`, else the one of
+  its `cause` event, else (old flat records without ids) the latest unanswered call; an `error`
+  observation linked to nothing is what OpenHands shows the model as a user message (synthetic).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from bench.importing import Importer, ImportFailure
+from bench.transcript import Attachment, Transcript
+from scenarios.builder import TranscriptBuilder, as_arguments, as_text
+from scenarios.openai_style import openai_usage
+from scenarios.readers import read_json_reported, read_jsonl
+
+FORMAT = "openhands"
+NON_TOOL_ACTIONS = frozenset({"message", "system", "recall", "change_agent_state"})
+MARKER_OBSERVATIONS = frozenset({"null", "agent_state_changed"})
+_EVENT_RE = re.compile(
+    r'"(action|observation)"\s*:\s*"(run|run_ipython|read|edit|write|message|recall|system|think|finish|browse|'
+    r'null|error|agent_state_changed|change_agent_state|delegate)"'
+)
+
+
+def _call_arguments(metadata: Mapping[str, Any], call_id: str, args: Mapping[str, Any]) -> str:
+    """The arguments the model sent for `call_id` (from the raw response), else the action's args."""
+    response = metadata.get("model_response") if isinstance(metadata.get("model_response"), Mapping) else {}
+    for choice in response.get("choices") or []:
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        for call in (message or {}).get("tool_calls") or []:
+            if isinstance(call, Mapping) and call.get("id") == call_id and isinstance(call.get("function"), Mapping):
+                return as_arguments(call["function"].get("arguments"))
+    return as_arguments({k: v for k, v in args.items() if k != "thought"})
+
+
+class _Run:
+    """Converts one event list into a transcript."""
+
+    def __init__(self, path: Path, where: str, line: int | None) -> None:
+        self.builder = TranscriptBuilder(path, FORMAT)
+        self.where, self.line = where, line
+        self.responses: dict[str, int] = {}
+        self.calls_by_event: dict[str, str] = {}
+        self.unanswered: list[str] = []
+
+    def events(self, events: list[Any]) -> None:
+        for n, event in enumerate(events):
+            if not isinstance(event, Mapping):
+                self.builder.problem(f"{self.where} event {n}: not an object ({type(event).__name__}); kept as a marker", self.line)
+                self.builder.add("marker", json.dumps(event, ensure_ascii=False), meta={"event": "unreadable-event"})
+            elif "action" in event:
+                self.action(n, event)
+            elif "observation" in event:
+                self.observation(n, event)
+            else:
+                self.builder.problem(f"{self.where} event {n}: neither action nor observation; kept as a marker", self.line)
+                self.builder.add("marker", as_text(event.get("message")), meta={"event": "unknown-event"})
+
+    def _response(self, metadata: Mapping[str, Any]) -> int:
+        raw = metadata.get("model_response") if isinstance(metadata.get("model_response"), Mapping) else {}
+        key = str(raw.get("id") or "")
+        if not key:
+            return self.builder.new_response()
+        if key not in self.responses:
+            self.responses[key] = self.builder.new_response()
+            self.builder.set_usage(self.responses[key], openai_usage(raw.get("usage")))
+            model = raw.get("model")
+            self.builder.model = self.builder.model or (model if isinstance(model, str) else None)
+        return self.responses[key]
+
+    def action(self, n: int, event: Mapping[str, Any]) -> None:
+        b = self.builder
+        kind = str(event.get("action"))
+        args = event.get("args") if isinstance(event.get("args"), Mapping) else {k: v for k, v in event.items() if k != "action"}
+        event_id = event.get("id", n)
+        ts = event.get("timestamp") if isinstance(event.get("timestamp"), str) else None
+        source = event.get("source") or ("user" if n == 0 else "agent")
+        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), Mapping) else {}
+        ident = f"event-{event_id}"
+        if kind == "system":
+            b.add("system", as_text(args.get("content") or event.get("message")), id=ident, timestamp=ts)
+        elif kind == "message" and source == "user":
+            images = args.get("image_urls") or []
+            attachments = tuple(Attachment(mime="image/url", name=str(u)) for u in images if isinstance(u, str))
+            b.add("user", as_text(args.get("content") or event.get("message")), id=ident, attachments=attachments, timestamp=ts)
+        elif kind == "message":
+            response = self._response(metadata)
+            b.add("assistant", as_text(args.get("content") or event.get("message")), id=ident, response=response, timestamp=ts)
+        elif kind in NON_TOOL_ACTIONS:
+            b.add("marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": kind, "source": str(source)})
+        else:
+            response = self._response(metadata)
+            thought = args.get("thought")
+            if isinstance(thought, str) and thought.strip():
+                b.add("assistant", thought, id=f"{ident}:thought", response=response, timestamp=ts)
+            call_id = str(metadata.get("tool_call_id") or ident)
+            b.add(
+                "tool_call",
+                id=call_id,
+                call_id=call_id,
+                tool_name=str(metadata.get("function_name") or kind),
+                arguments=_call_arguments(metadata, call_id, args),
+                response=response,
+                timestamp=ts,
+                meta={"action": kind},
+            )
+            self.calls_by_event[str(event_id)] = call_id
+            self.unanswered.append(call_id)
+
+    def observation(self, n: int, event: Mapping[str, Any]) -> None:
+        b = self.builder
+        kind = str(event.get("observation"))
+        ts = event.get("timestamp") if isinstance(event.get("timestamp"), str) else None
+        ident = f"event-{event.get('id', n)}"
+        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), Mapping) else {}
+        text = as_text(event.get("content"))
+        call_id = metadata.get("tool_call_id") or self.calls_by_event.get(str(event.get("cause")))
+        if not call_id and "cause" not in event and "id" not in event and self.unanswered:
+            call_id = self.unanswered[-1]
+        if call_id:
+            call_id = str(call_id)
+            if call_id in self.unanswered:
+                self.unanswered.remove(call_id)
+            extras = event.get("extras") if isinstance(event.get("extras"), Mapping) else {}
+            exit_code = (extras.get("metadata") or {}).get("exit_code") if isinstance(extras.get("metadata"), Mapping) else event.get("exit_code")
+            b.add(
+                "tool_result",
+                text,
+                id=ident,
+                call_id=call_id,
+                is_error=kind == "error" or (isinstance(exit_code, int) and exit_code not in (0, -1)),
+                timestamp=ts,
+                meta={"observation": kind},
+            )
+        elif kind == "recall":
+            b.add("user", text, id=ident, synthetic=True, timestamp=ts, meta={"observation": kind})
+        elif kind == "error":
+            b.add("user", text, id=ident, synthetic=True, timestamp=ts, meta={"observation": kind, "error": True})
+        elif kind in MARKER_OBSERVATIONS:
+            b.add("marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": f"observation:{kind}"})
+        else:
+            cause = event.get("cause")
+            b.add("tool_result", text, id=ident, call_id=f"event-{cause}", timestamp=ts, meta={"observation": kind})
+
+
+class OpenHandsImporter(Importer):
+    format = FORMAT
+    description = "OpenHands event stream (event list JSON, evaluation/resolver output JSONL with one run per line)"
+    suffixes = (".json", ".jsonl")
+    priority = 45
+
+    @classmethod
+    def sniff(cls, path: Path, head: str) -> bool:
+        return head.lstrip()[:1] in ("[", "{") and bool(_EVENT_RE.search(head))
+
+    def load(self, path: Path, **options: Any) -> list[Transcript]:
+        if path.open("rb").read(1024).lstrip()[:1] == b"[":
+            events, problems = read_json_reported(path)
+            return [self._run(path, events, problems, path.stem, None, {}, None)]
+        lines = read_jsonl(path)
+        out = []
+        for number, record in lines.lines:
+            if not isinstance(record, Mapping) or not isinstance(record.get("history"), list):
+                lines.problems.append(f"{path}:{number}: not an OpenHands run (no 'history' list); line kept out")
+                continue
+            issue = record.get("issue") if isinstance(record.get("issue"), Mapping) else {}
+            name = record.get("instance_id") or issue.get("number") or number
+            meta = {k: record[k] for k in ("metrics", "error", "success", "test_result") if k in record}
+            metadata = record.get("metadata") if isinstance(record.get("metadata"), Mapping) else {}
+            config = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), Mapping) else {}
+            model = config.get("model") if isinstance(config.get("model"), str) else None
+            out.append(self._run(path, record["history"], lines.problems, f"{path.stem}:{name}", number, meta, model))
+        if not out:
+            raise ImportFailure(f"{path}: no OpenHands run in the file" + (f" ({lines.problems[0]})" if lines.problems else ""))
+        return out
+
+    @staticmethod
+    def _run(
+        path: Path, events: Any, problems: list[str], name: str, line: int | None, meta: dict[str, Any], model: str | None
+    ) -> Transcript:
+        if not isinstance(events, list):
+            raise ImportFailure(f"{path}:{line or 1}: expected a list of OpenHands events, got a JSON {type(events).__name__}")
+        run = _Run(path, f"line {line}" if line else "events", line)
+        run.builder.problems.extend(problems)
+        run.builder.model = model
+        run.events(events)
+        return run.builder.finish(name, source={"line": line} if line else {}, meta=meta)

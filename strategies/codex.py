@@ -1,0 +1,516 @@
+"""Codex CLI context compaction: `codex-local`, `codex-remote-v1`, `codex-remote-v2`, `codex-token-budget`.
+
+Rules from specs/codex.md; the shared pieces (estimator, limits, accountant, normalization,
+truncation, windows, retention) are in `strategies.codex_components`.
+
+- Trigger points (§1.2-§1.4), common to all four: the pre-turn check before the new user message
+  is recorded (model-switch checks first: comp_hash change, downshift to a smaller window, both
+  compacting with the previous model's limits); the mid-turn check after a sampling step that
+  needs a follow-up, run once the step's tool outputs are in history (Codex executes the tools
+  inside the sampling pass, so the check sees them), i.e. at the next `request()` or user turn;
+  ``ContextWindowExceeded`` on a normal request marks usage full with ``fill_to_context_window``
+  (the zero quirk) and ends the turn without retry.
+- After every compaction (§1.5): the window advances, the history is replaced and the usage is
+  rebased to the local estimate of the new history.
+- `codex-local` (§2): summary request = normalized history + the compaction prompt as a user
+  message; on overflow the oldest item (with its call/output partner) is dropped and the request
+  retried; new history = real user messages newest-first within 20,000 tokens (the crossing one
+  middle-truncated) then the summary as a user message behind the summary prefix.
+- `codex-remote-v1` (§3) and `codex-remote-v2` (§4): the trailing tool-output pre-trim; the server
+  is emulated: the configured summarizer writes the content of an opaque compaction item (role
+  ``compaction``, counted with §4's encrypted-size rule); retained messages follow §4.3's 64k rule
+  (for v1 the spec says the server applies the same reference rule), the compaction item last.
+- `codex-token-budget` (§5): a new window holding only the initial context and the
+  ``<context_window>`` section; reminders once per window below a threshold (option).
+- Initial context re-injection (§2.2 step 5): mid-turn before the last real user message; after a
+  pre-turn compaction the next turn re-injects it after the summary, before the new user message.
+
+Model windows for a switch: the marker's ``context_window`` when the transcript gives one, else
+the `model_context_window` option, else the profile window.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.provider import ProviderError
+from bench.request import Message, Request
+from bench.strategy import Strategy, SummaryOverflow
+from bench.transcript import Item, Usage
+from strategies.codex_components import (
+    CodexItem,
+    ContextLimits,
+    ContextWindows,
+    ItemConverter,
+    ModelState,
+    TokenAccount,
+    TokenStatus,
+    TruncationPolicy,
+    approx_tokens,
+    comp_hash_for,
+    encrypted_length,
+    estimate_history,
+    for_prompt,
+    insert_initial_context,
+    model_switch_reason,
+    pretrim_tool_outputs,
+    remove_first_item,
+    render,
+    retain_for_remote,
+    select_user_messages,
+)
+
+SPEC = "specs/codex.md"
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """Options shared by the four Codex strategies (upstream defaults)."""
+
+    #: `model_context_window` config override; None = the marker's window or the profile window.
+    model_context_window: int | None = None
+    effective_context_window_percent: int = 95
+    #: The 90% clamp of the auto-compact limit (`context_window * 9 / 10`).
+    auto_compact_percent: int = 90
+    model_auto_compact_token_limit: int | None = None
+    #: `total` or `body_after_prefix` (§1.1).
+    auto_compact_token_limit_scope: str = "total"
+    #: True when the server sends `X-Reasoning-Included: true` (§1.3).
+    reasoning_included: bool = False
+    #: Tool-output truncation policy (§9): `tokens` (all bundled models but gpt-5.2) or `bytes`.
+    truncation_mode: str = "tokens"
+    tool_output_token_limit: int = 10_000
+    history_truncation_multiplier: float = 1.2
+    #: Bytes counted for an inline image (§6).
+    image_bytes_estimate: int = 7_373
+    #: Bytes of encryption envelope subtracted from encrypted reasoning/compaction items (§6).
+    encrypted_overhead_bytes: int = 650
+    #: Seed of the thread id used for window ids.
+    thread_id: str = "thread"
+
+
+@dataclass(frozen=True)
+class LocalOptions(CodexOptions):
+    compact_user_message_max_tokens: int = 20_000
+    no_summary_text: str = "(no summary available)"
+    summary_template: str = "codex_summary.j2"
+    summary_prefix_template: str = "codex_summary_prefix.j2"
+
+
+@dataclass(frozen=True)
+class RemoteOptions(CodexOptions):
+    retained_message_token_budget: int = 64_000
+    max_retained_agent_message_tokens: int = 10_000
+    trimmed_output_text: str = "Output exceeded the available model context and was truncated"
+    #: The emulated server's summary instructions (the real ones are not visible).
+    summary_template: str = "codex_summary.j2"
+
+
+@dataclass(frozen=True)
+class TokenBudgetOptions(CodexOptions):
+    #: The `Agent name:` line of the `<context_window>` section.
+    agent_name: str = "main"
+    #: No upstream default (config or model defaults); None = no reminders.
+    reminder_threshold_tokens: int | None = None
+    reminder_template: str = "codex_token_budget_reminder.j2"
+    auto_compact_fallback_prompt: str | None = None
+    auto_compact_fallback_buffer_tokens: int = 0
+    #: Text an MCP `notes.thread_hint` would return (external in Codex).
+    thread_hint: str | None = None
+    guidance_message: str | None = None
+
+
+@dataclass
+class Built:
+    """The result of a compaction path: the new history and what went into it."""
+
+    history: list[CodexItem]
+    summary: str | None
+    summarized_ids: list[str]
+    details: dict[str, Any]
+
+
+class CodexCompactionFailed(Exception):
+    """A compaction path that could not produce a new history (the turn ends with an error)."""
+
+
+class _Codex(Strategy):
+    """The Codex session: history, accountant, windows and the trigger points of §1.4."""
+
+    spec = SPEC
+    Options = CodexOptions
+    #: Whether the initial context is re-injected after a compaction (mid-turn before the last real
+    #: user message, pre-turn at the next turn); False when the new history already is that context.
+    reinject_initial_context = True
+
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        o = self.options
+        self.converter = ItemConverter(
+            TruncationPolicy(o.truncation_mode, o.tool_output_token_limit),
+            o.history_truncation_multiplier,
+            o.encrypted_overhead_bytes,
+            o.image_bytes_estimate,
+        )
+        self.history: list[CodexItem] = []
+        self.base = ""
+        self.initial_context: list[CodexItem] = []
+        self.account = TokenAccount(reasoning_included=o.reasoning_included)
+        self.windows = ContextWindows(seed=o.thread_id)
+        self.model = ModelState(None, None, self.limits_for(None))
+        self.pending_model: ModelState | None = None
+        self.seen_user = False
+        self.inject_next_turn = False
+        self.step_pending = False
+        self.follow_up = False
+        self.turn_failed = False
+        self.new_context_requested = False
+        #: Compactions that failed since the last successful one (reported in its details).
+        self.failures: list[dict[str, Any]] = []
+
+    # ------------------------------------------------------------------ limits
+    def limits_for(self, window: int | None) -> ContextLimits:
+        o = self.options
+        return ContextLimits(
+            window=window or o.model_context_window or self.ctx.profile.context_window,
+            effective_percent=o.effective_context_window_percent,
+            auto_compact_percent=o.auto_compact_percent,
+            configured_limit=o.model_auto_compact_token_limit,
+            scope=o.auto_compact_token_limit_scope,
+            fallback_buffer=self.fallback_buffer(),
+        )
+
+    def fallback_buffer(self) -> int:
+        return 0
+
+    @property
+    def limits(self) -> ContextLimits:
+        return self.model.limits
+
+    def status(self, limits: ContextLimits | None = None) -> TokenStatus:
+        return self.account.status(self.history, limits or self.limits)
+
+    # ------------------------------------------------------------------ protocol
+    def on_input(self, item: Item) -> None:
+        if item.kind == "system" and item.meta.get("role") != "developer":
+            if item.meta.get("role") == "system":
+                return  # system-role history messages are never stored (`is_api_message`, §9)
+            self.base = f"{self.base}\n\n{item.text}" if self.base else item.text
+            return
+        entry = self.converter.convert(item)
+        if not self.seen_user and entry.contextual:
+            self.initial_context.append(entry)
+        self.history.append(entry)
+
+    def on_marker(self, item: Item) -> None:
+        if item.meta.get("event") != "model_switch" or not item.meta.get("model"):
+            return
+        slug = str(item.meta["model"])
+        comp_hash = item.meta.get("comp_hash") or comp_hash_for(slug)
+        window = item.meta.get("context_window")
+        state = ModelState(slug, comp_hash, self.limits_for(int(window) if window else None))
+        if self.model.slug is None:
+            self.model = state
+        else:
+            self.pending_model = state
+
+    def on_user_turn(self, item: Item) -> None:
+        self.after_step()
+        self.turn_failed = False
+        if not self.pre_turn():
+            self.failures.append({"phase": "pre-turn", "item": item.id, "note": "user message not recorded"})
+            return
+        if not self.seen_user:
+            self.before_first_turn()
+        if self.inject_next_turn:
+            self.history.extend(self.initial_context)
+            self.inject_next_turn = False
+        self.history.append(self.converter.convert(item))
+        self.seen_user = True
+
+    def before_first_turn(self) -> None:
+        """Hook for mode-specific context added before the session's first user message."""
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.history.extend(self.converter.convert(i) for i in items)
+        if usage is not None:
+            self.account.observe(usage)
+        self.step_pending = True
+        self.follow_up = needs_follow_up and not self.turn_failed
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        """ContextWindowExceeded on a normal request: usage marked full, turn ends, no retry (§1.3)."""
+        if error.is_overflow:
+            self.account.fill_to_context_window(self.limits.usable)
+            self.turn_failed = True
+        return False
+
+    def request(self) -> Request:
+        self.after_step()
+        return Request(
+            render(for_prompt(self.history, self.converter.make), self.base),
+            estimate_tokens=self.account.active(self.history),
+            threshold=self.limits.auto_limit,
+            meta={"window_id": self.windows.request_id},
+        )
+
+    # ------------------------------------------------------------------ trigger points
+    def after_step(self) -> None:
+        """The mid-turn check of the last sampling step (§1.4 item 2), once its outputs are recorded."""
+        if not self.step_pending:
+            return
+        self.step_pending = False
+        status = self.status()
+        if self.follow_up and (self.new_context_requested or status.limit_reached):
+            reason = "NewContextRequested" if self.new_context_requested else "ContextLimit"
+            self.compact("mid-turn", reason, status, self.limits)
+        else:
+            self.after_sampling(status)
+
+    def after_sampling(self, status: TokenStatus) -> None:
+        """Hook for what runs after a sampling step without rollover (token-budget reminders)."""
+
+    def pre_turn(self) -> bool:
+        """Model-switch checks, then the token check (§1.4 items 1 and 3). False on failure."""
+        if self.pending_model is not None:
+            new, self.pending_model = self.pending_model, None
+            status = self.status()
+            reason = model_switch_reason(self.model, new, status.active)
+            ok = True
+            if reason:
+                ok = self.compact("model-switch", reason, status, self.limits, model=self.model.slug)
+            self.model = new
+            if not ok:
+                return False
+        status = self.status()
+        if status.limit_reached:
+            return self.compact("pre-turn", "ContextLimit", status, self.limits)
+        return True
+
+    # ------------------------------------------------------------------ compaction
+    def compact(self, phase: str, reason: str, status: TokenStatus, limits: ContextLimits, model: str | None = None) -> bool:
+        """Run the strategy's path and install its history (§1.5). False when it failed."""
+        before = render(for_prompt(self.history, self.converter.make), self.base)
+        saved_windows = copy.copy(self.windows)
+        self.windows.advance()
+        try:
+            built = self.build(phase, limits)
+        except CodexCompactionFailed as exc:
+            self.windows = saved_windows
+            self.failures.append({"phase": phase, "reason": reason, "error": str(exc)})
+            return False
+        history = built.history
+        if self.reinject_initial_context and phase == "mid-turn":
+            history = insert_initial_context(history, self.initial_context)
+        else:
+            self.inject_next_turn = self.reinject_initial_context
+        self.history = history
+        estimate = estimate_history(history, self.base)
+        self.account.rebase(estimate)
+        self.new_context_requested = False
+        self.on_new_window()
+        self.ctx.record_compaction(
+            trigger=phase,
+            before=before,
+            after=render(history, self.base),
+            summary=built.summary,
+            summarized_ids=built.summarized_ids,
+            estimate_tokens=status.active,
+            threshold=limits.auto_limit,
+            details={
+                "reason": reason,
+                "phase": phase,
+                "injection": "FreshInitialContext" if not self.reinject_initial_context
+                else "BeforeLastUserMessage" if phase == "mid-turn" else "DoNotInject",
+                "model": model or self.model.slug,
+                "window_number": self.windows.number,
+                "window_id": self.windows.current_id,
+                "previous_window_id": self.windows.previous_id,
+                "usable_window": limits.usable,
+                "auto_compact_limit": limits.auto_limit,
+                "estimate_after": estimate,
+                "failed_attempts": self.failures,
+                **built.details,
+            },
+        )
+        self.failures = []
+        return True
+
+    def on_new_window(self) -> None:
+        """Hook: per-window flags are cleared when a window advances (§1.5)."""
+
+    def build(self, phase: str, limits: ContextLimits) -> Built:
+        raise NotImplementedError
+
+    def summary_request(self, items: Sequence[CodexItem], template: str) -> Request:
+        """History + the compaction prompt as a user message, no tools (§2.1)."""
+        prompt = self.ctx.render_prompt(template)
+        return Request(
+            [*render(items, self.base), Message(role="user", content=prompt)],
+            estimate_tokens=estimate_history(items, self.base) + approx_tokens(prompt),
+            kind="summary",
+        )
+
+
+class CodexLocal(_Codex):
+    """Local inline summarization (§2)."""
+
+    name = "codex-local"
+    description = "Codex inline summary: real user messages within 20k approx tokens + summary as a user message"
+    spec = f"{SPEC} §1, §2, §6, §9"
+    Options = LocalOptions
+
+    def build(self, phase: str, limits: ContextLimits) -> Built:
+        o = self.options
+        items = for_prompt(self.history, self.converter.make)
+        dropped: list[str] = []
+        while True:
+            try:
+                result = self.ctx.summarize(self.summary_request(items, o.summary_template))
+                break
+            except SummaryOverflow as exc:
+                if not items:
+                    self.account.fill_to_context_window(limits.usable)
+                    raise CodexCompactionFailed(f"summary request does not fit: {exc}") from None
+                dropped.extend(i for removed in remove_first_item(items) for i in removed.item_ids)
+                items = for_prompt(items, self.converter.make)
+        prefix = self.ctx.render_prompt(o.summary_prefix_template)
+        summary_text = f"{prefix}\n{result.text.strip() or o.no_summary_text}"
+        users = [i for i in self.history if i.is_real_user and not i.text.startswith(prefix + "\n")]
+        kept = select_user_messages(users, o.compact_user_message_max_tokens)
+        original = {u.item_ids: u.text for u in users}
+        summary = self.converter.make(type="message", role="user", text=summary_text, summary=True)
+        return Built(
+            history=[*kept, summary],
+            summary=summary_text,
+            summarized_ids=[i for item in items for i in item.item_ids],
+            details={
+                "dropped_for_overflow": dropped,
+                "kept_user_ids": [i for k in kept for i in k.item_ids],
+                "truncated_user_ids": [i for k in kept if k.text != original[k.item_ids] for i in k.item_ids],
+            },
+        )
+
+
+class _Remote(_Codex):
+    """The remote paths (§3, §4): pre-trim, emulated server, retained messages + compaction item."""
+
+    Options = RemoteOptions
+    endpoint = ""
+
+    def build(self, phase: str, limits: ContextLimits) -> Built:
+        o = self.options
+        items = for_prompt(self.history, self.converter.make)
+        trimmed = pretrim_tool_outputs(items, self.base, limits.usable, o.trimmed_output_text)
+        if not items:  # §3.2: empty input → empty result, no request sent
+            return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
+        try:
+            result = self.ctx.summarize(self.summary_request(items, o.summary_template))
+        except SummaryOverflow as exc:
+            raise CodexCompactionFailed(f"Error running remote compact task: {exc}") from None
+        retained = retain_for_remote(
+            items, budget=o.retained_message_token_budget, max_agent_message_tokens=o.max_retained_agent_message_tokens
+        )
+        compaction = self.converter.make(
+            type="compaction", text=result.text, encrypted_len=encrypted_length(result.text, o.encrypted_overhead_bytes)
+        )
+        return Built(
+            history=[*retained, compaction],
+            summary=result.text,
+            summarized_ids=[i for item in items for i in item.item_ids],
+            details={
+                "endpoint": self.endpoint,
+                "pretrimmed_output_ids": trimmed,
+                "retained_ids": [i for r in retained for i in r.item_ids],
+                "compaction_estimate": compaction.estimate,
+            },
+        )
+
+
+class CodexRemoteV1(_Remote):
+    """Remote compaction v1, `POST /responses/compact` emulated (§3)."""
+
+    name = "codex-remote-v1"
+    description = "Codex /responses/compact emulation: trailing tool-output pre-trim, retained user messages + opaque compaction item"
+    spec = f"{SPEC} §1, §3, §4.3, §6"
+    endpoint = "/responses/compact"
+
+
+class CodexRemoteV2(_Remote):
+    """Remote compaction v2, `compaction_trigger` on a normal request emulated (§4)."""
+
+    name = "codex-remote-v2"
+    description = "Codex compaction trigger: ≤ 64k retained message text + compaction item last"
+    spec = f"{SPEC} §1, §4, §6"
+    endpoint = "compaction_trigger"
+
+
+class CodexTokenBudget(_Codex):
+    """Token-budget mode (§5): a new window with the initial context and `<context_window>` only."""
+
+    name = "codex-token-budget"
+    description = "Codex token-budget mode: new window without summary, only the initial context and a <context_window> section"
+    spec = f"{SPEC} §1, §5"
+    Options = TokenBudgetOptions
+    reinject_initial_context = False
+
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self.reminder_delivered = False
+        self.fallback_delivered = False
+
+    def fallback_buffer(self) -> int:
+        o = self.options
+        return o.auto_compact_fallback_buffer_tokens if o.auto_compact_fallback_prompt else 0
+
+    def window_section(self) -> list[CodexItem]:
+        o, w = self.options, self.windows
+        lines = [
+            "<context_window>",
+            f"Agent name: {o.agent_name}",
+            f"First context window id: {w.first_id}",
+            f"Current context window id: {w.current_id}",
+        ]
+        if w.previous_id:
+            lines.append(f"Previous context window id: {w.previous_id}")
+        if o.thread_hint:
+            lines.append(o.thread_hint)
+        lines.append("</context_window>")
+        section = [self.converter.make(type="message", role="developer", text="\n".join(lines), contextual=True)]
+        if o.guidance_message:
+            text = f"<context_window_guidance>{o.guidance_message}</context_window_guidance>"
+            section.append(self.converter.make(type="message", role="developer", text=text, contextual=True))
+        return section
+
+    def before_first_turn(self) -> None:
+        self.history.extend(self.window_section())
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        super().on_response(items, usage, needs_follow_up)
+        if any(i.kind == "tool_call" and i.tool_name == "new_context" for i in items):
+            self.new_context_requested = True
+
+    def build(self, phase: str, limits: ContextLimits) -> Built:
+        section = self.window_section()
+        return Built(history=[*self.initial_context, *section], summary=None, summarized_ids=[],
+                     details={"window_section": section[0].text})
+
+    def on_new_window(self) -> None:
+        self.reminder_delivered = False
+        self.fallback_delivered = False
+
+    def after_sampling(self, status: TokenStatus) -> None:
+        """Reminder once per window at `remaining <= threshold`; fallback prompt once at 0 (§5.3)."""
+        o = self.options
+        if o.reminder_threshold_tokens is not None and not self.reminder_delivered and status.remaining <= o.reminder_threshold_tokens:
+            text = self.ctx.render_prompt(o.reminder_template, n_remaining=status.remaining)
+            self.history.append(self.converter.make(type="message", role="developer", text=text, contextual=True))
+            self.reminder_delivered = True
+        if o.auto_compact_fallback_prompt and not self.fallback_delivered and status.remaining == 0:
+            self.history.append(
+                self.converter.make(type="message", role="developer", text=o.auto_compact_fallback_prompt, contextual=True)
+            )
+            self.fallback_delivered = True

@@ -1,0 +1,533 @@
+"""Shared Codex components: the pieces every Codex strategy is built from (specs/codex.md).
+
+This module owns, once for all four Codex strategies:
+
+- `CodexItem`: a history entry shaped like Codex's `ResponseItem`, converted from a transcript
+  `Item` (with tool-output truncation at insertion, §9), with its model-visible JSON and its
+  byte/4 estimate (§6) and its wire `Message`;
+- `estimate_item` and `approx_tokens` (§6), `truncate_middle` (§9 / the 20k selection of §2.2);
+- `for_prompt` normalization (§2.1): a synthetic ``"aborted"`` output for a call without one,
+  orphan outputs removed;
+- `ContextLimits` (§1.1), `TokenAccount` (the active-token accountant of §1.3, the
+  ``fill_to_context_window`` quirk, the body-after-prefix prefill and the usage rebase of §1.5),
+  `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
+- `model_switch_reason` (§1.4 item 3) and the model catalog facts it needs (comp_hash, windows);
+- `retain_for_remote` (the 64k retention of §4.3) and `pretrim_tool_outputs` (§3.1);
+- `remove_first_item` (§2.1: drop the oldest item together with its call/output partner).
+
+Nothing here calls the LLM or the engine; `strategies/codex.py` composes these pieces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from bench.request import Message, ToolCall, merge_assistant
+from bench.tokens import codex_estimate, utf8_len
+from bench.transcript import Attachment, Item, Usage, thaw
+
+#: Codex item types produced by the model (history.rs L798-818, the ones this data model has).
+MODEL_GENERATED_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "compaction"})
+TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+#: Placeholder text of a synthetic output for a call that has none (`for_prompt`, §2.1).
+ABORTED_OUTPUT = "aborted"
+#: A `data:` URL prefix counted with each inline image (§6: the payload counts as 7,373 bytes).
+IMAGE_URL_PREFIX = "data:{mime};base64,"
+
+#: Catalog comp_hash by model slug prefix (§1.4 item 3); gpt-5.2 has none.
+COMP_HASHES: tuple[tuple[str, str], ...] = (("gpt-5.6", "3000"), ("gpt-5.5", "2911"), ("gpt-5.4", "2911"))
+
+
+def approx_tokens(text: str) -> int:
+    """`approx_token_count`: ceil(utf8 bytes / 4) (§6)."""
+    return codex_estimate(text)
+
+
+def approx_tokens_from_bytes(n_bytes: int) -> int:
+    return (n_bytes + 3) // 4
+
+
+def compact_json(value: object) -> str:
+    """serde_json's compact serialization (no spaces, non-ASCII kept as is)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def wire_output(item: Item) -> str:
+    """The tool output text the model saw: the JSON envelope re-encoded when the importer decoded one."""
+    envelope = item.meta.get("output_envelope")
+    if envelope is None:
+        return item.text
+    return compact_json({"output": item.text, **thaw(envelope)})
+
+
+# --------------------------------------------------------------------------- truncation (§9)
+def _utf8_cut(data: bytes, index: int, forward: bool) -> int:
+    """Move `index` to a UTF-8 character boundary (backwards for a head, forwards for a tail)."""
+    while 0 < index < len(data) and (data[index] & 0xC0) == 0x80:
+        index += 1 if forward else -1
+    return index
+
+
+def truncate_middle(text: str, budget_bytes: int, *, unit: str = "tokens") -> str:
+    """Codex `truncate_text`: keep the first floor(B/2) and last B-floor(B/2) bytes on UTF-8
+    boundaries, joined by ``…N tokens truncated…`` (N = ceil((len-B)/4)) or, in bytes mode,
+    ``…N chars truncated…`` (N = removed characters). No newline is added (§9)."""
+    data = text.encode("utf-8")
+    budget_bytes = max(0, budget_bytes)
+    if len(data) <= budget_bytes:
+        return text
+    head_end = _utf8_cut(data, budget_bytes // 2, forward=False)
+    tail_start = _utf8_cut(data, len(data) - (budget_bytes - budget_bytes // 2), forward=True)
+    head = data[:head_end].decode("utf-8")
+    tail = data[tail_start:].decode("utf-8")
+    if unit == "tokens":
+        marker = f"…{math.ceil((len(data) - budget_bytes) / 4)} tokens truncated…"
+    else:
+        marker = f"…{len(text) - len(head) - len(tail)} chars truncated…"
+    return f"{head}{marker}{tail}"
+
+
+@dataclass(frozen=True)
+class TruncationPolicy:
+    """A model's tool-output policy (§9): `mode` tokens|bytes, `limit` in that unit."""
+
+    mode: str = "tokens"
+    limit: int = 10_000
+
+    def history_budget_bytes(self, multiplier: float) -> int:
+        """The history-insertion budget: policy × multiplier, rounded up, in bytes."""
+        scaled = math.ceil(self.limit * multiplier)
+        return scaled * 4 if self.mode == "tokens" else scaled
+
+    def truncate_for_history(self, text: str, multiplier: float) -> str:
+        return truncate_middle(text, self.history_budget_bytes(multiplier), unit=self.mode)
+
+
+# --------------------------------------------------------------------------- items (§6)
+@dataclass(frozen=True)
+class CodexItem:
+    """One history entry in Codex's shape. `item_ids` trace the transcript items it carries."""
+
+    type: str  # message | reasoning | function_call | custom_tool_call | *_output | compaction | agent_message
+    role: str | None = None
+    text: str = ""
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str | None = None
+    encrypted_len: int = 0
+    status: str | None = None
+    images: tuple[Attachment, ...] = ()
+    contextual: bool = False
+    summary: bool = False
+    is_error: bool = False
+    item_ids: tuple[str, ...] = ()
+    overhead_bytes: int = field(default=650, compare=False)
+    image_bytes: int = field(default=7373, compare=False)
+
+    # ---- classification
+    @property
+    def is_model_generated(self) -> bool:
+        return self.type in MODEL_GENERATED_TYPES or (self.type == "message" and self.role == "assistant")
+
+    @property
+    def is_tool_output(self) -> bool:
+        return self.type in TOOL_OUTPUT_TYPES
+
+    @property
+    def is_call(self) -> bool:
+        return self.type in ("function_call", "custom_tool_call")
+
+    @property
+    def is_real_user(self) -> bool:
+        """A user message that is neither a contextual fragment nor an earlier summary (§2.2)."""
+        return self.type == "message" and self.role == "user" and not self.contextual and not self.summary
+
+    @property
+    def is_user_turn_boundary(self) -> bool:
+        return self.is_real_user or self.type == "agent_message"
+
+    # ---- model-visible JSON and estimate
+    def to_json(self) -> dict[str, object]:
+        if self.type == "message":
+            kind = "output_text" if self.role == "assistant" else "input_text"
+            content: list[dict[str, str]] = [{"type": kind, "text": self.text}]
+            content += [{"type": "input_image", "image_url": IMAGE_URL_PREFIX.format(mime=a.mime)} for a in self.images]
+            return {"type": "message", "role": self.role or "user", "content": content}
+        if self.type == "function_call":
+            return {"type": "function_call", "name": self.name, "arguments": self.arguments or "", "call_id": self.call_id}
+        if self.type == "custom_tool_call":
+            data: dict[str, object] = {"type": "custom_tool_call"}
+            if self.status is not None:
+                data["status"] = self.status
+            return data | {"call_id": self.call_id, "name": self.name, "input": self.arguments or ""}
+        if self.is_tool_output:
+            return {"type": self.type, "call_id": self.call_id, "output": self.text}
+        if self.type == "reasoning":
+            summary = [{"type": "summary_text", "text": self.text}] if self.text else []
+            return {"type": "reasoning", "summary": summary, "content": None, "encrypted_content": None}
+        return {"type": self.type, "message": self.text}  # agent_message
+
+    @cached_property
+    def estimate(self) -> int:
+        """`estimate_item_token_count` (§6)."""
+        if self.type == "compaction" or (self.type == "reasoning" and self.encrypted_len):
+            return approx_tokens_from_bytes(max(0, self.encrypted_len * 3 // 4 - self.overhead_bytes))
+        return approx_tokens_from_bytes(utf8_len(compact_json(self.to_json())) + self.image_bytes * len(self.images))
+
+    @cached_property
+    def message(self) -> Message:
+        """The wire message (provider-neutral) for this entry."""
+        if self.type in ("message", "agent_message"):
+            role = "user" if self.type == "agent_message" else (self.role or "user")
+            return Message(role=role, content=self.text, item_ids=self.item_ids, attachments=self.images)
+        if self.is_call:
+            call = ToolCall(id=self.call_id or "", name=self.name or "", arguments=self.arguments or "")
+            return Message(role="assistant", tool_calls=(call,), item_ids=self.item_ids)
+        if self.is_tool_output:
+            return Message(role="tool", content=self.text, tool_call_id=self.call_id, item_ids=self.item_ids,
+                           name=self.name, is_error=self.is_error)
+        return Message(role=self.type, content=self.text, item_ids=self.item_ids)  # reasoning | compaction
+
+
+def render(items: Sequence[CodexItem], base: str = "") -> list[Message]:
+    """Wire messages: base instructions (as the system message) then the items."""
+    head = [Message(role="system", content=base)] if base else []
+    return head + merge_assistant([i.message for i in items])
+
+
+def estimate_history(items: Sequence[CodexItem], base: str = "") -> int:
+    """`estimate_token_count_with_base_instructions` (§6): ceil(len(base)/4) + Σ item estimates."""
+    return approx_tokens(base) + sum(i.estimate for i in items)
+
+
+@dataclass(frozen=True)
+class ItemConverter:
+    """Transcript `Item` → `CodexItem`, applying history-insertion truncation to tool outputs (§9)."""
+
+    policy: TruncationPolicy = TruncationPolicy()
+    multiplier: float = 1.2
+    overhead_bytes: int = 650
+    image_bytes: int = 7373
+
+    def make(self, **kw: object) -> CodexItem:
+        return CodexItem(overhead_bytes=self.overhead_bytes, image_bytes=self.image_bytes, **kw)  # type: ignore[arg-type]
+
+    def convert(self, item: Item) -> CodexItem:
+        codex_type = item.meta.get("codex_type")
+        ids = (item.id,)
+        images = tuple(a for a in item.attachments if a.is_image)
+        if item.kind == "system":
+            return self.make(type="message", role="developer", text=item.text, contextual=True, item_ids=ids)
+        if item.kind == "user":
+            if codex_type == "agent_message":
+                return self.make(type="agent_message", text=item.text, item_ids=ids)
+            return self.make(type="message", role="user", text=item.text, images=images, contextual=item.synthetic, item_ids=ids)
+        if item.kind == "assistant":
+            return self.make(type="message", role="assistant", text=item.text, item_ids=ids)
+        if item.kind == "reasoning":
+            return self.make(type="reasoning", text=item.text, encrypted_len=int(item.meta.get("encrypted_len") or 0), item_ids=ids)
+        if item.kind == "tool_call":
+            kind = "custom_tool_call" if codex_type == "custom_tool_call" else "function_call"
+            return self.make(type=kind, call_id=item.call_id, name=item.tool_name, arguments=item.arguments,
+                             status=item.meta.get("status"), item_ids=ids)
+        if item.kind == "tool_result":
+            kind = "custom_tool_call_output" if codex_type == "custom_tool_call_output" else "function_call_output"
+            text = self.policy.truncate_for_history(wire_output(item), self.multiplier)
+            return self.make(type=kind, call_id=item.call_id, name=item.tool_name, text=text, images=images,
+                             is_error=item.is_error, item_ids=ids)
+        raise ValueError(f"item {item.id!r} of kind {item.kind!r} is not model input")
+
+
+# --------------------------------------------------------------------------- normalization
+def for_prompt(items: Sequence[CodexItem], make: Callable[..., CodexItem] = CodexItem) -> list[CodexItem]:
+    """`for_prompt()` (§2.1): a synthetic ``"aborted"`` output right after each call that has no
+    output, and orphan outputs removed."""
+    calls = {i.call_id for i in items if i.is_call}
+    outputs = {i.call_id for i in items if i.is_tool_output}
+    out: list[CodexItem] = []
+    for item in items:
+        if item.is_tool_output and item.call_id not in calls:
+            continue
+        out.append(item)
+        if item.is_call and item.call_id not in outputs:
+            kind = "custom_tool_call_output" if item.type == "custom_tool_call" else "function_call_output"
+            out.append(make(type=kind, call_id=item.call_id, name=item.name, text=ABORTED_OUTPUT))
+    return out
+
+
+def remove_first_item(items: list[CodexItem]) -> list[CodexItem]:
+    """`remove_first_item` (§2.1): drop the oldest item and its call/output counterpart; returns
+    the removed items."""
+    first = items.pop(0)
+    removed = [first]
+    if first.is_call or first.is_tool_output:
+        def partner(i: CodexItem) -> bool:
+            return (i.is_tool_output if first.is_call else i.is_call) and i.call_id == first.call_id
+        removed += [i for i in items if partner(i)]
+        items[:] = [i for i in items if not partner(i)]
+    return removed
+
+
+# --------------------------------------------------------------------------- limits (§1.1, §1.2)
+@dataclass(frozen=True)
+class ContextLimits:
+    """A model's window and the limits derived from it (§1.1)."""
+
+    window: int
+    effective_percent: int = 95
+    auto_compact_percent: int = 90
+    configured_limit: int | None = None
+    scope: str = "total"
+    fallback_buffer: int = 0
+
+    @property
+    def usable(self) -> int:
+        """`model_context_window()`: window × 95 // 100."""
+        return self.window * self.effective_percent // 100
+
+    @property
+    def auto_limit(self) -> int:
+        """`auto_compact_token_limit()`: min(configured, window×9//10), or window×9//10."""
+        ctx_limit = self.window * self.auto_compact_percent // 100
+        return min(self.configured_limit, ctx_limit) if self.configured_limit is not None else ctx_limit
+
+    @property
+    def scope_limit(self) -> int:
+        """In `body_after_prefix` scope the raw configured limit, without the clamp (§1.1)."""
+        if self.scope == "body_after_prefix" and self.configured_limit is not None:
+            return self.configured_limit
+        return self.auto_limit
+
+
+@dataclass(frozen=True)
+class TokenStatus:
+    """`context_window_token_status` (§1.2)."""
+
+    active: int
+    scope_tokens: int
+    scope_limit: int
+    remaining: int
+    full_reached: bool
+    limit_reached: bool
+
+
+# --------------------------------------------------------------------------- accountant (§1.3, §1.5)
+@dataclass
+class TokenAccount:
+    """Server usage of the last response plus local estimates (§1.3), the cumulative total used by
+    ``fill_to_context_window``, and the body-after-prefix prefill baseline (§1.5)."""
+
+    reasoning_included: bool = False
+    last_total: int = 0
+    cumulative_total: int = 0
+    prefill: int | None = None
+    prefill_observed: bool = False
+
+    def observe(self, usage: Usage) -> None:
+        """A completed response: replaces `last_token_usage`; the first server sample of a window
+        becomes the prefill baseline."""
+        self.last_total = usage.total
+        self.cumulative_total += usage.total
+        if not self.prefill_observed:
+            self.prefill = usage.input
+            self.prefill_observed = True
+
+    def fill_to_context_window(self, window: int) -> None:
+        """`set_total_tokens_full` (§1.3): last = max(window - previous cumulative, 0) (often 0)."""
+        self.last_total = max(window - self.cumulative_total, 0)
+        self.cumulative_total = window
+
+    def rebase(self, estimate: int) -> None:
+        """`recompute_token_usage` after a compaction (§1.5): the local estimate of the new history
+        becomes `last_token_usage.total_tokens` and the estimated prefill."""
+        self.last_total = estimate
+        self.prefill = estimate
+        self.prefill_observed = False
+
+    def active(self, items: Sequence[CodexItem]) -> int:
+        """`get_total_token_usage` (§1.3)."""
+        last_model = next((n for n in range(len(items) - 1, -1, -1) if items[n].is_model_generated), None)
+        tail = 0 if last_model is None else sum(i.estimate for i in items[last_model + 1:])
+        reasoning = 0
+        if not self.reasoning_included:
+            boundary = next((n for n in range(len(items) - 1, -1, -1) if items[n].is_user_turn_boundary), 0)
+            reasoning = sum(i.estimate for i in items[:boundary] if i.type == "reasoning" and i.encrypted_len)
+        return self.last_total + tail + reasoning
+
+    def status(self, items: Sequence[CodexItem], limits: ContextLimits) -> TokenStatus:
+        active = self.active(items)
+        if limits.scope == "body_after_prefix":
+            baseline = self.prefill if self.prefill is not None else active
+            scope_tokens = active - baseline
+        else:
+            scope_tokens = active
+        scope_limit = limits.scope_limit
+        full_limit = limits.usable
+        remaining = max(0, min(scope_limit - scope_tokens, full_limit - active))
+        full = active >= full_limit
+        reached = scope_tokens >= scope_limit + limits.fallback_buffer or full
+        return TokenStatus(active, scope_tokens, scope_limit, remaining, full, reached)
+
+
+# --------------------------------------------------------------------------- windows (§1.5)
+def window_uuid(seed: str, number: int) -> str:
+    """A deterministic id in UUIDv7 layout (version 7, RFC 4122 variant) for window `number`."""
+    digest = int.from_bytes(hashlib.sha256(f"{seed}:{number}".encode()).digest()[:16], "big")
+    digest = (digest & ~(0xF << 76)) | (0x7 << 76)
+    digest = (digest & ~(0x3 << 62)) | (0x2 << 62)
+    return str(uuid.UUID(int=digest))
+
+
+@dataclass
+class ContextWindows:
+    """The auto-compaction window counter (`advance_auto_compact_window`, §1.5)."""
+
+    seed: str = "thread"
+    number: int = 0
+    first_id: str = ""
+    current_id: str = ""
+    previous_id: str | None = None
+
+    def __post_init__(self) -> None:
+        self.first_id = self.current_id = window_uuid(self.seed, 0)
+
+    def advance(self) -> None:
+        self.number += 1
+        self.previous_id = self.current_id
+        self.current_id = window_uuid(self.seed, self.number)
+
+    @property
+    def request_id(self) -> str:
+        """`x-codex-window-id`: ``{thread_id}:{window_number}``."""
+        return f"{self.seed}:{self.number}"
+
+
+# --------------------------------------------------------------------------- model switch (§1.4)
+def comp_hash_for(model: str | None) -> str | None:
+    if not model:
+        return None
+    return next((h for prefix, h in COMP_HASHES if model.startswith(prefix)), None)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """The model of a turn: slug, comp_hash and limits."""
+
+    slug: str | None
+    comp_hash: str | None
+    limits: ContextLimits
+
+
+def model_switch_reason(previous: ModelState, new: ModelState, active: int) -> str | None:
+    """`maybe_run_previous_model_inline_compact` (§1.4 item 3): ``CompHashChanged``,
+    ``ModelDownshift`` or None."""
+    if previous.comp_hash and new.comp_hash and previous.comp_hash != new.comp_hash:
+        return "CompHashChanged"
+    if previous.slug != new.slug and previous.limits.usable > new.limits.usable:
+        over_usable = active >= new.limits.usable
+        if new.limits.scope == "body_after_prefix":
+            reached = over_usable
+        else:
+            reached = active > new.limits.auto_limit or over_usable
+        if reached:
+            return "ModelDownshift"
+    return None
+
+
+# --------------------------------------------------------------------------- remote helpers
+def pretrim_tool_outputs(items: list[CodexItem], base: str, usable: int, placeholder: str) -> list[str]:
+    """`trim_function_call_history_to_fit_context_window` (§3.1): from the newest item, while the
+    estimate exceeds the usable window and the item is a tool output, replace its body with the
+    placeholder; stop at the first item that is not a tool output. Returns the rewritten ids."""
+    estimate = estimate_history(items, base)
+    rewritten: list[str] = []
+    for index in range(len(items) - 1, -1, -1):
+        if estimate <= usable or not items[index].is_tool_output:
+            break
+        old = items[index]
+        new = replace(old, text=placeholder, images=())
+        items[index] = new
+        estimate += new.estimate - old.estimate
+        rewritten.extend(old.item_ids)
+    return rewritten
+
+
+def encrypted_length(text: str, overhead_bytes: int) -> int:
+    """Length of the emulated opaque compaction item: base64 of (overhead + summary bytes), so
+    that §4's size rule ``max(0, len*3/4 - overhead)/4`` counts the summary text itself."""
+    return 4 * math.ceil((overhead_bytes + utf8_len(text)) / 3)
+
+
+def _message_cost(item: CodexItem) -> int:
+    """Retained-message cost (§4.3): max(1, Σ ceil(len(text part)/4)); images cost 0."""
+    return max(1, approx_tokens(item.text) if item.text else 0)
+
+
+def retain_for_remote(
+    items: Sequence[CodexItem],
+    *,
+    budget: int,
+    max_agent_message_tokens: int,
+    final_answer_prefix: str = "Message Type: FINAL_ANSWER\n",
+) -> list[CodexItem]:
+    """`build_v2_compacted_history` without the compaction item (§4.3 steps 1-3): real user
+    messages and non-final agent messages (≤ `max_agent_message_tokens`), newest first within
+    `budget`; the crossing message is truncated (images kept, empty result discarded) and zeroes
+    the budget; a non-message that does not fit is skipped without zeroing it."""
+    candidates = [
+        i for i in items
+        if i.is_real_user
+        or (i.type == "agent_message" and not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
+    ]
+    remaining = budget
+    kept: list[CodexItem] = []
+    for item in reversed(candidates):
+        if remaining == 0:
+            continue
+        cost = _message_cost(item) if item.type == "message" else item.estimate
+        if cost <= remaining:
+            kept.append(item)
+            remaining -= cost
+        elif item.type == "message":
+            text = truncate_middle(item.text, remaining * 4)
+            if text or item.images:
+                kept.append(replace(item, text=text))
+            remaining = 0
+    kept.reverse()
+    return kept
+
+
+def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[CodexItem]:
+    """`build_compacted_history_with_limit` (§2.2 step 3): newest first within `budget`
+    ceil(bytes/4) tokens; the crossing message is middle-truncated to the remainder, then stop.
+    Images are dropped; chronological order is restored."""
+    remaining = budget
+    kept: list[CodexItem] = []
+    for item in reversed(messages):
+        if remaining == 0:
+            break
+        tokens = approx_tokens(item.text)
+        if tokens <= remaining:
+            kept.append(replace(item, images=()))
+            remaining -= tokens
+        else:
+            kept.append(replace(item, text=truncate_middle(item.text, remaining * 4), images=()))
+            break
+    kept.reverse()
+    return kept
+
+
+def insert_initial_context(history: list[CodexItem], context: Sequence[CodexItem]) -> list[CodexItem]:
+    """`insert_initial_context_before_last_real_user_or_summary` (§2.2 step 5): before the last
+    real user message; else before the summary; else before the last compaction item; else appended."""
+    for test in (lambda i: i.is_real_user, lambda i: i.summary, lambda i: i.type == "compaction"):
+        index = next((n for n in range(len(history) - 1, -1, -1) if test(history[n])), None)
+        if index is not None:
+            return history[:index] + list(context) + history[index:]
+    return history + list(context)

@@ -1,0 +1,481 @@
+"""OpenCode's two compaction paths as strategies (specs/opencode.md, upstream commit SNAP).
+
+`opencode-v1` (`packages/opencode/src/session/*`, the TUI/CLI path):
+
+- §1 trigger: the usable window (§1.1); the count (§1.2) of the newest finished non-summary
+  assistant's usage compared with ``>=``, after every step (§1.3.1) and at loop start (§1.3.2);
+  a provider overflow error (§1.4 patterns, HTTP 413, `context_length_exceeded`) compacts with
+  ``overflow=true`` (§1.3.3); ``auto=False`` switches all three off (§1.5);
+- §2 what is summarized: prior completed compactions removed, at most `tail_turns` turns kept
+  verbatim within the token budget, the earliest fitting suffix of the first turn that does not
+  fit, no tail at index 0; summary input with media as text, tool outputs truncated, pruned
+  outputs as the placeholder; the anchored prompt and its update mode (§2.7); a summary request
+  that overflows stops the compaction (§2.8);
+- §3 records (compaction request, summary, tail pointer, "Continue…" follow-up) and the
+  projection of `filterCompacted` (summary first, then the old tail, then newer messages;
+  "newest" decided by id);
+- §4 overflow replay: the last real user message is left out of the summary and posted again
+  with media as text;
+- §5 prune (opt-in, ``prune=True``): older tool outputs beyond the newest 40,000 estimated tokens
+  cleared when the candidates exceed 20,000.
+
+`opencode-v2` (`packages/core/src/session/*`, §6): the history since the latest checkpoint is
+serialized as text, the newest 8,000 tokens of it are kept as text (the boundary entry cut at
+``remaining * 4`` characters), the rest summarized with at most 4,096 output tokens; the
+compaction is refused when the prompt does not fit; it triggers before every call on the
+request's own estimate, and once more (with one retry) on a provider overflow. The checkpoint is
+one user message with the summary and the recent text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.provider import ProviderError
+from bench.request import Message, Request
+from bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from bench.tokens import opencode_estimate
+from bench.transcript import Item, Usage
+from strategies.opencode_components import (
+    CONTINUE_TEXT,
+    CompactionPart,
+    Estimator,
+    Record,
+    Renderer,
+    SessionStore,
+    is_context_overflow,
+    max_output_tokens,
+    media_as_text,
+    model_limits,
+    preserve_budget,
+    select_tail,
+    serialize_record,
+    split_recent,
+    usable_window,
+    usage_count,
+)
+
+#: §3.1: prepended to the follow-up when the compaction answered a provider overflow (our words).
+OVERFLOW_NOTE = (
+    "The previous request was larger than the provider accepts, most likely because of large media "
+    "attachments; those attachments have been taken out of the conversation."
+)
+
+
+class _OpenCode(Strategy):
+    """What both paths share: the session store, its rendering, the estimator and the model limits
+    (V2 reads no `limit.input`: its options have no `input_limit`)."""
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        self.store = SessionStore()
+        self.renderer = Renderer(self.options.tool_output_max_chars)
+        self.estimator = Estimator()
+        o = self.options
+        self.limits = model_limits(ctx.profile, o.context_limit, o.output_limit, getattr(o, "input_limit", None))
+
+    def on_user_turn(self, item: Item) -> None:
+        self.store.observe_input(item)
+
+    def on_input(self, item: Item) -> None:
+        self.store.observe_input(item)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.store.add_response(items, usage)
+
+    def _meta(self) -> dict[str, Any]:
+        return {"unpaired_results": list(self.store.unpaired_results)} if self.store.unpaired_results else {}
+
+
+# ===================================================================== V1
+@dataclass(frozen=True)
+class OpenCodeV1Options:
+    """Upstream defaults (§1.1, §1.5, §2.1, §5). Model limits default to the profile's."""
+
+    auto: bool = True
+    prune: bool = False
+    tail_turns: int = 2
+    preserve_recent_tokens: int | None = None
+    reserved: int | None = None
+    output_token_max: int = 32_000
+    compaction_buffer: int = 20_000
+    min_preserve_recent_tokens: int = 2_000
+    max_preserve_recent_tokens: int = 8_000
+    preserve_recent_ratio: float = 0.25
+    tool_output_max_chars: int = 2_000
+    prune_protect: int = 40_000
+    prune_minimum: int = 20_000
+    #: comma-separated tool names prune never clears
+    prune_protected_tools: str = "skill"
+    #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit
+    context_limit: int | None = None
+    output_limit: int | None = None
+    input_limit: int | None = None
+
+
+def filter_compacted(records: Sequence[Record]) -> list[Record]:
+    """§3.3 `filterCompacted`: newest first up to the newest completed compaction (or its tail
+    start), then reordered to [compaction request, summary, old tail, newer messages]."""
+    result: list[Record] = []
+    completed: set[int] = set()
+    retain: int | None = None
+    for record in reversed(records):
+        result.append(record)
+        if retain is not None:
+            if record.id == retain:
+                break
+            continue
+        if record.role == "user" and record.id in completed:
+            part = record.compaction
+            if part is None:
+                continue
+            if part.tail_start_id is None:
+                break
+            retain = part.tail_start_id
+            if record.id == retain:
+                break
+            continue
+        if record.completed_summary and record.parent is not None:
+            completed.add(record.parent)
+    result.reverse()
+    c = max(
+        (n for n, r in enumerate(result) if r.compaction is not None and r.compaction.tail_start_id is not None),
+        default=-1,
+    )
+    if c < 0:
+        return result
+    parent_id = result[c].id
+    s = next((n for n in range(c + 1, len(result)) if result[n].kind == "summary" and result[n].parent == parent_id), -1)
+    tail_id = result[c].compaction.tail_start_id  # type: ignore[union-attr]
+    t = next((n for n, r in enumerate(result) if r.id == tail_id), -1)
+    if 0 <= t < c and s > c:
+        return result[c : s + 1] + result[t:c] + result[s + 1 :]
+    return result
+
+
+class OpenCodeV1(_OpenCode):
+    name = "opencode-v1"
+    description = "OpenCode V1: usable-window trigger, ≤2-turn verbatim tail within a token budget, anchored summary, overflow replay; prune as option"
+    spec = "specs/opencode.md §1-§5"
+    Options = OpenCodeV1Options
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        o = self.options
+        self.max_output = max_output_tokens(self.limits, o.output_token_max)
+        self.usable = usable_window(self.limits, o.output_token_max, o.reserved, o.compaction_buffer)
+        self._pending: str | None = None
+
+    # ------------------------------------------------------------ trigger (§1)
+    def _last_finished(self) -> Record | None:
+        """The newest finished assistant by id (§1.3.2, §3.4)."""
+        return next(
+            (r for r in reversed(self.store.records) if r.kind == "summary" or (r.kind == "step" and r.usage is not None)),
+            None,
+        )
+
+    def _count(self) -> int | None:
+        last = self._last_finished()
+        if last is None or last.kind == "summary" or last.usage is None:
+            return None
+        return usage_count(last.usage)
+
+    def _overflowing(self, count: int | None) -> bool:
+        """§1.2 `isOverflow`."""
+        return self.options.auto and self.limits.context > 0 and count is not None and count >= self.usable
+
+    def on_user_turn(self, item: Item) -> None:
+        if self._pending:
+            self._compact(self._pending, overflow=False)
+        super().on_user_turn(item)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        super().on_response(items, usage, needs_follow_up)
+        if usage is not None and self._overflowing(usage_count(usage)):
+            self._pending = "step"
+        if not needs_follow_up:
+            # The prompt loop ends: a pending compaction runs inside it, prune after it (§1.3, §5).
+            if self._pending:
+                self._compact(self._pending, overflow=False)
+            if self.options.prune:
+                self._prune()
+
+    def request(self) -> Request:
+        if self._pending is None and self._overflowing(self._count()):
+            self._pending = "loop-start"
+        if self._pending:
+            self._compact(self._pending, overflow=False)
+        return Request(
+            self._messages(),
+            estimate_tokens=self._count(),
+            threshold=self.usable,
+            max_output_tokens=self.max_output,
+            meta=self._meta(),
+        )
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        if not (self.options.auto and is_context_overflow(error)):
+            return False
+        self._pending = None
+        return self._compact("overflow", overflow=True)
+
+    # ------------------------------------------------------------ projection (§3)
+    def _messages(self) -> list[Message]:
+        return self.renderer.system(self.store) + self.renderer.render(filter_compacted(self.store.records))
+
+    # ------------------------------------------------------------ compaction (§2, §3, §4)
+    def _compact(self, trigger: str, *, overflow: bool) -> bool:
+        self._pending = None
+        o = self.options
+        before = self._messages()
+        count = self._count()
+        parent = self.store.new("compaction", compaction=CompactionPart(auto=True, overflow=overflow))
+        messages = filter_compacted(self.store.records)
+        replay: Record | None = None
+        if overflow:
+            # §4: the newest real user message before the request is replayed, not summarized.
+            for i in range(len(messages) - 2, -1, -1):
+                if messages[i].starts_turn:
+                    if any(r.starts_turn for r in messages[:i]):
+                        replay, messages = messages[i], messages[:i]
+                    break
+        history = messages[:-1] if messages and messages[-1] is parent else list(messages)
+        completed = {r.parent for r in history if r.completed_summary}
+        summaries = [r for r in history if r.completed_summary]
+        previous = summaries[-1].text.strip() if summaries else None
+        history = [r for r in history if not r.completed_summary and not (r.kind == "compaction" and r.id in completed)]
+
+        budget = preserve_budget(
+            self.usable, o.preserve_recent_tokens, o.min_preserve_recent_tokens, o.max_preserve_recent_tokens,
+            o.preserve_recent_ratio,
+        )
+        estimate = self.estimator.slices([self.renderer.render([r]) for r in history])
+        choice = select_tail([r.starts_turn for r in history], estimate, o.tail_turns, budget)
+        head = history if choice.start is None else history[: choice.start]
+
+        prompt = self.ctx.render_prompt("opencode_summary.j2", previous_summary=previous, context=[])
+        system = self.ctx.render_prompt("opencode_compaction_system.j2")
+        summary_request = Request(
+            [Message("system", system), *self.renderer.render(head, for_summary=True), Message("user", prompt)],
+            kind="summary",
+            max_output_tokens=self.max_output,
+        )
+        try:
+            result = self.ctx.summarize(summary_request)
+        except SummaryOverflow:
+            # §2.8: the summary assistant ends in ContextOverflowError; no retry.
+            self.store.new("summary", parent=parent.id, failed=True)
+            return False
+        self.store.new("summary", parent=parent.id, text=result.text)
+        tail_record = history[choice.start] if choice.start is not None else None
+        if tail_record is not None and parent.compaction is not None:
+            parent.compaction.tail_start_id = tail_record.id
+        if replay is not None:
+            text = "\n".join(media_as_text(i) for i in replay.items) if replay.kind == "user" else replay.text
+            self.store.new("replay", items=list(replay.items), text=text)
+        else:
+            self.store.new("continue", text=f"{OVERFLOW_NOTE}\n\n{CONTINUE_TEXT}" if overflow else CONTINUE_TEXT)
+        self.ctx.record_compaction(
+            trigger=trigger,
+            before=before,
+            after=self._messages(),
+            summary=result.text,
+            summarized_ids=[i for r in head for i in r.item_ids()],
+            estimate_tokens=count,
+            threshold=self.usable,
+            details={
+                "overflow": overflow,
+                "replay": replay is not None,
+                "update": previous is not None,
+                "tail": choice.reason,
+                "tail_whole_turns": choice.whole_turns,
+                "tail_split_turn": choice.split,
+                "tail_start_item": (tail_record.item_ids() or [None])[0] if tail_record else None,
+                "tail_budget": budget,
+            },
+        )
+        return True
+
+    # ------------------------------------------------------------ prune (§5)
+    def _prune(self) -> None:
+        o = self.options
+        protected = {t.strip() for t in o.prune_protected_tools.split(",") if t.strip()}
+        total = pruned = turns = 0
+        candidates: list[tuple[Record, str]] = []
+        done = False
+        for record in reversed(self.store.records):
+            if record.is_user_message:
+                turns += 1
+            if turns < 2:
+                continue
+            if record.kind == "summary":
+                break
+            for call in reversed(record.calls()):
+                result = record.results.get(call.call_id or "")
+                if result is None or result.is_error or call.tool_name in protected:
+                    continue
+                if call.call_id in record.pruned:
+                    done = True
+                    break
+                estimate = opencode_estimate(result.text)
+                total += estimate
+                if total > o.prune_protect:
+                    pruned += estimate
+                    candidates.append((record, call.call_id or ""))
+            if done:
+                break
+        if pruned <= o.prune_minimum:
+            return
+        before = self._messages()
+        for record, call_id in candidates:
+            record.pruned.add(call_id)
+            record.touch()
+        self.ctx.record_compaction(
+            trigger="prune",
+            before=before,
+            after=self._messages(),
+            summary=None,
+            details={"pruned_outputs": len(candidates), "pruned_tokens": pruned, "tool_output_tokens": total},
+        )
+
+
+# ===================================================================== V2
+@dataclass(frozen=True)
+class OpenCodeV2Options:
+    """Upstream defaults (§6.1). Model limits default to the profile's."""
+
+    auto: bool = True
+    buffer: int = 20_000
+    keep_tokens: int = 8_000
+    tool_output_max_chars: int = 2_000
+    summary_output_tokens: int = 4_096
+    #: models.dev limits; None: the profile's window and its max output (capped at half the window)
+    context_limit: int | None = None
+    output_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """§6.8: the stored compaction row and the user message it projects to."""
+
+    summary: str
+    recent: str
+    recent_ids: tuple[str, ...]
+    message: Message
+
+
+class OpenCodeV2(_OpenCode):
+    name = "opencode-v2"
+    description = "OpenCode V2 core: serialized history, 8k recent text split inside a message, summary ≤4096, checkpoint as one user message"
+    spec = "specs/opencode.md §6"
+    Options = OpenCodeV2Options
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        self.threshold = self.limits.context - max(self.limits.output, self.options.buffer)
+        self.checkpoint: Checkpoint | None = None
+        self._since = 0
+        self._recovered = False
+        self._refused: str | None = None
+
+    def _messages(self) -> list[Message]:
+        head = [self.checkpoint.message] if self.checkpoint else []
+        return self.renderer.system(self.store) + head + self.renderer.render(self.store.records[self._since :])
+
+    def _estimate(self, messages: list[Message]) -> int:
+        """§6.6: the estimate of the request about to be sent (system, messages, tools)."""
+        n = len(self.store.system)
+        return self.estimator.request([m.content for m in messages[:n]], messages[n:])
+
+    def request(self) -> Request:
+        messages = self._messages()
+        estimate = self._estimate(messages)
+        if self.options.auto and self.limits.context > 0 and estimate > self.threshold:
+            if self._compact("threshold", estimate):
+                messages = self._messages()
+                estimate = self._estimate(messages)
+        meta = self._meta()
+        if self._refused:
+            meta["compaction_refused"] = self._refused
+            self._refused = None
+        return Request(messages, estimate_tokens=estimate, threshold=self.threshold, meta=meta)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        super().on_response(items, usage, needs_follow_up)
+        self._recovered = False
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        """§6.7: one compaction (regardless of `auto`) and one retry; a second overflow is fatal."""
+        if self._recovered or not is_context_overflow(error):
+            return False
+        self._recovered = True
+        return self._compact("overflow", None)
+
+    def _refuse(self, reason: str) -> bool:
+        self._refused = reason
+        return False
+
+    def _compact(self, trigger: str, estimate: int | None) -> bool:
+        """§6.5 `compactAfterOverflow`."""
+        o = self.options
+        context = self.limits.context
+        if context <= 0:
+            return self._refuse("no context limit")
+        entries = [(r, text) for r in self.store.records[self._since :] if (text := serialize_record(r, o.tool_output_max_chars))]
+        if not entries:
+            return self._refuse("nothing to compact")
+        split = split_recent([text for _, text in entries], o.keep_tokens)
+        prev = self.checkpoint
+        if not split.head and prev is None:
+            return self._refuse("nothing to compact")
+        prompt = self.ctx.render_prompt(
+            "opencode_summary.j2",
+            previous_summary=prev.summary if prev else None,
+            context=[x for x in (prev.recent if prev else "", split.head) if x],
+        )
+        summary_output = min(self.limits.output or o.summary_output_tokens, o.summary_output_tokens)
+        prompt_tokens = opencode_estimate(prompt)
+        if prompt_tokens > context - summary_output:
+            return self._refuse(f"summary prompt of {prompt_tokens} estimated tokens exceeds {context - summary_output}")
+        request = Request(
+            [Message("user", prompt)],
+            estimate_tokens=prompt_tokens,
+            threshold=context - summary_output,
+            kind="summary",
+            max_output_tokens=summary_output,
+        )
+        try:
+            result = self.ctx.summarize(request)
+        except SummaryOverflow:
+            return self._refuse("summary request overflowed")
+        if not result.text.strip():
+            return self._refuse("blank summary")
+        before = self._messages()
+        head_records = [r for r, _ in entries[: split.split]]
+        recent_records = [r for r, _ in entries[split.split :]]
+        cut_ids = entries[split.cut][0].item_ids() if split.cut is not None else []
+        recent_ids = tuple(dict.fromkeys([*cut_ids, *(i for r in recent_records for i in r.item_ids())]))
+        text = self.ctx.render_prompt("opencode_checkpoint.j2", summary=result.text, recent=split.recent)
+        self.checkpoint = Checkpoint(result.text, split.recent, recent_ids, Message("user", text, item_ids=recent_ids))
+        self._since = len(self.store.records)
+        summarized = [*(prev.recent_ids if prev else ()), *(i for r in head_records for i in r.item_ids())]
+        self.ctx.record_compaction(
+            trigger=trigger,
+            before=before,
+            after=self._messages(),
+            summary=result.text,
+            summarized_ids=summarized,
+            estimate_tokens=estimate,
+            threshold=self.threshold,
+            details={
+                "cut_inside_message": split.cut is not None,
+                "cut_item_ids": cut_ids,
+                "cut_at_chars": split.cut_chars,
+                "keep_tokens": o.keep_tokens,
+                "prompt_tokens": prompt_tokens,
+                "update": prev is not None,
+            },
+        )
+        return True

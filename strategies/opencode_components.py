@@ -1,0 +1,546 @@
+"""Shared pieces of the OpenCode strategies `opencode-v1` and `opencode-v2` (specs/opencode.md, SNAP).
+
+One place for everything both paths use:
+
+- the session store: OpenCode keeps user and assistant *messages*; an assistant message is one
+  model response whose tool parts hold both the call and its result (§3.2, §7.1), so a slice of
+  messages never separates a call from its result. Every record has an ascending id, as
+  OpenCode's message ids (§3.4);
+- model limits, the usable window (§1.1), the compared usage count (§1.2) and the provider-error
+  classifier (§1.4);
+- the estimator (§2.4): ``round_half_up(utf16_len(JSON.stringify(model messages)) / 4)``, with the
+  JSON built per wire message in the AI-SDK shape (no truncation, media counted as data URLs) and
+  memoized per message;
+- rendering records into wire messages, for a normal request (§3.2) and for the summary input
+  (§2.6: media as text, tool output truncated, pruned outputs as the placeholder);
+- turns and tail selection (§2.3, §2.5);
+- V2's text serialization and its head/recent split inside a message (§6.3, §6.4);
+- the truncation helpers and the ``[Attached mime: name]`` text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.profiles import ModelProfile
+from bench.provider import ProviderError
+from bench.request import Message, merge_assistant, message_from_item
+from bench.tokens import opencode_estimate, opencode_estimate_units, utf16_len
+from bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Usage
+
+# ----------------------------------------------------------------- protocol strings (verbatim)
+#: §3.2: how a compaction request part reads to the model.
+COMPACTION_QUESTION = "What did we do so far?"
+#: §3.1: the synthetic follow-up after an automatic compaction without replay.
+CONTINUE_TEXT = "Continue if you have next steps, or stop and ask for clarification if you are unsure how to proceed."
+#: §3.2, §5: a tool output cleared by prune.
+PRUNED_PLACEHOLDER = "[Old tool result content cleared]"
+#: §3.2: a tool call that never got its result.
+INTERRUPTED_TOOL = "[Tool execution was interrupted]"
+
+#: §1.4: `isContextOverflow`, the 20 case-insensitive patterns of packages/llm/src/provider-error.ts.
+OVERFLOW_PATTERNS = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"prompt is too long",
+        r"input is too long for requested model",
+        r"exceeds the context window",
+        r"input token count.*exceeds the maximum",
+        r"maximum prompt length is \d+",
+        r"reduce the length of the messages",
+        r"maximum context length is \d+ tokens",
+        r"maximum context length.*plan is \d+ tokens",
+        r"exceeds the limit of \d+",
+        r"exceeds the available context size",
+        r"greater than the context length",
+        r"context window exceeds limit",
+        r"exceeded model token limit",
+        r"context[_ ]length[_ ]exceeded",
+        r"request entity too large",
+        r"context length is only \d+ tokens",
+        r"input length.*exceeds.*context length",
+        r"prompt too long; exceeded (?:max )?context length",
+        r"too large for model with \d+ maximum context length",
+        r"model_context_window_exceeded",
+    )
+)
+NO_BODY_PATTERN = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.IGNORECASE)
+MEDIA_PREFIXES = ("image/",)
+MEDIA_TYPES = ("application/pdf",)
+
+
+def is_context_overflow(error: ProviderError) -> bool:
+    """§1.4: the message matches a pattern, or HTTP 413, or the error code `context_length_exceeded`."""
+    message = error.message
+    return (
+        error.status == 413
+        or error.code == "context_length_exceeded"
+        or any(p.search(message) for p in OVERFLOW_PATTERNS)
+        or NO_BODY_PATTERN.search(message) is not None
+    )
+
+
+def is_media(mime: str) -> bool:
+    """`util/media.ts`: images and PDFs."""
+    return mime.startswith(MEDIA_PREFIXES) or mime in MEDIA_TYPES
+
+
+def attached_text(attachment: Attachment, default: str | None = "file") -> str:
+    """``[Attached <mime>: <name>]`` (V1 §2.6/§4, V2 §6.3); without a name, `default` or no name part."""
+    name = attachment.name or default
+    return f"[Attached {attachment.mime}: {name}]" if name else f"[Attached {attachment.mime}]"
+
+
+def media_as_text(item: Item) -> str:
+    """A user message with its media file parts as ``[Attached mime: name]`` text (§2.6, §4);
+    other files were inlined as text upstream and are left out."""
+    notes = [attached_text(a) for a in item.attachments if is_media(a.mime)]
+    return "\n".join(x for x in [item.text, *notes] if x)
+
+
+def truncate(text: str, limit: int, note: Callable[[int], str]) -> str:
+    """The first `limit` characters and a note about the `len - limit` omitted ones, when longer."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + note(len(text) - limit)
+
+
+def v1_truncation_note(omitted: int) -> str:
+    """§2.6 (`message-v2.ts` L49-53)."""
+    return f"\n[Tool output truncated for compaction: omitted {omitted} chars]"
+
+
+def v2_truncation_note(omitted: int) -> str:
+    """§6.3."""
+    return "\n[truncated]"
+
+
+# ----------------------------------------------------------------- limits and usage (§1)
+@dataclass(frozen=True)
+class ModelLimits:
+    """models.dev limits of the model: `context`, `output` and, for some models, `input`."""
+
+    context: int
+    output: int
+    input: int | None = None
+
+
+def model_limits(profile: ModelProfile, context: int | None, output: int | None, input: int | None) -> ModelLimits:
+    """The limits OpenCode would read for this profile.
+
+    `output` defaults to the profile's max output capped at half its window: the windowed
+    profiles inherit GPT-5's 128k output limit, which no model with a 64k window has, and V2's
+    trigger (`context - max(output, buffer)`) would otherwise be negative.
+    """
+    window = context if context is not None else profile.context_window
+    out = output if output is not None else min(profile.max_output, window // 2)
+    return ModelLimits(context=window, output=out, input=input)
+
+
+def max_output_tokens(limits: ModelLimits, output_token_max: int) -> int:
+    """§1.1: ``min(limit.output, OUTPUT_TOKEN_MAX) || OUTPUT_TOKEN_MAX``."""
+    return min(limits.output, output_token_max) or output_token_max
+
+
+def usable_window(limits: ModelLimits, output_token_max: int, reserved: int | None, buffer: int) -> int:
+    """§1.1 `usable`: with `limit.input`, input minus the reserve; else context minus max output."""
+    if limits.context == 0:
+        return 0
+    max_output = max_output_tokens(limits, output_token_max)
+    if limits.input:
+        reserve = reserved if reserved is not None else min(buffer, max_output)
+        return max(0, limits.input - reserve)
+    return max(0, limits.context - max_output)
+
+
+def usage_count(usage: Usage) -> int:
+    """§1.2: ``total || input + output + cache.read + cache.write`` of `Session.getUsage`.
+
+    Our `Usage.input` includes cached and cache-write tokens and `output` includes reasoning;
+    getUsage subtracts them out, and reasoning is not added back in the fallback.
+    """
+    if usage.total:
+        return usage.total
+    read, write = max(0, usage.cached_input), max(0, usage.cache_write)
+    fresh = max(0, usage.input - read - write)
+    output = max(0, usage.output - usage.reasoning)
+    return fresh + output + read + write
+
+
+def preserve_budget(usable: int, configured: int | None, minimum: int, maximum: int, ratio: float) -> int:
+    """§2.1: ``preserve_recent_tokens ?? min(8000, max(2000, floor(usable * 0.25)))``."""
+    if configured is not None:
+        return configured
+    return min(maximum, max(minimum, int(usable * ratio)))
+
+
+# ----------------------------------------------------------------- the estimator (§2.4)
+def _data_url(attachment: Attachment) -> str:
+    """The base64 data URL a file part carries (only its length matters to the estimate)."""
+    return f"data:{attachment.mime};base64," + "A" * (4 * ((attachment.size + 2) // 3))
+
+
+def _tool_input(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments else {}
+    except json.JSONDecodeError:
+        return arguments
+
+
+def model_message_json(message: Message) -> dict[str, Any]:
+    """One wire message in the AI-SDK `ModelMessage` shape that `toModelMessages` produces."""
+    files = [
+        {"type": "file", "mediaType": a.mime, "filename": a.name, "data": _data_url(a)} for a in message.attachments
+    ]
+    if message.role in ("system", "developer"):
+        return {"role": "system", "content": message.content}
+    if message.role == "user":
+        return {"role": "user", "content": [{"type": "text", "text": message.content}, *files]}
+    if message.role == "reasoning":
+        return {"role": "assistant", "content": [{"type": "reasoning", "text": message.content}]}
+    if message.role == "tool":
+        kind = "error-text" if message.is_error else "text"
+        output: dict[str, Any] = {"type": kind, "value": message.content}
+        if files:
+            output = {"type": "content", "value": [{"type": "text", "text": message.content}, *files]}
+        part = {"type": "tool-result", "toolCallId": message.tool_call_id, "toolName": message.name or "", "output": output}
+        return {"role": "tool", "content": [part]}
+    content: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
+    content += [
+        {"type": "tool-call", "toolCallId": c.id, "toolName": c.name, "input": _tool_input(c.arguments)}
+        for c in message.tool_calls
+    ]
+    return {"role": "assistant", "content": content}
+
+
+def json_text(value: Any) -> str:
+    """`JSON.stringify` without indentation."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+class Estimator:
+    """OpenCode's `Token.estimate` of JSON-serialized messages, with per-message lengths memoized.
+
+    The JSON of a list is ``[`` + the items joined by ``,`` + ``]``, so the length of any slice is
+    the sum of its messages' lengths plus the separators: slices cost no re-serialization.
+    """
+
+    def __init__(self) -> None:
+        self._units: dict[Message, int] = {}
+
+    def units(self, message: Message) -> int:
+        cached = self._units.get(message)
+        if cached is None:
+            cached = self._units[message] = utf16_len(json_text(model_message_json(message)))
+        return cached
+
+    def array_units(self, messages: Sequence[Message]) -> int:
+        return 2 + sum(self.units(m) for m in messages) + max(0, len(messages) - 1)
+
+    def slices(self, groups: Sequence[Sequence[Message]]) -> Callable[[int, int], int]:
+        """`estimate(start, end)` of the messages of ``groups[start:end]``, from prefix sums."""
+        units, counts = [0], [0]
+        for group in groups:
+            units.append(units[-1] + sum(self.units(m) for m in group))
+            counts.append(counts[-1] + len(group))
+
+        def estimate(start: int, end: int) -> int:
+            n = counts[end] - counts[start]
+            return opencode_estimate_units(2 + units[end] - units[start] + max(0, n - 1))
+
+        return estimate
+
+    def messages(self, messages: Sequence[Message]) -> int:
+        """§2.4 `estimate(messages)`."""
+        return opencode_estimate_units(self.array_units(messages))
+
+    def request(self, system: Sequence[str], messages: Sequence[Message]) -> int:
+        """§6.6: the estimate of ``JSON.stringify({system, messages, tools})`` (no tools are replayed)."""
+        frame = '{"system":' + json_text(list(system)) + ',"messages":,"tools":[]}'
+        return opencode_estimate_units(utf16_len(frame) + self.array_units(messages))
+
+
+# ----------------------------------------------------------------- the store
+@dataclass
+class CompactionPart:
+    """§3.1: the part of a compaction request message."""
+
+    auto: bool
+    overflow: bool
+    tail_start_id: int | None = None
+
+
+#: Record kinds: a real user message, injected context (synthetic user items, not a turn), a model
+#: response, and the messages OpenCode writes itself.
+RECORD_KINDS = ("user", "context", "step", "compaction", "summary", "continue", "replay")
+
+
+@dataclass(eq=False)
+class Record:
+    """One stored OpenCode message. `id` ascends with creation, as OpenCode's message ids."""
+
+    id: int
+    kind: str
+    items: list[Item] = field(default_factory=list)
+    results: dict[str, Item] = field(default_factory=dict)
+    text: str = ""
+    usage: Usage | None = None
+    parent: int | None = None
+    compaction: CompactionPart | None = None
+    failed: bool = False
+    pruned: set[str] = field(default_factory=set)
+    version: int = 0
+
+    @property
+    def role(self) -> str:
+        return "assistant" if self.kind in ("step", "summary") else "user"
+
+    @property
+    def starts_turn(self) -> bool:
+        """§2.3: a user message without a compaction part (injected context is not a message of its own upstream)."""
+        return self.kind in ("user", "continue", "replay")
+
+    @property
+    def is_user_message(self) -> bool:
+        """A user message as prune (§5) and replay (§4) count them, compaction requests included."""
+        return self.role == "user" and self.kind != "context"
+
+    @property
+    def completed_summary(self) -> bool:
+        return self.kind == "summary" and not self.failed
+
+    def calls(self) -> list[Item]:
+        return [i for i in self.items if i.kind == "tool_call"]
+
+    def item_ids(self) -> list[str]:
+        ids = [i.id for i in self.items]
+        return ids + [r.id for r in self.results.values()]
+
+    def touch(self) -> None:
+        self.version += 1
+
+
+class SessionStore:
+    """Every message of the session in creation order, the system prompt apart."""
+
+    def __init__(self) -> None:
+        self.system: list[Item] = []
+        self.records: list[Record] = []
+        self._owner: dict[str, Record] = {}
+        self.unpaired_results: list[str] = []
+        self._next_id = 0
+
+    def new(self, kind: str, **fields: Any) -> Record:
+        if kind not in RECORD_KINDS:
+            raise ValueError(f"unknown record kind {kind!r}; expected one of {', '.join(RECORD_KINDS)}")
+        record = Record(id=self._next_id, kind=kind, **fields)
+        self._next_id += 1
+        self.records.append(record)
+        return record
+
+    def observe_input(self, item: Item) -> None:
+        """A model input item other than a real user message (and a real user message too)."""
+        if item.kind == "system":
+            self.system.append(item)
+        elif item.kind == "user":
+            self.new("user" if item.is_real_user else "context", items=[item])
+        elif item.kind == "tool_result":
+            owner = self._owner.get(item.call_id or "")
+            if owner is None:
+                # OpenCode stores a result only inside its call's tool part: without a call it has no place.
+                self.unpaired_results.append(item.id)
+            else:
+                owner.results[item.call_id or ""] = item
+                owner.touch()
+        elif item.kind in MODEL_OUTPUT_KINDS:
+            last = self.records[-1] if self.records else None
+            target = last if last is not None and last.kind == "step" and last.usage is None else self.new("step")
+            self._add_output(target, [item])
+
+    def add_response(self, items: Sequence[Item], usage: Usage | None) -> Record:
+        record = self.new("step", usage=usage)
+        self._add_output(record, items)
+        return record
+
+    def _add_output(self, record: Record, items: Sequence[Item]) -> None:
+        record.items.extend(items)
+        for item in items:
+            if item.kind == "tool_call":
+                self._owner[item.call_id or ""] = record
+        record.touch()
+
+
+# ----------------------------------------------------------------- rendering (§3.2, §2.6)
+class Renderer:
+    """Records as wire messages; each record's messages are built once per version and reused."""
+
+    def __init__(self, tool_output_max_chars: int) -> None:
+        self.tool_output_max_chars = tool_output_max_chars
+        self._cache: dict[tuple[int, int, bool], tuple[Message, ...]] = {}
+
+    def system(self, store: SessionStore) -> list[Message]:
+        return [message_from_item(i) for i in store.system]
+
+    def render(self, records: Sequence[Record], *, for_summary: bool = False) -> list[Message]:
+        out: list[Message] = []
+        for record in records:
+            key = (record.id, record.version, for_summary)
+            cached = self._cache.get(key)
+            if cached is None:
+                cached = self._cache[key] = tuple(self._record(record, for_summary))
+            out.extend(cached)
+        return out
+
+    def _record(self, record: Record, for_summary: bool) -> list[Message]:
+        if record.kind == "compaction":
+            return [Message("user", COMPACTION_QUESTION)]
+        if record.kind == "summary":
+            return [] if record.failed else [Message("assistant", record.text)]
+        if record.kind in ("continue", "replay"):
+            return [Message("user", record.text, item_ids=tuple(i.id for i in record.items))]
+        if record.kind in ("user", "context"):
+            return [self._user(i, for_summary) for i in record.items if i.text or i.attachments]
+        return self._step(record, for_summary)
+
+    def _user(self, item: Item, for_summary: bool) -> Message:
+        if not for_summary:
+            return Message("user", item.text, item_ids=(item.id,), attachments=item.attachments)
+        return Message("user", media_as_text(item), item_ids=(item.id,))
+
+    def _step(self, record: Record, for_summary: bool) -> list[Message]:
+        out = merge_assistant([message_from_item(i) for i in record.items])
+        for call in record.calls():
+            result = record.results.get(call.call_id or "")
+            if result is None:
+                out.append(Message("tool", INTERRUPTED_TOOL, tool_call_id=call.call_id, name=call.tool_name, is_error=True))
+                continue
+            message = message_from_item(result)
+            if call.call_id in record.pruned:
+                message = Message(
+                    "tool", PRUNED_PLACEHOLDER, tool_call_id=call.call_id, item_ids=message.item_ids, name=message.name
+                )
+            elif for_summary:
+                text = truncate(message.content, self.tool_output_max_chars, v1_truncation_note)
+                message = Message(
+                    "tool", text, tool_call_id=call.call_id, item_ids=message.item_ids, name=message.name,
+                    is_error=message.is_error,
+                )
+            out.append(message)
+        return out
+
+
+# ----------------------------------------------------------------- turns and tail (§2.3, §2.5)
+@dataclass(frozen=True)
+class TailChoice:
+    """Where the verbatim tail starts in the history (`start`, None for no tail) and why."""
+
+    start: int | None
+    reason: str
+    whole_turns: int = 0
+    split: bool = False
+
+
+def turns(starts_turn: Sequence[bool]) -> list[tuple[int, int]]:
+    """§2.3: (start, end) of each turn; a turn runs from a turn-starting message to the next one."""
+    starts = [n for n, flag in enumerate(starts_turn) if flag]
+    return [(s, starts[k + 1] if k + 1 < len(starts) else len(starts_turn)) for k, s in enumerate(starts)]
+
+
+def select_tail(
+    starts_turn: Sequence[bool], estimate: Callable[[int, int], int], tail_turns: int, budget: int
+) -> TailChoice:
+    """§2.5 `select`: whole turns newest first within the budget; in the first turn that does not
+    fit, the earliest start whose suffix fits (`splitTurn`); no tail at index 0.
+
+    `estimate(start, end)` is the estimate of ``history[start:end]``.
+    """
+    if tail_turns <= 0:
+        return TailChoice(None, "disabled")
+    all_turns = turns(starts_turn)
+    if not all_turns:
+        return TailChoice(None, "no-turns")
+    recent = all_turns[-tail_turns:]
+    total, keep, whole, split = 0, None, 0, False
+    for start, end in reversed(recent):
+        size = estimate(start, end)
+        if total + size <= budget:
+            total += size
+            keep, whole = start, whole + 1
+            continue
+        remaining = budget - total
+        if remaining > 0 and end - start > 1:
+            found = next((s for s in range(start + 1, end) if estimate(s, end) <= remaining), None)
+            if found is not None:
+                keep, split = found, True
+        break
+    if keep is None:
+        return TailChoice(None, "nothing-fits")
+    if keep == 0:
+        return TailChoice(None, "starts-at-index-0", whole, split)
+    return TailChoice(keep, "split-turn" if split else "whole-turns", whole, split)
+
+
+# ----------------------------------------------------------------- V2 serialization (§6.3, §6.4)
+def _tool_content(result: Item, limit: int) -> str:
+    files = [attached_text(a, default=None) for a in result.attachments]
+    return truncate("\n".join([result.text, *files]) if files else result.text, limit, v2_truncation_note)
+
+
+def serialize_record(record: Record, tool_output_max_chars: int) -> str:
+    """§6.3: one entry as text with the `[User]`, `[Assistant]`, ... markers ("" when empty)."""
+    if record.kind in ("user", "context"):
+        lines = []
+        for item in record.items:
+            prefix = "[User]" if item.is_real_user else "[Synthetic context]"
+            lines.append(f"{prefix}: {item.text}")
+            lines += [attached_text(a) for a in item.attachments]
+        return "\n".join(lines)
+    lines = []
+    for item in record.items:
+        if item.kind == "assistant" and item.text:
+            lines.append(f"[Assistant]: {item.text}")
+        elif item.kind == "reasoning" and item.text:
+            lines.append(f"[Assistant reasoning]: {item.text}")
+        elif item.kind == "tool_call":
+            lines.append(f"[Assistant tool call]: {item.tool_name}({item.arguments or ''})")
+            result = record.results.get(item.call_id or "")
+            if result is not None:
+                marker = "[Tool error]" if result.is_error else "[Tool result]"
+                lines.append(f"{marker}: {_tool_content(result, tool_output_max_chars)}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class RecentSplit:
+    """§6.4: `head` (to summarize) and `recent` (kept as text); `cut` is the entry cut in two, if any."""
+
+    head: str
+    recent: str
+    split: int
+    cut: int | None
+    cut_chars: int
+
+
+def split_recent(conv: Sequence[str], keep_tokens: int) -> RecentSplit:
+    """§6.4 `select`: the newest entries within `keep_tokens`, the boundary entry split at
+    ``remaining_tokens * 4`` characters from its end."""
+    total, split, cut, remaining = 0, len(conv), None, 0
+    prefix = suffix = ""
+    for i in range(len(conv) - 1, -1, -1):
+        nxt = total + opencode_estimate(conv[i])
+        if nxt > keep_tokens:
+            remaining = max(0, keep_tokens - total) * 4
+            if remaining > 0:
+                prefix, suffix = conv[i][:-remaining], conv[i][-remaining:]
+                split, cut = i + 1, i
+            break
+        total, split = nxt, i
+    # As upstream: with a cut, `split` is one past the boundary entry, so the head holds that whole
+    # entry and then its prefix again (spec §6.4 pseudo-code, kept as written).
+    head = "\n\n".join(x for x in [*conv[:split], prefix] if x)
+    recent = "\n\n".join(x for x in [suffix, *conv[split:]] if x)
+    return RecentSplit(head=head, recent=recent, split=split, cut=cut, cut_chars=remaining if cut is not None else 0)

@@ -1,0 +1,562 @@
+"""Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`) and `pi-2026-03` (BASE, `83378aad`).
+
+One implementation, parameterized by `PiRules` (strategies/pi_compaction.py). It implements
+specs/pi.md:
+- §1: the session tree (strategies/pi_session_tree.py) rebuilt from the transcript: items carry
+  their Pi entry id and parentId in `meta` (scenarios/pi_session.py); items from other formats
+  become entries in order. Recorded compactions are not installed (the strategy compacts on its
+  own); their ids are mapped to the strategy's own leaf so later entries attach correctly.
+- §2: the trigger `contextTokens > contextWindow - reserveTokens` after each agent run and before
+  each user prompt (and, LATER, between tool execution and the next call), the staleness guard,
+  the error-message path via `estimateContextTokens`, retryable errors skipped.
+- §3/§4: `prepareCompaction`, history summary (initial or update prompt), split-turn prefix
+  summary merged with the separator, "No prior history.", file lists, output limits per version.
+- §5: overflow recovery: provider overflow → errored assistant persisted, compaction, one retry per
+  user turn; silent overflow (and LATER's `length` case) → compaction without retry.
+- §6: branch summaries when the transcript navigates the tree (`branch` markers and recorded
+  `branch_summary` entries).
+- §7: a manual `/compact` where the recorded agent compacted, when `compact_at_recorded` is set
+  (used to replay real sessions in step with the recording, e.g. for the fidelity table).
+
+`Request.estimate_tokens` is Pi's `estimateContextTokens` of the agent messages (last usage +
+chars/4 of what follows); `Request.threshold` is `contextWindow - reserveTokens`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+from bench.provider import ProviderError
+from bench.request import Message, Request, ToolCall
+from bench.strategy import Strategy, SummaryOverflow
+from bench.transcript import Item, Usage
+from strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE, entries_to_summarize, prepare_branch_summary
+from strategies.pi_compaction import (
+    BASE,
+    LATER,
+    NO_PRIOR_HISTORY,
+    SPLIT_TURN_SEPARATOR,
+    PiRules,
+    Preparation,
+    is_context_overflow,
+    prepare_compaction,
+    serialize_conversation,
+)
+from strategies.pi_session_tree import (
+    Entry,
+    PiMessage,
+    SessionTree,
+    build_session_context,
+    calculate_context_tokens,
+    convert_message,
+    estimate_context_tokens,
+    estimate_tokens,
+    iso_to_ms,
+    latest_compaction_index,
+    message_item_ids,
+    to_wire,
+)
+
+#: Transient errors that Pi retries before any compaction check (§2.3).
+RETRYABLE_ERROR = re.compile(
+    r"overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|"
+    r"internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|"
+    r"reset before headers|terminated|retry delay",
+    re.I,
+)
+#: Anthropic/Bedrock use budget-based thinking: reasoning raises a request's max tokens (§4.2).
+BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
+
+
+@dataclass(frozen=True)
+class PiOptions:
+    """Pi settings and constants, with the upstream defaults (specs/pi.md §2.1, §3–§6)."""
+
+    enabled: bool = True
+    reserve_tokens: int = 16384
+    keep_recent_tokens: int = 20000
+    branch_reserve_tokens: int = 16384
+    #: contextWindow used for the branch budget when the model has none.
+    branch_default_window: int = 128000
+    branch_summary_max_tokens: int = 2048
+    branch_summary_ratio: float = 0.9
+    tool_result_max_chars: int = 2000
+    summary_output_ratio: float = 0.8
+    turn_prefix_output_ratio: float = 0.5
+    image_chars: int = 4800
+    overflow_length_ratio: float = 0.99
+    #: Whether the model reasons (BASE asks for "high" reasoning in history summaries).
+    model_reasoning: bool = True
+    thinking_budget_minimal: int = 1024
+    thinking_budget_low: int = 2048
+    thinking_budget_medium: int = 8192
+    thinking_budget_high: int = 16384
+    #: `/compact <instructions>` for the manual compactions of `compact_at_recorded`.
+    custom_instructions: str = ""
+    #: Replay option: run a manual /compact at each recorded compaction the trigger did not fire for.
+    compact_at_recorded: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One threshold check: Pi's contextTokens against contextWindow - reserveTokens."""
+
+    context_tokens: int
+    threshold: int
+
+    @property
+    def fires(self) -> bool:
+        return self.context_tokens > self.threshold
+
+
+class PiStrategy(Strategy):
+    """Pi's compaction on its session tree; subclasses pick the version rules."""
+
+    Options = PiOptions
+    rules: ClassVar[PiRules] = LATER
+
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self.tree = SessionTree()
+        self.system: list[Message] = []
+        self.aliases: dict[str, str] = {}
+        self.clock = 0.0
+        self.thinking_level = "off"
+        self.overflow_attempted = False
+        self.removed: set[int] = set()
+        self.check_before_next_call = False
+        self.navigated_from: str | None = None
+        self._own_ids = 0
+        self._wire_cache: dict[PiMessage, list[Message]] = {}
+
+    # ------------------------------------------------------------------ clock and ids
+    def _tick(self, raw_ms: float | None = None) -> float:
+        """A strictly increasing epoch-ms clock: recorded times where they move forward."""
+        self.clock = raw_ms if raw_ms and raw_ms > self.clock else self.clock + 1
+        return self.clock
+
+    def _new_id(self, kind: str) -> str:
+        self._own_ids += 1
+        return f"pi-{kind}-{self._own_ids}"
+
+    # ------------------------------------------------------------------ the tree
+    def _resolve(self, entry_id: str | None) -> str | None:
+        while entry_id in self.aliases:
+            entry_id = self.aliases[entry_id]
+        return entry_id
+
+    def _parent_of(self, item: Item) -> str | None:
+        if "parent" not in item.meta:
+            return self.tree.leaf
+        parent = self._resolve(item.meta["parent"])
+        return parent if parent is None or parent in self.tree.entries else self.tree.leaf
+
+    def _append_own(self, entry: Entry) -> None:
+        """An entry the strategy created: recorded children of the old leaf attach below it."""
+        if entry.parent is not None:
+            self.aliases[entry.parent] = entry.id
+        self.tree.append(entry)
+
+    def _append_recorded(self, item: Item, entry_type: str, message: PiMessage | None, **fields: Any) -> Entry:
+        entry_id = str(item.meta.get("entry") or item.id)
+        parent = self._parent_of(item)
+        raw = message.timestamp if message is not None else iso_to_ms(item.timestamp)
+        ts = self._tick(raw)
+        if message is not None:
+            message = replace(message, timestamp=ts)
+        entry = Entry(entry_id, parent, entry_type, ts, message=message, **fields)
+        self.tree.branch(parent)
+        self.navigated_from = None
+        return self.tree.append(entry)
+
+    def agent_messages(self) -> list[PiMessage]:
+        """The agent's in-memory messages: the session context minus removed errored assistants."""
+        context = build_session_context(self.tree.path(), nested_compactions=self.rules.nested_compactions)
+        return [m for m in context if id(m) not in self.removed]
+
+    def _last_assistant(self) -> PiMessage | None:
+        return next((m for m in reversed(self.agent_messages()) if m.role == "assistant"), None)
+
+    def _convert(self, message: PiMessage) -> list[Message]:
+        cached = self._wire_cache.get(message)
+        if cached is None:
+            cached = self._wire_cache[message] = convert_message(message)
+        return cached
+
+    def wire(self) -> list[Message]:
+        return self.system + to_wire(self.agent_messages(), convert=self._convert)
+
+    @property
+    def threshold(self) -> int:
+        return self.ctx.profile.context_window - self.options.reserve_tokens
+
+    # ------------------------------------------------------------------ items → messages
+    def _message_ts(self, item: Item) -> float:
+        raw = item.meta.get("message_ts")
+        return float(raw) if isinstance(raw, (int, float)) else iso_to_ms(item.timestamp)
+
+    def _input_message(self, item: Item) -> tuple[str, PiMessage]:
+        """(entry type, message) for a model-input item."""
+        ts = self._message_ts(item)
+        role = item.meta.get("role")
+        if item.kind == "tool_result":
+            message = PiMessage(
+                role="toolResult",
+                texts=(item.text,),
+                images=tuple(a for a in item.attachments if a.is_image),
+                tool_call_id=item.call_id,
+                tool_name=item.tool_name,
+                is_error=item.is_error,
+                timestamp=ts,
+                item_ids=(item.id,),
+            )
+            return "message", message
+        if role == "bashExecution":
+            message = PiMessage(
+                role="bashExecution",
+                texts=(item.text,),
+                command=str(item.meta.get("command") or ""),
+                output=str(item.meta.get("output") or ""),
+                exclude=bool(item.meta.get("excludeFromContext")),
+                timestamp=ts,
+                item_ids=(item.id,),
+            )
+            return "message", message
+        images = tuple(a for a in item.attachments if a.is_image)
+        if role == "custom" or (item.synthetic and role is None):
+            entry_type = "custom_message" if item.meta.get("type") == "custom_message" else "message"
+            return entry_type, PiMessage(role="custom", texts=(item.text,), images=images, timestamp=ts, item_ids=(item.id,))
+        return "message", PiMessage(role="user", texts=(item.text,), images=images, timestamp=ts, item_ids=(item.id,))
+
+    def _assistant_message(self, items: Sequence[Item], usage: Usage | None) -> PiMessage:
+        head = items[0]
+        calls = tuple(ToolCall(i.call_id or "", i.tool_name or "", i.arguments or "") for i in items if i.kind == "tool_call")
+        stop = head.meta.get("stopReason") or ("toolUse" if calls else "stop")
+        return PiMessage(
+            role="assistant",
+            texts=tuple(i.text for i in items if i.kind == "assistant"),
+            thinking=tuple(i.text for i in items if i.kind == "reasoning"),
+            tool_calls=calls,
+            stop_reason=stop,
+            error_message=head.meta.get("errorMessage"),
+            usage=usage,
+            timestamp=self._message_ts(head),
+            item_ids=tuple(i.id for i in items if i.kind != "reasoning"),
+            thinking_ids=tuple(i.id for i in items if i.kind == "reasoning"),
+        )
+
+    # ------------------------------------------------------------------ protocol
+    def on_user_turn(self, item: Item) -> None:
+        self._check(self._last_assistant(), post_run=False)
+        self.overflow_attempted = False
+        entry_type, message = self._input_message(item)
+        self._append_recorded(item, entry_type, message)
+
+    def on_input(self, item: Item) -> None:
+        if item.kind == "system":
+            self.system.append(Message(role="system", content=item.text, item_ids=(item.id,)))
+            return
+        entry_type, message = self._input_message(item)
+        self._append_recorded(item, entry_type, message)
+
+    def on_marker(self, item: Item) -> None:
+        event = item.meta.get("event")
+        if event == "compaction":
+            self._recorded_compaction(item)
+        elif event == "branch":
+            self.navigated_from = self.tree.leaf
+            self.tree.branch(self._resolve(item.meta.get("to")))
+        elif event == "branch_summary":
+            self._branch_summary(item)
+        elif event == "bash_execution":
+            _, message = self._input_message(item)
+            self._append_recorded(item, "message", message)
+        elif "entry" in item.meta:
+            if event == "thinking_level_change":
+                self.thinking_level = str(item.meta.get("thinkingLevel") or "off")
+            data = {k: v for k, v in item.meta.items() if k not in ("entry", "parent", "type", "event", "line")}
+            self._append_recorded(item, str(event), None, data=data)
+
+    def request(self) -> Request:
+        if self.check_before_next_call and self.rules.check_between_tool_calls:
+            self._check(self._last_assistant(), post_run=True)
+        self.check_before_next_call = False
+        estimate = self._estimate()
+        return Request(self.wire(), estimate_tokens=estimate, threshold=self.threshold)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        message = self._append_recorded(items[0], "message", self._assistant_message(items, usage)).message
+        assert message is not None
+        if message.stop_reason != "error":
+            self.overflow_attempted = False
+        if needs_follow_up:
+            self.check_before_next_call = True
+        else:
+            self._check(message, post_run=True)
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        message = PiMessage(
+            role="assistant", stop_reason="error", error_message=error.message, usage=Usage(), timestamp=self._tick()
+        )
+        parent = self.tree.leaf
+        self._append_own(Entry(self._new_id("error"), parent, "message", message.timestamp, message=message))
+        return self._check(message, post_run=True) == "retry"
+
+    # ------------------------------------------------------------------ trigger (§2.3, §5.2)
+    def _estimate(self) -> int:
+        o = self.options
+        return estimate_context_tokens(self.agent_messages(), image_chars=o.image_chars, user_images=self.rules.user_images).tokens
+
+    def _latest_compaction(self) -> Entry | None:
+        path = self.tree.path()
+        k = latest_compaction_index(path)
+        return path[k] if k >= 0 else None
+
+    def decision(self, message: PiMessage) -> Decision | None:
+        """Pi's contextTokens for a check with this assistant message (None: no usable number)."""
+        if message.stop_reason == "error":
+            o = self.options
+            messages = self.agent_messages()
+            estimate = estimate_context_tokens(messages, image_chars=o.image_chars, user_images=self.rules.user_images)
+            latest = self._latest_compaction()
+            if estimate.usage_index is None or (latest and messages[estimate.usage_index].timestamp <= latest.timestamp):
+                return None
+            return Decision(estimate.tokens, self.threshold)
+        if message.usage is None:
+            return None
+        return Decision(calculate_context_tokens(message.usage), self.threshold)
+
+    def _check(self, message: PiMessage | None, *, post_run: bool) -> str | None:
+        """`_checkCompaction`; returns "threshold", "overflow", "retry" or None."""
+        if not self.options.enabled or message is None:
+            return None
+        if post_run and message.stop_reason == "aborted":
+            return None
+        latest = self._latest_compaction()
+        if latest is not None and message.timestamp <= latest.timestamp:
+            return None
+        if is_context_overflow(message, self.ctx.profile.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
+            return self._recover_overflow(message)
+        if message.stop_reason == "error" and RETRYABLE_ERROR.search(message.error_message or ""):
+            return None
+        decision = self.decision(message)
+        if decision is not None and decision.fires and self.compact("threshold", decision=decision):
+            return "threshold"
+        return None
+
+    def _recover_overflow(self, message: PiMessage) -> str | None:
+        if self.overflow_attempted:
+            return None
+        self.overflow_attempted = True
+        will_retry = message.stop_reason != "stop"
+        if will_retry:
+            self.removed.add(id(message))
+        if not self.compact("overflow"):
+            return None
+        return "retry" if will_retry else "overflow"
+
+    # ------------------------------------------------------------------ compaction (§3, §4)
+    def _output_limit(self, ratio: float) -> int:
+        limit = int(ratio * self.options.reserve_tokens)
+        if self.rules.clamp_to_model_max and self.ctx.profile.max_output > 0:
+            limit = min(limit, self.ctx.profile.max_output)
+        return limit
+
+    def _with_thinking(self, max_tokens: int) -> int:
+        """Budget-based thinking raises the request's max tokens (§4.2): BASE always "high" on a
+        reasoning model, LATER the session thinking level."""
+        o = self.options
+        level = self.thinking_level if self.rules.session_thinking_level else "high"
+        if not o.model_reasoning or level == "off" or self.ctx.profile.provider not in BUDGET_THINKING_PROVIDERS:
+            return max_tokens
+        budgets = {
+            "minimal": o.thinking_budget_minimal,
+            "low": o.thinking_budget_low,
+            "medium": o.thinking_budget_medium,
+            "high": o.thinking_budget_high,
+            "xhigh": o.thinking_budget_high,
+        }
+        return min(max_tokens + budgets.get(level, o.thinking_budget_high), self.ctx.profile.max_output)
+
+    def _summary_call(self, conversation: list[PiMessage], instructions: str, max_tokens: int, head: str = "") -> str:
+        system = self.ctx.render_prompt("pi_system.j2", generic=self.rules.generic_system_prompt)
+        text = "<conversation>\n" + serialize_conversation(conversation, self.options.tool_result_max_chars) + "\n</conversation>\n\n"
+        text += head + instructions
+        messages = (Message(role="system", content=system), Message(role="user", content=text))
+        return self.ctx.summarize(Request(messages, kind="summary", max_output_tokens=max_tokens)).text
+
+    def _history_summary(self, messages: list[PiMessage], previous: str | None, focus: str) -> str:
+        instructions = self.ctx.render_prompt("pi_summary.j2", update=previous is not None)
+        if focus:
+            instructions += "\n\nAdditional focus: " + focus
+        head = f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous is not None else ""
+        limit = self._with_thinking(self._output_limit(self.options.summary_output_ratio))
+        return self._summary_call(messages, instructions, limit, head)
+
+    def summarize_preparation(self, prep: Preparation, focus: str = "") -> str:
+        """The summary text of a compaction: history (+ split-turn prefix) + file-op tags.
+        `focus` (/compact instructions) reaches the history summary only (#9348)."""
+        if prep.is_split_turn and prep.turn_prefix:
+            history = (
+                self._history_summary(prep.messages_to_summarize, prep.previous_summary, focus)
+                if prep.messages_to_summarize
+                else NO_PRIOR_HISTORY
+            )
+            prefix = self._summary_call(
+                prep.turn_prefix,
+                self.ctx.render_prompt("pi_turn_prefix.j2"),
+                self._output_limit(self.options.turn_prefix_output_ratio),
+            )
+            summary = history + SPLIT_TURN_SEPARATOR + prefix
+        else:
+            summary = self._history_summary(prep.messages_to_summarize, prep.previous_summary, focus)
+        return summary + prep.file_ops.tags()
+
+    def compact(self, reason: str, *, decision: Decision | None = None, extra: dict[str, Any] | None = None) -> bool:
+        """Prepare, summarize, append the compaction entry and record it; False if nothing was done."""
+        path = self.tree.path()
+        prep = prepare_compaction(
+            path, self.rules, keep_recent_tokens=self.options.keep_recent_tokens, image_chars=self.options.image_chars
+        )
+        if prep is None:
+            return False
+        before = self.wire()
+        try:
+            summary = self.summarize_preparation(prep, self.options.custom_instructions if reason == "manual" else "")
+        except SummaryOverflow:
+            return False
+        details = prep.file_ops.details()
+        entry = Entry(
+            self._new_id("compaction"),
+            self.tree.leaf,
+            "compaction",
+            self._tick(),
+            summary=summary,
+            first_kept_id=prep.first_kept_id,
+            tokens_before=prep.tokens_before,
+            details=details,
+        )
+        self._append_own(entry)
+        first_kept = path[prep.cut_index]
+        self.ctx.record_compaction(
+            trigger=reason,
+            before=before,
+            after=self.wire(),
+            summary=summary,
+            summarized_ids=message_item_ids(prep.messages_to_summarize + prep.turn_prefix),
+            estimate_tokens=prep.tokens_before,
+            threshold=self.threshold,
+            details={
+                "version": self.rules.version,
+                "entry": entry.id,
+                "firstKeptEntryId": prep.first_kept_id,
+                "firstKeptRole": first_kept.role or first_kept.type,
+                "tokensBefore": prep.tokens_before,
+                "isSplitTurn": prep.is_split_turn,
+                "boundaryStart": path[prep.boundary_start].id if prep.boundary_start < len(path) else None,
+                "summarizedEntries": prep.summarized_entries,
+                "contextTokens": decision.context_tokens if decision else None,
+                "keptTokensEstimate": self.tail_estimate(path, prep.cut_index),
+                **details,
+                **(extra or {}),
+            },
+        )
+        return True
+
+    def tail_estimate(self, path: Sequence[Entry], start: int) -> int:
+        """Pi's estimate of the message entries from `start` to the end of the path (what a cut
+        there keeps verbatim, as the cut walk counts it)."""
+        o = self.options
+        return sum(
+            estimate_tokens(e.message, image_chars=o.image_chars, user_images=self.rules.user_images)
+            for e in path[start:]
+            if e.type == "message" and e.message is not None
+        )
+
+    # ------------------------------------------------------------------ recorded events
+    def _recorded_compaction(self, item: Item) -> None:
+        """The recorded agent compacted here; optionally compact too (manual /compact if our
+        own trigger does not fire), then map the recorded entry onto our leaf."""
+        if self.options.compact_at_recorded:
+            recorded = {
+                "recorded": {
+                    "entry": item.meta.get("entry"),
+                    "tokensBefore": item.meta.get("tokensBefore"),
+                    "firstKeptEntryId": item.meta.get("firstKeptEntryId"),
+                }
+            }
+            self._tick(iso_to_ms(item.timestamp))
+            last = self._last_assistant()
+            decision = self.decision(last) if last is not None else None
+            latest = self._latest_compaction()
+            stale = last is None or (latest is not None and last.timestamp <= latest.timestamp)
+            fires = bool(decision and decision.fires and not stale)
+            recorded["recorded"]["triggerFires"] = fires
+            recorded["recorded"]["contextTokens"] = decision.context_tokens if decision else None
+            path = self.tree.path()
+            first_kept = next((n for n, e in enumerate(path) if e.id == item.meta.get("firstKeptEntryId")), None)
+            if first_kept is not None:
+                recorded["recorded"]["firstKeptRole"] = path[first_kept].role or path[first_kept].type
+                recorded["recorded"]["keptTokensEstimate"] = self.tail_estimate(path, first_kept)
+            self.compact("threshold" if fires else "manual", decision=decision, extra=recorded)
+        if "entry" in item.meta:
+            self.aliases[str(item.meta["entry"])] = self.tree.leaf or ""
+
+    def _branch_summary(self, item: Item) -> None:
+        """A recorded branch summary: summarize the abandoned branch ourselves when the transcript
+        shows the navigation, else keep the recorded text (the abandoned branch is not in it)."""
+        parent = self._parent_of(item)
+        old = self.navigated_from if self.navigated_from is not None else (self.tree.leaf if self.tree.leaf != parent else None)
+        self.navigated_from = None
+        before = self.wire()
+        summary = str(item.meta.get("summary") or "")
+        details = item.meta.get("details")
+        summarized: list[str] = []
+        generated = old is not None and old != parent
+        if generated:
+            o = self.options
+            window = self.ctx.profile.context_window or o.branch_default_window
+            prep = prepare_branch_summary(
+                entries_to_summarize(self.tree, old, parent),
+                budget=window - o.branch_reserve_tokens,
+                summary_ratio=o.branch_summary_ratio,
+                image_chars=o.image_chars,
+                user_images=self.rules.user_images,
+            )
+            try:
+                text = self._summary_call(prep.messages, self.ctx.render_prompt("pi_branch_summary.j2"), o.branch_summary_max_tokens)
+            except SummaryOverflow:
+                generated = False
+            else:
+                summary = BRANCH_SUMMARY_PREAMBLE + text + prep.file_ops.tags()
+                details = prep.file_ops.details()
+                summarized = message_item_ids(prep.messages)
+        self.tree.branch(parent)
+        entry = self._append_recorded(
+            item, "branch_summary", None, summary=summary, details=details, from_id=parent or "root", from_hook=bool(item.meta.get("fromHook"))
+        )
+        self.ctx.record_compaction(
+            trigger="branch",
+            before=before,
+            after=self.wire(),
+            summary=summary,
+            summarized_ids=summarized,
+            details={"version": self.rules.version, "entry": entry.id, "fromId": entry.from_id, "generated": generated, "abandonedLeaf": old},
+        )
+
+
+class Pi(PiStrategy):
+    name = "pi"
+    description = "Pi (2026-07 rules): session tree, cut points, split-turn summaries, update prompt, file lists, overflow recovery, branch summaries"
+    spec = "specs/pi.md (LATER, ee24a9ec)"
+    rules = LATER
+
+
+class Pi202603(PiStrategy):
+    name = "pi-2026-03"
+    description = "Pi (2026-03 rules, 83378aad), including the kept-tail loss of issue #2608"
+    spec = "specs/pi.md (BASE, 83378aad)"
+    rules = BASE

@@ -1,0 +1,353 @@
+"""Pi's compaction pipeline without the LLM calls (specs/pi.md §3, §4.1, §4.4, §5.1).
+
+Owns the version rules (`PiRules`: BASE `83378aad` vs LATER `ee24a9ec`), the valid cut points and
+the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3), split-turn
+detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
+conversation serializer with the 2,000-character tool-result truncation (§4.1), file-operation
+tracking (§4.4) and overflow detection (§5.1).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from strategies.pi_session_tree import (
+    CUT_POINT_ROLES,
+    TURN_START_ROLES,
+    Entry,
+    PiMessage,
+    build_session_context,
+    convert_message,
+    entry_message,
+    estimate_context_tokens,
+    estimate_tokens,
+    latest_compaction_index,
+)
+
+TRUNCATION_NOTE = "\n\n[... {n} more characters truncated]"
+SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+NO_PRIOR_HISTORY = "No prior history."
+
+BASE_OVERFLOW_PATTERNS = (
+    r"prompt is too long",
+    r"input is too long for requested model",
+    r"exceeds the context window",
+    r"input token count.*exceeds the maximum",
+    r"maximum prompt length is \d+",
+    r"reduce the length of the messages",
+    r"maximum context length is \d+ tokens",
+    r"exceeds the limit of \d+",
+    r"exceeds the available context size",
+    r"greater than the context length",
+    r"context window exceeds limit",
+    r"exceeded model token limit",
+    r"too large for model with \d+ maximum context length",
+    r"model_context_window_exceeded",
+    r"context[_ ]length[_ ]exceeded",
+    r"too many tokens",
+    r"token limit exceeded",
+)
+LATER_OVERFLOW_PATTERNS = (
+    r"request_too_large",
+    r"exceeds (the )?(model's )?maximum context length (of \d+ tokens|\(\d+\))",
+    r"exceeds (the )?maximum allowed input length of \d+ tokens",
+    r"input \(\d+ tokens\) is longer than the model's context length \(\d+ tokens\)",
+    r"prompt has \d+ tokens, but the configured context size is \d+ tokens",
+    r"prompt too long; exceeded (max )?context length",
+)
+LATER_OVERFLOW_EXCLUSIONS = (r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests")
+CEREBRAS_NO_BODY = r"^4(00|13)\s*(status code)?\s*\(no body\)"
+
+
+@dataclass(frozen=True)
+class PiRules:
+    """What differs between the two recorded versions of Pi."""
+
+    version: str
+    #: LATER (eeace797): the boundary starts at the previous compaction's firstKeptEntryId (#2608 fix).
+    boundary_from_first_kept: bool
+    #: LATER: tokensBefore = estimateContextTokens(buildSessionContext(path)).
+    tokens_before_full_context: bool
+    #: LATER (96f0edd0): images in user messages count 4800 chars.
+    user_images: bool
+    #: LATER (3d9e14d7): summary maxTokens clamped to the model's max output.
+    clamp_to_model_max: bool
+    #: LATER (7d08c81a): nothing to compact when both message lists are empty.
+    skip_empty: bool
+    #: LATER: the threshold is also checked between tool execution and the next model call.
+    check_between_tool_calls: bool
+    #: LATER: older compaction entries inside the kept range are emitted as summaries (§10).
+    nested_compactions: bool
+    #: LATER overflow.ts: extra patterns, the exclusion list and the `length` case.
+    later_overflow: bool
+    #: LATER (72fd9113): the summarizer system prompt says "an AI assistant".
+    generic_system_prompt: bool
+    #: LATER (da6a81d3): history summaries reason at the session's thinking level (BASE: "high").
+    session_thinking_level: bool
+
+
+_LATER_FLAGS = {
+    "boundary_from_first_kept": True,
+    "tokens_before_full_context": True,
+    "user_images": True,
+    "clamp_to_model_max": True,
+    "skip_empty": True,
+    "check_between_tool_calls": True,
+    "nested_compactions": True,
+    "later_overflow": True,
+    "generic_system_prompt": True,
+    "session_thinking_level": True,
+}
+BASE = PiRules("2026-03 (83378aad)", **{k: False for k in _LATER_FLAGS})
+LATER = PiRules("2026-07 (ee24a9ec)", **_LATER_FLAGS)
+
+
+# --------------------------------------------------------------------------- cut points (§3)
+def is_valid_cut_point(entry: Entry) -> bool:
+    if entry.type == "message":
+        return entry.role in CUT_POINT_ROLES
+    return entry.type in ("branch_summary", "custom_message")
+
+
+def find_valid_cut_points(path: Sequence[Entry], start: int, end: int) -> list[int]:
+    return [i for i in range(start, end) if is_valid_cut_point(path[i])]
+
+
+def find_turn_start_index(path: Sequence[Entry], index: int, start: int) -> int:
+    """Scan back from `index` (inclusive) for the entry that starts its turn; -1 if none."""
+    for i in range(index, start - 1, -1):
+        entry = path[i]
+        if entry.type in ("branch_summary", "custom_message"):
+            return i
+        if entry.type == "message" and entry.role in TURN_START_ROLES:
+            return i
+    return -1
+
+
+@dataclass(frozen=True)
+class CutPoint:
+    first_kept_index: int
+    turn_start_index: int
+    is_split_turn: bool
+
+
+def find_cut_point(
+    path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, image_chars: int, user_images: bool
+) -> CutPoint:
+    """`findCutPoint` (§3.3)."""
+    cuts = find_valid_cut_points(path, start, end)
+    if not cuts:
+        return CutPoint(start, -1, False)
+    cut = cuts[0]
+    accumulated = 0
+    for i in range(end - 1, start - 1, -1):
+        entry = path[i]
+        if entry.type != "message" or entry.message is None:
+            continue
+        accumulated += estimate_tokens(entry.message, image_chars=image_chars, user_images=user_images)
+        if accumulated >= keep_recent_tokens:
+            cut = next((c for c in cuts if c >= i), cut)
+            break
+    while cut > start and path[cut - 1].type not in ("message", "compaction"):
+        cut -= 1
+    if path[cut].type == "message" and path[cut].role == "user":
+        return CutPoint(cut, -1, False)
+    turn_start = find_turn_start_index(path, cut, start)
+    return CutPoint(cut, turn_start, turn_start != -1)
+
+
+# --------------------------------------------------------------------------- file operations (§4.4)
+@dataclass
+class FileOps:
+    read: set[str] = field(default_factory=set)
+    written: set[str] = field(default_factory=set)
+    edited: set[str] = field(default_factory=set)
+
+    def seed(self, details: Mapping | None) -> None:
+        """From a previous entry's `details` (readFiles → read, modifiedFiles → edited)."""
+        if not isinstance(details, Mapping):
+            return
+        self.read.update(p for p in details.get("readFiles") or () if isinstance(p, str))
+        self.edited.update(p for p in details.get("modifiedFiles") or () if isinstance(p, str))
+
+    def add_messages(self, messages: Sequence[PiMessage]) -> None:
+        targets = {"read": self.read, "write": self.written, "edit": self.edited}
+        for message in messages:
+            if message.role != "assistant":
+                continue
+            for call in message.tool_calls:
+                target = targets.get(call.name)
+                if target is None:
+                    continue
+                try:
+                    path = json.loads(call.arguments or "{}").get("path")
+                except (json.JSONDecodeError, AttributeError):
+                    continue
+                if isinstance(path, str) and path:
+                    target.add(path)
+
+    def lists(self) -> tuple[list[str], list[str]]:
+        """(readFiles, modifiedFiles): sorted in UTF-16 code-unit order, read minus modified."""
+        modified = self.edited | self.written
+        key = utf16_key
+        return sorted(self.read - modified, key=key), sorted(modified, key=key)
+
+    def details(self) -> dict[str, list[str]]:
+        read, modified = self.lists()
+        return {"readFiles": read, "modifiedFiles": modified}
+
+    def tags(self) -> str:
+        """The `<read-files>` / `<modified-files>` blocks appended to a summary ("" when both empty)."""
+        read, modified = self.lists()
+        sections = []
+        if read:
+            sections.append("<read-files>\n" + "\n".join(read) + "\n</read-files>")
+        if modified:
+            sections.append("<modified-files>\n" + "\n".join(modified) + "\n</modified-files>")
+        return "\n\n" + "\n\n".join(sections) if sections else ""
+
+
+def utf16_key(text: str) -> bytes:
+    """Sort key equal to JavaScript's default (UTF-16 code unit) string order."""
+    return text.encode("utf-16-be")
+
+
+# --------------------------------------------------------------------------- serializer (§4.1)
+def serialize_conversation(messages: Sequence[PiMessage], max_tool_chars: int) -> str:
+    parts: list[str] = []
+    for message in messages:
+        role = message.role
+        if role == "assistant":
+            if message.thinking:
+                parts.append("[Assistant thinking]: " + "\n".join(message.thinking))
+            if message.texts:
+                parts.append("[Assistant]: " + "\n".join(message.texts))
+            if message.tool_calls:
+                calls = "; ".join(f"{c.name}({_call_args(c.arguments)})" for c in message.tool_calls)
+                parts.append("[Assistant tool calls]: " + calls)
+        elif role == "toolResult":
+            text = message.text
+            if len(text) > max_tool_chars:
+                text = text[:max_tool_chars] + TRUNCATION_NOTE.format(n=len(text) - max_tool_chars)
+            if text:
+                parts.append("[Tool result]: " + text)
+        else:
+            text = llm_user_text(message)
+            if text:
+                parts.append("[User]: " + text)
+    return "\n\n".join(parts)
+
+
+def llm_user_text(message: PiMessage) -> str:
+    """The text of a message that convertToLlm turns into a user message."""
+    return "".join(m.content for m in convert_message(message))
+
+
+def _call_args(arguments: str) -> str:
+    try:
+        data = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return arguments
+    if not isinstance(data, dict):
+        return arguments
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False, separators=(',', ':'))}" for k, v in data.items())
+
+
+# --------------------------------------------------------------------------- preparation (§3.1, §3.3)
+@dataclass
+class Preparation:
+    first_kept_id: str
+    cut_index: int
+    boundary_start: int
+    messages_to_summarize: list[PiMessage]
+    turn_prefix: list[PiMessage]
+    is_split_turn: bool
+    tokens_before: int
+    previous_summary: str | None
+    file_ops: FileOps
+    summarized_entries: list[str]
+
+
+def prepare_compaction(
+    path: Sequence[Entry], rules: PiRules, *, keep_recent_tokens: int, image_chars: int
+) -> Preparation | None:
+    """`prepareCompaction`: None when the path already ends in a compaction (or, LATER, when
+    there is nothing to summarize)."""
+    if not path or path[-1].type == "compaction":
+        return None
+    prev = latest_compaction_index(path)
+    start = prev + 1
+    if rules.boundary_from_first_kept and prev >= 0:
+        first_kept = path[prev].first_kept_id
+        start = next((i for i in range(prev) if path[i].id == first_kept), prev + 1)
+    end = len(path)
+    user_images = rules.user_images
+    if rules.tokens_before_full_context:
+        context = build_session_context(path, nested_compactions=rules.nested_compactions)
+    else:
+        context = [m for m in (entry_message(e) for e in path[max(prev, 0) :]) if m is not None]
+    tokens_before = estimate_context_tokens(context, image_chars=image_chars, user_images=user_images).tokens
+    cut = find_cut_point(path, start, end, keep_recent_tokens, image_chars=image_chars, user_images=user_images)
+    history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
+
+    def collect(lo: int, hi: int) -> tuple[list[PiMessage], list[str]]:
+        messages, ids = [], []
+        for entry in path[lo:hi]:
+            if entry.type == "compaction" and rules.boundary_from_first_kept:
+                continue
+            message = entry_message(entry)
+            if message is not None:
+                messages.append(message)
+                ids.append(entry.id)
+        return messages, ids
+
+    history, history_ids = collect(start, history_end)
+    prefix, prefix_ids = collect(cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ([], [])
+    if rules.skip_empty and not history and not prefix:
+        return None
+    ops = FileOps()
+    previous = path[prev] if prev >= 0 else None
+    if previous is not None and not previous.from_hook:
+        ops.seed(previous.details)
+    ops.add_messages(history)
+    ops.add_messages(prefix)
+    return Preparation(
+        first_kept_id=path[cut.first_kept_index].id,
+        cut_index=cut.first_kept_index,
+        boundary_start=start,
+        messages_to_summarize=history,
+        turn_prefix=prefix,
+        is_split_turn=cut.is_split_turn,
+        tokens_before=tokens_before,
+        previous_summary=previous.summary if previous is not None else None,
+        file_ops=ops,
+        summarized_entries=history_ids + prefix_ids,
+    )
+
+
+# --------------------------------------------------------------------------- overflow (§5.1)
+def is_context_overflow(message: PiMessage, context_window: int, rules: PiRules, *, length_ratio: float) -> bool:
+    """`isContextOverflow` per version."""
+    if message.stop_reason == "error" and message.error_message:
+        text = message.error_message
+        if rules.later_overflow and any(re.search(p, text, re.I) for p in LATER_OVERFLOW_EXCLUSIONS):
+            return False
+        patterns = BASE_OVERFLOW_PATTERNS + (LATER_OVERFLOW_PATTERNS if rules.later_overflow else ())
+        if any(re.search(p, text, re.I) for p in patterns) or re.search(CEREBRAS_NO_BODY, text, re.I):
+            return True
+    usage = message.usage
+    if usage is None or not context_window:
+        return False
+    # Pi's usage.input + cacheRead = canonical input minus cache writes.
+    prompt = usage.input - usage.cache_write
+    if message.stop_reason == "stop" and prompt > context_window:
+        return True
+    return bool(
+        rules.later_overflow
+        and message.stop_reason == "length"
+        and usage.output == 0
+        and prompt >= length_ratio * context_window
+    )

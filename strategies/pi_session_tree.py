@@ -1,0 +1,296 @@
+"""Pi's session tree and what the model sees of it (specs/pi.md §1, §2.4, §2.5).
+
+Owns:
+- `PiMessage` (an AgentMessage: user, assistant, toolResult, bashExecution, custom, and the
+  synthesized compactionSummary / branchSummary) and `Entry` (one session entry with id/parentId);
+- `SessionTree`: the append-only store, the leaf pointer and the active path (§1.1);
+- `build_session_context`: latest compaction on the path → summary message + kept entries from
+  `firstKeptEntryId` + everything after it (§1.4), with the LATER variant that also emits older
+  compaction entries found inside the kept range (§10);
+- `to_wire`: `convertToLlm` with the exact summary wrappers (§1.4 step 5) and the provider
+  transform that drops error/aborted assistants and patches orphan tool calls with
+  "No result provided" (§1.4 step 6);
+- the token accounting: `calculate_context_tokens`, `estimate_tokens` (chars/4 on UTF-16 lengths,
+  image rules per version) and `estimate_context_tokens` (§2.4, §2.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from bench.request import Message, ToolCall
+from bench.tokens import utf16_len
+from bench.transcript import Attachment, Usage
+
+COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
+COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
+BRANCH_SUMMARY_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+BRANCH_SUMMARY_SUFFIX = "</summary>"
+NO_RESULT_TEXT = "No result provided"
+
+#: Message roles that start a turn for split-turn detection (§3.3 step 5).
+TURN_START_ROLES = frozenset({"user", "bashExecution"})
+#: Message roles that are valid cut points (§3.2); toolResult never is.
+CUT_POINT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
+
+
+@dataclass(frozen=True)
+class PiMessage:
+    """One AgentMessage. `item_ids` are the transcript items it carries (thinking ones apart)."""
+
+    role: str
+    texts: tuple[str, ...] = ()
+    images: tuple[Attachment, ...] = ()
+    thinking: tuple[str, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    stop_reason: str | None = None
+    error_message: str | None = None
+    usage: Usage | None = None
+    timestamp: float = 0.0
+    command: str = ""
+    output: str = ""
+    exclude: bool = False
+    summary: str = ""
+    item_ids: tuple[str, ...] = ()
+    thinking_ids: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return "".join(self.texts)
+
+    @cached_property
+    def estimate_chars(self) -> int:
+        """The characters `estimateTokens` counts, images apart (§2.5); computed once per message."""
+        role = self.role
+        if role in ("user", "toolResult", "custom"):
+            return sum(utf16_len(t) for t in self.texts)
+        if role == "assistant":
+            n = sum(utf16_len(t) for t in (*self.texts, *self.thinking))
+            return n + sum(utf16_len(c.name) + utf16_len(c.arguments) for c in self.tool_calls)
+        if role == "bashExecution":
+            return utf16_len(self.command) + utf16_len(self.output)
+        if role in ("branchSummary", "compactionSummary"):
+            return utf16_len(self.summary)
+        return 0
+
+    @property
+    def usable_usage(self) -> bool:
+        """An assistant whose usage counts for `estimateContextTokens` (§2.4)."""
+        return self.role == "assistant" and self.usage is not None and self.stop_reason not in ("aborted", "error")
+
+
+@dataclass
+class Entry:
+    """One session entry (§1.2). `message` for `message` and `custom_message` entries; summary
+    fields for `compaction` and `branch_summary`; anything else in `data`."""
+
+    id: str
+    parent: str | None
+    type: str
+    timestamp: float
+    message: PiMessage | None = None
+    summary: str = ""
+    first_kept_id: str | None = None
+    tokens_before: int = 0
+    details: Mapping[str, Any] | None = None
+    from_hook: bool = False
+    from_id: str | None = None
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def role(self) -> str | None:
+        return self.message.role if self.type == "message" and self.message else None
+
+    @cached_property
+    def summary_message(self) -> PiMessage:
+        """The compactionSummary / branchSummary message of this entry (built once)."""
+        role = "compactionSummary" if self.type == "compaction" else "branchSummary"
+        return PiMessage(role=role, summary=self.summary, timestamp=self.timestamp)
+
+
+def iso_to_ms(value: str | None) -> float:
+    """ISO-8601 timestamp → epoch milliseconds (0 when absent or unreadable)."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0
+    except ValueError:
+        return 0.0
+
+
+class SessionTree:
+    """Append-only entries with a leaf pointer (§1.1)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, Entry] = {}
+        self.leaf: str | None = None
+
+    def append(self, entry: Entry) -> Entry:
+        if entry.id in self.entries:
+            raise ValueError(f"duplicate Pi entry id {entry.id!r}")
+        self.entries[entry.id] = entry
+        self.leaf = entry.id
+        return entry
+
+    def branch(self, entry_id: str | None) -> None:
+        """Move the leaf (navigation); the next append becomes a child of it."""
+        self.leaf = entry_id
+
+    def path(self, leaf: str | None = None) -> list[Entry]:
+        """Root-first entries from the root to `leaf` (default: the current leaf)."""
+        out: list[Entry] = []
+        current = self.leaf if leaf is None else leaf
+        while current is not None:
+            entry = self.entries[current]
+            out.append(entry)
+            current = entry.parent
+        return out[::-1]
+
+
+def entry_message(entry: Entry) -> PiMessage | None:
+    """The message an entry contributes when its range is summarized (§3.3 step 6)."""
+    if entry.type in ("message", "custom_message"):
+        return entry.message
+    if (entry.type == "branch_summary" and entry.summary) or entry.type == "compaction":
+        return entry.summary_message
+    return None
+
+
+def latest_compaction_index(path: Sequence[Entry]) -> int:
+    return next((i for i in range(len(path) - 1, -1, -1) if path[i].type == "compaction"), -1)
+
+
+def build_session_context(path: Sequence[Entry], *, nested_compactions: bool) -> list[PiMessage]:
+    """`buildSessionContext` (§1.4): the messages the agent holds for this path.
+
+    `nested_compactions` (LATER) emits compaction entries inside the kept range as summaries.
+    """
+    k = latest_compaction_index(path)
+    if k < 0:
+        return [m for m in (entry_message(e) for e in path if e.type != "compaction") if m is not None]
+    compaction = path[k]
+    out = [compaction.summary_message]
+    start = next((i for i in range(k) if path[i].id == compaction.first_kept_id), k)
+    for entry in path[start:k]:
+        if entry.type == "compaction" and not nested_compactions:
+            continue
+        message = entry_message(entry)
+        if message is not None:
+            out.append(message)
+    out.extend(m for m in (entry_message(e) for e in path[k + 1 :]) if m is not None)
+    return out
+
+
+# --------------------------------------------------------------------------- wire messages
+def _user(text: str, ids: tuple[str, ...], images: tuple[Attachment, ...] = ()) -> Message:
+    return Message(role="user", content=text, item_ids=ids, attachments=images)
+
+
+def convert_message(message: PiMessage) -> list[Message]:
+    """`convertToLlm` for one message (§1.4 step 5); empty for excluded bash executions."""
+    role = message.role
+    if role == "compactionSummary":
+        return [_user(COMPACTION_SUMMARY_PREFIX + message.summary + COMPACTION_SUMMARY_SUFFIX, ())]
+    if role == "branchSummary":
+        return [_user(BRANCH_SUMMARY_PREFIX + message.summary + BRANCH_SUMMARY_SUFFIX, message.item_ids)]
+    if role == "bashExecution":
+        return [] if message.exclude else [_user(message.text, message.item_ids)]
+    if role in ("user", "custom"):
+        return [_user(message.text, message.item_ids, message.images)]
+    if role == "toolResult":
+        return [
+            Message(
+                role="tool",
+                content=message.text,
+                tool_call_id=message.tool_call_id,
+                name=message.tool_name,
+                is_error=message.is_error,
+                item_ids=message.item_ids,
+                attachments=message.images,
+            )
+        ]
+    out: list[Message] = []
+    if message.thinking:
+        out.append(Message(role="reasoning", content="\n".join(message.thinking), item_ids=message.thinking_ids))
+    if message.texts or message.tool_calls or not out:
+        out.append(Message(role="assistant", content="\n".join(message.texts), tool_calls=message.tool_calls, item_ids=message.item_ids))
+    return out
+
+
+def to_wire(messages: Iterable[PiMessage], convert: Callable[[PiMessage], list[Message]] = convert_message) -> list[Message]:
+    """convertToLlm + the provider transform (§1.4 step 6): error/aborted assistants are dropped,
+    tool calls left without results get a "No result provided" error result before the next
+    assistant or user message."""
+    out: list[Message] = []
+    pending: tuple[ToolCall, ...] = ()
+    answered: set[str] = set()
+
+    def flush() -> None:
+        nonlocal pending, answered
+        for call in pending:
+            if call.id not in answered:
+                out.append(Message(role="tool", content=NO_RESULT_TEXT, tool_call_id=call.id, name=call.name, is_error=True))
+        pending, answered = (), set()
+
+    for message in messages:
+        if message.role == "assistant":
+            flush()
+            if message.stop_reason in ("error", "aborted"):
+                continue
+            if message.tool_calls:
+                pending, answered = message.tool_calls, set()
+            out.extend(convert(message))
+        elif message.role == "toolResult":
+            answered.add(message.tool_call_id or "")
+            out.extend(convert(message))
+        else:
+            converted = convert(message)
+            if converted:
+                flush()
+            out.extend(converted)
+    return out
+
+
+# --------------------------------------------------------------------------- token accounting
+def calculate_context_tokens(usage: Usage) -> int:
+    """`totalTokens` if non-zero, else input + output + cacheRead + cacheWrite (§2.3).
+
+    Canonical `Usage.input` already holds the cache fields, and `Usage.total` defaults to
+    input + output, so this is `usage.total`.
+    """
+    return usage.total
+
+
+def estimate_tokens(message: PiMessage, *, image_chars: int, user_images: bool) -> int:
+    """`estimateTokens` (§2.5): ceil(UTF-16 chars / 4). `user_images` (LATER) counts user images."""
+    n = message.estimate_chars
+    if message.role in ("toolResult", "custom") or (message.role == "user" and user_images):
+        n += image_chars * len(message.images)
+    return (n + 3) // 4
+
+
+@dataclass(frozen=True)
+class ContextEstimate:
+    tokens: int
+    usage_index: int | None  # index of the assistant whose usage was used
+
+
+def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, user_images: bool) -> ContextEstimate:
+    """`estimateContextTokens` (§2.4): last usable usage + chars/4 of everything after it."""
+    index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].usable_usage), None)
+    start = 0 if index is None else index + 1
+    tokens = 0 if index is None else calculate_context_tokens(messages[index].usage)  # type: ignore[arg-type]
+    tokens += sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in messages[start:])
+    return ContextEstimate(tokens, index)
+
+
+def message_item_ids(messages: Iterable[PiMessage]) -> list[str]:
+    """Every transcript item id the messages carry (thinking included)."""
+    return [i for m in messages for i in (*m.thinking_ids, *m.item_ids)]

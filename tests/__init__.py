@@ -1,0 +1,1 @@
+"""compaction-bench test suite (a package, so tests import shared helpers as `tests.conftest`)."""

@@ -1,0 +1,1 @@
+"""Benchmarks (pytest-benchmark; disabled by default, run with --benchmark-enable)."""

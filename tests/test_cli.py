@@ -1,0 +1,87 @@
+"""The `bench` command line: listings, import/inspect, and one clear line for every user error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.transcript import Item, Transcript
+
+BENCH = [sys.executable, "-m", "bench.cli"]
+
+
+def bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    text = " ".join(lines)
+    assert text.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in text
+
+
+@pytest.fixture
+def canonical_file(tmp_path: Path) -> Path:
+    t = Transcript(
+        "tiny",
+        (
+            Item("u0", "user", "hello", turn=0),
+            Item("c0", "tool_call", call_id="c", tool_name="bash", arguments="{}", response=0, turn=0),
+            Item("r0", "tool_result", "ok", call_id="c", turn=0),
+            Item("a0", "assistant", "bye", response=1, turn=0),
+        ),
+    )
+    return t.write(tmp_path / "tiny.jsonl")
+
+
+def test_list_profiles_shows_windows():
+    proc = bench("list", "profiles")
+    assert proc.returncode == 0
+    assert "272,000" in proc.stdout and "200,000" in proc.stdout and "32,000" in proc.stdout
+
+
+def test_list_strategies_shows_baselines():
+    proc = bench("list", "strategies")
+    assert proc.returncode == 0
+    for name in ("none", "truncate", "observation-masking"):
+        assert name in proc.stdout
+
+
+def test_unknown_strategy(canonical_file):
+    assert_user_error(bench("run", str(canonical_file), "-s", "nope", "--probes", "none.yaml"), "unknown strategy 'nope'")
+
+
+def test_unknown_profile(canonical_file):
+    assert_user_error(bench("run", str(canonical_file), "-s", "none", "-p", "3k"), "unknown profile '3k'", "known: gpt-5")
+
+
+def test_unknown_option(canonical_file):
+    assert_user_error(bench("run", str(canonical_file), "-s", "truncate", "--option", "truncate.colour=red"), "colour", "valid:")
+
+
+def test_missing_file(tmp_path):
+    assert_user_error(bench("inspect", str(tmp_path / "absent.jsonl")), "absent.jsonl: no such file")
+
+
+def test_malformed_line_names_file_and_line(canonical_file):
+    lines = canonical_file.read_text().split("\n")
+    lines[2] = lines[2][: len(lines[2]) // 2]
+    canonical_file.write_text("\n".join(lines))
+    assert_user_error(bench("inspect", str(canonical_file)), f"{canonical_file}:3: malformed JSON")
+
+
+def test_import_then_inspect_round_trip(canonical_file, tmp_path):
+    out = tmp_path / "again.jsonl"
+    proc = bench("import", str(canonical_file), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert Transcript.read(out) == Transcript.read(canonical_file)
+    proc = bench("inspect", str(out))
+    assert proc.returncode == 0
+    assert "steps (model responses)" in proc.stdout and "│ 2" in proc.stdout

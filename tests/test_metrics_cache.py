@@ -1,0 +1,169 @@
+"""Cache churn: prefix flooring, a prefix that ends inside a message, re-billed tokens, recorded agreement."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.caching import breakpoints, cache_outcome
+from bench.importing import load_transcripts
+from bench.profiles import ANTHROPIC_CACHE, OPENAI_CACHE, get_profile
+from bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
+from bench.replay import RequestRecord
+from bench.request import Message
+from bench.transcript import Item, Transcript, Usage
+from metrics.cache import rebilled_tokens, recorded_agreement
+from tests.conftest import corpus_files
+
+
+@pytest.mark.parametrize(
+    ("prefix", "cached"),
+    [(0, 0), (1023, 0), (1024, 1024), (1151, 1024), (1152, 1152), (5000, 4992), (130_000, 130_048 - 128)],
+)
+def test_openai_cache_needs_1024_tokens_then_counts_128_token_steps(prefix, cached):
+    outcome = cache_outcome(OPENAI_CACHE, prefix_tokens=prefix, total_tokens=prefix + 500, previous_boundaries=[])
+    assert outcome.cached_tokens == cached
+    assert outcome.cache_write_tokens == 0
+
+
+def test_anthropic_cache_reads_up_to_a_previous_boundary_and_writes_the_rest():
+    boundaries = [900, 1500, 3000, 4200]
+    hit = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=4100, total_tokens=6000, previous_boundaries=boundaries)
+    assert (hit.cached_tokens, hit.cache_write_tokens) == (3000, 3000)
+    short = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=1000, total_tokens=6000, previous_boundaries=boundaries)
+    assert (short.cached_tokens, short.cache_write_tokens) == (0, 6000)  # 900 is under the 1,024 minimum
+    expired = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=4100, total_tokens=6000, previous_boundaries=boundaries, expired=True)
+    assert expired.cached_tokens == 0
+
+
+def test_common_prefix_ends_inside_the_first_differing_message():
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    system = Message("system", "You are a careful coding agent. " * 40)
+    before = (system, Message("user", "Run the tests in alpha beta gamma delta and then report every failure"))
+    after = (system, Message("user", "Run the tests in alpha beta gamma epsilon"))
+    # The shared rendered text is "<|user|>Run the tests in alpha beta gamma"; both continuations start
+    # with a space-led word, so its tokens are a prefix of both encodings.
+    shared_text = provider.counter.count("<|user|>Run the tests in alpha beta gamma")
+    prefix = provider.common_prefix_tokens(before, after)
+    assert prefix == provider.message_tokens(system) + shared_text
+    assert provider.message_tokens(system) < prefix < provider.count(before)
+
+
+def _record(index: int, messages: tuple[Message, ...], cached: int, kind: str = "turn", overflow: bool = False) -> RequestRecord:
+    return RequestRecord(
+        index=index, step=index, turn=0, kind=kind, messages=messages, true_tokens=0, estimate_tokens=None, threshold=None,
+        overflow=overflow, error=None, prefix_tokens=cached, cached_tokens=cached, cache_write_tokens=0, output_tokens=0,
+    )
+
+
+def test_rebilled_tokens_are_known_messages_behind_a_broken_prefix():
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    s, a, b = Message("system", "rules " * 300), Message("user", "alpha " * 200), Message("assistant", "beta " * 200)
+    x, c = Message("user", "inserted note"), Message("user", "new question")
+    tokens = provider.message_tokens
+    first = _record(0, (s, a, b), cached=0)
+    # An edit in front of a and b: the cache holds only s; a and b are paid for again, x and c are new.
+    second = _record(1, (s, x, a, b, c), cached=tokens(s))
+    rejected = _record(2, (s, x, a, b, c, c), cached=0, overflow=True)
+    final = _record(3, (s, x, a, b, c), cached=0, kind="final")
+    assert rebilled_tokens([first, second, rejected, final], provider) == [0, tokens(a) + tokens(b), 0, 0]
+
+
+def test_rebilled_counts_only_the_uncached_part_of_a_straddling_message():
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    s, a = Message("system", "rules " * 300), Message("user", "alpha " * 200)
+    first = _record(0, (s, a), cached=0)
+    cached = provider.message_tokens(s) + 10  # the floored prefix ends 10 tokens into a
+    second = _record(1, (s, a, Message("user", "next")), cached=cached)
+    assert rebilled_tokens([first, second], provider) == [0, provider.message_tokens(a) - 10]
+
+
+def test_recorded_agreement_by_hand():
+    big = "lorem ipsum dolor sit amet " * 400
+    items = (
+        Item("u", "user", big, turn=0),
+        Item("a0", "assistant", "first", response=0, turn=0, usage=Usage(input=3000, cached_input=0, output=5)),
+        Item("u2", "user", "and now?", turn=1),
+        Item("a1", "assistant", "second", response=1, turn=1, usage=Usage(input=3100, cached_input=2560, output=5)),
+    )
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    first_tokens = MESSAGE_OVERHEAD + provider.counter.count(big)
+    second_tokens = provider.count((Message("user", big), Message("assistant", "first"), Message("user", "and now?")))
+    modelled = first_tokens // 128 * 128  # the second request extends the first one
+    got = recorded_agreement(Transcript("hand", items), "gpt-5")
+    assert got["requests"] == 2 and got["requests_with_recorded_cache"] == 1
+    assert got["modelled_cached_tokens"] == modelled
+    assert got["mae_share"] == pytest.approx((0 + abs(modelled / second_tokens - 2560 / 3100)) / 2)
+    assert got["mae_tokens_share"] == pytest.approx(abs(modelled - 2560) / 6100)
+    assert got["unrecorded_tokens_median"] == pytest.approx(((3000 - first_tokens) + (3100 - second_tokens)) / 2)
+
+
+def _raw_claude_cached_responses(path) -> int:
+    """Distinct API responses (message ids) of the main chain whose usage reports cache reads.
+    A subagent file is all sidechain; then its lines are the main chain."""
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            lines.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a truncated line: the importer reports it, it has no usage to compare
+    all_side = all(d.get("isSidechain") for d in lines if d.get("type") == "assistant")
+    ids = {
+        d["message"].get("id")
+        for d in lines
+        if d.get("type") == "assistant"
+        and (all_side or not d.get("isSidechain"))
+        and isinstance(d.get("message"), dict)
+        and (d["message"].get("usage") or {}).get("cache_read_input_tokens", 0) > 0
+    }
+    return len(ids)
+
+
+def _raw_codex_cached_responses(path) -> int:
+    """token_count events with cached input, each counted once (a repeated event leaves the total unchanged)."""
+    count, previous = 0, None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        data = json.loads(line)
+        payload = data.get("payload") or {}
+        if data.get("type") != "event_msg" or payload.get("type") != "token_count" or not payload.get("info"):
+            continue
+        total = json.dumps(payload["info"].get("total_token_usage"), sort_keys=True)
+        if total != previous and (payload["info"].get("last_token_usage") or {}).get("cached_input_tokens", 0) > 0:
+            count += 1
+        previous = total
+    return count
+
+
+RAW_COUNTERS = {"claude-code-jsonl": _raw_claude_cached_responses, "codex-rollout-jsonl": _raw_codex_cached_responses}
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize(("fmt", "profile"), [("claude-code-jsonl", "claude-sonnet"), ("codex-rollout-jsonl", "gpt-5")])
+def test_every_recorded_cached_request_gets_a_modelled_count(fmt, profile):
+    files = corpus_files(fmt)
+    assert files, f"no {fmt} files in the shared corpora"
+    for path in files:
+        (transcript,) = load_transcripts(path)
+        got = recorded_agreement(transcript, profile)
+        # Each recorded request with cached tokens was replayed (not rejected) and modelled.
+        assert got["requests_with_recorded_cache"] == RAW_COUNTERS[fmt](path), path.name
+        assert got["mae_share"] is not None and 0 <= got["mae_share"] <= 1, path.name
+
+
+def test_anthropic_breakpoints_sit_after_the_system_prompt_and_on_the_last_messages():
+    ends = list(range(100, 1100, 100))  # ten messages
+    assert breakpoints(ends, system_messages=1, limit=4) == [0, 7, 8, 9]
+    assert breakpoints(ends, system_messages=0, limit=4) == [6, 7, 8, 9]
+    assert breakpoints(ends[:2], system_messages=1, limit=4) == [0, 1]
+
+
+def test_anthropic_lookback_finds_an_entry_only_within_20_messages_of_a_breakpoint():
+    previous = [1200, 1500, 1800, 2000]  # a system prompt, then three messages
+    near = previous + [2100, 2200]
+    far = previous + [2000 + 10 * k for k in range(1, 26)]  # 25 new messages: 2,000 is 25 back from the end
+    kw = dict(prefix_tokens=2000, previous_boundaries=previous, previous_system=1, current_system=1)
+    assert cache_outcome(ANTHROPIC_CACHE, total_tokens=near[-1], current_boundaries=near, **kw).cached_tokens == 2000
+    # Beyond the lookback only the system prompt's entry is found (from its own breakpoint).
+    outcome = cache_outcome(ANTHROPIC_CACHE, total_tokens=far[-1], current_boundaries=far, **kw)
+    assert (outcome.cached_tokens, outcome.cache_write_tokens) == (1200, far[-1] - 1200)

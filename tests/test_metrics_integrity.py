@@ -1,0 +1,89 @@
+"""Tool-pair integrity per wire format, on hand-built layouts whose verdicts follow from each API's rules."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.request import Message, ToolCall
+from metrics.integrity import CHECKS, Violation, check, strictly_paired
+
+
+def call(*ids: str) -> Message:
+    return Message("assistant", tool_calls=tuple(ToolCall(i, "read", "{}") for i in ids))
+
+
+def result(call_id: str) -> Message:
+    return Message("tool", f"output of {call_id}", tool_call_id=call_id)
+
+
+def kinds(violations: list[Violation]) -> list[tuple[str, str, tuple[int, ...]]]:
+    return sorted((v.kind, v.call_id, v.messages) for v in violations)
+
+
+def test_result_split_by_reasoning_is_chat_valid_but_anthropic_invalid():
+    # Chat Completions has no reasoning input, so the two tool messages follow their call directly.
+    # Anthropic puts the reasoning into an assistant turn between the two tool_result turns, so
+    # call b is not answered in the very next turn.
+    messages = [Message("user", "go"), call("a", "b"), result("a"), Message("reasoning", "thinking"), result("b")]
+    found = check(messages)
+    assert found["openai_chat"] == []
+    assert found["openai_responses"] == []
+    assert kinds(found["anthropic"]) == [("misplaced_result", "b", (1, 4))]
+
+
+def test_user_text_between_call_and_result_breaks_chat_and_anthropic_not_responses():
+    messages = [Message("user", "go"), call("a"), Message("user", "wait"), result("a")]
+    found = check(messages)
+    assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (1, 3))]
+    # Anthropic merges the two user turns; the tool_result then comes after text.
+    assert kinds(found["anthropic"]) == [("misplaced_result", "a", (1, 3))]
+    assert found["openai_responses"] == []
+
+
+def test_orphans_and_duplicates_with_indices():
+    messages = [Message("system", "rules"), call("a"), result("a"), result("a"), result("z"), call("c")]
+    for fmt, violations in check(messages).items():
+        assert kinds(violations) == [
+            ("duplicate_id", "a", (2, 3)),
+            ("orphan_call", "c", (5,)),
+            ("orphan_result", "z", (4,)),
+        ], fmt
+
+
+def test_result_before_its_call():
+    messages = [Message("user", "go"), result("a"), call("a")]
+    found = check(messages)
+    assert kinds(found["openai_responses"]) == [("misplaced_result", "a", (2, 1))]
+    assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (2, 1))]
+    assert kinds(found["anthropic"]) == [("misplaced_result", "a", (2, 1))]
+
+
+def test_parallel_calls_answered_in_any_order_are_valid_everywhere():
+    messages = [Message("system", "rules"), Message("user", "go"), call("a", "b"), result("b"), result("a"), Message("assistant", "done")]
+    assert check(messages) == {"openai_chat": [], "openai_responses": [], "anthropic": []}
+
+
+def test_a_mid_conversation_system_message_breaks_the_pair_for_chat_and_anthropic():
+    # Chat: a system message is a wire message of its own between call and result. Anthropic: only
+    # leading system messages become the `system` parameter; a later one is user text before the result.
+    messages = [Message("system", "rules"), Message("user", "go"), call("a"), Message("system", "reminder"), result("a")]
+    found = check(messages)
+    assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (2, 4))]
+    assert kinds(found["anthropic"]) == [("misplaced_result", "a", (2, 4))]
+    assert found["openai_responses"] == []
+
+
+MESSAGES = st.one_of(
+    st.sampled_from([Message("user", "u"), Message("assistant", "a"), Message("reasoning", "r"), Message("system", "s")]),
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True).map(lambda ids: call(*ids)),
+    st.sampled_from("abcz").map(result),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(MESSAGES, max_size=10))
+def test_the_fast_path_only_passes_layouts_every_format_accepts(messages):
+    if strictly_paired(messages):
+        for fmt, check_format in CHECKS.items():
+            assert check_format(messages) == [], fmt

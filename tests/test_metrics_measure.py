@@ -1,0 +1,222 @@
+"""Per-cell tables: probes at points, a fact kept only by a summary, token accuracy, cost, silent loss."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import bench
+from bench.llm import LLMClient
+from bench.probes import Probe
+from bench.profiles import Prices, get_profile
+from bench.provider import SimulatedProvider
+from bench.replay import CompactionRecord, RequestRecord
+from bench.request import Message, Request, message_from_item
+from bench.transcript import Item, Transcript
+from metrics.accuracy import estimate_error, premature
+from metrics.cost import request_cost
+from metrics.measure import measure_cell
+from strategies.baselines import NoCompaction
+
+FILLER = "lorem ipsum dolor sit amet " * 300  # about 1,500 tokens
+
+
+def session() -> Transcript:
+    items = [
+        Item("sys", "system", "You are a coding agent."),
+        Item("u0", "user", "Remember: the deploy token must be ZX-4471.\nPlease read the modules.", turn=0),
+    ]
+    for k in range(4):
+        items += [
+            Item(f"call{k}", "tool_call", call_id=f"c{k}", tool_name="read", arguments=f'{{"path": "m{k}.py"}}', response=k, turn=0),
+            Item(f"out{k}", "tool_result", f"module {k}\n{FILLER}", call_id=f"c{k}", turn=0),
+        ]
+    items.append(Item("u1", "user", "Now continue with the late module.", turn=1))
+    items += [
+        Item("call9", "tool_call", call_id="c9", tool_name="read", arguments='{"path": "late.py"}', response=4, turn=1),
+        Item("out9", "tool_result", "late module: LATE-FACT-77\n" + FILLER, call_id="c9", turn=1),
+        Item("done", "assistant", "All modules read.", response=5, turn=1),
+    ]
+    return Transcript("hand", tuple(items))
+
+
+class SummarizeAtSecondTurn(NoCompaction):
+    """Replaces everything before the second user message with a summary (a user message without item ids)."""
+
+    name = "test-summarize"
+
+    def on_user_turn(self, item: Item) -> None:
+        if item.turn == 1:
+            before = self.history.render()
+            summarized = [i.id for i in self.history.items if i.kind != "system"]
+            prompt = Message("user", "Summarize the conversation.\n\n## Constraints\n\n## Next steps")
+            result = self.ctx.summarize(Request((*before, prompt), kind="summary", max_output_tokens=400))
+            self.history.items = [i for i in self.history.items if i.kind == "system"]
+            self.summary = Message("user", result.text)
+            self.history.append(item)
+            self.ctx.record_compaction(
+                trigger="manual", before=before, after=self.messages(), summary=result.text, summarized_ids=summarized
+            )
+            return
+        super().on_user_turn(item)
+
+    def messages(self) -> list[Message]:
+        rendered = self.history.render()
+        summary = getattr(self, "summary", None)
+        return rendered[:1] + [summary] + rendered[1:] if summary else rendered
+
+
+TOKEN = Probe("token", "constraint", "What is the deploy token?", "ZX-4471", source="u0")
+LATE = Probe("late", "recall", "What fact did the late module hold?", "LATE-FACT-77", source_text="LATE-FACT-77")
+
+
+@pytest.fixture(scope="module")
+def summarized():
+    result = bench.replay(session(), SummarizeAtSecondTurn, profile="gpt-5")
+    return result, measure_cell(result, [TOKEN, LATE], answerer=LLMClient("offline/reader"))
+
+
+def test_a_probe_answered_only_by_the_summary(summarized):
+    result, cell = summarized
+    (compaction,) = result.compactions
+    point = next(r for r in cell.probes if r["probe_id"] == "token" and r["point"] == "compaction")
+    context = result.requests[point["request"]]
+    assert "u0" not in context.item_ids()  # the fact's own message is gone
+    assert point["present"] and point["in_summary"]
+    assert point["correct"] is True and "ZX-4471" in point["answer"]
+
+
+def test_probes_are_asked_only_at_points_after_their_source(summarized):
+    result, cell = summarized
+    asked = {(r["probe_id"], r["point"]) for r in cell.probes}
+    # LATE-FACT-77 appears after the compaction point (in turn 1's tool output), so only the end asks it.
+    assert asked == {("token", "compaction"), ("token", "final"), ("late", "final")}
+    final = next(r for r in cell.probes if r["probe_id"] == "late")
+    assert final["step"] == len(result.transcript.steps()) and final["present"] and final["correct"]
+
+
+def test_fact_age_is_the_tokens_after_the_source(summarized):
+    result, cell = summarized
+    provider = SimulatedProvider(result.profile)
+    items = result.transcript.items
+    start = [i.id for i in items].index("out9")
+    expected = sum(provider.message_tokens(message_from_item(i)) for i in items[start:])
+    late = next(r for r in cell.probes if r["probe_id"] == "late")
+    assert late["fact_age_tokens"] == expected
+
+
+def test_summary_request_and_its_call_are_counted(summarized):
+    result, cell = summarized
+    (row,) = cell.compactions
+    (summary_request,) = [r for r in cell.requests if r["kind"] == "summary"]
+    (call,) = result.compactions[0].llm_calls
+    assert row["llm_calls"] == 1 and row["llm_output_tokens"] == call.output_tokens > 0
+    assert summary_request["output_tokens"] == call.output_tokens
+    assert row["llm_cost_usd"] == pytest.approx(summary_request["cost_usd"]) and row["llm_cost_usd"] > 0
+    assert row["silent_loss"] == 0 and row["premature"] is False  # everything went to the summarizer
+    assert set(row["summarized_ids"]) >= {"u0", "call0", "out3"}
+    assert all(r["integrity_openai_chat"] == r["integrity_anthropic"] == r["integrity_openai_responses"] == 0 for r in cell.requests)
+
+
+def test_truncate_silently_loses_what_it_drops():
+    result = bench.replay(session(), "truncate", profile=replace(get_profile("gpt-5"), context_window=7_000))
+    cell = measure_cell(result, [TOKEN], answerer=None)
+    assert cell.compactions, "a 7k window must make truncate drop turns"
+    for row, record in zip(cell.compactions, result.compactions):
+        assert row["silent_loss"] == len(record.dropped_ids) > 0
+        assert row["estimate_error"] == 0  # truncate decides on the true count
+        assert set(row["dropped_ids"]).isdisjoint(row["kept_ids"])
+    assert all(r["correct"] is None for r in cell.probes)  # no answerer, nothing answered
+
+
+def _request(true: int, estimate: int | None, threshold: int | None, kind: str = "turn") -> RequestRecord:
+    return RequestRecord(
+        index=0, step=0, turn=0, kind=kind, messages=(), true_tokens=true, estimate_tokens=estimate, threshold=threshold,
+        overflow=False, error=None, prefix_tokens=0, cached_tokens=0, cache_write_tokens=0, output_tokens=0,
+    )
+
+
+def test_estimate_error_and_missed_trigger():
+    under = estimate_error(_request(true=1100, estimate=900, threshold=1000))
+    assert (under.signed, under.missed_trigger) == (-200, True)
+    assert under.ape == pytest.approx(200 / 1100)
+    over = estimate_error(_request(true=800, estimate=1000, threshold=1000))
+    assert (over.signed, over.missed_trigger) == (200, False)
+    assert estimate_error(_request(true=800, estimate=None, threshold=None)).ape is None
+
+
+def _compaction(trigger: str, before: int, threshold: int | None) -> CompactionRecord:
+    return CompactionRecord(
+        index=0, step=0, turn=0, trigger=trigger, tokens_before=before, tokens_after=10, estimate_tokens=before + 50,
+        threshold=threshold, summary=None, summarized_ids=(), kept_ids=(), dropped_ids=(), llm_calls=(),
+    )
+
+
+def test_premature_trigger():
+    assert premature(_compaction("threshold", before=900, threshold=1000))
+    assert not premature(_compaction("threshold", before=1000, threshold=1000))
+    assert not premature(_compaction("overflow", before=900, threshold=1000))  # recovery, not a threshold decision
+    assert not premature(_compaction("threshold", before=900, threshold=None))
+
+
+def test_request_cost_by_hand():
+    profile = replace(get_profile("gpt-5"), prices=Prices(input=2e-6, output=8e-6, cached_input=2e-7))
+    # 10,000 input of which 8,192 cached, 500 output: 1,808 × 2e-6 + 8,192 × 2e-7 + 500 × 8e-6
+    dollars = request_cost(profile, input_tokens=10_000, cached_tokens=8_192, cache_write_tokens=0, output_tokens=500)
+    assert dollars == pytest.approx(0.003616 + 0.0016384 + 0.004)
+    claude = replace(get_profile("claude-sonnet"), prices=Prices(input=3e-6, output=15e-6))
+    # No cached/write prices in the map: the policy's 0.1× read and 1.25× write multipliers apply.
+    dollars = request_cost(claude, input_tokens=5_000, cached_tokens=3_000, cache_write_tokens=2_000, output_tokens=0)
+    assert dollars == pytest.approx(3_000 * 3e-7 + 2_000 * 3.75e-6)
+
+
+class ScriptedJudge:
+    """Says CORRECT to the lenient rubric and INCORRECT to the strict one, and counts its calls."""
+
+    def __init__(self) -> None:
+        self.samples: list[int] = []
+
+    def complete(self, messages, *, sample: int = 0, **kwargs):
+        from bench.strategy import LLMResult
+
+        self.samples.append(sample)
+        strict = "Be strict" in messages[-1]["content"]
+        return LLMResult(text="VERDICT: INCORRECT" if strict else "VERDICT: CORRECT", model="scripted")
+
+
+def test_judge_probes_unscored_without_a_judge_and_judged_with_one():
+    result = bench.replay(session(), "none", profile="gpt-5")
+    decision = Probe("why", "decision", "Why read the modules?", "the deploy token must be ZX-4471", match="judge", source="u0")
+    (unscored,) = measure_cell(result, [decision], answerer=LLMClient("offline/reader")).probes
+    assert unscored["correct"] is None and unscored["answer"]
+    judge = ScriptedJudge()
+    (judged,) = measure_cell(result, [decision], answerer=LLMClient("offline/reader"), judge=judge, repeat=2).probes
+    assert (judged["correct"], judged["judge_strict"], judged["judge_lenient"]) == (False, False, True)
+    assert judged["sample"] == 2 and judge.samples == [2, 2]  # the repeat index is the sample of every call
+
+
+def test_an_aborted_call_of_the_recording_is_reported_apart_from_strategy_violations():
+    items = list(session().items)
+    aborted = Item("callX", "tool_call", call_id="cX", tool_name="read", arguments="{}", response=5, turn=1)
+    done = items.pop()  # the closing assistant message moves to a later response
+    items += [aborted, replace(done, response=6)]
+    result = bench.replay(Transcript("aborted", tuple(items)), "none", profile="gpt-5")
+    cell = measure_cell(result, [], answerer=None)
+    last = cell.requests[-1]  # the final context holds the call that never got a result
+    for fmt in ("openai_chat", "openai_responses", "anthropic"):
+        assert last[f"integrity_{fmt}"] == 0 and last[f"integrity_recorded_{fmt}"] == 1
+    assert '"orphan_call"' in last["integrity_detail"] and '"cX"' in last["integrity_detail"]
+
+
+def test_a_failing_answerer_leaves_the_probe_unscored():
+    from bench.llm import LLMError
+
+    class Failing:
+        def complete(self, messages, **kwargs):
+            raise LLMError("remote/model: ContextWindowExceededError: too long")
+
+    result = bench.replay(session(), "none", profile="gpt-5")
+    (row,) = measure_cell(result, [TOKEN], answerer=Failing()).probes
+    assert row["correct"] is None and row["present"] is True
+    assert "ContextWindowExceeded" in row["answer_error"]

@@ -1,0 +1,181 @@
+"""OpenCode shared components against specs/opencode.md: estimator, limits, error patterns, tail
+selection and V2's serialization/split, each with answers worked out by hand from the spec."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.profiles import get_profile
+from bench.provider import ProviderError, overflow_error
+from bench.request import Message, ToolCall
+from bench.tokens import opencode_estimate
+from bench.transcript import Attachment, Item, Usage
+from strategies.opencode_components import (
+    Estimator,
+    ModelLimits,
+    Record,
+    is_context_overflow,
+    select_tail,
+    serialize_record,
+    split_recent,
+    usable_window,
+    usage_count,
+)
+
+
+# ----------------------------------------------------------------- §2.4 estimate
+def test_estimate_rounds_half_up_on_utf16_units():
+    # U+1F600 is one code point but two UTF-16 units: 2/4 = 0.5 rounds up to 1 (Python's round gives 0).
+    assert opencode_estimate("\U0001F600") == 1
+    # 5 emoji = 10 units -> 2.5 -> 3 (banker's rounding would say 2; code points would say round(1.25) = 1).
+    assert opencode_estimate("\U0001F600" * 5) == 3
+    assert opencode_estimate("a\U0001F600") == 1  # 3 units -> 0.75 -> 1
+    assert opencode_estimate("abcde") == 1  # 1.25 -> 1
+    assert opencode_estimate("abcdef") == 2  # 1.5 -> 2
+    assert opencode_estimate("") == 0
+
+
+def test_estimator_is_the_estimate_of_the_json_of_the_slice():
+    est = Estimator()
+    messages = [
+        Message("user", "fix \U0001F600 bug"),
+        Message("assistant", "", tool_calls=(ToolCall("c1", "read", '{"path": "a.py"}'),)),
+        Message("tool", "contents", tool_call_id="c1", name="read"),
+    ]
+    expected_json = json.dumps(
+        [
+            {"role": "user", "content": [{"type": "text", "text": "fix \U0001F600 bug"}]},
+            {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "read", "input": {"path": "a.py"}}]},
+            {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c1", "toolName": "read", "output": {"type": "text", "value": "contents"}}]},
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    units = len(expected_json.encode("utf-16-le")) // 2
+    assert est.messages(messages) == (units + 2) // 4
+    assert est.slices([messages[:1], messages[1:]])(0, 2) == est.messages(messages)
+    assert est.slices([messages[:1], messages[1:]])(1, 2) == est.messages(messages[1:])
+
+
+def test_estimator_counts_media_as_a_data_url():
+    est = Estimator()
+    plain = Message("user", "look")
+    with_image = Message("user", "look", attachments=(Attachment("image/png", "a.png", size=3000),))
+    # 3000 bytes -> 4000 base64 characters plus the part's own JSON: at least 1000 tokens more.
+    assert est.messages([with_image]) - est.messages([plain]) >= 1000
+
+
+# ----------------------------------------------------------------- §1 limits, usage, errors
+def test_usable_window_examples_of_the_spec():
+    assert usable_window(ModelLimits(200_000, 32_000), 32_000, None, 20_000) == 168_000
+    assert usable_window(ModelLimits(200_000, 32_000, input=200_000), 32_000, None, 20_000) == 180_000
+    assert usable_window(ModelLimits(200_000, 32_000, input=200_000), 32_000, 5_000, 20_000) == 195_000
+    # limit.output 0: min() gives 0 and `|| 32000` applies.
+    assert usable_window(ModelLimits(100_000, 0), 32_000, None, 20_000) == 68_000
+    assert usable_window(ModelLimits(0, 32_000), 32_000, None, 20_000) == 0
+
+
+def test_usage_count_is_total_or_the_fallback_sum_without_reasoning():
+    assert usage_count(Usage(input=900, cached_input=800, output=50, reasoning=20, total=2000)) == 2000
+    # input 900 includes 800 cached and 50 written; output 50 includes 20 reasoning:
+    # fresh 50 + output 30 + read 800 + write 50.
+    usage = Usage(input=900, cached_input=800, cache_write=50, output=50, reasoning=20)
+    object.__setattr__(usage, "total", 0)
+    assert usage_count(usage) == 930
+
+
+@pytest.mark.parametrize(
+    ("message", "status", "code", "expected"),
+    [
+        ("prompt is too long: 70000 tokens > 64000 maximum", 400, "invalid_request_error", True),
+        ("This model's maximum context length is 128000 tokens.", 400, "", True),
+        ("400 status code (no body)", 400, "", True),
+        ("payload", 413, "", True),
+        ("whatever", 400, "context_length_exceeded", True),
+        ("Rate limit reached for requests", 429, "rate_limit", False),
+        ("Internal server error", 500, "", False),
+    ],
+)
+def test_overflow_classifier(message, status, code, expected):
+    assert is_context_overflow(ProviderError("x", status, code, message)) is expected
+
+
+def test_the_simulated_providers_errors_are_overflows():
+    assert is_context_overflow(overflow_error(get_profile("64k"), 70_000))
+    assert is_context_overflow(overflow_error(get_profile("claude-sonnet"), 250_000))
+
+
+# ----------------------------------------------------------------- §2.5 select
+def _sizes(sizes):
+    return lambda s, e: sum(sizes[s:e])
+
+
+def test_whole_two_turn_tail():
+    # turns [0,3) [3,5) [5,7); the newest two (20 + 20) fit a budget of 100.
+    starts = [True, False, False, True, False, True, False]
+    choice = select_tail(starts, _sizes([10] * 7), tail_turns=2, budget=100)
+    assert (choice.start, choice.reason, choice.whole_turns, choice.split) == (3, "whole-turns", 2, False)
+
+
+def test_turn_that_does_not_fit_keeps_its_earliest_fitting_suffix():
+    starts = [True, False, True, False, False, False]
+    sizes = [10, 10, 500, 80, 30, 10]
+    # newest turn [2,6) = 620 > 50; suffixes: [3,6) = 120, [4,6) = 40 <= 50 -> start 4.
+    choice = select_tail(starts, _sizes(sizes), tail_turns=2, budget=50)
+    assert (choice.start, choice.reason, choice.split) == (4, "split-turn", True)
+    # After a whole newest turn (20), the older turn [2,6) gets the remaining 80: [3,6) = 120, [4,6) = 40.
+    starts = [True, False, True, False, False, False, True, False]
+    choice = select_tail(starts, _sizes(sizes + [10, 10]), tail_turns=2, budget=100)
+    assert (choice.start, choice.whole_turns, choice.split) == (4, 1, True)
+
+
+def test_no_tail_at_index_zero_or_when_nothing_fits():
+    starts = [True, False, True, False]
+    assert select_tail(starts, _sizes([10] * 4), 2, 100).start is None
+    assert select_tail(starts, _sizes([10] * 4), 2, 100).reason == "starts-at-index-0"
+    # the newest turn alone is one message too big for the budget: no split possible.
+    assert select_tail([True, True], _sizes([10, 500]), 2, 100).reason == "nothing-fits"
+    assert select_tail(starts, _sizes([10] * 4), 0, 100).reason == "disabled"
+
+
+# ----------------------------------------------------------------- §6.3, §6.4 V2 text
+def test_serialization_markers_and_truncation():
+    user = Record(0, "user", items=[Item("u", "user", "hi", attachments=(Attachment("image/png", "a.png"),))])
+    assert serialize_record(user, 2000) == "[User]: hi\n[Attached image/png: a.png]"
+    step = Record(1, "step", items=[
+        Item("r", "reasoning", "think", response=0),
+        Item("t", "assistant", "reading", response=0),
+        Item("c", "tool_call", call_id="k1", tool_name="read", arguments='{"p":1}', response=0),
+        Item("c2", "tool_call", call_id="k2", tool_name="bash", arguments='{"cmd":"x"}', response=0),
+        Item("c3", "tool_call", call_id="k3", tool_name="bash", arguments="{}", response=0),
+    ])
+    step.results = {
+        "k1": Item("o1", "tool_result", "z" * 2001, call_id="k1"),
+        "k2": Item("o2", "tool_result", "boom", call_id="k2", is_error=True),
+    }
+    assert serialize_record(step, 2000) == (
+        "[Assistant reasoning]: think\n[Assistant]: reading\n"
+        '[Assistant tool call]: read({"p":1})\n[Tool result]: ' + "z" * 2000 + "\n[truncated]\n"
+        '[Assistant tool call]: bash({"cmd":"x"})\n[Tool error]: boom\n'
+        "[Assistant tool call]: bash({})"
+    )
+
+
+def test_split_inside_the_boundary_message_at_remaining_times_four_characters():
+    a, b, c = "A" * 4000, "B" * 8000, "C" * 2000  # estimates 1000, 2000, 500
+    split = split_recent([a, b, c], keep_tokens=1000)
+    # C fits (500); B would make 2500 > 1000: remaining (1000 - 500) * 4 = 2000 characters of B are kept.
+    assert (split.cut, split.cut_chars, split.split) == (1, 2000, 2)
+    assert split.recent == "B" * 2000 + "\n\n" + c
+    # As the spec's pseudo-code: the head holds A, the whole of B, and B's 6000-character prefix.
+    assert split.head == "\n\n".join([a, b, "B" * 6000])
+
+
+def test_split_without_a_cut_when_whole_entries_fit():
+    split = split_recent(["A" * 400, "B" * 400], keep_tokens=1000)
+    assert (split.head, split.recent, split.cut) == ("", "A" * 400 + "\n\n" + "B" * 400, None)
+    # exactly at the budget: the older entry does not fit and nothing remains to split
+    split = split_recent(["A" * 400, "B" * 4000], keep_tokens=1000)
+    assert (split.head, split.recent, split.cut) == ("A" * 400, "B" * 4000, None)
