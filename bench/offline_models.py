@@ -6,8 +6,9 @@ best-matching span.
 
 - extractive: reads the section headings the prompt asks for (markdown headings, bold numbered
   items), sorts the salient lines of the conversation (user requests, constraints, errors, paths,
-  decisions, progress, next steps) into the sections whose titles fit, and stops at the output
-  budget. In update mode (a ``<previous-summary>`` block, or an earlier summary in the
+  decisions, progress, next steps) into the sections whose titles fit, and stops at its output
+  budget: `SUMMARY_TARGET_TOKENS` (about a real model's summary length) or the request's
+  max_tokens, whichever is smaller. In update mode (a ``<previous-summary>`` block, or an earlier summary in the
   conversation) it keeps the previous summary's lines and adds the new ones.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question.
@@ -59,6 +60,10 @@ SECTION_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 CHARS_PER_TOKEN = 3  # conservative: the output stays within max_tokens for code-heavy text
+#: The summarizer writes about as much as a real model does (a few thousand tokens), never more
+#: than the request's max_tokens. Filling a 32k-token allowance with copied lines would make
+#: summaries no model writes, and strategies that allow such budgets would compact in a loop.
+SUMMARY_TARGET_TOKENS = 2_000
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
@@ -196,7 +201,7 @@ def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | 
     """The offline summarizer (see module docstring)."""
     instructions, lines, previous = _split_prompt(messages)
     titles = section_titles(instructions) or ["Summary"]
-    budget_chars = max(200, (max_tokens or 4096) * CHARS_PER_TOKEN)
+    budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     chosen: dict[str, list[str]] = {t: [] for t in titles}
     seen: set[str] = set()
     for title, carried in _previous_sections(previous, titles).items():

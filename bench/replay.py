@@ -4,7 +4,8 @@ For each real user message the strategy's `on_user_turn` runs, for every other i
 `on_input`, and for each recorded model response the strategy's `request()` goes to the simulated
 provider; overflows go to `on_overflow` with bounded retries; then `on_response` gets the
 recorded output (open loop: recorded outputs are replayed as recorded). Probe points are the
-first request after each compaction and the final context.
+first request after one or more compactions (those recorded with `probe=True`) and the final
+context.
 
 Records: every request (turn, summary and final) with its messages, true tokens, the strategy's
 estimate, overflow and cache numbers; every compaction with the context before and after, the
@@ -88,6 +89,7 @@ class CompactionRecord:
     before: tuple[Message, ...] = ()
     after: tuple[Message, ...] = ()
     next_request: int | None = None
+    probed: bool = True
 
     @property
     def llm_input_tokens(self) -> int:
@@ -199,6 +201,7 @@ class _Engine:
         estimate_tokens: int | None = None,
         threshold: int | None = None,
         details: Mapping[str, Any] | None = None,
+        probe: bool = True,
     ) -> None:
         before_ids = [i for m in before for i in m.item_ids]
         after_ids = {i for m in after for i in m.item_ids}
@@ -223,6 +226,7 @@ class _Engine:
             details=dict(details or {}),
             before=tuple(before),
             after=tuple(after),
+            probed=probe,
         )
         self._pending_calls = []
         self.result.compactions.append(record)
@@ -254,9 +258,12 @@ class _Engine:
         return record
 
     def _mark_points(self, record: RequestRecord) -> None:
+        """The first request after compactions is one probe point (for the newest probed compaction)."""
         for compaction in self._awaiting_point:
             compaction.next_request = record.index
-            self.result.points.append(ProbePoint(self.step, record.index, "compaction", compaction.index))
+        probed = [c for c in self._awaiting_point if c.probed]
+        if probed:
+            self.result.points.append(ProbePoint(self.step, record.index, "compaction", probed[-1].index))
         self._awaiting_point = []
 
     def _strategy_request(self, kind: str = "turn") -> Request:

@@ -81,8 +81,12 @@ class StrategyContext(Protocol):
         estimate_tokens: int | None = None,
         threshold: int | None = None,
         details: Mapping[str, Any] | None = None,
+        probe: bool = True,
     ) -> None:
-        """Record one installed compaction: the context before and after, and what was summarized."""
+        """Record one installed compaction: the context before and after, and what was summarized.
+
+        `probe=False` records a rewrite that is not a probe point (continuous observation masking
+        rewrites the context at every step; its retention is probed at the end)."""
 
     def render_prompt(self, template: str, **variables: Any) -> str:
         """Render a summary-prompt template (user overrides from `--prompt` first)."""

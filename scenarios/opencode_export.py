@@ -44,7 +44,7 @@ from typing import Any
 from bench.importing import ImportFailure, Importer
 from bench.transcript import Attachment, Transcript, Usage
 from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text
-from scenarios.readers import read_json
+from scenarios.readers import read_json_reported
 
 FORMAT = "opencode"
 SQLITE_MAGIC = "SQLite format 3"
@@ -241,11 +241,12 @@ class OpenCodeImporter(Importer):
         return [self._load_export(path)]
 
     def _load_export(self, path: Path) -> Transcript:
-        data = read_json(path)
+        data, utf8_problems = read_json_reported(path)
         if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
             raise ImportFailure(f"{path}: not an `opencode export` file (expected an object with a 'messages' list)")
         info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
         session = _Session(path)
+        session.builder.problems.extend(utf8_problems)
         for n, message in enumerate(data["messages"]):
             if not isinstance(message, Mapping):
                 session.builder.problem(f"messages[{n}]: not an object; skipped")

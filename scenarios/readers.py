@@ -46,10 +46,6 @@ def read_jsonl(path: Path) -> JsonlLines:
     return out
 
 
-def read_json(path: Path) -> Any:
-    return read_json_reported(path)[0]
-
-
 def read_json_reported(path: Path) -> tuple[Any, list[str]]:
     """The parsed JSON document and the UTF-8 problems met while decoding it (for meta["problems"])."""
     text, problems = read_text(path)

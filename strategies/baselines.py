@@ -6,7 +6,9 @@
   under `target_ratio`. It never separates a tool call from its result.
 - `observation-masking` (JetBrains, "The Complexity Trap", specs/evaluation.md §2): tool outputs
   older than the last `keep_last` agent steps become a one-line placeholder; reasoning and actions
-  stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10.
+  stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10. Every
+  masking rewrite is recorded (it moves the cache prefix) but, being continuous, is not a probe
+  point: masking's retention is probed on the final context.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ class ObservationMasking(_Recording):
             self._masked.update(newly)
             after = self._render()
             self.ctx.record_compaction(
-                trigger="masking", before=before, after=after, summary=None, details={"masked": newly}
+                trigger="masking", before=before, after=after, summary=None, details={"masked": newly}, probe=False
             )
             return Request(after)
         return Request(self._render())
