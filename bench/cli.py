@@ -116,38 +116,13 @@ def run(
 def _print_summary(root: Path) -> None:
     import pandas as pd
 
-    summary = pd.read_parquet(root / "summary.parquet")
-    table = Table(title=f"run {root.name}", show_lines=False)
-    columns = [
-        ("strategy", "strategy", "{}"),
-        ("profile", "profile", "{}"),
-        ("scenarios", "scenarios", "{:.0f}"),
-        ("compactions", "compactions", "{:.0f}"),
-        ("overflows", "overflows", "{:.0f}"),
-        ("presence", "presence", "{:.3f}"),
-        ("answered", "answered", "{:.3f}"),
-        ("integrity", "integrity_violations", "{:.0f}"),
-        ("cache hit", "cache_hit_rate", "{:.3f}"),
-        ("cost $", "cost_usd", "{:.4f}"),
-    ]
-    columns = [c for c in columns if c[1] in summary.columns or c[1] == "scenarios"]
-    for title, _, _ in columns:
+    from reports.leaderboard import leaderboard
+
+    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"))
+    table = Table(title=f"run {root.name}")
+    for title in header:
         table.add_column(title, justify="left" if title in ("strategy", "profile") else "right")
-    grouped = summary.groupby(["strategy", "profile"], sort=False)
-    for (strategy_name, profile_name), frame in grouped:
-        row = []
-        for _, column, fmt in columns:
-            if column == "strategy":
-                value = strategy_name
-            elif column == "profile":
-                value = profile_name
-            elif column == "scenarios":
-                value = frame["scenario"].nunique()
-            elif column in ("compactions", "overflows", "integrity_violations", "cost_usd"):
-                value = frame[column].sum()
-            else:
-                value = frame[column].mean()
-            row.append("–" if pd.isna(value) else fmt.format(value))
+    for row in rows:
         table.add_row(*row)
     console.print(table)
 

@@ -92,6 +92,8 @@ def _litellm() -> Any:
                             "max_output_tokens": 1_000_000,
                             "input_cost_per_token": 0.0,
                             "output_cost_per_token": 0.0,
+                            "cache_read_input_token_cost": 0.0,
+                            "cache_creation_input_token_cost": 0.0,
                             "litellm_provider": OFFLINE_PROVIDER,
                             "mode": "chat",
                         }

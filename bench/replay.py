@@ -17,6 +17,7 @@ goes by message equality before tokens.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -373,4 +374,11 @@ def replay(
     client = summarizer if isinstance(summarizer, LLMClient) else LLMClient(summarizer)
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(prompts)
     engine = _Engine(transcript, strategy_cls, get_profile(profile), client, parsed, usage, prompt_set)
-    return engine.run()
+    # The transcript and everything loaded so far live for the whole replay: moving them out of the
+    # cyclic collector's generations keeps each collection's cost from growing with the transcript.
+    gc.collect()
+    gc.freeze()
+    try:
+        return engine.run()
+    finally:
+        gc.unfreeze()

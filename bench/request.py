@@ -41,10 +41,21 @@ class Message:
     attachments: tuple[Attachment, ...] = ()
     name: str | None = None
     is_error: bool = False
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"unknown message role {self.role!r}")
+
+    def __hash__(self) -> int:
+        # Messages are dictionary keys on every request (token memo, prefix comparison): hash once.
+        cached = self._hash
+        if cached is None:
+            cached = hash(
+                (self.role, self.content, self.tool_calls, self.tool_call_id, self.item_ids, self.attachments, self.name, self.is_error)
+            )
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content, "item_ids": list(self.item_ids)}

@@ -17,47 +17,9 @@ from bench.atomic import atomic_write_text
 from bench.profiles import PROFILES
 from bench.store import load_run
 from reports.figures import context_timeline
+from reports.leaderboard import format_value, leaderboard
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-
-LEADERBOARD_COLUMNS = (
-    ("presence", "presence", "{:.3f}"),
-    ("answered", "answered", "{:.3f}"),
-    ("compactions", "compactions", "{:.0f}"),
-    ("overflows", "overflows", "{:.0f}"),
-    ("integrity violations", "integrity_violations", "{:.0f}"),
-    ("silent losses", "silent_losses", "{:.0f}"),
-    ("estimate error %", "estimate_ape_mean", "{:.1f}"),
-    ("cache hit rate", "cache_hit_rate", "{:.3f}"),
-    ("re-billed tokens", "rebilled_tokens", "{:,.0f}"),
-    ("summarizer tokens", "summarizer_tokens", "{:,.0f}"),
-    ("cost $", "cost_usd", "{:.4f}"),
-)
-
-
-def _fmt(value, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "–"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
-
-
-def leaderboard(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    columns = [c for c in LEADERBOARD_COLUMNS if c[1] in summary.columns]
-    header = ["strategy", "profile", "scenarios", *[c[0] for c in columns]]
-    rows: list[list[str]] = []
-    if summary.empty or not {"strategy", "profile"} <= set(summary.columns):
-        return header, rows
-    for (strategy, profile), frame in summary.groupby(["strategy", "profile"], sort=False):
-        row = [strategy, profile, str(frame["scenario"].nunique())]
-        for _, column, fmt in columns:
-            series = frame[column]
-            value = series.sum() if column in ("compactions", "overflows", "integrity_violations", "silent_losses", "rebilled_tokens", "summarizer_tokens", "cost_usd") else series.mean()
-            row.append(_fmt(value, fmt))
-        rows.append(row)
-    return header, rows
 
 
 def _compaction_rows(compactions: pd.DataFrame, limit: int = 400) -> list[dict[str, str]]:
@@ -72,10 +34,10 @@ def _compaction_rows(compactions: pd.DataFrame, limit: int = 400) -> list[dict[s
                 "scenario": record.get("scenario", ""),
                 "strategy": record.get("strategy", ""),
                 "profile": record.get("profile", ""),
-                "step": _fmt(record.get("step"), "{:.0f}"),
+                "step": format_value(record.get("step"), "{:.0f}"),
                 "trigger": str(record.get("trigger", "")),
-                "before": _fmt(record.get("tokens_before"), "{:,.0f}"),
-                "after": _fmt(record.get("tokens_after"), "{:,.0f}"),
+                "before": format_value(record.get("tokens_before"), "{:,.0f}"),
+                "after": format_value(record.get("tokens_after"), "{:,.0f}"),
                 "summarized": str(count("summarized_ids")),
                 "kept": str(count("kept_ids")),
                 "dropped": str(count("dropped_ids")),

@@ -18,6 +18,7 @@ class ItemHistory:
     def __init__(self) -> None:
         self.items: list[Item] = []
         self._messages: dict[str, Message] = {}
+        self._merged: dict[tuple[str, ...], Message] = {}
 
     def append(self, item: Item) -> None:
         self.items.append(item)
@@ -32,8 +33,16 @@ class ItemHistory:
         return cached
 
     def render(self, items: Sequence[Item] | None = None) -> list[Message]:
-        """Wire messages for items (default: the whole history); an assistant's text and tool calls fold together."""
-        return merge_assistant([self.message(i) for i in (self.items if items is None else items)])
+        """Wire messages for items (default: the whole history); an assistant's text and tool calls fold together.
+
+        Folded messages are memoized by the ids they carry, so every request reuses the same objects.
+        """
+        out = []
+        for message in merge_assistant([self.message(i) for i in (self.items if items is None else items)]):
+            if len(message.item_ids) > 1:
+                message = self._merged.setdefault(message.item_ids, message)
+            out.append(message)
+        return out
 
     def __len__(self) -> int:
         return len(self.items)

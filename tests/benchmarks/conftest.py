@@ -1,0 +1,28 @@
+"""Benchmark helpers: collect timings by size and print growth exponents at the end of the session."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+_timings: dict[str, dict[int, float]] = defaultdict(dict)
+
+
+def record_timing(name: str, size: int, seconds: float) -> None:
+    _timings[name][size] = min(seconds, _timings[name].get(size, math.inf))
+
+
+def growth_exponent(points: dict[int, float]) -> float:
+    """Least-squares slope of log(time) against log(size)."""
+    xs = [math.log(s) for s in points]
+    ys = [math.log(t) for t in points.values()]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def pytest_terminal_summary(terminalreporter):
+    for name, points in _timings.items():
+        if len(points) < 2:
+            continue
+        sizes = ", ".join(f"{s:,}: {t:.2f}s" for s, t in sorted(points.items()))
+        terminalreporter.write_line(f"{name}: {sizes}; growth exponent {growth_exponent(points):.2f} (1.0 = linear)")
