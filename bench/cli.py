@@ -38,6 +38,19 @@ class UsageFailure(Exception):
     """Raised inside commands for a user error that is not one of the library's error classes."""
 
 
+IMPORT_OPTION_HELP = "Importer option KEY=VALUE, e.g. branch=<leaf id> (Pi), chain=sidechains (Claude Code); repeatable."
+
+
+def _import_options(flags: list[str] | None) -> dict[str, str]:
+    out = {}
+    for flag in flags or ():
+        key, eq, value = flag.partition("=")
+        if not eq or not key:
+            raise UsageFailure(f"--import-option {flag!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from bench.importing import ImportFailure
     from bench.llm import LLMError
@@ -75,6 +88,7 @@ def run(
     usage: Annotated[str, typer.Option(help="'simulated' usage, or 'recorded' to feed the transcript's own usage.")] = "simulated",
     repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote).")] = 1,
     format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`).")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,
 ) -> None:
     """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
@@ -105,6 +119,7 @@ def run(
             out=out, run_id=run_id, jobs=jobs, resume=resume, summarizer=summarizer, answerer=answerer,
             judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
             prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
+            import_options=_import_options(import_option),
             on_start=on_start, on_cell=on_cell,
         )
     finally:
@@ -179,12 +194,12 @@ def import_(
     file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
-    branch: Annotated[Optional[str], typer.Option(help="Pi sessions: the leaf entry id of the branch to import.")] = None,
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
     from bench.importing import load_transcripts
 
-    transcripts = load_transcripts(file, format=format, **({"branch": branch} if branch else {}))
+    transcripts = load_transcripts(file, format=format, **_import_options(import_option))
     if len(transcripts) == 1:
         written = [transcripts[0].write(output)]
     else:
@@ -197,11 +212,12 @@ def import_(
 def inspect(
     file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Show what a transcript holds: format, items by kind, turns, steps, usage, compactions, problems."""
     from bench.importing import load_transcripts
 
-    for transcript in load_transcripts(file, format=format):
+    for transcript in load_transcripts(file, format=format, **_import_options(import_option)):
         kinds = Counter(i.kind for i in transcript.items)
         usages = transcript.recorded_usage()
         steps = transcript.steps()
@@ -266,6 +282,38 @@ def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL wi
     from strategies.pi_fidelity import fidelity_table
 
     console.print(fidelity_table(file), markup=False)
+
+
+@fidelity_app.command("cache")
+def fidelity_cache(
+    files: Annotated[list[Path], typer.Argument(help="Transcript files whose recorded usage has cached tokens (Claude Code, Codex).")],
+    profile: Annotated[str, typer.Option(help="Profile, or 'auto': claude-* models on the Claude profiles, the rest on gpt-5.")] = "auto",
+) -> None:
+    """Modelled against recorded cached tokens, replaying `none` with recorded usage (markdown table)."""
+    from bench.importing import load_transcripts
+    from metrics.cache import recorded_agreement
+
+    print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for file in files:
+        for transcript in load_transcripts(file):
+            chosen = profile if profile != "auto" else _profile_for(transcript.model)
+            a = recorded_agreement(transcript, chosen)
+            cells = [
+                f"{file.parent.name}/{file.name}", chosen, str(a["requests"]), str(a["requests_with_recorded_cache"]),
+                *(f"{a[k]:.3f}" if a[k] is not None else "–" for k in ("recorded_hit_rate", "modelled_hit_rate", "mae_share", "mae_tokens_share")),
+                f"{a['unrecorded_tokens_median']:,.0f}" if a["unrecorded_tokens_median"] is not None else "–",
+            ]
+            print("| " + " | ".join(cells) + " |")
+
+
+def _profile_for(model: str | None) -> str:
+    model = (model or "").lower()
+    if "opus" in model:
+        return "claude-opus"
+    if "claude" in model or "sonnet" in model:
+        return "claude-sonnet"
+    return "gpt-5"
 
 
 def main() -> None:

@@ -30,6 +30,8 @@ class Importer:
     suffixes: ClassVar[tuple[str, ...]] = ()
     #: Higher wins when several importers recognise the same file.
     priority: ClassVar[int] = 0
+    #: Options `load` accepts (name -> what it does); anything else is refused before loading.
+    options: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
@@ -116,6 +118,10 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
         if format not in table:
             raise ImportFailure(f"unknown format {format!r}; known formats: {', '.join(sorted(table))}")
         cls = table[format]
+    unknown = sorted(set(options) - set(cls.options))
+    if unknown:
+        valid = ", ".join(f"{k} ({v})" for k, v in cls.options.items()) or "none"
+        raise ImportFailure(f"{path}: unknown import option(s) for format {cls.format}: {', '.join(unknown)}; valid: {valid}")
     try:
         transcripts = cls().load(path, **options)
     except TranscriptError:

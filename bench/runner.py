@@ -102,13 +102,15 @@ def synthetic_cases(seed: int = 0) -> list[Case]:
     return [Case(s.name, s.transcript, tuple(s.probes)) for s in default_suite(seed)]
 
 
-def file_cases(paths: Sequence[str | Path], probes: str | None, format: str = "auto") -> list[Case]:
+def file_cases(
+    paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None
+) -> list[Case]:
     """Cases from transcript files; probes from a file, mined (`auto`), or none."""
     cases: list[Case] = []
     names: set[str] = set()
     given = load_probes(probes) if probes and probes != "auto" else None
     for path in paths:
-        for transcript in load_transcripts(path, format=format):
+        for transcript in load_transcripts(path, format=format, **dict(import_options or {})):
             name = transcript.id
             while name in names:
                 name += "'"
@@ -205,6 +207,7 @@ def run(
     prompts: Mapping[str, str] | None = None,
     probes: str | None = None,
     format: str = "auto",
+    import_options: Mapping[str, Any] | None = None,
     seed: int = 0,
     cases: Sequence[Case] | None = None,
     report: bool = True,
@@ -231,7 +234,7 @@ def run(
     )
     validate(config)
     if cases is None:
-        cases = file_cases(paths, probes if probes is not None else "auto", format) if paths else synthetic_cases(seed)
+        cases = file_cases(paths, probes if probes is not None else "auto", format, import_options) if paths else synthetic_cases(seed)
     if not cases:
         raise RunError("no scenario to run")
     root = Path(out)

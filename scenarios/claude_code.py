@@ -72,6 +72,7 @@ class ClaudeCodeImporter(Importer):
     description = "Claude Code session JSONL (~/.claude/projects/*/<session>.jsonl), main chain or subagent sidechains"
     suffixes = (".jsonl",)
     priority = 50
+    options = {"chain": "main (default), sidechains or all"}
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:

@@ -398,8 +398,6 @@ class CodexRolloutImporter(Importer):
         return _is_legacy_header(data) and ('"record_type"' in head or '"type":"message"' in head.replace(" ", ""))
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
-        if options:
-            raise ImportFailure(f"{path}: the codex importer takes no options (got {', '.join(sorted(options))})")
         jsonl = read_jsonl(path)
         lines = jsonl.lines
         first = lines[0][1]

@@ -40,6 +40,14 @@ class HFDatasetImporter(Importer):
     description = "Hugging Face dataset (local JSON/JSONL/Parquet or a Hub id), one transcript per row"
     suffixes = (".parquet",)
     priority = 5
+    options = {
+        "messages": "column holding the message list",
+        "role_key": "role field of a message (default role)",
+        "content_key": "content field of a message (default content)",
+        "id_column": "column with the session id",
+        "model_column": "column with the model id",
+        "split": "dataset split (default train)",
+    }
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:

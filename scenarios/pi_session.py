@@ -243,6 +243,7 @@ class PiSessionImporter(Importer):
     description: ClassVar[str] = "Pi coding-agent session JSONL (v1–v3; tree, branches, recorded compactions)"
     suffixes: ClassVar[tuple[str, ...]] = (".jsonl",)
     priority: ClassVar[int] = 10
+    options: ClassVar[dict[str, str]] = {"branch": "leaf entry id of the branch to import; 'tree' records branch moves"}
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
@@ -254,9 +255,7 @@ class PiSessionImporter(Importer):
         return isinstance(data, dict) and data.get("type") == "session" and "cwd" in data
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
-        branch = options.pop("branch", None)
-        if options:
-            raise ImportFailure(f"{path}: unknown option(s) for format pi: {', '.join(sorted(options))}; valid: branch")
+        branch = options.get("branch")
         lines = read_jsonl(path)
         problems = list(lines.problems)
         number, header = lines.lines[0]
