@@ -20,6 +20,8 @@ from reports.figures import context_timeline
 from reports.leaderboard import format_value, leaderboard
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
+#: At most this many context timelines (the scenarios with the most requests).
+MAX_TIMELINES = 40
 
 
 def _compaction_rows(compactions: pd.DataFrame, limit: int = 400) -> list[dict[str, str]]:
@@ -54,17 +56,14 @@ def render_report(run_dir: str | Path) -> str:
     requests, compactions, summary = tables["requests"], tables["compactions"], tables["summary"]
     header, rows = leaderboard(summary)
     figures = []
-    if not requests.empty:
-        for (scenario, profile), frame in requests.groupby(["scenario", "profile"], sort=False):
-            points = compactions[(compactions["scenario"] == scenario) & (compactions["profile"] == profile)] if not compactions.empty else compactions
-            profile_info = PROFILES.get(profile)
-            figures.append(
-                {
-                    "scenario": scenario,
-                    "profile": profile,
-                    "svg": context_timeline(frame, points, profile_info.context_window if profile_info else None, f"{scenario} · {profile}"),
-                }
-            )
+    groups = list(requests.groupby(["scenario", "profile"], sort=False)) if not requests.empty else []
+    # A corpus of many short sessions would make thousands of figures: draw the longest ones.
+    groups.sort(key=lambda group: -len(group[1]))
+    for (scenario, profile), frame in groups[:MAX_TIMELINES]:
+        points = compactions[(compactions["scenario"] == scenario) & (compactions["profile"] == profile)] if not compactions.empty else compactions
+        profile_info = PROFILES.get(profile)
+        window = profile_info.context_window if profile_info else None
+        figures.append({"scenario": scenario, "profile": profile, "svg": context_timeline(frame, points, window, f"{scenario} · {profile}")})
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     return env.get_template("report.html.j2").render(
         manifest=manifest,
@@ -73,6 +72,7 @@ def render_report(run_dir: str | Path) -> str:
         figures=figures,
         compactions=_compaction_rows(compactions) if not compactions.empty else [],
         n_compactions=len(compactions),
+        n_timelines=len(groups),
     )
 
 
