@@ -81,6 +81,8 @@ def run(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
     run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).")] = 0,
+    executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray).")] = None,
     resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells.")] = False,
     option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable.")] = None,
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable.")] = None,
@@ -116,7 +118,7 @@ def run(
             paths or (),
             strategy or (),
             profile or ("64k",),
-            out=out, run_id=run_id, jobs=jobs, resume=resume, summarizer=summarizer, answerer=answerer,
+            out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
             judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
             prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
             import_options=_import_options(import_option),
@@ -136,7 +138,8 @@ def _print_summary(root: Path) -> None:
     header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"))
     table = Table(title=f"run {root.name}")
     for title in header:
-        table.add_column(title, justify="left" if title in ("strategy", "profile") else "right")
+        label = title in ("strategy", "profile")
+        table.add_column(title, justify="left" if label else "right", no_wrap=label)
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -2,8 +2,9 @@
 
 `run()` resolves the scenarios (the embedded synthetic suite by default, or the user's transcript
 files with probes from a file or mined), runs every unfinished cell (replay, then the metrics of
-`metrics.measure`) in worker processes with a progress bar, and merges the per-cell tables into
-`requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`.
+`metrics.measure`) with a progress bar, and merges the per-cell tables into
+`requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`. Where cells
+run (this process, worker processes, a Ray cluster) is `bench.executors`' job.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from bench.executors import EXECUTORS, execute
 from bench.importing import load_transcripts
 from bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient
 from bench.probes import Probe, load_probes
@@ -197,6 +198,8 @@ def run(
     out: str | Path = "runs",
     run_id: str | None = None,
     jobs: int = 0,
+    executor: str = "local",
+    address: str | None = None,
     resume: bool = False,
     summarizer: str = DEFAULT_SUMMARIZER,
     answerer: str = DEFAULT_ANSWERER,
@@ -233,6 +236,8 @@ def run(
         seed=seed,
     )
     validate(config)
+    if executor not in EXECUTORS:
+        raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if cases is None:
         cases = file_cases(paths, probes if probes is not None else "auto", format, import_options) if paths else synthetic_cases(seed)
     if not cases:
@@ -290,22 +295,12 @@ def run(
         if on_cell:
             on_cell(key, f"failed: {type(exc).__name__}: {exc}")
 
-    workers = jobs if jobs > 0 else min(len(todo), os.cpu_count() or 1)
-    if workers <= 1:
-        for key in todo:
-            try:
-                finished(*_run_cell(by_name[key.scenario], key, config))
-            except Exception as exc:  # one broken cell must not lose the others
-                failed(key, exc)
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(_run_cell, by_name[k.scenario], k, config): k for k in todo}
-            for future in as_completed(futures):
-                key = futures[future]
-                try:
-                    finished(*future.result())
-                except Exception as exc:
-                    failed(key, exc)
+    work = [(by_name[key.scenario], key, config) for key in todo]
+    for index, outcome in execute(_run_cell, work, executor=executor, jobs=jobs, address=address):
+        if isinstance(outcome, BaseException):
+            failed(todo[index], outcome)
+        else:
+            finished(*outcome)
     manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
     manifest["wall_seconds"] = round(time.monotonic() - started, 3)
     if failures:

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 
 def to_svg(fig) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
     return svg[svg.index("<svg"):]
