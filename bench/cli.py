@@ -62,9 +62,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from bench.strategy import OptionError
     from bench.templates import TemplateError
     from bench.transcript import TranscriptError
+    from reports.gate import GateError
 
     return (
-        ImportFailure, TranscriptError, LLMError, ProbeError, ProfileError, RegistryError, RunError,
+        GateError, ImportFailure, TranscriptError, LLMError, ProbeError, ProfileError, RegistryError, RunError,
         StoreError, OptionError, TemplateError, UsageFailure, FileNotFoundError, IsADirectoryError, PermissionError,
     )
 
@@ -73,7 +74,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 @app.command()
 def run(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="Transcript files (any supported format). Default: the embedded synthetic suite.")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="Strategy id or path/file.py:Class; repeatable. Default: all built-in strategies.")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="Strategy id, path/file.py:Class, or a variant ID@KEY=VALUE[,KEY=VALUE]; repeatable. Default: all built-in strategies.")] = None,
     profile: Annotated[Optional[list[str]], typer.Option("--profile", "-p", help="Model profile; repeatable (see `bench list profiles`).")] = None,
     summarizer: Annotated[str, typer.Option(help="litellm model id of the summarizer.")] = "offline/extractive",
     answerer: Annotated[str, typer.Option(help="litellm model id that answers probe questions.")] = "offline/reader",
@@ -117,7 +118,7 @@ def run(
         root = run_benchmark(
             paths or (),
             strategy or (),
-            profile or ("64k",),
+            profile or (),
             out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
             judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
             prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
@@ -255,6 +256,47 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>
     from reports.html import write_report
 
     console.print(f"report: {write_report(run_dir)}")
+
+
+# --------------------------------------------------------------------------- compare / gate
+@app.command()
+def compare(
+    baseline: Annotated[Path, typer.Argument(help="The baseline run folder.")],
+    candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
+) -> None:
+    """Two runs side by side per strategy and profile, with the change in every metric."""
+    from reports.gate import METRICS, compare_runs
+
+    compared = compare_runs(baseline, candidate)
+    table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=f"{baseline.name} → {candidate.name}")
+    for (strategy_name, profile_name), values in compared.iterrows():
+        for metric in METRICS:
+            if f"{metric}_change" in values:
+                table.add_row(
+                    strategy_name, profile_name, metric, f"{values[f'{metric}_baseline']:.4g}",
+                    f"{values[f'{metric}_candidate']:.4g}", f"{values[f'{metric}_change']:+.4g}",
+                )
+    console.print(table)
+
+
+@app.command("gate")
+def gate_command(
+    baseline: Annotated[Path, typer.Option(help="The baseline run folder.")],
+    candidate: Annotated[Path, typer.Option(help="The candidate run folder.")],
+    fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. presence:0.02, integrity:0; repeatable.")],
+    alpha: Annotated[float, typer.Option(help="Significance level of the paired probe tests.")] = 0.05,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the markdown summary to this file.")] = None,
+) -> None:
+    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly); prints markdown."""
+    from reports.gate import Rule, gate
+
+    result = gate(baseline, candidate, [Rule.parse(r) for r in fail_on], alpha=alpha)
+    text = result.markdown()
+    print(text)
+    if output:
+        output.write_text(text + "\n", encoding="utf-8")
+    if not result.passed:
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------- probes

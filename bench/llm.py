@@ -133,8 +133,6 @@ class LLMClient:
             import diskcache
 
             self._cache = diskcache.Cache(str(cache_dir or default_cache_dir()))
-        self.calls = 0
-        self.cache_hits = 0
 
     def complete(
         self,
@@ -153,7 +151,6 @@ class LLMClient:
         if self._cache is not None:
             hit = self._cache.get(key)
             if hit is not None:
-                self.cache_hits += 1
                 return LLMResult(**{**hit, "cache_hit": True, "purpose": purpose})
         litellm = _litellm()
         attempt = 0
@@ -170,7 +167,6 @@ class LLMClient:
                 if attempt > self.max_retries or not retryable:
                     raise LLMError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
                 time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
-        self.calls += 1
         text = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.llm import DEFAULT_SUMMARIZER, LLMClient
-from bench.profiles import ModelProfile, get_profile
+from bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from bench.provider import Outcome, ProviderError, SimulatedProvider
 from bench.registry import strategy_class
 from bench.request import Message, Request, message_from_item
@@ -100,9 +100,6 @@ class CompactionRecord:
     def llm_output_tokens(self) -> int:
         return sum(c.output_tokens for c in self.llm_calls)
 
-    @property
-    def llm_cost(self) -> float:
-        return sum(c.cost for c in self.llm_calls)
 
 
 @dataclass
@@ -351,7 +348,7 @@ def replay(
     transcript: Transcript | str | Path,
     strategy: str | type[Strategy],
     *,
-    profile: str | ModelProfile = "64k",
+    profile: str | ModelProfile = DEFAULT_PROFILE,
     summarizer: str | LLMClient = DEFAULT_SUMMARIZER,
     options: Mapping[str, Any] | None = None,
     usage: str = "simulated",

@@ -71,8 +71,6 @@ class Message:
             out["is_error"] = True
         return out
 
-    def with_content(self, content: str) -> Message:
-        return replace(self, content=content)
 
 
 def message_from_item(item: Item) -> Message:
@@ -150,8 +148,6 @@ class Request:
     def item_ids(self) -> list[str]:
         return [i for m in self.messages for i in m.item_ids]
 
-    def to_dicts(self) -> list[dict[str, Any]]:
-        return [m.to_dict() for m in self.messages]
 
     def text(self) -> str:
         """Everything the model would read, as one string (for presence checks)."""

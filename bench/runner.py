@@ -25,7 +25,7 @@ from bench.executors import EXECUTORS, execute
 from bench.importing import load_transcripts
 from bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient
 from bench.probes import Probe, load_probes
-from bench.profiles import get_profile
+from bench.profiles import DEFAULT_PROFILE, get_profile
 from bench.registry import strategy_class
 from bench.replay import USAGE_MODES, replay
 from bench.store import CellKey, RunStore, write_parquet
@@ -63,7 +63,7 @@ class Case:
 @dataclass
 class RunConfig:
     strategies: tuple[str, ...]
-    profiles: tuple[str, ...] = ("64k",)
+    profiles: tuple[str, ...] = (DEFAULT_PROFILE,)
     summarizer: str = DEFAULT_SUMMARIZER
     answerer: str = DEFAULT_ANSWERER
     judge: str | None = None
@@ -128,12 +128,30 @@ def file_cases(
     return cases
 
 
+def strategy_variant(spec: str, options: Mapping[str, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """A strategy entry and its options: `ID` or `ID@KEY=VALUE[,KEY=VALUE…]` (a variant of ID).
+
+    `--option ID.KEY=VALUE` applies to every variant of ID; a variant's own values win. Variants
+    let one run compare a strategy with itself, e.g. `-s opencode-v1 -s opencode-v1@prune=true`.
+    """
+    name, at, assignments = spec.rpartition("@")
+    if not at or "=" not in assignments:
+        return spec, dict(options.get(spec, {}))
+    own: dict[str, Any] = {}
+    for assignment in assignments.split(","):
+        key, eq, value = assignment.partition("=")
+        if not eq or not key:
+            raise RunError(f"--strategy {spec!r}: expected ID@KEY=VALUE[,KEY=VALUE…]")
+        own[key.strip()] = value.strip()
+    return name, {**options.get(name, {}), **own}
+
+
 def validate(config: RunConfig) -> None:
     """Fail before any work on an unknown strategy, profile, option, usage mode or prompt file."""
-    for name in config.strategies:
-        cls = strategy_class(name)
-        cls.parse_options(config.options.get(name))
-    unknown = sorted(set(config.options) - set(config.strategies))
+    for spec in config.strategies:
+        name, options = strategy_variant(spec, config.options)
+        strategy_class(name).parse_options(options)
+    unknown = sorted(set(config.options) - {strategy_variant(s, {})[0] for s in config.strategies})
     if unknown:
         raise RunError(f"--option names strategies that are not in this run: {', '.join(unknown)}")
     for profile in config.profiles:
@@ -148,12 +166,13 @@ def validate(config: RunConfig) -> None:
 def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dict[str, list[dict[str, Any]]], dict[str, str]]:
     from metrics.measure import measure_cell
 
+    name, options = strategy_variant(key.strategy, config.options)
     result = replay(
         case.transcript,
-        key.strategy,
+        name,
         profile=key.profile,
         summarizer=config.summarizer,
-        options=config.options.get(key.strategy),
+        options=options,
         usage=config.usage,
         prompts=config.prompts,
     )
@@ -193,7 +212,7 @@ ProgressCallback = Callable[[CellKey, str], None]
 def run(
     paths: Sequence[str | Path] = (),
     strategies: Sequence[str] = (),
-    profiles: Sequence[str] = ("64k",),
+    profiles: Sequence[str] = (DEFAULT_PROFILE,),
     *,
     out: str | Path = "runs",
     run_id: str | None = None,
@@ -224,7 +243,7 @@ def run(
     """
     config = RunConfig(
         strategies=tuple(dict.fromkeys(strategies)) or DEFAULT_STRATEGIES,
-        profiles=tuple(profiles) or ("64k",),
+        profiles=tuple(profiles) or (DEFAULT_PROFILE,),
         summarizer=summarizer,
         answerer=answerer,
         judge=judge,

@@ -81,12 +81,18 @@ def codex_estimate(text: str) -> int:
 
 
 def codex_estimate_bytes(n_bytes: int) -> int:
+    """Codex's ceil(bytes / 4) for a byte count."""
     return (n_bytes + 3) // 4
+
+
+def pi_estimate_units(n_units: int) -> int:
+    """Pi's ceil(units / 4) for a count of UTF-16 code units."""
+    return (n_units + 3) // 4
 
 
 def pi_estimate(text: str) -> int:
     """Pi: ceil(utf16 code units / 4)."""
-    return (utf16_len(text) + 3) // 4
+    return pi_estimate_units(utf16_len(text))
 
 
 def opencode_estimate(text: str) -> int:

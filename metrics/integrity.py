@@ -219,11 +219,20 @@ def check(messages: Sequence[Message]) -> dict[str, list[Violation]]:
     return {fmt: CHECKS[fmt](messages) for fmt in FORMATS}
 
 
+ANY_KIND = "*"
+
+
 def recorded_orphans(transcript: Transcript) -> set[tuple[str, str]]:
-    """(kind, call id) of the orphans the recorded session itself has (an aborted call, say):
-    a strategy that replays them did not cause them."""
+    """(kind, call id) of the pairing faults the recorded session itself has: a strategy that
+    replays them did not cause them. Orphans (an aborted call, say) are matched by kind; a call id
+    the recording used for several calls or results is inherited for every kind (`ANY_KIND`)."""
     orphans = transcript.orphans()
     by_id = transcript.by_id
     calls = {("orphan_call", by_id[i].call_id or "") for i in orphans["calls_without_result"]}
     results = {("orphan_result", by_id[i].call_id or "") for i in orphans["results_without_call"]}
-    return calls | results
+    seen: dict[tuple[str, str], int] = {}
+    for item in transcript.items:
+        if item.kind in ("tool_call", "tool_result") and item.call_id:
+            seen[(item.kind, item.call_id)] = seen.get((item.kind, item.call_id), 0) + 1
+    reused = {(ANY_KIND, call_id) for (_, call_id), n in seen.items() if n > 1}
+    return calls | results | reused

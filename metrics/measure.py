@@ -121,7 +121,9 @@ def _request_rows(result: ReplayResult, provider: SimulatedProvider) -> tuple[li
             "cost_usd": dollars,
         }
         for fmt in integrity.FORMATS:
-            recorded = sum(1 for v in violations[fmt] if (v.kind, v.call_id) in inherited)
+            recorded = sum(
+                1 for v in violations[fmt] if (v.kind, v.call_id) in inherited or (integrity.ANY_KIND, v.call_id) in inherited
+            )
             row[f"integrity_{fmt}"] = len(violations[fmt]) - recorded
             row[f"integrity_recorded_{fmt}"] = recorded
         row["integrity_detail"] = json.dumps([v.to_dict() for fmt in integrity.FORMATS for v in violations[fmt]])

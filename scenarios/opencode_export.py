@@ -48,7 +48,6 @@ from scenarios.readers import read_json_reported
 
 FORMAT = "opencode"
 SQLITE_MAGIC = "SQLite format 3"
-NOT_MODEL_INPUT = ("patch", "snapshot", "retry", "agent", "subtask", "step-start", "step-finish")
 
 
 def opencode_usage(tokens: Any) -> Usage | None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from bench.request import Message, ToolCall, merge_assistant
-from bench.tokens import codex_estimate, utf8_len
+from bench.tokens import codex_estimate, codex_estimate_bytes, utf8_len
 from bench.transcript import Attachment, Item, Usage, thaw
 
 #: Codex item types produced by the model (history.rs L798-818, the ones this data model has).
@@ -87,7 +87,7 @@ def truncate_middle(text: str, budget_bytes: int, *, unit: str = "tokens") -> st
     head = data[:head_end].decode("utf-8")
     tail = data[tail_start:].decode("utf-8")
     if unit == "tokens":
-        marker = f"…{math.ceil((len(data) - budget_bytes) / 4)} tokens truncated…"
+        marker = f"…{codex_estimate_bytes(len(data) - budget_bytes)} tokens truncated…"
     else:
         marker = f"…{len(text) - len(head) - len(tail)} chars truncated…"
     return f"{head}{marker}{tail}"

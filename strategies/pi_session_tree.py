@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import Any
 
 from bench.request import Message, ToolCall
-from bench.tokens import utf16_len
+from bench.tokens import pi_estimate_units, utf16_len
 from bench.transcript import Attachment, Usage
 
 COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
@@ -273,7 +273,7 @@ def estimate_tokens(message: PiMessage, *, image_chars: int, user_images: bool) 
     n = message.estimate_chars
     if message.role in ("toolResult", "custom") or (message.role == "user" and user_images):
         n += image_chars * len(message.images)
-    return (n + 3) // 4
+    return pi_estimate_units(n)
 
 
 @dataclass(frozen=True)

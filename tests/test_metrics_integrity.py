@@ -87,3 +87,23 @@ def test_the_fast_path_only_passes_layouts_every_format_accepts(messages):
     if strictly_paired(messages):
         for fmt, check_format in CHECKS.items():
             assert check_format(messages) == [], fmt
+
+
+def test_a_call_id_the_recording_reused_is_not_blamed_on_the_strategy():
+    """SWE-agent demo trajectories reuse one call id for two calls; replaying that is inherited."""
+    from bench import replay
+    from bench.transcript import Item, Transcript
+    from metrics.measure import measure_cell
+
+    items = (
+        Item("u", "user", "fix it", turn=0),
+        Item("c1", "tool_call", call_id="same", tool_name="bash", arguments="{}", response=0, turn=0),
+        Item("r1", "tool_result", "first", call_id="same", turn=0),
+        Item("c2", "tool_call", call_id="same", tool_name="bash", arguments="{}", response=1, turn=0),
+        Item("r2", "tool_result", "second", call_id="same", turn=0),
+        Item("a", "assistant", "done", response=2, turn=0),
+    )
+    tables = measure_cell(replay(Transcript("dup", items), "none", profile="1m"), [], answerer=None)
+    last = tables.requests[-1]
+    assert last["integrity_openai_chat"] == 0 and last["integrity_anthropic"] == 0
+    assert last["integrity_recorded_openai_chat"] > 0 and last["integrity_recorded_anthropic"] > 0

@@ -107,3 +107,12 @@ def test_worker_processes_and_ray_give_the_same_tables(tmp_path, cases):
     for other in (pooled, on_ray):
         got = load_run(other)["requests"][columns].sort_values(["strategy", "request"]).reset_index(drop=True)
         pd.testing.assert_frame_equal(expected, got)
+
+
+def test_strategy_variants_compare_a_strategy_with_itself(tmp_path, cases):
+    root, finished = run_small(tmp_path, cases, run_id="v", strategies=["truncate", "truncate@trigger_ratio=0.5,target_ratio=0.3"])
+    summary = load_run(root)["summary"].set_index("strategy")
+    # Compacting at half the window instead of 90% compacts more often and keeps a smaller context.
+    assert summary.loc["truncate@trigger_ratio=0.5,target_ratio=0.3", "compactions"] > summary.loc["truncate", "compactions"]
+    with pytest.raises(Exception, match="unknown option"):
+        run_small(tmp_path, cases, run_id="w", strategies=["truncate@colour=red"])
