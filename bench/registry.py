@@ -95,7 +95,7 @@ def strategy_class(name: str) -> Any:
     """A strategy class by registered id or `file.py:Class`."""
     if ".py:" in name:
         cls = load_from_file(name)
-        if not getattr(cls, "name", None):
+        if not cls.__dict__.get("name"):  # an inherited id would pass it off as its parent
             cls.name = name.rpartition(":")[2]
         return cls
     return _lookup(STRATEGY_GROUP, "strategy", name)

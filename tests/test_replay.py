@@ -175,3 +175,19 @@ def test_option_strings_are_converted_to_declared_types():
     assert parsed == Opts(n=20000, ratio=0.25, flag=True, label=None)
     with pytest.raises(OptionError, match="expected int"):
         WithOptions.parse_options({"n": "many"})
+
+
+def test_a_strategy_loads_from_a_file(tmp_path):
+    source = tmp_path / "mine.py"
+    source.write_text(
+        "from bench.request import Request\n"
+        "from strategies.baselines import NoCompaction\n\n"
+        "class OnlyLastMessage(NoCompaction):\n"
+        "    def request(self):\n"
+        "        return Request(self.messages()[-1:])\n"
+    )
+    result = bench.replay(session(steps=3), f"{source}:OnlyLastMessage", profile="1m")
+    assert all(r.n_messages == 1 for r in result.turn_requests)
+    assert result.strategy == "OnlyLastMessage"
+    with pytest.raises(Exception, match="defines no Missing"):
+        bench.replay(session(steps=3), f"{source}:Missing")
