@@ -119,12 +119,17 @@ class SimulatedProvider:
             out.append(total)
         return out
 
-    def _render(self, message: Message) -> str:
-        calls = "".join(f"\n<call {c.id} {c.name}>{c.arguments}" for c in message.tool_calls)
-        return f"<|{message.role}|>{message.content}{calls}"
+    def _body(self, message: Message) -> str:
+        """The message's tokens after its framing: content, then its tool calls."""
+        calls = "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)
+        return f"{message.content}{calls}"
 
     def common_prefix_tokens(self, previous: tuple[Message, ...], current: tuple[Message, ...]) -> int:
-        """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
+        """Longest common token prefix: whole equal messages, then tokens inside the first differing one.
+
+        Inside a message the count follows `message_tokens`: its framing (`MESSAGE_OVERHEAD`, shared
+        only when the roles match), then the common prefix of the body's token ids.
+        """
         tokens = 0
         index = 0
         for a, b in zip(previous, current):
@@ -132,15 +137,16 @@ class SimulatedProvider:
                 break
             tokens += self.message_tokens(a)
             index += 1
-        if index < len(previous) and index < len(current):
-            left = self.counter.encode(self._render(previous[index]))
-            right = self.counter.encode(self._render(current[index]))
+        if index < len(previous) and index < len(current) and previous[index].role == current[index].role:
+            left = self.counter.encode(self._body(previous[index]))
+            right = self.counter.encode(self._body(current[index]))
             same = 0
             for x, y in zip(left, right):
                 if x != y:
                     break
                 same += 1
-            tokens += same
+            inside = MESSAGE_OVERHEAD + same
+            tokens += min(inside, self.message_tokens(previous[index]) - 1, self.message_tokens(current[index]) - 1)
         return tokens
 
     # ------------------------------------------------------------- sending

@@ -42,12 +42,15 @@ def test_common_prefix_ends_inside_the_first_differing_message():
     system = Message("system", "You are a careful coding agent. " * 40)
     before = (system, Message("user", "Run the tests in alpha beta gamma delta and then report every failure"))
     after = (system, Message("user", "Run the tests in alpha beta gamma epsilon"))
-    # The shared rendered text is "<|user|>Run the tests in alpha beta gamma"; both continuations start
-    # with a space-led word, so its tokens are a prefix of both encodings.
-    shared_text = provider.counter.count("<|user|>Run the tests in alpha beta gamma")
+    # Same role, so the message framing is shared; then "Run the tests in alpha beta gamma": both
+    # continuations start with a space-led word, so its tokens are a prefix of both encodings.
+    shared_text = provider.counter.count("Run the tests in alpha beta gamma")
     prefix = provider.common_prefix_tokens(before, after)
-    assert prefix == provider.message_tokens(system) + shared_text
+    assert prefix == provider.message_tokens(system) + MESSAGE_OVERHEAD + shared_text
     assert provider.message_tokens(system) < prefix < provider.count(before)
+    # A different role shares nothing of the differing message.
+    other_role = (system, Message("assistant", "Run the tests in alpha beta gamma epsilon"))
+    assert provider.common_prefix_tokens(before, other_role) == provider.message_tokens(system)
 
 
 def _record(index: int, messages: tuple[Message, ...], cached: int, kind: str = "turn", overflow: bool = False) -> RequestRecord:
