@@ -32,6 +32,8 @@ class Importer:
     priority: ClassVar[int] = 0
     #: Options `load` accepts (name -> what it does); anything else is refused before loading.
     options: ClassVar[dict[str, str]] = {}
+    #: True for importers that also take names that are not local files (a Hub dataset id).
+    accepts_names: ClassVar[bool] = False
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
@@ -107,17 +109,19 @@ def detect(path: Path) -> type[Importer]:
 def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> list[Transcript]:
     """Import every session in a file."""
     path = Path(path)
-    if not path.exists() and format != "hf-dataset":  # hf-dataset also takes Hub ids (org/name)
-        raise ImportFailure(f"{path}: no such file")
-    if path.is_dir():
-        raise ImportFailure(f"{path}: is a directory; pass the files inside it")
     if format == "auto":
-        cls = detect(path)
+        cls = None
     else:
         table = formats()
         if format not in table:
             raise ImportFailure(f"unknown format {format!r}; known formats: {', '.join(sorted(table))}")
         cls = table[format]
+    if not path.exists() and not (cls is not None and cls.accepts_names):
+        raise ImportFailure(f"{path}: no such file")
+    if path.is_dir():
+        raise ImportFailure(f"{path}: is a directory; pass the files inside it")
+    if cls is None:
+        cls = detect(path)
     unknown = sorted(set(options) - set(cls.options))
     if unknown:
         valid = ", ".join(f"{k} ({v})" for k, v in cls.options.items()) or "none"

@@ -18,7 +18,7 @@ from datetime import datetime
 from bench.caching import CacheOutcome, cache_outcome, leading_system
 from bench.profiles import ModelProfile
 from bench.request import Message, Request
-from bench.tokens import TokenCounter
+from bench.tokens import TokenCounter, shared_counter
 from bench.transcript import Usage
 
 #: Tokens of framing per message (role markers), as in OpenAI's chat format accounting.
@@ -40,7 +40,8 @@ class ProviderError:
 
     @property
     def is_overflow(self) -> bool:
-        return self.code in ("context_length_exceeded", "invalid_request_error")
+        """OpenAI's `context_length_exceeded`, or Anthropic's invalid request that says the prompt is too long."""
+        return self.code == "context_length_exceeded" or self.message.startswith("prompt is too long")
 
     def to_dict(self) -> dict[str, object]:
         return {"provider": self.provider, "status": self.status, "code": self.code, "message": self.message}
@@ -89,7 +90,7 @@ class SimulatedProvider:
 
     def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None) -> None:
         self.profile = profile
-        self.counter = counter or TokenCounter(profile.tokenizer)
+        self.counter = counter or shared_counter(profile.tokenizer)
         self._message_tokens: dict[Message, int] = {}
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.

@@ -23,14 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.caching import CacheOutcome
 from bench.llm import DEFAULT_SUMMARIZER, LLMClient
 from bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
-from bench.provider import Outcome, ProviderError, SimulatedProvider
+from bench.provider import Outcome, SimulatedProvider
 from bench.registry import strategy_class
 from bench.request import Message, Request, message_from_item
 from bench.strategy import LLMResult, Strategy, SummaryOverflow
 from bench.templates import PromptSet
-from bench.transcript import Item, Step, Transcript, Usage
+from bench.transcript import Step, Transcript, Usage
 
 #: How often one step may be re-sent after a strategy recovered from an overflow.
 MAX_OVERFLOW_RETRIES = 3
@@ -99,7 +100,6 @@ class CompactionRecord:
     @property
     def llm_output_tokens(self) -> int:
         return sum(c.output_tokens for c in self.llm_calls)
-
 
 
 @dataclass
@@ -249,7 +249,7 @@ class _Engine:
             output_tokens=0 if outcome.overflow else output_tokens,
             attempt=attempt,
             timestamp=self.timestamp,
-            usage=None if outcome.overflow else outcome.usage,
+            usage=None if outcome.overflow or request.kind == "final" else outcome.usage,
             meta=dict(request.meta),
         )
         self.result.requests.append(record)
@@ -318,26 +318,10 @@ class _Engine:
                 self.strategy.on_input(item)
         self.step = len(steps)
         final = self._strategy_request(kind="final")
-        boundaries = self.provider.boundaries(final.messages)
-        record = RequestRecord(
-            index=len(self.result.requests),
-            step=self.step,
-            turn=self.turn,
-            kind="final",
-            messages=final.messages,
-            true_tokens=boundaries[-1] if boundaries else 0,
-            estimate_tokens=final.estimate_tokens,
-            threshold=final.threshold,
-            overflow=bool(boundaries) and boundaries[-1] > self.profile.context_window,
-            error=None,
-            prefix_tokens=0,
-            cached_tokens=0,
-            cache_write_tokens=0,
-            output_tokens=0,
-            timestamp=self.timestamp,
-            meta=dict(final.meta),
-        )
-        self.result.requests.append(record)
+        # The final context is probed, not sent: no error, no cache read, no usage.
+        tokens = self.provider.count(final.messages)
+        unsent = Outcome(tokens, tokens > self.profile.context_window, None, CacheOutcome(0, 0, 0), Usage())
+        record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)
         self.result.points.append(ProbePoint(self.step, record.index, "final"))
         self.result.template_hashes = dict(self.prompts.hashes)

@@ -128,3 +128,9 @@ class TokenCounter:
 
     def encode(self, text: str) -> list[int]:
         return self.encoding.encode(text, disallowed_special=())
+
+
+@lru_cache(maxsize=None)
+def shared_counter(encoding: str) -> TokenCounter:
+    """The process's memoizing counter for an encoding: every cell and metric counts the same texts."""
+    return TokenCounter(encoding)

@@ -19,7 +19,6 @@ adds those columns itself. Rows:
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +29,6 @@ from bench.provider import SimulatedProvider
 from bench.replay import ReplayResult
 from bench.request import message_from_item
 from bench.strategy import LLMResult
-from bench.tokens import TokenCounter
 from bench.transcript import Transcript
 from metrics import accuracy, cache, cost, grading, integrity
 
@@ -226,12 +224,6 @@ def _probe_rows(
     return rows
 
 
-@lru_cache(maxsize=4)
-def _shared_counter(encoding: str) -> TokenCounter:
-    """One memoizing counter per encoding for all cells: strategies replay the same texts."""
-    return TokenCounter(encoding)
-
-
 def measure_cell(
     result: ReplayResult,
     probes: list[Probe],
@@ -241,7 +233,7 @@ def measure_cell(
     repeat: int = 0,
 ) -> CellTables:
     """The three tables of one replayed cell. `repeat` is the answer sample index (for voting)."""
-    provider = SimulatedProvider(result.profile, _shared_counter(result.profile.tokenizer))
+    provider = SimulatedProvider(result.profile)
     requests, compaction_cost = _request_rows(result, provider)
     return CellTables(
         requests=requests,

@@ -40,6 +40,7 @@ class HFDatasetImporter(Importer):
     description = "Hugging Face dataset (local JSON/JSONL/Parquet or a Hub id), one transcript per row"
     suffixes = (".parquet",)
     priority = 5
+    accepts_names = True
     options = {
         "messages": "column holding the message list",
         "role_key": "role field of a message (default role)",

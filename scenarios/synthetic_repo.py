@@ -136,7 +136,7 @@ def test_file(rng: random.Random, target: str, functions: list[str]) -> list[str
             lines.extend(["", f"def test_{fn}_{case}(make_batch):"])
             lines.append(f'    batch = make_batch(tenant="{rng.choice(("acme", "globex", "initech", "umbrella"))}")')
             lines.append(f"    result = {fn}(batch)")
-            lines.append(f"    assert result is not None")
+            lines.append("    assert result is not None")
             lines.append(f"    assert result.{rng.choice(ATTRS)} == {rng.randint(0, 999)}")
     return lines
 
