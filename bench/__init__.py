@@ -16,23 +16,23 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from bench.importing import load_transcript, load_transcripts  # noqa: E402
-from bench.replay import ReplayResult, replay  # noqa: E402
-from bench.transcript import Item, Transcript, Usage  # noqa: E402
+from compaction_bench.importing import load_transcript, load_transcripts  # noqa: E402
+from compaction_bench.replay import ReplayResult, replay  # noqa: E402
+from compaction_bench.transcript import Item, Transcript, Usage  # noqa: E402
 
 __all__ = ["Item", "ReplayResult", "Transcript", "Usage", "load_run", "load_transcript", "load_transcripts", "replay", "run"]
 __version__ = "0.1.0"
 
 
 def run(*args, **kwargs):
-    """Run a benchmark (see `bench.runner.run`)."""
-    from bench.runner import run as _run
+    """Run a benchmark (see `compaction_bench.runner.run`)."""
+    from compaction_bench.runner import run as _run
 
     return _run(*args, **kwargs)
 
 
 def load_run(path):
-    """A finished run's tables as pandas DataFrames (see `bench.store.load_run`)."""
-    from bench.store import load_run as _load_run
+    """A finished run's tables as pandas DataFrames (see `compaction_bench.store.load_run`)."""
+    from compaction_bench.store import load_run as _load_run
 
     return _load_run(path)

@@ -1,7 +1,7 @@
 """Prompt-cache model: how many tokens of a request a provider would serve from its cache.
 
 Given the longest common token prefix with the previous request of the same cell, the provider's
-rules (specs/evaluation.md §7) decide what is billed as a cache read:
+rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
 - OpenAI: nothing below `min_prefix` (1,024) tokens; above it, whole `block`s (128 tokens).
 - Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them,
   placed as coding agents commonly place them: the end of the leading system prompt and the ends
@@ -19,7 +19,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from bench.profiles import CachePolicy
+from compaction_bench.profiles import CachePolicy
 
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 

@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from compaction_bench.errors import BenchError
+
 app = typer.Typer(
     help="compaction-bench: replay agent transcripts through context-compaction strategies and measure them.",
     no_args_is_help=True,
@@ -34,7 +36,7 @@ console = Console(width=None if sys.stdout.isatty() else 220)
 errors = Console(stderr=True)
 
 
-class UsageFailure(Exception):
+class UsageFailure(BenchError):
     """Raised inside commands for a user error that is not one of the library's error classes."""
 
 
@@ -52,17 +54,17 @@ def _import_options(flags: list[str] | None) -> dict[str, str]:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from bench.importing import ImportFailure
-    from bench.llm import LLMError
-    from bench.probes import ProbeError
-    from bench.profiles import ProfileError
-    from bench.registry import RegistryError
-    from bench.runner import RunError
-    from bench.store import StoreError
-    from bench.strategy import OptionError
-    from bench.templates import TemplateError
-    from bench.transcript import TranscriptError
-    from reports.gate import GateError
+    from compaction_bench.importing import ImportFailure
+    from compaction_bench.llm import LLMError
+    from compaction_bench.probes import ProbeError
+    from compaction_bench.profiles import ProfileError
+    from compaction_bench.registry import RegistryError
+    from compaction_bench.reports.gate import GateError
+    from compaction_bench.runner import RunError
+    from compaction_bench.store import StoreError
+    from compaction_bench.strategy import OptionError
+    from compaction_bench.templates import TemplateError
+    from compaction_bench.transcript import TranscriptError
 
     return (
         GateError, ImportFailure, TranscriptError, LLMError, ProbeError, ProfileError, RegistryError, RunError,
@@ -95,8 +97,8 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,
 ) -> None:
     """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
-    from bench.runner import parse_option_flags, parse_prompt_flags
-    from bench.runner import run as run_benchmark
+    from compaction_bench.runner import parse_option_flags, parse_prompt_flags
+    from compaction_bench.runner import run as run_benchmark
 
     progress = Progress(
         TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
@@ -134,7 +136,7 @@ def run(
 def _print_summary(root: Path) -> None:
     import pandas as pd
 
-    from reports.leaderboard import leaderboard
+    from compaction_bench.reports.leaderboard import leaderboard
 
     header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"))
     table = Table(title=f"run {root.name}")
@@ -150,8 +152,8 @@ def _print_summary(root: Path) -> None:
 @list_app.command("strategies")
 def list_strategies() -> None:
     """Registered strategies with their spec and options."""
-    from bench.registry import broken, strategies
-    from bench.strategy import StrategyInfo
+    from compaction_bench.registry import broken, strategies
+    from compaction_bench.strategy import StrategyInfo
 
     table = Table("id", "what", "spec", "options (defaults)")
     for name, cls in strategies().items():
@@ -166,7 +168,7 @@ def list_strategies() -> None:
 @list_app.command("profiles")
 def list_profiles() -> None:
     """Model profiles: window, output, tokenizer, cache rules and prices."""
-    from bench.profiles import PROFILES
+    from compaction_bench.profiles import PROFILES
 
     table = Table("name", "model", "window", "max output", "tokenizer", "cache", "$/Mtok in", "$/Mtok cached", "$/Mtok out")
     for p in PROFILES.values():
@@ -181,8 +183,8 @@ def list_profiles() -> None:
 @list_app.command("formats")
 def list_formats() -> None:
     """Transcript formats that can be imported (auto-detected from content)."""
-    from bench.importing import formats
-    from bench.registry import broken
+    from compaction_bench.importing import formats
+    from compaction_bench.registry import broken
 
     table = Table("format", "description", "file names")
     for name, cls in sorted(formats().items()):
@@ -201,7 +203,7 @@ def import_(
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
-    from bench.importing import load_transcripts
+    from compaction_bench.importing import load_transcripts
 
     transcripts = load_transcripts(file, format=format, **_import_options(import_option))
     if len(transcripts) == 1:
@@ -219,7 +221,7 @@ def inspect(
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Show what a transcript holds: format, items by kind, turns, steps, usage, compactions, problems."""
-    from bench.importing import load_transcripts
+    from compaction_bench.importing import load_transcripts
 
     for transcript in load_transcripts(file, format=format, **_import_options(import_option)):
         kinds = Counter(i.kind for i in transcript.items)
@@ -253,7 +255,7 @@ def inspect(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>).")]) -> None:
     """Render report.html again from a run's tables."""
-    from reports.html import write_report
+    from compaction_bench.reports.html import write_report
 
     console.print(f"report: {write_report(run_dir)}")
 
@@ -265,7 +267,7 @@ def compare(
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric."""
-    from reports.gate import METRICS, compare_runs
+    from compaction_bench.reports.gate import METRICS, compare_runs
 
     compared = compare_runs(baseline, candidate)
     table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=f"{baseline.name} → {candidate.name}")
@@ -288,7 +290,7 @@ def gate_command(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the markdown summary to this file.")] = None,
 ) -> None:
     """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly); prints markdown."""
-    from reports.gate import Rule, gate
+    from compaction_bench.reports.gate import Rule, gate
 
     result = gate(baseline, candidate, [Rule.parse(r) for r in fail_on], alpha=alpha)
     text = result.markdown()
@@ -307,9 +309,9 @@ def probes_mine(
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
 ) -> None:
     """Mine deterministic probes (artifacts, errors, constraints, commands, plans, decisions) from a transcript."""
-    from bench.importing import load_transcript
-    from bench.probes import write_probes
-    from scenarios.mining import mine_probes
+    from compaction_bench.importing import load_transcript
+    from compaction_bench.probes import write_probes
+    from compaction_bench.scenarios.mining import mine_probes
 
     mined = mine_probes(load_transcript(file, format=format))
     if output:
@@ -324,7 +326,7 @@ def probes_mine(
 @fidelity_app.command("pi")
 def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL with recorded compactions.")]) -> None:
     """Pi's recorded compactions next to the `pi` and `pi-2026-03` replays (markdown table)."""
-    from strategies.pi_fidelity import fidelity_table
+    from compaction_bench.fidelity import fidelity_table
 
     console.print(fidelity_table(file), markup=False)
 
@@ -335,8 +337,8 @@ def fidelity_cache(
     profile: Annotated[str, typer.Option(help="Profile, or 'auto': claude-* models on the Claude profiles, the rest on gpt-5.")] = "auto",
 ) -> None:
     """Modelled against recorded cached tokens, replaying `none` with recorded usage (markdown table)."""
-    from bench.importing import load_transcripts
-    from metrics.cache import recorded_agreement
+    from compaction_bench.importing import load_transcripts
+    from compaction_bench.fidelity import recorded_agreement
 
     print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")

@@ -8,12 +8,13 @@ most specific match.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench import registry
-from bench.transcript import Transcript, TranscriptError
+from compaction_bench import registry
+from compaction_bench.transcript import Transcript, TranscriptError
 
 SNIFF_BYTES = 256 * 1024
 
@@ -22,7 +23,7 @@ class ImportFailure(TranscriptError):
     """A file that cannot be imported; the message names the file (and line where there is one)."""
 
 
-class Importer:
+class Importer(abc.ABC):
     """Base class of importers. Subclasses set the class attributes and implement `load`."""
 
     format: ClassVar[str] = ""
@@ -36,10 +37,12 @@ class Importer:
     accepts_names: ClassVar[bool] = False
 
     @classmethod
+    @abc.abstractmethod
     def sniff(cls, path: Path, head: str) -> bool:
         """True when `head` (the first bytes of the file, decoded leniently) looks like this format."""
         raise NotImplementedError
 
+    @abc.abstractmethod
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         raise NotImplementedError
 
@@ -112,10 +115,10 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
     if format == "auto":
         cls = None
     else:
-        table = formats()
-        if format not in table:
-            raise ImportFailure(f"unknown format {format!r}; known formats: {', '.join(sorted(table))}")
-        cls = table[format]
+        try:
+            cls = registry.importer_class(format)
+        except registry.RegistryError as exc:
+            raise ImportFailure(str(exc)) from None
     if not path.exists() and not (cls is not None and cls.accepts_names):
         raise ImportFailure(f"{path}: no such file")
     if path.is_dir():

@@ -4,7 +4,7 @@ The kernel adds a persistent response cache (diskcache, keyed by the sha256 of t
 request; errors are never cached; the deterministic offline models are not cached at all),
 bounded concurrency, retries with exponential backoff, and cost accounting from litellm's prices.
 
-The offline models (`bench.offline_models`) are registered as a litellm custom provider named
+The offline models (`compaction_bench.offline_models`) are registered as a litellm custom provider named
 `offline`, so `offline/extractive` and `offline/reader` take the same code path as any remote
 model id (`openai/gpt-5-mini`, `anthropic/claude-haiku-4-5`, ...).
 """
@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.strategy import LLMResult
+from compaction_bench.errors import BenchError
+from compaction_bench.strategy import LLMResult
 
 OFFLINE_PROVIDER = "offline"
 DEFAULT_SUMMARIZER = "offline/extractive"
@@ -28,7 +29,7 @@ DEFAULT_ANSWERER = "offline/reader"
 OFFLINE_MODELS = (DEFAULT_SUMMARIZER, DEFAULT_ANSWERER)
 
 
-class LLMError(RuntimeError):
+class LLMError(BenchError, RuntimeError):
     """A model call that failed after its retries (or a model that cannot be used offline)."""
 
 
@@ -53,7 +54,7 @@ def _litellm() -> Any:
 
     with _register_lock:
         if not _registered:
-            from bench.offline_models import extractive_summary, reader_answer
+            from compaction_bench.offline_models import extractive_summary, reader_answer
 
             class OfflineModels(litellm.CustomLLM):
                 def completion(self, *args: Any, **kwargs: Any) -> Any:

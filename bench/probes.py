@@ -13,11 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import BenchError
+
 KINDS = ("recall", "artifact", "continuation", "decision", "constraint", "error")
 MATCHES = ("exact", "contains", "regex", "set", "number", "judge")
 
 
-class ProbeError(ValueError):
+class ProbeError(BenchError, ValueError):
     """A probe file or probe that cannot be used; the message names file, entry and field."""
 
 
@@ -127,7 +129,7 @@ def check_unique(probes: Sequence[Probe], origin: str = "") -> None:
 
 
 def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:
-    from bench.atomic import atomic_write_text
+    from compaction_bench.atomic import atomic_write_text
 
     path = Path(path)
     if path.suffix == ".jsonl":

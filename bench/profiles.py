@@ -14,14 +14,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import BenchError
 
-class ProfileError(LookupError):
+
+class ProfileError(BenchError, LookupError):
     """An unknown profile name."""
 
 
 @dataclass(frozen=True)
 class CachePolicy:
-    """A provider's prompt-caching rules (specs/evaluation.md §7).
+    """A provider's prompt-caching rules (docs/specs/evaluation.md §7).
 
     OpenAI: automatic for prompts of at least `min_prefix` (1,024) tokens, hits in `block`
     (128)-token increments. Anthropic: a hit ends at a cache breakpoint (message boundaries of

@@ -4,7 +4,7 @@ For each request of a cell it renders the messages, counts their true tokens wit
 tokenizer (memoized per message, so a replay stays linear), raises an overflow error with the real
 provider's message text when input plus requested output exceed the window, computes the cached
 prefix against the previous request of the same cell (message hashes first, tokens only inside
-the first differing message; `bench.caching` applies the provider's rules) and returns usage in
+the first differing message; `compaction_bench.caching` applies the provider's rules) and returns usage in
 the shape strategies read. With `usage="recorded"` the transcript's own usage is reported instead
 (where the step has some).
 """
@@ -15,11 +15,11 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 
-from bench.caching import CacheOutcome, cache_outcome, leading_system
-from bench.profiles import ModelProfile
-from bench.request import Message, Request
-from bench.tokens import TokenCounter, shared_counter
-from bench.transcript import Usage
+from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system
+from compaction_bench.profiles import ModelProfile
+from compaction_bench.request import Message, Request
+from compaction_bench.tokens import TokenCounter, shared_counter
+from compaction_bench.transcript import Usage
 
 #: Tokens of framing per message (role markers), as in OpenAI's chat format accounting.
 MESSAGE_OVERHEAD = 4

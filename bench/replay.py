@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.caching import CacheOutcome
-from bench.llm import DEFAULT_SUMMARIZER, LLMClient
-from bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
-from bench.provider import Outcome, SimulatedProvider
-from bench.registry import strategy_class
-from bench.request import Message, Request, message_from_item
-from bench.strategy import LLMResult, Strategy, SummaryOverflow
-from bench.templates import PromptSet
-from bench.transcript import Step, Transcript, Usage
+from compaction_bench.caching import CacheOutcome
+from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient
+from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
+from compaction_bench.provider import Outcome, SimulatedProvider
+from compaction_bench.registry import strategy_class
+from compaction_bench.request import Message, Request, message_from_item
+from compaction_bench.strategy import LLMResult, Strategy, SummaryOverflow
+from compaction_bench.templates import PromptSet
+from compaction_bench.transcript import Step, Transcript, Usage
 
 #: How often one step may be re-sent after a strategy recovered from an overflow.
 MAX_OVERFLOW_RETRIES = 3
@@ -344,7 +344,7 @@ def replay(
     `options` are the strategy's options (strings are converted to the declared types);
     `usage="recorded"` reports the transcript's own usage to the strategy where a step has some.
     """
-    from bench.importing import load_transcript
+    from compaction_bench.importing import load_transcript
 
     if not isinstance(transcript, Transcript):
         transcript = load_transcript(transcript)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bench.transcript import Attachment, Item
+from compaction_bench.transcript import Attachment, Item
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "reasoning", "compaction")
 

@@ -2,9 +2,9 @@
 
 `run()` resolves the scenarios (the embedded synthetic suite by default, or the user's transcript
 files with probes from a file or mined), runs every unfinished cell (replay, then the metrics of
-`metrics.measure`) with a progress bar, and merges the per-cell tables into
+`compaction_bench.metrics.measure`) with a progress bar, and merges the per-cell tables into
 `requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`. Where cells
-run (this process, worker processes, a Ray cluster) is `bench.executors`' job.
+run (this process, worker processes, a Ray cluster) is `compaction_bench.executors`' job.
 """
 
 from __future__ import annotations
@@ -16,38 +16,30 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from bench.executors import EXECUTORS, execute
-from bench.importing import load_transcripts
-from bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient
-from bench.probes import Probe, load_probes
-from bench.profiles import DEFAULT_PROFILE, get_profile
-from bench.registry import strategy_class
-from bench.replay import USAGE_MODES, replay
-from bench.store import CellKey, RunStore, write_parquet
-from bench.templates import PromptSet
-from bench.transcript import Transcript
-
-DEFAULT_STRATEGIES = (
-    "none",
-    "truncate",
-    "observation-masking",
-    "codex-local",
-    "codex-remote-v1",
-    "codex-remote-v2",
-    "codex-token-budget",
-    "pi",
-    "pi-2026-03",
-    "opencode-v1",
-    "opencode-v2",
-)
+from compaction_bench.errors import BenchError
+from compaction_bench.executors import EXECUTORS, execute
+from compaction_bench.importing import load_transcripts
+from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient
+from compaction_bench.probes import Probe, load_probes
+from compaction_bench.profiles import DEFAULT_PROFILE, get_profile
+from compaction_bench.registry import strategy_class, strategy_ids
+from compaction_bench.replay import USAGE_MODES, replay
+from compaction_bench.store import CellKey, RunStore, write_parquet
+from compaction_bench.templates import PromptSet
+from compaction_bench.transcript import Transcript
 
 
-class RunError(RuntimeError):
+def default_strategies() -> tuple[str, ...]:
+    """Every built-in strategy, in registry order (what `bench run` uses without `-s`)."""
+    return tuple(strategy_ids(builtin_only=True))
+
+
+class RunError(BenchError, RuntimeError):
     """A run that cannot start (bad configuration) or whose cells failed."""
 
 
@@ -98,7 +90,7 @@ def parse_prompt_flags(flags: Iterable[str]) -> dict[str, str]:
 
 
 def synthetic_cases(seed: int = 0) -> list[Case]:
-    from scenarios.synthetic import default_suite
+    from compaction_bench.scenarios.synthetic import default_suite
 
     return [Case(s.name, s.transcript, tuple(s.probes)) for s in default_suite(seed)]
 
@@ -119,7 +111,7 @@ def file_cases(
             if given is not None:
                 case_probes = tuple(given)
             elif probes == "auto":
-                from scenarios.mining import mine_probes
+                from compaction_bench.scenarios.mining import mine_probes
 
                 case_probes = tuple(mine_probes(transcript))
             else:
@@ -164,7 +156,7 @@ def validate(config: RunConfig) -> None:
 
 
 def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dict[str, list[dict[str, Any]]], dict[str, str]]:
-    from metrics.measure import measure_cell
+    from compaction_bench.metrics.measure import measure_cell
 
     name, options = strategy_variant(key.strategy, config.options)
     result = replay(
@@ -203,7 +195,7 @@ def _versions() -> dict[str, str]:
 
 
 def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 ProgressCallback = Callable[[CellKey, str], None]
@@ -242,7 +234,7 @@ def run(
     probe file, `"auto"` (mine them; the default for transcript files) or None.
     """
     config = RunConfig(
-        strategies=tuple(dict.fromkeys(strategies)) or DEFAULT_STRATEGIES,
+        strategies=tuple(dict.fromkeys(strategies)) or default_strategies(),
         profiles=tuple(profiles) or (DEFAULT_PROFILE,),
         summarizer=summarizer,
         answerer=answerer,
@@ -282,7 +274,7 @@ def run(
     by_name = {case.name: case for case in cases}
     manifest: dict[str, Any] = {
         "run_id": run_id,
-        "created": datetime.now(timezone.utc).isoformat(),
+        "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
         "scenarios": [
             {"name": c.name, "source": dict(c.transcript.source), "items": len(c.transcript.items), "probes": len(c.probes)}
@@ -335,7 +327,7 @@ def run(
 
 def finalize(store: RunStore, manifest: dict[str, Any], report: bool = True) -> None:
     """Merge the finished cells into the run's tables, then write the manifest and the report."""
-    from metrics.aggregate import summarize
+    from compaction_bench.metrics.aggregate import summarize
 
     tables = {name: store.read_cells(name) for name in ("requests", "compactions", "probes")}
     for name, frame in tables.items():
@@ -344,6 +336,6 @@ def finalize(store: RunStore, manifest: dict[str, Any], report: bool = True) -> 
     write_parquet(summary, store.root / "summary.parquet")
     store.write_manifest(manifest)
     if report:
-        from reports.html import write_report
+        from compaction_bench.reports.html import write_report
 
         write_report(store.root)

@@ -24,13 +24,14 @@ from typing import Any
 
 import pandas as pd
 
-from bench.atomic import atomic_write, atomic_write_text
+from compaction_bench.atomic import atomic_write, atomic_write_text
+from compaction_bench.errors import BenchError
 
 TABLES = ("requests", "compactions", "probes")
 KEY_COLUMNS = ["scenario", "strategy", "profile", "repeat"]
 
 
-class StoreError(RuntimeError):
+class StoreError(BenchError, RuntimeError):
     """A run folder that is missing, incomplete or not a run."""
 
 

@@ -20,6 +20,7 @@ Through its `StrategyContext` a strategy sends summary requests (`summarize`, wh
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import types
 import typing
@@ -27,13 +28,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
-from bench.profiles import ModelProfile
-from bench.provider import ProviderError
-from bench.request import Message, Request
-from bench.transcript import Item, Usage
+from compaction_bench.errors import BenchError
+from compaction_bench.profiles import ModelProfile
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, Request
+from compaction_bench.transcript import Item, Usage
 
 
-class OptionError(ValueError):
+class OptionError(BenchError, ValueError):
     """An unknown option or a value of the wrong type; the message lists the valid options."""
 
 
@@ -144,7 +146,7 @@ class NoOptions:
     """A strategy without options."""
 
 
-class Strategy:
+class Strategy(abc.ABC):
     """Base class of strategies. Subclasses set `name`, `description`, `spec` and `Options`."""
 
     name: ClassVar[str] = ""
@@ -175,18 +177,22 @@ class Strategy:
         return cls.Options(**converted)
 
     # ----------------------------------------------------------------- protocol
+    @abc.abstractmethod
     def on_user_turn(self, item: Item) -> None:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def on_input(self, item: Item) -> None:
         raise NotImplementedError
 
     def on_marker(self, item: Item) -> None:
         """Recorded agent events are ignored unless a strategy needs them."""
 
+    @abc.abstractmethod
     def request(self) -> Request:
         raise NotImplementedError
 
+    @abc.abstractmethod
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         raise NotImplementedError
 

@@ -14,13 +14,15 @@ from typing import Any
 
 import jinja2
 
+from compaction_bench.errors import BenchError
 
-class TemplateError(LookupError):
+
+class TemplateError(BenchError, LookupError):
     """A missing template or an override file that does not exist."""
 
 
 def default_prompt_dir() -> Path:
-    return Path(str(importlib.resources.files("strategies") / "prompts"))
+    return Path(str(importlib.resources.files("compaction_bench.strategies") / "prompts"))
 
 
 class PromptSet:

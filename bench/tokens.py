@@ -1,18 +1,18 @@
 """Token counting: true counts with tiktoken encodings loaded offline, and the upstream estimators.
 
 True counts use o200k_base or cl100k_base built from the BPE files that litellm ships
-(sha256-checked; specs/environment.md §1, "Route D"), so no code path reaches the network.
+(sha256-checked; docs/specs/environment.md §1, "Route D"), so no code path reaches the network.
 
 The estimators are the upstream systems' own heuristics, named after them:
-- Codex: ``ceil(utf8_bytes / 4)`` (specs/codex.md §6)
-- Pi: ``ceil(utf16_units / 4)`` (specs/pi.md §2.5)
-- OpenCode: ``round_half_up(utf16_units / 4)`` (specs/opencode.md §2.4)
+- Codex: ``ceil(utf8_bytes / 4)`` (docs/specs/codex.md §6)
+- Pi: ``ceil(utf16_units / 4)`` (docs/specs/pi.md §2.5)
+- OpenCode: ``round_half_up(utf16_units / 4)`` (docs/specs/opencode.md §2.4)
 """
 
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import tiktoken
@@ -42,7 +42,7 @@ def bundled_tokenizer_dir() -> Path:
     return Path(spec.submodule_search_locations[0]) / "litellm_core_utils" / "tokenizers"
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_encoding(name: str) -> tiktoken.Encoding:
     """A tiktoken encoding built from the local, hash-checked BPE file (never downloads)."""
     if name not in ENCODING_FILES:
@@ -130,7 +130,7 @@ class TokenCounter:
         return self.encoding.encode(text, disallowed_special=())
 
 
-@lru_cache(maxsize=None)
+@cache
 def shared_counter(encoding: str) -> TokenCounter:
     """The process's memoizing counter for an encoding: every cell and metric counts the same texts."""
     return TokenCounter(encoding)

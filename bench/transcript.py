@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import BenchError
+
 FORMAT_NAME = "compaction-bench/transcript"
 FORMAT_VERSION = 1
 
@@ -45,7 +47,7 @@ class FrozenMap(dict):
 _EMPTY: Mapping[str, Any] = FrozenMap()
 
 
-class TranscriptError(ValueError):
+class TranscriptError(BenchError, ValueError):
     """A transcript (file or object) that cannot be used; the message names the place."""
 
 
@@ -326,7 +328,7 @@ class Transcript:
 
     def write(self, path: str | Path) -> Path:
         """Write the canonical JSONL file atomically."""
-        from bench.atomic import atomic_write_text
+        from compaction_bench.atomic import atomic_write_text
 
         return atomic_write_text(Path(path), self.dumps())
 

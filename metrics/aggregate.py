@@ -22,8 +22,8 @@ from typing import Any
 
 import pandas as pd
 
-from metrics.integrity import FORMATS
-from metrics.stats import McNemar, bootstrap_ci, mcnemar
+from compaction_bench.metrics.integrity import FORMATS
+from compaction_bench.metrics.stats import McNemar, bootstrap_ci, mcnemar
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]

@@ -1,15 +1,15 @@
 """Dollars: requests priced with the profile's prices, cached-token prices and cache writes included.
 
-Prices come from the profile (litellm's bundled cost map, `bench.profiles`). Where the map has no
+Prices come from the profile (litellm's bundled cost map, `compaction_bench.profiles`). Where the map has no
 cached-input or cache-write price, the cache policy's multipliers of the input price stand in
-(specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). Summary requests are
+(docs/specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). Summary requests are
 priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a different, priced model, litellm's own cost of that call replaces it.
 """
 
 from __future__ import annotations
 
-from bench.profiles import ModelProfile
+from compaction_bench.profiles import ModelProfile
 
 
 def cached_input_price(profile: ModelProfile) -> float:

@@ -27,11 +27,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from bench.llm import LLMClient
-from bench.probes import Probe
-from bench.request import Message
-from bench.strategy import LLMResult
-from bench.templates import PromptSet
+from compaction_bench.llm import LLMClient
+from compaction_bench.probes import Probe
+from compaction_bench.request import Message
+from compaction_bench.strategy import LLMResult
+from compaction_bench.templates import PromptSet
 
 SET_PASS_F1 = 0.5
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"

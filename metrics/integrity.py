@@ -1,6 +1,6 @@
 """Tool call/result pair integrity, checked against each provider's wire rules separately.
 
-A request's messages (`bench.request.Message`) are laid out as each API would receive them, and
+A request's messages (`compaction_bench.request.Message`) are laid out as each API would receive them, and
 every tool call and tool result is checked against that API's rules. A violation names the wire
 format, its kind, the call id and the offending message indices (positions in the request's own
 message list, so a report can point at them).
@@ -11,7 +11,7 @@ Kinds: ``orphan_call`` (a call no result answers), ``orphan_result`` (a result n
 call that never got a result) are told apart (`recorded_orphans`): replaying them is not a
 strategy's fault, and the metrics report them separately.
 
-The formats (specs/evaluation.md §6: "our validator must run on each provider's wire format"):
+The formats (docs/specs/evaluation.md §6: "our validator must run on each provider's wire format"):
 - ``openai_chat`` (Chat Completions): reasoning has no input form and is not sent; every other
   message is its own wire message. An assistant message with tool calls must be followed directly
   by ``tool`` messages answering each of its ids, and every ``tool`` message must answer a call of
@@ -34,8 +34,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from bench.request import Message
-from bench.transcript import Transcript
+from compaction_bench.request import Message
+from compaction_bench.transcript import Transcript
 
 FORMATS = ("openai_chat", "openai_responses", "anthropic")
 KINDS = ("orphan_call", "orphan_result", "misplaced_result", "duplicate_id")

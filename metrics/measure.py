@@ -23,14 +23,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.llm import LLMClient, LLMError
-from bench.probes import Probe, ProbeError
-from bench.provider import SimulatedProvider
-from bench.replay import ReplayResult
-from bench.request import message_from_item
-from bench.strategy import LLMResult
-from bench.transcript import Transcript
-from metrics import accuracy, cache, cost, grading, integrity
+from compaction_bench.llm import LLMClient, LLMError
+from compaction_bench.metrics import accuracy, cache, cost, grading, integrity
+from compaction_bench.probes import Probe, ProbeError
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.replay import ReplayResult
+from compaction_bench.request import message_from_item
+from compaction_bench.strategy import LLMResult
+from compaction_bench.transcript import Transcript
 
 
 @dataclass

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.store import load_run
-from metrics.aggregate import mcnemar_probes
+from compaction_bench.errors import BenchError
+from compaction_bench.metrics.aggregate import mcnemar_probes
+from compaction_bench.store import load_run
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
 METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
@@ -34,7 +35,7 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 PROBE_METRICS = {"presence": "present", "answered": "correct"}
 
 
-class GateError(ValueError):
+class GateError(BenchError, ValueError):
     """A gate rule that cannot be read, or runs that share nothing to compare."""
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from bench.atomic import atomic_write_text
-from bench.profiles import PROFILES
-from bench.store import load_run
-from reports.figures import context_timeline
-from reports.leaderboard import format_value, leaderboard
+from compaction_bench.atomic import atomic_write_text
+from compaction_bench.profiles import PROFILES
+from compaction_bench.reports.figures import context_timeline
+from compaction_bench.reports.leaderboard import format_value, leaderboard
+from compaction_bench.store import load_run
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 #: At most this many context timelines (the scenarios with the most requests).

@@ -16,10 +16,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer
-from bench.transcript import Transcript, Usage
-from scenarios.builder import TranscriptBuilder
-from scenarios.readers import read_text
+from compaction_bench.importing import Importer
+from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.readers import read_text
+from compaction_bench.transcript import Transcript, Usage
 
 FORMAT = "aider"
 SESSION_RE = re.compile(r"^# aider chat started at (.*)$")

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage
+from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage
 
 
 def as_text(value: Any) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, decode_utf8, read_bytes
-from bench.transcript import Transcript, TranscriptError, is_canonical
+from compaction_bench.importing import Importer, decode_utf8, read_bytes
+from compaction_bench.transcript import Transcript, TranscriptError, is_canonical
 
 
 class CanonicalImporter(Importer):

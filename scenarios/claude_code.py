@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Transcript, Usage
-from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
-from scenarios.readers import read_jsonl
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from compaction_bench.scenarios.readers import read_jsonl
+from compaction_bench.transcript import Transcript, Usage
 
 FORMAT = "claude-code"
 CHAINS = ("main", "sidechains", "all")

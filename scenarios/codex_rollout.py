@@ -1,6 +1,6 @@
 """Importer for Codex CLI rollout files (`~/.codex/sessions/**/rollout-*.jsonl`, also `.jsonl.zst`).
 
-Owns the mapping of Codex's rollout lines (specs/codex.md §7, corpora/MANIFEST.md) to canonical items:
+Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANIFEST.md) to canonical items:
 
 - the ``{timestamp, [ordinal], type, payload}`` envelope, and the pre-envelope legacy variant
   (first line ``{id, timestamp, instructions, git}``, then bare response items and
@@ -32,10 +32,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench.importing import ImportFailure, Importer
-from bench.transcript import Attachment, Transcript, Usage
-from scenarios.builder import TranscriptBuilder, as_int, image_attachment
-from scenarios.readers import read_jsonl
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_int, image_attachment
+from compaction_bench.scenarios.readers import read_jsonl
+from compaction_bench.transcript import Attachment, Transcript, Usage
 
 ENVELOPE_TYPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",

@@ -4,7 +4,7 @@ with `datasets`, or a Hub id (`org/name`) where a network exists.
 One row is one transcript. Options map the dataset's columns: `messages` (the column holding the
 message list; by default the first of messages / conversations / traj / history that exists),
 `role_key` / `content_key` (per-message field names, e.g. ShareGPT's `from` / `value`), `id_column`,
-`model_column`, `split` (default "train"). Messages are converted by `scenarios.openai_style`.
+`model_column`, `split` (default "train"). Messages are converted by `compaction_bench.scenarios.openai_style`.
 Sniffing is by content elsewhere, so this importer is chosen explicitly (`format="hf-dataset"`)
 or for Parquet files. Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at
 once with one clear message.
@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Transcript
-from scenarios.builder import TranscriptBuilder
-from scenarios.openai_style import add_messages
-from scenarios.readers import read_text
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.openai_style import add_messages
+from compaction_bench.scenarios.readers import read_text
+from compaction_bench.transcript import Transcript
 
 FORMAT = "hf-dataset"
 MESSAGE_COLUMNS = ("messages", "conversations", "traj", "history")

@@ -4,7 +4,7 @@ Owns the container: `{info, messages, trajectory_format, instance_id}` (model fr
 `info.config.model.model_name`, per-message usage in `extra.response.usage`, the final `exit`
 message as a marker) and the legacy variant (a bare message list whose bash command sits in a
 ```mswea_bash_command``` or ```bash block; the next user message is its output). The message
-conversion itself is `scenarios.openai_style`.
+conversion itself is `compaction_bench.scenarios.openai_style`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Transcript, Usage
-from scenarios.builder import TranscriptBuilder
-from scenarios.openai_style import actions_to_tool_calls, add_messages, openai_usage, sniff_messages
-from scenarios.readers import read_json_reported
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.openai_style import actions_to_tool_calls, add_messages, openai_usage, sniff_messages
+from compaction_bench.scenarios.readers import read_json_reported
+from compaction_bench.transcript import Transcript, Usage
 
 FORMAT = "mini-swe-agent"
 _BLOCK_RE = re.compile(r"```(mswea_bash_command|bash)[ \t]*\n(.*?)```", re.S)

@@ -24,8 +24,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from bench.probes import Probe
-from bench.transcript import Item, Transcript
+from compaction_bench.probes import Probe
+from compaction_bench.transcript import Item, Transcript
 
 PER_KIND = 8
 JUDGED_SHARE = 0.3

@@ -1,7 +1,7 @@
 """Importer for plain OpenAI-style message lists: a JSON list or JSONL of `{role, content, tool_calls,
 tool_call_id}`, an object holding `messages`, and tau-bench's container (a JSON list of runs
 `{task_id, trial, reward, info, traj}`: one transcript per run). The message conversion is
-`scenarios.openai_style`.
+`compaction_bench.scenarios.openai_style`.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Transcript
-from scenarios.builder import TranscriptBuilder
-from scenarios.openai_style import add_messages, sniff_messages
-from scenarios.readers import read_json_reported, read_jsonl, read_text
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.openai_style import add_messages, sniff_messages
+from compaction_bench.scenarios.readers import read_json_reported, read_jsonl, read_text
+from compaction_bench.transcript import Transcript
 
 FORMAT = "openai-messages"
 

@@ -13,8 +13,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from bench.transcript import Attachment, Usage
-from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from compaction_bench.transcript import Attachment, Usage
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 

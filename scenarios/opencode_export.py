@@ -1,4 +1,4 @@
-"""Importer for OpenCode sessions: `OpenCodeImporter`, format "opencode" (specs/opencode.md §7).
+"""Importer for OpenCode sessions: `OpenCodeImporter`, format "opencode" (docs/specs/opencode.md §7).
 
 Two sources hold the same message/part objects (schema `packages/schema/src/v1/session.ts`):
 
@@ -38,13 +38,14 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from bench.importing import ImportFailure, Importer
-from bench.transcript import Attachment, Transcript, Usage
-from scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text
-from scenarios.readers import read_json_reported
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text
+from compaction_bench.scenarios.readers import read_json_reported
+from compaction_bench.transcript import Attachment, Transcript, Usage
 
 FORMAT = "opencode"
 SQLITE_MAGIC = "SQLite format 3"
@@ -216,9 +217,9 @@ def _timestamp(info: Mapping[str, Any]) -> str | None:
     created = info.get("time", {}).get("created") if isinstance(info.get("time"), Mapping) else None
     if not isinstance(created, (int, float)) or isinstance(created, bool):
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(created / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(created / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 class OpenCodeImporter(Importer):

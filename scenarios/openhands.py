@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Attachment, Transcript
-from scenarios.builder import TranscriptBuilder, as_arguments, as_text
-from scenarios.openai_style import openai_usage
-from scenarios.readers import read_json_reported, read_jsonl
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text
+from compaction_bench.scenarios.openai_style import openai_usage
+from compaction_bench.scenarios.readers import read_json_reported, read_jsonl
+from compaction_bench.transcript import Attachment, Transcript
 
 FORMAT = "openhands"
 NON_TOOL_ACTIONS = frozenset({"message", "system", "recall", "change_agent_state"})

@@ -1,6 +1,6 @@
 """Importer for Pi coding-agent session files (JSONL, versions 1–3): `PiSessionImporter`, format "pi".
 
-Follows specs/pi.md §1 (session storage) and §8 (fixtures):
+Follows docs/specs/pi.md §1 (session storage) and §8 (fixtures):
 
 - line 1 is the `session` header; every other line an entry with `id`, `parentId`, `timestamp`,
   `type`. v1 files (no ids) are migrated as Pi does on load: sequential ids, parent = the previous
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench.importing import ImportFailure, Importer
-from bench.transcript import Attachment, Item, Transcript, Usage
-from scenarios.readers import read_jsonl
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.readers import read_jsonl
+from compaction_bench.transcript import Attachment, Item, Transcript, Usage
 
 CURRENT_SESSION_VERSION = 3
 ENTRY_TYPES = frozenset(
@@ -66,7 +66,7 @@ MARKER_FIELDS = {
 
 
 def render_bash_execution(message: Mapping[str, Any]) -> str:
-    """The user-role text Pi sends for a `!cmd` execution (specs/pi.md §1.4 step 5)."""
+    """The user-role text Pi sends for a `!cmd` execution (docs/specs/pi.md §1.4 step 5)."""
     text = f"Ran `{message.get('command', '')}`\n"
     output = message.get("output") or ""
     text += f"```\n{output}\n```" if output else "(no output)"
@@ -97,7 +97,7 @@ def content_parts(content: Any) -> tuple[list[str], list[Attachment]]:
 
 
 def migrate(header: dict[str, Any], entries: list[dict[str, Any]]) -> int:
-    """Bring raw entries to version 3 in place (specs/pi.md §1.1); returns the file's version."""
+    """Bring raw entries to version 3 in place (docs/specs/pi.md §1.1); returns the file's version."""
     version = int(header.get("version") or 1)
     if version < 2:
         ids: list[str] = []
@@ -331,7 +331,7 @@ def _with_previous(entries: list[dict[str, Any]]) -> Iterator[tuple[dict[str, An
 
 
 def active_path(by_id: Mapping[str, dict[str, Any]], leaf: str | None) -> list[dict[str, Any]]:
-    """Entries from the root to `leaf` (specs/pi.md §1.1 `getBranch`)."""
+    """Entries from the root to `leaf` (docs/specs/pi.md §1.1 `getBranch`)."""
     path: list[dict[str, Any]] = []
     seen: set[str] = set()
     current = leaf

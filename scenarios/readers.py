@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.importing import ImportFailure, decode_utf8, read_bytes
+from compaction_bench.importing import ImportFailure, decode_utf8, read_bytes
 
 
 @dataclass

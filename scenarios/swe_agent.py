@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.importing import Importer, ImportFailure
-from bench.transcript import Transcript
-from scenarios.builder import TranscriptBuilder
-from scenarios.openai_style import actions_to_tool_calls, add_messages
-from scenarios.readers import read_json_reported
+from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.openai_style import actions_to_tool_calls, add_messages
+from compaction_bench.scenarios.readers import read_json_reported
+from compaction_bench.transcript import Transcript
 
 FORMAT = "swe-agent"
 

@@ -2,7 +2,7 @@
 
 `generate(shape, seed)` builds one long coding session as a canonical `Transcript` together with
 the `Probe`s of the facts planted in it. A session is a recorded conversation with a coding agent
-working on the fictional `ledgerline` repository (`scenarios.synthetic_repo`):
+working on the fictional `ledgerline` repository (`compaction_bench.scenarios.synthetic_repo`):
 
 - a system item first, then injected context as synthetic user items (AGENTS.md, environment);
 - real user messages (one per turn) with requests, constraints and changes of mind;
@@ -35,12 +35,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.probes import Probe
-from bench.profiles import get_profile
-from bench.provider import SimulatedProvider
-from bench.request import message_from_item
-from bench.transcript import Attachment, Item, Transcript, Usage
-from scenarios.synthetic_repo import (
+from compaction_bench.probes import Probe
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.request import message_from_item
+from compaction_bench.scenarios.synthetic_repo import (
     ROOT,
     Failure,
     VirtualRepo,
@@ -50,6 +49,7 @@ from scenarios.synthetic_repo import (
     service_log,
     shell_output,
 )
+from compaction_bench.transcript import Attachment, Item, Transcript, Usage
 
 GENERATOR = "compaction-bench/synthetic"
 MODEL = "gpt-5"

@@ -4,7 +4,7 @@
 - `truncate` drops the oldest pair-safe units (whole turns first, then whole model steps with
   their tool results) once the true token count passes `trigger_ratio` of the window, until it is
   under `target_ratio`. It never separates a tool call from its result.
-- `observation-masking` (JetBrains, "The Complexity Trap", specs/evaluation.md §2): tool outputs
+- `observation-masking` (JetBrains, "The Complexity Trap", docs/specs/evaluation.md §2): tool outputs
   older than the last `keep_last` agent steps become a one-line placeholder; reasoning and actions
   stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10. Every
   masking rewrite is recorded (it moves the cache prefix) but, being continuous, is not a probe
@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from bench.request import Message, Request, merge_assistant
-from bench.strategy import Strategy
-from bench.transcript import Item, Usage
-from strategies.history import ItemHistory, pair_safe_units
+from compaction_bench.request import Message, Request, merge_assistant
+from compaction_bench.strategies.history import ItemHistory, pair_safe_units
+from compaction_bench.strategy import Strategy
+from compaction_bench.transcript import Item, Usage
 
 
 class _Recording(Strategy):
@@ -109,7 +109,7 @@ class MaskingOptions:
 class ObservationMasking(_Recording):
     name = "observation-masking"
     description = "replaces tool outputs older than the last M agent steps with a placeholder"
-    spec = "specs/evaluation.md §2"
+    spec = "docs/specs/evaluation.md §2"
     Options = MaskingOptions
 
     def __init__(self, ctx, options=None) -> None:

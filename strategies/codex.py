@@ -1,7 +1,7 @@
 """Codex CLI context compaction: `codex-local`, `codex-remote-v1`, `codex-remote-v2`, `codex-token-budget`.
 
-Rules from specs/codex.md; the shared pieces (estimator, limits, accountant, normalization,
-truncation, windows, retention) are in `strategies.codex_components`.
+Rules from docs/specs/codex.md; the shared pieces (estimator, limits, accountant, normalization,
+truncation, windows, retention) are in `compaction_bench.strategies.codex_components`.
 
 - Trigger points (§1.2-§1.4), common to all four: the pre-turn check before the new user message
   is recorded (model-switch checks first: comp_hash change, downshift to a smaller window, both
@@ -36,11 +36,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.provider import ProviderError
-from bench.request import Message, Request
-from bench.strategy import Strategy, SummaryOverflow
-from bench.transcript import Item, Usage
-from strategies.codex_components import (
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, Request
+from compaction_bench.strategies.codex_components import (
     CodexItem,
     ContextLimits,
     ContextWindows,
@@ -62,8 +60,10 @@ from strategies.codex_components import (
     retain_for_remote,
     select_user_messages,
 )
+from compaction_bench.strategy import Strategy, SummaryOverflow
+from compaction_bench.transcript import Item, Usage
 
-SPEC = "specs/codex.md"
+SPEC = "docs/specs/codex.md"
 
 
 @dataclass(frozen=True)

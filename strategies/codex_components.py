@@ -1,4 +1,4 @@
-"""Shared Codex components: the pieces every Codex strategy is built from (specs/codex.md).
+"""Shared Codex components: the pieces every Codex strategy is built from (docs/specs/codex.md).
 
 This module owns, once for all four Codex strategies:
 
@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from bench.request import Message, ToolCall, merge_assistant
-from bench.tokens import codex_estimate, codex_estimate_bytes, utf8_len
-from bench.transcript import Attachment, Item, Usage, thaw
+from compaction_bench.request import Message, ToolCall, merge_assistant
+from compaction_bench.tokens import codex_estimate, codex_estimate_bytes, utf8_len
+from compaction_bench.transcript import Attachment, Item, Usage, thaw
 
 #: Codex item types produced by the model (history.rs L798-818, the ones this data model has).
 MODEL_GENERATED_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "compaction"})

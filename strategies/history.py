@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from bench.request import Message, merge_assistant, message_from_item
-from bench.transcript import Item
+from compaction_bench.request import Message, merge_assistant, message_from_item
+from compaction_bench.transcript import Item
 
 
 class ItemHistory:

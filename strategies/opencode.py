@@ -1,4 +1,4 @@
-"""OpenCode's two compaction paths as strategies (specs/opencode.md, upstream commit SNAP).
+"""OpenCode's two compaction paths as strategies (docs/specs/opencode.md, upstream commit SNAP).
 
 `opencode-v1` (`packages/opencode/src/session/*`, the TUI/CLI path):
 
@@ -33,12 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.provider import ProviderError
-from bench.request import Message, Request
-from bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from bench.tokens import opencode_estimate
-from bench.transcript import Item, Usage
-from strategies.opencode_components import (
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, Request
+from compaction_bench.strategies.opencode_components import (
     CONTINUE_TEXT,
     CompactionPart,
     Estimator,
@@ -56,6 +53,9 @@ from strategies.opencode_components import (
     usable_window,
     usage_count,
 )
+from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.tokens import opencode_estimate
+from compaction_bench.transcript import Item, Usage
 
 #: §3.1: prepended to the follow-up when the compaction answered a provider overflow (our words).
 OVERFLOW_NOTE = (
@@ -158,7 +158,7 @@ def filter_compacted(records: Sequence[Record]) -> list[Record]:
 class OpenCodeV1(_OpenCode):
     name = "opencode-v1"
     description = "OpenCode V1: usable-window trigger, ≤2-turn verbatim tail within a token budget, anchored summary, overflow replay; prune as option"
-    spec = "specs/opencode.md §1-§5"
+    spec = "docs/specs/opencode.md §1-§5"
     Options = OpenCodeV1Options
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
@@ -369,7 +369,7 @@ class Checkpoint:
 class OpenCodeV2(_OpenCode):
     name = "opencode-v2"
     description = "OpenCode V2 core: serialized history, 8k recent text split inside a message, summary ≤4096, checkpoint as one user message"
-    spec = "specs/opencode.md §6"
+    spec = "docs/specs/opencode.md §6"
     Options = OpenCodeV2Options
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:

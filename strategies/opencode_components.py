@@ -1,4 +1,4 @@
-"""Shared pieces of the OpenCode strategies `opencode-v1` and `opencode-v2` (specs/opencode.md, SNAP).
+"""Shared pieces of the OpenCode strategies `opencode-v1` and `opencode-v2` (docs/specs/opencode.md, SNAP).
 
 One place for everything both paths use:
 
@@ -26,11 +26,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.profiles import ModelProfile
-from bench.provider import ProviderError
-from bench.request import Message, merge_assistant, message_from_item
-from bench.tokens import opencode_estimate, opencode_estimate_units, utf16_len
-from bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Usage
+from compaction_bench.profiles import ModelProfile
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, merge_assistant, message_from_item
+from compaction_bench.tokens import opencode_estimate, opencode_estimate_units, utf16_len
+from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Usage
 
 # ----------------------------------------------------------------- protocol strings (verbatim)
 #: §3.2: how a compaction request part reads to the model.

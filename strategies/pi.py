@@ -1,7 +1,7 @@
 """Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`) and `pi-2026-03` (BASE, `83378aad`).
 
 One implementation, parameterized by `PiRules` (strategies/pi_compaction.py). It implements
-specs/pi.md:
+docs/specs/pi.md:
 - §1: the session tree (strategies/pi_session_tree.py) rebuilt from the transcript: items carry
   their Pi entry id and parentId in `meta` (scenarios/pi_session.py); items from other formats
   become entries in order. Recorded compactions are not installed (the strategy compacts on its
@@ -29,12 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from bench.provider import ProviderError
-from bench.request import Message, Request, ToolCall
-from bench.strategy import Strategy, SummaryOverflow
-from bench.transcript import Item, Usage
-from strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE, entries_to_summarize, prepare_branch_summary
-from strategies.pi_compaction import (
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE, entries_to_summarize, prepare_branch_summary
+from compaction_bench.strategies.pi_compaction import (
     BASE,
     LATER,
     NO_PRIOR_HISTORY,
@@ -45,7 +43,7 @@ from strategies.pi_compaction import (
     prepare_compaction,
     serialize_conversation,
 )
-from strategies.pi_session_tree import (
+from compaction_bench.strategies.pi_session_tree import (
     Entry,
     PiMessage,
     SessionTree,
@@ -59,6 +57,8 @@ from strategies.pi_session_tree import (
     message_item_ids,
     to_wire,
 )
+from compaction_bench.strategy import Strategy, SummaryOverflow
+from compaction_bench.transcript import Item, Usage
 
 #: Transient errors that Pi retries before any compaction check (§2.3).
 RETRYABLE_ERROR = re.compile(
@@ -73,7 +73,7 @@ BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
 
 @dataclass(frozen=True)
 class PiOptions:
-    """Pi settings and constants, with the upstream defaults (specs/pi.md §2.1, §3–§6)."""
+    """Pi settings and constants, with the upstream defaults (docs/specs/pi.md §2.1, §3–§6)."""
 
     enabled: bool = True
     reserve_tokens: int = 16384
@@ -551,12 +551,12 @@ class PiStrategy(Strategy):
 class Pi(PiStrategy):
     name = "pi"
     description = "Pi (2026-07 rules): session tree, cut points, split-turn summaries, update prompt, file lists, overflow recovery, branch summaries"
-    spec = "specs/pi.md (LATER, ee24a9ec)"
+    spec = "docs/specs/pi.md (LATER, ee24a9ec)"
     rules = LATER
 
 
 class Pi202603(PiStrategy):
     name = "pi-2026-03"
     description = "Pi (2026-03 rules, 83378aad), including the kept-tail loss of issue #2608"
-    spec = "specs/pi.md (BASE, 83378aad)"
+    spec = "docs/specs/pi.md (BASE, 83378aad)"
     rules = BASE

@@ -1,5 +1,5 @@
 """Pi's branch summaries: what is summarized when the user navigates the session tree
-(specs/pi.md §6, `branch-summarization.ts@83378aad`).
+(docs/specs/pi.md §6, `branch-summarization.ts@83378aad`).
 
 Owns the collection of the abandoned entries (old leaf up to, excluding, the deepest common
 ancestor with the navigation target), the message extraction that skips tool results, the
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from strategies.pi_compaction import FileOps
-from strategies.pi_session_tree import Entry, PiMessage, SessionTree, entry_message, estimate_tokens
+from compaction_bench.strategies.pi_compaction import FileOps
+from compaction_bench.strategies.pi_session_tree import Entry, PiMessage, SessionTree, entry_message, estimate_tokens
 
 BRANCH_SUMMARY_PREAMBLE = "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
 

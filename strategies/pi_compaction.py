@@ -1,4 +1,4 @@
-"""Pi's compaction pipeline without the LLM calls (specs/pi.md §3, §4.1, §4.4, §5.1).
+"""Pi's compaction pipeline without the LLM calls (docs/specs/pi.md §3, §4.1, §4.4, §5.1).
 
 Owns the version rules (`PiRules`: BASE `83378aad` vs LATER `ee24a9ec`), the valid cut points and
 the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3), split-turn
@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from strategies.pi_session_tree import (
+from compaction_bench.strategies.pi_session_tree import (
     CUT_POINT_ROLES,
     TURN_START_ROLES,
     Entry,

@@ -1,4 +1,4 @@
-"""Pi's session tree and what the model sees of it (specs/pi.md §1, §2.4, §2.5).
+"""Pi's session tree and what the model sees of it (docs/specs/pi.md §1, §2.4, §2.5).
 
 Owns:
 - `PiMessage` (an AgentMessage: user, assistant, toolResult, bashExecution, custom, and the
@@ -22,9 +22,9 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from bench.request import Message, ToolCall
-from bench.tokens import pi_estimate_units, utf16_len
-from bench.transcript import Attachment, Usage
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.tokens import pi_estimate_units, utf16_len
+from compaction_bench.transcript import Attachment, Usage
 
 COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"

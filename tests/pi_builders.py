@@ -12,12 +12,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from bench.llm import LLMClient
-from bench.profiles import get_profile
-from bench.strategy import LLMResult
-from bench.request import Message, ToolCall
-from bench.transcript import Item, Transcript, Usage
-from strategies.pi_session_tree import Entry, PiMessage
+from compaction_bench.llm import LLMClient
+from compaction_bench.profiles import get_profile
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.strategies.pi_session_tree import Entry, PiMessage
+from compaction_bench.strategy import LLMResult
+from compaction_bench.transcript import Item, Transcript, Usage
 
 
 @dataclass

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.transcript import Item, Transcript
+from compaction_bench.transcript import Item, Transcript
 
-BENCH = [sys.executable, "-m", "bench.cli"]
+BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 
 
 def bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,4 @@
-"""Unit tests of the shared Codex components (specs/codex.md §1, §2.1, §3.1, §4.3, §6, §9).
+"""Unit tests of the shared Codex components (docs/specs/codex.md §1, §2.1, §3.1, §4.3, §6, §9).
 
 Expected values are worked out by hand from the spec's formulas, not from the code under test.
 """
@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 
-from bench.transcript import Attachment, Usage
-from strategies.codex_components import (
+from compaction_bench.strategies.codex_components import (
     CodexItem,
     ContextLimits,
     ContextWindows,
@@ -25,6 +24,7 @@ from strategies.codex_components import (
     select_user_messages,
     truncate_middle,
 )
+from compaction_bench.transcript import Attachment, Usage
 
 
 def user(text: str, id: str, **kw) -> CodexItem:

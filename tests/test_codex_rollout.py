@@ -1,4 +1,4 @@
-"""The Codex rollout importer (specs/codex.md §7, corpora/MANIFEST.md) and the Codex strategies on
+"""The Codex rollout importer (docs/specs/codex.md §7, corpora/MANIFEST.md) and the Codex strategies on
 the real rollouts of ../shared/corpora/codex-rollout-jsonl.
 
 Corpus expectations (item counts, usage events, trigger steps) are computed in the tests from the
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from bench.importing import ImportFailure, load_transcript
-from bench.replay import replay
-from scenarios.codex_rollout import CodexRolloutImporter
+from compaction_bench.importing import ImportFailure, load_transcript
+from compaction_bench.replay import replay
+from compaction_bench.scenarios.codex_rollout import CodexRolloutImporter
 from tests.conftest import corpus_files
 from tests.test_codex_strategies import CODEX, assert_pairs_after_compaction
 
@@ -214,7 +214,7 @@ def approx(n_bytes: int) -> int:
 
 
 def item_estimate(payload: dict) -> int:
-    """specs/codex.md §6, from the raw payload."""
+    """docs/specs/codex.md §6, from the raw payload."""
     if payload["type"] == "reasoning" and payload.get("encrypted_content"):
         return approx(max(0, len(payload["encrypted_content"]) * 3 // 4 - 650))
     return approx(len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()))

@@ -1,4 +1,4 @@
-"""The four Codex strategies on hand-built transcripts (specs/codex.md §1.4, §2, §3, §4, §5).
+"""The four Codex strategies on hand-built transcripts (docs/specs/codex.md §1.4, §2, §3, §4, §5).
 
 Each test builds a small session whose right answer follows from the spec: recorded usage
 (``usage="recorded"``) puts the server totals exactly where a test wants the trigger, and the
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bench.profiles import get_profile
-from bench.provider import SimulatedProvider
-from bench.replay import ReplayResult, replay
-from bench.request import message_from_item
-from bench.transcript import Item, Transcript, Usage
-from strategies.codex_components import window_uuid
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.replay import ReplayResult, replay
+from compaction_bench.request import message_from_item
+from compaction_bench.strategies.codex_components import window_uuid
+from compaction_bench.transcript import Item, Transcript, Usage
 
 CODEX = ("codex-local", "codex-remote-v1", "codex-remote-v2", "codex-token-budget")
 PREFIX_START = "A different language model already worked on this task"
@@ -304,7 +304,7 @@ def test_no_request_breaks_tool_pairs_after_compaction(strategy):
 
 @pytest.fixture(scope="module")
 def synthetic_suite():
-    from scenarios.synthetic import default_suite
+    from compaction_bench.scenarios.synthetic import default_suite
 
     return {scenario.name: scenario.transcript for scenario in default_suite()}
 

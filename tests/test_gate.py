@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-import bench
-from bench.runner import Case
-from reports.gate import GateError, Rule, compare_runs, gate
-from scenarios.synthetic import generate
+import compaction_bench as bench
+from compaction_bench.reports.gate import GateError, Rule, compare_runs, gate
+from compaction_bench.runner import Case
+from compaction_bench.scenarios.synthetic import generate
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_gate_fails_on_the_regression_and_tolerates_it_when_asked(runs):
 
 def test_gate_cli_exit_codes(runs):
     baseline, candidate = runs
-    cmd = [sys.executable, "-m", "bench.cli", "gate", "--baseline", str(baseline), "--candidate", str(candidate)]
+    cmd = [sys.executable, "-m", "compaction_bench.cli", "gate", "--baseline", str(baseline), "--candidate", str(candidate)]
     ok = subprocess.run([*cmd, "--fail-on", "integrity:0"], capture_output=True, text=True)
     assert ok.returncode == 0 and "| truncate | 32k | integrity |" in ok.stdout
     bad = subprocess.run([*cmd, "--fail-on", "nonsense:1"], capture_output=True, text=True)

@@ -1,7 +1,7 @@
 """Every file of the shared corpora imports, and its transcript matches counts taken from the raw file.
 
 The raw counters below read each recorded file with nothing but `json` / `re` and the format's
-documented schema (../shared/corpora/MANIFEST.md; specs/codex.md §7, specs/pi.md §1); they never
+documented schema (../shared/corpora/MANIFEST.md; docs/specs/codex.md §7, docs/specs/pi.md §1); they never
 call an importer. Every file is parametrized (none skipped): a format whose importer is not
 registered fails here.
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from bench.importing import detect, formats, load_transcripts
-from bench.transcript import Transcript
+from compaction_bench.importing import detect, formats, load_transcripts
+from compaction_bench.transcript import Transcript
 from tests.conftest import CORPORA, corpus_files
 
 #: corpus folder → importer format that must claim its files by content.
@@ -102,7 +102,7 @@ def raw_claude_code(path: Path) -> Counter[str]:
 
 
 def raw_codex(path: Path) -> Counter[str]:
-    """specs/codex.md §7: a usage event is a `token_count` whose cumulative total moved (the CLI
+    """docs/specs/codex.md §7: a usage event is a `token_count` whose cumulative total moved (the CLI
     repeats the last one at the next step); model output = reasoning / assistant message / calls."""
     c = counts(transcripts=1)
     previous_total = None
@@ -134,7 +134,7 @@ def raw_codex(path: Path) -> Counter[str]:
 
 
 def raw_pi(path: Path) -> Counter[str]:
-    """specs/pi.md §1: the active path (leaf = last entry, walk parentId; v1 files have no ids and
+    """docs/specs/pi.md §1: the active path (leaf = last entry, walk parentId; v1 files have no ids and
     are one chain); user-role entries are user messages and bashExecution runs."""
     entries = list(jsonl(path))[1:]
     if entries and "id" in entries[0]:
@@ -359,7 +359,7 @@ def test_corpus_file_round_trips_through_the_canonical_form(path: Path, tmp_path
 @pytest.mark.corpora
 @pytest.mark.parametrize("name", sorted(FOLDER_FORMAT))
 def test_smallest_file_of_each_format_replays_without_compaction(name: str):
-    from bench.replay import replay
+    from compaction_bench.replay import replay
 
     path = min(corpus_files(name), key=lambda p: p.stat().st_size)
     transcript = load_transcripts(path)[0]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from bench.importing import ImportFailure, detect, load_transcript, load_transcripts
-from bench.transcript import Usage
+from compaction_bench.importing import ImportFailure, detect, load_transcript, load_transcripts
+from compaction_bench.transcript import Usage
 
 
 def write_jsonl(path: Path, records: list[Any]) -> Path:

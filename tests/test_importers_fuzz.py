@@ -22,8 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.importing import formats
-from bench.transcript import Item, Transcript, TranscriptError
+from compaction_bench.importing import formats
+from compaction_bench.transcript import Item, Transcript, TranscriptError
 from tests.conftest import CORPORA
 
 pytestmark = pytest.mark.corpora
@@ -50,7 +50,7 @@ def canonical_seed() -> bytes:
 
 
 def opencode_seed() -> bytes:
-    """An `opencode export` document (specs/opencode.md §7.3) written by hand."""
+    """An `opencode export` document (docs/specs/opencode.md §7.3) written by hand."""
     step = {"type": "step-finish", "tokens": {"input": 900, "output": 40, "reasoning": 0, "cache": {"read": 0, "write": 0}}}
     messages = [
         {"info": {"id": "msg_1", "role": "user", "time": {"created": 1}}, "parts": [{"id": "prt_1", "type": "text", "text": "run the tests please"}]},

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.llm import LLMClient, LLMError
+from compaction_bench.llm import LLMClient, LLMError
 
 QUESTION = [{"role": "user", "content": "The build failed: ModuleNotFoundError: No module named 'yaml'.\nAll else fine."},
             {"role": "user", "content": "Which module was missing?"}]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import bench
-from metrics.aggregate import compare, mcnemar_probes, summarize, votes
-from metrics.integrity import FORMATS
-from metrics.measure import measure_cell
-from metrics.stats import bootstrap_ci, mcnemar
+import compaction_bench as bench
+from compaction_bench.metrics.aggregate import compare, mcnemar_probes, summarize, votes
+from compaction_bench.metrics.integrity import FORMATS
+from compaction_bench.metrics.measure import measure_cell
+from compaction_bench.metrics.stats import bootstrap_ci, mcnemar
 
 
 def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
@@ -108,7 +108,7 @@ def test_compare_and_paired_test_between_strategies():
 
 @pytest.fixture(scope="module")
 def suite_summary():
-    from scenarios.synthetic import default_suite
+    from compaction_bench.scenarios.synthetic import default_suite
 
     requests, compactions, probes = [], [], []
     for scenario in default_suite():

@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from bench.caching import breakpoints, cache_outcome
-from bench.importing import load_transcripts
-from bench.profiles import ANTHROPIC_CACHE, OPENAI_CACHE, get_profile
-from bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
-from bench.replay import RequestRecord
-from bench.request import Message
-from bench.transcript import Item, Transcript, Usage
-from metrics.cache import rebilled_tokens, recorded_agreement
+from compaction_bench.caching import breakpoints, cache_outcome
+from compaction_bench.importing import load_transcripts
+from compaction_bench.fidelity import recorded_agreement
+from compaction_bench.metrics.cache import rebilled_tokens
+from compaction_bench.profiles import ANTHROPIC_CACHE, OPENAI_CACHE, get_profile
+from compaction_bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
+from compaction_bench.replay import RequestRecord
+from compaction_bench.request import Message
+from compaction_bench.transcript import Item, Transcript, Usage
 from tests.conftest import corpus_files
 
 

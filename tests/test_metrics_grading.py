@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.probes import Probe
-from bench.request import Message, ToolCall
-from bench.strategy import LLMResult
-from metrics.grading import context_messages, context_text, grade_reply, judge_reply, presence, set_f1
+from compaction_bench.metrics.grading import context_messages, context_text, grade_reply, judge_reply, presence, set_f1
+from compaction_bench.probes import Probe
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.strategy import LLMResult
 
 
 def probe(answer, match="contains", **kw) -> Probe:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.request import Message, ToolCall
-from metrics.integrity import CHECKS, Violation, check, strictly_paired
+from compaction_bench.metrics.integrity import CHECKS, Violation, check, strictly_paired
+from compaction_bench.request import Message, ToolCall
 
 
 def call(*ids: str) -> Message:
@@ -91,9 +91,9 @@ def test_the_fast_path_only_passes_layouts_every_format_accepts(messages):
 
 def test_a_call_id_the_recording_reused_is_not_blamed_on_the_strategy():
     """SWE-agent demo trajectories reuse one call id for two calls; replaying that is inherited."""
-    from bench import replay
-    from bench.transcript import Item, Transcript
-    from metrics.measure import measure_cell
+    from compaction_bench import replay
+    from compaction_bench.metrics.measure import measure_cell
+    from compaction_bench.transcript import Item, Transcript
 
     items = (
         Item("u", "user", "fix it", turn=0),

@@ -6,18 +6,18 @@ from dataclasses import replace
 
 import pytest
 
-import bench
-from bench.llm import LLMClient
-from bench.probes import Probe
-from bench.profiles import Prices, get_profile
-from bench.provider import SimulatedProvider
-from bench.replay import CompactionRecord, RequestRecord
-from bench.request import Message, Request, message_from_item
-from bench.transcript import Item, Transcript
-from metrics.accuracy import estimate_error, premature
-from metrics.cost import request_cost
-from metrics.measure import measure_cell
-from strategies.baselines import NoCompaction
+import compaction_bench as bench
+from compaction_bench.llm import LLMClient
+from compaction_bench.metrics.accuracy import estimate_error, premature
+from compaction_bench.metrics.cost import request_cost
+from compaction_bench.metrics.measure import measure_cell
+from compaction_bench.probes import Probe
+from compaction_bench.profiles import Prices, get_profile
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.replay import CompactionRecord, RequestRecord
+from compaction_bench.request import Message, Request, message_from_item
+from compaction_bench.strategies.baselines import NoCompaction
+from compaction_bench.transcript import Item, Transcript
 
 FILLER = "lorem ipsum dolor sit amet " * 300  # about 1,500 tokens
 
@@ -178,7 +178,7 @@ class ScriptedJudge:
         self.samples: list[int] = []
 
     def complete(self, messages, *, sample: int = 0, **kwargs):
-        from bench.strategy import LLMResult
+        from compaction_bench.strategy import LLMResult
 
         self.samples.append(sample)
         strict = "Be strict" in messages[-1]["content"]
@@ -210,7 +210,7 @@ def test_an_aborted_call_of_the_recording_is_reported_apart_from_strategy_violat
 
 
 def test_a_failing_answerer_leaves_the_probe_unscored():
-    from bench.llm import LLMError
+    from compaction_bench.llm import LLMError
 
     class Failing:
         def complete(self, messages, **kwargs):

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from bench.importing import load_transcripts
-from bench.probes import Probe
-from bench.transcript import Item, Transcript
-from scenarios.mining import mine_probes
+from compaction_bench.importing import load_transcripts
+from compaction_bench.probes import Probe
+from compaction_bench.scenarios.mining import mine_probes
+from compaction_bench.transcript import Item, Transcript
 from tests.conftest import corpus_files
 
 TRACEBACK = """============ FAILURES ============

@@ -1,4 +1,4 @@
-"""OpenCode shared components against specs/opencode.md: estimator, limits, error patterns, tail
+"""OpenCode shared components against docs/specs/opencode.md: estimator, limits, error patterns, tail
 selection and V2's serialization/split, each with answers worked out by hand from the spec."""
 
 from __future__ import annotations
@@ -7,12 +7,10 @@ import json
 
 import pytest
 
-from bench.profiles import get_profile
-from bench.provider import ProviderError, overflow_error
-from bench.request import Message, ToolCall
-from bench.tokens import opencode_estimate
-from bench.transcript import Attachment, Item, Usage
-from strategies.opencode_components import (
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import ProviderError, overflow_error
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.strategies.opencode_components import (
     Estimator,
     ModelLimits,
     Record,
@@ -23,6 +21,8 @@ from strategies.opencode_components import (
     usable_window,
     usage_count,
 )
+from compaction_bench.tokens import opencode_estimate
+from compaction_bench.transcript import Attachment, Item, Usage
 
 
 # ----------------------------------------------------------------- §2.4 estimate

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.importing import load_transcripts
-from bench.replay import replay
-from bench.transcript import Transcript, TranscriptError
+from compaction_bench.importing import load_transcripts
+from compaction_bench.replay import replay
+from compaction_bench.transcript import Transcript, TranscriptError
 from tests.conftest import corpus_files
 from tests.test_opencode_helpers import pair_problems
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.request import Message
-from bench.transcript import Attachment, Item, Transcript, Usage
+from compaction_bench.request import Message
+from compaction_bench.transcript import Attachment, Item, Transcript, Usage
 
 
 class Session:

@@ -1,4 +1,4 @@
-"""The OpenCode importer (specs/opencode.md §7) on files built by hand in the documented shapes:
+"""The OpenCode importer (docs/specs/opencode.md §7) on files built by hand in the documented shapes:
 an `opencode export` JSON and the SQLite layout (session / message / part)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sqlite3
 
 import pytest
 
-from bench.importing import ImportFailure, detect, load_transcripts
-from bench.replay import replay
-from bench.transcript import Attachment, Usage
-from scenarios.opencode_export import OpenCodeImporter
+from compaction_bench.importing import ImportFailure, detect, load_transcripts
+from compaction_bench.replay import replay
+from compaction_bench.scenarios.opencode_export import OpenCodeImporter
+from compaction_bench.transcript import Attachment, Usage
 
 SESSION = "ses_8f01"
 STEP1_TOKENS = {"total": 41234, "input": 812, "output": 402, "reasoning": 120, "cache": {"read": 39900, "write": 0}}

@@ -1,14 +1,14 @@
 """`opencode-v1` on hand-built sessions: tail layouts, projection order, replay, prune, triggers
-(specs/opencode.md §1-§5). Expected layouts are worked out by hand from the spec."""
+(docs/specs/opencode.md §1-§5). Expected layouts are worked out by hand from the spec."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.profiles import get_profile
-from bench.replay import replay
-from bench.transcript import Attachment, Item
-from strategies.opencode_components import COMPACTION_QUESTION, CONTINUE_TEXT, PRUNED_PLACEHOLDER
+from compaction_bench.profiles import get_profile
+from compaction_bench.replay import replay
+from compaction_bench.strategies.opencode_components import COMPACTION_QUESTION, CONTINUE_TEXT, PRUNED_PLACEHOLDER
+from compaction_bench.transcript import Attachment, Item
 from tests.test_opencode_helpers import Session, pair_problems
 
 BIG = 40_000  # recorded usage above the 64k profile's usable window of 32,000 (64,000 - min(32,000, 32,000))

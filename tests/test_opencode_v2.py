@@ -1,4 +1,4 @@
-"""`opencode-v2` on hand-built sessions (specs/opencode.md §6): the split inside a message at
+"""`opencode-v2` on hand-built sessions (docs/specs/opencode.md §6): the split inside a message at
 ``remaining * 4`` characters, the refusal when the prompt does not fit, the trigger, and the one
 compaction plus one retry on a provider overflow."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.profiles import get_profile
-from bench.replay import replay
-from bench.transcript import Attachment, Item
+from compaction_bench.profiles import get_profile
+from compaction_bench.replay import replay
+from compaction_bench.transcript import Attachment, Item
 from tests.test_opencode_helpers import Session, pair_problems
 
 

@@ -1,4 +1,4 @@
-"""The Pi importer and strategies on the two real Pi sessions of the shared corpora (specs/pi.md §8).
+"""The Pi importer and strategies on the two real Pi sessions of the shared corpora (docs/specs/pi.md §8).
 
 Expected counts and recorded numbers are read from the raw JSONL files inside the tests.
 """
@@ -6,13 +6,13 @@ Expected counts and recorded numbers are read from the raw JSONL files inside th
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 
 import pytest
 
-from bench.importing import load_transcript
-from bench.replay import replay
-from strategies.pi_fidelity import fidelity_rows, fidelity_table
+from compaction_bench.importing import load_transcript
+from compaction_bench.replay import replay
+from compaction_bench.fidelity import fidelity_rows, fidelity_table
 from tests.conftest import CORPORA
 from tests.pi_builders import tool_pair_problems
 
@@ -22,7 +22,7 @@ FOLDER = CORPORA / "pi-session-jsonl" / "badlogic__pi-mono"
 SESSIONS = ("before-compaction.jsonl", "large-session.jsonl")
 
 
-@lru_cache(maxsize=None)
+@cache
 def raw_lines(name: str) -> tuple[dict, ...]:
     return tuple(json.loads(line) for line in (FOLDER / name).read_text(encoding="utf-8").splitlines() if line.strip())
 

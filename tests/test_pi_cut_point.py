@@ -1,11 +1,11 @@
-"""Pi cut points, context building and serialization on hand-built entries (specs/pi.md §1.4, §3, §4.1, §4.4).
+"""Pi cut points, context building and serialization on hand-built entries (docs/specs/pi.md §1.4, §3, §4.1, §4.4).
 
 Sizes are in characters, so each expected cut follows from chars/4 by hand.
 """
 
 from __future__ import annotations
 
-from strategies.pi_compaction import (
+from compaction_bench.strategies.pi_compaction import (
     BASE,
     LATER,
     FileOps,
@@ -13,7 +13,7 @@ from strategies.pi_compaction import (
     prepare_compaction,
     serialize_conversation,
 )
-from strategies.pi_session_tree import (
+from compaction_bench.strategies.pi_session_tree import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
     Entry,
@@ -116,7 +116,7 @@ def test_nested_compaction_in_kept_range_only_in_later():
 
 
 def test_provider_transform_drops_errors_and_patches_orphan_calls():
-    from bench.request import ToolCall
+    from compaction_bench.request import ToolCall
 
     call = ToolCall("t1", "read", "{}")
     messages = [
@@ -131,7 +131,7 @@ def test_provider_transform_drops_errors_and_patches_orphan_calls():
 
 
 def test_serializer_markers_and_tool_result_truncation():
-    from bench.request import ToolCall
+    from compaction_bench.request import ToolCall
 
     messages = [
         PiMessage(role="user", texts=("fix ", "it")),
@@ -149,7 +149,7 @@ def test_serializer_markers_and_tool_result_truncation():
 
 
 def test_file_lists_sorted_read_minus_modified():
-    from bench.request import ToolCall
+    from compaction_bench.request import ToolCall
 
     ops = FileOps()
     ops.add_messages(
@@ -198,9 +198,8 @@ def test_already_compacted_returns_nothing():
 
 
 def test_user_images_count_only_later():
-    from bench.transcript import Attachment
-
-    from strategies.pi_session_tree import estimate_tokens
+    from compaction_bench.strategies.pi_session_tree import estimate_tokens
+    from compaction_bench.transcript import Attachment
 
     message = PiMessage(role="user", texts=("abcd",), images=(Attachment("image/png"),))
     assert estimate_tokens(message, image_chars=4800, user_images=False) == 1
@@ -208,7 +207,7 @@ def test_user_images_count_only_later():
 
 
 def test_entry_is_not_a_cut_point_when_tool_result():
-    from strategies.pi_compaction import is_valid_cut_point
+    from compaction_bench.strategies.pi_compaction import is_valid_cut_point
 
     assert not is_valid_cut_point(Entry("x", None, "message", 0, message=PiMessage(role="toolResult")))
     assert is_valid_cut_point(Entry("y", None, "custom_message", 0, message=PiMessage(role="custom")))

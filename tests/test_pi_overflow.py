@@ -1,12 +1,12 @@
-"""Pi's overflow detection per version (specs/pi.md §5.1); recovery is replayed in test_pi_strategy.py."""
+"""Pi's overflow detection per version (docs/specs/pi.md §5.1); recovery is replayed in test_pi_strategy.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.transcript import Usage
-from strategies.pi_compaction import BASE, LATER, is_context_overflow
-from strategies.pi_session_tree import PiMessage
+from compaction_bench.strategies.pi_compaction import BASE, LATER, is_context_overflow
+from compaction_bench.strategies.pi_session_tree import PiMessage
+from compaction_bench.transcript import Usage
 
 WINDOW = 200_000
 

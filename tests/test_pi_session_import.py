@@ -1,4 +1,4 @@
-"""The Pi session importer (specs/pi.md §1, §8) and branch summaries on an imported tree (§6)."""
+"""The Pi session importer (docs/specs/pi.md §1, §8) and branch summaries on an imported tree (§6)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.importing import ImportFailure, detect, load_transcript
-from bench.replay import replay
-from scenarios.pi_session import PiSessionImporter
-from strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE
-from strategies.pi_session_tree import BRANCH_SUMMARY_PREFIX
+from compaction_bench.importing import ImportFailure, detect, load_transcript
+from compaction_bench.replay import replay
+from compaction_bench.scenarios.pi_session import PiSessionImporter
+from compaction_bench.strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE
+from compaction_bench.strategies.pi_session_tree import BRANCH_SUMMARY_PREFIX
 from tests.pi_builders import RecordingSummarizer, small_profile
 
 USAGE = {"input": 10, "output": 5, "cacheRead": 100, "cacheWrite": 20, "totalTokens": 135}
@@ -162,7 +162,7 @@ def test_v2_hook_message_becomes_custom(tmp_path):
 
 
 def test_canonical_round_trip(tmp_path):
-    from bench.transcript import Transcript
+    from compaction_bench.transcript import Transcript
 
     for t in (load_transcript(v1_session(tmp_path)), load_transcript(tree_session(tmp_path), branch="tree")):
         again = Transcript.loads(t.dumps())

@@ -1,4 +1,4 @@
-"""The `pi` and `pi-2026-03` strategies replayed on hand-built sessions (specs/pi.md §2–§5).
+"""The `pi` and `pi-2026-03` strategies replayed on hand-built sessions (docs/specs/pi.md §2–§5).
 
 Recorded usage (`usage="recorded"`) sets Pi's contextTokens exactly; sizes in characters give the
 chars/4 estimates of the cut walk, so every expected layout is worked out by hand in comments.
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.replay import replay
-from strategies.pi_compaction import NO_PRIOR_HISTORY, SPLIT_TURN_SEPARATOR
-from strategies.pi_session_tree import COMPACTION_SUMMARY_PREFIX
+from compaction_bench.replay import replay
+from compaction_bench.strategies.pi_compaction import NO_PRIOR_HISTORY, SPLIT_TURN_SEPARATOR
+from compaction_bench.strategies.pi_session_tree import COMPACTION_SUMMARY_PREFIX
 from tests.pi_builders import RecordingSummarizer, Session, small_profile, tool_pair_problems
 
 BOTH = ("pi", "pi-2026-03")

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-import bench
-from bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
-from bench.profiles import get_profile
-from bench.request import Message, Request
-from bench.strategy import OptionError, Strategy, SummaryOverflow
-from bench.tokens import TokenCounter
-from bench.transcript import Item, Transcript, Usage
-from strategies.baselines import NoCompaction
+import compaction_bench as bench
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
+from compaction_bench.request import Message, Request
+from compaction_bench.strategies.baselines import NoCompaction
+from compaction_bench.strategy import OptionError, Strategy, SummaryOverflow
+from compaction_bench.tokens import TokenCounter
+from compaction_bench.transcript import Item, Transcript, Usage
 
 BIG = "lorem ipsum dolor sit amet " * 400  # about 2,000 tokens
 
@@ -106,7 +106,7 @@ class _Compacting(Strategy):
         self.items.extend(items)
 
     def messages(self):
-        from strategies.history import ItemHistory
+        from compaction_bench.strategies.history import ItemHistory
 
         history = ItemHistory()
         history.extend(self.items)
@@ -180,8 +180,8 @@ def test_option_strings_are_converted_to_declared_types():
 def test_a_strategy_loads_from_a_file(tmp_path):
     source = tmp_path / "mine.py"
     source.write_text(
-        "from bench.request import Request\n"
-        "from strategies.baselines import NoCompaction\n\n"
+        "from compaction_bench.request import Request\n"
+        "from compaction_bench.strategies.baselines import NoCompaction\n\n"
         "class OnlyLastMessage(NoCompaction):\n"
         "    def request(self):\n"
         "        return Request(self.messages()[-1:])\n"

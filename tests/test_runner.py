@@ -8,10 +8,10 @@ import re
 import pandas as pd
 import pytest
 
-import bench
-from bench.runner import Case, RunError
-from bench.store import load_run
-from scenarios.synthetic import generate
+import compaction_bench as bench
+from compaction_bench.runner import Case, RunError
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.store import load_run
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path, cases):
 
 
 def test_a_failing_cell_is_reported_and_the_others_kept(tmp_path, cases):
-    from strategies.baselines import NoCompaction
+    from compaction_bench.strategies.baselines import NoCompaction
 
     class Exploding(NoCompaction):
         name = "exploding"
@@ -84,15 +84,14 @@ def test_a_failing_cell_is_reported_and_the_others_kept(tmp_path, cases):
         def request(self):
             raise ZeroDivisionError("boom")
 
-    from bench import registry
+    from compaction_bench import registry
 
-    registry._load(registry.STRATEGY_GROUP)
-    registry._loaded[registry.STRATEGY_GROUP]["exploding"] = Exploding
+    registry.register_strategy(Exploding)
     try:
         with pytest.raises(RunError, match=r"1 of 2 cells failed .*ZeroDivisionError: boom"):
             run_small(tmp_path, cases, run_id="r", strategies=["none", "exploding"])
     finally:
-        del registry._loaded[registry.STRATEGY_GROUP]["exploding"]
+        registry.reset()
     tables = load_run(tmp_path / "r")
     assert set(tables["requests"]["strategy"]) == {"none"}
     assert "ZeroDivisionError: boom" in (tmp_path / "r" / "errors.log").read_text()

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bench.probes import KINDS as PROBE_KINDS
-from bench.registry import strategies
-from bench.replay import replay
-from bench.tokens import TokenCounter
-from bench.transcript import Item, Transcript, thaw
-from scenarios.synthetic import SHAPES, Scenario, default_suite, generate
+from compaction_bench.probes import KINDS as PROBE_KINDS
+from compaction_bench.registry import strategies
+from compaction_bench.replay import replay
+from compaction_bench.scenarios.synthetic import SHAPES, Scenario, default_suite, generate
+from compaction_bench.tokens import TokenCounter
+from compaction_bench.transcript import Item, Transcript, thaw
 
 COUNTER = TokenCounter("o200k_base")
 IMAGE_TOKENS = 765  # the gpt-5 profile's price of an image

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.tokens import TokenCounter, codex_estimate, get_encoding, opencode_estimate, pi_estimate, utf16_len
+from compaction_bench.tokens import TokenCounter, codex_estimate, get_encoding, opencode_estimate, pi_estimate, utf16_len
 
 TEST_STRING = "hello world, compaction!"
 
 
 def test_published_token_ids_offline(no_network):
-    # Ids published in specs/environment.md §1, produced by tiktoken's own downloaded files.
+    # Ids published in docs/specs/environment.md §1, produced by tiktoken's own downloaded files.
     get_encoding.cache_clear()
     assert TokenCounter("o200k_base").encode(TEST_STRING) == [24912, 2375, 11, 1050, 1976, 0]
     assert TokenCounter("cl100k_base").encode(TEST_STRING) == [15339, 1917, 11, 1391, 1335, 0]

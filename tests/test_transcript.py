@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bench.transcript import Attachment, Item, Transcript, TranscriptError, Usage
+from compaction_bench.transcript import Attachment, Item, Transcript, TranscriptError, Usage
 
 
 def sample() -> Transcript:

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from bench.importing import load_transcripts
+from compaction_bench.importing import load_transcripts
 from tests.conftest import corpus_files
+
 
 @pytest.mark.corpora
 def test_claude_code_import_speed_per_mb(benchmark):

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-import bench
-from scenarios.synthetic import generate
+import compaction_bench as bench
+from compaction_bench.scenarios.synthetic import generate
 from tests.benchmarks.conftest import record_timing
 
 SIZES = (500_000, 1_000_000, 2_000_000)

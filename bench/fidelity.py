@@ -1,25 +1,34 @@
-"""Fidelity of the Pi strategies against a real recorded Pi session (issue #5, specs/pi.md §2, §3, §8).
+"""Fidelity: a strategy's decisions, and the cache model, next to what a real agent recorded.
 
-`fidelity_table(path)` replays a Pi session file with each Pi strategy, with the session's own
+This composition module holds every `bench fidelity` table; the engine knows nothing of it.
+
+- Pi (docs/specs/pi.md §2, §3, §8): `fidelity_table(path)` replays a Pi session file with each Pi strategy, with the session's own
 recorded usage (`usage="recorded"`), the session model's window, and `compact_at_recorded` (so the
 replay compacts where the real agent did, as a manual `/compact` when the strategy's own trigger
 does not fire there, and stays in step with the recorded usage afterwards). For every recorded
 compaction it puts the strategy's trigger decision, `tokensBefore` and cut point next to the
 recorded ones, as a markdown table.
+- Cache model (docs/specs/evaluation.md, provider cache rules): `recorded_agreement(transcript, profile)`
+  replays a transcript through `none` with its recorded usage and compares modelled cached tokens
+  with the provider's recorded ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from statistics import median
+from typing import Any
 
-from bench.importing import load_transcript
-from bench.profiles import PROFILES, ModelProfile, ProfileError
-from bench.replay import CompactionRecord, replay
-from bench.transcript import Transcript
+from compaction_bench.importing import load_transcript
+from compaction_bench.profiles import PROFILES, ModelProfile, ProfileError, get_profile
+from compaction_bench.replay import CompactionRecord, replay
+from compaction_bench.transcript import Transcript
 
 DEFAULT_STRATEGIES = ("pi", "pi-2026-03")
+#: A window no request reaches: the cache comparison replays `none` and must reject nothing.
+UNLIMITED_WINDOW = 100_000_000
 
 
 def session_profile(transcript: Transcript) -> ModelProfile:
@@ -127,3 +136,36 @@ def fidelity_table(
         for r in rows
     ]
     return "\n".join([header, *lines])
+
+
+def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> dict[str, Any]:
+    """Modelled vs recorded cached tokens for a replay of `none` with the transcript's own usage.
+
+    Compared are the requests whose recorded usage reports input tokens. `mae_share` is the mean
+    over those requests of |modelled cached / modelled input − recorded cached / recorded input|
+    (shares, so tokens the transcript never recorded, such as a tool schema, do not count as
+    error); `mae_tokens_share` is Σ|modelled − recorded cached| / Σ recorded input. The window is
+    widened so that no request is rejected: what is compared is the cache model, and a session the
+    recording agent compacted natively would otherwise overflow under `none`.
+    """
+    profile = get_profile(profile)
+    profile = replace(profile, context_window=max(profile.context_window, UNLIMITED_WINDOW))
+    result = replay(transcript, "none", profile=profile, usage="recorded")
+    rows = [r for r in result.requests if r.kind == "turn" and not r.overflow and r.usage is not None and r.usage.input > 0]
+    with_cached = [r for r in rows if r.usage is not None and r.usage.cached_input > 0]
+    shares = [abs(r.cached_tokens / r.true_tokens - r.usage.cached_input / r.usage.input) for r in rows if r.true_tokens]
+    recorded_input = sum(r.usage.input for r in rows)
+    return {
+        "transcript": transcript.id,
+        "profile": profile.name,
+        "requests": len(rows),
+        "requests_with_recorded_cache": len(with_cached),
+        "recorded_cached_tokens": sum(r.usage.cached_input for r in rows),
+        "modelled_cached_tokens": sum(r.cached_tokens for r in rows),
+        "recorded_hit_rate": sum(r.usage.cached_input for r in rows) / recorded_input if recorded_input else None,
+        "modelled_hit_rate": sum(r.cached_tokens for r in rows) / max(sum(r.true_tokens for r in rows), 1) if rows else None,
+        "mae_share": sum(shares) / len(shares) if shares else None,
+        "mae_tokens_share": sum(abs(r.cached_tokens - r.usage.cached_input) for r in rows) / recorded_input if recorded_input else None,
+        # What the provider counted that the transcript does not hold (system prompt, tool schemas):
+        "unrecorded_tokens_median": float(median(r.usage.input - r.true_tokens for r in rows)) if rows else None,
+    }
