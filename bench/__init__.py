@@ -5,33 +5,45 @@ Python API:
 - `replay(transcript, strategy, profile=..., summarizer=..., options={...})`: one cell, with
   `.requests` and `.compactions`;
 - `run(paths, strategies, profiles, ...)`: a whole run into `runs/<id>/`;
+- `score(run_dir, probes=..., answerer=...)`: measure a finished run again from its folder,
+  without replaying, into a new folder;
 - `load_run(path)`: the run's tables as pandas DataFrames.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 # Offline by default: no cost-map fetch, no tokenizer downloads (a remote model still works).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 from compaction_bench.importing import load_transcript, load_transcripts  # noqa: E402
-from compaction_bench.replay import ReplayResult, replay  # noqa: E402
+from compaction_bench.records import ReplayResult  # noqa: E402
+from compaction_bench.replay import replay  # noqa: E402
 from compaction_bench.transcript import Item, Transcript, Usage  # noqa: E402
 
-__all__ = ["Item", "ReplayResult", "Transcript", "Usage", "load_run", "load_transcript", "load_transcripts", "replay", "run"]
+__all__ = ["Item", "ReplayResult", "Transcript", "Usage", "load_run", "load_transcript", "load_transcripts", "replay", "run", "score"]
 __version__ = "0.1.0"
 
 
-def run(*args, **kwargs):
+def run(*args: Any, **kwargs: Any) -> Path:
     """Run a benchmark (see `compaction_bench.runner.run`)."""
     from compaction_bench.runner import run as _run
 
     return _run(*args, **kwargs)
 
 
-def load_run(path):
+def score(*args: Any, **kwargs: Any) -> Path:
+    """Measure a finished run again from its folder, without replaying (see `compaction_bench.runner.score`)."""
+    from compaction_bench.runner import score as _score
+
+    return _score(*args, **kwargs)
+
+
+def load_run(path: str | Path) -> dict[str, Any]:
     """A finished run's tables as pandas DataFrames (see `compaction_bench.store.load_run`)."""
     from compaction_bench.store import load_run as _load_run
 

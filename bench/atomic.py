@@ -1,4 +1,8 @@
-"""Atomic file writes: write to a temporary file beside the target, fsync, then rename."""
+"""Atomic file writes: write to a temporary file beside the target, fsync, then rename.
+
+`exclusive=True` never replaces an existing file: the finished file is hard-linked into place,
+which fails with `FileExistsError` when the name is taken (also by a concurrent writer).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
-    """Call `write(tmp_path)` and move the result onto `path` only when it succeeded."""
+def atomic_write(path: Path, write: Callable[[Path], None], *, exclusive: bool = False) -> Path:
+    """Call `write(tmp_path)` and move the result onto `path` only when it succeeded (and, with
+    `exclusive`, only when `path` does not exist yet)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -20,7 +25,10 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> Path:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
-        os.replace(tmp, path)
+        if exclusive:
+            os.link(tmp, path)
+        else:
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -32,5 +40,5 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), exclusive=exclusive)

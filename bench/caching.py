@@ -11,6 +11,12 @@ rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
   The rest of the request, up to its last breakpoint (its end), is written at
   `write_multiplier` × the input price.
 - Both: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
+
+Re-billed tokens (`rebilled_tokens`) are the tokens of a request outside its cached part that
+belong to messages the cell had already sent in one of its recent cache entries: content paid for
+again because the prefix broke in front of it (compaction, in-place edits, reordering).
+`compaction_bench.provider` applies both rules to every request it accepts; the numbers are on
+each request record.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ class CacheOutcome:
     prefix_tokens: int  # raw longest common prefix, in tokens
     cached_tokens: int  # billed as cache reads
     cache_write_tokens: int  # billed as cache writes (providers that charge them)
+    rebilled_tokens: int = 0  # uncached tokens of messages already sent in a recent cache entry
 
 
 def leading_system(roles: Iterable[str]) -> int:
@@ -104,3 +111,19 @@ def cache_outcome(
         return CacheOutcome(prefix_tokens, 0, 0)
     cached = prefix_tokens // policy.block * policy.block
     return CacheOutcome(prefix_tokens, cached, 0)
+
+
+def rebilled_tokens(message_tokens: Sequence[int], known: Sequence[bool], cached_tokens: int) -> int:
+    """Tokens after the cached part of a request that belong to already-sent messages.
+
+    `message_tokens[i]` is the i-th message's token count and `known[i]` whether that message was
+    in one of the cell's recent cache entries; a message that straddles the cached boundary counts
+    only its uncached part.
+    """
+    total, start = 0, 0
+    for count, seen in zip(message_tokens, known, strict=True):
+        end = start + count
+        if seen and end > cached_tokens:
+            total += end - max(start, cached_tokens)
+        start = end
+    return total

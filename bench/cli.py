@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from compaction_bench.errors import BenchError
@@ -30,10 +31,25 @@ fidelity_app = typer.Typer(help="Compare a strategy's decisions with a real agen
 app.add_typer(list_app, name="list")
 app.add_typer(probes_app, name="probes")
 app.add_typer(fidelity_app, name="fidelity")
+cache_app = typer.Typer(help="Stored model responses: export a run's for re-runs without calls.", no_args_is_help=True)
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("export")
+def cache_export(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (use it with `bench run --responses FILE`).")],
+) -> None:
+    """Write every model response a run stored to one file, so CI can re-run it with zero calls."""
+    from compaction_bench.llm import export_responses
+
+    count = export_responses(run_dir, out)
+    console.print(f"{count} responses written to {out}")
 
 # Piped output is not wrapped at 80 columns: tables stay whole for files and other programs.
 console = Console(width=None if sys.stdout.isatty() else 220)
-errors = Console(stderr=True)
+# Messages to a pipe or file are never wrapped: one message, one line.
+errors = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 class UsageFailure(BenchError):
@@ -54,22 +70,9 @@ def _import_options(flags: list[str] | None) -> dict[str, str]:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from compaction_bench.importing import ImportFailure
-    from compaction_bench.llm import LLMError
-    from compaction_bench.probes import ProbeError
-    from compaction_bench.profiles import ProfileError
-    from compaction_bench.registry import RegistryError
-    from compaction_bench.reports.gate import GateError
-    from compaction_bench.runner import RunError
-    from compaction_bench.store import StoreError
-    from compaction_bench.strategy import OptionError
-    from compaction_bench.templates import TemplateError
-    from compaction_bench.transcript import TranscriptError
-
-    return (
-        GateError, ImportFailure, TranscriptError, LLMError, ProbeError, ProfileError, RegistryError, RunError,
-        StoreError, OptionError, TemplateError, UsageFailure, FileNotFoundError, IsADirectoryError, PermissionError,
-    )
+    """Errors that are the user's to fix: every `BenchError`, and files that cannot be opened."""
+    # OSError: also a read-only or full output folder (EROFS, ENOSPC), which the user must fix.
+    return (BenchError, OSError)
 
 
 # --------------------------------------------------------------------------- run
@@ -83,7 +86,7 @@ def run(
     judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
     run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp).")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Worker processes (0: one per core).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core).")] = 0,
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray).")] = None,
     resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells.")] = False,
@@ -95,42 +98,38 @@ def run(
     format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`).")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,
+    api_base: Annotated[Optional[str], typer.Option(help="Endpoint of the real models (an OpenAI- or Anthropic-compatible base URL); keys come from the environment.")] = None,
+    max_retries: Annotated[int, typer.Option(help="Retries of a model call on 429, 5xx, timeouts and connection errors (exponential backoff).")] = 3,
+    max_concurrency: Annotated[int, typer.Option(help="Model calls in flight at once, across all workers.")] = 4,
+    model_timeout: Annotated[float, typer.Option(help="Seconds before a model call times out (then it is retried).")] = 60.0,
+    offline: Annotated[bool, typer.Option(help="Never call a real model: a response that is not recorded or cached is an error.")] = False,
+    responses: Annotated[Optional[Path], typer.Option(help="Recorded responses (from `bench cache export`) answered before the cache.")] = None,
+    allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3.")] = False,
 ) -> None:
     """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
     from compaction_bench.runner import parse_option_flags, parse_prompt_flags
     from compaction_bench.runner import run as run_benchmark
 
-    progress = Progress(
-        TextColumn("[bold]cells"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("{task.description}"),
-        console=errors, transient=False,
+    # Progress (cells, then the finalize phase) goes to stderr: a bar on a terminal, plain lines otherwise.
+    root = run_benchmark(
+        paths or (),
+        strategy or (),
+        profile or (),
+        out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
+        judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
+        prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
+        import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
+        max_concurrency=max_concurrency, model_timeout=model_timeout, offline=offline, responses=str(responses) if responses else None,
     )
-    task_ids: list[int] = []
-
-    def on_start(total: int) -> None:
-        task_ids.append(progress.add_task("", total=total))
-        progress.start()
-
-    def on_cell(key, status: str) -> None:
-        label = f"{key.scenario} · {key.strategy} · {key.profile}"
-        if status != "done":
-            progress.console.print(f"cell {label} {status}", markup=False, style="red")
-        progress.update(task_ids[0], advance=1, description=label)
-
-    try:
-        root = run_benchmark(
-            paths or (),
-            strategy or (),
-            profile or (),
-            out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
-            judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
-            prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
-            import_options=_import_options(import_option),
-            on_start=on_start, on_cell=on_cell,
-        )
-    finally:
-        progress.stop()
     _print_summary(root)
-    console.print(f"report: {root / 'report.html'}")
+    console.print(f"report: {root / 'report.html'}", markup=False)
+    from compaction_bench.missing_metrics import EXIT_MISSING_METRICS, check_run
+
+    health = check_run(root)
+    for line in health.lines():
+        errors.print(f"warning: {line}", markup=False, style="bold red" if health.missing else "yellow")
+    if health.missing and not allow_missing_metrics:
+        raise typer.Exit(EXIT_MISSING_METRICS)
 
 
 def _print_summary(root: Path) -> None:
@@ -138,7 +137,8 @@ def _print_summary(root: Path) -> None:
 
     from compaction_bench.reports.leaderboard import leaderboard
 
-    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"))
+    probes = root / "probes.parquet"
+    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None)
     table = Table(title=f"run {root.name}")
     for title in header:
         label = title in ("strategy", "profile")
@@ -146,6 +146,11 @@ def _print_summary(root: Path) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    from compaction_bench.reports.leaderboard import offline_note
+
+    note = offline_note(root)
+    if note:
+        console.print(note, markup=False)
 
 
 # --------------------------------------------------------------------------- list
@@ -166,18 +171,25 @@ def list_strategies() -> None:
 
 
 @list_app.command("profiles")
-def list_profiles() -> None:
-    """Model profiles: window, output, tokenizer, cache rules and prices."""
-    from compaction_bench.profiles import PROFILES
+def list_profiles(
+    model: Annotated[Optional[list[str]], typer.Argument(help="Also show these profiles (any litellm model id, MODEL@WINDOW).")] = None,
+) -> None:
+    """Model profiles: every limit, the overflow rule, tokenizer, cache rules and prices."""
+    from compaction_bench.profiles import ALIASES, PROFILES, get_profile
 
-    table = Table("name", "model", "window", "max output", "tokenizer", "cache", "$/Mtok in", "$/Mtok cached", "$/Mtok out")
-    for p in PROFILES.values():
+    table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
+                  "$/Mtok in", "$/Mtok cached", "$/Mtok out")
+    for p in [*PROFILES.values(), *(get_profile(m) for m in model or ())]:
         cache = f"{p.cache.provider} ≥{p.cache.min_prefix}" + (f" /{p.cache.block}" if p.cache.block > 1 else "")
+        name = f"{p.name} (= {ALIASES[p.name]})" if p.name in ALIASES else p.name
         table.add_row(
-            p.name, p.model, f"{p.context_window:,}", f"{p.max_output:,}", p.tokenizer, cache,
+            name, p.model, f"{p.context_window:,}", f"{p.context_limit or p.context_window:,}",
+            f"{p.input_limit:,}" if p.input_limit else "-", f"{p.max_output:,}", p.overflow_text(), p.tokenizer, cache,
             f"{p.prices.input * 1e6:.2f}", f"{p.prices.cached_input * 1e6:.3f}", f"{p.prices.output * 1e6:.2f}",
         )
     console.print(table)
+    console.print("Any chat model of litellm's bundled map is a profile too (-p openai/gpt-5, -p anthropic/claude-sonnet-4-5, "
+                  "-p deepseek/deepseek-chat), and MODEL@WINDOW shrinks one proportionately (-p openai/gpt-5@64k).")
 
 
 @list_app.command("formats")
@@ -203,15 +215,12 @@ def import_(
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
-    from compaction_bench.importing import load_transcripts
+    from compaction_bench.importing import load_transcripts, write_transcripts
 
     transcripts = load_transcripts(file, format=format, **_import_options(import_option))
-    if len(transcripts) == 1:
-        written = [transcripts[0].write(output)]
-    else:
-        written = [t.write(output / f"{t.id}.jsonl") for t in transcripts]
-    for path in written:
-        console.print(f"wrote {path}")
+    # File names come from session ids inside the file: sanitized, kept inside -o, never overwriting.
+    for path in write_transcripts(transcripts, output):
+        console.print(f"wrote {path}", markup=False)
 
 
 @app.command()
@@ -227,9 +236,10 @@ def inspect(
         kinds = Counter(i.kind for i in transcript.items)
         usages = transcript.recorded_usage()
         steps = transcript.steps()
-        table = Table(title=f"{transcript.id} ({transcript.source.get('format', format)})", show_header=False)
-        table.add_row("model", str(transcript.model or "unknown"))
-        table.add_row("items", ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        # Everything shown from the file is escaped: its text is data, never Rich markup or terminal control.
+        table = Table(title=_plain(f"{transcript.id} ({transcript.source.get('format', format)})"), show_header=False)
+        table.add_row("model", _plain(transcript.model or "unknown"))
+        table.add_row("items", _plain(", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))))
         table.add_row("real user turns", str(len(transcript.real_user_messages())))
         table.add_row("steps (model responses)", str(len(steps)))
         if usages:
@@ -246,9 +256,35 @@ def inspect(
         table.add_row("problems", str(len(problems)))
         console.print(table)
         for problem in problems[:20]:
-            console.print(f"  [yellow]{problem}")
+            console.print(f"  {_plain(problem)}", style="yellow")
         if len(problems) > 20:
             console.print(f"  … and {len(problems) - 20} more")
+
+
+def _plain(value: object) -> str:
+    """Text from a transcript made safe to print: control characters shown as escapes, Rich markup escaped."""
+    from rich.markup import escape
+
+    text = str(value)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escape(text)
+
+
+@contextmanager
+def _reading_runs(*folders: Path) -> Iterator[None]:
+    """A run folder whose files are damaged (a truncated parquet, a malformed manifest) or cannot be
+    written is a user error (exit 2, one line), never a traceback whose exit 1 `gate` would share
+    with "the candidate regressed"."""
+    import pyarrow
+
+    try:
+        yield
+    except BenchError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, pyarrow.ArrowException) as exc:
+        where = " / ".join(str(f) for f in folders)
+        raise UsageFailure(f"{where}: unusable run folder ({type(exc).__name__}: {exc})") from None
 
 
 # --------------------------------------------------------------------------- report
@@ -257,7 +293,26 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>
     """Render report.html again from a run's tables."""
     from compaction_bench.reports.html import write_report
 
-    console.print(f"report: {write_report(run_dir)}")
+    with _reading_runs(run_dir):
+        written = write_report(run_dir)
+    console.print(f"report: {written}", markup=False)
+
+
+@app.command()
+def score(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run folder (runs/<id>).")],
+    probes: Annotated[Optional[Path], typer.Option("--probes", help="Grade these probes instead of the run's.")] = None,
+    answerer: Annotated[Optional[str], typer.Option("--answerer", help="Answer model (litellm id; default: the run's; \"\" grades presence only).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>).")] = None,
+    in_place: Annotated[bool, typer.Option("--in-place", help="Replace the run's own tables instead.")] = False,
+) -> None:
+    """Measure a finished run again from its folder (stored contexts and transcripts), without replaying."""
+    from compaction_bench.runner import score as score_run
+
+    with _reading_runs(run_dir):
+        root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place)
+    _print_summary(root)
+    console.print(f"report: {root / 'report.html'}", markup=False)
 
 
 # --------------------------------------------------------------------------- compare / gate
@@ -265,11 +320,17 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>
 def compare(
     baseline: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a comparison report (deltas with intervals, flipped probes, changed compactions).")] = None,
+    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
 ) -> None:
-    """Two runs side by side per strategy and profile, with the change in every metric."""
-    from compaction_bench.reports.gate import METRICS, compare_runs
+    """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
+    from compaction_bench.reports.gate import METRICS, Run, check_comparable, compare_runs
 
-    compared = compare_runs(baseline, candidate)
+    with _reading_runs(baseline, candidate):
+        notes = check_comparable(Run.load(baseline), Run.load(candidate), allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True)
+        compared = compare_runs(baseline, candidate)
+    for note in notes:
+        errors.print(f"note: {note}", markup=False)
     table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=f"{baseline.name} → {candidate.name}")
     for (strategy_name, profile_name), values in compared.iterrows():
         for metric in METRICS:
@@ -279,6 +340,11 @@ def compare(
                     f"{values[f'{metric}_candidate']:.4g}", f"{values[f'{metric}_change']:+.4g}",
                 )
     console.print(table)
+    if html:
+        from compaction_bench.reports.compare import write_compare
+
+        with _reading_runs(baseline, candidate):
+            console.print(f"comparison report: {write_compare(baseline, candidate, html)}")
 
 
 @app.command("gate")
@@ -287,12 +353,19 @@ def gate_command(
     candidate: Annotated[Path, typer.Option(help="The candidate run folder.")],
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. presence:0.02, integrity:0; repeatable.")],
     alpha: Annotated[float, typer.Option(help="Significance level of the paired probe tests.")] = 0.05,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Also write the markdown summary to this file.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--markdown", "--output", "-o", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
+    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
+    allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
 ) -> None:
-    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly); prints markdown."""
+    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable; prints markdown."""
     from compaction_bench.reports.gate import Rule, gate
 
-    result = gate(baseline, candidate, [Rule.parse(r) for r in fail_on], alpha=alpha)
+    rules = [Rule.parse(r) for r in fail_on]
+    with _reading_runs(baseline, candidate):
+        result = gate(
+            baseline, candidate, rules, alpha=alpha,
+            allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer,
+        )
     text = result.markdown()
     print(text)
     if output:
@@ -307,19 +380,72 @@ def probes_mine(
     file: Annotated[Path, typer.Argument(help="A transcript file.")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to a .yaml or .jsonl file.")] = None,
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
-    """Mine deterministic probes (artifacts, errors, constraints, commands, plans, decisions) from a transcript."""
-    from compaction_bench.importing import load_transcript
+    """Mine deterministic probes (errors, artifacts, constraints, recall facts, decisions, next steps) from a transcript."""
+    from compaction_bench.importing import load_transcripts
     from compaction_bench.probes import write_probes
-    from compaction_bench.scenarios.mining import mine_probes
+    from compaction_bench.scenarios.mining import mine_transcripts
 
-    mined = mine_probes(load_transcript(file, format=format))
+    mined = mine_transcripts(load_transcripts(file, format=format, **_import_options(import_option)))
     if output:
         console.print(f"wrote {len(mined)} probes to {write_probes(mined, output)}")
     else:
         import yaml
 
         console.print(yaml.safe_dump([p.to_dict() for p in mined], sort_keys=False, allow_unicode=True), markup=False)
+
+
+@probes_app.command("check")
+def probes_check(
+    file: Annotated[Path, typer.Argument(help="A transcript file.")],
+    probes: Annotated[Path, typer.Option("--probes", help="The probe file (YAML/JSONL) to check against the transcript.")],
+    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
+) -> None:
+    """Validate a probe file and check each probe against each session of a transcript (exit 1 on a problem)."""
+    from compaction_bench.importing import load_transcripts
+    from compaction_bench.probes import answer_after_source, load_probes, unlocatable
+
+    loaded = load_probes(probes)
+    sessions = load_transcripts(file, format=format, **_import_options(import_option))
+    problems = 0
+    for probe in loaded:
+        located = [t for t in sessions if unlocatable(t, probe) is None]
+        if not located:
+            why = unlocatable(sessions[0], probe) if len(sessions) == 1 else f"its source is in none of the {len(sessions)} sessions"
+            print(f"{probe.id}\tskipped in a run: {why}")
+            problems += 1
+        elif all(answer_after_source(t, probe) for t in located):
+            print(f"{probe.id}\tnever present: {answer_after_source(located[0], probe)} (session {located[0].id})")
+            problems += 1
+    print(f"{len(loaded)} probes checked: {problems} problem(s)")
+    if problems:
+        raise typer.Exit(1)
+
+
+@probes_app.command("eval")
+def probes_eval(
+    file: Annotated[Path, typer.Argument(help="The transcript the labelled probes were written for.")],
+    labelled: Annotated[Path, typer.Option("--labelled", help="Hand-labelled probes (YAML/JSONL) of that transcript.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON (for CI).")] = False,
+    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
+) -> None:
+    """Mining recall by kind against hand-labelled probes, and the share of mined probes located where they say."""
+    import json
+
+    from compaction_bench.importing import load_transcripts
+    from compaction_bench.probes import load_probes, source_index
+    from compaction_bench.scenarios.mining import mine_probes
+    from compaction_bench.scenarios.probe_eval import evaluate, markdown_table
+
+    wanted = load_probes(labelled)
+    sessions = load_transcripts(file, format=format, **_import_options(import_option))
+    # The session the labels were written for: the one where most of their sources are found.
+    transcript = max(sessions, key=lambda t: sum(source_index(t, p) is not None for p in wanted))
+    result = evaluate(transcript, wanted, mine_probes(transcript))
+    print(json.dumps(result.to_dict(), indent=2) if as_json else markdown_table(result))
 
 
 # --------------------------------------------------------------------------- fidelity
@@ -331,14 +457,30 @@ def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL wi
     console.print(fidelity_table(file), markup=False)
 
 
+@fidelity_app.command("claude-code")
+def fidelity_claude_code(
+    files: Annotated[list[Path], typer.Argument(help="Claude Code session JSONL files.")],
+    max_output_tokens: Annotated[
+        int | None, typer.Option(help="CLAUDE_CODE_MAX_OUTPUT_TOKENS of the recording (unset: 32,000).")
+    ] = None,
+    strategy: Annotated[list[str], typer.Option("--strategy", "-s", help="Claude Code strategies to replay.")] = ["claude-code"],  # noqa: B006
+) -> None:
+    """Every recorded compact_boundary next to the replay's trigger decision with recorded usage (markdown table)."""
+    from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table
+
+    options = {"max_output_tokens_env": max_output_tokens} if max_output_tokens is not None else {}
+    rows = [row for file in files for row in claude_code_fidelity_rows(file, strategies=strategy, options=options)]
+    print(claude_code_fidelity_table(rows))
+
+
 @fidelity_app.command("cache")
 def fidelity_cache(
     files: Annotated[list[Path], typer.Argument(help="Transcript files whose recorded usage has cached tokens (Claude Code, Codex).")],
     profile: Annotated[str, typer.Option(help="Profile, or 'auto': claude-* models on the Claude profiles, the rest on gpt-5.")] = "auto",
 ) -> None:
     """Modelled against recorded cached tokens, replaying `none` with recorded usage (markdown table)."""
-    from compaction_bench.importing import load_transcripts
     from compaction_bench.fidelity import recorded_agreement
+    from compaction_bench.importing import load_transcripts
 
     print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -363,11 +505,22 @@ def _profile_for(model: str | None) -> str:
     return "gpt-5"
 
 
+def _click_error() -> type[Exception]:
+    """The base class of command-line parsing errors (typer bundles its own click)."""
+    return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+
+
 def main() -> None:
-    """Console entry point: user errors become one line on stderr and exit status 2."""
+    """Console entry point.
+
+    Exit status: 0 success; 1 a check that failed (a gate rule, a failed cell); 2 a user error —
+    a command-line mistake or bad input — printed as one `error: …` line without a traceback;
+    3 `bench run` finished but a whole metric could not be computed (`--allow-missing-metrics`);
+    130 interrupted.
+    """
     handled = _user_errors()
     try:
-        app(standalone_mode=False)
+        status = app(standalone_mode=False)
     except handled as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -376,9 +529,13 @@ def main() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except __import__("click").ClickException as exc:
-        exc.show()
+    except _click_error() as exc:
+        ctx = getattr(exc, "ctx", None)
+        where = f"{ctx.command_path}: " if ctx is not None else ""
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        print(f"error: {where}{exc.format_message()}{hint}", file=sys.stderr)
         sys.exit(2)
+    sys.exit(status if isinstance(status, int) else 0)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 This composition module holds every `bench fidelity` table; the engine knows nothing of it.
 
 - Pi (docs/specs/pi.md §2, §3, §8): `fidelity_table(path)` replays a Pi session file with each Pi strategy, with the session's own
-recorded usage (`usage="recorded"`), the session model's window, and `compact_at_recorded` (so the
+recorded usage at every step (`usage="recorded-always"`), the session model's window, and `compact_at_recorded` (so the
 replay compacts where the real agent did, as a manual `/compact` when the strategy's own trigger
 does not fire there, and stays in step with the recorded usage afterwards). For every recorded
 compaction it puts the strategy's trigger decision, `tokensBefore` and cut point next to the
@@ -11,6 +11,9 @@ recorded ones, as a markdown table.
 - Cache model (docs/specs/evaluation.md, provider cache rules): `recorded_agreement(transcript, profile)`
   replays a transcript through `none` with its recorded usage and compares modelled cached tokens
   with the provider's recorded ones.
+- Claude Code (docs/specs/claude-code.md §9, §11): `claude_code_fidelity_rows(path)` replays each
+  session of a Claude Code JSONL with recorded usage and puts every recorded `compact_boundary`
+  (trigger, preTokens, file line) next to the replay's decision, count and threshold.
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from typing import Any
 
 from compaction_bench.importing import load_transcript
 from compaction_bench.profiles import PROFILES, ModelProfile, ProfileError, get_profile
-from compaction_bench.replay import CompactionRecord, replay
+from compaction_bench.records import CompactionRecord
+from compaction_bench.replay import replay
 from compaction_bench.transcript import Transcript
 
-DEFAULT_STRATEGIES = ("pi", "pi-2026-03")
+DEFAULT_STRATEGIES = ("pi", "pi-2026-03", "pi-2025-12")
 #: A window no request reaches: the cache comparison replays `none` and must reject nothing.
 UNLIMITED_WINDOW = 100_000_000
 
@@ -83,7 +87,7 @@ def fidelity_rows(
     lines = {str(i.meta["entry"]): i.meta["line"] for i in transcript.items if i.meta.get("entry") and i.meta.get("line")}
     rows = []
     for strategy in strategies:
-        result = replay(transcript, strategy, profile=chosen, usage="recorded", options={"compact_at_recorded": True})
+        result = replay(transcript, strategy, profile=chosen, usage="recorded-always", options={"compact_at_recorded": True})
         at_marker = {c.details["recorded"]["entry"]: c for c in result.compactions if c.details.get("recorded")}
         for marker in transcript.markers("compaction"):
             meta = marker.meta
@@ -150,7 +154,7 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
     """
     profile = get_profile(profile)
     profile = replace(profile, context_window=max(profile.context_window, UNLIMITED_WINDOW))
-    result = replay(transcript, "none", profile=profile, usage="recorded")
+    result = replay(transcript, "none", profile=profile, usage="recorded-always")
     rows = [r for r in result.requests if r.kind == "turn" and not r.overflow and r.usage is not None and r.usage.input > 0]
     with_cached = [r for r in rows if r.usage is not None and r.usage.cached_input > 0]
     shares = [abs(r.cached_tokens / r.true_tokens - r.usage.cached_input / r.usage.input) for r in rows if r.true_tokens]
@@ -169,3 +173,131 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
         # What the provider counted that the transcript does not hold (system prompt, tool schemas):
         "unrecorded_tokens_median": float(median(r.usage.input - r.true_tokens for r in rows)) if rows else None,
     }
+
+
+# --------------------------------------------------------------------------- Claude Code
+#: The Claude Code strategies `bench fidelity claude-code` replays (docs/specs/claude-code.md §9, §11).
+CLAUDE_CODE_STRATEGIES = ("claude-code",)
+
+
+@dataclass(frozen=True)
+class ClaudeCodeFidelityRow:
+    """One recorded `compact_boundary` (or one replay compaction the recording does not have)."""
+
+    file: str
+    line: int | None
+    recorded_trigger: str | None
+    recorded_pre_tokens: int | None
+    recorded_output: int | None
+    strategy: str
+    decision: str
+    replay_trigger: str | None
+    count: int | None
+    threshold: int | None
+    previous_check: int | None
+
+    @property
+    def gap(self) -> int | None:
+        """Recorded preTokens minus the replay's count (the output tokens the JSONL line did not capture)."""
+        if self.recorded_pre_tokens is None or self.count is None:
+            return None
+        return self.recorded_pre_tokens - self.count
+
+
+def _uuid_lines(path: Path) -> dict[str, int]:
+    """1-based file line of every uuid in a Claude Code JSONL file."""
+    import json
+
+    lines: dict[str, int] = {}
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and data.get("uuid"):
+                lines[str(data["uuid"])] = number
+    return lines
+
+
+def _claude_profile(transcript: Transcript) -> ModelProfile:
+    try:
+        return session_profile(transcript)
+    except ProfileError:
+        return get_profile("claude-opus" if "opus" in (transcript.model or "") else "claude-sonnet")
+
+
+def claude_code_fidelity_rows(
+    path: str | Path,
+    *,
+    strategies: Sequence[str] = CLAUDE_CODE_STRATEGIES,
+    options: dict[str, Any] | None = None,
+    profile: ModelProfile | str | None = None,
+) -> list[ClaudeCodeFidelityRow]:
+    """Every recorded `compact_boundary` of a Claude Code session next to the replay's decision with the
+    session's recorded usage: the replay's count and threshold at the request after the boundary (or,
+    for a manual boundary, at the manual `/compact`), and the count of the check before it."""
+    from compaction_bench.importing import load_transcripts
+
+    path = Path(path)
+    lines = _uuid_lines(path)
+    rows: list[ClaudeCodeFidelityRow] = []
+    for transcript in load_transcripts(path, format="claude-code"):
+        chosen = get_profile(profile) if profile is not None else _claude_profile(transcript)
+        position = {item.id: n for n, item in enumerate(transcript.items)}
+        steps = transcript.steps()
+        for strategy in strategies:
+            chosen_options = {"model": transcript.model or chosen.model, **(options or {})}
+            result = replay(transcript, strategy, profile=chosen, usage="recorded", options=chosen_options)
+            turns = [r for r in result.requests if r.kind == "turn" and r.attempt == 0]
+            by_marker = {c.details["recorded"]["id"]: c for c in result.compactions if c.details.get("recorded")}
+            for marker in transcript.markers("compaction"):
+                before = [s for s in steps if position[s.items[-1].id] < position[marker.id]]
+                output = before[-1].usage.output if before and before[-1].usage else None
+                after = next((r for r in turns if r.meta.get("after_recorded_compaction") == marker.id), None)
+                previous = [r for r in turns if after is not None and r.index < after.index]
+                record = by_marker.get(marker.id)
+                count = record.details.get("count") if record else (after.estimate_tokens if after else None)
+                threshold = record.threshold if record else (after.threshold if after else None)
+                if record is not None and record.trigger == "auto":
+                    decision = f"fires ({_number(count)} ≥ {_number(threshold)})"
+                elif record is not None:
+                    decision = f"does not fire → {record.trigger} ({_number(count)} < {_number(threshold)})"
+                else:
+                    decision = f"does not fire ({_number(count)} < {_number(threshold)})"
+                rows.append(
+                    ClaudeCodeFidelityRow(
+                        file=path.name, line=lines.get(marker.id), recorded_trigger=marker.meta.get("trigger"),
+                        recorded_pre_tokens=marker.meta.get("preTokens"), recorded_output=output, strategy=strategy,
+                        decision=decision, replay_trigger=record.trigger if record else None, count=count,
+                        threshold=threshold, previous_check=previous[-1].estimate_tokens if previous else None,
+                    )
+                )
+            for record in result.compactions:
+                if record.details.get("recorded") or record.trigger == "microcompact":
+                    continue
+                rows.append(
+                    ClaudeCodeFidelityRow(
+                        file=path.name, line=None, recorded_trigger=None, recorded_pre_tokens=None, recorded_output=None,
+                        strategy=strategy, decision=f"fires where the recording did not (step {record.step})",
+                        replay_trigger=record.trigger, count=record.details.get("count"), threshold=record.threshold,
+                        previous_check=None,
+                    )
+                )
+    return rows
+
+
+def claude_code_fidelity_table(rows: Sequence[ClaudeCodeFidelityRow]) -> str:
+    """Markdown table of `claude_code_fidelity_rows`."""
+    header = (
+        "| file | recorded boundary | recorded trigger | recorded preTokens | recorded output of last response "
+        "| strategy | replay decision | replay preTokens (count) | preTokens − count | previous check |\n"
+        "|---|---|---|---:|---:|---|---|---:|---:|---:|"
+    )
+    body = [
+        f"| {r.file} | {f'line {r.line}' if r.line else '(none)'} | {r.recorded_trigger or '—'} | {_number(r.recorded_pre_tokens)} "
+        f"| {_number(r.recorded_output)} | `{r.strategy}` | {r.decision} | {_number(r.count)} | {_number(r.gap)} "
+        f"| {_number(r.previous_check)} |"
+        for r in rows
+    ]
+    return "\n".join([header, *body])

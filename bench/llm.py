@@ -1,36 +1,118 @@
-"""LLM access: every model call (summaries, probe answers, judges) goes through litellm.
+"""Model calls: every summary, answer and judgement goes through `LLMClient.complete`.
 
-The kernel adds a persistent response cache (diskcache, keyed by the sha256 of the canonical
-request; errors are never cached; the deterministic offline models are not cached at all),
-bounded concurrency, retries with exponential backoff, and cost accounting from litellm's prices.
+What a call does, in order:
 
-The offline models (`compaction_bench.offline_models`) are registered as a litellm custom provider named
-`offline`, so `offline/extractive` and `offline/reader` take the same code path as any remote
-model id (`openai/gpt-5-mini`, `anthropic/claude-haiku-4-5`, ...).
+1. The messages become a valid OpenAI Chat Completions payload (`compaction_bench.wire`).
+2. The offline models (`offline/extractive`, `offline/reader`, `compaction_bench.offline_models`)
+   answer in-process, without importing litellm; their token usage is counted with o200k_base
+   (4 tokens of framing per message, as `compaction_bench.provider` counts requests).
+3. Any other model id is a litellm model. Its response is looked up by request key in a recorded
+   responses file (`--responses`, written by `bench cache export`), then in the persistent cache
+   (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
+   error, never a call. The key is the sha256 of the model id, the api base, the wire payload, the
+   parameters, the sample and the repeat index, so a second endpoint or a second repeat is a new call.
+4. A call takes one of `max_concurrency` slots, shared by every worker process of a run (file
+   locks in the run folder), and is retried with exponential backoff on 429, 5xx, timeouts and
+   connection errors, at most `max_retries` times, each retry logged on stderr. A call that finally
+   fails is never cached: `ModelUnavailable` (retries exhausted; the cell fails) or `LLMError` (the
+   provider refused the request, e.g. over its window), both with the provider's message.
+5. The response is cached and appended to the run folder (`responses/*.jsonl`), so re-grading
+   and reports never need the model again.
+
+API keys are read by litellm from the environment only (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
+...). Nothing here writes a key: the cache and the stored responses hold the request key (a hash
+of model, endpoint and payload) and the reply only, and any error text is scrubbed of the values of secret-looking environment variables.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.errors import BenchError
-from compaction_bench.strategy import LLMResult
+from compaction_bench.wire import WireInput, chat_messages, provider_of
 
 OFFLINE_PROVIDER = "offline"
 DEFAULT_SUMMARIZER = "offline/extractive"
 DEFAULT_ANSWERER = "offline/reader"
 OFFLINE_MODELS = (DEFAULT_SUMMARIZER, DEFAULT_ANSWERER)
+#: Tokens of framing per message in the offline models' usage (as `compaction_bench.provider` counts).
+MESSAGE_OVERHEAD = 4
+#: Environment variable names whose values are treated as secrets in error text.
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+RETRYABLE_STATUS = (408, 409, 429)
+
+log = logging.getLogger("compaction_bench.llm")
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMResult:
+    """One model call (summary, answer or judgement) and what it cost."""
+
+    text: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    cache_hit: bool = False
+    purpose: str = "summary"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 class LLMError(BenchError, RuntimeError):
-    """A model call that failed after its retries (or a model that cannot be used offline)."""
+    """A model call that failed after its retries, or an unknown offline model."""
+
+
+class ModelUnavailable(BenchError, RuntimeError):
+    """A model that kept failing with retryable errors (429, 5xx, timeouts) after every retry.
+
+    Not an `LLMError`: measuring code records an `LLMError` on the probe row (a request the model
+    refuses, e.g. over its window) but lets this one fail the whole cell, which the next run redoes.
+    """
+
+
+class MissingResponse(BenchError, LookupError):
+    """`--offline`: a request whose response is neither recorded nor cached."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSettings:
+    """How a run calls models (the `bench run` flags of the same names)."""
+
+    api_base: str | None = None
+    max_retries: int = 3
+    max_concurrency: int = 4
+    timeout: float = 60.0
+    backoff_seconds: float = 1.0
+    offline: bool = False
+    responses: str | None = None  # a file written by `bench cache export`
+    cache_dir: str | None = None
+    use_cache: bool = True
+    record_dir: str | None = None  # where every response is appended (the run folder's responses/)
+    slots_dir: str | None = None  # lock files limiting concurrent calls across processes
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise LLMError(f"--max-retries must be ≥ 0, got {self.max_retries}")
+        if self.max_concurrency < 1:
+            raise LLMError(f"--max-concurrency must be ≥ 1, got {self.max_concurrency}")
+        if self.timeout <= 0:
+            raise LLMError(f"--model-timeout must be > 0 seconds, got {self.timeout}")
+        if self.responses and not Path(self.responses).is_file():
+            raise LLMError(f"--responses {self.responses}: no such file (write one with `bench cache export RUN -o FILE`)")
 
 
 def default_cache_dir() -> Path:
@@ -41,146 +123,279 @@ def is_offline(model: str) -> bool:
     return model.startswith(OFFLINE_PROVIDER + "/")
 
 
-_registered = False
-_register_lock = threading.Lock()
+def redact(text: str) -> str:
+    """`text` with the value of every secret-looking environment variable replaced."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and any(marker in name.upper() for marker in SECRET_MARKERS) and value in text:
+            text = text.replace(value, "[redacted]")
+    return text
+
+
+def request_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], api_base: str | None = None) -> str:
+    canonical = json.dumps(
+        {"model": model, "api_base": api_base, "messages": list(messages), "params": dict(params)}, sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _litellm() -> Any:
-    """Import litellm with its offline switches, registering the offline models once."""
-    global _registered
+    """Import litellm with its offline switches (docs/specs/environment.md §2); only for real models."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
     import litellm
 
-    with _register_lock:
-        if not _registered:
-            from compaction_bench.offline_models import extractive_summary, reader_answer
-
-            class OfflineModels(litellm.CustomLLM):
-                def completion(self, *args: Any, **kwargs: Any) -> Any:
-                    model = str(kwargs.get("model", ""))
-                    messages = kwargs.get("messages") or []
-                    params = kwargs.get("optional_params") or {}
-                    max_tokens = params.get("max_tokens") or params.get("max_completion_tokens")
-                    if model.endswith("reader"):
-                        text = reader_answer(messages)
-                    elif model.endswith("extractive"):
-                        text = extractive_summary(messages, max_tokens)
-                    else:
-                        raise LLMError(f"unknown offline model {model!r}; offline models: {', '.join(OFFLINE_MODELS)}")
-                    prompt_chars = sum(len(json.dumps(m.get("content", ""))) for m in messages)
-                    return litellm.ModelResponse(
-                        model=model,
-                        choices=[{"message": {"role": "assistant", "content": text}, "finish_reason": "stop", "index": 0}],
-                        usage=litellm.types.utils.Usage(
-                            prompt_tokens=(prompt_chars + 3) // 4,
-                            completion_tokens=(len(text) + 3) // 4,
-                            total_tokens=(prompt_chars + 3) // 4 + (len(text) + 3) // 4,
-                        ),
-                    )
-
-                async def acompletion(self, *args: Any, **kwargs: Any) -> Any:
-                    return self.completion(*args, **kwargs)
-
-            handler = OfflineModels()
-            existing = [p for p in (litellm.custom_provider_map or []) if p.get("provider") != OFFLINE_PROVIDER]
-            litellm.custom_provider_map = existing + [{"provider": OFFLINE_PROVIDER, "custom_handler": handler}]
-            for model in OFFLINE_MODELS:
-                litellm.register_model(
-                    {
-                        model: {
-                            "max_input_tokens": 10_000_000,
-                            "max_output_tokens": 1_000_000,
-                            "input_cost_per_token": 0.0,
-                            "output_cost_per_token": 0.0,
-                            "cache_read_input_token_cost": 0.0,
-                            "cache_creation_input_token_cost": 0.0,
-                            "litellm_provider": OFFLINE_PROVIDER,
-                            "mode": "chat",
-                        }
-                    }
-                )
-            litellm.suppress_debug_info = True
-            _registered = True
+    litellm.suppress_debug_info = True
     return litellm
 
 
-def request_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
-    canonical = json.dumps({"model": model, "messages": list(messages), "params": dict(params)}, sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+# ------------------------------------------------------------------ offline models
+def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
+    from compaction_bench.offline_models import extractive_summary, reader_answer
+
+    if model == DEFAULT_ANSWERER:
+        return reader_answer(payload)
+    if model == DEFAULT_SUMMARIZER:
+        return extractive_summary(payload, max_tokens)
+    raise LLMError(f"unknown offline model {model!r}; offline models: {', '.join(OFFLINE_MODELS)}")
+
+
+def _payload_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping)) if isinstance(content, list) else str(content or "")
+    for call in message.get("tool_calls") or ():
+        text += f"\n{call['function']['name']} {call['function']['arguments']}"
+    return text
+
+
+def payload_tokens(payload: Sequence[Mapping[str, Any]], encoding: str = "o200k_base") -> int:
+    """Input tokens of a wire payload: the tokenizer's count of every message plus its framing."""
+    from compaction_bench.tokens import shared_counter
+
+    count = shared_counter(encoding).count
+    return sum(MESSAGE_OVERHEAD + count(_payload_text(m)) for m in payload)
+
+
+# ------------------------------------------------------------------ concurrency
+_process_semaphores: dict[int, threading.BoundedSemaphore] = {}
+_semaphore_lock = threading.Lock()
+
+
+def _process_semaphore(limit: int) -> threading.BoundedSemaphore:
+    with _semaphore_lock:
+        if limit not in _process_semaphores:
+            _process_semaphores[limit] = threading.BoundedSemaphore(limit)
+        return _process_semaphores[limit]
+
+
+@contextmanager
+def call_slot(settings: CallSettings) -> Iterator[None]:
+    """Hold one of `max_concurrency` slots: lock files in `slots_dir` across processes, else a process semaphore."""
+    if not settings.slots_dir:
+        with _process_semaphore(settings.max_concurrency):
+            yield
+        return
+    folder = Path(settings.slots_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    while True:
+        for index in range(settings.max_concurrency):
+            handle = open(folder / f"slot-{index}.lock", "a+")  # noqa: SIM115 (held across the yield)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        time.sleep(0.02)
+
+
+# ------------------------------------------------------------------ stored responses
+@cache
+def _recorded(path: str) -> dict[str, dict[str, Any]]:
+    """A responses file (JSONL of stored responses) by request key."""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise LLMError(f"--responses {path}: {exc.strerror or exc}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            out[str(record["key"])] = record
+        except (ValueError, KeyError, TypeError):
+            raise LLMError(f"--responses {path}:{number}: not a stored response (expected JSON with a 'key')") from None
+    return out
+
+
+_append_lock = threading.Lock()
+
+
+def _store(record_dir: str, record: Mapping[str, Any]) -> None:
+    folder = Path(record_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n"
+    with _append_lock, open(folder / f"responses-{os.getpid()}.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(line)
+
+
+def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Every model response stored in a run folder, one per request key, in key order."""
+    folder = Path(run_dir) / "responses"
+    records: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("responses-*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                records[record["key"]] = record
+    return [records[k] for k in sorted(records)]
+
+
+def export_responses(run_dir: str | Path, out: str | Path) -> int:
+    """`bench cache export`: write a run's stored responses to one JSONL file; returns how many."""
+    if not (Path(run_dir) / "manifest.json").is_file():
+        raise LLMError(f"{run_dir}: not a run folder (no manifest.json)")
+    records = stored_responses(run_dir)
+    Path(out).write_text("".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return len(records)
+
+
+# ------------------------------------------------------------------ the client
+def _retryable(litellm: Any, exc: Exception) -> bool:
+    if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError, litellm.InternalServerError)):
+        return True
+    if isinstance(exc, (litellm.AuthenticationError, litellm.BadRequestError, litellm.NotFoundError, litellm.PermissionDeniedError)):
+        return False
+    status = getattr(exc, "status_code", None)
+    return isinstance(status, int) and (status in RETRYABLE_STATUS or status >= 500)
 
 
 class LLMClient:
-    """Calls one model through litellm, with caching, bounded concurrency, retries and cost."""
+    """Calls one model: wire conversion, recorded/cached responses, slots, retries and cost."""
 
     def __init__(
         self,
         model: str = DEFAULT_SUMMARIZER,
+        settings: CallSettings | None = None,
         *,
+        repeat: int = 0,
         cache_dir: str | Path | None = None,
-        use_cache: bool = True,
-        concurrency: int = 4,
-        max_retries: int = 3,
-        backoff_seconds: float = 1.0,
-        timeout: float = 120.0,
+        max_retries: int | None = None,
     ) -> None:
+        settings = settings or CallSettings()
+        if cache_dir is not None:
+            settings = dataclasses.replace(settings, cache_dir=str(cache_dir))
+        if max_retries is not None:
+            settings = dataclasses.replace(settings, max_retries=max_retries)
         self.model = model
-        self.max_retries = max_retries
-        self.backoff_seconds = backoff_seconds
-        self.timeout = timeout
-        self._semaphore = threading.BoundedSemaphore(max(1, concurrency))
-        self._cache = None
-        if use_cache and not is_offline(model):
+        self.settings = settings
+        self.repeat = repeat
+        self.provider = provider_of(model)
+        self.calls = 0  # requests sent to the provider by this client (retries included)
+        self._cache: Any = None
+        if settings.use_cache and not is_offline(model):
             import diskcache
 
-            self._cache = diskcache.Cache(str(cache_dir or default_cache_dir()))
+            self._cache = diskcache.Cache(str(settings.cache_dir or default_cache_dir()))
 
     def complete(
         self,
-        messages: Sequence[Mapping[str, Any]],
+        messages: Sequence[WireInput],
         *,
         max_tokens: int | None = None,
         purpose: str = "summary",
         sample: int = 0,
         **params: Any,
     ) -> LLMResult:
-        """One completion. `sample` distinguishes repeated samples of the same request in the cache."""
+        """One completion. `sample` distinguishes repeated samples of the same request."""
+        payload = chat_messages(messages, provider=self.provider)
+        if is_offline(self.model):
+            text = _offline_text(self.model, payload, max_tokens)
+            return LLMResult(
+                text=text,
+                model=self.model,
+                input_tokens=payload_tokens(payload),
+                output_tokens=payload_tokens([{"content": text}]) - MESSAGE_OVERHEAD,
+                purpose=purpose,
+            )
         params = {"temperature": 0, **params}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        key = request_key(self.model, messages, {**params, "sample": sample})
+        key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, self.settings.api_base)
+        found = self._lookup(key)
+        if found is not None:
+            result = LLMResult(**{**found, "cache_hit": True, "purpose": purpose})
+        else:
+            if self.settings.offline:
+                raise MissingResponse(
+                    f"--offline: no recorded or cached response for a {purpose} request to {self.model} (key {key[:12]}); "
+                    "run once without --offline, or pass the run's export with --responses"
+                )
+            result = self._call(payload, params, purpose)
+            if self._cache is not None:
+                self._cache.set(key, self._stored_fields(result))
+        if self.settings.record_dir:
+            _store(
+                self.settings.record_dir,
+                {"key": key, "api_base": self.settings.api_base, "repeat": self.repeat, "sample": sample, "purpose": purpose,
+                 **self._stored_fields(result)},
+            )
+        return result
+
+    @staticmethod
+    def _stored_fields(result: LLMResult) -> dict[str, Any]:
+        return {k: v for k, v in result.to_dict().items() if k not in ("cache_hit", "purpose")}
+
+    def _lookup(self, key: str) -> dict[str, Any] | None:
+        if self.settings.responses:
+            record = _recorded(self.settings.responses).get(key)
+            if record is not None:
+                return {f: record[f] for f in ("text", "model", "input_tokens", "output_tokens", "cost") if f in record}
         if self._cache is not None:
             hit = self._cache.get(key)
             if hit is not None:
-                return LLMResult(**{**hit, "cache_hit": True, "purpose": purpose})
+                return dict(hit)
+        return None
+
+    def _call(self, payload: list[dict[str, Any]], params: dict[str, Any], purpose: str) -> LLMResult:
         litellm = _litellm()
+        settings = self.settings
+        extra = {"api_base": settings.api_base} if settings.api_base else {}
         attempt = 0
         while True:
             try:
-                with self._semaphore:
-                    response = litellm.completion(model=self.model, messages=list(messages), timeout=self.timeout, **params)
+                with call_slot(settings):
+                    self.calls += 1
+                    response = litellm.completion(
+                        model=self.model, messages=payload, timeout=settings.timeout, max_retries=0, drop_params=True, **extra, **params
+                    )
                 break
-            except LLMError:
-                raise
             except Exception as exc:  # litellm maps provider errors onto many classes
                 attempt += 1
-                retryable = not isinstance(exc, (litellm.AuthenticationError, litellm.BadRequestError, litellm.NotFoundError))
-                if attempt > self.max_retries or not retryable:
-                    raise LLMError(f"{self.model}: {type(exc).__name__}: {exc}") from exc
-                time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
+                message = redact(f"{type(exc).__name__}: {exc}")
+                if not _retryable(litellm, exc):
+                    raise LLMError(f"{self.model} ({purpose}) refused the request: {message}") from None
+                if attempt > settings.max_retries:
+                    raise ModelUnavailable(f"{self.model} ({purpose}) failed after {attempt} attempts: {message}") from None
+                delay = settings.backoff_seconds * 2 ** (attempt - 1)
+                log.warning("%s (%s): %s; retry %d/%d in %.1f s", self.model, purpose, message, attempt, settings.max_retries, delay)
+                time.sleep(delay)
         text = response.choices[0].message.content or ""
         usage = getattr(response, "usage", None)
-        input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
-        output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = 0.0
-        if not is_offline(self.model):
-            try:
-                cost = float(litellm.completion_cost(completion_response=response))
-            except Exception:  # a model without a price: cost unknown, reported as 0
-                cost = 0.0
-        result = LLMResult(
-            text=text, model=self.model, input_tokens=input_tokens, output_tokens=output_tokens, cost=cost, purpose=purpose
+        try:
+            cost = float(litellm.completion_cost(completion_response=response, model=self.model))
+        except Exception:  # a model without a price in litellm's map: cost unknown, reported as 0
+            cost = 0.0
+        return LLMResult(
+            text=text,
+            model=self.model,
+            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost=cost,
+            purpose=purpose,
         )
-        if self._cache is not None:
-            self._cache.set(key, {k: v for k, v in result.to_dict().items() if k not in ("cache_hit", "purpose")})
-        return result

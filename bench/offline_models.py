@@ -251,38 +251,59 @@ def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | 
 
 
 def _words(text: str) -> list[str]:
-    return [w.lower().strip("./-") for w in WORD.findall(text) if w.lower() not in STOPWORDS and len(w) > 1]
+    return [w.strip("./-") for w in WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS]
+
+
+@dataclass(frozen=True)
+class _Index:
+    """A context's lines, each line's informative words, and which lines hold each word."""
+
+    lines: tuple[str, ...]
+    postings: dict[str, tuple[int, ...]]
 
 
 @lru_cache(maxsize=8)
-def _line_index(lines: tuple[str, ...]) -> tuple[list[frozenset[str]], Counter[str]]:
-    """Word sets of a context's lines and their document frequencies, kept for the next question
-    about the same context (a probe set asks many)."""
-    word_sets = [frozenset(_words(line)) for line in lines]
-    return word_sets, Counter(w for words in word_sets for w in words)
+def _line_index(texts: tuple[str, ...]) -> _Index:
+    """The index of a context (its messages' texts), kept for the next question about the same
+    context: a probe set asks many at each checkpoint."""
+    lines = tuple(line.strip() for text in texts for line in text.splitlines() if line.strip())
+    postings: dict[str, list[int]] = {}
+    for n, line in enumerate(lines):
+        for word in set(_words(line)):
+            holders = postings.get(word)
+            if holders is None:
+                postings[word] = [n]
+            else:
+                holders.append(n)
+    return _Index(lines, {w: tuple(ns) for w, ns in postings.items()})
 
 
 def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
-    """The offline answerer: the context line that best matches the last user message's question."""
+    """The offline answerer: the context line that best matches the last user message's question
+    (the sum of log(1 + lines / lines-with-word) over the question's words a line holds; the last
+    line wins a tie)."""
     if not messages:
         return ""
     question = _text_of(messages[-1])
-    context_lines = [line.strip() for m in messages[:-1] for line in _text_of(m).splitlines() if line.strip()]
-    if not context_lines:
+    index = _line_index(tuple(_text_of(m) for m in messages[:-1]))
+    if not index.lines:
         return "I don't know."
     query = set(_words(question))
     if not query:
-        return context_lines[-1]
-    word_sets, frequency = _line_index(tuple(context_lines))
-    total = len(context_lines)
-    best, best_score = -1, 0.0
-    for n, words in enumerate(word_sets):
-        score = sum(math.log(1 + total / frequency[w]) for w in words & query)
-        if score > best_score or (score == best_score and score > 0):
-            best, best_score = n, score
-    if best < 0:
+        return index.lines[-1]
+    total = len(index.lines)
+    scores: Counter[int] = Counter()
+    for word in query:
+        holders = index.postings.get(word, ())
+        if holders:
+            weight = math.log(1 + total / len(holders))
+            for n in holders:
+                scores[n] += weight
+    if not scores:
         return "I don't know."
-    answer = context_lines[best]
+    best_score = max(scores.values())
+    best = max(n for n, score in scores.items() if score == best_score)
+    answer = index.lines[best]
     if len(answer) < 60 and best + 1 < total:
-        answer += "\n" + context_lines[best + 1]
+        answer += "\n" + index.lines[best + 1]
     return answer[:2000]

@@ -3,24 +3,66 @@
 A probe asks for one recorded fact (DESIGN §6). `source` names the transcript item where the
 fact first appears, or `source_text` a string whose first occurrence locates it. Probes are asked
 at every compaction point after their source and at the end of the session (`metrics` grades them).
+
+Probe files are checked against a schema before any replay (errors name file, probe and field):
+`answer` is a string (a list of strings for `match: set`; an integer is read as its digits),
+`accept` a list of strings, `meta` a mapping; a free `note` field and any `x-…` field are kept in
+`meta`. YAML is read with YAML 1.2 booleans: `answer: yes` stays the string "yes", while
+`answer: true` and `answer: 3.10` (which YAML reads as a boolean and the number 3.1) are errors
+asking for quotes. Aliases may expand to at most `MAX_ALIAS_EXPANSION` nodes (no alias bombs).
+Regex probes are compiled and matched with RE2 (linear time: `(a+)+$` cannot hang grading); a
+pattern RE2 cannot compile is an error naming the probe.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import re2
+import yaml
 
 from compaction_bench.errors import BenchError
 
+if TYPE_CHECKING:
+    from compaction_bench.transcript import Transcript
+
 KINDS = ("recall", "artifact", "continuation", "decision", "constraint", "error")
 MATCHES = ("exact", "contains", "regex", "set", "number", "judge")
+FIELDS = ("id", "kind", "question", "answer", "match", "accept", "source", "source_text", "meta", "evidence")
+LOG = logging.getLogger(__name__)
+MAX_ALIAS_EXPANSION = 10_000  # YAML nodes that aliases may add to a probe file once expanded
 
 
 class ProbeError(BenchError, ValueError):
     """A probe file or probe that cannot be used; the message names file, entry and field."""
+
+
+@lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False
+    try:
+        return re2.compile(f"(?m){pattern}", options)
+    except re2.error as exc:
+        raise ProbeError(f"regex {pattern!r} is not supported by RE2 ({exc})") from None
+
+
+def compiled_regex(pattern: str) -> Any:
+    """A probe pattern compiled by RE2 (case-insensitive, multi-line); `ProbeError` if RE2 cannot."""
+    return _compiled(pattern)
+
+
+def regex_search(pattern: str, text: str) -> bool:
+    """Case-insensitive, multi-line search in linear time (RE2: no backtracking, no hang)."""
+    return _compiled(pattern).search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -34,6 +76,9 @@ class Probe:
     source: str | None = None
     source_text: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: A regex (RE2, case-insensitive) of the passage that states the fact; a short or numeric answer
+    #: counts as present only inside a match of it (`metrics/grading.py`). None: the source sentence.
+    evidence: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -49,11 +94,22 @@ class Probe:
         object.__setattr__(self, "accept", tuple(self.accept))
         if isinstance(self.answer, list):
             object.__setattr__(self, "answer", tuple(self.answer))
+        if self.evidence is not None:
+            try:
+                _compiled(self.evidence)
+            except ProbeError as exc:
+                raise ProbeError(f"probe {self.id!r}: field 'evidence': {exc}") from None
+        if self.match == "regex":
+            for pattern in self.answers:
+                try:
+                    _compiled(pattern)
+                except ProbeError as exc:
+                    raise ProbeError(f"probe {self.id!r}: field 'answer': {exc}") from None
 
     @property
     def answers(self) -> tuple[str, ...]:
         """Every accepted answer string (a set probe's members for set matching)."""
-        if isinstance(self.answer, tuple):
+        if not isinstance(self.answer, str):
             return tuple(self.answer)
         return (self.answer, *self.accept)
 
@@ -66,50 +122,151 @@ class Probe:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "") -> Probe:
+        """A probe from one file entry, checked field by field (see the module docstring)."""
         prefix = f"{where}: " if where else ""
         if not isinstance(data, Mapping):
             raise ProbeError(f"{prefix}a probe must be a mapping, got {type(data).__name__}")
+        if isinstance(data.get("id"), (str, int)) and not isinstance(data.get("id"), bool):
+            prefix = f"{where}: probe {str(data['id'])!r}: " if where else f"probe {str(data['id'])!r}: "
         missing = [k for k in ("id", "kind", "question", "answer") if k not in data]
         if missing:
             raise ProbeError(f"{prefix}missing field(s) {', '.join(missing)}")
-        allowed = {"id", "kind", "question", "answer", "match", "accept", "source", "source_text", "meta"}
-        unknown = sorted(set(data) - allowed)
+        extra = {str(k): v for k, v in data.items() if k == "note" or (isinstance(k, str) and k.startswith("x-"))}
+        unknown = sorted(str(k) for k in data if k not in FIELDS and str(k) not in extra)
         if unknown:
-            raise ProbeError(f"{prefix}unknown field(s) {', '.join(unknown)}")
-        kw = dict(data)
-        kw["id"] = str(kw["id"])
-        kw["accept"] = tuple(str(a) for a in kw.get("accept") or ())
-        if isinstance(kw["answer"], (int, float)):
-            kw["answer"] = str(kw["answer"])
+            raise ProbeError(f"{prefix}unknown field(s) {', '.join(unknown)} (free fields: 'note' and 'x-…')")
+        try:
+            kw = _checked_fields(data)
+        except ProbeError as exc:
+            raise ProbeError(f"{prefix}{exc}") from None
+        kw["meta"] = {**kw.get("meta", {}), **extra}
         try:
             return cls(**kw)
         except ProbeError as exc:
-            raise ProbeError(f"{prefix}{exc}") from None
+            own = f"probe {kw['id']!r}: "
+            raise ProbeError(prefix + str(exc).removeprefix(own)) from None
+
+
+def _field_type_error(name: str, value: Any, wanted: str) -> ProbeError:
+    hint = ""
+    if isinstance(value, (bool, float)):
+        hint = " (quote it: YAML reads unquoted true/false and decimals as non-strings)"
+    return ProbeError(f"field {name!r} must be {wanted}, got {type(value).__name__} {value!r}{hint}")
+
+
+def _text(name: str, value: Any, *, integer_ok: bool = False) -> str:
+    if isinstance(value, str):
+        return value
+    if integer_ok and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise _field_type_error(name, value, "a string")
+
+
+def _checked_fields(data: Mapping[str, Any]) -> dict[str, Any]:
+    kw: dict[str, Any] = {"id": _text("id", data["id"], integer_ok=True)}
+    for name in ("kind", "question", "match", "source", "source_text", "evidence"):
+        if name in data and not (data[name] is None and name in ("source", "source_text", "evidence")):
+            kw[name] = _text(name, data[name])
+    if not kw["question"].strip():
+        raise ProbeError("field 'question' is empty")
+    answer = data["answer"]
+    if isinstance(answer, list):
+        kw["answer"] = [_text(f"answer[{n}]", a, integer_ok=True) for n, a in enumerate(answer)]
+        if not kw["answer"]:
+            raise ProbeError("field 'answer' is an empty list")
+    else:
+        kw["answer"] = _text("answer", answer, integer_ok=True)
+        if not kw["answer"].strip():
+            raise ProbeError("field 'answer' is empty")
+    accept = data.get("accept")
+    if accept is not None:
+        if not isinstance(accept, list):
+            raise _field_type_error("accept", accept, "a list of strings")
+        kw["accept"] = tuple(_text(f"accept[{n}]", a, integer_ok=True) for n, a in enumerate(accept))
+    meta = data.get("meta")
+    if meta is not None:
+        if not isinstance(meta, Mapping):
+            raise _field_type_error("meta", meta, "a mapping")
+        kw["meta"] = dict(meta)
+    return kw
+
+
+class _ProbeLoader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans (only true/false): `yes`, `no`, `on`, `off` stay strings."""
+
+
+_ProbeLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ProbeLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+
+
+def _expanded_size(root: yaml.Node, origin: str) -> int:
+    """Nodes of the document with every alias expanded (computed on the shared graph, not by expanding)."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in active:
+            raise ProbeError(f"{origin}: a YAML alias refers to itself (line {node.start_mark.line + 1})")
+        active.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    expanded = size(root)
+    if expanded - len(sizes) > MAX_ALIAS_EXPANSION:
+        raise ProbeError(
+            f"{origin}: YAML aliases expand to {expanded:,} nodes ({len(sizes):,} written); at most "
+            f"{MAX_ALIAS_EXPANSION:,} expanded nodes are allowed in a probe file"
+        )
+    return expanded
+
+
+def _load_yaml(text: str, origin: str) -> Any:
+    loader = _ProbeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, origin)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ProbeError(f"{origin}{line}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    finally:
+        loader.dispose()
 
 
 def load_probes(path: str | Path) -> list[Probe]:
-    """Probes from a YAML list or a JSONL file (one probe per line)."""
+    """Probes from a YAML list or a JSONL file (one probe per line), validated (module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise ProbeError(f"{path}: no such probe file")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProbeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     entries: list[tuple[str, Any]] = []
     if path.suffix == ".jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if line.strip():
                 try:
                     entries.append((f"{path}:{number}", json.loads(line)))
-                except json.JSONDecodeError as exc:
-                    raise ProbeError(f"{path}:{number}: malformed JSON ({exc.msg})") from None
+                except (json.JSONDecodeError, RecursionError, ValueError) as exc:
+                    raise ProbeError(f"{path}:{number}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
     else:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark else ""
-            raise ProbeError(f"{path}{line}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+        data = _load_yaml(text, str(path))
         if data is None:
             return []
         if not isinstance(data, list):
@@ -128,6 +285,56 @@ def check_unique(probes: Sequence[Probe], origin: str = "") -> None:
         seen.add(probe.id)
 
 
+def source_index(transcript: Transcript, probe: Probe) -> int | None:
+    """Position of the item where the probe's fact first appears, or None when the view lacks it."""
+    if probe.source:
+        return transcript.position(probe.source) if probe.source in transcript.by_id else None
+    for position, item in enumerate(transcript.items):
+        if probe.source_text and (probe.source_text in item.text or probe.source_text in (item.arguments or "")):
+            return position
+    return None
+
+
+def unlocatable(transcript: Transcript, probe: Probe) -> str | None:
+    """Why the probe's source is not in this transcript view (None: it is)."""
+    if source_index(transcript, probe) is not None:
+        return None
+    if probe.source:
+        return f"source item {probe.source!r} is not in the imported view"
+    return f"source_text {_clip(probe.source_text or '')!r} occurs nowhere in the imported view"
+
+
+def usable_probes(transcript: Transcript, probes: Sequence[Probe], *, origin: str = "") -> tuple[Probe, ...]:
+    """The probes whose source is in this transcript view; each other one is reported once (a warning
+    naming probe, transcript and why) and left out, so it cannot fail a cell after its replay."""
+    kept = []
+    for probe in probes:
+        why = unlocatable(transcript, probe)
+        if why is None:
+            kept.append(probe)
+        else:
+            where = f"{origin} ({transcript.id})" if origin else transcript.id
+            LOG.warning("probe %r skipped for %s: %s", probe.id, where, why)
+    return tuple(kept)
+
+
+def answer_after_source(transcript: Transcript, probe: Probe) -> str | None:
+    """Why the probe's answer is not verbatim at or after its source (None: every answer term is)."""
+    start = source_index(transcript, probe)
+    if start is None:
+        return unlocatable(transcript, probe)
+    if probe.match in ("regex", "judge"):
+        return None
+    text = "\n".join(f"{i.text}\n{i.arguments or ''}" for i in transcript.items[start:])
+    terms = probe.answers if probe.match == "set" else (probe.answer,)
+    missing = [t for t in terms if isinstance(t, str) and t not in text]
+    return f"answer {_clip(missing[0])!r} does not occur at or after the source" if missing else None
+
+
+def _clip(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:
     from compaction_bench.atomic import atomic_write_text
 
@@ -135,7 +342,5 @@ def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:
     if path.suffix == ".jsonl":
         text = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
     else:
-        import yaml
-
         text = yaml.safe_dump([p.to_dict() for p in probes], sort_keys=False, allow_unicode=True)
     return atomic_write_text(path, text)

@@ -1,8 +1,27 @@
-"""Model profiles: context window, max output, tokenizer, cache policy and prices.
+"""Model profiles: limits, overflow rule, tokenizer, cache policy and prices of the simulated model.
 
-Prices come from litellm's bundled cost map (read as a file: no import of litellm, no network).
-Windowed profiles (`128k`, `64k`, `32k`, `1m`) reuse the GPT-5 tokenizer, cache rules and prices
-with a different window, so short sessions compact many times.
+`-p` takes any chat model of litellm's bundled model map (read as a file: no import of litellm, no
+network): `openai/gpt-5`, `anthropic/claude-sonnet-4-5`, `deepseek/deepseek-chat`, ... Its limits,
+prices and cache rules come from the map; the provider family decides the rest:
+
+- **OpenAI GPT-5 family** models have an input limit (`max_input_tokens`, 272,000 for GPT-5) and
+  an output limit (`max_output_tokens`); their context is the sum (400,000 for GPT-5, as
+  models.dev lists it and OpenCode reads it). OpenAI refuses a request whose **input** exceeds
+  the input limit, whatever `max_tokens` asks (overflow rule `input`).
+- **Every other model** (Anthropic, older OpenAI models such as gpt-4o whose map entry gives the
+  whole context as `max_input_tokens`, OpenAI-compatible servers such as vLLM and DeepSeek) has
+  one context that the input and the requested `max_tokens` share: a request with **input +
+  max_tokens** over it is refused (rule `input+output`).
+- Tokenizer: o200k_base for OpenAI's GPT-4o and later, else cl100k_base (for Anthropic and
+  DeepSeek an approximation: the offline tokenizers are the two tiktoken encodings).
+
+`MODEL@WINDOW` (`openai/gpt-5@64k`) is the same model with its input window shrunk to WINDOW and
+its context and output limits scaled by the same factor, for studying compaction on short
+sessions; the description states the factor. The short names are aliases (`gpt-5` =
+`openai/gpt-5`, `claude-sonnet` = `anthropic/claude-sonnet-4-5`, `claude-opus` =
+`anthropic/claude-opus-4-5`), and the study windows `1m`, `128k`, `64k`, `32k` keep GPT-5's
+tokenizer, caching and prices with that window and the `input+output` rule (a window served the
+way vLLM serves one), which is what this project's earlier results used.
 """
 
 from __future__ import annotations
@@ -57,8 +76,16 @@ class Prices:
     cache_write: float = 0.0
 
 
+OVERFLOW_RULES = ("input", "input+output")
+
+
 @dataclass(frozen=True)
 class ModelProfile:
+    """A simulated model. `context_window` is what the agent may fill with input (the input limit
+    for OpenAI models, the shared context for Anthropic); `context_limit` is the model's whole
+    context when it differs (OpenAI: input + output limits; None = `context_window`), `input_limit`
+    the separate input limit (models.dev `limit.input`), `overflow` the rule that refuses a request."""
+
     name: str
     model: str
     provider: str
@@ -69,9 +96,24 @@ class ModelProfile:
     prices: Prices
     image_tokens: int = 765
     description: str = ""
+    overflow: str = "input+output"
+    context_limit: int | None = None
+    input_limit: int | None = None
 
     def with_window(self, name: str, window: int, description: str) -> ModelProfile:
         return replace(self, name=name, context_window=window, description=description)
+
+    def overflows(self, input_tokens: int, max_output: int) -> bool:
+        """Whether the provider refuses a request of `input_tokens` asking for `max_output` tokens."""
+        if self.overflow == "input":
+            return input_tokens > self.context_window
+        return input_tokens + max_output > (self.context_limit or self.context_window)
+
+    def overflow_text(self) -> str:
+        """The overflow rule in words, with its numbers."""
+        if self.overflow == "input":
+            return f"input > {self.context_window:,}"
+        return f"input + max_tokens > {self.context_limit or self.context_window:,}"
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
@@ -103,55 +145,126 @@ def prices_for(model: str) -> Prices:
     )
 
 
+def _map_entry(model_id: str) -> tuple[str, dict[str, Any]] | None:
+    """(bare model name, entry) of a litellm model id, `provider/name` or a bare name."""
+    table = bundled_cost_map()
+    provider, slash, bare = model_id.partition("/")
+    candidates = [model_id] + ([bare] if slash else [])
+    for key in candidates:
+        entry = table.get(key)
+        if isinstance(entry, dict) and entry.get("mode") == "chat" and entry.get("max_input_tokens"):
+            if slash and entry.get("litellm_provider") not in (provider, None) and key == bare:
+                continue
+            return (bare if slash else model_id), entry
+    return None
+
+
+def _tokenizer(provider: str, bare: str) -> str:
+    if provider in ("openai", "azure") and not bare.startswith(("gpt-4-", "gpt-3.5")) and bare != "gpt-4":
+        return "o200k_base"
+    return "cl100k_base"
+
+
+def _cache_policy(provider: str, bare: str) -> CachePolicy:
+    if provider == "anthropic":
+        big_minimum = any(tag in bare for tag in ("opus-4-5", "opus-4-6", "haiku-4-5"))  # evaluation.md §7
+        return replace(ANTHROPIC_CACHE, min_prefix=4096) if big_minimum else ANTHROPIC_CACHE
+    return OPENAI_CACHE
+
+
+def model_profile(model_id: str) -> ModelProfile:
+    """The profile of any chat model in litellm's bundled map (rules in the module docstring)."""
+    found = _map_entry(model_id)
+    if found is None:
+        raise ProfileError(
+            f"unknown profile {model_id!r}; known: {', '.join(PROFILES)}, or any chat model in litellm's bundled model map "
+            "(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, deepseek/deepseek-chat), optionally MODEL@WINDOW"
+        )
+    bare, entry = found
+    provider = str(entry.get("litellm_provider") or model_id.partition("/")[0])
+    max_input = int(entry["max_input_tokens"])
+    max_output = int(entry.get("max_output_tokens") or entry.get("max_tokens") or 0) or 4096
+    prices = Prices(
+        input=float(entry.get("input_cost_per_token") or 0.0),
+        output=float(entry.get("output_cost_per_token") or 0.0),
+        cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
+        cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
+    )
+    common = dict(
+        name=model_id, model=bare, provider=provider, tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare),
+        prices=prices, image_tokens=1_600 if provider == "anthropic" else 765,
+    )
+    if provider in ("openai", "azure") and bare.startswith("gpt-5"):
+        return ModelProfile(
+            **common, context_window=max_input, max_output=max_output, overflow="input", context_limit=max_input + max_output,
+            input_limit=max_input,
+            description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; OpenAI refuses input over the input limit",
+        )
+    return ModelProfile(
+        **common, context_window=max_input, max_output=max_output, overflow="input+output",
+        description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
+    )
+
+
+def parse_window(text: str) -> int:
+    """`64k`, `1m`, `200000` or `200_000` as a token count."""
+    raw = text.strip().lower().replace("_", "").replace(",", "")
+    scale = {"k": 1_000, "m": 1_000_000}.get(raw[-1:], 1)
+    try:
+        value = int(float(raw[:-1] if scale > 1 else raw) * scale)
+    except ValueError:
+        raise ProfileError(f"window {text!r}: expected a token count such as 64k, 1m or 200000") from None
+    if value < 1_000:
+        raise ProfileError(f"window {text!r}: at least 1,000 tokens")
+    return value
+
+
+def windowed(base: ModelProfile, window: int, name: str) -> ModelProfile:
+    """`MODEL@WINDOW`: the input window set to `window`, context and output limits scaled alike."""
+    factor = window / base.context_window
+    scale = (lambda n: None if n is None else max(1, round(n * factor)))  # noqa: E731
+    max_output = max(1, round(base.max_output * factor))
+    return replace(
+        base, name=name, context_window=window, max_output=max_output, context_limit=scale(base.context_limit),
+        input_limit=scale(base.input_limit),
+        description=f"{base.model} shrunk to a {window:,}-token window: every limit × {factor:.4f} of the real model's "
+        f"({base.context_window:,} window, {base.max_output:,} output); prices, tokenizer and caching unchanged",
+    )
+
+
 def _builtin() -> dict[str, ModelProfile]:
-    gpt5 = ModelProfile(
-        name="gpt-5",
-        model="gpt-5",
-        provider="openai",
-        context_window=272_000,
-        max_output=128_000,
-        tokenizer="o200k_base",
-        cache=OPENAI_CACHE,
-        prices=prices_for("gpt-5"),
-        image_tokens=765,
-        description="GPT-5 family as Codex sees it: 272k input window, o200k_base, OpenAI caching",
-    )
-    claude = ModelProfile(
-        name="claude-sonnet",
-        model="claude-sonnet-4-5",
-        provider="anthropic",
-        context_window=200_000,
-        max_output=64_000,
-        tokenizer="cl100k_base",
-        cache=ANTHROPIC_CACHE,
-        prices=prices_for("claude-sonnet-4-5"),
-        image_tokens=1_600,
-        description="Claude Sonnet 4.5: 200k window; counted with cl100k_base (an approximation), Anthropic caching",
-    )
-    claude_opus = replace(
-        claude,
-        name="claude-opus",
-        model="claude-opus-4-5",
-        cache=replace(ANTHROPIC_CACHE, min_prefix=4096),
-        prices=prices_for("claude-opus-4-5"),
-        description="Claude Opus 4.5: 200k window, 4,096-token cache minimum",
-    )
+    gpt5 = replace(model_profile("openai/gpt-5"), name="gpt-5")
+    claude = replace(model_profile("anthropic/claude-sonnet-4-5"), name="claude-sonnet")
+    claude_opus = replace(model_profile("anthropic/claude-opus-4-5"), name="claude-opus")
     profiles = [gpt5, claude, claude_opus]
+    study = replace(gpt5, overflow="input+output", context_limit=None, input_limit=None)
     for name, window in (("1m", 1_000_000), ("128k", 128_000), ("64k", 64_000), ("32k", 32_000)):
         profiles.append(
-            gpt5.with_window(name, window, f"GPT-5 tokenizer, caching and prices with a {window:,}-token window")
+            study.with_window(
+                name, window, f"GPT-5 tokenizer, caching and prices with a {window:,}-token window shared by input and max_tokens"
+            )
         )
     return {p.name: p for p in profiles}
 
 
 PROFILES: dict[str, ModelProfile] = _builtin()
+#: What each short name stands for (`bench list profiles`).
+ALIASES = {"gpt-5": "openai/gpt-5", "claude-sonnet": "anthropic/claude-sonnet-4-5", "claude-opus": "anthropic/claude-opus-4-5"}
 DEFAULT_PROFILE = "64k"
 
 
+@lru_cache(maxsize=256)
+def _resolve(name: str) -> ModelProfile:
+    if name in PROFILES:
+        return PROFILES[name]
+    base, at, window = name.rpartition("@")
+    if at and base:
+        return windowed(_resolve(base), parse_window(window), name)
+    return model_profile(name)
+
+
 def get_profile(name: str | ModelProfile) -> ModelProfile:
+    """A short name, any litellm chat model id, or either with `@WINDOW`."""
     if isinstance(name, ModelProfile):
         return name
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise ProfileError(f"unknown profile {name!r}; known: {', '.join(PROFILES)}") from None
+    return _resolve(name)

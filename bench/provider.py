@@ -2,23 +2,26 @@
 
 For each request of a cell it renders the messages, counts their true tokens with the profile's
 tokenizer (memoized per message, so a replay stays linear), raises an overflow error with the real
-provider's message text when input plus requested output exceed the window, computes the cached
+provider's message text when the profile's overflow rule refuses it (input over the input limit, or input
+plus requested output over the context), computes the cached
 prefix against the previous request of the same cell (message hashes first, tokens only inside
-the first differing message; `compaction_bench.caching` applies the provider's rules) and returns usage in
-the shape strategies read. With `usage="recorded"` the transcript's own usage is reported instead
-(where the step has some).
+the first differing message; `compaction_bench.caching` applies the provider's rules), the tokens
+written to the cache and the tokens re-billed (already-sent messages outside the cached part), and
+returns usage in the shape strategies read. These are the only cache numbers of a run: the engine
+stores them on each request record and the metrics read them there. With `recorded_usage` the
+transcript's own usage is reported instead (the engine decides when that is valid).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system
+from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system, rebilled_tokens
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
-from compaction_bench.tokens import TokenCounter, shared_counter
+from compaction_bench.tokens import HiddenTokens, TokenCounter, shared_counter
 from compaction_bench.transcript import Usage
 
 #: Tokens of framing per message (role markers), as in OpenAI's chat format accounting.
@@ -88,22 +91,25 @@ def _timestamp_seconds(value: str | None) -> float | None:
 class SimulatedProvider:
     """One cell's provider: keeps the most recent requests for the cache model."""
 
-    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None) -> None:
+    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
         self.profile = profile
         self.counter = counter or shared_counter(profile.tokenizer)
+        self.hidden = hidden  # billed reasoning the messages do not show (compaction_bench.tokens)
         self._message_tokens: dict[Message, int] = {}
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
-        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None]] = deque(maxlen=RECENT_ENTRIES)
+        # Each entry: its messages, their cumulative token counts, its time, and its messages as a set.
+        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None, frozenset[Message]]] = deque(maxlen=RECENT_ENTRIES)
 
     # ------------------------------------------------------------- counting
     def message_tokens(self, message: Message) -> int:
         cached = self._message_tokens.get(message)
         if cached is None:
             count = self.counter.count
-            cached = MESSAGE_OVERHEAD + count(message.content)
+            # Every field the model reads counts, call ids included (OpenAI's counting recipe).
+            cached = MESSAGE_OVERHEAD + count(message.content) + count(message.tool_call_id or "")
             for call in message.tool_calls:
-                cached += TOOL_CALL_OVERHEAD + count(call.name) + count(call.arguments)
+                cached += TOOL_CALL_OVERHEAD + count(call.id) + count(call.name) + count(call.arguments)
             cached += sum(self.profile.image_tokens for a in message.attachments if a.is_image)
             if len(self._message_tokens) > 200_000:
                 self._message_tokens.clear()
@@ -111,12 +117,14 @@ class SimulatedProvider:
         return cached
 
     def count(self, messages: tuple[Message, ...] | list[Message]) -> int:
-        return sum(self.message_tokens(m) for m in messages)
+        hidden = sum(self.hidden.per_message(messages)) if self.hidden else 0
+        return sum(self.message_tokens(m) for m in messages) + hidden
 
     def boundaries(self, messages: tuple[Message, ...]) -> list[int]:
         out, total = [], 0
-        for m in messages:
-            total += self.message_tokens(m)
+        hidden = self.hidden.per_message(messages) if self.hidden else [0] * len(messages)
+        for m, extra in zip(messages, hidden, strict=True):
+            total += self.message_tokens(m) + extra
             out.append(total)
         return out
 
@@ -133,7 +141,7 @@ class SimulatedProvider:
         """
         tokens = 0
         index = 0
-        for a, b in zip(previous, current):
+        for a, b in zip(previous, current, strict=False):
             if a is not b and a != b:
                 break
             tokens += self.message_tokens(a)
@@ -142,13 +150,19 @@ class SimulatedProvider:
             left = self.counter.encode(self._body(previous[index]))
             right = self.counter.encode(self._body(current[index]))
             same = 0
-            for x, y in zip(left, right):
+            for x, y in zip(left, right, strict=False):
                 if x != y:
                     break
                 same += 1
             inside = MESSAGE_OVERHEAD + same
             tokens += min(inside, self.message_tokens(previous[index]) - 1, self.message_tokens(current[index]) - 1)
         return tokens
+
+    def _rebilled(self, messages: tuple[Message, ...], cached_tokens: int) -> int:
+        """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`)."""
+        entries = [entry[3] for entry in self._recent]
+        known = [any(m in entry for entry in entries) for m in messages]
+        return rebilled_tokens([self.message_tokens(m) for m in messages], known, cached_tokens)
 
     # ------------------------------------------------------------- sending
     def send(
@@ -166,7 +180,7 @@ class SimulatedProvider:
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
         best_prefix, best_boundaries, best_system, expired = 0, [], 0, False
-        for previous, previous_boundaries, then in self._recent:
+        for previous, previous_boundaries, then, _ in self._recent:
             prefix = self.common_prefix_tokens(previous, messages)
             if prefix >= best_prefix:
                 best_prefix, best_boundaries = prefix, previous_boundaries
@@ -182,10 +196,11 @@ class SimulatedProvider:
             current_boundaries=boundaries,
             current_system=leading_system(m.role for m in messages),
         )
-        if true_tokens + reserved > self.profile.context_window:
+        if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
-        self._recent.append((messages, boundaries, now))
+        cache = replace(cache, rebilled_tokens=self._rebilled(messages, cache.cached_tokens))
+        self._recent.append((messages, boundaries, now, frozenset(messages)))
         if recorded_usage is not None:
             usage = recorded_usage
         else:

@@ -97,6 +97,7 @@ def _load_class(group: str, entry: Entry) -> Any:
         raise RegistryError(f"{entry.id!r} ({entry.source}, {entry.target}) failed to load: {reason}") from exc
     base = _base_class(group)
     if not (isinstance(cls, type) and issubclass(cls, base)):
+        _broken[group][entry.id] = f"{entry.target} is not a subclass of {base.__name__}"
         raise RegistryError(f"{entry.id!r} ({entry.source}, {entry.target}) is not a subclass of {base.__name__}")
     _classes[key] = cls
     return cls

@@ -7,9 +7,19 @@ recorded output (open loop: recorded outputs are replayed as recorded). Probe po
 first request after one or more compactions (those recorded with `probe=True`) and the final
 context.
 
-Records: every request (turn, summary and final) with its messages, true tokens, the strategy's
-estimate, overflow and cache numbers; every compaction with the context before and after, the
-summary, the ids summarized, kept verbatim and dropped without either, and its LLM calls.
+The engine owns the bookkeeping (records: `compaction_bench.records`):
+- every request (turn, summary and final) with its messages, true tokens, the strategy's
+  estimate, overflow and the provider's cached, written and re-billed tokens;
+- every compaction with the context before and after, the summary, the ids summarized, kept
+  verbatim and dropped without either, and its summarizer calls, each linked to the summary
+  request it answered (`CompactionRecord.summary_request_indices`, `RequestRecord.llm_call`);
+- between consecutive turn requests (and the final context), item ids that left the context
+  without a recorded compaction that removed them: an `unreported` compaction whose silent loss
+  is exactly those ids, or a `ReplayError` with `strict=True`;
+- with `usage="recorded"`, the transcript's usage is fed to the strategy only while the replayed
+  context holds the same transcript items as the recording had at that step (`recorded_contexts`);
+  from the first difference on, simulated usage is fed (`usage="recorded-always"` feeds it at
+  every step regardless). `RequestRecord.usage_source` says which.
 
 Cost is linear in transcript size: token counts are memoized per message and prefix comparison
 goes by message equality before tokens.
@@ -17,124 +27,71 @@ goes by message equality before tokens.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.caching import CacheOutcome
-from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient
+from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider
+from compaction_bench.records import UNREPORTED, CompactionRecord, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
 from compaction_bench.request import Message, Request, message_from_item
-from compaction_bench.strategy import LLMResult, Strategy, SummaryOverflow
+from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.templates import PromptSet
+from compaction_bench.tokens import HiddenTokens
 from compaction_bench.transcript import Step, Transcript, Usage
 
 #: How often one step may be re-sent after a strategy recovered from an overflow.
 MAX_OVERFLOW_RETRIES = 3
-USAGE_MODES = ("simulated", "recorded")
+#: `simulated`: the provider's counts; `recorded`: the transcript's usage while the replayed context is
+#: the recording's, then simulated; `recorded-always`: the transcript's usage at every step that has
+#: some, even after the contexts differ (trigger-fidelity studies, hand-built sessions that script a trigger).
+USAGE_MODES = ("simulated", "recorded", "recorded-always")
 
 
 class ReplayError(RuntimeError):
     """A strategy that broke the protocol (the message names strategy and step)."""
 
 
-@dataclass
-class RequestRecord:
-    index: int
-    step: int
-    turn: int | None
-    kind: str
-    messages: tuple[Message, ...]
-    true_tokens: int
-    estimate_tokens: int | None
-    threshold: int | None
-    overflow: bool
-    error: dict[str, Any] | None
-    prefix_tokens: int
-    cached_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    attempt: int = 0
-    timestamp: str | None = None
-    usage: Usage | None = None
-    #: the strategy's own notes on this request (`Request.meta`)
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def n_messages(self) -> int:
-        return len(self.messages)
-
-    def item_ids(self) -> list[str]:
-        return [i for m in self.messages for i in m.item_ids]
+#: Recorded-compaction marker fields that name the first item the recording kept verbatim (Pi, OpenCode).
+KEPT_START_FIELDS = ("firstKeptEntryId", "tail_start_id")
 
 
-@dataclass
-class CompactionRecord:
-    index: int
-    step: int
-    turn: int | None
-    trigger: str
-    tokens_before: int
-    tokens_after: int
-    estimate_tokens: int | None
-    threshold: int | None
-    summary: str | None
-    summarized_ids: tuple[str, ...]
-    kept_ids: tuple[str, ...]
-    dropped_ids: tuple[str, ...]
-    llm_calls: tuple[LLMResult, ...]
-    details: dict[str, Any] = field(default_factory=dict)
-    before: tuple[Message, ...] = ()
-    after: tuple[Message, ...] = ()
-    next_request: int | None = None
-    probed: bool = True
+def recorded_contexts(transcript: Transcript) -> dict[int, frozenset[str] | None]:
+    """Per step index: the transcript items the recording's own request for that step held.
 
-    @property
-    def llm_input_tokens(self) -> int:
-        return sum(c.input_tokens for c in self.llm_calls)
-
-    @property
-    def llm_output_tokens(self) -> int:
-        return sum(c.output_tokens for c in self.llm_calls)
-
-
-@dataclass
-class ProbePoint:
-    """A context at which probes are asked: after a compaction, or the final context."""
-
-    step: int
-    request: int
-    reason: str  # "compaction" | "final"
-    compaction: int | None = None
-
-
-@dataclass
-class ReplayResult:
-    transcript: Transcript
-    strategy: str
-    profile: ModelProfile
-    options: Any
-    usage_mode: str
-    requests: list[RequestRecord] = field(default_factory=list)
-    compactions: list[CompactionRecord] = field(default_factory=list)
-    points: list[ProbePoint] = field(default_factory=list)
-    template_hashes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def turn_requests(self) -> list[RequestRecord]:
-        return [r for r in self.requests if r.kind == "turn"]
-
-    @property
-    def final(self) -> RequestRecord:
-        return next(r for r in reversed(self.requests) if r.kind == "final")
-
-    @property
-    def overflows(self) -> int:
-        return sum(1 for r in self.requests if r.overflow and r.kind == "turn")
+    That is every model-input item before the step, except after a recorded compaction: there the
+    context is the items from the first one the recording kept (a marker field of
+    `KEPT_START_FIELDS`) on, plus later items; a recorded compaction that does not say what it kept,
+    or a move to another branch of a session tree, leaves the recorded context unknown (None) from
+    then on. The recorded summary itself is a marker, not an item, so it has no id to compare.
+    """
+    out: dict[int, frozenset[str] | None] = {}
+    ids: list[str] = []
+    known = True
+    steps = {s.items[0].response: s.index for s in transcript.steps()}
+    for item in transcript.items:
+        if item.is_model_output and item.response is not None and steps.get(item.response) is not None:
+            index = steps.pop(item.response)
+            out[index] = frozenset(ids) if known else None
+        if item.kind == "marker":
+            event = item.meta.get("event")
+            if event == "compaction":
+                kept = next((item.meta.get(f) for f in KEPT_START_FIELDS if item.meta.get(f)), None)
+                if kept in ids:
+                    ids = ids[ids.index(kept) :]
+                elif "preTokens" in item.meta:
+                    # Claude Code's compact_boundary keeps nothing verbatim (docs/specs/claude-code.md §4).
+                    ids = []
+                else:
+                    known = False
+            elif event == "branch":
+                known = False
+            continue
+        ids.append(item.id)
+    return out
 
 
 class _Engine:
@@ -149,18 +106,28 @@ class _Engine:
         options: Any,
         usage_mode: str,
         prompts: PromptSet,
+        strict: bool = False,
     ) -> None:
         self.transcript = transcript
         self.profile = profile
-        self.provider = SimulatedProvider(profile)
+        self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript))
         self.summarizer = summarizer
         self.usage_mode = usage_mode
         self.prompts = prompts
+        self.strict = strict
         self.step = 0
         self.turn: int | None = None
         self.timestamp: str | None = None
-        self._pending_calls: list[LLMResult] = []
+        # Summarizer calls not yet claimed by a compaction: (summary request index, call).
+        self._pending_calls: list[tuple[int, LLMResult]] = []
         self._awaiting_point: list[CompactionRecord] = []
+        # The previous turn request, and how many compactions were recorded before it.
+        self._previous_context: RequestRecord | None = None
+        self._compactions_seen = 0
+        # With recorded usage: the recording's context per step, and whether the replay still matches it.
+        self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
+        self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
+        self._matches_recording = usage_mode in ("recorded", "recorded-always")
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
         self.strategy = strategy_cls(self, options)
 
@@ -171,21 +138,25 @@ class _Engine:
     def render_prompt(self, template: str, **variables: Any) -> str:
         return self.prompts.render(template, **variables)
 
-    def summarize(self, request: Request, *, purpose: str = "summary") -> LLMResult:
+    def summarize(self, request: Request, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
         request = request if request.kind == "summary" else Request(
             request.messages, request.estimate_tokens, request.threshold, "summary", request.max_output_tokens, request.meta
         )
         outcome = self.provider.send(request, timestamp=self.timestamp)
-        self._record_request(request, outcome, attempt=0)
+        record = self._record_request(request, outcome, attempt=0)
         if outcome.overflow:
             assert outcome.error is not None
             raise SummaryOverflow(outcome.error, outcome.true_tokens)
+        # `instructions`: what an emulated server applies on its side (not part of the counted request).
+        sent = (*request.messages, Message(role="user", content=instructions)) if instructions else request.messages
         result = self.summarizer.complete(
-            [m.to_dict() | {"content": m.content} for m in request.messages],
+            sent,
             max_tokens=request.max_output_tokens,
             purpose=purpose,
         )
-        self._pending_calls.append(result)
+        record.llm_call = result
+        record.usage_source = "simulated"
+        self._pending_calls.append((record.index, result))
         return result
 
     def record_compaction(
@@ -207,31 +178,101 @@ class _Engine:
         summarized_set = set(summarized)
         kept = tuple(dict.fromkeys(i for i in before_ids if i in after_ids))
         dropped = tuple(dict.fromkeys(i for i in before_ids if i not in after_ids and i not in summarized_set))
+        self._add_compaction(
+            trigger=trigger,
+            before=tuple(before),
+            after=tuple(after),
+            summary=summary,
+            summarized=summarized,
+            kept=kept,
+            dropped=dropped,
+            estimate_tokens=estimate_tokens,
+            threshold=threshold,
+            details=dict(details or {}),
+            probe=probe,
+        )
+
+    # ------------------------------------------------------------ recording
+    def _add_compaction(
+        self,
+        *,
+        trigger: str,
+        before: tuple[Message, ...],
+        after: tuple[Message, ...],
+        summary: str | None,
+        summarized: tuple[str, ...],
+        kept: tuple[str, ...],
+        dropped: tuple[str, ...],
+        estimate_tokens: int | None,
+        threshold: int | None,
+        details: dict[str, Any],
+        probe: bool,
+    ) -> CompactionRecord:
         record = CompactionRecord(
             index=len(self.result.compactions),
             step=self.step,
             turn=self.turn,
             trigger=trigger,
-            tokens_before=self.provider.count(tuple(before)),
-            tokens_after=self.provider.count(tuple(after)),
+            tokens_before=self.provider.count(before),
+            tokens_after=self.provider.count(after),
             estimate_tokens=estimate_tokens,
             threshold=threshold,
             summary=summary,
             summarized_ids=summarized,
             kept_ids=kept,
             dropped_ids=dropped,
-            llm_calls=tuple(self._pending_calls),
-            details=dict(details or {}),
-            before=tuple(before),
-            after=tuple(after),
+            llm_calls=tuple(call for _, call in self._pending_calls),
+            details=details,
+            before=before,
+            after=after,
             probed=probe,
+            summary_request_indices=tuple(index for index, _ in self._pending_calls),
         )
         self._pending_calls = []
         self.result.compactions.append(record)
         self._awaiting_point.append(record)
+        return record
 
-    # ------------------------------------------------------------ recording
+    def _check_unreported(self, request: Request) -> None:
+        """Item ids that left the context since the previous turn request without a recorded compaction removing them."""
+        previous = self._previous_context
+        if previous is None:
+            return
+        current = {i for m in request.messages for i in m.item_ids}
+        removed = [i for i in dict.fromkeys(previous.item_ids()) if i not in current]
+        if not removed:
+            return
+        explained: set[str] = set()
+        for compaction in self.result.compactions[self._compactions_seen :]:
+            remaining = {i for m in compaction.after for i in m.item_ids}
+            explained.update(i for m in compaction.before for i in m.item_ids if i not in remaining)
+        lost = tuple(i for i in removed if i not in explained)
+        if not lost:
+            return
+        if self.strict:
+            shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+            raise ReplayError(
+                f"strategy {self.result.strategy!r} removed {len(lost)} item(s) from the context before step {self.step} "
+                f"without recording a compaction: {shown}"
+            )
+        kept = tuple(i for i in dict.fromkeys(previous.item_ids()) if i in current)
+        self._add_compaction(
+            trigger=UNREPORTED,
+            before=previous.messages,
+            after=request.messages,
+            summary=None,
+            summarized=(),
+            kept=kept,
+            dropped=lost,
+            estimate_tokens=None,
+            threshold=None,
+            details={"found_by": "engine", "previous_request": previous.index},
+            probe=True,
+        )
+
     def _record_request(self, request: Request, outcome: Outcome, attempt: int, output_tokens: int = 0) -> RequestRecord:
+        if request.kind in ("turn", "final"):
+            self._check_unreported(request)
         record = RequestRecord(
             index=len(self.result.requests),
             step=self.step,
@@ -251,8 +292,12 @@ class _Engine:
             timestamp=self.timestamp,
             usage=None if outcome.overflow or request.kind == "final" else outcome.usage,
             meta=dict(request.meta),
+            rebilled_tokens=outcome.cache.rebilled_tokens,
         )
         self.result.requests.append(record)
+        if request.kind in ("turn", "final"):
+            self._previous_context = record
+            self._compactions_seen = len(self.result.compactions)
         return record
 
     def _mark_points(self, record: RequestRecord) -> None:
@@ -277,18 +322,33 @@ class _Engine:
         messages = [message_from_item(i) for i in step.items]
         return self.provider.count(messages)
 
+    def _recorded_usage(self, step: Step, request: Request) -> Usage | None:
+        """The step's recorded usage while the replayed context is the recording's, else None (simulate)."""
+        if not self._matches_recording:
+            return None
+        if self.usage_mode == "recorded-always":
+            return step.usage
+        recorded = self._recorded.get(step.index)
+        replayed = {i for m in request.messages for i in m.item_ids if i in self._model_input}
+        if recorded is None or replayed != recorded:
+            self._matches_recording = False
+            return None
+        return step.usage
+
     def _run_step(self, step: Step) -> None:
         self.step = step.index
         output_tokens = self._output_tokens(step)
-        recorded = step.usage if self.usage_mode == "recorded" else None
         usage: Usage | None = None
         attempt = 0
         while True:
             request = self._strategy_request()
+            recorded = self._recorded_usage(step, request)
             outcome = self.provider.send(
                 request, output_tokens=output_tokens, timestamp=self.timestamp, recorded_usage=recorded
             )
             record = self._record_request(request, outcome, attempt, output_tokens)
+            if not outcome.overflow:
+                record.usage_source = "recorded" if recorded is not None else "simulated"
             self._mark_points(record)
             if not outcome.overflow:
                 usage = outcome.usage
@@ -337,12 +397,17 @@ def replay(
     options: Mapping[str, Any] | None = None,
     usage: str = "simulated",
     prompts: Mapping[str, str | Path] | PromptSet | None = None,
+    strict: bool = False,
 ) -> ReplayResult:
     """Replay one transcript through one strategy.
 
     `strategy` is a registered id (`bench list strategies`), `path/file.py:Class`, or a class;
     `options` are the strategy's options (strings are converted to the declared types);
-    `usage="recorded"` reports the transcript's own usage to the strategy where a step has some.
+    `usage="recorded"` reports the transcript's own usage to the strategy while the replayed
+    context is the recording's (see the module docstring), `usage="recorded-always"` at every step;
+    `strict=True` raises `ReplayError` when
+    the strategy removes items without recording a compaction, instead of recording an
+    `unreported` compaction.
     """
     from compaction_bench.importing import load_transcript
 
@@ -354,12 +419,8 @@ def replay(
     parsed = strategy_cls.parse_options(options)
     client = summarizer if isinstance(summarizer, LLMClient) else LLMClient(summarizer)
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(prompts)
-    engine = _Engine(transcript, strategy_cls, get_profile(profile), client, parsed, usage, prompt_set)
-    # The transcript and everything loaded so far live for the whole replay: moving them out of the
-    # cyclic collector's generations keeps each collection's cost from growing with the transcript.
-    gc.collect()
-    gc.freeze()
-    try:
-        return engine.run()
-    finally:
-        gc.unfreeze()
+    engine = _Engine(transcript, strategy_cls, get_profile(profile), client, parsed, usage, prompt_set, strict=strict)
+    return engine.run()
+
+
+__all__ = ["MAX_OVERFLOW_RETRIES", "USAGE_MODES", "CompactionRecord", "ProbePoint", "ReplayError", "ReplayResult", "RequestRecord", "replay"]

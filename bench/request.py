@@ -103,7 +103,8 @@ def message_from_item(item: Item) -> Message:
 def merge_assistant(messages: list[Message]) -> list[Message]:
     """Fold consecutive assistant text/tool-call messages of one response into one message.
 
-    Chat-style wire formats carry an assistant's text and its tool calls in one message.
+    Chat-style wire formats carry an assistant's text and its tool calls in one message; the texts
+    of the folded messages are joined with a newline.
     """
     out: list[Message] = []
     for message in messages:
@@ -116,6 +117,7 @@ def merge_assistant(messages: list[Message]) -> list[Message]:
             prev = out[-1]
             out[-1] = replace(
                 prev,
+                content="\n".join(t for t in (prev.content, message.content) if t),
                 tool_calls=prev.tool_calls + message.tool_calls,
                 item_ids=prev.item_ids + message.item_ids,
             )

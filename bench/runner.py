@@ -9,8 +9,11 @@ run (this process, worker processes, a Ray cluster) is `compaction_bench.executo
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
 import platform
+import shutil
 import subprocess
 import time
 import traceback
@@ -21,17 +24,27 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from compaction_bench import run_folder
 from compaction_bench.errors import BenchError
 from compaction_bench.executors import EXECUTORS, execute
-from compaction_bench.importing import load_transcripts
-from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient
-from compaction_bench.probes import Probe, load_probes
-from compaction_bench.profiles import DEFAULT_PROFILE, get_profile
+from compaction_bench.importing import detect, load_transcripts
+from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
+from compaction_bench.probes import Probe, load_probes, usable_probes, write_probes
+from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, get_profile
+from compaction_bench.progress import ProgressEvent, ProgressHook, display_for
+from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
 from compaction_bench.store import CellKey, RunStore, write_parquet
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Transcript
+
+#: Columns of `items.parquet`: one row per transcript item of every scenario.
+ITEM_COLUMNS = ["scenario", "position", "id", "kind", "call_id", "text"]
+#: Columns of `questions.parquet`: one row per probe of every scenario.
+QUESTION_COLUMNS = ["scenario", "probe_id", "kind", "question", "answer"]
 
 
 def default_strategies() -> tuple[str, ...]:
@@ -45,11 +58,19 @@ class RunError(BenchError, RuntimeError):
 
 @dataclass(frozen=True)
 class Case:
-    """One scenario of a run: a transcript and the probes asked about it."""
+    """One scenario of a run: a transcript and the probes asked about it.
+
+    `file`, `format`, `import_options` and `session_index` say where the transcript came from (None
+    for a transcript built in memory: the run then keeps its canonical form in `transcripts/`).
+    """
 
     name: str
     transcript: Transcript
     probes: tuple[Probe, ...] = ()
+    file: str | None = None
+    format: str | None = None
+    import_options: dict[str, Any] = field(default_factory=dict)
+    session_index: int = 0
 
 
 @dataclass
@@ -65,6 +86,22 @@ class RunConfig:
     prompts: dict[str, str] = field(default_factory=dict)
     probes: str | None = None
     seed: int = 0
+    api_base: str | None = None
+    max_retries: int = 3
+    max_concurrency: int = 4
+    model_timeout: float = 60.0
+    offline: bool = False
+    responses: str | None = None
+    run_dir: str | None = None
+
+    def call_settings(self) -> CallSettings:
+        """How cells call models; responses are stored in the run folder, slots shared through it."""
+        root = Path(self.run_dir) if self.run_dir else None
+        return CallSettings(
+            api_base=self.api_base, max_retries=self.max_retries, max_concurrency=self.max_concurrency, timeout=self.model_timeout,
+            offline=self.offline, responses=self.responses, record_dir=str(root / "responses") if root else None,
+            slots_dir=str(root / ".model-slots") if root else None,
+        )
 
 
 def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -80,11 +117,18 @@ def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
 
 
 def parse_prompt_flags(flags: Iterable[str]) -> dict[str, str]:
+    """`TEMPLATE=FILE` flags → {template: file}; TEMPLATE must be a shipped template (a misspelt
+    name would silently run the stock prompt)."""
+    from compaction_bench.templates import default_prompt_dir
+
+    known = sorted(p.name for p in default_prompt_dir().glob("*.j2"))
     out = {}
     for flag in flags:
         name, eq, path = flag.partition("=")
         if not eq or not name or not path:
             raise RunError(f"--prompt {flag!r}: expected TEMPLATE=FILE (e.g. codex_summary.j2=my_prompt.j2)")
+        if name not in known:
+            raise RunError(f"--prompt {flag!r}: no template named {name!r}; templates: {', '.join(known)}")
         out[name] = path
     return out
 
@@ -103,10 +147,10 @@ def file_cases(
     names: set[str] = set()
     given = load_probes(probes) if probes and probes != "auto" else None
     for path in paths:
-        for transcript in load_transcripts(path, format=format, **dict(import_options or {})):
-            name = transcript.id
-            while name in names:
-                name += "'"
+        transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
+        detected = detect(Path(path)).format if format == "auto" and Path(path).is_file() else format
+        for index, transcript in enumerate(transcripts):
+            name = scenario_name(Path(path), transcript, index, len(transcripts), names)
             names.add(name)
             if given is not None:
                 case_probes = tuple(given)
@@ -116,8 +160,53 @@ def file_cases(
                 case_probes = tuple(mine_probes(transcript))
             else:
                 case_probes = ()
-            cases.append(Case(name, transcript, case_probes))
+            usable = usable_probes(transcript, case_probes, origin=str(path))
+            cases.append(Case(name, transcript, usable, str(Path(path).resolve()), detected, dict(import_options or {}), index))
     return cases
+
+
+def scenario_name(path: Path, transcript: Transcript, index: int, count: int, taken: set[str]) -> str:
+    """A name people recognise: the file's name, plus `#<n>` and the session's title when the file holds several.
+
+    A name already taken (two files of the same name in different folders) gets the parent folder
+    in front, then a counter. The session id stays in the manifest (`scenarios[].session_id`).
+    """
+    name = path.name
+    if count > 1:
+        title = str(transcript.meta.get("title") or "").strip()
+        name = f"{name} #{index + 1}" + (f" {title[:60]}" if title else "")
+    if name in taken:
+        name = f"{path.parent.name}/{name}"
+    base, n = name, 2
+    while name in taken:
+        name, n = f"{base} ({n})", n + 1
+    return name
+
+
+def items_table(cases: Sequence[Case]) -> list[dict[str, Any]]:
+    """Every transcript item of the run's scenarios (the report shows what compactions kept, summarized and dropped)."""
+    rows = []
+    for case in cases:
+        for position, item in enumerate(case.transcript.items):
+            text = item.text
+            if item.kind == "tool_call":
+                text = f"{item.tool_name or ''}({item.arguments or ''})"
+            rows.append(
+                {"scenario": case.name, "position": position, "id": item.id, "kind": item.kind, "call_id": item.call_id, "text": text}
+            )
+    return rows
+
+
+def questions_table(cases: Sequence[Case]) -> list[dict[str, Any]]:
+    """Every probe of the run's scenarios with its question and expected answer (for the reports)."""
+    return [
+        {
+            "scenario": case.name, "probe_id": probe.id, "kind": probe.kind, "question": probe.question,
+            "answer": probe.answer if isinstance(probe.answer, str) else " | ".join(probe.answer),
+        }
+        for case in cases
+        for probe in case.probes
+    ]
 
 
 def strategy_variant(spec: str, options: Mapping[str, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -163,15 +252,17 @@ def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dic
         case.transcript,
         name,
         profile=key.profile,
-        summarizer=config.summarizer,
+        summarizer=LLMClient(config.summarizer, config.call_settings(), repeat=key.repeat),
         options=options,
         usage=config.usage,
         prompts=config.prompts,
     )
-    answerer = LLMClient(config.answerer) if config.answerer else None
-    judge = LLMClient(config.judge) if config.judge else None
+    settings = config.call_settings()
+    answerer = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
+    judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
     tables = measure_cell(result, list(case.probes), answerer=answerer, judge=judge, repeat=key.repeat)
-    return key, {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes}, result.template_hashes
+    cell = {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes, "replay": to_rows(result)}
+    return key, cell, result.template_hashes
 
 
 def _git_revision() -> str | None:
@@ -227,11 +318,21 @@ def run(
     report: bool = True,
     on_start: Callable[[int], None] | None = None,
     on_cell: ProgressCallback | None = None,
+    progress: bool = True,
+    callback: ProgressHook | None = None,
+    api_base: str | None = None,
+    max_retries: int = 3,
+    max_concurrency: int = 4,
+    model_timeout: float = 60.0,
+    offline: bool = False,
+    responses: str | None = None,
 ) -> Path:
     """Run a benchmark and return the run folder.
 
     With no `paths` and no `cases`, the embedded synthetic suite is the corpus. `probes` is a
-    probe file, `"auto"` (mine them; the default for transcript files) or None.
+    probe file, `"auto"` (mine them; the default for transcript files) or None. `progress` shows
+    a progress bar (terminal or notebook; plain lines elsewhere) over the cells and the finalize
+    phase; `callback` receives every `ProgressEvent` as well.
     """
     config = RunConfig(
         strategies=tuple(dict.fromkeys(strategies)) or default_strategies(),
@@ -245,25 +346,28 @@ def run(
         prompts=dict(prompts or {}),
         probes=probes,
         seed=seed,
+        api_base=api_base,
+        max_retries=max_retries,
+        max_concurrency=max_concurrency,
+        model_timeout=model_timeout,
+        offline=offline,
+        responses=str(responses) if responses else None,
     )
     validate(config)
+    config.call_settings()  # rejects a bad --max-retries, --max-concurrency or --model-timeout before any work
     if executor not in EXECUTORS:
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if cases is None:
         cases = file_cases(paths, probes if probes is not None else "auto", format, import_options) if paths else synthetic_cases(seed)
     if not cases:
         raise RunError("no scenario to run")
-    root = Path(out)
-    if resume:
-        if run_id is None:
-            previous = sorted(p for p in root.glob("*") if (p / "manifest.json").is_file())
-            if not previous:
-                raise RunError(f"--resume: no earlier run in {root}")
-            run_id = previous[-1].name
-    run_id = run_id or new_run_id()
-    store = RunStore(root / run_id)
-    if store.manifest_path.exists() and not resume:
-        raise RunError(f"{store.root} already holds a run; pass --resume to finish it or choose another --run-id")
+    try:  # a plain folder name; a bare --resume takes the newest run; the folder stays locked for the run
+        folder = run_folder.claim(Path(out), run_id, resume=resume, new_id=new_run_id())
+    except run_folder.RunFolderError as exc:
+        raise RunError(str(exc)) from None
+    run_id = folder.run_id
+    store = RunStore(folder.path)
+    config.run_dir = str(store.root)
     keys = [
         CellKey(case.name, strategy, profile, repeat)
         for case in cases
@@ -276,10 +380,9 @@ def run(
         "run_id": run_id,
         "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
-        "scenarios": [
-            {"name": c.name, "source": dict(c.transcript.source), "items": len(c.transcript.items), "probes": len(c.probes)}
-            for c in cases
-        ],
+        "profile_limits": {name: get_profile(name).to_dict() for name in config.profiles},
+        "scenarios": [scenario_entry(store.root, n, c) for n, c in enumerate(cases)],
+        "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         "versions": _versions(),
         "git_revision": _git_revision(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
@@ -287,15 +390,31 @@ def run(
         "cells": {"total": len(keys), "failed": []},
     }
     if resume and store.manifest_path.exists():
-        manifest["template_hashes"] = store.read_manifest().get("template_hashes", {})
+        try:  # refused (naming the differences) when the configuration is not the run's own
+            previous = folder.resume_manifest(manifest)
+        except run_folder.RunFolderError as exc:
+            raise RunError(str(exc)) from None
+        manifest.update(created=previous.get("created", manifest["created"]), template_hashes=previous.get("template_hashes", {}))
     store.write_manifest(manifest)
+    write_parquet(pd.DataFrame(items_table(cases), columns=ITEM_COLUMNS), store.root / "items.parquet")
+    write_parquet(pd.DataFrame(questions_table(cases), columns=QUESTION_COLUMNS), store.root / "questions.parquet")
     todo = [k for k in keys if not (resume and store.is_done(k))]
     if on_start:
         on_start(len(todo))
     failures: list[dict[str, str]] = []
     started = time.monotonic()
+    display = display_for() if progress else None
+    hooks = [h for h in (display, callback) if h is not None]
 
-    def finished(key: CellKey, tables: dict[str, list[dict[str, Any]]], hashes: dict[str, str]) -> None:
+    def emit(event: ProgressEvent) -> None:
+        for hook in hooks:
+            hook(event)
+
+    def label(key: CellKey) -> str:
+        return f"{key.scenario} · {key.strategy} · {key.profile}" + (f" · r{key.repeat}" if config.repeats > 1 else "")
+
+    def finished(key: CellKey, tables: dict[str, Any], hashes: dict[str, str]) -> None:
+        store.write_replay(key, tables["replay"])
         store.write_cell(key, tables)
         manifest["template_hashes"].update(hashes)
         if on_cell:
@@ -307,16 +426,27 @@ def run(
             on_cell(key, f"failed: {type(exc).__name__}: {exc}")
 
     work = [(by_name[key.scenario], key, config) for key in todo]
-    for index, outcome in execute(_run_cell, work, executor=executor, jobs=jobs, address=address):
-        if isinstance(outcome, BaseException):
-            failed(todo[index], outcome)
-        else:
-            finished(*outcome)
-    manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
-    manifest["wall_seconds"] = round(time.monotonic() - started, 3)
-    if failures:
-        (store.root / "errors.log").write_text("\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures), encoding="utf-8")
-    finalize(store, manifest, report=report)
+    try:
+        emit(ProgressEvent("cells", 0, len(todo), "starting"))
+        for done, (index, outcome) in enumerate(execute(_run_cell, work, executor=executor, jobs=jobs, address=address), start=1):
+            if isinstance(outcome, BaseException):
+                failed(todo[index], outcome)
+                emit(ProgressEvent("cells", done, len(todo), f"{label(todo[index])}: {type(outcome).__name__}: {outcome}", failed=True))
+            else:
+                finished(*outcome)
+                emit(ProgressEvent("cells", done, len(todo), label(todo[index])))
+        manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
+        manifest["wall_seconds"] = round(time.monotonic() - started, 3)
+        if failures:
+            (store.root / "errors.log").write_text("\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures), encoding="utf-8")
+        else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
+            (store.root / "errors.log").unlink(missing_ok=True)
+        manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
+        finalize(store, manifest, report=report, progress=emit)
+    finally:
+        folder.release()
+        if display is not None:
+            display.close()
     if failures:
         raise RunError(
             f"{len(failures)} of {len(keys)} cells failed (first: {failures[0]['cell']}: {failures[0]['error']}); "
@@ -325,17 +455,194 @@ def run(
     return store.root
 
 
-def finalize(store: RunStore, manifest: dict[str, Any], report: bool = True) -> None:
-    """Merge the finished cells into the run's tables, then write the manifest and the report."""
+def finalize(store: RunStore, manifest: dict[str, Any], report: bool = True, progress: ProgressHook | None = None) -> None:
+    """Merge the finished cells into the run's tables, then write the manifest and the report.
+
+    `progress` receives a `finalize` event per step (each table, the summary, each report page).
+    """
     from compaction_bench.metrics.aggregate import summarize
 
-    tables = {name: store.read_cells(name) for name in ("requests", "compactions", "probes")}
-    for name, frame in tables.items():
-        write_parquet(frame, store.root / f"{name}.parquet")
+    steps = 5
+    emit = progress or (lambda event: None)
+    tables: dict[str, pd.DataFrame] = {}
+    for done, name in enumerate(("requests", "compactions", "probes"), start=1):
+        emit(ProgressEvent("finalize", done - 1, steps, f"merging {name}"))
+        tables[name] = store.read_cells(name)
+        write_parquet(tables[name], store.root / f"{name}.parquet")
+    emit(ProgressEvent("finalize", 3, steps, "summary"))
     summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
     write_parquet(summary, store.root / "summary.parquet")
     store.write_manifest(manifest)
     if report:
         from compaction_bench.reports.html import write_report
 
-        write_report(store.root)
+        def page(done: int, total: int, label: str) -> None:
+            emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
+
+        emit(ProgressEvent("finalize", 4, steps, "report"))
+        write_report(store.root, progress=page)
+    emit(ProgressEvent("finalize", steps, steps, "done"))
+
+
+# --------------------------------------------------------------------------- self-describing runs
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def scenario_entry(root: Path, index: int, case: Case) -> dict[str, Any]:
+    """The manifest entry of scenario `index`; writes its probes and, for a transcript built in memory, the transcript.
+
+    `file` is absolute for the user's transcript files and relative to the run folder for the
+    canonical copies in `transcripts/`; `sha256` is the file's (None for a name that is no file,
+    e.g. a Hub dataset id).
+    """
+    probes_file = Path("probes") / f"scenario-{index}.yaml"
+    write_probes(case.probes, root / probes_file)
+    if case.file is not None:
+        file, fmt, options, session = case.file, case.format, dict(case.import_options), case.session_index
+    else:
+        relative = Path("transcripts") / f"scenario-{index}.jsonl"
+        case.transcript.write(root / relative)
+        file, fmt, options, session = str(relative), "canonical", {}, 0
+    path = Path(file) if Path(file).is_absolute() else root / file
+    return {
+        "name": case.name,
+        "session_id": case.transcript.id,
+        "session_index": session,
+        "source": dict(case.transcript.source),
+        "items": len(case.transcript.items),
+        "probes": len(case.probes),
+        "probes_file": str(probes_file),
+        "file": file,
+        "sha256": sha256_file(path) if path.is_file() else None,
+        "format": fmt,
+        "import_options": options,
+    }
+
+
+def template_texts(prompts: Mapping[str, str], hashes: Mapping[str, str]) -> dict[str, dict[str, str | None]]:
+    """Every template the run rendered: its sha256 and text (None if the file changed since it was rendered)."""
+    prompt_set = PromptSet(prompts)
+    out: dict[str, dict[str, str | None]] = {}
+    for name, digest in sorted(hashes.items()):
+        text = prompt_set.source(name)
+        same = hashlib.sha256(text.encode("utf-8")).hexdigest() == digest
+        out[name] = {"sha256": digest, "text": text if same else None}
+    return out
+
+
+def profile_from_dict(data: Mapping[str, Any]) -> ModelProfile:
+    """A profile as the run recorded it (`manifest["profiles"][name]`)."""
+    return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": Prices(**data["prices"])})
+
+
+def scenario_transcript(root: Path, entry: Mapping[str, Any]) -> Transcript:
+    """Import a run's scenario again from its file, after checking the file is the one the run read."""
+    name = entry["name"]
+    file = Path(entry["file"])
+    path = file if file.is_absolute() else root / file
+    if entry.get("sha256") is not None:
+        if not path.is_file():
+            raise RunError(f"scenario {name!r}: its transcript {path} is gone")
+        if sha256_file(path) != entry["sha256"]:
+            raise RunError(f"scenario {name!r}: {path} changed since the run (sha256 differs); scores would not match the replay")
+    transcripts = load_transcripts(path, format=entry["format"] or "auto", **entry.get("import_options", {}))
+    same_id = [t for t in transcripts if t.id == entry["session_id"]]
+    if len(same_id) == 1:
+        return same_id[0]
+    index = entry.get("session_index", 0)
+    if index >= len(transcripts) or transcripts[index].id != entry["session_id"]:
+        raise RunError(f"scenario {name!r}: session {entry['session_id']!r} is not in {path}")
+    return transcripts[index]
+
+
+def _config_from_manifest(manifest: Mapping[str, Any]) -> RunConfig:
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    data = {k: v for k, v in manifest.get("config", {}).items() if k in known}
+    data["strategies"] = tuple(data.get("strategies", ()))
+    data["profiles"] = tuple(data.get("profiles", ()))
+    return RunConfig(**data)
+
+
+def score(
+    run_dir: str | Path,
+    *,
+    probes: str | Path | None = None,
+    answerer: str | None = None,
+    out: str | Path | None = None,
+    in_place: bool = False,
+    report: bool = True,
+) -> Path:
+    """Measure a finished run again from its folder, without replaying, and return the folder written.
+
+    Each cell's replay is rebuilt from its stored records (`compaction_bench.records.from_rows`)
+    and the scenario's transcript, imported again from the recorded file after its sha256 is
+    checked; then the metrics run as in `bench run`. `probes` replaces every scenario's probes
+    (those whose source is not in a transcript are skipped, as in a run), `answerer` the answer
+    model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
+    the run's own tables with `in_place`.
+    """
+    from compaction_bench.metrics.measure import measure_cell
+
+    source = RunStore(Path(run_dir))
+    manifest = source.read_manifest()
+    scenarios = manifest.get("scenarios") or []
+    if "profiles" not in manifest or not all({"file", "sha256", "format", "probes_file"} <= set(s) for s in scenarios):
+        raise RunError(f"{source.root}: the run does not describe its inputs (it predates self-describing runs); replay it with `bench run`")
+    if in_place and out is not None:
+        raise RunError("--out and --in-place exclude each other")
+    target = source.root if in_place else Path(out) if out is not None else source.root.with_name(f"{source.root.name}-scored-{new_run_id()}")
+    if not in_place and target.exists():
+        raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
+    given = load_probes(probes) if probes is not None else None
+    cases: dict[str, Case] = {}
+    for entry in scenarios:
+        transcript = scenario_transcript(source.root, entry)
+        if given is not None:
+            case_probes = usable_probes(transcript, given, origin=str(probes))
+        else:
+            case_probes = load_probes(source.root / entry["probes_file"])
+        cases[entry["name"]] = Case(entry["name"], transcript, tuple(case_probes))
+    profiles = {name: profile_from_dict(data) for name, data in manifest["profiles"].items()}
+    config = _config_from_manifest(manifest)
+    config.answerer = config.answerer if answerer is None else answerer
+    config.run_dir = str(target)
+    settings = config.call_settings()
+    store = RunStore(target)
+    scored = dict(manifest)
+    scored["config"] = {**manifest["config"], "answerer": config.answerer, "probes": str(probes) if probes is not None else manifest["config"].get("probes")}
+    scored["scored"] = {"from": str(source.root.resolve()), "at": datetime.now(UTC).isoformat(), "probes": str(probes) if probes else None}
+    scored["scenarios"] = []
+    for entry in scenarios:
+        case = cases[entry["name"]]
+        if not in_place and not Path(entry["file"]).is_absolute():
+            shutil.copy2(source.root / entry["file"], _created(target / entry["file"]))
+        write_probes(case.probes, target / entry["probes_file"])
+        scored["scenarios"].append({**entry, "probes": len(case.probes)})
+    for name in ("items.parquet",):
+        if not in_place and (source.root / name).is_file():
+            shutil.copy2(source.root / name, _created(target / name))
+    write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
+    for directory in source.done_cells():
+        rows = source.read_replay(directory)
+        key = CellKey(**rows["replay"]["key"])
+        case = cases[key.scenario]
+        result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
+        client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
+        judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
+        tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
+        if not in_place:
+            for file in ("contexts.parquet", "messages.parquet", "replay.json"):
+                shutil.copy2(directory / file, _created(store.cell_dir(key) / file))
+        store.write_cell(key, {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes})
+    finalize(store, scored, report=report)
+    return store.root
+
+
+def _created(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

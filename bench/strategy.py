@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 from compaction_bench.errors import BenchError
+from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
@@ -48,29 +49,14 @@ class SummaryOverflow(Exception):
         self.tokens = tokens
 
 
-@dataclass(frozen=True)
-class LLMResult:
-    """One model call (summary, answer or judgement) and what it cost."""
-
-    text: str
-    model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float = 0.0
-    cache_hit: bool = False
-    purpose: str = "summary"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
 class StrategyContext(Protocol):
     """What the engine offers a strategy."""
 
     profile: ModelProfile
 
-    def summarize(self, request: Request, *, purpose: str = "summary") -> LLMResult:
-        """Send a summary request to the summarizer model (recorded as a request of kind `summary`)."""
+    def summarize(self, request: Request, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
+        """Send a summary request to the summarizer model (recorded as a request of kind `summary`);
+        `instructions` go to the summarizer only, after the request (an emulated server's own prompt)."""
 
     def record_compaction(
         self,

@@ -18,7 +18,7 @@ from compaction_bench.errors import BenchError
 
 
 class TemplateError(BenchError, LookupError):
-    """A missing template or an override file that does not exist."""
+    """A missing template, an override file that does not exist, or a template that does not parse or render."""
 
 
 def default_prompt_dir() -> Path:
@@ -26,7 +26,11 @@ def default_prompt_dir() -> Path:
 
 
 class PromptSet:
-    """Templates by name, with per-run overrides, remembering the hash of each one used."""
+    """Templates by name, with per-run overrides, remembering the hash of each one used.
+
+    Every template (the directory's and the overrides) is read and parsed when the set is made, so
+    a broken one fails before any replay, naming its file and line, not at the first compaction.
+    """
 
     def __init__(self, overrides: Mapping[str, str | Path] | None = None, directory: Path | None = None) -> None:
         self.directory = directory or default_prompt_dir()
@@ -34,22 +38,49 @@ class PromptSet:
         for name, path in self.overrides.items():
             if not path.is_file():
                 raise TemplateError(f"--prompt {name}={path}: no such file")
+            if not (self.directory / name).is_file():
+                known = ", ".join(sorted(p.name for p in self.directory.glob("*.j2")))
+                raise TemplateError(f"--prompt {name}={path}: there is no template {name!r} to replace; known: {known}")
         self.hashes: dict[str, str] = {}
         self._env = jinja2.Environment(
             undefined=jinja2.StrictUndefined, keep_trailing_newline=False, trim_blocks=True, lstrip_blocks=True
         )
         self._compiled: dict[str, jinja2.Template] = {}
+        self._texts: dict[str, str] = {}
+        names = {p.name for p in self.directory.glob("*.j2")} | set(self.overrides)
+        for name in sorted(names):
+            self._compile(name)
+
+    def path(self, name: str) -> Path:
+        return self.overrides.get(name) or self.directory / name
 
     def source(self, name: str) -> str:
-        path = self.overrides.get(name) or self.directory / name
+        path = self.path(name)
         if not path.is_file():
             raise TemplateError(f"prompt template {name!r} not found in {self.directory}")
-        return path.read_text(encoding="utf-8")
+        try:
+            return path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise TemplateError(f"{path}: prompt template {name!r} is not UTF-8 text (byte {exc.start})") from None
+        except OSError as exc:
+            raise TemplateError(f"{path}: cannot read prompt template {name!r} ({exc.strerror or exc})") from None
 
-    def render(self, name: str, **variables: Any) -> str:
+    def _compile(self, name: str) -> jinja2.Template:
         template = self._compiled.get(name)
         if template is None:
             text = self.source(name)
-            self.hashes[name] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-            template = self._compiled[name] = self._env.from_string(text)
-        return template.render(**variables).strip()
+            try:
+                template = self._env.from_string(text)
+            except jinja2.TemplateSyntaxError as exc:
+                raise TemplateError(f"{self.path(name)}:{exc.lineno}: prompt template {name!r} does not parse: {exc.message}") from None
+            self._texts[name] = text
+            self._compiled[name] = template
+        return template
+
+    def render(self, name: str, **variables: Any) -> str:
+        template = self._compile(name)
+        self.hashes[name] = hashlib.sha256(self._texts[name].encode("utf-8")).hexdigest()
+        try:
+            return template.render(**variables).strip()
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"{self.path(name)}: prompt template {name!r} failed to render: {type(exc).__name__}: {exc}") from None

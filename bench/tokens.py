@@ -7,15 +7,31 @@ The estimators are the upstream systems' own heuristics, named after them:
 - Codex: ``ceil(utf8_bytes / 4)`` (docs/specs/codex.md §6)
 - Pi: ``ceil(utf16_units / 4)`` (docs/specs/pi.md §2.5)
 - OpenCode: ``round_half_up(utf16_units / 4)`` (docs/specs/opencode.md §2.4)
+
+Tokens a request carries that its messages do not show (`HiddenTokens`): an encrypted reasoning
+item costs what the recording says its response reasoned (the rollout's `reasoning_output_tokens`,
+shared by the response's reasoning items), else Codex's estimate from the encrypted length
+(`max(0, len * 3/4 - 650)` bytes, /4; docs/specs/codex.md §6). The provider bills only the
+reasoning items after the last real user message (earlier turns' reasoning is dropped server-side,
+which is why Codex adds it back on top of server usage; docs/specs/codex.md §1.3). The system
+prompt and tool schemas that a transcript does not record are estimated once per session from
+the first recorded request (`unrecorded_tokens`) and reported separately, never added to counts.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tiktoken
+
+if TYPE_CHECKING:
+    from compaction_bench.request import Message
+    from compaction_bench.transcript import Transcript
 
 #: encoding -> (file name in litellm's bundle = sha1 of the public URL, sha256 tiktoken expects)
 ENCODING_FILES = {
@@ -134,3 +150,54 @@ class TokenCounter:
 def shared_counter(encoding: str) -> TokenCounter:
     """The process's memoizing counter for an encoding: every cell and metric counts the same texts."""
     return TokenCounter(encoding)
+
+
+def encrypted_reasoning_estimate(encrypted_len: int) -> int:
+    """Tokens of an encrypted reasoning item from its length: Codex's byte estimate (codex.md §6), /4."""
+    return codex_estimate_bytes(max(0, encrypted_len * 3 // 4 - 650))
+
+
+@dataclass(frozen=True)
+class HiddenTokens:
+    """Per session: what each reasoning item costs when billed, and which items are real user messages."""
+
+    reasoning: Mapping[str, int]
+    user_ids: frozenset[str]
+    recorded: int = 0  # reasoning items whose cost the recording gives
+    estimated: int = 0  # reasoning items estimated from their encrypted length
+
+    @classmethod
+    def of(cls, transcript: Transcript) -> HiddenTokens:
+        reasoning: dict[str, int] = {}
+        recorded = estimated = 0
+        for step in transcript.steps():
+            items = [i for i in step.items if i.kind == "reasoning"]
+            total = step.usage.reasoning if step.usage is not None else 0
+            for n, item in enumerate(items):
+                if total:
+                    share = total // len(items) + (1 if n < total % len(items) else 0)
+                    reasoning[item.id] = share
+                    recorded += 1
+                elif item.meta.get("encrypted_len"):
+                    reasoning[item.id] = encrypted_reasoning_estimate(int(item.meta["encrypted_len"]))
+                    estimated += 1
+        user_ids = frozenset(i.id for i in transcript.items if i.is_real_user)
+        return cls(reasoning, user_ids, recorded, estimated)
+
+    def per_message(self, messages: Sequence[Message]) -> list[int]:
+        """Billed hidden tokens of each message: reasoning after the request's last real user message."""
+        out = [0] * len(messages)
+        if not self.reasoning:
+            return out
+        for n in range(len(messages) - 1, -1, -1):
+            ids = messages[n].item_ids
+            if any(i in self.user_ids for i in ids):
+                break
+            out[n] = sum(self.reasoning.get(i, 0) for i in ids)
+        return out
+
+
+def unrecorded_tokens(recorded_input: int, counted: int) -> int:
+    """The system prompt and tool schemas a transcript does not record, from its first recorded
+    request: the provider's input minus this project's count of the same request (never negative)."""
+    return max(0, recorded_input - counted)

@@ -11,6 +11,7 @@ Canonical file: JSONL, first line the header ``{"format": "compaction-bench/tran
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -45,6 +46,35 @@ class FrozenMap(dict):
 
 
 _EMPTY: Mapping[str, Any] = FrozenMap()
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def may_hold_surrogates(json_text: str) -> bool:
+    """Cheap test before `scrub_surrogates`: JSON text with a `\\uD800`–`\\uDFFF` escape."""
+    return _SURROGATE_ESCAPE.search(json_text) is not None
+
+
+def scrub_surrogates(value: Any) -> tuple[Any, int]:
+    """`value` with every lone UTF-16 surrogate (JSON `"\\udc80"`, not encodable as UTF-8) replaced by
+    U+FFFD, and how many strings changed. Valid surrogate pairs are already one code point in Python."""
+    if isinstance(value, str):
+        fixed, count = _SURROGATE.subn("\ufffd", value)
+        return fixed, int(count > 0)
+    if isinstance(value, dict):
+        changed = 0
+        out: dict[Any, Any] = {}
+        for key, item in value.items():
+            new_key, n_key = scrub_surrogates(key)
+            out[new_key], n_item = scrub_surrogates(item)
+            changed += n_key + n_item
+        return (out, changed) if changed else (value, 0)
+    if isinstance(value, list):
+        pairs = [scrub_surrogates(v) for v in value]
+        changed = sum(n for _, n in pairs)
+        return ([v for v, _ in pairs], changed) if changed else (value, 0)
+    return value, 0
 
 
 class TranscriptError(BenchError, ValueError):
@@ -107,7 +137,16 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
-        return cls(**{f.name: int(data.get(f.name) or 0) for f in fields(cls)})
+        return cls(**{f.name: _count(data.get(f.name), f.name) for f in fields(cls)})
+
+
+def _count(value: Any, name: str) -> int:
+    """A token count of a canonical usage dict: a whole, finite number (an error names the field)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
+        raise TranscriptError(f"usage field {name!r} is {value!r}, expected a token count")
+    return int(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,11 +365,11 @@ class Transcript:
     def dumps(self) -> str:
         return "\n".join(self.iter_lines()) + "\n"
 
-    def write(self, path: str | Path) -> Path:
-        """Write the canonical JSONL file atomically."""
+    def write(self, path: str | Path, *, exclusive: bool = False) -> Path:
+        """Write the canonical JSONL file atomically (with `exclusive`, never over an existing file)."""
         from compaction_bench.atomic import atomic_write_text
 
-        return atomic_write_text(Path(path), self.dumps())
+        return atomic_write_text(Path(path), self.dumps(), exclusive=exclusive)
 
     @classmethod
     def loads(cls, text: str, *, origin: str = "<string>") -> Transcript:
@@ -342,6 +381,10 @@ class Transcript:
             header = json.loads(lines[0])
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"{origin}:1: header is not JSON ({exc.msg})") from None
+        except (RecursionError, ValueError) as exc:
+            raise TranscriptError(f"{origin}:1: header is not usable JSON ({type(exc).__name__})") from None
+        if scrub_surrogates(header)[1]:
+            raise TranscriptError(f"{origin}:1: a lone UTF-16 surrogate escape in the header (not valid Unicode text)")
         if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
             raise TranscriptError(f"{origin}:1: not a compaction-bench transcript header")
         if header.get("version") != FORMAT_VERSION:
@@ -354,10 +397,14 @@ class Transcript:
                 data = json.loads(line)
                 if not isinstance(data, dict):
                     raise TranscriptError("an item line must be a JSON object")
+                if may_hold_surrogates(line) and scrub_surrogates(data)[1]:
+                    raise TranscriptError("a lone UTF-16 surrogate escape (not valid Unicode text)")
                 items.append(Item.from_dict(data))
             except json.JSONDecodeError as exc:
                 raise TranscriptError(f"{origin}:{number}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-            except (TranscriptError, TypeError, ValueError) as exc:
+            except RecursionError:
+                raise TranscriptError(f"{origin}:{number}: JSON nested too deeply") from None
+            except (TranscriptError, TypeError, ValueError, OverflowError) as exc:
                 raise TranscriptError(f"{origin}:{number}: {exc}") from None
         try:
             return cls(

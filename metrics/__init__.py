@@ -7,8 +7,6 @@ One module per job:
   Completions, OpenAI Responses and Anthropic Messages;
 - `accuracy`: the strategies' own token estimates against true counts, premature and missed
   triggers, overflows;
-- `cache`: per-request prompt-cache churn (cached, re-billed, written) and agreement of the cache
-  model with recorded provider usage (the model itself is `compaction_bench.caching`);
 - `cost`: dollars from the profile's prices, cached-token prices and summarizer calls included;
 - `stats`: bootstrap intervals and McNemar's paired test;
 - `measure`: the per-cell tables the runner stores (requests, compactions, probes);

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compaction_bench.replay import CompactionRecord, RequestRecord
+from compaction_bench.records import CompactionRecord, RequestRecord
 
 #: Triggers that are not a threshold decision (recovering from a provider error, a user's command)
 #: cannot be premature; any other compaction that reports a threshold is judged against it.

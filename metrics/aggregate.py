@@ -1,35 +1,49 @@
-"""Aggregation: the summary table per (scenario, strategy, profile), and paired comparisons.
+"""Aggregation: the summary table per (scenario, strategy, profile), the cross-scenario table per
+(strategy, profile), and paired differences between strategies.
 
-`summarize` reads the three per-cell tables (as stored by the runner, with its scenario,
-strategy, profile and repeat columns) and returns one row per (scenario, strategy, profile):
-presence and answered retention with 95% bootstrap intervals, both by probe family and by fact
-age; judge verdicts (strict and lenient); integrity violations per wire format (caused by the
-strategy, and replayed from the recording separately); silent losses;
-estimate error; premature and missed triggers; overflows; cache hit rate; re-billed and written
-tokens; dollars; compactions and summarizer effort. Sums are per repeat (averaged over repeats).
-
-Answered retention votes over repeats: one vote per distinct answer sample of a probe at a point
-(a cached reply is the same sample again, never a new vote); a tie does not pass.
-
-`compare` puts two summaries side by side with deltas; `mcnemar_probes` / `paired_tests` test
-paired pass/fail outcomes of two strategies on the same probes at the final point.
+Headline retention is measured on paired checkpoints (`compaction_bench.metrics.retention`):
+the (probe, checkpoint) pairs that exist for every strategy of the (scenario, profile), each
+probe weighted equally (its rows are averaged first, then probes are averaged). Columns:
+- `retention` (share present, overflowed contexts counting as absent), `retention_lo/_hi` (95%
+  bootstrap over probes, clustered by scenario), `retention_kept` + `retention_summary` (the
+  answer verbatim outside any summary / only in summary text; they add up to `retention`),
+  `retention_summarized_source` (the same on the rows whose source item had gone into a summary:
+  the summary-dependent metric), `paired_pairs` and `paired_probes` (how many rows and probes),
+  `p_best` (the chance this strategy ranks first in retention among the scenario's strategies);
+- `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
+  as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
+  the same rows) and `answered_rel` = answered / ceiling; `unscored`;
+- per probe family and fact age: `retention_<kind>`, `retention_age_<bucket>`, `answered_<kind>`;
+- diagnostics at the strategy's own compaction points, reported apart: `retention_compaction_points`
+  and `compaction_point_rows`;
+- requests: `failed_requests` (requests that overflowed and so reached no model), `cannot_serve`
+  (some step never got a request through, after the strategy's retries, or the final context
+  does not fit), integrity per wire format, estimate error, missed triggers, overflows, cache hit
+  rate, cached / re-billed / written tokens, dollars;
+- compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
+Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
+answer sample of a probe at a point (a cached reply is the same sample again); a tie does not pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compaction_bench.metrics.integrity import FORMATS
-from compaction_bench.metrics.stats import McNemar, bootstrap_ci, mcnemar
+from compaction_bench.metrics.stats import bootstrap_ci, cluster_bootstrap_ci, p_best
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]
 #: Fact-age buckets (tokens between the fact's source and the probed context).
 AGE_BUCKETS = ((0, 8_000, "lt8k"), (8_000, 32_000, "8k_32k"), (32_000, 128_000, "32k_128k"), (128_000, float("inf"), "ge128k"))
-PROBE_POINT = ["probe_id", "point", "step", "request"]
+POINT = ["probe_id", "point_kind", "step", "request"]
+#: Points of the headline figures (the same for every strategy); compaction points are diagnostics.
+HEADLINE_KINDS = ("checkpoint", "final")
+VOTED = ("correct", "ceiling_correct")
 
 
 def _keys(frame: pd.DataFrame) -> list[str]:
@@ -46,49 +60,148 @@ def _rate(values: pd.Series, name: str) -> dict[str, Any]:
     return {name: float(values.mean()) if len(values) else float("nan"), f"{name}_lo": low, f"{name}_hi": high, f"{name}_n": int(len(values))}
 
 
+def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
+    """Runs written before paired checkpoints name the point `point` (compaction | final)."""
+    if "point_kind" in probes.columns or "point" not in probes.columns:
+        return probes
+    return probes.rename(columns={"point": "point_kind"})
+
+
 def votes(probes: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe per point: the majority of its distinct scored samples (None if unscored)."""
-    keys = [k for k in [*_keys(probes), *PROBE_POINT] if k in probes.columns]
+    """One row per probe per point: the majority of its distinct scored samples (None if unscored),
+    for `correct` and `ceiling_correct`."""
+    probes = _with_point_kind(probes)
+    keys = [k for k in [*_keys(probes), *POINT] if k in probes.columns]
     sample = "sample" if "sample" in probes.columns else ("repeat" if "repeat" in probes.columns else None)
     frame = probes.drop_duplicates([*keys, sample]) if sample else probes
+    first = frame.drop_duplicates(keys).drop(columns=[c for c in VOTED if c in frame.columns])
+    groups = [frame[k] for k in keys]
+    for column in VOTED:
+        if column not in frame.columns:
+            continue
+        scored = frame[column].notna()
+        tally = pd.DataFrame({"n": scored.astype(int), "passed": (scored & frame[column].fillna(False).astype(bool)).astype(int)})
+        counts = tally.groupby(groups, dropna=False, sort=False).sum()
+        decided = [None if n == 0 else bool(p * 2 > n) for n, p in zip(counts["n"], counts["passed"], strict=True)]
+        voted = counts.assign(**{column: pd.Series(decided, index=counts.index, dtype=object)})[[column]].reset_index()
+        first = first.merge(voted, on=keys, how="left")
+    return first
 
-    scored = frame["correct"].notna()
-    tally = pd.DataFrame(
-        {"n": scored.astype(int), "passed": (scored & frame["correct"].fillna(False).astype(bool)).astype(int)}
+
+def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | None = None) -> pd.DataFrame:
+    """The headline rows: (probe, checkpoint) pairs present for every strategy of their (scenario, profile).
+
+    `strategies` names the strategies of each (scenario, profile) (from the requests table), so a
+    strategy with no probe rows there leaves no pair; by default the strategies with probe rows."""
+    rows = voted[voted["point_kind"].isin(HEADLINE_KINDS)]
+    if rows.empty:
+        return rows
+    pair = [k for k in PAIR if k in rows.columns]
+    point = [*pair, "probe_id", "point_kind", "step"]
+    have = rows.groupby(point, sort=False)["strategy"].transform("nunique")
+    if strategies is not None and pair:
+        wanted = pd.Series([len(strategies.get(tuple(k), ())) for k in rows[pair].itertuples(index=False)], index=rows.index)
+        needed = np.maximum(rows.groupby(pair, sort=False)["strategy"].transform("nunique"), wanted)
+    else:
+        needed = rows.groupby(pair, sort=False)["strategy"].transform("nunique") if pair else rows["strategy"].nunique()
+    return rows[have == needed]
+
+
+def per_probe(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scenario, strategy, profile, probe): the mean of its rows (each probe then weighs 1)."""
+    frame = pd.DataFrame(
+        {
+            **{k: rows[k] for k in [*_keys(rows), "probe_id", "kind"] if k in rows.columns},
+            "present": rows["present"].astype(float),
+            "kept": (rows["found"] == "kept").astype(float) if "found" in rows.columns else rows["present"].astype(float),
+            "summary": (rows["found"] == "summary").astype(float) if "found" in rows.columns else 0.0,
+            "correct": pd.to_numeric(rows["correct"], errors="coerce") if "correct" in rows.columns else np.nan,
+            "ceiling": pd.to_numeric(rows["ceiling_correct"], errors="coerce") if "ceiling_correct" in rows.columns else np.nan,
+        }
     )
-    counts = tally.groupby([frame[k] for k in keys], dropna=False, sort=False).sum()
-    decided = [None if n == 0 else bool(p * 2 > n) for n, p in zip(counts["n"], counts["passed"])]
-    voted = counts.assign(correct=pd.Series(decided, index=counts.index, dtype=object))[["correct"]].reset_index()
-    first = frame.drop_duplicates(keys)[[*keys, "kind", "present", "fact_age_tokens"]]
-    return first.merge(voted, on=keys, how="left")
+    keys = [k for k in [*_keys(rows), "probe_id"] if k in frame.columns]
+    aggregations = {c: "mean" for c in ("present", "kept", "summary", "correct", "ceiling")}
+    if "kind" in frame.columns:
+        aggregations["kind"] = "first"
+    return frame.groupby(keys, sort=False, dropna=False).agg(aggregations).reset_index()
+
+
+def _mean(values: pd.Series) -> float:
+    values = values.dropna()
+    return float(values.mean()) if len(values) else float("nan")
+
+
+def _retention(probes: pd.DataFrame, prefix: str = "retention") -> dict[str, Any]:
+    """Headline figures of one set of per-probe values (`per_probe` rows), intervals by scenario."""
+    clusters = [g.tolist() for _, g in probes.groupby("scenario", sort=False)["present"]] if "scenario" in probes else [probes["present"].tolist()]
+    low, high = cluster_bootstrap_ci(clusters)
+    out: dict[str, Any] = {
+        prefix: _mean(probes["present"]),
+        f"{prefix}_lo": low,
+        f"{prefix}_hi": high,
+        f"{prefix}_kept": _mean(probes["kept"]),
+        f"{prefix}_summary": _mean(probes["summary"]),
+    }
+    return out
+
+
+def _answered(probes: pd.DataFrame) -> dict[str, Any]:
+    scored = probes.dropna(subset=["correct"])
+    clusters = [g.tolist() for _, g in scored.groupby("scenario", sort=False)["correct"]] if "scenario" in scored else [scored["correct"].tolist()]
+    low, high = cluster_bootstrap_ci(clusters)
+    answered, ceiling = _mean(probes["correct"]), _mean(probes["ceiling"])
+    return {
+        "answered": answered,
+        "answered_lo": low,
+        "answered_hi": high,
+        "answered_ceiling": ceiling,
+        "answered_rel": answered / ceiling if ceiling and not np.isnan(ceiling) and not np.isnan(answered) else float("nan"),
+    }
+
+
+def _probe_metrics(headline: pd.DataFrame, compaction_rows: pd.DataFrame) -> dict[str, Any]:
+    out: dict[str, Any] = {"paired_pairs": int(len(headline))}
+    if headline.empty:
+        out["paired_probes"] = 0
+    else:
+        values = per_probe(headline)
+        out["paired_probes"] = int(len(values))
+        out.update(_retention(values))
+        out.update(_answered(values))
+        out["unscored"] = int(headline["correct"].isna().sum()) if "correct" in headline.columns else len(headline)
+        summarized = headline[headline["source_summarized"].astype(bool)] if "source_summarized" in headline.columns else headline.iloc[:0]
+        out["retention_summarized_source"] = _mean(per_probe(summarized)["present"]) if len(summarized) else float("nan")
+        out["summarized_source_pairs"] = int(len(summarized))
+        for kind, group in values.groupby("kind"):
+            out[f"retention_{kind}"] = _mean(group["present"])
+            out[f"answered_{kind}"] = _mean(group["correct"])
+        ages = headline["fact_age_tokens"].map(_age_bucket)
+        for name, group in headline.groupby(ages):
+            out[f"retention_age_{name}"] = _mean(per_probe(group)["present"])
+        for column in ("judge_strict", "judge_lenient"):
+            if column in headline.columns:
+                out[column] = _mean(headline[column].astype(float))
+    out["compaction_point_rows"] = int(len(compaction_rows))
+    out["retention_compaction_points"] = _mean(per_probe(compaction_rows)["present"]) if len(compaction_rows) else float("nan")
+    return out
 
 
 def _age_bucket(tokens: float) -> str:
     return next(name for low, high, name in AGE_BUCKETS if low <= tokens < high)
 
 
-def _probe_metrics(probes: pd.DataFrame) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if probes.empty:
-        return out
-    voted = votes(probes)
-    out.update(_rate(voted["present"], "presence"))
-    out.update(_rate(voted["correct"], "answered"))
-    out["unscored"] = int(voted["correct"].isna().sum())
-    for kind, group in voted.groupby("kind"):
-        out[f"presence_{kind}"] = float(group["present"].astype(float).mean())
-        scored = group["correct"].dropna()
-        out[f"answered_{kind}"] = float(scored.astype(float).mean()) if len(scored) else float("nan")
-    buckets = voted["fact_age_tokens"].map(_age_bucket)
-    for name, group in voted.groupby(buckets):
-        out[f"presence_age_{name}"] = float(group["present"].astype(float).mean())
-        scored = group["correct"].dropna()
-        out[f"answered_age_{name}"] = float(scored.astype(float).mean()) if len(scored) else float("nan")
-    for column in ("judge_strict", "judge_lenient"):
-        if column in probes.columns:
-            judged = probes[column].dropna()
-            out[column] = float(judged.astype(float).mean()) if len(judged) else float("nan")
-    return out
+def cannot_serve(requests: pd.DataFrame) -> bool:
+    """Some step never got a request through (the last attempt overflowed: the strategy gave up or
+    could not recover), or the final context does not fit the window."""
+    if requests.empty:
+        return False
+    turns = requests[requests["kind"] == "turn"]
+    keys = [k for k in ("repeat", "step") if k in turns.columns]
+    if len(turns):
+        last = turns.sort_values("request").groupby(keys, sort=False).tail(1)
+        if last["overflow"].astype(bool).any():
+            return True
+    return bool(requests.loc[requests["kind"] == "final", "overflow"].astype(bool).any())
 
 
 def _request_metrics(requests: pd.DataFrame) -> dict[str, Any]:
@@ -96,7 +209,8 @@ def _request_metrics(requests: pd.DataFrame) -> dict[str, Any]:
     if requests.empty:
         return out
     repeats = _repeats(requests)
-    sent = requests[requests["kind"].isin(["turn", "summary"]) & ~requests["overflow"].astype(bool)]
+    overflowed = requests["overflow"].astype(bool)
+    sent = requests[requests["kind"].isin(["turn", "summary"]) & ~overflowed]
     for fmt in FORMATS:
         out[f"integrity_{fmt}"] = int(requests[f"integrity_{fmt}"].sum()) / repeats
         if f"integrity_recorded_{fmt}" in requests.columns:
@@ -105,7 +219,9 @@ def _request_metrics(requests: pd.DataFrame) -> dict[str, Any]:
     out["estimate_error"] = float(estimates.mean()) if len(estimates) else float("nan")
     out.update(_rate(requests["estimate_ape"], "estimate_ape"))
     out["missed_triggers"] = int(requests["missed_trigger"].astype(bool).sum()) / repeats
-    out["overflows"] = int((requests["overflow"].astype(bool) & (requests["kind"] == "turn")).sum()) / repeats
+    out["overflows"] = int((overflowed & (requests["kind"] == "turn")).sum()) / repeats
+    out["failed_requests"] = int((overflowed & requests["kind"].isin(["turn", "summary"])).sum()) / repeats
+    out["cannot_serve"] = cannot_serve(requests)
     cell = [c for c in ("repeat",) if c in sent.columns]
     later = sent.sort_values("request")
     later = later[later.groupby(cell)["request"].transform("min") != later["request"]] if cell else later.iloc[1:]
@@ -140,45 +256,101 @@ def _groups(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, pd.DataFrame]:
     return {k if isinstance(k, tuple) else (k,): g for k, g in frame.groupby(keys, dropna=False, sort=True)}
 
 
+def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
+    if requests.empty or not set(PAIR) <= set(requests.columns):
+        return {}
+    return {tuple(k): set(g) for k, g in requests.groupby(PAIR, sort=False)["strategy"]}
+
+
+def headline_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(paired headline rows, compaction-point rows) of a probes table, votes applied."""
+    if probes.empty:
+        return probes, probes
+    voted = votes(probes)
+    strategies = _strategies(requests) if requests is not None else None
+    return paired(voted, strategies), voted[voted["point_kind"] == "compaction"]
+
+
+def _p_best(headline: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
+    """Per (group…, strategy): the chance it ranks first in retention within its group."""
+    out: dict[tuple[Any, ...], float] = {}
+    if headline.empty:
+        return out
+    values = per_probe(headline)
+    values["unit"] = list(zip(values["scenario"], values["probe_id"], strict=True))
+    for key, frame in (values.groupby(group, sort=False) if group else [((), values)]):
+        key = key if isinstance(key, tuple) else (key,)
+        table = frame.pivot_table(index="strategy", columns="unit", values="present", aggfunc="mean").dropna(axis=1)
+        scenarios = [unit[0] for unit in table.columns]
+        for strategy, chance in zip(table.index, p_best(table.to_numpy(), scenarios), strict=True):
+            out[(*key, strategy)] = float(chance)
+    return out
+
+
 def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
     """One row per (scenario, strategy, profile) with every aggregate metric."""
     keys = _keys(requests)
-    by_requests, by_compactions, by_probes = _groups(requests, keys), _groups(compactions, keys), _groups(probes, keys)
+    headline, compaction_rows = headline_rows(probes, requests)
+    by_requests, by_compactions = _groups(requests, keys), _groups(compactions, keys)
+    by_headline, by_points = _groups(headline, keys), _groups(compaction_rows, keys)
+    best = _p_best(headline, PAIR) if not headline.empty else {}
     rows = []
-    for key in sorted(set(by_requests) | set(by_probes), key=str):
+    for key in sorted(set(by_requests) | set(_groups(probes, keys)), key=str):
         group = by_requests.get(key, pd.DataFrame())
-        row: dict[str, Any] = dict(zip(keys, key))
-        row.update(_probe_metrics(by_probes.get(key, pd.DataFrame())))
+        row: dict[str, Any] = dict(zip(keys, key, strict=True))
+        if not probes.empty:
+            row.update(_probe_metrics(by_headline.get(key, headline.iloc[:0]), by_points.get(key, compaction_rows.iloc[:0])))
+            row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
         row.update(_request_metrics(group))
         row.update(_compaction_metrics(by_compactions.get(key, pd.DataFrame()), _repeats(group)))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def compare(summary_a: pd.DataFrame, summary_b: pd.DataFrame) -> pd.DataFrame:
-    """Two summaries side by side per (scenario, profile): `<metric>_a`, `<metric>_b`, `<metric>_delta` (b − a)."""
-    keys = [k for k in PAIR if k in summary_a.columns and k in summary_b.columns]
-    merged = summary_a.merge(summary_b, on=keys, suffixes=("_a", "_b"))
-    numeric = [c for c in summary_a.columns if c not in CELL and pd.api.types.is_numeric_dtype(summary_a[c]) and c in summary_b.columns]
-    for column in numeric:
-        merged[f"{column}_delta"] = merged[f"{column}_b"] - merged[f"{column}_a"]
-    return merged
+def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (strategy, profile) over all scenarios: retention (kept, summary), its interval
+    (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
+    `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies."""
+    headline, _ = headline_rows(probes, requests)
+    if headline.empty:
+        return pd.DataFrame(columns=["strategy", "profile"])
+    values = per_probe(headline)
+    best = _p_best(headline, ["profile"])
+    rows = []
+    for (strategy, profile), frame in values.groupby(["strategy", "profile"], sort=False):
+        rows_of = headline[(headline["strategy"] == strategy) & (headline["profile"] == profile)]
+        summarized = rows_of[rows_of["source_summarized"].astype(bool)] if "source_summarized" in rows_of.columns else rows_of.iloc[:0]
+        row: dict[str, Any] = {"strategy": strategy, "profile": profile, "paired_pairs": len(rows_of), "paired_probes": len(frame)}
+        row.update(_retention(frame))
+        row.update(_answered(frame))
+        row["retention_summarized_source"] = _mean(per_probe(summarized)["present"]) if len(summarized) else float("nan")
+        row["p_best"] = best.get((profile, strategy), float("nan"))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def mcnemar_probes(probes: pd.DataFrame, strategy_a: str, strategy_b: str, *, column: str = "correct") -> McNemar:
-    """Paired test of two strategies' final-point outcomes (`correct` or `present`) on the same probes."""
-    voted = votes(probes) if column == "correct" else probes.drop_duplicates([*_keys(probes), *PROBE_POINT])
-    final = voted[(voted["point"] == "final") & voted[column].notna()]
-    pair = [k for k in [*PAIR, "probe_id"] if k in final.columns]
-    a = final[final["strategy"] == strategy_a].set_index(pair)[column]
-    b = final[final["strategy"] == strategy_b].set_index(pair)[column]
-    both = a.to_frame("a").join(b.to_frame("b"), how="inner")
-    return mcnemar(both["a"].astype(bool).tolist(), both["b"].astype(bool).tolist())
+def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present") -> tuple[float, float, float, int]:
+    """Retention of strategy `b` minus strategy `a` on the pairs both have (mean over probes of the
+    per-probe difference, its 95% interval clustered by scenario, and the number of pairs)."""
+    diffs = probe_differences(probes, a, b, column=column)
+    if diffs.empty:
+        return (float("nan"), float("nan"), float("nan"), 0)
+    clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
+    low, high = cluster_bootstrap_ci(clusters)
+    return (float(diffs["difference"].mean()), low, high, int(diffs["pairs"].sum()))
 
 
-def paired_tests(probes: pd.DataFrame, baseline: str, strategies: Sequence[str] | None = None, *, column: str = "correct") -> pd.DataFrame:
-    """McNemar of every strategy against `baseline` (one row per strategy)."""
-    others = [s for s in (strategies or sorted(probes["strategy"].unique())) if s != baseline]
-    return pd.DataFrame(
-        [{"baseline": baseline, "strategy": s, "metric": column, **mcnemar_probes(probes, baseline, s, column=column).to_dict()} for s in others]
-    )
+def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
+    """Per (scenario, profile, probe): the mean over its shared points of b − a (`difference`), and
+    the number of points (`pairs`). `column` is `present` or `correct` (unscored rows left out)."""
+    voted = votes(probes[probes["strategy"].isin([a, b])])
+    voted = voted[voted["point_kind"].isin(tuple(rows))].dropna(subset=[column])
+    point = [k for k in [*PAIR, "probe_id", "point_kind", "step"] if k in voted.columns]
+    left = voted[voted["strategy"] == a].set_index(point)[column].astype(float)
+    right = voted[voted["strategy"] == b].set_index(point)[column].astype(float)
+    both = left.to_frame("a").join(right.to_frame("b"), how="inner").reset_index()
+    if both.empty:
+        return pd.DataFrame(columns=[*PAIR, "probe_id", "difference", "pairs"])
+    both["difference"] = both["b"] - both["a"]
+    unit = [k for k in [*PAIR, "probe_id"] if k in both.columns]
+    return both.groupby(unit, sort=False).agg(difference=("difference", "mean"), pairs=("difference", "size")).reset_index()

@@ -5,6 +5,12 @@ pattern) occurs in the rendered context after normalization (Unicode NFKC, case 
 whitespace collapsed, typographic quotes made plain). Terms listed in `meta["evidence"]` must
 occur too; a miner uses them to tie a short answer (an exit code) to its fact (the command).
 
+Evidence anchoring: a short answer (fewer than `SHORT_ANSWER_CHARS` letters and digits) or a
+numeric one (no letter: `100`, `3.12`, `-1`) counts as present only inside its evidence, as a
+whole token (`2` is not inside `3.12`, `100` not inside `1000`), never as a bare substring: the
+evidence is the probe's `evidence` regex, else the sentence of its source that states the answer
+(`anchor`), else its `source_text`. A short answer with no evidence at all is never present.
+
 Answered, by the probe's `match`:
 - ``exact``: the normalized reply, stripped of surrounding punctuation, equals an answer;
 - ``contains``: a normalized answer occurs in the normalized reply;
@@ -27,11 +33,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.llm import LLMClient
-from compaction_bench.probes import Probe
+from compaction_bench.llm import LLMClient, LLMResult
+from compaction_bench.probes import Probe, compiled_regex, regex_search
 from compaction_bench.request import Message
-from compaction_bench.strategy import LLMResult
 from compaction_bench.templates import PromptSet
+from compaction_bench.wire import chat_messages
 
 SET_PASS_F1 = 0.5
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
@@ -41,6 +47,10 @@ EDGE_PUNCTUATION = " \t\n.,;:!?\"'`*()[]{}<>-"
 SET_SPLIT = re.compile(r"[,;\n]|\band\b")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 VERDICT = re.compile(r"verdict\s*:\s*\**\s*(correct|incorrect)", re.I)
+#: Answers with fewer letters and digits than this (or none of them letters) need their evidence.
+SHORT_ANSWER_CHARS = 4
+SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+MAX_SENTENCE = 400
 
 
 def normalize(text: str) -> str:
@@ -63,21 +73,84 @@ def _evidence(probe: Probe) -> list[str]:
     return [evidence] if isinstance(evidence, str) else [str(e) for e in evidence]
 
 
+def is_short(answer: str) -> bool:
+    """An answer too short or too numeric to count as present by a bare substring match."""
+    text = normalize(answer)
+    return sum(c.isalnum() for c in text) < SHORT_ANSWER_CHARS or not any(c.isalpha() for c in text)
+
+
+def _token(answer: str) -> re.Pattern[str]:
+    """The normalized answer as a whole token: not inside a longer number, word or dotted version."""
+    return re.compile(rf"(?<![\w.]){re.escape(normalize(answer))}(?![\w]|\.\w)")
+
+
+def source_sentence(text: str, answer: str) -> str | None:
+    """The sentence (or line) of a source item's text that states `answer` as a whole token."""
+    token = _token(answer)
+    for sentence in SENTENCE_SPLIT.split(text):
+        normalized = normalize(sentence)
+        found = token.search(normalized)
+        if found:
+            if len(normalized) <= MAX_SENTENCE:
+                return normalized
+            # A long line (minified code, a log line): the words around the answer.
+            start = max(0, found.start() - MAX_SENTENCE // 3)
+            return normalized[start : found.end() + MAX_SENTENCE // 3].strip()
+    return None
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Where a short answer may count: a probe's `evidence` regex and/or a normalized sentence."""
+
+    pattern: str | None = None
+    sentence: str | None = None
+
+    def spans(self, normalized: str) -> list[str]:
+        """The passages of a normalized context that are this evidence."""
+        if self.pattern is not None:
+            return [normalized[a:b] for a, b in (m.span() for m in compiled_regex(self.pattern).finditer(normalized))]
+        return [self.sentence] if self.sentence and self.sentence in normalized else []
+
+
+def anchor(probe: Probe, source_text: str | None = None) -> Anchor:
+    """The evidence of a probe: its `evidence` regex, else the sentence of `source_text` (the text of its
+    source item) stating the first answer that occurs there, else its own `source_text` field."""
+    if probe.evidence is not None:
+        return Anchor(pattern=probe.evidence)
+    for text in (source_text, probe.source_text):
+        if text:
+            for answer in probe.answers:
+                sentence = source_sentence(text, answer)
+                if sentence:
+                    return Anchor(sentence=sentence)
+    return Anchor(sentence=normalize(probe.source_text) if probe.source_text else None)
+
+
 @dataclass(frozen=True)
 class Presence:
     present: bool
     share: float  # share of the probe's terms that are present
 
 
-def presence(probe: Probe, context: str, normalized_context: str | None = None) -> Presence:
-    """Whether the probe's answer survives verbatim (normalized) in a context's text."""
+def _term_present(term: str, normalized: str, evidence: Anchor) -> bool:
+    if not is_short(term):
+        return normalize(term) in normalized
+    token = _token(term)
+    return any(token.search(span) for span in evidence.spans(normalized))
+
+
+def presence(probe: Probe, context: str, normalized_context: str | None = None, evidence: Anchor | None = None) -> Presence:
+    """Whether the probe's answer survives verbatim (normalized) in a context's text; short answers
+    only inside `evidence` (default: `anchor(probe)`, from the probe's own fields)."""
     normalized = normalized_context if normalized_context is not None else normalize(context)
+    evidence = evidence if evidence is not None else anchor(probe)
     if probe.match == "regex":
-        hits = [any(re.search(p, context, re.I | re.M) for p in probe.answers)]
+        hits = [any(regex_search(p, context) for p in probe.answers)]
     elif probe.match == "set":
-        hits = [normalize(member) in normalized for member in probe.answers]
+        hits = [_term_present(member, normalized, evidence) for member in probe.answers]
     else:
-        hits = [any(normalize(a) in normalized for a in probe.answers)]
+        hits = [any(_term_present(a, normalized, evidence) for a in probe.answers)]
     hits += [normalize(e) in normalized for e in _evidence(probe)]
     share = sum(hits) / len(hits)
     return Presence(all(hits), share)
@@ -123,7 +196,7 @@ def grade_reply(probe: Probe, reply: str) -> Grade:
     elif probe.match == "contains":
         ok = any(normalize(a) in text for a in answers)
     elif probe.match == "regex":
-        ok = any(re.search(p, reply, re.I | re.M) for p in answers)
+        ok = any(regex_search(p, reply) for p in answers)
     elif probe.match == "set":
         f1 = set_f1(answers, reply)
         return Grade(f1 >= float(probe.meta.get("min_f1", SET_PASS_F1)), f1)
@@ -161,20 +234,8 @@ def judge_reply(probe: Probe, reply: str, judge: LLMClient | None, *, sample: in
 
 
 def context_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """A request's messages as Chat-style dicts, for the answerer (the question goes after them)."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        if m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content})
-            continue
-        role = {"reasoning": "assistant", "compaction": "user"}.get(m.role, m.role)
-        entry: dict[str, Any] = {"role": role, "content": m.content}
-        if m.tool_calls:
-            entry["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls
-            ]
-        out.append(entry)
-    return out
+    """A request's messages as valid Chat Completions dicts for the answerer (`compaction_bench.wire`)."""
+    return chat_messages(messages)
 
 
 @dataclass(frozen=True)

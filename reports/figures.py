@@ -1,51 +1,249 @@
-"""matplotlib figures of a run, rendered to inline SVG strings (no files, no scripts)."""
+"""matplotlib figures of a run, rendered to inline SVG strings (no files, no scripts).
+
+Text is written as SVG `<text>` (small files, escaped by matplotlib) and never parsed as
+mathtext: a scenario or strategy name with `$…$` is drawn literally (`text.parse_math` off).
+Figures: context timelines as small multiples (one panel per strategy, shared axes), retention
+over the session, retention by probe family and fact age (heatmaps), retention against cost and
+re-billed tokens with the Pareto front, cache hit rate and re-billed tokens over the session.
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import re
+from collections.abc import Sequence
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from compaction_bench.metrics.aggregate import AGE_BUCKETS  # noqa: E402
+
+STYLE = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "compaction-bench", "font.size": 8}
+#: Session position bins of the "over the session" figures.
+BINS = 10
+AGE_ORDER = ["lt8k", "8k_32k", "32k_128k", "ge128k"]
+AGE_LABELS = {"lt8k": "< 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "≥ 128k"}
+
+
+#: Geometry attributes whose numbers are rounded to 2 decimals (a third of the size; text content is never touched).
+_COORDINATES = re.compile(r'\b(d|x|y|x1|x2|y1|y2|transform|points)="([^"]*)"')
+_DIGITS = re.compile(r"(\d+\.\d\d)\d+")
+
+
+def _thousands(value: float, _: object = None) -> str:
+    return f"{value / 1e6:.1f}M" if abs(value) >= 1e6 else f"{value / 1e3:.0f}k" if abs(value) >= 1e3 else f"{value:.0f}"
+
+
+def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """One stable colour per strategy (order of first appearance)."""
+    palette = plt.get_cmap("tab20").colors
+    return {s: palette[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20] for n, s in enumerate(dict.fromkeys(strategies))}
 
 
 def to_svg(fig) -> str:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    with plt.rc_context(STYLE):
+        fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     svg = buffer.getvalue()
-    return svg[svg.index("<svg"):]
+    return _COORDINATES.sub(_rounded, svg[svg.index("<svg"):])
 
 
-def context_timeline(requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str) -> str:
-    """True context tokens per model request for each strategy, compaction points marked, window line.
+def _rounded(match: re.Match[str]) -> str:
+    return match.group(1) + '="' + _DIGITS.sub(r"\1", match.group(2)) + '"'
 
-    The y axis stops at 1.6 × the window (a strategy that never compacts keeps climbing; its line
-    leaves the plot there). Continuous masking rewrites are not marked: they happen at every step.
+
+def _figure(rows: int, cols: int, width: float, height: float, **kw):
+    with plt.rc_context(STYLE):
+        return plt.subplots(rows, cols, figsize=(width, height), squeeze=False, **kw)
+
+
+def context_timeline(
+    requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None = None
+) -> str:
+    """Small multiples: true context tokens per turn request, one panel per strategy, shared axes.
+
+    ▼ marks a compaction (tokens before it; masking rewrites, which happen at every step, are
+    ticks along the bottom), × an overflowed request, the dashed line the window. The y axis stops
+    at 1.3 × the window; points above it are drawn on the top edge as ▲.
     """
-    fig, ax = plt.subplots(figsize=(10, 3.8))
     turns = requests[requests["kind"] == "turn"]
-    colours = plt.get_cmap("tab20").colors
-    for n, (strategy, frame) in enumerate(turns.groupby("strategy", sort=False)):
-        first_repeat = frame["repeat"].min()
-        frame = frame[frame["repeat"] == first_repeat]
-        colour = colours[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20]
-        ax.plot(frame["step"], frame["true_tokens"], linewidth=1.1, label=strategy, color=colour)
-        if compactions.empty:
-            continue
-        points = compactions[
-            (compactions["strategy"] == strategy) & (compactions["repeat"] == first_repeat) & (compactions["trigger"] != "masking")
-        ]
-        if not points.empty:
-            ax.scatter(points["step"], points["tokens_before"], marker="v", s=22, color=colour, zorder=3)
-    if window:
-        ax.axhline(window, color="#b00", linestyle="--", linewidth=1, label=f"window {window:,}")
-        ax.set_ylim(0, window * 1.6)
-    ax.set_xlabel("step (recorded model response)")
-    ax.set_ylabel("context tokens")
-    ax.set_title(title, fontsize=10)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=1, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    if "repeat" in turns.columns and len(turns):
+        turns = turns[turns["repeat"] == turns["repeat"].min()]
+    strategies = [s for s in (order or turns["strategy"].unique()) if s in set(turns["strategy"])]
+    cols = min(4, max(1, len(strategies)))
+    rows = max(1, math.ceil(len(strategies) / cols))
+    fig, axes = _figure(rows, cols, 2.7 * cols + 0.4, 1.55 * rows + 0.5, sharex=True, sharey=True)
+    peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
+    top = min(peak * 1.05, window * 1.3) if window else peak * 1.05
+    palette = colours(strategies)
+    with plt.rc_context(STYLE):
+        for n, ax in enumerate(axes.flat):
+            if n >= len(strategies):
+                ax.set_visible(False)
+                continue
+            strategy = strategies[n]
+            frame = turns[turns["strategy"] == strategy].sort_values("request")
+            ax.plot(frame["step"], frame["true_tokens"].clip(upper=top), linewidth=0.9, color=palette[strategy])
+            above = frame[frame["true_tokens"] > top]
+            if len(above):
+                ax.scatter(above["step"], [top] * len(above), marker="^", s=6, color=palette[strategy], clip_on=False)
+            over = frame[frame["overflow"].astype(bool)]
+            if len(over):
+                ax.scatter(over["step"], over["true_tokens"].clip(upper=top), marker="x", s=14, color="#b00", linewidths=0.8, zorder=4)
+            if not compactions.empty:
+                mine = compactions[compactions["strategy"] == strategy]
+                if "repeat" in mine.columns and len(mine):
+                    mine = mine[mine["repeat"] == mine["repeat"].min()]
+                masking = mine[mine["trigger"] == "masking"]
+                other = mine[mine["trigger"] != "masking"]
+                if len(other):
+                    ax.scatter(other["step"], other["tokens_before"].clip(upper=top), marker="v", s=16, color="black", zorder=3)
+                if len(masking):
+                    ax.plot(masking["step"], [0] * len(masking), "|", color="#777", markersize=4)
+            if window:
+                ax.axhline(window, color="#b00", linestyle="--", linewidth=0.8)
+            ax.set_ylim(0, top)
+            ax.set_title(f"{strategy} · {len(over)} overflows", fontsize=7.5)
+            ax.grid(alpha=0.25)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+        fig.suptitle(title, fontsize=9)
+        fig.supxlabel("step (recorded model response)", fontsize=7.5)
+        fig.supylabel("context tokens", fontsize=7.5)
+        fig.tight_layout()
+    return to_svg(fig)
+
+
+def _session_position(frame: pd.DataFrame, column: str = "step") -> pd.Series:
+    """A row's position in its cell's session, 0–1 (`column` over the cell's last value), as a bin index."""
+    cell = [c for c in ("scenario", "strategy", "profile", "repeat") if c in frame.columns]
+    last = frame.groupby(cell)[column].transform("max").replace(0, 1)
+    return (frame[column] / last * BINS).clip(upper=BINS - 1e-9).astype(int)
+
+
+def retention_over_session(probes: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """Share of probe answers present per tenth of the session, per strategy (paired points only)."""
+    frame = probes.copy()
+    if "point_kind" in frame.columns:
+        frame = frame[frame["point_kind"].isin(["checkpoint", "final"])]
+    frame = frame.assign(bin=_session_position(frame))
+    table = frame.pivot_table(index="bin", columns="strategy", values="present", aggfunc="mean")
+    fig, axes = _figure(1, 1, 6.4, 2.8)
+    ax = axes[0, 0]
+    palette = colours(order)
+    with plt.rc_context(STYLE):
+        for strategy in order:
+            if strategy in table.columns:
+                ax.plot((table.index + 0.5) / BINS, table[strategy], marker="o", markersize=2.5, linewidth=1, label=strategy, color=palette[strategy])
+        ax.set_xlim(0, 1)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("position in the session (share of its steps)")
+        ax.set_ylabel("facts present")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return to_svg(fig)
+
+
+def retention_heatmaps(probes: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """Presence by probe family and by fact age (token buckets), strategies as rows (paired points only)."""
+    if "point_kind" in probes.columns:
+        probes = probes[probes["point_kind"].isin(["checkpoint", "final"])]
+    frame = probes.assign(age=probes["fact_age_tokens"].map(age_bucket))
+    family = frame.pivot_table(index="strategy", columns="kind", values="present", aggfunc="mean").reindex([s for s in order if s in set(frame["strategy"])])
+    age = frame.pivot_table(index="strategy", columns="age", values="present", aggfunc="mean").reindex(family.index)
+    age = age[[a for a in AGE_ORDER if a in age.columns]]
+    fig, axes = _figure(1, 2, 10.5, 0.32 * len(family) + 1.4, gridspec_kw={"width_ratios": [max(len(family.columns), 1), max(len(age.columns), 1)]})
+    with plt.rc_context(STYLE):
+        for ax, table, label in ((axes[0, 0], family, "probe family"), (axes[0, 1], age, "fact age (tokens)")):
+            values = table.to_numpy(dtype=float)
+            ax.imshow(values, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
+            ax.set_yticks(range(len(table.index)), [str(s) for s in table.index])
+            names = [AGE_LABELS.get(str(c), str(c)) for c in table.columns]
+            ax.set_xticks(range(len(table.columns)), names, rotation=30, ha="right")
+            ax.set_xlabel(label)
+            for (i, j), value in np.ndenumerate(values):
+                ax.text(j, i, "–" if np.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=6.5)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+    return to_svg(fig)
+
+
+def age_bucket(tokens: float) -> str:
+    """The fact-age bucket of `compaction_bench.metrics.aggregate.AGE_BUCKETS` a token distance falls in."""
+    return next(name for low, high, name in AGE_BUCKETS if low <= tokens < high)
+
+
+def pareto_front(points: pd.DataFrame, x: str, y: str = "retention") -> list[str]:
+    """Strategies no other strategy beats on both: higher-or-equal `y` at lower-or-equal `x`, one strictly."""
+    front = []
+    for name, row in points.iterrows():
+        dominated = (
+            (points[x] <= row[x]) & (points[y] >= row[y]) & ((points[x] < row[x]) | (points[y] > row[y]))
+        ).any()
+        if not dominated and np.isfinite(row[x]) and np.isfinite(row[y]):
+            front.append(str(name))
+    return front
+
+
+def retention_vs_cost(points: pd.DataFrame, title: str) -> str:
+    """Retention against dollars and against re-billed tokens, one dot per strategy, the Pareto front joined.
+
+    `points` is indexed by strategy with columns retention, lo, hi, cost_usd, rebilled_tokens.
+    """
+    fig, axes = _figure(1, 2, 10, 3.2)
+    palette = colours(list(points.index))
+    with plt.rc_context(STYLE):
+        for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
+            data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]
+            for name, row in data.iterrows():
+                ax.errorbar(row[column], row["retention"], yerr=[[row["retention"] - row["lo"]], [row["hi"] - row["retention"]]] if np.isfinite(row["lo"]) else None,
+                            fmt="o", markersize=4, color=palette[name], elinewidth=0.7)
+                ax.annotate(str(name), (row[column], row["retention"]), fontsize=6.5, xytext=(3, 3), textcoords="offset points")
+            front = data.loc[pareto_front(data, column)].sort_values(column)
+            if len(front):
+                ax.step(front[column], front["retention"], where="post", color="#444", linewidth=0.8, linestyle=":", label="Pareto front")
+                ax.legend(fontsize=6.5, frameon=False, loc="lower right")
+            ax.set_xlabel(label)
+            if column == "rebilled_tokens":
+                ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+            ax.set_ylabel("retention (paired points)")
+            ax.grid(alpha=0.3)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+    return to_svg(fig)
+
+
+def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """Cache hit rate and re-billed tokens per tenth of the session, per strategy (sent requests)."""
+    sent = requests[requests["kind"].isin(["turn", "summary"]) & ~requests["overflow"].astype(bool)]
+    sent = sent.assign(bin=_session_position(sent, "request"))
+    grouped = sent.groupby(["strategy", "bin"])[["cached_tokens", "true_tokens", "rebilled_tokens"]].sum()
+    fig, axes = _figure(1, 2, 10, 2.9)
+    palette = colours(order)
+    with plt.rc_context(STYLE):
+        for strategy in order:
+            if strategy not in grouped.index.get_level_values(0):
+                continue
+            part = grouped.loc[strategy]
+            x = (part.index + 0.5) / BINS
+            hit = part["cached_tokens"] / part["true_tokens"].replace(0, np.nan)
+            axes[0, 0].plot(x, hit, linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
+            axes[0, 1].plot(x, part["rebilled_tokens"], linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
+        axes[0, 0].set_ylabel("cache hit rate")
+        axes[0, 0].set_ylim(-0.02, 1.02)
+        axes[0, 1].set_ylabel("re-billed tokens (sum per tenth)")
+        axes[0, 1].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+        for ax in axes.flat:
+            ax.set_xlim(0, 1)
+            ax.set_xlabel("position in the session (share of its requests)")
+            ax.grid(alpha=0.3)
+        axes[0, 1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
     return to_svg(fig)

@@ -1,30 +1,51 @@
 """Comparing two runs, and gating a change on the comparison (`bench compare`, `bench gate`).
 
-Both runs are matched per (strategy, profile) over the scenarios they share. A gate rule
-`METRIC:TOLERANCE` fails when the candidate is worse than the baseline by more than the tolerance
-in the metric's bad direction (`presence:0.02`: presence fell by more than 0.02; `integrity:0`:
-any new pairing error). For the probe metrics (`presence`, `answered`) the drop must also be
-significant: an exact McNemar test on the paired final-point outcomes of the same probes, p < alpha.
-The result is a markdown table, ready for a pull-request comment.
+First the two runs must be comparable (`comparability`): the same scenarios with the same
+transcripts (sha256 from the manifests), the same strategies, profiles, answerer, judge,
+summarizer, probes, options, usage mode and repeats, and every cell present in both. A difference
+is a `GateError` naming it (exit 2) unless allowed (`allow_different_inputs`). Runs that differ
+only in their summary templates while the summarizer is the offline one are refused too (unless
+`allow_offline_summarizer`): the offline extractive summarizer does not read instruction wording,
+so such a gate cannot see the change it is asked about.
+
+A rule `METRIC:TOLERANCE` fails when the candidate is worse than the baseline by more than the
+tolerance in the metric's bad direction. Probe metrics are tested on the paired checkpoints
+(`compaction_bench.metrics.aggregate`), per (strategy, profile), on the (probe, checkpoint) pairs
+both runs have:
+- `retention` (alias `presence`): the fact present in the context;
+- `summarized_source`: the same on the pairs whose source item had gone into a summary in either
+  run (the summary-dependent metric);
+- `answered`: the answerer's grade.
+The change is the mean over probes of each probe's mean difference (each probe weighs one); the
+drop must exceed the tolerance and be significant on the same rows: a one-sided sign-flip test of
+the per-probe differences (clustered by probe), p < alpha. The table gives the minimum detectable
+change for the number of probes and the probes that flipped. Other metrics compare summary sums or
+means over the shared scenarios. The result is a markdown table for a pull-request comment.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from compaction_bench.errors import BenchError
-from compaction_bench.metrics.aggregate import mcnemar_probes
+from compaction_bench.llm import is_offline
+from compaction_bench.metrics.aggregate import HEADLINE_KINDS, probe_differences, votes
+from compaction_bench.metrics.stats import min_detectable_change, signflip_p
 from compaction_bench.store import load_run
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
 METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
-    "presence": (("presence",), True, "mean"),
+    "retention": (("retention",), True, "mean"),
+    "summarized_source": (("retention_summarized_source",), True, "mean"),
     "answered": (("answered",), True, "mean"),
     "integrity": (("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic"), False, "sum"),
+    "failed_requests": (("failed_requests",), False, "sum"),
     "overflows": (("overflows",), False, "sum"),
     "silent_loss": (("silent_loss",), False, "sum"),
     "estimate_ape": (("estimate_ape",), False, "mean"),
@@ -32,11 +53,16 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "rebilled_tokens": (("rebilled_tokens",), False, "sum"),
     "cost": (("cost_usd",), False, "sum"),
 }
-PROBE_METRICS = {"presence": "present", "answered": "correct"}
+#: probe metric -> probe-table column tested
+PROBE_METRICS = {"retention": "present", "summarized_source": "present", "answered": "correct"}
+ALIASES = {"presence": "retention"}
+#: Manifest `config` entries that must agree (prompts are the change a gate is usually about).
+SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api_base", "usage", "repeats", "options", "probes", "seed")
+FLIPPED_SHOWN = 10
 
 
 class GateError(BenchError, ValueError):
-    """A gate rule that cannot be read, or runs that share nothing to compare."""
+    """A gate rule that cannot be read, or two runs that cannot be compared (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +73,133 @@ class Rule:
     @classmethod
     def parse(cls, text: str) -> Rule:
         metric, colon, value = text.partition(":")
+        metric = ALIASES.get(metric, metric)
         if metric not in METRICS:
             raise GateError(f"--fail-on {text!r}: unknown metric {metric!r}; metrics: {', '.join(METRICS)}")
+        if not colon or not value.strip():
+            raise GateError(f"--fail-on {text!r}: a rule needs a tolerance, METRIC:TOLERANCE (e.g. {metric}:0.02, or {metric}:0 for any worsening)")
         try:
-            tolerance = abs(float(value)) if colon else 0.0
+            tolerance = float(value)
         except ValueError:
-            raise GateError(f"--fail-on {text!r}: expected METRIC:TOLERANCE, e.g. presence:0.02") from None
+            raise GateError(f"--fail-on {text!r}: tolerance {value!r} is not a number") from None
+        if tolerance < 0 or tolerance != tolerance:
+            raise GateError(f"--fail-on {text!r}: the tolerance must be a number ≥ 0")
         return cls(metric, tolerance)
 
 
+# ---------------------------------------------------------------------------- comparability
+@dataclass
+class Run:
+    """What the gate reads of one run folder."""
+
+    root: Path
+    manifest: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+
+    @classmethod
+    def load(cls, root: str | Path) -> Run:
+        path = Path(root)
+        manifest_path = path / "manifest.json"
+        if not manifest_path.is_file():
+            raise GateError(f"{path}: not a run folder (no manifest.json)")
+        return cls(path, json.loads(manifest_path.read_text(encoding="utf-8")), load_run(path))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self.manifest.get("config") or {})
+
+    def scenarios(self) -> dict[str, dict[str, Any]]:
+        return {str(s.get("name")): dict(s) for s in self.manifest.get("scenarios") or ()}
+
+    def cells(self) -> set[tuple[str, str, str]]:
+        summary = self.tables["summary"]
+        if summary.empty:
+            return set()
+        return {(str(a), str(b), str(c)) for a, b, c in summary[["scenario", "strategy", "profile"]].itertuples(index=False)}
+
+    def expected_cells(self) -> set[tuple[str, str, str]]:
+        return {(s, st, p) for s in self.scenarios() for st in self.config.get("strategies") or () for p in self.config.get("profiles") or ()}
+
+    def probe_ids(self) -> dict[str, set[str]]:
+        probes = self.tables["probes"]
+        if probes.empty:
+            return {}
+        return {str(k): set(map(str, g)) for k, g in probes.groupby("scenario")["probe_id"]}
+
+
+def _shown(values: Sequence[Any], limit: int = 5) -> str:
+    items = [str(v) for v in values]
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
+    """(differences in inputs, differences in summary templates) between two runs."""
+    differences: list[str] = []
+    for name, run in (("baseline", baseline), ("candidate", candidate)):
+        missing = sorted(run.expected_cells() - run.cells())
+        failed = [f.get("cell", "?") for f in (run.manifest.get("cells") or {}).get("failed") or ()]
+        if missing or failed:
+            shown = _shown(failed or [" · ".join(m) for m in missing])
+            differences.append(f"{name} is missing {max(len(missing), len(failed))} cell(s): {shown}")
+    a, b = baseline.scenarios(), candidate.scenarios()
+    if set(a) != set(b):
+        only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+        differences.append(
+            "scenarios differ"
+            + (f"; only in baseline: {_shown(only_a)}" if only_a else "")
+            + (f"; only in candidate: {_shown(only_b)}" if only_b else "")
+        )
+    for name in sorted(set(a) & set(b)):
+        hash_a, hash_b = a[name].get("sha256"), b[name].get("sha256")
+        if hash_a and hash_b and hash_a != hash_b:
+            differences.append(f"scenario {name!r}: the transcripts differ (sha256 {hash_a[:12]} vs {hash_b[:12]})")
+        elif bool(hash_a) != bool(hash_b):
+            differences.append(f"scenario {name!r}: only one run records the transcript's sha256, so the transcripts cannot be checked")
+        elif not hash_a and a[name].get("items") != b[name].get("items"):
+            differences.append(f"scenario {name!r}: the transcripts differ ({a[name].get('items')} vs {b[name].get('items')} items)")
+    config_a, config_b = baseline.config, candidate.config
+    for key in SAME_CONFIG:
+        if config_a.get(key) != config_b.get(key):
+            differences.append(f"{key} differs: baseline {config_a.get(key)!r}, candidate {config_b.get(key)!r}")
+    ids_a, ids_b = baseline.probe_ids(), candidate.probe_ids()
+    for name in sorted(set(ids_a) & set(ids_b)):
+        if ids_a[name] != ids_b[name]:
+            differences.append(f"scenario {name!r}: the probes differ ({_shown(sorted(ids_a[name] ^ ids_b[name]))})")
+    templates: list[str] = []
+    if (config_a.get("prompts") or {}) != (config_b.get("prompts") or {}):
+        templates.append(f"--prompt overrides: baseline {config_a.get('prompts') or {}}, candidate {config_b.get('prompts') or {}}")
+    hashes_a, hashes_b = baseline.manifest.get("template_hashes") or {}, candidate.manifest.get("template_hashes") or {}
+    changed = sorted(k for k in set(hashes_a) | set(hashes_b) if hashes_a.get(k) != hashes_b.get(k))
+    if changed:
+        templates.append(f"templates whose text differs: {', '.join(changed)}")
+    return differences, templates
+
+
+def check_comparable(
+    baseline: Run, candidate: Run, *, allow_different_inputs: bool = False, allow_offline_summarizer: bool = False
+) -> list[str]:
+    """Raise `GateError` when the runs cannot be compared; return notes on what was allowed."""
+    differences, templates = comparability(baseline, candidate)
+    if differences and not allow_different_inputs:
+        raise GateError(
+            f"{baseline.root} and {candidate.root} are not comparable: " + "; ".join(differences)
+            + " (--allow-different-inputs compares them anyway)"
+        )
+    notes = [f"allowed difference: {d}" for d in differences]
+    summarizer = str(baseline.config.get("summarizer") or "")
+    if templates and not differences and is_offline(summarizer):
+        explanation = (
+            f"the runs differ only in summary templates ({'; '.join(templates)}) and the summarizer is {summarizer}, "
+            "which does not read instruction wording (it takes section headings and its budget from the request), "
+            "so this gate cannot see what the prompt change does; use a real summarizer (--summarizer MODEL, responses cached)"
+        )
+        if not allow_offline_summarizer:
+            raise GateError(explanation + " or pass --allow-offline-summarizer")
+        notes.append("allowed: " + explanation)
+    return notes
+
+
+# ---------------------------------------------------------------------------- summary metrics
 def _metric_values(summary: pd.DataFrame, scenarios: set[str]) -> pd.DataFrame:
     frame = summary[summary["scenario"].isin(scenarios)]
     out = {}
@@ -70,8 +214,11 @@ def _metric_values(summary: pd.DataFrame, scenarios: set[str]) -> pd.DataFrame:
 
 
 def compare_runs(baseline: str | Path, candidate: str | Path) -> pd.DataFrame:
-    """Per (strategy, profile): every metric for both runs and the change (candidate − baseline)."""
+    """Per (strategy, profile): every metric for both runs and the change (candidate − baseline),
+    over the scenarios both hold (check `comparability` first: this compares what is shared)."""
     a, b = load_run(baseline)["summary"], load_run(candidate)["summary"]
+    if a.empty or b.empty:
+        raise GateError(f"{baseline if a.empty else candidate}: the run has no summary rows")
     shared = set(a["scenario"]) & set(b["scenario"])
     if not shared:
         raise GateError(f"{baseline} and {candidate} share no scenario")
@@ -84,65 +231,151 @@ def compare_runs(baseline: str | Path, candidate: str | Path) -> pd.DataFrame:
     return both
 
 
-def _probe_p_value(baseline: str | Path, candidate: str | Path, strategy: str, profile: str, column: str) -> float | None:
-    probes = []
-    for label, root in (("baseline", baseline), ("candidate", candidate)):
-        frame = load_run(root)["probes"]
-        frame = frame[(frame["strategy"] == strategy) & (frame["profile"] == profile)].copy()
+# ---------------------------------------------------------------------------- probe tests
+@dataclass(frozen=True)
+class ProbeTest:
+    baseline: float
+    candidate: float
+    change: float
+    p_value: float
+    probes: int
+    pairs: int
+    min_detectable: float
+    lost: tuple[str, ...]  # probes present (or right) in the baseline and absent (or wrong) in the candidate somewhere
+    gained: tuple[str, ...]
+
+
+def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFrame:
+    frames = []
+    for label, run in zip(("baseline", "candidate"), runs, strict=True):
+        probes = run.tables["probes"]
+        if probes.empty:
+            continue
+        frame = probes[(probes["strategy"] == strategy) & (probes["profile"] == profile)].copy()
         frame["strategy"] = label
-        probes.append(frame)
-    joined = pd.concat(probes, ignore_index=True)
-    if joined.empty or column not in joined:
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float) -> ProbeTest | None:
+    """The paired test of one probe metric for one (strategy, profile); None without shared pairs."""
+    frame = _labelled(runs, strategy, profile)
+    column = PROBE_METRICS[metric]
+    if frame.empty or column not in frame.columns:
         return None
-    test = mcnemar_probes(joined, "baseline", "candidate", column=column)
-    return test.p_value if test.n else None
+    if "point_kind" not in frame.columns:
+        frame = frame.rename(columns={"point": "point_kind"})
+    if metric == "summarized_source":
+        point = ["scenario", "probe_id", "point_kind", "step"]
+        marked = frame[frame["source_summarized"].astype(bool)] if "source_summarized" in frame.columns else frame.iloc[:0]
+        keys = set(marked[point].itertuples(index=False, name=None))
+        frame = frame[[k in keys for k in frame[point].itertuples(index=False, name=None)]]
+        if frame.empty:
+            return None
+    diffs = probe_differences(frame, "baseline", "candidate", column=column, rows=HEADLINE_KINDS)
+    if diffs.empty:
+        return None
+    voted = votes(frame)
+    voted = voted[voted["point_kind"].isin(HEADLINE_KINDS)].dropna(subset=[column])
+    point = ["scenario", "probe_id", "point_kind", "step"]
+    table = voted.pivot_table(index=point, columns="strategy", values=column, aggfunc="first").dropna()
+    per_probe = table.astype(float).groupby(level=["scenario", "probe_id"]).mean()
+    lost = table[(table["baseline"].astype(bool)) & ~(table["candidate"].astype(bool))].index.get_level_values("probe_id")
+    gained = table[~(table["baseline"].astype(bool)) & (table["candidate"].astype(bool))].index.get_level_values("probe_id")
+    return ProbeTest(
+        baseline=float(per_probe["baseline"].mean()),
+        candidate=float(per_probe["candidate"].mean()),
+        change=float(diffs["difference"].mean()),
+        p_value=signflip_p(diffs["difference"].tolist()),
+        probes=len(diffs),
+        pairs=int(diffs["pairs"].sum()),
+        min_detectable=min_detectable_change(len(diffs), alpha),
+        lost=tuple(dict.fromkeys(map(str, lost))),
+        gained=tuple(dict.fromkeys(map(str, gained))),
+    )
 
 
+# ---------------------------------------------------------------------------- the gate
 @dataclass
 class GateResult:
     table: pd.DataFrame
     failures: list[str]
+    notes: list[str] = field(default_factory=list)
+    flipped: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return not self.failures
 
     def markdown(self) -> str:
-        lines = ["| strategy | profile | metric | baseline | candidate | change | tolerance | p | verdict |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+        lines = [
+            "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. detectable | verdict |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for row in self.table.itertuples(index=False):
             p = "–" if row.p_value is None or pd.isna(row.p_value) else f"{row.p_value:.3g}"
+            probes = "–" if row.probes is None or pd.isna(row.probes) else f"{int(row.probes)} ({int(row.pairs)})"
+            mdc = "–" if row.min_detectable is None or pd.isna(row.min_detectable) else f"{row.min_detectable:.3g}"
             lines.append(
                 f"| {row.strategy} | {row.profile} | {row.metric} | {row.baseline:.4g} | {row.candidate:.4g} | "
-                f"{row.change:+.4g} | {row.tolerance:g} | {p} | {'**fail**' if row.failed else 'ok'} |"
+                f"{row.change:+.4g} | {row.tolerance:g} | {p} | {probes} | {mdc} | {'**fail**' if row.failed else 'ok'} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
-        return "\n".join([f"**compaction-bench gate: {verdict}**", "", *lines])
+        out = [f"**compaction-bench gate: {verdict}**", "", *lines]
+        if self.flipped:
+            out += ["", "Flipped probes (baseline → candidate):", *[f"- {line}" for line in self.flipped]]
+        if self.notes:
+            out += ["", *[f"> {note}" for note in self.notes]]
+        return "\n".join(out)
 
 
-def gate(baseline: str | Path, candidate: str | Path, rules: Sequence[Rule], *, alpha: float = 0.05) -> GateResult:
-    """Apply the rules to every (strategy, profile) the two runs share."""
+def gate(
+    baseline: str | Path,
+    candidate: str | Path,
+    rules: Sequence[Rule],
+    *,
+    alpha: float = 0.05,
+    allow_different_inputs: bool = False,
+    allow_offline_summarizer: bool = False,
+) -> GateResult:
+    """Check the runs are comparable, then apply the rules to every (strategy, profile) both hold."""
     if not rules:
         raise GateError("no --fail-on rule given")
+    if not 0 < alpha < 1:
+        raise GateError(f"--alpha {alpha}: must be between 0 and 1")
+    runs = (Run.load(baseline), Run.load(candidate))
+    notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(baseline, candidate)
-    rows, failures = [], []
+    rows, failures, flipped = [], [], []
     for (strategy, profile), values in compared.iterrows():
         for rule in rules:
-            if f"{rule.metric}_change" not in values:
-                raise GateError(f"metric {rule.metric!r} is missing from one of the runs")
             higher_is_better = METRICS[rule.metric][1]
-            change = values[f"{rule.metric}_change"]
+            test = probe_test(runs, str(strategy), str(profile), rule.metric, alpha) if rule.metric in PROBE_METRICS else None
+            if rule.metric in PROBE_METRICS:
+                if test is None:
+                    continue  # no shared pairs for this metric (e.g. no summarized source in either run)
+                base, cand, change = test.baseline, test.candidate, test.change
+            else:
+                if f"{rule.metric}_change" not in values:
+                    raise GateError(f"metric {rule.metric!r} is missing from one of the runs")
+                base, cand, change = values[f"{rule.metric}_baseline"], values[f"{rule.metric}_candidate"], values[f"{rule.metric}_change"]
             worse_by = -change if higher_is_better else change
-            p_value = None
             failed = bool(pd.notna(worse_by) and worse_by > rule.tolerance)
-            if failed and rule.metric in PROBE_METRICS:
-                p_value = _probe_p_value(baseline, candidate, strategy, profile, PROBE_METRICS[rule.metric])
-                failed = p_value is not None and p_value < alpha
-            row = {
-                "strategy": strategy, "profile": profile, "metric": rule.metric,
-                "baseline": values[f"{rule.metric}_baseline"], "candidate": values[f"{rule.metric}_candidate"],
-                "change": change, "tolerance": rule.tolerance, "p_value": p_value, "failed": failed,
-            }
-            rows.append(row)
+            if test is not None:
+                failed = failed and test.p_value < alpha
+                if test.lost or test.gained:
+                    flipped.append(
+                        f"{strategy} {profile} {rule.metric}: lost {len(test.lost)} ({_shown(test.lost, FLIPPED_SHOWN) or '–'}), "
+                        f"gained {len(test.gained)} ({_shown(test.gained, FLIPPED_SHOWN) or '–'})"
+                    )
+            rows.append(
+                {
+                    "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
+                    "change": change, "tolerance": rule.tolerance, "p_value": test.p_value if test else None,
+                    "probes": test.probes if test else None, "pairs": test.pairs if test else None,
+                    "min_detectable": test.min_detectable if test else None, "failed": failed,
+                }
+            )
             if failed:
                 failures.append(f"{strategy} {profile} {rule.metric}: {change:+.4g}")
-    return GateResult(pd.DataFrame(rows), failures)
+    return GateResult(pd.DataFrame(rows), failures, notes, flipped)

@@ -1,81 +1,458 @@
-"""The run report: one self-contained `report.html` (inline CSS and SVG, no server, no network).
+"""The run report: `report.html`, self-contained (inline CSS, SVG and a little JavaScript; no network).
 
-It shows the leaderboard (the summary table per strategy and profile), then per scenario and
-profile a context-tokens timeline with compaction points and the window line, and the
-compactions with what each kept, summarized and dropped.
+Order: the verdict per profile (`reports/verdict.py`), figures that compare strategies, the
+leaderboard and the per-scenario table (sortable, filterable, a column picker, a glossary of every
+column), the browser of every compaction (no row cap; each opens a drill-down with the kept,
+summarized and silently dropped items themselves, the summary and the probes that went absent at
+it, side by side with the other strategies' compactions nearest the same step), integrity findings
+with a transcript excerpt around the orphan, and per scenario the context timelines as small
+multiples.
+
+Transcript-derived text reaches the page only through jinja2's autoescape or as JSON inside
+`<script type="application/json">` (with `<`, `>` and `&` escaped) that the script puts into the
+page with `textContent`, never as markup. A run whose page would pass `SINGLE_FILE_LIMIT` bytes (or
+has more than `SINGLE_FILE_SCENARIOS` scenarios) becomes a folder: `report.html` is the index and
+`report/<n>-<scenario>.html` one page per scenario.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import jinja2
+import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.profiles import PROFILES
-from compaction_bench.reports.figures import context_timeline
+from compaction_bench.reports import figures
 from compaction_bench.reports.leaderboard import format_value, leaderboard
+from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
-#: At most this many context timelines (the scenarios with the most requests).
-MAX_TIMELINES = 40
+#: A single-file report larger than this becomes a folder (index + one page per scenario).
+SINGLE_FILE_LIMIT = 12_000_000
+SINGLE_FILE_SCENARIOS = 60
+#: Characters of each item's text stored in the page (the rest stays in items.parquet).
+ITEM_CHARS = 2_000
+SUMMARY_CHARS = 40_000
+#: Integrity findings shown with an excerpt per page (all are counted; all are in requests.parquet).
+MAX_FINDINGS = 300
+PAGES = "report"
+
+ReportProgress = Callable[[int, int, str], None]
 
 
-def _compaction_rows(compactions: pd.DataFrame, limit: int = 400) -> list[dict[str, str]]:
+def json_script(data: Any) -> str:
+    """JSON safe inside `<script type="application/json">`: no `<`, `>` or `&` can close the element."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, np.generic):
+        return _clean(value.item())
+    return value
+
+
+# --------------------------------------------------------------------------- glossary
+GLOSSARY: dict[str, str] = {
+    "scenario": "the transcript file the scenario came from (with the session's number when a file holds several); hover for the session id",
+    "strategy": "the compaction strategy (an `ID@KEY=VALUE` variant runs a strategy with other options)",
+    "profile": "the model profile: context window, tokenizer, cache rules and prices",
+    "scenarios": "scenarios the row combines",
+    "retention": "share of probe answers still present in the context at the paired probe points",
+    "retention_lo": "lower end of the 95% interval of retention",
+    "retention_hi": "upper end of the 95% interval of retention",
+    "retention_kept": "retention from facts kept verbatim",
+    "retention_summary": "retention from facts carried by a summary",
+    "retention_summarized_source": "share of facts whose source was summarized that the summary still carries",
+    "paired_pairs": "paired probe points the retention is computed on",
+    "p_best": "probability that the strategy has the highest retention (bootstrap)",
+    "failed_requests": "requests the provider would reject (overflow or a broken tool-call pairing)",
+    "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
+    "answered_ceiling": "answered share of `none` at the largest window: what the answerer can do at best",
+    "answered_rel": "answered relative to the ceiling",
+    "presence": "share of probe answers still verbatim in the context at every probe point (after each compaction and at the end)",
+    "answered": "share of probe questions the answerer model got right from the context",
+    "unscored": "probe points without an answered grade (no answerer, or it failed)",
+    "judge_strict": "share the judge model accepted under the strict rubric",
+    "judge_lenient": "share the judge model accepted under the lenient rubric",
+    "estimate_error": "mean signed error of the strategy's own token estimate against the true count (tokens)",
+    "estimate_ape": "mean absolute percentage error of the strategy's token estimate",
+    "missed_triggers": "requests over the strategy's threshold by the true count where its estimate did not trigger",
+    "overflows": "turn requests that did not fit the window (the provider's overflow error)",
+    "cache_hit_rate": "cached input tokens over input tokens, after each cell's first request",
+    "cached_tokens": "input tokens served from the prompt cache",
+    "rebilled_tokens": "uncached input tokens the cell had already sent before (churn the cache could have saved)",
+    "cache_write_tokens": "tokens written to the cache (Anthropic rules)",
+    "input_tokens": "input tokens of the requests sent",
+    "output_tokens": "output tokens of the requests sent",
+    "tokens_per_task": "input plus output tokens",
+    "cost_usd": "dollars for all requests sent, summaries included, at the profile's prices",
+    "requests": "requests sent (turns and summaries; overflowed ones are not sent)",
+    "compactions": "compactions made (masking rewrites included)",
+    "silent_loss": "items a compaction removed without keeping or summarizing them",
+    "premature_triggers": "compactions although the true count was under the strategy's threshold",
+    "summarizer_calls": "summarizer model calls",
+    "summarizer_tokens": "summarizer input plus output tokens",
+    "summarizer_cost_usd": "dollars spent on summaries",
+    "pair errors": "tool-call/result pairing violations the strategy caused, per wire format (chat / responses / anthropic)",
+}
+PATTERNS: tuple[tuple[str, str], ...] = (
+    (r"^(presence|answered|estimate_ape|retention)_(lo|hi)$", "{1} end of the 95% interval of {0}"),
+    (r"^(presence|answered|estimate_ape|retention)_n$", "observations behind {0}"),
+    (r"^(presence|answered)_age_(.+)$", "{0} for facts whose source lies {1} tokens before the probed context"),
+    (r"^integrity_recorded_(.+)$", "pairing violations the recorded session already had ({0} wire rules)"),
+    (r"^integrity_(.+)$", "pairing violations the strategy caused ({0} wire rules)"),
+    (r"^(presence|answered)_(.+)$", "{0} for probes of the {1} family"),
+)
+
+
+def describe(column: str) -> str:
+    """What a summary or leaderboard column means."""
+    key = column.replace(" ", "_")
+    if column in GLOSSARY or key in GLOSSARY:
+        return GLOSSARY.get(column, GLOSSARY.get(key, ""))
+    for pattern, text in PATTERNS:
+        match = re.match(pattern, key)
+        if match:
+            groups = [g.replace("lo", "lower").replace("hi", "upper") if g in ("lo", "hi") else g.replace("_", " ") for g in match.groups()]
+            return text.format(*groups)
+    aliases = {"pair errors chat": "integrity_openai_chat", "pair errors responses": "integrity_openai_responses",
+               "pair errors anthropic": "integrity_anthropic", "estimate error %": "estimate_ape", "cache hit": "cache_hit_rate",
+               "re-billed tokens": "rebilled_tokens", "summarizer tokens": "summarizer_tokens", "cost $": "cost_usd",
+               "premature": "premature_triggers", "silent loss": "silent_loss"}
+    if column in aliases:
+        return describe(aliases[column])
+    return "a column of summary.parquet (see docs)"
+
+
+# --------------------------------------------------------------------------- tables
+@dataclass
+class Table:
+    """A table for the template: header, per-cell (text, sort value) and which columns start visible."""
+
+    id: str
+    header: list[str]
+    rows: list[list[tuple[str, Any]]]
+    visible: list[bool]
+    titles: list[str] = field(default_factory=list)
+
+
+def _number(text: str) -> Any:
+    cleaned = text.replace(",", "").replace("%", "").replace("$", "")
+    try:
+        return float(cleaned)
+    except ValueError:
+        return None
+
+
+def leaderboard_table(summary: pd.DataFrame) -> Table:
+    header, rows = leaderboard(summary)
+    return Table("leaderboard", header, [[(cell, _number(cell)) for cell in row] for row in rows], [True] * len(header), [describe(h) for h in header])
+
+
+DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "presence", "answered", "compactions", "overflows",
+                   "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
+
+
+def scenario_table(summary: pd.DataFrame) -> Table:
+    columns = list(summary.columns)
     rows = []
-    for record in compactions.head(limit).to_dict("records"):
-        def count(column: str) -> int:
-            value = record.get(column)
-            return len(value) if value is not None and not isinstance(value, float) else 0
-
-        rows.append(
-            {
-                "scenario": record.get("scenario", ""),
-                "strategy": record.get("strategy", ""),
-                "profile": record.get("profile", ""),
-                "step": format_value(record.get("step"), "{:.0f}"),
-                "trigger": str(record.get("trigger", "")),
-                "before": format_value(record.get("tokens_before"), "{:,.0f}"),
-                "after": format_value(record.get("tokens_after"), "{:,.0f}"),
-                "summarized": str(count("summarized_ids")),
-                "kept": str(count("kept_ids")),
-                "dropped": str(count("dropped_ids")),
-                "summary": summary[:1500] if isinstance(summary := record.get("summary"), str) else "",
-            }
-        )
-    return rows
+    for record in summary.to_dict("records"):
+        row = []
+        for column in columns:
+            value = _clean(record[column])
+            if isinstance(value, bool) or value is None or isinstance(value, str):
+                text = "–" if value is None else str(value)
+                row.append((text, None if value is None or isinstance(value, str) else int(value)))
+            elif isinstance(value, (int, float)):
+                fmt = "{:,.0f}" if float(value).is_integer() and abs(value) >= 1 else ("{:.3f}" if abs(value) < 1000 else "{:,.0f}")
+                row.append((format_value(value, fmt), float(value)))
+            else:
+                row.append((str(value), None))
+        rows.append(row)
+    return Table("scenarios", columns, rows, [c in DEFAULT_COLUMNS for c in columns], [describe(c) for c in columns])
 
 
-def render_report(run_dir: str | Path) -> str:
+# --------------------------------------------------------------------------- compactions
+def _ranges(positions: Iterable[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for p in sorted(positions):
+        if out and p == out[-1][1] + 1:
+            out[-1][1] = p
+        else:
+            out.append([p, p])
+    return out
+
+
+def _id_lists(record: dict[str, Any], where: dict[str, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("kept", "summarized", "dropped"):
+        ids = record.get(f"{name}_ids")
+        ids = [] if ids is None or isinstance(ids, float) else [str(i) for i in ids]
+        known = [where[i] for i in ids if i in where]
+        out[name] = {"n": len(ids), "ranges": _ranges(known), "other": [i for i in ids if i not in where][:200]}
+    return out
+
+
+def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> dict[tuple, list[list[str]]]:
+    """(scenario, strategy, profile, repeat, compaction) -> probes absent at that compaction's point that were present
+    at their previous point (or asked there for the first time)."""
+    if probes.empty or "compaction" not in probes.columns:
+        return {}
+    frame = probes.sort_values("request")
+    keys = ["scenario", "strategy", "profile", "repeat", "probe_id"]
+    frame = frame.drop_duplicates([*keys, "request"])
+    previous = frame.groupby(keys, sort=False)["present"].shift(1)
+    went = frame[frame["compaction"].notna() & ~frame["present"].astype(bool) & previous.fillna(True).astype(bool)]
+    out: dict[tuple, list[list[str]]] = {}
+    for row in went.itertuples(index=False):
+        question, answer = questions.get((row.scenario, row.probe_id), ("", ""))
+        key = (row.scenario, row.strategy, row.profile, int(row.repeat), int(row.compaction))
+        out.setdefault(key, []).append([str(row.probe_id), str(row.kind), question, answer])
+    return out
+
+
+@dataclass
+class Scenario:
+    """One scenario of the run: its name, session id, items and page."""
+
+    index: int
+    name: str
+    session_id: str
+    page: str
+    items: pd.DataFrame
+
+    @property
+    def anchor(self) -> str:
+        return f"s{self.index}"
+
+
+def _item_payload(items: pd.DataFrame) -> list[list[Any]]:
+    out = []
+    for row in items.itertuples(index=False):
+        text = row.text if isinstance(row.text, str) else ""
+        out.append([str(row.id), str(row.kind), text[:ITEM_CHARS], len(text)])
+    return out
+
+
+def _slug(index: int, name: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60].strip("_") or "scenario"
+    return f"{index:04d}-{safe}.html"
+
+
+# --------------------------------------------------------------------------- integrity
+def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: str) -> tuple[list[dict[str, Any]], int]:
+    """The strategy-caused pairing violations of one scenario's requests, each with an excerpt around the call id."""
+    columns = [c for c in requests.columns if c.startswith("integrity_") and not c.startswith("integrity_recorded_") and c != "integrity_detail"]
+    if not columns or requests.empty:
+        return [], 0
+    bad = requests[(requests["scenario"] == scenario) & (requests[columns].sum(axis=1) > 0)]
+    findings: list[dict[str, Any]] = []
+    total = 0
+    own = items[items["scenario"] == scenario] if not items.empty else items
+    for row in bad.to_dict("records"):
+        try:
+            detail = json.loads(row.get("integrity_detail") or "[]")
+        except ValueError:
+            detail = []
+        ids = row.get("item_ids")
+        for violation in detail:
+            total += 1
+            if len(findings) >= MAX_FINDINGS:
+                continue
+            call_id = str(violation.get("call_id", ""))
+            findings.append({
+                "strategy": row["strategy"], "profile": row["profile"], "request": row.get("request"), "step": row.get("step"),
+                "format": violation.get("format", ""), "kind": violation.get("kind", ""), "call_id": call_id,
+                "excerpt": _excerpt(own, call_id, ids),
+            })
+    return findings, total
+
+
+def _excerpt(items: pd.DataFrame, call_id: str, request_ids: Any = None) -> dict[str, Any]:
+    """Items around the orphan: from the request's own item ids when the run stored them, else from the transcript."""
+    if items.empty:
+        return {"source": "no items stored in this run", "rows": []}
+    by_id = items.set_index("id")
+    if request_ids is not None and not isinstance(request_ids, float) and len(request_ids):
+        sequence, source = [str(i) for i in request_ids], "the request"
+    else:
+        sequence, source = [str(i) for i in items["id"]], "the transcript"
+    hits = [n for n, i in enumerate(sequence) if i in by_id.index and by_id.loc[i, "call_id"] == call_id]
+    if not hits:
+        return {"source": source, "rows": []}
+    window = range(max(0, hits[0] - 2), min(len(sequence), hits[-1] + 3))
+    rows = []
+    for n in window:
+        item = by_id.loc[sequence[n]] if sequence[n] in by_id.index else None
+        text = "" if item is None or not isinstance(item["text"], str) else item["text"]
+        rows.append({"id": sequence[n], "kind": "" if item is None else item["kind"], "text": text[:600] + ("…" if len(text) > 600 else ""),
+                     "hit": n in hits})
+    return {"source": source, "rows": rows}
+
+
+# --------------------------------------------------------------------------- rendering
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["json_script"] = lambda data: Markup(json_script(data))
+    env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
+    env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else fmt.format(v)
+    return env
+
+
+def _verdict_points(verdict: ProfileVerdict) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"strategy": r.strategy, "retention": r.retention, "lo": r.lo, "hi": r.hi, "cost_usd": r.cost_usd, "rebilled_tokens": r.rebilled_tokens}
+         for r in verdict.rows]
+    ).set_index("strategy")
+
+
+def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) -> dict[str, str]:
+    """Every page of the report: {"report.html": …} or, for a large run, the index plus `report/<page>.html`."""
     root = Path(run_dir)
     tables = load_run(root)
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    requests, compactions, summary = tables["requests"], tables["compactions"], tables["summary"]
-    header, rows = leaderboard(summary)
-    figures = []
-    groups = list(requests.groupby(["scenario", "profile"], sort=False)) if not requests.empty else []
-    # A corpus of many short sessions would make thousands of figures: draw the longest ones.
-    groups.sort(key=lambda group: -len(group[1]))
-    for (scenario, profile), frame in groups[:MAX_TIMELINES]:
-        points = compactions[(compactions["scenario"] == scenario) & (compactions["profile"] == profile)] if not compactions.empty else compactions
-        profile_info = PROFILES.get(profile)
-        window = profile_info.context_window if profile_info else None
-        figures.append({"scenario": scenario, "profile": profile, "svg": context_timeline(frame, points, window, f"{scenario} · {profile}")})
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
-    return env.get_template("report.html.j2").render(
-        manifest=manifest,
-        header=header,
-        rows=rows,
-        figures=figures,
-        compactions=_compaction_rows(compactions) if not compactions.empty else [],
-        n_compactions=len(compactions),
-        n_timelines=len(groups),
-    )
+    requests, compactions, summary, probes = tables["requests"], tables["compactions"], tables["summary"], tables["probes"]
+    items = pd.read_parquet(root / "items.parquet") if (root / "items.parquet").is_file() else pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
+    questions_frame = pd.read_parquet(root / "questions.parquet") if (root / "questions.parquet").is_file() else pd.DataFrame()
+    questions = {(r.scenario, r.probe_id): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
+    order = [s for s in manifest.get("config", {}).get("strategies", []) if s in set(summary.get("strategy", []))]
+    order += [s for s in dict.fromkeys(summary.get("strategy", [])) if s not in order]
+    sessions = {s["name"]: s.get("session_id", s["name"]) for s in manifest.get("scenarios", [])}
+    names = list(dict.fromkeys([s["name"] for s in manifest.get("scenarios", [])] + list(dict.fromkeys(requests.get("scenario", [])))))
+    names = [n for n in names if n in set(requests.get("scenario", [])) or n in set(summary.get("scenario", []))]
+    report = progress or (lambda done, total, label: None)
+    steps = len(names) + 2
+
+    report(0, steps, "verdict")
+    verdict_list = verdicts(summary, probes, requests)
+    report(1, steps, "figures")
+    overview = []
+    for verdict in verdict_list:
+        profile_probes = probes[probes["profile"] == verdict.profile] if not probes.empty else probes
+        profile_requests = requests[requests["profile"] == verdict.profile]
+        figs = []
+        if not profile_probes.empty:
+            figs.append(("Retention over the session", figures.retention_over_session(profile_probes, f"facts present over the session · {verdict.profile}", order)))
+            figs.append(("Retention by probe family and fact age", figures.retention_heatmaps(profile_probes, f"facts present by family and age · {verdict.profile}", order)))
+        points = _verdict_points(verdict)
+        if points["retention"].notna().any():
+            figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}")))
+        if not profile_requests.empty:
+            figs.append(("Cache over the session", figures.cache_over_session(profile_requests, f"cache hit rate and re-billed tokens · {verdict.profile}", order)))
+        overview.append({"profile": verdict.profile, "figures": figs})
+
+    # Compactions: one global id per row, in a stable order.
+    compactions = compactions.sort_values([c for c in ("scenario", "strategy", "profile", "repeat", "compaction") if c in compactions.columns]).reset_index(drop=True) if not compactions.empty else compactions
+    flips = _flips(probes, questions)
+    scenarios: list[Scenario] = []
+    for n, name in enumerate(names):
+        own_items = items[items["scenario"] == name].sort_values("position") if not items.empty else items
+        scenarios.append(Scenario(n, name, str(sessions.get(name, name)), _slug(n, name), own_items))
+    by_name = {s.name: s for s in scenarios}
+
+    browser_rows = []
+    data_by_scenario: dict[str, dict[str, Any]] = {s.name: {} for s in scenarios}
+    where_by_scenario = {s.name: {str(i): int(p) for i, p in zip(s.items["id"], s.items["position"], strict=True)} for s in scenarios}
+    for cid, record in enumerate(compactions.to_dict("records")):
+        scenario = by_name.get(record["scenario"])
+        if scenario is None:
+            continue
+        key = (record["scenario"], record["strategy"], record["profile"], int(record.get("repeat", 0)), int(record.get("compaction", 0)))
+        lost = flips.get(key, [])
+        lists = _id_lists(record, where_by_scenario[scenario.name])
+        summary_text = record.get("summary") if isinstance(record.get("summary"), str) else ""
+        data_by_scenario[scenario.name][str(cid)] = {
+            "strategy": record["strategy"], "profile": record["profile"], "repeat": key[3], "step": _clean(record.get("step")),
+            "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
+            "premature": bool(record.get("premature", False)), "summary": summary_text[:SUMMARY_CHARS],
+            "summary_len": len(summary_text), "lists": lists, "flips": lost,
+        }
+        browser_rows.append({
+            "id": cid, "scenario": scenario, "strategy": record["strategy"], "profile": record["profile"], "step": _clean(record.get("step")),
+            "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
+            "kept": lists["kept"]["n"], "summarized": lists["summarized"]["n"], "dropped": lists["dropped"]["n"], "flips": len(lost),
+        })
+
+    env = _environment()
+    sections = []
+    findings_total = 0
+    for scenario in scenarios:
+        report(2 + scenario.index, steps, scenario.name)
+        own_requests = requests[requests["scenario"] == scenario.name]
+        own_compactions = compactions[compactions["scenario"] == scenario.name] if not compactions.empty else compactions
+        timelines = []
+        for profile, frame in own_requests.groupby("profile", sort=False):
+            points = own_compactions[own_compactions["profile"] == profile] if not own_compactions.empty else own_compactions
+            window = PROFILES[profile].context_window if profile in PROFILES else None
+            timelines.append(figures.context_timeline(frame, points, window, f"{scenario.name} · {profile}", order))
+        findings, total = integrity_findings(own_requests, scenario.items, scenario.name)
+        findings_total += total
+        sections.append({
+            "scenario": scenario, "timelines": timelines, "findings": findings, "findings_total": total,
+            "rows": [r for r in browser_rows if r["scenario"] is scenario],
+            "data": {"scenario": scenario.name, "compactions": data_by_scenario[scenario.name], "items": _item_payload(scenario.items)},
+        })
+
+    context = {
+        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary),
+        "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
+        "n_compactions": len(compactions), "findings_total": findings_total, "order": order,
+        "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),
+    }
+    single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None)
+    if len(single.encode("utf-8")) <= SINGLE_FILE_LIMIT and len(scenarios) <= SINGLE_FILE_SCENARIOS:
+        report(steps, steps, "report.html")
+        return {"report.html": single}
+    pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES)}
+    page_template = env.get_template("scenario.html.j2")
+    for section in sections:
+        pages[f"{PAGES}/{section['scenario'].page}"] = page_template.render(manifest=manifest, section=section, index="../report.html")
+    report(steps, steps, f"report.html + {len(sections)} pages")
+    return pages
 
 
-def write_report(run_dir: str | Path) -> Path:
+def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
+    header, _ = leaderboard(summary)
+    columns = list(dict.fromkeys([*header, *summary.columns, "p_best", "pair errors"]))
+    return [(c, describe(c)) for c in columns]
+
+
+def render_report(run_dir: str | Path) -> str:
+    """The index page (the whole report for a run that fits one file)."""
+    return render_pages(run_dir)["report.html"]
+
+
+def write_report(run_dir: str | Path, progress: ReportProgress | None = None) -> Path:
+    """Write `report.html` (and `report/` for a large run; a stale `report/` folder is removed) and return its path."""
     root = Path(run_dir)
-    return atomic_write_text(root / "report.html", render_report(root))
+    pages = render_pages(root, progress)
+    folder = root / PAGES
+    if folder.is_dir():
+        shutil.rmtree(folder)
+    for name, html in pages.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, html)
+    return root / "report.html"
+
+
+def page_sizes(run_dir: str | Path) -> dict[str, int]:
+    """Bytes of every written report page (for the scale benchmark)."""
+    root = Path(run_dir)
+    paths: Sequence[Path] = [root / "report.html", *sorted((root / PAGES).glob("*.html"))]
+    return {str(p.relative_to(root)): p.stat().st_size for p in paths if p.is_file()}

@@ -1,17 +1,40 @@
-"""The leaderboard: one row per (strategy, profile) from a run's summary table.
+"""The leaderboard: one row per (strategy, profile), ordered by headline retention.
 
 Shared by the terminal summary of `bench run` and the HTML report, so both show the same numbers.
-Counts are summed over scenarios; rates and errors are averaged over scenarios.
+Within each profile, strategies are ordered by retention at the paired checkpoints
+(`compaction_bench.metrics.aggregate`: pairs every strategy has, each probe weighted equally;
+overflowed contexts count as absent), with its 95% interval (probes clustered by scenario), the
+kept and summary parts, the summary-dependent retention, the number of pairs, P(best), failed
+requests next to it, and a mark on strategies that cannot serve the window (some step never got a
+request through). With the probes table the figures pool all scenarios' probes; from the summary
+alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
+Counts are summed over scenarios; other rates and errors are averaged over scenarios.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pandas as pd
 
+from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
+from compaction_bench.metrics.aggregate import overall
+
+#: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
+HEADLINE = (
+    ("kept", "retention_kept", "{:.3f}"),
+    ("summary", "retention_summary", "{:.3f}"),
+    ("summarized-source retention", "retention_summarized_source", "{:.3f}"),
+    ("pairs", "paired_pairs", "{:,.0f}"),
+    ("P(best)", "p_best", "{:.2f}"),
+    ("answered", "answered", "{:.3f}"),
+    ("answerer ceiling", "answered_ceiling", "{:.3f}"),
+    ("answered / ceiling", "answered_rel", "{:.2f}"),
+)
 #: (header, summary column, format, how scenarios combine)
 COLUMNS = (
-    ("presence", "presence", "{:.3f}", "mean"),
-    ("answered", "answered", "{:.3f}", "mean"),
+    ("failed requests", "failed_requests", "{:.0f}", "sum"),
     ("compactions", "compactions", "{:.0f}", "sum"),
     ("overflows", "overflows", "{:.0f}", "sum"),
     ("pair errors chat", "integrity_openai_chat", "{:.0f}", "sum"),
@@ -25,6 +48,7 @@ COLUMNS = (
     ("summarizer tokens", "summarizer_tokens", "{:,.0f}", "sum"),
     ("cost $", "cost_usd", "{:.2f}", "sum"),
 )
+CANNOT_SERVE = "cannot serve"
 
 
 def format_value(value: object, fmt: str) -> str:
@@ -37,17 +61,72 @@ def format_value(value: object, fmt: str) -> str:
         return str(value)
 
 
-def leaderboard(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted rows; columns a summary lacks are left out."""
+def _from_summary(frame: pd.DataFrame) -> dict[str, float]:
+    """Headline figures of one (strategy, profile) from its scenario rows: probe-weighted means."""
+    out: dict[str, float] = {}
+    weights = frame["paired_probes"].fillna(0) if "paired_probes" in frame.columns else pd.Series(1.0, index=frame.index)
+    for column in ["retention", *(c for _, c, _ in HEADLINE)]:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        if column == "paired_pairs":
+            out[column] = float(values.sum())
+            continue
+        usable = values.notna() & (weights > 0)
+        out[column] = float((values[usable] * weights[usable]).sum() / weights[usable].sum()) if usable.any() else float("nan")
+    if len(frame) == 1:
+        out.update({k: float(frame[k].iloc[0]) for k in ("retention_lo", "retention_hi", "p_best") if k in frame.columns})
+    else:
+        out["p_best"] = float("nan")  # ranks across scenarios need the probes table
+    return out
+
+
+def _interval(values: dict[str, float]) -> str:
+    if "retention" not in values or pd.isna(values["retention"]):
+        return "–"
+    low, high = values.get("retention_lo"), values.get("retention_hi")
+    if low is None or high is None or pd.isna(low) or pd.isna(high):
+        return f"{values['retention']:.3f}"
+    return f"{values['retention']:.3f} [{low:.2f}, {high:.2f}]"
+
+
+def leaderboard(summary: pd.DataFrame, probes: pd.DataFrame | None = None) -> tuple[list[str], list[list[str]]]:
+    """Header and formatted rows, best retention first within each profile; columns a summary lacks
+    are left out. Pass the run's probes table for intervals and P(best) over several scenarios."""
+    headline = [c for c in HEADLINE if c[1] in summary.columns]
     columns = [c for c in COLUMNS if c[1] in summary.columns]
-    header = ["strategy", "profile", "scenarios", *[c[0] for c in columns]]
-    rows: list[list[str]] = []
+    header = ["strategy", "profile", "scenarios", "window", "retention [95% CI]", *[c[0] for c in headline], *[c[0] for c in columns]]
+    rows: list[tuple[tuple[str, float], list[str]]] = []
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
-        return header, rows
+        return header, []
+    pooled = overall(probes).set_index(["strategy", "profile"]) if probes is not None and not probes.empty else None
     for (strategy, profile), frame in summary.groupby(["strategy", "profile"], sort=False):
-        row = [str(strategy), str(profile), str(frame["scenario"].nunique())]
+        if pooled is not None and (strategy, profile) in pooled.index:
+            values = {k: float(v) for k, v in pooled.loc[(strategy, profile)].items() if isinstance(v, (int, float))}
+        else:
+            values = _from_summary(frame)
+        failing = int(frame["cannot_serve"].astype(bool).sum()) if "cannot_serve" in frame.columns else 0
+        window = "ok" if not failing else f"{CANNOT_SERVE} ({failing} of {frame['scenario'].nunique()})"
+        row = [str(strategy), str(profile), str(frame["scenario"].nunique()), window, _interval(values)]
+        row += [format_value(values.get(column), fmt) for _, column, fmt in headline]
         for _, column, fmt, how in columns:
             series = frame[column]
             row.append(format_value(series.sum() if how == "sum" else series.mean(), fmt))
-        rows.append(row)
-    return header, rows
+        retention = values.get("retention", float("nan"))
+        rows.append(((str(profile), -retention if not pd.isna(retention) else float("inf")), row))
+    profiles = list(dict.fromkeys(str(p) for p in summary["profile"]))
+    rows.sort(key=lambda entry: (profiles.index(entry[0][0]), entry[0][1]))
+    return header, [row for _, row in rows]
+
+
+def offline_note(run_dir: str | Path) -> str | None:
+    """What summary retention measures when the run's summarizer is the offline heuristic, else None."""
+    manifest = Path(run_dir) / "manifest.json"
+    config = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}) if manifest.is_file() else {}
+    summarizer = str(config.get("summarizer") or DEFAULT_SUMMARIZER)
+    if not is_offline(summarizer):
+        return None
+    return (
+        f"note: summaries were written by {summarizer}, a deterministic extractive heuristic that copies salient lines; "
+        "'summary' retention measures that heuristic, not what a model would write (use --summarizer MODEL for that)."
+    )

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.importing import Importer
+from compaction_bench.importing import Importer, ImportFailure
 from compaction_bench.scenarios.builder import TranscriptBuilder
 from compaction_bench.scenarios.readers import read_text
 from compaction_bench.transcript import Transcript, Usage
@@ -75,6 +75,9 @@ class AiderImporter(Importer):
                 if not sessions:
                     sessions.append((1, None, []))
                 sessions[-1][2].append(line)
+        if all(started is None for _, started, _ in sessions) and not any(line.startswith("#### ") for line in lines):
+            # Forced onto a file that is not a chat history: nothing here is Aider's, so nothing is imported.
+            raise ImportFailure(f"{path}: no Aider chat content (no '# aider chat started at' line and no '#### ' user line)")
         out = []
         for index, (start, started, body) in enumerate(sessions):
             if started is None and not any(line.strip() for line in body):

@@ -16,12 +16,13 @@ rules DESIGN §2 sets for every format, so no importer re-implements them:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage
+from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage, scrub_surrogates
 
 
 def as_text(value: Any) -> str:
@@ -51,10 +52,12 @@ def as_arguments(value: Any) -> str:
 
 
 def as_int(value: Any) -> int:
-    """A token count from recorded JSON; anything that is not a number counts as 0."""
+    """A token count from recorded JSON; anything that is not a finite number (`Infinity`, `NaN`, text) counts as 0."""
     if isinstance(value, bool):
         return 0
-    if isinstance(value, (int, float)):
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
         return int(value)
     return 0
 
@@ -112,7 +115,10 @@ class TranscriptBuilder:
             self._seen_user = True
         if kind in MODEL_OUTPUT_KINDS and response is None:
             response = self.new_response()
+        (text, id, fields), changed = scrub_surrogates([text, id, fields])
         item = Item(id=self._unique(id, kind), kind=kind, text=text, response=response, turn=self._turn, **fields)
+        if changed:
+            self.problem(f"item {item.id}: {changed} string(s) with lone UTF-16 surrogates; replaced with U+FFFD")
         self.items.append(item)
         return item
 

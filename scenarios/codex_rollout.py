@@ -84,7 +84,7 @@ def decode_output(raw: Any) -> tuple[str, dict[str, Any] | None, list[Attachment
     if text.startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return text, None, []
         if isinstance(data, dict) and isinstance(data.get("output"), str) and list(data)[0] == "output":
             envelope = {k: v for k, v in data.items() if k != "output"}
@@ -389,7 +389,7 @@ class CodexRolloutImporter(Importer):
         first = head.split("\n", 1)[0].strip()
         try:
             data = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, or a number beyond the digit limit
             return False
         if not isinstance(data, dict):
             return False

@@ -1,75 +1,172 @@
 """Probe mining: deterministic probes from any transcript (`bench probes mine FILE`).
 
-Six families (DESIGN §6), each probe with the item where its fact first appears (`source`) and an
-answer that occurs verbatim in the transcript:
-- artifact: the files read and the files modified while handling one user request (set match),
-  from file-tool arguments and `apply_patch` headers;
-- error: the exact error line of a failing tool result (the last exception/error line, or the
-  first line of a result flagged as an error; file reads count only when flagged);
-- constraint: a user instruction sentence with must / never / don't / do not / always / only;
-- recall: the exit code a command reported in its output (number match, the command as evidence)
-  and the exact command behind a described shell call;
-- continuation: a plan the assistant stated ("next", "I'll", "let me", ...), judged;
-- decision: a choice the assistant gave a reason for ("because", "instead of", ...), judged.
+Each probe names the item where its fact first appears (`source`), an answer that occurs verbatim
+in that item, the rule that produced it (`meta.rule`) and, for a short or numeric answer, the
+passage that states it (`evidence`, a regex of the normalized line; `metrics/grading.py`). Rules
+by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Factory kinds):
 
-The first four are graded without a model; the two judged families are capped so they make up at
-most 30% of the probes (the issue's "at least 70% without a model"). Within a family, candidates
-are taken evenly across the session, at most `per_kind` of them.
+- error: the error lines of a tool result (exceptions, `error:`/`fatal:`/`ERROR:` lines, shell
+  failures such as `No such file or directory`, `command not found`, `No module named`, `timed
+  out`, `verification failed`), the whole text of a short result flagged as an error, and error
+  lines a user quotes in a message;
+- artifact: files created, edited, moved or deleted: file-tool arguments, `apply_patch` headers,
+  shell commands (`cat > f`, `> f`, `tee`, `touch`, `rm`, `mv`, `cp`, `mkdir`, `sed -i`, SWE-agent
+  `create`), tool results that name the file (`File created successfully at:`, `Success. Updated
+  the following files:`, `[File: … (N lines total)]`); plus the set of files read per user request;
+- constraint: instruction sentences of user and injected messages: modal (must, never, only,
+  always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
+  `**Label**:` or an `If …,` clause) and version pins;
+- recall: facts of tool outputs: a short output whole, lines with versions, hashes, ids, ports,
+  URLs, counts, test summaries, grep hits and traceback frames, non-zero exit codes, and the exact
+  command behind a described shell call;
+- decision: assistant and reasoning sentences that give a reason or choose (because, instead of,
+  for consistency, we need to, I plan to, …), and the items of an assistant's closing summary;
+- continuation: stated next steps (I'll, let me, now I, next step, …) and the items of a plan or
+  next-steps list; the last one the assistant stated is always kept.
+
+Mined probes are deduplicated by answer, then capped per kind and position (the early, middle and
+late third of the session, `per_bucket` each), taken evenly within each third, strongest rule
+first. The two judged families are capped at 30% of the probes (at least 70% need no model).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+import shlex
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 
+from compaction_bench.metrics.grading import is_short, normalize
 from compaction_bench.probes import Probe
 from compaction_bench.transcript import Item, Transcript
 
-PER_KIND = 8
+PER_BUCKET = 5
+# Instructions come in a few long messages (AGENTS.md, a command's template), nearly all in the first third.
+CONSTRAINT_FACTOR = 3
+BUCKETS = ("early", "middle", "late")
 JUDGED_SHARE = 0.3
 MAX_ANSWER = 300
+MAX_LINE = 200
 MIN_SENTENCE = 12
+KIND_ORDER = ("error", "artifact", "constraint", "recall", "decision", "continuation")
 
-PATH_KEYS = ("file_path", "path", "filePath", "filename", "notebook_path", "file")
+PATH_KEYS = ("file_path", "path", "filePath", "filename", "notebook_path", "file", "input_file_path")
 READ_TOOLS = frozenset({"read", "read_file", "readfile", "view", "view_file", "open", "open_file", "cat", "notebookread"})
-MODIFY_TOOLS = frozenset(
-    {"edit", "write", "multiedit", "create", "write_file", "edit_file", "create_file", "str_replace", "notebookedit", "replace", "patch"}
-)
+WRITE_TOOLS = frozenset({"write", "create", "write_file", "create_file"})
+EDIT_TOOLS = frozenset({"edit", "multiedit", "edit_file", "str_replace", "notebookedit", "replace", "patch", "apply_patch"})
 EDITOR_TOOLS = frozenset({"str_replace_based_edit_tool", "str_replace_editor", "text_editor"})
-PATCH_HEADER = re.compile(r"\*\*\* (?:Update|Add|Delete) File: ([^\n\\\"]+)")
 COMMAND_KEYS = ("command", "cmd", "script")
-EXIT_PHRASE = re.compile(r"(?:exit code|exited with code|exit status|returned non-zero exit status)[:\s]+(-?\d+)", re.I)
-ERROR_LINE = re.compile(
-    r"^\s*(?:[\w.]*(?:Error|Exception)\b:?.*|(?:KeyboardInterrupt|SystemExit)\b.*|error(?:\[\w+\])?:.*|fatal:.*|FAILED\b.*|E\s{2,}\S.*|.*\berror TS\d+:.*)$"
+GENERIC_LINE = re.compile(r"^\s*(?:from \S+ import |import |#!|\"\"\"$|---|@@|\*\*\* (?:Begin|End) Patch|<<)")
+SHELL_VERBS = frozenset({"touch", "create", "rm", "mv", "cp", "mkdir", "sed", "tee", "git"})
+READ_COMMANDS = frozenset({"cat", "sed", "nl", "head", "tail", "grep", "rg", "less", "awk", "find", "ls", "git", "wc", "open", "goto", "search_file", "search_dir"})
+
+PATCH_HEADER = re.compile(r"\*\*\* (Add|Update|Delete) File: ([^\n\\\"]+)|\*\*\* Move to: ([^\n\\\"]+)")
+RESULT_PATH = re.compile(
+    r"File created successfully at: (?P<created>\S+)|The file (?P<updated>\S+) has been updated"
+    r"|Applied \d+ edits? to (?P<applied>\S+?):|^(?P<flag>[AMD]) (?P<listed>\S+)$|^\[File: (?P<opened>\S+) \(\d+ lines total\)\]",
+    re.M,
 )
-SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
-CONSTRAINT = re.compile(r"\b(must|never|don't|do not|always|only)\b", re.I)
-CONTINUATION = re.compile(r"\b(next,? I|I'll|I will|let me|then I|my plan|the plan is|I'm going to|I am going to)\b", re.I)
-DECISION = re.compile(r"\b(because|instead of|rather than|decided|I chose|we chose|so that)\b", re.I)
-WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{3,}")
+VERB = {"A": "created", "M": "edited", "D": "deleted"}
+
+ERROR_LINE = re.compile(
+    r"\b[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b:|^\s*(?:error|fatal|ERROR|FATAL|FAILED|FAIL|panic)\b[:\[ ]"
+    r"|\berror(?:\[\w+\])?: |\berror TS\d+:|No such file or directory|command not found|No module named|cannot access"
+    r"|can't read|[Pp]ermission denied|\bnot found\b|does not exist|timed out|verification failed|Could not resolve"
+    r"|syntax error|invalid option|Segmentation fault|cannot open|[Uu]nable to|\bfailed\b|\*\*\* \[\S+\] Error \d+"
+)
+ERROR_HINT = re.compile(
+    r"error|exception|exit|interrupt|fatal|fail|panic|no such|not found|no module|cannot|can't|denied|does not exist|timed out"
+    r"|resolve|invalid|segmentation|unable",
+    re.I,
+)  # a cheap filter before ERROR_LINE
+STRONG_ERROR = re.compile(r"\b[\w.]*(?:Error|Exception)\b:|\berror(?:\[\w+\])?:|fatal:|FAILED|\bfailed\b", re.I)
+CODE_LINE = re.compile(r"^\s*(?:\d+\s*(?:[→:|\t-]|\s{2})|[+-]\s|>>>|#|//|\w+\s*=|(?:raise|except|def|class|import|from|return|if|assert)\b)")
+TAGS = re.compile(r"</?tool_use_error>|</?(?:output|returncode|stdout|stderr)>")
+NOISE_LINE = re.compile(
+    r"^(?:<returncode>-?\d+</returncode>|</?output>|\(Open file: .*\)|\(Current directory: .*\)|bash-\$|Total output lines: \d+"
+    r"|Output:|Exit code: \d+|Wall time: .*|Process exited with code \d+|Shell cwd was reset to .*)$"
+)
+BOILERPLATE = re.compile(
+    r"^(?:Plan updated|Todos have been modified successfully|Success\. Updated the following files:|ok|OK|Done!?|None|null|true|false"
+    r"|Your command ran successfully and did not produce any output\.|Launching skill: .*|No files found|No matches found)(?:\W|$)"
+)
+EXIT_CODE = re.compile(
+    r"(?:exit code|exited with code|exit status|returned non-zero exit status|Process exited with code)[:\s]+(-?\d+)|<returncode>(-?\d+)</returncode>",
+    re.I,
+)
+TRACE_FRAME = re.compile(r'^\s*File "[^"]+", line \d+, in \S+\s*$', re.M)
+FACT_TOKENS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("version", re.compile(r"(?<![\w.])[v^~]?\d+\.\d+\.\d+(?:[-.+]\w+)*")),
+    ("hash", re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")),
+    ("url", re.compile(r"https?://[^\s\"'<>)\]]+")),
+    ("port", re.compile(r"(?:localhost|127\.0\.0\.1|0\.0\.0\.0):\d{2,5}|\bport\b\D{0,12}\d{2,5}", re.I)),
+    ("id", re.compile(r"\b(?=\w*\d)(?=\w*[a-z])(?=\w*[A-Z])[A-Za-z0-9]{16,}\b")),
+    ("package", re.compile(r"@[a-z0-9-]+/[a-z0-9.-]+")),
+    ("count", re.compile(r"\b\d+ (?:passed|failed|deselected|skipped|errors?|warnings?|tests?|files?|lines?|items?|matches|selected)\b")),
+    ("grep-hit", re.compile(r"^\s*\d+:\S")),
+    ("lines-total", re.compile(r"\(\d+ lines total\)")),
+    ("json", re.compile(r"^\{.*\}$")),
+)
+FILENAME = re.compile(r"(?<![\w/.-])[\w./-]+\.(?:py|ts|tsx|js|jsx|json|md|yml|yaml|toml|sql|sh|txt|html|css|go|rs|java|c|h|cpp|plist|cfg|ini)\b")
+
+SENTENCE_SPLIT = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)(?<=[.!?])\s+(?=[A-Z*`\"'(\[])|\n+")
+LIST_MARKER = re.compile(r"^\s*(?:[-*+>•]+|#+|\d+[.)]|[a-z][.)])\s+")
+LABEL_PREFIX = re.compile(r"^(?:\*\*[^*]{1,60}\*\*|[A-Z][\w /&-]{0,40}):\s+")
+IF_CLAUSE = re.compile(r"^(?:If|When|Whenever|Before|After|Once|Unless)\b[^,]{1,120},\s+", re.I)
+MODAL_STRONG = re.compile(r"\b(?:MUST|NEVER|ALWAYS|ONLY|DO NOT|DON'T|CRITICAL|IMPORTANT|REQUIRED|MANDATORY)\b")
+MODAL = re.compile(
+    r"\b(?:must|never|don't|do not|always|only|cannot|can't|should|shall|required|mandatory|avoid|prefer|need to|make sure|ensure)\b", re.I
+)
+SPECIFIC = re.compile(r"\d|`[^`]+`|/\w")
+PIN = re.compile(r"\b[\w.-]+(?:==|>=|<=|~=)\d[\w.]*|\b(?:Python|Node|version) \d+(?:\.\d+)+")
+IMPERATIVE_VERBS = frozenset(
+    "add analyze apply ask avoid break build call capture check choose clean commit confirm continue convert copy create define delete "
+    "deploy describe document do download edit enable ensure execute explain export extract fill find fix follow generate get give "
+    "group handle identify implement import include install keep limit list load log make map mark match merge move name note open "
+    "output parse pass pin place prefer prepare print put read record refactor remember remove rename replace report request "
+    "reset restart restore return review rewrite run save say search send set show skip sort specify split start stop store "
+    "submit summarize switch test toggle track try turn update upgrade use validate verify wait write".split()
+)
+DECISION = re.compile(
+    r"\b(?:because|instead of|rather than|decided|decide to|I chose|we chose|so that|better|for consistency|follow (?:that|the same) pattern"
+    r"|the fix (?:should|is|will)|approach|we need to|I need to|I plan to|I'll use|I will use|going with|opt for|trade-?off|prefer)\b"
+    r"|^Since\b|\bbessere\b|\bAnsatz\b|\bOption \d",
+    re.I,
+)
+CONTINUATION = re.compile(
+    r"\b(?:next,? I|I'll|I will|let me|let's|then I|my plan|the plan is|I'm going to|I am going to|now I|the next step|next steps?"
+    r"|now let me|Jetzt|Lass mich|Ich werde)\b",
+    re.I,
+)
+PLAN_HEADING = re.compile(r"\b(?:next steps?|plan|todo|steps|NEXT|Plan zur|Nächste Schritte)\b[^\n]{0,40}:?\s*\**\s*$", re.I)
+HEADING_LINE = re.compile(r"^\s*\*\*([^*\n]{4,80})\*\*\s*$")
+WORD = re.compile(r"[^\W\d_][\w.-]{3,}")
 STOPWORDS = frozenset(
     "this that with from have will would should could there their them then than what when where which while "
     "your yours into about just also only must never always don't make sure like want need here some more "
-    "because instead rather decided next plan going let's".split()
+    "because instead rather decided next plan going let's each every please these those other".split()
 )
 
 
 @dataclass(frozen=True)
 class _Candidate:
     kind: str
+    rule: str
     question: str
-    answer: str | list[str]
-    match: str
+    answer: str | tuple[str, ...]
     source: str
-    evidence: tuple[str, ...] = ()
+    match: str = "contains"
+    evidence: str | None = None
+    strength: int = 1  # 0 strongest: taken first within its kind and position
+    key: str = field(default="", compare=False)  # dedupe key (default: the normalized answer)
 
 
+# --------------------------------------------------------------------------- text helpers
 def _arguments(item: Item) -> dict:
     try:
         data = json.loads(item.arguments or "")
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -85,36 +182,9 @@ def _command(item: Item) -> str:
     return ""
 
 
-def _file_access(item: Item) -> tuple[list[str], list[str]]:
-    """(paths read, paths modified) by one tool call."""
-    name = (item.tool_name or "").lower()
-    args = _arguments(item)
-    path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
-    patched = PATCH_HEADER.findall(item.arguments or "")
-    if patched:
-        return [], [p.strip() for p in patched]
-    if path is None:
-        return [], []
-    if name in EDITOR_TOOLS:
-        return ([path], []) if args.get("command") == "view" else ([], [path])
-    if name in READ_TOOLS:
-        return [path], []
-    if name in MODIFY_TOOLS:
-        return [], [path]
-    return [], []
-
-
-def _sentences(text: str) -> Iterator[str]:
-    for raw in SENTENCE_SPLIT.split(text):
-        sentence = raw.strip(" \t-*>#")
-        if MIN_SENTENCE <= len(sentence) <= MAX_ANSWER and sentence in text:
-            yield sentence
-
-
-def _topic(sentence: str, exclude: re.Pattern[str]) -> str:
-    """A few content words of the sentence (not the trigger word) that point the question at it."""
-    words = [w for w in WORD.findall(exclude.sub(" ", sentence)) if w.lower() not in STOPWORDS]
-    return ", ".join(words[:4])
+def _in(item: Item, text: str) -> bool:
+    """The text occurs verbatim in the item (its text or its call arguments)."""
+    return bool(text) and (text in item.text or text in (item.arguments or ""))
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -122,141 +192,545 @@ def _short(text: str, limit: int = 80) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
+def _lines(text: str) -> list[str]:
+    """The meaningful lines of a tool output: tags, wrappers and shell chrome removed, stripped."""
+    out = []
+    for raw in TAGS.sub("\n", text).splitlines():
+        line = raw.strip()
+        if line and not NOISE_LINE.match(line):
+            out.append(line)
+    return out
+
+
+def _clean(line: str) -> str:
+    """A line without its list marker or decorative rule (`=== 3 passed ===`), still a substring."""
+    line = LIST_MARKER.sub("", line, count=1).strip()
+    return line.strip("=").strip() or line
+
+
+def _sentences(text: str) -> Iterator[str]:
+    for raw in SENTENCE_SPLIT.split(text):
+        sentence = LIST_MARKER.sub("", raw.strip(), count=1).strip()
+        if MIN_SENTENCE <= len(sentence) <= MAX_ANSWER and sentence in text:
+            yield sentence
+
+
+def _topic(sentence: str, exclude: re.Pattern[str] | None = None) -> str:
+    """A few content words of the sentence that point a question at it."""
+    text = exclude.sub(" ", sentence) if exclude else sentence
+    words = [w.strip(".-`*") for w in WORD.findall(text) if w.lower() not in STOPWORDS]
+    return ", ".join(dict.fromkeys(w for w in words if len(w) > 3)) if words else ""
+
+
+def _topic_words(sentence: str, exclude: re.Pattern[str] | None = None, n: int = 4) -> str:
+    return ", ".join(_topic(sentence, exclude).split(", ")[:n])
+
+
+def _evidence(answer: str, line: str) -> str | None:
+    """A regex of the normalized line that states a short answer (None when the answer is long enough)."""
+    if not is_short(answer) or answer not in line:
+        return None
+    return re.escape(normalize(line))
+
+
 def _request_label(user: Item | None) -> str:
-    return f"the user request that begins {_short(user.text, 60)!r}" if user and user.text.strip() else "the opening request"
+    return f"the request that begins {_short(user.text, 60)!r}" if user and user.text.strip() else "the opening request"
 
 
-def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
-    for turn in transcript.turns():
-        label = _request_label(turn.user)
-        for role, question in ((1, "modified"), (0, "read")):
-            files: list[str] = []
-            source = ""
-            for item in turn.items:
-                if item.kind != "tool_call":
-                    continue
-                for path in _file_access(item)[role]:
-                    if path not in files and path in (item.arguments or ""):
-                        files.append(path)
-                        source = item.id
-            if files:
-                yield _Candidate("artifact", f"Which files were {question} while working on {label}?", files, "set", source)
+def _results(transcript: Transcript) -> dict[str, list[Item]]:
+    by_call: dict[str, list[Item]] = {}
+    for item in transcript.items:
+        if item.kind == "tool_result" and item.call_id:
+            by_call.setdefault(item.call_id, []).append(item)
+    return by_call
 
 
-def _error_line(text: str, flagged: bool) -> str | None:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    matches = [line for line in lines if ERROR_LINE.match(line)]
-    if matches:
-        return matches[-1]
-    return lines[0] if flagged and lines else None
+def _calls(transcript: Transcript) -> Iterator[tuple[Item, list[Item]]]:
+    by_call = _results(transcript)
+    for item in transcript.items:
+        if item.kind == "tool_call":
+            yield item, by_call.get(item.call_id or "", [])
+
+
+def _tool_label(call: Item | None) -> str:
+    if call is None:
+        return "a tool call"
+    what = _short(_command(call) or "", 70)
+    return f"the `{call.tool_name or 'tool'}` call `{what}`" if what else f"the `{call.tool_name or 'tool'}` call"
+
+
+def _reads_file(call: Item | None) -> bool:
+    """A call whose output is a file's contents (an error-looking line there is code, not a failure)."""
+    if call is None:
+        return False
+    name = (call.tool_name or "").lower()
+    args = _arguments(call)
+    if name in READ_TOOLS or (name in EDITOR_TOOLS and args.get("command") == "view"):
+        return True
+    words = _command(call).split()
+    return bool(words) and words[0] in READ_COMMANDS
+
+
+def _exit_code(text: str) -> re.Match[str] | None:
+    """The exit code a tool output reports (at its start or its end, where tools put it)."""
+    return EXIT_CODE.search(text[:400]) or (EXIT_CODE.search(text[-400:]) if len(text) > 400 else None)
+
+
+def _failed(result: Item) -> bool:
+    code = _exit_code(result.text)
+    return result.is_error or bool(code and (code.group(1) or code.group(2)) not in ("0", None))
+
+
+# --------------------------------------------------------------------------- errors
+def _error_like(text: str) -> bool:
+    return bool(ERROR_HINT.search(text)) and bool(ERROR_LINE.search(text))
+
+
+def _error_lines(text: str, call: Item | None, failed: bool) -> list[str]:
+    reads = _reads_file(call)
+    program = (_command(call).split() or [""])[0] if call else ""
+    hits = []
+    for raw in _lines(text):
+        line = _clean(raw)
+        if not (8 <= len(line) <= MAX_ANSWER) or not _error_like(line) or line.startswith("Traceback"):
+            continue
+        if CODE_LINE.match(raw) and not STRONG_ERROR.search(line):
+            continue
+        if reads and not failed and not (program and line.startswith(f"{program}: ")):
+            continue  # a file's or a search's contents, not the tool's own failure
+        hits.append(line)
+    return hits
 
 
 def _errors(transcript: Transcript) -> Iterator[_Candidate]:
-    for item in transcript.items:
-        if item.kind != "tool_result" or not item.text:
+    for call, results in _calls(transcript):
+        for result in results:
+            if not result.text.strip():
+                continue
+            subject = _tool_label(call)
+            inner = TAGS.sub("", result.text).strip()
+            if result.is_error and 8 <= len(inner) <= MAX_ANSWER and inner.count("\n") <= 2 and _in(result, inner):
+                yield _Candidate("error", "error.flagged-result", f"What error did {subject} return?", inner, result.id, strength=0)
+                continue
+            lines = _error_lines(result.text, call, _failed(result))
+            picked = dict.fromkeys([*lines[-1:], *lines[:1]])  # the last (the exception) and the first
+            for n, line in enumerate(picked):
+                rule = "error.last-line" if n == 0 else "error.first-line"
+                question = f"What exact error did {subject} report?" if n == 0 else f"What error did {subject} report first?"
+                yield _Candidate("error", rule, question, line, result.id, strength=0 if STRONG_ERROR.search(line) else 1)
+    for item in transcript.real_user_messages():
+        for raw in _lines(item.text):
+            line = _clean(raw)
+            if 8 <= len(line) <= MAX_ANSWER and STRONG_ERROR.search(line) and _in(item, line):
+                question = f"Which error did the user quote in the message that begins {_short(item.text, 50)!r}?"
+                yield _Candidate("error", "error.user-quoted", question, line, item.id, strength=0)
+
+
+# --------------------------------------------------------------------------- artifacts
+def _segments(command: str) -> Iterator[str]:
+    """The simple commands of a shell script (heredoc bodies left out)."""
+    body_end: str | None = None
+    for line in command.splitlines():
+        if body_end is not None:
+            if line.strip() == body_end:
+                body_end = None
             continue
-        call = transcript.tool_call(item.call_id or "")
-        if call is not None and _file_access(call)[0] and not item.is_error:
-            continue  # a file's contents: an error-looking line there is code, not a failure
-        line = _error_line(item.text, item.is_error)
-        if not line or len(line) < 8 or len(line) > MAX_ANSWER:
+        heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        if heredoc:
+            body_end = heredoc.group(1)
+        yield from (s.strip() for s in re.split(r"&&|\|\||;|\|", line) if s.strip())
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment, comments=False)
+    except ValueError:
+        return []
+
+
+def _shell_artifacts(command: str) -> Iterator[tuple[str, str]]:
+    """(verb, path) for files a shell command writes, creates, moves or deletes."""
+    for segment in _segments(command):
+        for target in re.findall(r"(?<![0-9&>])>{1,2}\s*([^\s;&|<>]+)", segment):
+            target = target.strip("'\"")
+            if target and not target.startswith(("/dev/", "&")):
+                yield "wrote", target
+        if (segment.split() or [""])[0] not in SHELL_VERBS:
             continue
-        what = _short(_command(call) or call.arguments or "", 80) if call else ""
-        tool = (call.tool_name if call else item.tool_name) or "tool"
-        subject = f"the `{tool}` call `{what}`" if what else f"the `{tool}` call"
-        yield _Candidate("error", f"What exact error did {subject} report?", line, "contains", item.id)
+        words = _words(re.sub(r"<<-?\s*['\"]?\w+['\"]?", " ", re.sub(r"(?<![0-9&>])>{1,2}\s*[^\s;&|<>]+", " ", segment)))
+        if not words:
+            continue
+        head, args = words[0], [w for w in words[1:] if not w.startswith("-")]
+        if head == "git" and args[:1] in (["mv"], ["rm"]):
+            head, args = args[0], args[1:]
+        if head in ("touch", "create") and args:
+            yield from (("created", a) for a in args)
+        elif head == "rm" and args:
+            yield from (("deleted", a) for a in args)
+        elif head in ("mv", "cp") and len(args) >= 2:
+            yield ("moved" if head == "mv" else "copied"), args[-1]
+        elif head == "mkdir" and args:
+            yield from (("created the directory", a) for a in args)
+        elif head == "sed" and any(w.startswith("-i") for w in words[1:]) and len(args) >= 2:
+            yield "edited", args[-1]
+        elif head == "tee" and args:
+            yield from (("wrote", a) for a in args)
+
+
+def _content_hint(call: Item) -> str:
+    """A short excerpt of what a write or edit put in (or replaced), to tell files apart in a question."""
+    args = _arguments(call)
+    for key in ("old_string", "content", "file_text", "new_string"):
+        value = args.get(key)
+        if isinstance(value, str) and value.strip():
+            return _short(value, 50)
+    edits = args.get("edits")
+    if isinstance(edits, list) and edits and isinstance(edits[0], dict) and isinstance(edits[0].get("old_string"), str):
+        return _short(edits[0]["old_string"], 50)
+    command = _command(call)
+    if command:  # a heredoc's or a patch's first telling line
+        body = command.splitlines()[1:]
+        lines = [b[1:] if b.startswith(("+", "-")) and not b.startswith(("+++", "---", "***")) else b for b in body]
+    else:
+        lines = [b[1:] for b in (call.arguments or "").replace("\\n", "\n").splitlines() if b.startswith(("+", "-"))]
+    for line in lines:
+        if len(line.strip()) > 10 and not GENERIC_LINE.match(line) and not line.startswith("***"):
+            return _short(line, 50)
+    return ""
+
+
+def _call_artifacts(call: Item) -> Iterator[tuple[str, str]]:
+    name = (call.tool_name or "").lower()
+    args = _arguments(call)
+    for verb, path, moved in PATCH_HEADER.findall(call.arguments or ""):
+        if moved:
+            yield "moved", moved.strip()
+        else:
+            yield {"Add": "created", "Update": "edited", "Delete": "deleted"}[verb], path.strip()
+    path = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
+    if path and name not in READ_TOOLS:
+        if name in EDITOR_TOOLS:
+            command = args.get("command")
+            if command != "view":
+                yield ("created" if command == "create" else "edited"), path
+        elif name in WRITE_TOOLS:
+            yield "wrote", path
+        elif name in EDIT_TOOLS:
+            yield "edited", path
+    command = _command(call)
+    if command:
+        yield from _shell_artifacts(command)
+
+
+def _artifact_question(verb: str, call: Item | None, label: str) -> str:
+    hint = _content_hint(call) if call is not None else ""
+    if verb in ("edited",) and hint:
+        return f"Which file did the assistant edit to change {hint!r} (while working on {label})?"
+    if verb in ("wrote", "created") and hint:
+        return f"Which file did the assistant write with content beginning {hint!r}?"
+    what = "directory" if verb.endswith("directory") else "file"
+    verb = verb.removesuffix(" the directory")
+    tool = f" with `{call.tool_name}`" if call is not None and call.tool_name else ""
+    return f"Which {what} did the assistant {_present(verb)}{tool} while working on {label}?"
+
+
+def _present(verb: str) -> str:
+    return {"wrote": "write", "created": "create", "edited": "edit", "deleted": "delete", "moved": "move a file to", "copied": "copy a file to"}.get(
+        verb, verb
+    )
+
+
+def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
+    by_call = _results(transcript)
+    for turn in transcript.turns():
+        label = _request_label(turn.user)
+        reads: list[str] = []
+        read_source = ""
+        for call in (i for i in turn.items if i.kind == "tool_call"):
+            name = (call.tool_name or "").lower()
+            path = next((_arguments(call)[k] for k in PATH_KEYS if isinstance(_arguments(call).get(k), str)), None)
+            if path and (name in READ_TOOLS or (name in EDITOR_TOOLS and _arguments(call).get("command") == "view")):
+                if path not in reads and _in(call, path):
+                    reads.append(path)
+                    read_source = read_source or call.id  # the first read: every member comes at or after it
+            for verb, target in _call_artifacts(call):
+                if _in(call, target) and len(target) > 1:
+                    question = _artifact_question(verb, call, label)
+                    yield _Candidate("artifact", f"artifact.{'call' if _command(call) == '' else 'shell'}-{verb.split()[0]}", question,
+                                     target, call.id, strength=0, key=target)
+            for result in by_call.get(call.call_id or "", []):
+                for match in RESULT_PATH.finditer(TAGS.sub("", result.text)):
+                    if match.group("opened") and name != "edit":
+                        continue
+                    target = next(g for g in (match.group(k) for k in ("created", "updated", "applied", "listed", "opened")) if g)
+                    verb = "created" if match.group("created") else VERB.get(match.group("flag") or "M", "edited")
+                    if _in(result, target):
+                        question = _artifact_question(verb, call, label)
+                        yield _Candidate("artifact", f"artifact.result-{verb}", question, target, result.id, strength=0, key=target)
+        if reads:
+            question = f"Which files did the assistant read while working on {label}?"
+            yield _Candidate("artifact", "artifact.read-set", question, tuple(reads), read_source, match="set", strength=1,
+                             key="read:" + "|".join(reads))
+
+
+# --------------------------------------------------------------------------- constraints
+def _imperative(sentence: str) -> bool:
+    text = IF_CLAUSE.sub("", LABEL_PREFIX.sub("", sentence, count=1), count=1)
+    first = re.match(r"[A-Za-z]+", text)
+    return first is not None and first.group(0).lower() in IMPERATIVE_VERBS and first.group(0)[0].isupper()
 
 
 def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
-    for item in transcript.real_user_messages():
+    for item in transcript.items:
+        if item.kind != "user":
+            continue
+        who = "the user" if item.is_real_user else "the injected instructions"
         for sentence in _sentences(item.text):
-            if CONSTRAINT.search(sentence):
-                topic = _topic(sentence, CONSTRAINT)
-                if topic:
-                    yield _Candidate("constraint", f"What instruction did the user give (keywords: {topic})?", sentence, "contains", item.id)
+            if CODE_LINE.match(sentence) or _error_like(sentence) or sentence.endswith("?"):
+                continue  # pasted code, a pasted error or a question: not an instruction
+            if MODAL_STRONG.search(sentence):
+                rule, strength = "constraint.modal", 0
+            elif MODAL.search(sentence):
+                rule, strength = "constraint.modal", 1
+            elif PIN.search(sentence):
+                rule, strength = "constraint.pin", 1
+            elif _imperative(sentence):
+                rule, strength = "constraint.imperative", 2
+            else:
+                continue
+            topic = _topic_words(sentence, MODAL)
+            if topic:
+                strength -= item.is_real_user  # what a real user typed comes first
+                strength -= bool(SPECIFIC.search(sentence))  # a number, a name in backticks, a path
+                question = f"What did {who} say about {topic}?"
+                yield _Candidate("constraint", rule, question, sentence, item.id, strength=strength)
+
+
+# --------------------------------------------------------------------------- recall
+def _fact_lines(lines: Sequence[str]) -> Iterator[tuple[str, str]]:
+    for raw in lines:
+        line = _clean(raw)
+        if not (4 <= len(line) <= MAX_LINE):
+            continue
+        for name, pattern in FACT_TOKENS:
+            if pattern.search(line if name not in ("grep-hit", "json") else raw):
+                yield name, line
+                break
+        else:
+            if FILENAME.search(line) and len(line) <= 120:
+                yield "filename", line
+
+
+def _describe(transcript: Transcript, call: Item) -> str:
+    """What a call was for: its description argument, else the reasoning heading or sentence just before it."""
+    description = _arguments(call).get("description")
+    if isinstance(description, str) and description.strip():
+        return description.strip().rstrip(".")
+    position = transcript.position(call.id)
+    for item in reversed(transcript.items[max(0, position - 4) : position]):
+        if item.kind in ("assistant", "reasoning") and item.text.strip():
+            heading = HEADING_LINE.match(item.text.strip().splitlines()[0])
+            if heading:
+                return heading.group(1).strip()
+            sentences = [s for s in _sentences(item.text)]
+            if sentences:
+                return sentences[-1].rstrip(":.")
+    return ""
 
 
 def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
-    for item in transcript.items:
-        if item.kind != "tool_call":
-            continue
-        command = _command(item)
-        if not command or len(command) > MAX_ANSWER or command not in (item.arguments or ""):
-            continue  # a command JSON had to escape is not verbatim in the transcript
-        short = _short(command, 120)
-        for result in transcript.tool_results(item.call_id or ""):
-            code = EXIT_PHRASE.search(result.text)
-            if code:
-                yield _Candidate(
-                    "recall", f"What exit code did the command `{short}` report?", code.group(1), "number", result.id, (command,)
-                )
-                break
-        description = _arguments(item).get("description")
-        if isinstance(description, str) and description.strip():
-            yield _Candidate(
-                "recall", f"What exact command did the assistant run to {description.strip().rstrip('.').lower()}?", command, "contains", item.id
-            )
+    for call, results in _calls(transcript):
+        command = _command(call)
+        for result in results:
+            text = result.text
+            if not text.strip() or result.is_error:
+                continue
+            subject = _tool_label(call)
+            code = _exit_code(text)
+            value = code and (code.group(1) or code.group(2))
+            if code and value and value != "0":
+                yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id, match="number",
+                                 evidence=re.escape(normalize(code.group(0))), strength=0, key=f"exit:{result.id}")
+            lines = _lines(text)
+            if _reads_file(call) and len(lines) > 6:
+                continue
+            body = "\n".join(lines)
+            if lines and len(body) <= MAX_LINE and len(lines) <= 6 and not BOILERPLATE.match(lines[0]) and not _error_like(body):
+                start, end = text.find(lines[0]), text.rfind(lines[-1]) + len(lines[-1])
+                answer = text[start:end] if 0 <= start < end else ""
+                if answer and any(c.isalnum() for c in answer):
+                    yield _Candidate("recall", "recall.short-output", f"What did {subject} output?", answer, result.id,
+                                     evidence=_evidence(answer, answer), strength=0)
+                continue
+            frames = TRACE_FRAME.findall(text)
+            if frames:
+                yield _Candidate("recall", "recall.traceback-frame", f"Where was the exception raised that {subject} printed?",
+                                 frames[-1].strip(), result.id, strength=0)
+            for n, (name, line) in enumerate(_fact_lines(lines)):
+                if n >= 3:
+                    break
+                if _in(result, line) and not _error_like(line):
+                    yield _Candidate("recall", f"recall.{name}", f"Which line with a {name.replace('-', ' ')} did {subject} output?",
+                                     line, result.id, evidence=_evidence(line, line), strength=0 if name != "filename" else 1)
+        if command and len(command) <= MAX_LINE and _in(call, command) and "\n" not in command:
+            purpose = _describe(transcript, call)
+            if purpose and command not in purpose:
+                question = f"What exact command did the assistant run for {purpose!r}?"
+                yield _Candidate("recall", "recall.command", question, command, call.id, strength=1)
 
 
-def _assistant_sentences(transcript: Transcript, pattern: re.Pattern[str], kind: str, template: str) -> Iterator[_Candidate]:
-    for item in transcript.items:
-        if item.kind != "assistant":
+# --------------------------------------------------------------------------- decisions and continuations
+def _model_texts(transcript: Transcript) -> Iterator[Item]:
+    return (i for i in transcript.items if i.kind in ("assistant", "reasoning") and i.text.strip())
+
+
+def _plan_items(text: str) -> Iterator[str]:
+    """The items of a list that follows a plan or next-steps heading (or an inline `Next steps: 1) …`)."""
+    in_list = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if PLAN_HEADING.search(stripped.rstrip("*: ")) and len(stripped) <= 60:
+            in_list = True
             continue
+        if in_list:
+            if LIST_MARKER.match(stripped):
+                item = LIST_MARKER.sub("", stripped, count=1).strip()
+                if MIN_SENTENCE // 2 <= len(item) <= MAX_ANSWER:
+                    yield item
+            elif stripped:
+                in_list = False
+    for inline in re.finditer(r"Next steps?:\s*(1\)[^\n]{8,}?)(?=,?\s*2\)|$)", text, re.M | re.I):
+        yield inline.group(0).rstrip(", ")
+
+
+def _decisions(transcript: Transcript) -> Iterator[_Candidate]:
+    last_by_turn: dict[int | None, Item] = {}
+    for item in _model_texts(transcript):
+        if item.kind == "assistant":
+            last_by_turn[item.turn] = item
         for sentence in _sentences(item.text):
-            if pattern.search(sentence):
-                topic = _topic(sentence, pattern)
+            if DECISION.search(sentence) and not CONTINUATION.match(sentence):
+                topic = _topic_words(sentence, DECISION)
                 if topic:
-                    yield _Candidate(kind, template.format(topic=topic), sentence, "judge", item.id)
+                    question = f"What did the assistant decide about {topic}, and why?"
+                    yield _Candidate("decision", "decision.reason", question, sentence, item.id, match="judge", strength=0)
+        heading = HEADING_LINE.match(item.text.strip().splitlines()[0]) if item.kind == "reasoning" else None
+        if heading and DECISION.search(heading.group(1)) or (heading and re.search(r"\b(?:Switching|Choosing|Using|Handling)\b", heading.group(1))):
+            answer = heading.group(0).strip()
+            yield _Candidate("decision", "decision.reasoning-heading", "Which approach did the assistant choose at this step "
+                             f"(reasoning about {_topic_words(heading.group(1))})?", answer, item.id, match="judge", strength=2)
+    for item in last_by_turn.values():
+        for raw in item.text.splitlines():
+            if LIST_MARKER.match(raw) and not raw.lstrip().startswith("#"):
+                line = LIST_MARKER.sub("", raw.strip(), count=1).strip()
+                if MIN_SENTENCE <= len(line) <= MAX_ANSWER + 100 and _in(item, line):
+                    question = f"What did the assistant's closing summary say about {_topic_words(line)}?"
+                    yield _Candidate("decision", "decision.summary-item", question, line, item.id, match="judge", strength=1)
 
 
+def _continuations(transcript: Transcript) -> Iterator[_Candidate]:
+    for item in _model_texts(transcript):
+        for step in _plan_items(item.text):
+            if _in(item, step):
+                question = f"Which step did the assistant list in its plan or next steps about {_topic_words(step)}?"
+                yield _Candidate("continuation", "continuation.plan-item", question, step, item.id, match="judge", strength=0)
+        for sentence in _sentences(item.text):
+            if CONTINUATION.search(sentence):
+                topic = _topic_words(sentence, CONTINUATION)
+                if topic:
+                    question = f"What did the assistant say it would do next about {topic}?"
+                    yield _Candidate("continuation", "continuation.stated", question, sentence, item.id, match="judge", strength=1)
+
+
+MINERS: dict[str, Callable[[Transcript], Iterator[_Candidate]]] = {
+    "error": _errors,
+    "artifact": _artifacts,
+    "constraint": _constraints,
+    "recall": _recalls,
+    "decision": _decisions,
+    "continuation": _continuations,
+}
+
+
+# --------------------------------------------------------------------------- selection
 def _spread(candidates: Sequence[_Candidate], limit: int) -> list[_Candidate]:
-    """At most `limit` candidates, taken evenly across the session, without repeated answers."""
-    unique: list[_Candidate] = []
-    seen: set[str] = set()
-    for c in candidates:
-        key = json.dumps(c.answer)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    if len(unique) <= limit:
-        return unique
-    if limit <= 1:
-        return unique[:limit]
-    return [unique[round(i * (len(unique) - 1) / (limit - 1))] for i in range(limit)]
-
-
-DETERMINISTIC: tuple[Callable[[Transcript], Iterator[_Candidate]], ...] = (_artifacts, _errors, _constraints, _recalls)
-
-
-def mine_probes(transcript: Transcript, *, per_kind: int = PER_KIND) -> list[Probe]:
-    """Deterministic probes for one transcript (same transcript, same probes)."""
+    """At most `limit` candidates: the strongest rules first, each strength taken evenly across its span."""
     chosen: list[_Candidate] = []
-    for miner in DETERMINISTIC:
-        chosen += _spread(list(miner(transcript)), per_kind)
-    judged_budget = int(len(chosen) * JUDGED_SHARE / (1 - JUDGED_SHARE))
-    judged = [
-        _spread(list(_assistant_sentences(transcript, CONTINUATION, "continuation", "What did the assistant say it would do next (keywords: {topic})?")), per_kind),
-        _spread(list(_assistant_sentences(transcript, DECISION, "decision", "What did the assistant decide, and why (keywords: {topic})?")), per_kind),
-    ]
-    while judged_budget > 0 and any(judged):
-        for family in judged:
-            if family and judged_budget > 0:
-                chosen.append(family.pop(0))
-                judged_budget -= 1
+    for strength in sorted({c.strength for c in candidates}):
+        pool = [c for c in candidates if c.strength == strength]
+        room = limit - len(chosen)
+        if room <= 0:
+            break
+        if len(pool) <= room:
+            chosen += pool
+        elif room == 1:
+            chosen.append(pool[-1])
+        else:
+            chosen += [pool[round(i * (len(pool) - 1) / (room - 1))] for i in range(room)]
+    return chosen
+
+
+def _bucket(transcript: Transcript, source: str) -> int:
+    return min(len(BUCKETS) - 1, len(BUCKETS) * transcript.position(source) // max(1, len(transcript.items)))
+
+
+def select(transcript: Transcript, candidates: Iterable[_Candidate], per_bucket: int = PER_BUCKET) -> list[_Candidate]:
+    """Deduplicated (by answer, first occurrence wins) and capped per kind and position third."""
+    seen: set[str] = set()
+    unique: list[_Candidate] = []
+    for c in sorted(candidates, key=lambda c: (KIND_ORDER.index(c.kind), transcript.position(c.source))):
+        key = f"{c.kind}:{c.key}" if c.key else normalize(json.dumps(c.answer, ensure_ascii=False))
+        if key not in seen and (c.kind == "artifact" or normalize(json.dumps(c.answer, ensure_ascii=False)) not in seen):
+            seen.add(key)
+            seen.add(normalize(json.dumps(c.answer, ensure_ascii=False)))
+            unique.append(c)
+    chosen: list[_Candidate] = []
+    for kind in KIND_ORDER:
+        of_kind = [c for c in unique if c.kind == kind]
+        limit = per_bucket * CONSTRAINT_FACTOR if kind == "constraint" else per_bucket
+        for bucket in range(len(BUCKETS)):
+            chosen += _spread([c for c in of_kind if _bucket(transcript, c.source) == bucket], limit)
+        stated = [c for c in of_kind if c.kind == "continuation"]
+        if stated and stated[-1] not in chosen:
+            chosen.append(stated[-1])  # the last next step the assistant stated
+    return _judged_capped(transcript, chosen)
+
+
+def _judged_capped(transcript: Transcript, chosen: list[_Candidate]) -> list[_Candidate]:
+    deterministic = [c for c in chosen if c.match != "judge"]
+    judged = [c for c in chosen if c.match == "judge"]
+    budget = int(len(deterministic) * JUDGED_SHARE / (1 - JUDGED_SHARE))
+    if len(judged) > budget:
+        last = [c for c in judged if c.kind == "continuation"][-1:]
+        rest = [c for c in judged if c not in last]
+        judged = _spread(sorted(rest, key=lambda c: transcript.position(c.source)), max(0, budget - len(last))) + last if budget else []
+    return deterministic + judged
+
+
+def mine_probes(transcript: Transcript, *, per_bucket: int = PER_BUCKET) -> list[Probe]:
+    """Deterministic probes for one transcript (same transcript, same probes)."""
+    candidates = [c for miner in MINERS.values() for c in miner(transcript)]
     counters: dict[str, int] = {}
     probes = []
-    for c in sorted(chosen, key=lambda c: transcript.position(c.source)):
+    for c in sorted(select(transcript, candidates, per_bucket), key=lambda c: (transcript.position(c.source), KIND_ORDER.index(c.kind))):
         counters[c.kind] = counters.get(c.kind, 0) + 1
-        meta = {"mined": True, **({"evidence": list(c.evidence)} if c.evidence else {})}
         probes.append(
             Probe(
                 id=f"{c.kind}-{counters[c.kind]:02d}",
                 kind=c.kind,
                 question=c.question,
-                answer=c.answer,
+                answer=list(c.answer) if isinstance(c.answer, tuple) else c.answer,
                 match=c.match,
                 source=c.source,
-                meta=meta,
+                evidence=c.evidence,
+                meta={"mined": True, "rule": c.rule, "position": BUCKETS[_bucket(transcript, c.source)]},
             )
         )
     return probes
+
+
+def mine_transcripts(transcripts: Sequence[Transcript], *, per_bucket: int = PER_BUCKET) -> list[Probe]:
+    """Probes of every session of a file; with several sessions each id is prefixed by its session's id."""
+    if len(transcripts) == 1:
+        return mine_probes(transcripts[0], per_bucket=per_bucket)
+    return [replace(p, id=f"{t.id}/{p.id}") for t in transcripts for p in mine_probes(t, per_bucket=per_bucket)]

@@ -6,7 +6,6 @@ tool_call_id}`, an object holding `messages`, and tau-bench's container (a JSON 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 from compaction_bench.importing import Importer, ImportFailure
 from compaction_bench.scenarios.builder import TranscriptBuilder
 from compaction_bench.scenarios.openai_style import add_messages, sniff_messages
-from compaction_bench.scenarios.readers import read_json_reported, read_jsonl, read_text
+from compaction_bench.scenarios.readers import SURROGATE_PROBLEM, parse_json, read_json_reported, read_jsonl, read_text, scrubbed
 from compaction_bench.transcript import Transcript
 
 FORMAT = "openai-messages"
@@ -38,15 +37,16 @@ class OpenAIMessagesImporter(Importer):
         return sniff_messages(head)
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
-        text, _ = read_text(path)
+        text, utf8_problems = read_text(path)
         lines: list[int] | None = None
         if text.lstrip().startswith("["):
             data, problems = read_json_reported(path)
         else:
             try:
-                data, problems = json.loads(text), []
-            except json.JSONDecodeError:
-                data = None
+                data, fixed = scrubbed(text, parse_json(text))
+            except ValueError:
+                data, fixed = None, False
+            problems = [*utf8_problems, *([f"{path}: {SURROGATE_PROBLEM}"] if fixed else [])]
             if not (isinstance(data, Mapping) and isinstance(data.get("messages"), list)):
                 jsonl = read_jsonl(path)
                 data, problems = [value for _, value in jsonl.lines], jsonl.problems

@@ -64,7 +64,7 @@ def sniff_messages(head: str) -> bool:
         return bool(_ROLE_RE.search(stripped[:4000]))
     try:
         first = json.loads(stripped.split("\n", 1)[0])
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, too deep, or a number beyond the digit limit
         return False
     return isinstance(first, Mapping) and (first.get("role") in ROLES or isinstance(first.get("messages"), list))
 

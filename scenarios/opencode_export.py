@@ -13,8 +13,10 @@ Reading rules:
 
 - user messages: the non-synthetic text parts form the real user item (file parts are its
   attachments: mime, filename, decoded size of a data URL); synthetic text parts (the automatic
-  "Continue…" message, injected file contents) are synthetic user items; a ``compaction`` part is
-  a marker ``{"event": "compaction", "auto", "overflow", "tail_start_id"}``;
+  "Continue…" message, injected file contents) are synthetic user items; ``ignored`` text parts
+  are not model input (counted in ``meta["ignored_parts"]`` as ``text:ignored``); a
+  ``compaction`` part is a marker ``{"event": "compaction", "auto", "overflow", "tail_start_id"}``;
+  the items keep the stored order of the parts (the real user item where its first part is);
 - assistant messages: each ``step-start`` … ``step-finish`` span is one model response (a
   message without step parts is one response); ``text`` → assistant, ``reasoning`` → reasoning,
   ``tool`` → a tool call (input as JSON) and, after the response, its result: the output of a
@@ -29,7 +31,18 @@ Reading rules:
   are counted in ``meta["ignored_parts"]``; unusable messages and parts are listed in
   ``meta["problems"]``.
 
-The legacy directory layout (§7.2, one JSON file per object) is not read.
+Also read:
+
+- the V2 ``session_message`` table of the database (§6.2, §7.1; schema
+  `packages/schema/src/session-message.ts`), for sessions with no V1 ``message`` rows, in ``seq``
+  order: ``user`` (text, files) → the real user item; ``synthetic``, ``system``, ``skill`` and
+  ``shell`` → synthetic user items; ``assistant`` (content: text, reasoning, tool with its state;
+  tokens) → one model response and its tool results; a ``compaction`` row → a
+  ``compaction-summary`` marker with its summary and recent text; switches and idle markers are
+  not model input;
+- the legacy per-file JSON storage (§7.2): the path of ``storage/session/<projectID>/<sessionID>.json``;
+  its messages are ``storage/message/<sessionID>/*.json`` ordered by ``(time.created, id)`` and
+  each message's parts ``storage/part/<messageID>/*.json`` ordered by id.
 """
 
 from __future__ import annotations
@@ -55,7 +68,7 @@ def opencode_usage(tokens: Any) -> Usage | None:
     """OpenCode's normalized `tokens` (§1.2: input without cache, output without reasoning) as `Usage`."""
     if not isinstance(tokens, Mapping):
         return None
-    cache = tokens.get("cache") if isinstance(tokens.get("cache"), Mapping) else {}
+    cache = _mapping(tokens.get("cache"))
     read, write = as_int(cache.get("read")), as_int(cache.get("write"))
     reasoning = as_int(tokens.get("reasoning"))
     usage = Usage(
@@ -71,7 +84,8 @@ def opencode_usage(tokens: Any) -> Usage | None:
 
 def file_attachment(part: Mapping[str, Any]) -> Attachment:
     """A file part: mime, filename, and the decoded size of a base64 data URL."""
-    url = part.get("url") if isinstance(part.get("url"), str) else ""
+    raw = part.get("url")
+    url = raw if isinstance(raw, str) else ""
     size = 0
     if url.startswith("data:") and ";base64," in url:
         size = len(url.split(";base64,", 1)[1]) * 3 // 4
@@ -113,19 +127,30 @@ class _Session:
         b = self.builder
         real = [p for p in parts if p["type"] == "text" and not p.get("synthetic") and not p.get("ignored")]
         files = tuple(file_attachment(p) for p in parts if p["type"] == "file")
+        user_added = False
+
+        def add_user() -> None:
+            nonlocal user_added
+            if not user_added:
+                text = "\n".join(str(p.get("text") or "") for p in real)
+                b.add("user", text, id=info.get("id"), attachments=files, timestamp=stamp)
+                user_added = True
+
         for part in parts:
-            if part["type"] == "compaction":
+            kind = part["type"]
+            if kind == "compaction":
                 meta = {"event": "compaction", "auto": bool(part.get("auto")), "overflow": bool(part.get("overflow"))}
                 if part.get("tail_start_id"):
                     meta["tail_start_id"] = part["tail_start_id"]
                 b.add("marker", id=part.get("id"), timestamp=stamp, meta=meta)
-            elif part["type"] == "text" and (part.get("synthetic") or part.get("ignored")):
+            elif kind == "text" and part.get("ignored"):
+                self.ignored["text:ignored"] += 1
+            elif kind == "text" and part.get("synthetic"):
                 b.add("user", str(part.get("text") or ""), id=part.get("id"), synthetic=True, timestamp=stamp)
-            elif part["type"] not in ("text", "file"):
-                self.ignored[part["type"]] += 1
-        if real or files:
-            text = "\n".join(str(p.get("text") or "") for p in real)
-            b.add("user", text, id=info.get("id"), attachments=files, timestamp=stamp)
+            elif kind in ("text", "file"):
+                add_user()
+            else:
+                self.ignored[kind] += 1
 
     def _assistant(self, info: Mapping[str, Any], parts: list[Mapping[str, Any]], stamp: str | None) -> None:
         b = self.builder
@@ -164,7 +189,7 @@ class _Session:
             elif kind == "reasoning":
                 b.add("reasoning", str(part.get("text") or ""), id=part.get("id"), response=response, timestamp=stamp)
             else:
-                state = part.get("state") if isinstance(part.get("state"), Mapping) else {}
+                state = _mapping(part.get("state"))
                 b.add(
                     "tool_call",
                     id=part.get("id"),
@@ -180,15 +205,15 @@ class _Session:
         close()
         error = info.get("error")
         if isinstance(error, Mapping):
-            data = error.get("data") if isinstance(error.get("data"), Mapping) else {}
+            data = _mapping(error.get("data"))
             b.add("marker", str(data.get("message") or ""), timestamp=stamp, meta={"event": "error", "name": str(error.get("name") or "")})
 
     def _result(self, part: Mapping[str, Any], stamp: str | None) -> None:
-        state = part.get("state") if isinstance(part.get("state"), Mapping) else {}
+        state = _mapping(part.get("state"))
         status = state.get("status")
         if status not in ("completed", "error"):
             return
-        times = state.get("time") if isinstance(state.get("time"), Mapping) else {}
+        times = _mapping(state.get("time"))
         meta = {"compacted": times["compacted"]} if times.get("compacted") else {}
         attachments = tuple(file_attachment(a) for a in state.get("attachments") or () if isinstance(a, Mapping))
         self.builder.add(
@@ -202,6 +227,69 @@ class _Session:
             timestamp=stamp,
             meta=meta,
         )
+
+    def add_v2(self, where: str, row: Mapping[str, Any]) -> None:
+        """One V2 `session_message` row (§6.2, §6.3)."""
+        b = self.builder
+        kind = row.get("type")
+        stamp = _timestamp(row)
+        rid = str(row.get("id") or "")
+        if kind == "user":
+            files = tuple(file_attachment(f) for f in row.get("files") or () if isinstance(f, Mapping))
+            b.add("user", as_text(row.get("text")), id=rid, attachments=files, timestamp=stamp)
+        elif kind in ("synthetic", "system", "skill"):
+            b.add("user", as_text(row.get("text")), id=rid, synthetic=True, timestamp=stamp, meta={"opencode_type": kind})
+        elif kind == "shell":
+            text = as_text(row.get("command")) + ("\n" + as_text(row.get("output")) if row.get("output") else "")
+            b.add("user", text, id=rid, synthetic=True, timestamp=stamp, meta={"opencode_type": "shell"})
+        elif kind == "assistant":
+            self._assistant_v2(where, row, stamp)
+        elif kind == "compaction":
+            meta = {"event": "compaction-summary", "recent": as_text(row.get("recent")), "status": row.get("status"), "reason": row.get("reason")}
+            b.add("marker", as_text(row.get("summary")), id=rid, timestamp=stamp, meta=meta)
+        elif isinstance(kind, str):
+            self.ignored[kind] += 1
+        else:
+            b.problem(f"{where}: a row without a type; skipped")
+
+    def _assistant_v2(self, where: str, row: Mapping[str, Any], stamp: str | None) -> None:
+        b = self.builder
+        content = row.get("content")
+        if not isinstance(content, list):
+            b.problem(f"{where}: assistant content is not a list; skipped")
+            return
+        model = row.get("model")
+        if isinstance(model, Mapping) and model.get("id"):
+            b.model = str(model["id"])
+        response = b.new_response()
+        tools = []
+        for n, part in enumerate(content):
+            if not isinstance(part, Mapping):
+                b.problem(f"{where}: content[{n}] is not an object; skipped")
+                continue
+            pid = f"{row.get('id')}.{n}"
+            if part.get("type") == "text":
+                b.add("assistant", as_text(part.get("text")), id=pid, response=response, timestamp=stamp)
+            elif part.get("type") == "reasoning":
+                b.add("reasoning", as_text(part.get("text")), id=pid, response=response, timestamp=stamp)
+            elif part.get("type") == "tool":
+                state = _mapping(part.get("state"))
+                b.add("tool_call", id=pid, call_id=str(part.get("id") or pid), tool_name=str(part.get("name") or ""),
+                      arguments=as_arguments(state.get("input")), response=response, timestamp=stamp)
+                tools.append((pid, part, state))
+            else:
+                self.ignored[str(part.get("type"))] += 1
+        b.set_usage(response, opencode_usage(row.get("tokens")))
+        for pid, part, state in tools:
+            status = state.get("status")
+            if status not in ("completed", "error"):
+                continue
+            texts = [as_text(c.get("text")) for c in state.get("content") or () if isinstance(c, Mapping) and c.get("type") == "text"]
+            error = state.get("error")
+            if status == "error":
+                texts = [as_text(error.get("message") if isinstance(error, Mapping) else error)]
+            b.add("tool_result", "\n".join(texts), id=f"{pid}.result", call_id=str(part.get("id") or pid),
+                  tool_name=str(part.get("name") or ""), is_error=status == "error", timestamp=stamp)
 
     def finish(self, info: Mapping[str, Any], source: Mapping[str, Any]) -> Transcript:
         meta: dict[str, Any] = {}
@@ -233,18 +321,50 @@ class OpenCodeImporter(Importer):
         if head.startswith(SQLITE_MAGIC):
             return _has_tables(path)
         stripped = head.lstrip()
+        if stripped.startswith("{") and _legacy_root(path) is not None:
+            return True
         return stripped.startswith("{") and '"messages"' in head and '"parts"' in head and '"sessionID"' in head
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         if path.read_bytes()[: len(SQLITE_MAGIC)] == SQLITE_MAGIC.encode():
             return list(self._load_db(path))
+        root = _legacy_root(path)
+        if root is not None:
+            return [self._load_legacy(path, root)]
         return [self._load_export(path)]
+
+    def _load_legacy(self, path: Path, root: Path) -> Transcript:
+        """§7.2: the session file, its message files and their part files."""
+        data, problems = read_json_reported(path)
+        if not isinstance(data, Mapping):
+            raise ImportFailure(f"{path}: not an OpenCode session file (expected a JSON object)")
+        info: Mapping[str, Any] = data
+        sid = str(info.get("id") or path.stem)
+        session = _Session(path)
+        session.builder.problems.extend(problems)
+        messages = []
+        for file in sorted((root / "message" / sid).glob("*.json")):
+            data, file_problems = read_json_reported(file)
+            session.builder.problems.extend(file_problems)
+            if not isinstance(data, Mapping):
+                session.builder.problem(f"{file}: not a JSON object; skipped")
+                continue
+            messages.append((_created(data), str(data.get("id") or file.stem), file, data))
+        for _, mid, file, data in sorted(messages, key=lambda m: (m[0], m[1])):
+            parts = []
+            for part_file in sorted((root / "part" / mid).glob("*.json")):
+                part, part_problems = read_json_reported(part_file)
+                session.builder.problems.extend(part_problems)
+                parts.append(part)
+            parts.sort(key=lambda p: str(p.get("id") or "") if isinstance(p, Mapping) else "")
+            session.add_message(str(file.name), data, parts)
+        return session.finish(info, {"session": sid, "layout": "legacy-storage"})
 
     def _load_export(self, path: Path) -> Transcript:
         data, utf8_problems = read_json_reported(path)
         if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
             raise ImportFailure(f"{path}: not an `opencode export` file (expected an object with a 'messages' list)")
-        info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
+        info = _mapping(data.get("info"))
         session = _Session(path)
         session.builder.problems.extend(utf8_problems)
         for n, message in enumerate(data["messages"]):
@@ -264,7 +384,7 @@ class OpenCodeImporter(Importer):
             columns = [c[0] for c in con.execute("SELECT * FROM session LIMIT 0").description]
             out = []
             for row in sessions:
-                info = dict(zip(columns, row))
+                info = dict(zip(columns, row, strict=True))
                 out.append(self._db_session(path, con, info))
             return out
         except sqlite3.Error as exc:
@@ -275,6 +395,15 @@ class OpenCodeImporter(Importer):
     def _db_session(self, path: Path, con: sqlite3.Connection, info: Mapping[str, Any]) -> Transcript:
         sid = info["id"]
         session = _Session(path)
+        v1_rows = _table_exists(con, "message") and con.execute("SELECT 1 FROM message WHERE session_id = ? LIMIT 1", (sid,)).fetchone()
+        if _table_exists(con, "session_message") and not v1_rows:
+            for row_id, kind, data in con.execute(
+                "SELECT id, type, data FROM session_message WHERE session_id = ? ORDER BY seq", (sid,)
+            ):
+                loaded = _row_json(session, f"session_message {row_id}", data)
+                if loaded is not None:
+                    session.add_v2(f"session_message {row_id}", {**loaded, "id": row_id, "type": kind})
+            return session.finish(info, {"session": sid, "layout": "sqlite-v2"})
         parts: dict[str, list[Mapping[str, Any]]] = {}
         for part_id, message_id, data in con.execute(
             "SELECT id, message_id, data FROM part WHERE session_id = ? ORDER BY id", (sid,)
@@ -303,6 +432,28 @@ def _row_json(session: _Session, where: str, data: Any) -> dict[str, Any] | None
     return loaded
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _created(info: Mapping[str, Any]) -> float:
+    created = info.get("time", {}).get("created") if isinstance(info.get("time"), Mapping) else None
+    return float(created) if isinstance(created, (int, float)) and not isinstance(created, bool) else 0.0
+
+
+def _legacy_root(path: Path) -> Path | None:
+    """`<root>` when `path` is `<root>/session/<projectID>/<sessionID>.json` and `<root>/message` exists."""
+    if path.suffix != ".json" or len(path.parents) < 3 or path.parents[1].name != "session":
+        return None
+    root = path.parents[2]
+    return root if (root / "message").is_dir() else None
+
+
+def _table_exists(con: sqlite3.Connection, name: str) -> bool:
+    return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)).fetchone() is not None
+
+
 def _has_tables(path: Path) -> bool:
     """An SQLite file with OpenCode's session, message and part tables."""
     try:
@@ -313,4 +464,4 @@ def _has_tables(path: Path) -> bool:
             con.close()
     except sqlite3.Error:
         return False
-    return {"session", "message", "part"} <= names
+    return {"session", "message", "part"} <= names or {"session", "session_message"} <= names

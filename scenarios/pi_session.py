@@ -250,7 +250,7 @@ class PiSessionImporter(Importer):
         first = head.split("\n", 1)[0]
         try:
             data = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return False
         return isinstance(data, dict) and data.get("type") == "session" and "cwd" in data
 

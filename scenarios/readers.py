@@ -1,8 +1,10 @@
 """Lenient readers shared by the importers: JSON and JSONL with problems reported, never dropped.
 
-`read_jsonl` yields every parsed line with its number; a line that is not valid JSON (cut in half,
-corrupted) becomes a problem string naming file and line, which importers put in the transcript's
-`meta["problems"]`. Invalid UTF-8 is replaced and reported the same way.
+`read_jsonl` yields every parsed line with its number; a line that is not usable JSON (cut in half,
+corrupted, nested too deeply, a number too long to convert) becomes a problem string naming file
+and line, which importers put in the transcript's `meta["problems"]`. Invalid UTF-8 is replaced and
+reported the same way, and so are lone UTF-16 surrogate escapes (`"\\udc80"`: valid JSON, but not
+text that can be written as UTF-8), which become U+FFFD.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import ImportFailure, decode_utf8, read_bytes
+from compaction_bench.transcript import may_hold_surrogates, scrub_surrogates
+
+SURROGATE_PROBLEM = "lone UTF-16 surrogate escape(s) replaced with U+FFFD"
 
 
 @dataclass
@@ -29,6 +34,29 @@ def read_text(path: Path) -> tuple[str, list[str]]:
     return decode_utf8(path, read_bytes(path))
 
 
+def parse_json(text: str) -> Any:
+    """`json.loads` whose failures on hostile content are one `ValueError` with a short reason."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise ValueError(f"unusable JSON ({exc})") from None
+
+
+def scrubbed(text: str, value: Any) -> tuple[Any, bool]:
+    """`value` (parsed from `text`) with lone surrogates replaced, and whether there were any."""
+    if not may_hold_surrogates(text):
+        return value, False
+    try:
+        fixed, changed = scrub_surrogates(value)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    return fixed, bool(changed)
+
+
 def read_jsonl(path: Path) -> JsonlLines:
     text, problems = read_text(path)
     out = JsonlLines(path, problems=list(problems))
@@ -38,20 +66,36 @@ def read_jsonl(path: Path) -> JsonlLines:
         if not stripped:
             continue
         try:
-            out.lines.append((number, json.loads(stripped)))
-        except json.JSONDecodeError as exc:
-            out.problems.append(f"{path}:{number}: malformed JSON ({exc.msg} at column {exc.colno}); line kept out")
+            value, fixed = scrubbed(stripped, parse_json(stripped))
+        except ValueError as exc:
+            out.problems.append(f"{path}:{number}: {exc}; line kept out")
+            continue
+        if fixed:
+            out.problems.append(f"{path}:{number}: {SURROGATE_PROBLEM}")
+        out.lines.append((number, value))
     if not out.lines:
         raise ImportFailure(f"{path}: no readable JSON line" + (f" ({out.problems[0]})" if out.problems else ""))
     return out
 
 
 def read_json_reported(path: Path) -> tuple[Any, list[str]]:
-    """The parsed JSON document and the UTF-8 problems met while decoding it (for meta["problems"])."""
+    """The parsed JSON document and the problems met while decoding it (for meta["problems"])."""
     text, problems = read_text(path)
     if not text.strip():
         raise ImportFailure(f"{path}: empty file")
     try:
-        return json.loads(text), problems
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ImportFailure(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise ImportFailure(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ImportFailure(f"{path}: unusable JSON ({exc})") from None
+    try:
+        value, fixed = scrubbed(text, value)
+    except ValueError as exc:
+        raise ImportFailure(f"{path}: {exc}") from None
+    if fixed:
+        line = next((n for n, row in enumerate(text.split("\n"), start=1) if may_hold_surrogates(row)), 1)
+        problems = [*problems, f"{path}:{line}: {SURROGATE_PROBLEM}"]
+    return value, problems

@@ -49,7 +49,7 @@ def model_name(data: Mapping[str, Any]) -> str | None:
     if isinstance(config, str):
         try:
             config = json.loads(config)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return None
     agent = config.get("agent") if isinstance(config, Mapping) else None
     model = agent.get("model") if isinstance(agent, Mapping) else None

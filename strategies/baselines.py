@@ -9,6 +9,12 @@
   stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10. Every
   masking rewrite is recorded (it moves the cache prefix) but, being continuous, is not a probe
   point: masking's retention is probed on the final context.
+
+What the baselines send for a tool call that never got a result (an aborted or interrupted call):
+the call as recorded, with no synthetic result. They model no agent, so they have no provider
+layer that would repair it (Pi's pi-ai transform answers it with "No result provided", OpenCode
+with an interrupted-tool error result, Codex with an "aborted" output); the integrity metrics
+count such a request against them.
 """
 
 from __future__ import annotations

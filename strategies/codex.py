@@ -53,12 +53,15 @@ from compaction_bench.strategies.codex_components import (
     estimate_history,
     for_prompt,
     insert_initial_context,
+    is_model_switch,
     model_switch_reason,
     pretrim_tool_outputs,
     remove_first_item,
     render,
     retain_for_remote,
     select_user_messages,
+    update_context,
+    with_window_section,
 )
 from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -95,7 +98,6 @@ class CodexOptions:
 @dataclass(frozen=True)
 class LocalOptions(CodexOptions):
     compact_user_message_max_tokens: int = 20_000
-    no_summary_text: str = "(no summary available)"
     summary_template: str = "codex_summary.j2"
     summary_prefix_template: str = "codex_summary_prefix.j2"
 
@@ -157,7 +159,11 @@ class _Codex(Strategy):
         )
         self.history: list[CodexItem] = []
         self.base = ""
+        #: The current initial context: the session's first one with later context updates applied.
         self.initial_context: list[CodexItem] = []
+        #: Contextual messages recorded since the last response: the next turn's context updates
+        #: (or, if a request comes first, mid-turn input).
+        self.pending_context: list[CodexItem] = []
         self.account = TokenAccount(reasoning_included=o.reasoning_included)
         self.windows = ContextWindows(seed=o.thread_id)
         self.model = ModelState(None, None, self.limits_for(None))
@@ -203,6 +209,9 @@ class _Codex(Strategy):
         entry = self.converter.convert(item)
         if not self.seen_user and entry.contextual:
             self.initial_context.append(entry)
+        elif entry.contextual and entry.type == "message":
+            self.pending_context.append(entry)
+            return
         self.history.append(entry)
 
     def on_marker(self, item: Item) -> None:
@@ -218,18 +227,32 @@ class _Codex(Strategy):
             self.pending_model = state
 
     def on_user_turn(self, item: Item) -> None:
-        self.after_step()
+        """A new turn (§1.4 item 1). A step still waiting for its follow-up was interrupted: its
+        turn ended without the mid-turn check, so the pre-turn check decides (no injection). The
+        turn's context updates (environment diff, `<model_switch>`) are recorded after the pre-turn
+        compaction, never in its request; after a compaction the full *current* initial context is
+        injected instead of the diff, the model-switch message first."""
+        self.after_step(interrupted=True)
         self.turn_failed = False
+        updates, self.pending_context = self.pending_context, []
+        self.initial_context = update_context(self.initial_context, updates)
         if not self.pre_turn():
             self.failures.append({"phase": "pre-turn", "item": item.id, "note": "user message not recorded"})
             return
         if not self.seen_user:
             self.before_first_turn()
         if self.inject_next_turn:
-            self.history.extend(self.initial_context)
+            self.history.extend([u for u in updates if is_model_switch(u)])
+            self.history.extend(self.initial_context_to_inject())
             self.inject_next_turn = False
+        else:
+            self.history.extend(updates)
         self.history.append(self.converter.convert(item))
         self.seen_user = True
+
+    def initial_context_to_inject(self) -> list[CodexItem]:
+        """The initial context a compaction re-injects (the current one)."""
+        return self.initial_context
 
     def before_first_turn(self) -> None:
         """Hook for mode-specific context added before the session's first user message."""
@@ -250,6 +273,8 @@ class _Codex(Strategy):
 
     def request(self) -> Request:
         self.after_step()
+        self.history.extend(self.pending_context)
+        self.pending_context = []
         return Request(
             render(for_prompt(self.history, self.converter.make), self.base),
             estimate_tokens=self.account.active(self.history),
@@ -258,15 +283,19 @@ class _Codex(Strategy):
         )
 
     # ------------------------------------------------------------------ trigger points
-    def after_step(self) -> None:
-        """The mid-turn check of the last sampling step (§1.4 item 2), once its outputs are recorded."""
+    def after_step(self, *, interrupted: bool = False) -> None:
+        """The mid-turn check of the last sampling step (§1.4 item 2), once its outputs are recorded.
+        `interrupted`: the turn ended before the follow-up, so no mid-turn check runs. A failed
+        mid-turn compaction ends the turn (`run_auto_compact` returns the error): no further
+        attempt before the next turn."""
         if not self.step_pending:
             return
         self.step_pending = False
         status = self.status()
-        if self.follow_up and (self.new_context_requested or status.limit_reached):
+        if self.follow_up and not interrupted and (self.new_context_requested or status.limit_reached):
             reason = "NewContextRequested" if self.new_context_requested else "ContextLimit"
-            self.compact("mid-turn", reason, status, self.limits)
+            if not self.compact("mid-turn", reason, status, self.limits):
+                self.turn_failed = True
         else:
             self.after_sampling(status)
 
@@ -304,7 +333,7 @@ class _Codex(Strategy):
             return False
         history = built.history
         if self.reinject_initial_context and phase == "mid-turn":
-            history = insert_initial_context(history, self.initial_context)
+            history = insert_initial_context(history, self.initial_context_to_inject())
         else:
             self.inject_next_turn = self.reinject_initial_context
         self.history = history
@@ -378,7 +407,8 @@ class CodexLocal(_Codex):
                 dropped.extend(i for removed in remove_first_item(items) for i in removed.item_ids)
                 items = for_prompt(items, self.converter.make)
         prefix = self.ctx.render_prompt(o.summary_prefix_template)
-        summary_text = f"{prefix}\n{result.text.strip() or o.no_summary_text}"
+        # An empty summary leaves the prefix and its newline; the text is kept as returned.
+        summary_text = f"{prefix}\n{result.text}"
         users = [i for i in self.history if i.is_real_user and not i.text.startswith(prefix + "\n")]
         kept = select_user_messages(users, o.compact_user_message_max_tokens)
         original = {u.item_ids: u.text for u in users}
@@ -407,8 +437,11 @@ class _Remote(_Codex):
         trimmed = pretrim_tool_outputs(items, self.base, limits.usable, o.trimmed_output_text)
         if not items:  # §3.2: empty input → empty result, no request sent
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
+        # §3.2 / §4.1: the request is the history itself (v2 adds only the trigger item); the
+        # emulated server's instructions reach the summarizer, not the counted request.
+        request = Request(render(items, self.base), estimate_tokens=estimate_history(items, self.base), kind="summary")
         try:
-            result = self.ctx.summarize(self.summary_request(items, o.summary_template))
+            result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
         except SummaryOverflow as exc:
             raise CodexCompactionFailed(f"Error running remote compact task: {exc}") from None
         retained = retain_for_remote(
@@ -466,7 +499,9 @@ class CodexTokenBudget(_Codex):
         o = self.options
         return o.auto_compact_fallback_buffer_tokens if o.auto_compact_fallback_prompt else 0
 
-    def window_section(self) -> list[CodexItem]:
+    def window_items(self) -> tuple[CodexItem, CodexItem | None]:
+        """The `<context_window>` developer message and the optional guidance fragment (§5.1);
+        both bodies sit between their tags on lines of their own, as upstream renders them."""
         o, w = self.options, self.windows
         lines = [
             "<context_window>",
@@ -479,14 +514,19 @@ class CodexTokenBudget(_Codex):
         if o.thread_hint:
             lines.append(o.thread_hint)
         lines.append("</context_window>")
-        section = [self.converter.make(type="message", role="developer", text="\n".join(lines), contextual=True)]
+        window = self.converter.make(type="message", role="developer", text="\n".join(lines), contextual=True)
+        guidance = None
         if o.guidance_message:
-            text = f"<context_window_guidance>{o.guidance_message}</context_window_guidance>"
-            section.append(self.converter.make(type="message", role="developer", text=text, contextual=True))
-        return section
+            text = f"<context_window_guidance>\n{o.guidance_message}\n</context_window_guidance>"
+            guidance = self.converter.make(type="message", role="developer", text=text, contextual=True)
+        return window, guidance
+
+    def initial_context_to_inject(self) -> list[CodexItem]:
+        return with_window_section(self.initial_context, *self.window_items())
 
     def before_first_turn(self) -> None:
-        self.history.extend(self.window_section())
+        context = {id(i) for i in self.initial_context}
+        self.history = self.initial_context_to_inject() + [i for i in self.history if id(i) not in context]
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         super().on_response(items, usage, needs_follow_up)
@@ -494,9 +534,9 @@ class CodexTokenBudget(_Codex):
             self.new_context_requested = True
 
     def build(self, phase: str, limits: ContextLimits) -> Built:
-        section = self.window_section()
-        return Built(history=[*self.initial_context, *section], summary=None, summarized_ids=[],
-                     details={"window_section": section[0].text})
+        history = self.initial_context_to_inject()
+        window = next(i for i in history if i.text.startswith("<context_window>"))
+        return Built(history=history, summary=None, summarized_ids=[], details={"window_section": window.text})
 
     def on_new_window(self) -> None:
         self.reminder_delivered = False

@@ -13,7 +13,12 @@ This module owns, once for all four Codex strategies:
   `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
 - `model_switch_reason` (§1.4 item 3) and the model catalog facts it needs (comp_hash, windows);
 - `retain_for_remote` (the 64k retention of §4.3) and `pretrim_tool_outputs` (§3.1);
-- `remove_first_item` (§2.1: drop the oldest item together with its call/output partner).
+- `remove_first_item` (§2.1: drop the oldest item together with its call/output partner);
+- the context updates of a turn: `context_slot` (which initial-context entry a later contextual
+  message replaces), `is_model_switch` (the `<model_switch>` developer message) and
+  `update_context` (the *current* initial context a compaction re-injects, upstream
+  `compact.rs` with the snapshots `pre_turn_compaction_including_incoming_shapes` and
+  `pre_turn_compaction_strips_incoming_model_switch_shapes`).
 
 Nothing here calls the LLM or the engine; `strategies/codex.py` composes these pieces.
 """
@@ -531,3 +536,53 @@ def insert_initial_context(history: list[CodexItem], context: Sequence[CodexItem
         if index is not None:
             return history[:index] + list(context) + history[index:]
     return history + list(context)
+
+
+# --------------------------------------------------------------------------- turn context updates
+MODEL_SWITCH_TAG = "<model_switch>"
+
+
+def is_model_switch(item: CodexItem) -> bool:
+    """The developer message a model switch adds to the next turn's context."""
+    return item.type == "message" and item.role == "developer" and item.text.lstrip().startswith(MODEL_SWITCH_TAG)
+
+
+def context_slot(item: CodexItem) -> tuple[str | None, str]:
+    """Which part of the initial context a contextual message is: its role and leading tag
+    (``<environment_context>``, ``<permissions instructions>``...) or, without a tag, its first line."""
+    text = item.text.lstrip()
+    if text.startswith("<"):
+        end = min((i for i in (text.find(">"), text.find(" "), text.find("\n")) if i > 0), default=len(text))
+        return item.role, text[:end]
+    return item.role, text.split("\n", 1)[0]
+
+
+def update_context(context: Sequence[CodexItem], updates: Sequence[CodexItem]) -> list[CodexItem]:
+    """The initial context after a turn's context updates: each update replaces the entry of its
+    slot in place (a new slot is added after the last entry of its role, developer before user)."""
+    out = list(context)
+    for update in updates:
+        if is_model_switch(update):
+            continue
+        slot = context_slot(update)
+        index = next((n for n, item in enumerate(out) if context_slot(item) == slot), None)
+        if index is not None:
+            out[index] = update
+            continue
+        same_role = [n for n, item in enumerate(out) if item.role == update.role]
+        if same_role:
+            out.insert(same_role[-1] + 1, update)
+        elif update.role == "developer":
+            out.insert(0, update)
+        else:
+            out.append(update)
+    return out
+
+
+def with_window_section(context: Sequence[CodexItem], window: CodexItem, guidance: CodexItem | None) -> list[CodexItem]:
+    """Token-budget initial context (§5.1; `token_budget_context.rs`): the developer bundle with
+    the `<context_window_guidance>` fragment at its end, then `<context_window>` (a fragment that
+    requires its own developer message), then the contextual user messages (environment, AGENTS.md)."""
+    developer = [i for i in context if i.role == "developer"]
+    bundle = [*developer, guidance] if guidance is not None else developer
+    return [*bundle, window, *(i for i in context if i.role != "developer")]

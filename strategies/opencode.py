@@ -148,7 +148,7 @@ def filter_compacted(records: Sequence[Record]) -> list[Record]:
         return result
     parent_id = result[c].id
     s = next((n for n in range(c + 1, len(result)) if result[n].kind == "summary" and result[n].parent == parent_id), -1)
-    tail_id = result[c].compaction.tail_start_id  # type: ignore[union-attr]
+    tail_id = result[c].compaction.tail_start_id
     t = next((n for n, r in enumerate(result) if r.id == tail_id), -1)
     if 0 <= t < c and s > c:
         return result[c : s + 1] + result[t:c] + result[s + 1 :]
@@ -392,10 +392,11 @@ class OpenCodeV2(_OpenCode):
     def request(self) -> Request:
         messages = self._messages()
         estimate = self._estimate(messages)
-        if self.options.auto and self.limits.context > 0 and estimate > self.threshold:
-            if self._compact("threshold", estimate):
-                messages = self._messages()
-                estimate = self._estimate(messages)
+        # §6.6: `compactIfNeeded` before every provider call, again after each compaction until
+        # the request fits or compaction is refused (each pass consumes the entries it summarized).
+        while self.options.auto and self.limits.context > 0 and estimate > self.threshold and self._compact("threshold", estimate):
+            messages = self._messages()
+            estimate = self._estimate(messages)
         meta = self._meta()
         if self._refused:
             meta["compaction_refused"] = self._refused

@@ -50,10 +50,10 @@ OVERFLOW_PATTERNS = tuple(
         r"input is too long for requested model",
         r"exceeds the context window",
         r"input token count.*exceeds the maximum",
+        r"tokens in request more than max tokens allowed",
         r"maximum prompt length is \d+",
         r"reduce the length of the messages",
         r"maximum context length is \d+ tokens",
-        r"maximum context length.*plan is \d+ tokens",
         r"exceeds the limit of \d+",
         r"exceeds the available context size",
         r"greater than the context length",
@@ -102,11 +102,24 @@ def media_as_text(item: Item) -> str:
     return "\n".join(x for x in [item.text, *notes] if x)
 
 
+#: File parts that were inlined as text upstream and are never sent as files (§2.6).
+INLINED_FILE_TYPES = ("text/plain", "application/x-directory")
+
+
+def kept_file_parts(item: Item) -> tuple[Attachment, ...]:
+    """The file parts that stay file parts in the summary input: neither media (which become
+    text) nor text/plain or a directory (already inlined), as upstream's media stripping keeps them."""
+    return tuple(a for a in item.attachments if not is_media(a.mime) and a.mime not in INLINED_FILE_TYPES)
+
+
 def truncate(text: str, limit: int, note: Callable[[int], str]) -> str:
-    """The first `limit` characters and a note about the `len - limit` omitted ones, when longer."""
-    if len(text) <= limit:
+    """The first `limit` characters and a note about the `len - limit` omitted ones, when longer;
+    characters are UTF-16 code units, as JavaScript's `length` and `slice` count them."""
+    length = utf16_len(text)
+    if length <= limit:
         return text
-    return text[:limit] + note(len(text) - limit)
+    head, _ = utf16_split_from_end(text, length - limit)
+    return head + note(length - limit)
 
 
 def v1_truncation_note(omitted: int) -> str:
@@ -134,11 +147,13 @@ def model_limits(profile: ModelProfile, context: int | None, output: int | None,
 
     `output` defaults to the profile's max output capped at half its window: the windowed
     profiles inherit GPT-5's 128k output limit, which no model with a 64k window has, and V2's
-    trigger (`context - max(output, buffer)`) would otherwise be negative.
+    trigger (`context - max(output, buffer)`) would otherwise be negative. A real model's profile
+    gives models.dev's `limit.context` (`context_limit`, e.g. GPT-5's 400,000) and `limit.input`
+    (`input_limit`, 272,000); the options override both.
     """
-    window = context if context is not None else profile.context_window
+    window = context if context is not None else (profile.context_limit or profile.context_window)
     out = output if output is not None else min(profile.max_output, window // 2)
-    return ModelLimits(context=window, output=out, input=input)
+    return ModelLimits(context=window, output=out, input=input if input is not None else profile.input_limit)
 
 
 def max_output_tokens(limits: ModelLimits, output_token_max: int) -> int:
@@ -409,7 +424,7 @@ class Renderer:
     def _user(self, item: Item, for_summary: bool) -> Message:
         if not for_summary:
             return Message("user", item.text, item_ids=(item.id,), attachments=item.attachments)
-        return Message("user", media_as_text(item), item_ids=(item.id,))
+        return Message("user", media_as_text(item), item_ids=(item.id,), attachments=kept_file_parts(item))
 
     def _step(self, record: Record, for_summary: bool) -> list[Message]:
         out = merge_assistant([message_from_item(i) for i in record.items])
@@ -490,6 +505,34 @@ def _tool_content(result: Item, limit: int) -> str:
     return truncate("\n".join([result.text, *files]) if files else result.text, limit, v2_truncation_note)
 
 
+def tool_input_text(arguments: str | None) -> str:
+    """§6.3 `<input>`: the input itself when it is a string, else `JSON.stringify(input)` (compact,
+    non-ASCII kept); arguments that are not JSON are the raw string the model sent."""
+    try:
+        value = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return arguments or ""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _from_utf16(data: bytes) -> str:
+    """UTF-16-LE bytes back to text; half of a split surrogate pair becomes U+FFFD, as a JSON
+    encoder sends it."""
+    return _LONE_SURROGATE.sub("\ufffd", data.decode("utf-16-le", "surrogatepass"))
+
+
+def utf16_split_from_end(text: str, units: int) -> tuple[str, str]:
+    """JavaScript's `(s.slice(0, -n), s.slice(-n))` for `0 < n`: cut `units` UTF-16 code units
+    from the end (§6.4: the split is on the JS string)."""
+    data = text.encode("utf-16-le", "surrogatepass")
+    cut = max(0, len(data) - 2 * units)
+    return _from_utf16(data[:cut]), _from_utf16(data[cut:])
+
+
+
 def serialize_record(record: Record, tool_output_max_chars: int) -> str:
     """§6.3: one entry as text with the `[User]`, `[Assistant]`, ... markers ("" when empty)."""
     if record.kind in ("user", "context"):
@@ -501,16 +544,17 @@ def serialize_record(record: Record, tool_output_max_chars: int) -> str:
         return "\n".join(lines)
     lines = []
     for item in record.items:
-        if item.kind == "assistant" and item.text:
+        if item.kind == "assistant":  # a text part is serialized even when empty
             lines.append(f"[Assistant]: {item.text}")
         elif item.kind == "reasoning" and item.text:
             lines.append(f"[Assistant reasoning]: {item.text}")
         elif item.kind == "tool_call":
-            lines.append(f"[Assistant tool call]: {item.tool_name}({item.arguments or ''})")
+            lines.append(f"[Assistant tool call]: {item.tool_name}({tool_input_text(item.arguments)})")
             result = record.results.get(item.call_id or "")
-            if result is not None:
-                marker = "[Tool error]" if result.is_error else "[Tool result]"
-                lines.append(f"{marker}: {_tool_content(result, tool_output_max_chars)}")
+            if result is not None and result.is_error:
+                lines.append(f"[Tool error]: {result.text}")  # the error message, not truncated
+            elif result is not None:
+                lines.append(f"[Tool result]: {_tool_content(result, tool_output_max_chars)}")
     return "\n".join(lines)
 
 
@@ -535,7 +579,7 @@ def split_recent(conv: Sequence[str], keep_tokens: int) -> RecentSplit:
         if nxt > keep_tokens:
             remaining = max(0, keep_tokens - total) * 4
             if remaining > 0:
-                prefix, suffix = conv[i][:-remaining], conv[i][-remaining:]
+                prefix, suffix = utf16_split_from_end(conv[i], remaining)
                 split, cut = i + 1, i
             break
         total, split = nxt, i

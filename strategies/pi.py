@@ -1,18 +1,24 @@
-"""Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`) and `pi-2026-03` (BASE, `83378aad`).
+"""Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`), `pi-2026-03` (BASE, `83378aad`) and
+`pi-2025-12` (December 2025, `bd0d0676`/`83a6c269`).
 
-One implementation, parameterized by `PiRules` (strategies/pi_compaction.py). It implements
-docs/specs/pi.md:
+One implementation, parameterized by `PiRules` (strategies/pi_compaction.py); `Pi202512` replaces
+the trigger, preparation, summary request and provider transform with the December 2025 ones
+(upstream `compaction.ts`, `agent-session.ts`, `tui-renderer.ts`, pi-ai `transorm-messages.ts`
+at those commits, which the spec does not cover: the threshold is checked after every assistant
+message and a compaction aborts the run; cuts only at user messages; no overflow recovery, no
+staleness guard, no pre-prompt check). The rest implements docs/specs/pi.md:
 - §1: the session tree (strategies/pi_session_tree.py) rebuilt from the transcript: items carry
   their Pi entry id and parentId in `meta` (scenarios/pi_session.py); items from other formats
   become entries in order. Recorded compactions are not installed (the strategy compacts on its
   own); their ids are mapped to the strategy's own leaf so later entries attach correctly.
 - §2: the trigger `contextTokens > contextWindow - reserveTokens` after each agent run and before
   each user prompt (and, LATER, between tool execution and the next call), the staleness guard,
-  the error-message path via `estimateContextTokens`, retryable errors skipped.
+  the error-message path via `estimateContextTokens`; a transient error skips the check only while
+  a retry is scheduled (at most `maxRetries`, upstream #1834), the pre-prompt check has no retry.
 - §3/§4: `prepareCompaction`, history summary (initial or update prompt), split-turn prefix
   summary merged with the separator, "No prior history.", file lists, output limits per version.
-- §5: overflow recovery: provider overflow → errored assistant persisted, compaction, one retry per
-  user turn; silent overflow (and LATER's `length` case) → compaction without retry.
+- §5: overflow recovery (only for an error of the current model): provider overflow → errored
+  assistant persisted, compaction, one retry per user turn; silent overflow (and LATER's `length` case) → compaction without retry.
 - §6: branch summaries when the transcript navigates the tree (`branch` markers and recorded
   `branch_summary` entries).
 - §7: a manual `/compact` where the recorded agent compacted, when `compact_at_recorded` is set
@@ -31,9 +37,15 @@ from typing import Any, ClassVar
 
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
-from compaction_bench.strategies.pi_branch import BRANCH_SUMMARY_PREAMBLE, entries_to_summarize, prepare_branch_summary
+from compaction_bench.strategies.pi_branch import (
+    BRANCH_SUMMARY_PREAMBLE,
+    NO_CONTENT,
+    entries_to_summarize,
+    prepare_branch_summary,
+)
 from compaction_bench.strategies.pi_compaction import (
     BASE,
+    DEC2025,
     LATER,
     NO_PRIOR_HISTORY,
     SPLIT_TURN_SEPARATOR,
@@ -41,6 +53,7 @@ from compaction_bench.strategies.pi_compaction import (
     Preparation,
     is_context_overflow,
     prepare_compaction,
+    prepare_compaction_2025,
     serialize_conversation,
 )
 from compaction_bench.strategies.pi_session_tree import (
@@ -56,6 +69,7 @@ from compaction_bench.strategies.pi_session_tree import (
     latest_compaction_index,
     message_item_ids,
     to_wire,
+    to_wire_2025,
 )
 from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -67,6 +81,8 @@ RETRYABLE_ERROR = re.compile(
     r"reset before headers|terminated|retry delay",
     re.I,
 )
+#: How the December 2025 summary request hands over the previous summary (a user message).
+PREVIOUS_SUMMARY_2025 = "Previous session summary:\n"
 #: Anthropic/Bedrock use budget-based thinking: reasoning raises a request's max tokens (§4.2).
 BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
 
@@ -98,6 +114,9 @@ class PiOptions:
     custom_instructions: str = ""
     #: Replay option: run a manual /compact at each recorded compaction the trigger did not fire for.
     compact_at_recorded: bool = False
+    #: Auto-retry of transient errors (settings `retry.enabled`, `retry.maxRetries`; §2.3).
+    retry_enabled: bool = True
+    max_retries: int = 3
 
 
 @dataclass(frozen=True)
@@ -126,6 +145,9 @@ class PiStrategy(Strategy):
         self.clock = 0.0
         self.thinking_level = "off"
         self.overflow_attempted = False
+        self.retry_attempt = 0
+        #: The agent's current (provider, model id): the last model_change or successful assistant.
+        self.current_model: tuple[str, str] | None = None
         self.removed: set[int] = set()
         self.check_before_next_call = False
         self.navigated_from: str | None = None
@@ -235,7 +257,9 @@ class PiStrategy(Strategy):
         head = items[0]
         calls = tuple(ToolCall(i.call_id or "", i.tool_name or "", i.arguments or "") for i in items if i.kind == "tool_call")
         stop = head.meta.get("stopReason") or ("toolUse" if calls else "stop")
+        provider, model = head.meta.get("provider"), head.meta.get("model")
         return PiMessage(
+            model=(str(provider), str(model)) if provider and model else None,
             role="assistant",
             texts=tuple(i.text for i in items if i.kind == "assistant"),
             thinking=tuple(i.text for i in items if i.kind == "reasoning"),
@@ -277,6 +301,8 @@ class PiStrategy(Strategy):
         elif "entry" in item.meta:
             if event == "thinking_level_change":
                 self.thinking_level = str(item.meta.get("thinkingLevel") or "off")
+            if event == "model_change" and item.meta.get("provider") and item.meta.get("modelId"):
+                self.current_model = (str(item.meta["provider"]), str(item.meta["modelId"]))
             data = {k: v for k, v in item.meta.items() if k not in ("entry", "parent", "type", "event", "line")}
             self._append_recorded(item, str(event), None, data=data)
 
@@ -292,14 +318,38 @@ class PiStrategy(Strategy):
         assert message is not None
         if message.stop_reason != "error":
             self.overflow_attempted = False
+            self.retry_attempt = 0
+            if message.model is not None:
+                self.current_model = message.model
         if needs_follow_up:
             self.check_before_next_call = True
-        else:
+        elif not self._retry_scheduled(message):
             self._check(message, post_run=True)
+
+    def _retry_scheduled(self, message: PiMessage) -> bool:
+        """`_handleRetryableError` (§2.3, upstream #1834): a transient error is retried up to
+        `maxRetries` times, the errored message leaving the agent's messages; only then (or when
+        retries are off) does the compaction check run, on the error path."""
+        if message.stop_reason != "error" or not message.error_message or not self.options.retry_enabled:
+            return False
+        if is_context_overflow(message, self.ctx.profile.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
+            return False
+        if not RETRYABLE_ERROR.search(message.error_message):
+            return False
+        self.retry_attempt += 1
+        if self.retry_attempt > self.options.max_retries:
+            self.retry_attempt = 0
+            return False
+        self.removed.add(id(message))
+        return True
+
+    def _same_model(self, message: PiMessage) -> bool:
+        """Overflow recovery only for the current model's own errors (§5.2)."""
+        return message.model is None or self.current_model is None or message.model == self.current_model
 
     def on_overflow(self, error: ProviderError) -> bool:
         message = PiMessage(
-            role="assistant", stop_reason="error", error_message=error.message, usage=Usage(), timestamp=self._tick()
+            role="assistant", stop_reason="error", error_message=error.message, usage=Usage(), timestamp=self._tick(), model=self.current_model
         )
         parent = self.tree.leaf
         self._append_own(Entry(self._new_id("error"), parent, "message", message.timestamp, message=message))
@@ -338,10 +388,9 @@ class PiStrategy(Strategy):
         latest = self._latest_compaction()
         if latest is not None and message.timestamp <= latest.timestamp:
             return None
-        if is_context_overflow(message, self.ctx.profile.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
+        window = self.ctx.profile.context_window
+        if self._same_model(message) and is_context_overflow(message, window, self.rules, length_ratio=self.options.overflow_length_ratio):
             return self._recover_overflow(message)
-        if message.stop_reason == "error" and RETRYABLE_ERROR.search(message.error_message or ""):
-            return None
         decision = self.decision(message)
         if decision is not None and decision.fires and self.compact("threshold", decision=decision):
             return "threshold"
@@ -405,11 +454,10 @@ class PiStrategy(Strategy):
                 if prep.messages_to_summarize
                 else NO_PRIOR_HISTORY
             )
-            prefix = self._summary_call(
-                prep.turn_prefix,
-                self.ctx.render_prompt("pi_turn_prefix.j2"),
-                self._output_limit(self.options.turn_prefix_output_ratio),
-            )
+            prefix_limit = self._output_limit(self.options.turn_prefix_output_ratio)
+            if self.rules.prefix_thinking:
+                prefix_limit = self._with_thinking(prefix_limit)
+            prefix = self._summary_call(prep.turn_prefix, self.ctx.render_prompt("pi_turn_prefix.j2"), prefix_limit)
             summary = history + SPLIT_TURN_SEPARATOR + prefix
         else:
             summary = self._history_summary(prep.messages_to_summarize, prep.previous_summary, focus)
@@ -480,7 +528,9 @@ class PiStrategy(Strategy):
     def _recorded_compaction(self, item: Item) -> None:
         """The recorded agent compacted here; optionally compact too (manual /compact if our
         own trigger does not fire), then map the recorded entry onto our leaf."""
-        if self.options.compact_at_recorded:
+        if self.options.compact_at_recorded and self._annotate_own_compaction(item):
+            pass
+        elif self.options.compact_at_recorded:
             recorded = {
                 "recorded": {
                     "entry": item.meta.get("entry"),
@@ -505,6 +555,31 @@ class PiStrategy(Strategy):
         if "entry" in item.meta:
             self.aliases[str(item.meta["entry"])] = self.tree.leaf or ""
 
+    def _annotate_own_compaction(self, item: Item) -> bool:
+        """The strategy's own trigger compacted right before this recorded compaction (nothing was
+        appended in between): attach the recorded values to that compaction instead of compacting
+        again ("Already compacted")."""
+        path = self.tree.path()
+        # The engine's record of that compaction (a replay context keeps them on `result`).
+        result = getattr(self.ctx, "result", None)
+        records = list(getattr(result, "compactions", ()))
+        if not path or path[-1].type != "compaction" or not records or records[-1].details.get("entry") != path[-1].id:
+            return False
+        record = records[-1]
+        first_kept = next((n for n, e in enumerate(path) if e.id == item.meta.get("firstKeptEntryId")), None)
+        recorded: dict[str, Any] = {
+            "entry": item.meta.get("entry"),
+            "tokensBefore": item.meta.get("tokensBefore"),
+            "firstKeptEntryId": item.meta.get("firstKeptEntryId"),
+            "triggerFires": record.trigger == "threshold",
+            "contextTokens": record.details.get("contextTokens"),
+        }
+        if first_kept is not None:
+            recorded["firstKeptRole"] = path[first_kept].role or path[first_kept].type
+            recorded["keptTokensEstimate"] = self.tail_estimate(path, first_kept)
+        record.details["recorded"] = recorded
+        return True
+
     def _branch_summary(self, item: Item) -> None:
         """A recorded branch summary: summarize the abandoned branch ourselves when the transcript
         shows the navigation, else keep the recorded text (the abandoned branch is not in it)."""
@@ -526,14 +601,17 @@ class PiStrategy(Strategy):
                 image_chars=o.image_chars,
                 user_images=self.rules.user_images,
             )
-            try:
-                text = self._summary_call(prep.messages, self.ctx.render_prompt("pi_branch_summary.j2"), o.branch_summary_max_tokens)
-            except SummaryOverflow:
-                generated = False
+            if not prep.messages:
+                summary, details = NO_CONTENT, None
             else:
-                summary = BRANCH_SUMMARY_PREAMBLE + text + prep.file_ops.tags()
-                details = prep.file_ops.details()
-                summarized = message_item_ids(prep.messages)
+                try:
+                    text = self._summary_call(prep.messages, self.ctx.render_prompt("pi_branch_summary.j2"), o.branch_summary_max_tokens)
+                except SummaryOverflow:
+                    generated = False
+                else:
+                    summary = BRANCH_SUMMARY_PREAMBLE + text + prep.file_ops.tags()
+                    details = prep.file_ops.details()
+                    summarized = message_item_ids(prep.messages)
         self.tree.branch(parent)
         entry = self._append_recorded(
             item, "branch_summary", None, summary=summary, details=details, from_id=parent or "root", from_hook=bool(item.meta.get("fromHook"))
@@ -550,7 +628,7 @@ class PiStrategy(Strategy):
 
 class Pi(PiStrategy):
     name = "pi"
-    description = "Pi (2026-07 rules): session tree, cut points, split-turn summaries, update prompt, file lists, overflow recovery, branch summaries"
+    description = "Pi (2026-07 rules, newest as of ee24a9ec): session tree, cut points, split-turn summaries, update prompt, file lists, overflow recovery, branch summaries"
     spec = "docs/specs/pi.md (LATER, ee24a9ec)"
     rules = LATER
 
@@ -560,3 +638,111 @@ class Pi202603(PiStrategy):
     description = "Pi (2026-03 rules, 83378aad), including the kept-tail loss of issue #2608"
     spec = "docs/specs/pi.md (BASE, 83378aad)"
     rules = BASE
+
+
+class Pi202512(PiStrategy):
+    """Pi as of December 2025 (`compaction.ts`/`tui-renderer.ts` at bd0d0676, `core/` at 83a6c269)."""
+
+    name = "pi-2025-12"
+    description = (
+        "Pi (2025-12 rules, bd0d0676/83a6c269): cuts only at user messages sized by usage differences, "
+        "threshold after every assistant message (aborting the run), previous summary prepended, no split turns or file lists"
+    )
+    spec = "upstream badlogic/pi-mono compaction.ts@83a6c269 (predates docs/specs/pi.md BASE)"
+    rules = DEC2025
+
+    def on_user_turn(self, item: Item) -> None:
+        """No check before a prompt in December 2025."""
+        entry_type, message = self._input_message(item)
+        self._append_recorded(item, entry_type, message)
+
+    def request(self) -> Request:
+        return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
+
+    def wire(self) -> list[Message]:
+        return self.system + to_wire_2025(self.agent_messages(), convert=self._convert)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        """`checkAutoCompaction` after every assistant message; a compaction aborts the run (the
+        replay goes on with what was recorded, as the open loop must)."""
+        self._append_recorded(items[0], "message", self._assistant_message(items, usage))
+        self._check(self._last_assistant(), post_run=True)
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        """No overflow recovery yet: the error ends the run."""
+        return False
+
+    def _last_assistant(self) -> PiMessage | None:
+        """The last non-aborted assistant of the agent's messages."""
+        return next((m for m in reversed(self.agent_messages()) if m.role == "assistant" and m.stop_reason != "aborted"), None)
+
+    def decision(self, message: PiMessage) -> Decision | None:
+        if message.usage is None:
+            return None
+        return Decision(calculate_context_tokens(message.usage), self.threshold)
+
+    def _check(self, message: PiMessage | None, *, post_run: bool) -> str | None:
+        if not self.options.enabled or message is None:
+            return None
+        decision = self.decision(message)
+        if decision is not None and decision.fires and self.compact("threshold", decision=decision):
+            return "threshold"
+        return None
+
+    def compact(self, reason: str, *, decision: Decision | None = None, extra: dict[str, Any] | None = None) -> bool:
+        path = self.tree.path()
+        prep = prepare_compaction_2025(path, keep_recent_tokens=self.options.keep_recent_tokens)
+        if prep is None:
+            return False
+        before = self.wire()
+        try:
+            summary = self._summary_2025(prep, self.options.custom_instructions if reason == "manual" else "")
+        except SummaryOverflow:
+            return False
+        entry = Entry(
+            self._new_id("compaction"),
+            self.tree.leaf,
+            "compaction",
+            self._tick(),
+            summary=summary,
+            first_kept_id=prep.first_kept_id,
+            tokens_before=prep.tokens_before,
+        )
+        self._append_own(entry)
+        first_kept = path[prep.cut_index]
+        self.ctx.record_compaction(
+            trigger=reason,
+            before=before,
+            after=self.wire(),
+            summary=summary,
+            summarized_ids=message_item_ids(prep.messages_to_summarize),
+            estimate_tokens=prep.tokens_before,
+            threshold=self.threshold,
+            details={
+                "version": self.rules.version,
+                "entry": entry.id,
+                "firstKeptEntryId": prep.first_kept_id,
+                "firstKeptRole": first_kept.role or first_kept.type,
+                "tokensBefore": prep.tokens_before,
+                "isSplitTurn": False,
+                "boundaryStart": path[prep.boundary_start].id if prep.boundary_start < len(path) else None,
+                "summarizedEntries": prep.summarized_entries,
+                "contextTokens": decision.context_tokens if decision else None,
+                "keptTokensEstimate": self.tail_estimate(path, prep.cut_index),
+                **(extra or {}),
+            },
+        )
+        return True
+
+    def _summary_2025(self, prep: Preparation, focus: str) -> str:
+        """`generateSummary` at 83a6c269: the messages themselves (the previous summary first, as a
+        user message), then the instructions as a user message; no system prompt, no reasoning
+        option, `maxTokens = floor(0.8 * reserveTokens)`."""
+        head = [PiMessage(role="user", texts=(PREVIOUS_SUMMARY_2025 + prep.previous_summary,))] if prep.previous_summary is not None else []
+        instructions = self.ctx.render_prompt("pi_2025_summary.j2")
+        if focus:
+            instructions += "\n\nAdditional focus: " + focus
+        messages = [*head, *prep.messages_to_summarize, PiMessage(role="user", texts=(instructions,))]
+        limit = int(self.options.summary_output_ratio * self.options.reserve_tokens)
+        request = Request(to_wire_2025(messages), kind="summary", max_output_tokens=limit)
+        return self.ctx.summarize(request).text

@@ -4,7 +4,8 @@
 Owns the collection of the abandoned entries (old leaf up to, excluding, the deepest common
 ancestor with the navigation target), the message extraction that skips tool results, the
 newest-first token budget with the 0.9 rule for summary entries, the file operations seeded from
-earlier pi-generated branch summaries, and the summary preamble.
+earlier pi-generated branch summaries, the summary preamble, and the "No content to summarize"
+summary of an empty branch (`generateBranchSummary@83378aad`: no model call).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from compaction_bench.strategies.pi_compaction import FileOps
 from compaction_bench.strategies.pi_session_tree import Entry, PiMessage, SessionTree, entry_message, estimate_tokens
 
+#: The summary of a branch with no message to summarize; no model call is made (§6).
+NO_CONTENT = "No content to summarize"
 BRANCH_SUMMARY_PREAMBLE = "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
 
 
@@ -53,7 +56,7 @@ def prepare_branch_summary(
             continue
         ops.add_messages([message])
         tokens = estimate_tokens(message, image_chars=image_chars, user_images=user_images)
-        if total + tokens > budget:
+        if budget > 0 and total + tokens > budget:  # a budget of 0 or less means no limit
             if message.role in ("compactionSummary", "branchSummary") and total < summary_ratio * budget:
                 kept.append(message)
                 ids.append(entry.id)

@@ -1,9 +1,13 @@
 """Pi's compaction pipeline without the LLM calls (docs/specs/pi.md §3, §4.1, §4.4, §5.1).
 
-Owns the version rules (`PiRules`: BASE `83378aad` vs LATER `ee24a9ec`), the valid cut points and
+Owns the version rules (`PiRules`: DEC2025 `83a6c269`, BASE `83378aad`, LATER `ee24a9ec`), the
+December 2025 preparation (`prepare_compaction_2025`: cuts only at user messages, kept size from
+differences of assistant usage, upstream `compaction.ts@83a6c269`; the spec predates nothing of
+it, so upstream is the source), the valid cut points and
 the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3), split-turn
 detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
-conversation serializer with the 2,000-character tool-result truncation (§4.1), file-operation
+conversation serializer with the 2,000-character tool-result truncation counted in UTF-16 code
+units, as JavaScript's `String.length` and `slice` count (§4.1, §10), file-operation
 tracking (§4.4) and overflow detection (§5.1).
 """
 
@@ -20,12 +24,14 @@ from compaction_bench.strategies.pi_session_tree import (
     Entry,
     PiMessage,
     build_session_context,
+    calculate_context_tokens,
     convert_message,
     entry_message,
     estimate_context_tokens,
     estimate_tokens,
     latest_compaction_index,
 )
+from compaction_bench.tokens import utf16_len
 
 TRUNCATION_NOTE = "\n\n[... {n} more characters truncated]"
 SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
@@ -87,6 +93,8 @@ class PiRules:
     generic_system_prompt: bool
     #: LATER (da6a81d3): history summaries reason at the session's thinking level (BASE: "high").
     session_thinking_level: bool
+    #: LATER: the split-turn prefix request reasons like the history request (BASE: no reasoning option).
+    prefix_thinking: bool
 
 
 _LATER_FLAGS = {
@@ -100,8 +108,11 @@ _LATER_FLAGS = {
     "later_overflow": True,
     "generic_system_prompt": True,
     "session_thinking_level": True,
+    "prefix_thinking": True,
 }
 BASE = PiRules("2026-03 (83378aad)", **{k: False for k in _LATER_FLAGS})
+#: December 2025 (`compaction.ts` at bd0d0676, moved unchanged to core/ at 83a6c269).
+DEC2025 = PiRules("2025-12 (83a6c269)", **{k: False for k in _LATER_FLAGS})
 LATER = PiRules("2026-07 (ee24a9ec)", **_LATER_FLAGS)
 
 
@@ -157,6 +168,68 @@ def find_cut_point(
         return CutPoint(cut, -1, False)
     turn_start = find_turn_start_index(path, cut, start)
     return CutPoint(cut, turn_start, turn_start != -1)
+
+
+# --------------------------------------------------------------------------- December 2025 (83a6c269)
+def assistant_usage_tokens(entry: Entry) -> int | None:
+    """`getAssistantUsage` + `calculateContextTokens` at 83a6c269: a non-aborted assistant
+    message's context tokens (error messages count, with whatever usage they carry)."""
+    message = entry.message
+    if entry.type != "message" or message is None or message.role != "assistant":
+        return None
+    if message.stop_reason == "aborted" or message.usage is None:
+        return None
+    return calculate_context_tokens(message.usage)
+
+
+def find_cut_point_2025(path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int) -> int:
+    """`findCutPoint` at 83a6c269: the index of the first kept entry, always a user message.
+
+    Walking the assistants newest-first, the kept size is the newest assistant's context tokens
+    minus an older one's; at the first difference `>= keepRecentTokens` the cut is the newest user
+    message at or before the assistant just newer than that one. Without user messages everything
+    is kept; without any usage only the last turn is; if the difference never reaches the budget,
+    the cut is `start` (keep everything)."""
+    boundaries = [i for i in range(start, end) if path[i].type == "message" and path[i].role == "user"]
+    if not boundaries:
+        return start
+    usages = [(i, t) for i in range(end - 1, start - 1, -1) if (t := assistant_usage_tokens(path[i])) is not None]
+    if not usages:
+        return boundaries[-1]
+    newest = usages[0][1]
+    for n in range(1, len(usages)):
+        if newest - usages[n][1] >= keep_recent_tokens:
+            last_kept = usages[n - 1][0]
+            return next((b for b in reversed(boundaries) if b <= last_kept), start)
+    return start
+
+
+def prepare_compaction_2025(path: Sequence[Entry], *, keep_recent_tokens: int) -> Preparation | None:
+    """`compact()` at 83a6c269 without the model call: None when the last entry is a compaction
+    ("Already compacted"). The boundary starts after the previous compaction entry (its kept tail
+    is neither summarized nor kept, as at BASE); `tokensBefore` is the last non-aborted
+    assistant's context tokens; only `message` entries are summarized; the previous summary is
+    handed over separately (prepended to the summary input by the caller); no split turns, no
+    file lists."""
+    if not path or path[-1].type == "compaction":
+        return None
+    prev = latest_compaction_index(path)
+    start = prev + 1
+    cut = find_cut_point_2025(path, start, len(path), keep_recent_tokens)
+    tokens_before = next((t for e in reversed(path) if (t := assistant_usage_tokens(e)) is not None), 0)
+    picked = [e for e in path[start:cut] if e.type == "message" and e.message is not None]
+    return Preparation(
+        first_kept_id=path[cut].id,
+        cut_index=cut,
+        boundary_start=start,
+        messages_to_summarize=[e.message for e in picked if e.message is not None],
+        turn_prefix=[],
+        is_split_turn=False,
+        tokens_before=tokens_before,
+        previous_summary=path[prev].summary if prev >= 0 else None,
+        file_ops=FileOps(),
+        summarized_entries=[e.id for e in picked],
+    )
 
 
 # --------------------------------------------------------------------------- file operations (§4.4)
@@ -230,8 +303,9 @@ def serialize_conversation(messages: Sequence[PiMessage], max_tool_chars: int) -
                 parts.append("[Assistant tool calls]: " + calls)
         elif role == "toolResult":
             text = message.text
-            if len(text) > max_tool_chars:
-                text = text[:max_tool_chars] + TRUNCATION_NOTE.format(n=len(text) - max_tool_chars)
+            length = utf16_len(text)
+            if length > max_tool_chars:
+                text = utf16_prefix(text, max_tool_chars) + TRUNCATION_NOTE.format(n=length - max_tool_chars)
             if text:
                 parts.append("[Tool result]: " + text)
         else:
@@ -244,6 +318,13 @@ def serialize_conversation(messages: Sequence[PiMessage], max_tool_chars: int) -
 def llm_user_text(message: PiMessage) -> str:
     """The text of a message that convertToLlm turns into a user message."""
     return "".join(m.content for m in convert_message(message))
+
+
+def utf16_prefix(text: str, units: int) -> str:
+    """JavaScript's `text.slice(0, units)`: the first `units` UTF-16 code units. A surrogate pair
+    cut in half leaves its high half, which becomes U+FFFD (what a JSON encoder sends for it)."""
+    head = text.encode("utf-16-le", "surrogatepass")[: 2 * units].decode("utf-16-le", "surrogatepass")
+    return head[:-1] + "\ufffd" if head and "\ud800" <= head[-1] <= "\udbff" else head
 
 
 def _call_args(arguments: str) -> str:

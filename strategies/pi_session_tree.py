@@ -9,7 +9,10 @@ Owns:
   compaction entries found inside the kept range (§10);
 - `to_wire`: `convertToLlm` with the exact summary wrappers (§1.4 step 5) and the provider
   transform that drops error/aborted assistants and patches orphan tool calls with
-  "No result provided" (§1.4 step 6);
+  "No result provided" (§1.4 step 6; pi-ai since fb1fdb60, 2025-12-20); `to_wire_2025` is the
+  transform before that commit (pi-ai `transorm-messages.ts@83a6c269`): every message is kept and
+  an assistant's tool calls without a result before the next assistant are removed from it,
+  except in the last message;
 - the token accounting: `calculate_context_tokens`, `estimate_tokens` (chars/4 on UTF-16 lengths,
   image rules per version) and `estimate_context_tokens` (§2.4, §2.5).
 """
@@ -17,7 +20,7 @@ Owns:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 from typing import Any
@@ -60,6 +63,8 @@ class PiMessage:
     summary: str = ""
     item_ids: tuple[str, ...] = ()
     thinking_ids: tuple[str, ...] = ()
+    #: (provider, model id) of an assistant message, where recorded.
+    model: tuple[str, str] | None = None
 
     @property
     def text(self) -> str:
@@ -258,6 +263,30 @@ def to_wire(messages: Iterable[PiMessage], convert: Callable[[PiMessage], list[M
     return out
 
 
+def to_wire_2025(messages: Sequence[PiMessage], convert: Callable[[PiMessage], list[Message]] = convert_message) -> list[Message]:
+    """The provider transform of December 2025 (pi-ai at 83a6c269): error and aborted assistants
+    stay; tool calls that no tool result answers before the next assistant are dropped from their
+    assistant message, unless it is the last message (an ongoing turn)."""
+    out: list[Message] = []
+    last = len(messages) - 1
+    for n, message in enumerate(messages):
+        wire = convert(message)
+        if message.role == "assistant" and message.tool_calls and n != last:
+            answered: set[str] = set()
+            for later in messages[n + 1 :]:
+                if later.role == "assistant":
+                    break
+                if later.role == "toolResult":
+                    answered.add(later.tool_call_id or "")
+            if not all(c.id in answered for c in message.tool_calls):
+                wire = [
+                    replace(w, tool_calls=tuple(c for c in w.tool_calls if c.id in answered)) if w.role == "assistant" else w
+                    for w in wire
+                ]
+        out.extend(wire)
+    return out
+
+
 # --------------------------------------------------------------------------- token accounting
 def calculate_context_tokens(usage: Usage) -> int:
     """`totalTokens` if non-zero, else input + output + cacheRead + cacheWrite (§2.3).
@@ -286,7 +315,7 @@ def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, 
     """`estimateContextTokens` (§2.4): last usable usage + chars/4 of everything after it."""
     index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].usable_usage), None)
     start = 0 if index is None else index + 1
-    tokens = 0 if index is None else calculate_context_tokens(messages[index].usage)  # type: ignore[arg-type]
+    tokens = 0 if index is None else calculate_context_tokens(messages[index].usage)
     tokens += sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in messages[start:])
     return ContextEstimate(tokens, index)
 

@@ -45,3 +45,23 @@ def no_network(monkeypatch):
 @pytest.fixture(autouse=True)
 def _isolated_llm_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path_factory.getbasetemp() / "llm-cache"))
+
+
+@pytest.fixture
+def openai_server():
+    """A local OpenAI-compatible server on 127.0.0.1 (tests/model_servers.py); `.base_url` is the api base."""
+    from tests.model_servers import ModelServer
+
+    server = ModelServer("openai")
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def anthropic_server():
+    """A local Anthropic-compatible server on 127.0.0.1 (tests/model_servers.py)."""
+    from tests.model_servers import ModelServer
+
+    server = ModelServer("anthropic")
+    yield server
+    server.close()

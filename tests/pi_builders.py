@@ -12,11 +12,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from compaction_bench.llm import LLMClient
+from compaction_bench.llm import LLMClient, LLMResult
 from compaction_bench.profiles import get_profile
 from compaction_bench.request import Message, ToolCall
 from compaction_bench.strategies.pi_session_tree import Entry, PiMessage
-from compaction_bench.strategy import LLMResult
 from compaction_bench.transcript import Item, Transcript, Usage
 
 
@@ -34,9 +33,17 @@ class Entries:
     def user(self, chars: int) -> Entry:
         return self._add("message", PiMessage(role="user", texts=("u" * chars,), item_ids=(f"item{len(self.path)}",)))
 
-    def assistant(self, chars: int, calls: Sequence[tuple[str, str, dict]] = ()) -> Entry:
+    def assistant(self, chars: int, calls: Sequence[tuple[str, str, dict]] = (), total: int | None = None, stop: str | None = None) -> Entry:
         tool_calls = tuple(ToolCall(cid, name, json.dumps(args, separators=(",", ":"))) for cid, name, args in calls)
-        message = PiMessage(role="assistant", texts=("a" * chars,), tool_calls=tool_calls, stop_reason="toolUse" if calls else "stop", item_ids=(f"item{len(self.path)}",))
+        usage = Usage(input=total, total=total) if total is not None else None
+        message = PiMessage(
+            role="assistant",
+            texts=("a" * chars,),
+            tool_calls=tool_calls,
+            stop_reason=stop or ("toolUse" if calls else "stop"),
+            usage=usage,
+            item_ids=(f"item{len(self.path)}",),
+        )
         return self._add("message", message)
 
     def result(self, call_id: str, chars: int) -> Entry:

@@ -251,15 +251,16 @@ def test_token_budget_new_window_has_only_initial_context_and_window_section():
                     options={"reminder_threshold_tokens": 60_000})
     w0, w1 = window_uuid("thread", 0), window_uuid("thread", 1)
     first = turn_request(result, 0).messages
-    assert layout(first) == [("developer", ("dev",)), ("user", ("env",)), ("developer", ()), ("user", ("u1",))]
-    assert first[2].content == f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
+    # upstream order: the developer bundle, the separate <context_window> developer message, then the environment
+    assert layout(first) == [("developer", ("dev",)), ("developer", ()), ("user", ("env",)), ("user", ("u1",))]
+    assert first[1].content == f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
     # one reminder in window 0 (after the first step, not again after the second)
     before = turn_request(result, 2).messages
     assert sum("tokens are left" in m.content for m in before) == 1
     after = turn_request(result, 3).messages
     assert [c.trigger for c in result.compactions] == ["mid-turn"]
-    assert layout(after) == [("developer", ("dev",)), ("user", ("env",)), ("developer", ())]
-    assert after[2].content == (
+    assert layout(after) == [("developer", ("dev",)), ("developer", ()), ("user", ("env",))]
+    assert after[1].content == (
         f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w1}\n"
         f"Previous context window id: {w0}\n</context_window>"
     )
@@ -342,6 +343,6 @@ def test_token_budget_fallback_prompt_once_at_zero_remaining_and_buffered_reset(
     fallbacks = [sum(m.content == "Write your notes now." for m in turn_request(result, n).messages) for n in (1, 2)]
     assert fallbacks == [1, 1]
     assert [(c.trigger, c.step) for c in result.compactions] == [("mid-turn", 3)]
-    without = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded")
+    without = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded-always")
     # without the buffer every step at or over 57,600 rolls over at once (the recorded totals stay high)
     assert [c.step for c in without.compactions] == [1, 2, 3]

@@ -1,64 +1,196 @@
-"""`bench compare` and `bench gate` on two real runs that differ by a known regression."""
+"""`bench gate` through the installed console script: exit 1 on a real regression, 0 on a pass,
+2 on a usage error or on runs that cannot be compared (naming the difference).
+
+The runs are real: a synthetic session (its first ~300 items) replayed through `codex-local`, `pi`
+and `opencode-v1` at 32k. The summary-prompt tests use a summarizer served on 127.0.0.1
+(`tests/model_servers.py`) whose replies follow the prompt: an empty summary when the prompt says
+to drop everything, the conversation's salient lines otherwise.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
-import compaction_bench as bench
-from compaction_bench.reports.gate import GateError, Rule, compare_runs, gate
-from compaction_bench.runner import Case
-from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.metrics.retention import source_position
+from compaction_bench.offline_models import extractive_summary
+from compaction_bench.runner import Case, run
+from tests.model_servers import Call, ModelServer
+
+pytestmark = pytest.mark.slow
+BENCH = str(Path(sys.executable).with_name("bench"))
+STRATEGIES = ["codex-local", "pi", "opencode-v1"]
+TEMPLATES = ("codex_summary.j2", "pi_summary.j2", "opencode_summary.j2")
+DROP = "Drop everything: reply with an empty summary, keep no fact at all."
+
+
+def follow_the_prompt(call: Call) -> str:
+    """A summarizer that does what the prompt says: nothing when told to drop everything."""
+    if "drop everything" in call.text.lower():
+        return "(empty)"
+    messages = ([{"role": "system", "content": call.system}] if call.system else []) + [
+        {"role": role if role in ("user", "assistant", "tool") else "user", "content": text} for role, text in call.turns
+    ]
+    return extractive_summary(messages, call.max_tokens)
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs")
-    scenario = generate("short-turns", seed=1, target_tokens=60_000)
-    cases = [Case(scenario.name, scenario.transcript, tuple(scenario.probes))]
-    # The "candidate" keeps a tenth of the window after truncating instead of 60%: it forgets more.
-    baseline = bench.run(strategies=["truncate"], profiles=["32k"], cases=cases, out=out, run_id="base", jobs=1)
-    candidate = bench.run(
-        strategies=["truncate"], profiles=["32k"], cases=cases, out=out, run_id="cand", jobs=1,
-        options={"truncate": {"target_ratio": "0.1"}},
+def case() -> Case:
+    from compaction_bench.scenarios.synthetic import default_suite
+
+    scenario = next(s for s in default_suite() if s.name.startswith("synthetic-parallel"))
+    full = scenario.transcript
+    cut = next(p for p in (full.position(u.id) for u in full.real_user_messages()) if p >= 300)
+    probes = tuple(p for p in scenario.probes if source_position(full, p) < cut)
+    return Case(scenario.name, full.with_items(full.items[:cut]), probes)
+
+
+def _run(root: Path, name: str, case: Case, **kw) -> Path:
+    kw.setdefault("answerer", "")
+    return run(cases=[case], strategies=STRATEGIES, profiles=["32k"], out=root, run_id=name, jobs=1, report=False, progress=False, **kw)
+
+
+def _templates(folder: Path, text_of) -> dict[str, str]:
+    from compaction_bench.templates import default_prompt_dir
+
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name in TEMPLATES:
+        path = folder / name
+        path.write_text(text_of((default_prompt_dir() / name).read_text(encoding="utf-8")), encoding="utf-8")
+        out[name] = str(path)
+    return out
+
+
+@pytest.fixture(scope="module")
+def offline_runs(case, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("offline")
+    edited = _templates(root / "edited", lambda text: text.replace("##", "### Section:"))
+    return {
+        "baseline": _run(root, "baseline", case),
+        "templates": _run(root, "templates", case, prompts=edited),
+        "answered": _run(root, "answered", case, answerer="offline/reader"),
+    }
+
+
+@pytest.fixture(scope="module")
+def served_runs(case, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("served")
+    server = ModelServer("openai", reply=follow_the_prompt)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENAI_API_KEY", "sk-local")
+    try:
+        served = {"summarizer": "openai/prompt-follower", "api_base": server.base_url}
+        runs = {
+            "baseline": _run(root, "baseline", case, **served),
+            "drop": _run(root, "drop", case, prompts=_templates(root / "drop", lambda text: DROP), **served),
+            "whitespace": _run(root, "whitespace", case, prompts=_templates(root / "ws", lambda text: text + "\n\n   \n"), **served),
+        }
+    finally:
+        mp.undo()
+        server.close()
+    return runs
+
+
+def gate(baseline: Path, candidate: Path, *rules: str, extra: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    fail_on = [a for r in (rules or ("retention:0.02", "summarized_source:0.05", "integrity:0")) for a in ("--fail-on", r)]
+    return subprocess.run(
+        [BENCH, "gate", "--baseline", str(baseline), "--candidate", str(candidate), *fail_on, *extra],
+        capture_output=True, text=True, timeout=300,
     )
-    return baseline, candidate
 
 
-def test_compare_reports_the_change(runs):
-    baseline, candidate = runs
-    compared = compare_runs(baseline, candidate).loc[("truncate", "32k")]
-    assert compared["presence_candidate"] < compared["presence_baseline"]
-    assert compared["presence_change"] == pytest.approx(compared["presence_candidate"] - compared["presence_baseline"])
-    assert compared["integrity_change"] == 0
+def test_identical_runs_pass(offline_runs, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(offline_runs["baseline"], copy)
+    out = gate(offline_runs["baseline"], copy)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gate: passed" in out.stdout
+    assert "| codex-local | 32k | retention |" in out.stdout and "min. detectable" in out.stdout
 
 
-def test_gate_passes_a_run_against_itself(runs):
-    baseline, _ = runs
-    result = gate(baseline, baseline, [Rule.parse("presence:0"), Rule.parse("integrity:0")])
-    assert result.passed and "gate: passed" in result.markdown()
+def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
+    out = gate(served_runs["baseline"], served_runs["drop"])
+    assert out.returncode == 1, out.stdout + out.stderr
+    failing = [line for line in out.stdout.splitlines() if "summarized_source" in line and "**fail**" in line]
+    assert {line.split("|")[1].strip() for line in failing} == set(STRATEGIES)
+    assert "Flipped probes" in out.stdout and "lost" in out.stdout
+    base = pd.read_parquet(served_runs["baseline"] / "summary.parquet").set_index("strategy")
+    drop = pd.read_parquet(served_runs["drop"] / "summary.parquet").set_index("strategy")
+    for strategy in STRATEGIES:  # the summary part of retention is what went: the kept part is the strategy's own
+        assert drop.loc[strategy, "retention_summary"] < base.loc[strategy, "retention_summary"]
 
 
-def test_gate_fails_on_the_regression_and_tolerates_it_when_asked(runs):
-    baseline, candidate = runs
-    drop = compare_runs(baseline, candidate).loc[("truncate", "32k"), "presence_change"]
-    strict = gate(baseline, candidate, [Rule.parse("presence:0.01"), Rule.parse("integrity:0")], alpha=1.0)
-    assert not strict.passed and strict.failures[0].startswith("truncate 32k presence")
-    loose = gate(baseline, candidate, [Rule.parse(f"presence:{abs(drop) + 0.01}")])
-    assert loose.passed
+def test_a_whitespace_only_template_edit_passes(served_runs):
+    out = gate(served_runs["baseline"], served_runs["whitespace"])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "gate: passed" in out.stdout
 
 
-def test_gate_cli_exit_codes(runs):
-    baseline, candidate = runs
-    cmd = [sys.executable, "-m", "compaction_bench.cli", "gate", "--baseline", str(baseline), "--candidate", str(candidate)]
-    ok = subprocess.run([*cmd, "--fail-on", "integrity:0"], capture_output=True, text=True)
-    assert ok.returncode == 0 and "| truncate | 32k | integrity |" in ok.stdout
-    bad = subprocess.run([*cmd, "--fail-on", "nonsense:1"], capture_output=True, text=True)
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --fail-on 'nonsense:1': unknown metric")
+def test_an_offline_summarizer_cannot_gate_a_template_change(offline_runs):
+    out = gate(offline_runs["baseline"], offline_runs["templates"])
+    assert out.returncode == 2
+    assert "differ only in summary templates" in out.stderr and "does not read instruction wording" in out.stderr
+    assert "--allow-offline-summarizer" in out.stderr
+    allowed = gate(offline_runs["baseline"], offline_runs["templates"], extra=("--allow-offline-summarizer",))
+    assert allowed.returncode in (0, 1) and "allowed:" in allowed.stdout
 
 
-def test_rules_are_validated():
-    with pytest.raises(GateError, match="expected METRIC:TOLERANCE"):
-        Rule.parse("presence:lots")
+def test_a_missing_cell_is_a_usage_error_naming_it(offline_runs, tmp_path):
+    partial = tmp_path / "partial"
+    shutil.copytree(offline_runs["baseline"], partial)
+    summary = pd.read_parquet(partial / "summary.parquet")
+    summary[summary["strategy"] != "pi"].to_parquet(partial / "summary.parquet")
+    out = gate(offline_runs["baseline"], partial)
+    assert out.returncode == 2
+    assert "candidate is missing 1 cell(s)" in out.stderr and "pi" in out.stderr
+
+
+def test_different_answerers_are_a_usage_error_naming_them(offline_runs):
+    out = gate(offline_runs["baseline"], offline_runs["answered"])
+    assert out.returncode == 2
+    assert "answerer differs" in out.stderr and "offline/reader" in out.stderr
+    assert out.stderr.count("\n") == 1  # one line, no traceback
+
+
+def test_rules_need_a_tolerance(offline_runs):
+    out = gate(offline_runs["baseline"], offline_runs["baseline"], "presence")
+    assert out.returncode == 2 and "needs a tolerance" in out.stderr
+    out = gate(offline_runs["baseline"], offline_runs["baseline"], "retention:-1")
+    assert out.returncode == 2
+
+
+def test_python_dash_m_keeps_the_exit_status(served_runs):
+    out = subprocess.run(
+        [sys.executable, "-m", "compaction_bench.cli", "gate", "--baseline", str(served_runs["baseline"]),
+         "--candidate", str(served_runs["drop"]), "--fail-on", "summarized_source:0.05"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--prompt", "codex_sumary.j2=new.j2"], "no template named 'codex_sumary.j2'; templates: "),
+        (["-j", "-1"], "-1"),
+    ],
+)
+def test_run_refuses_a_misspelled_template_and_negative_jobs(tmp_path, arguments, message):
+    (tmp_path / "new.j2").write_text("Summarize.", encoding="utf-8")
+    out = subprocess.run([BENCH, "run", "-s", "none", "-o", str(tmp_path), *arguments], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 2 and message in out.stderr
+    if "templates" in message:
+        assert "codex_summary.j2" in out.stderr  # the list names the real ones
+    assert not any(tmp_path.glob("*/manifest.json"))
+
+
+def test_the_manifest_records_what_the_gate_compares(offline_runs):
+    manifest = json.loads((offline_runs["templates"] / "manifest.json").read_text(encoding="utf-8"))
+    assert set(manifest["config"]["prompts"]) == set(TEMPLATES)

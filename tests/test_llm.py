@@ -1,13 +1,34 @@
-"""LLM access: offline models through litellm, the persistent cache, errors never cached."""
+"""Model calls: offline models without litellm; real models against local servers on 127.0.0.1.
+
+No mock of litellm or of the client: every real-model call crosses HTTP to `tests/model_servers.py`,
+which counts calls, injects failures and records the key header it received.
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
 import pytest
 
-from compaction_bench.llm import LLMClient, LLMError
+from compaction_bench.llm import CallSettings, LLMClient, LLMError, MissingResponse, ModelUnavailable, export_responses, redact
+from compaction_bench.runner import RunError
+from compaction_bench.runner import run as run_benchmark
+from compaction_bench.tokens import shared_counter
+from tests.conftest import CORPORA
 
 QUESTION = [{"role": "user", "content": "The build failed: ModuleNotFoundError: No module named 'yaml'.\nAll else fine."},
             {"role": "user", "content": "Which module was missing?"}]
+PLANTED = "sk-planted-7f3c9a1e5b2d4c6e8a0f"
+CODEX = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
+
+
+def settings(server, **overrides) -> CallSettings:
+    return CallSettings(**{"api_base": server.base_url, "max_retries": 0, "backoff_seconds": 0.01, **overrides})
 
 
 def test_offline_models_answer_without_network(no_network):
@@ -21,33 +42,174 @@ def test_offline_models_answer_without_network(no_network):
     assert "## Constraints\n- Never edit setup.py." in summary.text
     assert "FAILED tests/test_io.py" in summary.text.split("## Errors")[1]
     assert summary.cost == 0.0
+    # Usage is the tokenizer's count, not a chars/4 guess: 4 framing tokens per message plus the text.
+    encoding = shared_counter("o200k_base")
+    assert summary.output_tokens == len(encoding.encode(summary.text))
+    assert summary.input_tokens == sum(4 + len(encoding.encode(m["content"])) for m in [
+        {"content": "Never edit setup.py.\nRan pytest: FAILED tests/test_io.py"}, {"content": "Summarize.\n## Constraints\n## Errors"}])
 
 
-def test_remote_responses_are_cached_and_errors_are_not(tmp_path, no_network, monkeypatch):
-    import litellm
+def test_offline_models_do_not_import_litellm():
+    code = (
+        "import sys\nfrom compaction_bench.llm import LLMClient\n"
+        "LLMClient('offline/reader').complete([{'role': 'user', 'content': 'a b'}, {'role': 'user', 'content': 'b?'}])\n"
+        "LLMClient('offline/extractive').complete([{'role': 'user', 'content': 'x\\n## Goal'}], max_tokens=50)\n"
+        "print('litellm' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "False"
 
-    replies = iter(["yaml", "second sample", RuntimeError("provider down"), "ok"])
-    sent = []
 
-    def fake_completion(**kwargs):
-        sent.append(kwargs["messages"])
-        reply = next(replies)
-        if isinstance(reply, Exception):
-            raise reply
-        return litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": reply}, "index": 0}])
+def test_responses_are_cached_per_endpoint_sample_and_repeat(openai_server, tmp_path, monkeypatch):
+    from tests.model_servers import ModelServer
 
-    client = LLMClient("openai/gpt-4o-mini", cache_dir=tmp_path, max_retries=0)
-    monkeypatch.setattr(litellm, "completion", fake_completion)
-    first = client.complete(QUESTION)
-    assert first.text == "yaml" and not first.cache_hit
-    again = client.complete(QUESTION)
-    assert again.text == "yaml" and again.cache_hit and len(sent) == 1  # served from the cache
-    other_sample = client.complete(QUESTION, sample=1)  # a repeat is a new sample, not a cache hit
-    assert other_sample.text == "second sample" and not other_sample.cache_hit
-    failing = [{"role": "user", "content": "fails"}]
-    with pytest.raises(LLMError, match="provider down"):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    first = LLMClient("openai/gpt-5-mini", settings(openai_server, cache_dir=str(tmp_path)))
+    reply = first.complete(QUESTION, purpose="answer")
+    assert reply.text.startswith("reply ") and not reply.cache_hit and openai_server.calls == 1
+    assert reply.input_tokens > 0 and reply.output_tokens > 0 and reply.cost > 0  # gpt-5-mini has a price in litellm's map
+    again = LLMClient("openai/gpt-5-mini", settings(openai_server, cache_dir=str(tmp_path))).complete(QUESTION)
+    assert again.cache_hit and again.text == reply.text and openai_server.calls == 1
+    assert not first.complete(QUESTION, sample=1).cache_hit and openai_server.calls == 2
+    repeat = LLMClient("openai/gpt-5-mini", settings(openai_server, cache_dir=str(tmp_path)), repeat=1)
+    assert not repeat.complete(QUESTION).cache_hit and openai_server.calls == 3
+    other = ModelServer("openai")  # the same model name at a second endpoint is not answered from the first one's cache
+    try:
+        assert not LLMClient("openai/gpt-5-mini", settings(other, cache_dir=str(tmp_path))).complete(QUESTION).cache_hit
+        assert other.calls == 1
+    finally:
+        other.close()
+
+
+def test_rate_limit_is_retried_and_a_persistent_error_is_not_cached(openai_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    client = LLMClient("openai/m", settings(openai_server, cache_dir=str(tmp_path), max_retries=2))
+    openai_server.fail(429)
+    assert client.complete(QUESTION).text.startswith("reply ")
+    assert openai_server.received == 2 and openai_server.calls == 1
+    openai_server.fail(500, times=10)
+    failing = [{"role": "user", "content": "this one fails"}]
+    with pytest.raises(ModelUnavailable, match="failed after 3 attempts: .*The server had an error while processing your request"):
         client.complete(failing)
-    # The failure left nothing in the cache: the same request is sent again and succeeds.
-    assert client.complete(failing).text == "ok" and len(sent) == 4
-    # A new client on the same folder (a later run) reads the persistent cache.
-    assert LLMClient("openai/gpt-4o-mini", cache_dir=tmp_path).complete(QUESTION).cache_hit
+    assert openai_server.received == 5
+    openai_server.failures.clear()
+    assert not client.complete(failing).cache_hit and openai_server.calls == 2  # nothing was cached: called again
+    openai_server.context_window = 10  # a refused request is not retried; its message is the provider's
+    with pytest.raises(LLMError, match="refused the request: .*maximum context length is 10 tokens"):
+        client.complete([{"role": "user", "content": "a question far longer than ten tokens, " * 3}])
+    assert openai_server.received == 7
+
+
+def test_an_unresponsive_endpoint_times_out_quickly(openai_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    openai_server.stall(30, times=2)
+    client = LLMClient("openai/m", settings(openai_server, cache_dir=str(tmp_path), max_retries=1, timeout=0.5))
+    started = time.monotonic()
+    with pytest.raises(ModelUnavailable, match="Timeout"):
+        client.complete(QUESTION)
+    assert time.monotonic() - started < 10 and openai_server.received == 2
+
+
+def test_one_concurrency_limit_across_clients(openai_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    openai_server.stall(0.3, times=6)
+    shared = settings(openai_server, cache_dir=str(tmp_path), max_concurrency=2, slots_dir=str(tmp_path / "slots"))
+    errors: list[BaseException] = []
+
+    def ask(n: int) -> None:
+        try:  # one client per thread, as each worker process has its own
+            LLMClient("openai/m", shared).complete([{"role": "user", "content": f"question {n}"}])
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and openai_server.calls == 6 and openai_server.max_in_flight == 2
+
+
+def test_offline_mode_and_recorded_responses(openai_server, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    with pytest.raises(MissingResponse, match="--offline: no recorded or cached response"):
+        LLMClient("openai/m", settings(openai_server, cache_dir=str(tmp_path / "c1"), offline=True)).complete(QUESTION)
+    assert openai_server.received == 0
+    with pytest.raises(LLMError, match="no such file"):
+        CallSettings(responses=str(tmp_path / "missing.jsonl"))
+
+
+def test_keys_are_redacted_from_error_text(monkeypatch):
+    monkeypatch.setenv("SOME_PROVIDER_API_KEY", PLANTED)
+    assert redact(f"Incorrect API key provided: {PLANTED}.") == "Incorrect API key provided: [redacted]."
+
+
+def _grep(folder: Path, needle: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_bench_run_against_the_local_server_end_to_end(openai_server, tmp_path, monkeypatch):
+    """Summarizer and answerer at the local server: valid payloads, a free re-run, export, --offline, failures."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(cache))
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED)
+    common = dict(
+        strategies=["codex-local", "opencode-v1", "truncate"], profiles=["64k"], out=tmp_path / "runs", jobs=1, progress=False,
+        report=False, summarizer="openai/gpt-5-mini", answerer="openai/gpt-5-mini", api_base=openai_server.base_url,
+        max_retries=0,
+    )
+    first = run_benchmark([CODEX], run_id="first", **common)
+    calls = openai_server.calls
+    assert calls > 0 and openai_server.rejected == []
+    assert set(openai_server.auth_headers) == {f"Bearer {PLANTED}"}  # the key came from the environment
+    second = run_benchmark([CODEX], run_id="second", **common)
+    assert openai_server.calls == calls  # zero calls: every response came from the cache
+    for table in ("summary", "probes"):
+        a, b = pd.read_parquet(first / f"{table}.parquet"), pd.read_parquet(second / f"{table}.parquet")
+        pd.testing.assert_frame_equal(a.drop(columns=["answer_cached"], errors="ignore"), b.drop(columns=["answer_cached"], errors="ignore"))
+    stored = sorted((first / "responses").glob("*.jsonl"))
+    assert stored, "every model response is stored in the run folder"
+    # CI: export, then re-run with an empty cache, --offline and the export: still zero calls.
+    exported = tmp_path / "responses.jsonl"
+    assert export_responses(first, exported) > 0
+    monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path / "empty-cache"))
+    third = run_benchmark([CODEX], run_id="third", offline=True, responses=str(exported), **common)
+    assert openai_server.calls == calls
+    pd.testing.assert_frame_equal(pd.read_parquet(first / "summary.parquet"), pd.read_parquet(third / "summary.parquet"))
+    # The planted key is nowhere in the runs or the cache.
+    assert _grep(tmp_path / "runs", PLANTED) == [] and _grep(cache, PLANTED) == []
+    # A persistent 500 fails the cell with the provider's message; the next run calls again.
+    monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path / "fresh-cache"))
+    openai_server.fail(500, times=1000)
+    with pytest.raises(RunError, match="The server had an error"):
+        run_benchmark([CODEX], run_id="failing", **{**common, "strategies": ["codex-local"]})
+    openai_server.failures.clear()
+    run_benchmark([CODEX], run_id="after", **{**common, "strategies": ["codex-local"]})
+    assert openai_server.calls > calls
+
+
+def test_the_command_line_reaches_the_server_and_replays_from_an_export(openai_server, tmp_path):
+    """`bench run --api-base`, `bench cache export` and `bench run --offline --responses` as a user types them."""
+    import os
+
+    env = {**os.environ, "OPENAI_API_KEY": PLANTED, "COMPACTION_BENCH_CACHE": str(tmp_path / "cache")}
+    bench = [sys.executable, "-m", "compaction_bench.cli"]
+    common = [str(CODEX), "-s", "codex-local", "-p", "64k", "--summarizer", "openai/gpt-5-mini", "--answerer", "openai/gpt-5-mini",
+              "--api-base", openai_server.base_url, "--max-retries", "0", "--model-timeout", "30", "--max-concurrency", "2",
+              "-o", str(tmp_path / "runs"), "-j", "1"]
+    first = subprocess.run([*bench, "run", *common, "--run-id", "cli"], capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    calls = openai_server.calls
+    assert calls > 0 and openai_server.rejected == []
+    exported = tmp_path / "export.jsonl"
+    out = subprocess.run([*bench, "cache", "export", str(tmp_path / "runs" / "cli"), "-o", str(exported)],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0 and f"{len(exported.read_text().splitlines())} responses written" in out.stdout
+    env["COMPACTION_BENCH_CACHE"] = str(tmp_path / "empty")
+    again = subprocess.run([*bench, "run", *common, "--run-id", "ci", "--offline", "--responses", str(exported)],
+                           capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert openai_server.calls == calls
+    missing = subprocess.run([*bench, "run", *common, "--run-id", "bad", "--responses", str(tmp_path / "nope.jsonl")],
+                             capture_output=True, text=True, timeout=300, env=env)
+    assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr

@@ -1,15 +1,17 @@
-"""Aggregation and statistics: bootstrap intervals, McNemar, repeat voting, the summary table, the synthetic suite."""
+"""Aggregation and statistics on the paired design: intervals, paired tests, P(best), repeat voting,
+the summary table by hand, and the synthetic suite."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.metrics.aggregate import compare, mcnemar_probes, summarize, votes
+from compaction_bench.metrics.aggregate import overall, paired_differences, summarize, votes
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.metrics.measure import measure_cell
-from compaction_bench.metrics.stats import bootstrap_ci, mcnemar
+from compaction_bench.metrics.stats import bootstrap_ci, cluster_bootstrap_ci, min_detectable_change, p_best, signflip_p
 
 
 def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
@@ -18,23 +20,52 @@ def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
     assert low < 0.75 < high and 0.55 < low and high < 0.9
     assert bootstrap_ci(values) == (low, high)
     assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)
+    assert cluster_bootstrap_ci([values]) == (low, high)  # one scenario: the probe bootstrap
 
 
-def test_mcnemar_exact_by_hand():
-    # 6 discordant pairs, all won by B: p = 2 × 0.5^6 = 0.03125.
-    a = [True] * 4 + [False] * 6
-    b = [True] * 10
-    result = mcnemar(a, b)
-    assert (result.a_only, result.b_only) == (0, 6)
-    assert result.p_value == pytest.approx(0.03125)
-    assert mcnemar([True, False], [True, False]).p_value == 1.0
+def test_probe_level_interval_keeps_its_coverage_when_checkpoints_are_correlated():
+    # 30 probes × 6 checkpoints; a probe's rows share its fate (the correlation the issue measured).
+    # Averaging each probe first, the interval covers the true mean about 95% of the time.
+    rng = np.random.default_rng(7)
+    covered = 0
+    trials = 150
+    for trial in range(trials):
+        fate = rng.random(30) < 0.6
+        rows = np.where(rng.random((30, 6)) < 0.9, fate[:, None], ~fate[:, None]).astype(float)
+        low, high = cluster_bootstrap_ci([rows.mean(axis=1).tolist()], samples=800, seed=trial)
+        true_mean = 0.6 * 0.9 + 0.4 * 0.1
+        covered += low <= true_mean <= high
+    assert covered / trials >= 0.88
 
 
-def probe_row(strategy: str, probe_id: str, correct, sample: int, present: bool = True, kind: str = "recall", age: int = 100) -> dict:
-    return {
+def test_signflip_is_the_exact_one_sided_sign_test_with_one_checkpoint():
+    # 5 probes lost, none gained: p = 0.5^5 = 1/32 (one-sided).
+    assert signflip_p([-1, -1, -1, -1, -1, 0, 0]) == pytest.approx(1 / 32)
+    assert signflip_p([1, 1, 1]) == 1.0  # a candidate that only gains is never "worse"
+    assert signflip_p([0, 0]) == 1.0
+    assert signflip_p([-1, -1, -1, -1, 1]) == pytest.approx(6 / 32)  # P(at most one + of 5) = 6/32
+    assert min_detectable_change(10, 0.05) == pytest.approx(0.5)  # 5 of 10 probes must flip
+    assert min_detectable_change(4, 0.05) == float("inf")  # 4 probes can never reach p < 0.05
+
+
+def test_p_best_is_one_for_a_strategy_that_wins_every_probe_and_shared_for_identical_ones():
+    values = np.array([[1, 1, 1, 1, 0], [0, 0, 1, 0, 0], [0, 0, 1, 0, 0]], dtype=float)
+    chance = p_best(values, ["s"] * 5)
+    assert chance[0] == pytest.approx(1.0, abs=0.02) and chance.sum() == pytest.approx(1.0)
+    tied = p_best(np.array([[1, 0], [1, 0]], dtype=float), ["s", "s"])
+    assert tied.tolist() == [0.5, 0.5]
+
+
+def probe_row(strategy: str, probe_id: str, correct, sample: int = 0, present: bool = True, kind: str = "recall",
+              age: int = 100, point: str = "final", step: int = 9, **kw) -> dict:
+    row = {
         "scenario": "s", "strategy": strategy, "profile": "32k", "repeat": sample, "sample": sample, "probe_id": probe_id,
-        "kind": kind, "point": "final", "step": 9, "request": 20, "present": present, "correct": correct, "fact_age_tokens": age,
+        "kind": kind, "point_kind": point, "step": step, "request": 20, "present": present, "correct": correct,
+        "fact_age_tokens": age, "found": "kept" if present else "absent", "source_summarized": False, "status": "seen",
+        "ceiling_correct": None,
     }
+    row.update(kw)
+    return row
 
 
 def test_votes_take_the_majority_of_distinct_samples():
@@ -55,7 +86,7 @@ def test_votes_take_the_majority_of_distinct_samples():
 
 def request_row(strategy: str, request: int, true: int, cached: int, **kw) -> dict:
     row = {
-        "scenario": "s", "strategy": strategy, "profile": "32k", "repeat": 0, "request": request, "kind": "turn",
+        "scenario": "s", "strategy": strategy, "profile": "32k", "repeat": 0, "request": request, "step": request, "kind": "turn",
         "true_tokens": true, "cached_tokens": cached, "cache_write_tokens": 0, "rebilled_tokens": 0, "output_tokens": 10,
         "overflow": False, "estimate_error": None, "estimate_ape": None, "missed_trigger": False, "cost_usd": 0.01,
     }
@@ -71,6 +102,7 @@ def test_summary_by_hand():
             request_row("x", 1, 2000, 1024, estimate_error=-100, estimate_ape=0.05),
             request_row("x", 2, 3000, 1920, estimate_error=300, estimate_ape=0.1, missed_trigger=True, integrity_anthropic=2),
             request_row("x", 3, 3000, 0, overflow=True, cost_usd=0.0),
+            request_row("x", 4, 2000, 0, step=3, attempt=1),  # the retry of step 3 got through
         ]
     )
     compactions = pd.DataFrame(
@@ -78,32 +110,57 @@ def test_summary_by_hand():
           "llm_calls": 1, "llm_input_tokens": 500, "llm_output_tokens": 50, "llm_cost_usd": 0.001}]
     )
     probes = pd.DataFrame(
-        [probe_row("x", "a", True, 0), probe_row("x", "b", False, 0, present=False, kind="error", age=50_000)]
+        [probe_row("x", "a", True, ceiling_correct=True), probe_row("x", "b", False, present=False, kind="error", age=50_000, ceiling_correct=True)]
     )
     (row,) = summarize(requests, compactions, probes).to_dict("records")
-    assert row["cache_hit_rate"] == pytest.approx((1024 + 1920) / (2000 + 3000))
-    assert row["presence"] == 0.5 and row["answered"] == 0.5
-    assert row["presence_recall"] == 1.0 and row["presence_error"] == 0.0
-    assert row["presence_age_lt8k"] == 1.0 and row["presence_age_32k_128k"] == 0.0
-    assert row["answered_age_lt8k"] == 1.0 and row["answered_age_32k_128k"] == 0.0
+    assert row["cache_hit_rate"] == pytest.approx((1024 + 1920 + 0) / (2000 + 3000 + 2000))
+    assert row["retention"] == 0.5 and row["answered"] == 0.5 and row["paired_pairs"] == 2
+    assert row["answered_ceiling"] == 1.0 and row["answered_rel"] == 0.5
+    assert row["retention_recall"] == 1.0 and row["retention_error"] == 0.0
+    assert row["retention_age_lt8k"] == 1.0 and row["retention_age_32k_128k"] == 0.0
     assert row["integrity_anthropic"] == 2 and row["integrity_openai_chat"] == 0
     assert row["estimate_error"] == 100 and row["estimate_ape"] == pytest.approx(0.075)
     assert row["missed_triggers"] == 1 and row["overflows"] == 1 and row["premature_triggers"] == 1
+    assert row["failed_requests"] == 1 and row["cannot_serve"] is False  # step 3 recovered on its retry
     assert row["silent_loss"] == 3 and row["summarizer_tokens"] == 550 and row["compactions"] == 1
-    assert row["cost_usd"] == pytest.approx(0.03) and row["input_tokens"] == 6000
+    assert row["cost_usd"] == pytest.approx(0.04) and row["input_tokens"] == 8000
 
 
-def test_compare_and_paired_test_between_strategies():
-    rows = [probe_row("a", f"p{i}", True, 0) for i in range(6)] + [probe_row("b", f"p{i}", i < 1, 0) for i in range(6)]
-    probes = pd.DataFrame(rows)
-    result = mcnemar_probes(probes, "a", "b")
-    assert (result.n, result.a_only, result.b_only) == (6, 5, 0)
-    assert result.p_value == pytest.approx(2 * 0.5**5)
-    requests = pd.DataFrame([request_row("a", 0, 100, 0), request_row("b", 0, 100, 0, cost_usd=0.05)])
-    summary = summarize(requests, pd.DataFrame(), probes)
-    diff = compare(summary[summary.strategy == "a"], summary[summary.strategy == "b"])
-    assert diff["answered_delta"].iloc[0] == pytest.approx(1 / 6 - 1)
-    assert diff["cost_usd_delta"].iloc[0] == pytest.approx(0.04)
+def test_each_probe_weighs_one_and_only_pairs_every_strategy_has_count():
+    rows = [
+        # probe a: asked at 3 checkpoints, present at the first only; probe b: once, present.
+        probe_row("x", "a", None, point="checkpoint", step=2, present=True),
+        probe_row("x", "a", None, point="checkpoint", step=5, present=False),
+        probe_row("x", "a", None, point="final", step=9, present=False),
+        probe_row("x", "b", None, point="final", step=9, present=True, found="summary"),
+        # y lacks a's checkpoint at step 5 (its cell lost it): that pair leaves the headline for both.
+        probe_row("y", "a", None, point="checkpoint", step=2, present=True),
+        probe_row("y", "a", None, point="final", step=9, present=True),
+        probe_row("y", "b", None, point="final", step=9, present=True),
+        # a compaction point: a diagnostic row, never in the headline.
+        probe_row("x", "a", None, point="compaction", step=4, present=False),
+    ]
+    requests = pd.DataFrame([request_row("x", 0, 100, 0), request_row("y", 0, 100, 0)])
+    summary = summarize(requests, pd.DataFrame(), pd.DataFrame(rows)).set_index("strategy")
+    # x: probe a = mean(1, 0) over the shared pairs (steps 2 and 9) = 0.5, probe b = 1 → 0.75 (pooled rows would say 2/3).
+    assert summary.loc["x", "retention"] == pytest.approx(0.75)
+    assert summary.loc["x", "retention_kept"] == pytest.approx(0.25) and summary.loc["x", "retention_summary"] == pytest.approx(0.5)
+    assert summary.loc["x", "paired_pairs"] == summary.loc["y", "paired_pairs"] == 3
+    assert summary.loc["y", "retention"] == 1.0
+    assert summary.loc["x", "compaction_point_rows"] == 1 and summary.loc["x", "retention_compaction_points"] == 0.0
+    assert summary.loc["y", "p_best"] > summary.loc["x", "p_best"]
+    mean, low, high, pairs = paired_differences(pd.DataFrame(rows), "y", "x")
+    assert mean == pytest.approx(-0.25) and pairs == 3 and low <= mean <= high
+    table = overall(pd.DataFrame(rows), requests).set_index("strategy")
+    assert table.loc["x", "retention"] == pytest.approx(0.75) and table.loc["x", "paired_pairs"] == 3
+
+
+def test_a_step_that_never_got_through_means_the_strategy_cannot_serve():
+    requests = pd.DataFrame(
+        [request_row("none", 0, 100, 0), request_row("none", 1, 40_000, 0, overflow=True), request_row("none", 2, 100, 0, kind="final")]
+    )
+    (row,) = summarize(requests, pd.DataFrame(), pd.DataFrame()).to_dict("records")
+    assert row["cannot_serve"] is True and row["failed_requests"] == 1
 
 
 @pytest.fixture(scope="module")
@@ -126,15 +183,17 @@ def suite_summary():
 def test_synthetic_suite_none_keeps_everything_and_hits_the_cache(suite_summary):
     probes, summary = suite_summary
     none = probes[probes.strategy == "none"]
-    assert len(none) and none["present"].all()
+    assert len(none) and none["present"].all() and (none["found"] == "kept").all()
     rows = summary[summary.strategy == "none"]
-    assert len(rows) == 7 and (rows["cache_hit_rate"] > 0.9).all()
+    assert len(rows) == 7 and (rows["cache_hit_rate"] > 0.9).all() and (rows["retention"] == 1.0).all()
+    assert not rows["cannot_serve"].any() and (rows["failed_requests"] == 0).all()
 
 
 @pytest.mark.slow
 def test_synthetic_suite_truncate_loses_facts_but_never_breaks_pairs(suite_summary):
     _, summary = suite_summary
     rows = summary[summary.strategy == "truncate"]
-    assert len(rows) == 7 and (rows["presence"] < 1.0).all()
+    assert len(rows) == 7 and (rows["retention"] < 1.0).all()
+    assert (rows["retention_summary"] == 0).all()  # truncate writes no summary: all it keeps is verbatim
     for fmt in FORMATS:
         assert (rows[f"integrity_{fmt}"] == 0).all(), fmt

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from compaction_bench.caching import breakpoints, cache_outcome
-from compaction_bench.importing import load_transcripts
+from compaction_bench.caching import breakpoints, cache_outcome, rebilled_tokens
 from compaction_bench.fidelity import recorded_agreement
-from compaction_bench.metrics.cache import rebilled_tokens
+from compaction_bench.importing import load_transcripts
+from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.profiles import ANTHROPIC_CACHE, OPENAI_CACHE, get_profile
 from compaction_bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
-from compaction_bench.replay import RequestRecord
-from compaction_bench.request import Message
+from compaction_bench.replay import replay
+from compaction_bench.request import Message, Request
 from compaction_bench.transcript import Item, Transcript, Usage
 from tests.conftest import corpus_files
 
@@ -54,33 +54,59 @@ def test_common_prefix_ends_inside_the_first_differing_message():
     assert provider.common_prefix_tokens(before, other_role) == provider.message_tokens(system)
 
 
-def _record(index: int, messages: tuple[Message, ...], cached: int, kind: str = "turn", overflow: bool = False) -> RequestRecord:
-    return RequestRecord(
-        index=index, step=index, turn=0, kind=kind, messages=messages, true_tokens=0, estimate_tokens=None, threshold=None,
-        overflow=overflow, error=None, prefix_tokens=cached, cached_tokens=cached, cache_write_tokens=0, output_tokens=0,
-    )
-
-
 def test_rebilled_tokens_are_known_messages_behind_a_broken_prefix():
-    provider = SimulatedProvider(get_profile("gpt-5"))
-    s, a, b = Message("system", "rules " * 300), Message("user", "alpha " * 200), Message("assistant", "beta " * 200)
+    """The simulated provider computes re-billed tokens on every request it accepts."""
+    provider = SimulatedProvider(get_profile("claude-sonnet"))
+    s, a, b = Message("system", "rules " * 1500), Message("user", "alpha " * 200), Message("assistant", "beta " * 200)
     x, c = Message("user", "inserted note"), Message("user", "new question")
     tokens = provider.message_tokens
-    first = _record(0, (s, a, b), cached=0)
-    # An edit in front of a and b: the cache holds only s; a and b are paid for again, x and c are new.
-    second = _record(1, (s, x, a, b, c), cached=tokens(s))
-    rejected = _record(2, (s, x, a, b, c, c), cached=0, overflow=True)
-    final = _record(3, (s, x, a, b, c), cached=0, kind="final")
-    assert rebilled_tokens([first, second, rejected, final], provider) == [0, tokens(a) + tokens(b), 0, 0]
+    first = provider.send(Request((s, a, b)))
+    # An edit in front of a and b: Anthropic serves only the entry at the system prompt's end, so
+    # the cache holds s; a and b are paid for again, x and c are new.
+    second = provider.send(Request((s, x, a, b, c)))
+    assert second.cached_tokens == tokens(s)
+    rejected = provider.send(Request((s, x, a, b, c), max_output_tokens=provider.profile.context_window))
+    assert rejected.overflow
+    assert [first.cache.rebilled_tokens, second.cache.rebilled_tokens, rejected.cache.rebilled_tokens] == [0, tokens(a) + tokens(b), 0]
 
 
 def test_rebilled_counts_only_the_uncached_part_of_a_straddling_message():
     provider = SimulatedProvider(get_profile("gpt-5"))
-    s, a = Message("system", "rules " * 300), Message("user", "alpha " * 200)
-    first = _record(0, (s, a), cached=0)
-    cached = provider.message_tokens(s) + 10  # the floored prefix ends 10 tokens into a
-    second = _record(1, (s, a, Message("user", "next")), cached=cached)
-    assert rebilled_tokens([first, second], provider) == [0, provider.message_tokens(a) - 10]
+    s, a = Message("system", "rules " * 1500), Message("user", "alpha " * 200)
+    provider.send(Request((s, a)))
+    second = provider.send(Request((s, a, Message("user", "next"))))
+    shared = provider.message_tokens(s) + provider.message_tokens(a)  # both messages are the common prefix
+    cached = shared // 128 * 128  # OpenAI floors to 128-token blocks: the cached part ends inside a
+    assert provider.message_tokens(s) < cached < shared and second.cached_tokens == cached
+    assert second.cache.rebilled_tokens == shared - cached
+
+
+def test_rebilled_rule_by_hand():
+    # Messages of 100, 50 and 30 tokens; the first two were sent before; 120 tokens are cached.
+    assert rebilled_tokens([100, 50, 30], [True, True, False], cached_tokens=120) == 30
+    assert rebilled_tokens([100, 50, 30], [False, True, True], cached_tokens=0) == 80
+
+
+def test_replay_records_carry_the_providers_cache_numbers():
+    """The requests table reads the records; nothing recomputes the cache model after the replay."""
+    items = (
+        Item("sys", "system", "rules " * 1500),
+        Item("u0", "user", "alpha " * 200, turn=0),
+        Item("a0", "assistant", "first", response=0, turn=0),
+        Item("u1", "user", "beta", turn=1),
+        Item("a1", "assistant", "second", response=1, turn=1),
+    )
+    result = replay(Transcript("hand", items), "none", profile="gpt-5")
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    expected = [provider.send(Request(r.messages)) for r in result.requests if r.sent]
+    got = [r for r in result.requests if r.sent]
+    assert [r.cached_tokens for r in got] == [e.cached_tokens for e in expected]
+    # The second request extends the first: the first's tokens beyond the 128-token floor are re-billed.
+    first = provider.count(got[0].messages)
+    assert [r.rebilled_tokens for r in got] == [e.cache.rebilled_tokens for e in expected] == [0, first - first // 128 * 128]
+    rows = measure_cell(result, [], answerer=None).requests
+    assert [r["rebilled_tokens"] for r in rows if r["kind"] == "turn"] == [r.rebilled_tokens for r in got]
+    assert [r["cached_tokens"] for r in rows if r["kind"] == "turn"] == [e.cached_tokens for e in expected]
 
 
 def test_recorded_agreement_by_hand():

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_bench.metrics.grading import context_messages, context_text, grade_reply, judge_reply, presence, set_f1
-from compaction_bench.probes import Probe
+from compaction_bench.llm import LLMResult
+from compaction_bench.metrics.grading import (
+    Anchor,
+    anchor,
+    context_messages,
+    context_text,
+    grade_reply,
+    judge_reply,
+    presence,
+    set_f1,
+)
+from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.request import Message, ToolCall
-from compaction_bench.strategy import LLMResult
 
 
 def probe(answer, match="contains", **kw) -> Probe:
@@ -28,8 +37,49 @@ def test_presence_of_a_set_needs_every_member_and_reports_the_share():
 
 def test_presence_needs_the_evidence_too():
     p = probe("1", "number", meta={"evidence": ["pytest -x tests/unit"]})
-    assert presence(p, "exit code 1").present is False
-    assert presence(p, "$ pytest -x tests/unit\nexit code 1").present is True
+    source = anchor(p, "$ pytest -x tests/unit\nexit code 1")
+    assert source == Anchor(sentence="exit code 1")
+    assert presence(p, "exit code 1", evidence=source).present is False  # the command is gone
+    assert presence(p, "$ pytest -x tests/unit\nexit code 1", evidence=source).present is True
+
+
+def test_a_short_answer_is_never_a_bare_substring():
+    # The user stated the limit; after it is dropped, line numbers still contain "100".
+    p = probe("100", "number")
+    source = anchor(p, "Please keep the retry limit at 100. Thanks!")
+    assert source.sentence == "please keep the retry limit at 100."
+    listing = "\n".join(f"{n}: line {n}" for n in range(95, 105)) + "\n1000 requests, 100 ms"
+    assert "100" in listing and presence(probe("100", "number"), listing).present is False  # no evidence: never present
+    assert presence(p, listing, evidence=source).present is False
+    kept = listing + "\nUser: please keep the retry limit at 100. Thanks!"
+    assert presence(p, kept, evidence=source).present is True
+
+
+def test_two_is_not_inside_three_point_twelve():
+    p = probe("2", "number")
+    source = anchor(p, "Run it on Python 3.12 and retry 2 times.")
+    assert presence(p, "We use Python 3.12 now.", evidence=source).present is False
+    assert presence(p, "Run it on Python 3.12 and retry 2 times.", evidence=source).present is True
+    # Even inside its evidence, only the whole token counts.
+    assert presence(probe("2", "number", evidence=r"python \d+\.\d+"), "we run python 3.12").present is False
+    assert presence(probe("3.12", "number", evidence=r"python \d+\.\d+"), "we run python 3.12").present is True
+
+
+def test_a_numeric_fact_of_one_project_is_absent_from_another():
+    # A recall probe mined from project A: `make test` exited 2. Project B's session mentions exit code 2
+    # elsewhere (a different command) and the number 2 all over.
+    p = probe("2", "number", meta={"evidence": ["make test"]})
+    source = anchor(p, "$ make test\nmake: *** [test] Error 2\nexit code 2")
+    other_project = "$ cargo build --release\nexit code 2\nerror[E0308]: mismatched types (2 errors)\nmake test targets: 2"
+    assert presence(p, other_project, evidence=source).present is False
+    assert source.sentence == "make: *** [test] error 2"
+    assert presence(p, "$ make test\nmake: *** [test] Error 2\nexit code 2", evidence=source).present is True
+
+
+def test_long_answers_still_match_as_substrings_and_evidence_regexes_must_compile():
+    assert presence(probe("feature/retry-backoff"), "branch Feature/Retry-Backoff is ready").present
+    with pytest.raises(ProbeError, match="evidence"):
+        probe("1", "number", evidence="(unclosed")
 
 
 def test_presence_sees_tool_call_arguments():

@@ -80,16 +80,16 @@ def summarized():
 def test_a_probe_answered_only_by_the_summary(summarized):
     result, cell = summarized
     (compaction,) = result.compactions
-    point = next(r for r in cell.probes if r["probe_id"] == "token" and r["point"] == "compaction")
+    point = next(r for r in cell.probes if r["probe_id"] == "token" and r["point_kind"] == "compaction")
     context = result.requests[point["request"]]
     assert "u0" not in context.item_ids()  # the fact's own message is gone
-    assert point["present"] and point["in_summary"]
+    assert point["present"] and point["found"] == "summary"
     assert point["correct"] is True and "ZX-4471" in point["answer"]
 
 
 def test_probes_are_asked_only_at_points_after_their_source(summarized):
     result, cell = summarized
-    asked = {(r["probe_id"], r["point"]) for r in cell.probes}
+    asked = {(r["probe_id"], r["point_kind"]) for r in cell.probes if r["point_kind"] != "checkpoint"}
     # LATE-FACT-77 appears after the compaction point (in turn 1's tool output), so only the end asks it.
     assert asked == {("token", "compaction"), ("token", "final"), ("late", "final")}
     final = next(r for r in cell.probes if r["probe_id"] == "late")
@@ -178,7 +178,7 @@ class ScriptedJudge:
         self.samples: list[int] = []
 
     def complete(self, messages, *, sample: int = 0, **kwargs):
-        from compaction_bench.strategy import LLMResult
+        from compaction_bench.llm import LLMResult
 
         self.samples.append(sample)
         strict = "Be strict" in messages[-1]["content"]
@@ -188,12 +188,13 @@ class ScriptedJudge:
 def test_judge_probes_unscored_without_a_judge_and_judged_with_one():
     result = bench.replay(session(), "none", profile="gpt-5")
     decision = Probe("why", "decision", "Why read the modules?", "the deploy token must be ZX-4471", match="judge", source="u0")
-    (unscored,) = measure_cell(result, [decision], answerer=LLMClient("offline/reader")).probes
+    (unscored,) = [r for r in measure_cell(result, [decision], answerer=LLMClient("offline/reader")).probes if r["point_kind"] == "final"]
     assert unscored["correct"] is None and unscored["answer"]
     judge = ScriptedJudge()
-    (judged,) = measure_cell(result, [decision], answerer=LLMClient("offline/reader"), judge=judge, repeat=2).probes
+    judged_rows = measure_cell(result, [decision], answerer=LLMClient("offline/reader"), judge=judge, repeat=2).probes
+    (judged,) = [r for r in judged_rows if r["point_kind"] == "final"]
     assert (judged["correct"], judged["judge_strict"], judged["judge_lenient"]) == (False, False, True)
-    assert judged["sample"] == 2 and judge.samples == [2, 2]  # the repeat index is the sample of every call
+    assert judged["sample"] == 2 and set(judge.samples) == {2}  # the repeat index is the sample of every call
 
 
 def test_an_aborted_call_of_the_recording_is_reported_apart_from_strategy_violations():
@@ -217,6 +218,6 @@ def test_a_failing_answerer_leaves_the_probe_unscored():
             raise LLMError("remote/model: ContextWindowExceededError: too long")
 
     result = bench.replay(session(), "none", profile="gpt-5")
-    (row,) = measure_cell(result, [TOKEN], answerer=Failing()).probes
+    (row,) = [r for r in measure_cell(result, [TOKEN], answerer=Failing()).probes if r["point_kind"] == "final"]
     assert row["correct"] is None and row["present"] is True
     assert "ContextWindowExceeded" in row["answer_error"]

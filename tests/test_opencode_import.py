@@ -197,7 +197,7 @@ def test_unusable_files_fail_with_the_place(tmp_path):
 
 def test_imported_session_replays_through_opencode(tmp_path):
     (transcript,) = load_transcripts(write_export(tmp_path))
-    result = replay(transcript, "opencode-v1", profile="64k", usage="recorded")
+    result = replay(transcript, "opencode-v1", profile="64k", usage="recorded-always")
     # both recorded steps (41,234 and 42,000 tokens) cross the 32,000 usable window: the first
     # compacts before the second step's request, the second at the end of the turn
     assert [(c.trigger, c.step) for c in result.compactions] == [("step", 1), ("step", 1)]

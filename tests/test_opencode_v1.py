@@ -195,7 +195,7 @@ def test_hand_built_requests_never_break_tool_pairs():
 
 def test_second_compaction_updates_the_anchor_and_drops_the_first_pair():
     session = three_turns().user("u3", "Commit it").tool("c3", "committed 1a2b3c").say("a3", "Committed.", usage=BIG)
-    result = replay(session.transcript(), "opencode-v1", profile="64k", usage="recorded")
+    result = replay(session.transcript(), "opencode-v1", profile="64k", usage="recorded-always")
     first, second = result.compactions
     # the first question/summary pair is not summarized again; its summary is the anchor.
     # The "Continue…" message starts a turn (§2.3), so the two-turn tail is [continue] + [u3 …].

@@ -44,9 +44,9 @@ def test_split_inside_a_message_at_remaining_times_four():
     # the summary request: one user message, no system prompt, output min(15,000 or 4,096, 4,096)
     summary = next(r for r in result.requests if r.kind == "summary")
     assert [m.role for m in summary.messages] == ["user"]
-    assert summary.messages[0].content.count("<conversation-history>") == 1
+    assert "<conversation-history>" not in summary.messages[0].content  # upstream adds no wrapper tags
     # the head ends with the cut entry's 8,008-character prefix, after the whole entry (spec §6.4 as written)
-    assert "B" * 20_000 + "\n\n[Assistant]: " + "B" * 8_008 + "\n</conversation-history>" in summary.messages[0].content
+    assert summary.messages[0].content.endswith("\n\n[User]: " + "A" * 20_000 + "\n\n[Assistant]: " + "B" * 20_000 + "\n\n[Assistant]: " + "B" * 8_008)
 
 
 def test_refuses_when_the_prompt_does_not_fit():

@@ -10,9 +10,9 @@ from functools import cache
 
 import pytest
 
+from compaction_bench.fidelity import fidelity_rows, fidelity_table
 from compaction_bench.importing import load_transcript
 from compaction_bench.replay import replay
-from compaction_bench.fidelity import fidelity_rows, fidelity_table
 from tests.conftest import CORPORA
 from tests.pi_builders import tool_pair_problems
 
@@ -39,7 +39,7 @@ def test_import_counts_match_the_raw_file(name):
     raw_compactions = [(n, line) for n, line in enumerate(raw) if line.get("type") == "compaction"]
     markers = t.markers("compaction")
     assert len(markers) == len(raw_compactions)
-    for marker, (_, line) in zip(markers, raw_compactions):
+    for marker, (_, line) in zip(markers, raw_compactions, strict=True):
         assert marker.meta["tokensBefore"] == line["tokensBefore"]
         kept = t.by_id[marker.meta["firstKeptEntryId"]]
         # the legacy index points at a file line (header = 0); the migrated id names the same message

@@ -1,6 +1,6 @@
 """The `pi` and `pi-2026-03` strategies replayed on hand-built sessions (docs/specs/pi.md §2–§5).
 
-Recorded usage (`usage="recorded"`) sets Pi's contextTokens exactly; sizes in characters give the
+Recorded usage at every step (`usage="recorded-always"`) sets Pi's contextTokens exactly; sizes in characters give the
 chars/4 estimates of the cut walk, so every expected layout is worked out by hand in comments.
 Window 10,000 and reserve 2,000 give the threshold 8,000.
 """
@@ -19,7 +19,7 @@ OPTS = {"reserve_tokens": 2000, "keep_recent_tokens": 30}
 WINDOW = small_profile(10_000)
 
 
-def run(session: Session, strategy: str, profile=WINDOW, usage: str = "recorded", summarizer=None, **options):
+def run(session: Session, strategy: str, profile=WINDOW, usage: str = "recorded-always", summarizer=None, **options):
     return replay(
         session.transcript(),
         strategy,

@@ -37,8 +37,8 @@ def test_none_records_every_request_and_its_true_tokens():
     first = MESSAGE_OVERHEAD * 2 + counter.count("You are a coding agent.") + counter.count("Please refactor parser.py.")
     assert turns[0].true_tokens == first
     # Every later request adds exactly the previous call and its output.
-    call_tokens = MESSAGE_OVERHEAD + 3 + counter.count("read") + counter.count('{"n":0}')
-    assert turns[1].true_tokens == first + call_tokens + MESSAGE_OVERHEAD + counter.count(BIG)
+    call_tokens = MESSAGE_OVERHEAD + 3 + counter.count("c0") + counter.count("read") + counter.count('{"n":0}')
+    assert turns[1].true_tokens == first + call_tokens + MESSAGE_OVERHEAD + counter.count("c0") + counter.count(BIG)
     assert result.overflows == 0 and result.compactions == []
     assert [p.reason for p in result.points] == ["final"]
 

@@ -48,3 +48,60 @@ def test_counter_memoizes_without_changing_counts():
     assert first == 6
     assert counter.count(TEST_STRING) == first
     assert counter.count("") == 0
+
+
+def test_hidden_reasoning_is_billed_only_in_the_current_turn():
+    """Recorded reasoning counts are split over the response's reasoning items; an item without one
+    is estimated from its encrypted length (codex.md §6); reasoning before the request's last real
+    user message is not billed (codex.md §1.3)."""
+    from compaction_bench.request import Message
+    from compaction_bench.tokens import HiddenTokens, encrypted_reasoning_estimate
+    from compaction_bench.transcript import Item, Transcript, Usage
+
+    items = (
+        Item("u1", "user", "first", turn=0),
+        Item("r1", "reasoning", "", response=0, turn=0, meta={"encrypted_len": 4000}),
+        Item("r2", "reasoning", "", response=0, turn=0, meta={"encrypted_len": 4000}),
+        Item("a1", "assistant", "ok", response=0, turn=0, usage=Usage(input=10, output=400, reasoning=301)),
+        Item("u2", "user", "second", turn=1),
+        Item("r3", "reasoning", "", response=1, turn=1, meta={"encrypted_len": 4000}),
+        Item("a2", "assistant", "done", response=1, turn=1, usage=Usage(input=20, output=5)),
+    )
+    hidden = HiddenTokens.of(Transcript("t", items))
+    assert hidden.reasoning == {"r1": 151, "r2": 150, "r3": encrypted_reasoning_estimate(4000)}
+    assert encrypted_reasoning_estimate(4000) == (4000 * 3 // 4 - 650 + 3) // 4 == 588
+    assert (hidden.recorded, hidden.estimated) == (2, 1)
+    messages = [Message("user", "first", item_ids=("u1",)), Message("reasoning", "", item_ids=("r1",)),
+                Message("reasoning", "", item_ids=("r2",)), Message("assistant", "ok", item_ids=("a1",))]
+    assert hidden.per_message(messages) == [0, 151, 150, 0]
+    later = [*messages, Message("user", "second", item_ids=("u2",)), Message("reasoning", "", item_ids=("r3",))]
+    assert hidden.per_message(later) == [0, 0, 0, 0, 0, 588]
+
+
+def test_true_counts_match_recorded_input_on_real_codex_rollouts(capsys):
+    """issue 11, token truth: replay `none` with recorded usage on the five Codex rollouts and compare
+    the true count (plus the session's unrecorded system prompt and tools, estimated from its first
+    request, which is therefore left out) with the provider's recorded input of every request."""
+    import statistics
+
+    from compaction_bench.importing import load_transcript
+    from compaction_bench.replay import replay
+    from compaction_bench.tokens import unrecorded_tokens
+    from tests.conftest import corpus_files
+
+    files = corpus_files("codex-rollout-jsonl")
+    assert len(files) == 5
+    errors: list[float] = []
+    lines = []
+    for path in files:
+        result = replay(load_transcript(path), "none", profile="1m", usage="recorded")
+        rows = [r for r in result.turn_requests if r.usage is not None and r.usage.input > 0 and not r.overflow]
+        base = unrecorded_tokens(rows[0].usage.input, rows[0].true_tokens)
+        own = [abs(r.true_tokens + base - r.usage.input) / r.usage.input for r in rows[1:]]
+        errors += own
+        lines.append(f"{path.name[:44]}: {len(own)} requests, unrecorded {base:,} tokens, median {statistics.median(own):.2%}")
+    errors.sort()
+    median, p90 = statistics.median(errors), errors[int(0.9 * (len(errors) - 1))]
+    with capsys.disabled():
+        print("\n" + "\n".join(lines) + f"\nall {len(errors)} requests: median |error| {median:.2%}, p90 {p90:.2%}")
+    assert median <= 0.03

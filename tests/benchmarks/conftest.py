@@ -1,9 +1,12 @@
-"""Benchmark helpers: collect timings by size and print growth exponents at the end of the session."""
+"""Benchmark helpers: mark this folder's tests as benchmarks, collect timings by size and print growth
+exponents at the end of the session."""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+
+import pytest
 
 _timings: dict[str, dict[int, float]] = defaultdict(dict)
 
@@ -18,6 +21,14 @@ def growth_exponent(points: dict[int, float]) -> float:
     ys = [math.log(t) for t in points.values()]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def pytest_collection_modifyitems(items):
+    """Everything in this folder is a benchmark: left out of the test suite unless asked for."""
+    here = __file__.rpartition("/")[0]
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.benchmarks)
 
 
 def pytest_terminal_summary(terminalreporter):

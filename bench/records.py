@@ -1,0 +1,274 @@
+"""Replay records: what one cell's replay produced, as plain data.
+
+`RequestRecord` is one request (turn, summary or final) with its messages, the simulated
+provider's numbers (true tokens, overflow, cached / written / re-billed tokens), which usage the
+strategy was fed (`usage_source`), and for a summary request the summarizer call it led to
+(`llm_call`). `CompactionRecord` is one installed compaction, reported by the strategy or found by
+the engine (`trigger="unreported"`), with the ids summarized, kept and dropped and the indices of
+its summary requests (`summary_request_indices[i]` led to `llm_calls[i]`). `ProbePoint` is a
+context at which probes are asked; `ReplayResult` holds them all. The engine
+(`compaction_bench.replay`) fills them; metrics and the run store read them.
+
+`to_rows` / `from_rows` turn one replay's records into plain rows and back, so a run folder can
+keep them (`compaction_bench.store`) and `bench score` can measure again without replaying:
+`messages` holds each distinct message once, `requests` one row per request with its item ids,
+its message references and its summarizer call, `replay` the compactions (without their
+before/after messages, which no metric reads), the probe points and the cell's settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from compaction_bench.llm import LLMResult
+from compaction_bench.profiles import ModelProfile
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.transcript import Attachment, Transcript, Usage
+
+#: Request kinds the provider accepts and bills (a final context is only probed, never sent).
+SENT_KINDS = ("turn", "summary")
+#: `RequestRecord.usage_source`: the usage the strategy was given after this request.
+USAGE_SOURCES = ("recorded", "simulated")
+#: The trigger of a compaction the engine found but the strategy did not report.
+UNREPORTED = "unreported"
+
+
+@dataclass
+class RequestRecord:
+    index: int
+    step: int
+    turn: int | None
+    kind: str
+    messages: tuple[Message, ...]
+    true_tokens: int
+    estimate_tokens: int | None
+    threshold: int | None
+    overflow: bool
+    error: dict[str, Any] | None
+    prefix_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    attempt: int = 0
+    timestamp: str | None = None
+    usage: Usage | None = None
+    #: the strategy's own notes on this request (`Request.meta`)
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: uncached tokens of messages the cell had already sent in a still-cached request
+    rebilled_tokens: int = 0
+    #: "recorded" or "simulated" for an accepted turn or summary request, else None
+    usage_source: str | None = None
+    #: the summarizer call this summary request led to (None for other requests and overflows)
+    llm_call: LLMResult | None = None
+
+    @property
+    def n_messages(self) -> int:
+        return len(self.messages)
+
+    @property
+    def sent(self) -> bool:
+        """A request the provider accepted and billed."""
+        return self.kind in SENT_KINDS and not self.overflow
+
+    def item_ids(self) -> list[str]:
+        return [i for m in self.messages for i in m.item_ids]
+
+
+@dataclass
+class CompactionRecord:
+    index: int
+    step: int
+    turn: int | None
+    trigger: str
+    tokens_before: int
+    tokens_after: int
+    estimate_tokens: int | None
+    threshold: int | None
+    summary: str | None
+    summarized_ids: tuple[str, ...]
+    kept_ids: tuple[str, ...]
+    dropped_ids: tuple[str, ...]
+    llm_calls: tuple[LLMResult, ...]
+    details: dict[str, Any] = field(default_factory=dict)
+    before: tuple[Message, ...] = ()
+    after: tuple[Message, ...] = ()
+    next_request: int | None = None
+    probed: bool = True
+    #: the summary request each of `llm_calls` answered (same order and length)
+    summary_request_indices: tuple[int, ...] = ()
+
+    @property
+    def llm_input_tokens(self) -> int:
+        return sum(c.input_tokens for c in self.llm_calls)
+
+    @property
+    def llm_output_tokens(self) -> int:
+        return sum(c.output_tokens for c in self.llm_calls)
+
+
+@dataclass
+class ProbePoint:
+    """A context at which probes are asked: after a compaction, or the final context."""
+
+    step: int
+    request: int
+    reason: str  # "compaction" | "final"
+    compaction: int | None = None
+
+
+@dataclass
+class ReplayResult:
+    transcript: Transcript
+    strategy: str
+    profile: ModelProfile
+    options: Any
+    usage_mode: str
+    requests: list[RequestRecord] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    points: list[ProbePoint] = field(default_factory=list)
+    template_hashes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def turn_requests(self) -> list[RequestRecord]:
+        return [r for r in self.requests if r.kind == "turn"]
+
+    @property
+    def final(self) -> RequestRecord:
+        return next(r for r in reversed(self.requests) if r.kind == "final")
+
+    @property
+    def overflows(self) -> int:
+        return sum(1 for r in self.requests if r.overflow and r.kind == "turn")
+
+
+# ---------------------------------------------------------------------------- rows
+#: Plain fields of a request record, stored as they are.
+REQUEST_FIELDS = (
+    "index", "step", "turn", "kind", "true_tokens", "estimate_tokens", "threshold", "overflow", "prefix_tokens",
+    "cached_tokens", "cache_write_tokens", "output_tokens", "attempt", "timestamp", "rebilled_tokens", "usage_source",
+)
+#: Plain fields of a compaction record, stored as they are.
+COMPACTION_FIELDS = (
+    "index", "step", "turn", "trigger", "tokens_before", "tokens_after", "estimate_tokens", "threshold", "summary",
+    "next_request", "probed",
+)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+
+
+def _message_row(message: Message) -> dict[str, Any]:
+    return {
+        "role": message.role,
+        "content": message.content,
+        "tool_calls": _json([c.to_dict() for c in message.tool_calls]),
+        "tool_call_id": message.tool_call_id,
+        "item_ids": list(message.item_ids),
+        "attachments": _json([dataclasses.asdict(a) for a in message.attachments]),
+        "name": message.name,
+        "is_error": message.is_error,
+    }
+
+
+def _message(row: dict[str, Any]) -> Message:
+    return Message(
+        role=row["role"],
+        content=row["content"],
+        tool_calls=tuple(ToolCall(**c) for c in json.loads(row["tool_calls"] or "[]")),
+        tool_call_id=row["tool_call_id"],
+        item_ids=tuple(row["item_ids"] or ()),
+        attachments=tuple(Attachment(**a) for a in json.loads(row["attachments"] or "[]")),
+        name=row["name"],
+        is_error=bool(row["is_error"]),
+    )
+
+
+def _options(options: Any) -> Any:
+    return dataclasses.asdict(options) if dataclasses.is_dataclass(options) and not isinstance(options, type) else options
+
+
+def to_rows(result: ReplayResult) -> dict[str, Any]:
+    """One replay's records as `{"messages": rows, "requests": rows, "replay": dict}` (module docstring)."""
+    refs: dict[Message, int] = {}
+    messages: list[dict[str, Any]] = []
+
+    def ref(message: Message) -> int:
+        n = refs.get(message)
+        if n is None:
+            n = refs[message] = len(messages)
+            messages.append(_message_row(message))
+        return n
+
+    requests = [
+        {
+            **{name: getattr(r, name) for name in REQUEST_FIELDS},
+            "item_ids": r.item_ids(),
+            "messages": [ref(m) for m in r.messages],
+            "error": _json(r.error),
+            "usage": _json(r.usage.to_dict() if r.usage is not None else None),
+            "meta": _json(r.meta),
+            "llm_call": _json(r.llm_call.to_dict() if r.llm_call is not None else None),
+        }
+        for r in result.requests
+    ]
+    replay = {
+        "strategy": result.strategy,
+        "profile": result.profile.name,
+        "usage_mode": result.usage_mode,
+        "options": _options(result.options),
+        "template_hashes": dict(result.template_hashes),
+        "compactions": [
+            {
+                **{name: getattr(c, name) for name in COMPACTION_FIELDS},
+                "summarized_ids": list(c.summarized_ids),
+                "kept_ids": list(c.kept_ids),
+                "dropped_ids": list(c.dropped_ids),
+                "llm_calls": [call.to_dict() for call in c.llm_calls],
+                "summary_request_indices": list(c.summary_request_indices),
+                "details": json.loads(_json(c.details) or "{}"),
+            }
+            for c in result.compactions
+        ],
+        "points": [dataclasses.asdict(p) for p in result.points],
+    }
+    return {"messages": messages, "requests": requests, "replay": replay}
+
+
+def from_rows(
+    transcript: Transcript, profile: ModelProfile, messages: list[dict[str, Any]], requests: list[dict[str, Any]], replay: dict[str, Any]
+) -> ReplayResult:
+    """The `ReplayResult` that `to_rows` stored (compactions without their before/after messages)."""
+    built = [_message(row) for row in messages]
+    result = ReplayResult(transcript, replay["strategy"], profile, replay.get("options"), replay["usage_mode"])
+    for row in requests:
+        usage = json.loads(row["usage"]) if row["usage"] else None
+        call = json.loads(row["llm_call"]) if row["llm_call"] else None
+        result.requests.append(
+            RequestRecord(
+                **{name: row[name] for name in REQUEST_FIELDS},
+                messages=tuple(built[n] for n in row["messages"]),
+                error=json.loads(row["error"]) if row["error"] else None,
+                usage=Usage.from_dict(usage) if usage is not None else None,
+                meta=json.loads(row["meta"] or "{}"),
+                llm_call=LLMResult(**call) if call is not None else None,
+            )
+        )
+    for data in replay["compactions"]:
+        result.compactions.append(
+            CompactionRecord(
+                **{name: data[name] for name in COMPACTION_FIELDS},
+                summarized_ids=tuple(data["summarized_ids"]),
+                kept_ids=tuple(data["kept_ids"]),
+                dropped_ids=tuple(data["dropped_ids"]),
+                llm_calls=tuple(LLMResult(**call) for call in data["llm_calls"]),
+                summary_request_indices=tuple(data["summary_request_indices"]),
+                details=data["details"],
+            )
+        )
+    result.points = [ProbePoint(**p) for p in replay["points"]]
+    result.template_hashes = dict(replay.get("template_hashes", {}))
+    return result

@@ -1,0 +1,165 @@
+"""The run folder `runs/<run-id>/` as a resource: a safe name, one run at a time, resume rules.
+
+Owns what must hold before a run writes anything into its folder:
+
+- `validate_run_id`: a run id is one plain folder name (no path separator, no `..`, not `.`, not
+  absolute, no control character, at most 128 characters), so a run never writes outside `--out`
+  or nested inside it;
+- `newest_run`: `--resume` without `--run-id` finishes the newest run under `--out`, by the
+  `created` time in its manifest (not the alphabetically last folder);
+- `claim`: an exclusive `flock` on `<run folder>/.lock`, held for the whole run, so two processes
+  given the same `--run-id` cannot both proceed (the second fails at once with one line), and the
+  check "this folder already holds a run" is made under the lock;
+- `config_difference`: `--resume` with a configuration other than the one the folder's tables were
+  made with is refused, naming the first settings that differ.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from compaction_bench.errors import BenchError
+
+MAX_RUN_ID = 128
+LOCK_NAME = ".lock"
+
+
+class RunFolderError(BenchError, RuntimeError):
+    """A run id that is not a plain folder name, a busy run folder, or a resume that does not match."""
+
+
+def validate_run_id(run_id: str) -> str:
+    """`run_id` itself when it is one plain folder name; else a `RunFolderError` saying why."""
+    why = None
+    if not run_id or not run_id.strip():
+        why = "is empty"
+    elif run_id in (".", ".."):
+        why = "names the runs folder itself or its parent"
+    elif "/" in run_id or "\\" in run_id or os.sep in run_id or (os.altsep and os.altsep in run_id):
+        why = "contains a path separator"
+    elif ".." in run_id:
+        why = "contains '..'"
+    elif any(ord(c) < 32 or ord(c) == 127 for c in run_id):
+        why = "contains a control character"
+    elif len(run_id) > MAX_RUN_ID:
+        why = f"is longer than {MAX_RUN_ID} characters"
+    elif Path(run_id).is_absolute():
+        why = "is an absolute path"
+    if why:
+        raise RunFolderError(f"--run-id {run_id!r} {why}; expected a plain folder name such as 2026-01-01-baseline")
+    return run_id
+
+
+def _created(manifest_path: Path) -> datetime | None:
+    try:
+        created = json.loads(manifest_path.read_text(encoding="utf-8")).get("created")
+        stamp = datetime.fromisoformat(str(created))
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+def newest_run(root: Path) -> str:
+    """The id of the run under `root` whose manifest was created last."""
+    dated = []
+    for folder in root.glob("*") if root.is_dir() else ():
+        created = _created(folder / "manifest.json")
+        if created is not None:
+            dated.append((created, folder.name))
+    if not dated:
+        raise RunFolderError(f"--resume: no earlier run with a readable manifest in {root}")
+    return max(dated)[1]
+
+
+def _normal(value: Any) -> Any:
+    """`value` as it reads back from the manifest's JSON (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Settings of two manifests that differ: the `config` entries both have, and the scenario list."""
+    differences = []
+    old_config, new_config = _normal(old.get("config") or {}), _normal(new.get("config") or {})
+    for key in sorted(set(old_config) & set(new_config)):
+        if old_config[key] != new_config[key]:
+            differences.append(f"{key}: {_short(old_config[key])} then, {_short(new_config[key])} now")
+    old_names = [s.get("name") for s in old.get("scenarios") or () if isinstance(s, dict)]
+    new_names = [s.get("name") for s in new.get("scenarios") or () if isinstance(s, dict)]
+    if old_names != new_names:
+        differences.append(f"scenarios: {_short(old_names)} then, {_short(new_names)} now")
+    return differences
+
+
+
+
+@dataclass
+class RunFolder:
+    """A claimed run folder: its id and path, and the open lock file that holds the claim."""
+
+    run_id: str
+    path: Path
+    _lock: IO[bytes] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Give up the claim (also done when the process ends, however it ends)."""
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def fail(self, message: str) -> RunFolderError:
+        """Release the claim and return the error to raise."""
+        self.release()
+        return RunFolderError(message)
+
+    def resume_manifest(self, new: dict[str, Any]) -> dict[str, Any]:
+        """The manifest of the run being resumed, after checking that `new` has the same configuration
+        (else the claim is released and the resume refused, naming the differences)."""
+        manifest_path = self.path / "manifest.json"
+        try:
+            old = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise self.fail(f"--resume: {manifest_path} is not readable ({type(exc).__name__}: {exc})") from None
+        if not isinstance(old, dict):
+            raise self.fail(f"--resume: {manifest_path} is not a run manifest (not a JSON object)")
+        differences = config_difference(old, new)
+        if differences:
+            raise self.fail(
+                f"--resume {self.path}: the run was made with another configuration ({'; '.join(differences)}); "
+                "resume with the same settings, or start a new run with another --run-id"
+            )
+        return old
+
+
+def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFolder:
+    """Validate the run id (`new_id` when none is given; the newest run for a bare `--resume`),
+    create the folder, take its exclusive lock, and check that a new run does not land on an old one."""
+    if run_id is None and resume:
+        run_id = newest_run(root)
+    run_id = validate_run_id(new_id if run_id is None else run_id)
+    path = root / run_id
+    path.mkdir(parents=True, exist_ok=True)
+    lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
+    try:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise RunFolderError(f"{path} is in use by another run (its lock {path / LOCK_NAME} is held); wait for it or choose another --run-id") from None
+    except OSError as exc:
+        lock.close()
+        raise RunFolderError(f"{path}: cannot lock the run folder ({exc.strerror or exc})") from None
+    folder = RunFolder(run_id, path, lock)
+    if (path / "manifest.json").exists() and not resume:
+        folder.release()
+        raise RunFolderError(f"{path} already holds a run; pass --resume to finish it or choose another --run-id")
+    return folder

@@ -1,0 +1,196 @@
+"""The wire adapter: request messages → valid OpenAI Chat Completions messages, for every model call.
+
+Strategies build requests in this project's provider-neutral shape (`compaction_bench.request`:
+roles `reasoning` and `compaction`, tool calls as `{id, name, arguments}` with item ids). Every
+model call (summarizer, answerer, judge) goes through `chat_messages`, whose output is what the
+OpenAI Chat Completions API accepts; litellm then translates it for other providers (Anthropic
+Messages, OpenAI-compatible servers). `metrics/integrity.py` measures how a strategy's own
+request breaks the wire rules; this module makes every payload actually sent satisfy them:
+
+- roles: ``system``, ``user``, ``assistant``, ``tool``; ``developer`` only for OpenAI itself (other
+  providers get ``system``); ``compaction`` (an opaque Codex compaction item) becomes a user message
+  with its text; only the keys each role has in the API (no ``item_ids``, ``is_error``, ``attachments``).
+- reasoning: a reasoning item's visible text (a reasoning summary) is carried as assistant text,
+  which every provider accepts; an item with no visible text (encrypted content only) is dropped,
+  because encrypted reasoning is only valid on the Responses API of the model that produced it and
+  Anthropic thinking blocks need that model's own signature.
+- tool calls: ``{id, type: "function", function: {name, arguments}}`` with string arguments; an
+  argument string that is not a JSON object (Codex custom tools send raw patch text) is wrapped as
+  ``{"input": <text>}`` so providers that parse arguments (Anthropic ``tool_use.input``) accept it;
+  empty arguments become ``{}``; ids are made valid for every provider (``[A-Za-z0-9_-]``, ≤ 64
+  characters, unique within the request).
+- pairing: an assistant message's calls must be answered by the tool messages right after it. A
+  call without its result there is written into the assistant's text (``[tool call NAME(ARGS) had no
+  recorded result]``); a tool result without its call becomes a user message
+  (``[result of tool call ID (NAME)]`` + text). Nothing is invented and nothing is lost.
+- content: empty user/system text is dropped (there is nothing to say); an empty tool output is sent
+  as ``(no output)`` (Anthropic rejects empty text blocks); attachments are content parts: the
+  transcripts keep only an attachment's type, name and size, so each becomes a text part naming it
+  (``[image attachment: NAME, MIME, SIZE bytes]``) after the message's text part.
+
+Plain dicts (the answerer's question, judge prompts) are read as the same messages first, so a
+whole call is converted in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compaction_bench.request import Message, ToolCall, merge_assistant
+
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+EMPTY_TOOL_OUTPUT = "(no output)"
+ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+MAX_ID = 64
+
+WireInput = Message | Mapping[str, Any]
+
+
+def _parse_dict(entry: Mapping[str, Any]) -> Message:
+    """A Chat-style (or internal-style) message dict as a `Message`."""
+    role = str(entry.get("role", ""))
+    content = entry.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping) and p.get("type") == "text")
+    calls: list[ToolCall] = []
+    for raw in entry.get("tool_calls") or ():
+        function = raw.get("function") if isinstance(raw.get("function"), Mapping) else raw
+        arguments = function.get("arguments", "")
+        calls.append(
+            ToolCall(
+                id=str(raw.get("id") or ""),
+                name=str(function.get("name") or ""),
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+            )
+        )
+    call_id = entry.get("tool_call_id")
+    return Message(
+        role=role,
+        content=content if isinstance(content, str) else "",
+        tool_calls=tuple(calls),
+        tool_call_id=str(call_id) if call_id is not None else None,
+        name=entry.get("name") if isinstance(entry.get("name"), str) else None,
+    )
+
+
+def wire_arguments(arguments: str) -> str:
+    """Arguments as a JSON-object string (raw text wrapped as {"input": text})."""
+    if not arguments.strip():
+        return "{}"
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return arguments
+    return json.dumps({"input": arguments}, ensure_ascii=False)
+
+
+class _Ids:
+    """Valid, unique wire ids for the request's call ids (the same id maps to the same wire id)."""
+
+    def __init__(self) -> None:
+        self._map: dict[str, str] = {}
+        self._used: set[str] = set()
+
+    def wire(self, call_id: str) -> str:
+        if call_id in self._map:
+            return self._map[call_id]
+        base = ID_CHARS.sub("_", call_id)[:MAX_ID] or "call"
+        candidate, n = base, 1
+        while candidate in self._used:
+            suffix = f"_{n}"
+            candidate, n = base[: MAX_ID - len(suffix)] + suffix, n + 1
+        self._map[call_id] = candidate
+        self._used.add(candidate)
+        return candidate
+
+
+def _content(message: Message) -> str | list[dict[str, Any]]:
+    if not message.attachments:
+        return message.content
+    parts: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content.strip() else []
+    for a in message.attachments:
+        kind = "image" if a.is_image else "file"
+        parts.append({"type": "text", "text": f"[{kind} attachment: {a.name or 'unnamed'}, {a.mime}, {a.size} bytes]"})
+    return parts
+
+
+def _demoted_call(call: ToolCall) -> str:
+    return f"[tool call {call.name}({call.arguments}) had no recorded result]"
+
+
+def _demoted_result(message: Message) -> str:
+    name = f" ({message.name})" if message.name else ""
+    return f"[result of tool call {message.tool_call_id or 'unknown'}{name}]\n{message.content or EMPTY_TOOL_OUTPUT}"
+
+
+def chat_messages(messages: Sequence[WireInput], *, provider: str = "openai") -> list[dict[str, Any]]:
+    """The messages of one model call as valid OpenAI Chat Completions messages (rules above)."""
+    parsed = [m if isinstance(m, Message) else _parse_dict(m) for m in messages]
+    plain: list[Message] = []
+    for m in parsed:
+        if m.role == "reasoning":
+            if m.content.strip():
+                plain.append(Message("assistant", m.content, item_ids=m.item_ids))
+        elif m.role == "compaction":
+            if m.content.strip():
+                plain.append(Message("user", m.content, item_ids=m.item_ids))
+        elif m.role == "developer" and provider != "openai":
+            plain.append(Message("system", m.content, item_ids=m.item_ids, attachments=m.attachments))
+        elif m.role in CHAT_ROLES:
+            plain.append(m)
+        else:
+            raise ValueError(f"message role {m.role!r} has no Chat Completions form")
+    plain = merge_assistant(plain)
+    ids = _Ids()
+    out: list[dict[str, Any]] = []
+    index = 0
+    while index < len(plain):
+        m = plain[index]
+        index += 1
+        if m.role == "tool":  # a result not preceded by its call
+            out.append({"role": "user", "content": _demoted_result(m)})
+            continue
+        if m.role != "assistant" or not m.tool_calls:
+            content = _content(m)
+            if content if isinstance(content, list) else content.strip():
+                out.append({"role": m.role, "content": content})
+            continue
+        run: list[Message] = []
+        while index < len(plain) and plain[index].role == "tool":
+            run.append(plain[index])
+            index += 1
+        results: dict[str, Message] = {}
+        orphans: list[Message] = []
+        wanted = {c.id for c in m.tool_calls}
+        for result in run:
+            if result.tool_call_id in wanted and result.tool_call_id not in results:
+                results[result.tool_call_id] = result
+            else:
+                orphans.append(result)
+        answered = [c for c in m.tool_calls if c.id in results]
+        unanswered = [c for c in m.tool_calls if c.id not in results]
+        text = "\n".join([m.content, *(_demoted_call(c) for c in unanswered)]).strip()
+        entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if answered:
+            entry["tool_calls"] = [
+                {"id": ids.wire(c.id), "type": "function", "function": {"name": c.name or "tool", "arguments": wire_arguments(c.arguments)}}
+                for c in answered
+            ]
+        if entry["content"] is not None or answered:
+            out.append(entry)
+        for c in answered:
+            result = results[c.id]
+            out.append({"role": "tool", "tool_call_id": ids.wire(c.id), "content": result.content or EMPTY_TOOL_OUTPUT})
+        if orphans:
+            out.append({"role": "user", "content": "\n\n".join(_demoted_result(o) for o in orphans)})
+    return out
+
+
+def provider_of(model: str) -> str:
+    """The litellm provider prefix of a model id (`openai/gpt-5` → `openai`; a bare id → `openai`)."""
+    return model.split("/", 1)[0] if "/" in model else "openai"

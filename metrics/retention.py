@@ -1,0 +1,302 @@
+"""Probe rows: where each probe is asked, what the context held, and whether the model saw it.
+
+Paired checkpoints (`checkpoints`): one set per scenario, derived from the transcript alone, so
+every strategy of a run is probed at the same places (docs/specs/evaluation.md §1: every method
+is judged at the same points of the same conversation):
+- the start of every real user turn: the first recorded model response after the user message;
+- inside a long turn, every `every_steps` responses after the turn's start (default
+  `DEFAULT_EVERY_STEPS`; None or 0 turns it off);
+- the end of the session (`final`).
+A session with more than `max_checkpoints` of them (default `DEFAULT_MAX_CHECKPOINTS`; None: all)
+keeps that many, evenly spaced in order, plus the end: answering every probe at each of 200 turns
+would cost more than it tells.
+
+The context at a checkpoint is taken from the engine's request records: the request of that
+step, i.e. what the model was sent when it produced the recorded response; after an overflow and
+a recovery, the last attempt of the step. At the end it is the final context. A probe is asked at
+every checkpoint whose context comes after its source (the source item lies before the step's
+first output item).
+
+Compaction points (the first request after a compaction, `ProbePoint`s of the replay) give extra
+diagnostic rows, `point_kind="compaction"`; checkpoint rows have `point_kind="checkpoint"` or
+`"final"`. Headline figures use only the latter (`compaction_bench.metrics.aggregate`).
+
+Per row:
+- `status`: `seen`, or `not_seen` when that request overflowed (it reached no model): then the
+  probe is absent and unanswered (`present=False`, `correct=False`), never graded as if seen;
+- `present` (evidence-anchored, `grading.presence`) and `found`: `kept` when the answer is in the
+  messages that are not a summary, `summary` when only the summary text holds it, else `absent`.
+  A summary message is a `compaction` item or one that carries a compaction's summary text;
+- `source_summarized`: the probe's source item went into a summary (an earlier compaction's
+  `summarized_ids`) and is not itself in the context: such rows measure the summary;
+- `correct` (the answerer's reply, graded by the probe's rule; a short or numeric answer counts
+  only when its evidence is in the context, so a guess is never retention) and, on checkpoint and
+  final rows, `ceiling_correct`: the same question on the uncompacted transcript up to that
+  checkpoint (the answerer's ceiling on the same rows, the same for every strategy; asked once
+  per process, scenario and checkpoint);
+- `fact_age_tokens`: true tokens of the transcript between the source and the checkpoint.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_bench.llm import LLMClient, LLMError
+from compaction_bench.metrics import grading
+from compaction_bench.probes import Probe, ProbeError
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
+from compaction_bench.request import Message, message_from_item
+from compaction_bench.transcript import Transcript
+
+#: Inside a turn longer than this many model responses, a checkpoint every that many responses.
+DEFAULT_EVERY_STEPS = 25
+#: At most this many checkpoints per scenario besides the end (evenly spaced).
+DEFAULT_MAX_CHECKPOINTS = 24
+POINT_KINDS = ("checkpoint", "compaction", "final")
+FOUND = ("kept", "summary", "absent")
+#: The leading characters of a summary that identify a message carrying it.
+SUMMARY_SIGNATURE = 200
+#: Ceiling answers kept per process (the same uncompacted context is asked by every strategy's cell).
+CEILING_CACHE_SIZE = 100_000
+_ceiling_cache: dict[tuple[Any, ...], bool | None] = {}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A paired checkpoint: the context of step `step`, seen after transcript `position` items."""
+
+    kind: str  # "checkpoint" | "final"
+    step: int
+    position: int
+
+
+def source_position(transcript: Transcript, probe: Probe) -> int:
+    """Transcript position where the probe's fact first appears."""
+    if probe.source:
+        try:
+            return transcript.position(probe.source)
+        except KeyError:
+            raise ProbeError(f"probe {probe.id!r}: source item {probe.source!r} is not in transcript {transcript.id!r}") from None
+    assert probe.source_text is not None
+    for position, item in enumerate(transcript.items):
+        if probe.source_text in item.text or (item.arguments and probe.source_text in item.arguments):
+            return position
+    raise ProbeError(f"probe {probe.id!r}: source_text {probe.source_text!r} occurs nowhere in transcript {transcript.id!r}")
+
+
+def checkpoints(
+    transcript: Transcript, every_steps: int | None = DEFAULT_EVERY_STEPS, max_checkpoints: int | None = DEFAULT_MAX_CHECKPOINTS
+) -> list[Checkpoint]:
+    """The scenario's paired checkpoints in order, the end of the session last (module docstring)."""
+    steps = transcript.steps()
+    starts = [transcript.position(step.items[0].id) for step in steps]
+    chosen: set[int] = set()
+    for user in transcript.real_user_messages():
+        first = bisect.bisect_right(starts, transcript.position(user.id))
+        if first < len(steps):
+            chosen.add(first)
+    if every_steps and every_steps > 0:
+        bounds = sorted({0, *chosen, len(steps)})
+        for low, high in itertools.pairwise(bounds):
+            chosen.update(range(low + every_steps, high, every_steps))
+    ordered = sorted(chosen)
+    if max_checkpoints is not None and len(ordered) > max_checkpoints > 0:
+        ordered = [ordered[round(n * (len(ordered) - 1) / max(max_checkpoints - 1, 1))] for n in range(max_checkpoints)]
+        ordered = sorted(set(ordered))
+    out = [Checkpoint("checkpoint", steps[k].index, starts[k]) for k in ordered]
+    out.append(Checkpoint("final", len(steps), len(transcript.items)))
+    return out
+
+
+def _cumulative_tokens(transcript: Transcript, provider: SimulatedProvider) -> list[int]:
+    """cum[p]: true tokens of the model-visible items before position p."""
+    out = [0]
+    for item in transcript.items:
+        tokens = 0 if item.kind == "marker" else provider.message_tokens(message_from_item(item))
+        out.append(out[-1] + tokens)
+    return out
+
+
+def _source_text(transcript: Transcript, position: int) -> str:
+    item = transcript.items[position]
+    return "\n".join(t for t in (item.text, item.arguments) if t)
+
+
+class _Contexts:
+    """Per request of one cell: kept text, summary text and the ids it summarized away (memoized)."""
+
+    def __init__(self, result: ReplayResult) -> None:
+        self.result = result
+        self.signatures = [s[:SUMMARY_SIGNATURE] for s in (c.summary.strip() for c in result.compactions if c.summary) if s]
+        self._is_summary: dict[Message, bool] = {}
+        self._texts: dict[int, tuple[str, str]] = {}
+
+    def is_summary(self, message: Message) -> bool:
+        known = self._is_summary.get(message)
+        if known is None:
+            known = message.role == "compaction" or (
+                message.role != "tool" and any(sig in message.content for sig in self.signatures)
+            )
+            self._is_summary[message] = known
+        return known
+
+    def texts(self, request: RequestRecord) -> tuple[str, str]:
+        """(text of the messages that are not a summary, text of the summary messages)."""
+        cached = self._texts.get(request.index)
+        if cached is None:
+            kept = [m for m in request.messages if not self.is_summary(m)]
+            summaries = [m for m in request.messages if self.is_summary(m)]
+            cached = self._texts[request.index] = (grading.context_text(kept), grading.context_text(summaries))
+        return cached
+
+    def summarized_before(self, request: RequestRecord) -> set[str]:
+        """Ids an earlier compaction gave to the summarizer, that the request does not hold itself."""
+        earlier: list[CompactionRecord] = [
+            c for c in self.result.compactions if c.next_request is not None and c.next_request <= request.index
+        ]
+        ids = {i for c in earlier for i in c.summarized_ids}
+        return ids - set(request.item_ids())
+
+
+def _model(client: LLMClient | None) -> object:
+    return None if client is None else getattr(client, "model", id(client))
+
+
+class _Uncompacted:
+    """The uncompacted transcript before a position, as answerer messages (built once per checkpoint)."""
+
+    def __init__(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+        self._built: tuple[int, list[dict[str, Any]]] | None = None
+
+    def before(self, position: int) -> list[dict[str, Any]]:
+        if self._built is None or self._built[0] != position:
+            messages = [message_from_item(i) for i in self.transcript.items[:position] if i.kind != "marker"]
+            self._built = (position, grading.context_messages(messages))
+        return self._built[1]
+
+
+def _ceiling(
+    uncompacted: _Uncompacted, position: int, probe: Probe, answerer: LLMClient, judge: LLMClient | None, sample: int
+) -> bool | None:
+    """The answerer's grade on the uncompacted transcript before `position` (None: unscored or failed)."""
+    transcript = uncompacted.transcript
+    key = (transcript.id, len(transcript.items), position, probe.id, probe.question, probe.answers, _model(answerer), _model(judge), sample)
+    if key in _ceiling_cache:
+        return _ceiling_cache[key]
+    try:
+        correct = grading.ask(probe, uncompacted.before(position), answerer, judge, sample=sample).grade.correct
+    except LLMError:
+        correct = None
+    if len(_ceiling_cache) >= CEILING_CACHE_SIZE:
+        _ceiling_cache.clear()
+    _ceiling_cache[key] = correct
+    return correct
+
+
+def _needs_evidence(probe: Probe) -> bool:
+    return probe.match in ("exact", "contains", "number") and all(grading.is_short(a) for a in probe.answers)
+
+
+def probe_rows(
+    result: ReplayResult,
+    probes: Sequence[Probe],
+    provider: SimulatedProvider,
+    answerer: LLMClient | None,
+    judge: LLMClient | None,
+    repeat: int,
+    every_steps: int | None = DEFAULT_EVERY_STEPS,
+    max_checkpoints: int | None = DEFAULT_MAX_CHECKPOINTS,
+) -> list[dict[str, Any]]:
+    """One row per probe per point (paired checkpoints, then compaction points) of one replayed cell."""
+    if not probes:
+        return []
+    transcript = result.transcript
+    sources = {p.id: source_position(transcript, p) for p in probes}
+    anchors = {p.id: grading.anchor(p, _source_text(transcript, sources[p.id])) for p in probes}
+    source_ids = {p.id: transcript.items[sources[p.id]].id for p in probes}
+    cumulative = _cumulative_tokens(transcript, provider)
+    starts = {step.index: transcript.position(step.items[0].id) for step in transcript.steps()}
+    contexts = _Contexts(result)
+    uncompacted = _Uncompacted(transcript)
+    last_attempt: dict[int, int] = {}
+    for request in result.requests:
+        if request.kind == "turn":
+            last_attempt[request.step] = request.index
+    points: list[tuple[str, int, int, int, int | None]] = []  # (kind, step, position, request, compaction)
+    for checkpoint in checkpoints(transcript, every_steps, max_checkpoints):
+        index = result.final.index if checkpoint.kind == "final" else last_attempt.get(checkpoint.step)
+        if index is not None:
+            points.append((checkpoint.kind, checkpoint.step, checkpoint.position, index, None))
+    for point in result.points:
+        if point.reason == "compaction":
+            points.append(("compaction", point.step, starts.get(point.step, len(transcript.items)), point.request, point.compaction))
+    rows: list[dict[str, Any]] = []
+    for kind, step, position, index, compaction in points:
+        asked = [p for p in probes if sources[p.id] < position]
+        if not asked:
+            continue
+        request = result.requests[index]
+        seen = not request.overflow
+        kept_text, summary_text = contexts.texts(request) if seen else ("", "")
+        whole = "\n".join(t for t in (kept_text, summary_text) if t)
+        normalized, normalized_kept = grading.normalize(whole), grading.normalize(kept_text)
+        summarized = contexts.summarized_before(request)
+        context = grading.context_messages(request.messages) if answerer is not None and seen else []
+        for probe in asked:
+            evidence = anchors[probe.id]
+            found = grading.presence(probe, whole, normalized, evidence) if seen else grading.Presence(False, 0.0)
+            in_kept = seen and found.present and grading.presence(probe, kept_text, normalized_kept, evidence).present
+            row: dict[str, Any] = {
+                "probe_id": probe.id,
+                "kind": probe.kind,
+                "match": probe.match,
+                "point_kind": kind,
+                "step": step,
+                "request": index,
+                "compaction": compaction,
+                "status": "seen" if seen else "not_seen",
+                "present": found.present,
+                "present_share": found.share,
+                "found": "kept" if in_kept else ("summary" if found.present else "absent"),
+                "source_summarized": source_ids[probe.id] in summarized,
+                "correct": None,
+                "ceiling_correct": None,
+                "score": None,
+                "judge_strict": None,
+                "judge_lenient": None,
+                "answer": None,
+                "answer_cached": None,
+                "answer_error": None,
+                "sample": repeat,
+                "fact_age_tokens": cumulative[position] - cumulative[sources[probe.id]],
+            }
+            if answerer is not None:
+                if kind != "compaction":
+                    row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat)
+                if not seen:
+                    row.update(correct=False, score=0.0)  # the request reached no model: unanswered
+                else:
+                    try:
+                        answer = grading.ask(probe, context, answerer, judge, sample=repeat)
+                    except LLMError as exc:  # e.g. a context beyond the answerer's window: unscored, never passed
+                        row["answer_error"] = str(exc)
+                    else:
+                        correct = answer.grade.correct
+                        if correct and _needs_evidence(probe) and not found.present:
+                            correct = False  # a short answer whose evidence is gone is a guess
+                        row.update(
+                            correct=correct,
+                            score=answer.grade.score if correct is not False else 0.0,
+                            judge_strict=answer.grade.judge_strict,
+                            judge_lenient=answer.grade.judge_lenient,
+                            answer=answer.reply,
+                            answer_cached=answer.cache_hit,
+                        )
+            rows.append(row)
+    return rows

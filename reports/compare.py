@@ -1,0 +1,154 @@
+"""The comparison report of two runs (`bench compare A B --html OUT`): one self-contained HTML page.
+
+For every (strategy, profile) both runs hold, over the scenarios they share:
+- the change in retention (candidate − baseline) at the paired probe points with a 95% interval
+  from a paired bootstrap over probes (`reports/verdict.py`), and the change in every gate metric
+  (`reports/gate.py::compare_runs`);
+- the probes that flipped (present in one run and absent in the other at the same point, or
+  answered right in one and wrong in the other), with question, expected answer and both replies;
+- the compactions that changed (matched by scenario, strategy, profile, repeat and index): step,
+  trigger, tokens, item counts or summary differ, or the compaction exists in one run only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from compaction_bench.atomic import atomic_write_text
+from compaction_bench.reports.gate import METRICS, compare_runs
+from compaction_bench.reports.html import TEMPLATE_DIR, _clean
+from compaction_bench.reports.verdict import Difference, bootstrap_means, difference, paired_points
+from compaction_bench.store import load_run
+
+CELL = ["scenario", "strategy", "profile", "repeat"]
+POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
+
+
+def _questions(root: Path) -> dict[tuple[str, str], tuple[str, str]]:
+    path = root / "questions.parquet"
+    if not path.is_file():
+        return {}
+    return {(r.scenario, r.probe_id): (str(r.question), str(r.answer)) for r in pd.read_parquet(path).itertuples(index=False)}
+
+
+def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str) -> Difference | None:
+    """Candidate − baseline retention of one strategy at one profile, paired by probe point."""
+    frames = []
+    for label, probes in (("baseline", base), ("candidate", cand)):
+        part = probes[(probes["strategy"] == strategy) & (probes["profile"] == profile)].copy()
+        part["strategy"] = label
+        frames.append(part)
+    joined = pd.concat(frames, ignore_index=True)
+    if joined.empty:
+        return None
+    matrix, _ = paired_points(joined, profile)
+    if matrix.empty or set(matrix.columns) != {"baseline", "candidate"}:
+        return None
+    return difference(matrix, bootstrap_means(matrix), "candidate", "baseline")
+
+
+def flipped_probes(base: pd.DataFrame, cand: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, Any]]:
+    """Probe points whose presence or answered grade differs between the runs (first repeat)."""
+    keys = [k for k in [*CELL[:3], *POINT[1:]] if k in base.columns and k in cand.columns]
+    columns = [c for c in ("present", "correct", "answer") if c in base.columns and c in cand.columns]
+
+    def first(frame: pd.DataFrame) -> pd.DataFrame:
+        if "repeat" in frame.columns and len(frame):
+            frame = frame[frame["repeat"] == frame["repeat"].min()]
+        return frame.drop_duplicates(keys)[[*keys, "kind", *columns]]
+
+    merged = first(base).merge(first(cand), on=[*keys, "kind"], suffixes=("_a", "_b"))
+    out = []
+    for record in merged.to_dict("records"):
+        changes = []
+        for column in ("present", "correct"):
+            a, b = _clean(record.get(f"{column}_a")), _clean(record.get(f"{column}_b"))
+            if a is not None and b is not None and bool(a) != bool(b):
+                changes.append(f"{column}: {bool(a)} → {bool(b)}")
+        if changes:
+            question, answer = questions.get((record["scenario"], record["probe_id"]), ("", ""))
+            out.append({
+                **{k: record[k] for k in keys}, "point": record.get("point_kind", record.get("point", "")), "kind": record["kind"], "changes": ", ".join(changes), "question": question, "expected": answer,
+                "reply_a": str(record.get("answer_a") or ""), "reply_b": str(record.get("answer_b") or ""),
+                "lost": any(c.endswith("True → False") for c in changes),
+            })
+    return out
+
+
+def _count(value: Any) -> int:
+    return 0 if value is None or isinstance(value, float) else len(value)
+
+
+def changed_compactions(base: pd.DataFrame, cand: pd.DataFrame) -> list[dict[str, Any]]:
+    """Compactions that differ between the runs, matched by cell and index; one row per difference."""
+    keys = [*CELL, "compaction"]
+    fields = ("step", "trigger", "tokens_before", "tokens_after")
+
+    def index(frame: pd.DataFrame) -> dict[tuple, dict[str, Any]]:
+        if frame.empty:
+            return {}
+        return {tuple(r[k] for k in keys): r for r in frame.to_dict("records")}
+
+    a, b = index(base), index(cand)
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        left, right = a.get(key), b.get(key)
+        row = dict(zip(keys, key, strict=True))
+        if left is None or right is None:
+            out.append({**row, "what": "only in " + ("candidate" if left is None else "baseline"), "baseline": _describe(left), "candidate": _describe(right),
+                        "summary_a": str((left or {}).get("summary") or "")[:4000], "summary_b": str((right or {}).get("summary") or "")[:4000]})
+            continue
+        diffs = [f for f in fields if _clean(left.get(f)) != _clean(right.get(f))]
+        diffs += [f"{n} items" for n in ("kept", "summarized", "dropped") if _count(left.get(f"{n}_ids")) != _count(right.get(f"{n}_ids"))]
+        if (left.get("summary") or "") != (right.get("summary") or ""):
+            diffs.append("summary")
+        if diffs:
+            out.append({**row, "what": ", ".join(diffs), "baseline": _describe(left), "candidate": _describe(right),
+                        "summary_a": str(left.get("summary") or "")[:4000], "summary_b": str(right.get("summary") or "")[:4000]})
+    return out
+
+
+def _describe(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "–"
+    return (f"step {record.get('step')} · {record.get('trigger')} · {record.get('tokens_before'):,} → {record.get('tokens_after'):,} tokens · "
+            f"kept {_count(record.get('kept_ids'))}, summarized {_count(record.get('summarized_ids'))}, dropped {_count(record.get('dropped_ids'))}")
+
+
+def render_compare(baseline: str | Path, candidate: str | Path) -> str:
+    a_root, b_root = Path(baseline), Path(candidate)
+    a, b = load_run(a_root), load_run(b_root)
+    compared = compare_runs(a_root, b_root)
+    shared = sorted(set(a["summary"]["scenario"]) & set(b["summary"]["scenario"]))
+    a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
+    b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]
+    rows = []
+    for (strategy, profile), values in compared.iterrows():
+        change = retention_change(a_probes, b_probes, str(strategy), str(profile)) if not a_probes.empty and not b_probes.empty else None
+        metrics = [
+            {"metric": m, "baseline": _clean(values.get(f"{m}_baseline")), "candidate": _clean(values.get(f"{m}_candidate")),
+             "change": _clean(values.get(f"{m}_change")), "better": METRICS[m][1]}
+            for m in METRICS if f"{m}_change" in values
+        ]
+        rows.append({"strategy": strategy, "profile": profile, "retention": change, "metrics": metrics})
+    questions = {**_questions(a_root), **_questions(b_root)}
+    flips = flipped_probes(a_probes, b_probes, questions) if not a_probes.empty and not b_probes.empty else []
+    changed = changed_compactions(
+        a["compactions"][a["compactions"]["scenario"].isin(shared)] if not a["compactions"].empty else a["compactions"],
+        b["compactions"][b["compactions"]["scenario"].isin(shared)] if not b["compactions"].empty else b["compactions"],
+    )
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
+    env.filters["points"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:+.1f}"
+    env.filters["num"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else str(v))
+    return env.get_template("compare.html.j2").render(
+        baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
+    )
+
+
+def write_compare(baseline: str | Path, candidate: str | Path, out: str | Path) -> Path:
+    return atomic_write_text(Path(out), render_compare(baseline, candidate))

@@ -1,0 +1,254 @@
+"""Aider's chat-history summarisation as the `aider` strategy (docs/specs/aider.md, upstream
+`Aider-AI/aider@5dc9490b`).
+
+- §1 two lists: `done` (older history, the only part summarised) and `cur` (since the last edited
+  turn); requests are `system, done, cur`. Aider has no tool-call protocol: tool calls are replayed
+  as assistant text and tool output as user text, as Aider feeds shell output back (§9), so no
+  pair can break. `cur` moves to `done` only after an edited turn (an `aider-output` marker saying
+  an edit was applied, or, in other formats, a finished turn whose tool calls edited files); then
+  `summarize_start` runs and *then* the commit-message pair is appended (`move_back_cur_messages`);
+  `/clear` empties both lists;
+- §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
+  per-message token counts of `json.dumps(message)`;
+- §5 the recursive head/tail split (`min_split` 4, depth > 3, tail strictly under half, head ends
+  with an assistant message, head cut to the summariser window − 512 keeping the oldest, `< max`
+  acceptance, recursion) and the final `"Ok."`; §6 `summarize_all` (`# USER` / `# ASSISTANT`
+  transcript, the summary as a user message with its prefix);
+- §2.3/§2.4/§11.3 the two modes: by default **as run** (the snapshot was taken before the pair was
+  appended, so the summary is thrown away at the next request and `done` keeps growing; the calls
+  are still paid, recorded as `discarded-summary`), and `applied=True`, the behaviour before
+  2025-01-20 (the summary replaces `done`, losing the pair appended after the snapshot; a failed
+  summary empties `done`).
+
+The weak model is the summariser passed to the run; its window defaults to the profile's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_bench.request import Message, Request
+from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.tokens import shared_counter
+from compaction_bench.transcript import Item, Usage
+
+#: §6 the summary message prefix, and the commit / no-repo messages of §2.4 (protocol strings).
+SUMMARY_PREFIX = "I spoke to you previously about a number of things.\n"
+COMMIT_MESSAGE = "I committed the changes with git hash {hash} & commit msg: {message}"
+NO_REPO_MESSAGE = "I updated the files."
+OK = "Ok."
+APPLIED_EDIT = re.compile(r"^Applied edit to ", re.M)
+COMMIT_LINE = re.compile(r"^Commit ([0-9a-f]{7,40}) (.+)$", re.M)
+EDIT_TOOL = re.compile(r"edit|write|apply_patch|str_replace|create_file|insert", re.I)
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str
+    content: str
+    item_ids: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class AiderOptions:
+    """Upstream defaults (§3, §5); `applied` picks the mode of §11.3."""
+
+    #: False: as run today (summary discarded); True: the pre-2025-01-20 behaviour (summary applied)
+    applied: bool = False
+    #: --max-chat-history-tokens (None: min(max(window/16, 1024), 8192))
+    max_chat_history_tokens: float | None = None
+    min_history_tokens: int = 1_024
+    max_history_tokens_cap: int = 8_192
+    window_divisor: int = 16
+    min_split: int = 4
+    max_depth: int = 3
+    #: the weak model's max_input_tokens (None: the profile's window)
+    summarizer_max_input_tokens: int | None = None
+    summarizer_head_margin: int = 512
+
+
+class AiderSummaryFailed(Exception):
+    """`ValueError("summarizer unexpectedly failed for all models")`."""
+
+
+class Aider(Strategy):
+    name = "aider"
+    description = "Aider: done/cur lists, history limit window/16 (1k-8k), recursive head/tail summary; as run the summary is discarded (applied=true: replaced)"
+    spec = "docs/specs/aider.md §1-§6, §11"
+    Options = AiderOptions
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        o = self.options
+        window = ctx.profile.context_window
+        self.max_tokens: float = o.max_chat_history_tokens or min(max(window / o.window_divisor, o.min_history_tokens), o.max_history_tokens_cap)
+        self.head_limit = (o.summarizer_max_input_tokens or window) - o.summarizer_head_margin
+        self.counter = shared_counter(ctx.profile.tokenizer)
+        self.system: list[Message] = []
+        self.done: list[ChatMessage] = []
+        self.cur: list[ChatMessage] = []
+        self.snapshot: list[ChatMessage] | None = None
+        self.summarized: list[ChatMessage] = []
+        self._turn_edited = False
+
+    # ------------------------------------------------------------ tokens (§4)
+    def token_count(self, message: ChatMessage) -> int:
+        return self.counter.count(json.dumps(message.as_dict()))
+
+    def too_big(self, messages: Sequence[ChatMessage]) -> bool:
+        return sum(self.token_count(m) for m in messages) > self.max_tokens
+
+    # ------------------------------------------------------------ observing (§1)
+    def on_user_turn(self, item: Item) -> None:
+        text = item.text.strip()
+        if text == "/clear":
+            before = self.messages()
+            self.done, self.cur, self.snapshot = [], [], None
+            self.ctx.record_compaction(trigger="clear", before=before, after=self.messages(), summary=None, probe=False)
+            return
+        if text.startswith("/"):
+            return  # an in-chat command: not a chat message
+        self.cur.append(ChatMessage("user", item.text, (item.id,)))
+
+    def on_input(self, item: Item) -> None:
+        if item.kind == "system":
+            self.system.append(Message("system", item.text, item_ids=(item.id,)))
+        elif item.kind == "user":
+            self.cur.append(ChatMessage("user", item.text, (item.id,)))
+        elif item.kind == "tool_result":
+            self.cur.append(ChatMessage("user", item.text, (item.id,)))
+
+    def on_marker(self, item: Item) -> None:
+        if item.meta.get("event") == "aider-output" and APPLIED_EDIT.search(item.text):
+            commit = COMMIT_LINE.search(item.text)
+            message = COMMIT_MESSAGE.format(hash=commit.group(1), message=commit.group(2)) if commit else NO_REPO_MESSAGE
+            self.move_back_cur_messages(message)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        parts, ids = [], []
+        for item in items:
+            if item.kind == "assistant" and item.text:
+                parts.append(item.text)
+            elif item.kind == "tool_call":
+                parts.append(f"{item.tool_name}({item.arguments or ''})")
+                self._turn_edited = self._turn_edited or bool(EDIT_TOOL.search(item.tool_name or ""))
+            else:
+                continue
+            ids.append(item.id)
+        if parts:
+            self.cur.append(ChatMessage("assistant", "\n".join(parts), tuple(ids)))
+        if not needs_follow_up and self._turn_edited:
+            self._turn_edited = False
+            self.move_back_cur_messages(NO_REPO_MESSAGE)
+
+    # ------------------------------------------------------------ the background summary (§2)
+    def move_back_cur_messages(self, message: str) -> None:
+        self.done = self.done + self.cur
+        self.summarize_start()
+        self.done = self.done + [ChatMessage("user", message), ChatMessage("assistant", OK)]
+        self.cur = []
+
+    def summarize_start(self) -> None:
+        if not self.too_big(self.done):
+            return
+        self.summarize_end()
+        self.snapshot = list(self.done)
+        try:
+            self.summarized = self.summarize(self.snapshot)
+        except AiderSummaryFailed:
+            self.summarized = []
+
+    def summarize_end(self) -> None:
+        if self.snapshot is None:
+            return
+        before = self.messages()
+        snapshot, summarized = self.snapshot, self.summarized
+        self.snapshot, self.summarized = None, []
+        same = [m.as_dict() for m in snapshot] == [m.as_dict() for m in self.done]
+        if not (same or self.options.applied):
+            self.ctx.record_compaction(trigger="discarded-summary", before=before, after=before, summary=_text(summarized),
+                                       details={"snapshot_messages": len(snapshot), "done_messages": len(self.done)}, probe=False)
+            return
+        lost = len(self.done) - len(snapshot)  # messages appended after the snapshot (the commit pair)
+        self.done = summarized
+        kept = {i for m in summarized for i in m.item_ids}
+        self.ctx.record_compaction(
+            trigger="threshold", before=before, after=self.messages(), summary=_text(summarized),
+            summarized_ids=[i for m in snapshot for i in m.item_ids if i not in kept],
+            estimate_tokens=sum(self.token_count(m) for m in snapshot), threshold=int(self.max_tokens),
+            details={"snapshot_equal": same, "lost_after_snapshot": lost},
+        )
+
+    # ------------------------------------------------------------ the split (§5, §6)
+    def summarize(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        out = self.summarize_real(list(messages), 0)
+        if out and out[-1].role != "assistant":
+            out.append(ChatMessage("assistant", OK))
+        return out
+
+    def summarize_real(self, messages: list[ChatMessage], depth: int) -> list[ChatMessage]:
+        o = self.options
+        sized = [(self.token_count(m), m) for m in messages]
+        total = sum(t for t, _ in sized)
+        if total <= self.max_tokens and depth == 0:
+            return messages
+        if len(messages) <= o.min_split or depth > o.max_depth:
+            return self.summarize_all(messages)
+        half = self.max_tokens // 2
+        tail_tokens, split = 0, len(messages)
+        for i in range(len(messages) - 1, -1, -1):
+            if tail_tokens + sized[i][0] < half:
+                tail_tokens += sized[i][0]
+                split = i
+            else:
+                break
+        while messages[split - 1].role != "assistant" and split > 1:
+            split -= 1
+        if split <= o.min_split:
+            return self.summarize_all(messages)
+        tail = messages[split:]
+        keep, running = [], 0
+        for tokens, message in sized[:split]:
+            running += tokens
+            if running > self.head_limit:
+                break
+            keep.append(message)
+        summary = self.summarize_all(keep)
+        if self.token_count(summary[0]) + sum(t for t, _ in sized[split:]) < self.max_tokens:
+            return summary + tail
+        return self.summarize_real(summary + tail, depth + 1)
+
+    def summarize_all(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+        content = ""
+        for m in messages:
+            if m.role.lower() not in ("user", "assistant"):
+                continue
+            content += f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
+        request = Request([Message("system", self.ctx.render_prompt("aider_summarize.j2")), Message("user", content)], kind="summary")
+        for _model in ("weak", "main"):
+            try:
+                answer = self.ctx.summarize(request).text
+            except SummaryOverflow:
+                continue
+            return [ChatMessage("user", SUMMARY_PREFIX + answer)]
+        raise AiderSummaryFailed("summarizer unexpectedly failed for all models")
+
+    # ------------------------------------------------------------ requests
+    def messages(self) -> list[Message]:
+        return [*self.system, *(Message(m.role, m.content, item_ids=m.item_ids) for m in self.done + self.cur)]
+
+    def request(self) -> Request:
+        self.summarize_end()
+        total = sum(self.token_count(m) for m in self.done)
+        return Request(self.messages(), meta={"done_tokens": total, "history_limit": self.max_tokens})
+
+
+def _text(messages: Sequence[ChatMessage]) -> str | None:
+    return "\n".join(m.content for m in messages) if messages else None

@@ -1,0 +1,90 @@
+"""Rules several of the issue-15 strategies share (Claude Code, Anthropic context management,
+Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
+
+- `usage_context_tokens`: the Anthropic-style context count of one response's usage
+  (input + cache creation + cache read + output; the importers fold the cache fields into `input`),
+  used by Claude Code (docs/specs/claude-code.md §2.2) and Anthropic's client-side compaction
+  (docs/specs/anthropic-context-management.md §5);
+- `js_round`, `chars_div4`: JavaScript's `Math.round(len / 4)` estimate;
+- `tool_pairs`: tool calls in order with the result answering each (None while unanswered);
+- `render_rewritten`: an item history rendered with some tool results replaced by a placeholder and
+  some tool-call inputs cleared, call ids kept, so pairs stay intact (Claude Code microcompact §5,
+  Anthropic `clear_tool_uses` §2, Gemini CLI masking §8, observation masking in the hybrid);
+- `keep_last_steps_start`: the pair-safe start of the verbatim tail that holds the newest N model
+  responses (hybrid, evaluation.md §2).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from compaction_bench.request import Message, ToolCall, merge_assistant
+from compaction_bench.strategies.history import ItemHistory, pair_safe_units
+from compaction_bench.transcript import Item, Usage
+
+
+def usage_context_tokens(usage: Usage) -> int:
+    """`input + cache_creation + cache_read + output` of one response (claude-code.md §2.2 step 3)."""
+    return usage.input + usage.output
+
+
+def js_round(value: float) -> int:
+    """JavaScript `Math.round`: halves round up (towards +infinity)."""
+    return math.floor(value + 0.5)
+
+
+def chars_div4(text: str) -> int:
+    """`Math.round(text.length / 4)` (UTF-16 code units, as JavaScript counts them)."""
+    return js_round(len(text.encode("utf-16-le")) // 2 / 4)
+
+
+def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:
+    """Each tool call in order, with the first result that answers it (None while unanswered)."""
+    results: dict[str, Item] = {}
+    for item in items:
+        if item.kind == "tool_result" and item.call_id and item.call_id not in results:
+            results[item.call_id] = item
+    return [(i, results.get(i.call_id or "")) for i in items if i.kind == "tool_call"]
+
+
+def render_rewritten(
+    history: ItemHistory,
+    items: Sequence[Item],
+    replacements: Mapping[str, str],
+    cleared_inputs: Mapping[str, str] | None = None,
+) -> list[Message]:
+    """Wire messages for `items`, with the tool results whose item id is in `replacements` given that
+    text (attachments removed) and the tool calls whose item id is in `cleared_inputs` given those
+    arguments. Call ids, names and positions stay, so no call loses its result."""
+    cleared_inputs = cleared_inputs or {}
+    out = []
+    for item in items:
+        message = history.message(item)
+        if item.id in replacements:
+            message = replace(message, content=replacements[item.id], attachments=())
+        elif item.id in cleared_inputs and message.tool_calls:
+            message = replace(
+                message, tool_calls=tuple(ToolCall(c.id, c.name, cleared_inputs[item.id]) for c in message.tool_calls)
+            )
+        out.append(message)
+    return merge_assistant(out)
+
+
+def keep_last_steps_start(items: Sequence[Item], keep_steps: int) -> int:
+    """Index into `items` where a verbatim tail holding the newest `keep_steps` model responses starts,
+    at a pair-safe unit boundary (never between a call and its result). `len(items)` for no tail."""
+    if keep_steps <= 0:
+        return len(items)
+    units = pair_safe_units(items)
+    start = len(items)
+    responses: set[int] = set()
+    for unit in reversed(units):
+        unit_responses = {i.response for i in unit if i.is_model_output and i.response is not None}
+        if len(responses | unit_responses) > keep_steps:
+            break
+        responses |= unit_responses
+        start -= len(unit)
+    return start
+

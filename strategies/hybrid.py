@@ -1,0 +1,116 @@
+"""The Complexity Trap's hybrid as the `hybrid` strategy (docs/specs/evaluation.md §2).
+
+Observation masking while the context grows: tool outputs older than the last `keep_last` (M = 10)
+agent steps become a one-line placeholder, as `observation-masking` does. An LLM summary runs only
+when masking is not enough: when the masked context still crosses `trigger_ratio` of the window,
+or, as in the paper's deferred summary, once `summarize_steps + keep_last` (N + M = 43 + 10) agent
+steps have accumulated since the last summary. The summary (OpenHands-style, the paper's
+LLM-Summary) covers everything before the newest M steps, the previous summary included; the
+newest M steps stay verbatim from a pair-safe boundary, so no call loses its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_bench.request import Message, Request
+from compaction_bench.strategies.components import keep_last_steps_start, render_rewritten
+from compaction_bench.strategies.history import ItemHistory
+from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.transcript import Item, Usage
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    """M = 10 and N = 43 from the paper (evaluation.md §2); the token trigger is this project's."""
+
+    keep_last: int = 10
+    summarize_steps: int = 43
+    trigger_ratio: float = 0.9
+    placeholder: str = "[Old tool output omitted: {lines} lines]"
+
+
+class Hybrid(Strategy):
+    name = "hybrid"
+    description = "observation masking (M = 10) while the context grows; an LLM summary of all but the last M steps when masking is not enough"
+    spec = "docs/specs/evaluation.md §2"
+    Options = HybridOptions
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        self.system: list[Item] = []
+        self.history = ItemHistory()
+        self.summary: str | None = None
+        self.masked: set[str] = set()
+        self.result_step: dict[str, int] = {}
+        self.steps = 0
+        self.steps_since_summary = 0
+
+    def on_user_turn(self, item: Item) -> None:
+        self.history.append(item)
+
+    def on_input(self, item: Item) -> None:
+        if item.kind == "system":
+            self.system.append(item)
+            return
+        self.history.append(item)
+        if item.kind == "tool_result":
+            self.result_step[item.id] = self.steps
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.history.extend(items)
+        self.steps += 1
+        self.steps_since_summary += 1
+
+    def body(self, items: Sequence[Item]) -> list[Message]:
+        """Items as sent: masked outputs as the placeholder."""
+        replacements = {
+            i.id: self.options.placeholder.format(lines=i.text.count("\n") + 1) for i in items if i.id in self.masked
+        }
+        return render_rewritten(self.history, items, replacements)
+
+    def messages(self) -> list[Message]:
+        head = [Message("user", self.summary)] if self.summary is not None else []
+        return [*self.history.render(self.system), *head, *self.body(self.history.items)]
+
+    def request(self) -> Request:
+        o = self.options
+        cutoff = self.steps - o.keep_last
+        newly = [rid for rid, step in self.result_step.items() if step < cutoff and rid not in self.masked]
+        if newly:
+            before = self.messages()
+            self.masked.update(newly)
+            self.ctx.record_compaction(trigger="masking", before=before, after=self.messages(), summary=None,
+                                       details={"masked": newly}, probe=False)
+        messages = self.messages()
+        tokens = self.ctx.count_tokens(messages)
+        threshold = int(self.ctx.profile.context_window * o.trigger_ratio)
+        if tokens > threshold or self.steps_since_summary >= o.summarize_steps + o.keep_last:
+            if self._summarize(messages, tokens, threshold, "threshold" if tokens > threshold else "steps"):
+                messages = self.messages()
+        return Request(messages, estimate_tokens=tokens, threshold=threshold)
+
+    def _summarize(self, before: list[Message], tokens: int, threshold: int, trigger: str) -> bool:
+        items = self.history.items
+        cut = keep_last_steps_start(items, self.options.keep_last)
+        head = items[:cut]
+        if not head:
+            return False
+        events = [
+            (n, "\n".join([m.content, *(f"{c.name}({c.arguments})" for c in m.tool_calls)]).strip())
+            for n, m in enumerate(self.body(head))
+        ]
+        prompt = self.ctx.render_prompt("openhands_summary.j2", v0=True, events=events, previous=self.summary or "No events summarized")
+        try:
+            result = self.ctx.summarize(Request([Message("user", prompt)], kind="summary"))
+        except SummaryOverflow:
+            return False
+        self.summary = result.text
+        self.history.items = list(items[cut:])
+        self.steps_since_summary = 0
+        self.ctx.record_compaction(trigger=trigger, before=before, after=self.messages(), summary=result.text,
+                                   summarized_ids=[i.id for i in head], estimate_tokens=tokens, threshold=threshold,
+                                   details={"kept_steps": self.options.keep_last})
+        return True

@@ -1,0 +1,579 @@
+"""OpenHands condensers as strategies (docs/specs/openhands.md).
+
+`openhands` is the current default, the SDK preset `LLMSummarizingCondenser(max_size=80,
+keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629e6`):
+
+- §2.2 a view of events (system prompt, messages, one action per tool call, one observation per
+  result, summary events), condensed before every LLM call; several summaries may live in one view.
+  Upstream the condensation is an agent step of its own without an LLM call; here it and the
+  following LLM call are one replay step (the context the model sees is the same);
+- §4.1/§4.2 three reasons: REQUEST (after a context-window error, §2.3), TOKENS (the view's token
+  count > min(max_tokens, input window)), EVENTS (`len(view) > max_size`); TOKENS and REQUEST are
+  HARD, EVENTS alone SOFT (a SOFT failure proceeds uncondensed);
+- §4.3 `events_from_tail` = the minimum over the reasons' targets, both ends moved to the next
+  valid manipulation index (§4.4 batch atomicity, tool-call matching, thinking tool loops), the 10 %
+  minimum progress;
+- §4.5 the summary prompt with `<EVENT>` blocks built from the 500-character display previews,
+  inserted as a plain `user` message at the forgetting start;
+- §4.6 the hard context reset on a failed HARD condensation: everything summarised at offset 0,
+  event strings shrunk by 0.8 per retry, up to 5 attempts.
+
+`openhands-v0` is the V0 web-server pipeline of OpenHands 0.62 (§1, §5.9):
+`ConversationWindowCondenser` (only on a context-window request, no summary, §5.2) →
+`BrowserOutputCondenser(attention_window=2)` (§5.4) → `LLMSummarizingCondenser(keep_first=4,
+max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
+middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
+does (§7): an assistant message is emitted only once every call of it has its observation, and
+orphaned calls or observations are dropped silently; observations are cut at 30,000 characters. The
+call/result halves the count-only cut separates are therefore lost without a wire error; each
+compaction lists them in `details["orphaned_calls"]` / `["orphaned_results"]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from compaction_bench.provider import ProviderError
+from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.transcript import Item, Usage
+
+N_CHAR_PREVIEW = 500
+#: §6 V0 observation truncation marker (protocol string).
+V0_TRUNCATION = "\n[... Observation truncated due to length ...]\n"
+#: §6 SDK clip notice (protocol string).
+SDK_CLIP = "<response clipped><NOTE>Due to the max output limit, only part of the full response has been shown to you.</NOTE>"
+#: §5.4 masked browser observation.
+BROWSER_MASK = "Visited URL {url}\nContent omitted"
+#: V0 placeholder for the previous summary when there is none (§5.1).
+NO_SUMMARY = "No events summarized"
+
+
+@dataclass(eq=False)
+class Event:
+    """One view event. `kind`: system | message | action | observation | summary."""
+
+    id: int
+    kind: str
+    items: tuple[Item, ...] = ()
+    source: str = "agent"
+    text: str = ""
+    response: int | None = None
+    call_id: str = ""
+    tool_name: str = ""
+    arguments: str = ""
+    thinking: tuple[Item, ...] = ()
+    is_error: bool = False
+    masked: bool = False
+
+    @property
+    def item_ids(self) -> tuple[str, ...]:
+        return tuple(i.id for i in self.items)
+
+
+class EventLog:
+    """Items as OpenHands events, with increasing integer ids."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._next = 0
+
+    def new(self, kind: str, **fields: Any) -> Event:
+        event = Event(id=self._next, kind=kind, **fields)
+        self._next += 1
+        self.events.append(event)
+        return event
+
+    def observe(self, item: Item) -> Event | None:
+        if item.kind == "system":
+            return self.new("system", items=(item,), text=item.text, source="environment")
+        if item.kind == "user":
+            return self.new("message", items=(item,), text=item.text, source="user")
+        if item.kind == "tool_result":
+            return self.new("observation", items=(item,), text=item.text, call_id=item.call_id or "",
+                            tool_name=item.tool_name or "", is_error=item.is_error, source="environment")
+        return None
+
+    def response(self, items: Sequence[Item]) -> list[Event]:
+        """A model response: one action per tool call (the first carries the thought and thinking), or one message."""
+        texts = [i for i in items if i.kind == "assistant"]
+        thinking = tuple(i for i in items if i.kind == "reasoning")
+        calls = [i for i in items if i.kind == "tool_call"]
+        response = items[0].response if items else None
+        if not calls:
+            if not texts and not thinking:
+                return []
+            return [self.new("message", items=tuple(items), text="\n".join(i.text for i in texts), thinking=thinking,
+                             response=response)]
+        out = []
+        for n, call in enumerate(calls):
+            extra = tuple(texts) + thinking if n == 0 else ()
+            out.append(self.new("action", items=(*extra, call), text="\n".join(i.text for i in texts) if n == 0 else "",
+                                response=response, call_id=call.call_id or "", tool_name=call.tool_name or "",
+                                arguments=call.arguments or "", thinking=thinking if n == 0 else ()))
+        return out
+
+
+def _clip(text: str, limit: int, marker: str) -> str:
+    """Keep the head and tail halves around `marker` (V0 `truncate_content`)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + marker + text[-half:]
+
+
+def sdk_truncate(text: str, limit: int | None) -> str:
+    """SDK `maybe_truncate`: room for the notice, then the head (rounded up) and the tail."""
+    if limit is None or len(text) <= limit:
+        return text
+    room = max(0, limit - len(SDK_CLIP))
+    head = (room + 1) // 2
+    tail = room - head
+    return text[:head] + SDK_CLIP + (text[-tail:] if tail else "")
+
+
+def _preview(text: str, n: int) -> str:
+    return text[:n] + "[...]" if len(text) > n else text
+
+
+def event_preview(event: Event, n: int = N_CHAR_PREVIEW) -> str:
+    """SDK `str(event)` (§4.5): a display preview, not what the model saw; actions show no arguments."""
+    if event.kind == "action":
+        return f"ActionEvent (agent)\n  Thought: {_preview(event.text, n)}\n  Action: {event.tool_name}"
+    if event.kind == "observation":
+        return f"ObservationEvent (environment)\n  Tool: {event.tool_name}\n  Result: {_preview(event.text, n)}"
+    body = event.text if len(event.text) <= n - 3 else event.text[: n - 3] + "..."
+    if event.kind == "message":
+        role = "user" if event.source == "user" else "assistant"
+        return f"MessageEvent ({event.source})\n  {role}: {body}"
+    name = "CondensationSummaryEvent" if event.kind == "summary" else "SystemPromptEvent"
+    role = "user" if event.kind == "summary" else "system"
+    return f"{name} ({event.source})\n  {role}: {body}"
+
+
+def manipulation_indices(view: Sequence[Event]) -> list[int]:
+    """§4.4: cut points 0..len that split no batch, no open call and no thinking tool loop."""
+    n = len(view)
+    valid = [True] * (n + 1)
+    result_at = {e.call_id: i for i, e in enumerate(view) if e.kind == "observation"}
+    for i in range(1, n):
+        a, b = view[i - 1], view[i]
+        if a.kind == "action" and b.kind == "action" and a.response is not None and a.response == b.response:
+            valid[i] = False  # BatchAtomicity
+    for i, e in enumerate(view):
+        if e.kind == "action":
+            end = result_at.get(e.call_id)
+            stop = n if end is None or end < i else end
+            for j in range(i + 1, stop + 1):
+                valid[j] = False  # ToolCallMatching: no cut while the call is open
+    in_loop = False
+    for i, e in enumerate(view):
+        if e.kind == "action" and e.thinking:
+            in_loop = True
+        elif e.kind in ("action", "observation"):
+            if in_loop:
+                valid[i] = False  # ToolLoopAtomicity
+        else:
+            in_loop = False
+    return [i for i, ok in enumerate(valid) if ok]
+
+
+def find_next(indices: Sequence[int], at: int) -> int:
+    for i in indices:
+        if i >= at:
+            return i
+    raise ValueError(f"no valid manipulation index at or after {at}")
+
+
+class _NoCondensation(Exception):
+    """`NoCondensationAvailableException`."""
+
+
+# ===================================================================== SDK
+@dataclass(frozen=True)
+class OpenHandsOptions:
+    """`get_default_agent` preset (80, 4) and the SDK class defaults for the rest (§1, §4)."""
+
+    max_size: int = 80
+    keep_first: int = 4
+    #: condenser max_tokens (None: unset; the model's input window applies, §4.1)
+    max_tokens: int | None = None
+    minimum_progress: float = 0.1
+    hard_context_reset_max_retries: int = 5
+    hard_context_reset_context_scaling: float = 0.8
+    #: `N_CHAR_PREVIEW` of the event previews the summariser reads
+    preview_chars: int = N_CHAR_PREVIEW
+
+
+@dataclass
+class _Reasons:
+    request: bool = False
+    tokens: bool = False
+    events: bool = False
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class OpenHands(Strategy):
+    name = "openhands"
+    description = "OpenHands SDK LLMSummarizingCondenser(80, 4): REQUEST/TOKENS/EVENTS, pair-safe cut indices, preview-based summary, hard reset"
+    spec = "docs/specs/openhands.md §1, §2.2, §2.3, §3, §4, §10"
+    Options = OpenHandsOptions
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        self.log = EventLog()
+        self.view: list[Event] = []
+        self.unhandled_request = False
+
+    def on_user_turn(self, item: Item) -> None:
+        self.on_input(item)
+
+    def on_input(self, item: Item) -> None:
+        if item.is_model_output:
+            self.view.extend(self.log.response([item]))
+            return
+        event = self.log.observe(item)
+        if event is not None:
+            self.view.append(event)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.view.extend(self.log.response(items))
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        # §2.3: LLMContextWindowExceedError → CondensationRequest; the next step condenses (HARD).
+        self.unhandled_request = True
+        return True
+
+    # ------------------------------------------------------------ messages (SDK events_to_messages)
+    def messages(self, view: Sequence[Event] | None = None) -> list[Message]:
+        out: list[Message] = []
+        batch: int | None = None  # the response whose actions the last assistant message holds
+        for e in self.view if view is None else view:
+            if e.kind != "action":
+                batch = None
+            if e.kind == "system":
+                out.append(Message("system", e.text, item_ids=e.item_ids))
+            elif e.kind == "summary":
+                out.append(Message("user", e.text))
+            elif e.kind == "message" and e.source == "user":
+                out.append(Message("user", e.text, item_ids=e.item_ids, attachments=e.items[0].attachments))
+            elif e.kind == "message":
+                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
+                out.append(Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind == "assistant")))
+            elif e.kind == "action":
+                call = ToolCall(e.call_id, e.tool_name, e.arguments)
+                if batch is not None and e.response == batch and not e.thinking:
+                    prev = out[-1]
+                    out[-1] = replace(prev, tool_calls=prev.tool_calls + (call,), item_ids=prev.item_ids + e.item_ids[-1:])
+                    continue
+                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
+                ids = tuple(i.id for i in e.items if i.kind in ("assistant", "tool_call"))
+                out.append(Message("assistant", e.text, tool_calls=(call,), item_ids=ids))
+                batch = e.response
+            else:
+                item = e.items[0]
+                out.append(Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
+                                   is_error=e.is_error, attachments=item.attachments))
+        return out
+
+    # ------------------------------------------------------------ reasons (§4.1, §4.2)
+    def _effective_max_tokens(self) -> int:
+        window = self.ctx.profile.context_window
+        return min(self.options.max_tokens, window) if self.options.max_tokens is not None else window
+
+    def _reasons(self) -> _Reasons:
+        total = self.ctx.count_tokens(self.messages())
+        reasons = _Reasons(
+            request=self.unhandled_request,
+            tokens=total > self._effective_max_tokens(),
+            events=len(self.view) > self.options.max_size,
+        )
+        reasons.extra["total_tokens"] = total
+        return reasons
+
+    def _enforce(self) -> None:
+        """`View.enforce_properties` (§4.4): actions without observations and observations without
+        actions leave the view (a call the recording never answered, once the next step runs)."""
+        calls = {e.call_id for e in self.view if e.kind == "action"}
+        results = {e.call_id for e in self.view if e.kind == "observation"}
+        self.view = [
+            e for e in self.view
+            if not (e.kind == "action" and e.call_id not in results) and not (e.kind == "observation" and e.call_id not in calls)
+        ]
+
+    def request(self) -> Request:
+        self._enforce()
+        reasons = self._reasons()
+        if reasons.request or reasons.tokens or reasons.events:
+            hard = reasons.tokens or reasons.request
+            try:
+                self._condense(reasons)
+            except _NoCondensation:
+                # SOFT: proceed uncondensed. HARD: hard reset; when that fails too, upstream re-raises and
+                # the step fails: here the request goes out as it is and the provider decides.
+                if hard:
+                    self._hard_reset(reasons)
+        return Request(self.messages(), estimate_tokens=reasons.extra["total_tokens"], threshold=self._effective_max_tokens())
+
+    # ------------------------------------------------------------ window (§4.3)
+    def _events_from_tail(self, reasons: _Reasons) -> int:
+        o = self.options
+        candidates = []
+        if reasons.request:
+            candidates.append(len(self.view) // 2 - o.keep_first - 1)
+        if reasons.events:
+            candidates.append(o.max_size // 2 - o.keep_first - 1)
+        if reasons.tokens:
+            total = reasons.extra["total_tokens"]
+            reduce = total - self._effective_max_tokens() // 2
+            rest = self.view[o.keep_first:]
+            if reduce <= 0:
+                candidates.append(len(rest))
+            else:
+                base = self.ctx.count_tokens(self.messages(self.view[: o.keep_first]))
+                prefix = len(rest)
+                for k in range(1, len(rest) + 1):
+                    if self.ctx.count_tokens(self.messages(self.view[: o.keep_first] + rest[:k])) - base > reduce:
+                        prefix = k
+                        break
+                candidates.append(len(rest) - prefix)
+        return max(0, min(candidates))
+
+    def _condense(self, reasons: _Reasons) -> None:
+        o = self.options
+        indices = manipulation_indices(self.view)
+        naive_end = len(self.view) - self._events_from_tail(reasons)
+        try:
+            start = find_next(indices, o.keep_first)
+            end = find_next(indices, naive_end)
+        except ValueError:
+            raise _NoCondensation from None
+        forgotten = self.view[start:end]
+        if not forgotten or len(forgotten) < len(self.view) * o.minimum_progress:
+            raise _NoCondensation
+        try:
+            summary = self._summarize(forgotten, None)
+        except SummaryOverflow:
+            raise _NoCondensation from None
+        self._apply(forgotten, summary, start, reasons, "condensation")
+
+    def _summarize(self, events: Sequence[Event], limit: int | None) -> str:
+        texts = [sdk_truncate(event_preview(e, self.options.preview_chars), limit) for e in events]
+        prompt = self.ctx.render_prompt("openhands_summary.j2", v0=False, events=texts, previous=None)
+        return self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
+
+    def _apply(self, forgotten: Sequence[Event], summary: str | None, offset: int, reasons: _Reasons, trigger: str) -> None:
+        before = self.messages()
+        gone = {e.id for e in forgotten}
+        kept = [e for e in self.view if e.id not in gone]
+        if summary is not None:
+            kept.insert(offset, self.log.new("summary", text=summary, source="environment"))
+        self.view = kept
+        self.unhandled_request = False
+        names = [n for n, on in (("REQUEST", reasons.request), ("TOKENS", reasons.tokens), ("EVENTS", reasons.events)) if on]
+        self.ctx.record_compaction(
+            trigger=trigger, before=before, after=self.messages(), summary=summary,
+            summarized_ids=[i for e in forgotten for i in e.item_ids], estimate_tokens=reasons.extra["total_tokens"],
+            threshold=self._effective_max_tokens(),
+            details={"reasons": names, "forgotten_events": len(forgotten), "summary_offset": offset},
+        )
+
+    def _hard_reset(self, reasons: _Reasons) -> bool:
+        """§4.6: summarise every view event at offset 0, shrinking event strings ×0.8 per failed attempt."""
+        o = self.options
+        limit: int | None = None
+        for _ in range(o.hard_context_reset_max_retries):
+            try:
+                summary = self._summarize(self.view, limit)
+            except SummaryOverflow:
+                longest = max((len(event_preview(e, o.preview_chars)) for e in self.view), default=0)
+                limit = int((limit if limit is not None else longest) * o.hard_context_reset_context_scaling)
+                continue
+            self._apply(list(self.view), summary, 0, reasons, "hard-reset")
+            return True
+        return False
+
+
+# ===================================================================== V0
+@dataclass(frozen=True)
+class OpenHandsV0Options:
+    """V0 server pipeline defaults (§1, §5.1, §5.4, §6)."""
+
+    keep_first: int = 4
+    max_size: int = 120
+    max_event_length: int = 10_000
+    browser_attention_window: int = 2
+    max_message_chars: int = 30_000
+    #: tool names whose observations are browser output (§5.4)
+    browser_tools: str = "browser,browse,browse_interactive,web_read,browser_navigate"
+
+
+class OpenHandsV0(Strategy):
+    name = "openhands-v0"
+    description = "OpenHands V0 pipeline: conversation window on overflow, browser masking, count-only summarizing cut (120, 4) that loses call/result halves"
+    spec = "docs/specs/openhands.md §1, §2.1, §2.3, §3, §5.1, §5.2, §5.4, §5.9, §6, §7"
+    Options = OpenHandsV0Options
+
+    def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        super().__init__(ctx, options)
+        self.log = EventLog()
+        self.forgotten: set[int] = set()
+        self.summary: tuple[str, int] | None = None
+        self.unhandled_request = False
+        self.browser = {t.strip() for t in self.options.browser_tools.split(",") if t.strip()}
+
+    def on_user_turn(self, item: Item) -> None:
+        self.on_input(item)
+
+    def on_input(self, item: Item) -> None:
+        if item.is_model_output:
+            self.log.response([item])
+        else:
+            self.log.observe(item)
+
+    def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self.log.response(items)
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        # §2.3: a context-window error adds a CondensationRequestAction (enable_history_truncation).
+        self.unhandled_request = True
+        return True
+
+    # ------------------------------------------------------------ view (§2.1)
+    def base_view(self) -> list[Event]:
+        view = [e for e in self.log.events if e.id not in self.forgotten]
+        if self.summary is not None:
+            text, offset = self.summary
+            view.insert(min(offset, len(view)), Event(id=-1, kind="summary", text=text, source="environment"))
+        return view
+
+    def _browser_masked(self, view: list[Event]) -> list[Event]:
+        """§5.4: browser observations beyond the newest `attention_window` become a masked observation."""
+        seen = 0
+        out = list(view)
+        for i in range(len(out) - 1, -1, -1):
+            e = out[i]
+            if e.kind == "observation" and e.tool_name in self.browser:
+                seen += 1
+                if seen > self.options.browser_attention_window:
+                    url = _url(next((a for a in self.log.events if a.kind == "action" and a.call_id == e.call_id), None))
+                    out[i] = replace(e, text=BROWSER_MASK.format(url=url), masked=True)
+        return out
+
+    # ------------------------------------------------------------ message building (§7)
+    def messages(self, view: Sequence[Event] | None = None) -> list[Message]:
+        o = self.options
+        view = self._browser_masked(self.base_view()) if view is None else view
+        out: list[Message] = []
+        pending: dict[int, list[Event]] = {}
+        results: dict[str, Message] = {}
+        for e in view:
+            if e.kind == "system":
+                out.append(Message("system", e.text, item_ids=e.item_ids))
+            elif e.kind in ("summary",) or (e.kind == "observation" and e.masked):
+                out.append(Message("user", _clip(e.text, o.max_message_chars, V0_TRUNCATION)))
+            elif e.kind == "message":
+                role = "user" if e.source == "user" else "assistant"
+                out.append(Message(role, e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
+            elif e.kind == "action":
+                pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
+            elif e.kind == "observation":
+                results[e.call_id] = Message("tool", _clip(e.text, o.max_message_chars, V0_TRUNCATION), tool_call_id=e.call_id,
+                                             item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
+            for key in list(pending):
+                actions = pending[key]
+                if all(a.call_id in results for a in actions):
+                    ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
+                    calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
+                    out.append(Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids))
+                    out += [results.pop(a.call_id) for a in actions]
+                    del pending[key]
+        return out
+
+    # ------------------------------------------------------------ the pipeline (§5.9)
+    def request(self) -> Request:
+        view = self._browser_masked(self.base_view())
+        if self.unhandled_request:
+            self._conversation_window(view)
+        elif len(view) > self.options.max_size:
+            self._summarize(view)
+        # V0 counts events, not tokens: no token estimate or token threshold to report.
+        return Request(self.messages(), meta={"view_events": len(self.base_view())})
+
+    def _conversation_window(self, view: list[Event]) -> None:
+        """§5.2: keep the system message, the first user message and the newest half of the rest; no summary."""
+        self.unhandled_request = False
+        system = next((e for e in view if e.kind == "system"), None)
+        first_user = next((e for e in view if e.kind == "message" and e.source == "user"), None)
+        if first_user is None:
+            return  # an empty condensation (software-agent-sdk#1073)
+        essential = [e for e in (system, first_user) if e is not None]
+        num_recent = max(1, (len(view) - len(essential)) // 2)
+        recent = view[len(view) - num_recent:]
+        while recent and recent[0].kind == "observation":
+            recent = recent[1:]
+        keep = {e.id for e in essential} | {e.id for e in recent}
+        forgotten = [e for e in view if e.id not in keep and e.id >= 0]
+        self._forget(forgotten, [e.id for e in forgotten], None, "conversation-window")
+
+    def _summarize(self, view: list[Event]) -> None:
+        """§5.1 `get_condensation`: head, previous summary, the forgotten middle by count; an id range."""
+        o = self.options
+        head = view[: o.keep_first]
+        tail_count = o.max_size // 2 - len(head) - 1
+        previous = view[o.keep_first].text if len(view) > o.keep_first and view[o.keep_first].kind == "summary" else NO_SUMMARY
+        middle = view[o.keep_first: len(view) - tail_count] if tail_count > 0 else []
+        forgotten = [e for e in middle if e.kind != "summary"]
+        if not forgotten:
+            return
+        events = [(e.id, _clip(_event_str(e), o.max_event_length, V0_TRUNCATION)) for e in forgotten]
+        prompt = self.ctx.render_prompt("openhands_summary.j2", v0=True, events=events,
+                                        previous=_clip(previous, o.max_event_length, V0_TRUNCATION))
+        try:
+            summary = self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
+        except SummaryOverflow:
+            return
+        ids = [e.id for e in forgotten]
+        self._forget(forgotten, list(range(min(ids), max(ids) + 1)), (summary, o.keep_first), "condensation")
+
+    def _forget(self, forgotten: Sequence[Event], ids: Sequence[int], summary: tuple[str, int] | None, trigger: str) -> None:
+        before = self.messages()
+        self.forgotten.update(ids)
+        if summary is not None:
+            self.summary = summary
+        view = self.base_view()
+        calls = {e.call_id for e in view if e.kind == "action"}
+        results = {e.call_id for e in view if e.kind == "observation"}
+        self.ctx.record_compaction(
+            trigger=trigger, before=before, after=self.messages(), summary=summary[0] if summary else None,
+            summarized_ids=[i for e in forgotten for i in e.item_ids] if summary else (),
+            threshold=None,
+            details={
+                "forgotten_range": [min(ids), max(ids)] if ids else None,
+                "orphaned_calls": sorted(c for c in calls - results if c),
+                "orphaned_results": sorted(r for r in results - calls if r),
+            },
+        )
+
+
+def _url(action: Event | None) -> str:
+    import json
+
+    if action is None:
+        return ""
+    try:
+        args = json.loads(action.arguments or "{}")
+    except json.JSONDecodeError:
+        return ""
+    return str(args.get("url", "")) if isinstance(args, dict) else ""
+
+
+def _event_str(event: Event) -> str:
+    """V0 `str(event)`: the event with its content (V0 summaries see full text, cut at 10,000 chars)."""
+    if event.kind == "action":
+        return f"**{event.tool_name}** (source=agent)\nTHOUGHT: {event.text}\nARGUMENTS: {event.arguments}"
+    if event.kind == "observation":
+        return f"**{event.tool_name}Observation** (source=environment)\n{event.text}"
+    return f"**MessageAction** (source={event.source})\nCONTENT: {event.text}"

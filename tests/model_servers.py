@@ -1,0 +1,489 @@
+"""Local model API servers for the tests: OpenAI Chat Completions and Anthropic Messages on 127.0.0.1.
+
+Each server is a stdlib `ThreadingHTTPServer` in a daemon thread. It validates a request the way
+the real API does and answers a rejected one with that API's error shape and HTTP status:
+
+- OpenAI (`POST /v1/chat/completions`): roles system/developer/user/assistant/tool only; no keys a
+  message of that role does not have; text or content-part content (`text`, `image_url`), never
+  empty (an assistant may leave it empty only when it calls tools); tool calls
+  `{id, type: "function", function: {name, arguments: str}}`; every tool message answers a call of
+  the assistant message before it, and every call is answered before the next non-tool message;
+  a prompt over the model's window → 400 `context_length_exceeded`.
+- Anthropic (`POST /v1/messages`): `max_tokens` required; roles user/assistant only, system as a
+  top-level field; text/image/tool_use/tool_result/thinking blocks; non-empty text; each
+  `tool_result` answers a `tool_use` of the previous assistant message, and each `tool_use` is
+  answered in the next message; a prompt over the window → 400 `prompt is too long: N tokens > M maximum`.
+
+Both require an API key header (401 otherwise), count accepted and rejected calls, keep every
+payload in `log`, and answer through a pluggable `reply` function that sees the request as plain
+`(role, text)` turns (`Call`). Failures can be injected: `fail(status, times)` answers the next
+`times` calls with that status (429 with `retry-after`), `stall(seconds, times)` delays answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from compaction_bench.tokens import shared_counter
+
+OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+OPENAI_KEYS = {
+    "system": {"role", "content", "name"},
+    "developer": {"role", "content", "name"},
+    "user": {"role", "content", "name"},
+    "assistant": {"role", "content", "name", "tool_calls", "refusal", "reasoning_content"},
+    "tool": {"role", "content", "tool_call_id"},
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """A validated request, as a reply function sees it."""
+
+    api: str  # "openai" or "anthropic"
+    model: str
+    system: str
+    turns: tuple[tuple[str, str], ...]  # (role, text) after the system part; tool results have role "tool"
+    max_tokens: int | None
+    payload: dict[str, Any]
+
+    @property
+    def last_user(self) -> str:
+        return next((text for role, text in reversed(self.turns) if role == "user"), "")
+
+    @property
+    def text(self) -> str:
+        """Everything the model reads, system first."""
+        return "\n".join([self.system, *(text for _, text in self.turns)]).strip()
+
+
+def echo_reply(call: Call) -> str:
+    """Deterministic default answer: names the request by a hash of what the model reads."""
+    digest = hashlib.sha256(call.text.encode("utf-8")).hexdigest()[:12]
+    return f"reply {digest}: {call.last_user[:120]}"
+
+
+class Invalid(Exception):
+    """A request the real API would refuse: HTTP status, error type/code and message."""
+
+    def __init__(self, status: int, kind: str, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.message, self.param = status, kind, message, param
+
+
+@dataclass
+class ModelServer:
+    """One local API server; `base_url` is what `--api-base` takes."""
+
+    api: str
+    context_window: int = 400_000
+    reply: Callable[[Call], str] = echo_reply
+    log: list[dict[str, Any]] = field(default_factory=list)
+    calls: int = 0  # requests answered with a completion
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # (payload, error) of refused requests
+    failures: list[tuple[int, int]] = field(default_factory=list)  # [status, remaining] injected
+    stalls: list[tuple[float, int]] = field(default_factory=list)  # [seconds, remaining]
+    received: int = 0  # every HTTP request, failures included
+    auth_headers: list[str] = field(default_factory=list)
+    in_flight: int = 0
+    max_in_flight: int = 0  # the most requests this server was handling at once
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI clients append `/chat/completions`; Anthropic clients append `/v1/messages`."""
+        return f"http://127.0.0.1:{self.port}/v1" if self.api == "openai" else f"http://127.0.0.1:{self.port}"
+
+    def fail(self, status: int, times: int = 1) -> None:
+        with self._lock:
+            self.failures.append((status, times))
+
+    def stall(self, seconds: float, times: int = 1) -> None:
+        with self._lock:
+            self.stalls.append((seconds, times))
+
+    def reset(self) -> None:
+        with self._lock:
+            self.log.clear()
+            self.rejected.clear()
+            self.calls = self.received = self.max_in_flight = 0
+            self.auth_headers.clear()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    # ------------------------------------------------------------------ handling
+    def _take(self, queue: list[tuple[Any, int]]) -> Any:
+        with self._lock:
+            if not queue:
+                return None
+            value, remaining = queue[0]
+            if remaining <= 1:
+                queue.pop(0)
+            else:
+                queue[0] = (value, remaining - 1)
+            return value
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
+                return
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode("utf-8")
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                    pass
+
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length)
+                with server._lock:
+                    server.received += 1
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                    server.auth_headers.append(self.headers.get("authorization") or self.headers.get("x-api-key") or "")
+                try:
+                    status, body, headers = server._answer(self.path, dict(self.headers), raw)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                self._send(status, body, headers)
+
+        return Handler
+
+    def _error(self, status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
+        if self.api == "anthropic":
+            return {"type": "error", "error": {"type": kind, "message": message}}
+        code = {"rate_limit": "rate_limit_exceeded", "context": "context_length_exceeded"}.get(kind, None)
+        error_type = {401: "invalid_request_error", 429: "requests", 500: "server_error"}.get(status, "invalid_request_error")
+        return {"error": {"message": message, "type": error_type, "param": param, "code": code or kind}}
+
+    def _answer(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        expected = "/v1/chat/completions" if self.api == "openai" else "/v1/messages"
+        if path.rstrip("/") != expected:
+            return 404, self._error(404, "not_found_error", f"unknown path {path}; this server serves {expected}"), {}
+        stall = self._take(self.stalls)
+        if stall:
+            self._stop.wait(stall)
+        status = self._take(self.failures)
+        if status:
+            if status == 429:
+                return 429, self._error(429, "rate_limit", "Rate limit reached for requests. Please try again in 1s."), {
+                    "retry-after": "0"
+                }
+            return status, self._error(status, "api_error" if self.api == "anthropic" else "server_error",
+                                       "The server had an error while processing your request."), {}
+        key = lowered.get("x-api-key") if self.api == "anthropic" else lowered.get("authorization", "").removeprefix("Bearer ")
+        if not key:
+            kind = "authentication_error" if self.api == "anthropic" else "invalid_api_key"
+            return 401, self._error(401, kind, "missing API key"), {}
+        try:
+            payload = json.loads(raw or b"null")
+            if not isinstance(payload, dict):
+                raise Invalid(400, "invalid_request_error", "the request body must be a JSON object")
+            call = validate_openai(payload) if self.api == "openai" else validate_anthropic(payload)
+            tokens = count_prompt(call)
+            if tokens > self.context_window:
+                if self.api == "anthropic":
+                    raise Invalid(400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {self.context_window} maximum")
+                raise Invalid(
+                    400,
+                    "context",
+                    f"This model's maximum context length is {self.context_window} tokens. However, your messages resulted "
+                    f"in {tokens} tokens. Please reduce the length of the messages.",
+                    "messages",
+                )
+        except Invalid as exc:
+            with self._lock:
+                self.rejected.append({"payload": json.loads(raw or b"null") if _is_json(raw) else None, "error": exc.message})
+            return exc.status, self._error(exc.status, exc.kind, exc.message, exc.param), {}
+        text = self.reply(call)
+        output = len(shared_counter("o200k_base").encode(text))
+        with self._lock:
+            self.calls += 1
+            self.log.append(payload)
+        if self.api == "anthropic":
+            return 200, {
+                "id": f"msg_{self.calls:06d}",
+                "type": "message",
+                "role": "assistant",
+                "model": call.model,
+                "content": [{"type": "text", "text": text}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": tokens, "output_tokens": output},
+            }, {}
+        return 200, {
+            "id": f"chatcmpl-{self.calls:06d}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": call.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": tokens, "completion_tokens": output, "total_tokens": tokens + output},
+        }, {}
+
+
+def _is_json(raw: bytes) -> bool:
+    try:
+        json.loads(raw)
+        return True
+    except ValueError:
+        return False
+
+
+def count_prompt(call: Call) -> int:
+    """Prompt tokens as the server bills them: o200k_base over the text plus 4 per turn."""
+    counter = shared_counter("o200k_base")
+    return counter.count(call.system) + sum(4 + counter.count(text) for _, text in call.turns)
+
+
+# ---------------------------------------------------------------------- OpenAI
+def _openai_content(content: Any, where: str, *, may_be_empty: bool) -> str:
+    if isinstance(content, str):
+        if not content.strip() and not may_be_empty:
+            raise Invalid(400, "invalid_value", f"Invalid '{where}.content': string too short. Expected a non-empty string.", where)
+        return content
+    if content is None:
+        if may_be_empty:
+            return ""
+        raise Invalid(400, "invalid_type", f"Invalid type for '{where}.content': expected a string or array, got null.", where)
+    if not isinstance(content, list) or (not content and not may_be_empty):
+        raise Invalid(400, "invalid_type", f"Invalid '{where}.content': expected a non-empty string or array of content parts.", where)
+    texts = []
+    for index, part in enumerate(content):
+        at = f"{where}.content[{index}]"
+        if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+            raise Invalid(400, "invalid_value", f"Invalid value for '{at}.type': expected 'text' or 'image_url'.", at)
+        if part["type"] == "text":
+            if set(part) - {"type", "text", "cache_control"} or not isinstance(part.get("text"), str) or not part["text"].strip():
+                raise Invalid(400, "invalid_value", f"Invalid '{at}': a text part needs a non-empty 'text' string and nothing else.", at)
+            texts.append(part["text"])
+        else:
+            image = part.get("image_url")
+            if not isinstance(image, dict) or not isinstance(image.get("url"), str) or not image["url"]:
+                raise Invalid(400, "invalid_value", f"Invalid '{at}.image_url': expected an object with a 'url'.", at)
+            texts.append("[image]")
+    return "\n".join(texts)
+
+
+def validate_openai(payload: dict[str, Any]) -> Call:
+    """The OpenAI Chat Completions checks of a request body (raises `Invalid`)."""
+    model, messages = payload.get("model"), payload.get("messages")
+    if not isinstance(model, str) or not model:
+        raise Invalid(400, "missing_required_parameter", "you must provide a model parameter", "model")
+    if not isinstance(messages, list) or not messages:
+        raise Invalid(400, "invalid_value", "Invalid 'messages': empty array. Expected an array with minimum length 1.", "messages")
+    system: list[str] = []
+    turns: list[tuple[str, str]] = []
+    open_calls: dict[str, str] = {}  # id -> where, calls of the latest assistant message still unanswered
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise Invalid(400, "invalid_type", f"Invalid type for '{where}': expected an object.", where)
+        role = message.get("role")
+        if role not in OPENAI_ROLES:
+            raise Invalid(
+                400,
+                "invalid_value",
+                f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'.",
+                f"{where}.role",
+            )
+        extra = sorted(set(message) - OPENAI_KEYS[role])
+        if extra:
+            raise Invalid(400, "invalid_request_error",
+                          f"Additional properties are not allowed ({', '.join(repr(k) for k in extra)} was unexpected) - '{where}'", where)
+        if role != "tool" and open_calls:
+            ids = ", ".join(sorted(open_calls))
+            raise Invalid(
+                400,
+                "invalid_request_error",
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+                f"The following tool_call_ids did not have response messages: {ids}",
+                "messages",
+            )
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in open_calls:
+                raise Invalid(
+                    400,
+                    "invalid_request_error",
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+                    f"{where}.role",
+                )
+            open_calls.pop(call_id)
+            content = message.get("content")
+            if not isinstance(content, str | list):
+                raise Invalid(400, "invalid_type", f"Invalid type for '{where}.content': expected a string or array.", where)
+            text = _openai_content(content, where, may_be_empty=True)
+            turns.append(("tool", text))
+            continue
+        if role == "assistant":
+            calls = message.get("tool_calls")
+            text = _openai_content(message.get("content"), where, may_be_empty=bool(calls))
+            if calls is not None:
+                if not isinstance(calls, list) or not calls:
+                    raise Invalid(400, "invalid_value", f"Invalid '{where}.tool_calls': empty array.", f"{where}.tool_calls")
+                for j, tool_call in enumerate(calls):
+                    at = f"{where}.tool_calls[{j}]"
+                    if not isinstance(tool_call, dict) or set(tool_call) != {"id", "type", "function"}:
+                        raise Invalid(400, "invalid_value",
+                                      f"Invalid '{at}': expected exactly the keys 'id', 'type' and 'function'.", at)
+                    if tool_call["type"] != "function":
+                        raise Invalid(400, "invalid_value", f"Invalid value for '{at}.type': expected 'function'.", f"{at}.type")
+                    function = tool_call["function"]
+                    if not isinstance(tool_call["id"], str) or not tool_call["id"]:
+                        raise Invalid(400, "invalid_value", f"Invalid '{at}.id': expected a non-empty string.", f"{at}.id")
+                    if not isinstance(function, dict) or set(function) != {"name", "arguments"}:
+                        raise Invalid(400, "invalid_value", f"Invalid '{at}.function': expected 'name' and 'arguments'.", f"{at}.function")
+                    if not isinstance(function["name"], str) or not function["name"]:
+                        raise Invalid(400, "invalid_value", f"Invalid '{at}.function.name': empty string.", f"{at}.function.name")
+                    if not isinstance(function["arguments"], str):
+                        raise Invalid(400, "invalid_type",
+                                      f"Invalid type for '{at}.function.arguments': expected a string, got {type(function['arguments']).__name__}.",
+                                      f"{at}.function.arguments")
+                    if tool_call["id"] in open_calls:
+                        raise Invalid(400, "invalid_value", f"Duplicate tool call id {tool_call['id']!r}.", f"{at}.id")
+                    open_calls[tool_call["id"]] = at
+                    text += f"\n{function['name']}({function['arguments']})"
+            turns.append(("assistant", text))
+            continue
+        text = _openai_content(message.get("content"), where, may_be_empty=False)
+        if role in ("system", "developer") and not turns:
+            system.append(text)
+        else:
+            turns.append((role, text))
+    if open_calls:
+        ids = ", ".join(sorted(open_calls))
+        raise Invalid(400, "invalid_request_error",
+                      f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
+                      f"The following tool_call_ids did not have response messages: {ids}", "messages")
+    max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise Invalid(400, "invalid_value", "Invalid 'max_tokens': expected a positive integer.", "max_tokens")
+    return Call("openai", model, "\n".join(system), tuple(turns), max_tokens, payload)
+
+
+# ---------------------------------------------------------------------- Anthropic
+def _anthropic_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        if not content.strip():
+            raise Invalid(400, "invalid_request_error", f"{where}: text content blocks must be non-empty")
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        raise Invalid(400, "invalid_request_error", f"{where}: all messages must have non-empty content")
+    for index, block in enumerate(content):
+        at = f"{where}.content.{index}"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking"):
+            raise Invalid(400, "invalid_request_error", f"{at}: Input tag '{kind}' found using 'type' does not match any of the expected tags")
+        if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"].strip()):
+            raise Invalid(400, "invalid_request_error", f"{at}.text: text content blocks must be non-empty")
+        if kind == "tool_use" and (not block.get("id") or not block.get("name") or not isinstance(block.get("input"), dict)):
+            raise Invalid(400, "invalid_request_error", f"{at}: tool_use needs an id, a name and an object input")
+        if kind == "tool_result" and not block.get("tool_use_id"):
+            raise Invalid(400, "invalid_request_error", f"{at}.tool_use_id: Field required")
+        if kind == "thinking" and not block.get("signature"):
+            raise Invalid(400, "invalid_request_error", f"{at}.signature: Field required")
+    return content
+
+
+def _block_text(block: dict[str, Any]) -> str:
+    kind = block["type"]
+    if kind == "text":
+        return str(block["text"])
+    if kind == "tool_use":
+        return f"{block['name']}({json.dumps(block['input'], sort_keys=True)})"
+    if kind == "tool_result":
+        inner = block.get("content", "")
+        if isinstance(inner, list):
+            return "\n".join(_block_text(b) for b in inner if isinstance(b, dict) and b.get("type") in ("text", "image"))
+        return str(inner)
+    if kind == "image":
+        return "[image]"
+    return ""
+
+
+def validate_anthropic(payload: dict[str, Any]) -> Call:
+    """The Anthropic Messages checks of a request body (raises `Invalid`)."""
+    model, messages, max_tokens = payload.get("model"), payload.get("messages"), payload.get("max_tokens")
+    if not isinstance(model, str) or not model:
+        raise Invalid(400, "invalid_request_error", "model: Field required")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise Invalid(400, "invalid_request_error", "max_tokens: Field required")
+    if not isinstance(messages, list) or not messages:
+        raise Invalid(400, "invalid_request_error", "messages: at least one message is required")
+    system = payload.get("system", "")
+    if isinstance(system, list):
+        for index, block in enumerate(system):
+            if not isinstance(block, dict) or block.get("type") != "text" or not str(block.get("text", "")).strip():
+                raise Invalid(400, "invalid_request_error", f"system.{index}: system blocks must be non-empty text blocks")
+        system = "\n".join(block["text"] for block in system)
+    elif not isinstance(system, str):
+        raise Invalid(400, "invalid_request_error", "system: Input should be a valid string or list of text blocks")
+    turns: list[tuple[str, str]] = []
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        where = f"messages.{index}"
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant"):
+            raise Invalid(400, "invalid_request_error", f"{where}.role: Input should be 'user' or 'assistant'")
+        blocks = _anthropic_blocks(message.get("content"), where)
+        results = {b["tool_use_id"] for b in blocks if b["type"] == "tool_result"}
+        if role == "assistant" and results:
+            raise Invalid(400, "invalid_request_error", f"{where}: tool_result blocks are only allowed in user messages")
+        if pending - results:
+            raise Invalid(
+                400,
+                "invalid_request_error",
+                f"messages.{index - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(sorted(pending - results))}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+            )
+        unexpected = results - pending
+        if unexpected:
+            raise Invalid(
+                400,
+                "invalid_request_error",
+                f"{where}.content: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(sorted(unexpected))}. "
+                "Each `tool_result` block must have a corresponding `tool_use` block in the previous message.",
+            )
+        pending = {b["id"] for b in blocks if b["type"] == "tool_use"} if role == "assistant" else set()
+        for block in blocks:
+            turns.append(("tool" if block["type"] == "tool_result" else role, _block_text(block)))
+    if pending:
+        raise Invalid(400, "invalid_request_error",
+                      f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                      f"{', '.join(sorted(pending))}")
+    return Call("anthropic", model, system, tuple(turns), max_tokens, payload)

@@ -1,0 +1,104 @@
+"""`aider` against docs/specs/aider.md: the history limit, the upstream split vector, and the two modes
+(as run: the summary is discarded; `applied=true`: it replaces the history)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_bench.profiles import ModelProfile, get_profile
+from compaction_bench.replay import replay
+from compaction_bench.strategies.aider import COMMIT_MESSAGE, OK, SUMMARY_PREFIX, Aider, ChatMessage
+from compaction_bench.transcript import Item
+from tests.pi_builders import Session, small_profile
+
+
+def test_history_limit_from_window():
+    # §3: min(max(window / 16, 1024), 8192)
+    def limit(window: int) -> float:
+        result = replay(_edited_session(1, 10).transcript(), "aider", profile=small_profile(window))
+        return result.requests[0].meta["history_limit"]
+
+    assert limit(8_000) == 1_024
+    assert limit(32_000) == 2_000.0
+    assert limit(128_000) == 8_000.0
+    assert limit(400_000) == 8_192
+
+
+@dataclass
+class _Context:
+    """The engine's side of the protocol, for calling the split directly; no model is reachable."""
+
+    profile: ModelProfile
+
+    def summarize(self, request: Any, *, purpose: str = "summary") -> Any:
+        raise AssertionError("summarize_all is replaced in this test")
+
+    def render_prompt(self, template: str, **variables: Any) -> str:
+        return ""
+
+
+class _WordCountAider(Aider):
+    """The upstream test's set-up: tokens = words of the content, `summarize_all` returns "Summary"."""
+
+    def __init__(self) -> None:
+        super().__init__(_Context(get_profile("64k")), self.parse_options({"max_chat_history_tokens": 100, "summarizer_max_input_tokens": 4096}))
+        self.calls: list[int] = []
+
+    def token_count(self, message: ChatMessage) -> int:
+        return len(message.content.split())
+
+    def summarize_all(self, messages):  # type: ignore[override]
+        self.calls.append(len(messages))
+        return [ChatMessage("user", "Summary")]
+
+
+def test_split_reproduces_the_upstream_vector():
+    # tests/basic/test_history.py: 200 messages of 2 tokens, max 100 → tail of 24 (48 < 50), split 176.
+    aider = _WordCountAider()
+    messages = [ChatMessage(role, f"{text} {i}") for i in range(100) for role, text in (("user", "Message"), ("assistant", "Response"))]
+    out = aider.summarize(messages)
+    assert aider.calls == [176]
+    assert len(out) == 25
+    assert out[0].content == "Summary" and out[1].content == "Message 88" and out[-1].content == "Response 99"
+    assert out[-1].role == "assistant"  # no "Ok." appended
+
+
+def _edited_session(turns: int, words: int) -> Session:
+    s = Session()
+    for n in range(turns):
+        s.user(f"change number {n}: " + " ".join(f"word{n}x{k}" for k in range(words)))
+        s.assistant(f"edit for change {n} " + " ".join(f"reply{n}y{k}" for k in range(words)))
+        s.items.append(Item(id=f"out{n}", kind="marker", text=f"Applied edit to f{n}.py\nCommit abc{n:04d} feat: change {n}",
+                            meta={"event": "aider-output"}))
+    s.user("last question")
+    s.assistant("last answer")
+    return s
+
+
+def test_as_run_discards_every_summary_and_history_keeps_growing():
+    # 8k window → limit 1,024; every edited turn adds ~600 tokens to done.
+    result = replay(_edited_session(6, 150).transcript(), "aider", profile=small_profile(8_000))
+    triggers = [c.trigger for c in result.compactions]
+    assert triggers and set(triggers) == {"discarded-summary"}
+    assert sum(1 for r in result.requests if r.kind == "summary") >= len(triggers)
+    final = result.final.messages
+    assert not any(m.content.startswith(SUMMARY_PREFIX) for m in final)
+    assert final[0].content.startswith("change number 0")  # nothing was ever replaced
+    assert sum(1 for m in final if m.content == OK) == 6
+
+
+def test_applied_replaces_done_and_loses_the_pair_after_the_snapshot():
+    result = replay(_edited_session(6, 150).transcript(), "aider", profile=small_profile(8_000), options={"applied": True})
+    applied = [c for c in result.compactions if c.trigger == "threshold"]
+    assert applied
+    first = applied[0]
+    assert first.details["lost_after_snapshot"] == 2 and not first.details["snapshot_equal"]
+    assert first.after[0].role == "user" and first.after[0].content.startswith(SUMMARY_PREFIX)
+    # The commit message of the turn that started the summary was appended after the snapshot: gone.
+    step_commit = COMMIT_MESSAGE.format(hash=f"abc{first.step - 1:04d}", message=f"feat: change {first.step - 1}")
+    assert all(m.content != step_commit for m in first.after)
+    summary_request = next(r for r in result.requests if r.kind == "summary")
+    assert summary_request.messages[0].role == "system"
+    assert summary_request.messages[1].content.startswith("# USER\nchange number 0")
+    assert "# ASSISTANT\nedit for change 0" in summary_request.messages[1].content

@@ -1,0 +1,109 @@
+"""`anthropic-clear-tool-uses` and `anthropic-compact` against docs/specs/anthropic-context-management.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction_bench.replay import replay
+from compaction_bench.strategy import OptionError
+from tests.pi_builders import Session
+from tests.test_gemini_cli import strategy_pair_errors
+
+
+def _tools(steps: int, chars: int = 4_000, name: str = "Bash") -> Session:
+    s = Session()
+    s.user("Investigate the flaky test in tests/test_io.py; do not change the CI config.")
+    for k in range(steps):
+        tool = "Edit" if k == 1 else name
+        s.assistant(f"step {k}", calls=[(f"c{k}", tool, {"command": f"cmd {k}"})])
+        s.result(f"c{k}", f"output {k}\n" + f"line {k} of the log\n" * (chars // 20), name=tool)
+    s.assistant("done")
+    return s
+
+
+def test_clear_tool_uses_keeps_the_newest_three_and_the_pairs():
+    # trigger 5,000 input tokens: once exceeded, every result but the newest 3 becomes the placeholder (§2.1, §7).
+    result = replay(_tools(10).transcript(), "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000})
+    final = result.final.messages
+    tools = [m for m in final if m.role == "tool"]
+    cleared = [m.tool_call_id for m in tools if m.content == "[Old tool result content cleared]"]
+    assert cleared == [f"c{k}" for k in range(7)]
+    assert all(m.content.startswith("output") for m in tools[-3:])
+    # The calls' inputs stay unless clear_tool_inputs is set.
+    assert any(c.arguments == '{"command":"cmd 0"}' for m in final for c in m.tool_calls)
+    turn = [r for r in result.requests if r.kind == "turn"][-1]
+    assert turn.meta["applied_edits"] == [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": 7,
+                                           "cleared_input_tokens": turn.meta["applied_edits"][0]["cleared_input_tokens"]}]
+    assert turn.meta["applied_edits"][0]["cleared_input_tokens"] > 0
+    assert strategy_pair_errors(result) == 0
+    # The edit is recomputed from the unchanged client history: nothing is cleared below the trigger.
+    first = [r for r in result.requests if r.kind == "turn"][0]
+    assert "applied_edits" not in first.meta
+
+
+def test_clear_tool_uses_options():
+    t = _tools(10).transcript()
+    never = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000, "clear_at_least": 10_000_000})
+    assert [c for c in never.compactions] == []
+    excluded = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000, "exclude_tools": "Edit"})
+    tools = {m.tool_call_id: m.content for m in excluded.final.messages if m.role == "tool"}
+    assert tools["c1"].startswith("output 1")  # the Edit result is never cleared
+    inputs = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000, "clear_tool_inputs": True})
+    args = {c.id: c.arguments for m in inputs.final.messages for c in m.tool_calls}
+    assert args["c0"] == "{}" and args["c9"] == '{"command":"cmd 9"}'
+    by_uses = replay(t, "anthropic-clear-tool-uses", profile="claude-opus",
+                     options={"trigger_type": "tool_uses", "trigger_value": 8})
+    first = next(c for c in by_uses.compactions)
+    assert first.step == 9  # 9 > 8 tool uses answered before step 9
+    with pytest.raises(OptionError):
+        replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_type": "turns"})
+
+
+def test_clearing_costs_cache_hits():
+    # §2.3: each newly cleared result rewrites the prompt from that block on, so part of it is written again.
+    t = _tools(30).transcript()
+    cleared = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 10_000})
+    plain = replay(t, "none", profile="claude-opus")
+
+    def hit_rate(result) -> float:
+        turns = [r for r in result.requests if r.kind == "turn"]
+        return sum(r.cached_tokens for r in turns) / sum(r.true_tokens for r in turns)
+
+    assert hit_rate(cleared) < hit_rate(plain)
+    rewrite = next(c for c in cleared.compactions if len(c.details["newly_cleared"]) == 1 and c.details["cleared_tool_uses"] > 1)
+    request = cleared.requests[rewrite.next_request]
+    assert request.cached_tokens < request.prefix_tokens or request.cache_write_tokens > 0
+
+
+def test_compact_trigger_block_and_billing():
+    with pytest.raises(OptionError):
+        replay(_tools(2).transcript(), "anthropic-compact", profile="claude-opus", options={"trigger": 49_999})
+    t = _tools(40, chars=8_000).transcript()
+    result = replay(t, "anthropic-compact", profile="claude-opus", options={"trigger": 50_000})
+    assert result.compactions
+    first = result.compactions[0]
+    assert first.estimate_tokens > 50_000 and first.trigger == "compact_20260112"
+    assert [m.role for m in first.after] == ["compaction"]  # only the block and what follows it remain
+    summary_request = result.requests[first.summary_request_indices[0]]
+    assert summary_request.kind == "summary" and "<summary></summary>" in summary_request.messages[-1].content
+    assert summary_request.messages[0].content.startswith("Investigate the flaky test")  # the full history goes in
+    # The summary call is its own (billed) request; the next turn request starts with the block.
+    nxt = result.requests[first.next_request]
+    assert nxt.kind == "turn" and nxt.messages[0].role == "compaction"
+    assert strategy_pair_errors(result) == 0
+    custom = replay(t, "anthropic-compact", profile="claude-opus", options={"trigger": 50_000, "instructions": "Only list file names."})
+    prompt = custom.requests[custom.compactions[0].summary_request_indices[0]].messages[-1].content
+    assert prompt == "Only list file names."
+
+
+def test_compact_pause_keeps_the_current_turn():
+    s = _tools(20, chars=8_000)
+    s.user("Now also check tests/test_net.py please.")
+    s.assistant("checking", calls=[("n1", "Bash", {"command": "pytest tests/test_net.py"})])
+    s.result("n1", "1 passed", name="Bash")
+    s.assistant("ok")
+    result = replay(s.transcript(), "anthropic-compact", profile="claude-opus", options={"trigger": 50_000, "pause_after_compaction": True})
+    first = result.compactions[0]
+    assert first.after[0].role == "compaction"
+    assert first.details["paused"] is True
+    assert strategy_pair_errors(result) == 0

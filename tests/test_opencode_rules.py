@@ -1,0 +1,138 @@
+"""OpenCode rules an audit found wrong or untested (issue 14), each with its answer worked out by
+hand from docs/specs/opencode.md (§1.1, §1.4, §2.8, §5, §6.3-§6.6) or upstream where the spec
+defers to it (the provider-error list of `packages/llm/src/provider-error.ts`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from compaction_bench.provider import ProviderError
+from compaction_bench.replay import replay
+from compaction_bench.strategies.opencode_components import (
+    ModelLimits,
+    Record,
+    Renderer,
+    is_context_overflow,
+    serialize_record,
+    split_recent,
+    usable_window,
+)
+from compaction_bench.transcript import Attachment, Item
+from tests.test_opencode_helpers import Session
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("Input validation error: tokens in request more than max tokens allowed", True),  # in upstream's list
+        ("This model's maximum context length for your plan is 8192 tokens", False),  # not in upstream's list
+    ],
+)
+def test_overflow_patterns_are_upstreams(message, expected):
+    assert is_context_overflow(ProviderError("x", 400, "", message)) is expected
+
+
+def test_v2_serialization_as_upstream():
+    step = Record(1, "step", items=[
+        Item("t", "assistant", "", response=0),
+        Item("c", "tool_call", call_id="k1", tool_name="bash", arguments='{"cmd": "ls -la",  "n": 1}', response=0),
+        Item("c2", "tool_call", call_id="k2", tool_name="bash", arguments='"raw string input"', response=0),
+    ])
+    step.results = {"k1": Item("o1", "tool_result", "E" * 3000, call_id="k1", is_error=True)}
+    assert serialize_record(step, 2000) == (
+        "[Assistant]: \n"  # an empty text part is kept
+        '[Assistant tool call]: bash({"cmd":"ls -la","n":1})\n'  # JSON.stringify of the input
+        "[Tool error]: " + "E" * 3000 + "\n"  # errors are not truncated
+        "[Assistant tool call]: bash(raw string input)"  # a string input as it is
+    )
+
+
+def test_v2_split_counts_utf16_code_units():
+    text = "😀" * 1001 + "b"  # 2,003 UTF-16 units: estimate 501
+    split = split_recent([text], keep_tokens=250)
+    # remaining 250 * 4 = 1,000 units from the end: "b" + 499 emoji + the low half of one
+    assert split.cut_chars == 1000
+    assert split.recent == "\ufffd" + "😀" * 499 + "b"
+    assert split.head == text + "\n\n" + "😀" * 501 + "\ufffd"
+
+
+def test_v2_compact_if_needed_runs_again_until_it_fits_or_is_refused():
+    # context 25,000, output 12,500: threshold 25,000 - max(12,500, 20,000) = 5,000. The first request
+    # (u0, 10,002 estimated tokens) compacts; the checkpoint it leaves (8,000 recent tokens and the
+    # summary) is still over 5,000, so the check runs again and is refused: nothing is left.
+    s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
+    result = replay(s.transcript(), "opencode-v2", profile="64k", options={"context_limit": 25_000})
+    assert [(c.trigger, c.step) for c in result.compactions] == [("threshold", 0)]
+    first = next(r for r in result.requests if r.kind == "turn" and r.step == 0)
+    assert first.estimate_tokens > first.threshold == 5_000
+    assert first.meta["compaction_refused"] == "nothing to compact"
+
+
+@pytest.mark.parametrize(("output_limit", "expected"), [(64_000, 4_096), (1_000, 1_000)])
+def test_v2_summary_output_is_capped_at_4096(output_limit, expected):
+    s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
+    result = replay(s.transcript(), "opencode-v2", profile="1m", options={"context_limit": 40_000, "output_limit": output_limit})
+    summary = next(r for r in result.requests if r.kind == "summary")
+    # summaryOutput = min(output or 4,096, 4,096); the request's fit limit is context - summaryOutput
+    assert summary.threshold == 40_000 - expected
+
+
+def test_v1_reserved_applies_only_with_an_input_limit():
+    with_input = ModelLimits(context=200_000, output=32_000, input=200_000)
+    assert usable_window(with_input, 32_000, reserved=None, buffer=20_000) == 180_000  # min(20,000, 32,000)
+    assert usable_window(with_input, 32_000, reserved=5_000, buffer=20_000) == 195_000
+    without = ModelLimits(context=200_000, output=32_000)
+    assert usable_window(without, 32_000, reserved=5_000, buffer=20_000) == 168_000  # reserved not used
+
+
+def test_v1_summary_overflow_ends_without_retry():
+    # the turn overflows the 64k window; the overflow compaction has no earlier user message to
+    # replay, so it summarizes everything and that request overflows too: no compaction, no retry
+    s = Session().user("u0", "word " * 70_000).say("a0", "ok")
+    result = replay(s.transcript(), "opencode-v1", profile="64k", usage="recorded-always")
+    assert [(r.kind, r.overflow) for r in result.requests if r.kind != "final"] == [("turn", True), ("summary", True)]
+    assert result.compactions == []
+
+
+def prune_session(turns: int, skill: tuple[int, ...] = ()) -> Session:
+    s = Session()
+    for n in range(turns):  # 10,000 estimated tokens of tool output per turn
+        s.user(f"u{n}", f"step {n}").tool(f"c{n}", "x" * 40_000, name="skill" if n in skill else "bash").say(f"a{n}", f"done {n}")
+    return s
+
+
+def test_prune_never_counts_or_clears_skill_outputs():
+    # 9 turns with turns 0-2 using `skill`: 40,000 of bash output protected (turns 3-6), the skill
+    # outputs skipped: no candidate. Without the exemption the same session prunes turns 0-2.
+    kept = replay(prune_session(9, skill=(0, 1, 2)).transcript(), "opencode-v1", profile="1m", usage="recorded-always", options={"prune": True})
+    assert kept.compactions == []
+    off = replay(prune_session(9, skill=(0, 1, 2)).transcript(), "opencode-v1", profile="1m", usage="recorded-always",
+                 options={"prune": True, "prune_protected_tools": ""})
+    assert [(c.trigger, c.details["pruned_outputs"]) for c in off.compactions] == [("prune", 3)]
+
+
+def test_prune_stops_at_an_already_pruned_part():
+    # 12 turns: turns 0-2 are pruned at the end of turn 8. Later passes stop at them: at turns 9 and
+    # 10 the candidates (10,000 and 20,000) are not more than 20,000; at turn 11, turns 3-5 (30,000).
+    result = replay(prune_session(12).transcript(), "opencode-v1", profile="1m", usage="recorded-always", options={"prune": True})
+    assert [(c.turn, c.details["pruned_outputs"], c.details["pruned_tokens"]) for c in result.compactions] == [(8, 3, 30_000), (11, 3, 30_000)]
+
+
+def test_summary_input_keeps_non_media_file_parts_except_plain_text_and_directories():
+    files = (Attachment("image/png", "a.png"), Attachment("application/json", "b.json"),
+             Attachment("text/plain", "c.txt"), Attachment("application/x-directory", "src"))
+    record = Record(0, "user", items=[Item("u", "user", "look", attachments=files)])
+    (message,) = Renderer(2000).render([record], for_summary=True)
+    assert message.content == "look\n[Attached image/png: a.png]"  # media become text
+    assert message.attachments == (Attachment("application/json", "b.json"),)  # the other file stays a file
+
+
+def test_an_interrupted_tool_call_is_sent_with_an_error_result():
+    """§3.2: a tool part that never completed becomes an error result, so no call goes out unanswered."""
+    s = Session().user("u0", "hello")
+    s.items.append(Item("call-x", "tool_call", call_id="x", tool_name="bash", arguments="{}", response=s.response, turn=s.turn))
+    s.response += 1
+    s.user("u1", "continue").say("a1", "done")
+    last = replay(s.transcript(), "opencode-v1", profile="1m").requests[-1]
+    (result,) = [m for m in last.messages if m.role == "tool"]
+    assert (result.tool_call_id, result.content, result.is_error) == ("x", "[Tool execution was interrupted]", True)

@@ -1,0 +1,131 @@
+"""Probe files cannot break a run: a schema checked before any replay (errors name file, probe and
+field), bounded regex matching, no YAML alias bombs, free `note`/`x-` fields, and a probe whose source
+is not in the imported view skipped (reported once) while the others are graded. Each case is the one
+of issue 17 (#7–#9) or issue 13, and each fails on the code before these changes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.metrics.grading import grade_reply, presence
+from compaction_bench.probes import MAX_ALIAS_EXPANSION, Probe, ProbeError, load_probes
+from compaction_bench.store import load_run
+from compaction_bench.transcript import Item, Transcript
+
+HEAD = "- id: p1\n  kind: recall\n  question: Which port does the server use?\n  source_text: port 8080\n"
+
+
+def write(tmp_path, text: str, name: str = "probes.yaml"):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_string_accept_is_an_error_not_one_letter_answers(tmp_path):
+    path = write(tmp_path, HEAD + "  answer: '8080'\n  accept: \"the answer\"\n")
+    with pytest.raises(ProbeError) as error:
+        load_probes(path)
+    message = str(error.value)
+    assert str(path) in message and "'p1'" in message and "'accept'" in message and "list of strings" in message
+
+
+def test_yes_stays_the_string_yes_and_true_is_an_error(tmp_path):
+    (probe,) = load_probes(write(tmp_path, HEAD + "  answer: yes\n"))
+    assert probe.answer == "yes"
+    for value, kind in (("true", "bool"), ("3.10", "float")):
+        with pytest.raises(ProbeError, match=rf"p1.*'answer'.*{kind}.*quote it"):
+            load_probes(write(tmp_path, HEAD + f"  answer: {value}\n"))
+    (number,) = load_probes(write(tmp_path, HEAD + "  answer: 8080\n"))
+    assert number.answer == "8080"  # an integer reads as its digits, exactly
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "wanted"),
+    [("question", "[1, 2]", "a string"), ("meta", "[1]", "a mapping"), ("source_text", "{a: 1}", "a string"), ("kind", "recal", "one of")],
+)
+def test_wrong_field_types_name_file_probe_and_field(tmp_path, field, value, wanted):
+    text = {"question": "Q?", "kind": "recall", "answer": "'8080'", "source_text": "port 8080", "meta": "{}"}
+    text[field] = value
+    body = "- id: p1\n" + "".join(f"  {k}: {v}\n" for k, v in text.items())
+    path = write(tmp_path, body)
+    with pytest.raises(ProbeError) as error:
+        load_probes(path)
+    assert str(path) in str(error.value) and "'p1'" in str(error.value) and wanted in str(error.value)
+
+
+def test_note_and_x_fields_are_kept_in_meta(tmp_path):
+    (probe,) = load_probes(write(tmp_path, HEAD + "  answer: '8080'\n  note: checked by hand\n  x-reviewer: ana\n"))
+    assert probe.meta == {"note": "checked by hand", "x-reviewer": "ana"}
+    with pytest.raises(ProbeError, match="unknown field.*reviewer"):
+        load_probes(write(tmp_path, HEAD + "  answer: '8080'\n  reviewer: ana\n"))
+
+
+def test_a_yaml_alias_bomb_is_rejected_before_it_expands(tmp_path):
+    # The 405-byte "billion laughs" of the report: nine levels, each alias nine times the one before.
+    levels = ["a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]"]
+    for n, name in enumerate("bcdefghi"):
+        prev = "abcdefghi"[n]
+        levels.append(f"{name}: &{name} [*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev},*{prev}]")
+    bomb = HEAD + "  answer: '8080'\n  meta:\n" + "".join(f"    {line}\n" for line in levels)
+    path = write(tmp_path, bomb)
+    started = time.monotonic()
+    with pytest.raises(ProbeError, match=f"aliases expand to .* at most {MAX_ALIAS_EXPANSION:,}"):
+        load_probes(path)
+    assert time.monotonic() - started < 5
+    # a few ordinary aliases are fine
+    (probe,) = load_probes(write(tmp_path, HEAD + "  answer: &p '8080'\n  accept: [*p]\n"))
+    assert probe.accept == ("8080",)
+
+
+def test_a_probe_file_that_is_not_utf8_is_one_clear_error(tmp_path):
+    path = tmp_path / "probes.yaml"
+    path.write_bytes(HEAD.encode() + b"  answer: '\xff\xfe'\n")
+    with pytest.raises(ProbeError, match="not UTF-8"):
+        load_probes(path)
+
+
+def _finishes(function, seconds: float) -> bool:
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (function(), done.set()), daemon=True)
+    thread.start()
+    return done.wait(seconds)
+
+
+def test_a_catastrophic_regex_cannot_hang_grading():
+    probe = Probe("evil", "recall", "Q?", "(a+)+$", match="regex", source_text="x")
+    hostile = "a" * 40 + "!"
+    assert _finishes(lambda: presence(probe, hostile), 5), "presence hung on (a+)+$"
+    assert _finishes(lambda: grade_reply(probe, hostile), 5), "grading hung on (a+)+$"
+    assert presence(Probe("ok", "recall", "Q?", r"port \d+", match="regex", source_text="x"), "Port 8080").present
+
+
+def test_a_regex_re2_cannot_run_is_an_error_naming_the_probe(tmp_path):
+    path = write(tmp_path, HEAD + "  answer: '(a)\\1'\n  match: regex\n")
+    with pytest.raises(ProbeError, match=r"'p1'.*'answer'.*RE2"):
+        load_probes(path)
+
+
+def test_a_run_with_an_unlocatable_probe_skips_it_and_grades_the_rest(tmp_path, caplog):
+    items = [
+        Item("s", "system", "You are a coding agent."),
+        Item("u0", "user", "Start the server on port 8080, please.", turn=0),
+        Item("a0", "assistant", "The server listens on port 8080 now.", response=0, turn=0),
+    ]
+    transcript = Transcript("srv", tuple(items)).write(tmp_path / "srv.jsonl")
+    probes = write(
+        tmp_path,
+        HEAD + "  answer: '8080'\n"
+        "- id: subagent-fact\n  kind: recall\n  question: What did the subagent find?\n  answer: 'hidden'\n"
+        "  source_text: only a subagent saw this\n",
+    )
+    with caplog.at_level(logging.WARNING, logger="compaction_bench.probes"):
+        root = bench.run([transcript], ["none"], ["64k"], out=tmp_path / "runs", run_id="r", jobs=1, probes=str(probes), report=False)
+    skipped = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(skipped) == 1 and "'subagent-fact'" in skipped[0] and "srv" in skipped[0] and "occurs nowhere" in skipped[0]
+    graded = load_run(root)["probes"]
+    assert set(graded["probe_id"]) == {"p1"} and graded["present"].all()

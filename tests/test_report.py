@@ -1,0 +1,134 @@
+"""The HTML report on a real (small) run: escaping, math text in names, every compaction reachable, the folder form,
+progress of `bench.run()`, and what headless Chromium makes of a transcript full of markup."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.progress import ProgressEvent
+from compaction_bench.reports import html as report_html
+from compaction_bench.runner import Case
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.transcript import Transcript
+from tests.browser import load, needs_chromium
+
+#: Scenario name with matplotlib math text and markup (issue 17 #15): must render literally.
+NAME = "math $\\foo$ <b>name</b>.json"
+SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"
+IMG = "</script><img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+JINJA = "{{ 7*7 }} {% if true %}jinja-ran{% endif %}"
+PAYLOAD = f"{SCRIPT} {IMG} {JINJA}\n"
+
+
+def hostile_transcript() -> tuple[Transcript, list]:
+    """A synthetic session whose first real user message and first tool result carry script, markup and jinja syntax."""
+    scenario = generate("short-turns", seed=0, target_tokens=45_000)
+    items, user_done, result_done = [], False, False
+    for item in scenario.transcript.items:
+        if item.is_real_user and not user_done:
+            user_done, item = True, replace(item, text=PAYLOAD + item.text)
+        elif item.kind == "tool_result" and not result_done:
+            result_done, item = True, replace(item, text=PAYLOAD + item.text)
+        items.append(item)
+    assert user_done and result_done
+    transcript = Transcript(scenario.transcript.id, tuple(items), scenario.transcript.source, scenario.transcript.model, scenario.transcript.meta)
+    return transcript, list(scenario.probes)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    transcript, probes = hostile_transcript()
+    events: list[ProgressEvent] = []
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        root = bench.run(
+            strategies=["codex-local", "truncate"], profiles=["32k"], cases=[Case(NAME, transcript, tuple(probes))],
+            out=tmp_path_factory.mktemp("runs"), run_id="hostile", jobs=1, callback=events.append,
+        )
+    return root, events, stderr.getvalue()
+
+
+def test_progress_events_and_plain_lines(run):
+    _root, events, printed = run
+    cells = [e for e in events if e.phase == "cells"]
+    assert [e.done for e in cells] == [0, 1, 2] and all(e.total == 2 for e in cells)
+    finals = [e for e in events if e.phase == "finalize"]
+    assert finals[-1].done == finals[-1].total and any(e.label.startswith("report") for e in finals)
+    # Not a terminal: one plain line per event, the label whole (no ellipsis).
+    assert f"cells 1/2 {NAME} · codex-local · 32k" in printed.splitlines()
+    assert "finalize 5/5 done" in printed.splitlines()
+
+
+def test_every_compaction_is_in_the_browser_with_its_items(run):
+    root = run[0]
+    page = (root / "report.html").read_text(encoding="utf-8")
+    compactions = pd.read_parquet(root / "compactions.parquet")
+    assert len(compactions) > 0
+    rows = re.findall(r'<tr data-scenario="\d+" data-strategy="([^"]+)"', page)
+    assert len(rows) == len(compactions)
+    blobs = [json.loads(b) for b in re.findall(r'<script type="application/json" class="cdata">(.*?)</script>', page, re.S)]
+    data = {cid: c for blob in blobs for cid, c in blob["compactions"].items()}
+    assert len(data) == len(compactions)
+    items = pd.read_parquet(root / "items.parquet")
+    for blob in blobs:
+        assert len(blob["items"]) == len(items[items["scenario"] == blob["scenario"]])
+    # The id lists of every compaction decode to exactly its stored kept/summarized/dropped ids.
+    ordered = compactions.sort_values(["scenario", "strategy", "profile", "repeat", "compaction"]).reset_index(drop=True)
+    ids = [str(i) for i in items.sort_values("position")["id"]]
+    for cid, record in enumerate(ordered.to_dict("records")):
+        lists = data[str(cid)]["lists"]
+        for name in ("kept", "summarized", "dropped"):
+            decoded = [ids[p] for a, b in lists[name]["ranges"] for p in range(a, b + 1)] + lists[name]["other"]
+            assert sorted(decoded) == sorted(str(i) for i in record[f"{name}_ids"]), (cid, name)
+
+
+def test_names_with_math_text_render_literally(run):
+    root = run[0]
+    page = (root / "report.html").read_text(encoding="utf-8")
+    escaped = "math $\\foo$ &lt;b&gt;name&lt;/b&gt;.json"
+    assert escaped in page  # tables and headings, autoescaped
+    timeline = page[page.index('<figure class="timeline">'):]
+    assert escaped + " · 32k" in timeline[: timeline.index("</figure>")]  # the SVG title: text, not math
+
+
+def test_transcript_markup_never_reaches_the_page_as_markup(run):
+    page = (run[0] / "report.html").read_text(encoding="utf-8")
+    assert SCRIPT not in page and "<img src=x" not in page
+    assert page.count("jinja-ran") == page.count("{% if true %}jinja-ran{% endif %}") > 0  # never evaluated
+
+
+def test_a_large_run_becomes_a_folder(run, monkeypatch, tmp_path):
+    monkeypatch.setattr(report_html, "SINGLE_FILE_SCENARIOS", 0)
+    root = run[0]
+    pages = report_html.render_pages(root)
+    names = sorted(pages)
+    assert names[0] == "report.html" and len(names) == 2 and names[1].startswith("report/0000-math_foo_b_name_b_.json")
+    index, scenario = pages["report.html"], pages[names[1]]
+    assert f'href="{names[1]}#c0"' in index  # the browser links into the scenario page
+    assert 'class="cdata"' not in index and 'class="cdata"' in scenario
+    compactions = pd.read_parquet(root / "compactions.parquet")
+    assert index.count("<tr data-scenario=") == len(compactions) == scenario.count("<tr data-scenario=")
+
+
+@needs_chromium
+def test_chromium_runs_no_transcript_script(run):
+    root = run[0]
+    compactions = pd.read_parquet(root / "compactions.parquet")
+    ordered = compactions.sort_values(["scenario", "strategy", "profile", "repeat", "compaction"]).reset_index(drop=True)
+    first = int(ordered.index[ordered["strategy"] == "codex-local"][0])
+    page = load(root / "report.html", f"#c{first}")
+    assert 'data-report-ready="1"' in page.dom
+    assert not re.search(r"<html[^>]*data-js-error", page.dom) and page.console == []
+    assert not re.search(r"<body[^>]*data-pwned", page.dom)  # neither the script nor the onerror handler ran
+    drill = page.dom[page.dom.index('<div id="drill">'):]
+    # The payload is on the page as text inside the drill-down's items, and the jinja syntax is not evaluated.
+    assert "&lt;script&gt;document.body.setAttribute('data-pwned','script')&lt;/script&gt;" in drill
+    assert "{{ 7*7 }} {% if true %}jinja-ran{% endif %}" in drill

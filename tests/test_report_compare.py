@@ -1,0 +1,76 @@
+"""`bench compare A B --html OUT` and `bench gate --markdown FILE` on two real small runs.
+
+The candidate keeps far fewer user messages when Codex compacts (`compact_user_message_max_tokens`
+500 instead of 20,000), so facts stated in user messages go missing: probes flip and compactions
+change. A run compared with itself changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.reports.compare import changed_compactions, flipped_probes, render_compare
+from compaction_bench.runner import Case
+from compaction_bench.scenarios.synthetic import generate
+
+BENCH = [sys.executable, "-m", "compaction_bench.cli"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    scenario = generate("short-turns", seed=0, target_tokens=45_000)
+    cases = [Case(scenario.name, scenario.transcript, tuple(scenario.probes))]
+    out = tmp_path_factory.mktemp("runs")
+    common = {"strategies": ["codex-local"], "profiles": ["32k"], "cases": cases, "out": out, "jobs": 1, "progress": False, "report": False}
+    base = bench.run(run_id="base", **common)
+    cand = bench.run(run_id="cand", options={"codex-local": {"compact_user_message_max_tokens": 500}}, **common)
+    return base, cand
+
+
+def test_a_run_against_itself_changes_nothing(runs):
+    base, _ = runs
+    tables = bench.load_run(base)
+    assert flipped_probes(tables["probes"], tables["probes"], {}) == []
+    assert changed_compactions(tables["compactions"], tables["compactions"]) == []
+    page = render_compare(base, base)
+    assert "no detectable change" in page and "Probes that flipped (0)" in page and "Compactions that changed (0)" in page
+
+
+def test_the_comparison_shows_flips_with_questions_and_changed_compactions(runs, tmp_path):
+    base, cand = runs
+    out = tmp_path / "compare.html"
+    done = subprocess.run([*BENCH, "compare", str(base), str(cand), "--allow-different-inputs", "--html", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    page = out.read_text(encoding="utf-8")
+    a, b = bench.load_run(base)["probes"], bench.load_run(cand)["probes"]
+    keys = ["probe_id", "point_kind", "step"]
+    both = a.merge(b, on=keys, suffixes=("_a", "_b"))
+    lost = both[both["present_a"] & ~both["present_b"]]
+    assert len(lost) > 0  # the candidate really forgets something
+    flips = int(re.search(r"Probes that flipped \((\d+)\)", page).group(1))
+    assert flips >= len(lost)
+    questions = pd.read_parquet(cand / "questions.parquet").set_index("probe_id")["question"]
+    for probe in lost["probe_id"].unique()[:5]:
+        assert str(questions[probe]).replace("'", "&#39;").replace('"', "&#34;") in page
+    assert int(re.search(r"Compactions that changed \((\d+)\)", page).group(1)) > 0
+    assert "kept items" in page or "summary" in page
+    row = re.search(r"<td class=\"l\">codex-local</td><td class=\"l\">32k</td>\s*<td data-v=\"(-?[\d.e-]+)\">", page)
+    assert row and float(row.group(1)) < 0  # retention fell
+
+
+def test_gate_writes_its_markdown_comment(runs, tmp_path):
+    base, cand = runs
+    comment = tmp_path / "comment.md"
+    done = subprocess.run(
+        [*BENCH, "gate", "--baseline", str(base), "--candidate", str(cand), "--fail-on", "integrity:0", "--allow-different-inputs", "--markdown", str(comment)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    text = comment.read_text(encoding="utf-8")
+    assert text.startswith("**compaction-bench gate: passed**") and "| codex-local | 32k | integrity |" in text

@@ -1,0 +1,86 @@
+"""The verdict: ranking, intervals, P(best) and the generated sentence, from hand-built tables with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from compaction_bench.reports.verdict import Difference, StrategyRow, finding, verdicts
+
+
+def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0) -> StrategyRow:
+    return StrategyRow(
+        strategy=name, retention=retention, lo=retention - 0.05, hi=retention + 0.05, p_best=0.5, points=100, scenarios=1,
+        cost_usd=1.0, cache_hit_rate=0.9, rebilled_tokens=rebilled, failed_requests=0, overflows=0, compactions=3,
+        pair_errors=(0, 0, 0), cannot_serve=cannot_serve,
+    )
+
+
+def test_sentence_states_a_difference_whose_interval_excludes_zero():
+    rows = [row("pi", 0.80, 180_000), row("codex-local", 0.68, 100_000)]
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.12, 0.06, 0.18, 240))
+    assert text == "At 64k, pi keeps 12 points more facts than codex-local (95% CI 6–18) at 1.8× the re-billed tokens."
+
+
+@pytest.mark.parametrize("lo, hi", [(-0.02, 0.18), (0.0, 0.2), (-0.3, 0.0)])
+def test_sentence_never_claims_a_difference_whose_interval_includes_zero(lo, hi):
+    rows = [row("pi", 0.80, 180_000), row("codex-local", 0.72, 100_000)]
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.08, lo, hi, 240))
+    assert "no detectable difference" in text
+    assert "more facts" not in text
+
+
+def test_sentence_names_strategies_that_cannot_serve_the_window():
+    rows = [row("truncate", 0.5, 10), row("codex-local", 0.4, 10), row("none", 1.0, 0, cannot_serve=2)]
+    text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50))
+    assert text.endswith("none cannot serve the 32k window (overflows never recovered).")
+    assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.0× the re-billed tokens." in text
+
+
+def _tables():
+    """Three strategies on 40 probes of one scenario: a and c keep all, b keeps the first 20; d overflows at the end."""
+    probes, summary, requests = [], [], []
+    kept = {"a": lambda n: True, "b": lambda n: n < 20, "c": lambda n: True, "d": lambda n: n % 2 == 0}
+    for strategy, keeps in kept.items():
+        for n in range(40):
+            probes.append({"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": f"p{n}", "kind": "recall",
+                           "point": "final", "step": 9, "request": 10, "present": keeps(n)})
+        summary.append({"scenario": "s", "strategy": strategy, "profile": "64k", "cost_usd": 1.0, "cache_hit_rate": 0.5,
+                        "rebilled_tokens": {"a": 200.0, "b": 100.0, "c": 50.0, "d": 10.0}[strategy], "overflows": 0.0, "compactions": 1.0})
+        for index in range(3):
+            requests.append({"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "request": index, "kind": "turn",
+                             "overflow": strategy == "d" and index == 2})
+    return pd.DataFrame(summary), pd.DataFrame(probes), pd.DataFrame(requests)
+
+
+def test_verdict_ranks_with_intervals_p_best_and_flags():
+    summary, probes, requests = _tables()
+    (verdict,) = verdicts(summary, probes, requests)
+    ranked = [r.strategy for r in verdict.rows]
+    assert ranked[-1] == "d" and verdict.rows[-1].flagged  # its last turn request overflowed: ranked last
+    assert ranked[:2] == ["a", "c"] and ranked[2] == "b"
+    by = {r.strategy: r for r in verdict.rows}
+    assert by["a"].retention == 1.0 and by["b"].retention == 0.5 and by["d"].retention == 0.5
+    # a and c are identical on every resample: P(best) split evenly, b and d never best.
+    assert by["a"].p_best == pytest.approx(0.5) and by["c"].p_best == pytest.approx(0.5)
+    assert by["b"].p_best == 0.0 and by["d"].p_best == 0.0
+    assert by["a"].lo == by["a"].hi == 1.0
+    assert 0.3 < by["b"].lo < 0.5 < by["b"].hi < 0.7
+    # The top two servable strategies (a, c) do not differ: the sentence says so.
+    assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
+    assert verdict.difference.lo == verdict.difference.hi == 0.0
+    assert "no detectable difference in retention between a and c" in verdict.sentence
+    assert "d cannot serve the 64k window" in verdict.sentence
+
+
+def test_verdict_claims_a_clear_difference():
+    summary, probes, requests = _tables()
+    keep = ~probes["strategy"].isin(["c", "d"])
+    (verdict,) = verdicts(summary[summary["strategy"].isin(["a", "b"])], probes[keep], requests)
+    diff = verdict.difference
+    assert diff is not None and diff.mean == pytest.approx(0.5) and diff.lo > 0.25 and diff.n == 40
+    assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")
+    assert verdict.sentence.endswith("at 2.0× the re-billed tokens.")
+    assert not math.isnan(verdict.rows[0].p_best)

@@ -1,0 +1,509 @@
+"""Nothing lost, nothing hangs, no traceback (issue 17): each case here is one of the issue's defects,
+rebuilt by hand or from a real recorded session, with the behaviour the issue asks for."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import zstandard
+
+import compaction_bench as bench
+from compaction_bench.importing import ImportFailure, detect, formats, load_transcripts, read_head
+from compaction_bench.templates import PromptSet, TemplateError
+from compaction_bench.transcript import Item, Transcript, TranscriptError
+from tests.conftest import CORPORA
+
+BENCH = [sys.executable, "-m", "compaction_bench.cli"]
+CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+CODEX = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
+
+
+def bench_cli(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}, **kwargs)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def chat_line(role: str, content: str, **extra) -> str:
+    return json.dumps({"role": role, "content": content, **extra})
+
+
+@pytest.fixture(scope="module")
+def tiny_session(tmp_path_factory) -> Path:
+    """A hand-built canonical session with one fact, and a probe file asking for it."""
+    folder = tmp_path_factory.mktemp("tiny")
+    items = (
+        Item("u0", "user", "Remember: the deploy key is ZEBRA-42. Now list the files.", turn=0),
+        Item("c0", "tool_call", call_id="c0", tool_name="bash", arguments='{"command": "ls"}', response=0, turn=0),
+        Item("r0", "tool_result", "setup.py\nREADME.md", call_id="c0", turn=0),
+        Item("a0", "assistant", "Two files: setup.py and README.md.", response=1, turn=0),
+    )
+    path = Transcript("tiny", items).write(folder / "tiny.jsonl")
+    (folder / "probes.yaml").write_text(
+        "- id: key\n  kind: recall\n  question: What is the deploy key?\n  answer: ZEBRA-42\n  match: contains\n  source_text: ZEBRA-42\n"
+    )
+    return path
+
+
+# --------------------------------------------------------------------------- 1: import paths
+def tau_container(task_ids: list[str]) -> str:
+    runs = [{"task_id": t, "trial": 0, "reward": 1.0, "info": {}, "traj": [json.loads(chat_line("user", f"task {n}")),
+             json.loads(chat_line("assistant", "done"))]} for n, t in enumerate(task_ids)]
+    return json.dumps(runs)
+
+
+def test_import_never_writes_outside_the_output_folder_nor_overwrites(tmp_path):
+    out = tmp_path / "a" / "b" / "out"
+    out.mkdir(parents=True)
+    victim = tmp_path / "a" / "x" / "notes.jsonl"
+    victim.parent.mkdir(parents=True)
+    victim.write_text("precious\n")
+    source = tmp_path / "runs.json"
+    # Session ids from the file: a traversal, an absolute path, and the same id twice.
+    source.write_text(tau_container(["/../../x/notes", "../../x/notes", "/etc/passwd", "same", "same"]))
+    proc = bench_cli("import", str(source), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "precious\n"
+    written = sorted(out.iterdir())
+    assert len(written) == 5 and all(p.parent == out and p.suffix == ".jsonl" for p in written)
+    assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == sorted([p.name for p in written] + ["notes.jsonl"])
+    # Every session is there once: the two "same" ids got distinct names.
+    ids = sorted(Transcript.read(p).id for p in written)
+    assert ids == sorted(f"runs:task{t}:trial0" for t in ["/../../x/notes", "../../x/notes", "/etc/passwd", "same", "same"])
+    # Importing again into the same folder is an error, not a silent overwrite.
+    before = {p: p.read_bytes() for p in written}
+    assert_user_error(bench_cli("import", str(source), "-o", str(out)), "already exists; not overwritten")
+    assert {p: p.read_bytes() for p in written} == before
+
+
+def test_openhands_instance_ids_are_sanitized(tmp_path):
+    history = [{"id": 0, "action": "message", "source": "user", "args": {"content": "fix it"}},
+               {"id": 1, "action": "message", "source": "agent", "args": {"content": "fixed"}}]
+    source = tmp_path / "output.jsonl"
+    source.write_text("\n".join(json.dumps({"instance_id": i, "history": history}) for i in ("../../evil", "../../evil", "ok")) + "\n")
+    out = tmp_path / "out"
+    proc = bench_cli("import", str(source), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert len(list(out.iterdir())) == 3 and not (tmp_path.parent / "evil.jsonl").exists()
+
+
+def test_a_single_session_output_file_is_not_overwritten(tiny_session, tmp_path):
+    target = tmp_path / "exists.jsonl"
+    target.write_text("keep me\n")
+    assert_user_error(bench_cli("import", str(tiny_session), "-o", str(target)), f"{target}: already exists")
+    assert target.read_text() == "keep me\n"
+
+
+# --------------------------------------------------------------------------- 3, 10: zstd
+def test_every_frame_of_a_multi_frame_zst_is_read(tmp_path):
+    raw = CODEX.read_bytes()
+    lines = raw.split(b"\n")
+    compressor = zstandard.ZstdCompressor()
+    frames = b"".join(compressor.compress(b"\n".join(lines[i : i + 40]) + b"\n") for i in range(0, len(lines), 40))
+    packed = tmp_path / "rollout.jsonl.zst"
+    packed.write_bytes(frames)
+    assert len(lines) > 80  # several frames
+    plain = load_transcripts(CODEX)[0]
+    unpacked = load_transcripts(packed)[0]
+    assert len(unpacked.steps()) == len(plain.steps()) and len(unpacked.items) == len(plain.items)
+    assert not unpacked.meta.get("problems")
+
+
+@pytest.fixture(scope="module")
+def zstd_bomb(tmp_path_factory) -> Path:
+    """73 KB-class file that expands to 2.2 GiB (a valid first line, then blanks)."""
+    path = tmp_path_factory.mktemp("bomb") / "bomb.jsonl.zst"
+    compressor = zstandard.ZstdCompressor(level=3).compressobj()
+    block = b"\n" * (1 << 20)
+    with open(path, "wb") as fh:
+        fh.write(compressor.compress(chat_line("user", "hi").encode() + b"\n"))
+        for _ in range(2253):
+            fh.write(compressor.compress(block))
+        fh.write(compressor.flush())
+    return path
+
+
+def test_a_zstd_bomb_is_refused_with_bounded_memory(zstd_bomb):
+    assert zstd_bomb.stat().st_size < 200_000
+    code = (
+        "import resource, sys\n"
+        "from compaction_bench.importing import load_transcripts\n"
+        "from compaction_bench.errors import BenchError\n"
+        "try:\n    load_transcripts(sys.argv[1])\nexcept BenchError as exc:\n    print('refused:', exc)\n"
+        "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(zstd_bomb)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES": str(64 << 20)})
+    assert proc.returncode == 0, proc.stderr
+    assert f"refused: {zstd_bomb}: decompresses to more than 67,108,864 bytes" in proc.stdout
+    assert "COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES" in proc.stdout
+    peak_kib = int(proc.stdout.split("peak")[1])
+    assert peak_kib < 512 * 1024, f"peak RSS {peak_kib} KiB"
+
+
+def test_a_bad_decompression_bound_is_a_user_error(tiny_session, tmp_path):
+    packed = tmp_path / "tiny.jsonl.zst"
+    packed.write_bytes(zstandard.ZstdCompressor().compress(tiny_session.read_bytes()))
+    assert len(load_transcripts(packed)[0].items) == 4
+    proc = bench_cli("inspect", str(packed), env={"COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES": "lots"})
+    assert_user_error(proc, "COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES='lots': expected a number of bytes")
+
+
+# --------------------------------------------------------------------------- 13: hostile JSON
+HOSTILE_HEADS = {
+    "deep list": "[" * 10_000 + "]" * 10_000,
+    "deep object": '{"a":' * 10_000 + "1" + "}" * 10_000,
+    "huge integer": '{"type": "session", "cwd": "/", "role": "user", "n": ' + "7" * 5000 + "}",
+    "infinity": '{"role": "assistant", "usage": {"prompt_tokens": Infinity}}',
+    "lone surrogate": '{"role": "user", "content": "\\udc80", "parentUuid": "\\ud800", "sessionId": "x"}',
+    "nan": '{"format": "compaction-bench/transcript", "version": NaN}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_HEADS))
+def test_no_sniffer_raises_on_hostile_json(tmp_path, name):
+    head = HOSTILE_HEADS[name] + "\n"
+    for suffix in (".jsonl", ".json", ".traj", ".md"):
+        path = tmp_path / f"hostile{suffix}"
+        path.write_text(head)
+        for fmt, cls in formats().items():
+            try:
+                result = cls.sniff(path, head)
+            except Exception as exc:  # the defect: RecursionError / ValueError out of a sniffer
+                pytest.fail(f"{fmt} sniffer raised {type(exc).__name__} on {name}")
+            assert isinstance(result, bool)
+
+
+def test_a_deeply_nested_line_is_a_problem_not_a_fatal_error(tmp_path):
+    lines = CLAUDE.read_bytes().split(b"\n")
+    deep = b'{"type": "user", "x": ' + b"[" * 10_000 + b"]" * 10_000 + b"}"
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join([*lines[:5], deep, *lines[5:]]))
+    damaged = load_transcripts(path)[0]
+    original = load_transcripts(CLAUDE)[0]
+    assert f"{path}:6: JSON nested too deeply; line kept out" in damaged.meta["problems"]
+    assert len(damaged.items) == len(original.items)
+    # A whole file that is one deep document names the file, exit 2, no traceback.
+    whole = tmp_path / "deep.json"
+    whole.write_text("[" * 10_000 + "]" * 10_000)
+    assert_user_error(bench_cli("inspect", str(whole), "--format", "openai-messages"), str(whole), "nested too deeply")
+    assert_user_error(bench_cli("inspect", str(whole)), str(whole))
+
+
+def test_huge_integers_and_infinity_in_usage(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join([
+        chat_line("user", "hello"),
+        chat_line("assistant", "hi", usage={"prompt_tokens": float("inf"), "completion_tokens": 7}),
+        '{"role": "user", "content": "n", "n": ' + "9" * 5000 + "}",
+        chat_line("assistant", "bye", usage={"prompt_tokens": 12, "completion_tokens": 3}),
+    ]) + "\n")
+    transcript = load_transcripts(path)[0]
+    assert [u.input for u in transcript.recorded_usage()] == [0, 12]  # Infinity is not a count
+    assert any(p.startswith(f"{path}:3: unusable JSON") for p in transcript.meta["problems"])
+    # In a canonical file, a usage that is not a count is an error naming file and line.
+    canonical = tmp_path / "canonical.jsonl"
+    lines = Transcript("c", (Item("a", "assistant", "x", response=0),)).dumps().split("\n")
+    lines[1] = lines[1][:-1] + ', "usage": {"input": Infinity}}'
+    canonical.write_text("\n".join(lines))
+    with pytest.raises(TranscriptError, match=rf"{canonical}:2: usage field 'input' is inf"):
+        load_transcripts(canonical)
+    assert_user_error(bench_cli("inspect", str(canonical)), f"{canonical}:2:")
+
+
+def test_a_lone_surrogate_is_replaced_and_reported_and_the_session_runs(tmp_path):
+    source = tmp_path / "chat.jsonl"
+    source.write_text("\n".join([
+        chat_line("user", "list files"),
+        '{"role": "assistant", "content": "bad \\udc80 byte", "usage": {"prompt_tokens": 10, "completion_tokens": 2}}',
+    ]) + "\n")
+    transcript = load_transcripts(source)[0]
+    assert transcript.items[1].text == "bad \ufffd byte"
+    assert transcript.meta["problems"] == (f"{source}:2: lone UTF-16 surrogate escape(s) replaced with U+FFFD",)
+    out = tmp_path / "canonical.jsonl"
+    proc = bench_cli("import", str(source), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert Transcript.read(out).items[1].text == "bad \ufffd byte"
+    proc = bench_cli("inspect", str(source))
+    assert proc.returncode == 0 and f"{source}:2: lone UTF-16 surrogate" in proc.stdout
+    result = bench.replay(transcript, "truncate", profile="32k")
+    assert len(result.requests) == 1
+    # A canonical file holding one is refused naming file and line (it was not written by `bench import`).
+    bad = tmp_path / "bad.jsonl"
+    lines = Transcript("c", (Item("a", "assistant", "x", response=0),)).dumps().split("\n")
+    bad.write_text("\n".join([lines[0], lines[1].replace('"x"', '"\\udc80"'), ""]))
+    assert_user_error(bench_cli("inspect", str(bad)), f"{bad}:2: a lone UTF-16 surrogate")
+
+
+# --------------------------------------------------------------------------- 14: markup
+def test_inspect_prints_transcript_text_verbatim_never_as_markup(tmp_path):
+    path = tmp_path / "session.jsonl"
+    lines = [
+        {"type": "user", "uuid": "u1", "parentUuid": "[/bogus]", "sessionId": "[link=https://evil.example]click[/link]",
+         "message": {"role": "user", "content": "hello"}},
+        {"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "s",
+         "message": {"id": "m1", "model": "[bold red]WARNING[/] \u001b[31mfake", "content": [{"type": "text", "text": "hi"}]}},
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    proc = bench_cli("inspect", str(path), env={"FORCE_COLOR": "1", "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "parent [/bogus] is not in the file" in proc.stdout
+    assert "[link=https://evil.example]click[/link]" in proc.stdout
+    assert "[bold red]WARNING[/]" in proc.stdout and "\\x1b[31mfake" in proc.stdout
+    assert "\x1b]8;" not in proc.stdout  # no terminal hyperlink
+    assert "\x1b[31mfake" not in proc.stdout  # the recorded escape sequence is shown, not executed
+
+
+# --------------------------------------------------------------------------- 16: damaged runs, full disk
+@pytest.fixture(scope="module")
+def finished_run(tiny_session, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    return bench.run([tiny_session], ["none"], ["32k"], out=out, run_id="ok", jobs=1, probes=str(tiny_session.parent / "probes.yaml"),
+                     report=False, progress=False)
+
+
+def damaged_copy(run: Path, tmp_path: Path, damage: str) -> Path:
+    import shutil
+
+    copy = tmp_path / f"damaged-{damage}"
+    shutil.copytree(run, copy)
+    if damage == "truncated parquet":
+        data = (copy / "summary.parquet").read_bytes()
+        (copy / "summary.parquet").write_bytes(data[: len(data) // 2])
+    elif damage == "malformed manifest":
+        (copy / "manifest.json").write_text('{"run_id": "ok", "config": ')
+    else:
+        assert damage == "manifest not an object"
+        (copy / "manifest.json").write_text("[1, 2]")
+    return copy
+
+
+@pytest.mark.parametrize("damage", ["truncated parquet", "malformed manifest", "manifest not an object"])
+def test_report_compare_and_gate_on_a_damaged_run_exit_2(finished_run, tmp_path, damage):
+    bad = damaged_copy(finished_run, tmp_path, damage)
+    for args in (["report", str(bad)], ["compare", str(finished_run), str(bad)],
+                 ["gate", "--baseline", str(finished_run), "--candidate", str(bad), "--fail-on", "presence:0.02"]):
+        proc = bench_cli(*args)
+        assert_user_error(proc, str(bad))
+
+
+def test_a_full_output_folder_is_one_error_line(tiny_session, tmp_path):
+    def small_files() -> None:  # every write beyond 64 KiB fails (EFBIG), like a full disk (ENOSPC)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, 64 * 1024))
+
+    proc = subprocess.run(
+        [*BENCH, "run", str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path / "runs"), "--run-id", "full",
+         "--probes", str(tiny_session.parent / "probes.yaml")],
+        capture_output=True, text=True, timeout=600, preexec_fn=small_files,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.startswith("error: ")], proc.stderr
+    assert "File too large" in proc.stderr
+
+
+def test_a_probe_file_with_invalid_utf8_is_one_error_line(tiny_session, tmp_path):
+    probes = tmp_path / "probes.yaml"
+    probes.write_bytes(b"- id: key\n  question: caf\xe9?\n")
+    assert_user_error(bench_cli("run", str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path), "--probes", str(probes)),
+                      str(probes))
+
+
+# --------------------------------------------------------------------------- 17: templates
+def test_a_broken_template_is_named_before_the_run(tiny_session, tmp_path):
+    broken = tmp_path / "broken.j2"
+    broken.write_text("Summarize.\n{% for item in items %}\n{{ item.text }\n")
+    with pytest.raises(TemplateError, match=rf"{broken}:3: prompt template 'codex_summary.j2' does not parse"):
+        PromptSet({"codex_summary.j2": broken})
+    proc = bench_cli("run", str(tiny_session), "-s", "codex-local", "-p", "32k", "-o", str(tmp_path / "runs"),
+                     "--prompt", f"codex_summary.j2={broken}")
+    assert_user_error(proc, f"{broken}:3:")
+    assert not (tmp_path / "runs").exists()  # refused before any run folder or cell
+    with pytest.raises(TemplateError, match="there is no template 'codex_sumary.j2'"):
+        PromptSet({"codex_sumary.j2": broken})
+
+
+# --------------------------------------------------------------------------- 18: a failed answerer
+class Refusing(http.server.BaseHTTPRequestHandler):
+    """A model endpoint that refuses every call (a wrong key)."""
+
+    calls = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        type(self).calls += 1
+        body = b'{"error": {"message": "invalid api key", "type": "invalid_request_error", "code": "invalid_api_key"}}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_run_whose_answerer_always_failed_says_so_and_exits_non_zero(tiny_session, tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        args = [str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path), "--probes", str(tiny_session.parent / "probes.yaml"),
+                "--answerer", "openai/gpt-4o-mini", "--api-base", f"http://127.0.0.1:{server.server_address[1]}", "--max-retries", "0"]
+        env = {"OPENAI_API_KEY": "sk-test-not-a-key"}
+        proc = bench_cli("run", *args, "--run-id", "a", env=env)
+        assert proc.returncode == 3, proc.stderr
+        assert "metric not computed: answered (the answerer openai/gpt-4o-mini failed on all 1 calls" in proc.stderr
+        assert "invalid api key" in proc.stderr and Refusing.calls >= 1
+        proc = bench_cli("run", *args, "--run-id", "b", "--allow-missing-metrics", env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert "metric not computed: answered" in proc.stderr
+    finally:
+        server.shutdown()
+    # The offline answerer answers: nothing is missing, exit 0.
+    proc = bench_cli("run", str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path), "--run-id", "c",
+                     "--probes", str(tiny_session.parent / "probes.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert "metric not computed" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- 19: BOM, forced formats
+def test_a_utf8_bom_does_not_change_the_detected_format(tmp_path):
+    from tests.test_importers_fuzz import SEEDS, seed_of
+
+    for fmt in sorted(SEEDS):
+        suffix, data = seed_of(fmt)
+        plain, marked = tmp_path / f"{fmt}-plain{suffix}", tmp_path / f"{fmt}-bom{suffix}"
+        plain.write_bytes(data)
+        marked.write_bytes(b"\xef\xbb\xbf" + data)
+        if fmt == "hf-dataset":  # chosen explicitly, never sniffed from JSONL
+            continue
+        assert detect(marked).format == detect(plain).format == fmt
+        assert not read_head(marked).startswith("\ufeff")
+        with_bom = load_transcripts(marked, format=fmt)
+        without = load_transcripts(plain, format=fmt)
+        assert [len(t.items) for t in with_bom] == [len(t.items) for t in without], fmt
+
+
+def test_a_forced_format_that_matches_nothing_is_an_error(tiny_session, tmp_path):
+    with pytest.raises(ImportFailure, match="no Aider chat content"):
+        load_transcripts(tiny_session, format="aider")
+    assert_user_error(bench_cli("inspect", str(tiny_session), "--format", "aider"), str(tiny_session), "no Aider chat content")
+    # The real thing still imports when forced.
+    aider = tmp_path / "history.md"
+    aider.write_bytes(b"\n".join((CORPORA / "aider-chat-history-md/Aider-AI__aider/chat-history.md").read_bytes().split(b"\n")[:60]))
+    assert load_transcripts(aider, format="aider")
+
+
+# --------------------------------------------------------------------------- 11: killed runs
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def key_sorted(frame: pd.DataFrame) -> pd.DataFrame:
+    columns = [c for c in ("scenario", "strategy", "profile", "repeat", "request", "step", "probe_id", "point") if c in frame.columns]
+    return frame.sort_values(columns).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def three_sessions(tmp_path_factory) -> list[Path]:
+    from compaction_bench.scenarios.synthetic import generate
+
+    folder = tmp_path_factory.mktemp("sessions")
+    transcript = generate("parallel-calls", seed=3, target_tokens=20_000).transcript
+    return [transcript.write(folder / f"{name}.jsonl") for name in ("a", "b", "c")]
+
+
+def start_run(sessions: list[Path], out: Path, run_id: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*BENCH, "run", *map(str, sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(out), "--run-id", run_id],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+
+
+def interrupt_after_first_cell(proc: subprocess.Popen, run: Path, sig: int) -> set[int]:
+    """Wait for the first finished cell (workers busy with the next ones), then send `sig` to the main process."""
+    deadline = time.monotonic() + 300
+    workers: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        workers |= children_of(proc.pid)
+        if list(run.glob("cells/*/DONE")) and workers:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    workers |= children_of(proc.pid)
+    os.kill(proc.pid, sig)
+    return workers
+
+
+def wait_gone(pids: set[int], seconds: float = 15) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    return {p for p in pids if alive(p)}
+
+
+@pytest.mark.slow
+def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sessions, tmp_path):
+    proc = start_run(three_sessions, tmp_path, "k")
+    workers = interrupt_after_first_cell(proc, tmp_path / "k", signal.SIGKILL)
+    proc.wait(timeout=30)
+    survivors = wait_gone(workers)
+    for pid in survivors:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert len(workers) == 2 and not survivors, f"workers {sorted(survivors)} outlived their killed parent"
+    done = len(list((tmp_path / "k").glob("cells/*/DONE")))
+    assert 1 <= done < 6
+    resumed = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
+                        "--resume", "--run-id", "k")
+    assert resumed.returncode == 0, resumed.stderr
+    whole = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
+                      "--run-id", "whole")
+    assert whole.returncode == 0, whole.stderr
+    for name in ("requests", "compactions", "probes", "summary"):
+        got = pd.read_parquet(tmp_path / "k" / f"{name}.parquet").drop(columns=["answer_cached"], errors="ignore")
+        expected = pd.read_parquet(tmp_path / "whole" / f"{name}.parquet").drop(columns=["answer_cached"], errors="ignore")
+        pd.testing.assert_frame_equal(key_sorted(got), key_sorted(expected), obj=name)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tmp_path):
+    proc = start_run(three_sessions, tmp_path, "t")
+    workers = interrupt_after_first_cell(proc, tmp_path / "t", signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted; finish the run with `bench run --resume`" in stderr and "Traceback" not in stderr
+    assert not wait_gone(workers, 5)
+    cells = list((tmp_path / "t").glob("cells/*/DONE"))
+    assert 1 <= len(cells) < 6

@@ -1,0 +1,156 @@
+"""The run folder: safe run ids, one run at a time, resume of the newest run with the same configuration,
+injective cell folders, and no stale error log (issue 17 items 2, 4, 5, 6, 19)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench import run_folder
+from compaction_bench.runner import Case, RunError
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.store import CellKey, load_run
+from compaction_bench.transcript import Item, Transcript
+
+
+@pytest.fixture(scope="module")
+def case() -> Case:
+    small = generate("parallel-calls", seed=3, target_tokens=20_000)
+    return Case(small.name, small.transcript, tuple(small.probes))
+
+
+def run_cases(out: Path, cases: list[Case], **kwargs):
+    return bench.run(
+        strategies=kwargs.pop("strategies", ["none"]), profiles=["32k"], cases=cases, out=out, jobs=1,
+        report=False, progress=False, **kwargs,
+    )
+
+
+# --------------------------------------------------------------------------- 6: run ids
+@pytest.mark.parametrize("bad", ["../../escape", "/tmp/absolute-run", "a/b/c", ".", "..", "a\\b", "x..y", "", "tab\there"])
+def test_a_run_id_that_is_not_a_plain_folder_name_is_refused(tmp_path, case, bad):
+    out = tmp_path / "deep" / "runs"
+    with pytest.raises(RunError, match="--run-id"):
+        run_cases(out, [case], run_id=bad)
+    # Nothing was written anywhere: not outside --out, not nested inside it, not in its root.
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plain_run_ids_are_accepted():
+    for good in ("2026-01-01-baseline", "candidate", "r.1_x-y", "a" * 128):
+        assert run_folder.validate_run_id(good) == good
+    with pytest.raises(run_folder.RunFolderError, match="longer than 128"):
+        run_folder.validate_run_id("a" * 129)
+
+
+# --------------------------------------------------------------------------- 4: resume
+def test_resume_without_run_id_takes_the_newest_run_not_the_last_name(tmp_path, case):
+    # "zzz" is created first and "aaa" later: the alphabetically last folder is the older run.
+    run_cases(tmp_path, [case], run_id="zzz")
+    newest = run_cases(tmp_path, [case], run_id="aaa")
+    created = json.loads((newest / "manifest.json").read_text())["created"]
+    done = next((newest / "cells").iterdir()) / "DONE"
+    done.unlink()
+    finished = []
+    root = run_cases(tmp_path, [case], resume=True, on_cell=lambda key, status: finished.append(status))
+    assert root == newest and finished == ["done"] and done.exists()
+    assert run_folder.newest_run(tmp_path) == "aaa"
+    # The resumed run keeps its creation time (a resume does not make it newer than a later run).
+    assert json.loads((newest / "manifest.json").read_text())["created"] == created
+
+
+def test_newest_run_is_by_manifest_created_time(tmp_path):
+    for name, created in (("b", "2026-01-02T00:00:00+00:00"), ("c", "2026-01-01T00:00:00+00:00"), ("a", "2026-01-03T00:00:00+00:00")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"created": created}))
+    (tmp_path / "zz-broken").mkdir()
+    (tmp_path / "zz-broken" / "manifest.json").write_text("{not json")
+    assert run_folder.newest_run(tmp_path) == "a"
+    with pytest.raises(run_folder.RunFolderError, match="no earlier run"):
+        run_folder.newest_run(tmp_path / "empty")
+
+
+def test_resume_with_another_configuration_is_refused_naming_the_difference(tmp_path, case):
+    root = run_cases(tmp_path, [case], run_id="r", strategies=["none"])
+    before = (root / "manifest.json").read_text()
+    with pytest.raises(RunError, match=r"another configuration \(strategies: \[\"none\"\] then, \[\"truncate\"\] now\)"):
+        run_cases(tmp_path, [case], run_id="r", strategies=["truncate"], resume=True)
+    with pytest.raises(RunError, match="seed: 0 then, 7 now"):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none"], resume=True, seed=7)
+    # The manifest still describes the tables that are there.
+    assert (root / "manifest.json").read_text() == before
+    assert set(load_run(root)["requests"]["strategy"]) == {"none"}
+    # The same configuration resumes (nothing left to do), and the lock was released by the refusals.
+    assert run_cases(tmp_path, [case], run_id="r", strategies=["none"], resume=True) == root
+
+
+# --------------------------------------------------------------------------- 5: lock
+def test_a_second_run_with_the_same_id_fails_while_the_first_holds_the_folder(tmp_path, case):
+    folder = run_folder.claim(tmp_path, "busy", resume=False, new_id="unused")
+    try:
+        with pytest.raises(RunError, match="is in use by another run"):
+            run_cases(tmp_path, [case], run_id="busy")
+        # Another process is refused the same way, in one line, with exit status 2.
+        transcript = tmp_path / "t.jsonl"
+        case.transcript.write(transcript)
+        proc = subprocess.run(
+            [sys.executable, "-m", "compaction_bench.cli", "run", str(transcript), "-s", "none", "-p", "32k", "-o", str(tmp_path),
+             "--run-id", "busy", "--probes", "auto"],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith("error: ") and "is in use by another run" in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "busy" / "manifest.json").exists()
+    finally:
+        folder.release()
+    # Once released, the folder can be used.
+    assert run_cases(tmp_path, [case], run_id="busy").name == "busy"
+
+
+# --------------------------------------------------------------------------- 2: cell folders
+def test_scenarios_differing_only_in_punctuation_keep_separate_cells(tmp_path, case):
+    keys = [CellKey(name, "none", "32k", 0) for name in ("x y.json", "x_y.json", "x?y.json", "x/y.json")]
+    assert len({k.slug for k in keys}) == 4
+    assert all("/" not in k.slug and len(k.slug) < 200 for k in keys)
+    assert len(CellKey("n" * 5000, "none", "32k", 0).slug) < 200
+    other = Transcript("other", (Item("u", "user", "hello", turn=0), Item("a", "assistant", "hi", response=0, turn=0)))
+    root = run_cases(tmp_path, [Case("x y.json", case.transcript, case.probes), Case("x_y.json", other)], run_id="p")
+    requests = load_run(root)["requests"]
+    assert set(requests["scenario"]) == {"x y.json", "x_y.json"}
+    # Each scenario's rows are its own replay's requests, not the other one's written over them.
+    for name, transcript in (("x y.json", case.transcript), ("x_y.json", other)):
+        assert (requests["scenario"] == name).sum() == len(bench.replay(transcript, "none", profile="32k").requests)
+
+
+# --------------------------------------------------------------------------- 19: stale errors.log
+def test_a_successful_resume_removes_the_error_log_of_the_failed_attempt(tmp_path, case):
+    from compaction_bench import registry
+    from compaction_bench.strategies.baselines import NoCompaction
+
+    switch = tmp_path / "fail-now"
+    switch.write_text("")
+
+    class Flaky(NoCompaction):
+        name = "flaky"
+
+        def request(self):
+            if switch.exists():
+                raise ZeroDivisionError("flaky failure")
+            return super().request()
+
+    registry.register_strategy(Flaky)
+    try:
+        with pytest.raises(RunError, match="1 of 2 cells failed"):
+            run_cases(tmp_path, [case], run_id="f", strategies=["none", "flaky"])
+        assert "flaky failure" in (tmp_path / "f" / "errors.log").read_text()
+        switch.unlink()
+        run_cases(tmp_path, [case], run_id="f", strategies=["none", "flaky"], resume=True)
+    finally:
+        registry.reset()
+    assert not (tmp_path / "f" / "errors.log").exists()
+    assert set(load_run(tmp_path / "f")["requests"]["strategy"]) == {"none", "flaky"}

@@ -1,0 +1,150 @@
+"""Self-describing runs and `bench score`: the folder alone reproduces the tables, new probes need no replay."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.cli import app
+from compaction_bench.probes import Probe, load_probes, write_probes
+from compaction_bench.profiles import get_profile
+from compaction_bench.runner import Case, RunError, score
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.store import load_run
+from compaction_bench.strategy import Strategy
+
+TABLES = ("requests", "compactions", "probes", "summary")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run with a transcript file (mined probes) and an in-memory scenario, two strategies, summaries included."""
+    root = tmp_path_factory.mktemp("runs")
+    small = generate("parallel-calls", seed=3, target_tokens=45_000)  # compacts at 32k
+    path = root / "session.jsonl"
+    generate("parallel-calls", seed=4, target_tokens=12_000).transcript.write(path)  # a short file, mined probes
+    from compaction_bench.runner import file_cases
+
+    cases = [*file_cases([path], "auto"), Case("memory", small.transcript, tuple(small.probes))]
+    run_dir = bench.run(strategies=["truncate", "codex-local"], profiles=["32k"], cases=cases, out=root, run_id="r", jobs=1, progress=False,
+                      report=False)
+    return run_dir, path, small
+
+
+def test_the_run_folder_describes_its_inputs(finished):
+    run_dir, path, small = finished
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    from_file, in_memory = manifest["scenarios"]
+    assert from_file["file"] == str(path.resolve()) and from_file["format"] == "canonical" and from_file["import_options"] == {}
+    assert from_file["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert from_file["session_id"] == bench.load_transcript(path).id
+    # The in-memory scenario is kept in the run folder in canonical form, with its hash.
+    kept = run_dir / in_memory["file"]
+    assert in_memory["format"] == "canonical" and in_memory["sha256"] == hashlib.sha256(kept.read_bytes()).hexdigest()
+    assert bench.load_transcript(kept) == small.transcript
+    # The probes actually asked: mined for the file, given for the in-memory scenario.
+    assert load_probes(run_dir / in_memory["probes_file"]) == list(small.probes)
+    assert len(load_probes(run_dir / from_file["probes_file"])) == from_file["probes"] > 0
+    assert manifest["profiles"]["32k"] == get_profile("32k").to_dict()
+    # Every template codex-local rendered (its summary prompt among them), with its text and that text's hash.
+    assert "codex_summary.j2" in manifest["templates"] and set(manifest["templates"]) == set(manifest["template_hashes"])
+    for name, template in manifest["templates"].items():
+        assert template["sha256"] == hashlib.sha256(template["text"].encode()).hexdigest() == manifest["template_hashes"][name]
+
+
+def test_each_request_keeps_its_item_ids_and_summary_links(finished):
+    run_dir, _, _ = finished
+    requests = load_run(run_dir)["requests"]
+    for cell in (run_dir / "cells").iterdir():
+        contexts = pd.read_parquet(cell / "contexts.parquet")
+        replay = json.loads((cell / "replay.json").read_text())
+        key = replay["key"]
+        mine = requests[(requests.scenario == key["scenario"]) & (requests.strategy == key["strategy"])]
+        assert list(contexts["index"]) == list(mine["request"])
+        assert all(isinstance(ids, (list, type(contexts["item_ids"].iloc[0]))) for ids in contexts["item_ids"])
+        for compaction in replay["compactions"]:
+            for index, call in zip(compaction["summary_request_indices"], compaction["llm_calls"], strict=True):
+                row = contexts[contexts["index"] == index].iloc[0]
+                assert row["kind"] == "summary" and json.loads(row["llm_call"]) == call
+
+
+def test_score_reproduces_the_tables_exactly(finished, tmp_path):
+    run_dir, _, _ = finished
+    again = score(run_dir, out=tmp_path / "again", report=False)
+    original, scored = load_run(run_dir), load_run(again)
+    assert len(original["compactions"]) > 0 and original["compactions"]["llm_calls"].sum() > 0
+    for name in TABLES:
+        pd.testing.assert_frame_equal(scored[name], original[name], check_exact=True)
+
+
+def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path, monkeypatch):
+    run_dir, _, small = finished
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("bench score replayed")
+
+    monkeypatch.setattr(importlib.import_module("compaction_bench.replay")._Engine, "__init__", no_replay)
+    monkeypatch.setattr(Strategy, "__init__", no_replay)
+    first = next(i for i in small.transcript.items if i.kind == "user")
+    word = max(first.text.split(), key=len)
+    other = [Probe("first-ask", "recall", "What did the user ask first?", word, source=first.id)]
+    write_probes(other, tmp_path / "other.yaml")
+    new = score(run_dir, probes=str(tmp_path / "other.yaml"), out=tmp_path / "other-run", report=False)
+    probes = load_run(new)["probes"]
+    assert set(probes["probe_id"]) == {"first-ask"} and probes["scenario"].nunique() == 2
+    # Wherever the stored context still holds the first user message verbatim, the probe is present.
+    for cell in (new / "cells").iterdir():
+        key = json.loads((cell / "replay.json").read_text())["key"]
+        contexts = pd.read_parquet(cell / "contexts.parquet").set_index("index")
+        rows = probes[(probes.scenario == key["scenario"]) & (probes.strategy == key["strategy"])]
+        assert len(rows) > 0
+        for request, present in zip(rows["request"], rows["present"], strict=True):
+            if first.id in list(contexts.loc[request, "item_ids"]):
+                assert present
+    original = load_run(run_dir)
+    assert set(original["probes"]["probe_id"]) != {"first-ask"}
+    pd.testing.assert_frame_equal(load_run(new)["requests"], original["requests"])
+    manifest = json.loads((new / "manifest.json").read_text())
+    assert manifest["scored"]["from"] == str(run_dir.resolve()) and manifest["scenarios"][0]["probes"] == 1
+
+
+def test_score_never_overwrites_silently(finished, tmp_path):
+    run_dir, _, _ = finished
+    with pytest.raises(RunError, match="already exists"):
+        score(run_dir, out=run_dir)
+    with pytest.raises(RunError, match="exclude each other"):
+        score(run_dir, out=tmp_path / "x", in_place=True)
+
+
+def test_score_refuses_a_changed_transcript(finished, tmp_path):
+    run_dir, path, _ = finished
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text(Path(path).read_text() + "\n")
+    manifest["scenarios"][0]["file"] = str(changed)
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RunError, match="changed since the run"):
+        score(copy, out=tmp_path / "never")
+
+
+def test_bench_score_command(finished, tmp_path):
+    from typer.testing import CliRunner
+
+    run_dir, _, _ = finished
+    result = CliRunner().invoke(app, ["score", str(run_dir), "--out", str(tmp_path / "cli"), "--answerer", ""])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cli" / "report.html").is_file()
+    scored, original = load_run(tmp_path / "cli"), load_run(run_dir)
+    pd.testing.assert_frame_equal(scored["requests"], original["requests"])
+    assert scored["probes"]["correct"].isna().all() and list(scored["probes"]["present"]) == list(original["probes"]["present"])
+    assert json.loads((tmp_path / "cli" / "manifest.json").read_text())["config"]["answerer"] == ""
