@@ -93,7 +93,7 @@ def run(
     option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable.")] = None,
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable.")] = None,
     probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files).")] = None,
-    usage: Annotated[str, typer.Option(help="'simulated' usage, or 'recorded' to feed the transcript's own usage.")] = "simulated",
+    usage: Annotated[str, typer.Option(help="'simulated' usage; 'recorded': the transcript's own usage while the replayed context is the recording's; 'recorded-always': at every step.")] = "simulated",
     repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote).")] = 1,
     format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`).")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
@@ -374,6 +374,19 @@ def gate_command(
         raise typer.Exit(1)
 
 
+# --------------------------------------------------------------------------- calibrate
+@app.command()
+def calibrate(files: Annotated[list[Path], typer.Argument(help="Transcripts with recorded compactions (Codex, Claude Code, Pi).")]) -> None:
+    """How many facts the real recorded summaries and the offline summarizer keep of the same spans (markdown table)."""
+    from compaction_bench.calibrate import calibrate as calibrate_files
+    from compaction_bench.calibrate import markdown
+
+    rows = calibrate_files(files)
+    if not rows:
+        raise UsageFailure("no recorded compaction with a summary in these files (Codex `compacted`, Claude Code `isCompactSummary`, Pi `compaction`)")
+    print(markdown(rows))
+
+
 # --------------------------------------------------------------------------- probes
 @probes_app.command("mine")
 def probes_mine(
@@ -535,6 +548,8 @@ def main() -> None:
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print(f"error: {where}{exc.format_message()}{hint}", file=sys.stderr)
         sys.exit(2)
+    if status == 130:  # typer turns Ctrl-C (and SIGTERM during a run) into Exit(130) before it reaches us
+        errors.print("interrupted; finish the run with `bench run --resume`", markup=False)
     sys.exit(status if isinstance(status, int) else 0)
 
 

@@ -4,12 +4,17 @@ They make the whole benchmark run with no network and no weights, and they are h
 for what a model could keep: the summarizer copies salient lines verbatim, the reader quotes the
 best-matching span.
 
-- extractive: reads the section headings the prompt asks for (markdown headings, bold numbered
-  items), sorts the salient lines of the conversation (user requests, constraints, errors, paths,
-  decisions, progress, next steps) into the sections whose titles fit, and stops at its output
-  budget: `SUMMARY_TARGET_TOKENS` (about a real model's summary length) or the request's
-  max_tokens, whichever is smaller. In update mode (a ``<previous-summary>`` block, or an earlier summary in the
-  conversation) it keeps the previous summary's lines and adds the new ones.
+- extractive: scores every line of the conversation by salience (`SALIENCE`: user requests and
+  constraints, errors, decisions, paths, next steps, progress; newer lines a little more) and
+  keeps the best that fit its output budget: the strategy's own summary limit (the request's
+  max_tokens) capped at `SUMMARY_TARGET_TOKENS` (about a real model's summary length; `bench
+  calibrate` compares it with the real summaries in the corpora). The selection never looks at the
+  template's section titles: they only decide the layout (a line goes under the first heading
+  whose title fits its category, else the first), so renaming headings does not change which
+  facts fit. It cannot read instructions beyond headings (an instruction to drop everything or to
+  be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
+  In update mode (a ``<previous-summary>`` block, or an earlier summary in the conversation) it
+  keeps the previous summary's lines first and adds the most salient new ones.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question.
 """
@@ -197,57 +202,56 @@ def _previous_sections(previous: str, titles: list[str]) -> dict[str, list[str]]
     return sections
 
 
+#: Salience weight of each line category (`_classify`); a line scores the sum of its categories.
+SALIENCE = {"constraint": 4.0, "goal": 3.0, "error": 2.5, "decision": 2.0, "artifact": 1.5, "next": 1.5, "progress": 1.0}
+#: Newer lines score up to this much more (the end of the span is what the next model continues from).
+RECENCY = 1.0
+
+
+def _select(lines: list[_Line], seen: set[str], budget: int) -> list[_Line]:
+    """The most salient lines that fit `budget` characters, by score (newer first on ties), in
+    conversation order. Section titles play no part: they decide the layout, not what fits."""
+    last = max((line.position for line in lines), default=0) or 1
+    scored = []
+    for line in lines:
+        categories = _classify(line)
+        if not categories or line.text in seen:
+            continue
+        score = sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * line.position / last
+        scored.append((score, line))
+    chosen: list[_Line] = []
+    used = 0
+    for _, line in sorted(scored, key=lambda entry: (-entry[0], -entry[1].position)):
+        if line.text in seen or used + len(line.text) + 3 > budget:
+            continue
+        chosen.append(line)
+        seen.add(line.text)
+        used += len(line.text) + 3
+    return sorted(chosen, key=lambda line: line.position)
+
+
 def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> str:
     """The offline summarizer (see module docstring)."""
     instructions, lines, previous = _split_prompt(messages)
     titles = section_titles(instructions) or ["Summary"]
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
-    chosen: dict[str, list[str]] = {t: [] for t in titles}
+    budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
+    sections: dict[str, list[str]] = {t: [] for t in titles}
     seen: set[str] = set()
     for title, carried in _previous_sections(previous, titles).items():
-        target = title if title in chosen else next((t for t in titles if _category(t) == _category(title)), titles[0])
+        target = title if title in sections else next((t for t in titles if _category(t) == _category(title)), titles[0])
         for text in carried:
-            if text not in seen:
-                chosen[target].append(text)
+            if text not in seen and budget_chars >= len(text) + 3:
+                sections[target].append(text)
                 seen.add(text)
-    by_category: dict[str, list[str]] = {}
+                budget_chars -= len(text) + 3
+    by_category: dict[str, str] = {}
     for title in titles:
-        by_category.setdefault(_category(title), []).append(title)
-    fallback = titles[0]
-    for line in lines:
-        if line.text in seen:
-            continue
-        categories = _classify(line)
-        target = next((by_category[c][0] for c in categories if c in by_category), None)
-        if target is None and categories:
-            target = fallback
-        if target is None:
-            continue
-        chosen[target].append(line.text)
-        seen.add(line.text)
-    # Fit the budget: keep the first lines of goal-like sections and the newest of the others.
-    out_sections: dict[str, list[str]] = {t: [] for t in titles}
-    used = sum(len(t) + 5 for t in titles)
-    queues = {t: (list(v) if _category(t) in ("goal", "constraint") else list(reversed(v))) for t, v in chosen.items()}
-    progressing = True
-    while progressing:
-        progressing = False
-        for title in titles:
-            if queues[title]:
-                text = queues[title].pop(0)
-                if used + len(text) + 3 > budget_chars:
-                    queues[title].clear()
-                    continue
-                used += len(text) + 3
-                out_sections[title].append(text)
-                progressing = True
-    parts = []
-    for title in titles:
-        body = out_sections[title]
-        if _category(title) not in ("goal", "constraint"):
-            body = list(reversed(body))
-        parts.append(f"## {title}\n" + ("\n".join(f"- {b}" for b in body) if body else "- (none)"))
-    return "\n\n".join(parts)
+        by_category.setdefault(_category(title), title)
+    for line in _select(lines, seen, budget_chars):
+        target = next((by_category[c] for c in _classify(line) if c in by_category), titles[0])
+        sections[target].append(line.text)
+    return "\n\n".join(f"## {t}\n" + ("\n".join(f"- {b}" for b in sections[t]) if sections[t] else "- (none)") for t in titles)
 
 
 def _words(text: str) -> list[str]:

@@ -190,20 +190,19 @@ def model_profile(model_id: str) -> ModelProfile:
         cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
         cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
     )
-    common = dict(
-        name=model_id, model=bare, provider=provider, tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare),
-        prices=prices, image_tokens=1_600 if provider == "anthropic" else 765,
-    )
-    if provider in ("openai", "azure") and bare.startswith("gpt-5"):
-        return ModelProfile(
-            **common, context_window=max_input, max_output=max_output, overflow="input", context_limit=max_input + max_output,
-            input_limit=max_input,
-            description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; OpenAI refuses input over the input limit",
-        )
-    return ModelProfile(
-        **common, context_window=max_input, max_output=max_output, overflow="input+output",
+    shared = ModelProfile(
+        name=model_id, model=bare, provider=provider, context_window=max_input, max_output=max_output,
+        tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare), prices=prices,
+        image_tokens=1_600 if provider == "anthropic" else 765, overflow="input+output",
         description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
     )
+    if provider in ("openai", "azure") and bare.startswith("gpt-5"):
+        return replace(
+            shared, overflow="input", context_limit=max_input + max_output, input_limit=max_input,
+            description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; "
+            "OpenAI refuses input over the input limit",
+        )
+    return shared
 
 
 def parse_window(text: str) -> int:

@@ -14,6 +14,7 @@ transcript's own usage is reported instead (the engine decides when that is vali
 
 from __future__ import annotations
 
+import bisect
 from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -158,11 +159,18 @@ class SimulatedProvider:
             tokens += min(inside, self.message_tokens(previous[index]) - 1, self.message_tokens(current[index]) - 1)
         return tokens
 
-    def _rebilled(self, messages: tuple[Message, ...], cached_tokens: int) -> int:
-        """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`)."""
+    def _rebilled(self, messages: tuple[Message, ...], boundaries: list[int], cached_tokens: int) -> int:
+        """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`).
+
+        Messages that end inside the cached part re-bill nothing, so only the rest is looked up."""
+        first = bisect.bisect_right(boundaries, cached_tokens)
+        if first >= len(messages) or not self._recent:
+            return 0
+        start = boundaries[first - 1] if first else 0
         entries = [entry[3] for entry in self._recent]
-        known = [any(m in entry for entry in entries) for m in messages]
-        return rebilled_tokens([self.message_tokens(m) for m in messages], known, cached_tokens)
+        known = [any(m in entry for entry in entries) for m in messages[first:]]
+        counts = [end - begin for begin, end in zip([start, *boundaries[first:-1]], boundaries[first:], strict=True)]
+        return rebilled_tokens(counts, known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending
     def send(
@@ -199,7 +207,7 @@ class SimulatedProvider:
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
-        cache = replace(cache, rebilled_tokens=self._rebilled(messages, cache.cached_tokens))
+        cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens))
         self._recent.append((messages, boundaries, now, frozenset(messages)))
         if recorded_usage is not None:
             usage = recorded_usage

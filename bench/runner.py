@@ -244,7 +244,7 @@ def validate(config: RunConfig) -> None:
     PromptSet(config.prompts)
 
 
-def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dict[str, list[dict[str, Any]]], dict[str, str]]:
+def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dict[str, Any], dict[str, str]]:
     from compaction_bench.metrics.measure import measure_cell
 
     name, options = strategy_variant(key.strategy, config.options)
@@ -261,7 +261,7 @@ def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dic
     answerer = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
     judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
     tables = measure_cell(result, list(case.probes), answerer=answerer, judge=judge, repeat=key.repeat)
-    cell = {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes, "replay": to_rows(result)}
+    cell: dict[str, Any] = {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes, "replay": to_rows(result)}
     return key, cell, result.template_hashes
 
 
@@ -603,10 +603,10 @@ def score(
     for entry in scenarios:
         transcript = scenario_transcript(source.root, entry)
         if given is not None:
-            case_probes = usable_probes(transcript, given, origin=str(probes))
+            case_probes = tuple(usable_probes(transcript, given, origin=str(probes)))
         else:
-            case_probes = load_probes(source.root / entry["probes_file"])
-        cases[entry["name"]] = Case(entry["name"], transcript, tuple(case_probes))
+            case_probes = tuple(load_probes(source.root / entry["probes_file"]))
+        cases[entry["name"]] = Case(entry["name"], transcript, case_probes)
     profiles = {name: profile_from_dict(data) for name, data in manifest["profiles"].items()}
     config = _config_from_manifest(manifest)
     config.answerer = config.answerer if answerer is None else answerer

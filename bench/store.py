@@ -70,6 +70,13 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
+def _write_table(table: pa.Table, path: Path) -> Path:
+    def write(tmp: Path) -> None:
+        pq.write_table(table, tmp)
+
+    return atomic_write(path, write)
+
+
 def write_json(data: Any, path: Path) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -100,8 +107,7 @@ class RunStore:
         """A cell's replay records (`compaction_bench.records.to_rows`); written before its DONE marker."""
         directory = self.cell_dir(key)
         for name, file in (("requests", "contexts.parquet"), ("messages", "messages.parquet")):
-            table = pa.Table.from_pylist(rows[name])
-            atomic_write(directory / file, lambda tmp, table=table: pq.write_table(table, tmp))
+            _write_table(pa.Table.from_pylist(rows[name]), directory / file)
         write_json({"key": key.columns(), **rows["replay"]}, directory / "replay.json")
 
     def done_cells(self) -> list[Path]:

@@ -9,7 +9,7 @@ The estimators are the upstream systems' own heuristics, named after them:
 - OpenCode: ``round_half_up(utf16_units / 4)`` (docs/specs/opencode.md §2.4)
 
 Tokens a request carries that its messages do not show (`HiddenTokens`): an encrypted reasoning
-item costs what the recording says its response reasoned (the rollout's `reasoning_output_tokens`,
+item (Codex; visible thinking is counted as its text) costs what the recording says its response reasoned (the rollout's `reasoning_output_tokens`,
 shared by the response's reasoning items), else Codex's estimate from the encrypted length
 (`max(0, len * 3/4 - 650)` bytes, /4; docs/specs/codex.md §6). The provider bills only the
 reasoning items after the last real user message (earlier turns' reasoning is dropped server-side,
@@ -171,14 +171,15 @@ class HiddenTokens:
         reasoning: dict[str, int] = {}
         recorded = estimated = 0
         for step in transcript.steps():
-            items = [i for i in step.items if i.kind == "reasoning"]
+            # Only encrypted reasoning is hidden; visible thinking (Anthropic, Pi) is counted as its text.
+            items = [i for i in step.items if i.kind == "reasoning" and i.meta.get("encrypted_len")]
             total = step.usage.reasoning if step.usage is not None else 0
             for n, item in enumerate(items):
                 if total:
                     share = total // len(items) + (1 if n < total % len(items) else 0)
                     reasoning[item.id] = share
                     recorded += 1
-                elif item.meta.get("encrypted_len"):
+                else:
                     reasoning[item.id] = encrypted_reasoning_estimate(int(item.meta["encrypted_len"]))
                     estimated += 1
         user_ids = frozenset(i.id for i in transcript.items if i.is_real_user)

@@ -431,6 +431,6 @@ def is_canonical(head: str) -> bool:
     """True when the first line of a file is a canonical transcript header."""
     try:
         data = json.loads(head.split("\n")[0]) if head.strip() else None
-    except (json.JSONDecodeError, IndexError):
+    except (ValueError, IndexError, RecursionError):  # not JSON, too deep, or a number beyond the digit limit
         return False
     return isinstance(data, dict) and data.get("format") == FORMAT_NAME

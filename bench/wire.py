@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from compaction_bench.request import Message, ToolCall, merge_assistant
 
@@ -46,7 +46,7 @@ EMPTY_TOOL_OUTPUT = "(no output)"
 ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 MAX_ID = 64
 
-WireInput = Message | Mapping[str, Any]
+WireInput: TypeAlias = Message | Mapping[str, Any]
 
 
 def _parse_dict(entry: Mapping[str, Any]) -> Message:

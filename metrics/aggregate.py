@@ -7,8 +7,9 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
 - `retention` (share present, overflowed contexts counting as absent), `retention_lo/_hi` (95%
   bootstrap over probes, clustered by scenario), `retention_kept` + `retention_summary` (the
   answer verbatim outside any summary / only in summary text; they add up to `retention`),
-  `retention_summarized_source` (the same on the rows whose source item had gone into a summary:
-  the summary-dependent metric), `paired_pairs` and `paired_probes` (how many rows and probes),
+  `retention_summarized_source` (the summary-dependent metric: on the rows whose source item had
+  gone into a summary, the share whose answer the summary text carries; a copy of the fact kept
+  elsewhere does not count, so this measures the summary alone), `summarized_source_pairs`, `paired_pairs` and `paired_probes` (how many rows and probes),
   `p_best` (the chance this strategy ranks first in retention among the scenario's strategies);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
   as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
@@ -115,12 +116,13 @@ def per_probe(rows: pd.DataFrame) -> pd.DataFrame:
             "present": rows["present"].astype(float),
             "kept": (rows["found"] == "kept").astype(float) if "found" in rows.columns else rows["present"].astype(float),
             "summary": (rows["found"] == "summary").astype(float) if "found" in rows.columns else 0.0,
+            "in_summary": rows["in_summary"].astype(float) if "in_summary" in rows.columns else np.nan,
             "correct": pd.to_numeric(rows["correct"], errors="coerce") if "correct" in rows.columns else np.nan,
             "ceiling": pd.to_numeric(rows["ceiling_correct"], errors="coerce") if "ceiling_correct" in rows.columns else np.nan,
         }
     )
     keys = [k for k in [*_keys(rows), "probe_id"] if k in frame.columns]
-    aggregations = {c: "mean" for c in ("present", "kept", "summary", "correct", "ceiling")}
+    aggregations = {c: "mean" for c in ("present", "kept", "summary", "in_summary", "correct", "ceiling")}
     if "kind" in frame.columns:
         aggregations["kind"] = "first"
     return frame.groupby(keys, sort=False, dropna=False).agg(aggregations).reset_index()
@@ -170,7 +172,7 @@ def _probe_metrics(headline: pd.DataFrame, compaction_rows: pd.DataFrame) -> dic
         out.update(_answered(values))
         out["unscored"] = int(headline["correct"].isna().sum()) if "correct" in headline.columns else len(headline)
         summarized = headline[headline["source_summarized"].astype(bool)] if "source_summarized" in headline.columns else headline.iloc[:0]
-        out["retention_summarized_source"] = _mean(per_probe(summarized)["present"]) if len(summarized) else float("nan")
+        out["retention_summarized_source"] = _mean(per_probe(summarized)["in_summary"]) if len(summarized) else float("nan")
         out["summarized_source_pairs"] = int(len(summarized))
         for kind, group in values.groupby("kind"):
             out[f"retention_{kind}"] = _mean(group["present"])
@@ -323,7 +325,8 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
         row: dict[str, Any] = {"strategy": strategy, "profile": profile, "paired_pairs": len(rows_of), "paired_probes": len(frame)}
         row.update(_retention(frame))
         row.update(_answered(frame))
-        row["retention_summarized_source"] = _mean(per_probe(summarized)["present"]) if len(summarized) else float("nan")
+        row["retention_summarized_source"] = _mean(per_probe(summarized)["in_summary"]) if len(summarized) else float("nan")
+        row["summarized_source_pairs"] = len(summarized)
         row["p_best"] = best.get((profile, strategy), float("nan"))
         rows.append(row)
     return pd.DataFrame(rows)

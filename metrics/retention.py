@@ -28,7 +28,8 @@ Per row:
   messages that are not a summary, `summary` when only the summary text holds it, else `absent`.
   A summary message is a `compaction` item or one that carries a compaction's summary text;
 - `source_summarized`: the probe's source item went into a summary (an earlier compaction's
-  `summarized_ids`) and is not itself in the context: such rows measure the summary;
+  `summarized_ids`) and is not itself in the context, and `in_summary`: the summary text holds
+  the answer (whatever the rest of the context holds): on those rows it measures the summary;
 - `correct` (the answerer's reply, graded by the probe's rule; a short or numeric answer counts
   only when its evidence is in the context, so a guess is never retention) and, on checkpoint and
   final rows, `ceiling_correct`: the same question on the uncompacted transcript up to that
@@ -252,6 +253,7 @@ def probe_rows(
             evidence = anchors[probe.id]
             found = grading.presence(probe, whole, normalized, evidence) if seen else grading.Presence(False, 0.0)
             in_kept = seen and found.present and grading.presence(probe, kept_text, normalized_kept, evidence).present
+            in_summary = bool(summary_text) and found.present and grading.presence(probe, summary_text, None, evidence).present
             row: dict[str, Any] = {
                 "probe_id": probe.id,
                 "kind": probe.kind,
@@ -265,6 +267,7 @@ def probe_rows(
                 "present_share": found.share,
                 "found": "kept" if in_kept else ("summary" if found.present else "absent"),
                 "source_summarized": source_ids[probe.id] in summarized,
+                "in_summary": in_summary,
                 "correct": None,
                 "ceiling_correct": None,
                 "score": None,

@@ -1,8 +1,8 @@
 """The comparison report of two runs (`bench compare A B --html OUT`): one self-contained HTML page.
 
 For every (strategy, profile) both runs hold, over the scenarios they share:
-- the change in retention (candidate − baseline) at the paired probe points with a 95% interval
-  from a paired bootstrap over probes (`reports/verdict.py`), and the change in every gate metric
+- the change in retention (candidate − baseline) at the paired checkpoints with a 95% interval
+  (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
   (`reports/gate.py::compare_runs`);
 - the probes that flipped (present in one run and absent in the other at the same point, or
   answered right in one and wrong in the other), with question, expected answer and both replies;
@@ -22,7 +22,7 @@ import pandas as pd
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.reports.gate import METRICS, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
-from compaction_bench.reports.verdict import Difference, bootstrap_means, difference, paired_points
+from compaction_bench.reports.verdict import Difference, difference
 from compaction_bench.store import load_run
 
 CELL = ["scenario", "strategy", "profile", "repeat"]
@@ -44,12 +44,10 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
         part["strategy"] = label
         frames.append(part)
     joined = pd.concat(frames, ignore_index=True)
-    if joined.empty:
+    if joined.empty or joined["strategy"].nunique() < 2:
         return None
-    matrix, _ = paired_points(joined, profile)
-    if matrix.empty or set(matrix.columns) != {"baseline", "candidate"}:
-        return None
-    return difference(matrix, bootstrap_means(matrix), "candidate", "baseline")
+    change = difference(joined, "candidate", "baseline")
+    return change if change.n else None
 
 
 def flipped_probes(base: pd.DataFrame, cand: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, Any]]:

@@ -15,13 +15,12 @@ import re
 from collections.abc import Sequence
 
 import matplotlib
+import matplotlib.ticker
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from compaction_bench.metrics.aggregate import AGE_BUCKETS  # noqa: E402
+from compaction_bench.metrics.aggregate import AGE_BUCKETS
 
 STYLE = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "compaction-bench", "font.size": 8}
 #: Session position bins of the "over the session" figures.
@@ -41,15 +40,14 @@ def _thousands(value: float, _: object = None) -> str:
 
 def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
     """One stable colour per strategy (order of first appearance)."""
-    palette = plt.get_cmap("tab20").colors
+    palette = matplotlib.colormaps["tab20"].colors
     return {s: palette[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20] for n, s in enumerate(dict.fromkeys(strategies))}
 
 
-def to_svg(fig) -> str:
+def to_svg(fig: Figure) -> str:
     buffer = io.StringIO()
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-    plt.close(fig)
     svg = buffer.getvalue()
     return _COORDINATES.sub(_rounded, svg[svg.index("<svg"):])
 
@@ -58,9 +56,11 @@ def _rounded(match: re.Match[str]) -> str:
     return match.group(1) + '="' + _DIGITS.sub(r"\1", match.group(2)) + '"'
 
 
-def _figure(rows: int, cols: int, width: float, height: float, **kw):
-    with plt.rc_context(STYLE):
-        return plt.subplots(rows, cols, figsize=(width, height), squeeze=False, **kw)
+def _figure(rows: int, cols: int, width: float, height: float, **kw) -> tuple[Figure, np.ndarray]:
+    """A figure of its own (no pyplot: the caller's backend, e.g. a notebook's inline one, is never switched)."""
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(width, height))
+        return fig, fig.subplots(rows, cols, squeeze=False, **kw)
 
 
 def context_timeline(
@@ -82,7 +82,7 @@ def context_timeline(
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
     top = min(peak * 1.05, window * 1.3) if window else peak * 1.05
     palette = colours(strategies)
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         for n, ax in enumerate(axes.flat):
             if n >= len(strategies):
                 ax.set_visible(False)
@@ -136,7 +136,7 @@ def retention_over_session(probes: pd.DataFrame, title: str, order: Sequence[str
     fig, axes = _figure(1, 1, 6.4, 2.8)
     ax = axes[0, 0]
     palette = colours(order)
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         for strategy in order:
             if strategy in table.columns:
                 ax.plot((table.index + 0.5) / BINS, table[strategy], marker="o", markersize=2.5, linewidth=1, label=strategy, color=palette[strategy])
@@ -159,7 +159,7 @@ def retention_heatmaps(probes: pd.DataFrame, title: str, order: Sequence[str]) -
     age = frame.pivot_table(index="strategy", columns="age", values="present", aggfunc="mean").reindex(family.index)
     age = age[[a for a in AGE_ORDER if a in age.columns]]
     fig, axes = _figure(1, 2, 10.5, 0.32 * len(family) + 1.4, gridspec_kw={"width_ratios": [max(len(family.columns), 1), max(len(age.columns), 1)]})
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         for ax, table, label in ((axes[0, 0], family, "probe family"), (axes[0, 1], age, "fact age (tokens)")):
             values = table.to_numpy(dtype=float)
             ax.imshow(values, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
@@ -198,7 +198,7 @@ def retention_vs_cost(points: pd.DataFrame, title: str) -> str:
     """
     fig, axes = _figure(1, 2, 10, 3.2)
     palette = colours(list(points.index))
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
             data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]
             for name, row in data.iterrows():
@@ -226,7 +226,7 @@ def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str])
     grouped = sent.groupby(["strategy", "bin"])[["cached_tokens", "true_tokens", "rebilled_tokens"]].sum()
     fig, axes = _figure(1, 2, 10, 2.9)
     palette = colours(order)
-    with plt.rc_context(STYLE):
+    with matplotlib.rc_context(STYLE):
         for strategy in order:
             if strategy not in grouped.index.get_level_values(0):
                 continue

@@ -13,8 +13,9 @@ tolerance in the metric's bad direction. Probe metrics are tested on the paired 
 (`compaction_bench.metrics.aggregate`), per (strategy, profile), on the (probe, checkpoint) pairs
 both runs have:
 - `retention` (alias `presence`): the fact present in the context;
-- `summarized_source`: the same on the pairs whose source item had gone into a summary in either
-  run (the summary-dependent metric);
+- `summarized_source`: on the pairs whose source item had gone into a summary in both runs, whether
+  the summary text carries the answer (the summary-dependent metric: the same facts, summarized
+  by both, compared on what the summaries keep);
 - `answered`: the answerer's grade.
 The change is the mean over probes of each probe's mean difference (each probe weighs one); the
 drop must exceed the tolerance and be significant on the same rows: a one-sided sign-flip test of
@@ -54,7 +55,7 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "cost": (("cost_usd",), False, "sum"),
 }
 #: probe metric -> probe-table column tested
-PROBE_METRICS = {"retention": "present", "summarized_source": "present", "answered": "correct"}
+PROBE_METRICS = {"retention": "present", "summarized_source": "in_summary", "answered": "correct"}
 ALIASES = {"presence": "retention"}
 #: Manifest `config` entries that must agree (prompts are the change a gate is usually about).
 SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api_base", "usage", "repeats", "options", "probes", "seed")
@@ -268,7 +269,8 @@ def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, 
     if metric == "summarized_source":
         point = ["scenario", "probe_id", "point_kind", "step"]
         marked = frame[frame["source_summarized"].astype(bool)] if "source_summarized" in frame.columns else frame.iloc[:0]
-        keys = set(marked[point].itertuples(index=False, name=None))
+        both = marked.groupby(point, sort=False)["strategy"].nunique()
+        keys = set(both[both == 2].index)
         frame = frame[[k in keys for k in frame[point].itertuples(index=False, name=None)]]
         if frame.empty:
             return None

@@ -34,7 +34,7 @@ from markupsafe import Markup
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.profiles import PROFILES
 from compaction_bench.reports import figures
-from compaction_bench.reports.leaderboard import format_value, leaderboard
+from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
 
@@ -78,7 +78,20 @@ GLOSSARY: dict[str, str] = {
     "retention_kept": "retention from facts kept verbatim",
     "retention_summary": "retention from facts carried by a summary",
     "retention_summarized_source": "share of facts whose source was summarized that the summary still carries",
-    "paired_pairs": "paired probe points the retention is computed on",
+    "paired_pairs": "paired (probe, checkpoint) points the retention is computed on",
+    "paired_probes": "probes behind the paired points (each probe weighs one)",
+    "summarized_source_pairs": "paired points whose fact's source had been summarized",
+    "compaction_point_rows": "probe rows at the points right after a compaction (a diagnostic, not paired)",
+    "retention_compaction_points": "retention at the points right after a compaction (a diagnostic, not paired)",
+    "window": "whether the strategy serves the window: `cannot serve (n of m)` when it overflowed and never recovered in n of m scenarios",
+    "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
+    "kept": "retention from facts kept verbatim",
+    "summary": "retention from facts carried only by a summary",
+    "summarized-source retention": "share of facts whose source was summarized that are still present",
+    "pairs": "paired (probe, checkpoint) points",
+    "P(best)": "probability that the strategy has the highest retention (bootstrap)",
+    "answerer ceiling": "answered share of the same answerer given the whole transcript: the best it can do",
+    "answered / ceiling": "answered relative to the ceiling",
     "p_best": "probability that the strategy has the highest retention (bootstrap)",
     "failed_requests": "requests the provider would reject (overflow or a broken tool-call pairing)",
     "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
@@ -110,13 +123,14 @@ GLOSSARY: dict[str, str] = {
     "summarizer_cost_usd": "dollars spent on summaries",
     "pair errors": "tool-call/result pairing violations the strategy caused, per wire format (chat / responses / anthropic)",
 }
+AGES = {"lt8k": "under 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "128k or more"}
 PATTERNS: tuple[tuple[str, str], ...] = (
     (r"^(presence|answered|estimate_ape|retention)_(lo|hi)$", "{1} end of the 95% interval of {0}"),
     (r"^(presence|answered|estimate_ape|retention)_n$", "observations behind {0}"),
-    (r"^(presence|answered)_age_(.+)$", "{0} for facts whose source lies {1} tokens before the probed context"),
+    (r"^(presence|answered|retention)_age_(.+)$", "{0} for facts whose source lies {1} tokens before the probed context"),
     (r"^integrity_recorded_(.+)$", "pairing violations the recorded session already had ({0} wire rules)"),
     (r"^integrity_(.+)$", "pairing violations the strategy caused ({0} wire rules)"),
-    (r"^(presence|answered)_(.+)$", "{0} for probes of the {1} family"),
+    (r"^(presence|answered|retention)_(.+)$", "{0} for probes of the {1} family"),
 )
 
 
@@ -128,7 +142,7 @@ def describe(column: str) -> str:
     for pattern, text in PATTERNS:
         match = re.match(pattern, key)
         if match:
-            groups = [g.replace("lo", "lower").replace("hi", "upper") if g in ("lo", "hi") else g.replace("_", " ") for g in match.groups()]
+            groups = [{"lo": "lower", "hi": "upper"}.get(g, AGES.get(g, g.replace("_", " "))) for g in match.groups()]
             return text.format(*groups)
     aliases = {"pair errors chat": "integrity_openai_chat", "pair errors responses": "integrity_openai_responses",
                "pair errors anthropic": "integrity_anthropic", "estimate error %": "estimate_ape", "cache hit": "cache_hit_rate",
@@ -142,30 +156,23 @@ def describe(column: str) -> str:
 # --------------------------------------------------------------------------- tables
 @dataclass
 class Table:
-    """A table for the template: header, per-cell (text, sort value) and which columns start visible."""
+    """A table for the template: header, cell texts (the page sorts by their leading number, else as text) and
+    which columns start visible."""
 
     id: str
     header: list[str]
-    rows: list[list[tuple[str, Any]]]
+    rows: list[list[str]]
     visible: list[bool]
     titles: list[str] = field(default_factory=list)
 
 
-def _number(text: str) -> Any:
-    cleaned = text.replace(",", "").replace("%", "").replace("$", "")
-    try:
-        return float(cleaned)
-    except ValueError:
-        return None
+def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame) -> Table:
+    header, rows = leaderboard(summary, probes)
+    return Table("leaderboard", header, rows, [True] * len(header), [describe(h) for h in header])
 
 
-def leaderboard_table(summary: pd.DataFrame) -> Table:
-    header, rows = leaderboard(summary)
-    return Table("leaderboard", header, [[(cell, _number(cell)) for cell in row] for row in rows], [True] * len(header), [describe(h) for h in header])
-
-
-DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "presence", "answered", "compactions", "overflows",
-                   "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
+DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "retention_lo", "retention_hi", "p_best", "answered", "compactions",
+                   "overflows", "failed_requests", "cannot_serve", "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
 
 
 def scenario_table(summary: pd.DataFrame) -> Table:
@@ -175,14 +182,13 @@ def scenario_table(summary: pd.DataFrame) -> Table:
         row = []
         for column in columns:
             value = _clean(record[column])
-            if isinstance(value, bool) or value is None or isinstance(value, str):
-                text = "–" if value is None else str(value)
-                row.append((text, None if value is None or isinstance(value, str) else int(value)))
+            if value is None or isinstance(value, (bool, str)):
+                row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):
-                fmt = "{:,.0f}" if float(value).is_integer() and abs(value) >= 1 else ("{:.3f}" if abs(value) < 1000 else "{:,.0f}")
-                row.append((format_value(value, fmt), float(value)))
+                fmt = "{:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
+                row.append(format_value(value, fmt))
             else:
-                row.append((str(value), None))
+                row.append(str(value))
         rows.append(row)
     return Table("scenarios", columns, rows, [c in DEFAULT_COLUMNS for c in columns], [describe(c) for c in columns])
 
@@ -409,7 +415,7 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
         })
 
     context = {
-        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary),
+        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes), "offline_note": offline_note(root),
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
         "n_compactions": len(compactions), "findings_total": findings_total, "order": order,
         "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),

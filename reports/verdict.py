@@ -1,16 +1,13 @@
 """The verdict of a run: per profile, strategies ranked by retention with 95% intervals, P(best), and one sentence.
 
-Retention here is the share of probe answers still present in the context at the *paired* probe
-points: points every strategy of the profile has for the same probe (the `checkpoint` and `final`
-points when the probes table has `point_kind`; otherwise the `final` point, which every strategy
-shares). Intervals and P(best) come from one bootstrap that resamples probes (a probe with all its
-points is one cluster, so repeated points of one fact are not counted as independent evidence),
-the same resamples for every strategy, so differences are paired.
-
-Strategies that cannot serve the window (a scenario whose last turn request still overflowed:
-overflows never recovered from; the summary's `cannot_serve` when present) are flagged and ranked
-after the others. `finding()` turns the numbers into one sentence and never claims a difference
-whose interval includes 0.
+The numbers are the project's headline figures (`compaction_bench.metrics.aggregate`): retention is
+the share of probe answers present at the *paired* checkpoints (the points every strategy of the
+profile has; each probe weighs one), its 95% interval and P(best) come from `overall()` (probes
+clustered by scenario), and the difference the sentence states comes from `paired_differences()`
+on the same pairs. Strategies that cannot serve the window (the summary's `cannot_serve`; without
+it, a scenario whose last turn request still overflowed) are flagged and ranked after the others.
+`finding()` turns the numbers into one sentence and never claims a difference whose interval
+includes 0.
 """
 
 from __future__ import annotations
@@ -20,10 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-#: Bootstrap resamples (and seed) of the verdict.
-SAMPLES = 2000
-SEED = 20261201
+from compaction_bench.metrics.aggregate import overall, paired_differences
+
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
+BASIS = "the paired checkpoints and the final context"
 
 
 @dataclass(frozen=True)
@@ -75,56 +72,10 @@ class ProfileVerdict:
     notes: list[str] = field(default_factory=list)
 
 
-def paired_points(probes: pd.DataFrame, profile: str) -> tuple[pd.DataFrame, str]:
-    """presence (0/1) per paired point (rows) and strategy (columns), and a phrase naming the points used."""
-    frame = probes[probes["profile"] == profile] if "profile" in probes.columns else probes
-    if "repeat" in frame.columns and len(frame):
-        frame = frame[frame["repeat"] == frame["repeat"].min()]
-    if "point_kind" in frame.columns:
-        frame = frame[frame["point_kind"].isin(["checkpoint", "final"])]
-        keys, basis = ["scenario", "probe_id", "point_kind", "step"], "paired checkpoints and the final context"
-    else:
-        frame = frame[frame["point"] == "final"]
-        keys, basis = ["scenario", "probe_id"], "the final context (the point every strategy shares)"
-    if frame.empty:
-        return pd.DataFrame(), basis
-    matrix = frame.pivot_table(index=keys, columns="strategy", values="present", aggfunc="first")
-    return matrix.dropna().astype(float), basis
-
-
-def bootstrap_means(matrix: pd.DataFrame, samples: int = SAMPLES, seed: int = SEED) -> np.ndarray:
-    """Means per strategy over `samples` resamples of probes (clusters: scenario + probe id), shape samples × strategies."""
-    if matrix.empty:
-        return np.empty((0, matrix.shape[1]))
-    clusters = matrix.groupby(level=[0, 1], sort=False)
-    sums = clusters.sum().to_numpy()
-    counts = clusters.size().to_numpy().astype(float)
-    rng = np.random.default_rng(seed)
-    out = np.empty((samples, matrix.shape[1]))
-    chunk = max(1, min(samples, 4_000_000 // max(len(counts), 1)))
-    for start in range(0, samples, chunk):
-        size = min(chunk, samples - start)
-        picks = rng.integers(0, len(counts), size=(size, len(counts)))
-        out[start : start + size] = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)[:, None]
-    return out
-
-
-def p_best(means: np.ndarray) -> np.ndarray:
-    """Share of resamples in which each strategy has the highest retention (ties split)."""
-    if not len(means):
-        return np.full(means.shape[1], np.nan)
-    top = means.max(axis=1, keepdims=True)
-    winners = np.isclose(means, top)
-    return (winners / winners.sum(axis=1, keepdims=True)).mean(axis=0)
-
-
-def difference(matrix: pd.DataFrame, means: np.ndarray, a: str, b: str) -> Difference:
-    columns = list(matrix.columns)
-    i, j = columns.index(a), columns.index(b)
-    diffs = means[:, i] - means[:, j]
-    point = float(matrix[a].mean() - matrix[b].mean())
-    lo, hi = (float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))) if len(diffs) else (float("nan"), float("nan"))
-    return Difference(a, b, point, lo, hi, len(matrix))
+def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
+    """Retention of `a` minus retention of `b` on the pairs both have (`paired_differences`, which gives b − a reversed)."""
+    mean, lo, hi, n = paired_differences(probes, b, a)
+    return Difference(a, b, mean, lo, hi, n)
 
 
 def _points(share: float) -> str:
@@ -190,6 +141,7 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
     if summary.empty:
         return out
     unserved = _unserved(requests, summary)
+    pooled = overall(probes, requests).set_index(["strategy", "profile"]) if not probes.empty else pd.DataFrame()
 
     def total(frame: pd.DataFrame, column: str, how: str = "sum") -> float:
         if column not in frame.columns:
@@ -197,23 +149,20 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
         values = frame[column].astype(float)
         return float(values.sum() if how == "sum" else values.mean())
 
+    def headline(strategy: str, profile: str, column: str) -> float:
+        if (strategy, profile) not in pooled.index or column not in pooled.columns:
+            return float("nan")
+        return float(pooled.loc[(strategy, profile), column])
+
     for profile in dict.fromkeys(summary["profile"]):
-        matrix, basis = paired_points(probes, profile) if not probes.empty else (pd.DataFrame(), "no probes")
-        means = bootstrap_means(matrix)
-        best = p_best(means) if len(matrix) else np.array([])
         rows = []
         for strategy, frame in summary[summary["profile"] == profile].groupby("strategy", sort=False):
             strategy = str(strategy)
-            if strategy in matrix.columns and len(matrix):
-                k = list(matrix.columns).index(strategy)
-                retention = float(matrix[strategy].mean())
-                lo, hi = float(np.percentile(means[:, k], 2.5)), float(np.percentile(means[:, k], 97.5))
-                chance = float(best[k])
-            else:
-                retention = lo = hi = chance = float("nan")
             rows.append(
                 StrategyRow(
-                    strategy=strategy, retention=retention, lo=lo, hi=hi, p_best=chance, points=len(matrix),
+                    strategy=strategy, retention=headline(strategy, profile, "retention"), lo=headline(strategy, profile, "retention_lo"),
+                    hi=headline(strategy, profile, "retention_hi"), p_best=headline(strategy, profile, "p_best"),
+                    points=int(np.nan_to_num(headline(strategy, profile, "paired_pairs"))),
                     scenarios=int(frame["scenario"].nunique()), cost_usd=total(frame, "cost_usd"),
                     cache_hit_rate=total(frame, "cache_hit_rate", "mean"), rebilled_tokens=total(frame, "rebilled_tokens"),
                     failed_requests=total(frame, "failed_requests"), overflows=total(frame, "overflows"),
@@ -223,6 +172,8 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
             )
         rows.sort(key=lambda r: (r.flagged, -(r.retention if np.isfinite(r.retention) else -1.0), r.strategy))
         servable = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
-        diff = difference(matrix, means, servable[0].strategy, servable[1].strategy) if len(servable) >= 2 else None
-        out.append(ProfileVerdict(profile, rows, basis, finding(profile, rows, diff), diff))
+        diff = None
+        if len(servable) >= 2:
+            diff = difference(probes[probes["profile"] == profile], servable[0].strategy, servable[1].strategy)
+        out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff))
     return out

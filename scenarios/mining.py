@@ -24,9 +24,11 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
 - continuation: stated next steps (I'll, let me, now I, next step, …) and the items of a plan or
   next-steps list; the last one the assistant stated is always kept.
 
-Mined probes are deduplicated by answer, then capped per kind and position (the early, middle and
-late third of the session, `per_bucket` each), taken evenly within each third, strongest rule
-first. The two judged families are capped at 30% of the probes (at least 70% need no model).
+Mined probes are deduplicated by answer (a file by its path), then capped per kind and position
+(the early, middle and late third of the session, `per_bucket` each; constraints
+`CONSTRAINT_FACTOR` times as many, since instructions come in a few long messages, mostly early),
+taken evenly within each third, strongest rule first. The two judged families are capped at 30% of
+the probes (at least 70% need no model).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ EDIT_TOOLS = frozenset({"edit", "multiedit", "edit_file", "str_replace", "notebo
 EDITOR_TOOLS = frozenset({"str_replace_based_edit_tool", "str_replace_editor", "text_editor"})
 COMMAND_KEYS = ("command", "cmd", "script")
 GENERIC_LINE = re.compile(r"^\s*(?:from \S+ import |import |#!|\"\"\"$|---|@@|\*\*\* (?:Begin|End) Patch|<<)")
+PATH_LIKE = re.compile(r"^[\w.~/][\w.~/@+,-]*$")  # a file name as written, not `$tmp`, `=1.11` or a stray token
 SHELL_VERBS = frozenset({"touch", "create", "rm", "mv", "cp", "mkdir", "sed", "tee", "git"})
 READ_COMMANDS = frozenset({"cat", "sed", "nl", "head", "tail", "grep", "rg", "less", "awk", "find", "ls", "git", "wc", "open", "goto", "search_file", "search_dir"})
 
@@ -82,6 +85,7 @@ ERROR_HINT = re.compile(
 )  # a cheap filter before ERROR_LINE
 STRONG_ERROR = re.compile(r"\b[\w.]*(?:Error|Exception)\b:|\berror(?:\[\w+\])?:|fatal:|FAILED|\bfailed\b", re.I)
 CODE_LINE = re.compile(r"^\s*(?:\d+\s*(?:[→:|\t-]|\s{2})|[+-]\s|>>>|#|//|\w+\s*=|(?:raise|except|def|class|import|from|return|if|assert)\b)")
+RETURNCODE = re.compile(r"<returncode>-?\d+</returncode>")
 TAGS = re.compile(r"</?tool_use_error>|</?(?:output|returncode|stdout|stderr)>")
 NOISE_LINE = re.compile(
     r"^(?:<returncode>-?\d+</returncode>|</?output>|\(Open file: .*\)|\(Current directory: .*\)|bash-\$|Total output lines: \d+"
@@ -195,7 +199,7 @@ def _short(text: str, limit: int = 80) -> str:
 def _lines(text: str) -> list[str]:
     """The meaningful lines of a tool output: tags, wrappers and shell chrome removed, stripped."""
     out = []
-    for raw in TAGS.sub("\n", text).splitlines():
+    for raw in TAGS.sub("\n", RETURNCODE.sub("\n", text)).splitlines():
         line = raw.strip()
         if line and not NOISE_LINE.match(line):
             out.append(line)
@@ -231,6 +235,18 @@ def _evidence(answer: str, line: str) -> str | None:
     if not is_short(answer) or answer not in line:
         return None
     return re.escape(normalize(line))
+
+
+def _evidence_in(item: Item, answer: str, reach: int = 60) -> str | None:
+    """The evidence of a short answer in its source item: the words around it on its line."""
+    for text in (item.text, item.arguments or ""):
+        at = text.find(answer)
+        if at >= 0:
+            start = max(text.rfind("\n", 0, at) + 1, at - reach)
+            end = text.find("\n", at + len(answer))
+            end = min(end if end >= 0 else len(text), at + len(answer) + reach)
+            return _evidence(answer, text[start:end])
+    return None
 
 
 def _request_label(user: Item | None) -> str:
@@ -351,9 +367,9 @@ def _words(segment: str) -> list[str]:
 def _shell_artifacts(command: str) -> Iterator[tuple[str, str]]:
     """(verb, path) for files a shell command writes, creates, moves or deletes."""
     for segment in _segments(command):
-        for target in re.findall(r"(?<![0-9&>])>{1,2}\s*([^\s;&|<>]+)", segment):
+        for target in re.findall(r"(?<![0-9&>=])>{1,2}(?!=)\s*([^\s;&|<>]+)", segment):
             target = target.strip("'\"")
-            if target and not target.startswith(("/dev/", "&")):
+            if PATH_LIKE.match(target) and not target.startswith("/dev/"):
                 yield "wrote", target
         if (segment.split() or [""])[0] not in SHELL_VERBS:
             continue
@@ -363,6 +379,7 @@ def _shell_artifacts(command: str) -> Iterator[tuple[str, str]]:
         head, args = words[0], [w for w in words[1:] if not w.startswith("-")]
         if head == "git" and args[:1] in (["mv"], ["rm"]):
             head, args = args[0], args[1:]
+        args = [a for a in args if PATH_LIKE.match(a)]
         if head in ("touch", "create") and args:
             yield from (("created", a) for a in args)
         elif head == "rm" and args:
@@ -486,8 +503,8 @@ def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
             continue
         who = "the user" if item.is_real_user else "the injected instructions"
         for sentence in _sentences(item.text):
-            if CODE_LINE.match(sentence) or _error_like(sentence) or sentence.endswith("?"):
-                continue  # pasted code, a pasted error or a question: not an instruction
+            if CODE_LINE.match(sentence) or _error_like(sentence) or sentence.endswith("?") or len(sentence.split()) < 3:
+                continue  # pasted code, a pasted error, a question or a heading: not an instruction
             if MODAL_STRONG.search(sentence):
                 rule, strength = "constraint.modal", 0
             elif MODAL.search(sentence):
@@ -510,8 +527,8 @@ def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
 def _fact_lines(lines: Sequence[str]) -> Iterator[tuple[str, str]]:
     for raw in lines:
         line = _clean(raw)
-        if not (4 <= len(line) <= MAX_LINE):
-            continue
+        if not (4 <= len(line) <= MAX_LINE) or TRACE_FRAME.match(line):
+            continue  # (the last traceback frame is its own rule)
         for name, pattern in FACT_TOKENS:
             if pattern.search(line if name not in ("grep-hit", "json") else raw):
                 yield name, line
@@ -550,12 +567,13 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
             value = code and (code.group(1) or code.group(2))
             if code and value and value != "0":
                 yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id, match="number",
-                                 evidence=re.escape(normalize(code.group(0))), strength=0, key=f"exit:{result.id}")
+                                 evidence=re.escape(normalize(code.group(0))), strength=0)
             lines = _lines(text)
             if _reads_file(call) and len(lines) > 6:
                 continue
             body = "\n".join(lines)
-            if lines and len(body) <= MAX_LINE and len(lines) <= 6 and not BOILERPLATE.match(lines[0]) and not _error_like(body):
+            if lines and len(body) <= MAX_LINE and len(lines) <= 6 and not BOILERPLATE.match(lines[0]) and not _error_like(body) \
+                    and "Traceback" not in body:
                 start, end = text.find(lines[0]), text.rfind(lines[-1]) + len(lines[-1])
                 answer = text[start:end] if 0 <= start < end else ""
                 if answer and any(c.isalnum() for c in answer):
@@ -572,7 +590,7 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
                 if _in(result, line) and not _error_like(line):
                     yield _Candidate("recall", f"recall.{name}", f"Which line with a {name.replace('-', ' ')} did {subject} output?",
                                      line, result.id, evidence=_evidence(line, line), strength=0 if name != "filename" else 1)
-        if command and len(command) <= MAX_LINE and _in(call, command) and "\n" not in command:
+        if command and not is_short(command) and len(command) <= MAX_LINE and _in(call, command) and "\n" not in command:
             purpose = _describe(transcript, call)
             if purpose and command not in purpose:
                 question = f"What exact command did the assistant run for {purpose!r}?"
@@ -679,10 +697,10 @@ def select(transcript: Transcript, candidates: Iterable[_Candidate], per_bucket:
     seen: set[str] = set()
     unique: list[_Candidate] = []
     for c in sorted(candidates, key=lambda c: (KIND_ORDER.index(c.kind), transcript.position(c.source))):
-        key = f"{c.kind}:{c.key}" if c.key else normalize(json.dumps(c.answer, ensure_ascii=False))
-        if key not in seen and (c.kind == "artifact" or normalize(json.dumps(c.answer, ensure_ascii=False)) not in seen):
-            seen.add(key)
-            seen.add(normalize(json.dumps(c.answer, ensure_ascii=False)))
+        answer = normalize(json.dumps(c.answer, ensure_ascii=False))
+        key = f"{c.kind}:{c.key}" if c.key else answer  # a file is asked once, whatever was done to it
+        if key not in seen:
+            seen.update((key, answer))
             unique.append(c)
     chosen: list[_Candidate] = []
     for kind in KIND_ORDER:
@@ -722,7 +740,7 @@ def mine_probes(transcript: Transcript, *, per_bucket: int = PER_BUCKET) -> list
                 answer=list(c.answer) if isinstance(c.answer, tuple) else c.answer,
                 match=c.match,
                 source=c.source,
-                evidence=c.evidence,
+                evidence=c.evidence if c.evidence or not isinstance(c.answer, str) else _evidence_in(transcript.by_id[c.source], c.answer),
                 meta={"mined": True, "rule": c.rule, "position": BUCKETS[_bucket(transcript, c.source)]},
             )
         )

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.importing import UTF8_BOM, Importer, ImportFailure
+from compaction_bench.importing import Importer, ImportFailure, read_head
 from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text
 from compaction_bench.scenarios.openai_style import openai_usage
 from compaction_bench.scenarios.readers import read_json_reported, read_jsonl
@@ -170,9 +170,7 @@ class OpenHandsImporter(Importer):
         return head.lstrip()[:1] in ("[", "{") and bool(_EVENT_RE.search(head))
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
-        with path.open("rb") as fh:
-            start = fh.read(1024).removeprefix(UTF8_BOM)
-        if start.lstrip()[:1] == b"[":
+        if read_head(path, 1024).lstrip()[:1] == "[":  # decompressed, BOM removed
             events, problems = read_json_reported(path)
             return [self._run(path, events, problems, path.stem, None, {}, None)]
         lines = read_jsonl(path)

@@ -123,10 +123,20 @@ class ObservationMasking(_Recording):
         self._steps = 0
         self._masked: set[str] = set()
         self._result_step: dict[str, int] = {}
+        #: tool results in the order they arrived (so in step order); those before `_next_unmasked` are masked
+        self._results: list[str] = []
+        self._next_unmasked = 0
+        # The context rendered incrementally: history items rendered so far, their merged messages,
+        # and where each tool result's message sits (tool messages never fold into a neighbour).
+        self._rendered = 0
+        self._out: list[Message] = []
+        self._position: dict[str, tuple[int, Item]] = {}
 
     def on_input(self, item: Item) -> None:
         super().on_input(item)
         if item.kind == "tool_result":
+            if item.id not in self._result_step:
+                self._results.append(item.id)
             self._result_step[item.id] = self._steps
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
@@ -134,21 +144,43 @@ class ObservationMasking(_Recording):
         self._steps += 1
 
     def _render(self) -> list[Message]:
-        out = []
-        for item in self.history.items:
+        """The current context: new history items are rendered and folded once (as `merge_assistant`
+        would), masked results are swapped for their placeholder once; earlier messages are reused."""
+        out = self._out
+        for item in self.history.items[self._rendered :]:
             message = self.history.message(item)
             if item.id in self._masked:
-                lines = item.text.count("\n") + 1
-                message = replace(message, content=self.options.placeholder.format(lines=lines), attachments=())
-            out.append(message)
-        return merge_assistant(out)
+                message = self._placeholder(item, message)
+            if out and message.role == "assistant" and out[-1].role == "assistant" and message.tool_calls:
+                out[-1] = merge_assistant([out[-1], message])[0]
+            else:
+                if message.role == "tool":
+                    self._position[item.id] = (len(out), item)
+                out.append(message)
+        self._rendered = len(self.history.items)
+        return list(out)
+
+    def _placeholder(self, item: Item, message: Message) -> Message:
+        lines = item.text.count("\n") + 1
+        return replace(message, content=self.options.placeholder.format(lines=lines), attachments=())
+
+    def _mask(self, ids: Sequence[str]) -> None:
+        """Mask results now; those not rendered yet get their placeholder when they are."""
+        self._masked.update(ids)
+        for rid in ids:
+            if rid in self._position:
+                position, item = self._position[rid]
+                self._out[position] = self._placeholder(item, self._out[position])
 
     def request(self) -> Request:
         cutoff = self._steps - self.options.keep_last
-        newly = [rid for rid, step in self._result_step.items() if step < cutoff and rid not in self._masked]
+        newly = []
+        while self._next_unmasked < len(self._results) and self._result_step[self._results[self._next_unmasked]] < cutoff:
+            newly.append(self._results[self._next_unmasked])
+            self._next_unmasked += 1
         if newly:
             before = self._render()
-            self._masked.update(newly)
+            self._mask(newly)
             after = self._render()
             self.ctx.record_compaction(
                 trigger="masking", before=before, after=after, summary=None, details={"masked": newly}, probe=False

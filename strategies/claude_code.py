@@ -300,6 +300,7 @@ class ClaudeCode(Strategy):
         return [*self.history.render(self.system), *self.prefix, *body]
 
     def request(self) -> Request:
+        self._on_request()
         marker = self._marker
         self._microcompact()
         count = self.count()
@@ -309,6 +310,9 @@ class ClaudeCode(Strategy):
         if marker is not None:
             meta["after_recorded_compaction"] = marker.id
         return Request(self.messages(), estimate_tokens=count, threshold=self.threshold, max_output_tokens=self.reserve, meta=meta)
+
+    def _on_request(self) -> None:
+        """Hook for the 2.1 refill breaker."""
 
     def _may_auto_compact(self) -> bool:
         return True
@@ -479,11 +483,6 @@ class ClaudeCode21(ClaudeCode):
     def _summary_max_output(self) -> int:
         return min(self.options.summary_max_output, self.reserve)
 
-    def on_user_turn(self, item: Item) -> None:
-        super().on_user_turn(item)
-        if self._turns_since is not None:
-            self._turns_since += 1
-
     # §8.2: the usage plus an estimate of everything after the newest response
     def _estimate(self, item: Item) -> int:
         if item.kind == "tool_call":
@@ -497,6 +496,11 @@ class ClaudeCode21(ClaudeCode):
         if self.last_response_at is None:
             extra += sum(chars_div4(m.content) for m in self.prefix)
         return self.last_usage + extra
+
+    def _on_request(self) -> None:
+        # A "turn" of the rapid-refill breaker is read as one pass of the query loop (one API request).
+        if self._turns_since is not None:
+            self._turns_since += 1
 
     def _may_auto_compact(self) -> bool:
         return not self._disabled

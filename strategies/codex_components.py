@@ -558,24 +558,15 @@ def context_slot(item: CodexItem) -> tuple[str | None, str]:
 
 
 def update_context(context: Sequence[CodexItem], updates: Sequence[CodexItem]) -> list[CodexItem]:
-    """The initial context after a turn's context updates: each update replaces the entry of its
-    slot in place (a new slot is added after the last entry of its role, developer before user)."""
+    """The initial context after a turn's context updates: an update replaces the entry of its slot
+    in place. Contextual messages of other kinds (`<turn_aborted>`, `<model_switch>`, ...) are
+    history, not initial context: they are not added."""
     out = list(context)
     for update in updates:
-        if is_model_switch(update):
-            continue
         slot = context_slot(update)
         index = next((n for n, item in enumerate(out) if context_slot(item) == slot), None)
         if index is not None:
             out[index] = update
-            continue
-        same_role = [n for n, item in enumerate(out) if item.role == update.role]
-        if same_role:
-            out.insert(same_role[-1] + 1, update)
-        elif update.role == "developer":
-            out.insert(0, update)
-        else:
-            out.append(update)
     return out
 
 

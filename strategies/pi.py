@@ -651,22 +651,36 @@ class Pi202512(PiStrategy):
     spec = "upstream badlogic/pi-mono compaction.ts@83a6c269 (predates docs/specs/pi.md BASE)"
     rules = DEC2025
 
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        #: Tool calls of an assistant whose compaction aborted the run before they executed.
+        self.never_ran: set[str] = set()
+
     def on_user_turn(self, item: Item) -> None:
         """No check before a prompt in December 2025."""
         entry_type, message = self._input_message(item)
         self._append_recorded(item, entry_type, message)
 
+    def on_input(self, item: Item) -> None:
+        """A recorded result of a call the compaction aborted does not exist upstream: dropped."""
+        if item.kind == "tool_result" and item.call_id in self.never_ran:
+            return
+        super().on_input(item)
+
     def request(self) -> Request:
         return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
 
     def wire(self) -> list[Message]:
-        return self.system + to_wire_2025(self.agent_messages(), convert=self._convert)
+        return self.system + to_wire_2025(self.agent_messages(), convert=self._convert, never_ran=frozenset(self.never_ran))
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
-        """`checkAutoCompaction` after every assistant message; a compaction aborts the run (the
-        replay goes on with what was recorded, as the open loop must)."""
-        self._append_recorded(items[0], "message", self._assistant_message(items, usage))
-        self._check(self._last_assistant(), post_run=True)
+        """`checkAutoCompaction` after every assistant message. A compaction aborts the run
+        (`executeCompaction` aborts the agent first): the assistant's tool calls never execute, so
+        their recorded results are dropped; the rest of the recorded run is still replayed, as the
+        open loop must."""
+        message = self._append_recorded(items[0], "message", self._assistant_message(items, usage)).message
+        if self._check(self._last_assistant(), post_run=True) == "threshold" and message is not None:
+            self.never_ran.update(c.id for c in message.tool_calls)
 
     def on_overflow(self, error: ProviderError) -> bool:
         """No overflow recovery yet: the error ends the run."""

@@ -263,21 +263,28 @@ def to_wire(messages: Iterable[PiMessage], convert: Callable[[PiMessage], list[M
     return out
 
 
-def to_wire_2025(messages: Sequence[PiMessage], convert: Callable[[PiMessage], list[Message]] = convert_message) -> list[Message]:
+def to_wire_2025(
+    messages: Sequence[PiMessage],
+    convert: Callable[[PiMessage], list[Message]] = convert_message,
+    never_ran: frozenset[str] = frozenset(),
+) -> list[Message]:
     """The provider transform of December 2025 (pi-ai at 83a6c269): error and aborted assistants
     stay; tool calls that no tool result answers before the next assistant are dropped from their
-    assistant message, unless it is the last message (an ongoing turn)."""
+    assistant message, unless it is the last message (an ongoing turn). Calls in `never_ran`
+    (aborted before they executed) have no result to come and are dropped wherever they are."""
     out: list[Message] = []
     last = len(messages) - 1
     for n, message in enumerate(messages):
         wire = convert(message)
-        if message.role == "assistant" and message.tool_calls and n != last:
+        if message.role == "assistant" and message.tool_calls and (n != last or never_ran):
             answered: set[str] = set()
             for later in messages[n + 1 :]:
                 if later.role == "assistant":
                     break
                 if later.role == "toolResult":
                     answered.add(later.tool_call_id or "")
+            if n == last:
+                answered = {c.id for c in message.tool_calls if c.id not in never_ran}
             if not all(c.id in answered for c in message.tool_calls):
                 wire = [
                     replace(w, tool_calls=tuple(c for c in w.tool_calls if c.id in answered)) if w.role == "assistant" else w

@@ -21,7 +21,7 @@ from compaction_bench.strategies.claude_code import (
 )
 from compaction_bench.transcript import Item
 from tests.conftest import CORPORA
-from tests.pi_builders import Session
+from tests.pi_builders import Session, small_profile
 
 OPUS = {"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000}
 SECTIONS = (
@@ -272,3 +272,20 @@ def test_fidelity_cli_prints_the_table():
     pi = CORPORA / "pi-session-jsonl" / "badlogic__pi-mono" / "before-compaction.jsonl"
     bad = subprocess.run([*command, str(pi)], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "Claude Code" in bad.stderr
+
+
+def test_later_rapid_refill_breaker_stops_after_three_refills():
+    # §8.3: a compaction whose context is back at the threshold within < 3 query-loop turns is a refill;
+    # after 3 in a row auto-compaction stops. Window 40,000, reserve min(32,000, 20,000) → T = 7,000; every
+    # tool result adds ~8,000 estimated tokens, so the count is over T again right after each compaction.
+    s = Session()
+    s.user("scan the logs")
+    for n in range(8):
+        s.assistant(f"scan {n}", calls=[(f"c{n}", "Bash", {"command": f"cat log{n}"})])
+        s.result(f"c{n}", ("lorem ipsum dolor " * 2_000)[:32_000], name="Bash")
+    s.assistant("done")
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(40_000))
+    turns = [r for r in result.requests if r.kind == "turn" and r.attempt == 0]
+    assert turns[0].threshold == 7_000
+    assert [c.step for c in result.compactions if c.trigger == "auto"] == [1, 2, 3, 4]
+    assert all(r.estimate_tokens >= 7_000 for r in turns if r.step >= 5)  # over T, but the breaker holds

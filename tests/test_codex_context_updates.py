@@ -9,7 +9,7 @@ import pytest
 from compaction_bench.llm import LLMClient, LLMResult
 from compaction_bench.replay import replay
 from compaction_bench.strategies.codex_components import window_uuid
-from tests.test_codex_golden import CONTEXT, shape, start, summary_requests, turn
+from tests.test_codex_golden import CONTEXT, ENV, shape, start, summary_requests, turn
 
 
 class FixedSummarizer(LLMClient):
@@ -76,3 +76,11 @@ def test_token_budget_guidance_sits_in_the_developer_bundle_on_lines_of_its_own(
     assert messages[1].content == "<context_window_guidance>\nSave notes first.\n</context_window_guidance>"
     assert messages[2].content == f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
     assert [m.item_ids for m in messages[3:]] == [("agents",), ("env",), ("u1",)]
+
+
+def test_only_initial_context_slots_are_updated_and_re_injected():
+    # a new cwd replaces the environment entry; a <turn_aborted> marker is history, never re-injected
+    s = (start().user("u1", "one").reply("a1", "ok", 60_000).env("aborted", "<turn_aborted>\nThe user interrupted.\n</turn_aborted>")
+         .env("diff", ENV.format(cwd="/elsewhere")).user("u2", "two").reply("a2", "ok", 100))
+    result = replay(s.transcript(), "codex-local", profile="64k", usage="recorded")
+    assert shape(turn(result, 1).messages) == ["user:u1", "<SUMMARY>", "developer:dev", "user:agents", "user:diff", "user:u2"]

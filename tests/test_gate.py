@@ -1,8 +1,8 @@
 """`bench gate` through the installed console script: exit 1 on a real regression, 0 on a pass,
 2 on a usage error or on runs that cannot be compared (naming the difference).
 
-The runs are real: a synthetic session (its first ~300 items) replayed through `codex-local`, `pi`
-and `opencode-v1` at 32k. The summary-prompt tests use a summarizer served on 127.0.0.1
+The runs are real: a synthetic session (its first ~300 items, its probes and the mined ones)
+replayed through `codex-local`, `pi` and `opencode-v1` at 32k. The summary-prompt tests use a summarizer served on 127.0.0.1
 (`tests/model_servers.py`) whose replies follow the prompt: an empty summary when the prompt says
 to drop everything, the conversation's salient lines otherwise.
 """
@@ -21,12 +21,13 @@ import pytest
 from compaction_bench.metrics.retention import source_position
 from compaction_bench.offline_models import extractive_summary
 from compaction_bench.runner import Case, run
+from compaction_bench.scenarios.mining import mine_probes
 from tests.model_servers import Call, ModelServer
 
 pytestmark = pytest.mark.slow
 BENCH = str(Path(sys.executable).with_name("bench"))
 STRATEGIES = ["codex-local", "pi", "opencode-v1"]
-TEMPLATES = ("codex_summary.j2", "pi_summary.j2", "opencode_summary.j2")
+TEMPLATES = ("codex_summary.j2", "pi_summary.j2", "pi_turn_prefix.j2", "opencode_summary.j2")
 DROP = "Drop everything: reply with an empty summary, keep no fact at all."
 
 
@@ -47,8 +48,10 @@ def case() -> Case:
     scenario = next(s for s in default_suite() if s.name.startswith("synthetic-parallel"))
     full = scenario.transcript
     cut = next(p for p in (full.position(u.id) for u in full.real_user_messages()) if p >= 300)
-    probes = tuple(p for p in scenario.probes if source_position(full, p) < cut)
-    return Case(scenario.name, full.with_items(full.items[:cut]), probes)
+    transcript = full.with_items(full.items[:cut])
+    # The suite's own probes plus the mined ones (tool output, assistant plans): enough probes for the test to have power.
+    probes = tuple(p for p in scenario.probes if source_position(full, p) < cut) + tuple(mine_probes(transcript))
+    return Case(scenario.name, transcript, probes)
 
 
 def _run(root: Path, name: str, case: Case, **kw) -> Path:

@@ -197,3 +197,25 @@ def test_anthropic_lookback_finds_an_entry_only_within_20_messages_of_a_breakpoi
     # Beyond the lookback only the system prompt's entry is found (from its own breakpoint).
     outcome = cache_outcome(ANTHROPIC_CACHE, total_tokens=far[-1], current_boundaries=far, **kw)
     assert (outcome.cached_tokens, outcome.cache_write_tokens) == (1200, far[-1] - 1200)
+
+
+def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list():
+    """The provider looks up only the messages after the cached part; the full rule over every message agrees."""
+    from collections import deque
+
+    from compaction_bench.provider import RECENT_ENTRIES
+    from compaction_bench.scenarios.synthetic import generate
+
+    scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
+    result = replay(scenario.transcript, "codex-local", profile="32k")
+    assert result.compactions and any(r.kind == "summary" for r in result.requests)
+    counter = SimulatedProvider(get_profile("32k"))
+    recent: deque[set[Message]] = deque(maxlen=RECENT_ENTRIES)
+    for request in result.requests:
+        if not request.sent:
+            continue
+        known = [any(m in entry for entry in recent) for m in request.messages]
+        counts = [counter.message_tokens(m) for m in request.messages]
+        assert request.rebilled_tokens == rebilled_tokens(counts, known, request.cached_tokens), request.index
+        recent.append(set(request.messages))
+    assert sum(r.rebilled_tokens for r in result.requests) > 0

@@ -202,3 +202,21 @@ def test_second_summary_request_starts_with_the_previous_summary_and_has_no_syst
     assert request.messages[0].role == "user" and request.messages[0].content == "Previous session summary:\n" + first.summary
     assert "system" not in [m.role for m in request.messages]
     assert request.messages[-1].role == "user" and "hand-over summary" in request.messages[-1].content
+
+
+def test_calls_of_the_aborted_run_never_run_their_recorded_results_are_dropped():
+    s = Session()
+    s.user("task " + "x" * 2_000)
+    s.assistant("", calls=[("c0", "read", {"path": "a.py"})], total=3_000)
+    s.result("c0", "y" * 400)
+    s.assistant("", calls=[("late", "read", {"path": "g.py"})], total=30_000)  # compaction aborts the run here
+    s.result("late", "recorded, but upstream never ran it")
+    s.assistant("after", total=31_000)
+    result = replay(s.transcript(), "pi-2025-12", profile=small_profile(40_000), usage="recorded-always")
+    compaction = result.compactions[0]
+    assert compaction.trigger == "threshold"
+    after = [r for r in result.requests if r.kind != "summary" and r.index >= (compaction.next_request or 0)]
+    assert after
+    for request in after:
+        assert tool_pair_problems(request.messages) == [], request.index
+        assert not any(m.tool_call_id == "late" or any(c.id == "late" for c in m.tool_calls) for m in request.messages)

@@ -47,7 +47,7 @@ def test_import_counts_match_the_raw_file(name):
     assert t.meta["problems"] == ()
 
 
-@pytest.mark.parametrize("strategy", ["pi", "pi-2026-03"])
+@pytest.mark.parametrize("strategy", ["pi", "pi-2026-03", "pi-2025-12"])
 @pytest.mark.parametrize("name", SESSIONS)
 def test_replay_at_64k_completes_without_orphan_tool_pairs(name, strategy):
     t = load_transcript(FOLDER / name)

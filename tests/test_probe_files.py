@@ -6,6 +6,8 @@ of issue 17 (#7–#9) or issue 13, and each fails on the code before these chang
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import threading
 import time
 
@@ -129,3 +131,31 @@ def test_a_run_with_an_unlocatable_probe_skips_it_and_grades_the_rest(tmp_path, 
     assert len(skipped) == 1 and "'subagent-fact'" in skipped[0] and "srv" in skipped[0] and "occurs nowhere" in skipped[0]
     graded = load_run(root)["probes"]
     assert set(graded["probe_id"]) == {"p1"} and graded["present"].all()
+
+
+def test_probes_check_names_each_unusable_probe(tmp_path):
+    items = [Item("u0", "user", "Start the server on port 8080, please.", turn=0), Item("a0", "assistant", "Listening.", response=0, turn=0)]
+    transcript = Transcript("srv", tuple(items)).write(tmp_path / "srv.jsonl")
+    good = write(tmp_path, HEAD + "  answer: '8080'\n", "good.yaml")
+    bad = write(
+        tmp_path,
+        HEAD + "  answer: '8080'\n"
+        "- id: elsewhere\n  kind: recall\n  question: Q?\n  answer: 'x'\n  source: no-such-item\n"
+        "- id: absent\n  kind: error\n  question: Q?\n  answer: 'Segmentation fault'\n  source: u0\n",
+        "bad.yaml",
+    )
+
+    def check(probes):
+        return subprocess.run([sys.executable, "-m", "compaction_bench.cli", "probes", "check", str(transcript), "--probes", str(probes)],
+                              capture_output=True, text=True, timeout=300)
+
+    ok = check(good)
+    assert ok.returncode == 0 and "1 probes checked: 0 problem(s)" in ok.stdout, ok.stderr
+    proc = check(bad)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("elsewhere\tskipped in a run: source item 'no-such-item'") for line in lines)
+    assert any(line.startswith("absent\tnever present: answer 'Segmentation fault'") for line in lines)
+    assert "3 probes checked: 2 problem(s)" in proc.stdout
+    broken = check(write(tmp_path, HEAD + "  answer: '8080'\n  accept: oops\n", "broken.yaml"))
+    assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "'accept'" in broken.stderr

@@ -191,3 +191,17 @@ def test_a_strategy_loads_from_a_file(tmp_path):
     assert result.strategy == "OnlyLastMessage"
     with pytest.raises(Exception, match="defines no Missing"):
         bench.replay(session(steps=3), f"{source}:Missing")
+
+
+def test_a_replay_leaves_the_callers_garbage_collector_alone():
+    """No per-replay gc.collect()/gc.freeze(): objects the caller froze stay frozen (an unfreeze would thaw them)."""
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        bench.replay(session(steps=2), "truncate", profile="64k")
+        assert gc.get_freeze_count() == frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()

@@ -1,8 +1,8 @@
 """`bench compare A B --html OUT` and `bench gate --markdown FILE` on two real small runs.
 
-The candidate keeps far fewer user messages when Codex compacts (`compact_user_message_max_tokens`
-500 instead of 20,000), so facts stated in user messages go missing: probes flip and compactions
-change. A run compared with itself changes nothing.
+The candidate compacts at 40% of the window instead of Codex's 90% (`auto_compact_percent`), so it
+compacts earlier and more often and facts go missing sooner: probes flip and the compactions change.
+A run compared with itself changes nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs")
     common = {"strategies": ["codex-local"], "profiles": ["32k"], "cases": cases, "out": out, "jobs": 1, "progress": False, "report": False}
     base = bench.run(run_id="base", **common)
-    cand = bench.run(run_id="cand", options={"codex-local": {"compact_user_message_max_tokens": 500}}, **common)
+    cand = bench.run(run_id="cand", options={"codex-local": {"auto_compact_percent": 40}}, **common)
     return base, cand
 
 

@@ -46,7 +46,8 @@ def _tables():
     for strategy, keeps in kept.items():
         for n in range(40):
             probes.append({"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": f"p{n}", "kind": "recall",
-                           "point": "final", "step": 9, "request": 10, "present": keeps(n)})
+                           "point_kind": "final", "step": 9, "request": 10, "present": keeps(n), "correct": None, "sample": 0,
+                           "fact_age_tokens": 1000})
         summary.append({"scenario": "s", "strategy": strategy, "profile": "64k", "cost_usd": 1.0, "cache_hit_rate": 0.5,
                         "rebilled_tokens": {"a": 200.0, "b": 100.0, "c": 50.0, "d": 10.0}[strategy], "overflows": 0.0, "compactions": 1.0})
         for index in range(3):
@@ -77,8 +78,10 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
 
 def test_verdict_claims_a_clear_difference():
     summary, probes, requests = _tables()
-    keep = ~probes["strategy"].isin(["c", "d"])
-    (verdict,) = verdicts(summary[summary["strategy"].isin(["a", "b"])], probes[keep], requests)
+    def ab(frame):
+        return frame[frame["strategy"].isin(["a", "b"])]
+
+    (verdict,) = verdicts(ab(summary), ab(probes), ab(requests))
     diff = verdict.difference
     assert diff is not None and diff.mean == pytest.approx(0.5) and diff.lo > 0.25 and diff.n == 40
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")

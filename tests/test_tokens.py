@@ -66,9 +66,12 @@ def test_hidden_reasoning_is_billed_only_in_the_current_turn():
         Item("u2", "user", "second", turn=1),
         Item("r3", "reasoning", "", response=1, turn=1, meta={"encrypted_len": 4000}),
         Item("a2", "assistant", "done", response=1, turn=1, usage=Usage(input=20, output=5)),
+        Item("u3", "user", "third", turn=2),
+        Item("t4", "reasoning", "visible thinking, counted as its text", response=2, turn=2),
+        Item("a3", "assistant", "ok", response=2, turn=2, usage=Usage(input=30, output=50, reasoning=40)),
     )
     hidden = HiddenTokens.of(Transcript("t", items))
-    assert hidden.reasoning == {"r1": 151, "r2": 150, "r3": encrypted_reasoning_estimate(4000)}
+    assert hidden.reasoning == {"r1": 151, "r2": 150, "r3": encrypted_reasoning_estimate(4000)}  # t4 is not hidden
     assert encrypted_reasoning_estimate(4000) == (4000 * 3 // 4 - 650 + 3) // 4 == 588
     assert (hidden.recorded, hidden.estimated) == (2, 1)
     messages = [Message("user", "first", item_ids=("u1",)), Message("reasoning", "", item_ids=("r1",)),

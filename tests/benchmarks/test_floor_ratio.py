@@ -1,0 +1,72 @@
+"""Replay cost against the tokenization floor, on the largest real transcripts (issue 18).
+
+The floor is the CPU time of counting every distinct message text of a transcript once with the
+profile's tiktoken encoding, in a fresh encoder (no memo). Each strategy's replay of the same
+transcript is measured in CPU time right after its own floor, in the same process state, and
+reported as the ratio replay / floor: the two are paired, so the machine's load cancels out of
+the ratio as far as it can. One row per (transcript, strategy, profile) is printed at the end of
+the session; nothing is asserted about time.
+
+    .venv/bin/python -m pytest tests/benchmarks/test_floor_ratio.py -m benchmarks -s
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.profiles import get_profile
+from compaction_bench.registry import strategy_ids
+from compaction_bench.tokens import TokenCounter
+from tests.conftest import CORPORA
+
+TRANSCRIPTS = {
+    "claude-code 3.0 MB": "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/b566e56e-94a7-425e-a662-d701321e27ce.jsonl",
+    "pi 2.4 MB": "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl",
+    "codex 1.9 MB": "codex-rollout-jsonl/Monotoba__OpenPrintKit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl",
+}
+PROFILES = ("32k", "64k")
+_rows: list[tuple[str, str, str, float, float]] = []
+
+
+def floor_seconds(transcript: bench.Transcript, encoding: str) -> float:
+    """CPU seconds to count each distinct item text once with a fresh encoder."""
+    texts = {t for item in transcript.items for t in (item.text, item.arguments or "") if t}
+    counter = TokenCounter(encoding)
+    started = time.process_time()
+    for text in texts:
+        counter.count(text)
+    return time.process_time() - started
+
+
+@pytest.fixture(scope="module", params=list(TRANSCRIPTS))
+def transcript(request):
+    return request.param, bench.load_transcript(CORPORA / TRANSCRIPTS[request.param])
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("strategy", strategy_ids(builtin_only=True))
+def test_replay_over_floor(transcript, strategy, profile):
+    label, session = transcript
+    floor = floor_seconds(session, get_profile(profile).tokenizer)
+    started = time.process_time()
+    bench.replay(session, strategy, profile=profile)
+    replay = time.process_time() - started
+    _rows.append((label, strategy, profile, floor, replay))
+
+
+def _summary_lines() -> list[str]:
+    return [f"{t:<18} {s:<22} {p:>4}  floor {f:6.3f}s  replay {r:7.3f}s  ratio {r / f:6.1f}" for t, s, p, f, r in _rows if f > 0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_rows(request):
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and _rows:
+        reporter.write_line("")
+        reporter.write_line("replay CPU / tokenization floor (same process, paired):")
+        for line in _summary_lines():
+            reporter.write_line(line)

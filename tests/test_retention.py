@@ -1,0 +1,115 @@
+"""Paired checkpoints: where probes are asked, what an overflowed context counts as, kept vs
+summary, and the same paired rows for every strategy of a run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.llm import LLMClient
+from compaction_bench.metrics.measure import measure_cell
+from compaction_bench.metrics.retention import Checkpoint, checkpoints
+from compaction_bench.profiles import get_profile
+from compaction_bench.reports.leaderboard import CANNOT_SERVE, leaderboard
+from compaction_bench.transcript import Item, Transcript
+from tests.test_metrics_measure import TOKEN, SummarizeAtSecondTurn, session
+
+
+def turns_of(sizes: list[int]) -> Transcript:
+    """A session whose user turn t has sizes[t] model responses (tool calls, then a closing message)."""
+    items = [Item("sys", "system", "You are a coding agent.")]
+    response = 0
+    for turn, size in enumerate(sizes):
+        items.append(Item(f"u{turn}", "user", f"request {turn}", turn=turn))
+        for k in range(size - 1):
+            items += [
+                Item(f"c{response}", "tool_call", call_id=f"k{response}", tool_name="read", arguments="{}", response=response, turn=turn),
+                Item(f"r{response}", "tool_result", f"output {response}", call_id=f"k{response}", turn=turn),
+            ]
+            response += 1
+        items.append(Item(f"a{response}", "assistant", f"done {turn}", response=response, turn=turn))
+        response += 1
+    return Transcript("turns", tuple(items))
+
+
+def test_checkpoints_are_the_first_response_of_every_user_turn_and_the_end():
+    transcript = turns_of([6, 2, 1])  # steps 0-5, 6-7, 8
+    found = checkpoints(transcript, every_steps=None)
+    assert [(c.kind, c.step) for c in found] == [("checkpoint", 0), ("checkpoint", 6), ("checkpoint", 8), ("final", 9)]
+    # The context at step 6 saw everything before its first output item, the user message u1 included.
+    assert found[1].position == transcript.position("u1") + 1
+    assert found[-1] == Checkpoint("final", 9, len(transcript.items))
+
+
+def test_long_turns_get_a_checkpoint_every_n_steps_and_the_count_can_be_capped():
+    transcript = turns_of([6, 2, 1])
+    assert [c.step for c in checkpoints(transcript, every_steps=2)] == [0, 2, 4, 6, 8, 9]
+    assert [c.step for c in checkpoints(transcript, every_steps=2, max_checkpoints=3)] == [0, 4, 8, 9]
+
+
+def test_an_overflowed_checkpoint_is_absent_and_unanswered():
+    transcript = session()  # ~7.5k tokens of tool output; `none` never compacts
+    small = replace(get_profile("gpt-5"), context_window=4_000)
+    result = bench.replay(transcript, "none", profile=small)
+    rows = [r for r in measure_cell(result, [TOKEN], answerer=LLMClient("offline/reader")).probes if r["point_kind"] != "compaction"]
+    by_step = {r["step"]: r for r in rows}
+    assert by_step[0]["status"] == "seen" and by_step[0]["present"] and by_step[0]["correct"]
+    overflowed = [r for r in rows if r["status"] == "not_seen"]
+    assert overflowed and all(result.requests[r["request"]].overflow for r in overflowed)
+    assert all(r["present"] is False and r["correct"] is False and r["found"] == "absent" for r in overflowed)
+    assert overflowed[-1]["point_kind"] == "final"  # the final context does not fit either
+    assert all(r["ceiling_correct"] is True for r in rows)  # the uncompacted transcript answers it: the ceiling
+
+
+def test_a_fact_only_the_summary_carries_is_found_in_the_summary():
+    result = bench.replay(session(), SummarizeAtSecondTurn, profile="gpt-5")
+    rows = measure_cell(result, [TOKEN], answerer=None).probes
+    start = next(r for r in rows if r["point_kind"] == "checkpoint" and r["step"] == 4)  # the first response of turn 1
+    assert start["source_summarized"] and start["in_summary"] and start["found"] == "summary" and start["present"]
+    first = next(r for r in rows if r["point_kind"] == "checkpoint" and r["step"] == 0)
+    assert first["found"] == "kept" and not first["source_summarized"]
+
+
+@pytest.fixture(scope="module")
+def overflow_run(tmp_path_factory):
+    from compaction_bench.runner import Case, run
+    from compaction_bench.scenarios.synthetic import default_suite
+
+    scenario = next(s for s in default_suite() if s.name.startswith("synthetic-parallel"))
+    root = run(
+        cases=[Case(scenario.name, scenario.transcript, tuple(scenario.probes))], strategies=["none", "truncate", "codex-local"],
+        profiles=["32k"], out=tmp_path_factory.mktemp("runs"), run_id="overflow", jobs=1, answerer="", report=False, progress=False,
+    )
+    return pd.read_parquet(root / "summary.parquet"), pd.read_parquet(root / "probes.parquet"), pd.read_parquet(root / "requests.parquet")
+
+
+@pytest.mark.slow
+def test_none_overflowing_32k_counts_its_overflowed_checkpoints_as_absent_and_is_marked(overflow_run):
+    summary, probes, requests = overflow_run
+    none = summary.set_index("strategy").loc["none"]
+    assert none["cannot_serve"] and none["failed_requests"] > 0
+    rows = probes[(probes["strategy"] == "none") & probes["point_kind"].isin(["checkpoint", "final"])]
+    unseen = rows[rows["status"] == "not_seen"]
+    assert len(unseen) and not unseen["present"].any()
+    # `none` keeps every item, so what it misses is exactly what it could not send.
+    assert rows.loc[rows["status"] == "seen", "present"].all()
+    per_probe = rows.groupby("probe_id")["present"].mean()
+    assert none["retention"] == pytest.approx(per_probe.mean()) and none["retention"] < 1.0
+    header, table = leaderboard(summary, probes)
+    window = header.index("window")
+    marks = {row[0]: row[window] for row in table}
+    assert marks["none"].startswith(CANNOT_SERVE) and marks["truncate"] == "ok"
+    retention = [float(row[header.index("retention [95% CI]")].split()[0]) for row in table]
+    assert retention == sorted(retention, reverse=True)  # ordered by headline retention
+
+
+@pytest.mark.slow
+def test_every_strategy_has_the_same_paired_rows(overflow_run):
+    summary, probes, _ = overflow_run
+    headline = probes[probes["point_kind"].isin(["checkpoint", "final"])]
+    keys = {s: set(map(tuple, g[["probe_id", "point_kind", "step"]].to_numpy().tolist())) for s, g in headline.groupby("strategy")}
+    assert keys["none"] == keys["truncate"] == keys["codex-local"]
+    assert summary["paired_pairs"].nunique() == 1 and summary["paired_pairs"].iloc[0] == len(keys["none"])
