@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def atomic_write(path: Path, write: Callable[[Path], None], *, exclusive: bool = False) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool = False) -> Path:
     """Call `write(tmp_path)` and move the result onto `path` only when it succeeded (and, with
     `exclusive`, only when `path` does not exist yet)."""
     path = Path(path)

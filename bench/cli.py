@@ -139,12 +139,12 @@ def _print_summary(root: Path) -> None:
 
     probes = root / "probes.parquet"
     header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None)
-    table = Table(title=f"run {root.name}")
+    table = Table(title=_plain(f"run {root.name}"))
     for title in header:
         label = title in ("strategy", "profile")
         table.add_column(title, justify="left" if label else "right", no_wrap=label)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(_plain(cell) for cell in row))
     console.print(table)
     from compaction_bench.reports.leaderboard import offline_note
 
@@ -262,12 +262,13 @@ def inspect(
 
 
 def _plain(value: object) -> str:
-    """Text from a transcript made safe to print: control characters shown as escapes, Rich markup escaped."""
+    """Text from a transcript or run made safe to print: control characters (but line breaks and tabs)
+    shown as escapes, Rich markup escaped."""
     from rich.markup import escape
 
     text = str(value)
     if not text.isprintable():
-        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+        text = "".join(c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii") for c in text)
     return escape(text)
 
 
@@ -331,7 +332,7 @@ def compare(
         compared = compare_runs(baseline, candidate)
     for note in notes:
         errors.print(f"note: {note}", markup=False)
-    table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=f"{baseline.name} → {candidate.name}")
+    table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=_plain(f"{baseline.name} → {candidate.name}"))
     for (strategy_name, profile_name), values in compared.iterrows():
         for metric in METRICS:
             if f"{metric}_change" in values:

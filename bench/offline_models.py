@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -296,13 +295,13 @@ def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
     if not query:
         return index.lines[-1]
     total = len(index.lines)
-    scores: Counter[int] = Counter()
+    scores: dict[int, float] = {}
     for word in query:
         holders = index.postings.get(word, ())
         if holders:
             weight = math.log(1 + total / len(holders))
             for n in holders:
-                scores[n] += weight
+                scores[n] = scores.get(n, 0.0) + weight
     if not scores:
         return "I don't know."
     best_score = max(scores.values())

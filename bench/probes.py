@@ -1,8 +1,9 @@
 """Probe questions: the data model, and loading/validating probe files (YAML or JSONL).
 
 A probe asks for one recorded fact (DESIGN §6). `source` names the transcript item where the
-fact first appears, or `source_text` a string whose first occurrence locates it. Probes are asked
-at every compaction point after their source and at the end of the session (`metrics` grades them).
+fact first appears, or `source_text` a string whose first occurrence locates it; `evidence` (a
+regex) is the passage a short answer must sit in. Probes are asked at the paired checkpoints after
+their source (`compaction_bench.metrics.retention`, which `metrics` grades).
 
 Probe files are checked against a schema before any replay (errors name file, probe and field):
 `answer` is a string (a list of strings for `match: set`; an integer is read as its digits),

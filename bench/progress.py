@@ -104,7 +104,7 @@ class NotebookBar:
 def in_notebook() -> bool:
     """True inside a Jupyter kernel (not a plain IPython terminal)."""
     module = sys.modules.get("IPython")
-    shell = module.get_ipython() if module is not None and hasattr(module, "get_ipython") else None  # type: ignore[attr-defined]
+    shell = module.get_ipython() if module is not None and hasattr(module, "get_ipython") else None
     return shell is not None and hasattr(shell, "kernel")
 
 

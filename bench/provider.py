@@ -89,20 +89,18 @@ def _timestamp_seconds(value: str | None) -> float | None:
         return None
 
 
-class SimulatedProvider:
-    """One cell's provider: keeps the most recent requests for the cache model."""
+class MessageCounter:
+    """True token counts of messages: the profile's tokenizer plus message framing (memoized per message).
+
+    The provider counts with it; metrics that need a count (a fact's age) use one alone, never a
+    second provider."""
 
     def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
         self.profile = profile
         self.counter = counter or shared_counter(profile.tokenizer)
         self.hidden = hidden  # billed reasoning the messages do not show (compaction_bench.tokens)
         self._message_tokens: dict[Message, int] = {}
-        # The most recent accepted requests (a turn request and a summary request can both
-        # leave a cache entry); a new request reads from the one it shares the longest prefix with.
-        # Each entry: its messages, their cumulative token counts, its time, and its messages as a set.
-        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None, frozenset[Message]]] = deque(maxlen=RECENT_ENTRIES)
 
-    # ------------------------------------------------------------- counting
     def message_tokens(self, message: Message) -> int:
         cached = self._message_tokens.get(message)
         if cached is None:
@@ -129,6 +127,19 @@ class SimulatedProvider:
             out.append(total)
         return out
 
+
+class SimulatedProvider(MessageCounter):
+    """One cell's provider: counts (`MessageCounter`), refuses what does not fit, and keeps the most
+    recent requests for the cache model."""
+
+    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
+        super().__init__(profile, counter, hidden)
+        # The most recent accepted requests (a turn request and a summary request can both
+        # leave a cache entry); a new request reads from the one it shares the longest prefix with.
+        # Each entry: its messages, their cumulative token counts, its time, and its messages as a set.
+        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None, frozenset[Message]]] = deque(maxlen=RECENT_ENTRIES)
+
+    # ------------------------------------------------------------- prefixes
     def _body(self, message: Message) -> str:
         """The message's tokens after its framing: content, then its tool calls."""
         calls = "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)

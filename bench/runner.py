@@ -5,6 +5,12 @@ files with probes from a file or mined), runs every unfinished cell (replay, the
 `compaction_bench.metrics.measure`) with a progress bar, and merges the per-cell tables into
 `requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`. Where cells
 run (this process, worker processes, a Ray cluster) is `compaction_bench.executors`' job.
+
+Runs describe themselves: the manifest names every scenario's transcript file with its sha256,
+format, import options and session id (a transcript built in memory is kept in the run folder),
+every profile's definition and every rendered template's text; each scenario's probes and each
+cell's replay records are kept too. `score()` (`bench score`) measures a finished run again from
+that folder alone, without replaying: new probes or a new answerer, written to a new folder.
 """
 
 from __future__ import annotations
@@ -517,6 +523,7 @@ def scenario_entry(root: Path, index: int, case: Case) -> dict[str, Any]:
         "items": len(case.transcript.items),
         "probes": len(case.probes),
         "probes_file": str(probes_file),
+        "probes_sha256": sha256_file(root / probes_file),
         "file": file,
         "sha256": sha256_file(path) if path.is_file() else None,
         "format": fmt,
@@ -622,7 +629,7 @@ def score(
         if not in_place and not Path(entry["file"]).is_absolute():
             shutil.copy2(source.root / entry["file"], _created(target / entry["file"]))
         write_probes(case.probes, target / entry["probes_file"])
-        scored["scenarios"].append({**entry, "probes": len(case.probes)})
+        scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
     for name in ("items.parquet",):
         if not in_place and (source.root / name).is_file():
             shutil.copy2(source.root / name, _created(target / name))

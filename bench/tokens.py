@@ -88,7 +88,8 @@ def utf8_len(text: str) -> int:
 
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units, as JavaScript's `String.length` counts it."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF) if not text.isascii() else len(text)
+    # One pass in C: two bytes per code unit (a lone surrogate, which JSON allows, is one unit).
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def codex_estimate(text: str) -> int:

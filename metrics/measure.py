@@ -24,7 +24,7 @@ from typing import Any
 from compaction_bench.llm import LLMClient
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
-from compaction_bench.provider import SimulatedProvider
+from compaction_bench.provider import MessageCounter
 from compaction_bench.records import ReplayResult
 from compaction_bench.tokens import HiddenTokens
 
@@ -137,9 +137,9 @@ def measure_cell(
     """The three tables of one replayed cell. `repeat` is the answer sample index (for voting).
 
     Cache numbers, re-billed tokens and the summary request of each summarizer call come from the
-    records (the engine's provider computed them); the provider built here only counts tokens for
-    the facts' ages."""
-    provider = SimulatedProvider(result.profile, hidden=HiddenTokens.of(result.transcript))
+    records (the engine's provider computed them); only the facts' ages need a token count here,
+    made as the provider counts (`MessageCounter`)."""
+    provider = MessageCounter(result.profile, hidden=HiddenTokens.of(result.transcript))
     requests, compaction_cost = _request_rows(result)
     return CellTables(
         requests=requests,

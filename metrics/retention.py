@@ -49,7 +49,7 @@ from typing import Any
 from compaction_bench.llm import LLMClient, LLMError
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe, ProbeError
-from compaction_bench.provider import SimulatedProvider
+from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
 from compaction_bench.request import Message, message_from_item
 from compaction_bench.transcript import Transcript
@@ -62,6 +62,8 @@ POINT_KINDS = ("checkpoint", "compaction", "final")
 FOUND = ("kept", "summary", "absent")
 #: The leading characters of a summary that identify a message carrying it.
 SUMMARY_SIGNATURE = 200
+#: A shorter summary marks only a message that ends with it (a few words occur anywhere).
+MIN_SIGNATURE = 20
 #: Ceiling answers kept per process (the same uncompacted context is asked by every strategy's cell).
 CEILING_CACHE_SIZE = 100_000
 _ceiling_cache: dict[tuple[Any, ...], bool | None] = {}
@@ -114,7 +116,7 @@ def checkpoints(
     return out
 
 
-def _cumulative_tokens(transcript: Transcript, provider: SimulatedProvider) -> list[int]:
+def _cumulative_tokens(transcript: Transcript, provider: MessageCounter) -> list[int]:
     """cum[p]: true tokens of the model-visible items before position p."""
     out = [0]
     for item in transcript.items:
@@ -140,8 +142,10 @@ class _Contexts:
     def is_summary(self, message: Message) -> bool:
         known = self._is_summary.get(message)
         if known is None:
+            content = message.content.rstrip()
             known = message.role == "compaction" or (
-                message.role != "tool" and any(sig in message.content for sig in self.signatures)
+                message.role != "tool"
+                and any(sig in content if len(sig) >= MIN_SIGNATURE else content.endswith(sig) for sig in self.signatures)
             )
             self._is_summary[message] = known
         return known
@@ -207,7 +211,7 @@ def _needs_evidence(probe: Probe) -> bool:
 def probe_rows(
     result: ReplayResult,
     probes: Sequence[Probe],
-    provider: SimulatedProvider,
+    provider: MessageCounter,
     answerer: LLMClient | None,
     judge: LLMClient | None,
     repeat: int,

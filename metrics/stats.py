@@ -24,6 +24,10 @@ BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 SEED = 20251216
 EXACT_FLIPS = 16
+#: Above this many scenarios, P(best) resamples scenarios only (the within-scenario stage adds little).
+MANY_CLUSTERS = 30
+#: Array cells one resampling chunk may hold (bounds memory for large suites).
+CHUNK_CELLS = 4_000_000
 SAMPLES = 20_000
 
 
@@ -76,31 +80,48 @@ def cluster_bootstrap_ci(
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
 
+def _inner_sums(values: np.ndarray, members: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """(strategies, samples): each strategy's sum over one resample of a cluster's probes, the same
+    resample for every strategy (paired), drawn in chunks to bound memory."""
+    out = np.empty((values.shape[0], samples))
+    chunk = max(1, CHUNK_CELLS // max(members.size * values.shape[0], 1))
+    for start in range(0, samples, chunk):
+        stop = min(samples, start + chunk)
+        picked = members[rng.integers(0, members.size, size=(stop - start, members.size))]
+        out[:, start:stop] = values[:, picked].sum(axis=2)
+    return out
+
+
 def p_best(
     values: np.ndarray, clusters: Sequence[object], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
 ) -> np.ndarray:
     """Probability that each strategy (row of `values`, one column per paired probe) has the highest
-    mean, over two-stage resamples of the probes (`clusters[j]` is probe j's scenario); ties share."""
+    mean, over two-stage resamples of the probes (`clusters[j]` is probe j's scenario); ties share.
+    Above `MANY_CLUSTERS` scenarios only the scenarios are resampled (the within stage adds little)."""
     strategies, probes = values.shape
     if strategies == 0:
         return np.zeros(0)
     if probes == 0:
         return np.full(strategies, 1.0 / strategies)
-    labels = list(dict.fromkeys(clusters))
-    members = [np.asarray([j for j, c in enumerate(clusters) if c == label]) for label in labels]
+    grouped: dict[object, list[int]] = {}
+    for j, label in enumerate(clusters):
+        grouped.setdefault(label, []).append(j)
+    members = [np.asarray(js) for js in grouped.values()]
+    sizes = np.asarray([m.size for m in members], dtype=float)
     rng = np.random.default_rng(seed)
-    wins = np.zeros(strategies)
     if len(members) == 1:
-        means = values[:, rng.integers(0, probes, size=(samples, probes))].mean(axis=2)  # (strategies, samples)
-        top = np.isclose(means, means.max(axis=0, keepdims=True))
-        return (top / top.sum(axis=0, keepdims=True)).mean(axis=1)
-    for _ in range(samples):
-        chosen = [members[k] for k in rng.integers(0, len(members), size=len(members))]
-        picked = np.concatenate([m[rng.integers(0, m.size, size=m.size)] for m in chosen])
-        means = values[:, picked].mean(axis=1)
-        best = np.flatnonzero(np.isclose(means, means.max()))
-        wins[best] += 1.0 / best.size
-    return wins / samples
+        means = _inner_sums(values, members[0], samples, rng) / sizes[0]
+    else:
+        drawn = rng.integers(0, len(members), size=(samples, len(members)))
+        weights = np.stack([np.bincount(row, minlength=len(members)) for row in drawn]).astype(float)  # (samples, clusters)
+        if len(members) > MANY_CLUSTERS:
+            totals = np.stack([values[:, m].sum(axis=1) for m in members], axis=1) @ weights.T
+        else:
+            inner = np.stack([_inner_sums(values, m, samples, rng) for m in members])  # (clusters, strategies, samples)
+            totals = np.einsum("bk,ksb->sb", weights, inner)
+        means = totals / (weights @ sizes)
+    top = np.isclose(means, means.max(axis=0, keepdims=True))
+    return (top / top.sum(axis=0, keepdims=True)).mean(axis=1)
 
 
 def signflip_p(differences: Sequence[float], *, samples: int = SAMPLES, seed: int = SEED) -> float:

@@ -33,7 +33,7 @@ def _questions(root: Path) -> dict[tuple[str, str], tuple[str, str]]:
     path = root / "questions.parquet"
     if not path.is_file():
         return {}
-    return {(r.scenario, r.probe_id): (str(r.question), str(r.answer)) for r in pd.read_parquet(path).itertuples(index=False)}
+    return {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in pd.read_parquet(path).itertuples(index=False)}
 
 
 def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str) -> Difference | None:
@@ -90,7 +90,7 @@ def changed_compactions(base: pd.DataFrame, cand: pd.DataFrame) -> list[dict[str
     def index(frame: pd.DataFrame) -> dict[tuple, dict[str, Any]]:
         if frame.empty:
             return {}
-        return {tuple(r[k] for k in keys): r for r in frame.to_dict("records")}
+        return {tuple(r[k] for k in keys): {str(k): v for k, v in r.items()} for r in frame.to_dict("records")}
 
     a, b = index(base), index(cand)
     out = []
@@ -126,8 +126,10 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
     b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]
     rows = []
-    for (strategy, profile), values in compared.iterrows():
-        change = retention_change(a_probes, b_probes, str(strategy), str(profile)) if not a_probes.empty and not b_probes.empty else None
+    for index, values in compared.iterrows():
+        key: tuple[Any, ...] = index if isinstance(index, tuple) else (index,)
+        strategy, profile = str(key[0]), str(key[1])
+        change = retention_change(a_probes, b_probes, strategy, profile) if not a_probes.empty and not b_probes.empty else None
         metrics = [
             {"metric": m, "baseline": _clean(values.get(f"{m}_baseline")), "candidate": _clean(values.get(f"{m}_candidate")),
              "change": _clean(values.get(f"{m}_change")), "better": METRICS[m][1]}

@@ -13,6 +13,7 @@ import io
 import math
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 import matplotlib.ticker
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure
 
 from compaction_bench.metrics.aggregate import AGE_BUCKETS
 
-STYLE = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "compaction-bench", "font.size": 8}
+STYLE: Any = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "compaction-bench", "font.size": 8}
 #: Session position bins of the "over the session" figures.
 BINS = 10
 AGE_ORDER = ["lt8k", "8k_32k", "32k_128k", "ge128k"]
@@ -40,7 +41,8 @@ def _thousands(value: float, _: object = None) -> str:
 
 def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
     """One stable colour per strategy (order of first appearance)."""
-    palette = matplotlib.colormaps["tab20"].colors
+    tab20 = matplotlib.colormaps["tab20"]
+    palette = [tab20(i) for i in range(20)]
     return {s: palette[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20] for n, s in enumerate(dict.fromkeys(strategies))}
 
 
@@ -70,7 +72,7 @@ def context_timeline(
 
     ▼ marks a compaction (tokens before it; masking rewrites, which happen at every step, are
     ticks along the bottom), × an overflowed request, the dashed line the window. The y axis stops
-    at 1.3 × the window; points above it are drawn on the top edge as ▲.
+    at 1.3 × the window (the window line always shows); points above it are drawn on the top edge as ▲.
     """
     turns = requests[requests["kind"] == "turn"]
     if "repeat" in turns.columns and len(turns):
@@ -80,7 +82,7 @@ def context_timeline(
     rows = max(1, math.ceil(len(strategies) / cols))
     fig, axes = _figure(rows, cols, 2.7 * cols + 0.4, 1.55 * rows + 0.5, sharex=True, sharey=True)
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
-    top = min(peak * 1.05, window * 1.3) if window else peak * 1.05
+    top = min(max(peak, window) * 1.08, window * 1.3) if window else peak * 1.05
     palette = colours(strategies)
     with matplotlib.rc_context(STYLE):
         for n, ax in enumerate(axes.flat):
@@ -191,13 +193,13 @@ def pareto_front(points: pd.DataFrame, x: str, y: str = "retention") -> list[str
     return front
 
 
-def retention_vs_cost(points: pd.DataFrame, title: str) -> str:
+def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) -> str:
     """Retention against dollars and against re-billed tokens, one dot per strategy, the Pareto front joined.
 
     `points` is indexed by strategy with columns retention, lo, hi, cost_usd, rebilled_tokens.
     """
     fig, axes = _figure(1, 2, 10, 3.2)
-    palette = colours(list(points.index))
+    palette = colours([*order, *points.index])
     with matplotlib.rc_context(STYLE):
         for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
             data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]

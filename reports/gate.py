@@ -30,7 +30,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -103,7 +103,13 @@ class Run:
         manifest_path = path / "manifest.json"
         if not manifest_path.is_file():
             raise GateError(f"{path}: not a run folder (no manifest.json)")
-        return cls(path, json.loads(manifest_path.read_text(encoding="utf-8")), load_run(path))
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise GateError(f"{manifest_path}: malformed JSON ({exc})") from None
+        if not isinstance(manifest, dict):
+            raise GateError(f"{manifest_path}: not a JSON object")
+        return cls(path, manifest, load_run(path))
 
     @property
     def config(self) -> dict[str, Any]:
@@ -298,6 +304,10 @@ def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, 
 
 
 # ---------------------------------------------------------------------------- the gate
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
 @dataclass
 class GateResult:
     table: pd.DataFrame
@@ -314,13 +324,13 @@ class GateResult:
             "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. detectable | verdict |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
-        for row in self.table.itertuples(index=False):
-            p = "–" if row.p_value is None or pd.isna(row.p_value) else f"{row.p_value:.3g}"
-            probes = "–" if row.probes is None or pd.isna(row.probes) else f"{int(row.probes)} ({int(row.pairs)})"
-            mdc = "–" if row.min_detectable is None or pd.isna(row.min_detectable) else f"{row.min_detectable:.3g}"
+        for row in self.table.to_dict("records"):
+            p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}"
+            probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
+            mdc = "–" if _missing(row["min_detectable"]) else f"{row['min_detectable']:.3g}"
             lines.append(
-                f"| {row.strategy} | {row.profile} | {row.metric} | {row.baseline:.4g} | {row.candidate:.4g} | "
-                f"{row.change:+.4g} | {row.tolerance:g} | {p} | {probes} | {mdc} | {'**fail**' if row.failed else 'ok'} |"
+                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {row['baseline']:.4g} | {row['candidate']:.4g} | "
+                f"{row['change']:+.4g} | {row['tolerance']:g} | {p} | {probes} | {mdc} | {'**fail**' if row['failed'] else 'ok'} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         out = [f"**compaction-bench gate: {verdict}**", "", *lines]
@@ -349,10 +359,11 @@ def gate(
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(baseline, candidate)
     rows, failures, flipped = [], [], []
-    for (strategy, profile), values in compared.iterrows():
+    for key, values in compared.iterrows():
+        strategy, profile = (str(k) for k in cast(tuple[Any, Any], key))
         for rule in rules:
             higher_is_better = METRICS[rule.metric][1]
-            test = probe_test(runs, str(strategy), str(profile), rule.metric, alpha) if rule.metric in PROBE_METRICS else None
+            test = probe_test(runs, strategy, profile, rule.metric, alpha) if rule.metric in PROBE_METRICS else None
             if rule.metric in PROBE_METRICS:
                 if test is None:
                     continue  # no shared pairs for this metric (e.g. no summarized source in either run)

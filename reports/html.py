@@ -226,8 +226,8 @@ def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str
     went = frame[frame["compaction"].notna() & ~frame["present"].astype(bool) & previous.fillna(True).astype(bool)]
     out: dict[tuple, list[list[str]]] = {}
     for row in went.itertuples(index=False):
-        question, answer = questions.get((row.scenario, row.probe_id), ("", ""))
-        key = (row.scenario, row.strategy, row.profile, int(row.repeat), int(row.compaction))
+        question, answer = questions.get((str(row.scenario), str(row.probe_id)), ("", ""))
+        key = (str(row.scenario), str(row.strategy), str(row.profile), int(str(row.repeat)), int(float(str(row.compaction))))
         out.setdefault(key, []).append([str(row.probe_id), str(row.kind), question, answer])
     return out
 
@@ -335,7 +335,7 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
     requests, compactions, summary, probes = tables["requests"], tables["compactions"], tables["summary"], tables["probes"]
     items = pd.read_parquet(root / "items.parquet") if (root / "items.parquet").is_file() else pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
     questions_frame = pd.read_parquet(root / "questions.parquet") if (root / "questions.parquet").is_file() else pd.DataFrame()
-    questions = {(r.scenario, r.probe_id): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
+    questions = {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
     order = [s for s in manifest.get("config", {}).get("strategies", []) if s in set(summary.get("strategy", []))]
     order += [s for s in dict.fromkeys(summary.get("strategy", [])) if s not in order]
     sessions = {s["name"]: s.get("session_id", s["name"]) for s in manifest.get("scenarios", [])}
@@ -357,7 +357,7 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
             figs.append(("Retention by probe family and fact age", figures.retention_heatmaps(profile_probes, f"facts present by family and age · {verdict.profile}", order)))
         points = _verdict_points(verdict)
         if points["retention"].notna().any():
-            figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}")))
+            figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}", order)))
         if not profile_requests.empty:
             figs.append(("Cache over the session", figures.cache_over_session(profile_requests, f"cache hit rate and re-billed tokens · {verdict.profile}", order)))
         overview.append({"profile": verdict.profile, "figures": figs})
@@ -374,14 +374,15 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
     browser_rows = []
     data_by_scenario: dict[str, dict[str, Any]] = {s.name: {} for s in scenarios}
     where_by_scenario = {s.name: {str(i): int(p) for i, p in zip(s.items["id"], s.items["position"], strict=True)} for s in scenarios}
-    for cid, record in enumerate(compactions.to_dict("records")):
+    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in compactions.to_dict("records")]
+    for cid, record in enumerate(records):
         scenario = by_name.get(record["scenario"])
         if scenario is None:
             continue
         key = (record["scenario"], record["strategy"], record["profile"], int(record.get("repeat", 0)), int(record.get("compaction", 0)))
         lost = flips.get(key, [])
         lists = _id_lists(record, where_by_scenario[scenario.name])
-        summary_text = record.get("summary") if isinstance(record.get("summary"), str) else ""
+        summary_text = str(record["summary"]) if isinstance(record.get("summary"), str) else ""
         data_by_scenario[scenario.name][str(cid)] = {
             "strategy": record["strategy"], "profile": record["profile"], "repeat": key[3], "step": _clean(record.get("step")),
             "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
@@ -402,7 +403,8 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
         own_requests = requests[requests["scenario"] == scenario.name]
         own_compactions = compactions[compactions["scenario"] == scenario.name] if not compactions.empty else compactions
         timelines = []
-        for profile, frame in own_requests.groupby("profile", sort=False):
+        for profile_key, frame in own_requests.groupby("profile", sort=False):
+            profile = str(profile_key)
             points = own_compactions[own_compactions["profile"] == profile] if not own_compactions.empty else own_compactions
             window = PROFILES[profile].context_window if profile in PROFILES else None
             timelines.append(figures.context_timeline(frame, points, window, f"{scenario.name} · {profile}", order))
@@ -426,8 +428,8 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
         return {"report.html": single}
     pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES)}
     page_template = env.get_template("scenario.html.j2")
-    for section in sections:
-        pages[f"{PAGES}/{section['scenario'].page}"] = page_template.render(manifest=manifest, section=section, index="../report.html")
+    for section, scenario in zip(sections, scenarios, strict=True):
+        pages[f"{PAGES}/{scenario.page}"] = page_template.render(manifest=manifest, section=section, index="../report.html")
     report(steps, steps, f"report.html + {len(sections)} pages")
     return pages
 

@@ -152,7 +152,7 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
     def headline(strategy: str, profile: str, column: str) -> float:
         if (strategy, profile) not in pooled.index or column not in pooled.columns:
             return float("nan")
-        return float(pooled.loc[(strategy, profile), column])
+        return float(np.asarray(pooled.loc[(strategy, profile), column], dtype=float))
 
     for profile in dict.fromkeys(summary["profile"]):
         rows = []

@@ -44,6 +44,16 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def mapping_of(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a JSON object, else an empty one (recorded fields may hold anything)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def list_of(value: Any) -> list[Any]:
+    """`value` when it is a JSON array, else an empty one."""
+    return value if isinstance(value, list) else []
+
+
 def as_arguments(value: Any) -> str:
     """Tool-call arguments as JSON text (a string is kept as it was recorded)."""
     if isinstance(value, str):

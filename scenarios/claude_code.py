@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment, mapping_of
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Transcript, Usage
 
@@ -118,7 +118,7 @@ class ClaudeCodeImporter(Importer):
     @staticmethod
     def _root(node: _Line, nodes: Mapping[str, _Line]) -> str:
         seen = {node.uuid}
-        while node.parent in nodes and node.parent not in seen:
+        while node.parent is not None and node.parent in nodes and node.parent not in seen:
             node = nodes[node.parent]
             seen.add(node.uuid)
         return node.uuid
@@ -269,7 +269,7 @@ class ClaudeCodeImporter(Importer):
     def _system(builder: TranscriptBuilder, node: _Line, timestamp: str | None) -> None:
         data = node.data
         if data.get("subtype") == "compact_boundary":
-            recorded = data.get("compactMetadata") if isinstance(data.get("compactMetadata"), Mapping) else {}
+            recorded = mapping_of(data.get("compactMetadata"))
             meta = {"event": "compaction", "trigger": recorded.get("trigger"), "preTokens": recorded.get("preTokens")}
             builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
         else:
@@ -278,5 +278,5 @@ class ClaudeCodeImporter(Importer):
 
 
 def _image(block: Mapping[str, Any]) -> Any:
-    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    source = mapping_of(block.get("source"))
     return image_attachment(str(source.get("media_type") or ""), source.get("data"))

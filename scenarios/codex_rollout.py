@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_int, image_attachment
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_int, image_attachment, list_of
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Attachment, Transcript, Usage
 
@@ -170,7 +170,7 @@ def _message_text(payload: dict[str, Any]) -> str:
 
 
 def _message_images(payload: dict[str, Any]) -> list[Attachment]:
-    parts = payload.get("content") if isinstance(payload.get("content"), list) else []
+    parts = list_of(payload.get("content"))
     return [image_attachment(_data_url_mime(p.get("image_url")), p.get("image_url"))
             for p in parts if isinstance(p, dict) and p.get("type") == "input_image"]
 
@@ -324,8 +324,8 @@ class _RolloutReader:
             role = p.get("role")
             text = _message_text(p)
             if role == "assistant":
-                meta = {"codex_type": "message"} | ({"phase": p["phase"]} if p.get("phase") else {})
-                self.b.add("assistant", text, id=source_id, response=self.model_response(), timestamp=ts, meta=meta)
+                said: dict[str, Any] = {"codex_type": "message"} | ({"phase": p["phase"]} if p.get("phase") else {})
+                self.b.add("assistant", text, id=source_id, response=self.model_response(), timestamp=ts, meta=said)
                 return
             self.close_response()
             if role in ("developer", "system"):
@@ -336,11 +336,11 @@ class _RolloutReader:
             else:
                 self.b.problem(f"message with unknown role {role!r}; line kept out", number)
         elif kind == "reasoning":
-            summary = p.get("summary") if isinstance(p.get("summary"), list) else []
+            summary = list_of(p.get("summary"))
             text = "\n".join(s.get("text", "") for s in summary if isinstance(s, dict) and isinstance(s.get("text"), str))
             encrypted = p.get("encrypted_content")
-            meta = {"codex_type": "reasoning", "encrypted_len": len(encrypted) if isinstance(encrypted, str) else 0}
-            self.b.add("reasoning", text, id=source_id, response=self.model_response(), timestamp=ts, meta=meta)
+            self.b.add("reasoning", text, id=source_id, response=self.model_response(), timestamp=ts,
+                       meta={"codex_type": "reasoning", "encrypted_len": len(encrypted) if isinstance(encrypted, str) else 0})
         elif kind in CALL_TYPES:
             call_id = p.get("call_id") or p.get("id")
             if not call_id:
@@ -349,7 +349,7 @@ class _RolloutReader:
             arguments = p.get("arguments") if kind == "function_call" else p.get("input") if kind == "custom_tool_call" else p.get("action")
             if not isinstance(arguments, str):
                 arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
-            meta = {"codex_type": kind} | ({"status": p["status"]} if p.get("status") is not None else {})
+            meta: dict[str, Any] = {"codex_type": kind} | ({"status": p["status"]} if p.get("status") is not None else {})
             self.b.add("tool_call", call_id=str(call_id), tool_name=str(p.get("name") or "local_shell"), arguments=arguments,
                        id=source_id, response=self.model_response(), timestamp=ts, meta=meta)
         elif kind in OUTPUT_TYPES:
@@ -359,7 +359,7 @@ class _RolloutReader:
                 self.b.problem(f"{kind} without call_id; line kept out", number)
                 return
             text, envelope, images = decode_output(p.get("output"))
-            meta: dict[str, Any] = {"codex_type": kind}
+            meta = {"codex_type": kind}
             exit_code = None
             if envelope is not None:
                 meta["output_envelope"] = envelope
@@ -370,8 +370,8 @@ class _RolloutReader:
                        timestamp=ts, meta=meta)
         elif kind == "agent_message":
             self.close_response()
-            text = p.get("message") if isinstance(p.get("message"), str) else _message_text(p)
-            self.b.add("user", text, id=source_id, synthetic=True, timestamp=ts, meta={"codex_type": "agent_message"})
+            message = p.get("message")
+            self.b.add("user", message if isinstance(message, str) else _message_text(p), id=source_id, synthetic=True, timestamp=ts, meta={"codex_type": "agent_message"})
         elif kind in MARKER_ITEM_TYPES:
             self.b.add("marker", "", id=source_id, timestamp=ts, meta={"event": kind, "codex_type": kind})
         else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,10 @@ MESSAGE_COLUMNS = ("messages", "conversations", "traj", "history")
 LOADERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 #: ShareGPT-style role names mapped to chat roles.
 ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "observation": "tool"}
+
+
+def _where(row: int, message: int) -> str:
+    return f"row {row} message {message}"
 
 
 def offline() -> bool:
@@ -82,7 +87,7 @@ class HFDatasetImporter(Importer):
             if not isinstance(value, list):
                 raise ImportFailure(f"{path}: row {n}: column {column!r} is a {type(value).__name__}, expected a list of messages")
             chat = [self._message(m, role_key, content_key) for m in value]
-            add_messages(builder, chat, where=lambda m, n=n: f"row {n} message {m}")
+            add_messages(builder, chat, where=partial(_where, n))
             if model_column and isinstance(row.get(model_column), str):
                 builder.model = row[model_column]
             name = row.get(id_column) if id_column else None

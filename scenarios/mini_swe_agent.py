@@ -51,6 +51,7 @@ class MiniSweAgentImporter(Importer):
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         data, problems = read_json_reported(path)
+        info: Any
         if isinstance(data, list):
             messages, info, instance = data, {}, None
         elif isinstance(data, Mapping) and isinstance(data.get("messages"), list):

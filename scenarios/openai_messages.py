@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of
 from compaction_bench.scenarios.openai_style import add_messages, sniff_messages
 from compaction_bench.scenarios.readers import SURROGATE_PROBLEM, parse_json, read_json_reported, read_jsonl, read_text, scrubbed
 from compaction_bench.transcript import Transcript
@@ -71,7 +71,7 @@ class OpenAIMessagesImporter(Importer):
         builder = TranscriptBuilder(path, FORMAT)
         builder.problems.extend(problems)
         add_messages(builder, entry["traj"], where=lambda m: f"run {n} message {m}")
-        info = entry.get("info") if isinstance(entry.get("info"), Mapping) else {}
+        info = mapping_of(entry.get("info"))
         meta = {"container": "tau-bench", "task_id": entry.get("task_id"), "trial": entry.get("trial"), "reward": entry.get("reward")}
         if "user_cost" in info:
             meta["user_cost"] = info["user_cost"]

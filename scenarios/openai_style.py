@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment, mapping_of
 from compaction_bench.transcript import Attachment, Usage
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -26,8 +26,8 @@ def openai_usage(data: Any) -> Usage | None:
     """Usage from an OpenAI / LiteLLM `usage` dict (`prompt_tokens` includes the cached part)."""
     if not isinstance(data, Mapping) or not data:
         return None
-    details = data.get("prompt_tokens_details") if isinstance(data.get("prompt_tokens_details"), Mapping) else {}
-    out_details = data.get("completion_tokens_details") if isinstance(data.get("completion_tokens_details"), Mapping) else {}
+    details = mapping_of(data.get("prompt_tokens_details"))
+    out_details = mapping_of(data.get("completion_tokens_details"))
     cached = as_int(details.get("cached_tokens")) or as_int(data.get("prompt_cache_hit_tokens")) or as_int(
         data.get("cache_read_input_tokens")
     )
@@ -128,7 +128,7 @@ def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: s
         builder.problem(f"{where}: a tool call is not an object; kept as a marker", line)
         builder.add("marker", json.dumps(call, ensure_ascii=False), meta={"event": "unreadable-tool-call"})
         return
-    function = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+    function = mapping_of(call.get("function"))
     call_id = call.get("id") or f"call-{len(builder.items)}"
     builder.add(
         "tool_call",

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure, read_head
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text, mapping_of
 from compaction_bench.scenarios.openai_style import openai_usage
 from compaction_bench.scenarios.readers import read_json_reported, read_jsonl
 from compaction_bench.transcript import Attachment, Transcript
@@ -40,7 +40,7 @@ _EVENT_RE = re.compile(
 
 def _call_arguments(metadata: Mapping[str, Any], call_id: str, args: Mapping[str, Any]) -> str:
     """The arguments the model sent for `call_id` (from the raw response), else the action's args."""
-    response = metadata.get("model_response") if isinstance(metadata.get("model_response"), Mapping) else {}
+    response = mapping_of(metadata.get("model_response"))
     for choice in response.get("choices") or []:
         message = choice.get("message") if isinstance(choice, Mapping) else None
         for call in (message or {}).get("tool_calls") or []:
@@ -73,7 +73,7 @@ class _Run:
                 self.builder.add("marker", as_text(event.get("message")), meta={"event": "unknown-event"})
 
     def _response(self, metadata: Mapping[str, Any]) -> int:
-        raw = metadata.get("model_response") if isinstance(metadata.get("model_response"), Mapping) else {}
+        raw = mapping_of(metadata.get("model_response"))
         key = str(raw.get("id") or "")
         if not key:
             return self.builder.new_response()
@@ -87,11 +87,13 @@ class _Run:
     def action(self, n: int, event: Mapping[str, Any]) -> None:
         b = self.builder
         kind = str(event.get("action"))
-        args = event.get("args") if isinstance(event.get("args"), Mapping) else {k: v for k, v in event.items() if k != "action"}
+        args: Mapping[str, Any] = mapping_of(event["args"]) if isinstance(event.get("args"), Mapping) else {
+            k: v for k, v in event.items() if k != "action"
+        }
         event_id = event.get("id", n)
         ts = event.get("timestamp") if isinstance(event.get("timestamp"), str) else None
         source = event.get("source") or ("user" if n == 0 else "agent")
-        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), Mapping) else {}
+        metadata = mapping_of(event.get("tool_call_metadata"))
         ident = f"event-{event_id}"
         if kind == "system":
             b.add("system", as_text(args.get("content") or event.get("message")), id=ident, timestamp=ts)
@@ -128,7 +130,7 @@ class _Run:
         kind = str(event.get("observation"))
         ts = event.get("timestamp") if isinstance(event.get("timestamp"), str) else None
         ident = f"event-{event.get('id', n)}"
-        metadata = event.get("tool_call_metadata") if isinstance(event.get("tool_call_metadata"), Mapping) else {}
+        metadata = mapping_of(event.get("tool_call_metadata"))
         text = as_text(event.get("content"))
         call_id = metadata.get("tool_call_id") or self.calls_by_event.get(str(event.get("cause")))
         if not call_id and "cause" not in event and "id" not in event and self.unanswered:
@@ -137,7 +139,7 @@ class _Run:
             call_id = str(call_id)
             if call_id in self.unanswered:
                 self.unanswered.remove(call_id)
-            extras = event.get("extras") if isinstance(event.get("extras"), Mapping) else {}
+            extras = mapping_of(event.get("extras"))
             exit_code = (extras.get("metadata") or {}).get("exit_code") if isinstance(extras.get("metadata"), Mapping) else event.get("exit_code")
             b.add(
                 "tool_result",
@@ -179,11 +181,11 @@ class OpenHandsImporter(Importer):
             if not isinstance(record, Mapping) or not isinstance(record.get("history"), list):
                 lines.problems.append(f"{path}:{number}: not an OpenHands run (no 'history' list); line kept out")
                 continue
-            issue = record.get("issue") if isinstance(record.get("issue"), Mapping) else {}
+            issue = mapping_of(record.get("issue"))
             name = record.get("instance_id") or issue.get("number") or number
             meta = {k: record[k] for k in ("metrics", "error", "success", "test_result") if k in record}
-            metadata = record.get("metadata") if isinstance(record.get("metadata"), Mapping) else {}
-            config = metadata.get("llm_config") if isinstance(metadata.get("llm_config"), Mapping) else {}
+            metadata = mapping_of(record.get("metadata"))
+            config = mapping_of(metadata.get("llm_config"))
             model = config.get("model") if isinstance(config.get("model"), str) else None
             out.append(self._run(path, record["history"], lines.problems, f"{path.stem}:{name}", number, meta, model))
         if not out:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of
 from compaction_bench.scenarios.openai_style import actions_to_tool_calls, add_messages
 from compaction_bench.scenarios.readers import read_json_reported
 from compaction_bench.transcript import Transcript
@@ -79,7 +79,7 @@ class SweAgentImporter(Importer):
         builder.model = model_name(data)
         history = split_tool_messages(actions_to_tool_calls(data["history"], action_of))
         add_messages(builder, history, where=lambda n: f"history message {n}", is_synthetic=lambda m: bool(m.get("is_demo")))
-        info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
+        info = mapping_of(data.get("info"))
         meta: dict[str, Any] = {"recorded_steps": len(data.get("trajectory") or [])}
         if isinstance(info.get("model_stats"), Mapping):
             meta["aggregate_usage"] = info["model_stats"]

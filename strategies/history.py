@@ -35,14 +35,32 @@ class ItemHistory:
     def render(self, items: Sequence[Item] | None = None) -> list[Message]:
         """Wire messages for items (default: the whole history); an assistant's text and tool calls fold together.
 
-        Folded messages are memoized by the ids they carry, so every request reuses the same objects.
+        Folded messages are memoized by the ids they carry, so every request reuses the same objects
+        and a fold is built once, not on every request (the grouping is `merge_assistant`'s: a run
+        of assistant messages with tool calls folds into the assistant message before it).
         """
-        out = []
-        for message in merge_assistant([self.message(i) for i in (self.items if items is None else items)]):
-            if len(message.item_ids) > 1:
-                message = self._merged.setdefault(message.item_ids, message)
-            out.append(message)
+        out: list[Message] = []
+        group: list[Message] = []
+        for item in self.items if items is None else items:
+            message = self.message(item)
+            if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
+                group.append(message)
+                continue
+            if group:
+                out.append(self._fold(group))
+            group = [message]
+        if group:
+            out.append(self._fold(group))
         return out
+
+    def _fold(self, group: list[Message]) -> Message:
+        if len(group) == 1:
+            return group[0]
+        ids = tuple(i for m in group for i in m.item_ids)
+        merged = self._merged.get(ids)
+        if merged is None:
+            merged = self._merged[ids] = merge_assistant(group)[0]
+        return merged
 
     def __len__(self) -> int:
         return len(self.items)

@@ -152,7 +152,11 @@ class PiStrategy(Strategy):
         self.check_before_next_call = False
         self.navigated_from: str | None = None
         self._own_ids = 0
-        self._wire_cache: dict[PiMessage, list[Message]] = {}
+        #: Converted messages by object identity (hashing a message's fields on every request is
+        #: the cost); the message is kept with its conversion so its id cannot be reused.
+        self._wire_cache: dict[int, tuple[PiMessage, list[Message]]] = {}
+        #: `agent_messages` for one (leaf, entry count, removed count): the tree is append-only.
+        self._context_memo: tuple[tuple[str | None, int, int], list[PiMessage]] | None = None
 
     # ------------------------------------------------------------------ clock and ids
     def _tick(self, raw_ms: float | None = None) -> float:
@@ -196,17 +200,20 @@ class PiStrategy(Strategy):
 
     def agent_messages(self) -> list[PiMessage]:
         """The agent's in-memory messages: the session context minus removed errored assistants."""
-        context = build_session_context(self.tree.path(), nested_compactions=self.rules.nested_compactions)
-        return [m for m in context if id(m) not in self.removed]
+        key = (self.tree.leaf, len(self.tree.entries), len(self.removed))
+        if self._context_memo is None or self._context_memo[0] != key:
+            context = build_session_context(self.tree.path(), nested_compactions=self.rules.nested_compactions)
+            self._context_memo = (key, [m for m in context if id(m) not in self.removed])
+        return list(self._context_memo[1])
 
     def _last_assistant(self) -> PiMessage | None:
         return next((m for m in reversed(self.agent_messages()) if m.role == "assistant"), None)
 
     def _convert(self, message: PiMessage) -> list[Message]:
-        cached = self._wire_cache.get(message)
+        cached = self._wire_cache.get(id(message))
         if cached is None:
-            cached = self._wire_cache[message] = convert_message(message)
-        return cached
+            cached = self._wire_cache[id(message)] = (message, convert_message(message))
+        return cached[1]
 
     def wire(self) -> list[Message]:
         return self.system + to_wire(self.agent_messages(), convert=self._convert)

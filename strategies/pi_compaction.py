@@ -363,7 +363,8 @@ def prepare_compaction(
     start = prev + 1
     if rules.boundary_from_first_kept and prev >= 0:
         first_kept = path[prev].first_kept_id
-        start = next((i for i in range(prev) if path[i].id == first_kept), prev + 1)
+        # Entry ids are unique on a path: searching back from the compaction finds it sooner.
+        start = next((i for i in range(prev - 1, -1, -1) if path[i].id == first_kept), prev + 1)
     end = len(path)
     user_images = rules.user_images
     if rules.tokens_before_full_context:

@@ -136,6 +136,10 @@ class SessionTree:
     def __init__(self) -> None:
         self.entries: dict[str, Entry] = {}
         self.leaf: str | None = None
+        # The last path built, root first, and each of its ids' positions: entries are append-only
+        # and never change parent, so a later path shares its prefix up to the first common entry.
+        self._path: list[Entry] = []
+        self._position: dict[str, int] = {}
 
     def append(self, entry: Entry) -> Entry:
         if entry.id in self.entries:
@@ -149,14 +153,26 @@ class SessionTree:
         self.leaf = entry_id
 
     def path(self, leaf: str | None = None) -> list[Entry]:
-        """Root-first entries from the root to `leaf` (default: the current leaf)."""
-        out: list[Entry] = []
+        """Root-first entries from the root to `leaf` (default: the current leaf).
+
+        Walks up only to the nearest entry of the previous path, so a leaf a few appends further
+        costs a few steps, not the whole history."""
+        walked: list[Entry] = []
         current = self.leaf if leaf is None else leaf
-        while current is not None:
+        position = self._position
+        while current is not None and current not in position:
             entry = self.entries[current]
-            out.append(entry)
+            walked.append(entry)
             current = entry.parent
-        return out[::-1]
+        keep = 0 if current is None else position[current] + 1
+        cached = self._path
+        for entry in cached[keep:]:
+            del position[entry.id]
+        del cached[keep:]
+        for entry in reversed(walked):
+            position[entry.id] = len(cached)
+            cached.append(entry)
+        return list(cached)
 
 
 def entry_message(entry: Entry) -> PiMessage | None:
@@ -182,7 +198,8 @@ def build_session_context(path: Sequence[Entry], *, nested_compactions: bool) ->
         return [m for m in (entry_message(e) for e in path if e.type != "compaction") if m is not None]
     compaction = path[k]
     out = [compaction.summary_message]
-    start = next((i for i in range(k) if path[i].id == compaction.first_kept_id), k)
+    # Entry ids are unique on a path: searching back from the compaction finds the same entry sooner.
+    start = next((i for i in range(k - 1, -1, -1) if path[i].id == compaction.first_kept_id), k)
     for entry in path[start:k]:
         if entry.type == "compaction" and not nested_compactions:
             continue

@@ -109,11 +109,10 @@ class TwoSummaries(NoCompaction):
     def on_user_turn(self, item):
         if item.turn == 1:
             before = self.history.render()
-            window = self.ctx.profile.context_window
             from compaction_bench.strategy import SummaryOverflow
 
-            with pytest.raises(SummaryOverflow):
-                self.ctx.summarize(Request((*before, Message("user", "Summarize.")), kind="summary", max_output_tokens=window))
+            with pytest.raises(SummaryOverflow):  # far beyond the 20,000-token window
+                self.ctx.summarize(Request((*before, Message("user", FILLER * 60)), kind="summary", max_output_tokens=300))
             first = self.ctx.summarize(Request((*before, Message("user", "Summarize.")), kind="summary", max_output_tokens=300))
             second = self.ctx.summarize(Request((Message("user", "Summarize the last step only."),), kind="summary", max_output_tokens=100))
             summarized = [i.id for i in self.history.items if i.kind != "system"]
@@ -133,7 +132,7 @@ class TwoSummaries(NoCompaction):
 
 def test_each_summarizer_call_is_linked_to_its_summary_request():
     items = [*session(3).items[:-1], Item("u1", "user", "Now the tests.", turn=1), Item("a1", "assistant", "Done.", response=4, turn=1)]
-    result = bench.replay(Transcript("two", tuple(items)), TwoSummaries, profile="gpt-5")
+    result = bench.replay(Transcript("two", tuple(items)), TwoSummaries, profile=replace(get_profile("gpt-5"), context_window=20_000))
     (compaction,) = result.compactions
     summaries = [r for r in result.requests if r.kind == "summary"]
     assert [r.overflow for r in summaries] == [True, False, False]

@@ -182,7 +182,7 @@ def test_python_dash_m_keeps_the_exit_status(served_runs):
     ("arguments", "message"),
     [
         (["--prompt", "codex_sumary.j2=new.j2"], "no template named 'codex_sumary.j2'; templates: "),
-        (["-j", "-1"], "-1"),
+        (["-j", "-1"], "greater than or equal to 0"),
     ],
 )
 def test_run_refuses_a_misspelled_template_and_negative_jobs(tmp_path, arguments, message):
@@ -197,3 +197,21 @@ def test_run_refuses_a_misspelled_template_and_negative_jobs(tmp_path, arguments
 def test_the_manifest_records_what_the_gate_compares(offline_runs):
     manifest = json.loads((offline_runs["templates"] / "manifest.json").read_text(encoding="utf-8"))
     assert set(manifest["config"]["prompts"]) == set(TEMPLATES)
+
+
+def test_compare_refuses_runs_that_are_not_comparable(offline_runs):
+    out = subprocess.run([BENCH, "compare", str(offline_runs["baseline"]), str(offline_runs["answered"])], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "answerer differs" in out.stderr
+    allowed = subprocess.run(
+        [BENCH, "compare", str(offline_runs["baseline"]), str(offline_runs["answered"]), "--allow-different-inputs"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert allowed.returncode == 0 and "allowed difference: answerer differs" in allowed.stderr
+
+
+def test_the_terminal_says_when_summary_retention_measures_the_offline_heuristic(offline_runs, served_runs):
+    from compaction_bench.reports.leaderboard import offline_note
+
+    note = offline_note(offline_runs["baseline"])
+    assert note is not None and "heuristic" in note and "offline/extractive" in note
+    assert offline_note(served_runs["baseline"]) is None

@@ -205,17 +205,19 @@ def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list():
 
     from compaction_bench.provider import RECENT_ENTRIES
     from compaction_bench.scenarios.synthetic import generate
+    from compaction_bench.tokens import HiddenTokens
 
     scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
     result = replay(scenario.transcript, "codex-local", profile="32k")
     assert result.compactions and any(r.kind == "summary" for r in result.requests)
-    counter = SimulatedProvider(get_profile("32k"))
+    counter = SimulatedProvider(get_profile("32k"), hidden=HiddenTokens.of(scenario.transcript))  # counts as the replay's provider does
     recent: deque[set[Message]] = deque(maxlen=RECENT_ENTRIES)
     for request in result.requests:
         if not request.sent:
             continue
         known = [any(m in entry for entry in recent) for m in request.messages]
-        counts = [counter.message_tokens(m) for m in request.messages]
+        ends = counter.boundaries(request.messages)
+        counts = [end - start for start, end in zip([0, *ends], ends, strict=False)]
         assert request.rebilled_tokens == rebilled_tokens(counts, known, request.cached_tokens), request.index
         recent.append(set(request.messages))
     assert sum(r.rebilled_tokens for r in result.requests) > 0

@@ -123,7 +123,7 @@ def test_truncate_silently_loses_what_it_drops():
     result = bench.replay(session(), "truncate", profile=replace(get_profile("gpt-5"), context_window=7_000))
     cell = measure_cell(result, [TOKEN], answerer=None)
     assert cell.compactions, "a 7k window must make truncate drop turns"
-    for row, record in zip(cell.compactions, result.compactions):
+    for row, record in zip(cell.compactions, result.compactions, strict=True):
         assert row["silent_loss"] == len(record.dropped_ids) > 0
         assert row["estimate_error"] == 0  # truncate decides on the true count
         assert set(row["dropped_ids"]).isdisjoint(row["kept_ids"])

@@ -38,3 +38,8 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     # The plots were drawn.
     if path.name != "quickstart.ipynb":
         assert any("image/png" in o.get("data", {}) for o in outputs)
+    else:
+        # bench.run() in a notebook shows its progress as an HTML bar, updated in place up to the end of finalize.
+        bars = [o["data"]["text/html"] for o in outputs if "<progress" in o.get("data", {}).get("text/html", "")]
+        assert any("finalize" in bar and "</progress> 5/5" in bar for bar in bars)
+        assert any("cells" in bar and "</progress> 3/3" in bar for bar in bars)

@@ -24,7 +24,7 @@ def turns_of(sizes: list[int]) -> Transcript:
     response = 0
     for turn, size in enumerate(sizes):
         items.append(Item(f"u{turn}", "user", f"request {turn}", turn=turn))
-        for k in range(size - 1):
+        for _ in range(size - 1):
             items += [
                 Item(f"c{response}", "tool_call", call_id=f"k{response}", tool_name="read", arguments="{}", response=response, turn=turn),
                 Item(f"r{response}", "tool_result", f"output {response}", call_id=f"k{response}", turn=turn),

@@ -51,6 +51,7 @@ def test_the_run_folder_describes_its_inputs(finished):
     # The probes actually asked: mined for the file, given for the in-memory scenario.
     assert load_probes(run_dir / in_memory["probes_file"]) == list(small.probes)
     assert len(load_probes(run_dir / from_file["probes_file"])) == from_file["probes"] > 0
+    assert from_file["probes_sha256"] == hashlib.sha256((run_dir / from_file["probes_file"]).read_bytes()).hexdigest()
     assert manifest["profiles"]["32k"] == get_profile("32k").to_dict()
     # Every template codex-local rendered (its summary prompt among them), with its text and that text's hash.
     assert "codex_summary.j2" in manifest["templates"] and set(manifest["templates"]) == set(manifest["template_hashes"])
@@ -148,3 +149,15 @@ def test_bench_score_command(finished, tmp_path):
     pd.testing.assert_frame_equal(scored["requests"], original["requests"])
     assert scored["probes"]["correct"].isna().all() and list(scored["probes"]["present"]) == list(original["probes"]["present"])
     assert json.loads((tmp_path / "cli" / "manifest.json").read_text())["config"]["answerer"] == ""
+
+
+def test_score_in_place_replaces_the_runs_own_tables_with_equal_ones(finished, tmp_path):
+    import shutil
+
+    run_dir, _, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    assert score(copy, in_place=True, report=False) == copy
+    for name in TABLES:
+        pd.testing.assert_frame_equal(load_run(copy)[name], load_run(run_dir)[name], check_exact=True)
+    assert json.loads((copy / "manifest.json").read_text())["scored"]["from"] == str(copy.resolve())

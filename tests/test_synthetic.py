@@ -222,7 +222,10 @@ def test_truncate_compacts_every_scenario_at_least_twice_at_64k(suite):
         assert len(replay(scenario.transcript, "truncate", profile="64k").compactions) >= 2, scenario.name
 
 
-COMPACTING = sorted(set(strategies()) - {"none", "truncate"})
+#: Anthropic's server-side edits trigger at 100,000 / 150,000 input tokens by default: never inside 64k.
+#: Claude Code 2.0.57 has no reactive compaction: once a huge output overflows a request, its stale
+#: count never reaches the threshold again (docs/specs/claude-code.md §2.3), by design.
+COMPACTING = sorted(set(strategies()) - {"none", "truncate", "anthropic-clear-tool-uses", "anthropic-compact", "claude-code"})
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ def growth_exponent(points: dict[int, float]) -> float:
     xs = [math.log(s) for s in points]
     ys = [math.log(t) for t in points.values()]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
 def pytest_collection_modifyitems(items):

@@ -1,7 +1,12 @@
-"""Import speed: seconds per MB of the largest recorded Claude Code transcript (pytest-benchmark).
+"""Import speed: CPU time per MB of the largest recorded transcript of each corpus format (pytest-benchmark).
 
-Run with `pytest tests/benchmarks --benchmark-enable` for statistics; with benchmarks disabled
-(the default) the import runs once as a plain test. Speed is reported (README), never asserted.
+Per format folder of the shared corpora, its largest file is imported (`load_transcripts`: format
+detection, parsing, every session of the file); the best CPU time (`time.process_time`) of the
+calls is divided by the file's size. With `--benchmark-enable` pytest-benchmark repeats the call
+and keeps its statistics; disabled (the default) each import runs once. The session end prints one
+row per format. Speed is reported (README, section Measured), never asserted.
+
+    .venv/bin/python -m pytest tests/benchmarks/test_import_speed.py -m benchmarks -s
 """
 
 from __future__ import annotations
@@ -11,18 +16,38 @@ import time
 import pytest
 
 from compaction_bench.importing import load_transcripts
-from tests.conftest import corpus_files
+from tests.conftest import CORPORA, corpus_files
+
+FORMATS = sorted(p.name for p in CORPORA.iterdir() if p.is_dir()) if CORPORA.exists() else []
+_rows: list[tuple[str, str, float, float, int]] = []
 
 
 @pytest.mark.corpora
-def test_claude_code_import_speed_per_mb(benchmark):
-    path = max(corpus_files("claude-code-jsonl"), key=lambda p: p.stat().st_size)
+@pytest.mark.parametrize("folder", FORMATS)
+def test_import_cpu_per_mb(benchmark, folder):
+    path = max(corpus_files(folder), key=lambda p: p.stat().st_size)
     megabytes = path.stat().st_size / 1e6
-    started = time.perf_counter()
-    transcripts = benchmark(load_transcripts, path)
-    elapsed = time.perf_counter() - started
-    stats = getattr(benchmark, "stats", None)
-    best = stats.stats.min if stats else elapsed
-    benchmark.extra_info.update({"megabytes": round(megabytes, 3), "seconds_per_mb": best / megabytes})
-    print(f"\n{path.name}: {megabytes:.2f} MB, {best / megabytes * 1000:.1f} ms/MB, {megabytes / best:.1f} MB/s")
-    assert transcripts and len(transcripts[0].items) > 500
+    cpu: list[float] = []
+
+    def load():
+        started = time.process_time()
+        out = load_transcripts(path)
+        cpu.append(time.process_time() - started)
+        return out
+
+    transcripts = benchmark(load)
+    best = min(cpu)
+    benchmark.extra_info.update({"megabytes": round(megabytes, 3), "cpu_seconds_per_mb": best / megabytes})
+    _rows.append((folder, path.name, megabytes, best, sum(len(t.items) for t in transcripts)))
+    assert transcripts and all(t.items for t in transcripts)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_rows(request):
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and _rows:
+        reporter.write_line("")
+        reporter.write_line("import CPU time per MB (largest file of each corpus format):")
+        for folder, name, mb, seconds, items in _rows:
+            reporter.write_line(f"{folder:<24} {name[:40]:<40} {mb:5.2f} MB  {items:>7,} items  {seconds:6.3f}s CPU  {seconds / mb * 1000:6.1f} ms/MB")

@@ -1,0 +1,169 @@
+"""The linear-time rewrites of issue 18 send, request for request, what the code before them sent.
+
+Two kinds of evidence:
+
+- goldens: a digest of every request (kind, true tokens, the strategy's estimate and threshold,
+  overflow, and each message's role, text, item ids and tool calls) of a replay of one real Pi
+  session at 32k and one synthetic session at 64k, recorded once with the code as it was before
+  the rewrite (`observation-masking` rendering every message on every request, `SessionTree.path`
+  walking the whole tree, Pi's session context rebuilt on every call, `ItemHistory.render` folding
+  assistant messages anew on every request, `utf16_len` counting character by character, which
+  OpenCode's and Pi's estimates use);
+- references kept here: the old, obviously-correct algorithms (a full re-render with
+  `dataclasses.replace` for masking, a parent walk for the session path) replayed side by side
+  with the optimized ones, compared message for message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import replace
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.request import Message, Request, merge_assistant
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.strategies.baselines import ObservationMasking
+from compaction_bench.strategies.pi import Pi, Pi202512
+from compaction_bench.strategies.pi_session_tree import Entry, SessionTree, build_session_context
+from tests.conftest import CORPORA
+
+PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
+
+#: (requests, compactions, digest) per strategy and source, recorded from the code before issue 18.
+GOLDEN = {
+    ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
+    ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
+    ("truncate", "pi"): (454, 11, "4b4b12bee01ae623"),
+    ("truncate", "synthetic"): (427, 7, "a3d82e9c24f6c826"),
+    ("observation-masking", "pi"): (454, 356, "e2b87a533956b2b4"),
+    ("observation-masking", "synthetic"): (427, 186, "75020d616593fe8a"),
+    ("pi", "pi"): (843, 178, "85b5d2b781fb59a4"),
+    ("pi", "synthetic"): (441, 7, "f2264782fcb4a81c"),
+    ("pi-2026-03", "pi"): (469, 15, "b070cf86452c00b2"),
+    ("pi-2026-03", "synthetic"): (438, 7, "72d1e332c4981226"),
+    ("pi-2025-12", "pi"): (472, 18, "f43d639d62a39c20"),
+    ("pi-2025-12", "synthetic"): (433, 6, "a1d203e61e1b304b"),
+    ("opencode-v1", "synthetic"): (438, 7, "c8e05ed0e3abca8c"),
+    ("opencode-v2", "pi"): (475, 21, "5627c5be6ad0e7a6"),
+    ("opencode-v2", "synthetic"): (434, 7, "3e2ac054c4472014"),
+}
+
+
+def digest(result: bench.ReplayResult) -> tuple[int, int, str]:
+    h = hashlib.sha256()
+    for r in result.requests:
+        messages = [
+            (m.role, m.content, m.item_ids, tuple((c.id, c.name, c.arguments) for c in m.tool_calls), m.tool_call_id) for m in r.messages
+        ]
+        h.update(repr((r.kind, r.true_tokens, r.estimate_tokens, r.threshold, r.overflow, messages)).encode())
+    return len(result.requests), len(result.compactions), h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> bench.Transcript:
+    return generate("short-turns", seed=0, target_tokens=200_000).transcript
+
+
+def _source(name: str, synthetic: bench.Transcript) -> tuple[bench.Transcript, str]:
+    if name == "synthetic":
+        return synthetic, "64k"
+    if not PI_SESSION.exists():
+        pytest.skip("shared corpora not available")
+    return bench.load_transcript(PI_SESSION), "32k"
+
+
+@pytest.mark.parametrize(("strategy", "source"), list(GOLDEN))
+def test_requests_match_the_recording_of_the_code_before(strategy, source, synthetic):
+    transcript, profile = _source(source, synthetic)
+    assert digest(bench.replay(transcript, strategy, profile=profile)) == GOLDEN[(strategy, source)]
+
+
+# ------------------------------------------------------------------ references
+class ReferenceMasking(ObservationMasking):
+    """Masking as first written: every request re-renders the whole history."""
+
+    def _render_all(self) -> list[Message]:
+        out = []
+        for item in self.history.items:
+            message = self.history.message(item)
+            if item.id in self._masked:
+                message = replace(message, content=self.options.placeholder.format(lines=item.text.count("\n") + 1), attachments=())
+            out.append(message)
+        return merge_assistant(out)
+
+    def request(self) -> Request:
+        cutoff = self._steps - self.options.keep_last
+        newly = [rid for rid, step in self._result_step.items() if step < cutoff and rid not in self._masked]
+        if newly:
+            before = self._render_all()
+            self._masked.update(newly)
+            after = self._render_all()
+            self.ctx.record_compaction(trigger="masking", before=before, after=after, summary=None, details={"masked": newly}, probe=False)
+            return Request(after)
+        return Request(self._render_all())
+
+
+def _same_replays(a: bench.ReplayResult, b: bench.ReplayResult) -> None:
+    assert len(a.requests) == len(b.requests)
+    for x, y in zip(a.requests, b.requests, strict=True):
+        assert (x.kind, x.step, x.true_tokens, x.estimate_tokens, x.messages) == (y.kind, y.step, y.true_tokens, y.estimate_tokens, y.messages)
+    assert [(c.step, c.trigger, c.before, c.after, c.details) for c in a.compactions] == [
+        (c.step, c.trigger, c.before, c.after, c.details) for c in b.compactions
+    ]
+
+
+@pytest.mark.parametrize("keep_last", [0, 3, 10])
+def test_masking_equals_the_full_rerender(synthetic, keep_last):
+    options = {"keep_last": keep_last}
+    _same_replays(
+        bench.replay(synthetic, ObservationMasking, options=options), bench.replay(synthetic, ReferenceMasking, options=options)
+    )
+
+
+def naive_path(tree: SessionTree, leaf: str | None = None) -> list[Entry]:
+    out = []
+    current = tree.leaf if leaf is None else leaf
+    while current is not None:
+        out.append(tree.entries[current])
+        current = tree.entries[current].parent
+    return out[::-1]
+
+
+def test_session_path_equals_the_parent_walk_under_random_branching():
+    rng = random.Random(7)
+    tree = SessionTree()
+    ids: list[str] = []
+    for n in range(3000):
+        if ids and rng.random() < 0.1:
+            tree.branch(rng.choice(ids))  # navigate anywhere, then grow from there
+        elif ids and rng.random() < 0.02:
+            tree.branch(None)  # a new root
+        tree.append(Entry(f"e{n}", tree.leaf, "message", float(n)))
+        ids.append(f"e{n}")
+        probe = rng.choice(ids) if rng.random() < 0.3 else None
+        assert tree.path(probe) == naive_path(tree, probe)
+        assert tree.path() == naive_path(tree)
+
+
+class _ReferencePiMixin:
+    """Pi's agent messages rebuilt from a full parent walk on every call (no path cache, no memo)."""
+
+    def agent_messages(self):
+        context = build_session_context(naive_path(self.tree), nested_compactions=self.rules.nested_compactions)
+        return [m for m in context if id(m) not in self.removed]
+
+
+class ReferencePi(_ReferencePiMixin, Pi):
+    pass
+
+
+class ReferencePi202512(_ReferencePiMixin, Pi202512):
+    pass
+
+
+@pytest.mark.parametrize(("fast", "reference"), [(Pi, ReferencePi), (Pi202512, ReferencePi202512)])
+def test_pi_equals_the_uncached_session_context(synthetic, fast, reference):
+    _same_replays(bench.replay(synthetic, fast, profile="32k"), bench.replay(synthetic, reference, profile="32k"))

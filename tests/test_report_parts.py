@@ -1,0 +1,81 @@
+"""Pieces of the report with hand-built inputs: scenario names people recognise, integrity findings with the
+items around the orphan, the glossary, and JSON that cannot close its script element."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from compaction_bench.reports.html import describe, integrity_findings, json_script
+from compaction_bench.runner import scenario_name
+from compaction_bench.transcript import Item, Transcript
+
+
+def transcript(session: str, title: str = "") -> Transcript:
+    return Transcript(session, (Item("u1", "user", "hello"),), meta={"title": title} if title else {})
+
+
+def test_scenarios_are_named_after_their_file():
+    taken: set[str] = set()
+    one = scenario_name(Path("/data/codex/rollout-1.jsonl"), transcript("019a7ae6"), 0, 1, taken)
+    assert one == "rollout-1.jsonl"
+    taken.add(one)
+    several = [scenario_name(Path("/data/tau/results.json"), transcript(f"s{n}", "retail task" if n == 1 else ""), n, 3, taken) for n in range(3)]
+    assert several == ["results.json #1", "results.json #2 retail task", "results.json #3"]
+    taken.update(several)
+    # The same file name in another folder gets its folder in front.
+    assert scenario_name(Path("/other/codex/rollout-1.jsonl"), transcript("x"), 0, 1, taken) == "codex/rollout-1.jsonl"
+
+
+def test_integrity_findings_show_the_items_around_the_orphan():
+    items = pd.DataFrame(
+        [
+            {"scenario": "s", "position": n, "id": f"i{n}", "kind": kind, "call_id": call, "text": text}
+            for n, (kind, call, text) in enumerate(
+                [("user", None, "fix it"), ("assistant", None, "looking"), ("tool_call", "c1", "shell({})"), ("tool_result", "c1", "ok"),
+                 ("tool_call", "c2", "read({})"), ("assistant", None, "done"), ("user", None, "thanks"), ("assistant", None, "bye")]
+            )
+        ]
+    )
+    detail = [{"format": "anthropic", "kind": "orphan_call", "call_id": "c2", "messages": [3]}]
+    requests = pd.DataFrame([
+        {"scenario": "s", "strategy": "truncate", "profile": "64k", "request": 7, "step": 4, "integrity_anthropic": 1,
+         "integrity_recorded_anthropic": 0, "integrity_detail": json.dumps(detail)},
+        {"scenario": "s", "strategy": "truncate", "profile": "64k", "request": 8, "step": 5, "integrity_anthropic": 0,
+         "integrity_recorded_anthropic": 2, "integrity_detail": "[]"},
+    ])
+    findings, total = integrity_findings(requests, items, "s")
+    assert total == 1 and len(findings) == 1
+    finding = findings[0]
+    assert (finding["request"], finding["kind"], finding["call_id"]) == (7, "orphan_call", "c2")
+    excerpt = finding["excerpt"]
+    assert excerpt["source"] == "the transcript"
+    assert [r["id"] for r in excerpt["rows"]] == ["i2", "i3", "i4", "i5", "i6"]  # two items either side of the call
+    assert [r["id"] for r in excerpt["rows"] if r["hit"]] == ["i4"]
+
+
+def test_the_request_s_own_items_are_used_when_the_run_stored_them():
+    items = pd.DataFrame([{"scenario": "s", "position": n, "id": f"i{n}", "kind": "tool_call" if n == 5 else "user",
+                           "call_id": "c5" if n == 5 else None, "text": f"t{n}"} for n in range(8)])
+    detail = [{"format": "openai_chat", "kind": "orphan_call", "call_id": "c5", "messages": [1]}]
+    requests = pd.DataFrame([{"scenario": "s", "strategy": "x", "profile": "64k", "request": 1, "step": 1, "integrity_openai_chat": 1,
+                              "integrity_detail": json.dumps(detail), "item_ids": ["i0", "i5", "i7"]}])
+    (finding,), _ = integrity_findings(requests, items, "s")
+    assert finding["excerpt"]["source"] == "the request"
+    assert [r["id"] for r in finding["excerpt"]["rows"]] == ["i0", "i5", "i7"]
+
+
+def test_json_in_a_script_element_cannot_close_it():
+    text = json_script({"t": "</script><script>alert(1)</script> & <!--"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"t": "</script><script>alert(1)</script> & <!--"}
+
+
+def test_every_summary_column_has_a_meaning():
+    columns = ["retention", "retention_lo", "retention_age_lt8k", "answered_recall", "integrity_recorded_anthropic", "estimate_ape_n",
+               "cannot_serve", "failed_requests", "p_best", "paired_pairs", "window", "retention [95% CI]"]
+    meanings = {c: describe(c) for c in columns}
+    assert all(m and "see docs" not in m for m in meanings.values()), meanings
+    assert meanings["retention_age_lt8k"] == "retention for facts whose source lies under 8k tokens before the probed context"
