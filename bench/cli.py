@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -333,7 +333,8 @@ def compare(
     for note in notes:
         errors.print(f"note: {note}", markup=False)
     table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=_plain(f"{baseline.name} → {candidate.name}"))
-    for (strategy_name, profile_name), values in compared.iterrows():
+    for key, values in compared.iterrows():
+        strategy_name, profile_name = key  # type: ignore[misc]  # the index is (strategy, profile)
         for metric in METRICS:
             if f"{metric}_change" in values:
                 table.add_row(
@@ -519,8 +520,8 @@ def _profile_for(model: str | None) -> str:
     return "gpt-5"
 
 
-def _click_error() -> type[Exception]:
-    """The base class of command-line parsing errors (typer bundles its own click)."""
+def _click_error() -> Any:
+    """The base class of command-line parsing errors (typer bundles its own click, not importable by a public name)."""
     return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
 
 

@@ -155,23 +155,26 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
     profile = get_profile(profile)
     profile = replace(profile, context_window=max(profile.context_window, UNLIMITED_WINDOW))
     result = replay(transcript, "none", profile=profile, usage="recorded-always")
-    rows = [r for r in result.requests if r.kind == "turn" and not r.overflow and r.usage is not None and r.usage.input > 0]
-    with_cached = [r for r in rows if r.usage is not None and r.usage.cached_input > 0]
-    shares = [abs(r.cached_tokens / r.true_tokens - r.usage.cached_input / r.usage.input) for r in rows if r.true_tokens]
-    recorded_input = sum(r.usage.input for r in rows)
+    # (modelled request, recorded usage) for every turn request whose recording reports input tokens
+    pairs = [
+        (r, r.usage) for r in result.requests if r.kind == "turn" and not r.overflow and r.usage is not None and r.usage.input > 0
+    ]
+    shares = [abs(r.cached_tokens / r.true_tokens - u.cached_input / u.input) for r, u in pairs if r.true_tokens]
+    recorded_input = sum(u.input for _, u in pairs)
+    recorded_cached = sum(u.cached_input for _, u in pairs)
     return {
         "transcript": transcript.id,
         "profile": profile.name,
-        "requests": len(rows),
-        "requests_with_recorded_cache": len(with_cached),
-        "recorded_cached_tokens": sum(r.usage.cached_input for r in rows),
-        "modelled_cached_tokens": sum(r.cached_tokens for r in rows),
-        "recorded_hit_rate": sum(r.usage.cached_input for r in rows) / recorded_input if recorded_input else None,
-        "modelled_hit_rate": sum(r.cached_tokens for r in rows) / max(sum(r.true_tokens for r in rows), 1) if rows else None,
+        "requests": len(pairs),
+        "requests_with_recorded_cache": sum(1 for _, u in pairs if u.cached_input > 0),
+        "recorded_cached_tokens": recorded_cached,
+        "modelled_cached_tokens": sum(r.cached_tokens for r, _ in pairs),
+        "recorded_hit_rate": recorded_cached / recorded_input if recorded_input else None,
+        "modelled_hit_rate": sum(r.cached_tokens for r, _ in pairs) / max(sum(r.true_tokens for r, _ in pairs), 1) if pairs else None,
         "mae_share": sum(shares) / len(shares) if shares else None,
-        "mae_tokens_share": sum(abs(r.cached_tokens - r.usage.cached_input) for r in rows) / recorded_input if recorded_input else None,
+        "mae_tokens_share": sum(abs(r.cached_tokens - u.cached_input) for r, u in pairs) / recorded_input if recorded_input else None,
         # What the provider counted that the transcript does not hold (system prompt, tool schemas):
-        "unrecorded_tokens_median": float(median(r.usage.input - r.true_tokens for r in rows)) if rows else None,
+        "unrecorded_tokens_median": float(median(u.input - r.true_tokens for r, u in pairs)) if pairs else None,
     }
 
 

@@ -28,6 +28,9 @@ from compaction_bench.errors import BenchError
 
 MAX_RUN_ID = 128
 LOCK_NAME = ".lock"
+#: Settings of `manifest["config"]` that say where or how patiently a run works, not what it measures:
+#: a resume may change them.
+OPERATIONAL_SETTINGS = frozenset({"run_dir", "max_retries", "max_concurrency", "model_timeout", "offline", "responses"})
 
 
 class RunFolderError(BenchError, RuntimeError):
@@ -88,10 +91,11 @@ def _short(value: Any) -> str:
 
 
 def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Settings of two manifests that differ: the `config` entries both have, and the scenario list."""
+    """Settings of two manifests that differ: the `config` entries both have (but `OPERATIONAL_SETTINGS`),
+    and the scenario list."""
     differences = []
     old_config, new_config = _normal(old.get("config") or {}), _normal(new.get("config") or {})
-    for key in sorted(set(old_config) & set(new_config)):
+    for key in sorted((set(old_config) & set(new_config)) - OPERATIONAL_SETTINGS):
         if old_config[key] != new_config[key]:
             differences.append(f"{key}: {_short(old_config[key])} then, {_short(new_config[key])} now")
     old_names = [s.get("name") for s in old.get("scenarios") or () if isinstance(s, dict)]

@@ -171,7 +171,7 @@ class Strategy(abc.ABC):
     def on_input(self, item: Item) -> None:
         raise NotImplementedError
 
-    def on_marker(self, item: Item) -> None:
+    def on_marker(self, item: Item) -> None:  # noqa: B027 - an optional hook, deliberately a no-op
         """Recorded agent events are ignored unless a strategy needs them."""
 
     @abc.abstractmethod

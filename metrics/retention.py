@@ -251,13 +251,14 @@ def probe_rows(
         kept_text, summary_text = contexts.texts(request) if seen else ("", "")
         whole = "\n".join(t for t in (kept_text, summary_text) if t)
         normalized, normalized_kept = grading.normalize(whole), grading.normalize(kept_text)
+        normalized_summary = grading.normalize(summary_text)
         summarized = contexts.summarized_before(request)
         context = grading.context_messages(request.messages) if answerer is not None and seen else []
         for probe in asked:
             evidence = anchors[probe.id]
             found = grading.presence(probe, whole, normalized, evidence) if seen else grading.Presence(False, 0.0)
             in_kept = seen and found.present and grading.presence(probe, kept_text, normalized_kept, evidence).present
-            in_summary = bool(summary_text) and found.present and grading.presence(probe, summary_text, None, evidence).present
+            in_summary = bool(summary_text) and found.present and grading.presence(probe, summary_text, normalized_summary, evidence).present
             row: dict[str, Any] = {
                 "probe_id": probe.id,
                 "kind": probe.kind,

@@ -270,7 +270,7 @@ class _Session:
         if text:
             parts.append({"kind": "assistant", "text": text})
         call_ids = [f"call_{self.rng.randrange(16**24):024x}" for _ in calls]
-        for call, call_id in zip(calls, call_ids):
+        for call, call_id in zip(calls, call_ids, strict=True):
             parts.append({"kind": "tool_call", "call_id": call_id, "tool_name": call.name, "arguments": json.dumps(call.arguments)})
         if not parts:
             raise ValueError("a model response needs at least one item")
@@ -287,7 +287,7 @@ class _Session:
                 item = self.items[-1] = replace(item, usage=usage)
             out.append(item)
         self.previous_input = request
-        for call, call_id in zip(calls, call_ids):
+        for call, call_id in zip(calls, call_ids, strict=True):
             if call.output is None:
                 continue
             seconds = (0.2, 3) if len(call.output) < 4000 else (3, 40)

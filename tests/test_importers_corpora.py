@@ -234,7 +234,7 @@ def raw_aider(path: Path) -> Counter[str]:
     each `> Tokens:` line is one LLM request (its reply is the text before it, if any)."""
     lines = path.read_text(encoding="utf-8").split("\n")
     c = counts(transcripts=sum(1 for line in lines if line.startswith("# aider chat started at ")))
-    c["transcripts"] += any(line.strip() for line in lines[: next(i for i, l in enumerate(lines) if l.startswith("# aider chat started"))])
+    c["transcripts"] += any(line.strip() for line in lines[: next(i for i, line in enumerate(lines) if line.startswith("# aider chat started"))])
     previous = ""
     for line in lines:
         if line.startswith("####") and not previous.startswith("####"):

@@ -57,7 +57,7 @@ def claude_file(tmp_path: Path) -> Path:
         cc("a4", "u2", "assistant", asst("msgC", {"type": "text", "text": "welcome"}, 2)),
     ]
     path = tmp_path / "session.jsonl"
-    path.write_text("".join((l if isinstance(l, str) else json.dumps(l)) + "\n" for l in lines), encoding="utf-8")
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines), encoding="utf-8")
     return path
 
 
@@ -184,8 +184,9 @@ def test_openhands_links_calls_groups_responses_and_reports_orphans(tmp_path: Pa
 
 
 def test_openhands_evaluation_output_is_one_transcript_per_line(tmp_path: Path):
-    run = lambda n: {"instance_id": f"i{n}", "metadata": {"llm_config": {"model": "llm-x"}},
-                     "history": [{"id": 0, "source": "user", "action": "message", "args": {"content": f"task {n}"}}]}
+    def run(n: int) -> dict:
+        return {"instance_id": f"i{n}", "metadata": {"llm_config": {"model": "llm-x"}},
+                "history": [{"id": 0, "source": "user", "action": "message", "args": {"content": f"task {n}"}}]}
     path = tmp_path / "output.jsonl"
     path.write_text(json.dumps(run(1)) + "\n{broken\n" + json.dumps(run(2)) + "\n", encoding="utf-8")
     ts = load_transcripts(path)

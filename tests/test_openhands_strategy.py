@@ -113,3 +113,25 @@ def test_sdk_on_a_real_session_with_thinking_keeps_pairs():
     result = replay(path, "openhands", profile="64k")
     assert result.compactions
     assert strategy_pair_errors(result) == 0
+
+
+def test_sdk_hard_reset_when_one_thinking_loop_spans_the_view():
+    # §4.4/§4.6: the first action carries thinking, so every later action and observation belongs to one tool
+    # loop and no cut exists after keep_first; TOKENS is HARD, so everything is summarised at offset 0.
+    s = Session()
+    s.user("Migrate the database schema.")
+    s.response += 1
+    s._add(kind="reasoning", text="think first", response=s.response)
+    s._add(kind="tool_call", call_id="c0", tool_name="execute_bash", arguments='{"command":"ls"}', response=s.response)
+    s.result("c0", "out 0 " + "w " * 1_000, name="execute_bash")
+    for k in range(1, 8):
+        s.assistant(calls=[(f"c{k}", "execute_bash", {"command": f"step {k}"})])
+        s.result(f"c{k}", f"out {k} " + "w " * 1_000, name="execute_bash")
+    s.assistant("done")
+    result = replay(s.transcript(), "openhands", profile="64k", options={"max_tokens": 3_000})
+    first = result.compactions[0]
+    assert first.trigger == "hard-reset" and first.details["summary_offset"] == 0
+    assert "TOKENS" in first.details["reasons"]
+    assert [m.role for m in first.after][0] == "user" and first.after[0].content == first.summary
+    assert first.kept_ids == ()
+    assert strategy_pair_errors(result) == 0

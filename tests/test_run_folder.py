@@ -154,3 +154,13 @@ def test_a_successful_resume_removes_the_error_log_of_the_failed_attempt(tmp_pat
         registry.reset()
     assert not (tmp_path / "f" / "errors.log").exists()
     assert set(load_run(tmp_path / "f")["requests"]["strategy"]) == {"none", "flaky"}
+
+
+def test_where_and_how_patiently_a_run_works_may_change_on_resume():
+    old = {"config": {"strategies": ["none"], "run_dir": "runs/r", "max_retries": 3, "offline": False, "seed": 0},
+           "scenarios": [{"name": "a.jsonl"}]}
+    new = {"config": {"strategies": ["none"], "run_dir": "/abs/runs/r", "max_retries": 0, "offline": True, "seed": 0},
+           "scenarios": [{"name": "a.jsonl"}]}
+    assert run_folder.config_difference(old, new) == []
+    changed = {**new, "config": {**new["config"], "seed": 1}, "scenarios": [{"name": "b.jsonl"}]}
+    assert run_folder.config_difference(old, changed) == ["seed: 0 then, 1 now", 'scenarios: ["a.jsonl"] then, ["b.jsonl"] now']

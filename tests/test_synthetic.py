@@ -104,7 +104,7 @@ def test_session_structure(suite):
             elif item.kind == "tool_result":
                 assert item.call_id in seen_calls
         stamps = [datetime.fromisoformat(i.timestamp.replace("Z", "+00:00")) for i in items]
-        gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:])]
+        gaps = [(b - a).total_seconds() for a, b in zip(stamps, stamps[1:], strict=False)]
         assert min(gaps) >= 0 and max(gaps) <= 600
         assert statistics.median(gaps) < 30
 

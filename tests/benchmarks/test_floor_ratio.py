@@ -68,14 +68,17 @@ def test_replay_over_floor(transcript, strategy, profile):
         bench.replay(session, strategy, profile=profile)
     replay = time.process_time() - started
     _rows.append((label, strategy, profile, floor, replay))
+    print(f"\n{_line(_rows[-1])}", flush=True)
+
+
+def _line(row: tuple[str, str, str, float, float]) -> str:
+    t, s, p, f, r = row
+    ratio = r / f if f > 0 else float("inf")
+    return f"{t:<18} {s:<26} {p:>4}  floor {f:6.3f}s  replay {r:7.3f}s  ratio {ratio:6.1f}{'' if ratio <= TARGET else '  > 3x'}"
 
 
 def _summary_lines() -> list[str]:
-    return [
-        f"{t:<18} {s:<26} {p:>4}  floor {f:6.3f}s  replay {r:7.3f}s  ratio {r / f:6.1f}{'' if r / f <= TARGET else '  > 3x'}"
-        for t, s, p, f, r in _rows
-        if f > 0
-    ]
+    return [_line(row) for row in _rows]
 
 
 @pytest.fixture(scope="module", autouse=True)
