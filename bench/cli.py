@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, cast
 
 import typer
 from rich.console import Console
@@ -334,7 +334,7 @@ def compare(
         errors.print(f"note: {note}", markup=False)
     table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=_plain(f"{baseline.name} → {candidate.name}"))
     for key, values in compared.iterrows():
-        strategy_name, profile_name = key  # type: ignore[misc]  # the index is (strategy, profile)
+        strategy_name, profile_name = cast(tuple[str, str], key)  # the index is (strategy, profile)
         for metric in METRICS:
             if f"{metric}_change" in values:
                 table.add_row(

@@ -193,7 +193,7 @@ class SimulatedProvider(MessageCounter):
         recorded_usage: Usage | None = None,
     ) -> Outcome:
         """Process one request; the cache state advances only for requests that were accepted."""
-        messages = request.messages
+        messages = tuple(request.messages)  # the same object: requests store a tuple
         boundaries = self.boundaries(messages)
         true_tokens = boundaries[-1] if boundaries else 0
         reserved = request.max_output_tokens or 0

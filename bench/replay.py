@@ -259,7 +259,7 @@ class _Engine:
         self._add_compaction(
             trigger=UNREPORTED,
             before=previous.messages,
-            after=request.messages,
+            after=tuple(request.messages),
             summary=None,
             summarized=(),
             kept=kept,
@@ -278,7 +278,7 @@ class _Engine:
             step=self.step,
             turn=self.turn,
             kind=request.kind,
-            messages=request.messages,
+            messages=tuple(request.messages),
             true_tokens=outcome.true_tokens,
             estimate_tokens=request.estimate_tokens,
             threshold=request.threshold,
@@ -379,7 +379,7 @@ class _Engine:
         self.step = len(steps)
         final = self._strategy_request(kind="final")
         # The final context is probed, not sent: no error, no cache read, no usage.
-        tokens = self.provider.count(final.messages)
+        tokens = self.provider.count(tuple(final.messages))
         unsent = Outcome(tokens, tokens > self.profile.context_window, None, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)

@@ -11,6 +11,7 @@ replay it) and ``compaction`` (an opaque server-side compaction item, Codex remo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -137,7 +138,8 @@ class Request:
     with the true count.
     """
 
-    messages: tuple[Message, ...]
+    #: any sequence on construction; stored as a tuple
+    messages: Sequence[Message]
     estimate_tokens: int | None = None
     threshold: int | None = None
     kind: str = "turn"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 
@@ -100,9 +101,11 @@ def leaderboard(summary: pd.DataFrame, probes: pd.DataFrame | None = None) -> tu
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
     pooled = overall(probes).set_index(["strategy", "profile"]) if probes is not None and not probes.empty else None
-    for (strategy, profile), frame in summary.groupby(["strategy", "profile"], sort=False):
+    for key, frame in summary.groupby(["strategy", "profile"], sort=False):
+        strategy, profile = cast(tuple[str, str], key)
+        values: dict[str, float]
         if pooled is not None and (strategy, profile) in pooled.index:
-            values = {k: float(v) for k, v in pooled.loc[(strategy, profile)].items() if isinstance(v, (int, float))}
+            values = {str(k): float(v) for k, v in pooled.loc[(strategy, profile)].items() if isinstance(v, (int, float))}
         else:
             values = _from_summary(frame)
         failing = int(frame["cannot_serve"].astype(bool).sum()) if "cannot_serve" in frame.columns else 0

@@ -148,7 +148,8 @@ def filter_compacted(records: Sequence[Record]) -> list[Record]:
         return result
     parent_id = result[c].id
     s = next((n for n in range(c + 1, len(result)) if result[n].kind == "summary" and result[n].parent == parent_id), -1)
-    tail_id = result[c].compaction.tail_start_id
+    compaction = result[c].compaction
+    tail_id = compaction.tail_start_id if compaction is not None else None
     t = next((n for n, r in enumerate(result) if r.id == tail_id), -1)
     if 0 <= t < c and s > c:
         return result[c : s + 1] + result[t:c] + result[s + 1 :]
@@ -292,7 +293,7 @@ class OpenCodeV1(_OpenCode):
                 "tail": choice.reason,
                 "tail_whole_turns": choice.whole_turns,
                 "tail_split_turn": choice.split,
-                "tail_start_item": (tail_record.item_ids() or [None])[0] if tail_record else None,
+                "tail_start_item": next(iter(tail_record.item_ids()), None) if tail_record else None,
                 "tail_budget": budget,
             },
         )

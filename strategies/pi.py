@@ -598,7 +598,7 @@ class PiStrategy(Strategy):
         details = item.meta.get("details")
         summarized: list[str] = []
         generated = old is not None and old != parent
-        if generated:
+        if old is not None and generated:
             o = self.options
             window = self.ctx.profile.context_window or o.branch_default_window
             prep = prepare_branch_summary(

@@ -339,7 +339,8 @@ def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, 
     """`estimateContextTokens` (§2.4): last usable usage + chars/4 of everything after it."""
     index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].usable_usage), None)
     start = 0 if index is None else index + 1
-    tokens = 0 if index is None else calculate_context_tokens(messages[index].usage)
+    usage = None if index is None else messages[index].usage  # `usable_usage` guarantees it is there
+    tokens = 0 if usage is None else calculate_context_tokens(usage)
     tokens += sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in messages[start:])
     return ContextEstimate(tokens, index)
 

@@ -43,8 +43,11 @@ def _run(url: str, *args: str, timeout: float = 180) -> tuple[str, str, float]:
 
 
 def load(path: Path, fragment: str = "", budget_ms: int = 5000) -> Page:
-    """The page's DOM after its scripts ran (`--dump-dom`), the console messages and the wall time."""
-    dom, stderr, seconds = _run(path.resolve().as_uri() + fragment, "--dump-dom", f"--virtual-time-budget={budget_ms}")
+    """The page's DOM after its scripts ran (`--dump-dom`), the console messages and the wall time.
+
+    `budget_ms` lets virtual time run on after load (timers); 0 dumps right after the load event."""
+    budget = [f"--virtual-time-budget={budget_ms}"] if budget_ms else []
+    dom, stderr, seconds = _run(path.resolve().as_uri() + fragment, "--dump-dom", *budget)
     return Page(dom, [m.group(1) for m in CONSOLE.finditer(stderr)], seconds)
 
 

@@ -39,7 +39,7 @@ def test_import_cpu_per_mb(benchmark, folder):
     best = min(cpu)
     benchmark.extra_info.update({"megabytes": round(megabytes, 3), "cpu_seconds_per_mb": best / megabytes})
     _rows.append((folder, path.name, megabytes, best, sum(len(t.items) for t in transcripts)))
-    assert transcripts and all(t.items for t in transcripts)
+    assert transcripts and any(t.items for t in transcripts)
 
 
 @pytest.fixture(scope="module", autouse=True)
