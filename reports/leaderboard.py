@@ -105,7 +105,8 @@ def leaderboard(summary: pd.DataFrame, probes: pd.DataFrame | None = None) -> tu
         strategy, profile = cast(tuple[str, str], key)
         values: dict[str, float]
         if pooled is not None and (strategy, profile) in pooled.index:
-            values = {str(k): float(v) for k, v in pooled.loc[(strategy, profile)].items() if isinstance(v, (int, float))}
+            pooled_row = cast(pd.Series, pooled.loc[(strategy, profile)])
+            values = {str(k): float(v) for k, v in pooled_row.items() if isinstance(v, (int, float))}
         else:
             values = _from_summary(frame)
         failing = int(frame["cannot_serve"].astype(bool).sum()) if "cannot_serve" in frame.columns else 0

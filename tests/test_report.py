@@ -18,7 +18,7 @@ from compaction_bench.reports import html as report_html
 from compaction_bench.runner import Case
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.transcript import Transcript
-from tests.browser import load, needs_chromium
+from tests.browser import load
 
 #: Scenario name with matplotlib math text and markup (issue 17 #15): must render literally.
 NAME = "math $\\foo$ <b>name</b>.json"
@@ -118,7 +118,6 @@ def test_a_large_run_becomes_a_folder(run, monkeypatch, tmp_path):
     assert index.count("<tr data-scenario=") == len(compactions) == scenario.count("<tr data-scenario=")
 
 
-@needs_chromium
 def test_chromium_runs_no_transcript_script(run):
     root = run[0]
     compactions = pd.read_parquet(root / "compactions.parquet")

@@ -21,9 +21,9 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.reports.html import write_report
-from tests.browser import load, needs_chromium, screenshot
+from tests.browser import load, screenshot
 
-pytestmark = [needs_chromium, pytest.mark.slow]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +35,16 @@ def default_run(tmp_path_factory) -> Path:
         write_report(copy)
         return copy
     return bench.run(out=tmp_path_factory.mktemp("runs"), run_id="default", progress=False)
+
+
+def pages(root: Path) -> list[Path]:
+    """The report's pages: report.html, plus one per scenario when the run's report is a folder."""
+    return [root / "report.html", *sorted((root / "report").glob("*.html"))]
+
+
+def blobs(page: Path) -> list[dict]:
+    text = page.read_text(encoding="utf-8")
+    return [json.loads(b) for b in re.findall(r'<script type="application/json" class="cdata">(.*?)</script>', text, re.S)]
 
 
 def strategies(root: Path) -> list[str]:
@@ -56,7 +66,9 @@ def test_the_report_loads_cleanly_with_verdict_table_and_timelines(default_run, 
     assert verdict.count("<tr") == len(strategies(default_run)) + 1  # header + one row per strategy
     leaderboard = re.search(r'<table id="leaderboard" class="sortable[^"]*">(.*?)</table>', page.dom, re.S)
     assert leaderboard and leaderboard.group(1).count("<tr>") == len(strategies(default_run)) + 1
-    first = page.dom[page.dom.index('<figure class="timeline">'):]
+    timelines = next(p for p in pages(default_run) if '<figure class="timeline">' in p.read_text(encoding="utf-8"))
+    first = load(timelines).dom
+    first = first[first.index('<figure class="timeline">'):]
     first = first[: first.index("</figure>")]
     assert first.count("<svg") == 1
     for strategy in strategies(default_run):  # one panel per strategy in the same figure
@@ -73,7 +85,8 @@ def test_a_compaction_drill_down_shows_the_items_themselves(default_run):
     record = ordered.loc[cid]
     items = pd.read_parquet(default_run / "items.parquet")
     items = items[items["scenario"] == record["scenario"]].set_index("id")
-    page = load(default_run / "report.html", f"#c{cid}")
+    holder = next(p for p in pages(default_run) if any(str(cid) in b["compactions"] for b in blobs(p)))
+    page = load(holder, f"#c{cid}")
     assert page.console == [], page.console
     drill = page.dom[page.dom.index('<div id="drill">'):]
     assert f"compaction #c{cid}" in drill and 'class="card main"' in drill
@@ -88,7 +101,6 @@ def test_a_compaction_drill_down_shows_the_items_themselves(default_run):
 def test_every_compaction_is_reachable(default_run):
     ordered = _ordered(default_run)
     page = (default_run / "report.html").read_text(encoding="utf-8")
-    links = set(re.findall(r'<a href="#c(\d+)">c\1</a>', page))
+    links = set(re.findall(r'<a href="[^"#]*#c(\d+)">c\1</a>', page))
     assert links == {str(n) for n in range(len(ordered))}
-    blobs = [json.loads(b) for b in re.findall(r'<script type="application/json" class="cdata">(.*?)</script>', page, re.S)]
-    assert sum(len(b["compactions"]) for b in blobs) == len(ordered)
+    assert sum(len(b["compactions"]) for p in pages(default_run) for b in blobs(p)) == len(ordered)

@@ -52,16 +52,17 @@ def test_the_comparison_shows_flips_with_questions_and_changed_compactions(runs,
     keys = ["probe_id", "point_kind", "step"]
     both = a.merge(b, on=keys, suffixes=("_a", "_b"))
     lost = both[both["present_a"] & ~both["present_b"]]
-    assert len(lost) > 0  # the candidate really forgets something
+    gained = both[~both["present_a"] & both["present_b"]]
+    assert len(lost) + len(gained) > 0  # the candidate's context really differs
     flips = int(re.search(r"Probes that flipped \((\d+)\)", page).group(1))
-    assert flips >= len(lost)
+    assert flips >= len(lost) + len(gained)
     questions = pd.read_parquet(cand / "questions.parquet").set_index("probe_id")["question"]
-    for probe in lost["probe_id"].unique()[:5]:
+    for probe in pd.concat([lost, gained])["probe_id"].unique()[:5]:
         assert str(questions[probe]).replace("'", "&#39;").replace('"', "&#34;") in page
     assert int(re.search(r"Compactions that changed \((\d+)\)", page).group(1)) > 0
     assert "kept items" in page or "summary" in page
     row = re.search(r"<td class=\"l\">codex-local</td><td class=\"l\">32k</td>\s*<td data-v=\"(-?[\d.e-]+)\">", page)
-    assert row and float(row.group(1)) < 0  # retention fell
+    assert row and (float(row.group(1)) > 0) == (len(gained) > len(lost))  # retention moved the way the flips go
 
 
 def test_gate_writes_its_markdown_comment(runs, tmp_path):

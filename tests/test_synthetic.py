@@ -26,7 +26,11 @@ IMAGE_TOKENS = 765  # the gpt-5 profile's price of an image
 
 
 def item_tokens(item: Item) -> int:
-    return COUNTER.count(item.text) + COUNTER.count(item.arguments or "") + IMAGE_TOKENS * sum(a.is_image for a in item.attachments)
+    """Text, arguments, images and the call id (billed on both the call and its result, as providers count them)."""
+    return (
+        COUNTER.count(item.text) + COUNTER.count(item.arguments or "") + COUNTER.count(item.call_id or "")
+        + IMAGE_TOKENS * sum(a.is_image for a in item.attachments)
+    )
 
 
 def answer_found(text: str, probe) -> bool:

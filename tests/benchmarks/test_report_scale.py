@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from compaction_bench.reports.html import page_sizes, write_report
-from tests.browser import load, needs_chromium
+from tests.browser import load
 
 RUN = os.environ.get("COMPACTION_BENCH_SCALE_RUN")
 LIMIT_BYTES = 15_000_000
@@ -35,7 +35,6 @@ def _load_ms(path: Path) -> tuple[float, float]:
     return int(match.group(1)) / 1000, page.seconds
 
 
-@needs_chromium
 @pytest.mark.slow
 @pytest.mark.skipif(not RUN, reason="set COMPACTION_BENCH_SCALE_RUN to a run over all 57 corpus files")
 def test_whole_corpus_report_size_and_load_time():
