@@ -386,7 +386,6 @@ def run(
         "run_id": run_id,
         "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
-        "profile_limits": {name: get_profile(name).to_dict() for name in config.profiles},
         "scenarios": [scenario_entry(store.root, n, c) for n, c in enumerate(cases)],
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         "versions": _versions(),

@@ -32,7 +32,6 @@ import pandas as pd
 from markupsafe import Markup
 
 from compaction_bench.atomic import atomic_write_text
-from compaction_bench.profiles import PROFILES
 from compaction_bench.reports import figures
 from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
@@ -406,7 +405,8 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
         for profile_key, frame in own_requests.groupby("profile", sort=False):
             profile = str(profile_key)
             points = own_compactions[own_compactions["profile"] == profile] if not own_compactions.empty else own_compactions
-            window = PROFILES[profile].context_window if profile in PROFILES else None
+            # the window as the run recorded it, not as today's code defines the profile
+            window = manifest.get("profiles", {}).get(profile, {}).get("context_window")
             timelines.append(figures.context_timeline(frame, points, window, f"{scenario.name} · {profile}", order))
         findings, total = integrity_findings(own_requests, scenario.items, scenario.name)
         findings_total += total

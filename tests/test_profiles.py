@@ -80,6 +80,6 @@ def test_the_manifest_records_the_profile_limits(tmp_path):
     path.write_text(json.dumps([{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}]), encoding="utf-8")
     root = run_benchmark([path], ["opencode-v1", "opencode-v2"], ["openai/gpt-5"], out=tmp_path / "runs", jobs=1, progress=False,
                          report=False, probes=None)
-    limits = json.loads((root / "manifest.json").read_text())["profile_limits"]["openai/gpt-5"]
+    limits = json.loads((root / "manifest.json").read_text())["profiles"]["openai/gpt-5"]
     assert (limits["context_window"], limits["input_limit"], limits["context_limit"], limits["max_output"], limits["overflow"]) == (
         GPT5_INPUT, GPT5_INPUT, GPT5_CONTEXT, GPT5_OUTPUT, "input")
