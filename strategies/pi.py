@@ -31,7 +31,7 @@ chars/4 of what follows); `Request.threshold` is `contextWindow - reserveTokens`
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -483,7 +483,27 @@ class PiStrategy(Strategy):
             summary = self.summarize_preparation(prep, self.options.custom_instructions if reason == "manual" else "")
         except SummaryOverflow:
             return False
-        details = prep.file_ops.details()
+        return self._record(
+            reason, path, prep, summary, before,
+            summarized=prep.messages_to_summarize + prep.turn_prefix, is_split_turn=prep.is_split_turn,
+            decision=decision, details=prep.file_ops.details(), extra=extra,
+        )
+
+    def _record(
+        self,
+        reason: str,
+        path: Sequence[Entry],
+        prep: Preparation,
+        summary: str,
+        before: Sequence[Message],
+        *,
+        summarized: Sequence[PiMessage],
+        is_split_turn: bool,
+        decision: Decision | None,
+        details: Mapping[str, Any] | None,
+        extra: dict[str, Any] | None,
+    ) -> bool:
+        """Append the compaction entry to the session and report the compaction (both rule sets)."""
         entry = Entry(
             self._new_id("compaction"),
             self.tree.leaf,
@@ -501,7 +521,7 @@ class PiStrategy(Strategy):
             before=before,
             after=self.wire(),
             summary=summary,
-            summarized_ids=message_item_ids(prep.messages_to_summarize + prep.turn_prefix),
+            summarized_ids=message_item_ids(summarized),
             estimate_tokens=prep.tokens_before,
             threshold=self.threshold,
             details={
@@ -510,12 +530,12 @@ class PiStrategy(Strategy):
                 "firstKeptEntryId": prep.first_kept_id,
                 "firstKeptRole": first_kept.role or first_kept.type,
                 "tokensBefore": prep.tokens_before,
-                "isSplitTurn": prep.is_split_turn,
+                "isSplitTurn": is_split_turn,
                 "boundaryStart": path[prep.boundary_start].id if prep.boundary_start < len(path) else None,
                 "summarizedEntries": prep.summarized_entries,
                 "contextTokens": decision.context_tokens if decision else None,
                 "keptTokensEstimate": self.tail_estimate(path, prep.cut_index),
-                **details,
+                **(details or {}),
                 **(extra or {}),
             },
         )
@@ -720,40 +740,10 @@ class Pi202512(PiStrategy):
             summary = self._summary_2025(prep, self.options.custom_instructions if reason == "manual" else "")
         except SummaryOverflow:
             return False
-        entry = Entry(
-            self._new_id("compaction"),
-            self.tree.leaf,
-            "compaction",
-            self._tick(),
-            summary=summary,
-            first_kept_id=prep.first_kept_id,
-            tokens_before=prep.tokens_before,
+        return self._record(
+            reason, path, prep, summary, before,
+            summarized=prep.messages_to_summarize, is_split_turn=False, decision=decision, details=None, extra=extra,
         )
-        self._append_own(entry)
-        first_kept = path[prep.cut_index]
-        self.ctx.record_compaction(
-            trigger=reason,
-            before=before,
-            after=self.wire(),
-            summary=summary,
-            summarized_ids=message_item_ids(prep.messages_to_summarize),
-            estimate_tokens=prep.tokens_before,
-            threshold=self.threshold,
-            details={
-                "version": self.rules.version,
-                "entry": entry.id,
-                "firstKeptEntryId": prep.first_kept_id,
-                "firstKeptRole": first_kept.role or first_kept.type,
-                "tokensBefore": prep.tokens_before,
-                "isSplitTurn": False,
-                "boundaryStart": path[prep.boundary_start].id if prep.boundary_start < len(path) else None,
-                "summarizedEntries": prep.summarized_entries,
-                "contextTokens": decision.context_tokens if decision else None,
-                "keptTokensEstimate": self.tail_estimate(path, prep.cut_index),
-                **(extra or {}),
-            },
-        )
-        return True
 
     def _summary_2025(self, prep: Preparation, focus: str) -> str:
         """`generateSummary` at 83a6c269: the messages themselves (the previous summary first, as a
