@@ -105,6 +105,7 @@ def run(
     offline: Annotated[bool, typer.Option(help="Never call a real model: a response that is not recorded or cached is an error.")] = False,
     responses: Annotated[Optional[Path], typer.Option(help="Recorded responses (from `bench cache export`) answered before the cache.")] = None,
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3.")] = False,
+    report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
 ) -> None:
     """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
     from compaction_bench.runner import parse_option_flags, parse_prompt_flags
@@ -120,9 +121,11 @@ def run(
         prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
         import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
         max_concurrency=max_concurrency, model_timeout=model_timeout, offline=offline, responses=str(responses) if responses else None,
+        report=report,
     )
     _print_summary(root)
-    console.print(f"report: {root / 'report.html'}", markup=False)
+    if report:
+        console.print(f"report: {root / 'report.html'}", markup=False)
     from compaction_bench.missing_metrics import EXIT_MISSING_METRICS, check_run
 
     health = check_run(root)

@@ -1,29 +1,38 @@
 """Where cells run: in this process, in a pool of worker processes, or on a Ray cluster.
 
-Every executor takes the same work (a function and a list of argument tuples) and yields
-`(index, result or exception)` as cells finish, so the runner records each cell the moment it is
-done and one failing cell never loses the others. Ray (`--executor ray`, optional extra `ray`)
-sends cells to a cluster (`--address`, or a local one); workers share the LLM response cache
-when they share its folder.
+Every executor takes the same work (a function, a `shared` value and a list of argument tuples),
+calls `function(shared, *args)` for each tuple and yields `(index, result or exception)` as cells
+finish, so the runner records each cell the moment it is done and one failing cell never loses the
+others. `shared` (the run's scenarios and settings) reaches each worker once, not with every task:
+on Linux worker processes are forked after `warm()` ran in this process, so they start with its
+imports, tokenizers and `shared` already in memory (elsewhere each worker receives `shared` once
+when it starts); a Ray cluster gets it once through its object store.
+Work is handed out one task at a time as workers free up, highest `priority(index)` first,
+evaluated at that moment (so a priority that learns from finished cells steers the rest).
+
+Ray (`--executor ray`, optional extra `ray`) sends cells to a cluster (`--address`, or a local one
+started here); the function's results travel back to this process, which writes them, so workers
+need no access to the run folder.
 
 Stopping: worker processes never outlive the run. Each worker asks the kernel for SIGKILL when
 its parent dies (Linux `prctl(PR_SET_PDEATHSIG)`) and also watches its parent id once a second
 (any POSIX system), so a main process killed with SIGKILL leaves no worker behind. Ctrl-C is the
-main process's alone (workers ignore SIGINT), and SIGTERM is turned into the same
-`KeyboardInterrupt` while cells run: the pool is cancelled and its workers terminated at once,
-and the cells finished so far stay recorded (`--resume` redoes the rest).
+main process's alone (workers ignore SIGINT, and SIGTERM ends a worker at once), and SIGTERM to the
+main process is turned into the same `KeyboardInterrupt` while cells run: the pool is cancelled and
+its workers terminated at once, and the cells finished so far stay recorded (`--resume` redoes the rest).
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,9 +52,17 @@ def _watch_parent(parent: int) -> None:
             os._exit(1)
 
 
-def _worker_init(parent: int) -> None:
-    """Runs first in each worker process: die with the parent, leave Ctrl-C to the parent."""
+#: The run's shared value in a worker process (set by `_worker_init`).
+_shared: Any = None
+
+
+def _worker_init(parent: int, shared: Any) -> None:
+    """Runs first in each worker process: keep `shared`, die with the parent, leave Ctrl-C to the parent."""
+    global _shared
+    _shared = shared
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Forked while the parent turns SIGTERM into KeyboardInterrupt: a worker ends at once and quietly instead.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
@@ -54,6 +71,28 @@ def _worker_init(parent: int) -> None:
     if os.getppid() != parent:  # the parent died before the request above took effect
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _call_with_shared(function: Callable[..., Any], *args: Any) -> Any:
+    return function(_shared, *args)
+
+
+class _Queue:
+    """Indices of the work not handed out yet; `take()` gives the one of highest priority now."""
+
+    def __init__(self, size: int, priority: Callable[[int], float] | None) -> None:
+        self.pending = list(range(size))
+        self.priority = priority
+
+    def __bool__(self) -> bool:
+        return bool(self.pending)
+
+    def take(self) -> int:
+        if self.priority is None:
+            return self.pending.pop(0)
+        best = max(self.pending, key=lambda index: (self.priority(index), -index))  # type: ignore[misc]
+        self.pending.remove(best)
+        return best
 
 
 @contextmanager
@@ -73,11 +112,12 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_inline(function: Callable[..., Any], work: Sequence[tuple[Any, ...]]) -> Iterator[Outcome]:
+def run_inline(function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue) -> Iterator[Outcome]:
     with _sigterm_interrupts():
-        for index, args in enumerate(work):
+        while queue:
+            index = queue.take()
             try:
-                outcome = function(*args)
+                outcome = function(shared, *work[index])
             except Exception as exc:  # reported per cell by the runner
                 outcome = exc
             yield index, outcome
@@ -97,18 +137,34 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
-def run_processes(function: Callable[..., Any], work: Sequence[tuple[Any, ...]], workers: int) -> Iterator[Outcome]:
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_init, initargs=(os.getpid(),))
+def run_processes(
+    function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue, workers: int
+) -> Iterator[Outcome]:
+    # Linux forks (workers start with what `warm` loaded); elsewhere the platform's default start method.
+    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), shared))
     completed = False
     try:
         with _sigterm_interrupts():
-            futures = {pool.submit(function, *args): index for index, args in enumerate(work)}
-            for future in as_completed(futures):
-                try:
-                    outcome = future.result()
-                except Exception as exc:
-                    outcome = exc
-                yield futures[future], outcome
+            running: dict[Future[Any], int] = {}
+
+            def submit() -> None:
+                index = queue.take()
+                running[pool.submit(_call_with_shared, function, *work[index])] = index
+
+            while queue and len(running) < workers + 1:  # one queued behind the busy workers: none waits for the parent
+                submit()
+            while running:
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    index = running.pop(future)
+                    try:
+                        outcome = future.result()
+                    except Exception as exc:
+                        outcome = exc
+                    yield index, outcome
+                    if queue:
+                        submit()
         completed = True
     finally:
         if completed:
@@ -117,7 +173,9 @@ def run_processes(function: Callable[..., Any], work: Sequence[tuple[Any, ...]],
             _stop(pool)
 
 
-def run_ray(function: Callable[..., Any], work: Sequence[tuple[Any, ...]], workers: int, address: str | None) -> Iterator[Outcome]:
+def run_ray(
+    function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue, workers: int, address: str | None
+) -> Iterator[Outcome]:
     try:
         import ray
     except ImportError:
@@ -136,16 +194,28 @@ def run_ray(function: Callable[..., Any], work: Sequence[tuple[Any, ...]], worke
         )
     try:
         remote = ray.remote(function)
-        pending = {remote.remote(*args): index for index, args in enumerate(work)}
+        shared_ref = ray.put(shared)  # sent to the cluster once; each node fetches it once
+        slots = workers if not address else max(workers, int(ray.cluster_resources().get("CPU", workers)))
+        pending: dict[Any, int] = {}
+
+        def submit() -> None:
+            index = queue.take()
+            pending[remote.remote(shared_ref, *work[index])] = index
+
+        while queue and len(pending) < slots + 1:
+            submit()
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 index = pending.pop(ref)
                 try:
-                    yield index, ray.get(ref)
+                    outcome = ray.get(ref)
                 except Exception as exc:
                     cause = getattr(exc, "cause", None)
-                    yield index, cause if isinstance(cause, Exception) else exc
+                    outcome = cause if isinstance(cause, Exception) else exc
+                yield index, outcome
+                if queue:
+                    submit()
     finally:
         if started_here:
             ray.shutdown()
@@ -155,16 +225,27 @@ def execute(
     function: Callable[..., Any],
     work: Sequence[tuple[Any, ...]],
     *,
+    shared: Any = None,
     executor: str = "local",
     jobs: int = 0,
     address: str | None = None,
+    priority: Callable[[int], float] | None = None,
+    warm: Callable[[], None] | None = None,
 ) -> Iterator[Outcome]:
-    """Run `function(*args)` for every tuple of `work`; yield results as they finish."""
+    """Run `function(shared, *args)` for every tuple of `work`, highest `priority` first; yield results as they finish.
+
+    `warm()` runs once in this process before local workers start (they inherit what it loaded).
+    `jobs` is the number of local workers (0: one per CPU), or for Ray the number of CPUs of the
+    local cluster started here (ignored with an `address`: the cluster's CPUs are used).
+    """
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")
-    workers = jobs if jobs > 0 else min(len(work), os.cpu_count() or 1)
+    workers = max(jobs if jobs > 0 else min(len(work), os.cpu_count() or 1), 1)
+    queue = _Queue(len(work), priority)
     if executor == "ray":
-        return run_ray(function, work, max(workers, 1), address)
-    if workers <= 1:
-        return run_inline(function, work)
-    return run_processes(function, work, workers)
+        return run_ray(function, shared, work, queue, workers, address)
+    if warm is not None:
+        warm()
+    if workers <= 1 or len(work) <= 1:
+        return run_inline(function, shared, work, queue)
+    return run_processes(function, shared, work, queue, min(workers, len(work)))

@@ -2,7 +2,8 @@
 
 What a call does, in order:
 
-1. The messages become a valid OpenAI Chat Completions payload (`compaction_bench.wire`).
+1. The messages become a valid OpenAI Chat Completions payload (`compaction_bench.wire`); a context
+   asked many questions is converted once (`PreparedContext`).
 2. The offline models (`offline/extractive`, `offline/reader`, `compaction_bench.offline_models`)
    answer in-process, without importing litellm; their token usage is counted with o200k_base
    (4 tokens of framing per message, as `compaction_bench.provider` counts requests).
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.errors import BenchError
+from compaction_bench.offline_models import ReaderContext, extractive_summary, reader_answer
 from compaction_bench.wire import WireInput, chat_messages, provider_of
 
 OFFLINE_PROVIDER = "offline"
@@ -149,9 +151,33 @@ def _litellm() -> Any:
 
 
 # ------------------------------------------------------------------ offline models
-def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
-    from compaction_bench.offline_models import extractive_summary, reader_answer
+class PreparedContext:
+    """A context converted once to its wire payload (`chat_messages`), to ask many questions of it.
 
+    `LLMClient.complete(messages, context=prepared)` sends the context's payload followed by the
+    call's own messages, converted again as one call: a real model gets exactly the payload it would
+    get from `complete([*prepared.payload, *messages])`. The offline reader instead reads the
+    prepared payload's lines, indexed once for every question (converting a converted payload again
+    changes no line it reads), and its input tokens are the prepared payload's plus the call's own."""
+
+    def __init__(self, messages: Sequence[WireInput]) -> None:
+        self.payload = chat_messages(messages)
+        self._reader: ReaderContext | None = None
+        self._tokens: int | None = None
+
+    def reader(self) -> ReaderContext:
+        """The offline reader's index of the payload, built once."""
+        if self._reader is None:
+            self._reader = ReaderContext(self.payload)
+        return self._reader
+
+    def tokens(self) -> int:
+        if self._tokens is None:
+            self._tokens = payload_tokens(self.payload)
+        return self._tokens
+
+
+def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
     if model == DEFAULT_ANSWERER:
         return reader_answer(payload)
     if model == DEFAULT_SUMMARIZER:
@@ -310,19 +336,18 @@ class LLMClient:
         max_tokens: int | None = None,
         purpose: str = "summary",
         sample: int = 0,
+        context: PreparedContext | None = None,
         **params: Any,
     ) -> LLMResult:
-        """One completion. `sample` distinguishes repeated samples of the same request."""
-        payload = chat_messages(messages, provider=self.provider)
+        """One completion. `sample` distinguishes repeated samples of the same request; `context`:
+        messages converted once that come before `messages` (`PreparedContext`)."""
+        if context is not None and self.model == DEFAULT_ANSWERER:
+            own = chat_messages(messages, provider=self.provider)
+            text = reader_answer(own, context.reader())
+            return self._offline_result(text, payload_tokens(own) + context.tokens(), purpose)
+        payload = chat_messages([*context.payload, *messages] if context is not None else messages, provider=self.provider)
         if is_offline(self.model):
-            text = _offline_text(self.model, payload, max_tokens)
-            return LLMResult(
-                text=text,
-                model=self.model,
-                input_tokens=payload_tokens(payload),
-                output_tokens=payload_tokens([{"content": text}]) - MESSAGE_OVERHEAD,
-                purpose=purpose,
-            )
+            return self._offline_result(_offline_text(self.model, payload, max_tokens), payload_tokens(payload), purpose)
         params = {"temperature": 0, **params}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
@@ -346,6 +371,15 @@ class LLMClient:
                  **self._stored_fields(result)},
             )
         return result
+
+    def _offline_result(self, text: str, input_tokens: int, purpose: str) -> LLMResult:
+        return LLMResult(
+            text=text,
+            model=self.model,
+            input_tokens=input_tokens,
+            output_tokens=payload_tokens([{"content": text}]) - MESSAGE_OVERHEAD,
+            purpose=purpose,
+        )
 
     @staticmethod
     def _stored_fields(result: LLMResult) -> dict[str, Any]:

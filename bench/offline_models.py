@@ -16,16 +16,17 @@ best-matching span.
   In update mode (a ``<previous-summary>`` block, or an earlier summary in the conversation) it
   keeps the previous summary's lines first and adds the most salient new ones.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
-  shares the most informative words with the question.
+  shares the most informative words with the question. Each distinct message text is indexed once
+  per process (`ReaderContext`), so many questions about overlapping contexts cost little.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 HEADING_PATTERNS = (
@@ -258,18 +259,41 @@ def _words(text: str) -> list[str]:
 
 
 @dataclass(frozen=True)
-class _Index:
-    """A context's lines, each line's informative words, and which lines hold each word."""
+class _TextIndex:
+    """One message text's non-empty lines and, per informative word, which of its lines hold it."""
 
     lines: tuple[str, ...]
     postings: dict[str, tuple[int, ...]]
 
 
-@lru_cache(maxsize=8)
-def _line_index(texts: tuple[str, ...]) -> _Index:
-    """The index of a context (its messages' texts), kept for the next question about the same
-    context: a probe set asks many at each checkpoint."""
-    lines = tuple(line.strip() for text in texts for line in text.splitlines() if line.strip())
+#: Message texts whose line index is kept: a context is indexed once per distinct text, so the
+#: uncompacted transcript at successive checkpoints and the cells' contexts share their messages' work.
+TEXT_INDEX_CACHE = 65_536
+
+
+class _Texts:
+    """The process's line indexes by text, and for each word the indexed texts that hold it (so a
+    rare word's lines are found without looking at every message of a context). Cleared whole when
+    full; `generation` tells a context built before a clearing not to trust `holders`."""
+
+    def __init__(self) -> None:
+        self.indexes: dict[str, _TextIndex] = {}
+        self.holders: dict[str, list[_TextIndex]] = {}
+        self.generation = 0
+
+    def index(self, text: str) -> _TextIndex:
+        found = self.indexes.get(text)
+        if found is None:
+            if len(self.indexes) >= TEXT_INDEX_CACHE:
+                self.indexes, self.holders, self.generation = {}, {}, self.generation + 1
+            found = self.indexes[text] = _text_index(text)
+            for word in found.postings:
+                self.holders.setdefault(word, []).append(found)
+        return found
+
+
+def _text_index(text: str) -> _TextIndex:
+    lines = tuple(line.strip() for line in text.splitlines() if line.strip())
     postings: dict[str, list[int]] = {}
     for n, line in enumerate(lines):
         for word in set(_words(line)):
@@ -278,35 +302,70 @@ def _line_index(texts: tuple[str, ...]) -> _Index:
                 postings[word] = [n]
             else:
                 holders.append(n)
-    return _Index(lines, {w: tuple(ns) for w, ns in postings.items()})
+    return _TextIndex(lines, {w: tuple(ns) for w, ns in postings.items()})
 
 
-def reader_answer(messages: Sequence[Mapping[str, Any]]) -> str:
+_TEXTS = _Texts()
+
+
+class ReaderContext:
+    """A context's lines, indexed per message text, for answering many questions about it.
+
+    Its lines are the non-empty stripped lines of every message in order; a question scores each
+    line by the sum of log(1 + lines / lines-with-word) over the question's words the line holds."""
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        self.generation = _TEXTS.generation
+        self.parts = [part for part in (_TEXTS.index(_text_of(m)) for m in messages) if part.lines]
+        self.offsets: list[int] = []
+        self.where: dict[int, list[int]] = {}  # id of a part -> its offsets here (a text can occur twice)
+        total = 0
+        for part in self.parts:
+            self.offsets.append(total)
+            self.where.setdefault(id(part), []).append(total)
+            total += len(part.lines)
+        self.total = total
+
+    def line(self, n: int) -> str:
+        k = bisect.bisect_right(self.offsets, n) - 1
+        return self.parts[k].lines[n - self.offsets[k]]
+
+    def _found(self, word: str) -> list[tuple[int, tuple[int, ...]]]:
+        """(offset, line numbers) of each of this context's parts whose lines hold `word`, in any order."""
+        known = _TEXTS.holders.get(word, ()) if self.generation == _TEXTS.generation else None
+        if known is not None and len(known) < len(self.parts):
+            return [(offset, part.postings[word]) for part in known for offset in self.where.get(id(part), ())]
+        return [(offset, holders) for offset, part in zip(self.offsets, self.parts, strict=True) if (holders := part.postings.get(word))]
+
+    def answer(self, question: str) -> str:
+        """The best-matching line (the last one on a tie), with the next line when it is short."""
+        if not self.total:
+            return "I don't know."
+        query = set(_words(question))
+        if not query:
+            return self.line(self.total - 1)
+        scores: dict[int, float] = {}
+        for word in query:
+            found = self._found(word)
+            if found:
+                weight = math.log(1 + self.total / sum(len(holders) for _, holders in found))
+                for offset, holders in found:
+                    for n in holders:
+                        scores[offset + n] = scores.get(offset + n, 0.0) + weight
+        if not scores:
+            return "I don't know."
+        best_score = max(scores.values())
+        best = max(n for n, score in scores.items() if score == best_score)
+        answer = self.line(best)
+        if len(answer) < 60 and best + 1 < self.total:
+            answer += "\n" + self.line(best + 1)
+        return answer[:2000]
+
+
+def reader_answer(messages: Sequence[Mapping[str, Any]], context: ReaderContext | None = None) -> str:
     """The offline answerer: the context line that best matches the last user message's question
-    (the sum of log(1 + lines / lines-with-word) over the question's words a line holds; the last
-    line wins a tie)."""
+    (`ReaderContext.answer`). `context`: the messages before the question, already indexed (a probe
+    set asks many questions of one context); else they are `messages[:-1]`."""
     if not messages:
         return ""
-    question = _text_of(messages[-1])
-    index = _line_index(tuple(_text_of(m) for m in messages[:-1]))
-    if not index.lines:
-        return "I don't know."
-    query = set(_words(question))
-    if not query:
-        return index.lines[-1]
-    total = len(index.lines)
-    scores: dict[int, float] = {}
-    for word in query:
-        holders = index.postings.get(word, ())
-        if holders:
-            weight = math.log(1 + total / len(holders))
-            for n in holders:
-                scores[n] = scores.get(n, 0.0) + weight
-    if not scores:
-        return "I don't know."
-    best_score = max(scores.values())
-    best = max(n for n, score in scores.items() if score == best_score)
-    answer = index.lines[best]
-    if len(answer) < 60 and best + 1 < total:
-        answer += "\n" + index.lines[best + 1]
-    return answer[:2000]
+    return (context or ReaderContext(messages[:-1])).answer(_text_of(messages[-1]))

@@ -1,7 +1,8 @@
 """The simulated provider: true token counts, overflow errors, cached prefixes and usage.
 
 For each request of a cell it renders the messages, counts their true tokens with the profile's
-tokenizer (memoized per message, so a replay stays linear), raises an overflow error with the real
+tokenizer (memoized per message; the counts of the prefix a request shares with a kept entry are
+reused, so only the messages after it are counted), raises an overflow error with the real
 provider's message text when the profile's overflow rule refuses it (input over the input limit, or input
 plus requested output over the context), computes the cached
 prefix against the previous request of the same cell (message hashes first, tokens only inside
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -31,6 +33,8 @@ MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 3
 #: How many earlier requests of the cell are kept as cache entries.
 RECENT_ENTRIES = 2
+#: Token ids of this many message bodies are kept for the in-message prefix comparison.
+ENCODED_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -128,16 +132,80 @@ class MessageCounter:
         return out
 
 
+def first_difference(previous: Sequence[Message], current: Sequence[Message]) -> int:
+    """How many leading messages two requests share (equal messages; compared in C by slices, the same
+    object first, so a request that extends the previous one costs one pass and no Python call)."""
+    n = min(len(previous), len(current))
+    if previous[:n] == current[:n]:
+        return n
+    low, high = 0, n  # previous[:low] == current[:low] and previous[:high] != current[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        if previous[low:middle] == current[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+class _Entry:
+    """One accepted request kept for the cache model: its messages, the cumulative token counts at
+    the end of each message without (`visible`) and with (`boundaries`) hidden reasoning, its time,
+    its number of leading system messages, the index of its last real user message (where hidden
+    reasoning starts to bill) and, built only when asked, its messages as a set."""
+
+    __slots__ = ("_base", "_set", "boundaries", "last_user", "messages", "system", "time", "visible")
+
+    def __init__(
+        self, messages: tuple[Message, ...], visible: list[int], boundaries: list[int], time: float | None, last_user: int,
+        base: tuple[frozenset[Message], int] | None,
+    ) -> None:
+        self.messages, self.visible, self.boundaries, self.time, self.last_user = messages, visible, boundaries, time, last_user
+        self.system = leading_system(m.role for m in messages)
+        self._set: frozenset[Message] | None = None
+        self._base = base  # (the set of the entry this one extends, how many messages it had)
+
+    @property
+    def has_set(self) -> bool:
+        return self._set is not None
+
+    def set(self) -> frozenset[Message]:
+        if self._set is None:
+            if self._base is not None:
+                known, shared = self._base
+                self._set = known.union(self.messages[shared:])
+            else:
+                self._set = frozenset(self.messages)
+            self._base = None
+        return self._set
+
+
 class SimulatedProvider(MessageCounter):
     """One cell's provider: counts (`MessageCounter`), refuses what does not fit, and keeps the most
-    recent requests for the cache model."""
+    recent requests for the cache model.
+
+    Per request it compares the new messages with each kept entry's (`first_difference`), reuses the
+    cumulative counts of the entry it shares most with, and counts only the messages after that: work
+    proportional to what changed, not to the context."""
 
     def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
         super().__init__(profile, counter, hidden)
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
-        # Each entry: its messages, their cumulative token counts, its time, and its messages as a set.
-        self._recent: deque[tuple[tuple[Message, ...], list[int], float | None, frozenset[Message]]] = deque(maxlen=RECENT_ENTRIES)
+        self._recent: deque[_Entry] = deque(maxlen=RECENT_ENTRIES)
+        self._encoded: dict[str, list[int]] = {}
+        self._last: _Entry | None = None  # the last request counted, accepted or not
+
+    def count(self, messages: tuple[Message, ...] | list[Message]) -> int:
+        """`MessageCounter.count`, with the counts of the prefix it shares with a kept entry reused."""
+        messages = tuple(messages)
+        shared, visible = 0, 0
+        for entry in self._recent:
+            common = first_difference(entry.messages, messages)
+            if common > shared:
+                shared, visible = common, entry.visible[common - 1]
+        hidden = sum(self.hidden.per_message(messages)) if self.hidden else 0
+        return visible + sum(self.message_tokens(m) for m in messages[shared:]) + hidden
 
     # ------------------------------------------------------------- prefixes
     def _body(self, message: Message) -> str:
@@ -145,41 +213,85 @@ class SimulatedProvider(MessageCounter):
         calls = "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)
         return f"{message.content}{calls}"
 
-    def common_prefix_tokens(self, previous: tuple[Message, ...], current: tuple[Message, ...]) -> int:
-        """Longest common token prefix: whole equal messages, then tokens inside the first differing one.
+    def _encode(self, message: Message) -> list[int]:
+        """The body's token ids, kept for the few messages compared last (the same pair of differing
+        messages is usually compared on consecutive requests)."""
+        body = self._body(message)
+        ids = self._encoded.get(body)
+        if ids is None:
+            if len(self._encoded) >= ENCODED_KEPT:
+                self._encoded.clear()
+            ids = self._encoded[body] = self.counter.encode(body)
+        return ids
 
-        Inside a message the count follows `message_tokens`: its framing (`MESSAGE_OVERHEAD`, shared
-        only when the roles match), then the common prefix of the body's token ids.
-        """
-        tokens = 0
-        index = 0
-        for a, b in zip(previous, current, strict=False):
-            if a is not b and a != b:
+    def _inside(self, previous: Message, current: Message) -> int:
+        """Common tokens inside two differing messages: the framing (`MESSAGE_OVERHEAD`, shared only when
+        the roles match), then the common prefix of the body's token ids (less than either message)."""
+        if previous.role != current.role:
+            return 0
+        left = self._encode(previous)
+        right = self._encode(current)
+        same = 0
+        for x, y in zip(left, right, strict=False):
+            if x != y:
                 break
-            tokens += self.message_tokens(a)
-            index += 1
-        if index < len(previous) and index < len(current) and previous[index].role == current[index].role:
-            left = self.counter.encode(self._body(previous[index]))
-            right = self.counter.encode(self._body(current[index]))
-            same = 0
-            for x, y in zip(left, right, strict=False):
-                if x != y:
-                    break
-                same += 1
-            inside = MESSAGE_OVERHEAD + same
-            tokens += min(inside, self.message_tokens(previous[index]) - 1, self.message_tokens(current[index]) - 1)
+            same += 1
+        return min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1)
+
+    def common_prefix_tokens(self, previous: tuple[Message, ...], current: tuple[Message, ...]) -> int:
+        """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
+        shared = first_difference(previous, current)
+        tokens = sum(self.message_tokens(m) for m in previous[:shared])
+        if shared < len(previous) and shared < len(current):
+            tokens += self._inside(previous[shared], current[shared])
         return tokens
 
-    def _rebilled(self, messages: tuple[Message, ...], boundaries: list[int], cached_tokens: int) -> int:
+    def _counts(self, messages: tuple[Message, ...], base: _Entry | None, shared: int, last_user: int) -> tuple[list[int], list[int]]:
+        """(visible, boundaries) cumulative counts of `messages`, reusing `base`'s for its first `shared` messages.
+
+        Hidden reasoning bills after the last real user message, so `base`'s boundaries are reused only
+        as far as both requests bill the same messages' reasoning."""
+        if base is None:
+            shared = 0
+            visible: list[int] = []
+            boundaries: list[int] = []
+        else:
+            visible = base.visible[:shared]
+            same_billing = shared
+            if self.hidden is not None and min(base.last_user, shared - 1) != min(last_user, shared - 1):
+                same_billing = max(0, min(base.last_user, last_user) + 1)
+            boundaries = base.boundaries[:same_billing]
+            # the reused visible counts are the same messages', so the rest of the boundaries adds their hidden part
+            total = boundaries[-1] if boundaries else 0
+            for n in range(same_billing, shared):
+                total += visible[n] - (visible[n - 1] if n else 0) + self._hidden(messages[n], n, last_user)
+                boundaries.append(total)
+        total_visible = visible[-1] if visible else 0
+        total = boundaries[-1] if boundaries else 0
+        for n in range(shared, len(messages)):
+            tokens = self.message_tokens(messages[n])
+            total_visible += tokens
+            visible.append(total_visible)
+            total += tokens + self._hidden(messages[n], n, last_user)
+            boundaries.append(total)
+        return visible, boundaries
+
+    def _hidden(self, message: Message, index: int, last_user: int) -> int:
+        return self.hidden.of_message(message) if self.hidden is not None and index > last_user else 0
+
+    def _rebilled(self, messages: tuple[Message, ...], boundaries: list[int], cached_tokens: int, shared: list[int]) -> int:
         """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`).
 
-        Messages that end inside the cached part re-bill nothing, so only the rest is looked up."""
+        Messages that end inside the cached part re-bill nothing, so only the rest is looked up; a
+        message inside the prefix an entry shares with the request is in that entry without a lookup."""
         first = bisect.bisect_right(boundaries, cached_tokens)
         if first >= len(messages) or not self._recent:
             return 0
         start = boundaries[first - 1] if first else 0
-        entries = [entry[3] for entry in self._recent]
-        known = [any(m in entry for entry in entries) for m in messages[first:]]
+        entries = list(zip(self._recent, shared, strict=True))
+        known = [
+            any(n < prefix or messages[n] in entry.set() for entry, prefix in entries) for n in range(first, len(messages))
+        ]
         counts = [end - begin for begin, end in zip([start, *boundaries[first:-1]], boundaries[first:], strict=True)]
         return rebilled_tokens(counts, known, cached_tokens - start)
 
@@ -194,17 +306,30 @@ class SimulatedProvider(MessageCounter):
     ) -> Outcome:
         """Process one request; the cache state advances only for requests that were accepted."""
         messages = tuple(request.messages)  # the same object: requests store a tuple
-        boundaries = self.boundaries(messages)
+        shared = [first_difference(entry.messages, messages) for entry in self._recent]
+        # The entry sharing the most leading messages (the newest on a tie) lends its counts; so does the
+        # last request counted, accepted or not (a session that keeps overflowing grows past every entry).
+        base_index = max(range(len(shared)), key=lambda n: (shared[n], n), default=None)
+        base = self._recent[base_index] if base_index is not None else None
+        base_shared = shared[base_index] if base_index is not None else 0
+        if self._last is not None and self._last is not base:
+            last_shared = first_difference(self._last.messages, messages)
+            if last_shared > base_shared:
+                base, base_shared = self._last, last_shared
+        last_user = self.hidden.last_user(messages) if self.hidden is not None and self.hidden.reasoning else -1
+        visible, boundaries = self._counts(messages, base, base_shared, last_user)
         true_tokens = boundaries[-1] if boundaries else 0
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
         best_prefix, best_boundaries, best_system, expired = 0, [], 0, False
-        for previous, previous_boundaries, then, _ in self._recent:
-            prefix = self.common_prefix_tokens(previous, messages)
+        for entry, common in zip(self._recent, shared, strict=True):
+            prefix = entry.visible[common - 1] if common else 0
+            if common < len(entry.messages) and common < len(messages):
+                prefix += self._inside(entry.messages[common], messages[common])
             if prefix >= best_prefix:
-                best_prefix, best_boundaries = prefix, previous_boundaries
-                best_system = leading_system(m.role for m in previous)
-                expired = now is not None and then is not None and now - then > self.profile.cache.ttl_seconds
+                best_prefix, best_boundaries, best_system = prefix, entry.boundaries, entry.system
+                expired = now is not None and entry.time is not None and now - entry.time > self.profile.cache.ttl_seconds
+        system = leading_system(m.role for m in messages)
         cache = cache_outcome(
             self.profile.cache,
             prefix_tokens=best_prefix,
@@ -213,13 +338,17 @@ class SimulatedProvider(MessageCounter):
             expired=expired,
             previous_system=best_system,
             current_boundaries=boundaries,
-            current_system=leading_system(m.role for m in messages),
+            current_system=system,
         )
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
+            self._last = _Entry(messages, visible, boundaries, now, last_user, None)
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
-        cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens))
-        self._recent.append((messages, boundaries, now, frozenset(messages)))
+        cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens, shared))
+        # A request that extends an entry whose set was built gets its set from that one.
+        extends = base is not None and base_shared == len(base.messages) and base.has_set
+        self._last = _Entry(messages, visible, boundaries, now, last_user, (base.set(), base_shared) if base and extends else None)
+        self._recent.append(self._last)
         if recorded_usage is not None:
             usage = recorded_usage
         else:

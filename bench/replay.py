@@ -21,13 +21,17 @@ The engine owns the bookkeeping (records: `compaction_bench.records`):
   from the first difference on, simulated usage is fed (`usage="recorded-always"` feeds it at
   every step regardless). `RequestRecord.usage_source` says which.
 
-Cost is linear in transcript size: token counts are memoized per message and prefix comparison
-goes by message equality before tokens.
+Per request the engine's own work is proportional to what changed: the provider counts only the
+messages after the prefix a request shares with a kept entry (`compaction_bench.provider`), a
+request that extends the previous turn request is known to have lost nothing without looking at
+its items, and compaction records hold references to the strategy's messages, not copies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import KeysView, Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +128,8 @@ class _Engine:
         # The previous turn request, and how many compactions were recorded before it.
         self._previous_context: RequestRecord | None = None
         self._compactions_seen = 0
+        # Per reported compaction not yet checked against a turn request: the item ids it removed.
+        self._removed: dict[int, KeysView[str]] = {}
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
         self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
@@ -177,7 +183,9 @@ class _Engine:
         summarized = tuple(dict.fromkeys(summarized_ids))
         summarized_set = set(summarized)
         kept = tuple(dict.fromkeys(i for i in before_ids if i in after_ids))
-        dropped = tuple(dict.fromkeys(i for i in before_ids if i not in after_ids and i not in summarized_set))
+        removed = dict.fromkeys(i for i in before_ids if i not in after_ids)
+        self._removed[len(self.result.compactions)] = removed.keys()
+        dropped = tuple(i for i in removed if i not in summarized_set)
         self._add_compaction(
             trigger=trigger,
             before=tuple(before),
@@ -238,14 +246,15 @@ class _Engine:
         previous = self._previous_context
         if previous is None:
             return
+        if request.messages[: len(previous.messages)] == previous.messages:
+            return  # the request extends the previous one: nothing left (compared in C, the same objects first)
         current = {i for m in request.messages for i in m.item_ids}
         removed = [i for i in dict.fromkeys(previous.item_ids()) if i not in current]
         if not removed:
             return
         explained: set[str] = set()
         for compaction in self.result.compactions[self._compactions_seen :]:
-            remaining = {i for m in compaction.after for i in m.item_ids}
-            explained.update(i for m in compaction.before for i in m.item_ids if i not in remaining)
+            explained.update(self._removed.get(compaction.index, ()))
         lost = tuple(i for i in removed if i not in explained)
         if not lost:
             return
@@ -298,6 +307,7 @@ class _Engine:
         if request.kind in ("turn", "final"):
             self._previous_context = record
             self._compactions_seen = len(self.result.compactions)
+            self._removed.clear()  # only compactions after this request can explain what the next one lost
         return record
 
     def _mark_points(self, record: RequestRecord) -> None:
@@ -388,6 +398,23 @@ class _Engine:
         return self.result
 
 
+@cache
+def _package_prompts() -> PromptSet:
+    return PromptSet()
+
+
+def _prompt_set(overrides: Mapping[str, str | Path] | None) -> PromptSet:
+    """The templates of one replay, with its own record of the ones it renders (`PromptSet.hashes`).
+
+    The package's templates without overrides are read and parsed once per process (parsing them
+    was most of a short session's replay); each replay gets a copy with an empty record."""
+    if overrides:
+        return PromptSet(overrides)
+    own = copy.copy(_package_prompts())
+    own.hashes = {}
+    return own
+
+
 def replay(
     transcript: Transcript | str | Path,
     strategy: str | type[Strategy],
@@ -418,7 +445,7 @@ def replay(
     strategy_cls = strategy_class(strategy) if isinstance(strategy, str) else strategy
     parsed = strategy_cls.parse_options(options)
     client = summarizer if isinstance(summarizer, LLMClient) else LLMClient(summarizer)
-    prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(prompts)
+    prompt_set = prompts if isinstance(prompts, PromptSet) else _prompt_set(prompts)
     engine = _Engine(transcript, strategy_cls, get_profile(profile), client, parsed, usage, prompt_set, strict=strict)
     return engine.run()
 

@@ -58,6 +58,24 @@ class Message:
             object.__setattr__(self, "_hash", cached)
         return cached
 
+    def __eq__(self, other: object) -> bool:
+        # Field by field, the most telling first (the generated method builds two tuples per comparison).
+        if self is other:
+            return True
+        if other.__class__ is not Message:
+            return NotImplemented
+        assert isinstance(other, Message)
+        return (
+            self.content == other.content
+            and self.role == other.role
+            and self.item_ids == other.item_ids
+            and self.tool_calls == other.tool_calls
+            and self.tool_call_id == other.tool_call_id
+            and self.attachments == other.attachments
+            and self.name == other.name
+            and self.is_error == other.is_error
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"role": self.role, "content": self.content, "item_ids": list(self.item_ids)}
         if self.tool_calls:

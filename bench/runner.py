@@ -3,8 +3,14 @@
 `run()` resolves the scenarios (the embedded synthetic suite by default, or the user's transcript
 files with probes from a file or mined), runs every unfinished cell (replay, then the metrics of
 `compaction_bench.metrics.measure`) with a progress bar, and merges the per-cell tables into
-`requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`. Where cells
-run (this process, worker processes, a Ray cluster) is `compaction_bench.executors`' job.
+`requests`, `compactions`, `probes` and `summary` parquet files plus `report.html`; a run whose
+cells all finished then keeps its replay records in one archive instead of a folder per cell
+(`RunStore.compact`). Where cells run (this process, worker processes, a Ray cluster) is
+`compaction_bench.executors`' job; which cell goes next is the runner's: the largest first, by the
+transcript's characters × the CPU seconds per character that the cells of the same strategy and
+profile took so far in this run (learned as they finish), so one long cell does not finish last.
+Local workers write their finished cells themselves and the main process reads each cell's tables
+as it arrives; cells run on Ray come back to the main process, which writes them.
 
 Runs describe themselves: the manifest names every scenario's transcript file with its sha256,
 format, import options and session id (a transcript built in memory is kept in the run folder),
@@ -24,6 +30,7 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -43,7 +50,7 @@ from compaction_bench.progress import ProgressEvent, ProgressHook, display_for
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
-from compaction_bench.store import CellKey, RunStore, write_parquet
+from compaction_bench.store import TABLES, CellKey, RunStore, as_stored, cell_frame, merge_frames, write_parquet
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Transcript
 
@@ -250,7 +257,8 @@ def validate(config: RunConfig) -> None:
     PromptSet(config.prompts)
 
 
-def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dict[str, Any], dict[str, str]]:
+def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[dict[str, Any], dict[str, str]]:
+    """One cell: replay, then the metrics; its tables (with the replay records) and the templates it rendered."""
     from compaction_bench.metrics.measure import measure_cell
 
     name, options = strategy_variant(key.strategy, config.options)
@@ -268,7 +276,76 @@ def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[CellKey, dic
     judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
     tables = measure_cell(result, list(case.probes), answerer=answerer, judge=judge, repeat=key.repeat)
     cell: dict[str, Any] = {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes, "replay": to_rows(result)}
-    return key, cell, result.template_hashes
+    return cell, result.template_hashes
+
+
+@dataclass(frozen=True)
+class CellWork:
+    """What every worker gets once: the scenarios by name, the settings, and the run folder it writes
+    finished cells into (None: it sends them back, as on a Ray cluster that cannot see this folder)."""
+
+    cases: dict[str, Case]
+    config: RunConfig
+    store_root: str | None
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """A finished cell: the templates it rendered, its CPU seconds, and its tables unless the worker wrote them."""
+
+    key: CellKey
+    template_hashes: dict[str, str]
+    cpu_seconds: float
+    cell: dict[str, Any] | None
+
+
+def _cell_task(work: CellWork, key: CellKey) -> CellOutcome:
+    started = time.process_time()
+    cell, hashes = _run_cell(work.cases[key.scenario], key, work.config)
+    if work.store_root is None:
+        return CellOutcome(key, hashes, time.process_time() - started, cell)
+    _store_cell(RunStore(Path(work.store_root)), key, cell)
+    return CellOutcome(key, hashes, time.process_time() - started, None)
+
+
+def _store_cell(store: RunStore, key: CellKey, cell: Mapping[str, Any]) -> None:
+    store.write_replay(key, cell["replay"])
+    store.write_cell(key, cell)
+
+
+def warm(config: RunConfig) -> None:
+    """Load what every cell needs (the engine, the metrics, the run's strategies and tokenizers) once,
+    in the process that local workers are forked from."""
+    from compaction_bench.metrics.measure import measure_cell  # noqa: F401 (imported for its import cost)
+    from compaction_bench.tokens import shared_counter
+
+    for spec in config.strategies:
+        strategy_class(strategy_variant(spec, config.options)[0])
+    for profile in config.profiles:
+        shared_counter(get_profile(profile).tokenizer)
+
+
+class LargestFirst:
+    """The priority of each cell: its transcript's characters × the CPU seconds per character that
+    finished cells of its strategy and profile took (the mean over all finished cells for a pair not
+    seen yet, 1 before any cell finished)."""
+
+    def __init__(self, cells: Sequence[CellKey], cases: Mapping[str, Case]) -> None:
+        self.cells = cells
+        self.size = {name: max(sum(len(item.text or "") + len(item.arguments or "") for item in case.transcript.items), 1)
+                     for name, case in cases.items()}
+        self.seconds: dict[tuple[str, str], list[float]] = {}
+
+    def finished(self, key: CellKey, cpu_seconds: float) -> None:
+        rates = self.seconds.setdefault((key.strategy, key.profile), [0.0, 0.0])
+        rates[0] += cpu_seconds
+        rates[1] += self.size[key.scenario]
+
+    def __call__(self, index: int) -> float:
+        key = self.cells[index]
+        seconds, chars = self.seconds.get((key.strategy, key.profile)) or (
+            sum(s for s, _ in self.seconds.values()), sum(c for _, c in self.seconds.values()))
+        return self.size[key.scenario] * (seconds / chars if chars else 1.0)
 
 
 def _git_revision() -> str | None:
@@ -418,28 +495,33 @@ def run(
     def label(key: CellKey) -> str:
         return f"{key.scenario} · {key.strategy} · {key.profile}" + (f" · r{key.repeat}" if config.repeats > 1 else "")
 
-    def finished(key: CellKey, tables: dict[str, Any], hashes: dict[str, str]) -> None:
-        store.write_replay(key, tables["replay"])
-        store.write_cell(key, tables)
-        manifest["template_hashes"].update(hashes)
-        if on_cell:
-            on_cell(key, "done")
-
     def failed(key: CellKey, exc: BaseException) -> None:
         failures.append({"cell": key.slug, "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))})
         if on_cell:
             on_cell(key, f"failed: {type(exc).__name__}: {exc}")
 
-    work = [(by_name[key.scenario], key, config) for key in todo]
+    loaded: dict[str, dict[str, pd.DataFrame]] = {}
+    local = executor == "local"
+    shared = CellWork(by_name, config, str(store.root) if local else None)
+    order = LargestFirst(todo, by_name)
     try:
         emit(ProgressEvent("cells", 0, len(todo), "starting"))
-        for done, (index, outcome) in enumerate(execute(_run_cell, work, executor=executor, jobs=jobs, address=address), start=1):
+        outcomes = execute(_cell_task, [(key,) for key in todo], shared=shared, executor=executor, jobs=jobs, address=address,
+                           priority=order, warm=lambda: warm(config))
+        for done, (index, outcome) in enumerate(outcomes, start=1):
+            key = todo[index]
             if isinstance(outcome, BaseException):
-                failed(todo[index], outcome)
-                emit(ProgressEvent("cells", done, len(todo), f"{label(todo[index])}: {type(outcome).__name__}: {outcome}", failed=True))
-            else:
-                finished(*outcome)
-                emit(ProgressEvent("cells", done, len(todo), label(todo[index])))
+                failed(key, outcome)
+                emit(ProgressEvent("cells", done, len(todo), f"{label(key)}: {type(outcome).__name__}: {outcome}", failed=True))
+                continue
+            if outcome.cell is not None:
+                _store_cell(store, key, outcome.cell)
+            order.finished(key, outcome.cpu_seconds)
+            manifest["template_hashes"].update(outcome.template_hashes)
+            loaded[key.slug] = store.read_cell_tables(store.cell_dir(key))  # merged while the other cells run
+            if on_cell:
+                on_cell(key, "done")
+            emit(ProgressEvent("cells", done, len(todo), label(key)))
         manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
         manifest["wall_seconds"] = round(time.monotonic() - started, 3)
         if failures:
@@ -447,7 +529,7 @@ def run(
         else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
             (store.root / "errors.log").unlink(missing_ok=True)
         manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
-        finalize(store, manifest, report=report, progress=emit)
+        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures)
     finally:
         folder.release()
         if display is not None:
@@ -460,32 +542,44 @@ def run(
     return store.root
 
 
-def finalize(store: RunStore, manifest: dict[str, Any], report: bool = True, progress: ProgressHook | None = None) -> None:
-    """Merge the finished cells into the run's tables, then write the manifest and the report.
+def finalize(
+    store: RunStore,
+    manifest: dict[str, Any],
+    tables: Mapping[str, pd.DataFrame],
+    report: bool = True,
+    progress: ProgressHook | None = None,
+    compact: bool = False,
+) -> None:
+    """Write the run's merged `tables`, the summary and the manifest, then the report and (with
+    `compact`, at the same time in a thread) the archive of the cells' replay records.
 
-    `progress` receives a `finalize` event per step (each table, the summary, each report page).
+    `progress` receives a `finalize` event per step (the tables, the summary, the archive, each report page).
     """
     from compaction_bench.metrics.aggregate import summarize
 
     steps = 5
     emit = progress or (lambda event: None)
-    tables: dict[str, pd.DataFrame] = {}
-    for done, name in enumerate(("requests", "compactions", "probes"), start=1):
-        emit(ProgressEvent("finalize", done - 1, steps, f"merging {name}"))
-        tables[name] = store.read_cells(name)
+    emit(ProgressEvent("finalize", 0, steps, "writing tables"))
+    for name in TABLES:
         write_parquet(tables[name], store.root / f"{name}.parquet")
-    emit(ProgressEvent("finalize", 3, steps, "summary"))
+    emit(ProgressEvent("finalize", 1, steps, "summary"))
     summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
     write_parquet(summary, store.root / "summary.parquet")
     store.write_manifest(manifest)
-    if report:
-        from compaction_bench.reports.html import write_report
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive") as background:
+        # The archive (Arrow reads, hashing and writes, outside the GIL) is built while the report renders.
+        archived = background.submit(store.compact) if compact else None
+        if report:
+            from compaction_bench.reports.html import write_report
 
-        def page(done: int, total: int, label: str) -> None:
-            emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
+            def page(done: int, total: int, label: str) -> None:
+                emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
 
-        emit(ProgressEvent("finalize", 4, steps, "report"))
-        write_report(store.root, progress=page)
+            emit(ProgressEvent("finalize", 3, steps, "report"))
+            write_report(store.root, progress=page)
+        if archived is not None:
+            emit(ProgressEvent("finalize", 4, steps, "archiving the cells' replay records"))
+            archived.result()
     emit(ProgressEvent("finalize", steps, steps, "done"))
 
 
@@ -633,19 +727,20 @@ def score(
         if not in_place and (source.root / name).is_file():
             shutil.copy2(source.root / name, _created(target / name))
     write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
-    for directory in source.done_cells():
-        rows = source.read_replay(directory)
+    frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
+
+    for rows in source.replays():
         key = CellKey(**rows["replay"]["key"])
         case = cases[key.scenario]
         result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
         client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
         judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
         tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
-        if not in_place:
-            for file in ("contexts.parquet", "messages.parquet", "replay.json"):
-                shutil.copy2(directory / file, _created(store.cell_dir(key) / file))
-        store.write_cell(key, {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes})
-    finalize(store, scored, report=report)
+        for name in TABLES:  # as a cell's table reads back from its file in a run
+            frames[name][key.slug] = as_stored(cell_frame(key, getattr(tables, name)))
+    if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
+        store.write_archive(list(source.cell_records()))
+    finalize(store, scored, {name: merge_frames(frames[name]) for name in TABLES}, report=report, compact=in_place)
     return store.root
 
 

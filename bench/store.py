@@ -1,6 +1,6 @@
-"""The run store: `runs/<run-id>/` with its manifest, per-cell results and the merged tables.
+"""The run store: `runs/<run-id>/` with its manifest, per-cell results, the merged tables and the replay archive.
 
-Layout::
+Layout of a finished run::
 
     runs/<run-id>/
       manifest.json          config, versions, seeds, git revision, cells; every scenario's transcript
@@ -8,31 +8,44 @@ Layout::
                              profile's definition (`profiles`), the templates' text and sha256 (`templates`)
       transcripts/           canonical JSONL of scenarios that came from no file (synthetic, in memory)
       probes/scenario-<n>.yaml  the probes asked about scenario n (given or mined)
-      cells/<cell-key>/      requests|compactions|probes.parquet of one finished cell, its replay
-                             records (contexts.parquet: each request's item ids, message references
-                             and summarizer call; messages.parquet: each distinct message once;
-                             replay.json: compactions, probe points, settings), then DONE
       requests.parquet       every request of every cell
       compactions.parquet    every compaction
       probes.parquet         one row per probe per probe point
       summary.parquet        one row per (scenario, strategy, profile)
+      replays/               every cell's replay records, merged: cells.parquet (one row per cell: its key,
+                             its replay.json text, the ids of its messages), contexts.parquet (every
+                             request with its item ids, message references and summarizer call, and its
+                             cell's row), messages.parquet (each distinct message of the run once)
       report.html            the self-contained report
 
-Every write is atomic (temporary file, then rename); a cell counts as finished only once its
-`DONE` marker exists, so `--resume` redoes exactly the unfinished cells. The replay records let
-`bench score` measure a run again without replaying (`compaction_bench.records.from_rows`).
+While a run works, each finished cell has its own folder `cells/<cell-key>/`: its
+requests|compactions|probes.parquet, its replay records (contexts.parquet, messages.parquet,
+replay.json) and then `DONE`. Every write is atomic (temporary file, then rename); a cell counts as
+finished once its `DONE` marker exists or the archive lists it, so `--resume` redoes exactly the
+unfinished cells. Once every cell is finished and the tables are merged, `compact()` moves the
+replay records into `replays/` and removes the cell folders; the merged tables then hold the
+cells' rows. The archive is built with Arrow, without a row of it becoming a Python object:
+messages are told apart by an identity string of all their fields (length-prefixed, so no two
+different messages share one), and `cells.parquet` is written last (it is the commit point). The
+replay records let `bench score` measure a run again without replaying
+(`compaction_bench.records.from_rows`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compaction_bench.atomic import atomic_write, atomic_write_text
@@ -40,6 +53,11 @@ from compaction_bench.errors import BenchError
 
 TABLES = ("requests", "compactions", "probes")
 KEY_COLUMNS = ["scenario", "strategy", "profile", "repeat"]
+#: A cell's replay record files, as `write_replay` writes them into its folder.
+REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
+ARCHIVE = "replays"
+#: Message fields that identify a distinct message (every column `records.to_rows` writes).
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
 
 
 class StoreError(BenchError, RuntimeError):
@@ -72,7 +90,7 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
 
 def _write_table(table: pa.Table, path: Path) -> Path:
     def write(tmp: Path) -> None:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, compression="zstd")
 
     return atomic_write(path, write)
 
@@ -81,42 +99,140 @@ def write_json(data: Any, path: Path) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def cell_frame(key: CellKey, rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One cell's rows of a table with the cell's key columns in front."""
+    rows = [{**key.columns(), **row} for row in rows]
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=KEY_COLUMNS)
+
+
+def as_stored(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as it reads back from its parquet file (lists become arrays, empty columns get their stored type)."""
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    buffer.seek(0)
+    return pd.read_parquet(buffer)
+
+
+def merge_frames(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Cells' frames of one table (by cell slug) as one table, in slug order (the order of a run's folders)."""
+    kept = [frames[slug] for slug in sorted(frames) if not frames[slug].empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=KEY_COLUMNS)
+
+
+@dataclass(frozen=True)
+class CellRecords:
+    """One cell's replay records as stored: its contexts and messages tables and its replay.json text."""
+
+    key: CellKey
+    contexts: pa.Table
+    messages: pa.Table
+    replay: str
+
+
+def read_cell_records(directory: Path) -> CellRecords:
+    """A cell folder's replay records, as stored."""
+    text = (directory / "replay.json").read_text(encoding="utf-8")
+    key = CellKey(**json.loads(text)["key"])
+    return CellRecords(key, pq.read_table(directory / "contexts.parquet"), pq.read_table(directory / "messages.parquet"), text)
+
+
+def _identity(messages: pa.Table) -> pa.Array:
+    """One string per message that equals another's exactly when every field does: each field as
+    `N` (null) or its length, `:` and its text; `item_ids` as its count and each id so."""
+
+    def field(values: pa.Array) -> pa.Array:
+        text = values if pa.types.is_string(values.type) else pc.cast(values, pa.string())
+        framed = pc.binary_join_element_wise(pc.cast(pc.utf8_length(text), pa.string()), text, ":")
+        return pc.fill_null(framed, "N")
+
+    table = messages.combine_chunks()
+    parts = []
+    for name in MESSAGE_FIELDS:
+        column = table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], pa.string())
+        if pa.types.is_list(column.type):
+            inner = field(pc.cast(column.values, pa.string()))  # the offsets index the child array as it is
+            joined = pc.binary_join(pa.ListArray.from_arrays(column.offsets, inner), "")
+            parts.append(pc.fill_null(pc.binary_join_element_wise(pc.cast(pc.list_value_length(column), pa.string()), joined, "#"), "N"))
+        else:
+            parts.append(field(column))
+    return pc.binary_join_element_wise(*parts, ";")
+
+
 class RunStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._archived: dict[str, int] | None = None
 
     @property
     def manifest_path(self) -> Path:
         return self.root / "manifest.json"
 
+    @property
+    def archive_dir(self) -> Path:
+        return self.root / ARCHIVE
+
     def cell_dir(self, key: CellKey) -> Path:
         return self.root / "cells" / key.slug
 
-    def is_done(self, key: CellKey) -> bool:
-        return (self.cell_dir(key) / "DONE").exists()
+    def archived(self) -> dict[str, int]:
+        """The archive's cells: slug → row of `replays/cells.parquet` (empty before `compact()`)."""
+        if self._archived is None:
+            index = self.archive_dir / "cells.parquet"
+            slugs = pq.read_table(index, columns=["cell"]).column("cell").to_pylist() if index.is_file() else []
+            self._archived = {slug: row for row, slug in enumerate(slugs)}
+        return self._archived
 
-    def write_cell(self, key: CellKey, tables: dict[str, list[dict[str, Any]]]) -> None:
+    def is_done(self, key: CellKey) -> bool:
+        return key.slug in self.archived() or (self.cell_dir(key) / "DONE").exists()
+
+    def write_cell(self, key: CellKey, tables: Mapping[str, list[dict[str, Any]]]) -> None:
+        """A finished cell's tables, then its `DONE` marker (its replay records must be written before)."""
         directory = self.cell_dir(key)
         for name in TABLES:
-            rows = [{**key.columns(), **row} for row in tables.get(name, [])]
-            frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=KEY_COLUMNS)
-            write_parquet(frame, directory / f"{name}.parquet")
+            write_parquet(cell_frame(key, tables.get(name, [])), directory / f"{name}.parquet")
         atomic_write_text(directory / "DONE", "")
 
-    def write_replay(self, key: CellKey, rows: dict[str, Any]) -> None:
+    def write_replay(self, key: CellKey, rows: Mapping[str, Any]) -> None:
         """A cell's replay records (`compaction_bench.records.to_rows`); written before its DONE marker."""
         directory = self.cell_dir(key)
         for name, file in (("requests", "contexts.parquet"), ("messages", "messages.parquet")):
             _write_table(pa.Table.from_pylist(rows[name]), directory / file)
         write_json({"key": key.columns(), **rows["replay"]}, directory / "replay.json")
 
-    def done_cells(self) -> list[Path]:
-        return [d for d in sorted((self.root / "cells").glob("*")) if (d / "DONE").exists()]
+    def cell_folders(self) -> list[Path]:
+        """Folders of finished cells that the archive does not hold yet, in slug order."""
+        archived = self.archived()
+        return [d for d in sorted((self.root / "cells").glob("*")) if (d / "DONE").exists() and d.name not in archived]
+
+    def read_cell_tables(self, directory: Path) -> dict[str, pd.DataFrame]:
+        """A cell folder's requests, compactions and probes tables."""
+        return {name: pd.read_parquet(directory / f"{name}.parquet") for name in TABLES}
+
+    def merged_tables(self, loaded: Mapping[str, Mapping[str, pd.DataFrame]] | None = None) -> dict[str, pd.DataFrame]:
+        """Every finished cell's rows of each table: the archived cells' (from the merged tables) and the cell folders'.
+
+        `loaded` holds tables already read (slug → table name → frame; e.g. while the cells ran), the
+        other folders are read now.
+        """
+        frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
+        for directory in self.cell_folders():
+            tables = (loaded or {}).get(directory.name) or self.read_cell_tables(directory)
+            for name in TABLES:
+                frames[name][directory.name] = tables[name]
+        merged = {name: merge_frames(frames[name]) for name in TABLES}
+        if not self.archived():
+            return merged
+        out = {}
+        for name in TABLES:
+            before = pd.read_parquet(self.root / f"{name}.parquet")
+            parts = [f for f in (before, merged[name]) if not f.empty]
+            out[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else before
+        return out
 
     @staticmethod
     def read_replay(directory: Path) -> dict[str, Any]:
-        """What `write_replay` wrote: `messages`, `requests` (rows) and `replay` (with the cell's `key`)."""
-        files = [directory / f for f in ("contexts.parquet", "messages.parquet", "replay.json")]
+        """What `write_replay` wrote into a cell folder: `messages`, `requests` (rows) and `replay` (with the cell's `key`)."""
+        files = [directory / f for f in REPLAY_FILES]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise StoreError(f"{directory}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
@@ -126,14 +242,72 @@ class RunStore:
             "replay": json.loads(files[2].read_text(encoding="utf-8")),
         }
 
-    def read_cells(self, name: str) -> pd.DataFrame:
-        frames = [
-            pd.read_parquet(d / f"{name}.parquet")
-            for d in sorted((self.root / "cells").glob("*"))
-            if (d / "DONE").exists()
-        ]
-        frames = [f for f in frames if not f.empty]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=KEY_COLUMNS)
+    def replays(self) -> Iterator[dict[str, Any]]:
+        """Every finished cell's replay records (as `read_replay` returns them): the archive's, then the cell folders'."""
+        if self.archived():
+            cells = pq.read_table(self.archive_dir / "cells.parquet").to_pylist()
+            messages = pq.read_table(self.archive_dir / "messages.parquet").to_pylist()
+            by_cell: dict[int, list[dict[str, Any]]] = {row: [] for row in range(len(cells))}
+            for request in pq.read_table(self.archive_dir / "contexts.parquet").to_pylist():
+                by_cell[request.pop("cell")].append(request)
+            for row, cell in enumerate(cells):
+                yield {"requests": by_cell[row], "messages": [messages[n] for n in cell["messages"]], "replay": json.loads(cell["replay"])}
+        for directory in self.cell_folders():
+            yield self.read_replay(directory)
+
+    def cell_records(self) -> Iterator[CellRecords]:
+        """Every finished cell's replay records as stored (Arrow tables and the replay JSON text): the archive's, then the folders'."""
+        if self.archived():
+            cells = pq.read_table(self.archive_dir / "cells.parquet")
+            messages = pq.read_table(self.archive_dir / "messages.parquet")
+            contexts = pq.read_table(self.archive_dir / "contexts.parquet")
+            rows = contexts.column("cell").to_numpy()
+            contexts = contexts.drop_columns(["cell"])
+            for row, cell in enumerate(cells.to_pylist()):
+                yield CellRecords(
+                    CellKey(cell["scenario"], cell["strategy"], cell["profile"], cell["repeat"]),
+                    contexts.filter(pa.array(rows == row)), messages.take(pa.array(cell["messages"], pa.int64())), cell["replay"],
+                )
+        for directory in self.cell_folders():
+            yield read_cell_records(directory)
+
+    def write_archive(self, records: Sequence[CellRecords]) -> None:
+        """Write `replays/` from cells' stored replay records, `cells.parquet` last."""
+        messages = pa.concat_tables([r.messages for r in records], promote_options="default")
+        ids = pc.dictionary_encode(_identity(messages)).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        _, first = np.unique(ids, return_index=True)  # ids number distinct messages in order of first appearance
+        offsets = np.cumsum([0] + [r.messages.num_rows for r in records])
+        contexts = pa.concat_tables(
+            [r.contexts.append_column("cell", pa.array(np.full(r.contexts.num_rows, row, np.int64))) for row, r in enumerate(records)],
+            promote_options="default",
+        )
+        cells = pa.table({
+            "cell": [r.key.slug for r in records], "scenario": [r.key.scenario for r in records], "strategy": [r.key.strategy for r in records],
+            "profile": [r.key.profile for r in records], "repeat": pa.array([r.key.repeat for r in records], pa.int64()),
+            "replay": [r.replay for r in records],
+            "messages": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(ids, pa.int64())),
+        })
+        _write_table(messages.take(pa.array(first)), self.archive_dir / "messages.parquet")
+        _write_table(contexts, self.archive_dir / "contexts.parquet")
+        _write_table(cells, self.archive_dir / "cells.parquet")
+        self._archived = None
+
+    def compact(self) -> bool:
+        """Move every finished cell's replay records into `replays/` and remove the cell folders; True when done.
+
+        Call it only once the merged tables hold every finished cell's rows (after `finalize`).
+        Cells whose records do not share one schema (a column of integers in one cell and of floats
+        in another) are left in their folders rather than converted: the run stays complete, only not
+        compacted.
+        """
+        if not self.cell_folders():
+            return True
+        try:
+            self.write_archive(list(self.cell_records()))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return False
+        shutil.rmtree(self.root / "cells")
+        return True
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(manifest, self.manifest_path)

@@ -191,12 +191,21 @@ class HiddenTokens:
         out = [0] * len(messages)
         if not self.reasoning:
             return out
-        for n in range(len(messages) - 1, -1, -1):
-            ids = messages[n].item_ids
-            if any(i in self.user_ids for i in ids):
-                break
-            out[n] = sum(self.reasoning.get(i, 0) for i in ids)
+        for n in range(self.last_user(messages) + 1, len(messages)):
+            out[n] = self.of_message(messages[n])
         return out
+
+    def last_user(self, messages: Sequence[Message]) -> int:
+        """Index of the request's last message that holds a real user message (-1: none); only the
+        messages after it bill their reasoning. Found from the end (only the tail is read)."""
+        for n in range(len(messages) - 1, -1, -1):
+            if any(i in self.user_ids for i in messages[n].item_ids):
+                return n
+        return -1
+
+    def of_message(self, message: Message) -> int:
+        """The hidden reasoning a message carries, billed when it comes after the last real user message."""
+        return sum(self.reasoning.get(i, 0) for i in message.item_ids) if self.reasoning else 0
 
 
 def unrecorded_tokens(recorded_input: int, counted: int) -> int:

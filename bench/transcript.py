@@ -101,11 +101,13 @@ def thaw(value: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """A non-text part of a message (image, file); only its type, name and size matter here."""
+    """A non-text part of a message (image, file): its type, name, size and, where the format
+    records one, the URI it was attached by (a file URL or data URL; "" when unknown)."""
 
     mime: str
     name: str = ""
     size: int = 0
+    uri: str = ""
 
     @property
     def is_image(self) -> bool:
@@ -202,7 +204,7 @@ class Item:
             if (f.name == "meta" and not value) or (f.name != "meta" and value == f.default):
                 continue
             if f.name == "attachments":
-                value = [{"mime": a.mime, "name": a.name, "size": a.size} for a in value]
+                value = [{"mime": a.mime, "name": a.name, "size": a.size, **({"uri": a.uri} if a.uri else {})} for a in value]
             elif f.name == "usage":
                 value = value.to_dict()
             elif f.name == "meta":

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.llm import LLMClient, LLMResult
+from compaction_bench.llm import LLMClient, LLMResult, PreparedContext
 from compaction_bench.probes import Probe, compiled_regex, regex_search
 from compaction_bench.request import Message
 from compaction_bench.templates import PromptSet
@@ -58,14 +58,37 @@ def normalize(text: str) -> str:
     return SPACE.sub(" ", text).strip()
 
 
-def context_text(messages: Sequence[Message]) -> str:
-    """Everything a model reads in a request: contents, then each call's name and arguments."""
+#: Distinct texts whose normalization is kept (contexts share most of their messages).
+NORMALIZED_CACHE = 65_536
+
+
+@lru_cache(maxsize=NORMALIZED_CACHE)
+def _normalized_part(text: str) -> str:
+    return normalize(text)
+
+
+def normalize_joined(parts: Sequence[str]) -> str:
+    """`normalize("\\n".join(parts))`, from each part's normalization (memoized per text).
+
+    NFKC, case folding and the quote table act per character and a newline composes with nothing,
+    so only the joins differ: the whitespace there collapses to one space, and a part that
+    normalizes to nothing leaves no trace."""
+    return " ".join(n for n in map(_normalized_part, parts) if n)
+
+
+def context_parts(messages: Sequence[Message]) -> list[str]:
+    """Everything a model reads in a request, in order: contents, then each call's name and arguments."""
     parts: list[str] = []
     for m in messages:
         if m.content:
             parts.append(m.content)
         parts.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
-    return "\n".join(parts)
+    return parts
+
+
+def context_text(messages: Sequence[Message]) -> str:
+    """`context_parts` as one text, one part per line."""
+    return "\n".join(context_parts(messages))
 
 
 def _evidence(probe: Probe) -> list[str]:
@@ -247,13 +270,14 @@ class Answer:
 
 def ask(
     probe: Probe,
-    context: Sequence[Mapping[str, Any]],
+    context: PreparedContext,
     answerer: LLMClient,
     judge: LLMClient | None = None,
     *,
     sample: int = 0,
 ) -> Answer:
-    """Ask one probe against a context (message dicts without the question) and grade the reply."""
-    result: LLMResult = answerer.complete([*context, {"role": "user", "content": probe.question}], purpose="answer", sample=sample)
+    """Ask one probe against a context (converted once, without the question) and grade the reply."""
+    question = {"role": "user", "content": probe.question}
+    result: LLMResult = answerer.complete([question], purpose="answer", sample=sample, context=context)
     grade = judge_reply(probe, result.text, judge, sample=sample) if probe.match == "judge" else grade_reply(probe, result.text)
     return Answer(result.text, result.cache_hit, grade)

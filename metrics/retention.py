@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_bench.llm import LLMClient, LLMError
+from compaction_bench.llm import LLMClient, LLMError, PreparedContext
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
@@ -130,6 +130,28 @@ def _source_text(transcript: Transcript, position: int) -> str:
     return "\n".join(t for t in (item.text, item.arguments) if t)
 
 
+@dataclass(frozen=True)
+class _Texts:
+    """A context's text outside and inside summaries, each also normalized (`grading.normalize`)."""
+
+    kept: str
+    summary: str
+    normalized_kept: str
+    normalized_summary: str
+
+    @property
+    def whole(self) -> str:
+        return "\n".join(t for t in (self.kept, self.summary) if t)
+
+    @property
+    def normalized(self) -> str:
+        """`normalize(whole)`: the two normalized texts joined as `grading.normalize_joined` does."""
+        return " ".join(t for t in (self.normalized_kept, self.normalized_summary) if t)
+
+
+NOT_SEEN = _Texts("", "", "", "")
+
+
 class _Contexts:
     """Per request of one cell: kept text, summary text and the ids it summarized away (memoized)."""
 
@@ -137,7 +159,7 @@ class _Contexts:
         self.result = result
         self.signatures = [s[:SUMMARY_SIGNATURE] for s in (c.summary.strip() for c in result.compactions if c.summary) if s]
         self._is_summary: dict[Message, bool] = {}
-        self._texts: dict[int, tuple[str, str]] = {}
+        self._texts: dict[int, _Texts] = {}
 
     def is_summary(self, message: Message) -> bool:
         known = self._is_summary.get(message)
@@ -150,13 +172,15 @@ class _Contexts:
             self._is_summary[message] = known
         return known
 
-    def texts(self, request: RequestRecord) -> tuple[str, str]:
-        """(text of the messages that are not a summary, text of the summary messages)."""
+    def texts(self, request: RequestRecord) -> _Texts:
+        """The text of the messages that are not a summary, of the summary messages, and both normalized."""
         cached = self._texts.get(request.index)
         if cached is None:
-            kept = [m for m in request.messages if not self.is_summary(m)]
-            summaries = [m for m in request.messages if self.is_summary(m)]
-            cached = self._texts[request.index] = (grading.context_text(kept), grading.context_text(summaries))
+            kept = grading.context_parts([m for m in request.messages if not self.is_summary(m)])
+            summaries = grading.context_parts([m for m in request.messages if self.is_summary(m)])
+            cached = self._texts[request.index] = _Texts(
+                "\n".join(kept), "\n".join(summaries), grading.normalize_joined(kept), grading.normalize_joined(summaries)
+            )
         return cached
 
     def summarized_before(self, request: RequestRecord) -> set[str]:
@@ -173,16 +197,22 @@ def _model(client: LLMClient | None) -> object:
 
 
 class _Uncompacted:
-    """The uncompacted transcript before a position, as answerer messages (built once per checkpoint)."""
+    """The uncompacted transcript before a position, as an answerer context (converted once per checkpoint;
+    the items' messages are built once, checkpoints come in order)."""
 
     def __init__(self, transcript: Transcript) -> None:
         self.transcript = transcript
-        self._built: tuple[int, list[dict[str, Any]]] | None = None
+        self._messages: list[Message] = []  # the model-input messages of transcript.items[: self._upto]
+        self._upto = 0
+        self._built: tuple[int, PreparedContext] | None = None
 
-    def before(self, position: int) -> list[dict[str, Any]]:
+    def before(self, position: int) -> PreparedContext:
         if self._built is None or self._built[0] != position:
-            messages = [message_from_item(i) for i in self.transcript.items[:position] if i.kind != "marker"]
-            self._built = (position, grading.context_messages(messages))
+            if position < self._upto:
+                self._messages, self._upto = [], 0
+            self._messages.extend(message_from_item(i) for i in self.transcript.items[self._upto : position] if i.kind != "marker")
+            self._upto = position
+            self._built = (position, PreparedContext(self._messages))
         return self._built[1]
 
 
@@ -248,12 +278,11 @@ def probe_rows(
             continue
         request = result.requests[index]
         seen = not request.overflow
-        kept_text, summary_text = contexts.texts(request) if seen else ("", "")
-        whole = "\n".join(t for t in (kept_text, summary_text) if t)
-        normalized, normalized_kept = grading.normalize(whole), grading.normalize(kept_text)
-        normalized_summary = grading.normalize(summary_text)
+        texts = contexts.texts(request) if seen else NOT_SEEN
+        kept_text, summary_text, whole = texts.kept, texts.summary, texts.whole
+        normalized, normalized_kept, normalized_summary = texts.normalized, texts.normalized_kept, texts.normalized_summary
         summarized = contexts.summarized_before(request)
-        context = grading.context_messages(request.messages) if answerer is not None and seen else []
+        context = PreparedContext(request.messages) if answerer is not None and seen else None
         for probe in asked:
             evidence = anchors[probe.id]
             found = grading.presence(probe, whole, normalized, evidence) if seen else grading.Presence(False, 0.0)
@@ -290,6 +319,7 @@ def probe_rows(
                 if not seen:
                     row.update(correct=False, score=0.0)  # the request reached no model: unanswered
                 else:
+                    assert context is not None
                     try:
                         answer = grading.ask(probe, context, answerer, judge, sample=repeat)
                     except LLMError as exc:  # e.g. a context beyond the answerer's window: unscored, never passed

@@ -12,7 +12,7 @@ Two sources hold the same message/part objects (schema `packages/schema/src/v1/s
 Reading rules:
 
 - user messages: the non-synthetic text parts form the real user item (file parts are its
-  attachments: mime, filename, decoded size of a data URL); synthetic text parts (the automatic
+  attachments: mime, filename, URL, decoded size of a data URL); synthetic text parts (the automatic
   "Continue…" message, injected file contents) are synthetic user items; ``ignored`` text parts
   are not model input (counted in ``meta["ignored_parts"]`` as ``text:ignored``); a
   ``compaction`` part is a marker ``{"event": "compaction", "auto", "overflow", "tail_start_id"}``;
@@ -83,13 +83,14 @@ def opencode_usage(tokens: Any) -> Usage | None:
 
 
 def file_attachment(part: Mapping[str, Any]) -> Attachment:
-    """A file part: mime, filename, and the decoded size of a base64 data URL."""
-    raw = part.get("url")
+    """A file part: mime, filename (V2: `name`), its URL (V2: `uri`) and the decoded size of a base64 data URL."""
+    raw = part.get("url", part.get("uri"))
     url = raw if isinstance(raw, str) else ""
     size = 0
     if url.startswith("data:") and ";base64," in url:
         size = len(url.split(";base64,", 1)[1]) * 3 // 4
-    return Attachment(mime=str(part.get("mime") or "application/octet-stream"), name=str(part.get("filename") or ""), size=size)
+    name = part.get("filename", part.get("name"))
+    return Attachment(mime=str(part.get("mime") or "application/octet-stream"), name=str(name or ""), size=size, uri=url)
 
 
 class _Session:

@@ -97,20 +97,27 @@ class Aider(Strategy):
         self.snapshot: list[ChatMessage] | None = None
         self.summarized: list[ChatMessage] = []
         self._turn_edited = False
+        #: `sum(token_count(m) for m in done)`, kept as `done` changes (§3 `too_big` on `done` at every edited turn)
+        self._done_tokens = 0
+        #: per-message memos: token counts by (role, content), wire messages by chat message
+        self._counts: dict[tuple[str, str], int] = {}
+        self._wire: dict[ChatMessage, Message] = {}
 
     # ------------------------------------------------------------ tokens (§4)
     def token_count(self, message: ChatMessage) -> int:
-        return self.counter.count(json.dumps(message.as_dict()))
-
-    def too_big(self, messages: Sequence[ChatMessage]) -> bool:
-        return sum(self.token_count(m) for m in messages) > self.max_tokens
+        """The tokens of `json.dumps(message)` (§3), counted once per (role, content)."""
+        key = (message.role, message.content)
+        count = self._counts.get(key)
+        if count is None:
+            count = self._counts[key] = self.counter.count(json.dumps(message.as_dict()))
+        return count
 
     # ------------------------------------------------------------ observing (§1)
     def on_user_turn(self, item: Item) -> None:
         text = item.text.strip()
         if text == "/clear":
             before = self.messages()
-            self.done, self.cur, self.snapshot = [], [], None
+            self.done, self.cur, self.snapshot, self._done_tokens = [], [], None, 0
             self.ctx.record_compaction(trigger="clear", before=before, after=self.messages(), summary=None, probe=False)
             return
         if text.startswith("/"):
@@ -150,13 +157,17 @@ class Aider(Strategy):
 
     # ------------------------------------------------------------ the background summary (§2)
     def move_back_cur_messages(self, message: str) -> None:
-        self.done = self.done + self.cur
+        self._extend_done(self.cur)
         self.summarize_start()
-        self.done = self.done + [ChatMessage("user", message), ChatMessage("assistant", OK)]
+        self._extend_done([ChatMessage("user", message), ChatMessage("assistant", OK)])
         self.cur = []
 
+    def _extend_done(self, messages: Sequence[ChatMessage]) -> None:
+        self.done.extend(messages)
+        self._done_tokens += sum(self.token_count(m) for m in messages)
+
     def summarize_start(self) -> None:
-        if not self.too_big(self.done):
+        if not self._done_tokens > self.max_tokens:  # too_big(done), on the running total
             return
         self.summarize_end()
         self.snapshot = list(self.done)
@@ -171,13 +182,14 @@ class Aider(Strategy):
         before = self.messages()
         snapshot, summarized = self.snapshot, self.summarized
         self.snapshot, self.summarized = None, []
-        same = [m.as_dict() for m in snapshot] == [m.as_dict() for m in self.done]
+        same = _same_dicts(snapshot, self.done)
         if not (same or self.options.applied):
             self.ctx.record_compaction(trigger="discarded-summary", before=before, after=before, summary=_text(summarized),
                                        details={"snapshot_messages": len(snapshot), "done_messages": len(self.done)}, probe=False)
             return
         lost = len(self.done) - len(snapshot)  # messages appended after the snapshot (the commit pair)
         self.done = summarized
+        self._done_tokens = sum(self.token_count(m) for m in summarized)
         kept = {i for m in summarized for i in m.item_ids}
         self.ctx.record_compaction(
             trigger="threshold", before=before, after=self.messages(), summary=_text(summarized),
@@ -226,11 +238,10 @@ class Aider(Strategy):
         return self.summarize_real(summary + tail, depth + 1)
 
     def summarize_all(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        content = ""
-        for m in messages:
-            if m.role.lower() not in ("user", "assistant"):
-                continue
-            content += f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
+        content = "".join(
+            f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
+            for m in messages if m.role.lower() in ("user", "assistant")
+        )
         request = Request([Message("system", self.ctx.render_prompt("aider_summarize.j2")), Message("user", content)], kind="summary")
         for _model in ("weak", "main"):
             try:
@@ -242,12 +253,23 @@ class Aider(Strategy):
 
     # ------------------------------------------------------------ requests
     def messages(self) -> list[Message]:
-        return [*self.system, *(Message(m.role, m.content, item_ids=m.item_ids) for m in self.done + self.cur)]
+        return [*self.system, *map(self._message, self.done), *map(self._message, self.cur)]
+
+    def _message(self, message: ChatMessage) -> Message:
+        """The wire message of a chat message, built once (every request reuses the same object)."""
+        wire = self._wire.get(message)
+        if wire is None:
+            wire = self._wire[message] = Message(message.role, message.content, item_ids=message.item_ids)
+        return wire
 
     def request(self) -> Request:
         self.summarize_end()
-        total = sum(self.token_count(m) for m in self.done)
-        return Request(self.messages(), meta={"done_tokens": total, "history_limit": self.max_tokens})
+        return Request(self.messages(), meta={"done_tokens": self._done_tokens, "history_limit": self.max_tokens})
+
+
+def _same_dicts(a: Sequence[ChatMessage], b: Sequence[ChatMessage]) -> bool:
+    """`[m.as_dict() for m in a] == [m.as_dict() for m in b]` without building the dicts."""
+    return len(a) == len(b) and all(x is y or (x.role == y.role and x.content == y.content) for x, y in zip(a, b, strict=True))
 
 
 def _text(messages: Sequence[ChatMessage]) -> str | None:

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.components import render_rewritten, tool_pairs
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import OptionError, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -94,12 +93,27 @@ class ClearToolUses(_ClientHistory):
         self.exclude = {t.strip() for t in o.exclude_tools.split(",") if t.strip()}
         self.clear_inputs_for = {t.strip() for t in o.clear_tool_inputs_for.split(",") if t.strip()}
         self._applied: tuple[str, ...] = ()
+        #: `tool_pairs` of the history, extended as items arrive: the calls in order, the first result of each call id
+        self._calls: list[Item] = []
+        self._results: dict[str, Item] = {}
+        self._paired = 0
+
+    def answered_pairs(self) -> list[tuple[Item, Item]]:
+        """`tool_pairs(history)` without the unanswered calls, reading only the items new since the last call."""
+        items = self.history.items
+        for item in items[self._paired:]:
+            if item.kind == "tool_result" and item.call_id and item.call_id not in self._results:
+                self._results[item.call_id] = item
+            elif item.kind == "tool_call":
+                self._calls.append(item)
+        self._paired = len(items)
+        return [(c, r) for c in self._calls if (r := self._results.get(c.call_id or "")) is not None]
 
     def request(self) -> Request:
         o = self.options
         full = [*self.history.render(self.system), *self.history.render()]
         tokens = self.ctx.count_tokens(full)
-        pairs = [(c, r) for c, r in tool_pairs(self.history.items) if r is not None]
+        pairs = self.answered_pairs()
         fired = tokens > o.trigger_value if o.trigger_type == "input_tokens" else len(pairs) > o.trigger_value
         messages: list[Message] = full
         cleared: tuple[str, ...] = ()
@@ -110,7 +124,7 @@ class ClearToolUses(_ClientHistory):
             if old:
                 replacements = {r.id: o.placeholder for _, r in old if r is not None}
                 inputs = {c.id: o.cleared_input for c, _ in old if o.clear_tool_inputs or c.tool_name in self.clear_inputs_for}
-                edited = [*self.history.render(self.system), *render_rewritten(self.history, self.history.items, replacements, inputs)]
+                edited = [*self.history.render(self.system), *self.history.render(None, replacements, inputs)]
                 removed = tokens - self.ctx.count_tokens(edited)
                 if o.clear_at_least is None or removed >= o.clear_at_least:
                     messages, cleared = edited, tuple(c.call_id or "" for c, _ in old)
@@ -135,10 +149,10 @@ class ClearToolUses(_ClientHistory):
         """The prompt the previous request sent: the same edit over the current history."""
         o = self.options
         ids = set(cleared)
-        pairs = [(c, r) for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in ids]
-        replacements = {r.id: o.placeholder for _, r in pairs if r is not None}
+        pairs = [(c, r) for c, r in self.answered_pairs() if c.call_id in ids]
+        replacements = {r.id: o.placeholder for _, r in pairs}
         inputs = {c.id: o.cleared_input for c, _ in pairs if o.clear_tool_inputs or c.tool_name in self.clear_inputs_for}
-        return [*self.history.render(self.system), *render_rewritten(self.history, self.history.items, replacements, inputs)]
+        return [*self.history.render(self.system), *self.history.render(None, replacements, inputs)]
 
 
 @dataclass(frozen=True)
@@ -167,7 +181,9 @@ class ServerCompact(_ClientHistory):
 
     def messages(self) -> list[Message]:
         block = [self.block] if self.block is not None else []
-        return [*self.history.render(self.system), *block, *self.history.render(self.history.items[self.start:])]
+        # before the first compaction the whole history, whose rendering is kept up to date incrementally
+        body = self.history.render() if self.start == 0 else self.history.render(self.history.items[self.start:])
+        return [*self.history.render(self.system), *block, *body]
 
     def request(self) -> Request:
         o = self.options

@@ -42,7 +42,7 @@ from typing import Any
 
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.components import chars_div4, render_rewritten, tool_pairs, usage_context_tokens
+from compaction_bench.strategies.components import chars_div4, tool_pairs, usage_context_tokens
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -296,7 +296,7 @@ class ClaudeCode(Strategy):
     # ------------------------------------------------------------ context
     def messages(self) -> list[Message]:
         replacements = {r.id: CLEARED_RESULT for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in self.cleared}
-        body = render_rewritten(self.history, self.history.items, replacements)
+        body = self.history.render(None, replacements)
         return [*self.history.render(self.system), *self.prefix, *body]
 
     def request(self) -> Request:

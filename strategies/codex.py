@@ -63,6 +63,7 @@ from compaction_bench.strategies.codex_components import (
     update_context,
     with_window_section,
 )
+from compaction_bench.strategies.history import FoldMemo
 from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
@@ -159,6 +160,7 @@ class _Codex(Strategy):
         )
         self.history: list[CodexItem] = []
         self.base = ""
+        self.folds = FoldMemo()
         #: The current initial context: the session's first one with later context updates applied.
         self.initial_context: list[CodexItem] = []
         #: Contextual messages recorded since the last response: the next turn's context updates
@@ -276,7 +278,7 @@ class _Codex(Strategy):
         self.history.extend(self.pending_context)
         self.pending_context = []
         return Request(
-            render(for_prompt(self.history, self.converter.make), self.base),
+            render(for_prompt(self.history, self.converter.make), self.base, self.folds),
             estimate_tokens=self.account.active(self.history),
             threshold=self.limits.auto_limit,
             meta={"window_id": self.windows.request_id},
@@ -322,7 +324,7 @@ class _Codex(Strategy):
     # ------------------------------------------------------------------ compaction
     def compact(self, phase: str, reason: str, status: TokenStatus, limits: ContextLimits, model: str | None = None) -> bool:
         """Run the strategy's path and install its history (§1.5). False when it failed."""
-        before = render(for_prompt(self.history, self.converter.make), self.base)
+        before = render(for_prompt(self.history, self.converter.make), self.base, self.folds)
         saved_windows = copy.copy(self.windows)
         self.windows.advance()
         try:
@@ -344,7 +346,7 @@ class _Codex(Strategy):
         self.ctx.record_compaction(
             trigger=phase,
             before=before,
-            after=render(history, self.base),
+            after=render(history, self.base, self.folds),
             summary=built.summary,
             summarized_ids=built.summarized_ids,
             estimate_tokens=status.active,
@@ -378,7 +380,7 @@ class _Codex(Strategy):
         """History + the compaction prompt as a user message, no tools (§2.1)."""
         prompt = self.ctx.render_prompt(template)
         return Request(
-            [*render(items, self.base), Message(role="user", content=prompt)],
+            [*render(items, self.base, self.folds), Message(role="user", content=prompt)],
             estimate_tokens=estimate_history(items, self.base) + approx_tokens(prompt),
             kind="summary",
         )
@@ -439,7 +441,7 @@ class _Remote(_Codex):
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
         # §3.2 / §4.1: the request is the history itself (v2 adds only the trigger item); the
         # emulated server's instructions reach the summarizer, not the counted request.
-        request = Request(render(items, self.base), estimate_tokens=estimate_history(items, self.base), kind="summary")
+        request = Request(render(items, self.base, self.folds), estimate_tokens=estimate_history(items, self.base), kind="summary")
         try:
             result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
         except SummaryOverflow as exc:

@@ -33,7 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from compaction_bench.request import Message, ToolCall, merge_assistant
+from compaction_bench.request import Message, ToolCall
+from compaction_bench.strategies.history import FoldMemo
 from compaction_bench.tokens import codex_estimate, codex_estimate_bytes, utf8_len
 from compaction_bench.transcript import Attachment, Item, Usage, thaw
 
@@ -200,10 +201,11 @@ class CodexItem:
         return Message(role=self.type, content=self.text, item_ids=self.item_ids)  # reasoning | compaction
 
 
-def render(items: Sequence[CodexItem], base: str = "") -> list[Message]:
-    """Wire messages: base instructions (as the system message) then the items."""
+def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = None) -> list[Message]:
+    """Wire messages: base instructions (as the system message) then the items; `folds` (the
+    session's) builds each folded assistant message once across requests."""
     head = [Message(role="system", content=base)] if base else []
-    return head + merge_assistant([i.message for i in items])
+    return head + (folds or FoldMemo()).merge(i.message for i in items)
 
 
 def estimate_history(items: Sequence[CodexItem], base: str = "") -> int:

@@ -7,9 +7,6 @@ Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
   (docs/specs/anthropic-context-management.md §5);
 - `js_round`, `chars_div4`: JavaScript's `Math.round(len / 4)` estimate;
 - `tool_pairs`: tool calls in order with the result answering each (None while unanswered);
-- `render_rewritten`: an item history rendered with some tool results replaced by a placeholder and
-  some tool-call inputs cleared, call ids kept, so pairs stay intact (Claude Code microcompact §5,
-  Anthropic `clear_tool_uses` §2, Gemini CLI masking §8, observation masking in the hybrid);
 - `keep_last_steps_start`: the pair-safe start of the verbatim tail that holds the newest N model
   responses (hybrid, evaluation.md §2).
 """
@@ -17,11 +14,9 @@ Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 
-from compaction_bench.request import Message, ToolCall, merge_assistant
-from compaction_bench.strategies.history import ItemHistory, pair_safe_units
+from compaction_bench.strategies.history import pair_safe_units
 from compaction_bench.transcript import Item, Usage
 
 
@@ -47,29 +42,6 @@ def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:
         if item.kind == "tool_result" and item.call_id and item.call_id not in results:
             results[item.call_id] = item
     return [(i, results.get(i.call_id or "")) for i in items if i.kind == "tool_call"]
-
-
-def render_rewritten(
-    history: ItemHistory,
-    items: Sequence[Item],
-    replacements: Mapping[str, str],
-    cleared_inputs: Mapping[str, str] | None = None,
-) -> list[Message]:
-    """Wire messages for `items`, with the tool results whose item id is in `replacements` given that
-    text (attachments removed) and the tool calls whose item id is in `cleared_inputs` given those
-    arguments. Call ids, names and positions stay, so no call loses its result."""
-    cleared_inputs = cleared_inputs or {}
-    out = []
-    for item in items:
-        message = history.message(item)
-        if item.id in replacements:
-            message = replace(message, content=replacements[item.id], attachments=())
-        elif item.id in cleared_inputs and message.tool_calls:
-            message = replace(
-                message, tool_calls=tuple(ToolCall(c.id, c.name, cleared_inputs[item.id]) for c in message.tool_calls)
-            )
-        out.append(message)
-    return merge_assistant(out)
 
 
 def keep_last_steps_start(items: Sequence[Item], keep_steps: int) -> int:

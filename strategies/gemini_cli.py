@@ -193,7 +193,11 @@ class GeminiCli(Strategy):
         self.exempt = {t.strip() for t in o.mask_exempt_tools.split(",") if t.strip()}
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
         self._files = 0
-        self._estimates: dict[tuple[str, str], int] = {}
+        #: §8 per function response (name, text): None when already masked, else its estimate
+        self._estimates: dict[tuple[str, str], int | None] = {}
+        #: rendered messages per content, by the role and the identities of its parts (kept alive here)
+        self._rendered: dict[tuple[str, tuple[int, ...]], tuple[tuple[Part, ...], list[Message]]] = {}
+        self._system_messages: dict[str, Message] = {}
 
     # ------------------------------------------------------------ observing
     def on_user_turn(self, item: Item) -> None:
@@ -253,28 +257,41 @@ class GeminiCli(Strategy):
 
     # ------------------------------------------------------------ rendering
     def render(self, contents: Sequence[Content]) -> list[Message]:
+        """Wire messages for contents; each content's messages are built once for the parts it holds
+        (a content whose parts change, by a new function response or a mask, is rendered anew)."""
         out: list[Message] = []
         for content in contents:
-            if content.role == "model":
-                text = "\n".join(p.text for p in content.parts if p.kind == "text")
-                calls = tuple(ToolCall(p.call_id, p.name, json.dumps(p.args, ensure_ascii=False)) for p in content.parts if p.kind == "call")
-                ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id))
-                out.append(Message("assistant", text, tool_calls=calls, item_ids=ids))
-                continue
-            texts = [p for p in content.parts if p.kind == "text"]
-            for p in content.parts:
-                if p.kind == "response":
-                    out.append(Message("tool", p.text, tool_call_id=p.call_id, name=p.name, is_error=p.is_error,
-                                       item_ids=(p.item_id,) if p.item_id else (), attachments=p.attachments))
-            if texts:
-                ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id and p.kind != "response"))
-                out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids))
+            key = (content.role, tuple(map(id, content.parts)))
+            hit = self._rendered.get(key)
+            if hit is None:
+                hit = self._rendered[key] = (tuple(content.parts), self._render_content(content))
+            out += hit[1]
+        return out
+
+    @staticmethod
+    def _render_content(content: Content) -> list[Message]:
+        out: list[Message] = []
+        if content.role == "model":
+            text = "\n".join(p.text for p in content.parts if p.kind == "text")
+            calls = tuple(ToolCall(p.call_id, p.name, json.dumps(p.args, ensure_ascii=False)) for p in content.parts if p.kind == "call")
+            ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id))
+            out.append(Message("assistant", text, tool_calls=calls, item_ids=ids))
+            return out
+        texts = [p for p in content.parts if p.kind == "text"]
+        for p in content.parts:
+            if p.kind == "response":
+                out.append(Message("tool", p.text, tool_call_id=p.call_id, name=p.name, is_error=p.is_error,
+                                   item_ids=(p.item_id,) if p.item_id else (), attachments=p.attachments))
+        if texts:
+            ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id and p.kind != "response"))
+            out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids))
         return out
 
     def messages(self) -> list[Message]:
         from compaction_bench.request import message_from_item
 
-        return [*(message_from_item(i) for i in self.system), *self.render(self.history), *self.render(self.pending)]
+        system = [self._system_messages.get(i.id) or self._system_messages.setdefault(i.id, message_from_item(i)) for i in self.system]
+        return [*system, *self.render(self.history), *self.render(self.pending)]
 
     # ------------------------------------------------------------ the check (§2)
     def request(self) -> Request:
@@ -390,12 +407,15 @@ class GeminiCli(Strategy):
             content = self.history[ci]
             for pi in range(len(content.parts) - 1, -1, -1):
                 part = content.parts[pi]
-                if part.kind != "response" or part.name in self.exempt or MASKED_TAG in part.text:
+                if part.kind != "response" or part.name in self.exempt:
                     continue
                 key = (part.name, part.text)
-                tokens = self._estimates.get(key)
+                if key in self._estimates:
+                    tokens = self._estimates[key]
+                else:
+                    tokens = self._estimates[key] = None if MASKED_TAG in part.text else estimate_parts([part])
                 if tokens is None:
-                    tokens = self._estimates[key] = estimate_parts([part])
+                    continue
                 if not window_closed:
                     protected += tokens
                     if protected <= o.mask_protection_tokens:

@@ -2,23 +2,70 @@
 
 `ItemHistory` records every model-input and model-output item a strategy observed and renders
 items to wire messages once each (so repeated requests reuse the same `Message` objects, which
-keeps token counting and cache-prefix comparison linear). `pair_safe_units` groups a slice of
+keeps token counting and cache-prefix comparison linear), also with some tool results replaced by
+a placeholder and some tool-call inputs cleared (Claude Code microcompact, Anthropic
+`clear_tool_uses`, observation masking in the hybrid): each edited message is built once too. `pair_safe_units` groups a slice of
 history so that dropping whole units never separates a tool call from its result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 
-from compaction_bench.request import Message, merge_assistant, message_from_item
+from compaction_bench.request import Message, ToolCall, merge_assistant, message_from_item
 from compaction_bench.transcript import Item
+
+
+class FoldMemo:
+    """`merge_assistant` with each fold built once: folds are keyed by the identities of the messages
+    they fold (kept alive here, so an identity is never reused), so a strategy that renders the same
+    messages on every request gets the same folded objects back."""
+
+    def __init__(self) -> None:
+        self._folds: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
+
+    def fold(self, group: Sequence[Message]) -> Message:
+        if len(group) == 1:
+            return group[0]
+        key = tuple(map(id, group))
+        hit = self._folds.get(key)
+        if hit is None:
+            hit = self._folds[key] = (tuple(group), merge_assistant(list(group))[0])
+        return hit[1]
+
+    def merge(self, messages: Iterable[Message]) -> list[Message]:
+        """`merge_assistant(messages)`: a run of assistant messages with tool calls folds into the
+        assistant message before it."""
+        out: list[Message] = []
+        group: list[Message] = []
+        for message in messages:
+            if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
+                group.append(message)
+                continue
+            if group:
+                out.append(self.fold(group))
+            group = [message]
+        if group:
+            out.append(self.fold(group))
+        return out
 
 
 class ItemHistory:
     def __init__(self) -> None:
         self.items: list[Item] = []
         self._messages: dict[str, Message] = {}
-        self._merged: dict[tuple[str, ...], Message] = {}
+        self._folds = FoldMemo()
+        #: edited messages by (item id, "text" | "input", the new text or arguments)
+        self._edited: dict[tuple[str, str, str], Message] = {}
+        #: the whole history's rendering, extended as items are appended: the folded messages of
+        #: `items[:_seen]` but the last group, which is still open (a later tool call may join it)
+        self._seen_list: list[Item] = self.items
+        self._seen = 0
+        self._closed: list[Message] = []
+        self._open: list[Message] = []
+        #: the position in that rendering of each item whose message is not an assistant's (never folded)
+        self._index: dict[str, tuple[int, Item]] = {}
 
     def append(self, item: Item) -> None:
         self.items.append(item)
@@ -32,35 +79,76 @@ class ItemHistory:
             cached = self._messages[item.id] = message_from_item(item)
         return cached
 
-    def render(self, items: Sequence[Item] | None = None) -> list[Message]:
+    def edited(self, item: Item, replacement: str | None, cleared_input: str | None) -> Message:
+        """The item's message with its text replaced (attachments removed) or, for a tool call, its
+        arguments cleared (call ids, names and positions stay, so no call loses its result)."""
+        message = self.message(item)
+        if replacement is not None:
+            key = (item.id, "text", replacement)
+        elif cleared_input is not None and message.tool_calls:
+            key = (item.id, "input", cleared_input)
+        else:
+            return message
+        cached = self._edited.get(key)
+        if cached is None:
+            if replacement is not None:
+                cached = replace(message, content=replacement, attachments=())
+            else:
+                cached = replace(message, tool_calls=tuple(ToolCall(c.id, c.name, key[2]) for c in message.tool_calls))
+            self._edited[key] = cached
+        return cached
+
+    def render(
+        self,
+        items: Sequence[Item] | None = None,
+        replacements: Mapping[str, str] | None = None,
+        cleared_inputs: Mapping[str, str] | None = None,
+    ) -> list[Message]:
         """Wire messages for items (default: the whole history); an assistant's text and tool calls fold together.
 
-        Folded messages are memoized by the ids they carry, so every request reuses the same objects
-        and a fold is built once, not on every request (the grouping is `merge_assistant`'s: a run
-        of assistant messages with tool calls folds into the assistant message before it).
+        The items whose id is in `replacements` get that text (attachments removed), the tool calls
+        whose id is in `cleared_inputs` those arguments (`edited`). Folded messages are memoized by
+        the messages they fold, so every request reuses the same objects and a fold is built once,
+        not on every request (the grouping is `merge_assistant`'s: a run of assistant messages with
+        tool calls folds into the assistant message before it).
         """
-        out: list[Message] = []
-        group: list[Message] = []
-        for item in self.items if items is None else items:
+        if items is None and not cleared_inputs:
+            full = self._render_all()
+            if replacements and all(self._index.get(i, (-1,))[0] >= 0 for i in replacements):
+                # only unfolded messages change: edit them in place of the whole history's rendering
+                for item_id, text in replacements.items():
+                    position, item = self._index[item_id]
+                    full[position] = self.edited(item, text, None)
+                return full
+            if not replacements:
+                return full
+        return self._folds.merge(
+            self.edited(item, (replacements or {}).get(item.id), (cleared_inputs or {}).get(item.id))
+            if (replacements and item.id in replacements) or (cleared_inputs and item.id in cleared_inputs)
+            else self.message(item)
+            for item in (self.items if items is None else items)
+        )
+
+    def _render_all(self) -> list[Message]:
+        """`render()` of the whole history, folding only the items appended since the last call (the
+        list is rebuilt when `items` was replaced or shortened)."""
+        if self.items is not self._seen_list or len(self.items) < self._seen:
+            self._seen_list, self._seen, self._closed, self._open, self._index = self.items, 0, [], [], {}
+        group = self._open
+        for n in range(self._seen, len(self.items)):
+            item = self.items[n]
             message = self.message(item)
             if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
                 group.append(message)
                 continue
             if group:
-                out.append(self._fold(group))
+                self._closed.append(self._folds.fold(group))
             group = [message]
-        if group:
-            out.append(self._fold(group))
-        return out
-
-    def _fold(self, group: list[Message]) -> Message:
-        if len(group) == 1:
-            return group[0]
-        ids = tuple(i for m in group for i in m.item_ids)
-        merged = self._merged.get(ids)
-        if merged is None:
-            merged = self._merged[ids] = merge_assistant(group)[0]
-        return merged
+            if message.role != "assistant":
+                # an id seen twice gets position -1: edits of it take the general path
+                self._index[item.id] = (-1 if item.id in self._index else len(self._closed), item)
+        self._open, self._seen = group, len(self.items)
+        return [*self._closed, self._folds.fold(group)] if group else list(self._closed)
 
     def __len__(self) -> int:
         return len(self.items)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.components import keep_last_steps_start, render_rewritten
+from compaction_bench.strategies.components import keep_last_steps_start
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -44,7 +44,10 @@ class Hybrid(Strategy):
         self.history = ItemHistory()
         self.summary: str | None = None
         self.masked: set[str] = set()
-        self.result_step: dict[str, int] = {}
+        #: every tool result with the step it arrived at, in arrival order (steps never decrease),
+        #: and how many of them are masked: the masked ones are always a prefix
+        self.result_step: list[tuple[str, int]] = []
+        self._masked_upto = 0
         self.steps = 0
         self.steps_since_summary = 0
 
@@ -57,7 +60,7 @@ class Hybrid(Strategy):
             return
         self.history.append(item)
         if item.kind == "tool_result":
-            self.result_step[item.id] = self.steps
+            self.result_step.append((item.id, self.steps))
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.history.extend(items)
@@ -69,7 +72,7 @@ class Hybrid(Strategy):
         replacements = {
             i.id: self.options.placeholder.format(lines=i.text.count("\n") + 1) for i in items if i.id in self.masked
         }
-        return render_rewritten(self.history, items, replacements)
+        return self.history.render(items, replacements)
 
     def messages(self) -> list[Message]:
         head = [Message("user", self.summary)] if self.summary is not None else []
@@ -78,7 +81,10 @@ class Hybrid(Strategy):
     def request(self) -> Request:
         o = self.options
         cutoff = self.steps - o.keep_last
-        newly = [rid for rid, step in self.result_step.items() if step < cutoff and rid not in self.masked]
+        start = self._masked_upto
+        while self._masked_upto < len(self.result_step) and self.result_step[self._masked_upto][1] < cutoff:
+            self._masked_upto += 1
+        newly = [rid for rid, _ in self.result_step[start:self._masked_upto] if rid not in self.masked]
         if newly:
             before = self.messages()
             self.masked.update(newly)

@@ -23,7 +23,8 @@
 serialized as text, the newest 8,000 tokens of it are kept as text (the boundary entry cut at
 ``remaining * 4`` characters), the rest summarized with at most 4,096 output tokens; the
 compaction is refused when the prompt does not fit; it triggers before every call on the
-request's own estimate, and once more (with one retry) on a provider overflow. The checkpoint is
+request's own estimate (system, messages and the built-in tools' definitions, a documented size:
+`OpenCodeV2Options`), and once more (with one retry) on a provider overflow. The checkpoint is
 one user message with the summary and the recent text.
 """
 
@@ -42,6 +43,7 @@ from compaction_bench.strategies.opencode_components import (
     Record,
     Renderer,
     SessionStore,
+    View,
     is_context_overflow,
     max_output_tokens,
     media_as_text,
@@ -54,7 +56,7 @@ from compaction_bench.strategies.opencode_components import (
     usage_count,
 )
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.tokens import opencode_estimate
+from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
 from compaction_bench.transcript import Item, Usage
 
 #: §3.1: prepended to the follow-up when the compaction answered a provider overflow (our words).
@@ -73,8 +75,16 @@ class _OpenCode(Strategy):
         self.store = SessionStore()
         self.renderer = Renderer(self.options.tool_output_max_chars)
         self.estimator = Estimator()
+        self.view = View(self.store, self.renderer, self.estimator)
         o = self.options
         self.limits = model_limits(ctx.profile, o.context_limit, o.output_limit, getattr(o, "input_limit", None))
+        self._system: list[Message] = []
+
+    def _system_messages(self) -> list[Message]:
+        """The system prompt's messages (items are only ever appended to it)."""
+        if len(self._system) != len(self.store.system):
+            self._system = self.renderer.system(self.store)
+        return self._system
 
     def on_user_turn(self, item: Item) -> None:
         self.store.observe_input(item)
@@ -223,8 +233,19 @@ class OpenCodeV1(_OpenCode):
         return self._compact("overflow", overflow=True)
 
     # ------------------------------------------------------------ projection (§3)
+    def _sequence(self) -> list[Record]:
+        """`filter_compacted` of the store, kept in the view: records created since the last call
+        are appended (the walk reaches them first and goes on as before) unless one of them is a
+        completed summary, which moves the start: then the whole projection is taken again."""
+        if any(r.completed_summary for r in self.view.created()):
+            self.view.reset(filter_compacted(self.store.records))
+        else:
+            self.view.update()
+        return self.view.records
+
     def _messages(self) -> list[Message]:
-        return self.renderer.system(self.store) + self.renderer.render(filter_compacted(self.store.records))
+        self._sequence()
+        return self._system_messages() + self.view.messages
 
     # ------------------------------------------------------------ compaction (§2, §3, §4)
     def _compact(self, trigger: str, *, overflow: bool) -> bool:
@@ -233,7 +254,7 @@ class OpenCodeV1(_OpenCode):
         before = self._messages()
         count = self._count()
         parent = self.store.new("compaction", compaction=CompactionPart(auto=True, overflow=overflow))
-        messages = filter_compacted(self.store.records)
+        messages = list(self._sequence())
         replay: Record | None = None
         if overflow:
             # §4: the newest real user message before the request is replayed, not summarized.
@@ -252,8 +273,12 @@ class OpenCodeV1(_OpenCode):
             self.usable, o.preserve_recent_tokens, o.min_preserve_recent_tokens, o.max_preserve_recent_tokens,
             o.preserve_recent_ratio,
         )
-        estimate = self.estimator.slices([self.renderer.render([r]) for r in history])
-        choice = select_tail([r.starts_turn for r in history], estimate, o.tail_turns, budget)
+        starts_turn = [r.starts_turn for r in history]
+        # select_tail estimates only slices of the newest `tail_turns` turns: prefix sums from the first of them
+        turn_starts = [n for n, flag in enumerate(starts_turn) if flag]
+        first = turn_starts[-o.tail_turns] if 0 < o.tail_turns <= len(turn_starts) else (turn_starts[0] if turn_starts else len(history))
+        estimate = self.estimator.slices([self.renderer.record(r) for r in history[first:]], first)
+        choice = select_tail(starts_turn, estimate, o.tail_turns, budget)
         head = history if choice.start is None else history[: choice.start]
 
         prompt = self.ctx.render_prompt("opencode_summary.j2", previous_summary=previous, context=[])
@@ -332,7 +357,7 @@ class OpenCodeV1(_OpenCode):
         before = self._messages()
         for record, call_id in candidates:
             record.pruned.add(call_id)
-            record.touch()
+            self.store.touch(record)
         self.ctx.record_compaction(
             trigger="prune",
             before=before,
@@ -345,13 +370,31 @@ class OpenCodeV1(_OpenCode):
 # ===================================================================== V2
 @dataclass(frozen=True)
 class OpenCodeV2Options:
-    """Upstream defaults (§6.1). Model limits default to the profile's."""
+    """Upstream defaults (§6.1). Model limits default to the profile's.
+
+    `tools_json_chars` is the length of the tool definitions the trigger estimate includes (§6.6).
+    OpenCode's own storage (export, SQLite, legacy files) does not record them and no importer
+    reads them, so the default is a documented size: ``JSON.stringify`` of the eight built-in tools
+    OpenCode sends a GPT model by default (bash, read, glob, grep, task, webfetch, todowrite and
+    apply_patch, which replaces edit/write for `gpt-` models in `packages/opencode/src/tool/registry.ts`
+    @010bc19e), each as ``{name, description, inputSchema}``: the descriptions verbatim from
+    `packages/opencode/src/tool/*.txt` (bash@0a4e5dff with 2,000 lines / 51,200 bytes filled in,
+    read@150e763a, glob@48f95361, grep@14c12f9c, task@02fd6be6, webfetch@12eda598,
+    todowrite@262b2831, apply_patch@679d8d32; 27,218 characters) and the parameters as JSON Schema
+    draft-07 objects, the shape of upstream's recorded requests (bash, glob, webfetch and apply_patch
+    checked against stored sources; read, grep, task and todowrite not: a few hundred characters
+    at most). 32,375 UTF-16 units: 8,094 estimated tokens. Left out: `question` and `skill` (client- and configuration-dependent), MCP and plugin
+    tools, and the agent list appended to `task`'s description. The spec's commit (5f7091ab) could
+    not be read; these are the nearest stored versions, so the size is approximate.
+    """
 
     auto: bool = True
     buffer: int = 20_000
     keep_tokens: int = 8_000
     tool_output_max_chars: int = 2_000
     summary_output_tokens: int = 4_096
+    #: §6.6: UTF-16 length of ``JSON.stringify(request.tools)`` in the trigger estimate (2: no tools, ``[]``)
+    tools_json_chars: int = 32_375
     #: models.dev limits; None: the profile's window and its max output (capped at half the window)
     context_limit: int | None = None
     output_limit: int | None = None
@@ -376,33 +419,43 @@ class OpenCodeV2(_OpenCode):
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
         self.threshold = self.limits.context - max(self.limits.output, self.options.buffer)
+        # The replay sends no tool definitions (for any strategy), so what this strategy reports
+        # for the token-accuracy metrics is net of them: the tools' own estimate comes off both the
+        # estimate and the threshold. The trigger compares the same difference, so no decision changes.
+        # (`[]`, no tools, takes nothing off.)
+        self.tools_tokens = opencode_estimate_units(max(0, self.options.tools_json_chars - 2))
         self.checkpoint: Checkpoint | None = None
         self._since = 0
         self._recovered = False
         self._refused: str | None = None
 
     def _messages(self) -> list[Message]:
+        """The checkpoint, then the records since it (the view holds ``records[_since:]``)."""
+        self.view.update()
         head = [self.checkpoint.message] if self.checkpoint else []
-        return self.renderer.system(self.store) + head + self.renderer.render(self.store.records[self._since :])
+        return self._system_messages() + head + self.view.messages
 
-    def _estimate(self, messages: list[Message]) -> int:
-        """§6.6: the estimate of the request about to be sent (system, messages, tools)."""
-        n = len(self.store.system)
-        return self.estimator.request([m.content for m in messages[:n]], messages[n:])
+    def _estimate(self) -> int:
+        """§6.6: the estimate of the request `_messages` just built (system, messages, tools)."""
+        units, count = self.view.units, len(self.view.messages)
+        if self.checkpoint:
+            units, count = units + self.estimator.units(self.checkpoint.message), count + 1
+        system = [m.content for m in self._system_messages()]
+        return self.estimator.request(system, units, count, self.options.tools_json_chars)
 
     def request(self) -> Request:
         messages = self._messages()
-        estimate = self._estimate(messages)
+        estimate = self._estimate()
         # §6.6: `compactIfNeeded` before every provider call, again after each compaction until
         # the request fits or compaction is refused (each pass consumes the entries it summarized).
         while self.options.auto and self.limits.context > 0 and estimate > self.threshold and self._compact("threshold", estimate):
             messages = self._messages()
-            estimate = self._estimate(messages)
+            estimate = self._estimate()
         meta = self._meta()
         if self._refused:
             meta["compaction_refused"] = self._refused
             self._refused = None
-        return Request(messages, estimate_tokens=estimate, threshold=self.threshold, meta=meta)
+        return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self.threshold - self.tools_tokens, meta=meta)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         super().on_response(items, usage, needs_follow_up)
@@ -462,6 +515,7 @@ class OpenCodeV2(_OpenCode):
         text = self.ctx.render_prompt("opencode_checkpoint.j2", summary=result.text, recent=split.recent)
         self.checkpoint = Checkpoint(result.text, split.recent, recent_ids, Message("user", text, item_ids=recent_ids))
         self._since = len(self.store.records)
+        self.view.reset([])
         summarized = [*(prev.recent_ids if prev else ()), *(i for r in head_records for i in r.item_ids())]
         self.ctx.record_compaction(
             trigger=trigger,
@@ -469,9 +523,10 @@ class OpenCodeV2(_OpenCode):
             after=self._messages(),
             summary=result.text,
             summarized_ids=summarized,
-            estimate_tokens=estimate,
-            threshold=self.threshold,
+            estimate_tokens=None if estimate is None else estimate - self.tools_tokens,
+            threshold=self.threshold - self.tools_tokens,
             details={
+                "tools_estimate_tokens": self.tools_tokens,
                 "cut_inside_message": split.cut is not None,
                 "cut_item_ids": cut_ids,
                 "cut_at_chars": split.cut_chars,

@@ -13,9 +13,12 @@ One place for everything both paths use:
   memoized per message;
 - rendering records into wire messages, for a normal request (§3.2) and for the summary input
   (§2.6: media as text, tool output truncated, pruned outputs as the placeholder);
+- the view: the wire messages of a sequence of records and the running sum of their JSON lengths,
+  brought up to date from the store's log of created and changed records (a request costs what
+  changed since the last one, not the history);
 - turns and tail selection (§2.3, §2.5);
 - V2's text serialization and its head/recent split inside a message (§6.3, §6.4);
-- the truncation helpers and the ``[Attached mime: name]`` text.
+- the truncation helpers and the ``[Attached mime: name]`` text (V2: ``name ?? uri``).
 """
 
 from __future__ import annotations
@@ -246,6 +249,7 @@ class Estimator:
 
     def __init__(self) -> None:
         self._units: dict[Message, int] = {}
+        self._frames: dict[tuple[str, ...], int] = {}
 
     def units(self, message: Message) -> int:
         cached = self._units.get(message)
@@ -253,30 +257,28 @@ class Estimator:
             cached = self._units[message] = utf16_len(json_text(model_message_json(message)))
         return cached
 
-    def array_units(self, messages: Sequence[Message]) -> int:
-        return 2 + sum(self.units(m) for m in messages) + max(0, len(messages) - 1)
-
-    def slices(self, groups: Sequence[Sequence[Message]]) -> Callable[[int, int], int]:
-        """`estimate(start, end)` of the messages of ``groups[start:end]``, from prefix sums."""
+    def slices(self, groups: Sequence[Sequence[Message]], offset: int = 0) -> Callable[[int, int], int]:
+        """`estimate(start, end)` of the messages of ``groups[start - offset:end - offset]`` (the
+        groups of a history from index `offset` on; `start` >= `offset`), from prefix sums."""
         units, counts = [0], [0]
         for group in groups:
             units.append(units[-1] + sum(self.units(m) for m in group))
             counts.append(counts[-1] + len(group))
 
         def estimate(start: int, end: int) -> int:
-            n = counts[end] - counts[start]
-            return opencode_estimate_units(2 + units[end] - units[start] + max(0, n - 1))
+            n = counts[end - offset] - counts[start - offset]
+            return opencode_estimate_units(2 + units[end - offset] - units[start - offset] + max(0, n - 1))
 
         return estimate
 
-    def messages(self, messages: Sequence[Message]) -> int:
-        """§2.4 `estimate(messages)`."""
-        return opencode_estimate_units(self.array_units(messages))
-
-    def request(self, system: Sequence[str], messages: Sequence[Message]) -> int:
-        """§6.6: the estimate of ``JSON.stringify({system, messages, tools})`` (no tools are replayed)."""
-        frame = '{"system":' + json_text(list(system)) + ',"messages":,"tools":[]}'
-        return opencode_estimate_units(utf16_len(frame) + self.array_units(messages))
+    def request(self, system: Sequence[str], message_units: int, count: int, tools_units: int) -> int:
+        """§6.6: the estimate of ``JSON.stringify({system, messages, tools})`` for `count` messages
+        whose JSON lengths sum to `message_units` and a tool array `tools_units` long."""
+        key = tuple(system)
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = self._frames[key] = utf16_len('{"system":' + json_text(list(system)) + ',"messages":,"tools":}')
+        return opencode_estimate_units(frame + 2 + message_units + max(0, count - 1) + tools_units)
 
 
 # ----------------------------------------------------------------- the store
@@ -335,16 +337,15 @@ class Record:
         ids = [i.id for i in self.items]
         return ids + [r.id for r in self.results.values()]
 
-    def touch(self) -> None:
-        self.version += 1
-
 
 class SessionStore:
-    """Every message of the session in creation order, the system prompt apart."""
+    """Every message of the session in creation order, the system prompt apart; `log` lists the
+    records as they are created or changed (`touch`), so views catch up on the changes alone."""
 
     def __init__(self) -> None:
         self.system: list[Item] = []
         self.records: list[Record] = []
+        self.log: list[Record] = []
         self._owner: dict[str, Record] = {}
         self.unpaired_results: list[str] = []
         self._next_id = 0
@@ -355,7 +356,13 @@ class SessionStore:
         record = Record(id=self._next_id, kind=kind, **fields)
         self._next_id += 1
         self.records.append(record)
+        self.log.append(record)
         return record
+
+    def touch(self, record: Record) -> None:
+        """`record` changed: a new version, rendered again."""
+        record.version += 1
+        self.log.append(record)
 
     def observe_input(self, item: Item) -> None:
         """A model input item other than a real user message (and a real user message too)."""
@@ -370,7 +377,7 @@ class SessionStore:
                 self.unpaired_results.append(item.id)
             else:
                 owner.results[item.call_id or ""] = item
-                owner.touch()
+                self.touch(owner)
         elif item.kind in MODEL_OUTPUT_KINDS:
             last = self.records[-1] if self.records else None
             target = last if last is not None and last.kind == "step" and last.usage is None else self.new("step")
@@ -386,7 +393,7 @@ class SessionStore:
         for item in items:
             if item.kind == "tool_call":
                 self._owner[item.call_id or ""] = record
-        record.touch()
+        self.touch(record)
 
 
 # ----------------------------------------------------------------- rendering (§3.2, §2.6)
@@ -403,12 +410,16 @@ class Renderer:
     def render(self, records: Sequence[Record], *, for_summary: bool = False) -> list[Message]:
         out: list[Message] = []
         for record in records:
-            key = (record.id, record.version, for_summary)
-            cached = self._cache.get(key)
-            if cached is None:
-                cached = self._cache[key] = tuple(self._record(record, for_summary))
-            out.extend(cached)
+            out.extend(self.record(record, for_summary))
         return out
+
+    def record(self, record: Record, for_summary: bool = False) -> tuple[Message, ...]:
+        """The messages of one record at its current version."""
+        key = (record.id, record.version, for_summary)
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = tuple(self._record(record, for_summary))
+        return cached
 
     def _record(self, record: Record, for_summary: bool) -> list[Message]:
         if record.kind == "compaction":
@@ -446,6 +457,64 @@ class Renderer:
                 )
             out.append(message)
         return out
+
+
+class View:
+    """The wire messages of a sequence of store records and the running sum of their estimate
+    lengths (§2.4), kept in step with the store: `update` renders again only the records changed
+    since the last call (from the first of them in the sequence on) and appends the records created
+    since, so a request costs what changed rather than the whole history."""
+
+    def __init__(self, store: SessionStore, renderer: Renderer, estimator: Estimator) -> None:
+        self.store, self.renderer, self.estimator = store, renderer, estimator
+        self.reset([])
+
+    def reset(self, records: Sequence[Record]) -> None:
+        """Make `records` the sequence."""
+        self.records: list[Record] = []
+        self.messages: list[Message] = []
+        self._position: dict[int, int] = {}
+        self._starts: list[int] = []
+        self._units = [0]
+        self._cursor = len(self.store.log)
+        self._known = len(self.store.records)
+        self._extend(records)
+
+    def created(self) -> list[Record]:
+        """The records created since the last `reset` or `update`."""
+        return self.store.records[self._known :]
+
+    def update(self) -> None:
+        """The same sequence, with its changed records rendered again and the new records appended."""
+        log = self.store.log
+        positions = [p for r in log[self._cursor :] if (p := self._position.get(r.id)) is not None]
+        created = self.created()
+        self._cursor, self._known = len(log), len(self.store.records)
+        if positions:
+            first = min(positions)
+            redo = self.records[first:]
+            cut = self._starts[first]
+            del self.records[first:], self._starts[first:], self.messages[cut:], self._units[cut + 1 :]
+            for record in redo:
+                del self._position[record.id]
+            self._extend(redo)
+        self._extend(created)
+
+    def _extend(self, records: Sequence[Record]) -> None:
+        units = self._units
+        for record in records:
+            self._position[record.id] = len(self.records)
+            self.records.append(record)
+            self._starts.append(len(self.messages))
+            rendered = self.renderer.record(record)
+            self.messages.extend(rendered)
+            for message in rendered:
+                units.append(units[-1] + self.estimator.units(message))
+
+    @property
+    def units(self) -> int:
+        """The summed JSON lengths of the messages."""
+        return self._units[-1]
 
 
 # ----------------------------------------------------------------- turns and tail (§2.3, §2.5)
@@ -540,7 +609,8 @@ def serialize_record(record: Record, tool_output_max_chars: int) -> str:
         for item in record.items:
             prefix = "[User]" if item.is_real_user else "[Synthetic context]"
             lines.append(f"{prefix}: {item.text}")
-            lines += [attached_text(a) for a in item.attachments]
+            # `name ?? uri`; an attachment whose format records no URI keeps V1's "file"
+            lines += [attached_text(a, default=a.uri or "file") for a in item.attachments]
         return "\n".join(lines)
     lines = []
     for item in record.items:

@@ -423,6 +423,11 @@ class OpenHandsV0(Strategy):
         self.summary: tuple[str, int] | None = None
         self.unhandled_request = False
         self.browser = {t.strip() for t in self.options.browser_tools.split(",") if t.strip()}
+        #: the log's events not forgotten, in order, and the first action of each call id: both
+        #: extended from the log's new events (`_sync`), so a view never walks the whole log
+        self._live: list[Event] = []
+        self._first_action: dict[str, Event] = {}
+        self._synced = 0
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -442,8 +447,17 @@ class OpenHandsV0(Strategy):
         return True
 
     # ------------------------------------------------------------ view (§2.1)
+    def _sync(self) -> None:
+        for e in self.log.events[self._synced:]:
+            if e.kind == "action":
+                self._first_action.setdefault(e.call_id, e)
+            if e.id not in self.forgotten:
+                self._live.append(e)
+        self._synced = len(self.log.events)
+
     def base_view(self) -> list[Event]:
-        view = [e for e in self.log.events if e.id not in self.forgotten]
+        self._sync()
+        view = list(self._live)
         if self.summary is not None:
             text, offset = self.summary
             view.insert(min(offset, len(view)), Event(id=-1, kind="summary", text=text, source="environment"))
@@ -458,7 +472,7 @@ class OpenHandsV0(Strategy):
             if e.kind == "observation" and e.tool_name in self.browser:
                 seen += 1
                 if seen > self.options.browser_attention_window:
-                    url = _url(next((a for a in self.log.events if a.kind == "action" and a.call_id == e.call_id), None))
+                    url = _url(self._first_action.get(e.call_id))
                     out[i] = replace(e, text=BROWSER_MASK.format(url=url), masked=True)
         return out
 
@@ -541,6 +555,8 @@ class OpenHandsV0(Strategy):
     def _forget(self, forgotten: Sequence[Event], ids: Sequence[int], summary: tuple[str, int] | None, trigger: str) -> None:
         before = self.messages()
         self.forgotten.update(ids)
+        self._sync()
+        self._live = [e for e in self._live if e.id not in self.forgotten]
         if summary is not None:
             self.summary = summary
         view = self.base_view()

@@ -196,7 +196,7 @@ def test_the_command_line_reaches_the_server_and_replays_from_an_export(openai_s
     bench = [sys.executable, "-m", "compaction_bench.cli"]
     common = [str(CODEX), "-s", "codex-local", "-p", "64k", "--summarizer", "openai/gpt-5-mini", "--answerer", "openai/gpt-5-mini",
               "--api-base", openai_server.base_url, "--max-retries", "0", "--model-timeout", "30", "--max-concurrency", "2",
-              "-o", str(tmp_path / "runs"), "-j", "1"]
+              "-o", str(tmp_path / "runs"), "-j", "1", "--no-report"]
     first = subprocess.run([*bench, "run", *common, "--run-id", "cli"], capture_output=True, text=True, timeout=600, env=env)
     assert first.returncode == 0, first.stderr[-2000:]
     calls = openai_server.calls

@@ -221,3 +221,62 @@ def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list():
         assert request.rebilled_tokens == rebilled_tokens(counts, known, request.cached_tokens), request.index
         recent.append(set(request.messages))
     assert sum(r.rebilled_tokens for r in result.requests) > 0
+
+
+def test_first_difference_counts_shared_leading_messages():
+    from compaction_bench.provider import first_difference
+
+    a, b, c, d = (Message("user", t) for t in "abcd")
+    assert first_difference((a, b, c), (a, b, c, d)) == 3  # an extension shares all of the previous request
+    assert first_difference((a, b, c, d), (a, b, d, c)) == 2
+    assert first_difference((a, b), (Message("user", "a"), b)) == 2  # equal messages, other objects
+    assert first_difference((a,), (b,)) == 0 and first_difference((), (a,)) == 0
+    long = tuple(Message("user", str(n)) for n in range(1000))
+    assert first_difference(long, (*long[:617], d, *long[618:])) == 617
+
+
+def test_a_message_whose_content_changes_is_counted_again():
+    """The provider reuses the counts of a shared prefix only: an edited message is counted from its text."""
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    s, a = Message("system", "rules " * 300), Message("user", "short question")
+    first = provider.send(Request((s, a)))
+    edited = Message("user", "short question, now with many more words in it than before " * 5)
+    second = provider.send(Request((s, edited)))
+    count = provider.counter.count
+    assert first.true_tokens == 2 * MESSAGE_OVERHEAD + count("rules " * 300) + count("short question")
+    assert second.true_tokens == 2 * MESSAGE_OVERHEAD + count("rules " * 300) + count(edited.content)
+    assert provider.count([s, edited]) == second.true_tokens  # a list, counted against the kept entries
+
+
+def test_reused_counts_follow_where_hidden_reasoning_bills():
+    """Hidden reasoning bills only after the last real user message: when a new user message arrives, the
+    reasoning before it stops billing, though those messages are the previous request's prefix."""
+    from compaction_bench.tokens import HiddenTokens
+
+    hidden = HiddenTokens(reasoning={"r1": 500}, user_ids=frozenset({"u1", "u2"}))
+    provider = SimulatedProvider(get_profile("gpt-5"), hidden=hidden)
+    u1 = Message("user", "first request", item_ids=("u1",))
+    r1 = Message("reasoning", "", item_ids=("r1",))
+    a1 = Message("assistant", "done", item_ids=("a1",))
+    u2 = Message("user", "second request", item_ids=("u2",))
+    visible = provider.message_tokens
+    turn1 = provider.send(Request((u1, r1, a1)))
+    assert turn1.true_tokens == visible(u1) + visible(r1) + visible(a1) + 500  # r1 comes after the last user message
+    turn2 = provider.send(Request((u1, r1, a1, u2)))
+    assert turn2.true_tokens == visible(u1) + visible(r1) + visible(a1) + visible(u2)  # now it is before one: dropped
+    assert provider.count((u1, r1)) == visible(u1) + visible(r1) + 500
+
+
+def test_cached_tokens_of_a_hand_built_pair_of_requests():
+    """OpenAI: the common prefix floored to 128-token blocks, counted by hand from the tokenizer."""
+    provider = SimulatedProvider(get_profile("gpt-5"))
+    count = provider.counter.count
+    s = Message("system", "You follow the rules. " * 400)  # over the 1,024-token minimum
+    a = Message("user", "Fix the parser in src/parse.py and run the tests")
+    provider.send(Request((s, a)))
+    b = Message("user", "Fix the parser in src/parse.py and then stop")
+    second = provider.send(Request((s, b)))
+    shared_words = count("Fix the parser in src/parse.py and")
+    prefix = MESSAGE_OVERHEAD + count(s.content) + MESSAGE_OVERHEAD + shared_words
+    assert second.cache.prefix_tokens == prefix > 1024
+    assert second.cached_tokens == prefix // 128 * 128

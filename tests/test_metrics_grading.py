@@ -12,6 +12,8 @@ from compaction_bench.metrics.grading import (
     context_text,
     grade_reply,
     judge_reply,
+    normalize,
+    normalize_joined,
     presence,
     set_f1,
 )
@@ -165,3 +167,16 @@ def test_context_messages_are_chat_dicts():
     assert [d["role"] for d in dicts] == ["system", "assistant", "tool", "assistant", "user"]
     assert dicts[1]["tool_calls"][0]["function"] == {"name": "read", "arguments": "{}"}
     assert dicts[2]["tool_call_id"] == "c1"
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ["Alpha  Beta", "  gamma\t", "DELTA"],
+        ["e\u0301", "\u0301x", "caf\u00e9"],  # a combining accent at a join composes with nothing across it
+        ["   ", "x", "\n\n", "\u00a0y\u00a0", ""],  # whitespace-only and empty parts leave no trace
+        ["\u201cquoted\u201d", "\ufb01ne \u2460", "STRASSE Stra\u00dfe"],  # quotes, compatibility forms, case folding
+    ],
+)
+def test_normalizing_parts_equals_normalizing_their_joined_text(parts):
+    assert normalize_joined(parts) == normalize("\n".join(parts))

@@ -14,7 +14,11 @@ from compaction_bench.strategies.opencode_components import (
     Estimator,
     ModelLimits,
     Record,
+    Renderer,
+    SessionStore,
+    View,
     is_context_overflow,
+    model_message_json,
     select_tail,
     serialize_record,
     split_recent,
@@ -54,17 +58,22 @@ def test_estimator_is_the_estimate_of_the_json_of_the_slice():
         separators=(",", ":"),
     )
     units = len(expected_json.encode("utf-16-le")) // 2
-    assert est.messages(messages) == (units + 2) // 4
-    assert est.slices([messages[:1], messages[1:]])(0, 2) == est.messages(messages)
-    assert est.slices([messages[:1], messages[1:]])(1, 2) == est.messages(messages[1:])
+    estimate = est.slices([messages[:1], messages[1:]])
+    assert estimate(0, 2) == (units + 2) // 4
+    # the slice from the second group: the JSON array without the first element and its comma
+    first = json.dumps(json.loads(expected_json)[0], ensure_ascii=False, separators=(",", ":"))
+    rest = units - len(first.encode("utf-16-le")) // 2 - 1
+    assert estimate(1, 2) == (rest + 2) // 4
+    # groups of a history from index 5 on (offset 5): the same estimates
+    assert est.slices([messages[:1], messages[1:]], 5)(5, 7) == estimate(0, 2)
 
 
 def test_estimator_counts_media_as_a_data_url():
     est = Estimator()
     plain = Message("user", "look")
     with_image = Message("user", "look", attachments=(Attachment("image/png", "a.png", size=3000),))
-    # 3000 bytes -> 4000 base64 characters plus the part's own JSON: at least 1000 tokens more.
-    assert est.messages([with_image]) - est.messages([plain]) >= 1000
+    # 3000 bytes -> 4000 base64 characters plus the part's own JSON.
+    assert est.units(with_image) - est.units(plain) >= 4000
 
 
 # ----------------------------------------------------------------- §1 limits, usage, errors
@@ -179,3 +188,40 @@ def test_split_without_a_cut_when_whole_entries_fit():
     # exactly at the budget: the older entry does not fit and nothing remains to split
     split = split_recent(["A" * 400, "B" * 4000], keep_tokens=1000)
     assert (split.head, split.recent, split.cut) == ("A" * 400, "B" * 4000, None)
+
+
+# ----------------------------------------------------------------- the incremental view
+def fresh(records):
+    """The messages of `records` and the sum of their JSON lengths, computed from scratch."""
+    messages = Renderer(2000).render(records)
+    return messages, sum(len(json.dumps(model_message_json(m), ensure_ascii=False, separators=(",", ":")).encode("utf-16-le")) // 2
+                         for m in messages)
+
+
+def test_view_follows_created_and_changed_records():
+    store = SessionStore()
+    view = View(store, Renderer(2000), Estimator())
+    store.observe_input(Item("u0", "user", "list the files", turn=0))
+    store.add_response([Item("c0", "tool_call", call_id="k0", tool_name="bash", arguments='{"cmd":"ls"}', response=0)], None)
+    view.update()
+    # the call has no result yet: it is sent as interrupted
+    assert (view.messages, view.units) == fresh(store.records)
+    assert view.messages[-1].content == "[Tool execution was interrupted]"
+    # the result arrives: the step record changed and is rendered again; new records are appended
+    store.observe_input(Item("r0", "tool_result", "a.py b.py", call_id="k0", turn=0))
+    store.add_response([Item("a0", "assistant", "Two files.", response=1)], None)
+    store.observe_input(Item("u1", "user", "thanks", turn=1))
+    view.update()
+    assert (view.messages, view.units) == fresh(store.records)
+    assert [m.content for m in view.messages][2:] == ["a.py b.py", "Two files.", "thanks"]
+    # a change far back (prune clears the output) re-renders from that record on
+    store.records[1].pruned.add("k0")
+    store.touch(store.records[1])
+    view.update()
+    assert (view.messages, view.units) == fresh(store.records)
+    assert view.messages[2].content == "[Old tool result content cleared]"
+    # a new sequence: only the records from the second on
+    view.reset(store.records[2:])
+    store.observe_input(Item("u2", "user", "bye", turn=2))
+    view.update()
+    assert (view.messages, view.units) == fresh(store.records[2:])

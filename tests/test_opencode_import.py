@@ -127,7 +127,7 @@ def check_items(transcript):
     items = {i.id: i for i in transcript.items}
     user = items["msg_01"]
     assert (user.text, user.synthetic, user.turn) == ("Fix the failing parser test", False, 0)
-    assert user.attachments == (Attachment("image/png", "err.png", 300),)
+    assert user.attachments == (Attachment("image/png", "err.png", 300, uri="data:image/png;base64," + "A" * 400),)
     read_call, read_result = items["msg_02.p03"], items["msg_02.p03.result"]
     assert (read_call.tool_name, json.loads(read_call.arguments)) == ("read", {"filePath": "/repo/test/parser.test.ts"})
     assert (read_result.text, read_result.is_error, dict(read_result.meta)) == ("<file>test</file>", False, {"compacted": 1752551000000})
@@ -152,7 +152,10 @@ def test_export_json(tmp_path):
     (transcript,) = load_transcripts(path)
     assert transcript.id == SESSION and transcript.source["layout"] == "export"
     check_items(transcript)
-    # the canonical file round-trips
+
+
+def test_canonical_file_keeps_attachment_uris(tmp_path):
+    (transcript,) = load_transcripts(write_export(tmp_path))
     assert transcript.loads(transcript.dumps()).items == transcript.items
 
 

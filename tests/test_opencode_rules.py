@@ -60,8 +60,9 @@ def test_v2_compact_if_needed_runs_again_until_it_fits_or_is_refused():
     # context 25,000, output 12,500: threshold 25,000 - max(12,500, 20,000) = 5,000. The first request
     # (u0, 10,002 estimated tokens) compacts; the checkpoint it leaves (8,000 recent tokens and the
     # summary) is still over 5,000, so the check runs again and is refused: nothing is left.
+    # (No tool definitions here: `tools_json_chars=2` is the empty array.)
     s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
-    result = replay(s.transcript(), "opencode-v2", profile="64k", options={"context_limit": 25_000})
+    result = replay(s.transcript(), "opencode-v2", profile="64k", options={"context_limit": 25_000, "tools_json_chars": 2})
     assert [(c.trigger, c.step) for c in result.compactions] == [("threshold", 0)]
     first = next(r for r in result.requests if r.kind == "turn" and r.step == 0)
     assert first.estimate_tokens > first.threshold == 5_000
@@ -116,6 +117,20 @@ def test_prune_stops_at_an_already_pruned_part():
     # 10 the candidates (10,000 and 20,000) are not more than 20,000; at turn 11, turns 3-5 (30,000).
     result = replay(prune_session(12).transcript(), "opencode-v1", profile="1m", usage="recorded-always", options={"prune": True})
     assert [(c.turn, c.details["pruned_outputs"], c.details["pruned_tokens"]) for c in result.compactions] == [(8, 3, 30_000), (11, 3, 30_000)]
+
+
+def test_prune_stops_at_a_summary():
+    # 15 turns of 10,000-token outputs; turn 5's usage (2,000,000) compacts at its end, leaving a summary.
+    # At the end of turn 13 the walk (after the newest two user messages) meets turns 11-6 (60,000: 20,000
+    # of candidates, not more than 20,000) and stops at the summary; past it, turns 5-0 would have made
+    # 80,000 of candidates. At the end of turn 14, turns 12-6: candidates 8, 7, 6 (30,000) are pruned.
+    s = Session()
+    for n in range(15):
+        s.user(f"u{n}", f"step {n}").tool(f"c{n}", "x" * 40_000).say(f"a{n}", f"done {n}", usage=2_000_000 if n == 5 else 100)
+    result = replay(s.transcript(), "opencode-v1", profile="1m", usage="recorded-always", options={"prune": True})
+    assert [(c.trigger, c.turn) for c in result.compactions][0] == ("step", 5)
+    pruned = [(c.turn, c.details["pruned_outputs"], c.details["pruned_tokens"]) for c in result.compactions if c.trigger == "prune"]
+    assert pruned == [(14, 3, 30_000)]
 
 
 def test_summary_input_keeps_non_media_file_parts_except_plain_text_and_directories():

@@ -23,8 +23,10 @@ def long_session() -> Session:
 
 
 def test_split_inside_a_message_at_remaining_times_four():
-    # context 30,000: output limit 15,000 (half the window), threshold 30,000 - max(15,000, 20,000) = 10,000.
-    result = replay(long_session().transcript(), "opencode-v2", profile="64k", options={"context_limit": 30_000})
+    # context 30,000: output limit 15,000 (half the window), threshold 30,000 - max(15,000, 20,000) = 10,000;
+    # no tool definitions in the estimate (`[]`), so the first request (u0, about 5,000) does not trigger.
+    options = {"context_limit": 30_000, "tools_json_chars": 2}
+    result = replay(long_session().transcript(), "opencode-v2", profile="64k", options=options)
     assert [c.trigger for c in result.compactions] == ["threshold"]
     compaction = result.compactions[0]
     # serialized: "[User]: A…" 20,008 chars (5,002), "[Assistant]: B…" 20,013 (5,003), "[User]: C…" (5,002).

@@ -205,3 +205,13 @@ def test_a_replay_leaves_the_callers_garbage_collector_alone():
         assert gc.get_freeze_count() == frozen and gc.isenabled()
     finally:
         gc.unfreeze()
+
+
+def test_each_replay_records_only_the_templates_it_rendered():
+    """The package's templates are parsed once per process, but every replay keeps its own record of them."""
+    summarizing = bench.replay(session(steps=20), "codex-local", profile="32k")
+    assert summarizing.compactions and summarizing.template_hashes
+    plain = bench.replay(session(steps=20), "none", profile="32k")
+    assert plain.template_hashes == {}
+    again = bench.replay(session(steps=20), "codex-local", profile="32k")
+    assert again.template_hashes == summarizing.template_hashes

@@ -113,3 +113,49 @@ def test_every_strategy_has_the_same_paired_rows(overflow_run):
     keys = {s: set(map(tuple, g[["probe_id", "point_kind", "step"]].to_numpy().tolist())) for s, g in headline.groupby("strategy")}
     assert keys["none"] == keys["truncate"] == keys["codex-local"]
     assert summary["paired_pairs"].nunique() == 1 and summary["paired_pairs"].iloc[0] == len(keys["none"])
+
+
+READER_CONTEXT = [
+    {"role": "user", "content": "Set up the project.\nThe database port is 5433 on staging."},
+    {"role": "assistant", "content": "Noted.\n\nI will use port 5433."},
+    {"role": "tool", "content": "ok"},
+    {"role": "user", "content": "Set up the project.\nThe database port is 5433 on staging."},  # the same text again
+]
+
+
+def test_the_reader_quotes_the_best_line_and_the_last_one_on_a_tie():
+    from compaction_bench.offline_models import ReaderContext, reader_answer
+
+    question = {"role": "user", "content": "What is the database port on staging?"}
+    # Lines: 0 "Set up the project." 1 "The database port is 5433 on staging." 2 "Noted." 3 "I will use port 5433."
+    # 4 "ok", 5 and 6 the same as 0 and 1. Lines 1 and 6 hold database, port and staging: a tie the later
+    # line wins; it is short, but no line follows it.
+    assert reader_answer([*READER_CONTEXT, question]) == "The database port is 5433 on staging."
+    context = ReaderContext(READER_CONTEXT)
+    assert (context.total, context.line(4), context.line(5)) == (7, "ok", "Set up the project.")
+    # "project" ties lines 0 and 5; line 5 is short, so the line after it comes along.
+    assert context.answer("Anything about the project setup?") == "Set up the project.\nThe database port is 5433 on staging."
+    assert context.answer("zebra") == "I don't know."
+    assert context.answer("?") == "The database port is 5433 on staging."  # no informative word: the last line
+    assert ReaderContext([]).answer("port") == "I don't know."
+
+
+def test_prepared_contexts_answer_as_the_whole_payload_does():
+    """Asking with a context converted once gives the reply and input tokens of sending it whole."""
+    from compaction_bench.llm import PreparedContext
+    from compaction_bench.request import Message, ToolCall
+
+    messages = [
+        Message("user", "Deploy the service; the API key lives in vault path secret/deploy."),
+        Message("assistant", "", tool_calls=(ToolCall("c1", "bash", '{"cmd": "make deploy"}'),)),
+        Message("tool", "deployed revision r-4411 to eu-west", tool_call_id="c1"),
+        Message("reasoning", "The deploy worked."),
+    ]
+    client = LLMClient("offline/reader")
+    question = {"role": "user", "content": "Which revision was deployed?"}
+    prepared = PreparedContext(messages)
+    once = client.complete([question], purpose="answer", context=prepared)
+    whole = client.complete([*prepared.payload, question], purpose="answer")
+    # Only the tool output holds "revision" and "deployed"; it is short, so the next line comes along.
+    assert once.text == whole.text == "deployed revision r-4411 to eu-west\nThe deploy worked."
+    assert once.input_tokens == whole.input_tokens

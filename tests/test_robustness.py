@@ -369,7 +369,8 @@ def test_a_run_whose_answerer_always_failed_says_so_and_exits_non_zero(tiny_sess
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         args = [str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path), "--probes", str(tiny_session.parent / "probes.yaml"),
-                "--answerer", "openai/gpt-4o-mini", "--api-base", f"http://127.0.0.1:{server.server_address[1]}", "--max-retries", "0"]
+                "--answerer", "openai/gpt-4o-mini", "--api-base", f"http://127.0.0.1:{server.server_address[1]}", "--max-retries", "0",
+                "--no-report"]
         env = {"OPENAI_API_KEY": "sk-test-not-a-key"}
         proc = bench_cli("run", *args, "--run-id", "a", env=env)
         assert proc.returncode == 3, proc.stderr
@@ -386,9 +387,12 @@ def test_a_run_whose_answerer_always_failed_says_so_and_exits_non_zero(tiny_sess
         server.shutdown()
     # The offline answerer answers: nothing is missing, exit 0.
     proc = bench_cli("run", str(tiny_session), "-s", "none", "-p", "32k", "-o", str(tmp_path), "--run-id", "c",
-                     "--probes", str(tiny_session.parent / "probes.yaml"))
+                     "--probes", str(tiny_session.parent / "probes.yaml"), "--no-report")
     assert proc.returncode == 0, proc.stderr
     assert "metric not computed" not in proc.stderr
+    # --no-report: the tables and the summary table are there, no report was rendered.
+    assert (tmp_path / "c" / "probes.parquet").is_file() and not (tmp_path / "c" / "report.html").exists()
+    assert "report:" not in proc.stdout
 
 
 # --------------------------------------------------------------------------- 19: BOM, forced formats
@@ -500,10 +504,10 @@ def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sess
     done = len(list((tmp_path / "k").glob("cells/*/DONE")))
     assert 1 <= done < 6
     resumed = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
-                        "--resume", "--run-id", "k")
+                        "--resume", "--run-id", "k", "--no-report")
     assert resumed.returncode == 0, resumed.stderr
     whole = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
-                      "--run-id", "whole")
+                      "--run-id", "whole", "--no-report")
     assert whole.returncode == 0, whole.stderr
     for name in ("requests", "compactions", "probes", "summary"):
         got = pd.read_parquet(tmp_path / "k" / f"{name}.parquet").drop(columns=["answer_cached"], errors="ignore")

@@ -8,13 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
 import pytest
 
 import compaction_bench as bench
 from compaction_bench import run_folder
 from compaction_bench.runner import Case, RunError
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import CellKey, load_run
+from compaction_bench.store import CellKey, CellRecords, RunStore, load_run
 from compaction_bench.transcript import Item, Transcript
 
 
@@ -50,18 +52,43 @@ def test_plain_run_ids_are_accepted():
 
 # --------------------------------------------------------------------------- 4: resume
 def test_resume_without_run_id_takes_the_newest_run_not_the_last_name(tmp_path, case):
+    two = ["none", "truncate"]
     # "zzz" is created first and "aaa" later: the alphabetically last folder is the older run.
-    run_cases(tmp_path, [case], run_id="zzz")
-    newest = run_cases(tmp_path, [case], run_id="aaa")
+    run_cases(tmp_path, [case], run_id="zzz", strategies=two)
+
+    def interrupt(key, status):  # "aaa" is stopped right after its first cell
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(tmp_path, [case], run_id="aaa", strategies=two, on_cell=interrupt)
+    newest = tmp_path / "aaa"
     created = json.loads((newest / "manifest.json").read_text())["created"]
-    done = next((newest / "cells").iterdir()) / "DONE"
-    done.unlink()
+    first = next((newest / "cells").iterdir()).name
     finished = []
-    root = run_cases(tmp_path, [case], resume=True, on_cell=lambda key, status: finished.append(status))
-    assert root == newest and finished == ["done"] and done.exists()
+    root = run_cases(tmp_path, [case], resume=True, strategies=two, on_cell=lambda key, status: finished.append((key.slug, status)))
+    assert root == newest and len(finished) == 1 and finished[0][0] != first and finished[0][1] == "done"
     assert run_folder.newest_run(tmp_path) == "aaa"
     # The resumed run keeps its creation time (a resume does not make it newer than a later run).
     assert json.loads((newest / "manifest.json").read_text())["created"] == created
+
+
+def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
+    def interrupt(key, status):
+        if key.strategy == "truncate":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate", "codex-local"], on_cell=interrupt)
+    store = RunStore(tmp_path / "r")
+    folders = store.cell_folders()
+    assert len(folders) >= 1
+    before = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
+    assert len(before) == len(folders)
+    store.compact()
+    assert not (tmp_path / "r" / "cells").exists()
+    after = {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()}
+    assert after == before
+    assert all(RunStore(tmp_path / "r").is_done(CellKey(**r["replay"]["key"])) for r in before.values())
 
 
 def test_newest_run_is_by_manifest_created_time(tmp_path):
@@ -87,6 +114,27 @@ def test_resume_with_another_configuration_is_refused_naming_the_difference(tmp_
     assert set(load_run(root)["requests"]["strategy"]) == {"none"}
     # The same configuration resumes (nothing left to do), and the lock was released by the refusals.
     assert run_cases(tmp_path, [case], run_id="r", strategies=["none"], resume=True) == root
+
+
+def test_the_archive_keeps_messages_apart_that_differ_only_in_where_a_field_ends(tmp_path):
+    base = {"role": "user", "content": "ab", "tool_calls": None, "tool_call_id": None, "item_ids": ["a", "b"], "attachments": None,
+            "name": None, "is_error": False}
+    variants = [
+        base, dict(base), {**base, "content": "a", "tool_calls": "b"}, {**base, "content": ""}, {**base, "content": None},
+        {**base, "item_ids": ["ab"]}, {**base, "item_ids": []}, {**base, "item_ids": ["a", "b", ""]}, {**base, "is_error": True},
+        {**base, "content": "ab;N"}, {**base, "name": "N"},
+    ]
+    key = CellKey("s", "none", "32k", 0)
+    records = CellRecords(
+        key, pa.Table.from_pylist([{"index": 0, "messages": list(range(len(variants)))}]), pa.Table.from_pylist(variants),
+        json.dumps({"key": key.columns()}),
+    )
+    store = RunStore(tmp_path)
+    store.write_archive([records, records])
+    # The two equal messages are stored once, every other message apart; each cell reads back its own list.
+    assert len(pd.read_parquet(tmp_path / "replays" / "messages.parquet")) == len(variants) - 1
+    for replayed in store.replays():
+        assert replayed["messages"] == variants and replayed["requests"] == [{"index": 0, "messages": list(range(len(variants)))}]
 
 
 # --------------------------------------------------------------------------- 5: lock

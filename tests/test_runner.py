@@ -56,17 +56,32 @@ def test_tables_have_the_documented_columns(tmp_path, cases, no_network):
 
 
 def test_resume_redoes_only_unfinished_cells(tmp_path, cases):
-    root, _ = run_small(tmp_path, cases, run_id="r")
-    before = load_run(root)["requests"]
-    # An interrupted run: one cell never finished.
-    (next(p for p in (root / "cells").iterdir() if "__truncate__" in p.name) / "DONE").unlink()
-    (root / "summary.parquet").unlink()
+    root, _ = run_small(tmp_path, cases, run_id="whole")
+    whole = load_run(root)
+
+    def interrupt(key, status):  # Ctrl-C right after the first cell was recorded
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        bench.run(strategies=["none", "truncate"], profiles=["32k"], cases=cases, out=tmp_path, jobs=1, run_id="r", on_cell=interrupt)
+    interrupted = tmp_path / "r"
+    assert [p.name for p in (interrupted / "cells").iterdir() if (p / "DONE").exists()] == [p.name for p in (interrupted / "cells").iterdir()]
+    assert len(list((interrupted / "cells").iterdir())) == 1 and not (interrupted / "summary.parquet").exists()
     root2, finished = run_small(tmp_path, cases, run_id="r", resume=True)
-    assert root2 == root
-    assert finished == [("truncate", "done")]
-    after = load_run(root)["requests"]
-    pd.testing.assert_frame_equal(before.sort_values(["strategy", "request"]).reset_index(drop=True),
-                                  after.sort_values(["strategy", "request"]).reset_index(drop=True))
+    assert root2 == interrupted
+    assert len(finished) == 1 and finished[0][1] == "done"
+    after = load_run(interrupted)
+    for name in ("requests", "compactions", "probes", "summary"):
+        pd.testing.assert_frame_equal(whole[name], after[name], check_exact=True)
+    # A finished run is lean: no folder per cell, the replay records of both cells in one archive.
+    assert not (interrupted / "cells").exists() and sorted(p.name for p in (interrupted / "replays").iterdir()) == [
+        "cells.parquet", "contexts.parquet", "messages.parquet"]
+    assert len(pd.read_parquet(interrupted / "replays" / "cells.parquet")) == 2
+    # Resuming a finished run redoes nothing and finalizes again from the merged tables.
+    (interrupted / "summary.parquet").unlink()
+    _, again = run_small(tmp_path, cases, run_id="r", resume=True)
+    assert again == []
+    pd.testing.assert_frame_equal(whole["summary"], load_run(interrupted)["summary"], check_exact=True)
 
 
 def test_a_second_run_into_the_same_folder_is_refused(tmp_path, cases):
@@ -97,15 +112,46 @@ def test_a_failing_cell_is_reported_and_the_others_kept(tmp_path, cases):
     assert "ZeroDivisionError: boom" in (tmp_path / "r" / "errors.log").read_text()
 
 
-def test_worker_processes_and_ray_give_the_same_tables(tmp_path, cases):
-    inline, _ = run_small(tmp_path, cases, run_id="inline")
-    pooled, _ = run_small(tmp_path, cases, run_id="pooled", jobs=2)
-    on_ray, _ = run_small(tmp_path, cases, run_id="ray", jobs=2, executor="ray")
-    columns = ["scenario", "strategy", "request", "true_tokens", "cached_tokens", "overflow"]
-    expected = load_run(inline)["requests"][columns].sort_values(["strategy", "request"]).reset_index(drop=True)
-    for other in (pooled, on_ray):
-        got = load_run(other)["requests"][columns].sort_values(["strategy", "request"]).reset_index(drop=True)
-        pd.testing.assert_frame_equal(expected, got)
+def test_worker_processes_and_ray_give_the_same_tables_with_transcripts_sent_with_the_task(tmp_path):
+    """In this process, in worker processes and on a local Ray: the same tables. The workers get the
+    transcripts with the task: a Ray worker on another node cannot read the driver's paths, so the
+    file is moved away once the cells start (one Ray start serves both checks)."""
+    path = tmp_path / "session.jsonl"
+    generate("parallel-calls", seed=4, target_tokens=12_000).transcript.write(path)
+
+    def away(todo) -> None:
+        path.rename(tmp_path / "away.jsonl")
+
+    tables = {}
+    for executor, jobs in (("inline", 1), ("local", 2), ("ray", 2)):
+        root = bench.run([path], strategies=["none", "truncate"], profiles=["32k"], out=tmp_path / "runs", run_id=executor, jobs=jobs,
+                         executor="ray" if executor == "ray" else "local", report=False, progress=False,
+                         on_start=None if executor == "inline" else away)
+        if executor != "inline":
+            (tmp_path / "away.jsonl").rename(path)
+        tables[executor] = load_run(root)["requests"]
+    assert len(tables["inline"]) > 0
+    for other in ("local", "ray"):
+        pd.testing.assert_frame_equal(tables["inline"], tables[other], check_exact=True, obj=other)
+
+
+def test_cells_go_out_largest_first_then_by_the_cost_learned_from_finished_cells():
+    from compaction_bench.executors import execute
+    from compaction_bench.runner import LargestFirst
+    from compaction_bench.store import CellKey
+
+    scenarios = {name: generate("parallel-calls", seed=3, target_tokens=tokens) for name, tokens in (("small", 12_000), ("big", 45_000))}
+    by_name = {name: Case(name, s.transcript) for name, s in scenarios.items()}
+    keys = [CellKey(name, strategy, "32k", 0) for name in ("small", "big") for strategy in ("cheap", "dear")]
+    order = LargestFirst(keys, by_name)
+    handed_out = []
+    for index, _ in execute(lambda shared, i: i, [(i,) for i in range(len(keys))], priority=order, jobs=1):
+        key = keys[index]
+        handed_out.append((key.scenario, key.strategy))
+        order.finished(key, 10.0 if key.strategy == "dear" else 0.1)
+    # Nothing known yet: the big transcript first (ties in list order). Then `dear` proved 100 times as
+    # costly per character, so the small transcript's `dear` cell goes before its `cheap` one.
+    assert handed_out == [("big", "cheap"), ("big", "dear"), ("small", "dear"), ("small", "cheap")]
 
 
 def test_strategy_variants_compare_a_strategy_with_itself(tmp_path, cases):

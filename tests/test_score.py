@@ -16,7 +16,7 @@ from compaction_bench.probes import Probe, load_probes, write_probes
 from compaction_bench.profiles import get_profile
 from compaction_bench.runner import Case, RunError, score
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import load_run
+from compaction_bench.store import RunStore, load_run
 from compaction_bench.strategy import Strategy
 
 TABLES = ("requests", "compactions", "probes", "summary")
@@ -62,9 +62,13 @@ def test_the_run_folder_describes_its_inputs(finished):
 def test_each_request_keeps_its_item_ids_and_summary_links(finished):
     run_dir, _, _ = finished
     requests = load_run(run_dir)["requests"]
-    for cell in (run_dir / "cells").iterdir():
-        contexts = pd.read_parquet(cell / "contexts.parquet")
-        replay = json.loads((cell / "replay.json").read_text())
+    # A finished run keeps the replay records in its archive (no folder per cell).
+    assert not (run_dir / "cells").exists() and (run_dir / "replays" / "cells.parquet").is_file()
+    records = list(RunStore(run_dir).replays())
+    assert len(records) == 4
+    for record in records:
+        contexts = pd.DataFrame(record["requests"])
+        replay = record["replay"]
         key = replay["key"]
         mine = requests[(requests.scenario == key["scenario"]) & (requests.strategy == key["strategy"])]
         assert list(contexts["index"]) == list(mine["request"])
@@ -100,9 +104,9 @@ def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path
     probes = load_run(new)["probes"]
     assert set(probes["probe_id"]) == {"first-ask"} and probes["scenario"].nunique() == 2
     # Wherever the stored context still holds the first user message verbatim, the probe is present.
-    for cell in (new / "cells").iterdir():
-        key = json.loads((cell / "replay.json").read_text())["key"]
-        contexts = pd.read_parquet(cell / "contexts.parquet").set_index("index")
+    for record in RunStore(new).replays():
+        key = record["replay"]["key"]
+        contexts = pd.DataFrame(record["requests"]).set_index("index")
         rows = probes[(probes.scenario == key["scenario"]) & (probes.strategy == key["strategy"])]
         assert len(rows) > 0
         for request, present in zip(rows["request"], rows["present"], strict=True):

@@ -23,12 +23,17 @@ def growth_exponent(points: dict[int, float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
 
 
-def pytest_collection_modifyitems(items):
-    """Everything in this folder is a benchmark: left out of the test suite unless asked for."""
+def pytest_collection_modifyitems(config, items):
+    """Everything in this folder is a benchmark: left out of the test suite unless asked for. Asked
+    for, they run alone in one process (`-n 0`): timings made beside another worker, with their
+    printed lines swallowed by xdist, would not mean what they say."""
     here = __file__.rpartition("/")[0]
-    for item in items:
-        if str(item.fspath).startswith(here):
-            item.add_marker(pytest.mark.benchmarks)
+    mine = [item for item in items if str(item.fspath).startswith(here)]
+    for item in mine:
+        item.add_marker(pytest.mark.benchmarks)
+    asked = "benchmarks" in (config.getoption("markexpr") or "").replace("not benchmarks", "")
+    if mine and asked and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
+        raise pytest.UsageError("run the benchmarks in one process: add `-n 0` (pytest-xdist is on by default)")
 
 
 def pytest_terminal_summary(terminalreporter):

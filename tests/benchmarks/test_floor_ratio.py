@@ -10,7 +10,7 @@ of several sessions (Aider's 1,134) counts as one: the floor over all its distin
 replays of all its sessions summed. One row per (transcript, strategy, profile) is printed at the
 end of the session, with the issue 18 target (≤ 3×) marked; nothing is asserted about time.
 
-    .venv/bin/python -m pytest tests/benchmarks/test_floor_ratio.py -m benchmarks -s
+    .venv/bin/python -m pytest tests/benchmarks/test_floor_ratio.py -m benchmarks -s -n 0
 """
 
 from __future__ import annotations

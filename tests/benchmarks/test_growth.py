@@ -8,7 +8,7 @@ session-end summary prints, per strategy, the times, the fitted growth exponent 
 size over all measured sizes (least squares in log-log; 1.0 is linear) and the peak memory at the
 largest size. Nothing about time is asserted; a replay that fails is a test failure.
 
-    .venv/bin/python -m pytest tests/benchmarks/test_growth.py -m benchmarks -s
+    .venv/bin/python -m pytest tests/benchmarks/test_growth.py -m benchmarks -s -n 0
     BENCH_SIZES=0.25,0.5,1,2,4 BENCH_STRATEGIES=pi,observation-masking .venv/bin/python -m pytest ...
 
 `BENCH_SIZES` are millions of tokens (default 0.25, 0.5, 1, 2); `BENCH_STRATEGIES` a comma list of

@@ -6,7 +6,7 @@ calls is divided by the file's size. With `--benchmark-enable` pytest-benchmark 
 and keeps its statistics; disabled (the default) each import runs once. The session end prints one
 row per format. Speed is reported (README, section Measured), never asserted.
 
-    .venv/bin/python -m pytest tests/benchmarks/test_import_speed.py -m benchmarks -s
+    .venv/bin/python -m pytest tests/benchmarks/test_import_speed.py -m benchmarks -s -n 0
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 Each size is one benchmark; the session-end hook in `conftest.py` prints the growth exponent of
 replay time against session size (1.0 is linear). Run with statistics:
 
-    .venv/bin/python -m pytest tests/benchmarks --benchmark-enable
-
+    .venv/bin/python -m pytest tests/benchmarks -m benchmarks --benchmark-enable -n 0
 With benchmarks disabled (the default test run) each replay runs once, as a plain test.
 """
 

@@ -4,8 +4,7 @@ under 3 s in headless Chromium; such a run's report is a folder (an index plus o
 The run takes long, so it is made once and named here:
 
     bench run ../shared/corpora/*/*/* -s none -s truncate -p 64k -o runs --run-id all57
-    COMPACTION_BENCH_SCALE_RUN=runs/all57 pytest tests/benchmarks/test_report_scale.py -s
-
+    COMPACTION_BENCH_SCALE_RUN=runs/all57 pytest tests/benchmarks/test_report_scale.py -s -n 0
 "Opens" is the page's own `load` event (`performance.now()` at load, written into the DOM by the
 report's script); the wall time of the whole headless Chromium process is printed beside it.
 """
