@@ -297,11 +297,15 @@ class RunStore:
 
         Call it only once the merged tables hold every finished cell's rows (after `finalize`).
         Cells whose records do not share one schema (a column of integers in one cell and of floats
-        in another) are left in their folders rather than converted: the run stays complete, only not
+        in another), or a cell without replay records (written by a version that kept none, then
+        resumed), are left in their folders rather than converted: the run stays complete, only not
         compacted.
         """
-        if not self.cell_folders():
+        folders = self.cell_folders()
+        if not folders:
             return True
+        if any(not (d / name).is_file() for d in folders for name in REPLAY_FILES):
+            return False
         try:
             self.write_archive(list(self.cell_records()))
         except (pa.ArrowInvalid, pa.ArrowTypeError):

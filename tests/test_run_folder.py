@@ -91,6 +91,23 @@ def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
     assert all(RunStore(tmp_path / "r").is_done(CellKey(**r["replay"]["key"])) for r in before.values())
 
 
+def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompacted(tmp_path, case):
+    """Cells written by a version that kept no replay records (then resumed by this one): the run
+    finishes with every table and its report, and the cell folders stay (nothing to archive them from)."""
+    def interrupt(key, status):
+        if key.strategy == "truncate":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], on_cell=interrupt)
+    early = RunStore(tmp_path / "r").cell_folders()[0]
+    for name in ("contexts.parquet", "messages.parquet", "replay.json"):
+        (early / name).unlink()
+    root = run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
+    assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
+    assert (root / "cells").is_dir() and not (root / "replays").exists()
+
+
 def test_newest_run_is_by_manifest_created_time(tmp_path):
     for name, created in (("b", "2026-01-02T00:00:00+00:00"), ("c", "2026-01-01T00:00:00+00:00"), ("a", "2026-01-03T00:00:00+00:00")):
         (tmp_path / name).mkdir()
