@@ -7,8 +7,8 @@ others. `shared` (the run's scenarios and settings) reaches each worker once, no
 on Linux worker processes are forked after `warm()` ran in this process, so they start with its
 imports, tokenizers and `shared` already in memory (elsewhere each worker receives `shared` once
 when it starts); a Ray cluster gets it once through its object store.
-Work is handed out one task at a time as workers free up, highest `priority(index)` first,
-evaluated at that moment (so a priority that learns from finished cells steers the rest).
+Work is handed out one task at a time as workers free up, highest `Priority` first, evaluated at
+that moment (so a priority that learns from finished cells steers the rest).
 
 Ray (`--executor ray`, optional extra `ray`) sends cells to a cluster (`--address`, or a local one
 started here); the function's results travel back to this process, which writes them, so workers
@@ -25,16 +25,17 @@ its workers terminated at once, and the cells finished so far stay recorded (`--
 from __future__ import annotations
 
 import ctypes
+import heapq
 import multiprocessing
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 EXECUTORS = ("local", "ray")
 #: linux/prctl.h
@@ -77,22 +78,53 @@ def _call_with_shared(function: Callable[..., Any], *args: Any) -> Any:
     return function(_shared, *args)
 
 
-class _Queue:
-    """Indices of the work not handed out yet; `take()` gives the one of highest priority now."""
+class Priority(Protocol):
+    """The order work is handed out in: each task belongs to a `group` and has a fixed `weight`; its
+    priority is `weight(index) * rate(group)`, where a group's `rate` may change as tasks finish.
+    The highest priority goes first, then the higher weight, then the lower index."""
 
-    def __init__(self, size: int, priority: Callable[[int], float] | None) -> None:
-        self.pending = list(range(size))
+    def group(self, index: int) -> Hashable: ...
+
+    def weight(self, index: int) -> float: ...
+
+    def rate(self, group: Hashable) -> float: ...
+
+
+class _Queue:
+    """Indices of the work not handed out yet; `take()` gives the one of highest `Priority` now (in
+    index order without one).
+
+    Within a group the order never changes (one rate scales every weight), so each group is a heap by
+    weight and a take compares only the groups' heads: time per take grows with the number of groups,
+    not with the number of tasks."""
+
+    def __init__(self, size: int, priority: Priority | None) -> None:
         self.priority = priority
+        self._left = size
+        self._next = 0  # without a priority: the next index
+        self._heaps: dict[Hashable, list[tuple[float, int]]] = {}
+        if priority is not None:
+            for index in range(size):
+                self._heaps.setdefault(priority.group(index), []).append((-priority.weight(index), index))
+            for heap in self._heaps.values():
+                heapq.heapify(heap)
 
     def __bool__(self) -> bool:
-        return bool(self.pending)
+        return self._left > 0
 
     def take(self) -> int:
+        if self._left <= 0:
+            raise IndexError("no work left")
+        self._left -= 1
         if self.priority is None:
-            return self.pending.pop(0)
-        best = max(self.pending, key=lambda index: (self.priority(index), -index))  # type: ignore[misc]
-        self.pending.remove(best)
-        return best
+            self._next += 1
+            return self._next - 1
+        rate = self.priority.rate
+        best = max(
+            (group for group, heap in self._heaps.items() if heap),
+            key=lambda group: (-self._heaps[group][0][0] * rate(group), -self._heaps[group][0][0], -self._heaps[group][0][1]),
+        )
+        return heapq.heappop(self._heaps[best])[1]
 
 
 @contextmanager
@@ -229,7 +261,7 @@ def execute(
     executor: str = "local",
     jobs: int = 0,
     address: str | None = None,
-    priority: Callable[[int], float] | None = None,
+    priority: Priority | None = None,
     warm: Callable[[], None] | None = None,
 ) -> Iterator[Outcome]:
     """Run `function(shared, *args)` for every tuple of `work`, highest `priority` first; yield results as they finish.

@@ -43,6 +43,7 @@ from typing import Any
 
 from compaction_bench.errors import BenchError
 from compaction_bench.offline_models import ReaderContext, extractive_summary, reader_answer
+from compaction_bench.request import Message
 from compaction_bench.wire import WireInput, chat_messages, provider_of
 
 OFFLINE_PROVIDER = "offline"
@@ -177,6 +178,11 @@ class PreparedContext:
         return self._tokens
 
 
+#: The offline completions kept per process (oldest dropped first), by model, wire provider, max_tokens and messages.
+OFFLINE_COMPLETIONS_KEPT = 64
+_offline_completions: dict[tuple[Any, ...], tuple[str, int]] = {}
+
+
 def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
     if model == DEFAULT_ANSWERER:
         return reader_answer(payload)
@@ -185,20 +191,23 @@ def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | N
     raise LLMError(f"unknown offline model {model!r}; offline models: {', '.join(OFFLINE_MODELS)}")
 
 
-def _payload_text(message: Mapping[str, Any]) -> str:
+def _payload_parts(message: Mapping[str, Any]) -> list[str]:
+    """The texts a model reads in one wire message: its content, then each tool call's name and arguments."""
     content = message.get("content")
     text = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping)) if isinstance(content, list) else str(content or "")
+    parts = [text]
     for call in message.get("tool_calls") or ():
-        text += f"\n{call['function']['name']} {call['function']['arguments']}"
-    return text
+        parts += (call["function"]["name"], call["function"]["arguments"])
+    return parts
 
 
 def payload_tokens(payload: Sequence[Mapping[str, Any]], encoding: str = "o200k_base") -> int:
-    """Input tokens of a wire payload: the tokenizer's count of every message plus its framing."""
+    """Input tokens of a wire payload: the tokenizer's count of every message's texts (each counted on
+    its own, so the per-text memo the replay's provider filled answers them) plus its framing."""
     from compaction_bench.tokens import shared_counter
 
     count = shared_counter(encoding).count
-    return sum(MESSAGE_OVERHEAD + count(_payload_text(m)) for m in payload)
+    return sum(MESSAGE_OVERHEAD + sum(count(part) for part in _payload_parts(m)) for m in payload)
 
 
 # ------------------------------------------------------------------ concurrency
@@ -345,6 +354,17 @@ class LLMClient:
             own = chat_messages(messages, provider=self.provider)
             text = reader_answer(own, context.reader())
             return self._offline_result(text, payload_tokens(own) + context.tokens(), purpose)
+        if is_offline(self.model) and context is None and all(isinstance(m, Message) for m in messages):
+            # The offline models are functions of their input: a request sent again (the same messages,
+            # e.g. Aider's unchanged head on every edited turn) gets the same completion without the work.
+            same_request = (self.model, self.provider, max_tokens, tuple(messages))
+            done = _offline_completions.get(same_request)
+            if done is None:
+                payload = chat_messages(messages, provider=self.provider)
+                done = _offline_completions[same_request] = (_offline_text(self.model, payload, max_tokens), payload_tokens(payload))
+                if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
+                    del _offline_completions[next(iter(_offline_completions))]
+            return self._offline_result(*done, purpose)
         payload = chat_messages([*context.payload, *messages] if context is not None else messages, provider=self.provider)
         if is_offline(self.model):
             return self._offline_result(_offline_text(self.model, payload, max_tokens), payload_tokens(payload), purpose)

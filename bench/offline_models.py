@@ -23,6 +23,7 @@ best-matching span.
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -86,6 +87,7 @@ def _text_of(message: Mapping[str, Any]) -> str:
 def section_titles(instructions: str) -> list[str]:
     """Section headings a prompt asks for, in order, without duplicates."""
     titles: list[str] = []
+    seen = set(PREVIOUS_SUMMARY_TAGS)  # lowered titles already taken, and the tags that are never titles
     in_block = False
     for line in instructions.splitlines():
         if line.strip().startswith("```"):
@@ -95,8 +97,9 @@ def section_titles(instructions: str) -> list[str]:
             match = pattern.match(line)
             if match:
                 title = match.group("title").strip()
-                if title.lower() not in (t.lower() for t in titles) and title.lower() not in PREVIOUS_SUMMARY_TAGS:
+                if title.lower() not in seen:
                     titles.append(title)
+                    seen.add(title.lower())
                 break
     return titles
 
@@ -116,24 +119,37 @@ class _Line:
     position: int
 
 
-def _classify(line: _Line) -> list[str]:
-    text = line.text
+def _classify(line: _Line) -> tuple[str, ...]:
+    return _categories(line.text, line.role)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _categories(text: str, role: str) -> tuple[str, ...]:
+    """A line's salience categories (memoized per process: later summaries of a session read the
+    same lines again)."""
     categories = []
-    if line.role == "user":
+    if role == "user":
         categories.append("goal")
         if CONSTRAINT.search(text):
             categories.insert(0, "constraint")
-    if ERROR.search(text) and line.role in ("tool", "user", "assistant"):
+    if ERROR.search(text) and role in ("tool", "user", "assistant"):
         categories.append("error")
-    if DECISION.search(text) and line.role == "assistant":
+    if DECISION.search(text) and role == "assistant":
         categories.append("decision")
     if PATH.search(text):
         categories.append("artifact")
-    if line.role == "assistant" and NEXT.search(text):
+    if role == "assistant" and NEXT.search(text):
         categories.append("next")
-    if line.role == "assistant" and PROGRESS.search(text):
+    if role == "assistant" and PROGRESS.search(text):
         categories.append("progress")
-    return categories
+    return tuple(categories)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _content_lines(text: str) -> tuple[str, ...]:
+    """A message's lines that can be summarized: stripped, at least 4 characters, cut at 400
+    (memoized per process: the same messages are in many summary requests)."""
+    return tuple(raw.strip()[:400] for raw in text.splitlines() if len(raw.strip()) >= 4)
 
 
 def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Line], str]:
@@ -146,11 +162,9 @@ def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Lin
 
     def add(text: str, role: str) -> None:
         nonlocal position
-        for raw in text.splitlines():
-            stripped = raw.strip()
-            if len(stripped) >= 4:
-                content.append(_Line(stripped[:400], role, position))
-                position += 1
+        for stripped in _content_lines(text):
+            content.append(_Line(stripped, _speaker(stripped) if role == "conversation" else role, position))
+            position += 1
 
     for n, message in enumerate(messages):
         role = str(message.get("role", "user"))
@@ -177,12 +191,13 @@ def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Lin
             previous = previous or text
             continue
         add(text, "tool" if role == "tool" else role)
-    # Serialized conversations ("[User]: ...") carry their roles in the line prefix.
-    for line in content:
-        if line.role == "conversation":
-            prefix = line.text.split(":", 1)[0].lower()
-            line.role = "user" if "user" in prefix else "tool" if ("tool" in prefix or "result" in prefix) else "assistant"
     return "\n".join(instructions), content, previous
+
+
+def _speaker(line: str) -> str:
+    """The role of a line of a serialized conversation ("[User]: ..."), from its prefix."""
+    prefix = line.split(":", 1)[0].lower()
+    return "user" if "user" in prefix else "tool" if ("tool" in prefix or "result" in prefix) else "assistant"
 
 
 def _previous_sections(previous: str, titles: list[str]) -> dict[str, list[str]]:

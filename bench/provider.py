@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system, rebilled_tokens
+from compaction_bench.log_view import Cumulative, LogView, as_messages, first_difference
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
 from compaction_bench.tokens import HiddenTokens, TokenCounter, shared_counter
@@ -33,8 +34,8 @@ MESSAGE_OVERHEAD = 4
 TOOL_CALL_OVERHEAD = 3
 #: How many earlier requests of the cell are kept as cache entries.
 RECENT_ENTRIES = 2
-#: Token ids of this many message bodies are kept for the in-message prefix comparison.
-ENCODED_KEPT = 16
+#: How many contexts counted with `SimulatedProvider.count` are kept as counting bases.
+COUNTED_KEPT = 4
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,15 @@ class MessageCounter:
             self._message_tokens[message] = cached
         return cached
 
-    def count(self, messages: tuple[Message, ...] | list[Message]) -> int:
-        hidden = sum(self.hidden.per_message(messages)) if self.hidden else 0
-        return sum(self.message_tokens(m) for m in messages) + hidden
+    def count(self, messages: Sequence[Message]) -> int:
+        return sum(self.message_tokens(m) for m in messages) + self.hidden_total(messages)
+
+    def hidden_total(self, messages: Sequence[Message]) -> int:
+        """Billed hidden reasoning of a request (`HiddenTokens.per_message`), reading only the messages after its last real user message."""
+        if self.hidden is None or not self.hidden.reasoning:
+            return 0
+        of_message = self.hidden.of_message
+        return sum(of_message(messages[n]) for n in range(self.hidden.last_user(messages) + 1, len(messages)))
 
     def boundaries(self, messages: tuple[Message, ...]) -> list[int]:
         out, total = [], 0
@@ -130,22 +137,6 @@ class MessageCounter:
             total += self.message_tokens(m) + extra
             out.append(total)
         return out
-
-
-def first_difference(previous: Sequence[Message], current: Sequence[Message]) -> int:
-    """How many leading messages two requests share (equal messages; compared in C by slices, the same
-    object first, so a request that extends the previous one costs one pass and no Python call)."""
-    n = min(len(previous), len(current))
-    if previous[:n] == current[:n]:
-        return n
-    low, high = 0, n  # previous[:low] == current[:low] and previous[:high] != current[:high]
-    while high - low > 1:
-        middle = (low + high) // 2
-        if previous[low:middle] == current[low:middle]:
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 class _Entry:
@@ -157,7 +148,7 @@ class _Entry:
     __slots__ = ("_base", "_set", "boundaries", "last_user", "messages", "system", "time", "visible")
 
     def __init__(
-        self, messages: tuple[Message, ...], visible: list[int], boundaries: list[int], time: float | None, last_user: int,
+        self, messages: Sequence[Message], visible: Cumulative, boundaries: Cumulative, time: float | None, last_user: int,
         base: tuple[frozenset[Message], int] | None,
     ) -> None:
         self.messages, self.visible, self.boundaries, self.time, self.last_user = messages, visible, boundaries, time, last_user
@@ -169,6 +160,16 @@ class _Entry:
     def has_set(self) -> bool:
         return self._set is not None
 
+    def holds(self, message: Message, indexes: dict[int, _LogIndex]) -> bool:
+        """Whether this request sent `message` (a view of a log is looked up in the log's index)."""
+        if isinstance(self.messages, LogView):
+            log = self.messages.log
+            index = indexes.get(id(log))
+            if index is None:
+                index = indexes[id(log)] = _LogIndex(log)
+            return index.holds(self.messages, message)
+        return message in self.set()
+
     def set(self) -> frozenset[Message]:
         if self._set is None:
             if self._base is not None:
@@ -178,6 +179,25 @@ class _Entry:
                 self._set = frozenset(self.messages)
             self._base = None
         return self._set
+
+
+class _LogIndex:
+    """The first position of each message in an append-only log (`LogView`), extended as the log grows:
+    whether a view of the log holds a message, without building a set per request."""
+
+    __slots__ = ("first", "indexed", "log")
+
+    def __init__(self, log: list[Message]) -> None:
+        self.log = log
+        self.first: dict[Message, int] = {}
+        self.indexed = 0
+
+    def holds(self, view: LogView, message: Message) -> bool:
+        first, log = self.first, self.log
+        for n in range(self.indexed, len(log)):
+            first.setdefault(log[n], n)
+        self.indexed = len(log)
+        return first.get(message, view.length) < view.length or message in view.tail
 
 
 class SimulatedProvider(MessageCounter):
@@ -193,19 +213,49 @@ class SimulatedProvider(MessageCounter):
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
         self._recent: deque[_Entry] = deque(maxlen=RECENT_ENTRIES)
-        self._encoded: dict[str, list[int]] = {}
-        self._last: _Entry | None = None  # the last request counted, accepted or not
+        # Counting bases besides the cache entries: the last request sent (accepted or not), the last of
+        # each kind, and the last contexts counted (`count`; a strategy may count two or three contexts
+        # per request, e.g. its unedited and its edited prompt): a request reuses the counts of whichever of
+        # these it shares the most leading messages with (a session that keeps overflowing grows past
+        # every cache entry; a strategy counts the context it is about to send, or one it sends beside it).
+        self._bases: dict[str, _Entry] = {}
+        self._counted: deque[_Entry] = deque(maxlen=COUNTED_KEPT)
+        self._indexes: dict[int, _LogIndex] = {}  # by `id` of the log, for the logs of `_recent`'s views
 
-    def count(self, messages: tuple[Message, ...] | list[Message]) -> int:
-        """`MessageCounter.count`, with the counts of the prefix it shares with a kept entry reused."""
-        messages = tuple(messages)
-        shared, visible = 0, 0
-        for entry in self._recent:
+    def count(self, messages: Sequence[Message]) -> int:
+        """`MessageCounter.count`, with the counts of the prefix it shares with a kept entry (or the last
+        request counted) reused."""
+        messages = as_messages(messages)
+        base, shared = self._base(messages, self._recent)
+        last_user = self._last_user(messages, base, shared)
+        visible, boundaries = self._counts(messages, base, shared, last_user)
+        self._counted.append(_Entry(messages, visible, boundaries, None, last_user, None))
+        return boundaries.last()
+
+    def _base(self, messages: Sequence[Message], candidates: Iterable[_Entry], best: _Entry | None = None, shared: int = 0) -> tuple[_Entry | None, int]:
+        """The entry among `candidates` and the counting bases that shares the most leading messages with
+        `messages` (the first found on a tie), and how many it shares."""
+        seen = {id(best)}
+        for entry in (*candidates, *self._bases.values(), *self._counted):
+            if id(entry) in seen:
+                continue
+            seen.add(id(entry))
             common = first_difference(entry.messages, messages)
             if common > shared:
-                shared, visible = common, entry.visible[common - 1]
-        hidden = sum(self.hidden.per_message(messages)) if self.hidden else 0
-        return visible + sum(self.message_tokens(m) for m in messages[shared:]) + hidden
+                best, shared = entry, common
+        return best, shared
+
+    def _last_user(self, messages: Sequence[Message], base: _Entry | None, shared: int) -> int:
+        """`HiddenTokens.last_user` of a request that shares its first `shared` messages with `base`: only the
+        messages after those are read when `base` knows where its own last user message is."""
+        if self.hidden is None or not self.hidden.reasoning:
+            return -1
+        own = self.hidden.last_user(messages[shared:])
+        if own >= 0:
+            return shared + own
+        if base is not None and base.last_user < shared:
+            return base.last_user
+        return self.hidden.last_user(messages[:shared])
 
     # ------------------------------------------------------------- prefixes
     def _body(self, message: Message) -> str:
@@ -213,61 +263,43 @@ class SimulatedProvider(MessageCounter):
         calls = "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)
         return f"{message.content}{calls}"
 
-    def _encode(self, message: Message) -> list[int]:
-        """The body's token ids, kept for the few messages compared last (the same pair of differing
-        messages is usually compared on consecutive requests)."""
-        body = self._body(message)
-        ids = self._encoded.get(body)
-        if ids is None:
-            if len(self._encoded) >= ENCODED_KEPT:
-                self._encoded.clear()
-            ids = self._encoded[body] = self.counter.encode(body)
-        return ids
-
     def _inside(self, previous: Message, current: Message) -> int:
         """Common tokens inside two differing messages: the framing (`MESSAGE_OVERHEAD`, shared only when
         the roles match), then the common prefix of the body's token ids (less than either message)."""
         if previous.role != current.role:
             return 0
-        left = self._encode(previous)
-        right = self._encode(current)
-        same = 0
-        for x, y in zip(left, right, strict=False):
-            if x != y:
-                break
-            same += 1
+        same = self.counter.common_prefix(self._body(previous), self._body(current))
         return min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1)
 
-    def common_prefix_tokens(self, previous: tuple[Message, ...], current: tuple[Message, ...]) -> int:
+    def common_prefix_tokens(self, previous: Sequence[Message], current: Sequence[Message]) -> int:
         """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
         shared = first_difference(previous, current)
-        tokens = sum(self.message_tokens(m) for m in previous[:shared])
+        tokens = sum(self.message_tokens(previous[n]) for n in range(shared))
         if shared < len(previous) and shared < len(current):
             tokens += self._inside(previous[shared], current[shared])
         return tokens
 
-    def _counts(self, messages: tuple[Message, ...], base: _Entry | None, shared: int, last_user: int) -> tuple[list[int], list[int]]:
+    def _counts(self, messages: Sequence[Message], base: _Entry | None, shared: int, last_user: int) -> tuple[Cumulative, Cumulative]:
         """(visible, boundaries) cumulative counts of `messages`, reusing `base`'s for its first `shared` messages.
 
         Hidden reasoning bills after the last real user message, so `base`'s boundaries are reused only
         as far as both requests bill the same messages' reasoning."""
         if base is None:
             shared = 0
-            visible: list[int] = []
-            boundaries: list[int] = []
+            visible, boundaries = Cumulative(), Cumulative()
         else:
-            visible = base.visible[:shared]
+            visible = base.visible.prefix(shared)
             same_billing = shared
             if self.hidden is not None and min(base.last_user, shared - 1) != min(last_user, shared - 1):
                 same_billing = max(0, min(base.last_user, last_user) + 1)
-            boundaries = base.boundaries[:same_billing]
+            boundaries = base.boundaries.prefix(same_billing)
             # the reused visible counts are the same messages', so the rest of the boundaries adds their hidden part
-            total = boundaries[-1] if boundaries else 0
+            total = boundaries.last()
             for n in range(same_billing, shared):
                 total += visible[n] - (visible[n - 1] if n else 0) + self._hidden(messages[n], n, last_user)
                 boundaries.append(total)
-        total_visible = visible[-1] if visible else 0
-        total = boundaries[-1] if boundaries else 0
+        total_visible = visible.last()
+        total = boundaries.last()
         for n in range(shared, len(messages)):
             tokens = self.message_tokens(messages[n])
             total_visible += tokens
@@ -279,7 +311,7 @@ class SimulatedProvider(MessageCounter):
     def _hidden(self, message: Message, index: int, last_user: int) -> int:
         return self.hidden.of_message(message) if self.hidden is not None and index > last_user else 0
 
-    def _rebilled(self, messages: tuple[Message, ...], boundaries: list[int], cached_tokens: int, shared: list[int]) -> int:
+    def _rebilled(self, messages: Sequence[Message], boundaries: Cumulative, cached_tokens: int, shared: list[int]) -> int:
         """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`).
 
         Messages that end inside the cached part re-bill nothing, so only the rest is looked up; a
@@ -290,7 +322,7 @@ class SimulatedProvider(MessageCounter):
         start = boundaries[first - 1] if first else 0
         entries = list(zip(self._recent, shared, strict=True))
         known = [
-            any(n < prefix or messages[n] in entry.set() for entry, prefix in entries) for n in range(first, len(messages))
+            any(n < prefix or entry.holds(messages[n], self._indexes) for entry, prefix in entries) for n in range(first, len(messages))
         ]
         counts = [end - begin for begin, end in zip([start, *boundaries[first:-1]], boundaries[first:], strict=True)]
         return rebilled_tokens(counts, known, cached_tokens - start)
@@ -305,23 +337,19 @@ class SimulatedProvider(MessageCounter):
         recorded_usage: Usage | None = None,
     ) -> Outcome:
         """Process one request; the cache state advances only for requests that were accepted."""
-        messages = tuple(request.messages)  # the same object: requests store a tuple
+        messages = request.messages  # a tuple or a `LogView` (`Request` stores one of them)
         shared = [first_difference(entry.messages, messages) for entry in self._recent]
         # The entry sharing the most leading messages (the newest on a tie) lends its counts; so does the
         # last request counted, accepted or not (a session that keeps overflowing grows past every entry).
         base_index = max(range(len(shared)), key=lambda n: (shared[n], n), default=None)
         base = self._recent[base_index] if base_index is not None else None
-        base_shared = shared[base_index] if base_index is not None else 0
-        if self._last is not None and self._last is not base:
-            last_shared = first_difference(self._last.messages, messages)
-            if last_shared > base_shared:
-                base, base_shared = self._last, last_shared
-        last_user = self.hidden.last_user(messages) if self.hidden is not None and self.hidden.reasoning else -1
+        base, base_shared = self._base(messages, (), base, shared[base_index] if base_index is not None else 0)
+        last_user = self._last_user(messages, base, base_shared)
         visible, boundaries = self._counts(messages, base, base_shared, last_user)
-        true_tokens = boundaries[-1] if boundaries else 0
+        true_tokens = boundaries.last()
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
-        best_prefix, best_boundaries, best_system, expired = 0, [], 0, False
+        best_prefix, best_boundaries, best_system, expired = 0, Cumulative(), 0, False
         for entry, common in zip(self._recent, shared, strict=True):
             prefix = entry.visible[common - 1] if common else 0
             if common < len(entry.messages) and common < len(messages):
@@ -341,14 +369,18 @@ class SimulatedProvider(MessageCounter):
             current_system=system,
         )
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
-            self._last = _Entry(messages, visible, boundaries, now, last_user, None)
+            self._bases["sent"] = self._bases[request.kind] = _Entry(messages, visible, boundaries, now, last_user, None)
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
         cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens, shared))
         # A request that extends an entry whose set was built gets its set from that one.
         extends = base is not None and base_shared == len(base.messages) and base.has_set
-        self._last = _Entry(messages, visible, boundaries, now, last_user, (base.set(), base_shared) if base and extends else None)
-        self._recent.append(self._last)
+        entry = _Entry(messages, visible, boundaries, now, last_user, (base.set(), base_shared) if base and extends else None)
+        self._bases["sent"] = self._bases[request.kind] = entry
+        self._recent.append(entry)
+        live = {id(entry.messages.log) for entry in self._recent if isinstance(entry.messages, LogView)}
+        for gone in self._indexes.keys() - live:
+            del self._indexes[gone]
         if recorded_usage is not None:
             usage = recorded_usage
         else:

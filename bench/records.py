@@ -4,8 +4,10 @@
 provider's numbers (true tokens, overflow, cached / written / re-billed tokens), which usage the
 strategy was fed (`usage_source`), and for a summary request the summarizer call it led to
 (`llm_call`). `CompactionRecord` is one installed compaction, reported by the strategy or found by
-the engine (`trigger="unreported"`), with the ids summarized, kept and dropped and the indices of
-its summary requests (`summary_request_indices[i]` led to `llm_calls[i]`). `ProbePoint` is a
+the engine (`trigger="unreported"`), with the ids summarized, kept (`KeptIds`, read from its context
+when asked) and dropped and the indices of its summary requests (`summary_request_indices[i]` led
+to `llm_calls[i]`). A request's messages and a compaction's context before and after are tuples or
+`LogView`s (compaction_bench.log_view), which store only what they do not share. `ProbePoint` is a
 context at which probes are asked; `ReplayResult` holds them all. The engine
 (`compaction_bench.replay`) fills them; metrics and the run store read them.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +45,8 @@ class RequestRecord:
     step: int
     turn: int | None
     kind: str
-    messages: tuple[Message, ...]
+    #: a tuple, or the `LogView` of a shared log the strategy sent (compaction_bench.log_view)
+    messages: Sequence[Message]
     true_tokens: int
     estimate_tokens: int | None
     threshold: int | None
@@ -77,6 +81,40 @@ class RequestRecord:
         return [i for m in self.messages for i in m.item_ids]
 
 
+class KeptIds(Sequence[str]):
+    """A compaction's kept ids, read from its context before it when asked: the item ids of `before`,
+    in order and each once, except the removed ones. Not stored, so a rewrite recorded at every step
+    (masking) holds no copy of the whole context's ids; equal to the tuple of those ids."""
+
+    __slots__ = ("_before", "_removed")
+
+    def __init__(self, before: Sequence[Message], removed: Collection[str]) -> None:
+        self._before, self._removed = before, removed
+
+    def _ids(self) -> tuple[str, ...]:
+        removed = self._removed
+        return tuple(dict.fromkeys(i for m in self._before for i in m.item_ids if i not in removed))
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._ids()[index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, KeptIds):
+            return self._ids() == other._ids()
+        return self._ids() == other if isinstance(other, tuple) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._ids())
+
+
 @dataclass
 class CompactionRecord:
     index: int
@@ -89,12 +127,12 @@ class CompactionRecord:
     threshold: int | None
     summary: str | None
     summarized_ids: tuple[str, ...]
-    kept_ids: tuple[str, ...]
+    kept_ids: Sequence[str]
     dropped_ids: tuple[str, ...]
     llm_calls: tuple[LLMResult, ...]
     details: dict[str, Any] = field(default_factory=dict)
-    before: tuple[Message, ...] = ()
-    after: tuple[Message, ...] = ()
+    before: Sequence[Message] = ()
+    after: Sequence[Message] = ()
     next_request: int | None = None
     probed: bool = True
     #: the summary request each of `llm_calls` answered (same order and length)

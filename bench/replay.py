@@ -37,9 +37,10 @@ from typing import Any
 
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
+from compaction_bench.log_view import as_messages, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider
-from compaction_bench.records import UNREPORTED, CompactionRecord, ProbePoint, ReplayResult, RequestRecord
+from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
 from compaction_bench.request import Message, Request, message_from_item
 from compaction_bench.strategy import Strategy, SummaryOverflow
@@ -98,6 +99,24 @@ def recorded_contexts(transcript: Transcript) -> dict[int, frozenset[str] | None
     return out
 
 
+def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str, None]:
+    """The item ids of `before` that no message of `after` carries, in order, each once.
+
+    Only the part between the two contexts' common prefix and common suffix is read, and the rest
+    of `after` only when that part lost an id: a rewrite of a few messages (masking, clearing)
+    costs what it changed, not the context's length."""
+    shared = first_difference(before, after)
+    end_before, end_after = len(before), len(after)
+    while end_before > shared and end_after > shared and before[end_before - 1] == after[end_after - 1]:
+        end_before, end_after = end_before - 1, end_after - 1
+    still = {i for m in after[shared:end_after] for i in m.item_ids}
+    candidates = [i for m in before[shared:end_before] for i in m.item_ids if i not in still]
+    if not candidates:
+        return {}
+    outside = {i for part in (after[:shared], after[end_after:]) for m in part for i in m.item_ids}
+    return dict.fromkeys(i for i in candidates if i not in outside)
+
+
 class _Engine:
     """The `StrategyContext` of one cell, and the loop that drives it."""
 
@@ -139,7 +158,7 @@ class _Engine:
 
     # ------------------------------------------------------------ StrategyContext
     def count_tokens(self, messages: Sequence[Message]) -> int:
-        return self.provider.count(tuple(messages))
+        return self.provider.count(messages)
 
     def render_prompt(self, template: str, **variables: Any) -> str:
         return self.prompts.render(template, **variables)
@@ -178,18 +197,17 @@ class _Engine:
         details: Mapping[str, Any] | None = None,
         probe: bool = True,
     ) -> None:
-        before_ids = [i for m in before for i in m.item_ids]
-        after_ids = {i for m in after for i in m.item_ids}
+        before, after = as_messages(before), as_messages(after)
         summarized = tuple(dict.fromkeys(summarized_ids))
         summarized_set = set(summarized)
-        kept = tuple(dict.fromkeys(i for i in before_ids if i in after_ids))
-        removed = dict.fromkeys(i for i in before_ids if i not in after_ids)
+        removed = removed_ids(before, after)
         self._removed[len(self.result.compactions)] = removed.keys()
         dropped = tuple(i for i in removed if i not in summarized_set)
+        kept = KeptIds(before, removed.keys())
         self._add_compaction(
             trigger=trigger,
-            before=tuple(before),
-            after=tuple(after),
+            before=before,
+            after=after,
             summary=summary,
             summarized=summarized,
             kept=kept,
@@ -205,11 +223,11 @@ class _Engine:
         self,
         *,
         trigger: str,
-        before: tuple[Message, ...],
-        after: tuple[Message, ...],
+        before: Sequence[Message],
+        after: Sequence[Message],
         summary: str | None,
         summarized: tuple[str, ...],
-        kept: tuple[str, ...],
+        kept: Sequence[str],
         dropped: tuple[str, ...],
         estimate_tokens: int | None,
         threshold: int | None,
@@ -246,10 +264,9 @@ class _Engine:
         previous = self._previous_context
         if previous is None:
             return
-        if request.messages[: len(previous.messages)] == previous.messages:
-            return  # the request extends the previous one: nothing left (compared in C, the same objects first)
-        current = {i for m in request.messages for i in m.item_ids}
-        removed = [i for i in dict.fromkeys(previous.item_ids()) if i not in current]
+        if first_difference(previous.messages, request.messages) == len(previous.messages):
+            return  # the request extends the previous one: nothing left
+        removed = removed_ids(previous.messages, request.messages)
         if not removed:
             return
         explained: set[str] = set()
@@ -264,11 +281,11 @@ class _Engine:
                 f"strategy {self.result.strategy!r} removed {len(lost)} item(s) from the context before step {self.step} "
                 f"without recording a compaction: {shown}"
             )
-        kept = tuple(i for i in dict.fromkeys(previous.item_ids()) if i in current)
+        kept = KeptIds(previous.messages, removed.keys())
         self._add_compaction(
             trigger=UNREPORTED,
             before=previous.messages,
-            after=tuple(request.messages),
+            after=request.messages,
             summary=None,
             summarized=(),
             kept=kept,
@@ -287,7 +304,7 @@ class _Engine:
             step=self.step,
             turn=self.turn,
             kind=request.kind,
-            messages=tuple(request.messages),
+            messages=request.messages,
             true_tokens=outcome.true_tokens,
             estimate_tokens=request.estimate_tokens,
             threshold=request.threshold,
@@ -389,7 +406,7 @@ class _Engine:
         self.step = len(steps)
         final = self._strategy_request(kind="final")
         # The final context is probed, not sent: no error, no cache read, no usage.
-        tokens = self.provider.count(tuple(final.messages))
+        tokens = self.provider.count(final.messages)
         unsent = Outcome(tokens, tokens > self.profile.context_window, None, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_bench.log_view import as_messages
 from compaction_bench.transcript import Attachment, Item
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "reasoning", "compaction")
@@ -156,7 +157,7 @@ class Request:
     with the true count.
     """
 
-    #: any sequence on construction; stored as a tuple
+    #: any sequence on construction; stored as a tuple, or as the `LogView` it was given
     messages: Sequence[Message]
     estimate_tokens: int | None = None
     threshold: int | None = None
@@ -165,7 +166,7 @@ class Request:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "messages", as_messages(self.messages))
 
     def item_ids(self) -> list[str]:
         return [i for m in self.messages for i in m.item_ids]

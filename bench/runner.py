@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -326,26 +326,33 @@ def warm(config: RunConfig) -> None:
 
 
 class LargestFirst:
-    """The priority of each cell: its transcript's characters × the CPU seconds per character that
-    finished cells of its strategy and profile took (the mean over all finished cells for a pair not
-    seen yet, 1 before any cell finished)."""
+    """The `Priority` of each cell (compaction_bench.executors): its transcript's characters (`weight`)
+    × the CPU seconds per character that finished cells of its strategy and profile took (`rate` of
+    the group; the mean over all finished cells for a pair not seen yet, 1 before any cell finished)."""
 
     def __init__(self, cells: Sequence[CellKey], cases: Mapping[str, Case]) -> None:
         self.cells = cells
         self.size = {name: max(sum(len(item.text or "") + len(item.arguments or "") for item in case.transcript.items), 1)
                      for name, case in cases.items()}
         self.seconds: dict[tuple[str, str], list[float]] = {}
+        self._all = [0.0, 0.0]  # seconds and characters over every finished cell
 
     def finished(self, key: CellKey, cpu_seconds: float) -> None:
         rates = self.seconds.setdefault((key.strategy, key.profile), [0.0, 0.0])
-        rates[0] += cpu_seconds
-        rates[1] += self.size[key.scenario]
+        for totals in (rates, self._all):
+            totals[0] += cpu_seconds
+            totals[1] += self.size[key.scenario]
 
-    def __call__(self, index: int) -> float:
+    def group(self, index: int) -> tuple[str, str]:
         key = self.cells[index]
-        seconds, chars = self.seconds.get((key.strategy, key.profile)) or (
-            sum(s for s, _ in self.seconds.values()), sum(c for _, c in self.seconds.values()))
-        return self.size[key.scenario] * (seconds / chars if chars else 1.0)
+        return key.strategy, key.profile
+
+    def weight(self, index: int) -> float:
+        return self.size[self.cells[index].scenario]
+
+    def rate(self, group: Hashable) -> float:
+        seconds, chars = self.seconds.get(group) or self._all  # type: ignore[call-overload]
+        return seconds / chars if chars else 1.0
 
 
 def _git_revision() -> str | None:

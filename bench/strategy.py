@@ -158,7 +158,7 @@ class Strategy(abc.ABC):
         if unknown:
             listing = ", ".join(f"{n}={f.default!r}" for n, f in known.items()) or "(none)"
             raise OptionError(f"unknown option(s) for strategy {cls.name!r}: {', '.join(unknown)}; valid: {listing}")
-        hints = typing.get_type_hints(cls.Options)
+        hints = typing.get_type_hints(cls.Options) if values else {}  # resolving them costs more than a short replay
         converted = {k: _coerce(f"{cls.name}.{k}", v, hints.get(k, str)) for k, v in values.items()}
         return cls.Options(**converted)
 

@@ -21,6 +21,7 @@ the first recorded request (`unrecorded_tokens`) and reported separately, never 
 from __future__ import annotations
 
 import importlib.util
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import tiktoken
+
+from compaction_bench.log_view import common_prefix_length
 
 if TYPE_CHECKING:
     from compaction_bench.request import Message
@@ -122,8 +125,25 @@ def opencode_estimate_units(units: int) -> int:
     return (units + 2) // 4
 
 
+#: A text this long is counted by its paragraphs (`TokenCounter.count`).
+PARAGRAPHS_FROM = 8192
+#: Cut points that are always boundaries of tiktoken's pre-tokenization pieces in o200k_base and
+#: cl100k_base: right after a blank line ("\n\n") when the next character is neither whitespace nor
+#: "/" (no piece of either encoding's pattern continues past a newline into such a character: letter,
+#: number and contraction pieces never contain a newline, punctuation pieces end in newlines or "/",
+#: whitespace pieces in whitespace). BPE merges never cross pieces, so a text's count is the sum of
+#: its parts' counts (tests/test_tokens.py checks it on the corpora and on random text).
+PARAGRAPH_CUT = re.compile(r"(?<=\n\n)(?=[^\s/])")
+#: Boundaries too after a single newline (`TokenCounter.common_prefix` reads one line around a difference).
+LINE_CUT = re.compile(r"(?<=\n)(?=[^\s/])")
+
+
 class TokenCounter:
-    """True token counts with one encoding, memoized per text (items repeat across requests)."""
+    """True token counts with one encoding, memoized per text (items repeat across requests).
+
+    A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized: a summary
+    request that serializes a conversation into one new text costs the tokenizer only the
+    paragraphs it has not seen, and the count is the same as the whole text's."""
 
     def __init__(self, encoding: str = "o200k_base", memo_limit: int = 500_000) -> None:
         self.encoding_name = encoding
@@ -137,6 +157,8 @@ class TokenCounter:
         memo = self._memo
         cached = memo.get(text)
         if cached is None:
+            if len(text) >= PARAGRAPHS_FROM and len(parts := PARAGRAPH_CUT.split(text)) > 1:
+                return sum(map(self.count, parts))  # the parts are memoized, not the whole
             cached = len(self.encoding.encode(text, disallowed_special=()))
             if len(memo) >= self._memo_limit:
                 memo.clear()
@@ -145,6 +167,41 @@ class TokenCounter:
 
     def encode(self, text: str) -> list[int]:
         return self.encoding.encode(text, disallowed_special=())
+
+    def common_prefix(self, a: str, b: str) -> int:
+        """How many leading token ids `encode(a)` and `encode(b)` share, tokenizing only the line
+        (`LINE_CUT`) in which the texts first differ: the text before it is the same in both and is
+        counted (memoized by paragraph), the rest cannot change the tokens before the difference."""
+        if a == b:
+            return self.count(a)
+        differ = common_prefix_length(a, b)
+        start = _last_cut_before(a, differ)
+        ends = [(match.start() if (match := LINE_CUT.search(text, differ + 1)) else len(text)) for text in (a, b)]
+        left, right = self.encode(a[start : ends[0]]), self.encode(b[start : ends[1]])
+        same = _common_length(left, right)
+        if same == min(len(left), len(right)):  # one line's tokens begin the other's: the rest decides
+            same = _common_length(self.encode(a[start:]), self.encode(b[start:]))
+        return self.count(a[:start]) + same
+
+
+def _last_cut_before(text: str, end: int) -> int:
+    """The last `LINE_CUT` position below `end` (0 if none): a cut of every text that begins with `text[:end]`."""
+    newline = text.rfind("\n", 0, max(end - 1, 0))
+    while newline >= 0:
+        cut = newline + 1
+        if not text[cut].isspace() and text[cut] != "/":
+            return cut
+        newline = text.rfind("\n", 0, newline)
+    return 0
+
+
+def _common_length(left: Sequence[int], right: Sequence[int]) -> int:
+    same = 0
+    for x, y in zip(left, right, strict=False):
+        if x != y:
+            break
+        same += 1
+    return same
 
 
 @cache

@@ -20,7 +20,9 @@
   2025-01-20 (the summary replaces `done`, losing the pair appended after the snapshot; a failed
   summary empties `done`).
 
-The weak model is the summariser passed to the run; its window defaults to the profile's.
+The weak model is the summariser passed to the run; its window defaults to the profile's. Requests
+are views of one append-only log of wire messages (compaction_bench.log_view), and the split reads
+only the messages it keeps or cuts, so neither grows with an unbounded `done`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import shared_counter
@@ -44,6 +47,8 @@ OK = "Ok."
 APPLIED_EDIT = re.compile(r"^Applied edit to ", re.M)
 COMMIT_LINE = re.compile(r"^Commit ([0-9a-f]{7,40}) (.+)$", re.M)
 EDIT_TOOL = re.compile(r"edit|write|apply_patch|str_replace|create_file|insert", re.I)
+#: summary requests kept for reuse (`Aider._summary_request`)
+SUMMARY_REQUESTS_KEPT = 8
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,13 @@ class Aider(Strategy):
         #: per-message memos: token counts by (role, content), wire messages by chat message
         self._counts: dict[tuple[str, str], int] = {}
         self._wire: dict[ChatMessage, Message] = {}
+        #: `messages()`'s append-only log, and the lists it was built from (system length, `done` and `cur`
+        #: with their lengths then)
+        self._log: list[Message] = []
+        self._log_state: tuple[int, list[ChatMessage] | None, int, list[ChatMessage] | None, int] = (0, None, 0, None, 0)
+        #: the summary requests by the identities of the messages they summarise (the same head gives the
+        #: same request object)
+        self._summary_requests: dict[tuple[int, ...], tuple[Sequence[ChatMessage], Request]] = {}
 
     # ------------------------------------------------------------ tokens (§4)
     def token_count(self, message: ChatMessage) -> int:
@@ -172,7 +184,7 @@ class Aider(Strategy):
         self.summarize_end()
         self.snapshot = list(self.done)
         try:
-            self.summarized = self.summarize(self.snapshot)
+            self.summarized = self.summarize(self.snapshot, self._done_tokens)
         except AiderSummaryFailed:
             self.summarized = []
 
@@ -199,16 +211,19 @@ class Aider(Strategy):
         )
 
     # ------------------------------------------------------------ the split (§5, §6)
-    def summarize(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        out = self.summarize_real(list(messages), 0)
+    def summarize(self, messages: Sequence[ChatMessage], total: int | None = None) -> list[ChatMessage]:
+        """§5 `summarize`; `total` is the messages' token count when the caller keeps it."""
+        out = self.summarize_real(list(messages), 0, total)
         if out and out[-1].role != "assistant":
             out.append(ChatMessage("assistant", OK))
         return out
 
-    def summarize_real(self, messages: list[ChatMessage], depth: int) -> list[ChatMessage]:
+    def summarize_real(self, messages: list[ChatMessage], depth: int, total: int | None = None) -> list[ChatMessage]:
+        """§5 the split; token counts are read only for the tail (from the end) and the head (from the
+        start, up to the summariser's window), so the work does not grow with a long `done`."""
         o = self.options
-        sized = [(self.token_count(m), m) for m in messages]
-        total = sum(t for t, _ in sized)
+        if total is None:
+            total = sum(self.token_count(m) for m in messages)
         if total <= self.max_tokens and depth == 0:
             return messages
         if len(messages) <= o.min_split or depth > o.max_depth:
@@ -216,8 +231,9 @@ class Aider(Strategy):
         half = self.max_tokens // 2
         tail_tokens, split = 0, len(messages)
         for i in range(len(messages) - 1, -1, -1):
-            if tail_tokens + sized[i][0] < half:
-                tail_tokens += sized[i][0]
+            tokens = self.token_count(messages[i])
+            if tail_tokens + tokens < half:
+                tail_tokens += tokens
                 split = i
             else:
                 break
@@ -227,22 +243,18 @@ class Aider(Strategy):
             return self.summarize_all(messages)
         tail = messages[split:]
         keep, running = [], 0
-        for tokens, message in sized[:split]:
-            running += tokens
+        for n in range(split):
+            running += self.token_count(messages[n])
             if running > self.head_limit:
                 break
-            keep.append(message)
+            keep.append(messages[n])
         summary = self.summarize_all(keep)
-        if self.token_count(summary[0]) + sum(t for t, _ in sized[split:]) < self.max_tokens:
+        if self.token_count(summary[0]) + sum(self.token_count(m) for m in tail) < self.max_tokens:
             return summary + tail
         return self.summarize_real(summary + tail, depth + 1)
 
     def summarize_all(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        content = "".join(
-            f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
-            for m in messages if m.role.lower() in ("user", "assistant")
-        )
-        request = Request([Message("system", self.ctx.render_prompt("aider_summarize.j2")), Message("user", content)], kind="summary")
+        request = self._summary_request(messages)
         for _model in ("weak", "main"):
             try:
                 answer = self.ctx.summarize(request).text
@@ -251,9 +263,44 @@ class Aider(Strategy):
             return [ChatMessage("user", SUMMARY_PREFIX + answer)]
         raise AiderSummaryFailed("summarizer unexpectedly failed for all models")
 
+    def _summary_request(self, messages: Sequence[ChatMessage]) -> Request:
+        """§6 the request: the prompt, then the messages as one `# USER` / `# ASSISTANT` transcript. Built
+        once per sequence of message objects (kept alive here, so an identity is never reused): as run,
+        `done` keeps its oldest messages, and every summary sends the same head."""
+        key = tuple(map(id, messages))
+        hit = self._summary_requests.get(key)
+        if hit is None:
+            content = "".join(
+                f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
+                for m in messages if m.role.lower() in ("user", "assistant")
+            )
+            request = Request([Message("system", self.ctx.render_prompt("aider_summarize.j2")), Message("user", content)], kind="summary")
+            if len(self._summary_requests) >= SUMMARY_REQUESTS_KEPT:
+                self._summary_requests.clear()
+            hit = self._summary_requests[key] = (tuple(messages), request)
+        return hit[1]
+
     # ------------------------------------------------------------ requests
-    def messages(self) -> list[Message]:
-        return [*self.system, *map(self._message, self.done), *map(self._message, self.cur)]
+    def messages(self) -> LogView:
+        """`system, done, cur` (§1), as a view of an append-only log of their wire messages
+        (compaction_bench.log_view): appending to `cur`, and moving `cur` to the end of `done`, keep the
+        order, so only a `done` that was replaced (a summary applied, `/clear`), a shorter one or a new
+        system message start the log anew."""
+        done, cur = self.done, self.cur
+        system, old_done, done_len, old_cur, cur_len = self._log_state
+        new: list[ChatMessage] | None = None
+        if len(self.system) == system and done is old_done and len(done) >= done_len:
+            if cur is old_cur and len(cur) >= cur_len and len(done) == done_len:
+                new = cur[cur_len:]
+            elif old_cur is not None and all(a is b for a, b in zip(done[done_len : done_len + cur_len], old_cur[:cur_len], strict=False)) and (
+                len(done) >= done_len + cur_len
+            ):
+                new = [*done[done_len + cur_len :], *cur]  # `cur` moved to `done`, then more appended
+        if new is None:
+            self._log, new = list(self.system), [*done, *cur]
+        self._log.extend(map(self._message, new))
+        self._log_state = (len(self.system), done, len(done), cur, len(cur))
+        return LogView(self._log, len(self._log))
 
     def _message(self, message: ChatMessage) -> Message:
         """The wire message of a chat message, built once (every request reuses the same object)."""

@@ -21,14 +21,19 @@ what the model sees, as the API applies it (§1 "server-side, before the prompt 
 Open points taken as follows: the clearing placeholder text is unverified (an option); the
 comparisons are `>` ("exceeds"); the input counts system + messages (tool definitions are not in the
 transcripts); clearing clears everything older than `keep` (§7, §8.3).
+
+The requests are views of append-only logs (compaction_bench.log_view), the cleared prompt included,
+kept up to date as items arrive, so a request costs what changed, not the history's length.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import OptionError, Strategy, StrategyContext, SummaryOverflow
@@ -45,6 +50,24 @@ class _ClientHistory(Strategy):
         super().__init__(ctx, options)
         self.system: list[Item] = []
         self.history = ItemHistory()
+        #: `full()`'s append-only log: the system messages, then the history's log as far as it was copied
+        self._log: list[Message] = []
+        self._log_source: list[Message] | None = None
+        self._log_system = 0
+        self._copied = 0
+
+    def full(self) -> LogView:
+        """`[*history.render(system), *history.render()]`, the whole client history, as a view of an
+        append-only log (compaction_bench.log_view), so that the request is built, compared with the
+        previous one and stored without a pass over the history: the system messages, then the history's
+        own log, copied as it grows; started anew when a system item arrives or the history's log is new."""
+        body = self.history.view()
+        if body.log is not self._log_source or len(self.system) != self._log_system:
+            self._log = self.history.render(self.system)
+            self._log_source, self._log_system, self._copied = body.log, len(self.system), 0
+        self._log.extend(body.log[self._copied : body.length])
+        self._copied = body.length
+        return LogView(self._log, len(self._log), body.tail)
 
     def on_user_turn(self, item: Item) -> None:
         self.history.append(item)
@@ -93,27 +116,129 @@ class ClearToolUses(_ClientHistory):
         self.exclude = {t.strip() for t in o.exclude_tools.split(",") if t.strip()}
         self.clear_inputs_for = {t.strip() for t in o.clear_tool_inputs_for.split(",") if t.strip()}
         self._applied: tuple[str, ...] = ()
-        #: `tool_pairs` of the history, extended as items arrive: the calls in order, the first result of each call id
-        self._calls: list[Item] = []
-        self._results: dict[str, Item] = {}
+        #: `tool_pairs` of the history, extended as items arrive (`_pair`): the calls in order (a call's
+        #: index here is its sequence number) and their ids, the first result of each call id, the calls
+        #: not answered yet by id; the answered pairs in call order with their sequence numbers; the
+        #: clearable ones (tool not excluded), their call ids and their results by id
         self._paired = 0
+        self._calls: list[Item] = []
+        self._call_ids: set[str] = set()
+        self._results: dict[str, Item] = {}
+        self._waiting: dict[str, list[int]] = {}
+        self._answered: list[tuple[Item, Item]] = []
+        self._answered_seq: list[int] = []
+        self._clearable: list[tuple[Item, Item]] = []
+        self._clearable_ids: list[str] = []
+        self._clearable_results: dict[str, Item] = {}
+        #: The incremental edit holds while no tool input is to be cleared, item ids and call ids are
+        #: unique, no result comes before its call and calls are answered in order: the cleared results
+        #: are then those of a prefix of `_clearable`, which come before every other clearable result in
+        #: the history. Otherwise every request takes the straightforward path, for good.
+        self._plain = o.clear_tool_inputs or bool(self.clear_inputs_for)
+        self._item_ids: set[str] = set()
+        #: The edited contexts are views of one append-only log (`_cleared_log`): the system messages,
+        #: then the history's messages with every clearable result cleared. Clearing the results of
+        #: `_clearable[:k]` is that log up to the next clearable result, then the history from there.
+        #: `_positions`: the position in the history's rendering of each tool result's message.
+        self._cleared_log: list[Message] = []
+        self._cleared_source: list[Message] | None = None
+        self._cleared_system = 0
+        self._positions: dict[str, int] = {}
 
-    def answered_pairs(self) -> list[tuple[Item, Item]]:
-        """`tool_pairs(history)` without the unanswered calls, reading only the items new since the last call."""
+    def _pair(self) -> None:
+        """Read the items appended since the last call into the pairing state."""
         items = self.history.items
-        for item in items[self._paired:]:
-            if item.kind == "tool_result" and item.call_id and item.call_id not in self._results:
-                self._results[item.call_id] = item
-            elif item.kind == "tool_call":
+        for n in range(self._paired, len(items)):
+            item = items[n]
+            if item.id in self._item_ids:
+                self._plain = True
+            self._item_ids.add(item.id)
+            if item.kind == "tool_call":
+                call_id = item.call_id or ""
+                if call_id in self._call_ids:
+                    self._plain = True
+                self._call_ids.add(call_id)
+                seq = len(self._calls)
                 self._calls.append(item)
+                result = self._results.get(call_id)
+                if result is not None:
+                    self._plain = True  # a result before its call
+                    self._answer(seq, item, result)
+                else:
+                    self._waiting.setdefault(call_id, []).append(seq)
+            elif item.kind == "tool_result" and item.call_id and item.call_id not in self._results:
+                self._results[item.call_id] = item
+                for seq in self._waiting.pop(item.call_id, ()):
+                    self._answer(seq, self._calls[seq], item)
         self._paired = len(items)
-        return [(c, r) for c in self._calls if (r := self._results.get(c.call_id or "")) is not None]
+
+    def _answer(self, seq: int, call: Item, result: Item) -> None:
+        """A call is answered: it joins the answered (and clearable) pairs at its place in call order."""
+        at = bisect.bisect(self._answered_seq, seq)
+        self._answered_seq.insert(at, seq)
+        self._answered.insert(at, (call, result))
+        if call.tool_name in self.exclude:
+            return
+        if at < len(self._answered) - 1:
+            self._plain = True  # answered after a later call
+        self._clearable.append((call, result))
+        self._clearable_ids.append(call.call_id or "")
+        self._clearable_results[result.id] = result
+
+    def _extend(self, body: LogView, system: Sequence[Message]) -> None:
+        """Bring the cleared log up to the history's (closed) log, and note where tool results are."""
+        if body.log is not self._cleared_source or len(self.system) != self._cleared_system:
+            self._cleared_log = list(system)
+            self._cleared_source, self._cleared_system = body.log, len(self.system)
+        log = self._cleared_log
+        start = len(log) - self._cleared_system
+        for n in range(start, len(body)):
+            message = body[n]
+            if message.role == "tool":
+                for item_id in message.item_ids:
+                    self._positions[item_id] = n
+            if n < body.length:
+                result = self._clearable_results.get(message.item_ids[0]) if message.role == "tool" and message.item_ids else None
+                log.append(message if result is None else self.history.edited(result, self.options.placeholder, None))
+
+    def _edited(self, body: LogView, k: int) -> LogView:
+        """The request with the results of `_clearable[:k]` cleared."""
+        end = self._positions[self._clearable[k][1].id] if k < len(self._clearable) else len(body)
+        return LogView(self._cleared_log, self._cleared_system + end, body[end:])
 
     def request(self) -> Request:
         o = self.options
-        full = [*self.history.render(self.system), *self.history.render()]
+        body = self.history.view()
+        self._pair()
+        if self._plain:
+            return self._request_plain([*self.history.render(self.system), *self.history.render()])
+        full = self.full()
+        self._extend(body, full[: len(full) - len(body)])
         tokens = self.ctx.count_tokens(full)
-        pairs = self.answered_pairs()
+        fired = tokens > o.trigger_value if o.trigger_type == "input_tokens" else len(self._answered) > o.trigger_value
+        messages: Sequence[Message] = full
+        cleared: tuple[str, ...] = ()
+        removed = 0
+        k = max(0, len(self._clearable) - o.keep_tool_uses)
+        if fired and k:
+            edited = self._edited(body, k)
+            removed = tokens - self.ctx.count_tokens(edited)
+            if o.clear_at_least is None or removed >= o.clear_at_least:
+                messages, cleared = edited, tuple(self._clearable_ids[:k])
+            else:
+                removed = 0
+        if cleared != self._applied:
+            # the previous request's edit over the current history: `_applied` is `_clearable_ids[:len(_applied)]`
+            before = self._edited(body, len(self._applied)) if self._applied else full
+            newly = list(cleared[len(self._applied):])
+            self._record(tokens, before, messages, cleared, newly, removed)
+        return self._finish(messages, tokens, cleared, removed)
+
+    def _request_plain(self, full: list[Message]) -> Request:
+        """The edit computed from the whole history (tool inputs cleared, or repeated ids)."""
+        o = self.options
+        tokens = self.ctx.count_tokens(full)
+        pairs = self._answered
         fired = tokens > o.trigger_value if o.trigger_type == "input_tokens" else len(pairs) > o.trigger_value
         messages: list[Message] = full
         cleared: tuple[str, ...] = ()
@@ -132,14 +257,24 @@ class ClearToolUses(_ClientHistory):
                     removed = 0
         if cleared != self._applied:
             before_ids = set(self._applied)
-            self.ctx.record_compaction(
-                trigger="clear_tool_uses", before=full if not self._applied else self._render(self._applied), after=messages,
-                summary=None, estimate_tokens=tokens, threshold=o.trigger_value if o.trigger_type == "input_tokens" else None,
-                details={"cleared_tool_uses": len(cleared), "newly_cleared": [c for c in cleared if c not in before_ids],
-                         "cleared_input_tokens": removed},
-                probe=False,
-            )
-            self._applied = cleared
+            before = full if not self._applied else self._render(self._applied)
+            self._record(tokens, before, messages, cleared, [c for c in cleared if c not in before_ids], removed)
+        return self._finish(messages, tokens, cleared, removed)
+
+    def _record(
+        self, tokens: int, before: Sequence[Message], after: Sequence[Message], cleared: tuple[str, ...], newly: list[str], removed: int,
+    ) -> None:
+        o = self.options
+        self.ctx.record_compaction(
+            trigger="clear_tool_uses", before=before, after=after,
+            summary=None, estimate_tokens=tokens, threshold=o.trigger_value if o.trigger_type == "input_tokens" else None,
+            details={"cleared_tool_uses": len(cleared), "newly_cleared": newly, "cleared_input_tokens": removed},
+            probe=False,
+        )
+        self._applied = cleared
+
+    def _finish(self, messages: Sequence[Message], tokens: int, cleared: tuple[str, ...], removed: int) -> Request:
+        o = self.options
         meta: dict[str, Any] = {}
         if cleared:
             meta["applied_edits"] = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": len(cleared), "cleared_input_tokens": removed}]
@@ -149,7 +284,7 @@ class ClearToolUses(_ClientHistory):
         """The prompt the previous request sent: the same edit over the current history."""
         o = self.options
         ids = set(cleared)
-        pairs = [(c, r) for c, r in self.answered_pairs() if c.call_id in ids]
+        pairs = [(c, r) for c, r in self._answered if c.call_id in ids]
         replacements = {r.id: o.placeholder for _, r in pairs}
         inputs = {c.id: o.cleared_input for c, _ in pairs if o.clear_tool_inputs or c.tool_name in self.clear_inputs_for}
         return [*self.history.render(self.system), *self.history.render(None, replacements, inputs)]
@@ -179,11 +314,10 @@ class ServerCompact(_ClientHistory):
         #: index into the client's history of the first item after the latest compaction block
         self.start = 0
 
-    def messages(self) -> list[Message]:
-        block = [self.block] if self.block is not None else []
-        # before the first compaction the whole history, whose rendering is kept up to date incrementally
-        body = self.history.render() if self.start == 0 else self.history.render(self.history.items[self.start:])
-        return [*self.history.render(self.system), *block, *body]
+    def messages(self) -> Sequence[Message]:
+        if self.block is None:
+            return self.full()  # before the first compaction the whole history
+        return [*self.history.render(self.system), self.block, *self.history.render(self.history.items[self.start:])]
 
     def request(self) -> Request:
         o = self.options
@@ -194,11 +328,13 @@ class ServerCompact(_ClientHistory):
             messages = self.messages()
         return Request(messages, estimate_tokens=tokens, threshold=o.trigger)
 
-    def _compact(self, messages: list[Message], tokens: int) -> None:
+    def _compact(self, messages: Sequence[Message], tokens: int) -> None:
         o = self.options
-        prompt = self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions)
+        prompt = Message("user", self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions))
+        # the history and the prompt: a view of the same log when the history is one
+        sent = LogView(messages.log, messages.length, (*messages.tail, prompt)) if isinstance(messages, LogView) else [*messages, prompt]
         try:
-            result = self.ctx.summarize(Request([*messages, Message("user", prompt)], kind="summary"), purpose="compaction")
+            result = self.ctx.summarize(Request(sent, kind="summary"), purpose="compaction")
         except SummaryOverflow:
             return  # §4.9: a 400; the request goes on without a new compaction
         items = self.history.items
@@ -207,12 +343,14 @@ class ServerCompact(_ClientHistory):
             # §4.4: the client resends the block plus what it keeps; here the current turn.
             last_user = max((n for n in range(self.start, len(items)) if items[n].is_real_user), default=None)
             start = last_user if last_user is not None else len(items)
-        summarized = [i for m in messages for i in m.item_ids if i not in {x.id for x in items[start:]}]
+        kept = {x.id for x in items[start:]}
+        system = {x.id for x in self.system}
+        summarized = [i for m in messages for i in m.item_ids if i not in kept and i not in system]
         self.block = Message("compaction", result.text)
         self.start = start
         self.ctx.record_compaction(
             trigger="compact_20260112", before=messages, after=self.messages(), summary=result.text,
-            summarized_ids=[i for i in summarized if i not in {s.id for s in self.system}], estimate_tokens=tokens,
+            summarized_ids=summarized, estimate_tokens=tokens,
             threshold=o.trigger,
             details={"iteration": {"type": "compaction", "input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
                      "paused": o.pause_after_compaction},

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
 from compaction_bench.strategies.history import ItemHistory, pair_safe_units
 from compaction_bench.strategy import Strategy
@@ -44,8 +45,9 @@ class _Recording(Strategy):
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.history.extend(items)
 
-    def messages(self) -> list[Message]:
-        return self.history.render()
+    def messages(self) -> Sequence[Message]:
+        """The whole history as a view of its append-only log (compaction_bench.log_view)."""
+        return self.history.view()
 
 
 class NoCompaction(_Recording):
@@ -95,7 +97,7 @@ class Truncate(_Recording):
         last_user = next((i for i in reversed(items) if i.is_real_user), None)
         pinned = {i.id for i in items if i.kind == "system"} | ({last_user.id} if last_user else set())
         units = [[i for i in unit if i.id not in pinned] for unit in pair_safe_units(items)]
-        tokens = self.ctx.count_tokens(self.history.render())
+        tokens = self.ctx.count_tokens(self.history.view())
         dropped: set[str] = set()
         for unit in units[:-1]:
             if tokens <= target:
@@ -131,6 +133,8 @@ class ObservationMasking(_Recording):
         self._rendered = 0
         self._out: list[Message] = []
         self._position: dict[str, tuple[int, Item]] = {}
+        #: `_out`'s settled start, shared by the requests' views (compaction_bench.log_view)
+        self._log: list[Message] = []
 
     def on_input(self, item: Item) -> None:
         super().on_input(item)
@@ -143,9 +147,13 @@ class ObservationMasking(_Recording):
         super().on_response(items, usage, needs_follow_up)
         self._steps += 1
 
-    def _render(self) -> list[Message]:
+    def _render(self, unmasked_from: int | None = None) -> LogView:
         """The current context: new history items are rendered and folded once (as `merge_assistant`
-        would), masked results are swapped for their placeholder once; earlier messages are reused."""
+        would), masked results are swapped for their placeholder once; earlier messages are reused.
+
+        Messages before the first tool result not yet masked (`_results[unmasked_from]`) never change
+        again (only results are masked, in order, and only the last message can fold): they move to
+        the append-only log the returned view shares with every earlier request."""
         out = self._out
         for item in self.history.items[self._rendered :]:
             message = self.history.message(item)
@@ -158,7 +166,13 @@ class ObservationMasking(_Recording):
                     self._position[item.id] = (len(out), item)
                 out.append(message)
         self._rendered = len(self.history.items)
-        return list(out)
+        first = self._next_unmasked if unmasked_from is None else unmasked_from
+        settled = len(out) - 1
+        if first < len(self._results) and self._results[first] in self._position:
+            settled = min(settled, self._position[self._results[first]][0])
+        log = self._log
+        log.extend(out[len(log) : settled])
+        return LogView(log, len(log), tuple(out[len(log) :]))
 
     def _placeholder(self, item: Item, message: Message) -> Message:
         lines = item.text.count("\n") + 1
@@ -174,12 +188,12 @@ class ObservationMasking(_Recording):
 
     def request(self) -> Request:
         cutoff = self._steps - self.options.keep_last
-        newly = []
+        start = self._next_unmasked
         while self._next_unmasked < len(self._results) and self._result_step[self._results[self._next_unmasked]] < cutoff:
-            newly.append(self._results[self._next_unmasked])
             self._next_unmasked += 1
+        newly = self._results[start : self._next_unmasked]
         if newly:
-            before = self._render()
+            before = self._render(unmasked_from=start)
             self._mask(newly)
             after = self._render()
             self.ctx.record_compaction(

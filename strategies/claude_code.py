@@ -36,13 +36,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.components import chars_div4, tool_pairs, usage_context_tokens
+from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -225,6 +226,21 @@ class ClaudeCode(Strategy):
         self._calls: dict[str, Item] = {}
         self._marker: Item | None = None
         self.eligible = {t.strip() for t in o.microcompact_tools.split(",") if t.strip()}
+        # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
+        # appended since its last call (and started over when a compaction replaces the history):
+        self._synced_items: list[Item] | None = None
+        self._synced = 0
+        #: the first result of each call id, and the ids of the calls
+        self._results: dict[str, Item] = {}
+        self._call_ids: set[str] = set()
+        #: §5 candidates: the eligible calls whose id is not cleared, in order, how many per id, and the sum
+        #: of their results' sizes (0 while unanswered)
+        self._live: list[Item] = []
+        self._live_ids: Counter[str | None] = Counter()
+        self._live_total = 0
+        self._sizes: dict[str, int] = {}
+        #: the placeholder for the result of each call whose id is cleared
+        self._replacements: dict[str, str] = {}
 
     # ------------------------------------------------------------ limits (§2.1, §8.1)
     def _reserve(self, model: str) -> int:
@@ -295,9 +311,48 @@ class ClaudeCode(Strategy):
 
     # ------------------------------------------------------------ context
     def messages(self) -> list[Message]:
-        replacements = {r.id: CLEARED_RESULT for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in self.cleared}
-        body = self.history.render(None, replacements)
+        self._sync()
+        body = self.history.render(None, self._replacements)
         return [*self.history.render(self.system), *self.prefix, *body]
+
+    def _sync(self) -> None:
+        """Read the items appended to the history since the last call into the pairing state (from the
+        start when the history was replaced): `tool_pairs` read once per item, not on every request."""
+        items = self.history.items
+        if items is not self._synced_items:
+            self._synced_items, self._synced = items, 0
+            self._results, self._call_ids, self._sizes, self._replacements = {}, set(), {}, {}
+            self._live, self._live_ids, self._live_total = [], Counter(), 0
+        for n in range(self._synced, len(items)):
+            item = items[n]
+            call_id = item.call_id
+            if item.kind == "tool_call":
+                if call_id:
+                    self._call_ids.add(call_id)
+                result = self._results.get(call_id or "")
+                if item.tool_name in self.eligible and call_id not in self.cleared:
+                    self._live.append(item)
+                    self._live_ids[call_id] += 1
+                    self._live_total += self._size(call_id)
+                if result is not None and call_id in self.cleared:
+                    self._replacements[result.id] = CLEARED_RESULT
+            elif item.kind == "tool_result" and call_id and call_id not in self._results:
+                self._results[call_id] = item
+                if self._live_ids[call_id]:
+                    self._live_total += self._live_ids[call_id] * self._size(call_id)
+                if call_id in self._call_ids and call_id in self.cleared:
+                    self._replacements[item.id] = CLEARED_RESULT
+        self._synced = len(items)
+
+    def _size(self, call_id: str | None) -> int:
+        """§5 size of the result answering a call (0 while unanswered), estimated once per result."""
+        result = self._results.get(call_id or "")
+        if result is None:
+            return 0
+        size = self._sizes.get(result.id)
+        if size is None:
+            size = self._sizes[result.id] = self._result_tokens(result)
+        return size
 
     def request(self) -> Request:
         self._on_request()
@@ -325,22 +380,31 @@ class ClaudeCode(Strategy):
         o = self.options
         if o.disable_microcompact or self.later:
             return
-        pairs = [(c, r) for c, r in tool_pairs(self.history.items) if c.tool_name in self.eligible and c.call_id not in self.cleared]
-        sizes = [self._result_tokens(r) if r is not None else 0 for _, r in pairs]
-        total = sum(sizes)
-        protected = len(pairs) - o.microcompact_keep_recent
-        marked, cleared = [], 0
-        for n, ((call, _), size) in enumerate(zip(pairs, sizes, strict=True)):
-            if n >= protected:
-                break
-            if total - cleared > o.microcompact_keep_tokens:
-                marked.append(call.call_id or "")
-                cleared += size
         warning_line = (self.threshold if self.enabled else self.effective) - o.warning_buffer
-        if not marked or self.count() < warning_line or cleared < o.microcompact_min_saving:
+        if self.count() < warning_line:
+            return
+        # The eligible calls not cleared yet (`_live`, with the sum of their results' sizes), oldest first
+        # but the newest `keep_recent`, are marked while more than `keep_tokens` would remain: a prefix.
+        self._sync()
+        total = self._live_total
+        marked, cleared = [], 0
+        for n in range(len(self._live) - o.microcompact_keep_recent):
+            if total - cleared <= o.microcompact_keep_tokens:
+                break
+            call = self._live[n]
+            marked.append(call.call_id or "")
+            cleared += self._size(call.call_id)
+        if not marked or cleared < o.microcompact_min_saving:
             return
         before = self.messages()
         self.cleared.update(marked)
+        for call_id in marked:
+            result = self._results.get(call_id)
+            if result is not None:
+                self._replacements[result.id] = CLEARED_RESULT
+        self._live = [c for c in self._live if c.call_id not in self.cleared]
+        self._live_ids = Counter(c.call_id for c in self._live)
+        self._live_total = sum(self._size(c.call_id) for c in self._live)
         for path in [p for p, f in self.files.items() if f.source is not None and self._source_cleared(f.source)]:
             del self.files[path]
         self.ctx.record_compaction(
@@ -469,6 +533,10 @@ class ClaudeCode21(ClaudeCode):
         self._refills = 0
         self._turns_since: int | None = None
         self._disabled = False
+        #: `_estimates` of the history list `_sums_items`; the prefix list whose chars/4 sum was taken last
+        self._sums_items: list[Item] | None = None
+        self._sums: list[int] = [0]
+        self._prefix_tokens: tuple[list[Message] | None, int] = (None, 0)
         super().__init__(ctx, options)
 
     def _reserve(self, model: str) -> int:
@@ -491,11 +559,25 @@ class ClaudeCode21(ClaudeCode):
 
     def count(self) -> int:
         start = self.last_response_at if self.last_response_at is not None else 0
-        tail = self.history.items[start:]
-        extra = sum(self._estimate(i) for i in tail)
+        sums = self._estimates()
+        extra = sums[-1] - sums[start]
         if self.last_response_at is None:
-            extra += sum(chars_div4(m.content) for m in self.prefix)
+            prefix, tokens = self._prefix_tokens
+            if prefix is not self.prefix:
+                self._prefix_tokens = (self.prefix, tokens := sum(chars_div4(m.content) for m in self.prefix))
+            extra += tokens
         return self.last_usage + extra
+
+    def _estimates(self) -> list[int]:
+        """Running sums of `_estimate` over the history (element n: the first n items), extended by the
+        items appended since the last call (started over when the history was replaced)."""
+        items = self.history.items
+        if items is not self._sums_items:
+            self._sums_items, self._sums = items, [0]
+        sums = self._sums
+        for n in range(len(sums) - 1, len(items)):
+            sums.append(sums[-1] + self._estimate(items[n]))
+        return sums
 
     def _on_request(self) -> None:
         # A "turn" of the rapid-refill breaker is read as one pass of the query loop (one API request).

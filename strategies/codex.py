@@ -39,11 +39,13 @@ from typing import Any
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.codex_components import (
+    ActiveTerms,
     CodexItem,
     ContextLimits,
     ContextWindows,
     ItemConverter,
     ModelState,
+    PromptView,
     TokenAccount,
     TokenStatus,
     TruncationPolicy,
@@ -161,6 +163,10 @@ class _Codex(Strategy):
         self.history: list[CodexItem] = []
         self.base = ""
         self.folds = FoldMemo()
+        #: `for_prompt(history)` and its rendering, and the accountant's history terms, followed as
+        #: the history grows (`history` is only appended to between replacements)
+        self.prompt = PromptView(self.converter.make, self.folds)
+        self.terms = ActiveTerms()
         #: The current initial context: the session's first one with later context updates applied.
         self.initial_context: list[CodexItem] = []
         #: Contextual messages recorded since the last response: the next turn's context updates
@@ -199,7 +205,7 @@ class _Codex(Strategy):
         return self.model.limits
 
     def status(self, limits: ContextLimits | None = None) -> TokenStatus:
-        return self.account.status(self.history, limits or self.limits)
+        return self.account.status(self.history, limits or self.limits, self.terms)
 
     # ------------------------------------------------------------------ protocol
     def on_input(self, item: Item) -> None:
@@ -278,8 +284,8 @@ class _Codex(Strategy):
         self.history.extend(self.pending_context)
         self.pending_context = []
         return Request(
-            render(for_prompt(self.history, self.converter.make), self.base, self.folds),
-            estimate_tokens=self.account.active(self.history),
+            self.prompt.messages(self.history, self.base),
+            estimate_tokens=self.account.active(self.history, self.terms),
             threshold=self.limits.auto_limit,
             meta={"window_id": self.windows.request_id},
         )
@@ -324,7 +330,7 @@ class _Codex(Strategy):
     # ------------------------------------------------------------------ compaction
     def compact(self, phase: str, reason: str, status: TokenStatus, limits: ContextLimits, model: str | None = None) -> bool:
         """Run the strategy's path and install its history (§1.5). False when it failed."""
-        before = render(for_prompt(self.history, self.converter.make), self.base, self.folds)
+        before = self.prompt.messages(self.history, self.base)
         saved_windows = copy.copy(self.windows)
         self.windows.advance()
         try:
@@ -396,7 +402,7 @@ class CodexLocal(_Codex):
 
     def build(self, phase: str, limits: ContextLimits) -> Built:
         o = self.options
-        items = for_prompt(self.history, self.converter.make)
+        items = list(self.prompt.update(self.history, self.base))
         dropped: list[str] = []
         while True:
             try:
@@ -435,13 +441,15 @@ class _Remote(_Codex):
 
     def build(self, phase: str, limits: ContextLimits) -> Built:
         o = self.options
-        items = for_prompt(self.history, self.converter.make)
+        items = list(self.prompt.update(self.history, self.base))
         trimmed = pretrim_tool_outputs(items, self.base, limits.usable, o.trimmed_output_text)
         if not items:  # §3.2: empty input → empty result, no request sent
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
         # §3.2 / §4.1: the request is the history itself (v2 adds only the trigger item); the
         # emulated server's instructions reach the summarizer, not the counted request.
-        request = Request(render(items, self.base, self.folds), estimate_tokens=estimate_history(items, self.base), kind="summary")
+        # nothing trimmed: the items are the prompt view's, and so are their messages
+        messages = render(items, self.base, self.folds) if trimmed else self.prompt.messages(self.history, self.base)
+        request = Request(messages, estimate_tokens=estimate_history(items, self.base), kind="summary")
         try:
             result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
         except SummaryOverflow as exc:

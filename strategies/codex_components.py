@@ -8,6 +8,9 @@ This module owns, once for all four Codex strategies:
 - `estimate_item` and `approx_tokens` (§6), `truncate_middle` (§9 / the 20k selection of §2.2);
 - `for_prompt` normalization (§2.1): a synthetic ``"aborted"`` output for a call without one,
   orphan outputs removed;
+- `PromptView` and `ActiveTerms`: the normalized, rendered history and the accountant's history
+  terms kept up to date as the session's history grows (a request costs what was appended since
+  the previous one);
 - `ContextLimits` (§1.1), `TokenAccount` (the active-token accountant of §1.3, the
   ``fill_to_context_window`` quirk, the body-after-prefix prefill and the usage rebase of §1.5),
   `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
@@ -33,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall
 from compaction_bench.strategies.history import FoldMemo
 from compaction_bench.tokens import codex_estimate, codex_estimate_bytes, utf8_len
@@ -187,6 +191,11 @@ class CodexItem:
         return approx_tokens_from_bytes(utf8_len(compact_json(self.to_json())) + self.image_bytes * len(self.images))
 
     @cached_property
+    def text_tokens(self) -> int:
+        """`approx_token_count` of the text alone (the retention and selection budgets of §2.2, §4.3)."""
+        return approx_tokens(self.text)
+
+    @cached_property
     def message(self) -> Message:
         """The wire message (provider-neutral) for this entry."""
         if self.type in ("message", "agent_message"):
@@ -266,6 +275,127 @@ def for_prompt(items: Sequence[CodexItem], make: Callable[..., CodexItem] = Code
             kind = "custom_tool_call_output" if item.type == "custom_tool_call" else "function_call_output"
             out.append(make(type=kind, call_id=item.call_id, name=item.name, text=ABORTED_OUTPUT))
     return out
+
+
+class _Follower:
+    """Follows a history list that its owner only appends to between replacements: `_appended`
+    returns the items appended since the last call, or (after `_restart`) the whole list when the
+    list was replaced, shortened or its last seen item changed."""
+
+    def __init__(self) -> None:
+        self._history: list[CodexItem] | None = None
+        self._seen = 0
+        self._last: CodexItem | None = None
+
+    def _restart(self) -> None:
+        raise NotImplementedError
+
+    def _appended(self, history: list[CodexItem]) -> list[CodexItem]:
+        seen = self._seen
+        if history is not self._history or len(history) < seen or (seen and history[seen - 1] is not self._last):
+            self._history, seen = history, 0
+            self._restart()
+        self._seen = len(history)
+        if self._seen:
+            self._last = history[-1]
+        return history[seen:]
+
+
+class PromptView(_Follower):
+    """`render(for_prompt(history), base, folds)` kept up to date as the history grows: a request
+    costs the items appended since the previous one, not the history.
+
+    `items` is `for_prompt(history)` (the same synthetic ``"aborted"`` outputs on every call) and
+    `messages` its rendering behind the base instructions, a `LogView` of an append-only log of
+    folded messages. An item's normalization depends on the whole history: when appended items change
+    the decision for an earlier one (an output arrives for a call that got an ``"aborted"`` output,
+    or a call for an output dropped as an orphan), the view is built again from the start, as it is
+    for a new list or new base instructions.
+    """
+
+    def __init__(self, make: Callable[..., CodexItem], folds: FoldMemo) -> None:
+        super().__init__()
+        self.make, self.folds = make, folds
+        self._base: str | None = None
+
+    def _restart(self) -> None:
+        self.items: list[CodexItem] = []
+        self._calls: set[str | None] = set()
+        self._outputs: set[str | None] = set()
+        self._aborted: set[str | None] = set()  # call ids given a synthetic output
+        self._orphans: set[str | None] = set()  # call ids of dropped outputs
+        base = self._base or ""
+        self._log: list[Message] = [Message(role="system", content=base)] if base else []
+        self._group: list[Message] = []
+
+    def messages(self, history: list[CodexItem], base: str) -> LogView:
+        """The wire messages of `for_prompt(history)` behind `base` (`render`)."""
+        self.update(history, base)
+        group = self._group
+        return LogView(self._log, len(self._log), (self.folds.fold(group),) if group else ())
+
+    def update(self, history: list[CodexItem], base: str) -> list[CodexItem]:
+        """Bring `items` up to date with `history`; returns them (do not edit the list)."""
+        if base != self._base:
+            self._base, self._history = base, None
+        new = self._appended(history)
+        calls = {i.call_id for i in new if i.is_call}
+        outputs = {i.call_id for i in new if i.is_tool_output}
+        if calls & self._orphans or outputs & self._aborted:
+            self._history = None
+            new = self._appended(history)
+            calls = {i.call_id for i in new if i.is_call}
+            outputs = {i.call_id for i in new if i.is_tool_output}
+        self._calls |= calls
+        self._outputs |= outputs
+        for item in new:
+            if item.is_tool_output and item.call_id not in self._calls:
+                self._orphans.add(item.call_id)
+                continue
+            self._add(item)
+            if item.is_call and item.call_id not in self._outputs:
+                self._aborted.add(item.call_id)
+                kind = "custom_tool_call_output" if item.type == "custom_tool_call" else "function_call_output"
+                self._add(self.make(type=kind, call_id=item.call_id, name=item.name, text=ABORTED_OUTPUT))
+        return self.items
+
+    def _add(self, item: CodexItem) -> None:
+        """Append one normalized item, folding its message as `FoldMemo.merge` does."""
+        self.items.append(item)
+        message, group = item.message, self._group
+        if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
+            group.append(message)
+            return
+        if group:
+            self._log.append(self.folds.fold(group))
+        self._group = [message]
+
+
+class ActiveTerms(_Follower):
+    """The history's two terms of `get_total_token_usage` (§1.3), advanced over the appended items:
+    the estimates after the last model-generated item (0 without one) and the encrypted reasoning
+    before the last user-turn boundary. `TokenAccount.active` with a fresh instance is the
+    straightforward computation."""
+
+    def _restart(self) -> None:
+        self._model_seen = False
+        self._tail = 0
+        self._reasoning = 0
+        self._pending = 0  # encrypted reasoning since the last boundary
+
+    def of(self, items: list[CodexItem]) -> tuple[int, int]:
+        """(tail, reasoning) of `items`."""
+        for item in self._appended(items):
+            if item.is_model_generated:
+                self._model_seen, self._tail = True, 0
+            elif self._model_seen:
+                self._tail += item.estimate
+            if item.type == "reasoning" and item.encrypted_len:
+                self._pending += item.estimate
+            if item.is_user_turn_boundary:
+                self._reasoning += self._pending
+                self._pending = 0
+        return self._tail, self._reasoning
 
 
 def remove_first_item(items: list[CodexItem]) -> list[CodexItem]:
@@ -357,18 +487,13 @@ class TokenAccount:
         self.prefill = estimate
         self.prefill_observed = False
 
-    def active(self, items: Sequence[CodexItem]) -> int:
-        """`get_total_token_usage` (§1.3)."""
-        last_model = next((n for n in range(len(items) - 1, -1, -1) if items[n].is_model_generated), None)
-        tail = 0 if last_model is None else sum(i.estimate for i in items[last_model + 1:])
-        reasoning = 0
-        if not self.reasoning_included:
-            boundary = next((n for n in range(len(items) - 1, -1, -1) if items[n].is_user_turn_boundary), 0)
-            reasoning = sum(i.estimate for i in items[:boundary] if i.type == "reasoning" and i.encrypted_len)
-        return self.last_total + tail + reasoning
+    def active(self, items: list[CodexItem], terms: ActiveTerms | None = None) -> int:
+        """`get_total_token_usage` (§1.3); `terms` follows the session's history across calls."""
+        tail, reasoning = (terms or ActiveTerms()).of(items)
+        return self.last_total + tail + (0 if self.reasoning_included else reasoning)
 
-    def status(self, items: Sequence[CodexItem], limits: ContextLimits) -> TokenStatus:
-        active = self.active(items)
+    def status(self, items: list[CodexItem], limits: ContextLimits, terms: ActiveTerms | None = None) -> TokenStatus:
+        active = self.active(items, terms)
         if limits.scope == "body_after_prefix":
             baseline = self.prefill if self.prefill is not None else active
             scope_tokens = active - baseline
@@ -473,7 +598,7 @@ def encrypted_length(text: str, overhead_bytes: int) -> int:
 
 def _message_cost(item: CodexItem) -> int:
     """Retained-message cost (§4.3): max(1, Σ ceil(len(text part)/4)); images cost 0."""
-    return max(1, approx_tokens(item.text) if item.text else 0)
+    return max(1, item.text_tokens if item.text else 0)
 
 
 def retain_for_remote(
@@ -519,9 +644,10 @@ def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[Cod
     for item in reversed(messages):
         if remaining == 0:
             break
-        tokens = approx_tokens(item.text)
+        tokens = item.text_tokens
         if tokens <= remaining:
-            kept.append(replace(item, images=()))
+            # an item without images is kept as it is (its estimate and message are not built again)
+            kept.append(replace(item, images=()) if item.images else item)
             remaining -= tokens
         else:
             kept.append(replace(item, text=truncate_middle(item.text, remaining * 4), images=()))

@@ -29,12 +29,15 @@ which rejects what does not fit.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from json.encoder import encode_basestring
+from typing import Any, NamedTuple
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Attachment, Item, Usage
@@ -46,10 +49,65 @@ SNAPSHOT_TAG = "<state_snapshot>"
 OUTPUT_DIR = ".gemini/tmp/tool-outputs"
 
 
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _compact(value: Any) -> str:
+    """`JSON.stringify(value)`: compact separators, non-ASCII unescaped."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class TextMeasure(NamedTuple):
+    """What §3, §4 and §10.2 read of a text, measured once: its length in code points, its UTF-16
+    length, its ASCII characters and the UTF-16 length of its JSON-escaped form (without quotes).
+
+    Each is a sum over the text's characters, so the measure of a concatenation is the sum of its
+    pieces' (`+`)."""
+
+    chars: int
+    units: int
+    ascii: int
+    escaped: int
+
+    @classmethod
+    def of(cls, text: str) -> TextMeasure:
+        escaped = encode_basestring(text)  # what `json.dumps(text, ensure_ascii=False)` returns
+        if text.isascii():
+            return cls(len(text), len(text), len(text), len(escaped) - 2)
+        return cls(len(text), _utf16(text), len(text.encode("ascii", "ignore")), _utf16(escaped) - 2)
+
+    def __add__(self, other: object) -> TextMeasure:
+        if not isinstance(other, TextMeasure):
+            return NotImplemented
+        return TextMeasure(self.chars + other.chars, self.units + other.units, self.ascii + other.ascii, self.escaped + other.escaped)
+
+    @property
+    def text_units(self) -> float:
+        """§10.2 text part: len/4 above 100,000 chars, else 0.25 per ASCII and 1.5 per other UTF-16 unit."""
+        if self.chars > 100_000:
+            return self.units / 4
+        return 0.25 * self.ascii + 1.5 * (self.units - self.ascii)
+
+
+class PartMeasure(NamedTuple):
+    """A part's measures (`Part.measure`): its compact-JSON length (§4), its §10.2 estimate units,
+    its text's measure, and whether its text holds the masking tag (§8) or a state snapshot (§5)."""
+
+    json_length: int
+    units: float
+    text: TextMeasure
+    masked: bool
+    snapshot: bool
+
+
 # ----------------------------------------------------------------- contents (§1)
 @dataclass
 class Part:
-    """One part of a Content: text, a function call, a function response, or inline data."""
+    """One part of a Content: text, a function call, a function response, or inline data.
+
+    A part is never changed once built (a mask or a truncation builds a new one), so its measures
+    are computed once, on first use (`measure`)."""
 
     kind: str  # text | call | response | data
     text: str = ""
@@ -60,6 +118,9 @@ class Part:
     mime: str = ""
     is_error: bool = False
     attachments: tuple[Attachment, ...] = ()
+    _measure: PartMeasure | None = field(default=None, init=False, repr=False, compare=False)
+    #: the last `truncation_body` of the text: (threshold, body, its measure)
+    _body: tuple[int, str, TextMeasure] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "text":
@@ -70,11 +131,98 @@ class Part:
             return {"functionResponse": {"name": self.name, "response": {"output": self.text}, "id": self.call_id}}
         return {"inlineData": {"mimeType": self.mime}}
 
+    def measure(self) -> PartMeasure:
+        """The part's measures (a truncated part gets them from its source's, `truncated`)."""
+        if self._measure is None:
+            self._measure = self._compute(TextMeasure.of(self.text))
+        return self._measure
+
+    def _compute(self, text: TextMeasure) -> PartMeasure:
+        if self.kind in ("text", "response"):
+            # the text appears once in the JSON, escaped character by character
+            json_length = _utf16(_compact(replace_text(self, "").to_json())) + text.escaped
+        else:
+            json_length = _utf16(_compact(self.to_json()))
+        if self.kind == "text":
+            units = text.text_units
+        elif self.kind == "response":
+            # name/4 + JSON.stringify({output: text})/4
+            units = _utf16(self.name) / 4 + (_OUTPUT_JSON + text.escaped) / 4
+        elif self.kind == "data":
+            units = 3_000 if self.mime.startswith("image/") else 25_800 if self.mime == "application/pdf" else 0
+        else:
+            units = json_length / 4
+        return PartMeasure(json_length, units, text, MASKED_TAG in self.text, SNAPSHOT_TAG in self.text)
+
+    def truncated_text(self, number: int, threshold: int) -> TextMeasure | None:
+        """The measure of `format_truncated_output(text, output_path(name, number), threshold)`, None
+        when that is the text itself, without building it: the header's measure without the number
+        is known per threshold and tool, the number is ASCII digits (1 in every measure per digit), the
+        body's measure is known per threshold (`_cut_body`)."""
+        if self.measure().text.chars <= threshold:
+            return None
+        digits = len(str(number))
+        return _numberless_header(threshold, self.name or "tool") + TextMeasure(digits, digits, digits, digits) + self._cut_body(threshold)[1]
+
+    def _cut_body(self, threshold: int) -> tuple[str, TextMeasure]:
+        if self._body is None or self._body[0] != threshold:
+            body = truncation_body(self.text, threshold)
+            self._body = (threshold, body, TextMeasure.of(body))
+        return self._body[1], self._body[2]
+
+    def truncated(self, number: int, threshold: int) -> Part:
+        """A response part with `format_truncated_output(text, output_path(name, number), threshold)`
+        as its text (§3): the part itself when the text is short and there are no attachments to drop.
+        Its measures follow from this part's and the pieces' (`truncated_text`)."""
+        measure = self.measure()
+        cut = self.truncated_text(number, threshold)
+        if cut is None:
+            if not self.attachments:
+                return self
+            out = replace_text(self, self.text)
+            out._measure = measure
+            return out
+        header = truncation_header(output_path(self.name or "tool", number), threshold)
+        out = replace_text(self, header + self._cut_body(threshold)[0])
+        # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
+        delta = cut.escaped - measure.text.escaped
+        out._measure = PartMeasure(measure.json_length + delta, measure.units + delta / 4, cut, MASKED_TAG in out.text,
+                                   SNAPSHOT_TAG in out.text)
+        return out
+
+
+def replace_text(part: Part, text: str) -> Part:
+    """A response or text part like `part` with another text (no attachments)."""
+    return Part(part.kind, text=text, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
+
+
+#: `JSON.stringify({output: ""}).length`
+_OUTPUT_JSON = len(_compact({"output": ""}))
+
 
 @dataclass
 class Content:
     role: str  # user | model
     parts: list[Part] = field(default_factory=list)
+    #: the rendered messages (`GeminiCli.render`) for the parts they were built from (kept alive here)
+    _rendered: tuple[tuple[Part, ...], list[Message]] | None = field(default=None, init=False, repr=False, compare=False)
+    #: (number of parts, compact-JSON length, estimate units) as measured: parts are only appended
+    #: (while the content is pending) or replaced through `replace_part`, which drops the measures
+    _measured: tuple[int, int, float] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def measure(self) -> tuple[int, float]:
+        """The content's compact-JSON length (§4: its parts', the commas between them and the role's
+        frame) and the sum of its parts' estimate units (§10.2), measured once for the parts it holds."""
+        parts = self.parts
+        hit = self._measured
+        if hit is None or hit[0] != len(parts):
+            json_length = _frame_length(self.role) + sum(p.measure().json_length for p in parts) + max(len(parts) - 1, 0)
+            hit = self._measured = (len(parts), json_length, sum(p.measure().units for p in parts))
+        return hit[1], hit[2]
+
+    def replace_part(self, index: int, part: Part) -> None:
+        self.parts[index] = part
+        self._measured = None
 
     def to_json(self) -> dict[str, Any]:
         return {"role": self.role, "parts": [p.to_json() for p in self.parts]}
@@ -88,48 +236,34 @@ class Content:
         return any(p.kind == "call" for p in self.parts)
 
 
-def _utf16(text: str) -> int:
-    return len(text.encode("utf-16-le")) // 2
-
-
 def compact_json_length(content: Content) -> int:
     """`JSON.stringify(content).length`: compact separators, non-ASCII unescaped, UTF-16 units (§4)."""
-    return _utf16(json.dumps(content.to_json(), separators=(",", ":"), ensure_ascii=False))
+    return content.measure()[0]
 
 
-def _text_units(text: str) -> float:
-    """§10.2 text part: len/4 above 100,000 chars, else 0.25 per ASCII and 1.5 per other UTF-16 unit."""
-    units = _utf16(text)
-    if len(text) > 100_000:
-        return units / 4
-    ascii_chars = len(text.encode("ascii", "ignore"))
-    return 0.25 * ascii_chars + 1.5 * (units - ascii_chars)
+@functools.cache
+def _frame_length(role: str) -> int:
+    return _utf16(_compact({"role": role, "parts": []}))
 
 
 def estimate_parts(parts: Sequence[Part]) -> int:
-    """`estimateTokenCountSync(parts)` (§10.2), floored once."""
-    total = 0.0
-    for part in parts:
-        if part.kind == "text":
-            total += _text_units(part.text)
-        elif part.kind == "response":
-            total += _utf16(part.name) / 4 + _utf16(json.dumps({"output": part.text}, separators=(",", ":"), ensure_ascii=False)) / 4
-        elif part.kind == "data":
-            total += 3_000 if part.mime.startswith("image/") else 25_800 if part.mime == "application/pdf" else 0
-        else:
-            total += _utf16(json.dumps(part.to_json(), separators=(",", ":"), ensure_ascii=False)) / 4
-    return math.floor(total)
+    """`estimateTokenCountSync(parts)` (§10.2), floored once. Every part's units are a multiple of
+    0.25 far below 2**50, so the float sum is exact in any order."""
+    return math.floor(sum(p.measure().units for p in parts))
 
 
 def estimate_contents(contents: Sequence[Content]) -> int:
-    return estimate_parts([p for c in contents for p in c.parts])
+    """`estimate_parts` of all the contents' parts (the sum is exact in any grouping)."""
+    return math.floor(sum(c.measure()[1] for c in contents))
 
 
-def find_split_point(contents: Sequence[Content], fraction: float) -> int:
-    """§4 `findCompressSplitPoint`: the index of the oldest kept content."""
+def find_split_point(contents: Sequence[Content], fraction: float, counts: Sequence[int] | None = None) -> int:
+    """§4 `findCompressSplitPoint`: the index of the oldest kept content. `counts`, when given, are
+    the contents' compact-JSON lengths (of a truncation not built yet, `Truncation.json_lengths`)."""
     if fraction <= 0 or fraction >= 1:
         raise ValueError("fraction must be between 0 and 1")
-    counts = [compact_json_length(c) for c in contents]
+    if counts is None:
+        counts = [compact_json_length(c) for c in contents]
     target = sum(counts) * fraction
     last_split = 0
     cumulative = 0
@@ -144,17 +278,107 @@ def find_split_point(contents: Sequence[Content], fraction: float) -> int:
     return last_split
 
 
+def _head_tail(threshold: int) -> tuple[int, int]:
+    head = math.floor(0.2 * threshold)
+    return head, threshold - head
+
+
+def truncation_header(path: str, threshold: int) -> str:
+    """The first line of `formatTruncatedToolOutput` (§3), with the newline after it."""
+    head, tail = _head_tail(threshold)
+    return f"Output too large. Showing first {head:,} and last {tail:,} characters. For full output see: {path}\n"
+
+
+def truncation_body(text: str, threshold: int) -> str:
+    """The rest of `formatTruncatedToolOutput` (§3): head 20 %, omission marker, tail 80 %."""
+    head, tail = _head_tail(threshold)
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n\n... [{omitted:,} characters omitted] ...\n\n{text[len(text) - tail:] if tail else ''}"
+
+
+def output_path(tool: str, number: int | str) -> str:
+    """Where the `number`-th saved output of the session goes (§3, §8, §9)."""
+    return f"{OUTPUT_DIR}/{tool}_{number}.txt"
+
+
+@functools.lru_cache(maxsize=1024)
+def _numberless_header(threshold: int, tool: str) -> TextMeasure:
+    """The measure of `truncation_header` of a `tool` output at `threshold` without the file's number."""
+    return TextMeasure.of(truncation_header(output_path(tool, ""), threshold))
+
+
 def format_truncated_output(text: str, path: str, threshold: int) -> str:
     """`formatTruncatedToolOutput` (§3): header, head 20 %, omission marker, tail 80 %."""
     if len(text) <= threshold:
         return text
-    head = math.floor(0.2 * threshold)
-    tail = threshold - head
-    omitted = len(text) - head - tail
-    return (
-        f"Output too large. Showing first {head:,} and last {tail:,} characters. For full output see: {path}\n"
-        f"{text[:head]}\n\n... [{omitted:,} characters omitted] ...\n\n{text[len(text) - tail:] if tail else ''}"
-    )
+    return truncation_header(path, threshold) + truncation_body(text, threshold)
+
+
+class Truncation:
+    """`truncateHistoryToBudget` (§3) of contents, planned without building the truncated texts: the
+    response parts it changes (each with the number of the output file it was given) and how each
+    changes its content's compact-JSON length and the estimate. Only what is sent or kept is built
+    (`contents`)."""
+
+    def __init__(self, source: Sequence[Content], threshold: int, units: float) -> None:
+        self.source = source
+        self.threshold = threshold
+        #: the source's estimate units
+        self.units = units
+        #: per content index, the parts cut: (part index, the number of its output file)
+        self.cuts: dict[int, list[tuple[int, int]]] = {}
+        self.json_delta: dict[int, int] = {}
+        self.units_delta = 0.0
+
+    def cut(self, ci: int, pi: int, number: int, measured: bool = True) -> TextMeasure | None:
+        """Record the cut of `source[ci].parts[pi]`, its output saved as file `number`; the measure of
+        its text after the cut (`measured`: the counter needs it; past the budget only the escaped
+        length is needed, from the same pieces)."""
+        part = self.source[ci].parts[pi]
+        text = part.measure().text
+        if text.chars <= self.threshold and not part.attachments:
+            return text  # the part stays as it is
+        self.cuts.setdefault(ci, []).append((pi, number))
+        if not measured:
+            if text.chars <= self.threshold:
+                return None
+            digits = len(str(number))
+            escaped = _numberless_header(self.threshold, part.name or "tool").escaped + digits + part._cut_body(self.threshold)[1].escaped
+            self._grow(ci, escaped - text.escaped)
+            return None
+        cut = part.truncated_text(number, self.threshold)
+        if cut is None:
+            return text
+        self._grow(ci, cut.escaped - text.escaped)
+        return cut
+
+    def _grow(self, ci: int, delta: int) -> None:
+        # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
+        self.json_delta[ci] = self.json_delta.get(ci, 0) + delta
+        self.units_delta += delta / 4
+
+    def json_lengths(self) -> list[int]:
+        delta = self.json_delta
+        return [c.measure()[0] + delta.get(ci, 0) for ci, c in enumerate(self.source)]
+
+    def estimate(self) -> int:
+        """`estimate_contents` of the truncated contents (every unit a multiple of 0.25: exact)."""
+        return math.floor(self.units + self.units_delta)
+
+    def contents(self, start: int = 0, stop: int | None = None) -> list[Content]:
+        """The truncated contents `[start:stop]`; a content without cuts is the source's own."""
+        out = []
+        for ci in range(start, len(self.source) if stop is None else stop):
+            content = self.source[ci]
+            cuts = self.cuts.get(ci)
+            if cuts is None:
+                out.append(content)
+                continue
+            parts = list(content.parts)
+            for pi, number in cuts:
+                parts[pi] = parts[pi].truncated(number, self.threshold)
+            out.append(Content(content.role, parts) if any(a is not b for a, b in zip(parts, content.parts, strict=True)) else content)
+        return out
 
 
 @dataclass(frozen=True)
@@ -193,11 +417,20 @@ class GeminiCli(Strategy):
         self.exempt = {t.strip() for t in o.mask_exempt_tools.split(",") if t.strip()}
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
         self._files = 0
-        #: §8 per function response (name, text): None when already masked, else its estimate
-        self._estimates: dict[tuple[str, str], int | None] = {}
-        #: rendered messages per content, by the role and the identities of its parts (kept alive here)
-        self._rendered: dict[tuple[str, tuple[int, ...]], tuple[tuple[Part, ...], list[Message]]] = {}
         self._system_messages: dict[str, Message] = {}
+        #: the system messages and the history's rendered, as an append-only log shared by the requests'
+        #: views (compaction_bench.log_view): the history list it renders, how many of its contents and
+        #: system items it holds. A new log starts when the history is replaced or masked (`_log_of` None)
+        self._log: list[Message] = []
+        self._log_of: list[Content] | None = None
+        self._log_contents = 0
+        self._log_system = 0
+        #: the history's response parts as (content index, part index), oldest first, and the running
+        #: sums of its contents' estimate units (`_units[i]`: of the first i): extended as the history
+        #: grows, rebuilt when it is replaced or masked (`_index_of` None)
+        self._index_of: list[Content] | None = None
+        self._responses: list[tuple[int, int]] = []
+        self._units: list[float] = [0.0]
 
     # ------------------------------------------------------------ observing
     def on_user_turn(self, item: Item) -> None:
@@ -251,9 +484,13 @@ class GeminiCli(Strategy):
         if usage is not None:
             self.last_prompt_tokens = usage.input
 
-    def _output_path(self, tool: str) -> str:
+    def _next_file(self) -> int:
+        """The number of the next saved output (one counter for truncation and masking)."""
         self._files += 1
-        return f"{OUTPUT_DIR}/{tool}_{self._files}.txt"
+        return self._files
+
+    def _output_path(self, tool: str) -> str:
+        return output_path(tool, self._next_file())
 
     # ------------------------------------------------------------ rendering
     def render(self, contents: Sequence[Content]) -> list[Message]:
@@ -261,12 +498,15 @@ class GeminiCli(Strategy):
         (a content whose parts change, by a new function response or a mask, is rendered anew)."""
         out: list[Message] = []
         for content in contents:
-            key = (content.role, tuple(map(id, content.parts)))
-            hit = self._rendered.get(key)
-            if hit is None:
-                hit = self._rendered[key] = (tuple(content.parts), self._render_content(content))
-            out += hit[1]
+            out += self._content_messages(content)
         return out
+
+    def _content_messages(self, content: Content) -> list[Message]:
+        parts = tuple(content.parts)
+        hit = content._rendered
+        if hit is None or hit[0] != parts:
+            hit = content._rendered = (parts, self._render_content(content))
+        return hit[1]
 
     @staticmethod
     def _render_content(content: Content) -> list[Message]:
@@ -287,11 +527,20 @@ class GeminiCli(Strategy):
             out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids))
         return out
 
-    def messages(self) -> list[Message]:
+    def messages(self) -> LogView:
+        """The system messages, the history and the pending contents rendered: a view of the log of
+        the first two (extended by the contents appended since the last call) and the pending ones."""
         from compaction_bench.request import message_from_item
 
-        system = [self._system_messages.get(i.id) or self._system_messages.setdefault(i.id, message_from_item(i)) for i in self.system]
-        return [*system, *self.render(self.history), *self.render(self.pending)]
+        if self._log_of is not self.history or self._log_system != len(self.system) or self._log_contents > len(self.history):
+            self._log = [self._system_messages.get(i.id) or self._system_messages.setdefault(i.id, message_from_item(i))
+                         for i in self.system]
+            self._log_of, self._log_contents, self._log_system = self.history, 0, len(self.system)
+        log = self._log
+        for content in self.history[self._log_contents:]:
+            log += self._content_messages(content)
+        self._log_contents = len(self.history)
+        return LogView(log, len(log), tuple(self.render(self.pending)))
 
     # ------------------------------------------------------------ the check (§2)
     def request(self) -> Request:
@@ -306,33 +555,43 @@ class GeminiCli(Strategy):
         return Request(self.messages(), estimate_tokens=count, threshold=threshold)
 
     # ------------------------------------------------------------ truncation (§3)
-    def truncate_to_budget(self, contents: Sequence[Content]) -> list[Content]:
+    def _index(self) -> None:
+        if self._index_of is not self.history or len(self._units) - 1 > len(self.history):
+            self._index_of, self._responses, self._units = self.history, [], [0.0]
+        for ci in range(len(self._units) - 1, len(self.history)):
+            content = self.history[ci]
+            self._responses += [(ci, pi) for pi, p in enumerate(content.parts) if p.kind == "response"]
+            self._units.append(self._units[-1] + content.measure()[1])
+
+    def plan_truncation(self) -> Truncation:
+        """The history's truncation: newest first, each function response's text estimated as a text
+        part; past the budget a response is truncated, with a new output path. The counter only
+        grows: once it is over the budget every older response is cut, whatever its size."""
         o = self.options
-        threshold = min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold)
+        threshold = max(min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold), 0)
+        budget = o.function_response_token_budget
+        self._index()
+        contents = self.history
+        plan = Truncation(contents, threshold, self._units[-1])
         counter = 0
-        out: list[Content] = []
-        for content in reversed(contents):
-            parts: list[Part] = []
-            for part in reversed(content.parts):
-                if part.kind != "response":
-                    parts.append(part)
-                    continue
-                tokens = estimate_parts([Part("text", text=part.text)])
-                if counter + tokens > o.function_response_token_budget:
-                    message = format_truncated_output(part.text, self._output_path(part.name or "tool"), max(threshold, 0))
-                    parts.append(Part("response", text=message, name=part.name, call_id=part.call_id, item_id=part.item_id,
-                                      is_error=part.is_error))
-                    counter += estimate_parts([Part("text", text=message)])
-                else:
-                    parts.append(part)
-                    counter += tokens
-            out.append(Content(content.role, parts[::-1]))
-        return out[::-1]
+        for ci, pi in reversed(self._responses):
+            if counter > budget:
+                plan.cut(ci, pi, self._next_file(), measured=False)
+                continue
+            tokens = math.floor(contents[ci].parts[pi].measure().text.text_units)
+            if counter + tokens > budget:
+                cut = plan.cut(ci, pi, self._next_file())
+                assert cut is not None
+                counter += math.floor(cut.text_units)
+            else:
+                counter += tokens
+        return plan
 
     def _truncate_only(self, count: int) -> None:
         """§7: the failed-compression path."""
-        truncated = self.truncate_to_budget(self.history)
-        if estimate_contents(truncated) < count:
+        plan = self.plan_truncation()
+        if plan.estimate() < count:
+            truncated = plan.contents()
             before = self.messages()
             self.history = truncated
             self.last_prompt_tokens = estimate_contents(self.history)
@@ -344,13 +603,13 @@ class GeminiCli(Strategy):
     # ------------------------------------------------------------ compression (§4-§6)
     def _compress(self, count: int, *, force: bool) -> None:
         o = self.options
-        truncated = self.truncate_to_budget(self.history)
-        split = find_split_point(truncated, 1 - o.preserve_fraction)
+        plan = self.plan_truncation()
+        split = find_split_point(plan.source, 1 - o.preserve_fraction, plan.json_lengths())
         if split == 0:
             return
         original = self.history[:split]
-        chosen = original if estimate_contents(original) < self.limit else truncated[:split]
-        previous = any(SNAPSHOT_TAG in p.text for c in chosen for p in c.parts if p.kind == "text")
+        chosen = original if estimate_contents(original) < self.limit else plan.contents(0, split)
+        previous = any(p.measure().snapshot for c in chosen for p in c.parts if p.kind == "text")
         system = Message("system", self.ctx.render_prompt("gemini_compression_system.j2", plan_path=None))
         body = self.render(chosen)
         ask = Message("user", self.ctx.render_prompt("gemini_compression_request.j2", previous=previous))
@@ -365,7 +624,7 @@ class GeminiCli(Strategy):
         final = (second.text.strip() or first.text).strip()
         if not final:
             return
-        new_history = [Content("user", [Part("text", text=final)]), Content("model", [Part("text", text=ACK)]), *truncated[split:]]
+        new_history = [Content("user", [Part("text", text=final)]), Content("model", [Part("text", text=ACK)]), *plan.contents(split)]
         new_tokens = estimate_contents(new_history)
         if new_tokens > count:
             # COMPRESSION_FAILED_INFLATED_TOKEN_COUNT: nothing changes; an automatic attempt latches (§2.3).
@@ -381,7 +640,7 @@ class GeminiCli(Strategy):
             trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
             summarized_ids=[i for m in self.render(original) for i in m.item_ids], estimate_tokens=count,
             threshold=math.floor(o.compression_threshold * self.limit),
-            details={"split": split, "kept_contents": len(truncated) - split, "new_tokens": new_tokens, "anchored": previous},
+            details={"split": split, "kept_contents": len(plan.source) - split, "new_tokens": new_tokens, "anchored": previous},
         )
 
     # ------------------------------------------------------------ masking (§8)
@@ -409,13 +668,10 @@ class GeminiCli(Strategy):
                 part = content.parts[pi]
                 if part.kind != "response" or part.name in self.exempt:
                     continue
-                key = (part.name, part.text)
-                if key in self._estimates:
-                    tokens = self._estimates[key]
-                else:
-                    tokens = self._estimates[key] = None if MASKED_TAG in part.text else estimate_parts([part])
-                if tokens is None:
+                measure = part.measure()
+                if measure.masked:
                     continue
+                tokens = math.floor(measure.units)
                 if not window_closed:
                     protected += tokens
                     if protected <= o.mask_protection_tokens:
@@ -433,9 +689,10 @@ class GeminiCli(Strategy):
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
             new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
             if estimate_parts([new]) < tokens:
-                self.history[ci].parts[pi] = new
+                self.history[ci].replace_part(pi, new)
                 masked.append(part.call_id)
         if masked:
+            self._log_of = self._index_of = None  # contents changed in place: the log and the index start anew
             self.last_prompt_tokens = estimate_contents(self.history)
             self.ctx.record_compaction(trigger="masking", before=before, after=self.messages(), summary=None,
                                        details={"masked": masked}, probe=False)

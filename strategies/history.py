@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall, merge_assistant, message_from_item
 from compaction_bench.transcript import Item
 
@@ -129,9 +130,23 @@ class ItemHistory:
             for item in (self.items if items is None else items)
         )
 
+    def view(self) -> LogView:
+        """`render()` of the whole history as a view of the history's own append-only log of folded
+        messages (compaction_bench.log_view): built, compared with the previous request and stored in
+        time independent of the history's length."""
+        self._advance()
+        group = self._open
+        return LogView(self._closed, len(self._closed), (self._folds.fold(group),) if group else ())
+
     def _render_all(self) -> list[Message]:
-        """`render()` of the whole history, folding only the items appended since the last call (the
-        list is rebuilt when `items` was replaced or shortened)."""
+        """`render()` of the whole history (a new list, which callers may edit)."""
+        self._advance()
+        group = self._open
+        return [*self._closed, self._folds.fold(group)] if group else list(self._closed)
+
+    def _advance(self) -> None:
+        """Fold the items appended since the last call (the log starts anew, as a new list, when `items`
+        was replaced or shortened: earlier views keep theirs)."""
         if self.items is not self._seen_list or len(self.items) < self._seen:
             self._seen_list, self._seen, self._closed, self._open, self._index = self.items, 0, [], [], {}
         group = self._open
@@ -148,7 +163,6 @@ class ItemHistory:
                 # an id seen twice gets position -1: edits of it take the general path
                 self._index[item.id] = (-1 if item.id in self._index else len(self._closed), item)
         self._open, self._seen = group, len(self.items)
-        return [*self._closed, self._folds.fold(group)] if group else list(self._closed)
 
     def __len__(self) -> int:
         return len(self.items)

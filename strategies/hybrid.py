@@ -7,6 +7,11 @@ or, as in the paper's deferred summary, once `summarize_steps + keep_last` (N + 
 steps have accumulated since the last summary. The summary (OpenHands-style, the paper's
 LLM-Summary) covers everything before the newest M steps, the previous summary included; the
 newest M steps stay verbatim from a pair-safe boundary, so no call loses its result.
+
+The context is rendered incrementally: new history items are rendered and folded once, a masked
+result's message is swapped for its placeholder once, and the messages before the oldest result not
+yet masked (which never change again until a summary) form the append-only log the requests' views
+share (compaction_bench.log_view).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_bench.request import Message, Request
+from compaction_bench.log_view import LogView
+from compaction_bench.request import Message, Request, merge_assistant
 from compaction_bench.strategies.components import keep_last_steps_start
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
@@ -50,6 +56,15 @@ class Hybrid(Strategy):
         self._masked_upto = 0
         self.steps = 0
         self.steps_since_summary = 0
+        #: the rendering: what it renders (the history's item list, the system items, the summary
+        #: message), how many history items it holds, its messages (`_out`: system, summary, body), the
+        #: positions in `_out` of each tool result's messages, and `_out`'s settled start (`_log`)
+        self._rendering: tuple[list[Item] | None, int, Message | None] = (None, 0, None)
+        self._rendered = 0
+        self._out: list[Message] = []
+        self._position: dict[str, list[tuple[int, Item]]] = {}
+        self._log: list[Message] = []
+        self._summary_message: Message | None = None
 
     def on_user_turn(self, item: Item) -> None:
         self.history.append(item)
@@ -74,9 +89,51 @@ class Hybrid(Strategy):
         }
         return self.history.render(items, replacements)
 
-    def messages(self) -> list[Message]:
-        head = [Message("user", self.summary)] if self.summary is not None else []
-        return [*self.history.render(self.system), *head, *self.body(self.history.items)]
+    def messages(self, unmasked_from: int | None = None) -> LogView:
+        """The system items, the summary and the history with masked outputs as the placeholder.
+
+        Messages before the first tool result not yet masked (`result_step[unmasked_from]`, default
+        the next to mask) never change again until a summary, and only the last message can fold: they
+        move to the append-only log the returned view shares with the earlier requests."""
+        if self.summary is not None and (self._summary_message is None or self._summary_message.content is not self.summary):
+            self._summary_message = Message("user", self.summary)
+        head = self._summary_message if self.summary is not None else None
+        key = (self.history.items, len(self.system), head)
+        if key[0] is not self._rendering[0] or key[1:] != self._rendering[1:] or self._rendered > len(self.history.items):
+            self._rendering, self._rendered, self._position, self._log = key, 0, {}, []
+            self._out = [*self.history.render(self.system), *([head] if head is not None else [])]
+        out = self._out
+        for item in self.history.items[self._rendered:]:
+            message = self.history.message(item)
+            if item.id in self.masked:
+                message = self._placeholder(item)
+            if out and message.role == "assistant" and out[-1].role == "assistant" and message.tool_calls:
+                out[-1] = merge_assistant([out[-1], message])[0]
+                continue
+            if item.kind == "tool_result":
+                self._position.setdefault(item.id, []).append((len(out), item))
+            out.append(message)
+        self._rendered = len(self.history.items)
+        # the first result not masked yet that is still in the history (a summary may have taken the oldest)
+        first = self._masked_upto if unmasked_from is None else unmasked_from
+        while first < len(self.result_step) and self.result_step[first][0] not in self._position:
+            first += 1
+        settled = len(out) - 1
+        if first < len(self.result_step):
+            settled = min(settled, self._position[self.result_step[first][0]][0][0])
+        log = self._log
+        log += out[len(log): settled]
+        return LogView(log, len(log), tuple(out[len(log):]))
+
+    def _placeholder(self, item: Item) -> Message:
+        return self.history.edited(item, self.options.placeholder.format(lines=item.text.count("\n") + 1), None)
+
+    def _mask(self, ids: Sequence[str]) -> None:
+        """Mask results now; those not rendered yet get their placeholder when they are."""
+        self.masked.update(ids)
+        for rid in ids:
+            for position, item in self._position.get(rid, ()):
+                self._out[position] = self._placeholder(item)
 
     def request(self) -> Request:
         o = self.options
@@ -86,8 +143,8 @@ class Hybrid(Strategy):
             self._masked_upto += 1
         newly = [rid for rid, _ in self.result_step[start:self._masked_upto] if rid not in self.masked]
         if newly:
-            before = self.messages()
-            self.masked.update(newly)
+            before = self.messages(unmasked_from=start)
+            self._mask(newly)
             self.ctx.record_compaction(trigger="masking", before=before, after=self.messages(), summary=None,
                                        details={"masked": newly}, probe=False)
         messages = self.messages()
@@ -98,7 +155,7 @@ class Hybrid(Strategy):
                 messages = self.messages()
         return Request(messages, estimate_tokens=tokens, threshold=threshold)
 
-    def _summarize(self, before: list[Message], tokens: int, threshold: int, trigger: str) -> bool:
+    def _summarize(self, before: Sequence[Message], tokens: int, threshold: int, trigger: str) -> bool:
         items = self.history.items
         cut = keep_last_steps_start(items, self.options.keep_last)
         head = items[:cut]

@@ -30,7 +30,8 @@ one user message with the summary and the recent text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.opencode_components import (
     CONTINUE_TEXT,
+    CompactionInput,
     CompactionPart,
     Estimator,
     Record,
@@ -178,6 +180,7 @@ class OpenCodeV1(_OpenCode):
         self.max_output = max_output_tokens(self.limits, o.output_token_max)
         self.usable = usable_window(self.limits, o.output_token_max, o.reserved, o.compaction_buffer)
         self._pending: str | None = None
+        self.input = CompactionInput(self.view)
 
     # ------------------------------------------------------------ trigger (§1)
     def _last_finished(self) -> Record | None:
@@ -254,37 +257,46 @@ class OpenCodeV1(_OpenCode):
         before = self._messages()
         count = self._count()
         parent = self.store.new("compaction", compaction=CompactionPart(auto=True, overflow=overflow))
-        messages = list(self._sequence())
+        messages = self._sequence()
+        self.input.update()
+        end = len(messages) - 1 if messages and messages[-1] is parent else len(messages)
         replay: Record | None = None
         if overflow:
             # §4: the newest real user message before the request is replayed, not summarized.
             for i in range(len(messages) - 2, -1, -1):
                 if messages[i].starts_turn:
                     if any(r.starts_turn for r in messages[:i]):
-                        replay, messages = messages[i], messages[:i]
+                        replay, end = messages[i], i
                     break
-        history = messages[:-1] if messages and messages[-1] is parent else list(messages)
-        completed = {r.parent for r in history if r.completed_summary}
-        summaries = [r for r in history if r.completed_summary]
-        previous = summaries[-1].text.strip() if summaries else None
-        history = [r for r in history if not r.completed_summary and not (r.kind == "compaction" and r.id in completed)]
+        # the records before `end` but completed summaries and the compaction requests they answer
+        history, previous, prefix = self.input.cut(end)
 
         budget = preserve_budget(
             self.usable, o.preserve_recent_tokens, o.min_preserve_recent_tokens, o.max_preserve_recent_tokens,
             o.preserve_recent_ratio,
         )
-        starts_turn = [r.starts_turn for r in history]
-        # select_tail estimates only slices of the newest `tail_turns` turns: prefix sums from the first of them
-        turn_starts = [n for n, flag in enumerate(starts_turn) if flag]
-        first = turn_starts[-o.tail_turns] if 0 < o.tail_turns <= len(turn_starts) else (turn_starts[0] if turn_starts else len(history))
-        estimate = self.estimator.slices([self.renderer.record(r) for r in history[first:]], first)
-        choice = select_tail(starts_turn, estimate, o.tail_turns, budget)
+        size = len(history)
+        if prefix:  # the records are `input.records[:size]`: its turn starts, flags and running sums serve
+            starts = self.input.turn_starts
+            turn_starts = starts[: bisect.bisect_left(starts, size)]
+        else:
+            turn_starts = [n for n, r in enumerate(history) if r.starts_turn]
+        # select_tail looks only at the newest `tail_turns` turns: their flags, and slice estimates from the first of them
+        first = turn_starts[-o.tail_turns] if 0 < o.tail_turns <= len(turn_starts) else (turn_starts[0] if turn_starts else size)
+        estimate: Callable[[int, int], int]
+        if prefix:
+            flags, estimate = self.input.starts_turn[first:size], self.input.estimate
+        else:
+            flags = [r.starts_turn for r in history[first:]]
+            estimate = self.estimator.slices([self.renderer.record(r) for r in history[first:]], first)
+        choice = select_tail(flags, estimate, o.tail_turns, budget, offset=first)
         head = history if choice.start is None else history[: choice.start]
+        head_messages = self.input.messages_before(len(head)) if prefix else self.renderer.render(head, for_summary=True)
 
         prompt = self.ctx.render_prompt("opencode_summary.j2", previous_summary=previous, context=[])
         system = self.ctx.render_prompt("opencode_compaction_system.j2")
         summary_request = Request(
-            [Message("system", system), *self.renderer.render(head, for_summary=True), Message("user", prompt)],
+            [Message("system", system), *head_messages, Message("user", prompt)],
             kind="summary",
             max_output_tokens=self.max_output,
         )

@@ -16,6 +16,8 @@ One place for everything both paths use:
 - the view: the wire messages of a sequence of records and the running sum of their JSON lengths,
   brought up to date from the store's log of created and changed records (a request costs what
   changed since the last one, not the history);
+- V1's compaction input over the view (`CompactionInput`): the records §2.2 compacts, their turn
+  starts, summary-input rendering and running estimate sums, kept in step with the view the same way;
 - turns and tail selection (§2.3, §2.5);
 - V2's text serialization and its head/recent split inside a message (§6.3, §6.4);
 - the truncation helpers and the ``[Attached mime: name]`` text (V2: ``name ?? uri``).
@@ -23,6 +25,7 @@ One place for everything both paths use:
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -266,10 +269,14 @@ class Estimator:
             counts.append(counts[-1] + len(group))
 
         def estimate(start: int, end: int) -> int:
-            n = counts[end - offset] - counts[start - offset]
-            return opencode_estimate_units(2 + units[end - offset] - units[start - offset] + max(0, n - 1))
+            return self.span(units[end - offset] - units[start - offset], counts[end - offset] - counts[start - offset])
 
         return estimate
+
+    @staticmethod
+    def span(units: int, count: int) -> int:
+        """The estimate of a JSON list of `count` messages whose lengths sum to `units`."""
+        return opencode_estimate_units(2 + units + max(0, count - 1))
 
     def request(self, system: Sequence[str], message_units: int, count: int, tools_units: int) -> int:
         """§6.6: the estimate of ``JSON.stringify({system, messages, tools})`` for `count` messages
@@ -467,10 +474,13 @@ class View:
 
     def __init__(self, store: SessionStore, renderer: Renderer, estimator: Estimator) -> None:
         self.store, self.renderer, self.estimator = store, renderer, estimator
+        #: counts the sequences made (`reset`): a structure that follows the view starts anew on a new one
+        self.generation = -1
         self.reset([])
 
     def reset(self, records: Sequence[Record]) -> None:
-        """Make `records` the sequence."""
+        """Make `records` the sequence (a new `generation`)."""
+        self.generation += 1
         self.records: list[Record] = []
         self.messages: list[Message] = []
         self._position: dict[int, int] = {}
@@ -516,6 +526,104 @@ class View:
         """The summed JSON lengths of the messages."""
         return self._units[-1]
 
+    def position(self, record_id: int | None) -> int:
+        """Where the record is in the sequence (-1: not in it)."""
+        return self._position.get(record_id, -1) if record_id is not None else -1
+
+
+class CompactionInput:
+    """V1's compaction input (§2.2, §2.6) over the projection a `View` holds, kept in step with it.
+
+    `records` are the projection's records that are neither a completed summary nor the compaction
+    request one answers, `positions` their places in the projection, `starts_turn` their flags and
+    `turn_starts` the indexes of the turn-starting ones (§2.3), `messages` their summary-input
+    rendering (§2.6), record `n`'s from ``starts[n]`` on, and `estimate` the §2.4 estimate of a
+    slice of them from running sums of their request rendering. The projection's records keep their
+    places until it is reset, so records are appended as it grows and rendered again from the first
+    changed one (the store's log), like the view's own messages; a new projection, or a completed
+    summary appended to it, starts anew.
+    """
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self._generation = -1
+
+    def _restart(self) -> None:
+        view = self.view
+        self._generation, self._seen, self._cursor = view.generation, 0, len(view.store.log)
+        self.records: list[Record] = []
+        self.positions: list[int] = []
+        self.starts_turn: list[bool] = []
+        self.turn_starts: list[int] = []
+        self.messages: list[Message] = []
+        self.starts: list[int] = []
+        #: the request rendering's summed JSON lengths and message counts of ``records[:n]``
+        self._units = [0]
+        self._counts = [0]
+        #: the projection's completed summaries: (position, the summary, its compaction request's position or -1)
+        self.summaries: list[tuple[int, Record, int]] = []
+        self._index: dict[int, int] = {}
+        self._answered = {r.parent for r in view.records if r.completed_summary}
+
+    def update(self) -> None:
+        """Follow the view (call after the view is brought up to date)."""
+        view = self.view
+        if view.generation != self._generation or any(r.completed_summary for r in view.records[self._seen :]):
+            self._restart()
+        log = view.store.log
+        changed = [n for r in log[self._cursor :] if (n := self._index.get(r.id)) is not None]
+        self._cursor = len(log)
+        if changed:
+            first = min(changed)
+            del self.messages[self.starts[first] :], self.starts[first:], self._units[first + 1 :], self._counts[first + 1 :]
+            for record in self.records[first:]:
+                self._render(record)
+        for position in range(self._seen, len(view.records)):
+            record = view.records[position]
+            if record.completed_summary:
+                self.summaries.append((position, record, view.position(record.parent)))
+            elif not (record.kind == "compaction" and record.id in self._answered):
+                self._index[record.id] = len(self.records)
+                if record.starts_turn:
+                    self.turn_starts.append(len(self.records))
+                self.records.append(record)
+                self.positions.append(position)
+                self.starts_turn.append(record.starts_turn)
+                self._render(record)
+        self._seen = len(view.records)
+
+    def _render(self, record: Record) -> None:
+        renderer, units = self.view.renderer, self.view.estimator.units
+        self.starts.append(len(self.messages))
+        self.messages.extend(renderer.record(record, for_summary=True))
+        request = renderer.record(record)
+        self._units.append(self._units[-1] + sum(units(m) for m in request))
+        self._counts.append(self._counts[-1] + len(request))
+
+    def estimate(self, start: int, end: int) -> int:
+        """§2.4: the estimate of the request messages of ``records[start:end]``."""
+        return Estimator.span(self._units[end] - self._units[start], self._counts[end] - self._counts[start])
+
+    def cut(self, end: int) -> tuple[list[Record], str | None, bool]:
+        """§2.2 for the projection's first `end` records: the records to compact (completed summaries
+        and the compaction requests they answer left out), the newest completed summary's text
+        (stripped) and whether the records are ``records[:len]`` (a compaction request whose summary
+        lies at `end` or later stays in, as upstream decides on the records before `end` alone)."""
+        count = bisect.bisect_left(self.positions, end)
+        before = [(s, summary, c) for s, summary, c in self.summaries if s < end]
+        previous = before[-1][1].text.strip() if before else None
+        answered = {c for _, _, c in before}
+        kept = [c for s, _, c in self.summaries if 0 <= c < end <= s and c not in answered]
+        if not kept:
+            return self.records[:count], previous, True
+        records = self.view.records
+        merged = sorted([*self.positions[:count], *kept])
+        return [records[p] for p in merged], previous, False
+
+    def messages_before(self, index: int) -> list[Message]:
+        """The summary-input messages of ``records[:index]``."""
+        return self.messages[: self.starts[index]] if index < len(self.starts) else list(self.messages)
+
 
 # ----------------------------------------------------------------- turns and tail (§2.3, §2.5)
 @dataclass(frozen=True)
@@ -535,16 +643,18 @@ def turns(starts_turn: Sequence[bool]) -> list[tuple[int, int]]:
 
 
 def select_tail(
-    starts_turn: Sequence[bool], estimate: Callable[[int, int], int], tail_turns: int, budget: int
+    starts_turn: Sequence[bool], estimate: Callable[[int, int], int], tail_turns: int, budget: int, offset: int = 0
 ) -> TailChoice:
     """§2.5 `select`: whole turns newest first within the budget; in the first turn that does not
     fit, the earliest start whose suffix fits (`splitTurn`); no tail at index 0.
 
-    `estimate(start, end)` is the estimate of ``history[start:end]``.
+    `starts_turn` are the flags of ``history[offset:]``: the whole history, or a suffix from a turn
+    start that holds the newest `tail_turns` turns (what is selected from). `estimate(start, end)`
+    is the estimate of ``history[start:end]``; indexes are the history's.
     """
     if tail_turns <= 0:
         return TailChoice(None, "disabled")
-    all_turns = turns(starts_turn)
+    all_turns = [(start + offset, end + offset) for start, end in turns(starts_turn)]
     if not all_turns:
         return TailChoice(None, "no-turns")
     recent = all_turns[-tail_turns:]

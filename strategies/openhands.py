@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
@@ -67,6 +68,9 @@ class Event:
     thinking: tuple[Item, ...] = ()
     is_error: bool = False
     masked: bool = False
+    #: the event's own messages, built once by the strategy that renders it (an event is never changed
+    #: once built; a masked copy is a new event)
+    rendered: tuple[Message, ...] | None = field(default=None, init=False, repr=False)
 
     @property
     def item_ids(self) -> tuple[str, ...]:
@@ -191,6 +195,48 @@ class _NoCondensation(Exception):
     """`NoCondensationAvailableException`."""
 
 
+class _SdkMessages:
+    """SDK `events_to_messages`, one event at a time: each event's own messages are built once (on the
+    event); the actions of one response (without thinking) fold into one assistant message."""
+
+    def __init__(self) -> None:
+        self.out: list[Message] = []
+        #: the response whose actions the last assistant message holds
+        self.batch: int | None = None
+
+    def add(self, e: Event) -> None:
+        if e.kind != "action":
+            self.batch = None
+        elif self.batch is not None and e.response == self.batch and not e.thinking:
+            prev = self.out[-1]
+            call = ToolCall(e.call_id, e.tool_name, e.arguments)
+            self.out[-1] = replace(prev, tool_calls=prev.tool_calls + (call,), item_ids=prev.item_ids + e.item_ids[-1:])
+            return
+        if e.rendered is None:
+            e.rendered = self.own(e)
+        self.out += e.rendered
+        if e.kind == "action":
+            self.batch = e.response
+
+    @staticmethod
+    def own(e: Event) -> tuple[Message, ...]:
+        if e.kind == "system":
+            return (Message("system", e.text, item_ids=e.item_ids),)
+        if e.kind == "summary":
+            return (Message("user", e.text),)
+        if e.kind == "message" and e.source == "user":
+            return (Message("user", e.text, item_ids=e.item_ids, attachments=e.items[0].attachments),)
+        if e.kind == "message":
+            return (*(Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking),
+                    Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind == "assistant")))
+        if e.kind == "action":
+            ids = tuple(i.id for i in e.items if i.kind in ("assistant", "tool_call"))
+            return (*(Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking),
+                    Message("assistant", e.text, tool_calls=(ToolCall(e.call_id, e.tool_name, e.arguments),), item_ids=ids))
+        return (Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
+                        attachments=e.items[0].attachments),)
+
+
 # ===================================================================== SDK
 @dataclass(frozen=True)
 class OpenHandsOptions:
@@ -226,6 +272,17 @@ class OpenHands(Strategy):
         self.log = EventLog()
         self.view: list[Event] = []
         self.unhandled_request = False
+        #: the call ids of the view's actions and observations, as of `_paired[0]` (the view list) and its
+        #: first `_paired[1]` events; `_unpaired`: the ids in one set and not the other
+        self._paired: tuple[list[Event] | None, int] = (None, 0)
+        self._calls: set[str] = set()
+        self._results: set[str] = set()
+        self._unpaired: set[str] = set()
+        #: the view rendered (`_ViewMessages`) as of `_rendered[0]` (the view list) and its first `_rendered[1]`
+        #: events, and its settled messages as the append-only log the requests' views share
+        self._rendered: tuple[list[Event] | None, int] = (None, 0)
+        self._renderer = _SdkMessages()
+        self._log: list[Message] = []
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -247,36 +304,25 @@ class OpenHands(Strategy):
         return True
 
     # ------------------------------------------------------------ messages (SDK events_to_messages)
-    def messages(self, view: Sequence[Event] | None = None) -> list[Message]:
-        out: list[Message] = []
-        batch: int | None = None  # the response whose actions the last assistant message holds
-        for e in self.view if view is None else view:
-            if e.kind != "action":
-                batch = None
-            if e.kind == "system":
-                out.append(Message("system", e.text, item_ids=e.item_ids))
-            elif e.kind == "summary":
-                out.append(Message("user", e.text))
-            elif e.kind == "message" and e.source == "user":
-                out.append(Message("user", e.text, item_ids=e.item_ids, attachments=e.items[0].attachments))
-            elif e.kind == "message":
-                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
-                out.append(Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind == "assistant")))
-            elif e.kind == "action":
-                call = ToolCall(e.call_id, e.tool_name, e.arguments)
-                if batch is not None and e.response == batch and not e.thinking:
-                    prev = out[-1]
-                    out[-1] = replace(prev, tool_calls=prev.tool_calls + (call,), item_ids=prev.item_ids + e.item_ids[-1:])
-                    continue
-                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
-                ids = tuple(i.id for i in e.items if i.kind in ("assistant", "tool_call"))
-                out.append(Message("assistant", e.text, tool_calls=(call,), item_ids=ids))
-                batch = e.response
-            else:
-                item = e.items[0]
-                out.append(Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
-                                   is_error=e.is_error, attachments=item.attachments))
-        return out
+    def messages(self, view: Sequence[Event] | None = None) -> Sequence[Message]:
+        """The view's messages (default: the strategy's view, extended from the events added since the
+        last call and returned as a view of the append-only log of its settled messages)."""
+        if view is not None:
+            renderer = _SdkMessages()
+            for e in view:
+                renderer.add(e)
+            return renderer.out
+        of, done = self._rendered
+        if of is not self.view or done > len(self.view):
+            self._renderer, self._log, done = _SdkMessages(), [], 0
+        renderer = self._renderer
+        for e in self.view[done:]:
+            renderer.add(e)
+        self._rendered = (self.view, len(self.view))
+        out, log = renderer.out, self._log
+        # the last message is open while it holds actions: a later action of its response folds into it
+        log += out[len(log): len(out) - 1 if renderer.batch is not None else len(out)]
+        return LogView(log, len(log), tuple(out[len(log):]))
 
     # ------------------------------------------------------------ reasons (§4.1, §4.2)
     def _effective_max_tokens(self) -> int:
@@ -295,13 +341,35 @@ class OpenHands(Strategy):
 
     def _enforce(self) -> None:
         """`View.enforce_properties` (§4.4): actions without observations and observations without
-        actions leave the view (a call the recording never answered, once the next step runs)."""
-        calls = {e.call_id for e in self.view if e.kind == "action"}
-        results = {e.call_id for e in self.view if e.kind == "observation"}
-        self.view = [
-            e for e in self.view
-            if not (e.kind == "action" and e.call_id not in results) and not (e.kind == "observation" and e.call_id not in calls)
-        ]
+        actions leave the view (a call the recording never answered, once the next step runs).
+
+        The call ids of both kinds are kept as the view grows; the view is filtered (a new list) only
+        when some id is in one set and not the other."""
+        of, done = self._paired
+        if of is not self.view or done > len(self.view):
+            self._calls, self._results, self._unpaired, done = set(), set(), set(), 0
+        calls, results, unpaired = self._calls, self._results, self._unpaired
+        for e in self.view[done:]:
+            if e.kind == "action":
+                calls.add(e.call_id)
+            elif e.kind == "observation":
+                results.add(e.call_id)
+            else:
+                continue
+            if e.call_id in calls and e.call_id in results:
+                unpaired.discard(e.call_id)
+            else:
+                unpaired.add(e.call_id)
+        if unpaired:
+            self.view = [
+                e for e in self.view
+                if not (e.kind == "action" and e.call_id not in results) and not (e.kind == "observation" and e.call_id not in calls)
+            ]
+            # what stays is paired: both sets are now the ids they share
+            calls &= results
+            results &= calls
+            unpaired.clear()
+        self._paired = (self.view, len(self.view))
 
     def request(self) -> Request:
         self._enforce()
@@ -428,6 +496,11 @@ class OpenHandsV0(Strategy):
         self._live: list[Event] = []
         self._first_action: dict[str, Event] = {}
         self._synced = 0
+        #: built once: the summary's event (for the summary it shows), each browser observation's masked
+        #: copy (by event id and URL), each batch's assistant message (by its actions' ids)
+        self._summary_event: tuple[tuple[str, int], Event] | None = None
+        self._masked_copies: dict[tuple[int, str], Event] = {}
+        self._batches: dict[tuple[int, ...], Message] = {}
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -460,7 +533,9 @@ class OpenHandsV0(Strategy):
         view = list(self._live)
         if self.summary is not None:
             text, offset = self.summary
-            view.insert(min(offset, len(view)), Event(id=-1, kind="summary", text=text, source="environment"))
+            if self._summary_event is None or self._summary_event[0] is not self.summary:
+                self._summary_event = (self.summary, Event(id=-1, kind="summary", text=text, source="environment"))
+            view.insert(min(offset, len(view)), self._summary_event[1])
         return view
 
     def _browser_masked(self, view: list[Event]) -> list[Event]:
@@ -473,48 +548,73 @@ class OpenHandsV0(Strategy):
                 seen += 1
                 if seen > self.options.browser_attention_window:
                     url = _url(self._first_action.get(e.call_id))
-                    out[i] = replace(e, text=BROWSER_MASK.format(url=url), masked=True)
+                    copy = self._masked_copies.get((e.id, url))
+                    if copy is None:
+                        copy = self._masked_copies[(e.id, url)] = replace(e, text=BROWSER_MASK.format(url=url), masked=True)
+                    out[i] = copy
         return out
 
     # ------------------------------------------------------------ message building (§7)
     def messages(self, view: Sequence[Event] | None = None) -> list[Message]:
-        o = self.options
         view = self._browser_masked(self.base_view()) if view is None else view
         out: list[Message] = []
         pending: dict[int, list[Event]] = {}
         results: dict[str, Message] = {}
         for e in view:
-            if e.kind == "system":
-                out.append(Message("system", e.text, item_ids=e.item_ids))
-            elif e.kind in ("summary",) or (e.kind == "observation" and e.masked):
-                out.append(Message("user", _clip(e.text, o.max_message_chars, V0_TRUNCATION)))
-            elif e.kind == "message":
-                role = "user" if e.source == "user" else "assistant"
-                out.append(Message(role, e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
-            elif e.kind == "action":
+            if e.kind == "action":
                 pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
-            elif e.kind == "observation":
-                results[e.call_id] = Message("tool", _clip(e.text, o.max_message_chars, V0_TRUNCATION), tool_call_id=e.call_id,
-                                             item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
+            else:
+                if e.rendered is None:
+                    e.rendered = (self._own_message(e),)
+                if e.kind == "observation" and not e.masked:
+                    results[e.call_id] = e.rendered[0]
+                else:
+                    out += e.rendered
+            if e.kind not in ("action", "observation"):
+                continue  # nothing pending or answered changed: no batch completes here
             for key in list(pending):
                 actions = pending[key]
                 if all(a.call_id in results for a in actions):
-                    ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
-                    calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
-                    out.append(Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids))
+                    out.append(self._batch_message(actions))
                     out += [results.pop(a.call_id) for a in actions]
                     del pending[key]
         return out
 
+    def _own_message(self, e: Event) -> Message:
+        """The message of an event that is not an action (§7)."""
+        limit = self.options.max_message_chars
+        if e.kind == "system":
+            return Message("system", e.text, item_ids=e.item_ids)
+        if e.kind == "summary" or (e.kind == "observation" and e.masked):
+            return Message("user", _clip(e.text, limit, V0_TRUNCATION))
+        if e.kind == "message":
+            role = "user" if e.source == "user" else "assistant"
+            return Message(role, e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
+        return Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id, item_ids=e.item_ids,
+                       name=e.tool_name, is_error=e.is_error)
+
+    def _batch_message(self, actions: Sequence[Event]) -> Message:
+        """The assistant message of one response's actions, once all have their observations (§7)."""
+        key = tuple(a.id for a in actions)
+        message = self._batches.get(key)
+        if message is None:
+            ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
+            calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
+            message = self._batches[key] = Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids)
+        return message
+
     # ------------------------------------------------------------ the pipeline (§5.9)
     def request(self) -> Request:
         view = self._browser_masked(self.base_view())
+        live = self._live
         if self.unhandled_request:
             self._conversation_window(view)
         elif len(view) > self.options.max_size:
             self._summarize(view)
+        # the view is built anew only when a condensation forgot events (`_forget` replaces `_live`)
+        messages = self.messages(view) if self._live is live else self.messages()
         # V0 counts events, not tokens: no token estimate or token threshold to report.
-        return Request(self.messages(), meta={"view_events": len(self.base_view())})
+        return Request(messages, meta={"view_events": len(self._live) + (self.summary is not None)})
 
     def _conversation_window(self, view: list[Event]) -> None:
         """§5.2: keep the system message, the first user message and the newest half of the rest; no summary."""

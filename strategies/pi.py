@@ -26,6 +26,11 @@ staleness guard, no pre-prompt check). The rest implements docs/specs/pi.md:
 
 `Request.estimate_tokens` is Pi's `estimateContextTokens` of the agent messages (last usage +
 chars/4 of what follows); `Request.threshold` is `contextWindow - reserveTokens`.
+
+Between compactions the agent messages only grow at their end, so the strategy keeps them, their
+wire form and their estimate from one request to the next and adds what was appended (issue 18);
+a compaction or a move of the leaf rebuilds them from the path. Each request costs what changed,
+not the length of the history.
 """
 
 from __future__ import annotations
@@ -49,26 +54,27 @@ from compaction_bench.strategies.pi_compaction import (
     LATER,
     NO_PRIOR_HISTORY,
     SPLIT_TURN_SEPARATOR,
+    ConversationSerializer,
     PiRules,
     Preparation,
     is_context_overflow,
     prepare_compaction,
     prepare_compaction_2025,
-    serialize_conversation,
 )
 from compaction_bench.strategies.pi_session_tree import (
+    ContextEstimator,
     Entry,
     PiMessage,
     SessionTree,
+    WireFold,
+    WireFold2025,
     build_session_context,
     calculate_context_tokens,
     convert_message,
-    estimate_context_tokens,
+    entry_message,
     estimate_tokens,
     iso_to_ms,
-    latest_compaction_index,
     message_item_ids,
-    to_wire,
     to_wire_2025,
 )
 from compaction_bench.strategy import Strategy, SummaryOverflow
@@ -155,8 +161,14 @@ class PiStrategy(Strategy):
         #: Converted messages by object identity (hashing a message's fields on every request is
         #: the cost); the message is kept with its conversion so its id cannot be reused.
         self._wire_cache: dict[int, tuple[PiMessage, list[Message]]] = {}
-        #: `agent_messages` for one (leaf, entry count, removed count): the tree is append-only.
-        self._context_memo: tuple[tuple[str | None, int, int], list[PiMessage]] | None = None
+        #: `agent_messages` and the state it was built for: (tree generation, path length, removed
+        #: count). Appends that add no compaction extend it; anything else rebuilds it (§1.4).
+        self._context: list[PiMessage] = []
+        self._context_key: tuple[int, int, int] | None = None
+        #: The provider transform and Pi's context estimate, folded over the agent messages as they grow.
+        self._wire = WireFold(self._convert)
+        self._context_estimate = ContextEstimator(image_chars=self.options.image_chars, user_images=self.rules.user_images)
+        self._serialize = ConversationSerializer(self.options.tool_result_max_chars)
 
     # ------------------------------------------------------------------ clock and ids
     def _tick(self, raw_ms: float | None = None) -> float:
@@ -199,12 +211,24 @@ class PiStrategy(Strategy):
         return self.tree.append(entry)
 
     def agent_messages(self) -> list[PiMessage]:
-        """The agent's in-memory messages: the session context minus removed errored assistants."""
-        key = (self.tree.leaf, len(self.tree.entries), len(self.removed))
-        if self._context_memo is None or self._context_memo[0] != key:
-            context = build_session_context(self.tree.path(), nested_compactions=self.rules.nested_compactions)
-            self._context_memo = (key, [m for m in context if id(m) not in self.removed])
-        return list(self._context_memo[1])
+        """The agent's in-memory messages: the session context minus removed errored assistants.
+
+        Entries appended after the last build only add their messages (none is a compaction, so
+        the context's head is unchanged) and a removal only drops messages; a compaction or a move
+        of the leaf off the path rebuilds the context from the path."""
+        path = self.tree.active_path()
+        removed = self.removed
+        key = self._context_key
+        fresh = path[key[1] :] if key is not None and key[0] == self.tree.generation else None
+        if fresh is None or any(e.type == "compaction" for e in fresh):
+            context = build_session_context(path, nested_compactions=self.rules.nested_compactions)
+            self._context = [m for m in context if id(m) not in removed]
+        else:
+            if key is not None and key[2] != len(removed):
+                self._context = [m for m in self._context if id(m) not in removed]
+            self._context.extend(m for e in fresh if (m := entry_message(e)) is not None and id(m) not in removed)
+        self._context_key = (self.tree.generation, len(path), len(removed))
+        return list(self._context)
 
     def _last_assistant(self) -> PiMessage | None:
         return next((m for m in reversed(self.agent_messages()) if m.role == "assistant"), None)
@@ -216,7 +240,7 @@ class PiStrategy(Strategy):
         return cached[1]
 
     def wire(self) -> list[Message]:
-        return self.system + to_wire(self.agent_messages(), convert=self._convert)
+        return self.system + self._wire(self.agent_messages())
 
     @property
     def threshold(self) -> int:
@@ -364,20 +388,16 @@ class PiStrategy(Strategy):
 
     # ------------------------------------------------------------------ trigger (§2.3, §5.2)
     def _estimate(self) -> int:
-        o = self.options
-        return estimate_context_tokens(self.agent_messages(), image_chars=o.image_chars, user_images=self.rules.user_images).tokens
+        return self._context_estimate(self.agent_messages()).tokens
 
     def _latest_compaction(self) -> Entry | None:
-        path = self.tree.path()
-        k = latest_compaction_index(path)
-        return path[k] if k >= 0 else None
+        return self.tree.latest_compaction()
 
     def decision(self, message: PiMessage) -> Decision | None:
         """Pi's contextTokens for a check with this assistant message (None: no usable number)."""
         if message.stop_reason == "error":
-            o = self.options
             messages = self.agent_messages()
-            estimate = estimate_context_tokens(messages, image_chars=o.image_chars, user_images=self.rules.user_images)
+            estimate = self._context_estimate(messages)
             latest = self._latest_compaction()
             if estimate.usage_index is None or (latest and messages[estimate.usage_index].timestamp <= latest.timestamp):
                 return None
@@ -439,8 +459,7 @@ class PiStrategy(Strategy):
 
     def _summary_call(self, conversation: list[PiMessage], instructions: str, max_tokens: int, head: str = "") -> str:
         system = self.ctx.render_prompt("pi_system.j2", generic=self.rules.generic_system_prompt)
-        text = "<conversation>\n" + serialize_conversation(conversation, self.options.tool_result_max_chars) + "\n</conversation>\n\n"
-        text += head + instructions
+        text = "".join(("<conversation>\n", self._serialize(conversation), "\n</conversation>\n\n", head, instructions))
         messages = (Message(role="system", content=system), Message(role="user", content=text))
         return self.ctx.summarize(Request(messages, kind="summary", max_output_tokens=max_tokens)).text
 
@@ -682,6 +701,7 @@ class Pi202512(PiStrategy):
         super().__init__(ctx, options)
         #: Tool calls of an assistant whose compaction aborted the run before they executed.
         self.never_ran: set[str] = set()
+        self._wire_2025 = WireFold2025(self._convert)
 
     def on_user_turn(self, item: Item) -> None:
         """No check before a prompt in December 2025."""
@@ -698,7 +718,7 @@ class Pi202512(PiStrategy):
         return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
 
     def wire(self) -> list[Message]:
-        return self.system + to_wire_2025(self.agent_messages(), convert=self._convert, never_ran=frozenset(self.never_ran))
+        return self.system + self._wire_2025(self.agent_messages(), self.never_ran)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         """`checkAutoCompaction` after every assistant message. A compaction aborts the run

@@ -7,16 +7,18 @@ it, so upstream is the source), the valid cut points and
 the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3), split-turn
 detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
 conversation serializer with the 2,000-character tool-result truncation counted in UTF-16 code
-units, as JavaScript's `String.length` and `slice` count (§4.1, §10), file-operation
-tracking (§4.4) and overflow detection (§5.1).
+units, as JavaScript's `String.length` and `slice` count (§4.1, §10; `ConversationSerializer`
+serializes each message once for a strategy that summarizes the same messages again),
+file-operation tracking (§4.4) and overflow detection (§5.1).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from compaction_bench.strategies.pi_session_tree import (
     CUT_POINT_ROLES,
@@ -123,10 +125,6 @@ def is_valid_cut_point(entry: Entry) -> bool:
     return entry.type in ("branch_summary", "custom_message")
 
 
-def find_valid_cut_points(path: Sequence[Entry], start: int, end: int) -> list[int]:
-    return [i for i in range(start, end) if is_valid_cut_point(path[i])]
-
-
 def find_turn_start_index(path: Sequence[Entry], index: int, start: int) -> int:
     """Scan back from `index` (inclusive) for the entry that starts its turn; -1 if none."""
     for i in range(index, start - 1, -1):
@@ -148,11 +146,10 @@ class CutPoint:
 def find_cut_point(
     path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, image_chars: int, user_images: bool
 ) -> CutPoint:
-    """`findCutPoint` (§3.3)."""
-    cuts = find_valid_cut_points(path, start, end)
-    if not cuts:
-        return CutPoint(start, -1, False)
-    cut = cuts[0]
+    """`findCutPoint` (§3.3): the first valid cut point at or after the entry where the estimates
+    added up newest first reach `keep_recent_tokens`, else the first valid cut point of the range
+    (upstream lists the valid cut points first; looking for the one needed is the same choice)."""
+    cut = None
     accumulated = 0
     for i in range(end - 1, start - 1, -1):
         entry = path[i]
@@ -160,8 +157,12 @@ def find_cut_point(
             continue
         accumulated += estimate_tokens(entry.message, image_chars=image_chars, user_images=user_images)
         if accumulated >= keep_recent_tokens:
-            cut = next((c for c in cuts if c >= i), cut)
+            cut = next((c for c in range(i, end) if is_valid_cut_point(path[c])), None)
             break
+    if cut is None:
+        cut = next((c for c in range(start, end) if is_valid_cut_point(path[c])), None)
+    if cut is None:
+        return CutPoint(start, -1, False)
     while cut > start and path[cut - 1].type not in ("message", "compaction"):
         cut -= 1
     if path[cut].type == "message" and path[cut].role == "user":
@@ -225,7 +226,7 @@ def prepare_compaction_2025(path: Sequence[Entry], *, keep_recent_tokens: int) -
         messages_to_summarize=[e.message for e in picked if e.message is not None],
         turn_prefix=[],
         is_split_turn=False,
-        tokens_before=tokens_before,
+        count_tokens_before=lambda: tokens_before,
         previous_summary=path[prev].summary if prev >= 0 else None,
         file_ops=FileOps(),
         summarized_entries=[e.id for e in picked],
@@ -251,16 +252,8 @@ class FileOps:
         for message in messages:
             if message.role != "assistant":
                 continue
-            for call in message.tool_calls:
-                target = targets.get(call.name)
-                if target is None:
-                    continue
-                try:
-                    path = json.loads(call.arguments or "{}").get("path")
-                except (json.JSONDecodeError, AttributeError):
-                    continue
-                if isinstance(path, str) and path:
-                    target.add(path)
+            for name, path in message.file_tool_paths:
+                targets[name].add(path)
 
     def lists(self) -> tuple[list[str], list[str]]:
         """(readFiles, modifiedFiles): sorted in UTF-16 code-unit order, read minus modified."""
@@ -290,29 +283,55 @@ def utf16_key(text: str) -> bytes:
 
 # --------------------------------------------------------------------------- serializer (§4.1)
 def serialize_conversation(messages: Sequence[PiMessage], max_tool_chars: int) -> str:
+    """`serializeConversation`: the messages' parts joined by blank lines."""
+    return "\n\n".join(part for m in messages if (part := serialize_message(m, max_tool_chars)))
+
+
+def serialize_message(message: PiMessage, max_tool_chars: int) -> str:
+    """One message's parts of `serializeConversation`, joined by blank lines ("" when it has none;
+    every part is non-empty, so the conversation is these strings joined by blank lines)."""
     parts: list[str] = []
-    for message in messages:
-        role = message.role
-        if role == "assistant":
-            if message.thinking:
-                parts.append("[Assistant thinking]: " + "\n".join(message.thinking))
-            if message.texts:
-                parts.append("[Assistant]: " + "\n".join(message.texts))
-            if message.tool_calls:
-                calls = "; ".join(f"{c.name}({_call_args(c.arguments)})" for c in message.tool_calls)
-                parts.append("[Assistant tool calls]: " + calls)
-        elif role == "toolResult":
-            text = message.text
-            length = utf16_len(text)
-            if length > max_tool_chars:
-                text = utf16_prefix(text, max_tool_chars) + TRUNCATION_NOTE.format(n=length - max_tool_chars)
-            if text:
-                parts.append("[Tool result]: " + text)
-        else:
-            text = llm_user_text(message)
-            if text:
-                parts.append("[User]: " + text)
+    role = message.role
+    if role == "assistant":
+        if message.thinking:
+            parts.append("[Assistant thinking]: " + "\n".join(message.thinking))
+        if message.texts:
+            parts.append("[Assistant]: " + "\n".join(message.texts))
+        if message.tool_calls:
+            calls = "; ".join(f"{c.name}({_call_args(c.arguments)})" for c in message.tool_calls)
+            parts.append("[Assistant tool calls]: " + calls)
+    elif role == "toolResult":
+        text = message.text
+        length = utf16_len(text)
+        if length > max_tool_chars:
+            text = utf16_prefix(text, max_tool_chars) + TRUNCATION_NOTE.format(n=length - max_tool_chars)
+        if text:
+            parts.append("[Tool result]: " + text)
+    else:
+        text = llm_user_text(message)
+        if text:
+            parts.append("[User]: " + text)
     return "\n\n".join(parts)
+
+
+class ConversationSerializer:
+    """`serialize_conversation` that serializes each message once: Pi summarizes a split turn's
+    prefix again at every compaction inside that turn, so the same messages come back."""
+
+    def __init__(self, max_tool_chars: int) -> None:
+        self.max_tool_chars = max_tool_chars
+        #: id(message) → (message, its serialized parts); the message is kept so its id stays its own.
+        self._parts: dict[int, tuple[PiMessage, str]] = {}
+
+    def __call__(self, messages: Sequence[PiMessage]) -> str:
+        memo, parts = self._parts, []
+        for message in messages:
+            cached = memo.get(id(message))
+            if cached is None:
+                cached = memo[id(message)] = (message, serialize_message(message, self.max_tool_chars))
+            if cached[1]:
+                parts.append(cached[1])
+        return "\n\n".join(parts)
 
 
 def llm_user_text(message: PiMessage) -> str:
@@ -346,17 +365,24 @@ class Preparation:
     messages_to_summarize: list[PiMessage]
     turn_prefix: list[PiMessage]
     is_split_turn: bool
-    tokens_before: int
+    #: `tokensBefore` (§3.1), counted when first read: a compaction whose summary request does not
+    #: fit (and is tried again at the next check) never reads it.
+    count_tokens_before: Callable[[], int]
     previous_summary: str | None
     file_ops: FileOps
     summarized_entries: list[str]
+
+    @cached_property
+    def tokens_before(self) -> int:
+        return self.count_tokens_before()
 
 
 def prepare_compaction(
     path: Sequence[Entry], rules: PiRules, *, keep_recent_tokens: int, image_chars: int
 ) -> Preparation | None:
     """`prepareCompaction`: None when the path already ends in a compaction (or, LATER, when
-    there is nothing to summarize)."""
+    there is nothing to summarize). `tokens_before` is counted from `path` when first read, so
+    the path must not change while the preparation is in use."""
     if not path or path[-1].type == "compaction":
         return None
     prev = latest_compaction_index(path)
@@ -367,11 +393,6 @@ def prepare_compaction(
         start = next((i for i in range(prev - 1, -1, -1) if path[i].id == first_kept), prev + 1)
     end = len(path)
     user_images = rules.user_images
-    if rules.tokens_before_full_context:
-        context = build_session_context(path, nested_compactions=rules.nested_compactions)
-    else:
-        context = [m for m in (entry_message(e) for e in path[max(prev, 0) :]) if m is not None]
-    tokens_before = estimate_context_tokens(context, image_chars=image_chars, user_images=user_images).tokens
     cut = find_cut_point(path, start, end, keep_recent_tokens, image_chars=image_chars, user_images=user_images)
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
 
@@ -390,6 +411,14 @@ def prepare_compaction(
     prefix, prefix_ids = collect(cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ([], [])
     if rules.skip_empty and not history and not prefix:
         return None
+
+    def count_tokens_before() -> int:
+        if rules.tokens_before_full_context:
+            context = build_session_context(path, nested_compactions=rules.nested_compactions)
+        else:
+            context = [m for m in (entry_message(e) for e in path[max(prev, 0) :]) if m is not None]
+        return estimate_context_tokens(context, image_chars=image_chars, user_images=user_images).tokens
+
     ops = FileOps()
     previous = path[prev] if prev >= 0 else None
     if previous is not None and not previous.from_hook:
@@ -403,7 +432,7 @@ def prepare_compaction(
         messages_to_summarize=history,
         turn_prefix=prefix,
         is_split_turn=cut.is_split_turn,
-        tokens_before=tokens_before,
+        count_tokens_before=count_tokens_before,
         previous_summary=previous.summary if previous is not None else None,
         file_ops=ops,
         summarized_entries=history_ids + prefix_ids,

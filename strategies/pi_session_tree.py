@@ -2,8 +2,11 @@
 
 Owns:
 - `PiMessage` (an AgentMessage: user, assistant, toolResult, bashExecution, custom, and the
-  synthesized compactionSummary / branchSummary) and `Entry` (one session entry with id/parentId);
-- `SessionTree`: the append-only store, the leaf pointer and the active path (§1.1);
+  synthesized compactionSummary / branchSummary; its estimated characters and the paths of its
+  file-tool calls are computed once) and `Entry` (one session entry with id/parentId);
+- `SessionTree`: the append-only store, the leaf pointer and the active path (§1.1), kept between
+  calls with the positions of its compaction entries, so a path a few appends further costs those
+  few entries;
 - `build_session_context`: latest compaction on the path → summary message + kept entries from
   `firstKeptEntryId` + everything after it (§1.4), with the LATER variant that also emits older
   compaction entries found inside the kept range (§10);
@@ -12,14 +15,18 @@ Owns:
   "No result provided" (§1.4 step 6; pi-ai since fb1fdb60, 2025-12-20); `to_wire_2025` is the
   transform before that commit (pi-ai `transorm-messages.ts@83a6c269`): every message is kept and
   an assistant's tool calls without a result before the next assistant are removed from it,
-  except in the last message;
+  except in the last message; `WireFold` / `WireFold2025` compute the same for a list that grows
+  at its end, converting only what was appended since the previous call;
 - the token accounting: `calculate_context_tokens`, `estimate_tokens` (chars/4 on UTF-16 lengths,
-  image rules per version) and `estimate_context_tokens` (§2.4, §2.5).
+  image rules per version) and `estimate_context_tokens` (§2.4, §2.5), with `ContextEstimator`
+  keeping running sums for a growing list.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
@@ -37,6 +44,8 @@ NO_RESULT_TEXT = "No result provided"
 
 #: Message roles that start a turn for split-turn detection (§3.3 step 5).
 TURN_START_ROLES = frozenset({"user", "bashExecution"})
+#: The tools whose `path` argument the file-operation lists record (§4.4).
+FILE_TOOLS = frozenset({"read", "write", "edit"})
 #: Message roles that are valid cut points (§3.2); toolResult never is.
 CUT_POINT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 
@@ -84,6 +93,22 @@ class PiMessage:
         if role in ("branchSummary", "compactionSummary"):
             return utf16_len(self.summary)
         return 0
+
+    @cached_property
+    def file_tool_paths(self) -> tuple[tuple[str, str], ...]:
+        """(tool, path) of each read/write/edit call whose JSON arguments hold a non-empty string
+        `path` (§4.4), in call order; parsed once per message."""
+        out = []
+        for call in self.tool_calls:
+            if call.name not in FILE_TOOLS:
+                continue
+            try:
+                path = json.loads(call.arguments or "{}").get("path")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(path, str) and path:
+                out.append((call.name, path))
+        return tuple(out)
 
     @property
     def usable_usage(self) -> bool:
@@ -140,6 +165,11 @@ class SessionTree:
         # and never change parent, so a later path shares its prefix up to the first common entry.
         self._path: list[Entry] = []
         self._position: dict[str, int] = {}
+        #: Positions of the compaction entries on `_path`, in order.
+        self._compactions: list[int] = []
+        #: Bumped whenever `_path` loses entries (a path to another leaf was built): a reader that
+        #: kept a position on the path knows its prefix may have changed.
+        self.generation = 0
 
     def append(self, entry: Entry) -> Entry:
         if entry.id in self.entries:
@@ -152,13 +182,11 @@ class SessionTree:
         """Move the leaf (navigation); the next append becomes a child of it."""
         self.leaf = entry_id
 
-    def path(self, leaf: str | None = None) -> list[Entry]:
-        """Root-first entries from the root to `leaf` (default: the current leaf).
-
-        Walks up only to the nearest entry of the previous path, so a leaf a few appends further
-        costs a few steps, not the whole history."""
+    def _walk(self, leaf: str | None) -> list[Entry]:
+        """Bring `_path` to `leaf`, walking up only to the nearest entry of the previous path, so a
+        leaf a few appends further costs a few steps, not the whole history."""
         walked: list[Entry] = []
-        current = self.leaf if leaf is None else leaf
+        current = leaf
         position = self._position
         while current is not None and current not in position:
             entry = self.entries[current]
@@ -166,13 +194,34 @@ class SessionTree:
             current = entry.parent
         keep = 0 if current is None else position[current] + 1
         cached = self._path
-        for entry in cached[keep:]:
-            del position[entry.id]
-        del cached[keep:]
+        if keep < len(cached):
+            self.generation += 1
+            for entry in cached[keep:]:
+                del position[entry.id]
+            del cached[keep:]
+            compactions = self._compactions
+            while compactions and compactions[-1] >= keep:
+                compactions.pop()
         for entry in reversed(walked):
+            if entry.type == "compaction":
+                self._compactions.append(len(cached))
             position[entry.id] = len(cached)
             cached.append(entry)
-        return list(cached)
+        return cached
+
+    def path(self, leaf: str | None = None) -> list[Entry]:
+        """Root-first entries from the root to `leaf` (default: the current leaf), as a new list."""
+        return list(self._walk(self.leaf if leaf is None else leaf))
+
+    def active_path(self) -> list[Entry]:
+        """The path to the current leaf without a copy: the tree's own list, to read before the
+        next call on the tree (which may extend or cut it in place)."""
+        return self._walk(self.leaf)
+
+    def latest_compaction(self) -> Entry | None:
+        """The last compaction entry on the path to the current leaf."""
+        self._walk(self.leaf)
+        return self._path[self._compactions[-1]] if self._compactions else None
 
 
 def entry_message(entry: Entry) -> PiMessage | None:
@@ -250,52 +299,90 @@ def to_wire(messages: Iterable[PiMessage], convert: Callable[[PiMessage], list[M
     """convertToLlm + the provider transform (§1.4 step 6): error/aborted assistants are dropped,
     tool calls left without results get a "No result provided" error result before the next
     assistant or user message."""
-    out: list[Message] = []
-    pending: tuple[ToolCall, ...] = ()
-    answered: set[str] = set()
+    return WireFold(convert)(list(messages))
 
-    def flush() -> None:
-        nonlocal pending, answered
-        for call in pending:
-            if call.id not in answered:
-                out.append(Message(role="tool", content=NO_RESULT_TEXT, tool_call_id=call.id, name=call.name, is_error=True))
-        pending, answered = (), set()
 
-    for message in messages:
-        if message.role == "assistant":
-            flush()
-            if message.stop_reason in ("error", "aborted"):
-                continue
-            if message.tool_calls:
-                pending, answered = message.tool_calls, set()
-            out.extend(convert(message))
-        elif message.role == "toolResult":
-            answered.add(message.tool_call_id or "")
-            out.extend(convert(message))
-        else:
-            converted = convert(message)
-            if converted:
-                flush()
-            out.extend(converted)
-    return out
+class WireFold:
+    """`to_wire` for a list of messages that grows at its end between calls (the agent's messages
+    between two compactions).
+
+    The transform is a left fold that only appends to its output, so the output for a prefix is a
+    prefix of the output for the whole list: the fold state after the messages of the previous
+    call is kept and only the messages after them are folded. A list that does not start with
+    those messages (a compaction or a retry rebuilt the context) is folded from the start."""
+
+    def __init__(self, convert: Callable[[PiMessage], list[Message]] = convert_message) -> None:
+        self.convert = convert
+        self._start()
+
+    def _start(self) -> None:
+        self.seen: list[PiMessage] = []
+        self.out: list[Message] = []
+        self.pending: tuple[ToolCall, ...] = ()
+        self.answered: set[str] = set()
+
+    def _flush(self) -> None:
+        for call in self.pending:
+            if call.id not in self.answered:
+                self.out.append(Message(role="tool", content=NO_RESULT_TEXT, tool_call_id=call.id, name=call.name, is_error=True))
+        self.pending, self.answered = (), set()
+
+    def __call__(self, messages: list[PiMessage]) -> list[Message]:
+        """The wire messages of `messages`, as a new list."""
+        n = len(self.seen)
+        if len(messages) < n or messages[:n] != self.seen:
+            self._start()
+            n = 0
+        convert, out = self.convert, self.out
+        for message in messages[n:]:
+            if message.role == "assistant":
+                self._flush()
+                if message.stop_reason in ("error", "aborted"):
+                    continue
+                if message.tool_calls:
+                    self.pending, self.answered = message.tool_calls, set()
+                out.extend(convert(message))
+            elif message.role == "toolResult":
+                self.answered.add(message.tool_call_id or "")
+                out.extend(convert(message))
+            else:
+                converted = convert(message)
+                if converted:
+                    self._flush()
+                out.extend(converted)
+        self.seen.extend(messages[n:])
+        return list(out)
 
 
 def to_wire_2025(
     messages: Sequence[PiMessage],
     convert: Callable[[PiMessage], list[Message]] = convert_message,
-    never_ran: frozenset[str] = frozenset(),
+    never_ran: AbstractSet[str] = frozenset(),
 ) -> list[Message]:
     """The provider transform of December 2025 (pi-ai at 83a6c269): error and aborted assistants
     stay; tool calls that no tool result answers before the next assistant are dropped from their
     assistant message, unless it is the last message (an ongoing turn). Calls in `never_ran`
     (aborted before they executed) have no result to come and are dropped wherever they are."""
+    return _wire_2025(messages, 0, len(messages), convert, never_ran)
+
+
+def _wire_2025(
+    messages: Sequence[PiMessage],
+    lo: int,
+    hi: int,
+    convert: Callable[[PiMessage], list[Message]],
+    never_ran: AbstractSet[str],
+) -> list[Message]:
+    """`to_wire_2025`'s output for `messages[lo:hi]` (looking ahead over the whole list)."""
     out: list[Message] = []
     last = len(messages) - 1
-    for n, message in enumerate(messages):
+    for n in range(lo, hi):
+        message = messages[n]
         wire = convert(message)
         if message.role == "assistant" and message.tool_calls and (n != last or never_ran):
             answered: set[str] = set()
-            for later in messages[n + 1 :]:
+            for j in range(n + 1, len(messages)):
+                later = messages[j]
                 if later.role == "assistant":
                     break
                 if later.role == "toolResult":
@@ -311,6 +398,37 @@ def to_wire_2025(
     return out
 
 
+class WireFold2025:
+    """`to_wire_2025` for a list of messages that grows at its end between calls.
+
+    A message before an assistant of the list has its final wire form: its tool calls are
+    answered or not by the results before the next assistant, and only the last message depends
+    on `never_ran`. The wire messages before the list's last assistant are kept, with the messages
+    up to that assistant; a call on a list that starts with those messages adds the wire messages
+    that became final and converts only the rest (the last assistant and what follows it). Any
+    other list is converted from the start."""
+
+    def __init__(self, convert: Callable[[PiMessage], list[Message]] = convert_message) -> None:
+        self.convert = convert
+        #: The messages up to the last assistant seen (empty before any assistant).
+        self.seen: list[PiMessage] = []
+        #: The wire messages of `seen` without its last assistant.
+        self.out: list[Message] = []
+
+    def __call__(self, messages: list[PiMessage], never_ran: AbstractSet[str] = frozenset()) -> list[Message]:
+        """The wire messages of `messages`, as a new list."""
+        k = len(self.seen)
+        if len(messages) < k or messages[:k] != self.seen:
+            self.seen, self.out, k = [], [], 0
+        settled = k - 1 if k else 0
+        last_assistant = next((i for i in range(len(messages) - 1, settled - 1, -1) if messages[i].role == "assistant"), None)
+        if last_assistant is not None:
+            self.out.extend(_wire_2025(messages, settled, last_assistant, self.convert, never_ran))
+            self.seen.extend(messages[k : last_assistant + 1])
+            settled = last_assistant
+        return self.out + _wire_2025(messages, settled, len(messages), self.convert, never_ran)
+
+
 # --------------------------------------------------------------------------- token accounting
 def calculate_context_tokens(usage: Usage) -> int:
     """`totalTokens` if non-zero, else input + output + cacheRead + cacheWrite (§2.3).
@@ -324,7 +442,7 @@ def calculate_context_tokens(usage: Usage) -> int:
 def estimate_tokens(message: PiMessage, *, image_chars: int, user_images: bool) -> int:
     """`estimateTokens` (§2.5): ceil(UTF-16 chars / 4). `user_images` (LATER) counts user images."""
     n = message.estimate_chars
-    if message.role in ("toolResult", "custom") or (message.role == "user" and user_images):
+    if message.images and (message.role in ("toolResult", "custom") or (message.role == "user" and user_images)):
         n += image_chars * len(message.images)
     return pi_estimate_units(n)
 
@@ -343,6 +461,46 @@ def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, 
     tokens = 0 if usage is None else calculate_context_tokens(usage)
     tokens += sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in messages[start:])
     return ContextEstimate(tokens, index)
+
+
+class ContextEstimator:
+    """`estimate_context_tokens` for a list of messages that grows at its end between calls.
+
+    Keeps the running sums of the messages' estimates and the position of the last usable usage,
+    so a call costs what was appended since the previous one; a list that does not start with
+    the messages seen before is summed from the start. The sums are exact integers: the result
+    equals `estimate_context_tokens` of the same list."""
+
+    def __init__(self, *, image_chars: int, user_images: bool) -> None:
+        self.image_chars = image_chars
+        self.user_images = user_images
+        self._start()
+
+    def _start(self) -> None:
+        self.seen: list[PiMessage] = []
+        #: sums[i]: the estimates of seen[:i] added up.
+        self.sums: list[int] = [0]
+        self.last_usable: int | None = None
+
+    def __call__(self, messages: list[PiMessage]) -> ContextEstimate:
+        n = len(self.seen)
+        if len(messages) < n or messages[:n] != self.seen:
+            self._start()
+            n = 0
+        sums, total = self.sums, self.sums[-1]
+        for i in range(n, len(messages)):
+            message = messages[i]
+            total += estimate_tokens(message, image_chars=self.image_chars, user_images=self.user_images)
+            sums.append(total)
+            if message.usable_usage:
+                self.last_usable = i
+        self.seen.extend(messages[n:])
+        index = self.last_usable
+        if index is None:
+            return ContextEstimate(total, None)
+        usage = messages[index].usage
+        assert usage is not None  # `usable_usage` guarantees it
+        return ContextEstimate(calculate_context_tokens(usage) + total - sums[index + 1], index)
 
 
 def message_item_ids(messages: Iterable[PiMessage]) -> list[str]:

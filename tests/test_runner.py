@@ -154,6 +154,39 @@ def test_cells_go_out_largest_first_then_by_the_cost_learned_from_finished_cells
     assert handed_out == [("big", "cheap"), ("big", "dear"), ("small", "dear"), ("small", "cheap")]
 
 
+def test_the_queue_hands_out_work_in_the_order_of_a_full_scan_of_the_priorities():
+    """The per-group heaps give, take after take, what scanning every pending task would: the highest
+    weight × rate, then the higher weight, then the lower index, with rates that change between takes
+    (zero included, and groups that share a rate)."""
+    import random
+
+    from compaction_bench.executors import _Queue
+
+    rng = random.Random(7)
+    groups = [rng.randrange(6) for _ in range(300)]
+    weights = [float(rng.choice([1, 2, 3, 50, 51, 1000])) for _ in range(300)]
+    rates = dict.fromkeys(range(6), 1.0)
+
+    class Rates:
+        def group(self, index):
+            return groups[index]
+
+        def weight(self, index):
+            return weights[index]
+
+        def rate(self, group):
+            return rates[group]
+
+    queue = _Queue(len(groups), Rates())
+    pending = set(range(len(groups)))
+    while queue:
+        expected = max(pending, key=lambda i: (weights[i] * rates[groups[i]], weights[i], -i))
+        assert queue.take() == expected
+        pending.remove(expected)
+        rates[rng.randrange(6)] = rng.choice([0.0, 0.5, 1.0, 3.0, rng.random()])
+    assert not pending
+
+
 def test_strategy_variants_compare_a_strategy_with_itself(tmp_path, cases):
     root, finished = run_small(tmp_path, cases, run_id="v", strategies=["truncate", "truncate@trigger_ratio=0.5,target_ratio=0.3"])
     summary = load_run(root)["summary"].set_index("strategy")

@@ -108,3 +108,63 @@ def test_true_counts_match_recorded_input_on_real_codex_rollouts(capsys):
     with capsys.disabled():
         print("\n" + "\n".join(lines) + f"\nall {len(errors)} requests: median |error| {median:.2%}, p90 {p90:.2%}")
     assert median <= 0.03
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_a_long_text_counted_by_paragraphs_has_the_tokenizers_count(encoding):
+    """`PARAGRAPH_CUT` and `LINE_CUT` claim their cut points are pre-tokenization boundaries of both encodings, so the
+    sum of the parts' counts is the whole text's. Checked against tiktoken on random text built from
+    the characters the patterns treat specially, and on the real corpora's texts joined as a summary
+    request joins them."""
+    import random
+
+    from compaction_bench.tokens import LINE_CUT, PARAGRAPH_CUT, PARAGRAPHS_FROM
+    from tests.conftest import CORPORA
+
+    encode = get_encoding(encoding).encode
+    alphabet = ["\n", "\n\n", "\n\n\n", " ", "  ", "\t", "\r", "\r\n", "/", "'", "'s", "'LL", "a", "Ab", "É", "é", "1", "1234", ".",
+                "!", "(", "{", "-", "#", "`", "😀", "中文", "\u00a0", "\u2028", "\x85", "\x0b", "<|endoftext|>", "\\n", '"']
+    rng = random.Random(0)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 40)))
+        for cut in (PARAGRAPH_CUT, LINE_CUT):
+            parts = cut.split(text)
+            assert sum(len(encode(p, disallowed_special=())) for p in parts) == len(encode(text, disallowed_special=())), (text, parts)
+    files = [p for p in sorted(CORPORA.glob("*/*/*")) if p.is_file()][:30]
+    texts = [p.read_text(encoding="utf-8", errors="replace")[:30_000].strip() for p in files]
+    counter = TokenCounter(encoding)
+    for n in range(60):
+        text = "\n\n".join(rng.sample(texts, 4))
+        assert len(text) >= PARAGRAPHS_FROM and len(PARAGRAPH_CUT.split(text)) > 1
+        assert counter.count(text) == len(encode(text, disallowed_special=())), n
+
+
+def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_they_differ():
+    """`TokenCounter.common_prefix` against encoding both texts whole and comparing the ids, for edits
+    anywhere in real transcript texts (a character, a paragraph appended, removed or replaced, a
+    truncation) and around blank lines and "/"."""
+    import random
+
+    from tests.conftest import CORPORA
+
+    counter = TokenCounter("o200k_base")
+
+    def whole(a: str, b: str) -> int:
+        left, right = counter.encode(a), counter.encode(b)
+        return next((n for n, (x, y) in enumerate(zip(left, right, strict=False)) if x != y), min(len(left), len(right)))
+
+    rng = random.Random(4)
+    files = [p for p in sorted(CORPORA.glob("*/*/*")) if p.is_file()][:12]
+    texts = [p.read_text(encoding="utf-8", errors="replace")[:20_000] for p in files]
+    texts += ["intro\n\nfirst paragraph\n\n/path\n\n  indented\n\nlast", "a\n\n\n\nb\n\nc", "x" * 50]
+    edits = ["", "\n\n", "\n\nnew paragraph", " ", "/", "Z", "\n\n/x", "\n\n\n", "é😀"]
+    for text in texts:
+        for _ in range(25):
+            at = rng.randrange(len(text) + 1)
+            cut = rng.choice([0, 0, 1, 5, 200])
+            other = text[:at] + rng.choice(edits) + text[at + cut :]
+            if rng.random() < 0.2:
+                other = other[: rng.randrange(len(other) + 1)]
+            assert counter.common_prefix(text, other) == whole(text, other), (at, cut)
+            assert counter.common_prefix(other, text) == whole(other, text), (at, cut)
+    assert counter.common_prefix("same\n\ntext", "same\n\ntext") == counter.count("same\n\ntext")

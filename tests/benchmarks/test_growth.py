@@ -11,7 +11,7 @@ largest size. Nothing about time is asserted; a replay that fails is a test fail
     .venv/bin/python -m pytest tests/benchmarks/test_growth.py -m benchmarks -s -n 0
     BENCH_SIZES=0.25,0.5,1,2,4 BENCH_STRATEGIES=pi,observation-masking .venv/bin/python -m pytest ...
 
-`BENCH_SIZES` are millions of tokens (default 0.25, 0.5, 1, 2); `BENCH_STRATEGIES` a comma list of
+`BENCH_SIZES` are millions of tokens (default 0.25, 0.5, 1, 2, 4: issue 18's sweep); `BENCH_STRATEGIES` a comma list of
 strategy ids (default: every built-in).
 """
 
@@ -28,7 +28,7 @@ import pytest
 from compaction_bench.registry import strategy_ids
 from tests.benchmarks.conftest import growth_exponent
 
-SIZES = [int(float(s) * 1_000_000) for s in os.environ.get("BENCH_SIZES", "0.25,0.5,1,2").split(",")]
+SIZES = [int(float(s) * 1_000_000) for s in os.environ.get("BENCH_SIZES", "0.25,0.5,1,2,4").split(",")]
 STRATEGIES = [s for s in os.environ.get("BENCH_STRATEGIES", "").split(",") if s] or strategy_ids(builtin_only=True)
 
 CHILD = """
@@ -49,6 +49,9 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"cpu": cpu, "peak_kb": peak, "before_kb": before, "requests": len(result.requests)}))
 """
 
+#: issue 18's bounds: the growth exponent over 0.25M-4M, and the peak resident memory at 4M
+TARGET_EXPONENT = 1.15
+TARGET_PEAK_KB = 1024 * 1024
 _results: dict[str, dict[int, dict[str, float]]] = defaultdict(dict)
 
 
@@ -70,9 +73,12 @@ def summary_lines() -> list[str]:
         largest = rows[max(rows)]
         exponent = f"{growth_exponent(times):.2f}" if len(times) > 1 else "n/a"
         cells = "  ".join(f"{s / 1e6:g}M {t:.2f}s" for s, t in times.items())
+        over = len(times) > 1 and growth_exponent(times) > TARGET_EXPONENT
+        heavy = largest["peak_kb"] >= TARGET_PEAK_KB
         lines.append(
-            f"{strategy:<22} {cells}  exponent {exponent}  peak at {max(rows) / 1e6:g}M: "
-            f"{(largest['peak_kb'] - largest['before_kb']) / 1024:.0f} MB over the start ({largest['peak_kb'] / 1024:.0f} MB RSS)"
+            f"{strategy:<22} {cells}  exponent {exponent}{' > 1.15' if over else ''}  peak at {max(rows) / 1e6:g}M: "
+            f"{(largest['peak_kb'] - largest['before_kb']) / 1024:.0f} MB over the start ({largest['peak_kb'] / 1024:.0f} MB RSS"
+            f"{', over 1 GB' if heavy else ''})"
         )
     return lines
 

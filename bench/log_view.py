@@ -1,0 +1,183 @@
+"""Contexts that share an append-only message log, and cumulative counts that share their prefix.
+
+A strategy whose context only grows (no compaction yet, or none at all) sends requests that are
+each the previous one plus a few messages. Built as tuples, every request costs a copy of the
+whole context, every comparison with the previous request a pass over it, and every stored
+request its own copy: quadratic time and memory in the session's length. `LogView` avoids all
+three: it is the first `length` messages of a shared append-only `list` followed by a short
+`tail`, so it is built in O(len(tail)), two views of one log share their first
+`min(length, length)` messages without looking at them (`first_difference`), and a stored view
+holds only its tail.
+
+`Cumulative` does the same for the provider's running token counts: chunks of `CHUNK` counts,
+never changed once full, shared by every count list that starts with them, so a request's counts
+reuse its predecessor's in O(len / CHUNK) and store only what is new.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+if TYPE_CHECKING:
+    from compaction_bench.request import Message
+
+
+class LogView(Sequence["Message"]):
+    """An immutable sequence of messages: `log[:length]` then `tail`.
+
+    The owner of `log` only appends to it, so `log[:length]` never changes once a view is taken.
+    Indexing, slicing (which returns a tuple), equality with any sequence of messages and
+    concatenation (a tuple) behave as on a tuple of the same messages."""
+
+    __slots__ = ("_hash", "length", "log", "tail")
+
+    def __init__(self, log: list[Message], length: int, tail: tuple[Message, ...] = ()) -> None:
+        if not 0 <= length <= len(log):
+            raise ValueError(f"a view of {length} messages of a log of {len(log)}")
+        self.log, self.length, self.tail = log, length, tail
+        self._hash: int | None = None
+
+    def __len__(self) -> int:
+        return self.length + len(self.tail)
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.chain(itertools.islice(self.log, self.length), self.tail)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
+    def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return tuple(self)[index]
+            stop = max(start, stop)  # an empty slice: no offset into the tail may turn negative
+            if start >= self.length:
+                return self.tail[start - self.length : stop - self.length]
+            if stop <= self.length:
+                return tuple(self.log[start:stop])
+            return (*self.log[start : self.length], *self.tail[: stop - self.length])
+        n = index + len(self) if index < 0 else index
+        if not 0 <= n < len(self):
+            raise IndexError("LogView index out of range")
+        return self.log[n] if n < self.length else self.tail[n - self.length]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, (LogView, tuple, list)):
+            return NotImplemented
+        return len(self) == len(other) and first_difference(self, other) == len(self)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(tuple(self))
+        return self._hash
+
+    def __add__(self, other: Sequence[Message]) -> tuple[Message, ...]:
+        return (*self, *other)
+
+    def __radd__(self, other: Sequence[Message]) -> tuple[Message, ...]:
+        return (*other, *self)
+
+    def __repr__(self) -> str:
+        return f"LogView({len(self)} messages: {self.length} of a shared log, {len(self.tail)} own)"
+
+
+def as_messages(messages: Sequence[Message]) -> tuple[Message, ...] | LogView:
+    """The form a request stores: a `LogView` as it is, anything else as a tuple (the same tuple if it is one)."""
+    return messages if isinstance(messages, (LogView, tuple)) else tuple(messages)
+
+
+def first_difference(previous: Sequence[Message], current: Sequence[Message]) -> int:
+    """How many leading messages two requests share (equal messages).
+
+    Two views of one log share their common log part without a look; otherwise the sequences are
+    compared in C by slices (the same object first), so a request that extends the previous one
+    costs one pass and no Python call."""
+    if isinstance(previous, LogView) and isinstance(current, LogView) and previous.log is current.log:
+        shared = min(previous.length, current.length)
+        end = min(len(previous), len(current))
+        while shared < end and previous[shared] == current[shared]:
+            shared += 1
+        return shared
+    n = min(len(previous), len(current))
+    return common_prefix_length(tuple(previous[:n]), tuple(current[:n]))  # the same tuple when it is one already
+
+
+def common_prefix_length(a: Any, b: Any) -> int:
+    """How many leading elements two tuples (or characters two strings) share: compared in C by
+    slices, halving the differing range."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while high - low > 1:  # a[:low] == b[:low] and a[:high] != b[:high]
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+#: Counts per chunk of a `Cumulative` (a power of two).
+CHUNK = 256
+_SHIFT = CHUNK.bit_length() - 1
+
+
+class Cumulative(Sequence[int]):
+    """An append-only list of running totals whose full chunks are shared with the lists it was cut from."""
+
+    __slots__ = ("_chunks", "_n")
+
+    def __init__(self) -> None:
+        self._chunks: list[list[int]] = []
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[n] for n in range(*index.indices(self._n))]
+        n = index + self._n if index < 0 else index
+        if not 0 <= n < self._n:
+            raise IndexError("Cumulative index out of range")
+        return self._chunks[n >> _SHIFT][n & (CHUNK - 1)]
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(itertools.chain.from_iterable(self._chunks), self._n)
+
+    def last(self, default: int = 0) -> int:
+        return self[self._n - 1] if self._n else default
+
+    def prefix(self, n: int) -> Cumulative:
+        """A new list of the first `n` totals: full chunks shared, the partial one copied (it is appended to)."""
+        if not 0 <= n <= self._n:
+            raise ValueError(f"a prefix of {n} of {self._n} totals")
+        out = Cumulative()
+        full, rest = divmod(n, CHUNK)
+        out._chunks = self._chunks[:full]
+        if rest:
+            out._chunks.append(self._chunks[full][:rest])
+        out._n = n
+        return out
+
+    def append(self, total: int) -> None:
+        if self._n & (CHUNK - 1) == 0:
+            self._chunks.append([total])
+        else:
+            self._chunks[-1].append(total)
+        self._n += 1
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, (Cumulative, list, tuple)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    __hash__ = None  # type: ignore[assignment]

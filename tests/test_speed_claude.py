@@ -1,0 +1,267 @@
+"""The incremental bookkeeping of `claude-code`, `claude-code-2.1`, `anthropic-clear-tool-uses` and
+`aider` against the straightforward computation (issue 18): every replay must equal, request by
+request and compaction by compaction, one that recomputes from the whole history on every request.
+
+The references below are the rules as the spec states them, read from the whole history each time
+(`tool_pairs` over every item, the chars/4 sum over the whole tail, the split over every message);
+`anthropic-clear-tool-uses` has that path itself (it takes it whenever tool inputs are to be
+cleared, which `clear_tool_inputs_for` naming no tool's name forces without changing any decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from compaction_bench.importing import load_transcripts
+from compaction_bench.replay import ReplayResult, replay
+from compaction_bench.request import Message
+from compaction_bench.strategies.aider import OK, Aider, ChatMessage
+from compaction_bench.strategies.anthropic_context import ServerCompact
+from compaction_bench.strategies.claude_code import CLEARED_RESULT, ClaudeCode, ClaudeCode21
+from compaction_bench.strategies.components import chars_div4, tool_pairs
+from compaction_bench.transcript import Item
+from tests.conftest import CORPORA
+from tests.pi_builders import Session, small_profile
+
+OPUS = {"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000}
+CLAUDE_FILE = "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/b566e56e-94a7-425e-a662-d701321e27ce.jsonl"
+PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
+
+
+class ReferenceClaudeCode(ClaudeCode):
+    """§5 microcompact and the cleared placeholders from `tool_pairs` of the whole history."""
+
+    name = "claude-code-reference"
+
+    def messages(self) -> list[Message]:
+        replacements = {r.id: CLEARED_RESULT for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in self.cleared}
+        body = self.history.render(None, replacements)
+        return [*self.history.render(self.system), *self.prefix, *body]
+
+    def _microcompact(self) -> None:
+        o = self.options
+        if o.disable_microcompact or self.later:
+            return
+        pairs = [(c, r) for c, r in tool_pairs(self.history.items) if c.tool_name in self.eligible and c.call_id not in self.cleared]
+        sizes = [self._result_tokens(r) if r is not None else 0 for _, r in pairs]
+        total = sum(sizes)
+        protected = len(pairs) - o.microcompact_keep_recent
+        marked, cleared = [], 0
+        for n, ((call, _), size) in enumerate(zip(pairs, sizes, strict=True)):
+            if n >= protected:
+                break
+            if total - cleared > o.microcompact_keep_tokens:
+                marked.append(call.call_id or "")
+                cleared += size
+        warning_line = (self.threshold if self.enabled else self.effective) - o.warning_buffer
+        if not marked or self.count() < warning_line or cleared < o.microcompact_min_saving:
+            return
+        before = self.messages()
+        self.cleared.update(marked)
+        for path in [p for p, f in self.files.items() if f.source is not None and self._source_cleared(f.source)]:
+            del self.files[path]
+        self.ctx.record_compaction(
+            trigger="microcompact", before=before, after=self.messages(), summary=None,
+            estimate_tokens=self.count(), threshold=warning_line, details={"cleared_calls": marked, "cleared_tokens": cleared},
+        )
+
+
+class ReferenceClaudeCode21(ClaudeCode21):
+    """§8.2 the count: the usage plus chars/4 of every item after the newest response, summed each time."""
+
+    name = "claude-code-2.1-reference"
+
+    def count(self) -> int:
+        start = self.last_response_at if self.last_response_at is not None else 0
+        extra = sum(self._estimate(i) for i in self.history.items[start:])
+        if self.last_response_at is None:
+            extra += sum(chars_div4(m.content) for m in self.prefix)
+        return self.last_usage + extra
+
+
+class ReferenceAider(Aider):
+    """§5 the split with every message's count read first (the sizes of the whole list, as upstream), and
+    wire messages built anew on every request."""
+
+    name = "aider-reference"
+
+    def summarize(self, messages: Sequence[ChatMessage], total: int | None = None) -> list[ChatMessage]:
+        out = self.summarize_real(list(messages), 0)
+        if out and out[-1].role != "assistant":
+            out.append(ChatMessage("assistant", OK))
+        return out
+
+    def summarize_real(self, messages: list[ChatMessage], depth: int, total: int | None = None) -> list[ChatMessage]:
+        o = self.options
+        sized = [(self.token_count(m), m) for m in messages]
+        total = sum(t for t, _ in sized)
+        if total <= self.max_tokens and depth == 0:
+            return messages
+        if len(messages) <= o.min_split or depth > o.max_depth:
+            return self.summarize_all(messages)
+        half = self.max_tokens // 2
+        tail_tokens, split = 0, len(messages)
+        for i in range(len(messages) - 1, -1, -1):
+            if tail_tokens + sized[i][0] < half:
+                tail_tokens += sized[i][0]
+                split = i
+            else:
+                break
+        while messages[split - 1].role != "assistant" and split > 1:
+            split -= 1
+        if split <= o.min_split:
+            return self.summarize_all(messages)
+        tail = messages[split:]
+        keep, running = [], 0
+        for tokens, message in sized[:split]:
+            running += tokens
+            if running > self.head_limit:
+                break
+            keep.append(message)
+        summary = self.summarize_all(keep)
+        if self.token_count(summary[0]) + sum(t for t, _ in sized[split:]) < self.max_tokens:
+            return summary + tail
+        return self.summarize_real(summary + tail, depth + 1)
+
+    def messages(self) -> list[Message]:
+        return [*self.system, *(Message(m.role, m.content, item_ids=m.item_ids) for m in [*self.done, *self.cur])]
+
+
+def _trace(result: ReplayResult) -> tuple[list[Any], list[Any]]:
+    requests = [(r.kind, r.true_tokens, r.estimate_tokens, r.threshold, r.overflow, r.meta, tuple(r.messages)) for r in result.requests]
+    compactions = [(c.step, c.trigger, c.summary, c.details, c.summarized_ids, tuple(c.before), tuple(c.after)) for c in result.compactions]
+    return requests, compactions
+
+
+def _assert_same(a: ReplayResult, b: ReplayResult) -> None:
+    (requests_a, compactions_a), (requests_b, compactions_b) = _trace(a), _trace(b)
+    assert len(requests_a) == len(requests_b) and len(compactions_a) == len(compactions_b)
+    for n, (x, y) in enumerate(zip(requests_a, requests_b, strict=True)):
+        assert x == y, f"request {n} differs"
+    for n, (x, y) in enumerate(zip(compactions_a, compactions_b, strict=True)):
+        assert x == y, f"compaction {n} differs"
+
+
+def _tangled_session(repeat_id: bool = True, in_order: bool = False) -> Session:
+    """Reads (eligible), an unlisted tool (not eligible), a result after a user message and large results,
+    so that microcompact fires more than once; unless `in_order`, results answered out of order and one
+    four steps late; with `repeat_id`, a call id used twice."""
+    s = Session()
+    s.user("read the modules and fix the parser")
+    body = ("lorem ipsum dolor " * 2_300)[:40_000]  # ≈ 10,000 estimated tokens
+    for n in range(6):
+        calls: list[tuple[str, str, dict[str, Any]]] = [(f"a{n}", "Read", {"file_path": f"/repo/a{n}.py"}), (f"b{n}", "Probe", {"target": n})]
+        slow = n == 1 and not in_order
+        s.assistant(f"reading pair {n}", calls=calls + ([("slow", "Grep", {"pattern": "parse"})] if slow else []), total=104_000 + n)
+        results = [(f"a{n}", f"{n} {body}", "Read"), (f"b{n}", f"probe {n} " * 50, "Probe")]
+        for call_id, text, name in results if in_order else results[::-1]:
+            s.result(call_id, text, name=name)
+        if n == 5 and not in_order:
+            s.result("slow", f"grep hits {body}", name="Grep")
+    if repeat_id:
+        s.assistant("again", calls=[("a1", "Read", {"file_path": "/repo/a1.py"})], total=105_000)
+        s.result("a1", "second read of a1", name="Read")
+    s.assistant("late", calls=[("late", "Bash", {"command": "make"})], total=105_500)
+    s.user("and the result of make?")
+    s.result("late", f"make output {body}", name="Bash")
+    for n in range(6, 10):
+        s.assistant(f"reading {n}", calls=[(f"a{n}", "Read", {"file_path": f"/repo/a{n}.py"})], total=106_000 + n)
+        s.result(f"a{n}", f"{n} {body}", name="Read")
+    s.assistant("writing", calls=[("w", "Write", {"file_path": "/repo/a0.py", "content": "fixed"})], total=107_000)
+    s.result("w", "ok", name="Write")
+    s.assistant("done", total=107_500)
+    return s
+
+
+@pytest.mark.parametrize("model", [OPUS["model"], "claude-3-5-haiku"])  # above and below the warning line
+def test_claude_code_microcompact_equals_the_whole_history_reading(model):
+    t = _tangled_session().transcript()
+    options = OPUS | {"model": model}
+    fast = replay(t, ClaudeCode, profile="claude-opus", usage="recorded", options=options)
+    if model == OPUS["model"]:
+        assert sum(1 for c in fast.compactions if c.trigger == "microcompact") >= 2
+    _assert_same(fast, replay(t, ReferenceClaudeCode, profile="claude-opus", usage="recorded", options=options))
+
+
+def test_claude_code_on_the_recorded_session():
+    t = load_transcripts(CORPORA / CLAUDE_FILE)[0]
+    for profile in ("32k", "64k"):
+        fast = replay(t, ClaudeCode, profile=profile)
+        assert any(c.trigger == "microcompact" for c in fast.compactions)
+        _assert_same(fast, replay(t, ReferenceClaudeCode, profile=profile))
+
+
+@pytest.mark.parametrize("profile", ["32k", "64k"])
+def test_claude_code_21_count_equals_the_whole_tail_sum(profile):
+    for t in (_tangled_session().transcript(), load_transcripts(CORPORA / PI_FILE)[0]):
+        _assert_same(replay(t, ClaudeCode21, profile=profile), replay(t, ReferenceClaudeCode21, profile=profile))
+
+
+@pytest.mark.parametrize("options", [{"trigger_value": 30_000}, {"trigger_value": 30_000, "keep_tool_uses": 1, "exclude_tools": "Probe"},
+                                     {"trigger_type": "tool_uses", "trigger_value": 4, "clear_at_least": 5_000}])
+@pytest.mark.parametrize(("repeat_id", "in_order"), [(False, True), (False, False), (True, True)])
+def test_clear_tool_uses_incremental_edit_equals_the_whole_history_edit(options, repeat_id, in_order):
+    # in order without a repeated id the edit is incremental throughout; else from the first such item on
+    # the strategy recomputes it from the whole history
+    t = _tangled_session(repeat_id, in_order).transcript()
+    fast = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options=options)
+    assert len(fast.compactions) >= 3
+    plain = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options=options | {"clear_tool_inputs_for": "NoSuchTool"})
+    _assert_same(fast, plain)
+
+
+def test_clear_tool_uses_on_a_recorded_session():
+    t = load_transcripts(CORPORA / PI_FILE)[0]
+    fast = replay(t, "anthropic-clear-tool-uses", profile="32k")
+    assert len(fast.compactions) > 100
+    _assert_same(fast, replay(t, "anthropic-clear-tool-uses", profile="32k", options={"clear_tool_inputs_for": "NoSuchTool"}))
+
+
+def _aider_session(turns: int) -> Session:
+    s = Session()
+    for n in range(turns):
+        s.user(f"change {n}: " + " ".join(f"w{n}x{k}" for k in range(60 + 7 * (n % 5))))
+        s.assistant(f"edit {n} " + " ".join(f"r{n}y{k}" for k in range(80)))
+        if n % 3 != 2:  # every third turn edits nothing: `cur` stays
+            s.items.append(Item(id=f"out{n}", kind="marker", text=f"Applied edit to f{n}.py\nCommit abc{n:04d} feat: change {n}",
+                                meta={"event": "aider-output"}))
+    return s
+
+
+@pytest.mark.parametrize("applied", [False, True])
+def test_aider_split_and_rendering_equal_the_whole_list_reading(applied):
+    t = _aider_session(40).transcript()
+    for profile in (small_profile(8_000), small_profile(3_000)):  # the head cut at the summariser's window, or not
+        fast = replay(t, Aider, profile=profile, options={"applied": applied})
+        assert sum(1 for r in fast.requests if r.kind == "summary") >= 5
+        _assert_same(fast, replay(t, ReferenceAider, profile=profile, options={"applied": applied}))
+
+
+class ReferenceServerCompact(ServerCompact):
+    """The client history as lists: the system messages, then the whole history rendered anew."""
+
+    name = "anthropic-compact-reference"
+
+    def messages(self) -> list[Message]:
+        block = [self.block] if self.block is not None else []
+        body = self.history.render() if self.start == 0 else self.history.render(self.history.items[self.start:])
+        return [*self.history.render(self.system), *block, *body]
+
+
+def test_server_compact_view_equals_the_lists():
+    # A system item that arrives mid-session goes in front of the history: the view's log starts anew.
+    s = _tangled_session(repeat_id=False, in_order=True)
+    s.items.insert(0, Item(id="sys0", kind="system", text="You are a coding agent."))
+    s.items.insert(12, Item(id="sys1", kind="system", text="The repository moved to /srv/repo."))
+    t = s.transcript()
+    for options in ({"trigger": 50_000}, {"trigger": 50_000, "pause_after_compaction": True}):
+        fast = replay(t, ServerCompact, profile="claude-opus", options=options)
+        assert len(fast.compactions) >= 1
+        _assert_same(fast, replay(t, ReferenceServerCompact, profile="claude-opus", options=options))
+    fast = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 30_000})
+    assert len(fast.compactions) >= 3
+    _assert_same(fast, replay(t, "anthropic-clear-tool-uses", profile="claude-opus",
+                              options={"trigger_value": 30_000, "clear_tool_inputs_for": "NoSuchTool"}))

@@ -1,0 +1,467 @@
+"""The incremental bookkeeping of `gemini-cli`, `hybrid`, `openhands` and `openhands-v0` against the
+straightforward computation (issue 18): every replay must equal, request by request and compaction by
+compaction, one that recomputes from the whole history on every request.
+
+The references are the rules as the spec states them, computed from scratch each time: `gemini-cli`
+serializes every content with `json.dumps` for the split, estimates every part from its text, builds
+every truncated text and renders every content anew (Gemini CLI §3, §4, §8, §10.2); `hybrid` renders
+the whole history with every masked output replaced; the OpenHands condensers build every message of
+the view anew and filter the view for unpaired calls on every request (OpenHands §4.4, §7).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from compaction_bench.importing import load_transcripts
+from compaction_bench.replay import ReplayResult, replay
+from compaction_bench.request import Message, Request, ToolCall, message_from_item
+from compaction_bench.strategies.gemini_cli import (
+    ACK,
+    MASKED_TAG,
+    SNAPSHOT_TAG,
+    Content,
+    GeminiCli,
+    Part,
+    TextMeasure,
+    compact_json_length,
+    estimate_parts,
+    format_truncated_output,
+    output_path,
+)
+from compaction_bench.strategies.hybrid import Hybrid
+from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip
+from compaction_bench.strategy import SummaryOverflow
+from tests.conftest import CORPORA
+from tests.pi_builders import Session, small_profile
+
+CODEX_FILE = "codex-rollout-jsonl/Monotoba__OpenPrintKit/rollout-2025-10-31T19-02-58-c61729d4-da6d-46a4-9a29-ec2c614e5e23.jsonl"
+PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
+#: texts with every kind of character the measures treat apart: quotes, backslashes, control
+#: characters (two- and six-character JSON escapes), non-ASCII, astral (two UTF-16 units), and long
+TEXTS = ["", "abc", 'say "hi" \\ back', "tab\there\nline\r\x01\x1f", "naïve café ünïcode", "emoji 😀 and 𝄞 clef",
+         "x" * 100_001, "é" * 100_001, "<state_snapshot> old", "<tool_output_masked> done"]
+
+
+# ---------------------------------------------------------------------------------------------- gemini
+def _utf16(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _stringify(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def ref_estimate_parts(parts: Sequence[Part]) -> int:
+    """§10.2 `estimateTokenCountSync`, part by part from the text."""
+    total = 0.0
+    for part in parts:
+        if part.kind == "text":
+            units = _utf16(part.text)
+            ascii_chars = len(part.text.encode("ascii", "ignore"))
+            total += units / 4 if len(part.text) > 100_000 else 0.25 * ascii_chars + 1.5 * (units - ascii_chars)
+        elif part.kind == "response":
+            total += _utf16(part.name) / 4 + _utf16(_stringify({"output": part.text})) / 4
+        elif part.kind == "data":
+            total += 3_000 if part.mime.startswith("image/") else 25_800 if part.mime == "application/pdf" else 0
+        else:
+            total += _utf16(_stringify(part.to_json())) / 4
+    return math.floor(total)
+
+
+def ref_estimate_contents(contents: Sequence[Content]) -> int:
+    return ref_estimate_parts([p for c in contents for p in c.parts])
+
+
+def ref_split_point(contents: Sequence[Content], fraction: float) -> int:
+    """§4 `findCompressSplitPoint` on `JSON.stringify` of every content."""
+    counts = [_utf16(_stringify(c.to_json())) for c in contents]
+    target = sum(counts) * fraction
+    last_split = cumulative = 0
+    for i, content in enumerate(contents):
+        if content.role == "user" and not content.has_response:
+            if cumulative >= target:
+                return i
+            last_split = i
+        cumulative += counts[i]
+    if contents and contents[-1].role == "model" and not contents[-1].has_call:
+        return len(contents)
+    return last_split
+
+
+class ReferenceGeminiCli(GeminiCli):
+    """Every request: contents rendered anew, every response truncated into a new part (§3), the split on
+    `json.dumps` of every content (§4), estimates from the texts (§10.2), masking from the texts (§8)."""
+
+    name = "gemini-cli-reference"
+    history: list[Content]
+    failed_latch: bool
+
+    def render(self, contents: Sequence[Content]) -> list[Message]:
+        return [m for c in contents for m in self._render_content(c)]
+
+    def messages(self) -> list[Message]:
+        return [*(message_from_item(i) for i in self.system), *self.render(self.history), *self.render(self.pending)]
+
+    def truncate_to_budget(self, contents: Sequence[Content]) -> list[Content]:
+        o = self.options
+        threshold = min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold)
+        counter = 0
+        out: list[Content] = []
+        for content in reversed(contents):
+            parts: list[Part] = []
+            for part in reversed(content.parts):
+                if part.kind != "response":
+                    parts.append(part)
+                    continue
+                tokens = ref_estimate_parts([Part("text", text=part.text)])
+                if counter + tokens > o.function_response_token_budget:
+                    message = format_truncated_output(part.text, self._output_path(part.name or "tool"), max(threshold, 0))
+                    parts.append(Part("response", text=message, name=part.name, call_id=part.call_id, item_id=part.item_id,
+                                      is_error=part.is_error))
+                    counter += ref_estimate_parts([Part("text", text=message)])
+                else:
+                    parts.append(part)
+                    counter += tokens
+            out.append(Content(content.role, parts[::-1]))
+        return out[::-1]
+
+    def _truncate_only(self, count: int) -> None:
+        truncated = self.truncate_to_budget(self.history)
+        if ref_estimate_contents(truncated) < count:
+            before = self.messages()
+            self.history = truncated
+            self.last_prompt_tokens = ref_estimate_contents(self.history)
+            after = self.messages()
+            if after != before:
+                self.ctx.record_compaction(trigger="truncate", before=before, after=after, summary=None, estimate_tokens=count,
+                                           details={"status": "CONTENT_TRUNCATED"})
+
+    def _compress(self, count: int, *, force: bool) -> None:
+        o = self.options
+        truncated = self.truncate_to_budget(self.history)
+        split = ref_split_point(truncated, 1 - o.preserve_fraction)
+        if split == 0:
+            return
+        original = self.history[:split]
+        chosen = original if ref_estimate_contents(original) < self.limit else truncated[:split]
+        previous = any(SNAPSHOT_TAG in p.text for c in chosen for p in c.parts if p.kind == "text")
+        system = Message("system", self.ctx.render_prompt("gemini_compression_system.j2", plan_path=None))
+        body = self.render(chosen)
+        ask = Message("user", self.ctx.render_prompt("gemini_compression_request.j2", previous=previous))
+        try:
+            first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))
+            verify = Message("user", self.ctx.render_prompt("gemini_compression_verify.j2"))
+            second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
+                                        purpose="verify")
+        except SummaryOverflow:
+            return
+        final = (second.text.strip() or first.text).strip()
+        if not final:
+            return
+        new_history = [Content("user", [Part("text", text=final)]), Content("model", [Part("text", text=ACK)]), *truncated[split:]]
+        new_tokens = ref_estimate_contents(new_history)
+        if new_tokens > count:
+            self.failed_latch = self.failed_latch or not force
+            self.ctx.record_compaction(trigger="inflated", before=self.messages(), after=self.messages(), summary=None,
+                                       estimate_tokens=count, details={"new_tokens": new_tokens}, probe=False)
+            return
+        before = self.messages()
+        self.history = new_history
+        self.failed_latch = False
+        self.last_prompt_tokens = new_tokens
+        self.ctx.record_compaction(
+            trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
+            summarized_ids=[i for m in self.render(original) for i in m.item_ids], estimate_tokens=count,
+            threshold=math.floor(o.compression_threshold * self.limit),
+            details={"split": split, "kept_contents": len(truncated) - split, "new_tokens": new_tokens, "anchored": previous},
+        )
+
+    def _mask(self) -> None:
+        o = self.options
+        start = len(self.history) - (2 if o.mask_protect_latest_turn else 1)
+        protected, window_closed, total = 0, False, 0
+        prunable: list[tuple[int, int, int]] = []
+        for ci in range(start, -1, -1):
+            content = self.history[ci]
+            for pi in range(len(content.parts) - 1, -1, -1):
+                part = content.parts[pi]
+                if part.kind != "response" or part.name in self.exempt or MASKED_TAG in part.text:
+                    continue
+                tokens = ref_estimate_parts([part])
+                if not window_closed:
+                    protected += tokens
+                    if protected <= o.mask_protection_tokens:
+                        continue
+                    window_closed = True
+                prunable.append((ci, pi, tokens))
+                total += tokens
+        if total < o.mask_min_prunable_tokens:
+            return
+        before = self.messages()
+        masked = []
+        for ci, pi, tokens in prunable:
+            part = self.history[ci].parts[pi]
+            path = self._output_path(part.name or "tool")
+            snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
+            new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
+            if ref_estimate_parts([new]) < tokens:
+                self.history[ci].parts[pi] = new
+                masked.append(part.call_id)
+        if masked:
+            self.last_prompt_tokens = ref_estimate_contents(self.history)
+            self.ctx.record_compaction(trigger="masking", before=before, after=self.messages(), summary=None,
+                                       details={"masked": masked}, probe=False)
+
+
+# ---------------------------------------------------------------------------------------------- hybrid
+class ReferenceHybrid(Hybrid):
+    """The whole history rendered on every request, each masked output replaced (evaluation.md §2)."""
+
+    name = "hybrid-reference"
+
+    def messages(self, unmasked_from: int | None = None) -> list[Message]:
+        head = [Message("user", self.summary)] if self.summary is not None else []
+        return [*self.history.render(self.system), *head, *self.body(self.history.items)]
+
+    def _mask(self, ids: Sequence[str]) -> None:
+        self.masked.update(ids)
+
+
+# ---------------------------------------------------------------------------------------------- openhands
+class ReferenceOpenHands(OpenHands):
+    """SDK `events_to_messages` over the whole view and `enforce_properties` on every request (§4.4)."""
+
+    name = "openhands-reference"
+    view: list[Event]
+
+    def messages(self, view: Sequence[Any] | None = None) -> list[Message]:
+        out: list[Message] = []
+        batch: int | None = None
+        for e in self.view if view is None else view:
+            if e.kind != "action":
+                batch = None
+            if e.kind == "system":
+                out.append(Message("system", e.text, item_ids=e.item_ids))
+            elif e.kind == "summary":
+                out.append(Message("user", e.text))
+            elif e.kind == "message" and e.source == "user":
+                out.append(Message("user", e.text, item_ids=e.item_ids, attachments=e.items[0].attachments))
+            elif e.kind == "message":
+                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
+                out.append(Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind == "assistant")))
+            elif e.kind == "action":
+                call = ToolCall(e.call_id, e.tool_name, e.arguments)
+                if batch is not None and e.response == batch and not e.thinking:
+                    prev = out[-1]
+                    out[-1] = Message(prev.role, prev.content, tool_calls=prev.tool_calls + (call,), item_ids=prev.item_ids + e.item_ids[-1:])
+                    continue
+                out += [Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking]
+                ids = tuple(i.id for i in e.items if i.kind in ("assistant", "tool_call"))
+                out.append(Message("assistant", e.text, tool_calls=(call,), item_ids=ids))
+                batch = e.response
+            else:
+                out.append(Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
+                                   is_error=e.is_error, attachments=e.items[0].attachments))
+        return out
+
+    def _enforce(self) -> None:
+        calls = {e.call_id for e in self.view if e.kind == "action"}
+        results = {e.call_id for e in self.view if e.kind == "observation"}
+        self.view = [e for e in self.view
+                     if not (e.kind == "action" and e.call_id not in results) and not (e.kind == "observation" and e.call_id not in calls)]
+
+
+class ReferenceOpenHandsV0(OpenHandsV0):
+    """V0 message building (§7) with every message built anew on every request."""
+
+    name = "openhands-v0-reference"
+
+    def messages(self, view: Sequence[Any] | None = None) -> list[Message]:
+        limit = self.options.max_message_chars
+        view = self._browser_masked(self.base_view()) if view is None else view
+        out: list[Message] = []
+        pending: dict[int, list[Any]] = {}
+        results: dict[str, Message] = {}
+        for e in view:
+            if e.kind == "system":
+                out.append(Message("system", e.text, item_ids=e.item_ids))
+            elif e.kind == "summary" or (e.kind == "observation" and e.masked):
+                out.append(Message("user", _clip(e.text, limit, V0_TRUNCATION)))
+            elif e.kind == "message":
+                out.append(Message("user" if e.source == "user" else "assistant", e.text,
+                                   item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
+            elif e.kind == "action":
+                pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
+            elif e.kind == "observation":
+                results[e.call_id] = Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id,
+                                             item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
+            for key in list(pending):
+                actions = pending[key]
+                if all(a.call_id in results for a in actions):
+                    ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
+                    calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
+                    out.append(Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids))
+                    out += [results.pop(a.call_id) for a in actions]
+                    del pending[key]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _trace(result: ReplayResult) -> tuple[list[Any], list[Any]]:
+    requests = [(r.kind, r.true_tokens, r.estimate_tokens, r.threshold, r.overflow, r.meta, tuple(r.messages)) for r in result.requests]
+    compactions = [(c.step, c.trigger, c.summary, c.details, c.summarized_ids, tuple(c.before), tuple(c.after)) for c in result.compactions]
+    return requests, compactions
+
+
+def _assert_same(a: ReplayResult, b: ReplayResult) -> None:
+    (requests_a, compactions_a), (requests_b, compactions_b) = _trace(a), _trace(b)
+    assert len(requests_a) == len(requests_b) and len(compactions_a) == len(compactions_b)
+    for n, (x, y) in enumerate(zip(requests_a, requests_b, strict=True)):
+        assert x == y, f"request {n} differs"
+    for n, (x, y) in enumerate(zip(compactions_a, compactions_b, strict=True)):
+        assert x == y, f"compaction {n} differs"
+
+
+def _masking_and_compression() -> Session:
+    """Large outputs of every character class, read and run through a shell tool (truncated when it runs,
+    §9); masked as they age (§8); recorded counts over half the window then compress (§4-§6), the
+    older outputs over the 50,000-token budget truncated first (§3)."""
+    s = Session()
+    s.user("start: read the logs")
+    s.assistant("ok", total=1_000)
+    fillers = ["a" * 90_000, "é\"\\\n" * 25_000, "😀 x\t" * 20_000, "line\n" * 20_000, "q" * 130_000, "z" * 80_000]
+    for n, text in enumerate(fillers):
+        s.assistant(f"read {n}", calls=[(f"r{n}", "read_file", {"path": f"log{n}.txt"})], total=1_000)
+        s.result(f"r{n}", text, name="read_file")
+        s.assistant(f"run {n}", calls=[(f"b{n}", "run_shell_command", {"command": f"cat log{n}"})], total=1_000)
+        s.result(f"b{n}", text[: 60_000 - 5_000 * n], name="run_shell_command")
+    s.assistant("read them", total=1_000)
+    s.user("summarize progress")
+    s.assistant("progress", total=200_000)
+    s.user("background: " + "w " * 150_000)
+    s.assistant("noted", total=1_000)
+    s.user("now the task: " + "q " * 50_000)
+    s.assistant("look", calls=[("c2", "read_file", {"path": "a"})], total=1_000)
+    s.result("c2", "r " * 35_000, name="read_file")
+    s.assistant("more", calls=[("c3", "read_file", {"path": "b"})], total=32_000)
+    s.result("c3", "small", name="read_file")
+    s.assistant("done", total=400_000)
+    s.user("next")
+    s.assistant("fine", total=33_000)
+    s.user("again")
+    s.assistant("fine", total=1_000)
+    return s
+
+
+def _latch_and_truncation() -> Session:
+    """Outputs over the budget, then a kept 30 % larger than the recorded count: the compression fails as
+    inflated and latches (§6, §2.3), and the next checks only truncate (§7)."""
+    s = Session()
+    s.user("start")
+    s.assistant("ok", total=1_000)
+    for n, text in enumerate(["a" * 90_000, "é\"\\\n" * 25_000, "😀 x\t" * 20_000, "line\n" * 20_000]):
+        s.assistant(f"read {n}", calls=[(f"r{n}", "read_file", {"path": f"log{n}.txt"})], total=1_000)
+        s.result(f"r{n}", text, name="read_file")
+    s.user("background: " + "w " * 150_000)
+    s.assistant("noted", total=1_000)
+    s.user("now the task: " + "q " * 50_000)
+    s.assistant("look", calls=[("c2", "read_file", {"path": "a"})], total=1_000)
+    s.result("c2", "r " * 35_000, name="read_file")
+    s.assistant("more", calls=[("c3", "read_file", {"path": "b"})], total=32_000)
+    s.result("c3", "small", name="read_file")
+    s.assistant("done", total=400_000)
+    s.user("next")
+    s.assistant("fine", total=300_000)
+    s.user("again")
+    s.assistant("fine", total=1_000)
+    return s
+
+
+# ---------------------------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("text", TEXTS, ids=range(len(TEXTS)))
+def test_gemini_measures_match_json_and_the_estimator(text):
+    # Every part kind's JSON length and estimate, measured once, against json.dumps and §10.2 from the text.
+    for part in (Part("text", text=text), Part("response", text=text, name="réad_\"file", call_id="c\n1"),
+                 Part("call", name="run", call_id="c", args={"cmd": text}), Part("data", mime="image/png")):
+        content = Content("user", [part, Part("text", text="tail é")])
+        assert compact_json_length(content) == _utf16(_stringify(content.to_json()))
+        assert estimate_parts([part]) == ref_estimate_parts([part])
+        assert estimate_parts(content.parts) == ref_estimate_parts(content.parts)
+    part = Part("response", text=text, name="réad", call_id="c")
+    for threshold in (0, 7, 40_000):
+        for number in (1, 9, 10, 12_345):
+            formatted = format_truncated_output(text, output_path("réad", number), threshold)
+            expected = None if formatted is text else TextMeasure.of(formatted)
+            assert part.truncated_text(number, threshold) == expected
+            if expected is not None:
+                assert expected.escaped == _utf16(json.dumps(formatted, ensure_ascii=False)) - 2
+            cut = part.truncated(number, threshold)
+            assert cut.text == formatted
+            fresh = Part("response", text=formatted, name="réad", call_id="c")
+            assert cut.measure() == fresh.measure()
+            assert estimate_parts([cut]) == ref_estimate_parts([fresh])
+            assert compact_json_length(Content("user", [cut])) == _utf16(_stringify(Content("user", [fresh]).to_json()))
+
+
+@pytest.mark.parametrize(("session", "options", "triggers"), [
+    (_masking_and_compression, {}, {"masking", "threshold"}),
+    (_latch_and_truncation, {"mask_min_prunable_tokens": 10**9}, {"inflated", "truncate"}),
+], ids=["masking-and-compression", "latch-and-truncation"])
+def test_gemini_cli_equals_the_straightforward_replay(session, options, triggers):
+    transcript = session().transcript()
+    options = {"token_limit": 64_000, **options}
+    for usage in ("recorded", "simulated"):
+        fast = replay(transcript, GeminiCli, profile="1m", usage=usage, options=options)
+        _assert_same(fast, replay(transcript, ReferenceGeminiCli, profile="1m", usage=usage, options=options))
+        if usage == "recorded":
+            assert {c.trigger for c in fast.compactions} == triggers
+
+
+def test_gemini_cli_equals_the_straightforward_replay_on_a_codex_file():
+    path = CORPORA / CODEX_FILE
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    transcript = load_transcripts(path)[0]
+    _assert_same(replay(transcript, GeminiCli, profile="32k"), replay(transcript, ReferenceGeminiCli, profile="32k"))
+
+
+def _steps(n: int, chars: int) -> Session:
+    s = Session()
+    s.user("Port the CLI to click; keep the --verbose flag.")
+    for k in range(n):
+        s.assistant(f"step {k}", calls=[(f"c{k}", "bash", {"cmd": f"run {k}"}), (f"d{k}", "read", {"path": f"f{k}"})])
+        s.result(f"c{k}", f"out {k}\n" + "log line\n" * (chars // 9), name="bash")
+        s.result(f"d{k}", f"file {k}", name="read")
+        if k % 7 == 6:
+            s.user(f"continue with part {k}")
+    s.assistant("done")
+    return s
+
+
+@pytest.mark.parametrize(("strategy", "reference"), [(Hybrid, ReferenceHybrid), (OpenHands, ReferenceOpenHands),
+                                                     (OpenHandsV0, ReferenceOpenHandsV0)], ids=["hybrid", "openhands", "openhands-v0"])
+def test_condensers_equal_the_straightforward_replay(strategy, reference):
+    # A small window (token trigger, overflow and V0's conversation window) and a large one (step and event counts).
+    summaries = 0
+    for transcript, profile in ((_steps(70, 2_000).transcript(), small_profile(12_000)), (_steps(140, 100).transcript(), "1m")):
+        result = replay(transcript, strategy, profile=profile)
+        assert result.compactions
+        summaries += sum(1 for c in result.compactions if c.summary)
+        _assert_same(result, replay(transcript, reference, profile=profile))
+    assert summaries
+
+
+@pytest.mark.parametrize(("strategy", "reference"), [(Hybrid, ReferenceHybrid), (OpenHands, ReferenceOpenHands),
+                                                     (OpenHandsV0, ReferenceOpenHandsV0)], ids=["hybrid", "openhands", "openhands-v0"])
+def test_condensers_equal_the_straightforward_replay_on_a_pi_file(strategy, reference):
+    path = CORPORA / PI_FILE
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    transcript = load_transcripts(path)[0]
+    _assert_same(replay(transcript, strategy, profile="32k"), replay(transcript, reference, profile="32k"))

@@ -1,0 +1,248 @@
+"""Pi's incremental structures (issue 18) against the straightforward computations they replace.
+
+- `WireFold`, `WireFold2025` and `ContextEstimator` keep state between calls on a list that grows
+  at its end; here they are checked on hand-built lists with answers worked out from the spec, and
+  at every request of real replays (many compactions, overflows and retries at 32k) against the
+  transform or estimate computed from scratch on the same list;
+- `SessionTree.latest_compaction` against a scan of a path built by a parent walk;
+- `find_cut_point`, which looks for the valid cut point it needs, against the upstream order that
+  lists all valid cut points first.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.profiles import get_profile
+from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.strategies.pi import Pi, Pi202512, Pi202603, PiStrategy
+from compaction_bench.strategies.pi_compaction import CutPoint, find_cut_point, find_turn_start_index, is_valid_cut_point
+from compaction_bench.strategies.pi_session_tree import (
+    NO_RESULT_TEXT,
+    ContextEstimator,
+    Entry,
+    PiMessage,
+    SessionTree,
+    WireFold,
+    WireFold2025,
+    build_session_context,
+    estimate_context_tokens,
+    estimate_tokens,
+    latest_compaction_index,
+    to_wire,
+    to_wire_2025,
+)
+from compaction_bench.transcript import Usage
+from tests.conftest import CORPORA
+from tests.pi_builders import Entries
+
+PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
+
+
+def _user(text: str) -> PiMessage:
+    return PiMessage(role="user", texts=(text,), item_ids=(text,))
+
+
+def _assistant(text: str, *calls: str, total: int | None = None, stop: str = "stop") -> PiMessage:
+    usage = Usage(input=total, total=total) if total is not None else None
+    tool_calls = tuple(ToolCall(c, "read", "{}") for c in calls)
+    return PiMessage(role="assistant", texts=(text,), tool_calls=tool_calls, stop_reason=stop, usage=usage, item_ids=(text,))
+
+
+def _result(call: str) -> PiMessage:
+    return PiMessage(role="toolResult", texts=("out " + call,), tool_call_id=call, tool_name="read", item_ids=("r" + call,))
+
+
+def _shape(messages: list[Message]) -> list[tuple]:
+    return [(m.role, m.content, m.tool_call_id, tuple(c.id for c in m.tool_calls)) for m in messages]
+
+
+# ------------------------------------------------------------------ hand-built
+def test_wire_fold_patches_a_call_left_open_once_the_next_user_message_arrives():
+    fold = WireFold()
+    u1, a1 = _user("u1"), _assistant("a1", "c1")
+    messages = [u1, a1]
+    # The call is still open at the end of the list: nothing is patched yet.
+    assert _shape(fold(messages)) == [("user", "u1", None, ()), ("assistant", "a1", None, ("c1",))]
+    messages.append(_user("u2"))
+    # §1.4 step 6: the open call gets "No result provided" before the next user message.
+    assert _shape(fold(messages)) == [
+        ("user", "u1", None, ()),
+        ("assistant", "a1", None, ("c1",)),
+        ("tool", NO_RESULT_TEXT, "c1", ()),
+        ("user", "u2", None, ()),
+    ]
+    # A rebuilt list (a compaction replaced the head) is folded from its start.
+    rebuilt = [_user("summary"), messages[-1]]
+    assert _shape(fold(rebuilt)) == [("user", "summary", None, ()), ("user", "u2", None, ())]
+    # An errored assistant is dropped, and its open calls are not patched.
+    rebuilt += [_assistant("boom", "c9", stop="error"), _user("u3")]
+    assert _shape(fold(rebuilt)) == [("user", "summary", None, ()), ("user", "u2", None, ()), ("user", "u3", None, ())]
+
+
+def test_wire_fold_2025_drops_unanswered_calls_except_in_the_last_message():
+    fold = WireFold2025()
+    messages = [_user("u1"), _assistant("a1", "c1", "c2"), _result("c1")]
+    # a1 is not the last message: c2 has no result before the end of the list, so it is dropped.
+    assert _shape(fold(messages)) == [("user", "u1", None, ()), ("assistant", "a1", None, ("c1",)), ("tool", "out c1", "c1", ())]
+    messages.append(_result("c2"))  # the result arrives: both calls stay
+    assert _shape(fold(messages))[1] == ("assistant", "a1", None, ("c1", "c2"))
+    messages.append(_assistant("a2", "c3"))
+    # The last message keeps its calls (an ongoing turn), unless the call never ran.
+    assert _shape(fold(messages))[-1] == ("assistant", "a2", None, ("c3",))
+    assert _shape(fold(messages, {"c3"}))[-1] == ("assistant", "a2", None, ())
+    messages.append(_assistant("a3"))  # a2's call is now unanswered before the next assistant
+    assert _shape(fold(messages))[-2:] == [("assistant", "a2", None, ()), ("assistant", "a3", None, ())]
+
+
+def test_context_estimator_adds_chars_over_four_after_the_last_usable_usage():
+    estimate = ContextEstimator(image_chars=4800, user_images=False)
+    messages = [_user("x" * 40), _assistant("y" * 8, total=1000), _user("z" * 21)]
+    # 1000 from the assistant's usage + ceil(21 / 4) for the user message after it
+    assert estimate(messages).tokens == 1006
+    messages.append(_assistant("w" * 4, stop="error", total=5000))  # an error's usage is not usable
+    assert estimate(messages).tokens == 1006 + 1
+    assert estimate(messages[2:]).tokens == 6 + 1  # no usage at all: every message's chars / 4
+
+
+# ------------------------------------------------------------------ real replays
+class _Checked(PiStrategy):
+    """Every request also computes the wire and the estimate from scratch and compares."""
+
+    checked = 0
+
+    def _check_request(self, messages: list[PiMessage], wire: list[Message]) -> None:
+        if isinstance(self, Pi202512):
+            fresh = to_wire_2025(messages, never_ran=frozenset(self.never_ran))
+        else:
+            fresh = to_wire(messages)
+        assert wire == self.system + fresh
+        o = self.options
+        assert self._estimate() == estimate_context_tokens(messages, image_chars=o.image_chars, user_images=self.rules.user_images).tokens
+        _Checked.checked += 1
+
+    def request(self) -> Request:
+        request = super().request()
+        self._check_request(self.agent_messages(), list(request.messages))
+        return request
+
+
+class CheckedPi(_Checked, Pi):
+    pass
+
+
+class CheckedPi202603(_Checked, Pi202603):
+    pass
+
+
+class CheckedPi202512(_Checked, Pi202512):
+    pass
+
+
+@pytest.mark.parametrize("strategy", [CheckedPi, CheckedPi202603, CheckedPi202512])
+def test_incremental_wire_and_estimate_equal_the_fresh_ones_at_every_request(strategy):
+    if not PI_SESSION.exists():
+        pytest.skip("shared corpora not available")
+    _Checked.checked = 0
+    result = bench.replay(bench.load_transcript(PI_SESSION), strategy, profile="32k")
+    assert result.compactions and _Checked.checked == len([r for r in result.requests if r.kind != "summary"])
+
+
+def test_incremental_wire_equals_the_fresh_one_on_a_synthetic_session():
+    transcript = generate("short-turns", seed=3, target_tokens=150_000).transcript
+    _Checked.checked = 0
+    result = bench.replay(transcript, CheckedPi, profile="32k")
+    assert result.compactions and _Checked.checked > 100
+
+
+# ------------------------------------------------------------------ tree and cut points
+def _naive_path(tree: SessionTree) -> list[Entry]:
+    out, current = [], tree.leaf
+    while current is not None:
+        out.append(tree.entries[current])
+        current = tree.entries[current].parent
+    return out[::-1]
+
+
+def test_latest_compaction_equals_a_scan_of_the_walked_path_under_random_branching():
+    rng = random.Random(11)
+    tree = SessionTree()
+    ids: list[str] = []
+    for n in range(2000):
+        if ids and rng.random() < 0.1:
+            tree.branch(rng.choice(ids))
+        if ids and rng.random() < 0.05:
+            tree.path(rng.choice(ids))  # a path to another leaf moves the cached path away and back
+        kind = "compaction" if rng.random() < 0.08 else "message"
+        tree.append(Entry(f"e{n}", tree.leaf, kind, float(n)))
+        ids.append(f"e{n}")
+        path = _naive_path(tree)
+        k = latest_compaction_index(path)
+        assert tree.latest_compaction() is (path[k] if k >= 0 else None)
+        assert tree.active_path() == path
+
+
+def _listing_cut_point(path, start, end, keep, *, image_chars, user_images) -> CutPoint:
+    """`findCutPoint` in upstream's order: all valid cut points first, then the walk."""
+    cuts = [i for i in range(start, end) if is_valid_cut_point(path[i])]
+    if not cuts:
+        return CutPoint(start, -1, False)
+    cut, accumulated = cuts[0], 0
+    for i in range(end - 1, start - 1, -1):
+        entry = path[i]
+        if entry.type != "message" or entry.message is None:
+            continue
+        accumulated += estimate_tokens(entry.message, image_chars=image_chars, user_images=user_images)
+        if accumulated >= keep:
+            cut = next((c for c in cuts if c >= i), cut)
+            break
+    while cut > start and path[cut - 1].type not in ("message", "compaction"):
+        cut -= 1
+    if path[cut].type == "message" and path[cut].role == "user":
+        return CutPoint(cut, -1, False)
+    turn_start = find_turn_start_index(path, cut, start)
+    return CutPoint(cut, turn_start, turn_start != -1)
+
+
+def test_find_cut_point_equals_the_listing_order_on_random_paths():
+    rng = random.Random(5)
+    for _ in range(300):
+        e = Entries()
+        for n in range(rng.randint(1, 25)):
+            pick = rng.random()
+            if pick < 0.25:
+                e.user(rng.randint(0, 60))
+            elif pick < 0.5:
+                e.assistant(rng.randint(0, 60), [(f"c{n}", "read", {"path": "p"})] if rng.random() < 0.5 else [])
+            elif pick < 0.85:
+                e.result(f"c{n}", rng.randint(0, 200))
+            else:
+                e.setting()
+        start = rng.randint(0, len(e.path) - 1)
+        keep = rng.randint(0, 80)
+        args = (e.path, start, len(e.path), keep)
+        assert find_cut_point(*args, image_chars=4800, user_images=False) == _listing_cut_point(*args, image_chars=4800, user_images=False)
+
+
+def test_agent_messages_after_a_removal_equal_the_context_built_from_the_path():
+    """A removal (a retried error) drops the message from the kept context without a rebuild; the
+    result is the session context built from a parent walk, minus the removed message."""
+    strategy = Pi(_Context(), None)
+    for entry_id in ("u1", "a1", "u2"):
+        message = _user(entry_id) if entry_id.startswith("u") else _assistant(entry_id, stop="error")
+        strategy.tree.append(Entry(entry_id, strategy.tree.leaf, "message", 0.0, message=message))
+        assert strategy.agent_messages()[-1] is message
+    errored = strategy.tree.entries["a1"].message
+    strategy.removed.add(id(errored))
+    expected = [m for m in build_session_context(_naive_path(strategy.tree), nested_compactions=True) if m is not errored]
+    assert len(expected) == 2 and strategy.agent_messages() == expected
+
+
+class _Context:
+    """What building a Pi strategy reads of its context."""
+
+    profile = get_profile("64k")
