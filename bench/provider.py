@@ -35,7 +35,7 @@ TOOL_CALL_OVERHEAD = 3
 #: How many earlier requests of the cell are kept as cache entries.
 RECENT_ENTRIES = 2
 #: How many contexts counted with `SimulatedProvider.count` are kept as counting bases.
-COUNTED_KEPT = 4
+COUNTED_KEPT = 8
 
 
 @dataclass(frozen=True)
