@@ -223,8 +223,8 @@ class SimulatedProvider(MessageCounter):
         self._indexes: dict[int, _LogIndex] = {}  # by `id` of the log, for the logs of `_recent`'s views
 
     def count(self, messages: Sequence[Message]) -> int:
-        """`MessageCounter.count`, with the counts of the prefix it shares with a kept entry (or the last
-        request counted) reused."""
+        """`MessageCounter.count`, with the counts of the prefix it shares with a cache entry or a counting
+        base reused; the context counted becomes a counting base."""
         messages = as_messages(messages)
         base, shared = self._base(messages, self._recent)
         last_user = self._last_user(messages, base, shared)
@@ -339,8 +339,8 @@ class SimulatedProvider(MessageCounter):
         """Process one request; the cache state advances only for requests that were accepted."""
         messages = request.messages  # a tuple or a `LogView` (`Request` stores one of them)
         shared = [first_difference(entry.messages, messages) for entry in self._recent]
-        # The entry sharing the most leading messages (the newest on a tie) lends its counts; so does the
-        # last request counted, accepted or not (a session that keeps overflowing grows past every entry).
+        # The cache entry sharing the most leading messages (the newest on a tie) lends its counts, unless a
+        # counting base (`_bases`, `_counted`) shares strictly more.
         base_index = max(range(len(shared)), key=lambda n: (shared[n], n), default=None)
         base = self._recent[base_index] if base_index is not None else None
         base, base_shared = self._base(messages, (), base, shared[base_index] if base_index is not None else 0)
@@ -378,7 +378,7 @@ class SimulatedProvider(MessageCounter):
         entry = _Entry(messages, visible, boundaries, now, last_user, (base.set(), base_shared) if base and extends else None)
         self._bases["sent"] = self._bases[request.kind] = entry
         self._recent.append(entry)
-        live = {id(entry.messages.log) for entry in self._recent if isinstance(entry.messages, LogView)}
+        live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
         for gone in self._indexes.keys() - live:
             del self._indexes[gone]
         if recorded_usage is not None:
