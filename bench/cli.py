@@ -293,12 +293,15 @@ def _reading_runs(*folders: Path) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- report
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>).")]) -> None:
+def report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>).")],
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes drawing the figures (0: one per core).")] = 0,
+) -> None:
     """Render report.html again from a run's tables."""
     from compaction_bench.reports.html import write_report
 
     with _reading_runs(run_dir):
-        written = write_report(run_dir)
+        written = write_report(run_dir, jobs=jobs)
     console.print(f"report: {written}", markup=False)
 
 

@@ -6,7 +6,8 @@ What a call does, in order:
    asked many questions is converted once (`PreparedContext`).
 2. The offline models (`offline/extractive`, `offline/reader`, `compaction_bench.offline_models`)
    answer in-process, without importing litellm; their token usage is counted with o200k_base
-   (4 tokens of framing per message, as `compaction_bench.provider` counts requests).
+   (input: 4 tokens of framing per message, as `compaction_bench.provider` counts requests;
+   output: the completion's text, `text_tokens`).
 3. Any other model id is a litellm model. Its response is looked up by request key in a recorded
    responses file (`--responses`, written by `bench cache export`), then in the persistent cache
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
@@ -210,6 +211,15 @@ def payload_tokens(payload: Sequence[Mapping[str, Any]], encoding: str = "o200k_
     return sum(MESSAGE_OVERHEAD + sum(count(part) for part in _payload_parts(m)) for m in payload)
 
 
+def text_tokens(text: str, encoding: str = "o200k_base") -> int:
+    """The tokenizer's count of one text, as the sum of its lines' counts: `LINE_CUT` only cuts where
+    the tokenizer's pieces end, so the sum is the whole text's count, and an offline summary, which
+    carries most of the previous one's lines, is tokenized only in its new lines (each line's count is memoized)."""
+    from compaction_bench.tokens import LINE_CUT, shared_counter
+
+    return sum(map(shared_counter(encoding).count, LINE_CUT.split(text)))
+
+
 # ------------------------------------------------------------------ concurrency
 _process_semaphores: dict[int, threading.BoundedSemaphore] = {}
 _semaphore_lock = threading.Lock()
@@ -397,7 +407,7 @@ class LLMClient:
             text=text,
             model=self.model,
             input_tokens=input_tokens,
-            output_tokens=payload_tokens([{"content": text}]) - MESSAGE_OVERHEAD,
+            output_tokens=text_tokens(text),
             purpose=purpose,
         )
 

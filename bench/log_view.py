@@ -7,7 +7,8 @@ request its own copy: quadratic time and memory in the session's length. `LogVie
 three: it is the first `length` messages of a shared append-only `list` followed by a short
 `tail`, so it is built in O(len(tail)), two views of one log share their first
 `min(length, length)` messages without looking at them (`first_difference`), and a stored view
-holds only its tail.
+holds only its tail. Views of two different logs (a history and its edited copy) are compared
+through `SharedPrefixes`, which remembers how far the two logs agree.
 
 `Cumulative` does the same for the provider's running token counts: chunks of `CHUNK` counts,
 never changed once full, shared by every count list that starts with them, so a request's counts
@@ -97,13 +98,58 @@ def first_difference(previous: Sequence[Message], current: Sequence[Message]) ->
     compared in C by slices (the same object first), so a request that extends the previous one
     costs one pass and no Python call."""
     if isinstance(previous, LogView) and isinstance(current, LogView) and previous.log is current.log:
-        shared = min(previous.length, current.length)
-        end = min(len(previous), len(current))
-        while shared < end and previous[shared] == current[shared]:
-            shared += 1
-        return shared
+        short, other = (previous, current) if previous.length <= current.length else (current, previous)
+        shared = short.length
+        end = min(shared + len(short.tail), len(other))
+        # the shorter log part's own tail against the other view's messages there
+        return shared + common_prefix_length(short.tail[: end - shared], other[shared:end]) if end > shared else shared
     n = min(len(previous), len(current))
     return common_prefix_length(tuple(previous[:n]), tuple(current[:n]))  # the same tuple when it is one already
+
+
+class SharedPrefixes:
+    """`first_difference` that remembers how many leading messages two distinct logs share.
+
+    Two views of different logs (a strategy's full history and its edited copy, say) would otherwise
+    be compared from their first message on every request. Both logs only grow, so once their first
+    `n` messages are known equal they stay equal, and once a difference is found it stays: each pair
+    of logs is compared once per message appended to it. The logs of a remembered pair are kept alive
+    (an `id` is never reused while it is a key); at `PAIRS_KEPT` pairs the memory starts anew."""
+
+    PAIRS_KEPT = 32
+
+    __slots__ = ("_pairs",)
+
+    def __init__(self) -> None:
+        # (id of one log, id of the other) -> [log, other log, leading messages known equal, whether they differ there]
+        self._pairs: dict[tuple[int, int], list[Any]] = {}
+
+    def first_difference(self, previous: Sequence[Message], current: Sequence[Message]) -> int:
+        if not (isinstance(previous, LogView) and isinstance(current, LogView)) or previous.log is current.log:
+            return first_difference(previous, current)
+        limit = min(previous.length, current.length)
+        shared = self._common(previous.log, current.log, limit)
+        end = min(len(previous), len(current))
+        if shared < limit or shared == end:
+            return shared
+        # past the shorter log part: that view's tail against the other's messages
+        return shared + common_prefix_length(previous[shared:end], current[shared:end])
+
+    def _common(self, a: list[Message], b: list[Message], limit: int) -> int:
+        """How many of the first `limit` messages the logs `a` and `b` share."""
+        key = (id(a), id(b)) if id(a) < id(b) else (id(b), id(a))
+        pair = self._pairs.get(key)
+        if pair is None:
+            if len(self._pairs) >= self.PAIRS_KEPT:
+                self._pairs.clear()
+            pair = self._pairs[key] = [a, b, 0, False]
+        known, differs = pair[2], pair[3]
+        if not differs and known < limit:
+            end = min(len(a), len(b))
+            same = known + common_prefix_length(a[known:end], b[known:end])
+            pair[2], pair[3] = same, same < end
+            known = same
+        return min(known, limit)
 
 
 def common_prefix_length(a: Any, b: Any) -> int:

@@ -14,7 +14,10 @@ best-matching span.
   facts fit. It cannot read instructions beyond headings (an instruction to drop everything or to
   be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
   In update mode (a ``<previous-summary>`` block, or an earlier summary in the conversation) it
-  keeps the previous summary's lines first and adds the most salient new ones.
+  keeps the previous summary's lines first and adds the most salient new ones. Its reading is
+  memoized per process by message text, by paragraph of a serialized conversation (a new text in
+  each request, made of earlier ones' paragraphs) and by line of a previous summary, so a request
+  costs the lines new in it, plus a pass over the candidate lines to choose.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question. Each distinct message text is indexed once
   per process (`ReaderContext`), so many questions about overlapping contexts cost little.
@@ -41,13 +44,21 @@ PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summa
 INSTRUCTION_TAGS = ("template",)
 SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another language model started to solve")
 
-PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
+#: A path (needs a "/") or a file name (needs a "."): `_has_path` searches only the alternatives a line can match.
+SLASHED_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+")
+FILE_NAME = re.compile(r"\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
+PATH = re.compile(f"{SLASHED_PATH.pattern}|{FILE_NAME.pattern}")
 ERROR = re.compile(r"(error|exception|traceback|failed|failure|fatal|assert|exit code [1-9]|not found|denied|panic)", re.I)
 CONSTRAINT = re.compile(r"\b(must|never|don't|do not|always|only|should not|shouldn't|avoid|required?|prefer)\b", re.I)
 DECISION = re.compile(r"\b(decided|decision|chose|choose|instead|because|since|so that|we'll use|will use|went with|opted)\b", re.I)
 PROGRESS = re.compile(r"\b(done|fixed|created|added|updated|implemented|passed|passing|completed|wrote|changed|removed|renamed)\b", re.I)
 NEXT = re.compile(r"\b(next|todo|to do|remaining|then|plan|will|pending|still need|afterwards)\b", re.I)
 WORD = re.compile(r"[A-Za-z0-9_./-]+")
+#: ERROR, CONSTRAINT, DECISION, PROGRESS and NEXT (in that order), and the same compiled case-sensitively for ASCII
+#: text lowered first: their words are lower case, and lowering ASCII changes no length and no word boundary,
+#: so they match the same lines, several times faster (the engine can skip ahead to the words' first letters).
+CASELESS = (ERROR, CONSTRAINT, DECISION, PROGRESS, NEXT)
+LOWERED = tuple(re.compile(p.pattern, p.flags & ~re.I) for p in CASELESS)
 
 STOPWORDS = frozenset(
     "a an the of to in on at for and or is are was were be been what which who whom whose when where why how "
@@ -86,24 +97,34 @@ def _text_of(message: Mapping[str, Any]) -> str:
 
 def section_titles(instructions: str) -> list[str]:
     """Section headings a prompt asks for, in order, without duplicates."""
+    return list(_section_titles(instructions))
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _section_titles(instructions: str) -> tuple[str, ...]:
+    """`section_titles`, memoized per process (a strategy sends the same template with every summary request)."""
     titles: list[str] = []
     seen = set(PREVIOUS_SUMMARY_TAGS)  # lowered titles already taken, and the tags that are never titles
-    in_block = False
     for line in instructions.splitlines():
-        if line.strip().startswith("```"):
-            in_block = not in_block
+        if line.strip().startswith("```"):  # a code fence is never a heading
             continue
-        for pattern in HEADING_PATTERNS:
-            match = pattern.match(line)
-            if match:
-                title = match.group("title").strip()
-                if title.lower() not in seen:
-                    titles.append(title)
-                    seen.add(title.lower())
-                break
-    return titles
+        title = _heading(line)
+        if title is not None and title.lower() not in seen:
+            titles.append(title)
+            seen.add(title.lower())
+    return tuple(titles)
 
 
+def _heading(line: str) -> str | None:
+    """The title of a heading line (the first of `HEADING_PATTERNS` that matches it), else None."""
+    for pattern in HEADING_PATTERNS:
+        match = pattern.match(line)
+        if match:
+            return match.group("title").strip()
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 8)
 def _category(title: str) -> str:
     lowered = title.lower()
     for words, category in SECTION_RULES:
@@ -112,85 +133,133 @@ def _category(title: str) -> str:
     return "goal"
 
 
-@dataclass
-class _Line:
-    text: str
-    role: str
-    position: int
-
-
-def _classify(line: _Line) -> tuple[str, ...]:
-    return _categories(line.text, line.role)
-
-
 @functools.lru_cache(maxsize=1 << 16)
 def _categories(text: str, role: str) -> tuple[str, ...]:
     """A line's salience categories (memoized per process: later summaries of a session read the
     same lines again)."""
+    if text.isascii():
+        subject, (error, constraint, decision, progress, following) = text.lower(), LOWERED
+    else:
+        subject, (error, constraint, decision, progress, following) = text, CASELESS
     categories = []
     if role == "user":
         categories.append("goal")
-        if CONSTRAINT.search(text):
+        if constraint.search(subject):
             categories.insert(0, "constraint")
-    if ERROR.search(text) and role in ("tool", "user", "assistant"):
+    if role in ("tool", "user", "assistant") and error.search(subject):
         categories.append("error")
-    if DECISION.search(text) and role == "assistant":
+    if role == "assistant" and decision.search(subject):
         categories.append("decision")
-    if PATH.search(text):
+    if _has_path(text):
         categories.append("artifact")
-    if role == "assistant" and NEXT.search(text):
+    if role == "assistant" and following.search(subject):
         categories.append("next")
-    if role == "assistant" and PROGRESS.search(text):
+    if role == "assistant" and progress.search(subject):
         categories.append("progress")
     return tuple(categories)
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _content_lines(text: str) -> tuple[str, ...]:
-    """A message's lines that can be summarized: stripped, at least 4 characters, cut at 400
-    (memoized per process: the same messages are in many summary requests)."""
-    return tuple(raw.strip()[:400] for raw in text.splitlines() if len(raw.strip()) >= 4)
+def _has_path(text: str) -> bool:
+    """Whether `PATH` matches in `text`."""
+    if "/" in text:
+        return PATH.search(text) is not None
+    return "." in text and FILE_NAME.search(text) is not None
 
 
-def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Line], str]:
-    """(instructions, content lines, previous summary) of a summary request."""
+#: Salience weight of each line category (`_categories`); a line scores the sum of its categories.
+SALIENCE = {"constraint": 4.0, "goal": 3.0, "error": 2.5, "decision": 2.0, "artifact": 1.5, "next": 1.5, "progress": 1.0}
+#: Newer lines score up to this much more (the end of the span is what the next model continues from).
+RECENCY = 1.0
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The summarizable lines of one text: every line stripped, at least 4 characters, cut at 400,
+    takes one position (`size` of them); `candidates` are the lines with salience categories, as
+    (line number within the text, line, salience of its categories, categories)."""
+
+    size: int
+    candidates: tuple[tuple[int, str, float, tuple[str, ...]], ...]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _part(text: str, role: str) -> _Part:
+    """A message's (or a paragraph's) lines as the summarizer reads them, with `role` their speaker
+    ("conversation": each line's own prefix says, `_speaker`). Memoized per process: the same
+    messages, and the same paragraphs of serialized conversations, are in many summary requests."""
+    size = 0
+    candidates = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if len(line) < 4:
+            continue
+        line = line[:400]
+        categories = _categories(line, _speaker(line) if role == "conversation" else role)
+        if categories:
+            candidates.append((size, line, sum(SALIENCE[c] for c in dict.fromkeys(categories)), categories))
+        size += 1
+    return _Part(size, tuple(candidates))
+
+
+def _conversation_parts(text: str) -> list[_Part]:
+    """A serialized conversation's lines by paragraph (a new text in every request, made of the
+    paragraphs of earlier ones). Cutting at blank lines keeps every non-blank line whole."""
+    return [_part(paragraph, "conversation") for paragraph in text.split("\n\n")]
+
+
+@functools.lru_cache(maxsize=1 << 6)
+def _tag_blocks(text: str) -> tuple[str | None, tuple[str, ...], str]:
+    """(the last previous-summary block's body or None, the bodies of the other tag blocks in
+    order, the text outside them with instruction blocks unwrapped) of a system message or of the
+    request's last user message (memoized: the same template comes with every request)."""
+    previous = None
+    bodies = []
+    outside = text
+    for block in TAG_BLOCK.finditer(text):
+        tag = block.group("tag").lower()
+        if tag in PREVIOUS_SUMMARY_TAGS:
+            previous = block.group("body")
+        elif tag in INSTRUCTION_TAGS:
+            # A layout the summary must follow: its headings are instructions, not conversation.
+            outside = outside.replace(block.group(0), block.group("body"))
+            continue
+        else:
+            bodies.append(block.group("body"))
+        outside = outside.replace(block.group(0), "")
+    return previous, tuple(bodies), outside
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _is_summary(text: str) -> bool:
+    """Whether a user message is an earlier summary (`SUMMARY_MARKERS`)."""
+    lowered = text.lower()
+    return any(marker in lowered for marker in SUMMARY_MARKERS)
+
+
+def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Part], str]:
+    """(instructions, content lines in order, previous summary) of a summary request."""
     instructions: list[str] = []
-    content: list[_Line] = []
+    content: list[_Part] = []
     previous = ""
     last_user = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    position = 0
-
-    def add(text: str, role: str) -> None:
-        nonlocal position
-        for stripped in _content_lines(text):
-            content.append(_Line(stripped, _speaker(stripped) if role == "conversation" else role, position))
-            position += 1
-
     for n, message in enumerate(messages):
         role = str(message.get("role", "user"))
         text = _text_of(message)
         if role in ("system", "developer") or n == last_user:
-            outside = text
-            for block in TAG_BLOCK.finditer(text):
-                tag = block.group("tag").lower()
-                if tag in PREVIOUS_SUMMARY_TAGS:
-                    previous = block.group("body")
-                elif tag in INSTRUCTION_TAGS:
-                    # A layout the summary must follow: its headings are instructions, not conversation.
-                    outside = outside.replace(block.group(0), block.group("body"))
-                    continue
-                else:
-                    add(block.group("body"), "conversation")
-                outside = outside.replace(block.group(0), "")
-            if role in ("system", "developer") and n != last_user and n > 0 and not section_titles(outside):
-                add(outside, role)
+            in_block, bodies, outside = _tag_blocks(text)
+            if in_block is not None:
+                previous = in_block
+            for body in bodies:
+                content += _conversation_parts(body)
+            if role in ("system", "developer") and n != last_user and n > 0 and not _section_titles(outside):
+                content.append(_part(outside, role))
             else:
                 instructions.append(outside)
             continue
-        if role == "user" and any(marker in text.lower() for marker in SUMMARY_MARKERS):
+        if role == "user" and _is_summary(text):
             previous = previous or text
             continue
-        add(text, "tool" if role == "tool" else role)
+        content.append(_part(text, "tool" if role == "tool" else role))
     return "\n".join(instructions), content, previous
 
 
@@ -200,55 +269,65 @@ def _speaker(line: str) -> str:
     return "user" if "user" in prefix else "tool" if ("tool" in prefix or "result" in prefix) else "assistant"
 
 
-def _previous_sections(previous: str, titles: list[str]) -> dict[str, list[str]]:
+@functools.lru_cache(maxsize=1 << 14)
+def _summary_line(line: str) -> tuple[str | None, str]:
+    """A line of an earlier summary: (its heading title, "") or (None, its text without list markers).
+    Memoized: a summary carries most of the previous one's lines."""
+    title = _heading(line)
+    return (title, "") if title is not None else (None, line.strip().lstrip("-* ").strip())
+
+
+def _previous_sections(previous: str, titles: Sequence[str]) -> dict[str, list[str]]:
     """Lines of an earlier summary under the headings it used."""
     sections: dict[str, list[str]] = {}
     current = titles[0] if titles else ""
     known = {t.lower(): t for t in titles}
     for line in previous.splitlines():
-        heading = next((p.match(line) for p in HEADING_PATTERNS if p.match(line)), None)
-        if heading:
-            title = heading.group("title").strip()
+        title, stripped = _summary_line(line)
+        if title is not None:
             current = known.get(title.lower(), title)
-            continue
-        stripped = line.strip().lstrip("-* ").strip()
-        if stripped:
+        elif stripped:
             sections.setdefault(current, []).append(stripped)
     return sections
 
 
-#: Salience weight of each line category (`_classify`); a line scores the sum of its categories.
-SALIENCE = {"constraint": 4.0, "goal": 3.0, "error": 2.5, "decision": 2.0, "artifact": 1.5, "next": 1.5, "progress": 1.0}
-#: Newer lines score up to this much more (the end of the span is what the next model continues from).
-RECENCY = 1.0
+#: The shortest line that can be chosen costs this much budget (4 characters and a "- " bullet with its newline).
+SHORTEST_LINE = 4 + 3
 
 
-def _select(lines: list[_Line], seen: set[str], budget: int) -> list[_Line]:
-    """The most salient lines that fit `budget` characters, by score (newer first on ties), in
-    conversation order. Section titles play no part: they decide the layout, not what fits."""
-    last = max((line.position for line in lines), default=0) or 1
+def _select(parts: Sequence[_Part], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
+    """The most salient lines that fit `budget` characters, by score (newer first on ties), as
+    (position, line, categories) in conversation order. A line's score is the salience of its
+    categories plus `RECENCY` times its position over the last position. Section titles play no
+    part: they decide the layout, not what fits."""
+    last = max(sum(part.size for part in parts) - 1, 0) or 1
     scored = []
-    for line in lines:
-        categories = _classify(line)
-        if not categories or line.text in seen:
-            continue
-        score = sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * line.position / last
-        scored.append((score, line))
-    chosen: list[_Line] = []
+    offset = 0
+    for part in parts:
+        for n, text, salience, categories in part.candidates:
+            if text not in seen:
+                position = offset + n
+                scored.append((-(salience + RECENCY * position / last), -position, text, categories))
+        offset += part.size
+    scored.sort()  # by score, then newest first (positions are distinct, so lines are never compared)
+    chosen = []
     used = 0
-    for _, line in sorted(scored, key=lambda entry: (-entry[0], -entry[1].position)):
-        if line.text in seen or used + len(line.text) + 3 > budget:
+    for _, position, text, categories in scored:
+        if used + SHORTEST_LINE > budget:
+            break
+        if text in seen or used + len(text) + 3 > budget:
             continue
-        chosen.append(line)
-        seen.add(line.text)
-        used += len(line.text) + 3
-    return sorted(chosen, key=lambda line: line.position)
+        chosen.append((-position, text, categories))
+        seen.add(text)
+        used += len(text) + 3
+    chosen.sort()
+    return chosen
 
 
 def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> str:
     """The offline summarizer (see module docstring)."""
-    instructions, lines, previous = _split_prompt(messages)
-    titles = section_titles(instructions) or ["Summary"]
+    instructions, parts, previous = _split_prompt(messages)
+    titles = _section_titles(instructions) or ("Summary",)
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
     sections: dict[str, list[str]] = {t: [] for t in titles}
@@ -263,10 +342,10 @@ def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | 
     by_category: dict[str, str] = {}
     for title in titles:
         by_category.setdefault(_category(title), title)
-    for line in _select(lines, seen, budget_chars):
-        target = next((by_category[c] for c in _classify(line) if c in by_category), titles[0])
-        sections[target].append(line.text)
-    return "\n\n".join(f"## {t}\n" + ("\n".join(f"- {b}" for b in sections[t]) if sections[t] else "- (none)") for t in titles)
+    for _, text, categories in _select(parts, seen, budget_chars):
+        target = next((by_category[c] for c in categories if c in by_category), titles[0])
+        sections[target].append(text)
+    return "\n\n".join(f"## {t}\n- " + ("\n- ".join(sections[t]) if sections[t] else "(none)") for t in titles)
 
 
 def _words(text: str) -> list[str]:

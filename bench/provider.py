@@ -6,7 +6,8 @@ reused, so only the messages after it are counted), raises an overflow error wit
 provider's message text when the profile's overflow rule refuses it (input over the input limit, or input
 plus requested output over the context), computes the cached
 prefix against the previous request of the same cell (message hashes first, tokens only inside
-the first differing message; `compaction_bench.caching` applies the provider's rules), the tokens
+the first differing message, memoized per pair of messages and skipped for an older entry that
+cannot share more; `compaction_bench.caching` applies the provider's rules), the tokens
 written to the cache and the tokens re-billed (already-sent messages outside the cached part), and
 returns usage in the shape strategies read. These are the only cache numbers of a run: the engine
 stores them on each request record and the metrics read them there. With `recorded_usage` the
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system, rebilled_tokens
-from compaction_bench.log_view import Cumulative, LogView, as_messages, first_difference
+from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_messages, first_difference
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
 from compaction_bench.tokens import HiddenTokens, TokenCounter, shared_counter
@@ -36,6 +37,8 @@ TOOL_CALL_OVERHEAD = 3
 RECENT_ENTRIES = 2
 #: How many contexts counted with `SimulatedProvider.count` are kept as counting bases.
 COUNTED_KEPT = 8
+#: How many pairs of differing messages keep their common token prefix (`SimulatedProvider._inside`).
+INSIDES_KEPT = 4096
 
 
 @dataclass(frozen=True)
@@ -121,14 +124,7 @@ class MessageCounter:
         return cached
 
     def count(self, messages: Sequence[Message]) -> int:
-        return sum(self.message_tokens(m) for m in messages) + self.hidden_total(messages)
-
-    def hidden_total(self, messages: Sequence[Message]) -> int:
-        """Billed hidden reasoning of a request (`HiddenTokens.per_message`), reading only the messages after its last real user message."""
-        if self.hidden is None or not self.hidden.reasoning:
-            return 0
-        of_message = self.hidden.of_message
-        return sum(of_message(messages[n]) for n in range(self.hidden.last_user(messages) + 1, len(messages)))
+        return sum(self.message_tokens(m) for m in messages) + (self.hidden.total(messages) if self.hidden is not None else 0)
 
     def boundaries(self, messages: tuple[Message, ...]) -> list[int]:
         out, total = [], 0
@@ -145,16 +141,25 @@ class _Entry:
     its number of leading system messages, the index of its last real user message (where hidden
     reasoning starts to bill) and, built only when asked, its messages as a set."""
 
-    __slots__ = ("_base", "_set", "boundaries", "last_user", "messages", "system", "time", "visible")
+    __slots__ = ("_base", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "time", "visible")
 
     def __init__(
         self, messages: Sequence[Message], visible: Cumulative, boundaries: Cumulative, time: float | None, last_user: int,
         base: tuple[frozenset[Message], int] | None,
     ) -> None:
         self.messages, self.visible, self.boundaries, self.time, self.last_user = messages, visible, boundaries, time, last_user
-        self.system = leading_system(m.role for m in messages)
+        self.n = len(messages)
+        self._system: int | None = None
         self._set: frozenset[Message] | None = None
+        self._tail: frozenset[Message] | None = None  # the own tail of a `LogView` request, as a set
         self._base = base  # (the set of the entry this one extends, how many messages it had)
+
+    @property
+    def system(self) -> int:
+        """How many leading system messages the request has (`caching.leading_system`; read when first asked)."""
+        if self._system is None:
+            self._system = leading_system(m.role for m in self.messages)
+        return self._system
 
     @property
     def has_set(self) -> bool:
@@ -167,7 +172,9 @@ class _Entry:
             index = indexes.get(id(log))
             if index is None:
                 index = indexes[id(log)] = _LogIndex(log)
-            return index.holds(self.messages, message)
+            if self._tail is None:
+                self._tail = frozenset(self.messages.tail)
+            return index.holds(self.messages, message, self._tail)
         return message in self.set()
 
     def set(self) -> frozenset[Message]:
@@ -192,21 +199,23 @@ class _LogIndex:
         self.first: dict[Message, int] = {}
         self.indexed = 0
 
-    def holds(self, view: LogView, message: Message) -> bool:
+    def holds(self, view: LogView, message: Message, tail: frozenset[Message]) -> bool:
+        """Whether `view` (whose tail is the set `tail`) holds `message`."""
         first, log = self.first, self.log
         for n in range(self.indexed, len(log)):
             first.setdefault(log[n], n)
         self.indexed = len(log)
-        return first.get(message, view.length) < view.length or message in view.tail
+        return first.get(message, view.length) < view.length or message in tail
 
 
 class SimulatedProvider(MessageCounter):
     """One cell's provider: counts (`MessageCounter`), refuses what does not fit, and keeps the most
     recent requests for the cache model.
 
-    Per request it compares the new messages with each kept entry's (`first_difference`), reuses the
-    cumulative counts of the entry it shares most with, and counts only the messages after that: work
-    proportional to what changed, not to the context."""
+    Per request it compares the new messages with each kept entry's (`first_difference`; two different
+    logs through what `SharedPrefixes` knows of them), reuses the cumulative counts of the entry it shares
+    most with, and counts only the messages after that: work proportional to what changed, not to the
+    context. A context counted or sent again as the same object is not compared at all."""
 
     def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
         super().__init__(profile, counter, hidden)
@@ -221,26 +230,43 @@ class SimulatedProvider(MessageCounter):
         self._bases: dict[str, _Entry] = {}
         self._counted: deque[_Entry] = deque(maxlen=COUNTED_KEPT)
         self._indexes: dict[int, _LogIndex] = {}  # by `id` of the log, for the logs of `_recent`'s views
+        # what is known of how many leading messages two different logs share (a strategy's full history and its edited one)
+        self._prefixes = SharedPrefixes()
+        self._insides: dict[tuple[Message, Message], int] = {}  # `_inside` of pairs of messages met before
 
     def count(self, messages: Sequence[Message]) -> int:
         """`MessageCounter.count`, with the counts of the prefix it shares with a cache entry or a counting
         base reused; the context counted becomes a counting base."""
         messages = as_messages(messages)
         base, shared = self._base(messages, self._recent)
+        if base is not None and base.messages is messages:
+            return base.boundaries.last()  # counted before (it is still a base)
         last_user = self._last_user(messages, base, shared)
         visible, boundaries = self._counts(messages, base, shared, last_user)
         self._counted.append(_Entry(messages, visible, boundaries, None, last_user, None))
         return boundaries.last()
 
+    def count_new(self, messages: Sequence[Message]) -> int:
+        """`MessageCounter.count` of messages no context holds yet (a step's recorded output): no base is
+        looked for, and they do not become one."""
+        return super().count(messages)
+
     def _base(self, messages: Sequence[Message], candidates: Iterable[_Entry], best: _Entry | None = None, shared: int = 0) -> tuple[_Entry | None, int]:
         """The entry among `candidates` and the counting bases that shares the most leading messages with
-        `messages` (the first found on a tie), and how many it shares."""
-        seen = {id(best)}
-        for entry in (*candidates, *self._bases.values(), *self._counted):
-            if id(entry) in seen:
-                continue
-            seen.add(id(entry))
-            common = first_difference(entry.messages, messages)
+        `messages` (an entry of the same messages object at once, else the first found on a tie), and how
+        many it shares. Which one it is changes no count, only how many messages are counted anew."""
+        entries = (*candidates, *self._bases.values(), *self._counted)
+        for entry in entries:
+            if entry.messages is messages:
+                return entry, entry.n
+        seen, n = {id(best.messages) if best is not None else None}, len(messages)
+        for entry in entries:
+            if shared == n:
+                break
+            if entry.n <= shared or id(entry.messages) in seen:
+                continue  # it cannot share more, or its messages were compared already (an entry of each kind holds them)
+            seen.add(id(entry.messages))
+            common = self._prefixes.first_difference(entry.messages, messages)
             if common > shared:
                 best, shared = entry, common
         return best, shared
@@ -265,11 +291,25 @@ class SimulatedProvider(MessageCounter):
 
     def _inside(self, previous: Message, current: Message) -> int:
         """Common tokens inside two differing messages: the framing (`MESSAGE_OVERHEAD`, shared only when
-        the roles match), then the common prefix of the body's token ids (less than either message)."""
+        the roles match), then the common prefix of the body's token ids (less than either message).
+        Memoized per pair: a rewritten message meets its former self in more than one request."""
         if previous.role != current.role:
             return 0
-        same = self.counter.common_prefix(self._body(previous), self._body(current))
-        return min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1)
+        key = (previous, current)
+        tokens = self._insides.get(key)
+        if tokens is None:
+            same = self.counter.common_prefix(self._body(previous), self._body(current))
+            tokens = min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1)
+            if len(self._insides) >= INSIDES_KEPT:
+                self._insides.clear()
+            self._insides[key] = tokens
+        return tokens
+
+    def _inside_bound(self, previous: Message, current: Message) -> int:
+        """An upper bound of `_inside` from the two messages' counts alone (no tokenizing)."""
+        if previous.role != current.role:
+            return 0
+        return min(self.message_tokens(previous), self.message_tokens(current)) - 1
 
     def common_prefix_tokens(self, previous: Sequence[Message], current: Sequence[Message]) -> int:
         """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
@@ -284,13 +324,22 @@ class SimulatedProvider(MessageCounter):
 
         Hidden reasoning bills after the last real user message, so `base`'s boundaries are reused only
         as far as both requests bill the same messages' reasoning."""
+        if base is not None and base.messages is messages:
+            return base.visible, base.boundaries  # the same request (no entry's counts are ever appended to)
         if base is None:
             shared = 0
-            visible, boundaries = Cumulative(), Cumulative()
-        else:
-            visible = base.visible.prefix(shared)
+        visible = base.visible.prefix(shared) if base is not None else Cumulative()
+        if self.hidden is None or not self.hidden.reasoning:
+            # nothing hidden: the boundaries are the visible counts (one list, not appended to once returned)
+            total = visible.last()
+            for n in range(shared, len(messages)):
+                total += self.message_tokens(messages[n])
+                visible.append(total)
+            return visible, visible
+        boundaries = Cumulative()
+        if base is not None:
             same_billing = shared
-            if self.hidden is not None and min(base.last_user, shared - 1) != min(last_user, shared - 1):
+            if min(base.last_user, shared - 1) != min(last_user, shared - 1):
                 same_billing = max(0, min(base.last_user, last_user) + 1)
             boundaries = base.boundaries.prefix(same_billing)
             # the reused visible counts are the same messages', so the rest of the boundaries adds their hidden part
@@ -309,7 +358,7 @@ class SimulatedProvider(MessageCounter):
         return visible, boundaries
 
     def _hidden(self, message: Message, index: int, last_user: int) -> int:
-        return self.hidden.of_message(message) if self.hidden is not None and index > last_user else 0
+        return self.hidden.billed(message, index, last_user) if self.hidden is not None else 0
 
     def _rebilled(self, messages: Sequence[Message], boundaries: Cumulative, cached_tokens: int, shared: list[int]) -> int:
         """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`).
@@ -338,7 +387,7 @@ class SimulatedProvider(MessageCounter):
     ) -> Outcome:
         """Process one request; the cache state advances only for requests that were accepted."""
         messages = request.messages  # a tuple or a `LogView` (`Request` stores one of them)
-        shared = [first_difference(entry.messages, messages) for entry in self._recent]
+        shared = [self._prefixes.first_difference(entry.messages, messages) for entry in self._recent]
         # The cache entry sharing the most leading messages (the newest on a tie) lends its counts, unless a
         # counting base (`_bases`, `_counted`) shares strictly more.
         base_index = max(range(len(shared)), key=lambda n: (shared[n], n), default=None)
@@ -349,15 +398,21 @@ class SimulatedProvider(MessageCounter):
         true_tokens = boundaries.last()
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
-        best_prefix, best_boundaries, best_system, expired = 0, Cumulative(), 0, False
-        for entry, common in zip(self._recent, shared, strict=True):
-            prefix = entry.visible[common - 1] if common else 0
-            if common < len(entry.messages) and common < len(messages):
-                prefix += self._inside(entry.messages[common], messages[common])
-            if prefix >= best_prefix:
-                best_prefix, best_boundaries, best_system = prefix, entry.boundaries, entry.system
-                expired = now is not None and entry.time is not None and now - entry.time > self.profile.cache.ttl_seconds
-        system = leading_system(m.role for m in messages)
+        # The cache entry with the longest common prefix, the newest on a tie: from the newest on, the tokens
+        # inside a differing message are counted only when they could make an older entry's prefix longer.
+        best: _Entry | None = None
+        best_prefix = 0
+        for kept, common in reversed(list(zip(self._recent, shared, strict=True))):
+            prefix = kept.visible[common - 1] if common else 0
+            if common < kept.n and common < len(messages):
+                previous, current = kept.messages[common], messages[common]
+                if best is None or prefix + self._inside_bound(previous, current) > best_prefix:
+                    prefix += self._inside(previous, current)
+            if best is None or prefix > best_prefix:
+                best, best_prefix = kept, prefix
+        best_boundaries, best_system = (best.boundaries, best.system) if best is not None else (Cumulative(), 0)
+        expired = best is not None and now is not None and best.time is not None and now - best.time > self.profile.cache.ttl_seconds
+        entry = _Entry(messages, visible, boundaries, now, last_user, None)
         cache = cache_outcome(
             self.profile.cache,
             prefix_tokens=best_prefix,
@@ -366,16 +421,16 @@ class SimulatedProvider(MessageCounter):
             expired=expired,
             previous_system=best_system,
             current_boundaries=boundaries,
-            current_system=system,
+            current_system=entry.system,
         )
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
-            self._bases["sent"] = self._bases[request.kind] = _Entry(messages, visible, boundaries, now, last_user, None)
+            self._bases["sent"] = self._bases[request.kind] = entry
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
         cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens, shared))
         # A request that extends an entry whose set was built gets its set from that one.
-        extends = base is not None and base_shared == len(base.messages) and base.has_set
-        entry = _Entry(messages, visible, boundaries, now, last_user, (base.set(), base_shared) if base and extends else None)
+        if base is not None and base_shared == base.n and base.has_set:
+            entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
         self._recent.append(entry)
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}

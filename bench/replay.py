@@ -346,8 +346,7 @@ class _Engine:
 
     # ------------------------------------------------------------ the loop
     def _output_tokens(self, step: Step) -> int:
-        messages = [message_from_item(i) for i in step.items]
-        return self.provider.count(messages)
+        return self.provider.count_new([message_from_item(i) for i in step.items])
 
     def _recorded_usage(self, step: Step, request: Request) -> Usage | None:
         """The step's recorded usage while the replayed context is the recording's, else None (simulate)."""

@@ -31,6 +31,7 @@ import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -536,7 +537,7 @@ def run(
         else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
             (store.root / "errors.log").unlink(missing_ok=True)
         manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
-        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures)
+        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
     finally:
         folder.release()
         if display is not None:
@@ -556,34 +557,43 @@ def finalize(
     report: bool = True,
     progress: ProgressHook | None = None,
     compact: bool = False,
+    jobs: int = 1,
 ) -> None:
     """Write the run's merged `tables`, the summary and the manifest, then the report and (with
     `compact`, at the same time in a thread) the archive of the cells' replay records.
 
+    With `jobs` > 1 (0: one per core) the report's context timelines are drawn in worker processes
+    from the start, while the summary is computed and the rest of the report is built.
     `progress` receives a `finalize` event per step (the tables, the summary, the archive, each report page).
     """
     from compaction_bench.metrics.aggregate import summarize
 
     steps = 5
     emit = progress or (lambda event: None)
-    emit(ProgressEvent("finalize", 0, steps, "writing tables"))
-    for name in TABLES:
-        write_parquet(tables[name], store.root / f"{name}.parquet")
-    emit(ProgressEvent("finalize", 1, steps, "summary"))
-    summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
-    write_parquet(summary, store.root / "summary.parquet")
-    store.write_manifest(manifest)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive") as background:
-        # The archive (Arrow reads, hashing and writes, outside the GIL) is built while the report renders.
-        archived = background.submit(store.compact) if compact else None
+    with ExitStack() as cleanup:
+        timelines = None
         if report:
             from compaction_bench.reports.html import write_report
+            from compaction_bench.reports.timelines import Timelines
+
+            timelines = cleanup.enter_context(Timelines(tables["requests"], tables["compactions"], manifest, jobs))
+        emit(ProgressEvent("finalize", 0, steps, "writing tables"))
+        for name in TABLES:
+            write_parquet(tables[name], store.root / f"{name}.parquet")
+        emit(ProgressEvent("finalize", 1, steps, "summary"))
+        summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
+        write_parquet(summary, store.root / "summary.parquet")
+        store.write_manifest(manifest)
+        # The archive (Arrow reads, hashing and writes, outside the GIL) is built in a thread while the report renders.
+        background = cleanup.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive"))
+        archived = background.submit(store.compact) if compact else None
+        if timelines is not None:
 
             def page(done: int, total: int, label: str) -> None:
                 emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
 
             emit(ProgressEvent("finalize", 3, steps, "report"))
-            write_report(store.root, progress=page)
+            write_report(store.root, progress=page, timelines=timelines)
         if archived is not None:
             emit(ProgressEvent("finalize", 4, steps, "archiving the cells' replay records"))
             archived.result()

@@ -244,13 +244,27 @@ class HiddenTokens:
         return cls(reasoning, user_ids, recorded, estimated)
 
     def per_message(self, messages: Sequence[Message]) -> list[int]:
-        """Billed hidden tokens of each message: reasoning after the request's last real user message."""
+        """Billed hidden tokens of each message (`billed`)."""
         out = [0] * len(messages)
         if not self.reasoning:
             return out
-        for n in range(self.last_user(messages) + 1, len(messages)):
-            out[n] = self.of_message(messages[n])
+        last_user = self.last_user(messages)
+        for n in range(last_user + 1, len(messages)):
+            out[n] = self.billed(messages[n], n, last_user)
         return out
+
+    def total(self, messages: Sequence[Message]) -> int:
+        """Billed hidden tokens of a whole request (`billed`), reading only the messages after its last real user message."""
+        if not self.reasoning:
+            return 0
+        last_user = self.last_user(messages)
+        return sum(self.billed(messages[n], n, last_user) for n in range(last_user + 1, len(messages)))
+
+    def billed(self, message: Message, index: int, last_user: int) -> int:
+        """The hidden tokens `message`, at `index` of a request whose last real user message is at
+        `last_user`, bills: its reasoning after that message, nothing before it (earlier turns'
+        reasoning is dropped server-side, docs/specs/codex.md §1.3)."""
+        return self.of_message(message) if index > last_user else 0
 
     def last_user(self, messages: Sequence[Message]) -> int:
         """Index of the request's last message that holds a real user message (-1: none); only the

@@ -28,7 +28,8 @@ answer sample of a probe at a point (a cached reply is the same sample again); a
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,24 +109,53 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     return rows[have == needed]
 
 
-def per_probe(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per (scenario, strategy, profile, probe): the mean of its rows (each probe then weighs 1)."""
-    frame = pd.DataFrame(
-        {
-            **{k: rows[k] for k in [*_keys(rows), "probe_id", "kind"] if k in rows.columns},
-            "present": rows["present"].astype(float),
-            "kept": (rows["found"] == "kept").astype(float) if "found" in rows.columns else rows["present"].astype(float),
-            "summary": (rows["found"] == "summary").astype(float) if "found" in rows.columns else 0.0,
-            "in_summary": rows["in_summary"].astype(float) if "in_summary" in rows.columns else np.nan,
-            "correct": pd.to_numeric(rows["correct"], errors="coerce") if "correct" in rows.columns else np.nan,
-            "ceiling": pd.to_numeric(rows["ceiling_correct"], errors="coerce") if "ceiling_correct" in rows.columns else np.nan,
-        }
-    )
-    keys = [k for k in [*_keys(rows), "probe_id"] if k in frame.columns]
-    aggregations = {c: "mean" for c in ("present", "kept", "summary", "in_summary", "correct", "ceiling")}
-    if "kind" in frame.columns:
-        aggregations["kind"] = "first"
-    return frame.groupby(keys, sort=False, dropna=False).agg(aggregations).reset_index()
+def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """One row per (scenario, strategy, profile, *by, probe): the mean of its rows (each probe then weighs 1).
+
+    Columns: the keys, then the means of `present`, `kept`, `summary`, `in_summary`, `correct` and
+    `ceiling` (NaN rows skipped, NaN for none), then `kind` (its first non-null value). Groups are in
+    the order of their first row: what `groupby(keys, sort=False, dropna=False).agg(...)` computes,
+    in arrays (pandas' cost per call was most of a summary's time).
+    """
+    keys = [k for k in [*_keys(rows), *by, "probe_id"] if k in rows.columns]
+    found = rows["found"] if "found" in rows.columns else None
+    present = rows["present"].to_numpy(dtype=float)
+    columns = {
+        "present": present,
+        "kept": (found == "kept").to_numpy(dtype=float) if found is not None else present,
+        "summary": (found == "summary").to_numpy(dtype=float) if found is not None else np.zeros(len(rows)),
+        "in_summary": rows["in_summary"].to_numpy(dtype=float) if "in_summary" in rows.columns else np.full(len(rows), np.nan),
+        "correct": _numeric(rows, "correct"),
+        "ceiling": _numeric(rows, "ceiling_correct"),
+    }
+    group = np.zeros(len(rows), dtype=np.int64)
+    for key in keys:  # one code per distinct key tuple, numbered in order of first appearance
+        codes, uniques = pd.factorize(rows[key], use_na_sentinel=False)
+        group, _ = pd.factorize(group * len(uniques) + codes)
+    groups = int(group.max()) + 1 if len(group) else 0
+    first = np.full(groups, len(rows), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(rows)))
+    out = pd.DataFrame({key: rows[key].iloc[first].reset_index(drop=True) for key in keys})
+    for name, values in columns.items():
+        known = ~np.isnan(values)
+        counts = np.bincount(group, weights=known, minlength=groups)
+        sums = np.bincount(group, weights=np.where(known, values, 0.0), minlength=groups)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[name] = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
+    if "kind" in rows.columns:
+        named = rows["kind"].notna().to_numpy()
+        first_named = np.full(groups, len(rows), dtype=np.int64)
+        np.minimum.at(first_named, group[named], np.flatnonzero(named))
+        kinds = rows["kind"].reset_index(drop=True).reindex(first_named)  # a group with no kind gets NaN
+        out["kind"] = kinds.reset_index(drop=True)
+    return out
+
+
+def _numeric(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """A column of booleans, numbers or None as floats (None → NaN); all NaN if it is absent."""
+    if column not in rows.columns:
+        return np.full(len(rows), np.nan)
+    return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
 
 
 def _mean(values: pd.Series) -> float:
@@ -161,30 +191,46 @@ def _answered(probes: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def _probe_metrics(headline: pd.DataFrame, compaction_rows: pd.DataFrame) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _ProbeValues:
+    """The per-probe means (`per_probe`) a cell's probe metrics are made of, computed for every
+    cell at once: of the headline rows, of those whose source was summarized, of the headline rows
+    per fact-age bucket (column `age`), and of the compaction-point rows."""
+
+    headline: pd.DataFrame
+    summarized: pd.DataFrame
+    aged: pd.DataFrame
+    points: pd.DataFrame
+
+    @classmethod
+    def of(cls, headline: pd.DataFrame, compaction_rows: pd.DataFrame) -> _ProbeValues:
+        summarized = headline[headline["source_summarized"].astype(bool)] if "source_summarized" in headline.columns else headline.iloc[:0]
+        aged = headline.assign(age=headline["fact_age_tokens"].map(_age_bucket) if len(headline) else [])
+        return cls(per_probe(headline), per_probe(summarized), per_probe(aged, by=["age"]), per_probe(compaction_rows))
+
+
+def _probe_metrics(headline: pd.DataFrame, compaction_rows: pd.DataFrame, values: _ProbeValues) -> dict[str, Any]:
+    """A cell's probe metrics from its headline and compaction-point rows and their per-probe `values`."""
     out: dict[str, Any] = {"paired_pairs": int(len(headline))}
     if headline.empty:
         out["paired_probes"] = 0
     else:
-        values = per_probe(headline)
-        out["paired_probes"] = int(len(values))
-        out.update(_retention(values))
-        out.update(_answered(values))
+        out["paired_probes"] = int(len(values.headline))
+        out.update(_retention(values.headline))
+        out.update(_answered(values.headline))
         out["unscored"] = int(headline["correct"].isna().sum()) if "correct" in headline.columns else len(headline)
-        summarized = headline[headline["source_summarized"].astype(bool)] if "source_summarized" in headline.columns else headline.iloc[:0]
-        out["retention_summarized_source"] = _mean(per_probe(summarized)["in_summary"]) if len(summarized) else float("nan")
-        out["summarized_source_pairs"] = int(len(summarized))
-        for kind, group in values.groupby("kind"):
+        out["retention_summarized_source"] = _mean(values.summarized["in_summary"]) if len(values.summarized) else float("nan")
+        out["summarized_source_pairs"] = int(headline["source_summarized"].astype(bool).sum()) if "source_summarized" in headline.columns else 0
+        for kind, group in values.headline.groupby("kind"):
             out[f"retention_{kind}"] = _mean(group["present"])
             out[f"answered_{kind}"] = _mean(group["correct"])
-        ages = headline["fact_age_tokens"].map(_age_bucket)
-        for name, group in headline.groupby(ages):
-            out[f"retention_age_{name}"] = _mean(per_probe(group)["present"])
+        for name, group in values.aged.groupby("age"):
+            out[f"retention_age_{name}"] = _mean(group["present"])
         for column in ("judge_strict", "judge_lenient"):
             if column in headline.columns:
                 out[column] = _mean(headline[column].astype(float))
     out["compaction_point_rows"] = int(len(compaction_rows))
-    out["retention_compaction_points"] = _mean(per_probe(compaction_rows)["present"]) if len(compaction_rows) else float("nan")
+    out["retention_compaction_points"] = _mean(values.points["present"]) if len(compaction_rows) else float("nan")
     return out
 
 
@@ -296,12 +342,16 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
     by_requests, by_compactions = _groups(requests, keys), _groups(compactions, keys)
     by_headline, by_points = _groups(headline, keys), _groups(compaction_rows, keys)
     best = _p_best(headline, PAIR) if not headline.empty else {}
+    if not probes.empty:
+        every = _ProbeValues.of(headline, compaction_rows)
+        split = {name: _groups(getattr(every, name), keys) for name in ("headline", "summarized", "aged", "points")}
     rows = []
     for key in sorted(set(by_requests) | set(_groups(probes, keys)), key=str):
         group = by_requests.get(key, pd.DataFrame())
         row: dict[str, Any] = dict(zip(keys, key, strict=True))
         if not probes.empty:
-            row.update(_probe_metrics(by_headline.get(key, headline.iloc[:0]), by_points.get(key, compaction_rows.iloc[:0])))
+            values = _ProbeValues(**{name: cells.get(key, getattr(every, name).iloc[:0]) for name, cells in split.items()})
+            row.update(_probe_metrics(by_headline.get(key, headline.iloc[:0]), by_points.get(key, compaction_rows.iloc[:0]), values))
             row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
         row.update(_request_metrics(group))
         row.update(_compaction_metrics(by_compactions.get(key, pd.DataFrame()), _repeats(group)))

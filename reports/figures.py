@@ -80,9 +80,13 @@ def context_timeline(
     strategies = [s for s in (order or turns["strategy"].unique()) if s in set(turns["strategy"])]
     cols = min(4, max(1, len(strategies)))
     rows = max(1, math.ceil(len(strategies) / cols))
-    fig, axes = _figure(rows, cols, 2.7 * cols + 0.4, 1.55 * rows + 0.5, sharex=True, sharey=True)
+    # Shared axes by equal limits, not by matplotlib's axis sharing: with 20 panels sharing spends
+    # seconds per figure keeping the panels' limits in step (a minute of a default run's report).
+    fig, axes = _figure(rows, cols, 2.7 * cols + 0.4, 1.55 * rows + 0.5)
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
     top = min(max(peak, window) * 1.08, window * 1.3) if window else peak * 1.05
+    first, last = (float(turns["step"].min()), float(turns["step"].max())) if len(turns) else (0.0, 1.0)
+    margin = (last - first) * 0.05 or 0.5  # matplotlib's default autoscale margin
     palette = colours(strategies)
     with matplotlib.rc_context(STYLE):
         for n, ax in enumerate(axes.flat):
@@ -110,7 +114,9 @@ def context_timeline(
                     ax.plot(masking["step"], [0] * len(masking), "|", color="#777", markersize=4)
             if window:
                 ax.axhline(window, color="#b00", linestyle="--", linewidth=0.8)
+            ax.set_xlim(first - margin, last + margin)
             ax.set_ylim(0, top)
+            ax.label_outer()
             ax.set_title(f"{strategy} · {len(over)} overflows", fontsize=7.5)
             ax.grid(alpha=0.25)
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))

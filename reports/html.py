@@ -34,6 +34,7 @@ from markupsafe import Markup
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.reports import figures
 from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
+from compaction_bench.reports.timelines import Timelines, strategy_order
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
 
@@ -326,17 +327,35 @@ def _verdict_points(verdict: ProfileVerdict) -> pd.DataFrame:
     ).set_index("strategy")
 
 
-def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) -> dict[str, str]:
-    """Every page of the report: {"report.html": …} or, for a large run, the index plus `report/<page>.html`."""
+def render_pages(
+    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, timelines: Timelines | None = None
+) -> dict[str, str]:
+    """Every page of the report: {"report.html": …} or, for a large run, the index plus `report/<page>.html`.
+
+    The scenarios' context timelines are drawn by `timelines` if given (already drawing, e.g. while
+    the run was summarized; closed here), else in `jobs` worker processes (0: one per core) while
+    the rest is built."""
     root = Path(run_dir)
     tables = load_run(root)
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    with timelines or Timelines(tables["requests"], tables["compactions"], manifest, jobs) as drawn:
+        return _render(root, manifest, tables, items_of(root), drawn, progress)
+
+
+def items_of(root: Path) -> pd.DataFrame:
+    """The run's `items.parquet` (empty with its columns for a run without one)."""
+    if (root / "items.parquet").is_file():
+        return pd.read_parquet(root / "items.parquet")
+    return pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
+
+
+def _render(
+    root: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame], items: pd.DataFrame, timelines: Timelines, progress: ReportProgress | None
+) -> dict[str, str]:
     requests, compactions, summary, probes = tables["requests"], tables["compactions"], tables["summary"], tables["probes"]
-    items = pd.read_parquet(root / "items.parquet") if (root / "items.parquet").is_file() else pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
     questions_frame = pd.read_parquet(root / "questions.parquet") if (root / "questions.parquet").is_file() else pd.DataFrame()
     questions = {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
-    order = [s for s in manifest.get("config", {}).get("strategies", []) if s in set(summary.get("strategy", []))]
-    order += [s for s in dict.fromkeys(summary.get("strategy", [])) if s not in order]
+    order = strategy_order(manifest, summary.get("strategy", []))
     sessions = {s["name"]: s.get("session_id", s["name"]) for s in manifest.get("scenarios", [])}
     names = list(dict.fromkeys([s["name"] for s in manifest.get("scenarios", [])] + list(dict.fromkeys(requests.get("scenario", [])))))
     names = [n for n in names if n in set(requests.get("scenario", [])) or n in set(summary.get("scenario", []))]
@@ -400,18 +419,10 @@ def render_pages(run_dir: str | Path, progress: ReportProgress | None = None) ->
     for scenario in scenarios:
         report(2 + scenario.index, steps, scenario.name)
         own_requests = requests[requests["scenario"] == scenario.name]
-        own_compactions = compactions[compactions["scenario"] == scenario.name] if not compactions.empty else compactions
-        timelines = []
-        for profile_key, frame in own_requests.groupby("profile", sort=False):
-            profile = str(profile_key)
-            points = own_compactions[own_compactions["profile"] == profile] if not own_compactions.empty else own_compactions
-            # the window as the run recorded it, not as today's code defines the profile
-            window = manifest.get("profiles", {}).get(profile, {}).get("context_window")
-            timelines.append(figures.context_timeline(frame, points, window, f"{scenario.name} · {profile}", order))
         findings, total = integrity_findings(own_requests, scenario.items, scenario.name)
         findings_total += total
         sections.append({
-            "scenario": scenario, "timelines": timelines, "findings": findings, "findings_total": total,
+            "scenario": scenario, "timelines": timelines.get(scenario.name), "findings": findings, "findings_total": total,
             "rows": [r for r in browser_rows if r["scenario"] is scenario],
             "data": {"scenario": scenario.name, "compactions": data_by_scenario[scenario.name], "items": _item_payload(scenario.items)},
         })
@@ -445,10 +456,13 @@ def render_report(run_dir: str | Path) -> str:
     return render_pages(run_dir)["report.html"]
 
 
-def write_report(run_dir: str | Path, progress: ReportProgress | None = None) -> Path:
-    """Write `report.html` (and `report/` for a large run; a stale `report/` folder is removed) and return its path."""
+def write_report(
+    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, timelines: Timelines | None = None
+) -> Path:
+    """Write `report.html` (and `report/` for a large run; a stale `report/` folder is removed) and
+    return its path. `jobs` and `timelines` as in `render_pages`."""
     root = Path(run_dir)
-    pages = render_pages(root, progress)
+    pages = render_pages(root, progress, jobs=jobs, timelines=timelines)
     folder = root / PAGES
     if folder.is_dir():
         shutil.rmtree(folder)

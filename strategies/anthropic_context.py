@@ -313,6 +313,8 @@ class ServerCompact(_ClientHistory):
         self.block: Message | None = None
         #: index into the client's history of the first item after the latest compaction block
         self.start = 0
+        #: the summarisation prompt, rendered once (it depends only on the options)
+        self._prompt: Message | None = None
 
     def messages(self) -> Sequence[Message]:
         if self.block is None:
@@ -330,7 +332,9 @@ class ServerCompact(_ClientHistory):
 
     def _compact(self, messages: Sequence[Message], tokens: int) -> None:
         o = self.options
-        prompt = Message("user", self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions))
+        if self._prompt is None:
+            self._prompt = Message("user", self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions))
+        prompt = self._prompt
         # the history and the prompt: a view of the same log when the history is one
         sent = LogView(messages.log, messages.length, (*messages.tail, prompt)) if isinstance(messages, LogView) else [*messages, prompt]
         try:

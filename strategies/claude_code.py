@@ -30,6 +30,9 @@ Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts)
 2.1 skill/task attachments, the blocking limit (the simulated provider rejects what does not fit).
 Re-read files are the newest content the transcript shows for that path (a Read result or a
 Write's content): the file system of the session is not available.
+
+Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
+anew only at a compaction, a clearing or a late system message, so a request costs what it adds.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ import json
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
@@ -197,6 +201,9 @@ class _File:
     order: int
     content: str | None
     source: str | None
+    #: §4.2 how it is restored (whether it fits its own budget, its size in the total budget, its messages),
+    #: built once per file version: a file kept by one compaction is restored by the next with the same messages
+    restored: tuple[bool, int, tuple[Message, ...]] | None = field(default=None, compare=False, repr=False)
 
 
 class ClaudeCode(Strategy):
@@ -239,8 +246,22 @@ class ClaudeCode(Strategy):
         self._live_ids: Counter[str | None] = Counter()
         self._live_total = 0
         self._sizes: dict[str, int] = {}
-        #: the placeholder for the result of each call whose id is cleared
-        self._replacements: dict[str, str] = {}
+        #: the results of the calls whose id is cleared (they carry `CLEARED_RESULT`), by item id
+        self._replacements: dict[str, Item] = {}
+        #: `messages()` as the view of an append-only log: the system messages, the prefix, then the history's
+        #: closed message groups (`ItemHistory.view()`) with the placeholders; copied from `_log_source` up to
+        #: `_log_copied`, for `_log_system` system items and the prefix `_log_prefix`. `_log_stale`: a result
+        #: already copied got its placeholder (the log starts anew, as a new list: earlier views keep theirs).
+        self._log: list[Message] = []
+        self._log_source: list[Message] | None = None
+        self._log_copied = 0
+        self._log_system = 0
+        self._log_prefix: list[Message] | None = None
+        self._log_stale = False
+        #: the todo list whose §4.2 message was built last, and that message
+        self._todo_message: tuple[list[Any], Message] | None = None
+        #: the rendered summary system prompt and instructions, by instructions (`summary_request`)
+        self._prompts: dict[str | None, tuple[Message, Message]] = {}
 
     # ------------------------------------------------------------ limits (§2.1, §8.1)
     def _reserve(self, model: str) -> int:
@@ -310,10 +331,35 @@ class ClaudeCode(Strategy):
         return self.last_usage
 
     # ------------------------------------------------------------ context
-    def messages(self) -> list[Message]:
+    def messages(self) -> Sequence[Message]:
+        """The system messages, the prefix (summary and attachments), then the history with the results of
+        cleared calls replaced by `CLEARED_RESULT`: a `LogView` of `_log`, which is extended by the groups
+        the history closed since the last call and started anew only when the history, the system messages
+        or the prefix changed, or a result it holds was cleared."""
         self._sync()
-        body = self.history.render(None, self._replacements)
-        return [*self.history.render(self.system), *self.prefix, *body]
+        view = self.history.view()
+        if (
+            self._log_stale or view.log is not self._log_source
+            or len(self.system) != self._log_system or self.prefix is not self._log_prefix
+        ):
+            self._log = [*self.history.render(self.system), *self.prefix]
+            self._log_source, self._log_copied, self._log_system, self._log_prefix = view.log, 0, len(self.system), self.prefix
+            self._log_stale = False
+        log, new, tail = self._log, view.log[self._log_copied : view.length], view.tail
+        if self._replacements:
+            new, tail = [*map(self._placeholder, new)], tuple(map(self._placeholder, tail))
+        log.extend(new)
+        self._log_copied = view.length
+        return LogView(log, len(log), tail)
+
+    def _placeholder(self, message: Message) -> Message:
+        """A history message, or its `CLEARED_RESULT` edit when it is a cleared result (`ItemHistory.render`
+        with the replacements: a result is never folded, so its message holds that one item, whose id no
+        other item of a transcript has)."""
+        if message.role == "assistant" or not message.item_ids:
+            return message
+        result = self._replacements.get(message.item_ids[0])
+        return message if result is None else self.history.edited(result, CLEARED_RESULT, None)
 
     def _sync(self) -> None:
         """Read the items appended to the history since the last call into the pairing state (from the
@@ -334,14 +380,15 @@ class ClaudeCode(Strategy):
                     self._live.append(item)
                     self._live_ids[call_id] += 1
                     self._live_total += self._size(call_id)
-                if result is not None and call_id in self.cleared:
-                    self._replacements[result.id] = CLEARED_RESULT
+                if result is not None and call_id in self.cleared and result.id not in self._replacements:
+                    self._replacements[result.id] = result
+                    self._log_stale = True  # a result before its call: it may be in the log already
             elif item.kind == "tool_result" and call_id and call_id not in self._results:
                 self._results[call_id] = item
                 if self._live_ids[call_id]:
                     self._live_total += self._live_ids[call_id] * self._size(call_id)
                 if call_id in self._call_ids and call_id in self.cleared:
-                    self._replacements[item.id] = CLEARED_RESULT
+                    self._replacements[item.id] = item  # not in the log yet: `messages()` syncs before it copies
         self._synced = len(items)
 
     def _size(self, call_id: str | None) -> int:
@@ -401,7 +448,8 @@ class ClaudeCode(Strategy):
         for call_id in marked:
             result = self._results.get(call_id)
             if result is not None:
-                self._replacements[result.id] = CLEARED_RESULT
+                self._replacements[result.id] = result
+                self._log_stale = True
         self._live = [c for c in self._live if c.call_id not in self.cleared]
         self._live_ids = Counter(c.call_id for c in self._live)
         self._live_total = sum(self._size(c.call_id) for c in self._live)
@@ -418,10 +466,13 @@ class ClaudeCode(Strategy):
 
     # ------------------------------------------------------------ compaction (§3, §4)
     def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:
-        system = self.ctx.render_prompt("claude_code_system.j2")
-        prompt = self.ctx.render_prompt("claude_code_summary.j2", instructions=instructions, text_only=self.later)
+        prompts = self._prompts.get(instructions)
+        if prompts is None:  # rendered once: the same variables give the same text
+            system = self.ctx.render_prompt("claude_code_system.j2")
+            prompt = self.ctx.render_prompt("claude_code_summary.j2", instructions=instructions, text_only=self.later)
+            prompts = self._prompts[instructions] = (Message("system", system), Message("user", prompt))
         return Request(
-            [Message("system", system), *messages, Message("user", prompt)],
+            [prompts[0], *messages, prompts[1]],
             kind="summary",
             max_output_tokens=self._summary_max_output(),
         )
@@ -429,7 +480,7 @@ class ClaudeCode(Strategy):
     def _summary_max_output(self) -> int:
         return self.options.summary_max_output
 
-    def _summarize(self, messages: list[Message]) -> str | None:
+    def _summarize(self, messages: Sequence[Message]) -> str | None:
         """One summary call; None on failure (§3.4)."""
         try:
             result = self.ctx.summarize(self.summary_request(messages, None))
@@ -489,24 +540,36 @@ class ClaudeCode(Strategy):
         kept: dict[str, _File] = {}
         total = 0
         for f in files[: o.restore_max_files]:
-            fits = f.content is not None and chars_div4(f.content) <= o.restore_file_tokens
-            payload = {"type": "file", "filename": f.path, "content": f.content} if fits else {"type": "compact_file_reference", "filename": f.path}
-            size = chars_div4(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+            if f.restored is None:
+                f.restored = self._restored(f)
+            fits, size, messages = f.restored
             if total + size > o.restore_total_tokens:
                 continue
             total += size
+            out.extend(messages)
             if fits:
-                # A re-read, not the transcript item: the message carries no item id.
-                out.append(Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}))))
-                out.append(Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))))
                 kept[f.path] = f
-            else:
-                out.append(Message("user", _reminder(FILE_REFERENCE.format(path=f.path))))
         self.files = kept
         if self.todos:
-            body = f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False)}. {TODO_NUDGE}"
-            out.append(Message("user", _reminder(body)))
+            if self._todo_message is None or self._todo_message[0] is not self.todos:
+                body = f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False)}. {TODO_NUDGE}"
+                self._todo_message = (self.todos, Message("user", _reminder(body)))
+            out.append(self._todo_message[1])
         return out, [f.path for f in kept.values()]
+
+    def _restored(self, f: _File) -> tuple[bool, int, tuple[Message, ...]]:
+        """§4.2 whether a file fits its own budget, its size in the total budget and its messages: the
+        re-read (call and result) when it fits, else a note naming it."""
+        fits = f.content is not None and chars_div4(f.content) <= self.options.restore_file_tokens
+        payload = {"type": "file", "filename": f.path, "content": f.content} if fits else {"type": "compact_file_reference", "filename": f.path}
+        size = chars_div4(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+        if fits:
+            # A re-read, not the transcript item: the messages carry no item id.
+            return True, size, (
+                Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}))),
+                Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))),
+            )
+        return False, size, (Message("user", _reminder(FILE_REFERENCE.format(path=f.path))),)
 
 
 def _reminder(text: str) -> str:
@@ -602,7 +665,7 @@ class ClaudeCode21(ClaudeCode):
             self._refills = 0
         self._turns_since = 0
 
-    def _summarize(self, messages: list[Message]) -> str | None:
+    def _summarize(self, messages: Sequence[Message]) -> str | None:
         """§8.3: on prompt-too-long, drop the oldest API rounds (enough for the reported excess, else
         the oldest 20%) and retry, up to 3 times."""
         body = list(messages)

@@ -56,6 +56,7 @@ from compaction_bench.strategies.codex_components import (
     for_prompt,
     insert_initial_context,
     is_model_switch,
+    item_ids_of,
     model_switch_reason,
     pretrim_tool_outputs,
     remove_first_item,
@@ -349,10 +350,14 @@ class _Codex(Strategy):
         self.account.rebase(estimate)
         self.new_context_requested = False
         self.on_new_window()
+        # the prompt view follows the new history from here (the next request adds only what comes after)
+        after: Sequence[Message] = self.prompt.messages(history, self.base)
+        if not self.prompt.normalized_as_is:
+            after = render(history, self.base, self.folds)
         self.ctx.record_compaction(
             trigger=phase,
             before=before,
-            after=render(history, self.base, self.folds),
+            after=after,
             summary=built.summary,
             summarized_ids=built.summarized_ids,
             estimate_tokens=status.active,
@@ -424,10 +429,10 @@ class CodexLocal(_Codex):
         return Built(
             history=[*kept, summary],
             summary=summary_text,
-            summarized_ids=[i for item in items for i in item.item_ids],
+            summarized_ids=item_ids_of(items),
             details={
                 "dropped_for_overflow": dropped,
-                "kept_user_ids": [i for k in kept for i in k.item_ids],
+                "kept_user_ids": item_ids_of(kept),
                 "truncated_user_ids": [i for k in kept if k.text != original[k.item_ids] for i in k.item_ids],
             },
         )
@@ -447,8 +452,8 @@ class _Remote(_Codex):
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
         # §3.2 / §4.1: the request is the history itself (v2 adds only the trigger item); the
         # emulated server's instructions reach the summarizer, not the counted request.
-        # nothing trimmed: the items are the prompt view's, and so are their messages
-        messages = render(items, self.base, self.folds) if trimmed else self.prompt.messages(self.history, self.base)
+        # the items are the prompt view's (but the trimmed outputs at the end), and so are their messages
+        messages = self.prompt.messages_trimmed(self.history, self.base, items)
         request = Request(messages, estimate_tokens=estimate_history(items, self.base), kind="summary")
         try:
             result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
@@ -463,11 +468,11 @@ class _Remote(_Codex):
         return Built(
             history=[*retained, compaction],
             summary=result.text,
-            summarized_ids=[i for item in items for i in item.item_ids],
+            summarized_ids=item_ids_of(items),
             details={
                 "endpoint": self.endpoint,
                 "pretrimmed_output_ids": trimmed,
-                "retained_ids": [i for r in retained for i in r.item_ids],
+                "retained_ids": item_ids_of(retained),
                 "compaction_estimate": compaction.estimate,
             },
         )

@@ -32,7 +32,7 @@ import hashlib
 import json
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -140,25 +140,25 @@ class CodexItem:
     overhead_bytes: int = field(default=650, compare=False)
     image_bytes: int = field(default=7373, compare=False)
 
-    # ---- classification
-    @property
+    # ---- classification (computed once per item: the retention, normalization and token terms ask on every compaction)
+    @cached_property
     def is_model_generated(self) -> bool:
         return self.type in MODEL_GENERATED_TYPES or (self.type == "message" and self.role == "assistant")
 
-    @property
+    @cached_property
     def is_tool_output(self) -> bool:
         return self.type in TOOL_OUTPUT_TYPES
 
-    @property
+    @cached_property
     def is_call(self) -> bool:
         return self.type in ("function_call", "custom_tool_call")
 
-    @property
+    @cached_property
     def is_real_user(self) -> bool:
         """A user message that is neither a contextual fragment nor an earlier summary (§2.2)."""
         return self.type == "message" and self.role == "user" and not self.contextual and not self.summary
 
-    @property
+    @cached_property
     def is_user_turn_boundary(self) -> bool:
         return self.is_real_user or self.type == "agent_message"
 
@@ -215,6 +215,11 @@ def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = 
     session's) builds each folded assistant message once across requests."""
     head = [Message(role="system", content=base)] if base else []
     return head + (folds or FoldMemo()).merge(i.message for i in items)
+
+
+def item_ids_of(items: Iterable[CodexItem]) -> list[str]:
+    """The transcript item ids the entries carry, in order."""
+    return [i for item in items for i in item.item_ids]
 
 
 def estimate_history(items: Sequence[CodexItem], base: str = "") -> int:
@@ -334,6 +339,21 @@ class PromptView(_Follower):
         group = self._group
         return LogView(self._log, len(self._log), (self.folds.fold(group),) if group else ())
 
+    def messages_trimmed(self, history: list[CodexItem], base: str, items: Sequence[CodexItem]) -> LogView:
+        """`render(items, base, folds)` for `items`, `update(history, base)` with trailing tool outputs
+        replaced (`pretrim_tool_outputs`). A tool output is never folded: each is a message of its
+        own, the last ones of `messages`, so the rendering is that of `messages` but its last ones."""
+        full = self.messages(history, base)
+        own, replaced = self.items, 0
+        while replaced < len(items) and items[-1 - replaced] is not own[-1 - replaced]:
+            replaced += 1
+        if not replaced:
+            return full
+        tail = items[len(items) - replaced :]
+        if len(items) != len(own) or not all(i.is_tool_output and own[-1 - n].is_tool_output for n, i in enumerate(reversed(tail))):
+            raise ValueError("only trailing tool outputs of the prompt view's items may be replaced")
+        return LogView(full.log, len(full) - replaced, tuple(i.message for i in tail))
+
     def update(self, history: list[CodexItem], base: str) -> list[CodexItem]:
         """Bring `items` up to date with `history`; returns them (do not edit the list)."""
         if base != self._base:
@@ -348,27 +368,38 @@ class PromptView(_Follower):
             outputs = {i.call_id for i in new if i.is_tool_output}
         self._calls |= calls
         self._outputs |= outputs
+        # `_add` inlined (a compaction that keeps thousands of messages renders them all again)
+        known_calls, known_outputs, add_item, log_append = self._calls, self._outputs, self.items.append, self._log.append
+        fold, group = self.folds.fold, self._group
         for item in new:
-            if item.is_tool_output and item.call_id not in self._calls:
+            if item.is_tool_output and item.call_id not in known_calls:
                 self._orphans.add(item.call_id)
                 continue
-            self._add(item)
-            if item.is_call and item.call_id not in self._outputs:
-                self._aborted.add(item.call_id)
-                kind = "custom_tool_call_output" if item.type == "custom_tool_call" else "function_call_output"
-                self._add(self.make(type=kind, call_id=item.call_id, name=item.name, text=ABORTED_OUTPUT))
+            entries = (item, self._aborted_output(item)) if item.is_call and item.call_id not in known_outputs else (item,)
+            for entry in entries:
+                # one normalized item, its message folded as `FoldMemo.merge` does
+                add_item(entry)
+                message = entry.message
+                if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
+                    group.append(message)
+                    continue
+                if group:
+                    log_append(fold(group))
+                group = [message]
+        self._group = group
         return self.items
 
-    def _add(self, item: CodexItem) -> None:
-        """Append one normalized item, folding its message as `FoldMemo.merge` does."""
-        self.items.append(item)
-        message, group = item.message, self._group
-        if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
-            group.append(message)
-            return
-        if group:
-            self._log.append(self.folds.fold(group))
-        self._group = [message]
+    def _aborted_output(self, call: CodexItem) -> CodexItem:
+        """The synthetic ``"aborted"`` output `for_prompt` adds after a call without one."""
+        self._aborted.add(call.call_id)
+        kind = "custom_tool_call_output" if call.type == "custom_tool_call" else "function_call_output"
+        return self.make(type=kind, call_id=call.call_id, name=call.name, text=ABORTED_OUTPUT)
+
+    @property
+    def normalized_as_is(self) -> bool:
+        """Whether `for_prompt` left the history as it is (no synthetic output, no orphan dropped):
+        then `messages` is `render(history, base)` itself."""
+        return not self._aborted and not self._orphans
 
 
 class ActiveTerms(_Follower):
@@ -385,17 +416,20 @@ class ActiveTerms(_Follower):
 
     def of(self, items: list[CodexItem]) -> tuple[int, int]:
         """(tail, reasoning) of `items`."""
-        for item in self._appended(items):
+        new = self._appended(items)  # first: it may start anew
+        model_seen, tail, reasoning, pending = self._model_seen, self._tail, self._reasoning, self._pending
+        for item in new:
             if item.is_model_generated:
-                self._model_seen, self._tail = True, 0
-            elif self._model_seen:
-                self._tail += item.estimate
-            if item.type == "reasoning" and item.encrypted_len:
-                self._pending += item.estimate
+                model_seen, tail = True, 0
+            elif model_seen:
+                tail += item.estimate
+            if item.encrypted_len and item.type == "reasoning":
+                pending += item.estimate
             if item.is_user_turn_boundary:
-                self._reasoning += self._pending
-                self._pending = 0
-        return self._tail, self._reasoning
+                reasoning += pending
+                pending = 0
+        self._model_seen, self._tail, self._reasoning, self._pending = model_seen, tail, reasoning, pending
+        return tail, reasoning
 
 
 def remove_first_item(items: list[CodexItem]) -> list[CodexItem]:
@@ -598,7 +632,7 @@ def encrypted_length(text: str, overhead_bytes: int) -> int:
 
 def _message_cost(item: CodexItem) -> int:
     """Retained-message cost (§4.3): max(1, Σ ceil(len(text part)/4)); images cost 0."""
-    return max(1, item.text_tokens if item.text else 0)
+    return item.text_tokens or 1  # ceil(bytes/4) is 0 only for an empty text
 
 
 def retain_for_remote(
@@ -621,7 +655,7 @@ def retain_for_remote(
     kept: list[CodexItem] = []
     for item in reversed(candidates):
         if remaining == 0:
-            continue
+            break  # nothing more is kept
         cost = _message_cost(item) if item.type == "message" else item.estimate
         if cost <= remaining:
             kept.append(item)

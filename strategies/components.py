@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 
 from compaction_bench.strategies.history import pair_safe_units
+from compaction_bench.tokens import utf16_len
 from compaction_bench.transcript import Item, Usage
 
 
@@ -31,8 +32,8 @@ def js_round(value: float) -> int:
 
 
 def chars_div4(text: str) -> int:
-    """`Math.round(text.length / 4)` (UTF-16 code units, as JavaScript counts them)."""
-    return js_round(len(text.encode("utf-16-le")) // 2 / 4)
+    """`Math.round(text.length / 4)` (UTF-16 code units, as JavaScript counts them: a lone surrogate is one)."""
+    return js_round(utf16_len(text) / 4)
 
 
 def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:

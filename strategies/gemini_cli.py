@@ -25,11 +25,18 @@ transcripts hold no environment-context message, so none is re-inserted after a 
 system prompt items stay in front. Reasoning items are not replayed (Gemini keeps thought text out
 of the curated history). The §10.4 pre-check that refuses to send is left to the simulated provider,
 which rejects what does not fit.
+
+Each part and content is measured once, and the history is indexed as it grows (running sums of the
+estimate units, compact-JSON lengths and maskable tokens, the clean user contents): a §3 plan costs
+the responses it walks and builds no text, the §4 split walks only the clean user contents, the §8
+check is a binary search, and of a truncation only what is sent or kept is built.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -119,8 +126,9 @@ class Part:
     is_error: bool = False
     attachments: tuple[Attachment, ...] = ()
     _measure: PartMeasure | None = field(default=None, init=False, repr=False, compare=False)
-    #: the last `truncation_body` of the text: (threshold, body, its measure)
-    _body: tuple[int, str, TextMeasure] | None = field(default=None, init=False, repr=False, compare=False)
+    #: the text's cut at the last threshold asked (`_cut_at`): (threshold, `truncation_body`, the measure
+    #: of the cut text without the file's number, how much that changes the text's escaped length)
+    _cut: tuple[int, str, TextMeasure, int] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "text":
@@ -158,17 +166,33 @@ class Part:
         """The measure of `format_truncated_output(text, output_path(name, number), threshold)`, None
         when that is the text itself, without building it: the header's measure without the number
         is known per threshold and tool, the number is ASCII digits (1 in every measure per digit), the
-        body's measure is known per threshold (`_cut_body`)."""
+        body's measure is known per threshold (`_cut_at`)."""
         if self.measure().text.chars <= threshold:
             return None
         digits = len(str(number))
-        return _numberless_header(threshold, self.name or "tool") + TextMeasure(digits, digits, digits, digits) + self._cut_body(threshold)[1]
+        return self._cut_at(threshold)[2] + TextMeasure(digits, digits, digits, digits)
 
-    def _cut_body(self, threshold: int) -> tuple[str, TextMeasure]:
-        if self._body is None or self._body[0] != threshold:
+    def cut_change(self, number: int, threshold: int) -> int | None:
+        """`truncated_text(number, threshold).escaped - measure().text.escaped` (None: the text is not cut)."""
+        if self.measure().text.chars <= threshold:
+            return None
+        return self._cut_at(threshold)[3] + len(str(number))
+
+    def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int]:
+        cut = self._cut
+        if cut is None or cut[0] != threshold:
             body = truncation_body(self.text, threshold)
-            self._body = (threshold, body, TextMeasure.of(body))
-        return self._body[1], self._body[2]
+            numberless = _numberless_header(threshold, self.name or "tool") + TextMeasure.of(body)
+            cut = self._cut = (threshold, body, numberless, numberless.escaped - self.measure().text.escaped)
+        return cut
+
+    def cut_text(self, number: int, threshold: int) -> str:
+        """`format_truncated_output(text, output_path(name, number), threshold)` from its pieces: the
+        header around the file's number (per threshold and tool) and the body (per threshold)."""
+        if self.measure().text.chars <= threshold:
+            return self.text
+        before, after = _header_around_number(threshold, self.name or "tool")
+        return before + str(number) + after + self._cut_at(threshold)[1]
 
     def truncated(self, number: int, threshold: int) -> Part:
         """A response part with `format_truncated_output(text, output_path(name, number), threshold)`
@@ -182,13 +206,18 @@ class Part:
             out = replace_text(self, self.text)
             out._measure = measure
             return out
-        header = truncation_header(output_path(self.name or "tool", number), threshold)
-        out = replace_text(self, header + self._cut_body(threshold)[0])
+        out = replace_text(self, self.cut_text(number, threshold))
         # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
         delta = cut.escaped - measure.text.escaped
         out._measure = PartMeasure(measure.json_length + delta, measure.units + delta / 4, cut, MASKED_TAG in out.text,
                                    SNAPSHOT_TAG in out.text)
         return out
+
+
+def response_message(part: Part, text: str, attachments: tuple[Attachment, ...]) -> Message:
+    """The wire message of a function response part with `text` and `attachments` (`GeminiCli.render`)."""
+    return Message("tool", text, tool_call_id=part.call_id, name=part.name, is_error=part.is_error,
+                   item_ids=(part.item_id,) if part.item_id else (), attachments=attachments)
 
 
 def replace_text(part: Part, text: str) -> Part:
@@ -257,25 +286,43 @@ def estimate_contents(contents: Sequence[Content]) -> int:
     return math.floor(sum(c.measure()[1] for c in contents))
 
 
-def find_split_point(contents: Sequence[Content], fraction: float, counts: Sequence[int] | None = None) -> int:
-    """§4 `findCompressSplitPoint`: the index of the oldest kept content. `counts`, when given, are
-    the contents' compact-JSON lengths (of a truncation not built yet, `Truncation.json_lengths`)."""
+def find_split_point(contents: Sequence[Content], fraction: float) -> int:
+    """§4 `findCompressSplitPoint`: the index of the oldest kept content."""
+    clean = [i for i, c in enumerate(contents) if is_clean_user(c)]
+    before = list(itertools.accumulate((compact_json_length(c) for c in contents), initial=0))
+    return split_at(clean, before, (), fraction, compress_everything(contents))
+
+
+def is_clean_user(content: Content) -> bool:
+    """§4: a split may fall only at a user content without function responses."""
+    return content.role == "user" and not content.has_response
+
+
+def compress_everything(contents: Sequence[Content]) -> bool:
+    """§4: after a final model text (no function call) everything may be compressed."""
+    return bool(contents) and contents[-1].role == "model" and not contents[-1].has_call
+
+
+def split_at(clean: Sequence[int], before: Sequence[int], changes: Sequence[tuple[int, int]], fraction: float,
+             everything: bool) -> int:
+    """The walk of §4 `findCompressSplitPoint` over the clean user contents only (`clean`, ascending):
+    `before[i]` is the compact-JSON length of the contents before content i (`before[-1]` of all),
+    `changes` what a truncation not built yet changes in those lengths, as (content index, change)
+    in ascending content order. Only a clean user content can end the walk, and the length before
+    one is the sum of `before` and the changes of the contents before it."""
     if fraction <= 0 or fraction >= 1:
         raise ValueError("fraction must be between 0 and 1")
-    if counts is None:
-        counts = [compact_json_length(c) for c in contents]
-    target = sum(counts) * fraction
+    target = (before[-1] + sum(change for _, change in changes)) * fraction
     last_split = 0
-    cumulative = 0
-    for i, content in enumerate(contents):
-        if content.role == "user" and not content.has_response:
-            if cumulative >= target:
-                return i
-            last_split = i
-        cumulative += counts[i]
-    if contents and contents[-1].role == "model" and not contents[-1].has_call:
-        return len(contents)
-    return last_split
+    shift = k = 0
+    for i in clean:
+        while k < len(changes) and changes[k][0] < i:
+            shift += changes[k][1]
+            k += 1
+        if before[i] + shift >= target:
+            return i
+        last_split = i
+    return len(before) - 1 if everything else last_split
 
 
 def _head_tail(threshold: int) -> tuple[int, int]:
@@ -302,9 +349,16 @@ def output_path(tool: str, number: int | str) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
+def _header_around_number(threshold: int, tool: str) -> tuple[str, str]:
+    """`truncation_header(output_path(tool, number), threshold)` is `before + str(number) + after`."""
+    before, _, after = truncation_header(output_path(tool, "\0"), threshold).rpartition("\0")
+    return before, after
+
+
+@functools.lru_cache(maxsize=1024)
 def _numberless_header(threshold: int, tool: str) -> TextMeasure:
     """The measure of `truncation_header` of a `tool` output at `threshold` without the file's number."""
-    return TextMeasure.of(truncation_header(output_path(tool, ""), threshold))
+    return TextMeasure.of("".join(_header_around_number(threshold, tool)))
 
 
 def format_truncated_output(text: str, path: str, threshold: int) -> str:
@@ -317,60 +371,78 @@ def format_truncated_output(text: str, path: str, threshold: int) -> str:
 class Truncation:
     """`truncateHistoryToBudget` (§3) of contents, planned without building the truncated texts: the
     response parts it changes (each with the number of the output file it was given) and how each
-    changes its content's compact-JSON length and the estimate. Only what is sent or kept is built
-    (`contents`)."""
+    changes its content's compact-JSON length and the estimate. Only what is sent (`messages`) or
+    kept (`contents`) is built."""
 
     def __init__(self, source: Sequence[Content], threshold: int, units: float) -> None:
         self.source = source
         self.threshold = threshold
         #: the source's estimate units
         self.units = units
-        #: per content index, the parts cut: (part index, the number of its output file)
-        self.cuts: dict[int, list[tuple[int, int]]] = {}
-        self.json_delta: dict[int, int] = {}
-        self.units_delta = 0.0
+        #: the parts cut, in the order of §3 (newest first): (content index, part index, the number of
+        #: its output file, how much the cut changes the text's escaped length)
+        self.cuts: list[tuple[int, int, int, int]] = []
+        #: the sum of those changes: the text appears once in the response's JSON and in
+        #: JSON.stringify({output}) (§10.2), so it is the change of both
+        self.delta = 0
 
-    def cut(self, ci: int, pi: int, number: int, measured: bool = True) -> TextMeasure | None:
+    def cut(self, ci: int, pi: int, number: int) -> TextMeasure:
         """Record the cut of `source[ci].parts[pi]`, its output saved as file `number`; the measure of
-        its text after the cut (`measured`: the counter needs it; past the budget only the escaped
-        length is needed, from the same pieces)."""
+        its text after the cut (for the counter)."""
         part = self.source[ci].parts[pi]
         text = part.measure().text
         if text.chars <= self.threshold and not part.attachments:
             return text  # the part stays as it is
-        self.cuts.setdefault(ci, []).append((pi, number))
-        if not measured:
-            if text.chars <= self.threshold:
-                return None
-            digits = len(str(number))
-            escaped = _numberless_header(self.threshold, part.name or "tool").escaped + digits + part._cut_body(self.threshold)[1].escaped
-            self._grow(ci, escaped - text.escaped)
-            return None
         cut = part.truncated_text(number, self.threshold)
         if cut is None:
+            self.cuts.append((ci, pi, number, 0))  # the same text, without the attachments
             return text
-        self._grow(ci, cut.escaped - text.escaped)
+        self.cuts.append((ci, pi, number, cut.escaped - text.escaped))
+        self.delta += cut.escaped - text.escaped
         return cut
 
-    def _grow(self, ci: int, delta: int) -> None:
-        # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
-        self.json_delta[ci] = self.json_delta.get(ci, 0) + delta
-        self.units_delta += delta / 4
+    def cut_all(self, responses: Sequence[tuple[int, int]], number: int) -> None:
+        """Record the cuts of `responses` ((content index, part index), newest first), past the
+        budget, their outputs saved as files `number`, `number + 1`, …: only the change of the escaped
+        length is needed (`Part.cut_change`)."""
+        threshold, source, cuts = self.threshold, self.source, self.cuts
+        delta = 0
+        for ci, pi in responses:
+            part = source[ci].parts[pi]
+            change = part.cut_change(number, threshold)
+            if change is not None:
+                cuts.append((ci, pi, number, change))
+                delta += change
+            elif part.attachments:
+                cuts.append((ci, pi, number, 0))
+            number += 1
+        self.delta += delta
 
-    def json_lengths(self) -> list[int]:
-        delta = self.json_delta
-        return [c.measure()[0] + delta.get(ci, 0) for ci, c in enumerate(self.source)]
+    def split(self, fraction: float, clean: Sequence[int], before: Sequence[int]) -> int:
+        """§4 `findCompressSplitPoint` of the truncated contents (`split_at`): `clean` and `before` are
+        the source's clean user contents and running compact-JSON lengths."""
+        changes = [(ci, change) for ci, _, _, change in reversed(self.cuts)]
+        return split_at(clean, before, changes, fraction, compress_everything(self.source))
 
     def estimate(self) -> int:
         """`estimate_contents` of the truncated contents (every unit a multiple of 0.25: exact)."""
-        return math.floor(self.units + self.units_delta)
+        return math.floor(self.units + self.delta / 4)
+
+    def _cuts_of(self, start: int, stop: int) -> dict[int, list[tuple[int, int]]]:
+        by_content: dict[int, list[tuple[int, int]]] = {}
+        for ci, pi, number, _ in self.cuts:
+            if start <= ci < stop:
+                by_content.setdefault(ci, []).append((pi, number))
+        return by_content
 
     def contents(self, start: int = 0, stop: int | None = None) -> list[Content]:
         """The truncated contents `[start:stop]`; a content without cuts is the source's own."""
+        stop = len(self.source) if stop is None else stop
+        by_content = self._cuts_of(start, stop)
         out = []
-        for ci in range(start, len(self.source) if stop is None else stop):
+        for ci in range(start, stop):
             content = self.source[ci]
-            cuts = self.cuts.get(ci)
+            cuts = by_content.get(ci)
             if cuts is None:
                 out.append(content)
                 continue
@@ -378,6 +450,27 @@ class Truncation:
             for pi, number in cuts:
                 parts[pi] = parts[pi].truncated(number, self.threshold)
             out.append(Content(content.role, parts) if any(a is not b for a, b in zip(parts, content.parts, strict=True)) else content)
+        return out
+
+    def messages(self, log: list[Message], at: Sequence[int], stop: int) -> list[Message]:
+        """The truncated contents `[:stop]` rendered, without building them, from the source's rendered
+        messages (content i's are `log[at[i]:at[i + 1]]`): a cut response's message gets its truncated
+        text and loses its attachments (`Part.truncated`)."""
+        by_content = self._cuts_of(0, stop)
+        out: list[Message] = []
+        done = 0  # out holds the messages of the contents before `done`
+        for ci in sorted(by_content):
+            out += log[at[done]:at[ci]]
+            rendered = log[at[ci]:at[ci + 1]]
+            parts = self.source[ci].parts
+            for pi, number in by_content[ci]:
+                part = parts[pi]
+                # a user content's messages: one per function response in order, then its text (`render`)
+                position = sum(1 for p in parts[:pi] if p.kind == "response")
+                rendered[position] = response_message(part, part.cut_text(number, self.threshold), ())
+            out += rendered
+            done = ci + 1
+        out += log[at[done]:at[stop]]
         return out
 
 
@@ -418,19 +511,30 @@ class GeminiCli(Strategy):
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
         self._files = 0
         self._system_messages: dict[str, Message] = {}
+        self._prompts: dict[tuple[Any, ...], Message] = {}
         #: the system messages and the history's rendered, as an append-only log shared by the requests'
-        #: views (compaction_bench.log_view): the history list it renders, how many of its contents and
-        #: system items it holds. A new log starts when the history is replaced or masked (`_log_of` None)
+        #: views (compaction_bench.log_view): the history list it renders, how many system items it holds,
+        #: where each content's messages start in it (`_log_at[i]`; `_log_at[-1]`: the log's end). A new
+        #: log starts when the history is replaced or masked (`_log_of` None)
         self._log: list[Message] = []
         self._log_of: list[Content] | None = None
-        self._log_contents = 0
         self._log_system = 0
-        #: the history's response parts as (content index, part index), oldest first, and the running
-        #: sums of its contents' estimate units (`_units[i]`: of the first i): extended as the history
-        #: grows, rebuilt when it is replaced or masked (`_index_of` None)
+        self._log_at: list[int] = [0]
+        #: the history indexed (`_index`), extended as it grows, rebuilt when it is replaced or masked
+        #: (`_index_of` None): its response parts as (content index, part index), oldest first, with their
+        #: texts' estimates (§3 measures a response's text as a text part); the running
+        #: sums of its contents' estimate units and compact-JSON lengths (`_units[i]`, `_json[i]`: of the
+        #: first i); its clean user contents (§4); the first content with a state snapshot in a text part
+        #: (§5.2); the running sums over the response parts of the tokens masking may take (§8: 0 for an
+        #: exempt tool or a masked output)
         self._index_of: list[Content] | None = None
         self._responses: list[tuple[int, int]] = []
+        self._text_tokens: list[int] = []
         self._units: list[float] = [0.0]
+        self._json: list[int] = [0]
+        self._clean: list[int] = []
+        self._first_snapshot: int | None = None
+        self._maskable: list[int] = [0]
 
     # ------------------------------------------------------------ observing
     def on_user_turn(self, item: Item) -> None:
@@ -520,26 +624,31 @@ class GeminiCli(Strategy):
         texts = [p for p in content.parts if p.kind == "text"]
         for p in content.parts:
             if p.kind == "response":
-                out.append(Message("tool", p.text, tool_call_id=p.call_id, name=p.name, is_error=p.is_error,
-                                   item_ids=(p.item_id,) if p.item_id else (), attachments=p.attachments))
+                out.append(response_message(p, p.text, p.attachments))
         if texts:
             ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id and p.kind != "response"))
             out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids))
         return out
 
-    def messages(self) -> LogView:
-        """The system messages, the history and the pending contents rendered: a view of the log of
-        the first two (extended by the contents appended since the last call) and the pending ones."""
+    def _sync_log(self) -> list[Message]:
+        """The log of the system messages and the history's, extended by the contents appended since
+        the last call."""
         from compaction_bench.request import message_from_item
 
-        if self._log_of is not self.history or self._log_system != len(self.system) or self._log_contents > len(self.history):
+        if self._log_of is not self.history or self._log_system != len(self.system) or len(self._log_at) - 1 > len(self.history):
             self._log = [self._system_messages.get(i.id) or self._system_messages.setdefault(i.id, message_from_item(i))
                          for i in self.system]
-            self._log_of, self._log_contents, self._log_system = self.history, 0, len(self.system)
-        log = self._log
-        for content in self.history[self._log_contents:]:
+            self._log_of, self._log_system, self._log_at = self.history, len(self.system), [len(self._log)]
+        log, at = self._log, self._log_at
+        for content in self.history[len(at) - 1:]:
             log += self._content_messages(content)
-        self._log_contents = len(self.history)
+            at.append(len(log))
+        return log
+
+    def messages(self) -> LogView:
+        """The system messages, the history and the pending contents rendered: a view of the log of
+        the first two and the pending ones."""
+        log = self._sync_log()
         return LogView(log, len(log), tuple(self.render(self.pending)))
 
     # ------------------------------------------------------------ the check (§2)
@@ -557,11 +666,24 @@ class GeminiCli(Strategy):
     # ------------------------------------------------------------ truncation (§3)
     def _index(self) -> None:
         if self._index_of is not self.history or len(self._units) - 1 > len(self.history):
-            self._index_of, self._responses, self._units = self.history, [], [0.0]
+            self._index_of, self._responses, self._text_tokens, self._units, self._json = self.history, [], [], [0.0], [0]
+            self._clean, self._first_snapshot, self._maskable = [], None, [0]
         for ci in range(len(self._units) - 1, len(self.history)):
             content = self.history[ci]
-            self._responses += [(ci, pi) for pi, p in enumerate(content.parts) if p.kind == "response"]
-            self._units.append(self._units[-1] + content.measure()[1])
+            json_length, units = content.measure()
+            self._units.append(self._units[-1] + units)
+            self._json.append(self._json[-1] + json_length)
+            if is_clean_user(content):
+                self._clean.append(ci)
+            for pi, part in enumerate(content.parts):
+                if part.kind == "response":
+                    self._responses.append((ci, pi))
+                    measure = part.measure()
+                    self._text_tokens.append(math.floor(measure.text.text_units))
+                    maskable = not measure.masked and part.name not in self.exempt
+                    self._maskable.append(self._maskable[-1] + (math.floor(measure.units) if maskable else 0))
+                elif part.kind == "text" and self._first_snapshot is None and part.measure().snapshot:
+                    self._first_snapshot = ci
 
     def plan_truncation(self) -> Truncation:
         """The history's truncation: newest first, each function response's text estimated as a text
@@ -571,51 +693,62 @@ class GeminiCli(Strategy):
         threshold = max(min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold), 0)
         budget = o.function_response_token_budget
         self._index()
-        contents = self.history
+        contents, responses = self.history, self._responses
         plan = Truncation(contents, threshold, self._units[-1])
         counter = 0
-        for ci, pi in reversed(self._responses):
-            if counter > budget:
-                plan.cut(ci, pi, self._next_file(), measured=False)
-                continue
-            tokens = math.floor(contents[ci].parts[pi].measure().text.text_units)
+        left = len(responses)  # the responses not walked yet: responses[:left]
+        while left and counter <= budget:
+            left -= 1
+            ci, pi = responses[left]
+            tokens = self._text_tokens[left]
             if counter + tokens > budget:
-                cut = plan.cut(ci, pi, self._next_file())
-                assert cut is not None
-                counter += math.floor(cut.text_units)
+                counter += math.floor(plan.cut(ci, pi, self._next_file()).text_units)
             else:
                 counter += tokens
+        plan.cut_all(responses[left - 1::-1] if left else (), self._files + 1)
+        self._files += left
         return plan
 
     def _truncate_only(self, count: int) -> None:
         """§7: the failed-compression path."""
         plan = self.plan_truncation()
         if plan.estimate() < count:
+            self.last_prompt_tokens = plan.estimate()
+            if not plan.cuts:
+                return  # the truncated history is the history: nothing else changes
             truncated = plan.contents()
             before = self.messages()
             self.history = truncated
-            self.last_prompt_tokens = estimate_contents(self.history)
             after = self.messages()
             if after != before:
                 self.ctx.record_compaction(trigger="truncate", before=before, after=after, summary=None, estimate_tokens=count,
                                            details={"status": "CONTENT_TRUNCATED"})
 
     # ------------------------------------------------------------ compression (§4-§6)
+    def _prompt(self, role: str, template: str, **variables: Any) -> Message:
+        """The message of a prompt, rendered once per template and variables (the same object each time)."""
+        key = (role, template, *sorted(variables.items()))
+        message = self._prompts.get(key)
+        if message is None:
+            message = self._prompts[key] = Message(role, self.ctx.render_prompt(template, **variables))
+        return message
+
     def _compress(self, count: int, *, force: bool) -> None:
         o = self.options
         plan = self.plan_truncation()
-        split = find_split_point(plan.source, 1 - o.preserve_fraction, plan.json_lengths())
+        split = plan.split(1 - o.preserve_fraction, self._clean, self._json)
         if split == 0:
             return
-        original = self.history[:split]
-        chosen = original if estimate_contents(original) < self.limit else plan.contents(0, split)
-        previous = any(p.measure().snapshot for c in chosen for p in c.parts if p.kind == "text")
-        system = Message("system", self.ctx.render_prompt("gemini_compression_system.j2", plan_path=None))
-        body = self.render(chosen)
-        ask = Message("user", self.ctx.render_prompt("gemini_compression_request.j2", previous=previous))
+        # the original slice when its estimate fits, else the truncated one; truncation changes no text
+        # part, so a state snapshot is in either or in neither
+        log, at = self._sync_log(), self._log_at
+        body = log[at[0]:at[split]] if math.floor(self._units[split]) < self.limit else plan.messages(log, at, split)
+        previous = self._first_snapshot is not None and self._first_snapshot < split
+        system = self._prompt("system", "gemini_compression_system.j2", plan_path=None)
+        ask = self._prompt("user", "gemini_compression_request.j2", previous=previous)
         try:
             first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))
-            verify = Message("user", self.ctx.render_prompt("gemini_compression_verify.j2"))
+            verify = self._prompt("user", "gemini_compression_verify.j2")
             second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
                                         purpose="verify")
         except SummaryOverflow:
@@ -638,7 +771,7 @@ class GeminiCli(Strategy):
         self.last_prompt_tokens = new_tokens
         self.ctx.record_compaction(
             trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
-            summarized_ids=[i for m in self.render(original) for i in m.item_ids], estimate_tokens=count,
+            summarized_ids=[i for m in body for i in m.item_ids], estimate_tokens=count,
             threshold=math.floor(o.compression_threshold * self.limit),
             details={"split": split, "kept_contents": len(plan.source) - split, "new_tokens": new_tokens, "anchored": previous},
         )
@@ -655,9 +788,25 @@ class GeminiCli(Strategy):
             return content[:250] + "\n... [TRUNCATED] ...\n" + content[-250:]
         return content
 
+    def _prunable_tokens(self, start: int) -> int:
+        """The tokens §8 may mask in `history[:start + 1]`, from the running sums (`_maskable`): the
+        window closes at the newest part that takes the protected sum (of that part and every newer
+        one) over `mask_protection_tokens`; that part and every older one are prunable."""
+        self._index()
+        maskable = self._maskable
+        walked = bisect.bisect_right(self._responses, start, key=lambda response: response[0])
+        over = maskable[walked] - self.options.mask_protection_tokens
+        if over <= 0:
+            return 0  # the window never closes
+        # maskable[j + 1] - maskable[j] are part j's tokens: the closing part j is the newest with
+        # maskable[walked] - maskable[j] > protection, that is maskable[j] < over <= maskable[j + 1]
+        return maskable[bisect.bisect_left(maskable, over, 0, walked)]
+
     def _mask(self) -> None:
         o = self.options
         start = len(self.history) - (2 if o.mask_protect_latest_turn else 1)
+        if self._prunable_tokens(start) < o.mask_min_prunable_tokens:
+            return
         protected = 0
         window_closed = False
         prunable: list[tuple[int, int, int]] = []

@@ -51,9 +51,10 @@ from compaction_bench.strategies.opencode_components import (
     media_as_text,
     model_limits,
     preserve_budget,
-    select_tail,
+    select_from_turns,
     serialize_record,
     split_recent,
+    turn_spans,
     usable_window,
     usage_count,
 )
@@ -81,6 +82,17 @@ class _OpenCode(Strategy):
         o = self.options
         self.limits = model_limits(ctx.profile, o.context_limit, o.output_limit, getattr(o, "input_limit", None))
         self._system: list[Message] = []
+        self._prompts: dict[tuple[Any, ...], str] = {}
+
+    def _prompt(self, template: str, **variables: Any) -> str:
+        """`ctx.render_prompt`, each template with each set of variables rendered once (rendering is
+        deterministic and the template's hash is recorded by the first call): a compaction that is
+        tried again and again (§2.8) sends the same text object, not a new one to count again."""
+        key = (template, *((k, tuple(v) if isinstance(v, list) else v) for k, v in sorted(variables.items())))
+        text = self._prompts.get(key)
+        if text is None:
+            text = self._prompts[key] = self.ctx.render_prompt(template, **variables)
+        return text
 
     def _system_messages(self) -> list[Message]:
         """The system prompt's messages (items are only ever appended to it)."""
@@ -265,7 +277,7 @@ class OpenCodeV1(_OpenCode):
             # §4: the newest real user message before the request is replayed, not summarized.
             for i in range(len(messages) - 2, -1, -1):
                 if messages[i].starts_turn:
-                    if any(r.starts_turn for r in messages[:i]):
+                    if any(messages[n].starts_turn for n in range(i)):
                         replay, end = messages[i], i
                     break
         # the records before `end` but completed summaries and the compaction requests they answer
@@ -276,25 +288,24 @@ class OpenCodeV1(_OpenCode):
             o.preserve_recent_ratio,
         )
         size = len(history)
-        if prefix:  # the records are `input.records[:size]`: its turn starts, flags and running sums serve
+        # select looks only at the newest `tail_turns` turns: their spans, and slice estimates from the first of them
+        estimate: Callable[[int, int], int]
+        if prefix:  # the records are `input.records[:size]`: its turn starts and running sums serve
             starts = self.input.turn_starts
-            turn_starts = starts[: bisect.bisect_left(starts, size)]
+            before_end = bisect.bisect_left(starts, size)
+            recent = starts[max(0, before_end - o.tail_turns) : before_end] if o.tail_turns > 0 else []
+            estimate = self.input.estimate
         else:
             turn_starts = [n for n, r in enumerate(history) if r.starts_turn]
-        # select_tail looks only at the newest `tail_turns` turns: their flags, and slice estimates from the first of them
-        first = turn_starts[-o.tail_turns] if 0 < o.tail_turns <= len(turn_starts) else (turn_starts[0] if turn_starts else size)
-        estimate: Callable[[int, int], int]
-        if prefix:
-            flags, estimate = self.input.starts_turn[first:size], self.input.estimate
-        else:
-            flags = [r.starts_turn for r in history[first:]]
+            recent = turn_starts[-o.tail_turns :] if o.tail_turns > 0 else []
+            first = recent[0] if recent else size
             estimate = self.estimator.slices([self.renderer.record(r) for r in history[first:]], first)
-        choice = select_tail(flags, estimate, o.tail_turns, budget, offset=first)
+        choice = select_from_turns(turn_spans(recent, size), estimate, o.tail_turns, budget)
         head = history if choice.start is None else history[: choice.start]
         head_messages = self.input.messages_before(len(head)) if prefix else self.renderer.render(head, for_summary=True)
 
-        prompt = self.ctx.render_prompt("opencode_summary.j2", previous_summary=previous, context=[])
-        system = self.ctx.render_prompt("opencode_compaction_system.j2")
+        prompt = self._prompt("opencode_summary.j2", previous_summary=previous, context=[])
+        system = self._prompt("opencode_compaction_system.j2")
         summary_request = Request(
             [Message("system", system), *head_messages, Message("user", prompt)],
             kind="summary",

@@ -638,8 +638,28 @@ class TailChoice:
 
 def turns(starts_turn: Sequence[bool]) -> list[tuple[int, int]]:
     """§2.3: (start, end) of each turn; a turn runs from a turn-starting message to the next one."""
-    starts = [n for n, flag in enumerate(starts_turn) if flag]
-    return [(s, starts[k + 1] if k + 1 < len(starts) else len(starts_turn)) for k, s in enumerate(starts)]
+    return turn_spans([n for n, flag in enumerate(starts_turn) if flag], len(starts_turn))
+
+
+def turn_spans(starts: Sequence[int], end: int) -> list[tuple[int, int]]:
+    """(start, end) of the turns starting at `starts` (ascending) in a history of `end` messages."""
+    return [(s, starts[k + 1] if k + 1 < len(starts) else end) for k, s in enumerate(starts)]
+
+
+def earliest_fitting_start(low: int, end: int, estimate: Callable[[int, int], int], remaining: int) -> int | None:
+    """`splitTurn`'s scan: the first `s` in ``range(low, end)`` with ``estimate(s, end) <= remaining``.
+
+    A suffix's estimate never grows as its start moves later (fewer messages, each of a
+    non-negative length, and a non-decreasing rounding), so the fitting starts are a suffix of the
+    range and a binary search finds the first one the linear scan would."""
+    high = end
+    while low < high:
+        middle = (low + high) // 2
+        if estimate(middle, end) <= remaining:
+            high = middle
+        else:
+            low = middle + 1
+    return low if low < end else None
 
 
 def select_tail(
@@ -652,9 +672,15 @@ def select_tail(
     start that holds the newest `tail_turns` turns (what is selected from). `estimate(start, end)`
     is the estimate of ``history[start:end]``; indexes are the history's.
     """
+    return select_from_turns([(start + offset, end + offset) for start, end in turns(starts_turn)], estimate, tail_turns, budget)
+
+
+def select_from_turns(
+    all_turns: Sequence[tuple[int, int]], estimate: Callable[[int, int], int], tail_turns: int, budget: int
+) -> TailChoice:
+    """`select_tail` from the turns' (start, end) spans: all of them, or the newest `tail_turns`."""
     if tail_turns <= 0:
         return TailChoice(None, "disabled")
-    all_turns = [(start + offset, end + offset) for start, end in turns(starts_turn)]
     if not all_turns:
         return TailChoice(None, "no-turns")
     recent = all_turns[-tail_turns:]
@@ -667,7 +693,7 @@ def select_tail(
             continue
         remaining = budget - total
         if remaining > 0 and end - start > 1:
-            found = next((s for s in range(start + 1, end) if estimate(s, end) <= remaining), None)
+            found = earliest_fitting_start(start + 1, end, estimate, remaining)
             if found is not None:
                 keep, split = found, True
         break

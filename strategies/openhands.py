@@ -27,6 +27,10 @@ does (§7): an assistant message is emitted only once every call of it has its o
 orphaned calls or observations are dropped silently; observations are cut at 30,000 characters. The
 call/result halves the count-only cut separates are therefore lost without a wire error; each
 compaction lists them in `details["orphaned_calls"]` / `["orphaned_results"]`.
+
+Both render their view incrementally: each event's messages are built once, and a view that extends
+the one rendered last only adds its new events to the rendering, whose messages form the append-only
+log the requests' views share (compaction_bench.log_view).
 """
 
 from __future__ import annotations
@@ -465,6 +469,42 @@ class OpenHands(Strategy):
 
 
 # ===================================================================== V0
+class _V0Messages:
+    """V0 message building (§7), one event at a time. Its messages only grow (an assistant message is
+    appended once every call of its response has an observation, followed by them), so a view that
+    extends the one rendered is rendered by adding the new events."""
+
+    def __init__(self, strategy: OpenHandsV0) -> None:
+        self.strategy = strategy
+        #: the view rendered so far and its messages
+        self.events: list[Event] = []
+        self.out: list[Message] = []
+        #: the actions waiting for observations (by response) and the observations waiting to be placed
+        self.pending: dict[int, list[Event]] = {}
+        self.results: dict[str, Message] = {}
+
+    def add(self, e: Event) -> None:
+        self.events.append(e)
+        out, pending, results = self.out, self.pending, self.results
+        if e.kind == "action":
+            pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
+        else:
+            if e.rendered is None:
+                e.rendered = (self.strategy._own_message(e),)
+            if e.kind == "observation" and not e.masked:
+                results[e.call_id] = e.rendered[0]
+            else:
+                out += e.rendered
+        if e.kind not in ("action", "observation"):
+            return  # nothing pending or answered changed: no batch completes here
+        for key in list(pending):
+            actions = pending[key]
+            if all(a.call_id in results for a in actions):
+                out.append(self.strategy._batch_message(actions))
+                out += [results.pop(a.call_id) for a in actions]
+                del pending[key]
+
+
 @dataclass(frozen=True)
 class OpenHandsV0Options:
     """V0 server pipeline defaults (§1, §5.1, §5.4, §6)."""
@@ -501,6 +541,10 @@ class OpenHandsV0(Strategy):
         self._summary_event: tuple[tuple[str, int], Event] | None = None
         self._masked_copies: dict[tuple[int, str], Event] = {}
         self._batches: dict[tuple[int, ...], Message] = {}
+        #: how many browser observations `_live` holds (none to mask up to the attention window)
+        self._browsers = 0
+        #: the last view rendered; its messages are the append-only log the requests' views share
+        self._renderer = _V0Messages(self)
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -526,7 +570,17 @@ class OpenHandsV0(Strategy):
                 self._first_action.setdefault(e.call_id, e)
             if e.id not in self.forgotten:
                 self._live.append(e)
+                self._browsers += self._is_browser(e)
         self._synced = len(self.log.events)
+
+    def _is_browser(self, e: Event) -> bool:
+        return e.kind == "observation" and e.tool_name in self.browser
+
+    def view(self) -> list[Event]:
+        """The base view (§2.1) with the browser masking (§5.4), which changes nothing while the view
+        holds no more browser observations than the attention window."""
+        view = self.base_view()
+        return self._browser_masked(view) if self._browsers > self.options.browser_attention_window else view
 
     def base_view(self) -> list[Event]:
         self._sync()
@@ -544,7 +598,7 @@ class OpenHandsV0(Strategy):
         out = list(view)
         for i in range(len(out) - 1, -1, -1):
             e = out[i]
-            if e.kind == "observation" and e.tool_name in self.browser:
+            if self._is_browser(e):
                 seen += 1
                 if seen > self.options.browser_attention_window:
                     url = _url(self._first_action.get(e.call_id))
@@ -555,30 +609,18 @@ class OpenHandsV0(Strategy):
         return out
 
     # ------------------------------------------------------------ message building (§7)
-    def messages(self, view: Sequence[Event] | None = None) -> list[Message]:
-        view = self._browser_masked(self.base_view()) if view is None else view
-        out: list[Message] = []
-        pending: dict[int, list[Event]] = {}
-        results: dict[str, Message] = {}
-        for e in view:
-            if e.kind == "action":
-                pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
-            else:
-                if e.rendered is None:
-                    e.rendered = (self._own_message(e),)
-                if e.kind == "observation" and not e.masked:
-                    results[e.call_id] = e.rendered[0]
-                else:
-                    out += e.rendered
-            if e.kind not in ("action", "observation"):
-                continue  # nothing pending or answered changed: no batch completes here
-            for key in list(pending):
-                actions = pending[key]
-                if all(a.call_id in results for a in actions):
-                    out.append(self._batch_message(actions))
-                    out += [results.pop(a.call_id) for a in actions]
-                    del pending[key]
-        return out
+    def messages(self, view: Sequence[Event] | None = None) -> LogView:
+        """The messages of `view` (default: the strategy's view): when it extends the view rendered
+        last, the new events are added to that rendering (`_V0Messages`), else it is rendered anew."""
+        view = self.view() if view is None else view
+        renderer = self._renderer
+        done = len(renderer.events)
+        if done > len(view) or view[:done] != renderer.events:  # events compare by identity
+            renderer = self._renderer = _V0Messages(self)
+            done = 0
+        for e in view[done:]:
+            renderer.add(e)
+        return LogView(renderer.out, len(renderer.out))
 
     def _own_message(self, e: Event) -> Message:
         """The message of an event that is not an action (§7)."""
@@ -605,7 +647,7 @@ class OpenHandsV0(Strategy):
 
     # ------------------------------------------------------------ the pipeline (§5.9)
     def request(self) -> Request:
-        view = self._browser_masked(self.base_view())
+        view = self.view()
         live = self._live
         if self.unhandled_request:
             self._conversation_window(view)
@@ -657,6 +699,7 @@ class OpenHandsV0(Strategy):
         self.forgotten.update(ids)
         self._sync()
         self._live = [e for e in self._live if e.id not in self.forgotten]
+        self._browsers = sum(map(self._is_browser, self._live))
         if summary is not None:
             self.summary = summary
         view = self.base_view()

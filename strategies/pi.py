@@ -29,8 +29,9 @@ chars/4 of what follows); `Request.threshold` is `contextWindow - reserveTokens`
 
 Between compactions the agent messages only grow at their end, so the strategy keeps them, their
 wire form and their estimate from one request to the next and adds what was appended (issue 18);
-a compaction or a move of the leaf rebuilds them from the path. Each request costs what changed,
-not the length of the history.
+a compaction or a move of the leaf rebuilds them from the path's `PathIndex`, and the wire form
+copies the runs of messages the compaction kept. Each request costs what changed, not the length
+of the history.
 """
 
 from __future__ import annotations
@@ -64,15 +65,14 @@ from compaction_bench.strategies.pi_compaction import (
 from compaction_bench.strategies.pi_session_tree import (
     ContextEstimator,
     Entry,
+    PathIndex,
     PiMessage,
     SessionTree,
     WireFold,
     WireFold2025,
-    build_session_context,
     calculate_context_tokens,
     convert_message,
     entry_message,
-    estimate_tokens,
     iso_to_ms,
     message_item_ids,
     to_wire_2025,
@@ -161,13 +161,22 @@ class PiStrategy(Strategy):
         #: Converted messages by object identity (hashing a message's fields on every request is
         #: the cost); the message is kept with its conversion so its id cannot be reused.
         self._wire_cache: dict[int, tuple[PiMessage, list[Message]]] = {}
-        #: `agent_messages` and the state it was built for: (tree generation, path length, removed
-        #: count). Appends that add no compaction extend it; anything else rebuilds it (§1.4).
+        #: Compaction summaries' wire messages by summary text: successive compactions often write the
+        #: same summary, and the same object lets comparing two requests skip reading it.
+        self._summary_wire: dict[str, list[Message]] = {}
+        #: The summary requests' system message, kept while its text stays the same.
+        self._summary_system: Message | None = None
+        #: `agent_messages` and the state it was built for: (tree generation, path length). Appends
+        #: that add no compaction extend it; anything else rebuilds it (§1.4).
         self._context: list[PiMessage] = []
-        self._context_key: tuple[int, int, int] | None = None
+        self._context_key: tuple[int, int] | None = None
+        #: Messages removed since `_context` was last brought up to date (dropped from it then).
+        self._removals: list[PiMessage] = []
         #: The provider transform and Pi's context estimate, folded over the agent messages as they grow.
         self._wire = WireFold(self._convert)
         self._context_estimate = ContextEstimator(image_chars=self.options.image_chars, user_images=self.rules.user_images)
+        #: Estimates summed and messages listed along the session path (cut walk, kept tails, tokensBefore).
+        self._path_index = PathIndex(image_chars=self.options.image_chars, user_images=self.rules.user_images)
         self._serialize = ConversationSerializer(self.options.tool_result_max_chars)
 
     # ------------------------------------------------------------------ clock and ids
@@ -214,21 +223,31 @@ class PiStrategy(Strategy):
         """The agent's in-memory messages: the session context minus removed errored assistants.
 
         Entries appended after the last build only add their messages (none is a compaction, so
-        the context's head is unchanged) and a removal only drops messages; a compaction or a move
-        of the leaf off the path rebuilds the context from the path."""
+        the context's head is unchanged) and a removal only drops its message, looked for from the
+        end (a removed message is an errored assistant just appended); a compaction or a move of
+        the leaf off the path rebuilds the context from the path."""
         path = self.tree.active_path()
         removed = self.removed
         key = self._context_key
         fresh = path[key[1] :] if key is not None and key[0] == self.tree.generation else None
         if fresh is None or any(e.type == "compaction" for e in fresh):
-            context = build_session_context(path, nested_compactions=self.rules.nested_compactions)
-            self._context = [m for m in context if id(m) not in removed]
+            context = self._path_index.update(path).session_context(nested_compactions=self.rules.nested_compactions)
+            self._context = [m for m in context if id(m) not in removed] if removed else context
         else:
-            if key is not None and key[2] != len(removed):
-                self._context = [m for m in self._context if id(m) not in removed]
-            self._context.extend(m for e in fresh if (m := entry_message(e)) is not None and id(m) not in removed)
-        self._context_key = (self.tree.generation, len(path), len(removed))
+            context = self._context
+            for message in self._removals:
+                at = next((i for i in range(len(context) - 1, -1, -1) if context[i] is message), None)
+                if at is not None:
+                    del context[at]
+            context.extend(m for e in fresh if (m := entry_message(e)) is not None and id(m) not in removed)
+        self._removals.clear()
+        self._context_key = (self.tree.generation, len(path))
         return list(self._context)
+
+    def _remove(self, message: PiMessage) -> None:
+        """Take an errored assistant out of the agent's messages (a retry, an overflow recovery)."""
+        self.removed.add(id(message))
+        self._removals.append(message)
 
     def _last_assistant(self) -> PiMessage | None:
         return next((m for m in reversed(self.agent_messages()) if m.role == "assistant"), None)
@@ -236,7 +255,10 @@ class PiStrategy(Strategy):
     def _convert(self, message: PiMessage) -> list[Message]:
         cached = self._wire_cache.get(id(message))
         if cached is None:
-            cached = self._wire_cache[id(message)] = (message, convert_message(message))
+            wire = convert_message(message)
+            if message.role == "compactionSummary":  # its wire form is its text's: equal summaries share it
+                wire = self._summary_wire.setdefault(message.summary, wire)
+            cached = self._wire_cache[id(message)] = (message, wire)
         return cached[1]
 
     def wire(self) -> list[Message]:
@@ -371,7 +393,7 @@ class PiStrategy(Strategy):
         if self.retry_attempt > self.options.max_retries:
             self.retry_attempt = 0
             return False
-        self.removed.add(id(message))
+        self._remove(message)
         return True
 
     def _same_model(self, message: PiMessage) -> bool:
@@ -429,7 +451,7 @@ class PiStrategy(Strategy):
         self.overflow_attempted = True
         will_retry = message.stop_reason != "stop"
         if will_retry:
-            self.removed.add(id(message))
+            self._remove(message)
         if not self.compact("overflow"):
             return None
         return "retry" if will_retry else "overflow"
@@ -460,7 +482,9 @@ class PiStrategy(Strategy):
     def _summary_call(self, conversation: list[PiMessage], instructions: str, max_tokens: int, head: str = "") -> str:
         system = self.ctx.render_prompt("pi_system.j2", generic=self.rules.generic_system_prompt)
         text = "".join(("<conversation>\n", self._serialize(conversation), "\n</conversation>\n\n", head, instructions))
-        messages = (Message(role="system", content=system), Message(role="user", content=text))
+        if self._summary_system is None or self._summary_system.content != system:
+            self._summary_system = Message(role="system", content=system)
+        messages = (self._summary_system, Message(role="user", content=text))
         return self.ctx.summarize(Request(messages, kind="summary", max_output_tokens=max_tokens)).text
 
     def _history_summary(self, messages: list[PiMessage], previous: str | None, focus: str) -> str:
@@ -492,9 +516,7 @@ class PiStrategy(Strategy):
     def compact(self, reason: str, *, decision: Decision | None = None, extra: dict[str, Any] | None = None) -> bool:
         """Prepare, summarize, append the compaction entry and record it; False if nothing was done."""
         path = self.tree.path()
-        prep = prepare_compaction(
-            path, self.rules, keep_recent_tokens=self.options.keep_recent_tokens, image_chars=self.options.image_chars
-        )
+        prep = prepare_compaction(path, self.rules, keep_recent_tokens=self.options.keep_recent_tokens, index=self._path_index)
         if prep is None:
             return False
         before = self.wire()
@@ -563,12 +585,7 @@ class PiStrategy(Strategy):
     def tail_estimate(self, path: Sequence[Entry], start: int) -> int:
         """Pi's estimate of the message entries from `start` to the end of the path (what a cut
         there keeps verbatim, as the cut walk counts it)."""
-        o = self.options
-        return sum(
-            estimate_tokens(e.message, image_chars=o.image_chars, user_images=self.rules.user_images)
-            for e in path[start:]
-            if e.type == "message" and e.message is not None
-        )
+        return self._path_index.update(path).tail(start)
 
     # ------------------------------------------------------------------ recorded events
     def _recorded_compaction(self, item: Item) -> None:

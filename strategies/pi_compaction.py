@@ -8,29 +8,27 @@ the newest-first cut walk with its `>=` tie-break and backward extension (§3.2,
 detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
 conversation serializer with the 2,000-character tool-result truncation counted in UTF-16 code
 units, as JavaScript's `String.length` and `slice` count (§4.1, §10; `ConversationSerializer`
-serializes each message once for a strategy that summarizes the same messages again),
-file-operation tracking (§4.4) and overflow detection (§5.1).
+serializes each message once for a strategy that summarizes the same messages again, and
+extends the text of a list it serialized before), file-operation tracking (§4.4) and overflow
+detection (§5.1). `prepare_compaction` and `find_cut_point` read the path through a `PathIndex`
+(sums and lists along it), so a compaction costs a few lookups, not a pass over the history.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from compaction_bench.strategies.pi_session_tree import (
     CUT_POINT_ROLES,
-    TURN_START_ROLES,
     Entry,
+    PathIndex,
     PiMessage,
-    build_session_context,
     calculate_context_tokens,
     convert_message,
-    entry_message,
-    estimate_context_tokens,
-    estimate_tokens,
     latest_compaction_index,
 )
 from compaction_bench.tokens import utf16_len
@@ -39,7 +37,8 @@ TRUNCATION_NOTE = "\n\n[... {n} more characters truncated]"
 SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 NO_PRIOR_HISTORY = "No prior history."
 
-BASE_OVERFLOW_PATTERNS = (
+#: `isContextOverflow`'s patterns, all matched case-insensitively (compiled once: a check runs at every step).
+BASE_OVERFLOW_PATTERNS = tuple(re.compile(p, re.I) for p in (
     r"prompt is too long",
     r"input is too long for requested model",
     r"exceeds the context window",
@@ -57,17 +56,17 @@ BASE_OVERFLOW_PATTERNS = (
     r"context[_ ]length[_ ]exceeded",
     r"too many tokens",
     r"token limit exceeded",
-)
-LATER_OVERFLOW_PATTERNS = (
+))
+LATER_OVERFLOW_PATTERNS = tuple(re.compile(p, re.I) for p in (
     r"request_too_large",
     r"exceeds (the )?(model's )?maximum context length (of \d+ tokens|\(\d+\))",
     r"exceeds (the )?maximum allowed input length of \d+ tokens",
     r"input \(\d+ tokens\) is longer than the model's context length \(\d+ tokens\)",
     r"prompt has \d+ tokens, but the configured context size is \d+ tokens",
     r"prompt too long; exceeded (max )?context length",
-)
-LATER_OVERFLOW_EXCLUSIONS = (r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests")
-CEREBRAS_NO_BODY = r"^4(00|13)\s*(status code)?\s*\(no body\)"
+))
+LATER_OVERFLOW_EXCLUSIONS = tuple(re.compile(p, re.I) for p in (r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests"))
+CEREBRAS_NO_BODY = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.I)
 
 
 @dataclass(frozen=True)
@@ -125,17 +124,6 @@ def is_valid_cut_point(entry: Entry) -> bool:
     return entry.type in ("branch_summary", "custom_message")
 
 
-def find_turn_start_index(path: Sequence[Entry], index: int, start: int) -> int:
-    """Scan back from `index` (inclusive) for the entry that starts its turn; -1 if none."""
-    for i in range(index, start - 1, -1):
-        entry = path[i]
-        if entry.type in ("branch_summary", "custom_message"):
-            return i
-        if entry.type == "message" and entry.role in TURN_START_ROLES:
-            return i
-    return -1
-
-
 @dataclass(frozen=True)
 class CutPoint:
     first_kept_index: int
@@ -143,22 +131,15 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_cut_point(
-    path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, image_chars: int, user_images: bool
-) -> CutPoint:
+def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, index: PathIndex) -> CutPoint:
     """`findCutPoint` (§3.3): the first valid cut point at or after the entry where the estimates
     added up newest first reach `keep_recent_tokens`, else the first valid cut point of the range
-    (upstream lists the valid cut points first; looking for the one needed is the same choice)."""
+    (upstream lists the valid cut points first; looking for the one needed is the same choice).
+    `index` (with the strategy's image rules) gives that entry from its sums along `path`."""
     cut = None
-    accumulated = 0
-    for i in range(end - 1, start - 1, -1):
-        entry = path[i]
-        if entry.type != "message" or entry.message is None:
-            continue
-        accumulated += estimate_tokens(entry.message, image_chars=image_chars, user_images=user_images)
-        if accumulated >= keep_recent_tokens:
-            cut = next((c for c in range(i, end) if is_valid_cut_point(path[c])), None)
-            break
+    reached = index.update(path).walk_back(start, end, keep_recent_tokens)
+    if reached is not None:
+        cut = next((c for c in range(reached, end) if is_valid_cut_point(path[c])), None)
     if cut is None:
         cut = next((c for c in range(start, end) if is_valid_cut_point(path[c])), None)
     if cut is None:
@@ -167,7 +148,7 @@ def find_cut_point(
         cut -= 1
     if path[cut].type == "message" and path[cut].role == "user":
         return CutPoint(cut, -1, False)
-    turn_start = find_turn_start_index(path, cut, start)
+    turn_start = index.turn_start(cut, start)
     return CutPoint(cut, turn_start, turn_start != -1)
 
 
@@ -248,12 +229,13 @@ class FileOps:
         self.edited.update(p for p in details.get("modifiedFiles") or () if isinstance(p, str))
 
     def add_messages(self, messages: Sequence[PiMessage]) -> None:
+        self.add_paths(p for m in messages if m.role == "assistant" for p in m.file_tool_paths)
+
+    def add_paths(self, paths: Iterable[tuple[str, str]]) -> None:
+        """Record (tool, path) pairs of read/write/edit calls."""
         targets = {"read": self.read, "write": self.written, "edit": self.edited}
-        for message in messages:
-            if message.role != "assistant":
-                continue
-            for name, path in message.file_tool_paths:
-                targets[name].add(path)
+        for name, path in paths:
+            targets[name].add(path)
 
     def lists(self) -> tuple[list[str], list[str]]:
         """(readFiles, modifiedFiles): sorted in UTF-16 code-unit order, read minus modified."""
@@ -316,14 +298,22 @@ def serialize_message(message: PiMessage, max_tool_chars: int) -> str:
 
 class ConversationSerializer:
     """`serialize_conversation` that serializes each message once: Pi summarizes a split turn's
-    prefix again at every compaction inside that turn, so the same messages come back."""
+    prefix again at every compaction inside that turn, so the same messages come back, with a
+    few more at their end. The texts of the last few lists are kept by their first message: a
+    list that starts with one of them adds the parts of what follows to its text (the parts are
+    joined by blank lines, so the text of a longer list extends that of its prefix)."""
+
+    #: How many recent texts are kept (a compaction serializes its history and its turn prefix).
+    RECENT = 4
 
     def __init__(self, max_tool_chars: int) -> None:
         self.max_tool_chars = max_tool_chars
         #: id(message) → (message, its serialized parts); the message is kept so its id stays its own.
         self._parts: dict[int, tuple[PiMessage, str]] = {}
+        #: id(first message) → (the list serialized, its text), oldest first.
+        self._recent: dict[int, tuple[list[PiMessage], str]] = {}
 
-    def __call__(self, messages: Sequence[PiMessage]) -> str:
+    def _join(self, messages: Sequence[PiMessage]) -> str:
         memo, parts = self._parts, []
         for message in messages:
             cached = memo.get(id(message))
@@ -332,6 +322,20 @@ class ConversationSerializer:
             if cached[1]:
                 parts.append(cached[1])
         return "\n\n".join(parts)
+
+    def __call__(self, messages: Sequence[PiMessage]) -> str:
+        if not messages:
+            return ""
+        head = id(messages[0])
+        known, done, text = self._recent.pop(head, None), 0, ""
+        if known is not None and len(known[0]) <= len(messages) and list(messages[: len(known[0])]) == known[0]:
+            done, text = len(known[0]), known[1]
+        rest = self._join(messages[done:])
+        text = text + "\n\n" + rest if text and rest else text or rest
+        self._recent[head] = (list(messages), text)
+        if len(self._recent) > self.RECENT:
+            del self._recent[next(iter(self._recent))]
+        return text
 
 
 def llm_user_text(message: PiMessage) -> str:
@@ -377,54 +381,43 @@ class Preparation:
         return self.count_tokens_before()
 
 
-def prepare_compaction(
-    path: Sequence[Entry], rules: PiRules, *, keep_recent_tokens: int, image_chars: int
-) -> Preparation | None:
+def prepare_compaction(path: Sequence[Entry], rules: PiRules, *, keep_recent_tokens: int, index: PathIndex) -> Preparation | None:
     """`prepareCompaction`: None when the path already ends in a compaction (or, LATER, when
-    there is nothing to summarize). `tokens_before` is counted from `path` when first read, so
-    the path must not change while the preparation is in use."""
+    there is nothing to summarize). `index` indexes the path (its estimates with the image rules
+    of `rules`). `tokens_before` is counted from `path` when first read, so the path must not
+    change while the preparation is in use."""
     if not path or path[-1].type == "compaction":
         return None
-    prev = latest_compaction_index(path)
-    start = prev + 1
-    if rules.boundary_from_first_kept and prev >= 0:
-        first_kept = path[prev].first_kept_id
-        # Entry ids are unique on a path: searching back from the compaction finds it sooner.
-        start = next((i for i in range(prev - 1, -1, -1) if path[i].id == first_kept), prev + 1)
-    end = len(path)
-    user_images = rules.user_images
-    cut = find_cut_point(path, start, end, keep_recent_tokens, image_chars=image_chars, user_images=user_images)
+    prev = index.update(path).latest_compaction()
+    # Where the previous compaction's kept entries start; None when they are not on the path.
+    kept = index.position(path[prev].first_kept_id, prev) if prev >= 0 else None
+    start = kept if rules.boundary_from_first_kept and kept is not None else prev + 1
+    cut = find_cut_point(path, start, len(path), keep_recent_tokens, index=index)
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
 
-    def collect(lo: int, hi: int) -> tuple[list[PiMessage], list[str]]:
-        messages, ids = [], []
-        for entry in path[lo:hi]:
-            if entry.type == "compaction" and rules.boundary_from_first_kept:
-                continue
-            message = entry_message(entry)
-            if message is not None:
-                messages.append(message)
-                ids.append(entry.id)
-        return messages, ids
-
-    history, history_ids = collect(start, history_end)
-    prefix, prefix_ids = collect(cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ([], [])
+    # The entries' messages, compactions apart: LATER skips the previous compaction inside its
+    # boundary; BASE's boundary starts after it, so it has none to skip.
+    history, history_ids = index.summarized(start, history_end)
+    prefix, prefix_ids = index.summarized(cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ([], [])
     if rules.skip_empty and not history and not prefix:
         return None
 
     def count_tokens_before() -> int:
-        if rules.tokens_before_full_context:
-            context = build_session_context(path, nested_compactions=rules.nested_compactions)
-        else:
-            context = [m for m in (entry_message(e) for e in path[max(prev, 0) :]) if m is not None]
-        return estimate_context_tokens(context, image_chars=image_chars, user_images=user_images).tokens
+        """LATER: `estimateContextTokens(buildSessionContext(path))` (its nested compactions
+        included); BASE: of the messages from the previous compaction on."""
+        sums = index.update(path)
+        if not rules.tokens_before_full_context or prev < 0:
+            return sums.range_estimate(max(prev, 0))
+        assert rules.nested_compactions  # the full context of LATER, the one version that counts it
+        return sums.compacted_estimate(prev, prev if kept is None else kept)
 
     ops = FileOps()
     previous = path[prev] if prev >= 0 else None
     if previous is not None and not previous.from_hook:
         ops.seed(previous.details)
-    ops.add_messages(history)
-    ops.add_messages(prefix)
+    ops.add_paths(index.file_tool_paths(start, history_end))
+    if cut.is_split_turn:
+        ops.add_paths(index.file_tool_paths(cut.turn_start_index, cut.first_kept_index))
     return Preparation(
         first_kept_id=path[cut.first_kept_index].id,
         cut_index=cut.first_kept_index,
@@ -444,10 +437,10 @@ def is_context_overflow(message: PiMessage, context_window: int, rules: PiRules,
     """`isContextOverflow` per version."""
     if message.stop_reason == "error" and message.error_message:
         text = message.error_message
-        if rules.later_overflow and any(re.search(p, text, re.I) for p in LATER_OVERFLOW_EXCLUSIONS):
+        if rules.later_overflow and any(p.search(text) for p in LATER_OVERFLOW_EXCLUSIONS):
             return False
         patterns = BASE_OVERFLOW_PATTERNS + (LATER_OVERFLOW_PATTERNS if rules.later_overflow else ())
-        if any(re.search(p, text, re.I) for p in patterns) or re.search(CEREBRAS_NO_BODY, text, re.I):
+        if any(p.search(text) for p in patterns) or CEREBRAS_NO_BODY.search(text):
             return True
     usage = message.usage
     if usage is None or not context_window:

@@ -16,15 +16,22 @@ Owns:
   transform before that commit (pi-ai `transorm-messages.ts@83a6c269`): every message is kept and
   an assistant's tool calls without a result before the next assistant are removed from it,
   except in the last message; `WireFold` / `WireFold2025` compute the same for a list that grows
-  at its end, converting only what was appended since the previous call;
+  at its end, converting only what was appended since the previous call (`WireFold` also copies
+  the output of the runs of the previous list that a compaction keeps);
 - the token accounting: `calculate_context_tokens`, `estimate_tokens` (chars/4 on UTF-16 lengths,
   image rules per version) and `estimate_context_tokens` (§2.4, §2.5), with `ContextEstimator`
-  keeping running sums for a growing list.
+  keeping the sum after the last usable usage for a growing list;
+- `PathIndex`: running sums of the estimates, the messages and the file-tool paths along a
+  path, kept between calls like the path, from which the cut walk, kept tails, `tokensBefore`,
+  the ranges a compaction summarizes and the session context are read without a loop over the
+  path. `build_session_context`, `to_wire` and `estimate_context_tokens` remain the spec-shaped
+  definitions these structures are tested against.
 """
 
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -32,6 +39,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from compaction_bench.log_view import common_prefix_length
 from compaction_bench.request import Message, ToolCall
 from compaction_bench.tokens import pi_estimate_units, utf16_len
 from compaction_bench.transcript import Attachment, Usage
@@ -233,6 +241,13 @@ def entry_message(entry: Entry) -> PiMessage | None:
     return None
 
 
+def is_turn_start(entry: Entry) -> bool:
+    """An entry that starts a turn for split-turn detection (§3.3 step 5)."""
+    if entry.type in ("branch_summary", "custom_message"):
+        return True
+    return entry.type == "message" and entry.role in TURN_START_ROLES
+
+
 def latest_compaction_index(path: Sequence[Entry]) -> int:
     return next((i for i in range(len(path) - 1, -1, -1) if path[i].type == "compaction"), -1)
 
@@ -303,16 +318,23 @@ def to_wire(messages: Iterable[PiMessage], convert: Callable[[PiMessage], list[M
 
 
 class WireFold:
-    """`to_wire` for a list of messages that grows at its end between calls (the agent's messages
-    between two compactions).
+    """`to_wire` for the agent's messages from one request to the next.
 
-    The transform is a left fold that only appends to its output, so the output for a prefix is a
-    prefix of the output for the whole list: the fold state after the messages of the previous
-    call is kept and only the messages after them are folded. A list that does not start with
-    those messages (a compaction or a retry rebuilt the context) is folded from the start."""
+    The transform is a left fold that only appends to its output. Between two compactions the
+    list grows at its end: the fold state after the previous call's messages is kept and only what
+    was appended is folded. A compaction rebuilds the list from runs of the previous one (the kept
+    tail; LATER also puts the previous summary back inside it). A message that flushes (an
+    assistant, or any message with a wire form other than a tool result) leaves nothing pending
+    once its flush has added the patches of the calls before it, so from there on the output only
+    depends on the messages that follow: for a run of the previous list's messages that starts at
+    such a message, the flush is done with the new state and the run's output is copied from the
+    previous output instead of being folded again (the same messages give the same output)."""
 
     def __init__(self, convert: Callable[[PiMessage], list[Message]] = convert_message) -> None:
         self.convert = convert
+        #: (call id, tool name) → its "No result provided" message: the same object at every request
+        #: (comparing and counting a request then finds it is the message sent before).
+        self._patches: dict[tuple[str, str], Message] = {}
         self._start()
 
     def _start(self) -> None:
@@ -320,38 +342,112 @@ class WireFold:
         self.out: list[Message] = []
         self.pending: tuple[ToolCall, ...] = ()
         self.answered: set[str] = set()
+        #: starts[i], ends[i]: where the output of seen[i] itself (after its flush's patches) starts and ends.
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        #: flushes[i]: whether seen[i] flushes; `flushing`: id(message) → a position in `seen` of a message that flushes.
+        self.flushes: list[bool] = []
+        self.flushing: dict[int, int] = {}
 
     def _flush(self) -> None:
         for call in self.pending:
             if call.id not in self.answered:
-                self.out.append(Message(role="tool", content=NO_RESULT_TEXT, tool_call_id=call.id, name=call.name, is_error=True))
+                patch = self._patches.get((call.id, call.name))
+                if patch is None:
+                    patch = Message(role="tool", content=NO_RESULT_TEXT, tool_call_id=call.id, name=call.name, is_error=True)
+                    self._patches[call.id, call.name] = patch
+                self.out.append(patch)
         self.pending, self.answered = (), set()
+
+    def _step(self, message: PiMessage) -> None:
+        """Fold one message. A flush with nothing pending only clears `answered`, which is read
+        for pending calls alone and started afresh with the next ones: it is skipped."""
+        out = self.out
+        flushes = message.role == "assistant"
+        if flushes:
+            if self.pending:
+                self._flush()
+            if message.stop_reason not in ("error", "aborted"):
+                if message.tool_calls:
+                    self.pending, self.answered = message.tool_calls, set()
+                self.starts.append(len(out))
+                out.extend(self.convert(message))
+            else:
+                self.starts.append(len(out))
+        elif message.role == "toolResult":
+            self.answered.add(message.tool_call_id or "")
+            self.starts.append(len(out))
+            out.extend(self.convert(message))
+        else:
+            converted = self.convert(message)
+            flushes = bool(converted)
+            if flushes and self.pending:
+                self._flush()
+            self.starts.append(len(out))
+            out.extend(converted)
+        self.ends.append(len(out))
+        if flushes:
+            self.flushing[id(message)] = len(self.seen)
+        self.flushes.append(flushes)
+        self.seen.append(message)
 
     def __call__(self, messages: list[PiMessage]) -> list[Message]:
         """The wire messages of `messages`, as a new list."""
         n = len(self.seen)
-        if len(messages) < n or messages[:n] != self.seen:
-            self._start()
-            n = 0
-        convert, out = self.convert, self.out
-        for message in messages[n:]:
-            if message.role == "assistant":
-                self._flush()
-                if message.stop_reason in ("error", "aborted"):
-                    continue
-                if message.tool_calls:
-                    self.pending, self.answered = message.tool_calls, set()
-                out.extend(convert(message))
-            elif message.role == "toolResult":
-                self.answered.add(message.tool_call_id or "")
-                out.extend(convert(message))
+        if len(messages) >= n and messages[:n] == self.seen:
+            for message in messages[n:]:
+                self._step(message)
+            return list(self.out)
+        old = (self.seen, self.out, self.starts, self.ends, self.flushes, self.flushing)
+        self._start()
+        i = 0
+        while i < len(messages):
+            j = old[5].get(id(messages[i]))  # the previous list keeps its messages, so an id there is theirs
+            if j is None:
+                self._step(messages[i])
+                i += 1
             else:
-                converted = convert(message)
-                if converted:
-                    self._flush()
-                out.extend(converted)
-        self.seen.extend(messages[n:])
-        return list(out)
+                i += self._copy_run(messages, i, j, *old)
+        return list(self.out)
+
+    def _copy_run(
+        self,
+        messages: list[PiMessage],
+        i: int,
+        j: int,
+        seen: list[PiMessage],
+        out: list[Message],
+        starts: list[int],
+        ends: list[int],
+        flushes: list[bool],
+        flushing: dict[int, int],
+    ) -> int:
+        """Fold messages[i:] where they repeat the previous list from its flushing message seen[j]
+        on: flush, copy that run's output, take the state the previous fold had at the run's end.
+        Returns the run's length."""
+        limit = min(len(messages) - i, len(seen) - j)
+        run = common_prefix_length(messages[i : i + limit], seen[j : j + limit])
+        if self.pending:
+            self._flush()
+        shift = len(self.out) - starts[j]
+        self.out.extend(out[starts[j] : ends[j + run - 1]])
+        base = len(self.seen) - j
+        self.starts.extend(s + shift for s in starts[j : j + run])
+        self.ends.extend(e + shift for e in ends[j : j + run])
+        last_flush = j  # seen[j] flushes
+        for k in range(j, j + run):
+            if flushes[k]:
+                self.flushing[id(seen[k])] = base + k
+                last_flush = k
+        self.flushes.extend(flushes[j : j + run])
+        self.seen.extend(seen[j : j + run])
+        # The state after the run: the calls of its last flushing message, if an assistant that
+        # was folded, with the tool results after it.
+        flusher = seen[last_flush]
+        if flusher.role == "assistant" and flusher.stop_reason not in ("error", "aborted") and flusher.tool_calls:
+            self.pending = flusher.tool_calls
+            self.answered = {m.tool_call_id or "" for m in seen[last_flush + 1 : j + run] if m.role == "toolResult"}
+        return run
 
 
 def to_wire_2025(
@@ -466,10 +562,11 @@ def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, 
 class ContextEstimator:
     """`estimate_context_tokens` for a list of messages that grows at its end between calls.
 
-    Keeps the running sums of the messages' estimates and the position of the last usable usage,
-    so a call costs what was appended since the previous one; a list that does not start with
-    the messages seen before is summed from the start. The sums are exact integers: the result
-    equals `estimate_context_tokens` of the same list."""
+    The estimate only reads the messages after the last usable usage: their estimates are kept
+    added up, with that usage, and a call adds what was appended since the previous one (a new
+    usable usage starts the sum again). A list that does not start with the messages seen before
+    is read from its end back to its last usable usage, as `estimate_context_tokens` reads it.
+    The sums are exact integers: the result equals `estimate_context_tokens` of the same list."""
 
     def __init__(self, *, image_chars: int, user_images: bool) -> None:
         self.image_chars = image_chars
@@ -478,29 +575,178 @@ class ContextEstimator:
 
     def _start(self) -> None:
         self.seen: list[PiMessage] = []
-        #: sums[i]: the estimates of seen[:i] added up.
-        self.sums: list[int] = [0]
         self.last_usable: int | None = None
+        #: The last usable usage's tokens (0 without one) and the estimates of the messages after it.
+        self.usage_tokens = 0
+        self.after = 0
 
     def __call__(self, messages: list[PiMessage]) -> ContextEstimate:
         n = len(self.seen)
         if len(messages) < n or messages[:n] != self.seen:
             self._start()
             n = 0
-        sums, total = self.sums, self.sums[-1]
-        for i in range(n, len(messages)):
-            message = messages[i]
-            total += estimate_tokens(message, image_chars=self.image_chars, user_images=self.user_images)
-            sums.append(total)
-            if message.usable_usage:
-                self.last_usable = i
+        start = n
+        usable = next((i for i in range(len(messages) - 1, n - 1, -1) if messages[i].usable_usage), None)
+        if usable is not None:
+            usage = messages[usable].usage
+            assert usage is not None  # `usable_usage` guarantees it
+            self.last_usable, self.usage_tokens, self.after, start = usable, calculate_context_tokens(usage), 0, usable + 1
+        chars, images = self.image_chars, self.user_images
+        self.after += sum(estimate_tokens(m, image_chars=chars, user_images=images) for m in messages[start:])
         self.seen.extend(messages[n:])
-        index = self.last_usable
-        if index is None:
-            return ContextEstimate(total, None)
-        usage = messages[index].usage
-        assert usage is not None  # `usable_usage` guarantees it
-        return ContextEstimate(calculate_context_tokens(usage) + total - sums[index + 1], index)
+        return ContextEstimate(self.usage_tokens + self.after, self.last_usable)
+
+
+class PathIndex:
+    """Pi's estimates and summarizable messages along a session path (root first), kept from one
+    call to the next.
+
+    `update(path)` brings the index to `path`. Entries never change parent, so two paths agree up
+    to their last common entry: what was indexed for that prefix is kept and only the entries after
+    it are added (a path a few appends further costs those appends). With the running sums, the
+    cut walk's total, the kept tail and `estimate_context_tokens` of a range of the path are
+    differences of two sums instead of loops over the entries (§2.4, §2.5, §3.3); the messages a
+    range summarizes and their read/write/edit paths are slices (§3.3 step 6, §4.4). The sums are
+    exact integers, so every answer equals the loop's."""
+
+    def __init__(self, *, image_chars: int, user_images: bool) -> None:
+        self.image_chars = image_chars
+        self.user_images = user_images
+        self.entries: list[Entry] = []
+        #: message_sums[i]: the estimates of the `message` entries of path[:i] (what the cut walk adds up).
+        self.message_sums: list[int] = [0]
+        #: context_sums[i]: the estimates of the messages path[:i] contributes (`entry_message`).
+        self.context_sums: list[int] = [0]
+        #: last_usable[i]: the last position before i whose message has a usable usage (§2.4), -1 if none.
+        self.last_usable: list[int] = [-1]
+        #: The messages of the path's entries other than compactions, their entry ids, and at[i]: how many of
+        #: them path[:i] holds (a compaction range summarizes the messages of its entries, compactions apart).
+        self.summarizable: list[PiMessage] = []
+        self.summarizable_ids: list[str] = []
+        self.summarizable_at: list[int] = [0]
+        #: The (tool, path) of the file-tool calls of those messages that are assistants, and how many path[:i] holds.
+        self.file_paths: list[tuple[str, str]] = []
+        self.file_paths_at: list[int] = [0]
+        #: The messages of all the path's entries, compactions as their summaries, and how many path[:i] holds.
+        self.context_messages: list[PiMessage] = []
+        self.context_at: list[int] = [0]
+        #: last_compaction[i] / last_turn_start[i]: the last compaction / turn start (§3.3 step 5) in path[:i], -1 if none.
+        self.last_compaction: list[int] = [-1]
+        self.last_turn_start: list[int] = [-1]
+        #: Each entry id's position (ids are unique on a path).
+        self.positions: dict[str, int] = {}
+
+    def update(self, path: Sequence[Entry]) -> PathIndex:
+        entries = self.entries
+        n = min(len(entries), len(path))
+        while n and entries[n - 1] is not path[n - 1]:
+            n -= 1
+        if n < len(entries):
+            for entry in entries[n:]:
+                del self.positions[entry.id]
+            del entries[n:], self.message_sums[n + 1 :], self.context_sums[n + 1 :], self.last_usable[n + 1 :]
+            del self.summarizable[self.summarizable_at[n] :], self.summarizable_ids[self.summarizable_at[n] :]
+            del self.summarizable_at[n + 1 :], self.file_paths[self.file_paths_at[n] :], self.file_paths_at[n + 1 :]
+            del self.last_compaction[n + 1 :], self.last_turn_start[n + 1 :]
+            del self.context_messages[self.context_at[n] :], self.context_at[n + 1 :]
+        message_sums, context_sums, last_usable = self.message_sums, self.context_sums, self.last_usable
+        for i in range(n, len(path)):
+            entry = path[i]
+            message = entry_message(entry)
+            tokens = 0 if message is None else estimate_tokens(message, image_chars=self.image_chars, user_images=self.user_images)
+            entries.append(entry)
+            message_sums.append(message_sums[-1] + (tokens if entry.type == "message" and entry.message is not None else 0))
+            context_sums.append(context_sums[-1] + tokens)
+            last_usable.append(i if message is not None and message.usable_usage else last_usable[-1])
+            if message is not None:
+                self.context_messages.append(message)
+            self.context_at.append(len(self.context_messages))
+            if message is not None and entry.type != "compaction":
+                self.summarizable.append(message)
+                self.summarizable_ids.append(entry.id)
+                if message.role == "assistant":
+                    self.file_paths.extend(message.file_tool_paths)
+            self.summarizable_at.append(len(self.summarizable))
+            self.file_paths_at.append(len(self.file_paths))
+            self.last_compaction.append(i if entry.type == "compaction" else self.last_compaction[-1])
+            self.last_turn_start.append(i if is_turn_start(entry) else self.last_turn_start[-1])
+            self.positions[entry.id] = i
+        return self
+
+    def latest_compaction(self) -> int:
+        """`latest_compaction_index` of the path."""
+        return self.last_compaction[-1]
+
+    def position(self, entry_id: str | None, before: int) -> int | None:
+        """The position of the entry `entry_id` if it is on the path before `before`."""
+        at = self.positions.get(entry_id) if entry_id is not None else None
+        return at if at is not None and at < before else None
+
+    def session_context(self, *, nested_compactions: bool) -> list[PiMessage]:
+        """`build_session_context` of the path, from slices of the messages listed along it."""
+        k = self.latest_compaction()
+        if k < 0:
+            return self.summarizable[:]
+        at = self.summarizable_at
+        kept = self.position(self.entries[k].first_kept_id, k)
+        kept = k if kept is None else kept
+        if nested_compactions:
+            middle = self.context_messages[self.context_at[kept] : self.context_at[k]]
+        else:
+            middle = self.summarizable[at[kept] : at[k]]
+        return [self.entries[k].summary_message, *middle, *self.summarizable[at[k + 1] :]]
+
+    def turn_start(self, index: int, start: int) -> int:
+        """The entry that starts the turn of path[index], scanning back to `start`; -1 if none."""
+        at = self.last_turn_start[index + 1]
+        return at if at >= start else -1
+
+    def summarized(self, lo: int, hi: int) -> tuple[list[PiMessage], list[str]]:
+        """The messages of the entries of path[lo:hi] other than compactions, and their entry ids."""
+        a, b = self.summarizable_at[lo], self.summarizable_at[hi]
+        return self.summarizable[a:b], self.summarizable_ids[a:b]
+
+    def file_tool_paths(self, lo: int, hi: int) -> list[tuple[str, str]]:
+        """The (tool, path) of the file-tool calls of the assistants `summarized(lo, hi)` returns."""
+        return self.file_paths[self.file_paths_at[lo] : self.file_paths_at[hi]]
+
+    def tail(self, start: int) -> int:
+        """The estimates of the `message` entries from `start` to the end of the path."""
+        return self.message_sums[-1] - self.message_sums[start]
+
+    def walk_back(self, start: int, end: int, keep: int) -> int | None:
+        """Where the cut walk stops (§3.3): the last `message` entry i in [start, end) whose
+        estimate, added to those of the `message` entries after it up to `end`, reaches `keep`."""
+        sums = self.message_sums
+        i = bisect_right(sums, sums[end] - keep, start, end) - 1
+        entries = self.entries
+        while i >= start and (entries[i].type != "message" or entries[i].message is None):
+            i -= 1
+        return i if i >= start else None
+
+    def _usage_tokens(self, index: int) -> int:
+        message = self.entries[index].message
+        assert message is not None and message.usage is not None  # `last_usable` points at usable usages only
+        return calculate_context_tokens(message.usage)
+
+    def range_estimate(self, lo: int) -> int:
+        """`estimate_context_tokens` of the messages of path[lo:]."""
+        sums, usable = self.context_sums, self.last_usable[-1]
+        if usable >= lo:
+            return self._usage_tokens(usable) + sums[-1] - sums[usable + 1]
+        return sums[-1] - sums[lo]
+
+    def compacted_estimate(self, k: int, kept: int) -> int:
+        """`estimate_context_tokens` of `build_session_context(path, nested_compactions=True)` when
+        the latest compaction is at `k` and its kept entries start at `kept` (<= k): the summary,
+        the messages of path[kept:k] and those of path[k + 1:]."""
+        sums, usable = self.context_sums, self.last_usable[-1]
+        after = sums[-1] - sums[k + 1]
+        if usable > k:
+            return self.range_estimate(k + 1)
+        if usable >= kept:
+            return self._usage_tokens(usable) + sums[k] - sums[usable + 1] + after
+        return sums[k + 1] - sums[kept] + after
 
 
 def message_item_ids(messages: Iterable[PiMessage]) -> list[str]:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.metrics.aggregate import overall, paired_differences, summarize, votes
+from compaction_bench.metrics.aggregate import overall, paired_differences, per_probe, summarize, votes
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.metrics.stats import bootstrap_ci, cluster_bootstrap_ci, min_detectable_change, p_best, signflip_p
@@ -153,6 +153,35 @@ def test_each_probe_weighs_one_and_only_pairs_every_strategy_has_count():
     assert mean == pytest.approx(-0.25) and pairs == 3 and low <= mean <= high
     table = overall(pd.DataFrame(rows), requests).set_index("strategy")
     assert table.loc["x", "retention"] == pytest.approx(0.75) and table.loc["x", "paired_pairs"] == 3
+
+
+def test_per_probe_is_the_mean_of_each_probes_rows():
+    """`per_probe` (arrays) against pandas' groupby of the same definition: NaN keys form their own
+    group, NaN values are skipped, `kind` is the first non-null, groups keep the order of first rows."""
+    rows = pd.DataFrame([
+        {"scenario": "s", "strategy": "x", "profile": "32k", "probe_id": "b", "kind": None, "present": True, "found": "kept", "in_summary": False, "correct": None, "ceiling_correct": True},
+        {"scenario": "s", "strategy": "x", "profile": "32k", "probe_id": "a", "kind": "recall", "present": False, "found": "absent", "in_summary": False, "correct": False, "ceiling_correct": None},
+        {"scenario": "s", "strategy": "x", "profile": "32k", "probe_id": "b", "kind": "error", "present": True, "found": "summary", "in_summary": True, "correct": True, "ceiling_correct": False},
+        {"scenario": "s", "strategy": "y", "profile": "32k", "probe_id": "b", "kind": "error", "present": False, "found": "absent", "in_summary": False, "correct": None, "ceiling_correct": None},
+        {"scenario": None, "strategy": "x", "profile": "32k", "probe_id": "b", "kind": None, "present": True, "found": "kept", "in_summary": False, "correct": True, "ceiling_correct": True},
+        {"scenario": "s", "strategy": "x", "profile": "32k", "probe_id": "b", "kind": "recall", "present": False, "found": "absent", "in_summary": False, "correct": False, "ceiling_correct": True},
+    ])
+    frame = pd.DataFrame({
+        "scenario": rows["scenario"], "strategy": rows["strategy"], "profile": rows["profile"], "probe_id": rows["probe_id"], "kind": rows["kind"],
+        "present": rows["present"].astype(float), "kept": (rows["found"] == "kept").astype(float), "summary": (rows["found"] == "summary").astype(float),
+        "in_summary": rows["in_summary"].astype(float), "correct": pd.to_numeric(rows["correct"], errors="coerce"),
+        "ceiling": pd.to_numeric(rows["ceiling_correct"], errors="coerce"),
+    })
+    expected = frame.groupby(["scenario", "strategy", "profile", "probe_id"], sort=False, dropna=False).agg(
+        {**{c: "mean" for c in ("present", "kept", "summary", "in_summary", "correct", "ceiling")}, "kind": "first"}
+    ).reset_index()
+    got = per_probe(rows)
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+    first = got.iloc[0]  # s/x/b: three rows; kind is the first one named
+    assert (first["probe_id"], first["kind"], first["present"], first["summary"], first["correct"]) == ("b", "error", pytest.approx(2 / 3), pytest.approx(1 / 3), 0.5)
+    assert pd.isna(got.iloc[3]["scenario"]) and pd.isna(got.iloc[2]["correct"])  # the NaN scenario's own group; y/b never scored
+    aged = per_probe(rows.assign(age=["old", "new", "old", "old", "old", "new"]), by=["age"])
+    assert list(aged["age"]) == ["old", "new", "old", "old", "new"] and aged.iloc[4]["present"] == 0.0
 
 
 def test_a_step_that_never_got_through_means_the_strategy_cannot_serve():

@@ -17,13 +17,17 @@ from compaction_bench.strategies.pi_session_tree import (
     BRANCH_SUMMARY_PREFIX,
     COMPACTION_SUMMARY_PREFIX,
     Entry,
+    PathIndex,
     PiMessage,
     build_session_context,
     to_wire,
 )
 from tests.pi_builders import Entries
 
-CUT = {"image_chars": 4800, "user_images": False}
+
+def _sums(rules=BASE) -> PathIndex:
+    """Fresh estimate sums with the default image size and the version's image rules."""
+    return PathIndex(image_chars=4800, user_images=rules.user_images)
 
 
 def test_tie_break_uses_greater_or_equal_at_the_crossing_entry():
@@ -32,12 +36,12 @@ def test_tie_break_uses_greater_or_equal_at_the_crossing_entry():
     e.assistant(40)  # 10
     e.user(40)  # 10
     e.assistant(40)  # 10: alone reaches exactly 10
-    cut = find_cut_point(e.path, 0, 4, 10, **CUT)
+    cut = find_cut_point(e.path, 0, 4, 10, index=_sums())
     # 10 >= 10 at the newest assistant (index 3): the crossing entry is itself valid.
     assert cut.first_kept_index == 3
     assert cut.is_split_turn and cut.turn_start_index == 2
     # one token more and the walk goes on to the user message at index 2
-    assert find_cut_point(e.path, 0, 4, 11, **CUT).first_kept_index == 2
+    assert find_cut_point(e.path, 0, 4, 11, index=_sums()).first_kept_index == 2
 
 
 def test_crossing_tool_result_moves_to_the_oldest_valid_cut_at_or_after_it():
@@ -49,7 +53,7 @@ def test_crossing_tool_result_moves_to_the_oldest_valid_cut_at_or_after_it():
     e.result("c2", 8)  # index 4: 2
     e.assistant(16)  # index 5: 4
     # walk: 4 + 2 + 6 = 12, then + 20 = 32 crosses 20 at the tool result (index 2)
-    cut = find_cut_point(e.path, 0, 6, 20, **CUT)
+    cut = find_cut_point(e.path, 0, 6, 20, index=_sums())
     assert cut.first_kept_index == 3  # the assistant right after it, not the result
     assert e.path[cut.first_kept_index].role == "assistant"
     assert cut.turn_start_index == 0 and cut.is_split_turn
@@ -61,7 +65,7 @@ def test_crossing_tool_result_without_a_valid_cut_after_it_keeps_everything():
     e.assistant(8, [("c1", "read", {}), ("c2", "read", {})])
     e.result("c1", 80)
     e.result("c2", 80)  # the newest results alone exceed the budget
-    cut = find_cut_point(e.path, 0, 4, 20, **CUT)
+    cut = find_cut_point(e.path, 0, 4, 20, index=_sums())
     assert cut.first_kept_index == 0 and not cut.is_split_turn
 
 
@@ -72,7 +76,7 @@ def test_cut_extends_back_over_settings_entries_and_flags_the_quirky_split():
     e.setting()  # model_change just before the user message
     e.user(40)
     e.assistant(40)
-    cut = find_cut_point(e.path, 0, 5, 20, **CUT)
+    cut = find_cut_point(e.path, 0, 5, 20, index=_sums())
     # crossing at the user message (index 3), then back over the model_change to index 2
     assert cut.first_kept_index == 2
     # the cut is no longer a user message: the whole previous turn becomes the "prefix"
@@ -83,7 +87,7 @@ def test_no_valid_cut_points_keeps_from_start():
     e = Entries()
     e.setting()
     e.setting()
-    assert find_cut_point(e.path, 0, 2, 5, **CUT).first_kept_index == 0
+    assert find_cut_point(e.path, 0, 2, 5, index=_sums()).first_kept_index == 0
 
 
 def compacted_path(summary: str) -> tuple[Entries, str]:
@@ -180,8 +184,8 @@ def test_boundaries_per_version_2608():
     e.compaction(first_kept=kept.id)
     e.user(400)
     e.assistant(40)
-    base = prepare_compaction(e.path, BASE, keep_recent_tokens=5, image_chars=4800)
-    later = prepare_compaction(e.path, LATER, keep_recent_tokens=5, image_chars=4800)
+    base = prepare_compaction(e.path, BASE, keep_recent_tokens=5, index=_sums(BASE))
+    later = prepare_compaction(e.path, LATER, keep_recent_tokens=5, index=_sums(LATER))
     assert base is not None and later is not None
     assert base.boundary_start == 4 and later.boundary_start == 1
     # LATER summarizes the previously kept messages (entries 1-2) too; BASE never sees them
@@ -194,7 +198,7 @@ def test_already_compacted_returns_nothing():
     e = Entries()
     e.user(4)
     e.compaction(first_kept="e0")
-    assert prepare_compaction(e.path, BASE, keep_recent_tokens=5, image_chars=4800) is None
+    assert prepare_compaction(e.path, BASE, keep_recent_tokens=5, index=_sums(BASE)) is None
 
 
 def test_user_images_count_only_later():

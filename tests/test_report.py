@@ -131,3 +131,29 @@ def test_chromium_runs_no_transcript_script(run):
     # The payload is on the page as text inside the drill-down's items, and the jinja syntax is not evaluated.
     assert "&lt;script&gt;document.body.setAttribute('data-pwned','script')&lt;/script&gt;" in drill
     assert "{{ 7*7 }} {% if true %}jinja-ran{% endif %}" in drill
+
+
+def test_timelines_drawn_in_worker_processes_are_the_ones_drawn_here(run):
+    """`Timelines` with two workers gives each scenario the SVGs `figures.context_timeline` draws in this process."""
+    from compaction_bench.reports import figures
+    from compaction_bench.reports.timelines import Timelines
+
+    root = run[0]
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    requests, compactions = pd.read_parquet(root / "requests.parquet"), pd.read_parquet(root / "compactions.parquet")
+    # a second scenario and a second profile, so there are three drawings to share out
+    twin = requests.assign(scenario="twin")
+    other = requests.assign(profile="64k")
+    both = pd.concat([requests, twin, other], ignore_index=True)
+    points = pd.concat([compactions, compactions.assign(scenario="twin"), compactions.assign(profile="64k")], ignore_index=True)
+    with Timelines(both, points, manifest, jobs=2) as drawn:
+        assert drawn._pool is not None  # really drawn elsewhere
+        got = {name: drawn.get(name) for name in (NAME, "twin", "absent")}
+    order = ["codex-local", "truncate"]
+
+    def here(frame, marks, profile, title):
+        return figures.context_timeline(frame, marks, manifest["profiles"].get(profile, {}).get("context_window"), title, order)
+
+    assert got[NAME] == [here(requests, compactions, "32k", f"{NAME} · 32k"), here(other, compactions.assign(profile="64k"), "64k", f"{NAME} · 64k")]
+    assert got["twin"] == [here(twin, compactions.assign(scenario="twin"), "32k", "twin · 32k")]
+    assert got["absent"] == []

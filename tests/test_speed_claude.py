@@ -10,17 +10,30 @@ cleared, which `clear_tool_inputs_for` naming no tool's name forces without chan
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from compaction_bench.importing import load_transcripts
+from compaction_bench.log_view import LogView
 from compaction_bench.replay import ReplayResult, replay
-from compaction_bench.request import Message
+from compaction_bench.request import Message, Request
 from compaction_bench.strategies.aider import OK, Aider, ChatMessage
 from compaction_bench.strategies.anthropic_context import ServerCompact
-from compaction_bench.strategies.claude_code import CLEARED_RESULT, ClaudeCode, ClaudeCode21
+from compaction_bench.strategies.claude_code import (
+    CLEARED_RESULT,
+    FILE_CALL,
+    FILE_REFERENCE,
+    FILE_RESULT,
+    NOT_RESTORED,
+    TODO_NUDGE,
+    TODO_REMINDER,
+    ClaudeCode,
+    ClaudeCode21,
+    _reminder,
+)
 from compaction_bench.strategies.components import chars_div4, tool_pairs
 from compaction_bench.transcript import Item
 from tests.conftest import CORPORA
@@ -32,7 +45,9 @@ PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
 
 
 class ReferenceClaudeCode(ClaudeCode):
-    """§5 microcompact and the cleared placeholders from `tool_pairs` of the whole history."""
+    """§5 microcompact and the cleared placeholders from `tool_pairs` of the whole history, the context
+    rendered anew as a list on every request, the summary prompts rendered and the §4.2 attachments
+    built anew for every compaction."""
 
     name = "claude-code-reference"
 
@@ -40,6 +55,36 @@ class ReferenceClaudeCode(ClaudeCode):
         replacements = {r.id: CLEARED_RESULT for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in self.cleared}
         body = self.history.render(None, replacements)
         return [*self.history.render(self.system), *self.prefix, *body]
+
+    def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:
+        system = self.ctx.render_prompt("claude_code_system.j2")
+        prompt = self.ctx.render_prompt("claude_code_summary.j2", instructions=instructions, text_only=self.later)
+        return Request([Message("system", system), *messages, Message("user", prompt)], kind="summary", max_output_tokens=self._summary_max_output())
+
+    def _attachments(self) -> tuple[list[Message], list[str]]:
+        o = self.options
+        files = sorted((f for f in self.files.values() if not NOT_RESTORED.search(f.path)), key=lambda f: -f.order)
+        out: list[Message] = []
+        kept: dict[str, Any] = {}
+        total = 0
+        for f in files[: o.restore_max_files]:
+            fits = f.content is not None and chars_div4(f.content) <= o.restore_file_tokens
+            payload = {"type": "file", "filename": f.path, "content": f.content} if fits else {"type": "compact_file_reference", "filename": f.path}
+            size = chars_div4(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
+            if total + size > o.restore_total_tokens:
+                continue
+            total += size
+            if fits:
+                out.append(Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}))))
+                out.append(Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))))
+                kept[f.path] = f
+            else:
+                out.append(Message("user", _reminder(FILE_REFERENCE.format(path=f.path))))
+        self.files.clear()  # the read cache holds only the kept files
+        self.files.update(kept)
+        if self.todos:
+            out.append(Message("user", _reminder(f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False)}. {TODO_NUDGE}")))
+        return out, [f.path for f in kept.values()]
 
     def _microcompact(self) -> None:
         o = self.options
@@ -191,7 +236,47 @@ def test_claude_code_on_the_recorded_session():
     for profile in ("32k", "64k"):
         fast = replay(t, ClaudeCode, profile=profile)
         assert any(c.trigger == "microcompact" for c in fast.compactions)
+        assert isinstance(fast.requests[-1].messages, LogView)
         _assert_same(fast, replay(t, ReferenceClaudeCode, profile=profile))
+
+
+def test_claude_code_restores_files_and_todos_as_built_anew():
+    # At 32k the threshold W - R - 13,000 is below zero: every request compacts, and the files and todo
+    # list one compaction restores are restored by the next (a rewritten file and new todos replace them).
+    s = Session()
+    s.user("tidy the package")
+    small = "def parse(text):\n    return text.split()\n"
+    s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/a.py"}), ("r2", "Read", {"file_path": "/repo/b.py"})], total=900)
+    s.result("r1", small, name="Read")
+    s.result("r2", "lorem ipsum " * 2_100, name="Read")  # over the per-file budget: a reference
+    s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": [{"content": "tidy a.py", "status": "pending"}]})], total=950)
+    s.result("t1", "ok", name="TodoWrite")
+    for n in range(3):
+        s.assistant(f"step {n}", calls=[(f"g{n}", "Grep", {"pattern": f"p{n}"})], total=1_000 + n)
+        s.result(f"g{n}", f"hits {n}", name="Grep")
+    s.assistant("rewriting", calls=[("w1", "Write", {"file_path": "/repo/a.py", "content": small + "# tidy\n"})], total=1_100)
+    s.result("w1", "ok", name="Write")
+    s.assistant("re-planning", calls=[("t2", "TodoWrite", {"todos": [{"content": "tidy a.py", "status": "done"}]})], total=1_150)
+    s.result("t2", "ok", name="TodoWrite")
+    s.assistant("done", total=1_200)
+    t = s.transcript()
+    fast = replay(t, ClaudeCode, profile="32k", usage="recorded")
+    restored = [c.details["restored_files"] for c in fast.compactions]
+    assert sum(1 for r in restored if "/repo/a.py" in r) >= 4 and len(fast.compactions) >= 6
+    assert sum(1 for c in fast.compactions if c.details["todos"]) >= 3
+    _assert_same(fast, replay(t, ReferenceClaudeCode, profile="32k", usage="recorded"))
+
+
+@pytest.mark.parametrize("late_system", [False, True])
+def test_claude_code_log_equals_the_lists(late_system):
+    # A system item that arrives mid-session goes in front of the history: the log starts anew.
+    s = _tangled_session(repeat_id=False, in_order=True)
+    if late_system:
+        s.items.insert(12, Item(id="sys1", kind="system", text="The repository moved to /srv/repo."))
+    t = s.transcript()
+    fast = replay(t, ClaudeCode, profile="claude-opus", usage="recorded", options=OPUS)
+    assert sum(1 for c in fast.compactions if c.trigger == "microcompact") >= 2
+    _assert_same(fast, replay(t, ReferenceClaudeCode, profile="claude-opus", usage="recorded", options=OPUS))
 
 
 @pytest.mark.parametrize("profile", ["32k", "64k"])
@@ -265,3 +350,12 @@ def test_server_compact_view_equals_the_lists():
     assert len(fast.compactions) >= 3
     _assert_same(fast, replay(t, "anthropic-clear-tool-uses", profile="claude-opus",
                               options={"trigger_value": 30_000, "clear_tool_inputs_for": "NoSuchTool"}))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", 0), ("a", 0), ("ab", 1), ("abcd", 1), ("abcdef", 2),  # Math.round: halves up
+    ("ééééé", 1), ("\U0001F600" * 3, 2),  # 5 and 6 UTF-16 units (Python's len: 5 and 3)
+    ("\ud800ab", 1),  # a lone surrogate is one unit in JavaScript
+])
+def test_chars_div4_is_javascripts_round_of_utf16_units_over_4(text, expected):
+    assert chars_div4(text) == expected

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from compaction_bench.strategies.gemini_cli import (
     GeminiCli,
     Part,
     TextMeasure,
+    Truncation,
     compact_json_length,
     estimate_parts,
     format_truncated_output,
@@ -37,6 +39,7 @@ from compaction_bench.strategies.gemini_cli import (
 from compaction_bench.strategies.hybrid import Hybrid
 from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip
 from compaction_bench.strategy import SummaryOverflow
+from compaction_bench.transcript import Attachment
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
 
@@ -409,6 +412,86 @@ def test_gemini_measures_match_json_and_the_estimator(text):
             assert compact_json_length(Content("user", [cut])) == _utf16(_stringify(Content("user", [fresh]).to_json()))
 
 
+def _many_responses() -> Session:
+    """Two responses per step, one of a non-ASCII tool, some with an image; outputs of every character
+    class; clean user turns between steps, one holding a state snapshot (§5.2)."""
+    s = Session()
+    s.user("start: port the parser")
+    fillers = ["a" * 1_500, "é\"\\\n" * 300, "😀 x\t" * 250, "line\n" * 300]
+    for k in range(24):
+        s.assistant(f"step {k}", calls=[(f"a{k}", "read_file", {"path": f"f{k}"}), (f"b{k}", "réad_é", {"k": k})], total=1_000)
+        s.result(f"a{k}", fillers[k % 4] + str(k), name="read_file")
+        attachments = (Attachment("image/png", f"shot{k}.png", 10),) if k % 5 == 0 else ()
+        s._add(kind="tool_result", call_id=f"b{k}", tool_name="réad_é", text=f"ok {k}" if k % 3 else "x" * 900, attachments=attachments)
+        if k % 6 == 5:
+            s.user(f"<state_snapshot>{k}</state_snapshot> go on" if k == 11 else f"continue with part {k}")
+    s.assistant("done", total=1_000)
+    return s
+
+
+class ProbedGeminiCli(GeminiCli):
+    """Before every request, the planned truncations and the masking totals against the contents built."""
+
+    name = "gemini-cli-probed"
+    probes = 0
+
+    def request(self) -> Request:
+        self._index()
+        log, at = self._sync_log(), self._log_at
+        newest_first = self._responses[::-1]
+        for threshold, measured in ((0, 0), (7, 3), (1_000, 2), (40_000, 0)):
+            plan = Truncation(self.history, threshold, self._units[-1])
+            # the newest `measured` responses cut one by one (§3's counter), the older ones all at once
+            for n, (ci, pi) in enumerate(newest_first[:measured]):
+                plan.cut(ci, pi, 8 + n)
+            plan.cut_all(newest_first[measured:], 8 + measured)
+            # §3 straightforwardly: every response (all are cut here) in the {output} shape, with its file's number
+            numbers = {response: 8 + n for n, response in enumerate(newest_first)}
+            built = [Content(c.role, [Part("response", text=format_truncated_output(p.text, output_path(p.name or "tool", numbers[ci, pi]), threshold),
+                                           name=p.name, call_id=p.call_id, item_id=p.item_id, is_error=p.is_error)
+                                      if p.kind == "response" else p for pi, p in enumerate(c.parts)])
+                     for ci, c in enumerate(self.history)]
+            assert ReferenceGeminiCli.render(self, plan.contents()) == ReferenceGeminiCli.render(self, built)
+            assert plan.estimate() == ref_estimate_contents(built)
+            assert plan.split(0.7, self._clean, self._json) == ref_split_point(built, 0.7)
+            for stop in {*range(0, len(built), 7), len(built) - 1, len(built)}:
+                assert plan.messages(log, at, stop) == ReferenceGeminiCli.render(self, built[:stop])
+            ProbedGeminiCli.probes += 1
+        default = self.options
+        for protection in (-1, 0, 300, 2_000, 10**9):
+            self.options = replace(default, mask_protection_tokens=protection)
+            for start in {-1, *range(0, len(self.history), 3), len(self.history) - 1}:
+                assert self._prunable_tokens(start) == self._prunable_reference(start)
+        self.options = default
+        return super().request()
+
+    def _prunable_reference(self, start: int) -> int:
+        """§8's walk, newest first: the window closes at the part that takes the protected sum over the limit."""
+        protected, total, closed = 0, 0, False
+        for content in self.history[start::-1] if start >= 0 else ():
+            for part in content.parts[::-1]:
+                if part.kind != "response" or part.name in self.exempt or MASKED_TAG in part.text:
+                    continue
+                tokens = ref_estimate_parts([part])
+                if not closed:
+                    protected += tokens
+                    if protected <= self.options.mask_protection_tokens:
+                        continue
+                    closed = True
+                total += tokens
+        return total
+
+
+def test_gemini_truncation_plans_and_masking_totals_equal_the_contents_built():
+    # Cuts at threshold 0 (only the header and the omission line), below and above the outputs' lengths;
+    # a response with an image cut at a threshold it fits (it loses the image only); file numbers of one
+    # and two digits; the masking total for every start and protection window, including a window that
+    # closes at once and one that never closes.
+    ProbedGeminiCli.probes = 0
+    result = replay(_many_responses().transcript(), ProbedGeminiCli, profile="1m")
+    assert not result.compactions and ProbedGeminiCli.probes == 4 * len(result.requests)
+
+
 @pytest.mark.parametrize(("session", "options", "triggers"), [
     (_masking_and_compression, {}, {"masking", "threshold"}),
     (_latch_and_truncation, {"mask_min_prunable_tokens": 10**9}, {"inflated", "truncate"}),
@@ -465,3 +548,24 @@ def test_condensers_equal_the_straightforward_replay_on_a_pi_file(strategy, refe
         pytest.skip(f"{path} is not available")
     transcript = load_transcripts(path)[0]
     _assert_same(replay(transcript, strategy, profile="32k"), replay(transcript, reference, profile="32k"))
+
+
+def _browsing() -> Session:
+    s = Session()
+    s.user("compare the docs pages")
+    for k in range(8):
+        s.assistant(f"visit {k}", calls=[(f"w{k}", "browser", {"url": f"https://docs.example/{k}"}), (f"r{k}", "read", {"path": f"f{k}"})])
+        s.result(f"w{k}", f"page {k}\n" + "text\n" * 50, name="browser")
+        s.result(f"r{k}", f"file {k}", name="read")
+    s.assistant("done")
+    return s
+
+
+def test_v0_browser_masking_equals_the_straightforward_replay():
+    # §5.4: each new browser observation masks the third newest, which changes an event inside the view
+    # rendered (a new rendering, not an extension of the last one).
+    transcript = _browsing().transcript()
+    result = replay(transcript, OpenHandsV0, profile="1m")
+    _assert_same(result, replay(transcript, ReferenceOpenHandsV0, profile="1m"))
+    masked = [m.content for m in result.requests[-1].messages if m.content.startswith("Visited URL")]
+    assert masked == [f"Visited URL https://docs.example/{k}\nContent omitted" for k in range(6)]

@@ -6,7 +6,9 @@
   transform or estimate computed from scratch on the same list;
 - `SessionTree.latest_compaction` against a scan of a path built by a parent walk;
 - `find_cut_point`, which looks for the valid cut point it needs, against the upstream order that
-  lists all valid cut points first.
+  lists all valid cut points first;
+- `PathIndex` (sums and lists along the path) against the loops over the path it replaces;
+- the agent messages after a removal against the context built from the path.
 """
 
 from __future__ import annotations
@@ -20,23 +22,32 @@ from compaction_bench.profiles import get_profile
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.strategies.pi import Pi, Pi202512, Pi202603, PiStrategy
-from compaction_bench.strategies.pi_compaction import CutPoint, find_cut_point, find_turn_start_index, is_valid_cut_point
+from compaction_bench.strategies.pi_compaction import (
+    ConversationSerializer,
+    CutPoint,
+    find_cut_point,
+    is_valid_cut_point,
+    serialize_conversation,
+)
 from compaction_bench.strategies.pi_session_tree import (
     NO_RESULT_TEXT,
     ContextEstimator,
     Entry,
+    PathIndex,
     PiMessage,
     SessionTree,
     WireFold,
     WireFold2025,
     build_session_context,
+    entry_message,
     estimate_context_tokens,
     estimate_tokens,
+    is_turn_start,
     latest_compaction_index,
     to_wire,
     to_wire_2025,
 )
-from compaction_bench.transcript import Usage
+from compaction_bench.transcript import Attachment, Usage
 from tests.conftest import CORPORA
 from tests.pi_builders import Entries
 
@@ -82,6 +93,37 @@ def test_wire_fold_patches_a_call_left_open_once_the_next_user_message_arrives()
     # An errored assistant is dropped, and its open calls are not patched.
     rebuilt += [_assistant("boom", "c9", stop="error"), _user("u3")]
     assert _shape(fold(rebuilt)) == [("user", "summary", None, ()), ("user", "u2", None, ()), ("user", "u3", None, ())]
+
+
+def test_wire_fold_copies_runs_of_the_previous_list_exactly_on_random_rebuilds():
+    """After a compaction the list is rebuilt from runs of the previous one (LATER also puts the
+    old summary back in the middle); the fold copies those runs' output. On random lists that
+    grow, get rebuilt from random runs and new summaries, with open and answered calls, errored
+    and aborted assistants and bash executions left out of the context, every output must be
+    the fold from scratch (`to_wire`)."""
+    rng = random.Random(29)
+    fold = WireFold()
+    messages: list[PiMessage] = []
+    calls: list[str] = []
+    for n in range(1500):
+        pick = rng.random()
+        if pick < 0.06 and messages:  # a rebuild: a new head, then random runs of the old list
+            rebuilt = [_user(f"summary{n}")]
+            for _ in range(rng.randint(1, 3)):
+                lo = rng.randint(0, len(messages) - 1)
+                rebuilt += messages[lo : rng.randint(lo + 1, len(messages))]
+            messages = rebuilt
+        elif pick < 0.3:
+            calls = [f"c{n}.{k}" for k in range(rng.randint(0, 3))]
+            stop = rng.choice(["toolUse", "toolUse", "stop", "error", "aborted"])
+            messages.append(_assistant(f"a{n}", *calls, stop=stop))
+        elif pick < 0.6 and calls:
+            messages.append(_result(calls.pop(rng.randrange(len(calls)))))
+        elif pick < 0.7:
+            messages.append(PiMessage(role="bashExecution", command="ls", output="x", exclude=rng.random() < 0.5, item_ids=(f"b{n}",)))
+        else:
+            messages.append(_user(f"u{n}"))
+        assert fold(list(messages)) == to_wire(messages)
 
 
 def test_wire_fold_2025_drops_unanswered_calls_except_in_the_last_message():
@@ -204,7 +246,7 @@ def _listing_cut_point(path, start, end, keep, *, image_chars, user_images) -> C
         cut -= 1
     if path[cut].type == "message" and path[cut].role == "user":
         return CutPoint(cut, -1, False)
-    turn_start = find_turn_start_index(path, cut, start)
+    turn_start = next((i for i in range(cut, start - 1, -1) if is_turn_start(path[i])), -1)
     return CutPoint(cut, turn_start, turn_start != -1)
 
 
@@ -225,7 +267,116 @@ def test_find_cut_point_equals_the_listing_order_on_random_paths():
         start = rng.randint(0, len(e.path) - 1)
         keep = rng.randint(0, 80)
         args = (e.path, start, len(e.path), keep)
-        assert find_cut_point(*args, image_chars=4800, user_images=False) == _listing_cut_point(*args, image_chars=4800, user_images=False)
+        assert find_cut_point(*args, index=PathIndex(image_chars=4800, user_images=False)) == _listing_cut_point(*args, image_chars=4800, user_images=False)
+
+
+def _random_entry(rng: random.Random, n: int, path: list[Entry]) -> Entry:
+    """A random entry of any kind that carries (or not) a message, as a child of the path's end."""
+    parent = path[-1].id if path else None
+    pick = rng.random()
+    chars = "x" * rng.randint(0, 90)
+    if pick < 0.2:
+        images = (Attachment("image/png"),) * rng.randint(0, 2)
+        return Entry(f"e{n}", parent, "message", float(n), message=PiMessage(role="user", texts=(chars,), images=images))
+    if pick < 0.45:
+        stop = rng.choice(["stop", "toolUse", "error", "aborted"])
+        usage = Usage(input=rng.randint(0, 5000), output=rng.randint(0, 100)) if rng.random() < 0.7 else None
+        calls = tuple(ToolCall(f"c{n}.{k}", rng.choice(["read", "write", "bash"]), f'{{"path":"f{rng.randint(0, 9)}"}}') for k in range(rng.randint(0, 2)))
+        message = PiMessage(role="assistant", texts=(chars,), tool_calls=calls, stop_reason=stop, usage=usage)
+        return Entry(f"e{n}", parent, "message", float(n), message=message)
+    if pick < 0.65:
+        images = (Attachment("image/png"),) * rng.randint(0, 1)
+        return Entry(f"e{n}", parent, "message", float(n), message=PiMessage(role="toolResult", texts=(chars,), images=images))
+    if pick < 0.72:
+        return Entry(f"e{n}", parent, "custom_message", float(n), message=PiMessage(role="custom", texts=(chars,)))
+    if pick < 0.8:
+        return Entry(f"e{n}", parent, "branch_summary", float(n), summary=chars)
+    if pick < 0.88 and path:
+        return Entry(f"e{n}", parent, "compaction", float(n), summary=chars, first_kept_id=rng.choice(path).id)
+    return Entry(f"e{n}", parent, "model_change", float(n))
+
+
+def test_path_index_equals_the_loops_on_random_paths_under_branching():
+    """`PathIndex` against the loops it replaces: the kept tail, the cut walk's stopping entry,
+    the messages a range summarizes with their file-tool paths, the session context, the latest
+    compaction, a turn's start, an entry's position, and `estimate_context_tokens` of a range of the path and of the
+    LATER session context,
+    on random paths (images, errored and aborted assistants, usages, compactions) while the leaf
+    moves around the tree (the sums must follow a path that changes below its last common entry)."""
+    rng = random.Random(17)
+    for user_images in (False, True):
+        tree = SessionTree()
+        sums = PathIndex(image_chars=4800, user_images=user_images)
+        ids: list[str] = []
+
+        def estimate(message: PiMessage) -> int:
+            return estimate_tokens(message, image_chars=4800, user_images=user_images)  # noqa: B023 - the loop's own value
+
+        for n in range(700):
+            if ids and rng.random() < 0.08:
+                tree.branch(rng.choice(ids))
+            tree.append(_random_entry(rng, n, tree.path()))
+            ids.append(f"e{n}")
+            path = _naive_path(tree)
+            sums.update(path)
+            start = rng.randint(0, len(path) - 1)
+            in_messages = [e for e in path[start:] if e.type == "message" and e.message is not None]
+            assert sums.tail(start) == sum(estimate(e.message) for e in in_messages if e.message is not None)
+            keep = rng.randint(0, 400)
+            accumulated, reached = 0, None
+            for i in range(len(path) - 1, start - 1, -1):
+                message = path[i].message
+                if path[i].type == "message" and message is not None:
+                    accumulated += estimate(message)
+                    if accumulated >= keep:
+                        reached = i
+                        break
+            assert sums.walk_back(start, len(path), keep) == reached
+            range_messages = [m for m in (entry_message(e) for e in path[start:]) if m is not None]
+            expected = estimate_context_tokens(range_messages, image_chars=4800, user_images=user_images).tokens
+            assert sums.range_estimate(start) == expected
+            summarized = [(m, e.id) for e in path[start:] if e.type != "compaction" and (m := entry_message(e)) is not None]
+            assert sums.summarized(start, len(path)) == ([m for m, _ in summarized], [i for _, i in summarized])
+            calls = [p for m, _ in summarized if m.role == "assistant" for p in m.file_tool_paths]
+            assert sums.file_tool_paths(start, len(path)) == calls
+            k = latest_compaction_index(path)
+            assert sums.latest_compaction() == k
+            for nested in (False, True):
+                assert sums.session_context(nested_compactions=nested) == build_session_context(path, nested_compactions=nested)
+            at = rng.randint(start, len(path) - 1)
+            assert sums.turn_start(at, start) == next((i for i in range(at, start - 1, -1) if is_turn_start(path[i])), -1)
+            wanted = rng.choice(ids)
+            assert sums.position(wanted, at) == next((i for i in range(at) if path[i].id == wanted), None)
+            if k >= 0:
+                kept = next((i for i in range(k - 1, -1, -1) if path[i].id == path[k].first_kept_id), k)
+                context = build_session_context(path, nested_compactions=True)
+                expected = estimate_context_tokens(context, image_chars=4800, user_images=user_images).tokens
+                assert sums.compacted_estimate(k, kept) == expected
+
+
+def test_serializer_equals_serialize_conversation_on_lists_that_grow_shrink_and_alternate():
+    """`ConversationSerializer` keeps the texts of recent lists and extends them; every text
+    must be `serialize_conversation` of the same list, also when messages serialize to nothing
+    (an empty tool result), when a list is shorter than the one kept for its first message, and
+    when several lists alternate (history and turn prefix) or more heads than it keeps come by."""
+    rng = random.Random(23)
+    pool = []
+    for n in range(60):
+        pick = rng.random()
+        if pick < 0.3:
+            pool.append(_user(f"u{n}"))
+        elif pick < 0.6:
+            pool.append(_assistant(f"a{n}", f"c{n}"))
+        elif pick < 0.8:
+            pool.append(_result(f"c{n}"))
+        else:
+            pool.append(PiMessage(role="toolResult", texts=("",), tool_call_id=f"c{n}"))  # no part at all
+    serializer = ConversationSerializer(2000)
+    for _ in range(400):
+        lo = rng.choice([0, 5, 17, 30, rng.randint(0, 59)])
+        hi = rng.randint(lo, 60)
+        messages = pool[lo:hi]
+        assert serializer(messages) == serialize_conversation(messages, 2000)
 
 
 def test_agent_messages_after_a_removal_equal_the_context_built_from_the_path():
@@ -237,7 +388,8 @@ def test_agent_messages_after_a_removal_equal_the_context_built_from_the_path():
         strategy.tree.append(Entry(entry_id, strategy.tree.leaf, "message", 0.0, message=message))
         assert strategy.agent_messages()[-1] is message
     errored = strategy.tree.entries["a1"].message
-    strategy.removed.add(id(errored))
+    assert errored is not None
+    strategy._remove(errored)
     expected = [m for m in build_session_context(_naive_path(strategy.tree), nested_compactions=True) if m is not errored]
     assert len(expected) == 2 and strategy.agent_messages() == expected
 

@@ -1,0 +1,157 @@
+"""The engine's shortcuts give what the straightforward computation gives.
+
+- `SharedPrefixes` (compaction_bench.log_view) remembers how many leading messages two growing logs
+  share: its answers equal a comparison of the two contexts from their first message.
+- The simulated provider reuses counts of earlier contexts (counting bases, the same object counted
+  twice), skips the tokens inside a differing message when they cannot make an older cache entry win,
+  and memoizes them per pair of messages: every count equals the sum of the messages' counts plus
+  their billed hidden reasoning, and every cached prefix is the longest common token prefix with one
+  of the two previous accepted requests (the newest on a tie), tokenized from scratch here.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from compaction_bench.caching import cache_outcome, leading_system
+from compaction_bench.log_view import LogView, SharedPrefixes
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import MESSAGE_OVERHEAD, RECENT_ENTRIES, MessageCounter, SimulatedProvider
+from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.tokens import HiddenTokens
+
+
+def plain_first_difference(a, b) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+def test_shared_prefixes_of_growing_logs_are_those_a_full_comparison_finds():
+    rng = random.Random(7)
+    pool = [Message("user", f"m{n}") for n in range(5)]
+    canon = [Message("assistant", f"c{n}") for n in range(310)]  # what most logs hold at each position
+    logs: list[list[Message]] = [list(canon[:k]) for k in (0, 5, 20, 20, 40)]
+    logs += [[*canon[:7], pool[0]], [Message("assistant", "c0"), *canon[1:12]]]  # a fork, and an equal message of another object
+    prefixes = SharedPrefixes()
+    for step in range(3000):
+        grown = rng.choice(logs)
+        if len(grown) < 300:  # the owner appends: mostly what the others hold there, sometimes not
+            grown.append(canon[len(grown)] if rng.random() < 0.9 else rng.choice(pool))
+        if step % 500 == 0:
+            logs.append(list(canon[: rng.randrange(30)]))  # a log started anew
+        views = []
+        for log in (rng.choice(logs), rng.choice(logs)):
+            length = rng.randint(max(0, len(log) - 6), len(log))
+            tail = tuple(canon[length + n] if rng.random() < 0.7 else rng.choice(pool) for n in range(rng.randrange(4)))
+            views.append(LogView(log, length, tail))
+        a, b = views
+        assert prefixes.first_difference(a, b) == plain_first_difference(tuple(a), tuple(b)), (a, b)
+        assert prefixes.first_difference(b, tuple(a)) == plain_first_difference(tuple(b), tuple(a))
+    assert len(logs) > 10  # more pairs than SharedPrefixes keeps: its memory started anew on the way
+
+
+def _common_tokens(counter: MessageCounter, previous, current) -> int:
+    """The longest common token prefix of two requests, from their whole encodings (the definition)."""
+    shared = plain_first_difference(previous, current)
+    tokens = sum(counter.message_tokens(m) for m in previous[:shared])
+    if shared < len(previous) and shared < len(current) and previous[shared].role == current[shared].role:
+        a, b = (m.content + "".join(f"\n{c.name} {c.arguments}" for c in m.tool_calls) for m in (previous[shared], current[shared]))
+        left, right = counter.counter.encode(a), counter.counter.encode(b)
+        same = plain_first_difference(left, right)
+        tokens += min(MESSAGE_OVERHEAD + same, counter.message_tokens(previous[shared]) - 1, counter.message_tokens(current[shared]) - 1)
+    return tokens
+
+
+@pytest.mark.parametrize("profile", ["32k", "claude-sonnet"])
+def test_provider_counts_and_cache_prefixes_equal_the_straightforward_ones(profile):
+    """A session sent as two contexts, as `anthropic-clear-tool-uses` sends it: its whole history and a
+    copy with old tool results cleared, each a view of its own growing log, counted, re-counted and
+    sent in turns, with reasoning billed after the last user message."""
+    rng = random.Random(13)
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    reasoning: dict[str, int] = {}
+    users: set[str] = set()
+    full: list[Message] = [Message("system", "You are a careful coding agent. " * 30, item_ids=("s",))]
+    cleared: list[Message] = list(full)
+    for n in range(120):
+        kind = rng.choice(["user", "call", "call", "reasoning"]) if n else "user"
+        item = f"i{n}"
+        if kind == "user":
+            users.add(item)
+            message = Message("user", " ".join(rng.choices(words, k=rng.randrange(3, 30))), item_ids=(item,))
+            full.append(message)
+            cleared.append(message)
+        elif kind == "reasoning":
+            reasoning[item] = rng.randrange(20, 400)
+            full.append(Message("reasoning", "", item_ids=(item,)))
+            cleared.append(full[-1])
+        else:
+            call = Message("assistant", tool_calls=(ToolCall(f"c{n}", "read", f'{{"path": "{rng.choice(words)}.py"}}'),), item_ids=(item,))
+            text = "\n".join(" ".join(rng.choices(words, k=8)) for _ in range(rng.randrange(1, 40)))
+            result = Message("tool", text, tool_call_id=f"c{n}", item_ids=(f"r{n}",), name="read")
+            full += [call, result]
+            cleared += [call, Message("tool", "[Old tool result content cleared]", tool_call_id=f"c{n}", item_ids=(f"r{n}",), name="read")]
+    hidden = HiddenTokens(reasoning, frozenset(users))
+    provider = SimulatedProvider(get_profile(profile), hidden=hidden)
+    reference = MessageCounter(get_profile(profile), hidden=hidden)
+    full_log: list[Message] = []
+    cleared_log: list[Message] = []
+    sent: list[tuple[Message, ...]] = []
+    for end in range(1, len(full), 3):
+        full_log.extend(full[len(full_log) : end])
+        cleared_log.extend(cleared[len(cleared_log) : end])
+        whole = LogView(full_log, end)
+        keep = rng.randrange(0, end)  # results before `keep` cleared, the rest as sent
+        edited = LogView(cleared_log, keep, tuple(full[keep:end]))
+        for context in (whole, edited, tuple(edited), list(whole)):
+            assert provider.count(context) == reference.count(tuple(context))
+        request = rng.choice([whole, edited, edited, LogView(cleared_log, max(0, keep - 2), tuple(full[max(0, keep - 2) : end]))])
+        outcome = provider.send(Request(request))
+        messages = tuple(request)
+        assert outcome.true_tokens == reference.count(messages) == provider.count(request)
+        prefixes = [(_common_tokens(reference, previous, messages), n) for n, previous in enumerate(sent[-RECENT_ENTRIES:])]
+        prefix, newest = max(prefixes, default=(0, -1))
+        previous = sent[-RECENT_ENTRIES:][newest] if prefixes else ()
+        expected = cache_outcome(
+            get_profile(profile).cache, prefix_tokens=prefix, total_tokens=outcome.true_tokens,
+            previous_boundaries=reference.boundaries(previous), previous_system=leading_system(m.role for m in previous),
+            current_boundaries=reference.boundaries(messages), current_system=leading_system(m.role for m in messages),
+        )
+        assert (outcome.cache.prefix_tokens, outcome.cache.cached_tokens, outcome.cache.cache_write_tokens) == (
+            expected.prefix_tokens, expected.cached_tokens, expected.cache_write_tokens
+        ), end
+        if not outcome.overflow:
+            sent.append(messages)
+    assert reasoning and any(provider.count(LogView(full_log, n)) > sum(map(reference.message_tokens, full_log[:n])) for n in range(len(full_log)))
+
+
+def test_hidden_total_is_the_sum_of_the_per_message_billing():
+    users = frozenset({"u1", "u2"})
+    hidden = HiddenTokens({"r1": 100, "r2": 7, "r3": 50}, users)
+    messages = [Message("user", "a", item_ids=("u1",)), Message("reasoning", item_ids=("r1",)), Message("user", "b", item_ids=("u2",)),
+                Message("reasoning", item_ids=("r2",)), Message("assistant", "c", item_ids=("r3", "x"))]
+    assert hidden.per_message(messages) == [0, 0, 0, 7, 50]  # r1 is before the last user message: not billed
+    for n in range(len(messages) + 1):
+        assert hidden.total(messages[:n]) == sum(hidden.per_message(messages[:n]))
+    assert hidden.total(messages[:2]) == 100
+
+
+def test_an_older_cache_entry_that_shares_more_inside_the_differing_message_is_the_one_read():
+    """The newer entry shares the system prompt and a few tokens of the next message; the older one
+    shares that message's long text: the skipped tokenization must not skip the older entry."""
+    provider = SimulatedProvider(get_profile("32k"))
+    system = Message("system", "You are a careful coding agent. " * 60)
+    text = "\n".join(f"line {n}: the quick brown fox jumps over the lazy dog" for n in range(200))
+    older = (system, Message("tool", text, tool_call_id="c1"))
+    newer = (system, Message("tool", "line 0: nothing here", tool_call_id="c1"))
+    current = (system, Message("tool", text + "\nline 200: one more", tool_call_id="c1"))
+    for request in (older, newer):
+        provider.send(Request(request))
+    outcome = provider.send(Request(current))
+    expected = _common_tokens(MessageCounter(get_profile("32k")), older, current)
+    assert expected > _common_tokens(MessageCounter(get_profile("32k")), newer, current) + 1000
+    assert outcome.cache.prefix_tokens == expected

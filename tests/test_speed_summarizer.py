@@ -1,0 +1,161 @@
+"""The offline summarizer's fast paths (issue 18) against the straightforward computations they replace.
+
+- the case-insensitive salience patterns are matched case-sensitively on lowered ASCII text, and
+  `PATH` only through the alternative a line can match: checked against the patterns themselves on
+  every line of a real transcript and on random lines made of their words in random case;
+- a serialized conversation is read by paragraph (each memoized): the lines, positions and
+  categories are those of the whole text read line by line;
+- `_select` sorts plain tuples and stops when no line can fit: the same choice as scoring every
+  line and sorting them by (score, newer first), on a real conversation at many budgets;
+- `text_tokens` (a summary's output tokens, summed over its lines) is the tokenizer's count of the whole text;
+- `extractive_summary` with a previous summary (read line by line through a memo) keeps its lines
+  under the headings they had, as a hand-worked example says.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from compaction_bench.importing import load_transcripts
+from compaction_bench.llm import text_tokens
+from compaction_bench.offline_models import (
+    CASELESS,
+    CONSTRAINT,
+    DECISION,
+    ERROR,
+    LOWERED,
+    NEXT,
+    PATH,
+    PROGRESS,
+    RECENCY,
+    SALIENCE,
+    _conversation_parts,
+    _has_path,
+    _select,
+    _speaker,
+    extractive_summary,
+)
+from compaction_bench.tokens import get_encoding
+from tests.conftest import CORPORA
+
+ROLLOUT = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
+LABELS = {"user": "User", "assistant": "Assistant", "reasoning": "Assistant thinking", "tool_call": "Assistant tool calls", "tool_result": "Tool result"}
+
+
+@pytest.fixture(scope="module")
+def conversation() -> str:
+    """A real session serialized as Pi and Claude Code serialize one for a summary ("[Role]: text", blank lines between)."""
+    (transcript,) = load_transcripts(ROLLOUT)
+    return "\n\n".join(f"[{LABELS[i.kind]}]: {i.text or i.arguments or ''}" for i in transcript.items if i.kind in LABELS)
+
+
+def reference_lines(text: str, role: str) -> list[tuple[str, str]]:
+    """(line, speaker) of every summarizable line, read line by line: stripped, at least 4 characters, cut at 400."""
+    lines = [raw.strip()[:400] for raw in text.splitlines() if len(raw.strip()) >= 4]
+    return [(line, _speaker(line) if role == "conversation" else role) for line in lines]
+
+
+def reference_categories(text: str, role: str) -> tuple[str, ...]:
+    """A line's salience categories, with the module's patterns searched as they are written."""
+    categories = []
+    if role == "user":
+        categories.append("goal")
+        if CONSTRAINT.search(text):
+            categories.insert(0, "constraint")
+    if ERROR.search(text) and role in ("tool", "user", "assistant"):
+        categories.append("error")
+    if DECISION.search(text) and role == "assistant":
+        categories.append("decision")
+    if PATH.search(text):
+        categories.append("artifact")
+    if role == "assistant" and NEXT.search(text):
+        categories.append("next")
+    if role == "assistant" and PROGRESS.search(text):
+        categories.append("progress")
+    return tuple(categories)
+
+
+def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
+    """Score every line (position, line, categories), sort them all by (-score, -position), take greedily what fits."""
+    last = max((position for position, _, _ in lines), default=0) or 1
+    scored = [
+        (sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
+        for position, line, categories in lines
+        if categories and line not in seen
+    ]
+    chosen, used = [], 0
+    for _, position, line, categories in sorted(scored, key=lambda entry: (-entry[0], -entry[1])):
+        if line in seen or used + len(line) + 3 > budget:
+            continue
+        chosen.append((position, line, categories))
+        seen.add(line)
+        used += len(line) + 3
+    return sorted(chosen)
+
+
+def test_the_patterns_words_are_lower_case():
+    assert LOWERED == tuple(re.compile(p.pattern) for p in (ERROR, CONSTRAINT, DECISION, PROGRESS, NEXT))
+    assert all(p.pattern == p.pattern.lower() and p.flags & re.I for p in CASELESS)
+
+
+def test_lowered_ascii_matches_as_the_caseless_patterns(conversation):
+    rng = random.Random(18)
+    words = [w for p in CASELESS for w in re.findall(r"[a-z' ]{2,}", p.pattern)] + ["x", "/", ".py", "_", "-", "1", "\t", "é"]
+    made = ["".join(rng.choice([str.upper, str.lower, str.title])(rng.choice(words)) + rng.choice(["", " ", "_", "."]) for _ in range(6))
+            for _ in range(3000)]
+    lines = [line for line, _ in reference_lines(conversation, "conversation")] + made
+    assert sum(line.isascii() for line in lines) > 1000 and sum(not line.isascii() for line in lines) > 100
+    for line in lines:
+        for caseless, lowered in zip(CASELESS, LOWERED, strict=True):
+            expected = caseless.search(line) is not None
+            assert (lowered.search(line.lower()) is not None if line.isascii() else expected) == expected, (caseless.pattern, line)
+        assert _has_path(line) == (PATH.search(line) is not None), line
+
+
+def test_a_conversation_read_by_paragraph_has_the_lines_of_the_whole_text(conversation):
+    tricky = "a\r\n\nline one\n\n\n   \n\nx" + "y" * 500 + "\n\n\n\r\n[User]: must fix\x0bsplit by a vertical tab\n\n[Tool result]: error: in src/a.py"
+    for text in (tricky, conversation):
+        parts = _conversation_parts(text)
+        merged, offset = [], 0
+        for part in parts:
+            merged += [(offset + n, line, categories) for n, line, _, categories in part.candidates]
+            offset += part.size
+        lines = reference_lines(text, "conversation")
+        assert offset == len(lines) and len(parts) > 1
+        assert merged == [(n, line, reference_categories(line, role)) for n, (line, role) in enumerate(lines) if reference_categories(line, role)]
+
+
+def test_selection_is_the_greedy_choice_over_all_lines_sorted(conversation):
+    windows = [conversation[:5_000], conversation[: len(conversation) // 2], conversation]
+    some_lines = {line for line, _ in reference_lines(conversation, "conversation")[::7]}
+    for text in windows:
+        lines = [(n, line, reference_categories(line, role)) for n, (line, role) in enumerate(reference_lines(text, "conversation"))]
+        parts = _conversation_parts(text)
+        for budget in (-5, 0, 6, 7, 50, 400, 2_000, 6_000, 60_000):
+            for seen in (set(), some_lines):
+                assert _select(parts, set(seen), budget) == reference_select(lines, set(seen), budget), (len(text), budget)
+
+
+def test_previous_summary_lines_stay_under_their_headings():
+    previous = "## Goal\n- Port the CLI to Rust\n\n## Errors\n* build failed: missing crate serde\n\n## Notes\n- keep the old flags"
+    summary = extractive_summary(
+        [
+            {"role": "user", "content": f"<previous-summary>\n{previous}\n</previous-summary>\nUpdate it.\n\n## Goal\n\n## Errors\n\n## Next steps"},
+        ],
+        2000,
+    )
+    # "Notes" is not a heading of the template: its category ("goal", the default) puts its line under "Goal".
+    assert summary == "## Goal\n- Port the CLI to Rust\n- keep the old flags\n\n## Errors\n- build failed: missing crate serde\n\n## Next steps\n- (none)"
+
+
+def test_a_summary_counted_by_lines_has_the_tokenizers_count(conversation):
+    encoding = get_encoding("o200k_base")
+    template = "Summarize:\n\n## Goal\n\n## Errors and fixes\n\n## Files\n\n## Next steps"
+    summaries = [extractive_summary([{"role": "user", "content": f"<conversation>\n{conversation[:end]}\n</conversation>\n{template}"}], 2000)
+                 for end in (3_000, 30_000, len(conversation))]
+    tricky = "## A\n- x\n/usr/bin\n  indented\n\n\nend\r\n- é ü 日本\n\t- tab\n- 'quoted'\n1234567\n- (none)\n"
+    for text in [*summaries, tricky, "", "one line"]:
+        assert text_tokens(text) == len(encoding.encode(text, disallowed_special=())), text[:80]
