@@ -319,12 +319,13 @@ def headline_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
     return paired(voted, strategies), voted[voted["point_kind"] == "compaction"]
 
 
-def _p_best(headline: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
-    """Per (group…, strategy): the chance it ranks first in retention within its group."""
+def _p_best(values: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
+    """Per (group…, strategy): the chance it ranks first in retention within its group, from the
+    headline rows' per-probe `values` (`per_probe`)."""
     out: dict[tuple[Any, ...], float] = {}
-    if headline.empty:
+    if values.empty:
         return out
-    values = per_probe(headline)
+    values = values.copy()  # the caller's frame stays as it is
     values["unit"] = list(zip(values["scenario"], values["probe_id"], strict=True))
     for key, frame in (values.groupby(group, sort=False) if group else [((), values)]):
         key = key if isinstance(key, tuple) else (key,)
@@ -341,10 +342,11 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
     headline, compaction_rows = headline_rows(probes, requests)
     by_requests, by_compactions = _groups(requests, keys), _groups(compactions, keys)
     by_headline, by_points = _groups(headline, keys), _groups(compaction_rows, keys)
-    best = _p_best(headline, PAIR) if not headline.empty else {}
+    best: dict[tuple[Any, ...], float] = {}
     if not probes.empty:
         every = _ProbeValues.of(headline, compaction_rows)
         split = {name: _groups(getattr(every, name), keys) for name in ("headline", "summarized", "aged", "points")}
+        best = _p_best(every.headline, PAIR)
     rows = []
     for key in sorted(set(by_requests) | set(_groups(probes, keys)), key=str):
         group = by_requests.get(key, pd.DataFrame())
@@ -367,7 +369,7 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)
-    best = _p_best(headline, ["profile"])
+    best = _p_best(values, ["profile"])
     rows = []
     for (strategy, profile), frame in values.groupby(["strategy", "profile"], sort=False):
         rows_of = headline[(headline["strategy"] == strategy) & (headline["profile"] == profile)]
