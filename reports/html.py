@@ -339,20 +339,14 @@ def render_pages(
     tables = load_run(root)
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
     with timelines or Timelines(tables["requests"], tables["compactions"], manifest, jobs) as drawn:
-        return _render(root, manifest, tables, items_of(root), drawn, progress)
-
-
-def items_of(root: Path) -> pd.DataFrame:
-    """The run's `items.parquet` (empty with its columns for a run without one)."""
-    if (root / "items.parquet").is_file():
-        return pd.read_parquet(root / "items.parquet")
-    return pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
+        return _render(root, manifest, tables, drawn, progress)
 
 
 def _render(
-    root: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame], items: pd.DataFrame, timelines: Timelines, progress: ReportProgress | None
+    root: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame], timelines: Timelines, progress: ReportProgress | None
 ) -> dict[str, str]:
     requests, compactions, summary, probes = tables["requests"], tables["compactions"], tables["summary"], tables["probes"]
+    items = pd.read_parquet(root / "items.parquet") if (root / "items.parquet").is_file() else pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
     questions_frame = pd.read_parquet(root / "questions.parquet") if (root / "questions.parquet").is_file() else pd.DataFrame()
     questions = {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
     order = strategy_order(manifest, summary.get("strategy", []))
