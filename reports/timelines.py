@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
@@ -33,10 +33,6 @@ def strategy_order(manifest: Mapping[str, Any], strategies: Iterable[str]) -> li
     present = set(strategies)
     configured = [s for s in manifest.get("config", {}).get("strategies", []) if s in present]
     return configured + sorted(present - set(configured))
-
-
-def _draw(requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str]) -> str:
-    return figures.context_timeline(requests, compactions, window, title, order)
 
 
 class Timelines:
@@ -63,15 +59,15 @@ class Timelines:
         if workers > 1 and sys.platform.startswith("linux"):
             # A forking pool starts every worker at the first submit, before it starts its own thread.
             self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
-            # Largest first: the scenario with the most requests is drawn first and never finishes last.
+            # Largest first: the scenario with the most requests is not left for last.
             for scenario, work in sorted(self._work.items(), key=lambda kv: -sum(len(w[0]) for w in kv[1])):
-                self._futures[scenario] = [self._pool.submit(_draw, *args) for args in work]
+                self._futures[scenario] = [self._pool.submit(figures.context_timeline, *args) for args in work]
 
     def get(self, scenario: str) -> list[str]:
         """The scenario's timelines as SVG strings (waiting for them when they are being drawn)."""
         if scenario in self._futures:
             return [future.result() for future in self._futures[scenario]]
-        return [_draw(*args) for args in self._work.get(scenario, [])]
+        return [figures.context_timeline(*args) for args in self._work.get(scenario, [])]
 
     def close(self) -> None:
         """End the worker processes (drawings not collected yet are abandoned)."""
