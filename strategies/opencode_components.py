@@ -636,13 +636,9 @@ class TailChoice:
     split: bool = False
 
 
-def turns(starts_turn: Sequence[bool]) -> list[tuple[int, int]]:
-    """§2.3: (start, end) of each turn; a turn runs from a turn-starting message to the next one."""
-    return turn_spans([n for n, flag in enumerate(starts_turn) if flag], len(starts_turn))
-
-
 def turn_spans(starts: Sequence[int], end: int) -> list[tuple[int, int]]:
-    """(start, end) of the turns starting at `starts` (ascending) in a history of `end` messages."""
+    """§2.3: (start, end) of the turns starting at `starts` (ascending) in a history of `end`
+    messages; a turn runs from a turn-starting message to the next one."""
     return [(s, starts[k + 1] if k + 1 < len(starts) else end) for k, s in enumerate(starts)]
 
 
@@ -662,23 +658,15 @@ def earliest_fitting_start(low: int, end: int, estimate: Callable[[int, int], in
     return low if low < end else None
 
 
-def select_tail(
-    starts_turn: Sequence[bool], estimate: Callable[[int, int], int], tail_turns: int, budget: int, offset: int = 0
+def select_from_turns(
+    all_turns: Sequence[tuple[int, int]], estimate: Callable[[int, int], int], tail_turns: int, budget: int
 ) -> TailChoice:
     """§2.5 `select`: whole turns newest first within the budget; in the first turn that does not
     fit, the earliest start whose suffix fits (`splitTurn`); no tail at index 0.
 
-    `starts_turn` are the flags of ``history[offset:]``: the whole history, or a suffix from a turn
-    start that holds the newest `tail_turns` turns (what is selected from). `estimate(start, end)`
-    is the estimate of ``history[start:end]``; indexes are the history's.
-    """
-    return select_from_turns([(start + offset, end + offset) for start, end in turns(starts_turn)], estimate, tail_turns, budget)
-
-
-def select_from_turns(
-    all_turns: Sequence[tuple[int, int]], estimate: Callable[[int, int], int], tail_turns: int, budget: int
-) -> TailChoice:
-    """`select_tail` from the turns' (start, end) spans: all of them, or the newest `tail_turns`."""
+    `all_turns` are the turns' (start, end) spans (`turn_spans`): all of the history's, or the
+    newest `tail_turns`, which are what is selected from. `estimate(start, end)` is the estimate of
+    ``history[start:end]``."""
     if tail_turns <= 0:
         return TailChoice(None, "disabled")
     if not all_turns:

@@ -19,9 +19,10 @@ from compaction_bench.strategies.opencode_components import (
     View,
     is_context_overflow,
     model_message_json,
-    select_tail,
+    select_from_turns,
     serialize_record,
     split_recent,
+    turn_spans,
     usable_window,
     usage_count,
 )
@@ -119,6 +120,11 @@ def test_the_simulated_providers_errors_are_overflows():
 # ----------------------------------------------------------------- §2.5 select
 def _sizes(sizes):
     return lambda s, e: sum(sizes[s:e])
+
+
+def select_tail(starts_turn, estimate, tail_turns, budget):
+    """§2.5 `select` over a history whose messages start a turn where `starts_turn` is true."""
+    return select_from_turns(turn_spans([n for n, flag in enumerate(starts_turn) if flag], len(starts_turn)), estimate, tail_turns, budget)
 
 
 def test_whole_two_turn_tail():
