@@ -7,7 +7,9 @@ What a call does, in order:
 2. The offline models (`offline/extractive`, `offline/reader`, `compaction_bench.offline_models`)
    answer in-process, without importing litellm; their token usage is counted with o200k_base
    (input: 4 tokens of framing per message, as `compaction_bench.provider` counts requests;
-   output: the completion's text, `text_tokens`).
+   output: the completion's text, `text_tokens`). A request of `Message`s is converted, counted
+   and read in runs of messages, each run once per process (`_WireRuns`), and a request sent again
+   (the same message objects) gets its completion from a memo.
 3. Any other model id is a litellm model. Its response is looked up by request key in a recorded
    responses file (`--responses`, written by `bench cache export`), then in the persistent cache
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
@@ -30,22 +32,34 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import functools
 import hashlib
+import itertools
 import json
 import logging
+import operator
 import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from compaction_bench.errors import BenchError
-from compaction_bench.offline_models import ReaderContext, extractive_summary, reader_answer
+from compaction_bench.offline_models import (
+    ReaderContext,
+    Reading,
+    extractive_summary,
+    read_payload,
+    reader_answer,
+    summarize_readings,
+)
 from compaction_bench.request import Message
 from compaction_bench.wire import WireInput, chat_messages, provider_of
+
+if TYPE_CHECKING:
+    from compaction_bench.tokens import TokenCounter
 
 OFFLINE_PROVIDER = "offline"
 DEFAULT_SUMMARIZER = "offline/extractive"
@@ -192,6 +206,86 @@ def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | N
     raise LLMError(f"unknown offline model {model!r}; offline models: {', '.join(OFFLINE_MODELS)}")
 
 
+class _Run(NamedTuple):
+    """A run of request messages converted on its own: the messages (kept alive, so the memo's
+    identities stay theirs), their wire payload, its input tokens and the summarizer's reading."""
+
+    messages: tuple[Message, ...]
+    payload: list[dict[str, Any]]
+    tokens: int
+    reading: Reading
+
+
+class _WireRuns:
+    """The offline models' input, converted per run of messages, each run once per process.
+
+    `chat_messages` reads a request in runs that never affect each other but for the tool call ids
+    they get (which the offline models do not read): a run starts at every message the conversion
+    keeps as a user, system or developer message (a non-empty compaction is a user message), at an
+    assistant message without tool calls (a reasoning item with text is one), and at an assistant
+    message with tool calls that does not follow an assistant message (else the two merge); tool
+    results and dropped items (empty reasoning or compaction) continue the run before them. So a
+    request's payload is its runs' payloads in order, its input tokens their sum, and the
+    summarizer's reading their readings (`split_readings`): a request sent after a compaction
+    costs the runs that are new in it, found by the identity of their first message among the runs
+    of the last request of the same model and provider (which are all that is kept)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, str], dict[int, _Run]] = {}
+
+    def read(self, messages: Sequence[WireInput], model: str, provider: str) -> list[_Run] | None:
+        """The request's runs in order, or None if a message is not a `Message`."""
+        sequence = messages if isinstance(messages, (list, tuple)) else tuple(messages)
+        starts = []
+        after_assistant = False  # whether the last message the conversion keeps is an assistant's
+        for n, m in enumerate(sequence):
+            if not isinstance(m, Message):
+                return None
+            role = m.role
+            if role == "tool":
+                after_assistant = False
+            elif role == "assistant":
+                if not (m.tool_calls and after_assistant):  # else merged into the assistant message before it
+                    starts.append(n)
+                    after_assistant = True
+            elif role in ("reasoning", "compaction"):
+                if m.content.strip():  # else dropped by the conversion
+                    starts.append(n)
+                    after_assistant = role == "reasoning"
+            else:
+                starts.append(n)
+                after_assistant = False
+        if not sequence:
+            return []
+        if not starts or starts[0]:
+            starts.insert(0, 0)
+        starts.append(len(sequence))
+        runs = []
+        count = _counter().count
+        get = self.runs.get((model, provider), {}).get
+        kept: dict[int, _Run] = {}
+        for start, end in itertools.pairwise(starts):
+            first = sequence[start]
+            found = get(id(first))
+            if (
+                found is None
+                or found.messages[0] is not first
+                or len(found.messages) != end - start
+                or (end - start > 1 and not all(map(operator.is_, found.messages, sequence[start:end])))
+            ):
+                run = tuple(sequence[start:end])
+                payload = chat_messages(run, provider=provider)
+                tokens = sum(MESSAGE_OVERHEAD + sum(map(count, _payload_parts(m))) for m in payload)
+                found = _Run(run, payload, tokens, read_payload(payload))
+            kept[id(first)] = found
+            runs.append(found)
+        self.runs[model, provider] = kept
+        return runs
+
+
+_wire_runs = _WireRuns()
+
+
 def _payload_parts(message: Mapping[str, Any]) -> list[str]:
     """The texts a model reads in one wire message: its content, then each tool call's name and arguments."""
     content = message.get("content")
@@ -202,19 +296,25 @@ def _payload_parts(message: Mapping[str, Any]) -> list[str]:
     return parts
 
 
+def _counter(encoding: str = "o200k_base") -> TokenCounter:
+    from compaction_bench.tokens import shared_counter
+
+    return shared_counter(encoding)
+
+
 def payload_tokens(payload: Sequence[Mapping[str, Any]], encoding: str = "o200k_base") -> int:
     """Input tokens of a wire payload: the tokenizer's count of every message's texts (each counted on
     its own, so the per-text memo the replay's provider filled answers them) plus its framing."""
-    from compaction_bench.tokens import shared_counter
-
-    count = shared_counter(encoding).count
-    return sum(MESSAGE_OVERHEAD + sum(count(part) for part in _payload_parts(m)) for m in payload)
+    count = _counter(encoding).count
+    return sum(MESSAGE_OVERHEAD + sum(map(count, _payload_parts(m))) for m in payload)
 
 
+@functools.lru_cache(maxsize=1 << 8)
 def text_tokens(text: str, encoding: str = "o200k_base") -> int:
     """The tokenizer's count of one text, as the sum of its lines' counts: `LINE_CUT` only cuts where
     the tokenizer's pieces end, so the sum is the whole text's count, and an offline summary, which
-    carries most of the previous one's lines, is tokenized only in its new lines (each line's count is memoized)."""
+    carries most of the previous one's lines, is tokenized only in its new lines (each line's count is
+    memoized). Memoized per text: a strategy that compacts often gets the same summary again."""
     from compaction_bench.tokens import LINE_CUT, shared_counter
 
     return sum(map(shared_counter(encoding).count, LINE_CUT.split(text)))
@@ -259,7 +359,7 @@ def call_slot(settings: CallSettings) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ stored responses
-@cache
+@functools.cache
 def _recorded(path: str) -> dict[str, dict[str, Any]]:
     """A responses file (JSONL of stored responses) by request key."""
     out: dict[str, dict[str, Any]] = {}
@@ -364,17 +464,10 @@ class LLMClient:
             own = chat_messages(messages, provider=self.provider)
             text = reader_answer(own, context.reader())
             return self._offline_result(text, payload_tokens(own) + context.tokens(), purpose)
-        if is_offline(self.model) and context is None and all(isinstance(m, Message) for m in messages):
-            # The offline models are functions of their input: a request sent again (the same messages,
-            # e.g. Aider's unchanged head on every edited turn) gets the same completion without the work.
-            same_request = (self.model, self.provider, max_tokens, tuple(messages))
-            done = _offline_completions.get(same_request)
-            if done is None:
-                payload = chat_messages(messages, provider=self.provider)
-                done = _offline_completions[same_request] = (_offline_text(self.model, payload, max_tokens), payload_tokens(payload))
-                if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
-                    del _offline_completions[next(iter(_offline_completions))]
-            return self._offline_result(*done, purpose)
+        if is_offline(self.model) and context is None:
+            done = self._offline_completion(messages, max_tokens)
+            if done is not None:
+                return self._offline_result(*done, purpose)
         payload = chat_messages([*context.payload, *messages] if context is not None else messages, provider=self.provider)
         if is_offline(self.model):
             return self._offline_result(_offline_text(self.model, payload, max_tokens), payload_tokens(payload), purpose)
@@ -401,6 +494,29 @@ class LLMClient:
                  **self._stored_fields(result)},
             )
         return result
+
+    def _offline_completion(self, messages: Sequence[WireInput], max_tokens: int | None) -> tuple[str, int] | None:
+        """An offline model's (text, input tokens) for request messages, or None unless all are `Message`s.
+        The offline models are functions of their input: a request sent again (equal messages, e.g.
+        Aider's unchanged head on every edited turn) gets the same completion without the work, and
+        a new request costs its runs of messages that are new (`_WireRuns`)."""
+        if not all(isinstance(m, Message) for m in messages):
+            return None
+        same_request = (self.model, self.provider, max_tokens, tuple(messages))
+        done = _offline_completions.get(same_request)
+        if done is None:
+            runs = _wire_runs.read(messages, self.model, self.provider)
+            if runs is None:
+                return None
+            tokens = sum(map(operator.attrgetter("tokens"), runs))
+            if self.model == DEFAULT_SUMMARIZER:
+                text = summarize_readings(list(map(operator.attrgetter("reading"), runs)), max_tokens)
+            else:
+                text = _offline_text(self.model, list(itertools.chain.from_iterable(map(operator.attrgetter("payload"), runs))), max_tokens)
+            done = _offline_completions[same_request] = (text, tokens)
+            if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
+                del _offline_completions[next(iter(_offline_completions))]
+        return done
 
     def _offline_result(self, text: str, input_tokens: int, purpose: str) -> LLMResult:
         return LLMResult(

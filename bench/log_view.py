@@ -51,6 +51,8 @@ class LogView(Sequence["Message"]):
     @overload
     def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
+        if index.__class__ is int and 0 <= index < self.length:  # the common case first: a message of the log part
+            return self.log[index]
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
@@ -190,7 +192,14 @@ class Cumulative(Sequence[int]):
     def __getitem__(self, index: slice) -> list[int]: ...
     def __getitem__(self, index: int | slice) -> int | list[int]:
         if isinstance(index, slice):
-            return [self[n] for n in range(*index.indices(self._n))]
+            start, stop, step = index.indices(self._n)
+            if step != 1:
+                return [self[n] for n in range(start, stop, step)]
+            out: list[int] = []
+            for chunk in range(start >> _SHIFT, ((stop - 1) >> _SHIFT) + 1 if stop > start else 0):
+                offset = chunk << _SHIFT  # the chunks' own slices, copied in C
+                out.extend(self._chunks[chunk][max(start - offset, 0) : stop - offset])
+            return out
         n = index + self._n if index < 0 else index
         if not 0 <= n < self._n:
             raise IndexError("Cumulative index out of range")
@@ -214,12 +223,17 @@ class Cumulative(Sequence[int]):
         out._n = n
         return out
 
-    def append(self, total: int) -> None:
-        if self._n & (CHUNK - 1) == 0:
-            self._chunks.append([total])
-        else:
-            self._chunks[-1].append(total)
-        self._n += 1
+    def extend(self, totals: list[int]) -> None:
+        """Append `totals`, a chunk's worth at a time (a full chunk, possibly shared, is never appended to)."""
+        at, n = 0, len(totals)
+        while at < n:
+            room = CHUNK - (self._n & (CHUNK - 1))
+            if room == CHUNK:
+                self._chunks.append([])
+            part = totals[at : at + room]
+            self._chunks[-1].extend(part)
+            self._n += len(part)
+            at += len(part)
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, (Cumulative, list, tuple)):

@@ -16,8 +16,10 @@ best-matching span.
   In update mode (a ``<previous-summary>`` block, or an earlier summary in the conversation) it
   keeps the previous summary's lines first and adds the most salient new ones. Its reading is
   memoized per process by message text, by paragraph of a serialized conversation (a new text in
-  each request, made of earlier ones' paragraphs) and by line of a previous summary, so a request
-  costs the lines new in it, plus a pass over the candidate lines to choose.
+  each request, made of earlier ones' paragraphs) and by line of a previous summary, and the lines
+  it carries from a previous summary by that summary's text; `compaction_bench.llm` hands it a
+  request as the `Reading`s of runs of messages, each read once per process, so a request costs
+  the lines new in it, plus a pass over the candidate lines to choose.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question. Each distinct message text is indexed once
   per process (`ReaderContext`), so many questions about overlapping contexts cost little.
@@ -27,7 +29,9 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import math
+import operator
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -236,31 +240,95 @@ def _is_summary(text: str) -> bool:
     return any(marker in lowered for marker in SUMMARY_MARKERS)
 
 
-def _split_prompt(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[_Part], str]:
-    """(instructions, content lines in order, previous summary) of a summary request."""
+class Reading:
+    """What the summarizer reads in a run of wire messages: each message's (role, text), and, unless
+    `special` (it holds a system or developer message, whose reading depends on where it stands), its
+    content parts and its first earlier summary in order, read when first asked for (the run's last
+    user message may be a request's last, read as instructions instead). A request read as several
+    runs (`split_readings`) is read as the whole payload is (`read_payload`): only system and
+    developer messages and the request's last user message are read apart from their run, and those
+    are read from `entries`."""
+
+    __slots__ = ("_read", "entries", "last_user", "size", "special")
+
+    def __init__(self, entries: tuple[tuple[str, str], ...]) -> None:
+        self.entries = entries
+        self.size = len(entries)
+        self.special = any(role in ("system", "developer") for role, _ in entries)
+        self.last_user = max((n for n, (role, _) in enumerate(entries) if role == "user"), default=-1)
+        self._read: tuple[tuple[_Part, ...], str | None] | None = None
+
+    def _content(self) -> tuple[tuple[_Part, ...], str | None]:
+        if self._read is None:
+            parts: list[_Part] = []
+            summary = None
+            for role, text in self.entries:
+                if role == "user" and _is_summary(text):
+                    summary = text if summary is None else summary
+                else:
+                    parts.append(_part(text, "tool" if role == "tool" else role))
+            self._read = (tuple(parts), summary)
+        return self._read
+
+    @property
+    def parts(self) -> tuple[_Part, ...]:
+        """The content parts of a run that is not `special`, in order."""
+        return self._content()[0]
+
+    @property
+    def summary(self) -> str | None:
+        """The first earlier summary among the user messages of a run that is not `special`."""
+        return self._content()[1]
+
+
+def read_payload(messages: Sequence[Mapping[str, Any]]) -> Reading:
+    """A run of wire messages as the summarizer reads it (`Reading`)."""
+    return Reading(tuple((str(m.get("role", "user")), _text_of(m)) for m in messages))
+
+
+def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
+    """(instructions, content lines in order, previous summary) of a summary request read as runs
+    of its messages (`Reading`): the request's last user message and every system or developer
+    message are instructions or tag blocks, an earlier summary (the first, unless a
+    previous-summary block says otherwise) is the previous summary, the rest is content."""
     instructions: list[str] = []
     content: list[_Part] = []
     previous = ""
-    last_user = max((n for n, m in enumerate(messages) if m.get("role") == "user"), default=None)
-    for n, message in enumerate(messages):
-        role = str(message.get("role", "user"))
-        text = _text_of(message)
-        if role in ("system", "developer") or n == last_user:
-            in_block, bodies, outside = _tag_blocks(text)
-            if in_block is not None:
-                previous = in_block
-            for body in bodies:
-                content += _conversation_parts(body)
-            if role in ("system", "developer") and n != last_user and n > 0 and not _section_titles(outside):
-                content.append(_part(outside, role))
+    last = next((k for k in range(len(readings) - 1, -1, -1) if readings[k].last_user >= 0), -1)
+    apart = [*itertools.compress(range(len(readings)), map(_SPECIAL, readings)), last]
+    done = 0  # readings[:done] are read
+    start = 0  # the index in the request of readings[done]'s first message
+    for k in sorted(set(apart) - {-1}):
+        ordinary = readings[done:k]  # runs read as a whole, in C
+        content += itertools.chain.from_iterable(map(_PARTS, ordinary))
+        previous = previous or next(filter(None, map(_SUMMARY, ordinary)), "")
+        start += sum(map(_SIZE, ordinary))
+        reading = readings[k]
+        last_user = start + reading.last_user if k == last else -1
+        for n, (role, text) in enumerate(reading.entries, start):
+            if role in ("system", "developer") or n == last_user:
+                in_block, bodies, outside = _tag_blocks(text)
+                if in_block is not None:
+                    previous = in_block
+                for body in bodies:
+                    content += _conversation_parts(body)
+                if role in ("system", "developer") and n != last_user and n > 0 and not _section_titles(outside):
+                    content.append(_part(outside, role))
+                else:
+                    instructions.append(outside)
+            elif role == "user" and _is_summary(text):
+                previous = previous or text
             else:
-                instructions.append(outside)
-            continue
-        if role == "user" and _is_summary(text):
-            previous = previous or text
-            continue
-        content.append(_part(text, "tool" if role == "tool" else role))
+                content.append(_part(text, "tool" if role == "tool" else role))
+        start += len(reading.entries)
+        done = k + 1
+    content += itertools.chain.from_iterable(map(_PARTS, readings[done:]))
+    previous = previous or next(filter(None, map(_SUMMARY, readings[done:])), "")
     return "\n".join(instructions), content, previous
+
+
+_SPECIAL, _PARTS, _SUMMARY = operator.attrgetter("special"), operator.attrgetter("parts"), operator.attrgetter("summary")
+_SIZE = operator.attrgetter("size")
 
 
 def _speaker(line: str) -> str:
@@ -291,6 +359,24 @@ def _previous_sections(previous: str, titles: Sequence[str]) -> dict[str, list[s
     return sections
 
 
+@functools.lru_cache(maxsize=1 << 8)
+def _carried(previous: str, titles: tuple[str, ...], budget: int) -> tuple[tuple[tuple[str, ...], ...], frozenset[str], int]:
+    """The lines of an earlier summary kept in update mode, under the template's `titles` (by heading,
+    else by the heading's category, else the first), while they fit `budget` characters: (each
+    title's lines, the lines kept, the budget left). Memoized: at every request a strategy that
+    compacts often sends the summary it got last, often the same text again."""
+    sections: dict[str, list[str]] = {t: [] for t in titles}
+    seen: set[str] = set()
+    for title, carried in _previous_sections(previous, titles).items():
+        target = title if title in sections else next((t for t in titles if _category(t) == _category(title)), titles[0])
+        for text in carried:
+            if text not in seen and budget >= len(text) + 3:
+                sections[target].append(text)
+                seen.add(text)
+                budget -= len(text) + 3
+    return tuple(tuple(sections[t]) for t in titles), frozenset(seen), budget
+
+
 #: The shortest line that can be chosen costs this much budget (4 characters and a "- " bullet with its newline).
 SHORTEST_LINE = 4 + 3
 
@@ -300,14 +386,16 @@ def _select(parts: Sequence[_Part], seen: set[str], budget: int) -> list[tuple[i
     (position, line, categories) in conversation order. A line's score is the salience of its
     categories plus `RECENCY` times its position over the last position. Section titles play no
     part: they decide the layout, not what fits."""
-    last = max(sum(part.size for part in parts) - 1, 0) or 1
+    last = max(sum(map(_SIZE, parts)) - 1, 0) or 1
     scored = []
     offset = 0
     for part in parts:
-        for n, text, salience, categories in part.candidates:
-            if text not in seen:
-                position = offset + n
-                scored.append((-(salience + RECENCY * position / last), -position, text, categories))
+        if part.candidates:
+            scored += [
+                (-(salience + RECENCY * (offset + n) / last), -(offset + n), text, categories)
+                for n, text, salience, categories in part.candidates
+                if text not in seen
+            ]
         offset += part.size
     scored.sort()  # by score, then newest first (positions are distinct, so lines are never compared)
     chosen = []
@@ -325,20 +413,20 @@ def _select(parts: Sequence[_Part], seen: set[str], budget: int) -> list[tuple[i
 
 
 def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> str:
-    """The offline summarizer (see module docstring)."""
-    instructions, parts, previous = _split_prompt(messages)
+    """The offline summarizer (see module docstring) of a summary request's wire messages."""
+    return summarize_readings([read_payload(messages)], max_tokens)
+
+
+def summarize_readings(readings: Sequence[Reading], max_tokens: int | None) -> str:
+    """`extractive_summary` of a request given as the `Reading`s of its runs of messages (each run
+    read once per process, `compaction_bench.llm`)."""
+    instructions, parts, previous = split_readings(readings)
     titles = _section_titles(instructions) or ("Summary",)
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
-    sections: dict[str, list[str]] = {t: [] for t in titles}
-    seen: set[str] = set()
-    for title, carried in _previous_sections(previous, titles).items():
-        target = title if title in sections else next((t for t in titles if _category(t) == _category(title)), titles[0])
-        for text in carried:
-            if text not in seen and budget_chars >= len(text) + 3:
-                sections[target].append(text)
-                seen.add(text)
-                budget_chars -= len(text) + 3
+    carried, kept, budget_chars = _carried(previous, titles, budget_chars)
+    sections = {t: list(lines) for t, lines in zip(titles, carried, strict=True)}
+    seen = set(kept)
     by_category: dict[str, str] = {}
     for title in titles:
         by_category.setdefault(_category(title), title)

@@ -17,6 +17,8 @@ transcript's own usage is reported instead (the engine decides when that is vali
 from __future__ import annotations
 
 import bisect
+import itertools
+import operator
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -112,16 +114,20 @@ class MessageCounter:
     def message_tokens(self, message: Message) -> int:
         cached = self._message_tokens.get(message)
         if cached is None:
-            count = self.counter.count
-            # Every field the model reads counts, call ids included (OpenAI's counting recipe).
-            cached = MESSAGE_OVERHEAD + count(message.content) + count(message.tool_call_id or "")
-            for call in message.tool_calls:
-                cached += TOOL_CALL_OVERHEAD + count(call.id) + count(call.name) + count(call.arguments)
-            cached += sum(self.profile.image_tokens for a in message.attachments if a.is_image)
+            cached = self._tokens(message)
             if len(self._message_tokens) > 200_000:
                 self._message_tokens.clear()
             self._message_tokens[message] = cached
         return cached
+
+    def _tokens(self, message: Message) -> int:
+        """`message_tokens` without the memo (the texts' counts are memoized by the token counter)."""
+        count = self.counter.count
+        # Every field the model reads counts, call ids included (OpenAI's counting recipe).
+        tokens = MESSAGE_OVERHEAD + count(message.content) + count(message.tool_call_id or "")
+        for call in message.tool_calls:
+            tokens += TOOL_CALL_OVERHEAD + count(call.id) + count(call.name) + count(call.arguments)
+        return tokens + sum(self.profile.image_tokens for a in message.attachments if a.is_image)
 
     def count(self, messages: Sequence[Message]) -> int:
         return sum(self.message_tokens(m) for m in messages) + (self.hidden.total(messages) if self.hidden is not None else 0)
@@ -165,8 +171,8 @@ class _Entry:
     def has_set(self) -> bool:
         return self._set is not None
 
-    def holds(self, message: Message, indexes: dict[int, _LogIndex]) -> bool:
-        """Whether this request sent `message` (a view of a log is looked up in the log's index)."""
+    def holds(self, messages: Sequence[Message], indexes: dict[int, _LogIndex]) -> list[bool]:
+        """Whether this request sent each of `messages` (a view of a log is looked up in the log's index)."""
         if isinstance(self.messages, LogView):
             log = self.messages.log
             index = indexes.get(id(log))
@@ -174,8 +180,9 @@ class _Entry:
                 index = indexes[id(log)] = _LogIndex(log)
             if self._tail is None:
                 self._tail = frozenset(self.messages.tail)
-            return index.holds(self.messages, message, self._tail)
-        return message in self.set()
+            return index.holds(self.messages, messages, self._tail)
+        own = self.set()
+        return [m in own for m in messages]
 
     def set(self) -> frozenset[Message]:
         if self._set is None:
@@ -199,13 +206,14 @@ class _LogIndex:
         self.first: dict[Message, int] = {}
         self.indexed = 0
 
-    def holds(self, view: LogView, message: Message, tail: frozenset[Message]) -> bool:
-        """Whether `view` (whose tail is the set `tail`) holds `message`."""
+    def holds(self, view: LogView, messages: Sequence[Message], tail: frozenset[Message]) -> list[bool]:
+        """Whether `view` (whose tail is the set `tail`) holds each of `messages`."""
         first, log = self.first, self.log
         for n in range(self.indexed, len(log)):
             first.setdefault(log[n], n)
         self.indexed = len(log)
-        return first.get(message, view.length) < view.length or message in tail
+        length = view.length
+        return [first.get(m, length) < length or m in tail for m in messages]
 
 
 class SimulatedProvider(MessageCounter):
@@ -248,8 +256,9 @@ class SimulatedProvider(MessageCounter):
 
     def count_new(self, messages: Sequence[Message]) -> int:
         """`MessageCounter.count` of messages no context holds yet (a step's recorded output): no base is
-        looked for, and they do not become one."""
-        return super().count(messages)
+        looked for, they do not become one, and they are not memoized as messages (a strategy's own equal
+        message would otherwise be compared with them field by field at each lookup; their texts are)."""
+        return sum(map(self._tokens, messages)) + (self.hidden.total(messages) if self.hidden is not None else 0)
 
     def _base(self, messages: Sequence[Message], candidates: Iterable[_Entry], best: _Entry | None = None, shared: int = 0) -> tuple[_Entry | None, int]:
         """The entry among `candidates` and the counting bases that shares the most leading messages with
@@ -266,6 +275,8 @@ class SimulatedProvider(MessageCounter):
             if entry.n <= shared or id(entry.messages) in seen:
                 continue  # it cannot share more, or its messages were compared already (an entry of each kind holds them)
             seen.add(id(entry.messages))
+            if entry.messages[shared] != messages[shared]:
+                continue  # it cannot share more than `shared` either (a rewrite there, or a part counted alone): not compared
             common = self._prefixes.first_difference(entry.messages, messages)
             if common > shared:
                 best, shared = entry, common
@@ -329,13 +340,12 @@ class SimulatedProvider(MessageCounter):
         if base is None:
             shared = 0
         visible = base.visible.prefix(shared) if base is not None else Cumulative()
+        new = messages[shared:]
+        memo = self._message_tokens
+        tokens = [memo.get(m) or self.message_tokens(m) for m in new]  # a count is never 0 (`MESSAGE_OVERHEAD`)
+        visible.extend(list(itertools.accumulate(tokens, initial=visible.last()))[1:])
         if self.hidden is None or not self.hidden.reasoning:
-            # nothing hidden: the boundaries are the visible counts (one list, not appended to once returned)
-            total = visible.last()
-            for n in range(shared, len(messages)):
-                total += self.message_tokens(messages[n])
-                visible.append(total)
-            return visible, visible
+            return visible, visible  # nothing hidden: the boundaries are the visible counts (one list, not appended to once returned)
         boundaries = Cumulative()
         if base is not None:
             same_billing = shared
@@ -343,38 +353,40 @@ class SimulatedProvider(MessageCounter):
                 same_billing = max(0, min(base.last_user, last_user) + 1)
             boundaries = base.boundaries.prefix(same_billing)
             # the reused visible counts are the same messages', so the rest of the boundaries adds their hidden part
-            total = boundaries.last()
-            for n in range(same_billing, shared):
-                total += visible[n] - (visible[n - 1] if n else 0) + self._hidden(messages[n], n, last_user)
-                boundaries.append(total)
-        total_visible = visible.last()
-        total = boundaries.last()
-        for n in range(shared, len(messages)):
-            tokens = self.message_tokens(messages[n])
-            total_visible += tokens
-            visible.append(total_visible)
-            total += tokens + self._hidden(messages[n], n, last_user)
-            boundaries.append(total)
+            ends = visible[same_billing - 1 : shared] if same_billing else [0, *visible[:shared]]
+            reused = [end - begin for begin, end in itertools.pairwise(ends)]
+            boundaries.extend(self._billed(reused, messages[same_billing:shared], same_billing, last_user, boundaries.last()))
+        boundaries.extend(self._billed(tokens, new, shared, last_user, boundaries.last()))
         return visible, boundaries
 
-    def _hidden(self, message: Message, index: int, last_user: int) -> int:
-        return self.hidden.billed(message, index, last_user) if self.hidden is not None else 0
+    def _billed(self, tokens: list[int], messages: Sequence[Message], start: int, last_user: int, total: int) -> list[int]:
+        """Running totals from `total` of `messages`, at `start` of a request whose last real user message is
+        at `last_user`, whose visible counts are `tokens`: with their hidden reasoning (`HiddenTokens.billed`:
+        only the messages after the last user message bill it)."""
+        assert self.hidden is not None
+        return list(itertools.accumulate(map(operator.add, tokens, self.hidden.billed(messages, start, last_user)), initial=total))[1:]
 
     def _rebilled(self, messages: Sequence[Message], boundaries: Cumulative, cached_tokens: int, shared: list[int]) -> int:
         """Re-billed tokens of an accepted request against the current cache entries (`caching.rebilled_tokens`).
 
-        Messages that end inside the cached part re-bill nothing, so only the rest is looked up; a
-        message inside the prefix an entry shares with the request is in that entry without a lookup."""
+        Messages that end inside the cached part re-bill nothing, so only the rest is looked up; the
+        messages inside the longest prefix an entry shares with the request are in that entry, so they
+        re-bill all their uncached tokens without a lookup (after an expired cache, most of the request)."""
         first = bisect.bisect_right(boundaries, cached_tokens)
         if first >= len(messages) or not self._recent:
             return 0
-        start = boundaries[first - 1] if first else 0
-        entries = list(zip(self._recent, shared, strict=True))
-        known = [
-            any(n < prefix or entry.holds(messages[n], self._indexes) for entry, prefix in entries) for n in range(first, len(messages))
-        ]
-        counts = [end - begin for begin, end in zip([start, *boundaries[first:-1]], boundaries[first:], strict=True)]
-        return rebilled_tokens(counts, known, cached_tokens - start)
+        top = max(first, *shared)  # messages[first:top] were sent at the same positions by an entry
+        rebilled = boundaries[top - 1] - cached_tokens if top > first else 0
+        if top == len(messages):
+            return rebilled
+        start = boundaries[top - 1] if top else 0
+        rest = messages[top:]
+        known = [False] * len(rest)
+        for entry in self._recent:
+            known = [k or h for k, h in zip(known, entry.holds(rest, self._indexes), strict=True)]
+        ends = boundaries[top:]
+        counts = [end - begin for begin, end in zip([start, *ends[:-1]], ends, strict=True)]
+        return rebilled + rebilled_tokens(counts, known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending
     def send(

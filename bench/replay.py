@@ -24,7 +24,8 @@ The engine owns the bookkeeping (records: `compaction_bench.records`):
 Per request the engine's own work is proportional to what changed: the provider counts only the
 messages after the prefix a request shares with a kept entry (`compaction_bench.provider`), a
 request that extends the previous turn request is known to have lost nothing without looking at
-its items, and compaction records hold references to the strategy's messages, not copies.
+its items (as is one that a recorded compaction rewrote from a context extending it: what it lost,
+that compaction removed), and compaction records hold references to the strategy's messages, not copies.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
-from compaction_bench.log_view import as_messages, first_difference
+from compaction_bench.log_view import as_messages, common_prefix_length, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
@@ -106,14 +107,15 @@ def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str
     of `after` only when that part lost an id: a rewrite of a few messages (masking, clearing)
     costs what it changed, not the context's length."""
     shared = first_difference(before, after)
-    end_before, end_after = len(before), len(after)
-    while end_before > shared and end_after > shared and before[end_before - 1] == after[end_after - 1]:
-        end_before, end_after = end_before - 1, end_after - 1
-    still = {i for m in after[shared:end_after] for i in m.item_ids}
-    candidates = [i for m in before[shared:end_before] for i in m.item_ids if i not in still]
+    # the parts after the common prefix, as tuples (a `LogView`'s slice is one), compared from their ends in C
+    rest_before, rest_after = tuple(before[shared:]), tuple(after[shared:])
+    suffix = common_prefix_length(rest_before[::-1], rest_after[::-1])
+    end_before, end_after = len(rest_before) - suffix, len(rest_after) - suffix
+    still = {i for m in rest_after[:end_after] for i in m.item_ids}
+    candidates = [i for m in rest_before[:end_before] for i in m.item_ids if i not in still]
     if not candidates:
         return {}
-    outside = {i for part in (after[:shared], after[end_after:]) for m in part for i in m.item_ids}
+    outside = {i for part in (after[:shared], rest_after[end_after:]) for m in part for i in m.item_ids}
     return dict.fromkeys(i for i in candidates if i not in outside)
 
 
@@ -264,6 +266,11 @@ class _Engine:
         previous = self._previous_context
         if previous is None:
             return
+        for compaction in self.result.compactions[self._compactions_seen :]:
+            if compaction.after is request.messages and first_difference(previous.messages, compaction.before) == len(previous.messages):
+                # a compaction since then rewrote a context that extends the previous request into this one:
+                # all the previous request held and this one does not, that compaction removed (and explains)
+                return
         if first_difference(previous.messages, request.messages) == len(previous.messages):
             return  # the request extends the previous one: nothing left
         removed = removed_ids(previous.messages, request.messages)

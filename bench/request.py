@@ -11,8 +11,8 @@ replay it) and ``compaction`` (an opaque server-side compaction item, Codex remo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from compaction_bench.log_view import as_messages
@@ -31,9 +31,13 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Message:
-    """One message of a request. Frozen and hashable, so token counts memoize per message."""
+    """One message of a request. Frozen and hashable, so token counts memoize per message.
+
+    Its `__init__` is written out: it stores each field through its slot, where the generated one of a
+    frozen dataclass looks each name up in `object.__setattr__` and calls `__post_init__` (a replay
+    builds tens of thousands of messages; this halves what each costs). The signature is the fields'."""
 
     role: str
     content: str = ""
@@ -45,9 +49,28 @@ class Message:
     is_error: bool = False
     _hash: int | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"unknown message role {self.role!r}")
+    def __init__(
+        self,
+        role: str,
+        content: str = "",
+        tool_calls: tuple[ToolCall, ...] = (),
+        tool_call_id: str | None = None,
+        item_ids: tuple[str, ...] = (),
+        attachments: tuple[Attachment, ...] = (),
+        name: str | None = None,
+        is_error: bool = False,
+    ) -> None:
+        if role not in _ROLE_SET:
+            raise ValueError(f"unknown message role {role!r}")
+        _set_role(self, role)
+        _set_content(self, content)
+        _set_tool_calls(self, tool_calls)
+        _set_tool_call_id(self, tool_call_id)
+        _set_item_ids(self, item_ids)
+        _set_attachments(self, attachments)
+        _set_name(self, name)
+        _set_is_error(self, is_error)
+        _set_hash(self, None)
 
     def __hash__(self) -> int:
         # Messages are dictionary keys on every request (token memo, prefix comparison): hash once.
@@ -92,6 +115,19 @@ class Message:
         return out
 
 
+
+# The slots' own setters, which `Message.__init__` stores each field with (its instances are frozen).
+_ROLE_SET = frozenset(ROLES)
+
+
+def _slot_setter(name: str) -> Callable[[Message, Any], None]:
+    setter: Callable[[Message, Any], None] = getattr(Message, name).__set__
+    return setter
+
+
+_set_role, _set_content, _set_tool_calls, _set_tool_call_id, _set_item_ids, _set_attachments, _set_name, _set_is_error, _set_hash = (
+    _slot_setter(f.name) for f in fields(Message)
+)
 
 def message_from_item(item: Item) -> Message:
     """The plain wire message for one item (strategies with their own rendering build their own)."""

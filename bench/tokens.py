@@ -136,6 +136,26 @@ PARAGRAPHS_FROM = 8192
 PARAGRAPH_CUT = re.compile(r"(?<=\n\n)(?=[^\s/])")
 #: Boundaries too after a single newline (`TokenCounter.common_prefix` reads one line around a difference).
 LINE_CUT = re.compile(r"(?<=\n)(?=[^\s/])")
+#: A text this long that is not in the memo is counted from its lines (`TokenCounter._count_by_lines`).
+LINES_FROM = 1024
+#: How many lines' token ids `TokenCounter.common_prefix` keeps (cleared when full).
+LINES_KEPT = 4096
+
+
+def line_pieces(text: str) -> list[str]:
+    """`LINE_CUT.split(text)`, without the regular expression's scan of every position (several times
+    slower): a cut follows each newline whose next character is neither whitespace nor "/"."""
+    parts = text.split("\n")
+    pieces: list[str] = []
+    current = parts[0]
+    for part in parts[1:]:
+        if part and not part[0].isspace() and part[0] != "/":
+            pieces.append(current + "\n")
+            current = part
+        else:
+            current = f"{current}\n{part}"
+    pieces.append(current)
+    return pieces
 
 
 class TokenCounter:
@@ -143,13 +163,16 @@ class TokenCounter:
 
     A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized: a summary
     request that serializes a conversation into one new text costs the tokenizer only the
-    paragraphs it has not seen, and the count is the same as the whole text's."""
+    paragraphs it has not seen, and the count is the same as the whole text's. A new text of a few
+    lines or more is counted from its lines (`_count_by_lines`): a summary wrapped into the next
+    request is one new text made of the summary's lines, counted before."""
 
     def __init__(self, encoding: str = "o200k_base", memo_limit: int = 500_000) -> None:
         self.encoding_name = encoding
         self.encoding = get_encoding(encoding)
         self._memo: dict[str, int] = {}
         self._memo_limit = memo_limit
+        self._lines: dict[str, list[int]] = {}
 
     def count(self, text: str) -> int:
         if not text:
@@ -159,29 +182,88 @@ class TokenCounter:
         if cached is None:
             if len(text) >= PARAGRAPHS_FROM and len(parts := PARAGRAPH_CUT.split(text)) > 1:
                 return sum(map(self.count, parts))  # the parts are memoized, not the whole
-            cached = len(self.encoding.encode(text, disallowed_special=()))
-            if len(memo) >= self._memo_limit:
-                memo.clear()
-            memo[text] = cached
+            cached = self._count_by_lines(text) if len(text) >= LINES_FROM else len(self.encode(text))
+            self._remember(text, cached)
         return cached
+
+    def _count_by_lines(self, text: str) -> int:
+        """A new text's count from its lines (`line_pieces`). Its first line apart: the rest is
+        memoized on its own, for texts that differ only in their first line (a header with a file
+        name, an opening tag before a conversation). In the rest, a line counted before (a summary's
+        lines are, by the model that wrote it) is read from the memo, and each run of the other lines
+        is encoded at once, so a text with no known line costs two encodes where it would cost one."""
+        lines = line_pieces(text) if "\n" in text else [text]
+        if len(lines) == 1:
+            return len(self.encode(text))
+        memo, encode = self._memo, self.encode
+        first = lines[0]
+        head = memo.get(first)
+        if head is None:
+            head = len(encode(first))
+        rest = text[len(first) :]
+        known = memo.get(rest)
+        if known is not None:
+            return head + known
+        total = position = 0
+        run = -1  # where the current run of unknown lines starts in `rest`
+        for line in lines[1:]:
+            counted = memo.get(line)
+            if counted is None:
+                if run < 0:
+                    run = position
+            else:
+                if run >= 0:
+                    total += len(encode(rest[run:position]))
+                    run = -1
+                total += counted
+            position += len(line)
+        total += len(encode(rest[run:])) if run >= 0 else 0
+        self._remember(rest, total)
+        return head + total
+
+    def _remember(self, text: str, tokens: int) -> None:
+        memo = self._memo
+        if len(memo) >= self._memo_limit:
+            memo.clear()
+        memo[text] = tokens
 
     def encode(self, text: str) -> list[int]:
         return self.encoding.encode(text, disallowed_special=())
 
     def common_prefix(self, a: str, b: str) -> int:
-        """How many leading token ids `encode(a)` and `encode(b)` share, tokenizing only the line
+        """How many leading token ids `encode(a)` and `encode(b)` share, tokenizing only from the line
         (`LINE_CUT`) in which the texts first differ: the text before it is the same in both and is
-        counted (memoized by paragraph), the rest cannot change the tokens before the difference."""
+        counted (memoized by paragraph). From there each side is encoded a line at a time (each line
+        memoized: a rewritten message meets its former self again), only while the ids still agree."""
         if a == b:
             return self.count(a)
         differ = common_prefix_length(a, b)
         start = _last_cut_before(a, differ)
-        ends = [(match.start() if (match := LINE_CUT.search(text, differ + 1)) else len(text)) for text in (a, b)]
-        left, right = self.encode(a[start : ends[0]]), self.encode(b[start : ends[1]])
-        same = _common_length(left, right)
-        if same == min(len(left), len(right)):  # one line's tokens begin the other's: the rest decides
-            same = _common_length(self.encode(a[start:]), self.encode(b[start:]))
-        return self.count(a[:start]) + same
+        texts, at = (a, b), [start, start]
+        ids: tuple[list[int], list[int]] = ([], [])
+        same = 0
+        while True:
+            grown = False
+            for side in (0, 1):
+                text, pos = texts[side], at[side]
+                if len(ids[side]) == same and pos < len(text):
+                    match = LINE_CUT.search(text, (differ if pos == start else pos) + 1)
+                    end = match.start() if match else len(text)
+                    ids[side].extend(self._line_ids(text[pos:end]))
+                    at[side], grown = end, True
+            same = _common_length(ids[0], ids[1], same)
+            if not grown or same < min(len(ids[0]), len(ids[1])):
+                return self.count(a[:start]) + same
+
+    def _line_ids(self, line: str) -> list[int]:
+        lines = self._lines
+        ids = lines.get(line)
+        if ids is None:
+            ids = self.encode(line)
+            if len(lines) >= LINES_KEPT:
+                lines.clear()
+            lines[line] = ids
+        return ids
 
 
 def _last_cut_before(text: str, end: int) -> int:
@@ -195,11 +277,10 @@ def _last_cut_before(text: str, end: int) -> int:
     return 0
 
 
-def _common_length(left: Sequence[int], right: Sequence[int]) -> int:
-    same = 0
-    for x, y in zip(left, right, strict=False):
-        if x != y:
-            break
+def _common_length(left: Sequence[int], right: Sequence[int], start: int = 0) -> int:
+    """How many leading ids the two lists share, given that the first `start` are known to be equal."""
+    same, end = start, min(len(left), len(right))
+    while same < end and left[same] == right[same]:
         same += 1
     return same
 
@@ -245,38 +326,39 @@ class HiddenTokens:
 
     def per_message(self, messages: Sequence[Message]) -> list[int]:
         """Billed hidden tokens of each message (`billed`)."""
-        out = [0] * len(messages)
         if not self.reasoning:
-            return out
-        last_user = self.last_user(messages)
-        for n in range(last_user + 1, len(messages)):
-            out[n] = self.billed(messages[n], n, last_user)
-        return out
+            return [0] * len(messages)
+        return self.billed(messages, 0, self.last_user(messages))
 
     def total(self, messages: Sequence[Message]) -> int:
         """Billed hidden tokens of a whole request (`billed`), reading only the messages after its last real user message."""
         if not self.reasoning:
             return 0
-        last_user = self.last_user(messages)
-        return sum(self.billed(messages[n], n, last_user) for n in range(last_user + 1, len(messages)))
+        after = self.last_user(messages) + 1
+        return sum(self.billed(messages[after:], after, after - 1))
 
-    def billed(self, message: Message, index: int, last_user: int) -> int:
-        """The hidden tokens `message`, at `index` of a request whose last real user message is at
-        `last_user`, bills: its reasoning after that message, nothing before it (earlier turns'
-        reasoning is dropped server-side, docs/specs/codex.md §1.3)."""
-        return self.of_message(message) if index > last_user else 0
+    def billed(self, messages: Sequence[Message], start: int, last_user: int) -> list[int]:
+        """The hidden tokens each of `messages` bills, the first of them at index `start` of a request
+        whose last real user message is at `last_user`: its reasoning after that message, nothing
+        before it (earlier turns' reasoning is dropped server-side, docs/specs/codex.md §1.3)."""
+        before = min(max(last_user + 1 - start, 0), len(messages))
+        return [0] * before + [self.of_message(m) for m in messages[before:]]
 
     def last_user(self, messages: Sequence[Message]) -> int:
         """Index of the request's last message that holds a real user message (-1: none); only the
         messages after it bill their reasoning. Found from the end (only the tail is read)."""
+        users = self.user_ids
         for n in range(len(messages) - 1, -1, -1):
-            if any(i in self.user_ids for i in messages[n].item_ids):
+            if not users.isdisjoint(messages[n].item_ids):
                 return n
         return -1
 
     def of_message(self, message: Message) -> int:
         """The hidden reasoning a message carries, billed when it comes after the last real user message."""
-        return sum(self.reasoning.get(i, 0) for i in message.item_ids) if self.reasoning else 0
+        reasoning, ids = self.reasoning, message.item_ids
+        if len(ids) == 1:  # most messages come from one item
+            return reasoning.get(ids[0], 0)
+        return sum(reasoning.get(i, 0) for i in ids) if reasoning else 0
 
 
 def unrecorded_tokens(recorded_input: int, counted: int) -> int:

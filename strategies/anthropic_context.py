@@ -128,12 +128,13 @@ class ClearToolUses(_ClientHistory):
         self._answered: list[tuple[Item, Item]] = []
         self._answered_seq: list[int] = []
         self._clearable: list[tuple[Item, Item]] = []
+        self._clearable_seq: list[int] = []
         self._clearable_ids: list[str] = []
         self._clearable_results: dict[str, Item] = {}
         #: The incremental edit holds while no tool input is to be cleared, item ids and call ids are
-        #: unique, no result comes before its call and calls are answered in order: the cleared results
-        #: are then those of a prefix of `_clearable`, which come before every other clearable result in
-        #: the history. Otherwise every request takes the straightforward path, for good.
+        #: unique and no result comes before its call: the cleared results are then those of a prefix of
+        #: `_clearable` (in call order, as the answered pairs), and each result has one place in the
+        #: history. Otherwise every request takes the straightforward path, for good.
         self._plain = o.clear_tool_inputs or bool(self.clear_inputs_for)
         self._item_ids: set[str] = set()
         #: The edited contexts are views of one append-only log (`_cleared_log`): the system messages,
@@ -173,16 +174,17 @@ class ClearToolUses(_ClientHistory):
         self._paired = len(items)
 
     def _answer(self, seq: int, call: Item, result: Item) -> None:
-        """A call is answered: it joins the answered (and clearable) pairs at its place in call order."""
+        """A call is answered: it joins the answered (and clearable) pairs at its place in call order
+        (parallel calls may be answered in another order)."""
         at = bisect.bisect(self._answered_seq, seq)
         self._answered_seq.insert(at, seq)
         self._answered.insert(at, (call, result))
         if call.tool_name in self.exclude:
             return
-        if at < len(self._answered) - 1:
-            self._plain = True  # answered after a later call
-        self._clearable.append((call, result))
-        self._clearable_ids.append(call.call_id or "")
+        at = bisect.bisect(self._clearable_seq, seq)
+        self._clearable_seq.insert(at, seq)
+        self._clearable.insert(at, (call, result))
+        self._clearable_ids.insert(at, call.call_id or "")
         self._clearable_results[result.id] = result
 
     def _extend(self, body: LogView, system: Sequence[Message]) -> None:
@@ -201,10 +203,26 @@ class ClearToolUses(_ClientHistory):
                 result = self._clearable_results.get(message.item_ids[0]) if message.role == "tool" and message.item_ids else None
                 log.append(message if result is None else self.history.edited(result, self.options.placeholder, None))
 
-    def _edited(self, body: LogView, k: int) -> LogView:
-        """The request with the results of `_clearable[:k]` cleared."""
-        end = self._positions[self._clearable[k][1].id] if k < len(self._clearable) else len(body)
-        return LogView(self._cleared_log, self._cleared_system + end, body[end:])
+    def _edited(self, body: LogView, cleared: tuple[str, ...]) -> LogView:
+        """The request with the results of the calls `cleared` cleared: the cleared log up to the first
+        result that stays, then the history from there, with the cleared results that stand after it
+        (parallel calls answered out of call order) cleared. `cleared` is a prefix of `_clearable_ids`
+        (a call answered late may since stand among them: then any of them)."""
+        if tuple(self._clearable_ids[: len(cleared)]) == cleared:
+            kept = self._clearable[len(cleared) :]
+        else:  # a call answered since, placed before calls cleared then
+            ids = set(cleared)
+            kept = [pair for pair, call_id in zip(self._clearable, self._clearable_ids, strict=True) if call_id not in ids]
+        end = min(body.length, *(self._positions[result.id] for _, result in kept))
+        kept_ids = {result.id for _, result in kept}
+        results, placeholder = self._clearable_results, self.options.placeholder
+        tail = tuple(
+            self.history.edited(results[m.item_ids[0]], placeholder, None)
+            if m.role == "tool" and m.item_ids and m.item_ids[0] in results and m.item_ids[0] not in kept_ids
+            else m
+            for m in body[end:]
+        )
+        return LogView(self._cleared_log, self._cleared_system + end, tail)
 
     def request(self) -> Request:
         o = self.options
@@ -221,16 +239,21 @@ class ClearToolUses(_ClientHistory):
         removed = 0
         k = max(0, len(self._clearable) - o.keep_tool_uses)
         if fired and k:
-            edited = self._edited(body, k)
+            edited = self._edited(body, tuple(self._clearable_ids[:k]))
             removed = tokens - self.ctx.count_tokens(edited)
             if o.clear_at_least is None or removed >= o.clear_at_least:
                 messages, cleared = edited, tuple(self._clearable_ids[:k])
             else:
                 removed = 0
         if cleared != self._applied:
-            # the previous request's edit over the current history: `_applied` is `_clearable_ids[:len(_applied)]`
-            before = self._edited(body, len(self._applied)) if self._applied else full
-            newly = list(cleared[len(self._applied):])
+            # the previous request's edit over the current history
+            applied = self._applied
+            before = self._edited(body, applied) if applied else full
+            if cleared[: len(applied)] == applied:
+                newly = list(cleared[len(applied) :])
+            else:  # a call answered since was placed before calls cleared then
+                was = set(applied)
+                newly = [c for c in cleared if c not in was]
             self._record(tokens, before, messages, cleared, newly, removed)
         return self._finish(messages, tokens, cleared, removed)
 

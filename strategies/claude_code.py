@@ -32,7 +32,9 @@ Re-read files are the newest content the transcript shows for that path (a Read 
 Write's content): the file system of the session is not available.
 
 Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
-anew only at a compaction, a clearing or a late system message, so a request costs what it adds.
+anew only at a compaction, a clearing or a late system message, so a request costs what it adds; a
+context that did not change since it was last built (a compaction's `after`, then the request) is the
+same object, and so is a summary message whose text the summarizer gave last time.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from compaction_bench.log_view import LogView
@@ -111,10 +114,15 @@ TODO_REMINDER = (
     "Your todo list has changed. DO NOT mention this explicitly to the user. Here are the latest contents of your todo list:"
 )
 TODO_NUDGE = "Go on with the tasks in the list where they apply."
+#: `format_summary`'s blocks and the runs of blank lines it collapses (a run of two stays as it is).
+ANALYSIS_BLOCK = re.compile(r"<analysis>(.*?)</analysis>", re.S)
+SUMMARY_BLOCK = re.compile(r"<summary>(.*?)</summary>", re.S)
+BLANK_RUN = re.compile(r"\n\n+")
 
 
+@cache
 def model_output_cap(model: str) -> int:
-    """§2.1 `cap(model)`."""
+    """§2.1 `cap(model)` (per model name once per process: every replay asks it for its model)."""
     lowered = model.lower()
     return next((cap for key, cap in MODEL_OUTPUT_CAPS if key in lowered), 32_000)
 
@@ -140,9 +148,20 @@ def format_summary(text: str, *, keep_analysis: bool = True) -> str:
     def analysis(match: re.Match[str]) -> str:
         return f"Analysis:\n{match.group(1).strip()}" if keep_analysis else ""
 
-    text = re.sub(r"<analysis>(.*?)</analysis>", analysis, text, count=1, flags=re.S)
-    text = re.sub(r"<summary>(.*?)</summary>", lambda m: f"Summary:\n{m.group(1).strip()}", text, count=1, flags=re.S)
-    return re.sub(r"\n\n+", "\n\n", text).strip()
+    # Each pattern is applied only where its literal opening can match: a text without it is left as is.
+    if "<analysis>" in text:
+        text = ANALYSIS_BLOCK.sub(analysis, text, count=1)
+    if "<summary>" in text:
+        text = SUMMARY_BLOCK.sub(lambda m: f"Summary:\n{m.group(1).strip()}", text, count=1)
+    if "\n\n\n" in text:
+        text = BLANK_RUN.sub("\n\n", text)
+    return text.strip()
+
+
+@cache
+def tool_names(listed: str) -> frozenset[str]:
+    """The tool names of a comma-separated option (`microcompact_tools`), read once per process."""
+    return frozenset(t.strip() for t in listed.split(",") if t.strip())
 
 
 @dataclass(frozen=True)
@@ -223,6 +242,8 @@ class ClaudeCode(Strategy):
         self.threshold = auto_compact_threshold(self._compact_window() - self.reserve, o.autocompact_buffer, o.autocompact_pct_override)
         self.system: list[Item] = []
         self.history = ItemHistory()
+        #: renders the system items (the same messages for the whole replay: `history` starts anew at each compaction)
+        self._system_messages = ItemHistory()
         self.prefix: list[Message] = []
         self.last_usage: int = 0
         self.last_response_at: int | None = None
@@ -232,7 +253,7 @@ class ClaudeCode(Strategy):
         self._clock = 0
         self._calls: dict[str, Item] = {}
         self._marker: Item | None = None
-        self.eligible = {t.strip() for t in o.microcompact_tools.split(",") if t.strip()}
+        self.eligible = tool_names(o.microcompact_tools)
         # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
         # appended since its last call (and started over when a compaction replaces the history):
         self._synced_items: list[Item] | None = None
@@ -258,6 +279,12 @@ class ClaudeCode(Strategy):
         self._log_system = 0
         self._log_prefix: list[Message] | None = None
         self._log_stale = False
+        #: the last view `messages()` returned, and the history list and length it was built from: returned again
+        #: while nothing changed (the same context, the same object)
+        self._view: LogView | None = None
+        self._view_of: tuple[list[Item], int] = ([], -1)
+        #: the summarizer's last text, its trigger and the §4.1 summary message built from them (`_summary_message`)
+        self._summary: tuple[str, bool, Message] | None = None
         #: the todo list whose §4.2 message was built last, and that message
         self._todo_message: tuple[list[Any], Message] | None = None
         #: the rendered summary system prompt and instructions, by instructions (`summary_request`)
@@ -287,7 +314,7 @@ class ClaudeCode(Strategy):
         if item.kind == "tool_result" and not item.is_error:
             call = self._calls.get(item.call_id or "")
             if call is not None and call.tool_name in READ_TOOLS:
-                self._touch_file(call, item.text, item.id)
+                self._touch_file(_arguments(call).get("file_path"), item.text, item.id)
 
     def on_marker(self, item: Item) -> None:
         if item.meta.get("event") != "compaction":
@@ -309,15 +336,17 @@ class ClaudeCode(Strategy):
             if item.kind != "tool_call":
                 continue
             self._calls[item.call_id or ""] = item
-            args = _arguments(item)
-            if item.tool_name in WRITE_TOOLS and isinstance(args.get("file_path"), str):
-                content = args.get("content") if item.tool_name == "Write" and isinstance(args.get("content"), str) else None
-                self._touch_file(item, content, item.id if content is not None else None)
-            elif item.tool_name == TODO_TOOL and isinstance(args.get("todos"), list):
-                self.todos = list(args["todos"])
+            # the arguments are read only for the tools whose input the compaction uses (a read's at its result)
+            if item.tool_name in WRITE_TOOLS:
+                args = _arguments(item)
+                if isinstance(path := args.get("file_path"), str):
+                    content = args.get("content") if item.tool_name == "Write" and isinstance(args.get("content"), str) else None
+                    self._touch_file(path, content, item.id if content is not None else None)
+            elif item.tool_name == TODO_TOOL and isinstance(todos := _arguments(item).get("todos"), list):
+                self.todos = list(todos)
 
-    def _touch_file(self, call: Item, content: str | None, source: str | None) -> None:
-        path = _arguments(call).get("file_path")
+    def _touch_file(self, path: Any, content: str | None, source: str | None) -> None:
+        """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is ignored)."""
         if not isinstance(path, str):
             return
         self._clock += 1
@@ -335,14 +364,22 @@ class ClaudeCode(Strategy):
         """The system messages, the prefix (summary and attachments), then the history with the results of
         cleared calls replaced by `CLEARED_RESULT`: a `LogView` of `_log`, which is extended by the groups
         the history closed since the last call and started anew only when the history, the system messages
-        or the prefix changed, or a result it holds was cleared."""
+        or the prefix changed, or a result it holds was cleared. While none of these changed and no item was
+        appended, it is the last view returned (the same context as the same object)."""
+        items = self.history.items
+        last = self._view
+        if (
+            last is not None and not self._log_stale and self._view_of[0] is items and self._view_of[1] == len(items)
+            and self.prefix is self._log_prefix and len(self.system) == self._log_system
+        ):
+            return last
         self._sync()
         view = self.history.view()
         if (
             self._log_stale or view.log is not self._log_source
             or len(self.system) != self._log_system or self.prefix is not self._log_prefix
         ):
-            self._log = [*self.history.render(self.system), *self.prefix]
+            self._log = [*self._system_messages.render(self.system), *self.prefix]
             self._log_source, self._log_copied, self._log_system, self._log_prefix = view.log, 0, len(self.system), self.prefix
             self._log_stale = False
         log, new, tail = self._log, view.log[self._log_copied : view.length], view.tail
@@ -350,7 +387,8 @@ class ClaudeCode(Strategy):
             new, tail = [*map(self._placeholder, new)], tuple(map(self._placeholder, tail))
         log.extend(new)
         self._log_copied = view.length
-        return LogView(log, len(log), tail)
+        self._view, self._view_of = LogView(log, len(log), tail), (items, len(items))
+        return self._view
 
     def _placeholder(self, message: Message) -> Message:
         """A history message, or its `CLEARED_RESULT` edit when it is a cleared result (`ItemHistory.render`
@@ -502,10 +540,11 @@ class ClaudeCode(Strategy):
             self._failed()
             return False
         summarized = [i for m in body for i in m.item_ids]
-        summary = self.wrap_summary(text, auto=trigger == "auto")
+        message = self._summary_message(text, auto=trigger == "auto")
+        summary = message.content
         attachments, restored = self._attachments()
         marker = self._marker
-        self.prefix = [Message("user", summary), *attachments]
+        self.prefix = [message, *attachments]
         self.history = ItemHistory()
         self.last_usage = 0
         self.last_response_at = None
@@ -526,6 +565,15 @@ class ClaudeCode(Strategy):
 
     def _compacted(self) -> None:
         """Hook for the 2.1 breakers."""
+
+    def _summary_message(self, text: str, *, auto: bool) -> Message:
+        """§4.1 the summary message of a summarizer's text (`wrap_summary`): the last one again, the same
+        object, when the text and the trigger are the last ones (a session that summarizes before every
+        request often gets the same summary back)."""
+        last = self._summary
+        if last is None or last[1] != auto or last[0] != text:
+            last = self._summary = (text, auto, Message("user", self.wrap_summary(text, auto=auto)))
+        return last[2]
 
     def wrap_summary(self, text: str, *, auto: bool) -> str:
         """§4.1 the summary message."""

@@ -346,12 +346,12 @@ class _Codex(Strategy):
         else:
             self.inject_next_turn = self.reinject_initial_context
         self.history = history
-        estimate = estimate_history(history, self.base)
+        # the prompt view follows the new history from here (the next request adds only what comes after)
+        after: Sequence[Message] = self.prompt.messages(history, self.base)
+        estimate = approx_tokens(self.base) + self.prompt.history_estimate  # `estimate_history(history, base)`
         self.account.rebase(estimate)
         self.new_context_requested = False
         self.on_new_window()
-        # the prompt view follows the new history from here (the next request adds only what comes after)
-        after: Sequence[Message] = self.prompt.messages(history, self.base)
         if not self.prompt.normalized_as_is:
             after = render(history, self.base, self.folds)
         self.ctx.record_compaction(
@@ -447,14 +447,15 @@ class _Remote(_Codex):
     def build(self, phase: str, limits: ContextLimits) -> Built:
         o = self.options
         items = list(self.prompt.update(self.history, self.base))
-        trimmed = pretrim_tool_outputs(items, self.base, limits.usable, o.trimmed_output_text)
+        estimate = approx_tokens(self.base) + self.prompt.items_estimate  # `estimate_history(items, base)`
+        trimmed, estimate = pretrim_tool_outputs(items, estimate, limits.usable, o.trimmed_output_text)
         if not items:  # §3.2: empty input → empty result, no request sent
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
         # §3.2 / §4.1: the request is the history itself (v2 adds only the trigger item); the
         # emulated server's instructions reach the summarizer, not the counted request.
         # the items are the prompt view's (but the trimmed outputs at the end), and so are their messages
         messages = self.prompt.messages_trimmed(self.history, self.base, items)
-        request = Request(messages, estimate_tokens=estimate_history(items, self.base), kind="summary")
+        request = Request(messages, estimate_tokens=estimate, kind="summary")
         try:
             result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
         except SummaryOverflow as exc:

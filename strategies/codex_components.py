@@ -32,9 +32,12 @@ import hashlib
 import json
 import math
 import uuid
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import accumulate, chain
+from operator import attrgetter
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall
@@ -191,9 +194,22 @@ class CodexItem:
         return approx_tokens_from_bytes(utf8_len(compact_json(self.to_json())) + self.image_bytes * len(self.images))
 
     @cached_property
+    def encrypted_reasoning(self) -> int:
+        """The estimate of an encrypted reasoning item, else 0 (the reasoning term of §1.3)."""
+        return self.estimate if self.encrypted_len and self.type == "reasoning" else 0
+
+    @cached_property
     def text_tokens(self) -> int:
         """`approx_token_count` of the text alone (the retention and selection budgets of §2.2, §4.3)."""
         return approx_tokens(self.text)
+
+    @cached_property
+    def retention_cost(self) -> int:
+        """What keeping this entry takes from §4.3's budget: a message max(1, Σ ceil(len(text part)/4))
+        (images cost 0), anything else its estimate."""
+        if self.type == "message":
+            return self.text_tokens or 1  # ceil(bytes/4) is 0 only for an empty text
+        return self.estimate
 
     @cached_property
     def message(self) -> Message:
@@ -217,14 +233,22 @@ def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = 
     return head + (folds or FoldMemo()).merge(i.message for i in items)
 
 
+#: Attribute readers for the passes over a whole history (`map` runs them without a Python frame per item).
+_ITEM_IDS = attrgetter("item_ids")
+_ESTIMATE = attrgetter("estimate")
+_ENCRYPTED_REASONING = attrgetter("encrypted_reasoning")
+_MESSAGE = attrgetter("message")
+_RETENTION_COST = attrgetter("retention_cost")
+
+
 def item_ids_of(items: Iterable[CodexItem]) -> list[str]:
     """The transcript item ids the entries carry, in order."""
-    return [i for item in items for i in item.item_ids]
+    return list(chain.from_iterable(map(_ITEM_IDS, items)))
 
 
 def estimate_history(items: Sequence[CodexItem], base: str = "") -> int:
     """`estimate_token_count_with_base_instructions` (§6): ceil(len(base)/4) + Σ item estimates."""
-    return approx_tokens(base) + sum(i.estimate for i in items)
+    return approx_tokens(base) + sum(map(_ESTIMATE, items))
 
 
 @dataclass(frozen=True)
@@ -312,7 +336,9 @@ class PromptView(_Follower):
 
     `items` is `for_prompt(history)` (the same synthetic ``"aborted"`` outputs on every call) and
     `messages` its rendering behind the base instructions, a `LogView` of an append-only log of
-    folded messages. An item's normalization depends on the whole history: when appended items change
+    folded messages; `items_estimate` and `history_estimate` are the sums of the item estimates of
+    `items` and of `history` (`estimate_history` without the base instructions). Appended items
+    without any call or output (a compaction's new history) are rendered in bulk. An item's normalization depends on the whole history: when appended items change
     the decision for an earlier one (an output arrives for a call that got an ``"aborted"`` output,
     or a call for an output dropped as an orphan), the view is built again from the start, as it is
     for a new list or new base instructions.
@@ -325,6 +351,9 @@ class PromptView(_Follower):
 
     def _restart(self) -> None:
         self.items: list[CodexItem] = []
+        #: Σ estimates of `items`, and of the history they normalize (§6, without the base instructions)
+        self.items_estimate = 0
+        self.history_estimate = 0
         self._calls: set[str | None] = set()
         self._outputs: set[str | None] = set()
         self._aborted: set[str | None] = set()  # call ids given a synthetic output
@@ -359,19 +388,40 @@ class PromptView(_Follower):
         if base != self._base:
             self._base, self._history = base, None
         new = self._appended(history)
-        calls = {i.call_id for i in new if i.is_call}
-        outputs = {i.call_id for i in new if i.is_tool_output}
+        tools = [i for i in new if i.is_call or i.is_tool_output]
+        calls = {i.call_id for i in tools if i.is_call}
+        outputs = {i.call_id for i in tools if i.is_tool_output}
         if calls & self._orphans or outputs & self._aborted:
             self._history = None
             new = self._appended(history)
-            calls = {i.call_id for i in new if i.is_call}
-            outputs = {i.call_id for i in new if i.is_tool_output}
+            tools = [i for i in new if i.is_call or i.is_tool_output]
+            calls = {i.call_id for i in tools if i.is_call}
+            outputs = {i.call_id for i in tools if i.is_tool_output}
         self._calls |= calls
         self._outputs |= outputs
-        # `_add` inlined (a compaction that keeps thousands of messages renders them all again)
+        if tools:
+            self._add(new)
+        elif new:
+            added = sum(map(_ESTIMATE, new))
+            self.items_estimate += added
+            self.history_estimate += added
+            # no call and no output: `for_prompt` keeps every item as it is, and no message carries tool
+            # calls, so each one closes the open group and opens its own (a compaction's new history)
+            self.items.extend(new)
+            messages = list(map(_MESSAGE, new))
+            if self._group:
+                self._log.append(self.folds.fold(self._group))
+            self._log.extend(messages[:-1])
+            self._group = [messages[-1]]
+        return self.items
+
+    def _add(self, new: list[CodexItem]) -> None:
+        """Normalize and render appended items that include calls or outputs, one by one."""
         known_calls, known_outputs, add_item, log_append = self._calls, self._outputs, self.items.append, self._log.append
         fold, group = self.folds.fold, self._group
+        history_estimate, items_estimate = self.history_estimate, self.items_estimate
         for item in new:
+            history_estimate += item.estimate
             if item.is_tool_output and item.call_id not in known_calls:
                 self._orphans.add(item.call_id)
                 continue
@@ -379,6 +429,7 @@ class PromptView(_Follower):
             for entry in entries:
                 # one normalized item, its message folded as `FoldMemo.merge` does
                 add_item(entry)
+                items_estimate += entry.estimate
                 message = entry.message
                 if group and message.role == "assistant" and message.tool_calls and group[0].role == "assistant":
                     group.append(message)
@@ -387,7 +438,7 @@ class PromptView(_Follower):
                     log_append(fold(group))
                 group = [message]
         self._group = group
-        return self.items
+        self.history_estimate, self.items_estimate = history_estimate, items_estimate
 
     def _aborted_output(self, call: CodexItem) -> CodexItem:
         """The synthetic ``"aborted"`` output `for_prompt` adds after a call without one."""
@@ -408,6 +459,9 @@ class ActiveTerms(_Follower):
     before the last user-turn boundary. `TokenAccount.active` with a fresh instance is the
     straightforward computation."""
 
+    #: Up to this many appended items are taken one at a time; more (a new history) by searches from the end.
+    STEPWISE = 16
+
     def _restart(self) -> None:
         self._model_seen = False
         self._tail = 0
@@ -417,14 +471,31 @@ class ActiveTerms(_Follower):
     def of(self, items: list[CodexItem]) -> tuple[int, int]:
         """(tail, reasoning) of `items`."""
         new = self._appended(items)  # first: it may start anew
+        if len(new) <= self.STEPWISE:
+            return self._step(new)
+        # the last model-generated item and the last user-turn boundary, searched from the end
+        model = next((n for n in range(len(new) - 1, -1, -1) if new[n].is_model_generated), None)
+        if model is not None:
+            self._model_seen, self._tail = True, sum(map(_ESTIMATE, new[model + 1 :]))
+        elif self._model_seen:
+            self._tail += sum(map(_ESTIMATE, new))
+        boundary = next((n for n in range(len(new) - 1, -1, -1) if new[n].is_user_turn_boundary), None)
+        if boundary is not None:
+            self._reasoning += self._pending + sum(map(_ENCRYPTED_REASONING, new[: boundary + 1]))
+            self._pending = sum(map(_ENCRYPTED_REASONING, new[boundary + 1 :]))
+        else:
+            self._pending += sum(map(_ENCRYPTED_REASONING, new))
+        return self._tail, self._reasoning
+
+    def _step(self, new: list[CodexItem]) -> tuple[int, int]:
+        """`of` one appended item at a time (what a request adds: cheaper than the searches)."""
         model_seen, tail, reasoning, pending = self._model_seen, self._tail, self._reasoning, self._pending
         for item in new:
             if item.is_model_generated:
                 model_seen, tail = True, 0
             elif model_seen:
                 tail += item.estimate
-            if item.encrypted_len and item.type == "reasoning":
-                pending += item.estimate
+            pending += item.encrypted_reasoning
             if item.is_user_turn_boundary:
                 reasoning += pending
                 pending = 0
@@ -607,11 +678,11 @@ def model_switch_reason(previous: ModelState, new: ModelState, active: int) -> s
 
 
 # --------------------------------------------------------------------------- remote helpers
-def pretrim_tool_outputs(items: list[CodexItem], base: str, usable: int, placeholder: str) -> list[str]:
+def pretrim_tool_outputs(items: list[CodexItem], estimate: int, usable: int, placeholder: str) -> tuple[list[str], int]:
     """`trim_function_call_history_to_fit_context_window` (§3.1): from the newest item, while the
     estimate exceeds the usable window and the item is a tool output, replace its body with the
-    placeholder; stop at the first item that is not a tool output. Returns the rewritten ids."""
-    estimate = estimate_history(items, base)
+    placeholder; stop at the first item that is not a tool output. `estimate` is
+    `estimate_history(items, base)`; returns the rewritten ids and the estimate after the rewrite."""
     rewritten: list[str] = []
     for index in range(len(items) - 1, -1, -1):
         if estimate <= usable or not items[index].is_tool_output:
@@ -621,18 +692,13 @@ def pretrim_tool_outputs(items: list[CodexItem], base: str, usable: int, placeho
         items[index] = new
         estimate += new.estimate - old.estimate
         rewritten.extend(old.item_ids)
-    return rewritten
+    return rewritten, estimate
 
 
 def encrypted_length(text: str, overhead_bytes: int) -> int:
     """Length of the emulated opaque compaction item: base64 of (overhead + summary bytes), so
     that §4's size rule ``max(0, len*3/4 - overhead)/4`` counts the summary text itself."""
     return 4 * math.ceil((overhead_bytes + utf8_len(text)) / 3)
-
-
-def _message_cost(item: CodexItem) -> int:
-    """Retained-message cost (§4.3): max(1, Σ ceil(len(text part)/4)); images cost 0."""
-    return item.text_tokens or 1  # ceil(bytes/4) is 0 only for an empty text
 
 
 def retain_for_remote(
@@ -651,20 +717,26 @@ def retain_for_remote(
         if i.is_real_user
         or (i.type == "agent_message" and not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
     ]
+    newest_first = candidates[::-1]
+    # spent[k]: the cost of the newest k candidates (each costs at least 1: the sums increase)
+    spent = list(accumulate(map(_RETENTION_COST, newest_first), initial=0))
     remaining = budget
     kept: list[CodexItem] = []
-    for item in reversed(candidates):
-        if remaining == 0:
-            break  # nothing more is kept
-        cost = _message_cost(item) if item.type == "message" else item.estimate
-        if cost <= remaining:
-            kept.append(item)
-            remaining -= cost
-        elif item.type == "message":
+    start = 0
+    while remaining and start < len(newest_first):
+        # the candidates from `start` on that fit in what remains, then the first one that does not
+        stop = bisect_right(spent, spent[start] + remaining, lo=start) - 1
+        kept += newest_first[start:stop]
+        remaining -= spent[stop] - spent[start]
+        if not remaining or stop == len(newest_first):
+            break  # nothing more is kept, or nothing is left
+        item = newest_first[stop]
+        if item.type == "message":
             text = truncate_middle(item.text, remaining * 4)
             if text or item.images:
                 kept.append(replace(item, text=text))
             remaining = 0
+        start = stop + 1
     kept.reverse()
     return kept
 

@@ -27,8 +27,10 @@ of the curated history). The §10.4 pre-check that refuses to send is left to th
 which rejects what does not fit.
 
 Each part and content is measured once, and the history is indexed as it grows (running sums of the
-estimate units, compact-JSON lengths and maskable tokens, the clean user contents): a §3 plan costs
-the responses it walks and builds no text, the §4 split walks only the clean user contents, the §8
+estimate units, compact-JSON lengths and maskable tokens, the clean user contents, and per threshold
+the running sums of what §3's cut changes, `CutChanges`): a §3 plan costs the responses it walks
+within the budget and builds no text (the older ones it cuts are differences of sums, their files'
+numbers counted by digit length), the §4 split is a bisection over the clean user contents, the §8
 check is a binary search, and of a truncation only what is sent or kept is built.
 """
 
@@ -39,7 +41,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
@@ -54,6 +56,8 @@ ACK = "Got it. Thanks for the additional context!"
 MASKED_TAG = "<tool_output_masked"
 SNAPSHOT_TAG = "<state_snapshot>"
 OUTPUT_DIR = ".gemini/tmp/tool-outputs"
+#: How many §3 thresholds' cut changes the index keeps (the threshold follows the last prompt's count).
+CUT_THRESHOLDS_KEPT = 8
 
 
 def _utf16(text: str) -> int:
@@ -172,11 +176,14 @@ class Part:
         digits = len(str(number))
         return self._cut_at(threshold)[2] + TextMeasure(digits, digits, digits, digits)
 
-    def cut_change(self, number: int, threshold: int) -> int | None:
-        """`truncated_text(number, threshold).escaped - measure().text.escaped` (None: the text is not cut)."""
+    def cut_change(self, threshold: int) -> tuple[int, int] | None:
+        """How §3's cut at `threshold` changes the text's escaped length, whatever the file's number:
+        `(change, 1)`, to which the number's digits add (`truncated_text(number, threshold).escaped -
+        measure().text.escaped` is `change + len(str(number))`); `(0, 0)` when the text stays but the
+        attachments go; None when the part stays as it is."""
         if self.measure().text.chars <= threshold:
-            return None
-        return self._cut_at(threshold)[3] + len(str(number))
+            return (0, 0) if self.attachments else None
+        return self._cut_at(threshold)[3], 1
 
     def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int]:
         cut = self._cut
@@ -290,7 +297,7 @@ def find_split_point(contents: Sequence[Content], fraction: float) -> int:
     """§4 `findCompressSplitPoint`: the index of the oldest kept content."""
     clean = [i for i, c in enumerate(contents) if is_clean_user(c)]
     before = list(itertools.accumulate((compact_json_length(c) for c in contents), initial=0))
-    return split_at(clean, before, (), fraction, compress_everything(contents))
+    return split_at(clean, before, fraction, compress_everything(contents))
 
 
 def is_clean_user(content: Content) -> bool:
@@ -303,26 +310,24 @@ def compress_everything(contents: Sequence[Content]) -> bool:
     return bool(contents) and contents[-1].role == "model" and not contents[-1].has_call
 
 
-def split_at(clean: Sequence[int], before: Sequence[int], changes: Sequence[tuple[int, int]], fraction: float,
-             everything: bool) -> int:
+def _unchanged(index: int) -> int:
+    return 0
+
+
+def split_at(clean: Sequence[int], before: Sequence[int], fraction: float, everything: bool,
+             shift: Callable[[int], int] = _unchanged) -> int:
     """The walk of §4 `findCompressSplitPoint` over the clean user contents only (`clean`, ascending):
     `before[i]` is the compact-JSON length of the contents before content i (`before[-1]` of all),
-    `changes` what a truncation not built yet changes in those lengths, as (content index, change)
-    in ascending content order. Only a clean user content can end the walk, and the length before
-    one is the sum of `before` and the changes of the contents before it."""
+    `shift(i)` how much a truncation not built yet changes it. Only a clean user content can end the
+    walk, at the first whose length before it reaches the target; those lengths never decrease
+    along the contents, so the first is found by bisection."""
     if fraction <= 0 or fraction >= 1:
         raise ValueError("fraction must be between 0 and 1")
-    target = (before[-1] + sum(change for _, change in changes)) * fraction
-    last_split = 0
-    shift = k = 0
-    for i in clean:
-        while k < len(changes) and changes[k][0] < i:
-            shift += changes[k][1]
-            k += 1
-        if before[i] + shift >= target:
-            return i
-        last_split = i
-    return len(before) - 1 if everything else last_split
+    target = (before[-1] + shift(len(before) - 1)) * fraction
+    first = bisect.bisect_left(clean, target, key=lambda i: before[i] + shift(i))
+    if first < len(clean):
+        return clean[first]
+    return len(before) - 1 if everything else (clean[-1] if clean else 0)
 
 
 def _head_tail(threshold: int) -> tuple[int, int]:
@@ -368,6 +373,43 @@ def format_truncated_output(text: str, path: str, threshold: int) -> str:
     return truncation_header(path, threshold) + truncation_body(text, threshold)
 
 
+class CutChanges:
+    """`Part.cut_change(threshold)` of a history's response parts, oldest first, with running sums of
+    the changes without the files' numbers, of the cuts whose number's digits add to them, and of the
+    cuts: §3's cut of every response older than the budget reached is a difference of sums (`delta`)."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.changes: list[tuple[int, int] | None] = []
+        self.base = [0]
+        self.digits = [0]
+        self.cuts = [0]
+
+    def extend(self, contents: Sequence[Content], responses: Sequence[tuple[int, int]], stop: int) -> CutChanges:
+        """Measure the response parts `responses[:stop]` ((content index, part index)) not measured yet."""
+        base, digits, cuts = self.base, self.digits, self.cuts
+        for ci, pi in responses[len(self.changes):stop]:
+            change = contents[ci].parts[pi].cut_change(self.threshold)
+            self.changes.append(change)
+            base.append(base[-1] + (change[0] if change else 0))
+            digits.append(digits[-1] + (change[1] if change else 0))
+            cuts.append(cuts[-1] + (change is not None))
+        return self
+
+    def delta(self, start: int, stop: int, top: int) -> int:
+        """The change of the escaped lengths of responses `[start:stop]` cut, response j's output saved
+        as file `top - j`: the changes without the numbers, and each digit length's count of cuts
+        that take the number times that length."""
+        total = self.base[stop] - self.base[start]
+        digits, length, low = self.digits, 1, 1
+        while low <= top - start:  # the numbers of `length` digits are low .. 10 * low - 1
+            first, last = max(start, top - 10 * low + 1), min(stop, top - low + 1)
+            if first < last:
+                total += length * (digits[last] - digits[first])
+            length, low = length + 1, 10 * low
+        return total
+
+
 class Truncation:
     """`truncateHistoryToBudget` (§3) of contents, planned without building the truncated texts: the
     response parts it changes (each with the number of the output file it was given) and how each
@@ -379,12 +421,20 @@ class Truncation:
         self.threshold = threshold
         #: the source's estimate units
         self.units = units
-        #: the parts cut, in the order of §3 (newest first): (content index, part index, the number of
-        #: its output file, how much the cut changes the text's escaped length)
+        #: the parts cut one by one, in the order of §3 (newest first): (content index, part index, the
+        #: number of its output file, how much the cut changes the text's escaped length)
         self.cuts: list[tuple[int, int, int, int]] = []
         #: the sum of those changes: the text appears once in the response's JSON and in
         #: JSON.stringify({output}) (§10.2), so it is the change of both
         self.delta = 0
+        #: the responses cut all at once (`cut_all`): the source's response parts, the position of each
+        #: one's message among its content's, their `CutChanges`, how many of the oldest are cut, and the
+        #: number of the oldest one's file (`top - j` for response j)
+        self._responses: Sequence[tuple[int, int]] = ()
+        self._positions: Sequence[int] = ()
+        self._changes = CutChanges(threshold)
+        self._left = 0
+        self._top = 0
 
     def cut(self, ci: int, pi: int, number: int) -> TextMeasure:
         """Record the cut of `source[ci].parts[pi]`, its output saved as file `number`; the measure of
@@ -401,44 +451,52 @@ class Truncation:
         self.delta += cut.escaped - text.escaped
         return cut
 
-    def cut_all(self, responses: Sequence[tuple[int, int]], number: int) -> None:
-        """Record the cuts of `responses` ((content index, part index), newest first), past the
-        budget, their outputs saved as files `number`, `number + 1`, …: only the change of the escaped
-        length is needed (`Part.cut_change`)."""
-        threshold, source, cuts = self.threshold, self.source, self.cuts
-        delta = 0
-        for ci, pi in responses:
-            part = source[ci].parts[pi]
-            change = part.cut_change(number, threshold)
-            if change is not None:
-                cuts.append((ci, pi, number, change))
-                delta += change
-            elif part.attachments:
-                cuts.append((ci, pi, number, 0))
-            number += 1
-        self.delta += delta
+    def cut_all(self, responses: Sequence[tuple[int, int]], positions: Sequence[int], changes: CutChanges, left: int,
+                number: int) -> None:
+        """Record the cuts of the `left` oldest of the source's response parts (`responses`, oldest
+        first, with their messages' `positions` in their contents', measured in `changes`), past the
+        budget, their outputs saved as files `number`, `number + 1`, … from the newest of them on.
+        Nothing is built, or walked: the cuts' changes are differences of `changes`' sums."""
+        self._responses, self._positions, self._changes = responses, positions, changes
+        self._left, self._top = left, number + left - 1
+        self.delta += changes.delta(0, left, self._top)
+
+    def cuts_anything(self) -> bool:
+        """Whether any part is cut (a text or only its attachments)."""
+        return bool(self.cuts) or self._changes.cuts[self._left] > 0
+
+    def _shift(self, ci: int) -> int:
+        """How much the cuts change the compact-JSON length of the source's contents before content `ci`."""
+        below = min(bisect.bisect_left(self._responses, (ci,)), self._left)
+        return self._changes.delta(0, below, self._top) + sum(change for c, _, _, change in self.cuts if c < ci)
 
     def split(self, fraction: float, clean: Sequence[int], before: Sequence[int]) -> int:
         """§4 `findCompressSplitPoint` of the truncated contents (`split_at`): `clean` and `before` are
         the source's clean user contents and running compact-JSON lengths."""
-        changes = [(ci, change) for ci, _, _, change in reversed(self.cuts)]
-        return split_at(clean, before, changes, fraction, compress_everything(self.source))
+        return split_at(clean, before, fraction, compress_everything(self.source), self._shift)
 
     def estimate(self) -> int:
         """`estimate_contents` of the truncated contents (every unit a multiple of 0.25: exact)."""
         return math.floor(self.units + self.delta / 4)
 
-    def _cuts_of(self, start: int, stop: int) -> dict[int, list[tuple[int, int]]]:
-        by_content: dict[int, list[tuple[int, int]]] = {}
-        for ci, pi, number, _ in self.cuts:
-            if start <= ci < stop:
-                by_content.setdefault(ci, []).append((pi, number))
-        return by_content
+    def _cuts_in(self, start: int, stop: int) -> list[tuple[int, int, int, int | None]]:
+        """The cuts of contents `[start:stop]` as (content index, part index, file number, the position of
+        its message among the content's, None if not known)."""
+        out: list[tuple[int, int, int, int | None]] = [(ci, pi, number, None) for ci, pi, number, _ in self.cuts if start <= ci < stop]
+        responses, positions, changes, top = self._responses, self._positions, self._changes.changes, self._top
+        first = bisect.bisect_left(responses, (start,), 0, self._left)
+        for j in range(first, bisect.bisect_left(responses, (stop,), first, self._left)):
+            if changes[j] is not None:
+                ci, pi = responses[j]
+                out.append((ci, pi, top - j, positions[j]))
+        return out
 
     def contents(self, start: int = 0, stop: int | None = None) -> list[Content]:
         """The truncated contents `[start:stop]`; a content without cuts is the source's own."""
         stop = len(self.source) if stop is None else stop
-        by_content = self._cuts_of(start, stop)
+        by_content: dict[int, list[tuple[int, int]]] = {}
+        for ci, pi, number, _ in self._cuts_in(start, stop):
+            by_content.setdefault(ci, []).append((pi, number))
         out = []
         for ci in range(start, stop):
             content = self.source[ci]
@@ -456,22 +514,21 @@ class Truncation:
         """The truncated contents `[:stop]` rendered, without building them, from the source's rendered
         messages (content i's are `log[at[i]:at[i + 1]]`): a cut response's message gets its truncated
         text and loses its attachments (`Part.truncated`)."""
-        by_content = self._cuts_of(0, stop)
-        out: list[Message] = []
-        done = 0  # out holds the messages of the contents before `done`
-        for ci in sorted(by_content):
-            out += log[at[done]:at[ci]]
-            rendered = log[at[ci]:at[ci + 1]]
-            parts = self.source[ci].parts
-            for pi, number in by_content[ci]:
-                part = parts[pi]
-                # a user content's messages: one per function response in order, then its text (`render`)
-                position = sum(1 for p in parts[:pi] if p.kind == "response")
-                rendered[position] = response_message(part, part.cut_text(number, self.threshold), ())
-            out += rendered
-            done = ci + 1
-        out += log[at[done]:at[stop]]
+        out = log[at[0]:at[stop]]
+        source, threshold, first = self.source, self.threshold, at[0]
+        for ci, pi, number, position in self._cuts_in(0, stop):
+            parts = source[ci].parts
+            part = parts[pi]
+            if position is None:
+                position = response_position(parts, pi)
+            out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold), ())
         return out
+
+
+def response_position(parts: Sequence[Part], index: int) -> int:
+    """The position of response part `parts[index]`'s message among its content's: a user content's messages
+    are one per function response in order, then its text (`GeminiCli.render`)."""
+    return sum(1 for p in parts[:index] if p.kind == "response")
 
 
 @dataclass(frozen=True)
@@ -521,20 +578,25 @@ class GeminiCli(Strategy):
         self._log_system = 0
         self._log_at: list[int] = [0]
         #: the history indexed (`_index`), extended as it grows, rebuilt when it is replaced or masked
-        #: (`_index_of` None): its response parts as (content index, part index), oldest first, with their
-        #: texts' estimates (§3 measures a response's text as a text part); the running
-        #: sums of its contents' estimate units and compact-JSON lengths (`_units[i]`, `_json[i]`: of the
+        #: (`_index_of` None): its response parts as (content index, part index), oldest first, with the
+        #: position of each one's message among its content's (`render`) and the running sums of their
+        #: texts' estimates (`_text_tokens[j]`: of the first j; §3 measures a response's text as a text
+        #: part); the running sums of its contents' estimate units and compact-JSON lengths (`_units[i]`, `_json[i]`: of the
         #: first i); its clean user contents (§4); the first content with a state snapshot in a text part
         #: (§5.2); the running sums over the response parts of the tokens masking may take (§8: 0 for an
         #: exempt tool or a masked output)
         self._index_of: list[Content] | None = None
         self._responses: list[tuple[int, int]] = []
-        self._text_tokens: list[int] = []
+        self._positions: list[int] = []
+        self._text_tokens: list[int] = [0]
         self._units: list[float] = [0.0]
         self._json: list[int] = [0]
         self._clean: list[int] = []
         self._first_snapshot: int | None = None
         self._maskable: list[int] = [0]
+        #: per §3 threshold, each response part's `Part.cut_change` (aligned with `_responses`, extended
+        #: as they are; the last few thresholds asked are kept, all dropped with the index)
+        self._cut_changes: dict[int, CutChanges] = {}
 
     # ------------------------------------------------------------ observing
     def on_user_turn(self, item: Item) -> None:
@@ -666,8 +728,9 @@ class GeminiCli(Strategy):
     # ------------------------------------------------------------ truncation (§3)
     def _index(self) -> None:
         if self._index_of is not self.history or len(self._units) - 1 > len(self.history):
-            self._index_of, self._responses, self._text_tokens, self._units, self._json = self.history, [], [], [0.0], [0]
-            self._clean, self._first_snapshot, self._maskable = [], None, [0]
+            self._index_of, self._responses, self._positions, self._text_tokens = self.history, [], [], [0]
+            self._units, self._json = [0.0], [0]
+            self._clean, self._first_snapshot, self._maskable, self._cut_changes = [], None, [0], {}
         for ci in range(len(self._units) - 1, len(self.history)):
             content = self.history[ci]
             json_length, units = content.measure()
@@ -675,11 +738,13 @@ class GeminiCli(Strategy):
             self._json.append(self._json[-1] + json_length)
             if is_clean_user(content):
                 self._clean.append(ci)
+            first_response = len(self._responses)
             for pi, part in enumerate(content.parts):
                 if part.kind == "response":
+                    self._positions.append(len(self._responses) - first_response)
                     self._responses.append((ci, pi))
                     measure = part.measure()
-                    self._text_tokens.append(math.floor(measure.text.text_units))
+                    self._text_tokens.append(self._text_tokens[-1] + math.floor(measure.text.text_units))
                     maskable = not measure.masked and part.name not in self.exempt
                     self._maskable.append(self._maskable[-1] + (math.floor(measure.units) if maskable else 0))
                 elif part.kind == "text" and self._first_snapshot is None and part.measure().snapshot:
@@ -693,28 +758,41 @@ class GeminiCli(Strategy):
         threshold = max(min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold), 0)
         budget = o.function_response_token_budget
         self._index()
-        contents, responses = self.history, self._responses
+        contents, responses, text_tokens = self.history, self._responses, self._text_tokens
         plan = Truncation(contents, threshold, self._units[-1])
-        counter = 0
-        left = len(responses)  # the responses not walked yet: responses[:left]
+        # the newest responses whose texts fit the budget together are counted, not cut: `left` is the
+        # oldest of them (the first with text_tokens[left] >= all - budget; the sums never decrease)
+        left = len(responses) if budget < 0 else bisect.bisect_left(text_tokens, text_tokens[-1] - budget)
+        counter = text_tokens[-1] - text_tokens[left]  # the responses not walked yet: responses[:left]
         while left and counter <= budget:
             left -= 1
             ci, pi = responses[left]
-            tokens = self._text_tokens[left]
+            tokens = text_tokens[left + 1] - text_tokens[left]
             if counter + tokens > budget:
                 counter += math.floor(plan.cut(ci, pi, self._next_file()).text_units)
             else:
                 counter += tokens
-        plan.cut_all(responses[left - 1::-1] if left else (), self._files + 1)
+        if left:
+            plan.cut_all(responses, self._positions, self._changes_at(threshold, left), left, self._files + 1)
         self._files += left
         return plan
+
+    def _changes_at(self, threshold: int, stop: int) -> CutChanges:
+        """The `CutChanges` at `threshold` of the history's response parts, measured at least up to `stop`
+        (kept for the last few thresholds)."""
+        changes = self._cut_changes.get(threshold)
+        if changes is None:
+            if len(self._cut_changes) >= CUT_THRESHOLDS_KEPT:
+                self._cut_changes.clear()
+            changes = self._cut_changes[threshold] = CutChanges(threshold)
+        return changes.extend(self.history, self._responses, stop)
 
     def _truncate_only(self, count: int) -> None:
         """§7: the failed-compression path."""
         plan = self.plan_truncation()
         if plan.estimate() < count:
             self.last_prompt_tokens = plan.estimate()
-            if not plan.cuts:
+            if not plan.cuts_anything():
                 return  # the truncated history is the history: nothing else changes
             truncated = plan.contents()
             before = self.messages()

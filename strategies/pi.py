@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
+from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategies.pi_branch import (
@@ -87,6 +88,8 @@ RETRYABLE_ERROR = re.compile(
     r"reset before headers|terminated|retry delay",
     re.I,
 )
+#: How many recent summary requests' messages are kept (a compaction sends a history and a turn prefix request).
+SUMMARY_REQUESTS_KEPT = 4
 #: How the December 2025 summary request hands over the previous summary (a user message).
 PREVIOUS_SUMMARY_2025 = "Previous session summary:\n"
 #: Anthropic/Bedrock use budget-based thinking: reasoning raises a request's max tokens (§4.2).
@@ -166,6 +169,15 @@ class PiStrategy(Strategy):
         self._summary_wire: dict[str, list[Message]] = {}
         #: The summary requests' system message, kept while its text stays the same.
         self._summary_system: Message | None = None
+        #: The messages of recent summary requests by what their text is made of (system prompt, head,
+        #: instructions, the ids of the conversation's messages), oldest first, each with the conversation
+        #: (which keeps those ids its messages'): a compaction whose request does not fit is tried again at
+        #: the next check with the same input, and the same objects let the provider find the request it
+        #: counted before instead of reading its text again.
+        self._summary_requests: dict[tuple[str, str, str, tuple[int, ...]], tuple[list[PiMessage], tuple[Message, ...]]] = {}
+        #: Rendered prompt templates by name and variables (a render is a function of those; the
+        #: context records a template's use at its first render).
+        self._prompts: dict[tuple[str, tuple[tuple[str, Any], ...]], str] = {}
         #: `agent_messages` and the state it was built for: (tree generation, path length). Appends
         #: that add no compaction extend it; anything else rebuilds it (§1.4).
         self._context: list[PiMessage] = []
@@ -174,6 +186,11 @@ class PiStrategy(Strategy):
         self._removals: list[PiMessage] = []
         #: The provider transform and Pi's context estimate, folded over the agent messages as they grow.
         self._wire = WireFold(self._convert)
+        #: The log the requests are views of: the system messages, then the output of the fold
+        #: `_log_of` (held, so its id stays its own) when `_log_system` system messages were known.
+        self._log: list[Message] = []
+        self._log_of: list[Message] | None = None
+        self._log_system = 0
         self._context_estimate = ContextEstimator(image_chars=self.options.image_chars, user_images=self.rules.user_images)
         #: Estimates summed and messages listed along the session path (cut walk, kept tails, tokensBefore).
         self._path_index = PathIndex(image_chars=self.options.image_chars, user_images=self.rules.user_images)
@@ -261,8 +278,21 @@ class PiStrategy(Strategy):
             cached = self._wire_cache[id(message)] = (message, wire)
         return cached[1]
 
-    def wire(self) -> list[Message]:
-        return self.system + self._wire(self.agent_messages())
+    def wire(self) -> LogView:
+        return self._view(self._wire.output(self.agent_messages()))
+
+    def _view(self, out: list[Message], tail: Sequence[Message] = ()) -> LogView:
+        """The system messages, `out` and `tail` as a view of a log that holds the system messages and
+        `out`: the fold's list only grows until the fold starts a new one, and the system messages only
+        grow, so between two compactions the log grows with them and each request is a view of it (the
+        provider compares two views of one log without reading them)."""
+        system, log = self.system, self._log
+        if self._log_of is not out or self._log_system != len(system):
+            log = self._log = [*system, *out]
+            self._log_of, self._log_system = out, len(system)
+        elif len(log) < len(system) + len(out):
+            log.extend(out[len(log) - len(system) :])
+        return LogView(log, len(log), tuple(tail))
 
     @property
     def threshold(self) -> int:
@@ -479,16 +509,31 @@ class PiStrategy(Strategy):
         }
         return min(max_tokens + budgets.get(level, o.thinking_budget_high), self.ctx.profile.max_output)
 
+    def _prompt(self, template: str, **variables: Any) -> str:
+        """`render_prompt`, rendered once per template and variables."""
+        key = (template, tuple(sorted(variables.items())))
+        text = self._prompts.get(key)
+        if text is None:
+            text = self._prompts[key] = self.ctx.render_prompt(template, **variables)
+        return text
+
     def _summary_call(self, conversation: list[PiMessage], instructions: str, max_tokens: int, head: str = "") -> str:
-        system = self.ctx.render_prompt("pi_system.j2", generic=self.rules.generic_system_prompt)
-        text = "".join(("<conversation>\n", self._serialize(conversation), "\n</conversation>\n\n", head, instructions))
-        if self._summary_system is None or self._summary_system.content != system:
-            self._summary_system = Message(role="system", content=system)
-        messages = (self._summary_system, Message(role="user", content=text))
-        return self.ctx.summarize(Request(messages, kind="summary", max_output_tokens=max_tokens)).text
+        system = self._prompt("pi_system.j2", generic=self.rules.generic_system_prompt)
+        key = (system, head, instructions, tuple(map(id, conversation)))
+        known = self._summary_requests.pop(key, None)
+        if known is None:
+            text = "".join(("<conversation>\n", self._serialize(conversation), "\n</conversation>\n\n", head, instructions))
+            if self._summary_system is None or self._summary_system.content != system:
+                self._summary_system = Message(role="system", content=system)
+            known = (list(conversation), (self._summary_system, Message(role="user", content=text)))
+        recent = self._summary_requests
+        recent[key] = known
+        if len(recent) > SUMMARY_REQUESTS_KEPT:
+            del recent[next(iter(recent))]
+        return self.ctx.summarize(Request(known[1], kind="summary", max_output_tokens=max_tokens)).text
 
     def _history_summary(self, messages: list[PiMessage], previous: str | None, focus: str) -> str:
-        instructions = self.ctx.render_prompt("pi_summary.j2", update=previous is not None)
+        instructions = self._prompt("pi_summary.j2", update=previous is not None)
         if focus:
             instructions += "\n\nAdditional focus: " + focus
         head = f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous is not None else ""
@@ -507,7 +552,7 @@ class PiStrategy(Strategy):
             prefix_limit = self._output_limit(self.options.turn_prefix_output_ratio)
             if self.rules.prefix_thinking:
                 prefix_limit = self._with_thinking(prefix_limit)
-            prefix = self._summary_call(prep.turn_prefix, self.ctx.render_prompt("pi_turn_prefix.j2"), prefix_limit)
+            prefix = self._summary_call(prep.turn_prefix, self._prompt("pi_turn_prefix.j2"), prefix_limit)
             summary = history + SPLIT_TURN_SEPARATOR + prefix
         else:
             summary = self._history_summary(prep.messages_to_summarize, prep.previous_summary, focus)
@@ -668,7 +713,7 @@ class PiStrategy(Strategy):
                 summary, details = NO_CONTENT, None
             else:
                 try:
-                    text = self._summary_call(prep.messages, self.ctx.render_prompt("pi_branch_summary.j2"), o.branch_summary_max_tokens)
+                    text = self._summary_call(prep.messages, self._prompt("pi_branch_summary.j2"), o.branch_summary_max_tokens)
                 except SummaryOverflow:
                     generated = False
                 else:
@@ -734,8 +779,8 @@ class Pi202512(PiStrategy):
     def request(self) -> Request:
         return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
 
-    def wire(self) -> list[Message]:
-        return self.system + self._wire_2025(self.agent_messages(), self.never_ran)
+    def wire(self) -> LogView:
+        return self._view(*self._wire_2025.parts(self.agent_messages(), self.never_ran))
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         """`checkAutoCompaction` after every assistant message. A compaction aborts the run
@@ -787,10 +832,15 @@ class Pi202512(PiStrategy):
         user message), then the instructions as a user message; no system prompt, no reasoning
         option, `maxTokens = floor(0.8 * reserveTokens)`."""
         head = [PiMessage(role="user", texts=(PREVIOUS_SUMMARY_2025 + prep.previous_summary,))] if prep.previous_summary is not None else []
-        instructions = self.ctx.render_prompt("pi_2025_summary.j2")
+        instructions = self._prompt("pi_2025_summary.j2")
         if focus:
             instructions += "\n\nAdditional focus: " + focus
         messages = [*head, *prep.messages_to_summarize, PiMessage(role="user", texts=(instructions,))]
         limit = int(self.options.summary_output_ratio * self.options.reserve_tokens)
-        request = Request(to_wire_2025(messages), kind="summary", max_output_tokens=limit)
+        # The session's messages take the wire messages the requests sent (the same objects: the provider
+        # knows them); the head and the instructions, made for this request, are converted anew.
+        session = {id(m) for m in prep.messages_to_summarize}
+        request = Request(
+            to_wire_2025(messages, lambda m: self._convert(m) if id(m) in session else convert_message(m)), kind="summary", max_output_tokens=limit
+        )
         return self.ctx.summarize(request).text

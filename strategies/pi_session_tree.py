@@ -7,9 +7,6 @@ Owns:
 - `SessionTree`: the append-only store, the leaf pointer and the active path (§1.1), kept between
   calls with the positions of its compaction entries, so a path a few appends further costs those
   few entries;
-- `build_session_context`: latest compaction on the path → summary message + kept entries from
-  `firstKeptEntryId` + everything after it (§1.4), with the LATER variant that also emits older
-  compaction entries found inside the kept range (§10);
 - `to_wire`: `convertToLlm` with the exact summary wrappers (§1.4 step 5) and the provider
   transform that drops error/aborted assistants and patches orphan tool calls with
   "No result provided" (§1.4 step 6; pi-ai since fb1fdb60, 2025-12-20); `to_wire_2025` is the
@@ -19,13 +16,15 @@ Owns:
   at its end, converting only what was appended since the previous call (`WireFold` also copies
   the output of the runs of the previous list that a compaction keeps);
 - the token accounting: `calculate_context_tokens`, `estimate_tokens` (chars/4 on UTF-16 lengths,
-  image rules per version) and `estimate_context_tokens` (§2.4, §2.5), with `ContextEstimator`
-  keeping the sum after the last usable usage for a growing list;
+  image rules per version) and `ContextEstimator`: `estimateContextTokens` (§2.4, §2.5) of a list
+  that grows at its end, keeping the sum after the last usable usage;
 - `PathIndex`: running sums of the estimates, the messages and the file-tool paths along a
   path, kept between calls like the path, from which the cut walk, kept tails, `tokensBefore`,
-  the ranges a compaction summarizes and the session context are read without a loop over the
-  path. `build_session_context`, `to_wire` and `estimate_context_tokens` remain the spec-shaped
-  definitions these structures are tested against.
+  the ranges a compaction summarizes and the session context (`buildSessionContext`, §1.4: the
+  latest compaction's summary, the kept entries from `firstKeptEntryId` and everything after it,
+  with the LATER variant that also emits older compactions inside the kept range, §10) are read
+  without a loop over the path. `to_wire` remains the spec-shaped definition `WireFold` is tested
+  against.
 """
 
 from __future__ import annotations
@@ -252,28 +251,6 @@ def latest_compaction_index(path: Sequence[Entry]) -> int:
     return next((i for i in range(len(path) - 1, -1, -1) if path[i].type == "compaction"), -1)
 
 
-def build_session_context(path: Sequence[Entry], *, nested_compactions: bool) -> list[PiMessage]:
-    """`buildSessionContext` (§1.4): the messages the agent holds for this path.
-
-    `nested_compactions` (LATER) emits compaction entries inside the kept range as summaries.
-    """
-    k = latest_compaction_index(path)
-    if k < 0:
-        return [m for m in (entry_message(e) for e in path if e.type != "compaction") if m is not None]
-    compaction = path[k]
-    out = [compaction.summary_message]
-    # Entry ids are unique on a path: searching back from the compaction finds the same entry sooner.
-    start = next((i for i in range(k - 1, -1, -1) if path[i].id == compaction.first_kept_id), k)
-    for entry in path[start:k]:
-        if entry.type == "compaction" and not nested_compactions:
-            continue
-        message = entry_message(entry)
-        if message is not None:
-            out.append(message)
-    out.extend(m for m in (entry_message(e) for e in path[k + 1 :]) if m is not None)
-    return out
-
-
 # --------------------------------------------------------------------------- wire messages
 def _user(text: str, ids: tuple[str, ...], images: tuple[Attachment, ...] = ()) -> Message:
     return Message(role="user", content=text, item_ids=ids, attachments=images)
@@ -393,11 +370,16 @@ class WireFold:
 
     def __call__(self, messages: list[PiMessage]) -> list[Message]:
         """The wire messages of `messages`, as a new list."""
+        return list(self.output(messages))
+
+    def output(self, messages: list[PiMessage]) -> list[Message]:
+        """The wire messages of `messages`: the fold's own list, which only grows until a call on a
+        list that does not extend this one starts a new list (never to be changed by the caller)."""
         n = len(self.seen)
         if len(messages) >= n and messages[:n] == self.seen:
             for message in messages[n:]:
                 self._step(message)
-            return list(self.out)
+            return self.out
         old = (self.seen, self.out, self.starts, self.ends, self.flushes, self.flushing)
         self._start()
         i = 0
@@ -408,7 +390,7 @@ class WireFold:
                 i += 1
             else:
                 i += self._copy_run(messages, i, j, *old)
-        return list(self.out)
+        return self.out
 
     def _copy_run(
         self,
@@ -513,6 +495,13 @@ class WireFold2025:
 
     def __call__(self, messages: list[PiMessage], never_ran: AbstractSet[str] = frozenset()) -> list[Message]:
         """The wire messages of `messages`, as a new list."""
+        settled, rest = self.parts(messages, never_ran)
+        return settled + rest
+
+    def parts(self, messages: list[PiMessage], never_ran: AbstractSet[str] = frozenset()) -> tuple[list[Message], list[Message]]:
+        """The wire messages of `messages` in two lists: those before the last assistant, the fold's
+        own list (which only grows until a call on a list that does not extend the messages seen
+        starts a new one; never to be changed by the caller), then the rest, converted anew."""
         k = len(self.seen)
         if len(messages) < k or messages[:k] != self.seen:
             self.seen, self.out, k = [], [], 0
@@ -522,7 +511,7 @@ class WireFold2025:
             self.out.extend(_wire_2025(messages, settled, last_assistant, self.convert, never_ran))
             self.seen.extend(messages[k : last_assistant + 1])
             settled = last_assistant
-        return self.out + _wire_2025(messages, settled, len(messages), self.convert, never_ran)
+        return self.out, _wire_2025(messages, settled, len(messages), self.convert, never_ran)
 
 
 # --------------------------------------------------------------------------- token accounting
@@ -549,24 +538,15 @@ class ContextEstimate:
     usage_index: int | None  # index of the assistant whose usage was used
 
 
-def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, user_images: bool) -> ContextEstimate:
-    """`estimateContextTokens` (§2.4): last usable usage + chars/4 of everything after it."""
-    index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].usable_usage), None)
-    start = 0 if index is None else index + 1
-    usage = None if index is None else messages[index].usage  # `usable_usage` guarantees it is there
-    tokens = 0 if usage is None else calculate_context_tokens(usage)
-    tokens += sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in messages[start:])
-    return ContextEstimate(tokens, index)
-
-
 class ContextEstimator:
-    """`estimate_context_tokens` for a list of messages that grows at its end between calls.
+    """`estimateContextTokens` (§2.4) for a list of messages that grows at its end between calls.
 
     The estimate only reads the messages after the last usable usage: their estimates are kept
     added up, with that usage, and a call adds what was appended since the previous one (a new
     usable usage starts the sum again). A list that does not start with the messages seen before
-    is read from its end back to its last usable usage, as `estimate_context_tokens` reads it.
-    The sums are exact integers: the result equals `estimate_context_tokens` of the same list."""
+    is read from its end back to its last usable usage, as `estimateContextTokens` reads it:
+    the last usable usage's tokens plus chars/4 of every message after it. The sums are exact
+    integers: the result equals the spec's estimate of the same list."""
 
     def __init__(self, *, image_chars: int, user_images: bool) -> None:
         self.image_chars = image_chars
@@ -604,7 +584,7 @@ class PathIndex:
     `update(path)` brings the index to `path`. Entries never change parent, so two paths agree up
     to their last common entry: what was indexed for that prefix is kept and only the entries after
     it are added (a path a few appends further costs those appends). With the running sums, the
-    cut walk's total, the kept tail and `estimate_context_tokens` of a range of the path are
+    cut walk's total, the kept tail and `estimateContextTokens` of a range of the path are
     differences of two sums instead of loops over the entries (§2.4, §2.5, §3.3); the messages a
     range summarizes and their read/write/edit paths are slices (§3.3 step 6, §4.4). The sums are
     exact integers, so every answer equals the loop's."""
@@ -683,7 +663,10 @@ class PathIndex:
         return at if at is not None and at < before else None
 
     def session_context(self, *, nested_compactions: bool) -> list[PiMessage]:
-        """`build_session_context` of the path, from slices of the messages listed along it."""
+        """`buildSessionContext` (§1.4) of the path, from slices of the messages listed along it:
+        without a compaction, every message; else the latest compaction's summary, the messages of
+        the entries from its `firstKeptEntryId` (older compactions among them as summaries only with
+        `nested_compactions`, LATER §10) and those of the entries after it."""
         k = self.latest_compaction()
         if k < 0:
             return self.summarizable[:]
@@ -730,14 +713,14 @@ class PathIndex:
         return calculate_context_tokens(message.usage)
 
     def range_estimate(self, lo: int) -> int:
-        """`estimate_context_tokens` of the messages of path[lo:]."""
+        """`estimateContextTokens` (§2.4) of the messages of path[lo:]."""
         sums, usable = self.context_sums, self.last_usable[-1]
         if usable >= lo:
             return self._usage_tokens(usable) + sums[-1] - sums[usable + 1]
         return sums[-1] - sums[lo]
 
     def compacted_estimate(self, k: int, kept: int) -> int:
-        """`estimate_context_tokens` of `build_session_context(path, nested_compactions=True)` when
+        """`estimateContextTokens` of `session_context(nested_compactions=True)` when
         the latest compaction is at `k` and its kept entries start at `kept` (<= k): the summary,
         the messages of path[kept:k] and those of path[k + 1:]."""
         sums, usable = self.context_sums, self.last_usable[-1]

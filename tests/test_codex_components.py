@@ -229,7 +229,8 @@ def test_pretrim_rewrites_only_the_trailing_output_run():
         output("c2", big, "o2"),
         output("c3", big, "o3"),
     ]
-    rewritten = pretrim_tool_outputs(items, "", usable=100, placeholder="TRIMMED")
+    rewritten, estimate = pretrim_tool_outputs(items, sum(i.estimate for i in items), usable=100, placeholder="TRIMMED")
+    assert estimate == sum(i.estimate for i in items)  # the estimate of the rewritten items
     # newest first: o3, o2 rewritten; c3 is not an output → stop although still over 100
     assert rewritten == ["o3", "o2"]
     assert [i.text for i in items if i.is_tool_output] == [big, "TRIMMED", "TRIMMED"]
@@ -240,7 +241,8 @@ def test_pretrim_stops_once_the_estimate_fits():
     big = "z" * 4000
     items = [user("go", "u"), call("c2", "c2"), call("c3", "c3"), output("c2", big, "o2"), output("c3", big, "o3")]
     fits_after_one = sum(i.estimate for i in items) - items[-1].estimate + 30
-    assert pretrim_tool_outputs(items, "", usable=fits_after_one, placeholder="TRIMMED") == ["o3"]
+    rewritten, estimate = pretrim_tool_outputs(items, sum(i.estimate for i in items), usable=fits_after_one, placeholder="TRIMMED")
+    assert rewritten == ["o3"] and estimate == sum(i.estimate for i in items) <= fits_after_one
 
 
 # --------------------------------------------------------------------------- §4.3 retention

@@ -3,6 +3,7 @@ lists they replace, and the engine's diff of two contexts finds what a full comp
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -64,14 +65,17 @@ def test_cumulative_prefixes_share_chunks_but_never_each_others_appends():
             n = rng.randrange(len(plain[k]) + 1)
             plain.append(plain[k][:n])
             shared.append(shared[k].prefix(n))
-        else:  # append to any list, including one others were cut from
-            total = (plain[k][-1] if plain[k] else 0) + rng.randrange(1, 50)
-            plain[k].append(total)
-            shared[k].append(total)
+        else:  # extend any list, including one others were cut from, by up to a chunk and a half
+            totals = list(itertools.accumulate((rng.randrange(1, 50) for _ in range(rng.choice([1, 2, rng.randrange(400)]))),
+                                               initial=plain[k][-1] if plain[k] else 0))[1:]
+            plain[k].extend(totals)
+            shared[k].extend(totals)
     for a, b in zip(plain, shared, strict=True):
         assert list(b) == a and len(b) == len(a) and b.last() == (a[-1] if a else 0)
         if a:
             assert b[len(a) - 1] == a[-1] and b[-1] == a[-1] and b[1:4] == a[1:4]
+            start, stop = sorted(rng.randrange(-len(a) - 2, len(a) + 2) for _ in range(2))
+            assert b[start:stop] == a[start:stop] and b[stop:start] == a[stop:start] and b[start::3] == a[start::3]
 
 
 def test_the_removed_and_kept_ids_of_a_rewrite_are_those_a_full_comparison_finds():

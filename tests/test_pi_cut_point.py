@@ -19,7 +19,6 @@ from compaction_bench.strategies.pi_session_tree import (
     Entry,
     PathIndex,
     PiMessage,
-    build_session_context,
     to_wire,
 )
 from tests.pi_builders import Entries
@@ -102,7 +101,7 @@ def compacted_path(summary: str) -> tuple[Entries, str]:
 
 def test_build_context_uses_latest_compaction_and_wrappers():
     e, _ = compacted_path("SUM")
-    messages = build_session_context(e.path, nested_compactions=False)
+    messages = _sums().update(e.path).session_context(nested_compactions=False)
     assert [m.role for m in messages] == ["compactionSummary", "assistant", "user"]
     wire = to_wire(messages)
     assert wire[0].content == COMPACTION_SUMMARY_PREFIX + "SUM" + "\n</summary>"
@@ -113,8 +112,9 @@ def test_build_context_uses_latest_compaction_and_wrappers():
 def test_nested_compaction_in_kept_range_only_in_later():
     e, first_kept = compacted_path("OLD")
     e.compaction(first_kept=first_kept, summary="NEW")
-    base = build_session_context(e.path, nested_compactions=False)
-    later = build_session_context(e.path, nested_compactions=True)
+    index = _sums().update(e.path)
+    base = index.session_context(nested_compactions=False)
+    later = index.session_context(nested_compactions=True)
     assert [m.summary for m in base if m.role == "compactionSummary"] == ["NEW"]
     assert [m.summary for m in later if m.role == "compactionSummary"] == ["NEW", "OLD"]
 

@@ -28,8 +28,9 @@ from compaction_bench.request import Message, Request, merge_assistant
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.strategies.baselines import ObservationMasking
 from compaction_bench.strategies.pi import Pi, Pi202512
-from compaction_bench.strategies.pi_session_tree import Entry, SessionTree, build_session_context
+from compaction_bench.strategies.pi_session_tree import Entry, SessionTree
 from tests.conftest import CORPORA
+from tests.test_speed_pi import build_session_context
 
 PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 

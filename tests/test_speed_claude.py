@@ -46,8 +46,8 @@ PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
 
 class ReferenceClaudeCode(ClaudeCode):
     """§5 microcompact and the cleared placeholders from `tool_pairs` of the whole history, the context
-    rendered anew as a list on every request, the summary prompts rendered and the §4.2 attachments
-    built anew for every compaction."""
+    rendered anew as a list on every request, the summary prompts rendered and the §4.1 summary message
+    and §4.2 attachments built anew for every compaction."""
 
     name = "claude-code-reference"
 
@@ -60,6 +60,9 @@ class ReferenceClaudeCode(ClaudeCode):
         system = self.ctx.render_prompt("claude_code_system.j2")
         prompt = self.ctx.render_prompt("claude_code_summary.j2", instructions=instructions, text_only=self.later)
         return Request([Message("system", system), *messages, Message("user", prompt)], kind="summary", max_output_tokens=self._summary_max_output())
+
+    def _summary_message(self, text: str, *, auto: bool) -> Message:
+        return Message("user", self.wrap_summary(text, auto=auto))
 
     def _attachments(self) -> tuple[list[Message], list[str]]:
         o = self.options
@@ -265,6 +268,27 @@ def test_claude_code_restores_files_and_todos_as_built_anew():
     assert sum(1 for r in restored if "/repo/a.py" in r) >= 4 and len(fast.compactions) >= 6
     assert sum(1 for c in fast.compactions if c.details["todos"]) >= 3
     _assert_same(fast, replay(t, ReferenceClaudeCode, profile="32k", usage="recorded"))
+
+
+def test_claude_code_sends_an_unchanged_context_as_the_same_object():
+    # At 32k the threshold is below zero: every request follows a compaction, whose `after` is the context the
+    # request sends (one object). A session that only polls gets the same summary back each time, and its
+    # message is the last one again. Every request and compaction equals the lists and messages built anew.
+    s = Session()
+    s.user("keep polling the build until it is green")
+    for n in range(12):
+        s.assistant("polling", calls=[(f"p{n}", "Probe", {"target": "build"})], total=1_000 + n)
+        s.result(f"p{n}", "still running", name="Probe")
+    s.assistant("green", total=1_100)
+    t = s.transcript()
+    fast = replay(t, ClaudeCode, profile="32k")
+    auto = [c for c in fast.compactions if c.trigger == "auto" and c.next_request is not None]
+    assert len(auto) >= 10
+    assert all(c.after is fast.requests[c.next_request].messages for c in auto)
+    heads = [c.after[0] for c in auto]  # no system item: the summary message comes first
+    again = [n for n in range(1, len(auto)) if auto[n].summary == auto[n - 1].summary]
+    assert len(again) >= 10 and all(heads[n] is heads[n - 1] for n in again)
+    _assert_same(fast, replay(t, ReferenceClaudeCode, profile="32k"))
 
 
 @pytest.mark.parametrize("late_system", [False, True])

@@ -85,6 +85,8 @@ def test_prompt_view_and_active_terms_follow_a_growing_history():
                 (i.type, i.call_id, i.text, i.item_ids) for i in expected
             ]
             assert list(view.messages(history, base)) == render(expected, base, FoldMemo())
+            assert view.items_estimate == sum(i.estimate for i in expected)
+            assert view.history_estimate == sum(i.estimate for i in history)
             assert account.active(history, terms) == _active_by_scan(account, history)
 
 

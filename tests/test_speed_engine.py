@@ -5,17 +5,21 @@
 - The simulated provider reuses counts of earlier contexts (counting bases, the same object counted
   twice), skips the tokens inside a differing message when they cannot make an older cache entry win,
   and memoizes them per pair of messages: every count equals the sum of the messages' counts plus
-  their billed hidden reasoning, and every cached prefix is the longest common token prefix with one
-  of the two previous accepted requests (the newest on a tie), tokenized from scratch here.
+  their billed hidden reasoning, every cached prefix is the longest common token prefix with one
+  of the two previous accepted requests (the newest on a tie), tokenized from scratch here, and the
+  re-billed tokens are those of every message after the cached part that one of them holds.
+- `Message.__init__` is written out (it stores each field through its slot): it takes the declared
+  fields, in order, with their defaults, and the instances stay frozen.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
-from compaction_bench.caching import cache_outcome, leading_system
+from compaction_bench.caching import cache_outcome, leading_system, rebilled_tokens
 from compaction_bench.log_view import LogView, SharedPrefixes
 from compaction_bench.profiles import get_profile
 from compaction_bench.provider import MESSAGE_OVERHEAD, RECENT_ENTRIES, MessageCounter, SimulatedProvider
@@ -124,7 +128,11 @@ def test_provider_counts_and_cache_prefixes_equal_the_straightforward_ones(profi
         assert (outcome.cache.prefix_tokens, outcome.cache.cached_tokens, outcome.cache.cache_write_tokens) == (
             expected.prefix_tokens, expected.cached_tokens, expected.cache_write_tokens
         ), end
-        if not outcome.overflow:
+        if not outcome.overflow:  # re-billed: every message after the cached part looked up in every recent request
+            ends = reference.boundaries(messages)
+            known = [any(m in previous for previous in sent[-RECENT_ENTRIES:]) for m in messages]
+            counts = [end - start for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+            assert outcome.cache.rebilled_tokens == rebilled_tokens(counts, known, outcome.cache.cached_tokens), end
             sent.append(messages)
     assert reasoning and any(provider.count(LogView(full_log, n)) > sum(map(reference.message_tokens, full_log[:n])) for n in range(len(full_log)))
 
@@ -138,6 +146,8 @@ def test_hidden_total_is_the_sum_of_the_per_message_billing():
     for n in range(len(messages) + 1):
         assert hidden.total(messages[:n]) == sum(hidden.per_message(messages[:n]))
     assert hidden.total(messages[:2]) == 100
+    for start in range(len(messages) + 1):  # a run of messages from `start` on bills what the whole request bills there
+        assert hidden.billed(messages[start:], start, 2) == hidden.per_message(messages)[start:]
 
 
 def test_an_older_cache_entry_that_shares_more_inside_the_differing_message_is_the_one_read():
@@ -155,3 +165,19 @@ def test_an_older_cache_entry_that_shares_more_inside_the_differing_message_is_t
     expected = _common_tokens(MessageCounter(get_profile("32k")), older, current)
     assert expected > _common_tokens(MessageCounter(get_profile("32k")), newer, current) + 1000
     assert outcome.cache.prefix_tokens == expected
+
+
+def test_a_message_holds_the_fields_it_was_built_with_as_the_dataclass_declares_them():
+    """`Message.__init__` is written out: its parameters are the declared fields, in order, with their defaults."""
+    values = {"role": "tool", "content": "out", "tool_calls": (ToolCall("c", "read"),), "tool_call_id": "c", "item_ids": ("i",),
+              "attachments": (), "name": "read", "is_error": True}
+    declared = [f for f in dataclasses.fields(Message) if f.init]
+    assert [f.name for f in declared] == list(values)
+    for message in (Message(**values), Message(*values.values())):
+        assert {name: getattr(message, name) for name in values} == values
+        assert message == dataclasses.replace(Message("user"), **values) and hash(message) == hash(dataclasses.replace(message))
+    assert {f.name: getattr(Message("user"), f.name) for f in declared} == {"role": "user", **{f.name: f.default for f in declared[1:]}}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Message("user").content = "x"
+    with pytest.raises(ValueError, match="unknown message role"):
+        Message("narrator")

@@ -27,6 +27,7 @@ from compaction_bench.strategies.gemini_cli import (
     MASKED_TAG,
     SNAPSHOT_TAG,
     Content,
+    CutChanges,
     GeminiCli,
     Part,
     TextMeasure,
@@ -412,6 +413,30 @@ def test_gemini_measures_match_json_and_the_estimator(text):
             assert compact_json_length(Content("user", [cut])) == _utf16(_stringify(Content("user", [fresh]).to_json()))
 
 
+def test_gemini_cut_changes_sums_equal_the_cuts_summed_one_by_one():
+    # Responses of every kind (cut, cut with an image, only the image dropped, kept) whose files' numbers
+    # cross 9/10, 99/100 and 999/1000: every range's change equals the sum of each cut's escaped-length
+    # change with its own number (`truncated_text`), one by one.
+    parts = [Part("response", text=text, name="réad", call_id=f"c{n}",
+                  attachments=(Attachment("image/png", "a.png", 1),) if n % 4 == 1 else ())
+             for n, text in enumerate(["x" * 900, "short", "é\"\n" * 200, "", "line\n" * 100, "ok"] * 5)]
+    contents = [Content("user", parts[k:k + 3]) for k in range(0, len(parts), 3)]
+    responses = [(ci, pi) for ci, c in enumerate(contents) for pi in range(len(c.parts))]
+    for threshold in (0, 7, 300):
+        changes = CutChanges(threshold).extend(contents, responses, 10).extend(contents, responses, len(responses))
+        for top in (len(responses) - 1 + first for first in (1, 5, 95, 990)):  # the oldest response's file is `first`
+            for start in range(0, len(responses), 4):
+                for stop in range(start, len(responses) + 1, 3):
+                    expected = 0
+                    for j in range(start, stop):
+                        part = contents[responses[j][0]].parts[responses[j][1]]
+                        cut = part.truncated_text(top - j, threshold)
+                        if cut is not None:
+                            expected += cut.escaped - part.measure().text.escaped
+                    assert changes.delta(start, stop, top) == expected
+        assert changes.cuts[-1] == sum(1 for p in parts if len(p.text) > threshold or p.attachments)
+
+
 def _many_responses() -> Session:
     """Two responses per step, one of a non-ASCII tool, some with an image; outputs of every character
     class; clean user turns between steps, one holding a state snapshot (§5.2)."""
@@ -434,6 +459,7 @@ class ProbedGeminiCli(GeminiCli):
 
     name = "gemini-cli-probed"
     probes = 0
+    options: Any  # reassigned below (mypy cannot infer it from the assignments alone)
 
     def request(self) -> Request:
         self._index()
@@ -444,7 +470,7 @@ class ProbedGeminiCli(GeminiCli):
             # the newest `measured` responses cut one by one (§3's counter), the older ones all at once
             for n, (ci, pi) in enumerate(newest_first[:measured]):
                 plan.cut(ci, pi, 8 + n)
-            plan.cut_all(newest_first[measured:], 8 + measured)
+            plan.cut_all(self._responses, self._positions, self._changes_at(threshold, len(newest_first)), max(len(newest_first) - measured, 0), 8 + measured)
             # §3 straightforwardly: every response (all are cut here) in the {output} shape, with its file's number
             numbers = {response: 8 + n for n, response in enumerate(newest_first)}
             built = [Content(c.role, [Part("response", text=format_truncated_output(p.text, output_path(p.name or "tool", numbers[ci, pi]), threshold),

@@ -8,12 +8,19 @@
 - `find_cut_point`, which looks for the valid cut point it needs, against the upstream order that
   lists all valid cut points first;
 - `PathIndex` (sums and lists along the path) against the loops over the path it replaces;
-- the agent messages after a removal against the context built from the path.
+- the agent messages after a removal against the context built from the path;
+- the requests, views of one log between compactions, against the system messages and the
+  transform of the agent messages when each was taken.
+
+`build_session_context` and `estimate_context_tokens` below are the spec's definitions written as
+plain loops over a path or a list (§1.4, §2.4): the references the incremental structures are
+compared with.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import pytest
 
@@ -31,6 +38,7 @@ from compaction_bench.strategies.pi_compaction import (
 )
 from compaction_bench.strategies.pi_session_tree import (
     NO_RESULT_TEXT,
+    ContextEstimate,
     ContextEstimator,
     Entry,
     PathIndex,
@@ -38,9 +46,7 @@ from compaction_bench.strategies.pi_session_tree import (
     SessionTree,
     WireFold,
     WireFold2025,
-    build_session_context,
     entry_message,
-    estimate_context_tokens,
     estimate_tokens,
     is_turn_start,
     latest_compaction_index,
@@ -52,6 +58,31 @@ from tests.conftest import CORPORA
 from tests.pi_builders import Entries
 
 PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
+
+
+def build_session_context(path: Sequence[Entry], *, nested_compactions: bool) -> list[PiMessage]:
+    """`buildSessionContext` (§1.4) as a loop over the path: without a compaction, the message of
+    every entry; else the latest compaction's summary, the messages of the entries from its
+    `firstKeptEntryId` up to it (older compactions among them only with `nested_compactions`,
+    LATER §10) and those of every entry after it."""
+    k = latest_compaction_index(path)
+    if k < 0:
+        return [m for m in (entry_message(e) for e in path if e.type != "compaction") if m is not None]
+    compaction = path[k]
+    start = next((i for i in range(k) if path[i].id == compaction.first_kept_id), k)
+    middle = [e for e in path[start:k] if nested_compactions or e.type != "compaction"]
+    rest = [m for m in (entry_message(e) for e in [*middle, *path[k + 1 :]]) if m is not None]
+    return [compaction.summary_message, *rest]
+
+
+def estimate_context_tokens(messages: Sequence[PiMessage], *, image_chars: int, user_images: bool) -> ContextEstimate:
+    """`estimateContextTokens` (§2.4) as a loop: the last usable usage's tokens plus chars/4 of
+    every message after it (of every message without one)."""
+    index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].usable_usage), None)
+    usage = None if index is None else messages[index].usage
+    tokens = 0 if usage is None else usage.total
+    after = messages[0 if index is None else index + 1 :]
+    return ContextEstimate(tokens + sum(estimate_tokens(m, image_chars=image_chars, user_images=user_images) for m in after), index)
 
 
 def _user(text: str) -> PiMessage:
@@ -392,6 +423,43 @@ def test_agent_messages_after_a_removal_equal_the_context_built_from_the_path():
     strategy._remove(errored)
     expected = [m for m in build_session_context(_naive_path(strategy.tree), nested_compactions=True) if m is not errored]
     assert len(expected) == 2 and strategy.agent_messages() == expected
+
+
+@pytest.mark.parametrize("strategy_class", [Pi, Pi202512])
+def test_requests_are_views_of_one_log_until_a_compaction_or_a_new_system_message(strategy_class):
+    """`wire()` is a view of a log of the system messages and the fold's output. Each request must
+    hold exactly the system messages and the transform of the agent messages at that time, keep
+    holding them when the log grows, and share the log only while nothing but appends happened."""
+    strategy = strategy_class(_Context(), None)
+    transform = (lambda m: to_wire_2025(m, never_ran=frozenset(strategy.never_ran))) if strategy_class is Pi202512 else to_wire
+    taken: list[tuple[object, list[Message]]] = []
+
+    def take():
+        view = strategy.wire()
+        expected = [*strategy.system, *transform(strategy.agent_messages())]
+        assert list(view) == expected
+        taken.append((view, expected))
+        return view
+
+    def append(entry_id: str, message: PiMessage) -> None:
+        strategy.tree.append(Entry(entry_id, strategy.tree.leaf, "message", 0.0, message=message))
+
+    append("u1", _user("u1"))
+    first = take()
+    append("a1", _assistant("a1", "c1"))
+    append("r1", _result("c1"))
+    assert take().log is first.log  # appends only: the same log
+    strategy.system.append(Message(role="system", content="S", item_ids=("s",)))
+    with_system = take()
+    assert with_system.log is not first.log and with_system[0].content == "S"
+    append("u2", _user("u2"))
+    assert take().log is with_system.log
+    strategy.tree.append(Entry("c", strategy.tree.leaf, "compaction", 0.0, summary="SUM", first_kept_id="u2"))
+    assert take().log is not with_system.log  # the fold started a new output
+    append("a2", _assistant("a2"))
+    take()
+    for view, expected in taken:  # no later request changed what an earlier one holds
+        assert list(view) == expected
 
 
 class _Context:

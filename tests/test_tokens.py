@@ -168,3 +168,36 @@ def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_
             assert counter.common_prefix(text, other) == whole(text, other), (at, cut)
             assert counter.common_prefix(other, text) == whole(other, text), (at, cut)
     assert counter.common_prefix("same\n\ntext", "same\n\ntext") == counter.count("same\n\ntext")
+    # a line whose ids begin the other's: the following lines decide, on either side
+    for a, b in [("one\nhello", "one\nhello world\nmore"), ("p\nab", "p\nab\ncd\nef"), ("x\nfoo\nbar\nbaz", "x\nfoo\nbar\nbazz\n"),
+                 ("q\n" + "word " * 300, "q\n" + "word " * 300 + "\nnext\nline"), ("r\nab\n", "r\nab\n\n\nc")]:
+        assert counter.common_prefix(a, b) == whole(a, b), (a, b)
+        assert counter.common_prefix(b, a) == whole(b, a), (a, b)
+
+
+def test_a_new_text_counted_from_the_lines_counted_before_has_the_tokenizers_count():
+    """`TokenCounter.count` reads a new text's known lines from the memo and encodes the runs between
+    them; `line_pieces` must cut exactly where `LINE_CUT` does. Checked against tiktoken on random
+    texts whose lines are partly counted before (as a summary's lines are before it is wrapped), and
+    on the same texts after other first lines (a text counted before is the rest of the new one)."""
+    import random
+
+    from compaction_bench.tokens import LINE_CUT, LINES_FROM, line_pieces
+
+    alphabet = ["\n", "\n\n", " ", "\t", "\r", "/", "a", "É", "1", ".", "\u00a0", "\u2028", "\x85", "\x0b", "\x1c", "\u3000", "x\n/", "'s"]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
+        assert line_pieces(text) == LINE_CUT.split(text), repr(text)
+    encode = get_encoding("o200k_base").encode
+    words = ["alpha", "beta's", " gamma", "δ", "1234", "/path", "  indent", "```", "}", "- item", "😀"]
+    for n in range(300):
+        lines = ["".join(rng.choice(words) for _ in range(rng.randrange(0, 12))) for _ in range(rng.randrange(40, 200))]
+        text = "\n".join(lines)
+        counter = TokenCounter("o200k_base")
+        for line in rng.sample(line_pieces(text), k=rng.randrange(len(line_pieces(text)) + 1)):
+            counter.count(line)
+        assert len(text) < LINES_FROM or counter.count(text) == len(encode(text, disallowed_special=())), n
+        for header in (f"Saved to /tmp/out_{n}.txt\n", "<conversation>\n", "x"):  # the same rest after another first line
+            other = header + text
+            assert counter.count(other) == len(encode(other, disallowed_special=())), (n, header)

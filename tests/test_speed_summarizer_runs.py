@@ -1,0 +1,137 @@
+"""The offline models' input read per run of messages (`compaction_bench.llm._WireRuns`, issue 18)
+against converting and reading each request whole.
+
+A request of `Message`s is converted, counted and read by the summarizer in runs that are each
+converted once per process. The straightforward computation is the one a request of plain dicts
+still takes: `chat_messages` of the whole request, `payload_tokens` of that payload and
+`extractive_summary` of it. Checked on a real Codex rollout's messages (sliding windows, as a
+remote compaction's retained messages slide, with summary prompts) and on hand-built requests that
+exercise every rule of the run boundaries (merged assistant messages, dropped reasoning and
+compaction items, orphan results, system, developer and summary messages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from compaction_bench.importing import load_transcripts
+from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, LLMClient, _wire_runs, payload_tokens
+from compaction_bench.offline_models import extractive_summary, summarize_readings
+from compaction_bench.request import Message, ToolCall, message_from_item
+from compaction_bench.wire import chat_messages
+from tests.conftest import CORPORA
+
+ROLLOUT = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
+PROMPT = "Summarize the conversation.\n\n## Goal\n\n## Errors\n\n## Files\n\n## Next steps"
+
+
+def as_dicts(messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages as plain dicts, which the client converts and reads whole (never by run)."""
+    return [
+        {"role": m.role, "content": m.content, "tool_call_id": m.tool_call_id, "name": m.name,
+         "tool_calls": [{"id": c.id, "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]}
+        for m in messages
+        if m.role not in ("reasoning", "compaction")  # plain dicts have no such roles
+    ]
+
+
+def without_ids(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A payload without its wire tool call ids (each run numbers its own; the offline models never read them)."""
+    out = []
+    for entry in payload:
+        entry = {k: v for k, v in entry.items() if k != "tool_call_id"}
+        if "tool_calls" in entry:
+            entry["tool_calls"] = [{k: v for k, v in call.items() if k != "id"} for call in entry["tool_calls"]]
+        out.append(entry)
+    return out
+
+
+def check(messages: list[Message]) -> None:
+    """Read by runs, the request has the whole request's payload (but for ids), input tokens and summary."""
+    for provider in ("offline", "openai"):
+        runs = _wire_runs.read(messages, DEFAULT_SUMMARIZER, provider)
+        assert runs is not None
+        whole = chat_messages(messages, provider=provider)
+        assert without_ids([entry for run in runs for entry in run.payload]) == without_ids(whole)
+        assert sum(run.tokens for run in runs) == payload_tokens(whole)
+        for max_tokens in (None, 300):
+            assert summarize_readings([run.reading for run in runs], max_tokens) == extractive_summary(whole, max_tokens)
+
+
+def tricky() -> list[Message]:
+    call = ToolCall(id="c1", name="bash", arguments='{"cmd": "pytest src/app.py"}')
+    other = ToolCall(id="c2", name="read", arguments="raw text, not JSON")
+    return [
+        Message("tool", "an orphan result before anything: error in src/x.py", tool_call_id="zz"),
+        Message("system", "You are a coding agent. Never push to main."),
+        Message("developer", "<previous-summary>\n## Goal\n- port the CLI\n</previous-summary>"),
+        Message("user", "Please fix the failing test in src/app.py; do not touch setup.cfg"),
+        Message("reasoning", ""),
+        Message("assistant", "I will run the tests first, then fix them."),
+        Message("reasoning", "   "),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", "FAILED src/app.py::test_x - AssertionError", tool_call_id="c1"),
+        Message("tool", "a result for no call", tool_call_id="c9"),
+        Message("assistant", "", tool_calls=(other,)),
+        Message("compaction", ""),
+        Message("assistant", "", tool_calls=(call,)),
+        Message("tool", "done: fixed the import in src/app.py", tool_call_id="c1"),
+        Message("compaction", "Summary of the conversation so far: tests fail in src/app.py."),
+        Message("user", "This session is being continued. <summary>the earlier summary</summary>"),
+        Message("reasoning", "The fix is next: update the test because the API changed."),
+        Message("assistant", "", tool_calls=(other,)),
+        Message("user", ""),
+        Message("tool", "an orphan after a user message", tool_call_id="c2"),
+        Message("system", "## Goal\n## Next steps"),
+        Message("user", PROMPT),
+    ]
+
+
+def test_hand_built_requests_read_by_runs_as_whole():
+    messages = tricky()
+    for start in range(len(messages)):
+        for end in range(start, len(messages) + 1):
+            check(messages[start:end])
+
+
+@pytest.fixture(scope="module")
+def rollout() -> list[Message]:
+    (transcript,) = load_transcripts(ROLLOUT)
+    return [message_from_item(item) for item in transcript.items if item.kind != "marker"]
+
+
+def test_sliding_windows_of_a_real_session_read_by_runs_as_whole(rollout):
+    prompt = Message("user", PROMPT)
+    step = max(len(rollout) // 12, 1)
+    for start in range(0, len(rollout), step):
+        check([*rollout[start : start + 4 * step], prompt])
+        check([rollout[start], *[m for m in rollout[start : start + 6 * step] if m.role == "user"], prompt])
+
+
+def test_runs_are_read_once_and_requests_of_new_objects_alike(rollout):
+    window = [*rollout[:200], Message("user", PROMPT)]
+    first = _wire_runs.read(window, DEFAULT_SUMMARIZER, "offline")
+    again = _wire_runs.read(list(window), DEFAULT_SUMMARIZER, "offline")
+    assert first is not None and again is not None and all(a is b for a, b in zip(first, again, strict=True))
+    copies = [dataclasses.replace(m) for m in window]  # equal messages, new objects: read anew, to the same result
+    fresh = _wire_runs.read(copies, DEFAULT_SUMMARIZER, "offline")
+    assert fresh is not None and not any(a is b for a, b in zip(first, fresh, strict=True))
+    assert [(r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in fresh] == [
+        (r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in first
+    ]
+
+
+def test_the_clients_offline_results_equal_those_of_the_whole_request(rollout):
+    """`complete` with `Message`s (read by runs, memoized) against plain dicts (converted and read whole)."""
+    for model in (DEFAULT_SUMMARIZER, DEFAULT_ANSWERER):
+        client = LLMClient(model)
+        for end in (30, 120, 400, len(rollout)):
+            messages = [*rollout[:end], Message("user", PROMPT if model == DEFAULT_SUMMARIZER else "Which file failed?")]
+            plain = [m for m in messages if m.role not in ("reasoning", "compaction")]
+            by_runs = client.complete(plain, max_tokens=500)
+            whole = client.complete(as_dicts(plain), max_tokens=500)
+            assert (by_runs.text, by_runs.input_tokens, by_runs.output_tokens) == (whole.text, whole.input_tokens, whole.output_tokens)
+            assert by_runs.text
