@@ -5,7 +5,13 @@ profile's tiktoken encoding (tiktoken's own `encode` of each whole text, no memo
 transcript is measured in CPU time right after its own floor, in the same process state, and
 reported as the ratio replay / floor: the two are paired, so the machine's load cancels out of
 the ratio as far as it can. The replay starts from a cold token memo too (the process's shared
-counter is dropped first), so a strategy is not helped by the texts an earlier one counted. A file
+counter is dropped first), so a strategy is not helped by the texts an earlier one counted. The
+floor is short (0.1-0.6 s) and moves most with the load, so it is the median of `FLOOR_ROUNDS`
+measurements right before the replay; the replay is measured once (a second replay in the same
+process would be answered in part from memos the first one filled: the offline models answer a
+request they have answered before). Beside the ratio, each row prints the characters the replay's
+token counter sent to tiktoken over the characters of the floor's texts, a count that timing noise
+does not touch (the counter's `encode` is wrapped to add them up, well under a microsecond a call). A file
 of several sessions (Aider's 1,134) counts as one: the floor over all its distinct texts, the
 replays of all its sessions summed. One row per (transcript, strategy, profile) is printed at the
 end of the session, with the issue 18 target (≤ 3×) marked; nothing is asserted about time.
@@ -38,12 +44,17 @@ TARGET = 3.0
 PROFILES = ("32k", "64k")
 #: how many floor measurements the paired floor is the median of
 FLOOR_ROUNDS = 3
-_rows: list[tuple[str, str, str, float, float]] = []
+_rows: list[tuple[str, str, str, float, float, float]] = []
+
+
+def floor_texts(transcripts: list[bench.Transcript]) -> set[str]:
+    """Each distinct item text of the transcripts (message texts and tool call arguments)."""
+    return {t for transcript in transcripts for item in transcript.items for t in (item.text, item.arguments or "") if t}
 
 
 def floor_seconds(transcripts: list[bench.Transcript], encoding: str) -> float:
     """CPU seconds to count each distinct item text once with a fresh encoder."""
-    texts = {t for transcript in transcripts for item in transcript.items for t in (item.text, item.arguments or "") if t}
+    texts = floor_texts(transcripts)
     encode = TokenCounter(encoding).encoding.encode  # tiktoken itself: the floor is the tokenizer's cost
     started = time.process_time()
     for text in texts:
@@ -66,18 +77,33 @@ def test_replay_over_floor(transcript, strategy, profile):
     encoding = get_profile(profile).tokenizer
     floor = statistics.median(floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS))
     shared_counter.cache_clear()
-    started = time.process_time()
-    for session in sessions:
-        bench.replay(session, strategy, profile=profile)
-    replay = time.process_time() - started
-    _rows.append((label, strategy, profile, floor, replay))
+    encoded = [0]
+    encode = TokenCounter.encode
+
+    def counted_encode(self: TokenCounter, text: str) -> list[int]:
+        encoded[0] += len(text)
+        return encode(self, text)
+
+    TokenCounter.encode = counted_encode
+    try:
+        started = time.process_time()
+        for session in sessions:
+            bench.replay(session, strategy, profile=profile)
+        replay = time.process_time() - started
+    finally:
+        TokenCounter.encode = encode
+    characters = sum(map(len, floor_texts(sessions)))
+    _rows.append((label, strategy, profile, floor, replay, encoded[0] / characters))
     print(f"\n{_line(_rows[-1])}", flush=True)
 
 
-def _line(row: tuple[str, str, str, float, float]) -> str:
-    t, s, p, f, r = row
+def _line(row: tuple[str, str, str, float, float, float]) -> str:
+    t, s, p, f, r, c = row
     ratio = r / f if f > 0 else float("inf")
-    return f"{t:<18} {s:<26} {p:>4}  floor {f:6.3f}s  replay {r:7.3f}s  ratio {ratio:6.1f}{'' if ratio <= TARGET else '  > 3x'}"
+    return (
+        f"{t:<18} {s:<26} {p:>4}  floor {f:6.3f}s  replay {r:7.3f}s  ratio {ratio:6.1f}  characters encoded {c:5.2f}"
+        f"{'' if ratio <= TARGET else '  > 3x'}"
+    )
 
 
 def _summary_lines() -> list[str]:
