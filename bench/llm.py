@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from compaction_bench.errors import BenchError
 from compaction_bench.offline_models import (
@@ -233,14 +233,12 @@ class _WireRuns:
     def __init__(self) -> None:
         self.runs: dict[tuple[str, str], dict[int, _Run]] = {}
 
-    def read(self, messages: Sequence[WireInput], model: str, provider: str) -> list[_Run] | None:
-        """The request's runs in order, or None if a message is not a `Message`."""
+    def read(self, messages: Sequence[Message], model: str, provider: str) -> list[_Run]:
+        """The request's runs in order."""
         sequence = messages if isinstance(messages, (list, tuple)) else tuple(messages)
         starts = []
         after_assistant = False  # whether the last message the conversion keeps is an assistant's
         for n, m in enumerate(sequence):
-            if not isinstance(m, Message):
-                return None
             role = m.role
             if role == "tool":
                 after_assistant = False
@@ -261,7 +259,6 @@ class _WireRuns:
             starts.insert(0, 0)
         starts.append(len(sequence))
         runs = []
-        count = _counter().count
         get = self.runs.get((model, provider), {}).get
         kept: dict[int, _Run] = {}
         for start, end in itertools.pairwise(starts):
@@ -275,8 +272,7 @@ class _WireRuns:
             ):
                 run = tuple(sequence[start:end])
                 payload = chat_messages(run, provider=provider)
-                tokens = sum(MESSAGE_OVERHEAD + sum(map(count, _payload_parts(m))) for m in payload)
-                found = _Run(run, payload, tokens, read_payload(payload))
+                found = _Run(run, payload, payload_tokens(payload), read_payload(payload))
             kept[id(first)] = found
             runs.append(found)
         self.runs[model, provider] = kept
@@ -315,9 +311,9 @@ def text_tokens(text: str, encoding: str = "o200k_base") -> int:
     the tokenizer's pieces end, so the sum is the whole text's count, and an offline summary, which
     carries most of the previous one's lines, is tokenized only in its new lines (each line's count is
     memoized). Memoized per text: a strategy that compacts often gets the same summary again."""
-    from compaction_bench.tokens import LINE_CUT, shared_counter
+    from compaction_bench.tokens import LINE_CUT
 
-    return sum(map(shared_counter(encoding).count, LINE_CUT.split(text)))
+    return sum(map(_counter(encoding).count, LINE_CUT.split(text)))
 
 
 # ------------------------------------------------------------------ concurrency
@@ -505,9 +501,7 @@ class LLMClient:
         same_request = (self.model, self.provider, max_tokens, tuple(messages))
         done = _offline_completions.get(same_request)
         if done is None:
-            runs = _wire_runs.read(messages, self.model, self.provider)
-            if runs is None:
-                return None
+            runs = _wire_runs.read(cast("Sequence[Message]", messages), self.model, self.provider)
             tokens = sum(map(operator.attrgetter("tokens"), runs))
             if self.model == DEFAULT_SUMMARIZER:
                 text = summarize_readings(list(map(operator.attrgetter("reading"), runs)), max_tokens)
