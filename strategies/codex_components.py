@@ -234,6 +234,12 @@ def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = 
 
 
 #: Attribute readers for the passes over a whole history (`map` runs them without a Python frame per item).
+def _tool_items(items: list[CodexItem]) -> tuple[list[CodexItem], set[str | None], set[str | None]]:
+    """The calls and tool outputs among `items`, and the call ids of each kind."""
+    tools = [i for i in items if i.is_call or i.is_tool_output]
+    return tools, {i.call_id for i in tools if i.is_call}, {i.call_id for i in tools if i.is_tool_output}
+
+
 _ITEM_IDS = attrgetter("item_ids")
 _ESTIMATE = attrgetter("estimate")
 _ENCRYPTED_REASONING = attrgetter("encrypted_reasoning")
@@ -388,15 +394,11 @@ class PromptView(_Follower):
         if base != self._base:
             self._base, self._history = base, None
         new = self._appended(history)
-        tools = [i for i in new if i.is_call or i.is_tool_output]
-        calls = {i.call_id for i in tools if i.is_call}
-        outputs = {i.call_id for i in tools if i.is_tool_output}
+        tools, calls, outputs = _tool_items(new)
         if calls & self._orphans or outputs & self._aborted:
             self._history = None
             new = self._appended(history)
-            tools = [i for i in new if i.is_call or i.is_tool_output]
-            calls = {i.call_id for i in tools if i.is_call}
-            outputs = {i.call_id for i in tools if i.is_tool_output}
+            tools, calls, outputs = _tool_items(new)
         self._calls |= calls
         self._outputs |= outputs
         if tools:
