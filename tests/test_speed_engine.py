@@ -25,13 +25,7 @@ from compaction_bench.profiles import get_profile
 from compaction_bench.provider import MESSAGE_OVERHEAD, RECENT_ENTRIES, MessageCounter, SimulatedProvider
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.tokens import HiddenTokens
-
-
-def plain_first_difference(a, b) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+from tests.test_log_view import plain_first_difference
 
 
 def test_shared_prefixes_of_growing_logs_are_those_a_full_comparison_finds():
