@@ -441,6 +441,20 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
+def command_line(pid: int) -> bytes | None:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+
+
+def workers_of(pid: int) -> set[int]:
+    """The run's worker processes: its children forked from it (same command line), not a short-lived
+    helper it runs, such as the `git rev-parse` that records the code's revision in the manifest."""
+    own = command_line(pid)
+    return {child for child in children_of(pid) if own is not None and command_line(child) == own}
+
+
 def alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -475,12 +489,12 @@ def interrupt_after_first_cell(proc: subprocess.Popen, run: Path, sig: int) -> s
     deadline = time.monotonic() + 300
     workers: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
-        workers |= children_of(proc.pid)
+        workers |= workers_of(proc.pid)
         if list(run.glob("cells/*/DONE")) and workers:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    workers |= children_of(proc.pid)
+    workers = {p for p in workers | workers_of(proc.pid) if alive(p)}  # the pool's, alive when the signal goes
     os.kill(proc.pid, sig)
     return workers
 
