@@ -57,10 +57,11 @@ def _watch_parent(parent: int) -> None:
 _shared: Any = None
 
 
-def _worker_init(parent: int, shared: Any) -> None:
-    """Runs first in each worker process: keep `shared`, die with the parent, leave Ctrl-C to the parent."""
-    global _shared
-    _shared = shared
+def bind_to_parent(parent: int) -> None:
+    """Run first in a worker process forked or spawned by `parent`: end with it, leave Ctrl-C to it.
+
+    Every pool of worker processes the package starts (the cells', the report's timelines) uses it
+    as its initializer, so no worker outlives a run killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Forked while the parent turns SIGTERM into KeyboardInterrupt: a worker ends at once and quietly instead.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -72,6 +73,13 @@ def _worker_init(parent: int, shared: Any) -> None:
     if os.getppid() != parent:  # the parent died before the request above took effect
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _worker_init(parent: int, shared: Any) -> None:
+    """Runs first in each cell worker process: keep `shared`, end with the parent (`bind_to_parent`)."""
+    global _shared
+    _shared = shared
+    bind_to_parent(parent)
 
 
 def _call_with_shared(function: Callable[..., Any], *args: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from compaction_bench.executors import bind_to_parent
 from compaction_bench.reports import figures
 
 #: The columns a timeline reads (all a worker process is sent).
@@ -58,7 +59,10 @@ class Timelines:
         self._futures: dict[str, list[Future[str]]] = {}
         if workers > 1 and sys.platform.startswith("linux"):
             # A forking pool starts every worker at the first submit, before it starts its own thread.
-            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+            # Its workers end with this process even when it is killed (`bind_to_parent`), as the cells' do.
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=bind_to_parent, initargs=(os.getpid(),)
+            )
             # Largest first: the scenario with the most requests is not left for last.
             for scenario, work in sorted(self._work.items(), key=lambda kv: -sum(len(w[0]) for w in kv[1])):
                 self._futures[scenario] = [self._pool.submit(figures.context_timeline, *args) for args in work]

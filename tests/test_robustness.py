@@ -530,6 +530,34 @@ def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sess
 
 
 @pytest.mark.slow
+def test_the_report_timeline_workers_end_with_a_killed_run():
+    """With -j > 1 the report's timelines are drawn in a second pool of forked workers (`Timelines`);
+    a run killed with SIGKILL while they exist leaves none of them behind, as with the cells' pool."""
+    script = """
+import sys
+import pandas as pd
+from compaction_bench.reports.timelines import Timelines
+rows = [dict(scenario=s, profile="32k", strategy="none", repeat=0, kind="turn", request=n, step=n, true_tokens=1000 * n,
+             overflow=False) for s in ("a", "b") for n in range(5)]
+timelines = Timelines(pd.DataFrame(rows), pd.DataFrame(), {"profiles": {"32k": {"context_window": 32000}}}, jobs=2)
+print("drawing", flush=True)
+sys.stdin.read()
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "drawing"
+        workers = workers_of(proc.pid)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    survivors = wait_gone(workers)
+    for pid in survivors:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert len(workers) == 2 and not survivors, f"timeline workers {sorted(survivors)} outlived their killed parent"
+
+
+@pytest.mark.slow
 def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tmp_path):
     proc = start_run(three_sessions, tmp_path, "t")
     workers = interrupt_after_first_cell(proc, tmp_path / "t", signal.SIGTERM)
