@@ -20,8 +20,8 @@ import bisect
 import itertools
 import operator
 from collections import deque
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system, rebilled_tokens
@@ -260,26 +260,31 @@ class SimulatedProvider(MessageCounter):
         message would otherwise be compared with them field by field at each lookup; their texts are)."""
         return sum(map(self._tokens, messages)) + (self.hidden.total(messages) if self.hidden is not None else 0)
 
-    def _base(self, messages: Sequence[Message], candidates: Iterable[_Entry], best: _Entry | None = None, shared: int = 0) -> tuple[_Entry | None, int]:
+    def _base(self, messages: Sequence[Message], candidates: Sequence[_Entry], best: _Entry | None = None, shared: int = 0) -> tuple[_Entry | None, int]:
         """The entry among `candidates` and the counting bases that shares the most leading messages with
         `messages` (an entry of the same messages object at once, else the first found on a tie), and how
-        many it shares. Which one it is changes no count, only how many messages are counted anew."""
-        entries = (*candidates, *self._bases.values(), *self._counted)
+        many it shares. Which one it is changes no count, only how many messages are counted anew.
+        The newest are looked at first: they are the likeliest to share the most, after which the older,
+        shorter ones are skipped without a comparison."""
+        entries = (*reversed(self._counted), *self._bases.values(), *reversed(candidates))
         for entry in entries:
             if entry.messages is messages:
                 return entry, entry.n
         seen, n = {id(best.messages) if best is not None else None}, len(messages)
+        current = messages[shared] if shared < n else None
         for entry in entries:
             if shared == n:
                 break
             if entry.n <= shared or id(entry.messages) in seen:
                 continue  # it cannot share more, or its messages were compared already (an entry of each kind holds them)
             seen.add(id(entry.messages))
-            if entry.messages[shared] != messages[shared]:
+            other = entry.messages[shared]
+            if other is not current and other != current:
                 continue  # it cannot share more than `shared` either (a rewrite there, or a part counted alone): not compared
             common = self._prefixes.first_difference(entry.messages, messages)
             if common > shared:
                 best, shared = entry, common
+                current = messages[shared] if shared < n else None
         return best, shared
 
     def _last_user(self, messages: Sequence[Message], base: _Entry | None, shared: int) -> int:
@@ -335,8 +340,9 @@ class SimulatedProvider(MessageCounter):
 
         Hidden reasoning bills after the last real user message, so `base`'s boundaries are reused only
         as far as both requests bill the same messages' reasoning."""
-        if base is not None and base.messages is messages:
-            return base.visible, base.boundaries  # the same request (no entry's counts are ever appended to)
+        if base is not None and (base.messages is messages or shared == base.n == len(messages)):
+            # the same messages (no entry's counts are ever appended to; the same messages bill the same reasoning)
+            return base.visible, base.boundaries
         if base is None:
             shared = 0
         visible = base.visible.prefix(shared) if base is not None else Cumulative()
@@ -371,22 +377,21 @@ class SimulatedProvider(MessageCounter):
 
         Messages that end inside the cached part re-bill nothing, so only the rest is looked up; the
         messages inside the longest prefix an entry shares with the request are in that entry, so they
-        re-bill all their uncached tokens without a lookup (after an expired cache, most of the request)."""
+        are known without a lookup (after an expired cache, most of the request) and go to the rule as
+        one run of known tokens: the rule re-bills such a run's uncached tokens, as it does each of its
+        messages'."""
         first = bisect.bisect_right(boundaries, cached_tokens)
         if first >= len(messages) or not self._recent:
             return 0
         top = max(first, *shared)  # messages[first:top] were sent at the same positions by an entry
-        rebilled = boundaries[top - 1] - cached_tokens if top > first else 0
-        if top == len(messages):
-            return rebilled
-        start = boundaries[top - 1] if top else 0
         rest = messages[top:]
         known = [False] * len(rest)
-        for entry in self._recent:
+        for entry in self._recent if rest else ():
             known = [k or h for k, h in zip(known, entry.holds(rest, self._indexes), strict=True)]
-        ends = boundaries[top:]
+        start = boundaries[first - 1] if first else 0
+        ends = boundaries[top - 1 if top > first else top :]  # the run's end, then the rest's messages'
         counts = [end - begin for begin, end in zip([start, *ends[:-1]], ends, strict=True)]
-        return rebilled + rebilled_tokens(counts, known, cached_tokens - start)
+        return rebilled_tokens(counts, [True, *known] if top > first else known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending
     def send(
@@ -439,7 +444,8 @@ class SimulatedProvider(MessageCounter):
             self._bases["sent"] = self._bases[request.kind] = entry
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
-        cache = replace(cache, rebilled_tokens=self._rebilled(messages, boundaries, cache.cached_tokens, shared))
+        rebilled = self._rebilled(messages, boundaries, cache.cached_tokens, shared)
+        cache = CacheOutcome(cache.prefix_tokens, cache.cached_tokens, cache.cache_write_tokens, rebilled)
         # A request that extends an entry whose set was built gets its set from that one.
         if base is not None and base_shared == base.n and base.has_set:
             entry._base = (base.set(), base_shared)

@@ -144,17 +144,33 @@ LINES_KEPT = 4096
 
 def line_pieces(text: str) -> list[str]:
     """`LINE_CUT.split(text)`, without the regular expression's scan of every position (several times
-    slower): a cut follows each newline whose next character is neither whitespace nor "/"."""
+    slower): a cut follows each newline whose next character is neither whitespace nor "/". Each piece is
+    one slice of `text` (joining its lines back one at a time would copy a run of indented lines once per line)."""
     parts = text.split("\n")
     pieces: list[str] = []
-    current = parts[0]
+    start, offset = 0, len(parts[0]) + 1  # where the current piece and the next line begin
     for part in parts[1:]:
         if part and not part[0].isspace() and part[0] != "/":
-            pieces.append(current + "\n")
-            current = part
-        else:
-            current = f"{current}\n{part}"
-    pieces.append(current)
+            pieces.append(text[start:offset])
+            start = offset
+        offset += len(part) + 1
+    pieces.append(text[start:])
+    return pieces
+
+
+def paragraph_pieces(text: str) -> list[str]:
+    """`PARAGRAPH_CUT.split(text)`, without the regular expression's scan of every position: the cuts of
+    `line_pieces` that follow an empty line (a newline right after the text's first line or another newline)."""
+    parts = text.split("\n")
+    pieces: list[str] = []
+    start, offset, after_blank = 0, len(parts[0]) + 1, False
+    for part in parts[1:]:
+        if after_blank and part and not part[0].isspace() and part[0] != "/":
+            pieces.append(text[start:offset])
+            start = offset
+        after_blank = not part
+        offset += len(part) + 1
+    pieces.append(text[start:])
     return pieces
 
 
@@ -180,7 +196,7 @@ class TokenCounter:
         memo = self._memo
         cached = memo.get(text)
         if cached is None:
-            if len(text) >= PARAGRAPHS_FROM and len(parts := PARAGRAPH_CUT.split(text)) > 1:
+            if len(text) >= PARAGRAPHS_FROM and len(parts := paragraph_pieces(text)) > 1:
                 return sum(map(self.count, parts))  # the parts are memoized, not the whole
             cached = self._count_by_lines(text) if len(text) >= LINES_FROM else len(self.encode(text))
             self._remember(text, cached)
@@ -192,21 +208,20 @@ class TokenCounter:
         name, an opening tag before a conversation). In the rest, a line counted before (a summary's
         lines are, by the model that wrote it) is read from the memo, and each run of the other lines
         is encoded at once, so a text with no known line costs two encodes where it would cost one."""
-        lines = line_pieces(text) if "\n" in text else [text]
-        if len(lines) == 1:
+        cut = _first_cut(text)
+        if not cut:
             return len(self.encode(text))
         memo, encode = self._memo, self.encode
-        first = lines[0]
+        first, rest = text[:cut], text[cut:]
         head = memo.get(first)
         if head is None:
             head = len(encode(first))
-        rest = text[len(first) :]
         known = memo.get(rest)
         if known is not None:
-            return head + known
+            return head + known  # its lines are not split
         total = position = 0
         run = -1  # where the current run of unknown lines starts in `rest`
-        for line in lines[1:]:
+        for line in line_pieces(rest):  # `line_pieces(text)[1:]`: `rest` begins at a cut
             counted = memo.get(line)
             if counted is None:
                 if run < 0:
@@ -228,7 +243,9 @@ class TokenCounter:
         memo[text] = tokens
 
     def encode(self, text: str) -> list[int]:
-        return self.encoding.encode(text, disallowed_special=())
+        """The text's token ids, special-token text read as ordinary text: `encode(text, disallowed_special=())`,
+        which tiktoken documents `encode_ordinary` to equal, without its search for special tokens."""
+        return self.encoding.encode_ordinary(text)
 
     def common_prefix(self, a: str, b: str) -> int:
         """How many leading token ids `encode(a)` and `encode(b)` share, tokenizing only from the line
@@ -264,6 +281,17 @@ class TokenCounter:
                 lines.clear()
             lines[line] = ids
         return ids
+
+
+def _first_cut(text: str) -> int:
+    """The first `LINE_CUT` position of `text`, where `line_pieces(text)[1]` begins (0 if none: one piece)."""
+    newline = text.find("\n")
+    while 0 <= newline < len(text) - 1:
+        cut = newline + 1
+        if not text[cut].isspace() and text[cut] != "/":
+            return cut
+        newline = text.find("\n", cut)
+    return 0
 
 
 def _last_cut_before(text: str, end: int) -> int:

@@ -348,12 +348,12 @@ class ServerCompact(_ClientHistory):
         o = self.options
         messages = self.messages()
         tokens = self.ctx.count_tokens(messages)
-        if tokens > o.trigger:
-            self._compact(messages, tokens)
+        if tokens > o.trigger and self._compact(messages, tokens):
             messages = self.messages()
         return Request(messages, estimate_tokens=tokens, threshold=o.trigger)
 
-    def _compact(self, messages: Sequence[Message], tokens: int) -> None:
+    def _compact(self, messages: Sequence[Message], tokens: int) -> bool:
+        """Compact (§4.2); False when the summary request overflowed (§4.9) and nothing changed."""
         o = self.options
         if self._prompt is None:
             self._prompt = Message("user", self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions))
@@ -363,7 +363,7 @@ class ServerCompact(_ClientHistory):
         try:
             result = self.ctx.summarize(Request(sent, kind="summary"), purpose="compaction")
         except SummaryOverflow:
-            return  # §4.9: a 400; the request goes on without a new compaction
+            return False  # §4.9: a 400; the request goes on without a new compaction
         items = self.history.items
         start = len(items)
         if o.pause_after_compaction:
@@ -382,3 +382,4 @@ class ServerCompact(_ClientHistory):
             details={"iteration": {"type": "compaction", "input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
                      "paused": o.pause_after_compaction},
         )
+        return True

@@ -16,6 +16,19 @@ def test_published_token_ids_offline(no_network):
     assert TokenCounter("cl100k_base").encode(TEST_STRING) == [15339, 1917, 11, 1391, 1335, 0]
 
 
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_special_token_text_is_encoded_as_ordinary_text(encoding):
+    """The counter encodes with `encode_ordinary`: the ids of `encode(text, disallowed_special=())`, the call
+    that reads special-token text as ordinary text (a transcript may quote `<|endoftext|>`), not the special ids."""
+    counter = TokenCounter(encoding)
+    special = counter.encoding.special_tokens_set
+    texts = [f"before {token} after" for token in sorted(special)] + ["<|endoftext|><|endoftext|>", "a <|fim_prefix", TEST_STRING, "é😀\n\n  x", "a lone \ud83d surrogate"]
+    for text in texts:
+        ids = counter.encode(text)
+        assert ids == counter.encoding.encode(text, disallowed_special=()), text
+        assert not set(ids) & {counter.encoding.encode_single_token(token) for token in special}, text
+
+
 def test_unknown_encoding_is_a_clear_error():
     with pytest.raises(Exception, match="unknown encoding 'r50k_base'"):
         get_encoding("r50k_base")
@@ -177,18 +190,22 @@ def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_
 
 def test_a_new_text_counted_from_the_lines_counted_before_has_the_tokenizers_count():
     """`TokenCounter.count` reads a new text's known lines from the memo and encodes the runs between
-    them; `line_pieces` must cut exactly where `LINE_CUT` does. Checked against tiktoken on random
-    texts whose lines are partly counted before (as a summary's lines are before it is wrapped), and
-    on the same texts after other first lines (a text counted before is the rest of the new one)."""
+    them; `line_pieces` (and `_first_cut`, its first cut) must cut exactly where `LINE_CUT` does, and
+    `paragraph_pieces` where `PARAGRAPH_CUT` does. Checked against tiktoken on random texts whose lines
+    are partly counted before (as a summary's lines are before it is wrapped), and on the same texts
+    after other first lines (a text counted before is the rest of the new one)."""
     import random
 
-    from compaction_bench.tokens import LINE_CUT, LINES_FROM, line_pieces
+    from compaction_bench.tokens import LINE_CUT, LINES_FROM, PARAGRAPH_CUT, _first_cut, line_pieces, paragraph_pieces
 
     alphabet = ["\n", "\n\n", " ", "\t", "\r", "/", "a", "É", "1", ".", "\u00a0", "\u2028", "\x85", "\x0b", "\x1c", "\u3000", "x\n/", "'s"]
     rng = random.Random(7)
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 30)))
-        assert line_pieces(text) == LINE_CUT.split(text), repr(text)
+        pieces = LINE_CUT.split(text)
+        assert line_pieces(text) == pieces, repr(text)
+        assert _first_cut(text) == (len(pieces[0]) if len(pieces) > 1 else 0), repr(text)
+        assert paragraph_pieces(text) == PARAGRAPH_CUT.split(text), repr(text)
     encode = get_encoding("o200k_base").encode
     words = ["alpha", "beta's", " gamma", "δ", "1234", "/path", "  indent", "```", "}", "- item", "😀"]
     for n in range(300):
