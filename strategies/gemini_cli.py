@@ -41,7 +41,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
 from typing import Any, NamedTuple
@@ -131,8 +131,9 @@ class Part:
     attachments: tuple[Attachment, ...] = ()
     _measure: PartMeasure | None = field(default=None, init=False, repr=False, compare=False)
     #: the text's cut at the last threshold asked (`_cut_at`): (threshold, `truncation_body`, the measure
-    #: of the cut text without the file's number, how much that changes the text's escaped length)
-    _cut: tuple[int, str, TextMeasure, int] | None = field(default=None, init=False, repr=False, compare=False)
+    #: of the cut text without the file's number, how much that changes the text's escaped length, the
+    #: header before and after the file's number)
+    _cut: tuple[int, str, TextMeasure, int, str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "text":
@@ -185,21 +186,26 @@ class Part:
             return (0, 0) if self.attachments else None
         return self._cut_at(threshold)[3], 1
 
-    def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int]:
+    def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int, str, str]:
+        """The cut at `threshold` of a text longer than it (`_cut`)."""
         cut = self._cut
         if cut is None or cut[0] != threshold:
             body = truncation_body(self.text, threshold)
-            numberless = _numberless_header(threshold, self.name or "tool") + TextMeasure.of(body)
-            cut = self._cut = (threshold, body, numberless, numberless.escaped - self.measure().text.escaped)
+            tool = self.name or "tool"
+            numberless = _numberless_header(threshold, tool) + TextMeasure.of(body)
+            cut = self._cut = (threshold, body, numberless, numberless.escaped - self.measure().text.escaped,
+                               *_header_around_number(threshold, tool))
         return cut
 
     def cut_text(self, number: int, threshold: int) -> str:
         """`format_truncated_output(text, output_path(name, number), threshold)` from its pieces: the
         header around the file's number (per threshold and tool) and the body (per threshold)."""
-        if self.measure().text.chars <= threshold:
-            return self.text
-        before, after = _header_around_number(threshold, self.name or "tool")
-        return before + str(number) + after + self._cut_at(threshold)[1]
+        cut = self._cut
+        if cut is None or cut[0] != threshold:  # else the text is longer than the threshold (`_cut_at`)
+            if self.measure().text.chars <= threshold:
+                return self.text
+            cut = self._cut_at(threshold)
+        return f"{cut[4]}{number}{cut[5]}{cut[1]}"
 
     def truncated(self, number: int, threshold: int) -> Part:
         """A response part with `format_truncated_output(text, output_path(name, number), threshold)`
@@ -223,8 +229,8 @@ class Part:
 
 def response_message(part: Part, text: str, attachments: tuple[Attachment, ...]) -> Message:
     """The wire message of a function response part with `text` and `attachments` (`GeminiCli.render`)."""
-    return Message("tool", text, tool_call_id=part.call_id, name=part.name, is_error=part.is_error,
-                   item_ids=(part.item_id,) if part.item_id else (), attachments=attachments)
+    # positional: role, content, tool_calls, tool_call_id, item_ids, attachments, name, is_error
+    return Message("tool", text, (), part.call_id, (part.item_id,) if part.item_id else (), attachments, part.name, part.is_error)
 
 
 def replace_text(part: Part, text: str) -> Part:
@@ -479,17 +485,19 @@ class Truncation:
         """`estimate_contents` of the truncated contents (every unit a multiple of 0.25: exact)."""
         return math.floor(self.units + self.delta / 4)
 
-    def _cuts_in(self, start: int, stop: int) -> list[tuple[int, int, int, int | None]]:
+    def _cuts_in(self, start: int, stop: int) -> Iterator[tuple[int, int, int, int]]:
         """The cuts of contents `[start:stop]` as (content index, part index, file number, the position of
-        its message among the content's, None if not known)."""
-        out: list[tuple[int, int, int, int | None]] = [(ci, pi, number, None) for ci, pi, number, _ in self.cuts if start <= ci < stop]
+        its message among the content's)."""
+        source = self.source
+        for ci, pi, number, _ in self.cuts:
+            if start <= ci < stop:
+                yield ci, pi, number, response_position(source[ci].parts, pi)
         responses, positions, changes, top = self._responses, self._positions, self._changes.changes, self._top
         first = bisect.bisect_left(responses, (start,), 0, self._left)
         for j in range(first, bisect.bisect_left(responses, (stop,), first, self._left)):
             if changes[j] is not None:
                 ci, pi = responses[j]
-                out.append((ci, pi, top - j, positions[j]))
-        return out
+                yield ci, pi, top - j, positions[j]
 
     def contents(self, start: int = 0, stop: int | None = None) -> list[Content]:
         """The truncated contents `[start:stop]`; a content without cuts is the source's own."""
@@ -517,10 +525,7 @@ class Truncation:
         out = log[at[0]:at[stop]]
         source, threshold, first = self.source, self.threshold, at[0]
         for ci, pi, number, position in self._cuts_in(0, stop):
-            parts = source[ci].parts
-            part = parts[pi]
-            if position is None:
-                position = response_position(parts, pi)
+            part = source[ci].parts[pi]
             out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold), ())
         return out
 

@@ -30,12 +30,13 @@ compaction lists them in `details["orphaned_calls"]` / `["orphaned_results"]`.
 
 Both render their view incrementally: each event's messages are built once, and a view that extends
 the one rendered last only adds its new events to the rendering, whose messages form the append-only
-log the requests' views share (compaction_bench.log_view).
+log the requests' views share (compaction_bench.log_view). §4.3's token target counts the view's
+prefixes from one rendering that adds an event per count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -404,14 +405,25 @@ class OpenHands(Strategy):
             if reduce <= 0:
                 candidates.append(len(rest))
             else:
-                base = self.ctx.count_tokens(self.messages(self.view[: o.keep_first]))
+                counts = self._prefix_tokens(o.keep_first)
+                base = next(counts)
                 prefix = len(rest)
-                for k in range(1, len(rest) + 1):
-                    if self.ctx.count_tokens(self.messages(self.view[: o.keep_first] + rest[:k])) - base > reduce:
+                for k, tokens in enumerate(counts, 1):
+                    if tokens - base > reduce:
                         prefix = k
                         break
                 candidates.append(len(rest) - prefix)
         return max(0, min(candidates))
+
+    def _prefix_tokens(self, start: int) -> Iterator[int]:
+        """`count_tokens(messages(view[:m]))` for m = start, start + 1, … up to the whole view: the events
+        are rendered once, in order (the messages of a prefix are those of the renderer after it)."""
+        renderer = _SdkMessages()
+        for m, e in enumerate(self.view):
+            if m >= start:
+                yield self.ctx.count_tokens(tuple(renderer.out))
+            renderer.add(e)
+        yield self.ctx.count_tokens(tuple(renderer.out))
 
     def _condense(self, reasons: _Reasons) -> None:
         o = self.options

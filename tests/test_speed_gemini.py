@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -273,6 +273,11 @@ class ReferenceOpenHands(OpenHands):
                 out.append(Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
                                    is_error=e.is_error, attachments=e.items[0].attachments))
         return out
+
+    def _prefix_tokens(self, start: int) -> Iterator[int]:
+        # §4.3: the view's first `start` events, then one more event at a time, each prefix rendered anew
+        for m in range(min(start, len(self.view)), len(self.view) + 1):
+            yield self.ctx.count_tokens(self.messages(self.view[:m]))
 
     def _enforce(self) -> None:
         calls = {e.call_id for e in self.view if e.kind == "action"}
