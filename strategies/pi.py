@@ -31,14 +31,15 @@ Between compactions the agent messages only grow at their end, so the strategy k
 wire form and their estimate from one request to the next and adds what was appended (issue 18);
 a compaction or a move of the leaf rebuilds them from the path's `PathIndex`, and the wire form
 copies the runs of messages the compaction kept. Each request costs what changed, not the length
-of the history.
+of the history; a request taken when nothing changed since the last one is the same object.
 """
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from compaction_bench.log_view import LogView
@@ -76,6 +77,7 @@ from compaction_bench.strategies.pi_session_tree import (
     entry_message,
     iso_to_ms,
     message_item_ids,
+    retimed,
     to_wire_2025,
 )
 from compaction_bench.strategy import Strategy, SummaryOverflow
@@ -140,6 +142,11 @@ class Decision:
         return self.context_tokens > self.threshold
 
 
+def _same_messages(a: Sequence[Message], b: Sequence[Message]) -> bool:
+    """Whether two sequences hold the same message objects."""
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
 class PiStrategy(Strategy):
     """Pi's compaction on its session tree; subclasses pick the version rules."""
 
@@ -191,6 +198,8 @@ class PiStrategy(Strategy):
         self._log: list[Message] = []
         self._log_of: list[Message] | None = None
         self._log_system = 0
+        #: The last view returned, returned again while the log and the tail stay the same.
+        self._last_view: LogView | None = None
         self._context_estimate = ContextEstimator(image_chars=self.options.image_chars, user_images=self.rules.user_images)
         #: Estimates summed and messages listed along the session path (cut walk, kept tails, tokensBefore).
         self._path_index = PathIndex(image_chars=self.options.image_chars, user_images=self.rules.user_images)
@@ -229,8 +238,8 @@ class PiStrategy(Strategy):
         parent = self._parent_of(item)
         raw = message.timestamp if message is not None else iso_to_ms(item.timestamp)
         ts = self._tick(raw)
-        if message is not None:
-            message = replace(message, timestamp=ts)
+        if message is not None and ts != message.timestamp:
+            message = retimed(message, ts)
         entry = Entry(entry_id, parent, entry_type, ts, message=message, **fields)
         self.tree.branch(parent)
         self.navigated_from = None
@@ -241,8 +250,9 @@ class PiStrategy(Strategy):
 
         Entries appended after the last build only add their messages (none is a compaction, so
         the context's head is unchanged) and a removal only drops its message, looked for from the
-        end (a removed message is an errored assistant just appended); a compaction or a move of
-        the leaf off the path rebuilds the context from the path."""
+        end (a removed message is an errored assistant just appended; one appended since the last
+        build is not in the context yet, and is only left out); a compaction or a move of the leaf
+        off the path rebuilds the context from the path."""
         path = self.tree.active_path()
         removed = self.removed
         key = self._context_key
@@ -252,11 +262,15 @@ class PiStrategy(Strategy):
             self._context = [m for m in context if id(m) not in removed] if removed else context
         else:
             context = self._context
+            added = [m for e in fresh if (m := entry_message(e)) is not None]
+            appended = set(map(id, added))
             for message in self._removals:
+                if id(message) in appended:
+                    continue
                 at = next((i for i in range(len(context) - 1, -1, -1) if context[i] is message), None)
                 if at is not None:
                     del context[at]
-            context.extend(m for e in fresh if (m := entry_message(e)) is not None and id(m) not in removed)
+            context.extend(m for m in added if id(m) not in removed)
         self._removals.clear()
         self._context_key = (self.tree.generation, len(path))
         return list(self._context)
@@ -292,7 +306,11 @@ class PiStrategy(Strategy):
             self._log_of, self._log_system = out, len(system)
         elif len(log) < len(system) + len(out):
             log.extend(out[len(log) - len(system) :])
-        return LogView(log, len(log), tuple(tail))
+        last = self._last_view
+        if last is not None and last.log is log and last.length == len(log) and _same_messages(last.tail, tail):
+            return last  # nothing changed since: the same request (the provider then reads nothing of it)
+        view = self._last_view = LogView(log, len(log), tuple(tail))
+        return view
 
     @property
     def threshold(self) -> int:
@@ -564,11 +582,11 @@ class PiStrategy(Strategy):
         prep = prepare_compaction(path, self.rules, keep_recent_tokens=self.options.keep_recent_tokens, index=self._path_index)
         if prep is None:
             return False
-        before = self.wire()
         try:
             summary = self.summarize_preparation(prep, self.options.custom_instructions if reason == "manual" else "")
         except SummaryOverflow:
             return False
+        before = self.wire()  # summarizing changes nothing of the session
         return self._record(
             reason, path, prep, summary, before,
             summarized=prep.messages_to_summarize + prep.turn_prefix, is_split_turn=prep.is_split_turn,
@@ -817,11 +835,11 @@ class Pi202512(PiStrategy):
         prep = prepare_compaction_2025(path, keep_recent_tokens=self.options.keep_recent_tokens)
         if prep is None:
             return False
-        before = self.wire()
         try:
             summary = self._summary_2025(prep, self.options.custom_instructions if reason == "manual" else "")
         except SummaryOverflow:
             return False
+        before = self.wire()  # summarizing changes nothing of the session
         return self._record(
             reason, path, prep, summary, before,
             summarized=prep.messages_to_summarize, is_split_turn=False, decision=decision, details=None, extra=extra,

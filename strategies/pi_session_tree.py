@@ -3,7 +3,8 @@
 Owns:
 - `PiMessage` (an AgentMessage: user, assistant, toolResult, bashExecution, custom, and the
   synthesized compactionSummary / branchSummary; its estimated characters and the paths of its
-  file-tool calls are computed once) and `Entry` (one session entry with id/parentId);
+  file-tool calls are computed once; `retimed` copies one with another timestamp) and `Entry`
+  (one session entry with id/parentId);
 - `SessionTree`: the append-only store, the leaf pointer and the active path (§1.1), kept between
   calls with the positions of its compaction entries, so a path a few appends further costs those
   few entries;
@@ -36,6 +37,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
+from itertools import compress
 from typing import Any
 
 from compaction_bench.log_view import common_prefix_length
@@ -121,6 +123,16 @@ class PiMessage:
     def usable_usage(self) -> bool:
         """An assistant whose usage counts for `estimateContextTokens` (§2.4)."""
         return self.role == "assistant" and self.usage is not None and self.stop_reason not in ("aborted", "error")
+
+
+def retimed(message: PiMessage, timestamp: float) -> PiMessage:
+    """`dataclasses.replace(message, timestamp=timestamp)`, copying the fields at once instead of
+    reading each through `replace`'s introspection (what the message computed from its fields,
+    its estimated characters and file-tool paths, does not read the timestamp and is copied too)."""
+    copy = object.__new__(PiMessage)
+    copy.__dict__.update(message.__dict__)
+    object.__setattr__(copy, "timestamp", timestamp)
+    return copy
 
 
 @dataclass
@@ -414,13 +426,11 @@ class WireFold:
         shift = len(self.out) - starts[j]
         self.out.extend(out[starts[j] : ends[j + run - 1]])
         base = len(self.seen) - j
-        self.starts.extend(s + shift for s in starts[j : j + run])
-        self.ends.extend(e + shift for e in ends[j : j + run])
-        last_flush = j  # seen[j] flushes
-        for k in range(j, j + run):
-            if flushes[k]:
-                self.flushing[id(seen[k])] = base + k
-                last_flush = k
+        self.starts.extend(map(shift.__add__, starts[j : j + run]))
+        self.ends.extend(map(shift.__add__, ends[j : j + run]))
+        flushing_at = list(compress(range(j, j + run), flushes[j : j + run]))  # starts with j: seen[j] flushes
+        self.flushing.update(zip(map(id, map(seen.__getitem__, flushing_at)), map(base.__add__, flushing_at), strict=True))
+        last_flush = flushing_at[-1]
         self.flushes.extend(flushes[j : j + run])
         self.seen.extend(seen[j : j + run])
         # The state after the run: the calls of its last flushing message, if an assistant that
@@ -545,12 +555,16 @@ class ContextEstimator:
     added up, with that usage, and a call adds what was appended since the previous one (a new
     usable usage starts the sum again). A list that does not start with the messages seen before
     is read from its end back to its last usable usage, as `estimateContextTokens` reads it:
-    the last usable usage's tokens plus chars/4 of every message after it. The sums are exact
-    integers: the result equals the spec's estimate of the same list."""
+    the last usable usage's tokens plus chars/4 of every message after it. Each message's
+    estimate and whether its usage is usable are kept by identity (a compaction's kept messages
+    are read again after it). The sums are exact integers: the result equals the spec's estimate
+    of the same list."""
 
     def __init__(self, *, image_chars: int, user_images: bool) -> None:
         self.image_chars = image_chars
         self.user_images = user_images
+        #: id(message) → (message, its estimate, whether its usage is usable); the message is kept so its id stays its own.
+        self._known: dict[int, tuple[PiMessage, int, bool]] = {}
         self._start()
 
     def _start(self) -> None:
@@ -565,14 +579,21 @@ class ContextEstimator:
         if len(messages) < n or messages[:n] != self.seen:
             self._start()
             n = 0
-        start = n
-        usable = next((i for i in range(len(messages) - 1, n - 1, -1) if messages[i].usable_usage), None)
-        if usable is not None:
-            usage = messages[usable].usage
-            assert usage is not None  # `usable_usage` guarantees it
-            self.last_usable, self.usage_tokens, self.after, start = usable, calculate_context_tokens(usage), 0, usable + 1
-        chars, images = self.image_chars, self.user_images
-        self.after += sum(estimate_tokens(m, image_chars=chars, user_images=images) for m in messages[start:])
+        known, after = self._known, 0
+        for i in range(len(messages) - 1, n - 1, -1):  # newest first, back to the last usable usage
+            message = messages[i]
+            facts = known.get(id(message))
+            if facts is None:
+                tokens = estimate_tokens(message, image_chars=self.image_chars, user_images=self.user_images)
+                facts = known[id(message)] = (message, tokens, message.usable_usage)
+            if facts[2]:
+                usage = message.usage
+                assert usage is not None  # `usable_usage` guarantees it
+                self.last_usable, self.usage_tokens, self.after = i, calculate_context_tokens(usage), after
+                break
+            after += facts[1]
+        else:
+            self.after += after
         self.seen.extend(messages[n:])
         return ContextEstimate(self.usage_tokens + self.after, self.last_usable)
 

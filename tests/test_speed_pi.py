@@ -1,7 +1,8 @@
 """Pi's incremental structures (issue 18) against the straightforward computations they replace.
 
 - `WireFold`, `WireFold2025` and `ContextEstimator` keep state between calls on a list that grows
-  at its end; here they are checked on hand-built lists with answers worked out from the spec, and
+  at its end (the estimator also each message's estimate, for lists rebuilt by a compaction); here
+  they are checked on hand-built lists with answers worked out from the spec, on random rebuilds, and
   at every request of real replays (many compactions, overflows and retries at 32k) against the
   transform or estimate computed from scratch on the same list;
 - `SessionTree.latest_compaction` against a scan of a path built by a parent walk;
@@ -9,8 +10,9 @@
   lists all valid cut points first;
 - `PathIndex` (sums and lists along the path) against the loops over the path it replaces;
 - the agent messages after a removal against the context built from the path;
-- the requests, views of one log between compactions, against the system messages and the
-  transform of the agent messages when each was taken.
+- the requests, views of one log between compactions (the same view while nothing changed),
+  against the system messages and the transform of the agent messages when each was taken;
+- `retimed` against `dataclasses.replace`.
 
 `build_session_context` and `estimate_context_tokens` below are the spec's definitions written as
 plain loops over a path or a list (§1.4, §2.4): the references the incremental structures are
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -50,6 +53,7 @@ from compaction_bench.strategies.pi_session_tree import (
     estimate_tokens,
     is_turn_start,
     latest_compaction_index,
+    retimed,
     to_wire,
     to_wire_2025,
 )
@@ -180,6 +184,48 @@ def test_context_estimator_adds_chars_over_four_after_the_last_usable_usage():
     messages.append(_assistant("w" * 4, stop="error", total=5000))  # an error's usage is not usable
     assert estimate(messages).tokens == 1006 + 1
     assert estimate(messages[2:]).tokens == 6 + 1  # no usage at all: every message's chars / 4
+
+
+def test_context_estimator_rebuilt_lists_equal_the_spec_loop():
+    """Lists rebuilt as a compaction rebuilds them (a summary, a kept run of the previous list, new
+    messages; an errored assistant removed) read the messages' estimates kept by identity: each
+    answer equals the spec's loop over the same list."""
+    rng = random.Random(5)
+    estimate = ContextEstimator(image_chars=4800, user_images=True)
+    pool = [
+        _user("u" * rng.randint(0, 90)) if n % 3 == 0
+        else _assistant("a" * rng.randint(0, 90), total=rng.choice([None, 500 + n]), stop=rng.choice(["stop", "error", "aborted"]))
+        if n % 3 == 1 else _result(f"c{n}")
+        for n in range(60)
+    ]
+    messages: list[PiMessage] = []
+    for _ in range(300):
+        move = rng.random()
+        if move < 0.5:
+            messages = messages + rng.sample(pool, rng.randint(1, 3))
+        elif move < 0.8 and messages:
+            start = rng.randint(0, len(messages))
+            messages = [PiMessage(role="compactionSummary", summary="s" * rng.randint(1, 50)), *messages[start:]]
+        elif messages:
+            del messages[rng.randrange(len(messages))]
+        assert estimate(messages) == estimate_context_tokens(messages, image_chars=4800, user_images=True)
+
+
+def test_retimed_equals_dataclasses_replace():
+    call = ToolCall("c1", "read", '{"path": "a.py"}')
+    image = Attachment(mime="image/png", name="p.png", size=10)
+    messages = [
+        PiMessage(role="assistant", texts=("x\U0001f600",), thinking=("t",), tool_calls=(call,), usage=Usage(input=3, total=3), timestamp=5.0),
+        PiMessage(role="user", texts=("u",), images=(image,), item_ids=("i",), timestamp=1.0),
+        PiMessage(role="bashExecution", command="ls", output="a\nb", exclude=True),
+    ]
+    for message in messages:
+        for computed in (False, True):
+            if computed:  # what the message computed is copied; it does not read the timestamp
+                assert message.estimate_chars >= 0 and message.file_tool_paths is not None
+            copy = retimed(message, 42.0)
+            assert copy == replace(message, timestamp=42.0) and copy is not message and message.timestamp != 42.0
+            assert (copy.estimate_chars, copy.file_tool_paths) == (replace(message).estimate_chars, replace(message).file_tool_paths)
 
 
 # ------------------------------------------------------------------ real replays
@@ -446,6 +492,7 @@ def test_requests_are_views_of_one_log_until_a_compaction_or_a_new_system_messag
 
     append("u1", _user("u1"))
     first = take()
+    assert take() is first  # nothing changed: the same request object
     append("a1", _assistant("a1", "c1"))
     append("r1", _result("c1"))
     assert take().log is first.log  # appends only: the same log
