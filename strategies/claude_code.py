@@ -114,9 +114,7 @@ TODO_REMINDER = (
     "Your todo list has changed. DO NOT mention this explicitly to the user. Here are the latest contents of your todo list:"
 )
 TODO_NUDGE = "Go on with the tasks in the list where they apply."
-#: `format_summary`'s blocks and the runs of blank lines it collapses (a run of two stays as it is).
-ANALYSIS_BLOCK = re.compile(r"<analysis>(.*?)</analysis>", re.S)
-SUMMARY_BLOCK = re.compile(r"<summary>(.*?)</summary>", re.S)
+#: the runs of blank lines `format_summary` collapses (a run of two stays as it is).
 BLANK_RUN = re.compile(r"\n\n+")
 
 
@@ -145,17 +143,28 @@ def auto_compact_threshold(effective: int, buffer: int, pct_override: float | No
 def format_summary(text: str, *, keep_analysis: bool = True) -> str:
     """§4.1 `format()`: `<analysis>` → `Analysis:`, `<summary>` → `Summary:`, blank-line runs collapsed.
     With `keep_analysis=False` (2.1.69+, §8.5) the analysis block is removed."""
-    def analysis(match: re.Match[str]) -> str:
-        return f"Analysis:\n{match.group(1).strip()}" if keep_analysis else ""
-
-    # Each pattern is applied only where its literal opening can match: a text without it is left as is.
-    if "<analysis>" in text:
-        text = ANALYSIS_BLOCK.sub(analysis, text, count=1)
-    if "<summary>" in text:
-        text = SUMMARY_BLOCK.sub(lambda m: f"Summary:\n{m.group(1).strip()}", text, count=1)
+    text = _replace_block(text, "analysis", "Analysis:\n" if keep_analysis else None)
+    text = _replace_block(text, "summary", "Summary:\n")
     if "\n\n\n" in text:
         text = BLANK_RUN.sub("\n\n", text)
     return text.strip()
+
+
+def _replace_block(text: str, tag: str, heading: str | None) -> str:
+    """`re.sub(r"<tag>(.*?)</tag>", heading + group(1).strip(), text, count=1, flags=re.S)` (removed for
+    `heading=None`), by two searches: the leftmost match opens at the first `<tag>` and closes at the first
+    `</tag>` after it, and when that opening has no closing after it no later one has. The regular
+    expression tried the lazy group at every opening, each time to the end of the text: a summary that
+    quotes its prompt ("inside <summary> tags") without closing it cost a scan per `<tag>` it holds."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    start = text.find(opening)
+    if start < 0:
+        return text
+    end = text.find(closing, start + len(opening))
+    if end < 0:
+        return text
+    block = "" if heading is None else heading + text[start + len(opening) : end].strip()
+    return text[:start] + block + text[end + len(closing) :]
 
 
 @cache

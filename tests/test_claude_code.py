@@ -4,6 +4,8 @@ sessions with recorded usage and on the recorded Claude Code corpus (§9)."""
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import pytest
 
@@ -179,6 +181,30 @@ def test_format_summary():
     text = "<analysis>\nlooked at\n\n\n\nthings\n</analysis>\n\n<summary>\n1. Primary Request and Intent:\n  fix it\n</summary>"
     assert format_summary(text) == "Analysis:\nlooked at\n\nthings\n\nSummary:\n1. Primary Request and Intent:\n  fix it"
     assert format_summary(text, keep_analysis=False) == "Summary:\n1. Primary Request and Intent:\n  fix it"
+
+
+def test_format_summary_is_the_regular_expressions():
+    # §4.1 `format()` as upstream writes it, one `re.sub` per block; `format_summary` finds the blocks by searching.
+    analysis = re.compile(r"<analysis>(.*?)</analysis>", re.S)
+    summary = re.compile(r"<summary>(.*?)</summary>", re.S)
+
+    def upstream(text: str, keep_analysis: bool) -> str:
+        text = analysis.sub(lambda m: f"Analysis:\n{m.group(1).strip()}" if keep_analysis else "", text, count=1)
+        text = summary.sub(lambda m: f"Summary:\n{m.group(1).strip()}", text, count=1)
+        return re.sub(r"\n\n+", "\n\n", text).strip()
+
+    texts = [
+        "no blocks at all", "<summary> quoted, never closed", "</summary> before <summary>x</summary>",
+        "<summary>a</summary><summary>b</summary>", "<summary><summary>nested</summary></summary>",
+        "x <analysis>\n think \n</analysis> y <summary>\n s \n</summary> z", "<analysis>open only <summary>s</summary>",
+        "write it inside <summary> tags.\n\n\n<summary>\n1. Intent\n</summary>\n", "<summary></summary>",
+    ]
+    pieces = ["<analysis>", "</analysis>", "<summary>", "</summary>", "\n", "\n\n\n", " x ", "<summ", "ary>", "</"]
+    generator = random.Random(18)
+    texts += ["".join(generator.choice(pieces) for _ in range(generator.randint(0, 10))) for _ in range(3_000)]
+    for text in texts:
+        for keep in (True, False):
+            assert format_summary(text, keep_analysis=keep) == upstream(text, keep), text
 
 
 def test_later_rules():
