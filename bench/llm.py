@@ -8,8 +8,9 @@ What a call does, in order:
    answer in-process, without importing litellm; their token usage is counted with o200k_base
    (input: 4 tokens of framing per message, as `compaction_bench.provider` counts requests;
    output: the completion's text, `text_tokens`). A request of `Message`s is converted, counted
-   and read in runs of messages, each run once per process (`_WireRuns`), and a request sent again
-   (the same message objects) gets its completion from a memo.
+   and read in runs of messages, each run once per process, a request costing the messages around
+   what it shares with the last one (`_WireRuns`), and a request sent again (the same message
+   objects) gets its completion from a memo.
 3. Any other model id is a litellm model. Its response is looked up by request key in a recorded
    responses file (`--responses`, written by `bench cache export`), then in the persistent cache
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
@@ -30,6 +31,8 @@ of model, endpoint and payload) and the reply only, and any error text is scrubb
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import dataclasses
 import fcntl
 import functools
@@ -193,9 +196,10 @@ class PreparedContext:
         return self._tokens
 
 
-#: The offline completions kept per process (oldest dropped first), by model, wire provider, max_tokens and messages.
+#: The offline completions kept per process (oldest dropped first), by model, wire provider, max_tokens and
+#: the messages' identities: (the messages, the text, the input tokens).
 OFFLINE_COMPLETIONS_KEPT = 64
-_offline_completions: dict[tuple[Any, ...], tuple[str, int]] = {}
+_offline_completions: dict[tuple[Any, ...], tuple[tuple[WireInput, ...], str, int]] = {}
 
 
 def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
@@ -216,6 +220,23 @@ class _Run(NamedTuple):
     reading: Reading
 
 
+class _Sent(NamedTuple):
+    """The last request `_WireRuns` read for a model and provider: its messages (kept alive, so their
+    identities stay theirs), their ids, whether the last message the conversion keeps is an
+    assistant's after each, the first message of each run (then the number of messages) and the runs."""
+
+    messages: tuple[Message, ...]
+    ids: list[int]
+    after: list[bool]
+    starts: list[int]
+    runs: list[_Run]
+
+
+#: How many of a request's first messages `_WireRuns` looks for in the last request (a request often
+#: starts with a new system message, then the messages it shares with the last one).
+FIRST_TRIED = 8
+
+
 class _WireRuns:
     """The offline models' input, converted per run of messages, each run once per process.
 
@@ -226,56 +247,92 @@ class _WireRuns:
     message with tool calls that does not follow an assistant message (else the two merge); tool
     results and dropped items (empty reasoning or compaction) continue the run before them. So a
     request's payload is its runs' payloads in order, its input tokens their sum, and the
-    summarizer's reading their readings (`split_readings`): a request sent after a compaction
-    costs the runs that are new in it, found by the identity of their first message among the runs
-    of the last request of the same model and provider (which are all that is kept)."""
+    summarizer's reading their readings (`split_readings`). A request sent after a compaction costs
+    what is new in it: the longest piece it shares with the last request of the same model and
+    provider (found by the identity of one of its first messages, then compared by identity in C)
+    keeps that request's run starts and runs from where the two agree on whether an assistant message
+    came last (which is all the rule reads of earlier messages), and only the messages around it are
+    walked and their runs converted, or found among the last request's runs outside that piece by the
+    identity of their first message."""
 
     def __init__(self) -> None:
-        self.runs: dict[tuple[str, str], dict[int, _Run]] = {}
+        self.sent: dict[tuple[str, str], _Sent] = {}
 
-    def read(self, messages: Sequence[Message], model: str, provider: str) -> list[_Run]:
-        """The request's runs in order."""
-        sequence = messages if isinstance(messages, (list, tuple)) else tuple(messages)
-        starts = []
+    def read(self, messages: Sequence[WireInput], model: str, provider: str) -> list[_Run] | None:
+        """The request's runs in order, or None unless its messages are all `Message`s."""
+        sequence = cast("tuple[Message, ...]", tuple(messages))
+        size = len(sequence)
+        if not size:
+            return []
+        last = self.sent.get((model, provider))
+        start = shared = k = 0  # sequence[start:start + shared] is last.messages[k:k + shared]
+        if last is not None:
+            for p in range(min(FIRST_TRIED, size)):
+                with contextlib.suppress(ValueError):
+                    k = last.ids.index(id(sequence[p]))
+                    held = last.messages[k:]
+                    shared = next(itertools.compress(itertools.count(), map(operator.is_not, held, sequence[p:])), min(len(held), size - p))
+                    start = p
+                    break
+        starts: list[int] = []
+        after: list[bool] = []
+        adopted = (0, 0, 0)  # (where in `starts`, from, to): the runs last.runs[from:to] start at starts[where:]
         after_assistant = False  # whether the last message the conversion keeps is an assistant's
-        for n, m in enumerate(sequence):
+        n = 0
+        while n < size:
+            if start < n < start + shared and last is not None and after_assistant == last.after[k + n - start - 1]:
+                # From here to the piece's end the two requests read the same messages in the same state.
+                first, stop = bisect.bisect_left(last.starts, k + n - start), bisect.bisect_left(last.starts, k + shared)
+                adopted = (len(starts), first, stop)
+                starts += map((start - k).__add__, last.starts[first:stop])
+                after += last.after[k + n - start : k + shared]
+                after_assistant = after[-1]
+                n = start + shared
+                continue
+            m = sequence[n]
+            if not isinstance(m, Message):  # the shared piece's messages were the last request's, all `Message`s
+                return None
             role = m.role
             if role == "tool":
-                after_assistant = False
+                begins, after_assistant = False, False
             elif role == "assistant":
-                if not (m.tool_calls and after_assistant):  # else merged into the assistant message before it
-                    starts.append(n)
-                    after_assistant = True
+                begins = not (m.tool_calls and after_assistant)  # else merged into the assistant message before it
+                after_assistant = True
             elif role in ("reasoning", "compaction"):
-                if m.content.strip():  # else dropped by the conversion
-                    starts.append(n)
+                begins = bool(m.content.strip())  # else dropped by the conversion
+                if begins:
                     after_assistant = role == "reasoning"
             else:
+                begins, after_assistant = True, False
+            if begins or not n:
                 starts.append(n)
-                after_assistant = False
-        if not sequence:
-            return []
-        if not starts or starts[0]:
-            starts.insert(0, 0)
-        starts.append(len(sequence))
-        runs = []
-        get = self.runs.get((model, provider), {}).get
-        kept: dict[int, _Run] = {}
-        for start, end in itertools.pairwise(starts):
-            first = sequence[start]
-            found = get(id(first))
-            if (
-                found is None
-                or found.messages[0] is not first
-                or len(found.messages) != end - start
-                or (end - start > 1 and not all(map(operator.is_, found.messages, sequence[start:end])))
-            ):
-                run = tuple(sequence[start:end])
-                payload = chat_messages(run, provider=provider)
-                found = _Run(run, payload, payload_tokens(payload), read_payload(payload))
-            kept[id(first)] = found
-            runs.append(found)
-        self.runs[model, provider] = kept
+            after.append(after_assistant)
+            n += 1
+        starts.append(size)
+        where, first, stop = adopted
+        kept = last.runs[first : stop - 1] if last is not None and stop > first else []
+        found: dict[int, _Run] = {}  # the last request's runs outside the shared piece, by their first message
+        if last is not None:
+            low, high = (bisect.bisect_left(last.starts, k), bisect.bisect_left(last.starts, k + shared)) if shared else (0, 0)
+            found = {id(held.messages[0]): held for held in itertools.chain(last.runs[:low], last.runs[high:])}
+
+        def run(a: int, b: int) -> _Run:
+            """The run of sequence[a:b]: the last request's if it is one of the shared piece's runs, else
+            one of `found` that starts with the same message and holds the same messages, else converted."""
+            if last is not None and start <= a and b <= start + shared:
+                i = bisect.bisect_left(last.starts, a + k - start)
+                if last.starts[i] == a + k - start and last.starts[i + 1] == b + k - start:
+                    return last.runs[i]
+            held = found.get(id(sequence[a]))
+            if held is not None and held.messages[0] is sequence[a] and len(held.messages) == b - a and all(map(operator.is_, held.messages, sequence[a:b])):
+                return held
+            payload = chat_messages(sequence[a:b], provider=provider)
+            return _Run(sequence[a:b], payload, payload_tokens(payload), read_payload(payload))
+
+        runs = list(itertools.starmap(run, itertools.pairwise(starts[: where + 1])))
+        runs += kept
+        runs += itertools.starmap(run, itertools.pairwise(starts[where + len(kept) :]))
+        self.sent[model, provider] = _Sent(sequence, list(map(id, sequence)), after, starts, runs)
         return runs
 
 
@@ -493,24 +550,27 @@ class LLMClient:
 
     def _offline_completion(self, messages: Sequence[WireInput], max_tokens: int | None) -> tuple[str, int] | None:
         """An offline model's (text, input tokens) for request messages, or None unless all are `Message`s.
-        The offline models are functions of their input: a request sent again (equal messages, e.g.
-        Aider's unchanged head on every edited turn) gets the same completion without the work, and
-        a new request costs its runs of messages that are new (`_WireRuns`)."""
-        if not all(isinstance(m, Message) for m in messages):
-            return None
-        same_request = (self.model, self.provider, max_tokens, tuple(messages))
+        The offline models are functions of their input: a request sent again (the same message
+        objects, e.g. Aider's unchanged head on every edited turn) gets the same completion without
+        the work (the memo holds the messages, so their identities stay theirs), and a new request
+        costs its runs of messages that are new (`_WireRuns`, which also tells whether its messages
+        are all `Message`s)."""
+        sent = tuple(messages)
+        same_request = (self.model, self.provider, max_tokens, tuple(map(id, sent)))
         done = _offline_completions.get(same_request)
         if done is None:
-            runs = _wire_runs.read(cast("Sequence[Message]", messages), self.model, self.provider)
+            runs = _wire_runs.read(sent, self.model, self.provider)
+            if runs is None:
+                return None
             tokens = sum(map(operator.attrgetter("tokens"), runs))
             if self.model == DEFAULT_SUMMARIZER:
                 text = summarize_readings(list(map(operator.attrgetter("reading"), runs)), max_tokens)
             else:
                 text = _offline_text(self.model, list(itertools.chain.from_iterable(map(operator.attrgetter("payload"), runs))), max_tokens)
-            done = _offline_completions[same_request] = (text, tokens)
+            done = _offline_completions[same_request] = (sent, text, tokens)
             if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
                 del _offline_completions[next(iter(_offline_completions))]
-        return done
+        return done[1], done[2]
 
     def _offline_result(self, text: str, input_tokens: int, purpose: str) -> LLMResult:
         return LLMResult(

@@ -18,8 +18,11 @@ best-matching span.
   memoized per process by message text, by paragraph of a serialized conversation (a new text in
   each request, made of earlier ones' paragraphs) and by line of a previous summary, and the lines
   it carries from a previous summary by that summary's text; `compaction_bench.llm` hands it a
-  request as the `Reading`s of runs of messages, each read once per process, so a request costs
-  the lines new in it, plus a pass over the candidate lines to choose.
+  request as the `Reading`s of runs of messages, each read once per process. It chooses without
+  scoring and sorting every line: the candidate lines of the last request are kept by salience
+  (`_Chain`), a request that shares its parts costs the lines of its new ones, and the buckets are
+  merged by score until the budget is spent (`_select`), so a request costs the lines new in it and
+  the lines it looks at to choose, plus passes in C over its runs and parts.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question. Each distinct message text is indexed once
   per process (`ReaderContext`), so many questions about overlapping contexts cost little.
@@ -28,11 +31,14 @@ best-matching span.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
+import heapq
 import itertools
 import math
 import operator
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -244,41 +250,29 @@ class Reading:
     """What the summarizer reads in a run of wire messages: each message's (role, text), and, unless
     `special` (it holds a system or developer message, whose reading depends on where it stands), its
     content parts and its first earlier summary in order, read when first asked for (the run's last
-    user message may be a request's last, read as instructions instead). A request read as several
+    user message may be a request's last, read as instructions instead) and then plain attributes
+    (a request reads them of every run it holds, `split_readings`, in C). A request read as several
     runs (`split_readings`) is read as the whole payload is (`read_payload`): only system and
     developer messages and the request's last user message are read apart from their run, and those
     are read from `entries`."""
-
-    __slots__ = ("_read", "entries", "last_user", "size", "special")
 
     def __init__(self, entries: tuple[tuple[str, str], ...]) -> None:
         self.entries = entries
         self.size = len(entries)
         self.special = any(role in ("system", "developer") for role, _ in entries)
         self.last_user = max((n for n, (role, _) in enumerate(entries) if role == "user"), default=-1)
-        self._read: tuple[tuple[_Part, ...], str | None] | None = None
 
-    def _content(self) -> tuple[tuple[_Part, ...], str | None]:
-        if self._read is None:
-            parts: list[_Part] = []
-            summary = None
-            for role, text in self.entries:
-                if role == "user" and _is_summary(text):
-                    summary = text if summary is None else summary
-                else:
-                    parts.append(_part(text, "tool" if role == "tool" else role))
-            self._read = (tuple(parts), summary)
-        return self._read
-
-    @property
+    @functools.cached_property
     def parts(self) -> tuple[_Part, ...]:
         """The content parts of a run that is not `special`, in order."""
-        return self._content()[0]
+        return tuple(
+            _part(text, "tool" if role == "tool" else role) for role, text in self.entries if not (role == "user" and _is_summary(text))
+        )
 
-    @property
+    @functools.cached_property
     def summary(self) -> str | None:
         """The first earlier summary among the user messages of a run that is not `special`."""
-        return self._content()[1]
+        return next((text for role, text in self.entries if role == "user" and _is_summary(text)), None)
 
 
 def read_payload(messages: Sequence[Mapping[str, Any]]) -> Reading:
@@ -297,22 +291,22 @@ def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
     last = next((k for k in range(len(readings) - 1, -1, -1) if readings[k].last_user >= 0), -1)
     apart = [*itertools.compress(range(len(readings)), map(_SPECIAL, readings)), last]
     done = 0  # readings[:done] are read
-    start = 0  # the index in the request of readings[done]'s first message
     for k in sorted(set(apart) - {-1}):
         ordinary = readings[done:k]  # runs read as a whole, in C
         content += itertools.chain.from_iterable(map(_PARTS, ordinary))
         previous = previous or next(filter(None, map(_SUMMARY, ordinary)), "")
-        start += sum(map(_SIZE, ordinary))
         reading = readings[k]
-        last_user = start + reading.last_user if k == last else -1
-        for n, (role, text) in enumerate(reading.entries, start):
+        last_user = reading.last_user if k == last else -1
+        for n, (role, text) in enumerate(reading.entries):
             if role in ("system", "developer") or n == last_user:
                 in_block, bodies, outside = _tag_blocks(text)
                 if in_block is not None:
                     previous = in_block
                 for body in bodies:
                     content += _conversation_parts(body)
-                if role in ("system", "developer") and n != last_user and n > 0 and not _section_titles(outside):
+                # Content unless it is the request's first message (none before it in its run or in an earlier one).
+                first = not n and not any(map(_SIZE, itertools.islice(readings, k)))
+                if role in ("system", "developer") and n != last_user and not first and not _section_titles(outside):
                     content.append(_part(outside, role))
                 else:
                     instructions.append(outside)
@@ -320,7 +314,6 @@ def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
                 previous = previous or text
             else:
                 content.append(_part(text, "tool" if role == "tool" else role))
-        start += len(reading.entries)
         done = k + 1
     content += itertools.chain.from_iterable(map(_PARTS, readings[done:]))
     previous = previous or next(filter(None, map(_SUMMARY, readings[done:])), "")
@@ -381,33 +374,146 @@ def _carried(previous: str, titles: tuple[str, ...], budget: int) -> tuple[tuple
 SHORTEST_LINE = 4 + 3
 
 
+class _Bucket:
+    """The candidate lines of one salience in a `_Chain`, oldest first: their chain positions, texts,
+    categories and lengths."""
+
+    __slots__ = ("categories", "lengths", "lines", "positions")
+
+    def __init__(self) -> None:
+        self.positions: list[int] = []
+        self.lines: list[str] = []
+        self.categories: list[tuple[str, ...]] = []
+        self.lengths: list[int] = []
+
+    def cut(self, position: int) -> None:
+        """Drop the lines from chain position `position` on."""
+        k = bisect.bisect_left(self.positions, position)
+        del self.positions[k:], self.lines[k:], self.categories[k:], self.lengths[k:]
+
+    def drop(self, position: int) -> None:
+        """Drop the lines before chain position `position`."""
+        k = bisect.bisect_left(self.positions, position)
+        del self.positions[:k], self.lines[:k], self.categories[:k], self.lengths[:k]
+
+
+class _Chain:
+    """The content parts of the last summary request and their candidate lines by salience
+    (`_Bucket`s), at chain positions that count lines from the chain's first part. The next request's
+    parts are found in it by identity (a remote Codex compaction sends the retained messages of the
+    last one, less a few of the oldest, and a few new ones): its lines are the chain's from its first
+    part's, the shared parts keep their lines and only its new parts are read, so a line's position in
+    a request is its chain position less that of the request's first line."""
+
+    def __init__(self) -> None:
+        self.parts: list[_Part] = []
+        self.ids: list[int] = []  # id() of each of `parts`
+        self.starts: list[int] = []  # the chain position of each part's first line
+        self.end = 0  # the chain position after the last part's lines
+        self.first = 0  # parts[first:] are the last request's
+        self.buckets: dict[float, _Bucket] = {}
+
+    def take(self, parts: Sequence[_Part]) -> int:
+        """Make `parts` the chain's parts from `first` on, keeping the lines of those it already holds;
+        returns the chain position of the first line of `parts`."""
+        start = len(self.parts)
+        if parts and self.first < start:
+            with contextlib.suppress(ValueError):
+                start = self.ids.index(id(parts[0]), self.first)
+        held = self.parts[start:]
+        same = next(itertools.compress(itertools.count(), map(operator.is_not, held, parts)), min(len(held), len(parts)))
+        if start + same < len(self.parts):
+            self._cut(start + same)
+        self._drop(start)
+        for part in itertools.islice(parts, same, None):
+            self._append(part)
+        return self.starts[self.first] if self.first < len(self.parts) else self.end
+
+    def _cut(self, k: int) -> None:
+        """Forget parts[k:] and their lines."""
+        self.end = self.starts[k]
+        for bucket in self.buckets.values():
+            bucket.cut(self.end)
+        del self.parts[k:], self.ids[k:], self.starts[k:]
+
+    def _drop(self, k: int) -> None:
+        """Make parts[k:] the current ones; forget the others once they are most of the chain."""
+        self.first = k
+        if k > 64 and 2 * k > len(self.parts):
+            position = self.starts[k] if k < len(self.parts) else self.end
+            for bucket in self.buckets.values():
+                bucket.drop(position)
+            self.buckets = {salience: bucket for salience, bucket in self.buckets.items() if bucket.positions}
+            del self.parts[:k], self.ids[:k], self.starts[:k]
+            self.first = 0
+
+    def _append(self, part: _Part) -> None:
+        start = self.end
+        self.parts.append(part)
+        self.ids.append(id(part))
+        self.starts.append(start)
+        buckets = self.buckets
+        for n, text, salience, categories in part.candidates:
+            bucket = buckets.get(salience)
+            if bucket is None:
+                bucket = buckets[salience] = _Bucket()
+            bucket.positions.append(start + n)
+            bucket.lines.append(text)
+            bucket.categories.append(categories)
+            bucket.lengths.append(len(text))
+        self.end = start + part.size
+
+
+_CHAIN = _Chain()
+_CHAIN_LOCK = threading.Lock()
+
+
+def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
+    """The largest index from `low` to `k` whose length is at most `limit`, else `low` - 1."""
+    if k < low or lengths[k] <= limit:
+        return k
+    skipped = len(lengths) - k
+    return next(itertools.compress(range(k - 1, low - 1, -1), map(limit.__ge__, itertools.islice(reversed(lengths), skipped, None))), low - 1)
+
+
 def _select(parts: Sequence[_Part], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
     (position, line, categories) in conversation order. A line's score is the salience of its
     categories plus `RECENCY` times its position over the last position. Section titles play no
-    part: they decide the layout, not what fits."""
-    last = max(sum(map(_SIZE, parts)) - 1, 0) or 1
-    scored = []
-    offset = 0
-    for part in parts:
-        if part.candidates:
-            scored += [
-                (-(salience + RECENCY * (offset + n) / last), -(offset + n), text, categories)
-                for n, text, salience, categories in part.candidates
-                if text not in seen
-            ]
-        offset += part.size
-    scored.sort()  # by score, then newest first (positions are distinct, so lines are never compared)
-    chosen = []
-    used = 0
-    for _, position, text, categories in scored:
-        if used + SHORTEST_LINE > budget:
-            break
-        if text in seen or used + len(text) + 3 > budget:
-            continue
-        chosen.append((-position, text, categories))
-        seen.add(text)
-        used += len(text) + 3
+    part: they decide the layout, not what fits.
+
+    Greedily, as if every line were scored and sorted: the lines of one salience come newest first
+    (their scores only grow with their position), so the buckets of the request's lines by salience
+    (`_Chain`) are merged by score on a heap of their heads, and a bucket's head skips the lines too
+    long to fit what is left of the budget (it only shrinks, so such a line is never chosen)."""
+    with _CHAIN_LOCK:
+        base = _CHAIN.take(parts)
+        last = max(_CHAIN.end - base - 1, 0) or 1
+        buckets = list(_CHAIN.buckets.items())
+        heap = []
+        for key, (salience, bucket) in enumerate(buckets):
+            low = bisect.bisect_left(bucket.positions, base)
+            k = _fitting(bucket.lengths, low, len(bucket.positions) - 1, budget - 3)
+            if k >= low:
+                position = bucket.positions[k] - base
+                heap.append((-(salience + RECENCY * position / last), -position, key, k, low))
+        heapq.heapify(heap)
+        chosen = []
+        used = 0
+        while heap and used + SHORTEST_LINE <= budget:
+            _, position, key, k, low = heap[0]
+            salience, bucket = buckets[key]
+            text = bucket.lines[k]
+            if used + len(text) + 3 <= budget and text not in seen:
+                chosen.append((-position, text, bucket.categories[k]))
+                seen.add(text)
+                used += len(text) + 3
+            k = _fitting(bucket.lengths, low, k - 1, budget - used - 3)
+            if k >= low:
+                position = bucket.positions[k] - base
+                heapq.heapreplace(heap, (-(salience + RECENCY * position / last), -position, key, k, low))
+            else:
+                heapq.heappop(heap)
     chosen.sort()
     return chosen
 

@@ -135,3 +135,51 @@ def test_the_clients_offline_results_equal_those_of_the_whole_request(rollout):
             whole = client.complete(as_dicts(plain), max_tokens=500)
             assert (by_runs.text, by_runs.input_tokens, by_runs.output_tokens) == (whole.text, whole.input_tokens, whole.output_tokens)
             assert by_runs.text
+
+
+def test_consecutive_requests_keep_the_runs_they_share():
+    """A request that shares a piece with the last one (after a new first message, with the piece's first
+    message read in another state, with messages added, removed or moved) is read as whole, and the runs
+    inside the piece are the last request's."""
+    tools = ToolCall(id="c1", name="bash", arguments='{"cmd": "ls src/"}')
+    body = [
+        Message("assistant", "I will look at src/ first."),
+        Message("reasoning", ""),  # dropped: what comes after it is read as if it came after the message before it
+        Message("assistant", "", tool_calls=(tools,)),  # merged into the message before it, unless a user's or nothing is
+        Message("tool", "a.py b.py", tool_call_id="c1"),
+        *[Message("user", f"Request {n}: fix src/m{n}.py, never touch setup.cfg") for n in range(30)],
+        Message("assistant", "", tool_calls=(tools,)),
+        Message("tool", "error: missing module", tool_call_id="c1"),
+        Message("compaction", "Summary of the conversation so far: the error is in src/m3.py."),
+    ]
+    prompt = Message("user", PROMPT)
+    fresh = [Message("reasoning", ""), Message("assistant", "", tool_calls=(tools,)), Message("tool", "c.py", tool_call_id="c1")]
+    requests = [
+        [Message("system", "one"), *body, prompt],
+        [Message("system", "two"), *body[1:], prompt],  # the piece starts at the dropped reasoning: its tool call is not merged here
+        [Message("system", "three"), *body[1:], Message("user", "new"), prompt],
+        [Message("assistant", "new text"), *body[1:], prompt],  # now the tool call is merged into the new message
+        [Message("user", "go"), *fresh],  # shares nothing: its tool call is not merged (a user's message comes before)
+        [Message("assistant", "I will list them."), *fresh],  # the same piece, read after an assistant's message: merged
+        [*body[3:20], *body[25:], prompt],  # a piece, then another one the last request held apart
+        [*body[5:], *body[:5], Message("system", "four")],
+        [Message("developer", "dev"), *body[2:]],
+        as_dicts(body),  # not `Message`s: converted whole
+        [*body],
+    ]
+    last: list[Any] | None = None
+    kept = 0
+    for request in requests:
+        if not all(isinstance(m, Message) for m in request):
+            assert _wire_runs.read(request, DEFAULT_SUMMARIZER, "offline") is None
+            continue
+        check(request)
+        runs = _wire_runs.read(request, DEFAULT_SUMMARIZER, "offline")
+        assert runs is not None and all(a is b for a, b in zip(runs, _wire_runs.read(list(request), DEFAULT_SUMMARIZER, "offline"), strict=True))
+        if last is not None:  # the run of each user message the last request held is the last request's
+            held = {id(run.messages[0]): run for run in last}
+            inside = [run for run in runs if run.messages[0].role == "user" and id(run.messages[0]) in held]
+            assert all(held[id(run.messages[0])] is run for run in inside)
+            kept += len(inside)
+        last = runs
+    assert kept > 100
