@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.codex_components import (
@@ -387,14 +388,17 @@ class _Codex(Strategy):
     def build(self, phase: str, limits: ContextLimits) -> Built:
         raise NotImplementedError
 
-    def summary_request(self, items: Sequence[CodexItem], template: str) -> Request:
-        """History + the compaction prompt as a user message, no tools (§2.1)."""
-        prompt = self.ctx.render_prompt(template)
-        return Request(
-            [*render(items, self.base, self.folds), Message(role="user", content=prompt)],
-            estimate_tokens=estimate_history(items, self.base) + approx_tokens(prompt),
-            kind="summary",
-        )
+    def summary_request(self, items: Sequence[CodexItem], template: str, *, whole: bool = False) -> Request:
+        """History + the compaction prompt as a user message, no tools (§2.1). `whole`: `items` are the
+        prompt view's (`for_prompt` of the whole history), whose rendering and estimate it holds."""
+        prompt = Message(role="user", content=self.ctx.render_prompt(template))
+        if whole:
+            view = self.prompt.messages(self.history, self.base)  # `render(items, base, folds)`
+            messages: Sequence[Message] = LogView(view.log, view.length, (*view.tail, prompt))
+            estimate = approx_tokens(self.base) + self.prompt.items_estimate  # `estimate_history(items, base)`
+        else:
+            messages, estimate = [*render(items, self.base, self.folds), prompt], estimate_history(items, self.base)
+        return Request(messages, estimate_tokens=estimate + approx_tokens(prompt.content), kind="summary")
 
 
 class CodexLocal(_Codex):
@@ -411,7 +415,7 @@ class CodexLocal(_Codex):
         dropped: list[str] = []
         while True:
             try:
-                result = self.ctx.summarize(self.summary_request(items, o.summary_template))
+                result = self.ctx.summarize(self.summary_request(items, o.summary_template, whole=not dropped))
                 break
             except SummaryOverflow as exc:
                 if not items:

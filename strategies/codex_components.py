@@ -35,9 +35,9 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-from itertools import accumulate, chain
+from itertools import accumulate, chain, islice
 from operator import attrgetter
+from typing import Any, Generic, TypeVar
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall
@@ -123,6 +123,29 @@ class TruncationPolicy:
 
 
 # --------------------------------------------------------------------------- items (§6)
+_T = TypeVar("_T")
+
+
+class cached_property(Generic[_T]):  # noqa: N801 - named after the `functools` decorator it stands for
+    """`functools.cached_property` without its lock (a replay runs on one thread; Python 3.12 dropped
+    the lock too): the first read computes the value and stores it in the instance's `__dict__`,
+    where every later read finds it without calling this descriptor."""
+
+    __slots__ = ("func", "name")
+
+    def __init__(self, func: Callable[[Any], _T]) -> None:
+        self.func, self.name = func, func.__name__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> _T:
+        if instance is None:
+            return self  # type: ignore[return-value]  # the descriptor itself, read from the class
+        value = instance.__dict__[self.name] = self.func(instance)
+        return value
+
+
 @dataclass(frozen=True)
 class CodexItem:
     """One history entry in Codex's shape. `item_ids` trace the transcript items it carries."""
@@ -155,6 +178,11 @@ class CodexItem:
     @cached_property
     def is_call(self) -> bool:
         return self.type in ("function_call", "custom_tool_call")
+
+    @cached_property
+    def is_tool(self) -> bool:
+        """A call or a tool output (what `for_prompt` pairs)."""
+        return self.is_call or self.is_tool_output
 
     @cached_property
     def is_real_user(self) -> bool:
@@ -233,18 +261,21 @@ def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = 
     return head + (folds or FoldMemo()).merge(i.message for i in items)
 
 
-#: Attribute readers for the passes over a whole history (`map` runs them without a Python frame per item).
-def _tool_items(items: list[CodexItem]) -> tuple[list[CodexItem], set[str | None], set[str | None]]:
-    """The calls and tool outputs among `items`, and the call ids of each kind."""
-    tools = [i for i in items if i.is_call or i.is_tool_output]
-    return tools, {i.call_id for i in tools if i.is_call}, {i.call_id for i in tools if i.is_tool_output}
-
-
+#: Attribute readers for the passes over a whole history (`map` and `filter` run them without a Python frame per item).
+_IS_TOOL = attrgetter("is_tool")
+_IS_BOUNDARY = attrgetter("is_user_turn_boundary")
+_IS_REAL_USER = attrgetter("is_real_user")
 _ITEM_IDS = attrgetter("item_ids")
 _ESTIMATE = attrgetter("estimate")
 _ENCRYPTED_REASONING = attrgetter("encrypted_reasoning")
 _MESSAGE = attrgetter("message")
 _RETENTION_COST = attrgetter("retention_cost")
+
+
+def _tool_items(items: list[CodexItem]) -> tuple[list[CodexItem], set[str | None], set[str | None]]:
+    """The calls and tool outputs among `items`, and the call ids of each kind."""
+    tools = list(filter(_IS_TOOL, items))
+    return tools, {i.call_id for i in tools if i.is_call}, {i.call_id for i in tools if i.is_tool_output}
 
 
 def item_ids_of(items: Iterable[CodexItem]) -> list[str]:
@@ -272,7 +303,7 @@ class ItemConverter:
     def convert(self, item: Item) -> CodexItem:
         codex_type = item.meta.get("codex_type")
         ids = (item.id,)
-        images = tuple(a for a in item.attachments if a.is_image)
+        images = tuple(a for a in item.attachments if a.is_image) if item.attachments else ()
         if item.kind == "system":
             return self.make(type="message", role="developer", text=item.text, contextual=True, item_ids=ids)
         if item.kind == "user":
@@ -326,6 +357,7 @@ class _Follower:
         raise NotImplementedError
 
     def _appended(self, history: list[CodexItem]) -> list[CodexItem]:
+        """(Do not edit the list returned: after a restart it is `history` itself, not a copy.)"""
         seen = self._seen
         if history is not self._history or len(history) < seen or (seen and history[seen - 1] is not self._last):
             self._history, seen = history, 0
@@ -333,7 +365,7 @@ class _Follower:
         self._seen = len(history)
         if self._seen:
             self._last = history[-1]
-        return history[seen:]
+        return history[seen:] if seen else history
 
 
 class PromptView(_Follower):
@@ -410,11 +442,10 @@ class PromptView(_Follower):
             # no call and no output: `for_prompt` keeps every item as it is, and no message carries tool
             # calls, so each one closes the open group and opens its own (a compaction's new history)
             self.items.extend(new)
-            messages = list(map(_MESSAGE, new))
             if self._group:
                 self._log.append(self.folds.fold(self._group))
-            self._log.extend(messages[:-1])
-            self._group = [messages[-1]]
+            self._log.extend(map(_MESSAGE, new))
+            self._group = [self._log.pop()]
         return self.items
 
     def _add(self, new: list[CodexItem]) -> None:
@@ -483,7 +514,7 @@ class ActiveTerms(_Follower):
             self._tail += sum(map(_ESTIMATE, new))
         boundary = next((n for n in range(len(new) - 1, -1, -1) if new[n].is_user_turn_boundary), None)
         if boundary is not None:
-            self._reasoning += self._pending + sum(map(_ENCRYPTED_REASONING, new[: boundary + 1]))
+            self._reasoning += self._pending + sum(map(_ENCRYPTED_REASONING, islice(new, boundary + 1)))
             self._pending = sum(map(_ENCRYPTED_REASONING, new[boundary + 1 :]))
         else:
             self._pending += sum(map(_ENCRYPTED_REASONING, new))
@@ -714,11 +745,12 @@ def retain_for_remote(
     messages and non-final agent messages (≤ `max_agent_message_tokens`), newest first within
     `budget`; the crossing message is truncated (images kept, empty result discarded) and zeroes
     the budget; a non-message that does not fit is skipped without zeroing it."""
-    candidates = [
-        i for i in items
-        if i.is_real_user
-        or (i.type == "agent_message" and not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
-    ]
+    candidates = list(filter(_IS_BOUNDARY, items))  # real user messages and agent messages
+    if not all(map(_IS_REAL_USER, candidates)):
+        candidates = [
+            i for i in candidates
+            if i.is_real_user or (not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
+        ]
     newest_first = candidates[::-1]
     # spent[k]: the cost of the newest k candidates (each costs at least 1: the sums increase)
     spent = list(accumulate(map(_RETENTION_COST, newest_first), initial=0))

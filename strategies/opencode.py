@@ -41,6 +41,7 @@ from compaction_bench.strategies.opencode_components import (
     CONTINUE_TEXT,
     CompactionInput,
     CompactionPart,
+    Entries,
     Estimator,
     Record,
     Renderer,
@@ -52,14 +53,13 @@ from compaction_bench.strategies.opencode_components import (
     model_limits,
     preserve_budget,
     select_from_turns,
-    serialize_record,
     split_recent,
     turn_spans,
     usable_window,
     usage_count,
 )
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
+from compaction_bench.tokens import opencode_estimate, opencode_estimate_units, shared_counter
 from compaction_bench.transcript import Item, Usage
 
 #: §3.1: prepended to the follow-up when the compaction answered a provider overflow (our words).
@@ -451,6 +451,7 @@ class OpenCodeV2(_OpenCode):
         self._since = 0
         self._recovered = False
         self._refused: str | None = None
+        self.entries = Entries(self.options.tool_output_max_chars, shared_counter(ctx.profile.tokenizer).count)
 
     def _messages(self) -> list[Message]:
         """The checkpoint, then the records since it (the view holds ``records[_since:]``)."""
@@ -501,10 +502,11 @@ class OpenCodeV2(_OpenCode):
         context = self.limits.context
         if context <= 0:
             return self._refuse("no context limit")
-        entries = [(r, text) for r in self.store.records[self._since :] if (text := serialize_record(r, o.tool_output_max_chars))]
+        entries = self.entries.of(self.store.records[self._since :])
         if not entries:
             return self._refuse("nothing to compact")
         split = split_recent([text for _, text in entries], o.keep_tokens)
+        self.entries.recent(split)
         prev = self.checkpoint
         if not split.head and prev is None:
             return self._refuse("nothing to compact")

@@ -1,0 +1,142 @@
+"""Shortcuts of `codex-local`'s summary request and OpenCode V2's entries against the straightforward computation.
+
+- `CodexLocal.summary_request(..., whole=True)` (the prompt view's messages and running estimate
+  behind the compaction prompt) against `render` and `estimate_history` of the same items, on
+  random histories;
+- `Entries` (OpenCode V2's serialized entries, each record serialized once per version, its long
+  lines given to the token counter) against `serialize_record`; the lines it counts are lines of
+  every text that joins entries as the summary prompt and the checkpoint do, and counting those
+  texts afterwards gives tiktoken's count of the whole text.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from compaction_bench.profiles import ModelProfile, get_profile
+from compaction_bench.strategies.codex import CodexLocal
+from compaction_bench.strategies.codex_components import CodexItem, approx_tokens, estimate_history, render
+from compaction_bench.strategies.history import FoldMemo
+from compaction_bench.strategies.opencode_components import (
+    LONG_FIRST_LINE,
+    Entries,
+    SessionStore,
+    serialize_record,
+    split_recent,
+)
+from compaction_bench.tokens import LINES_FROM, TokenCounter, line_pieces
+from compaction_bench.transcript import Item, Usage
+from tests.test_speed_codex_opencode import _codex_item
+
+PROMPT = "Summarize the conversation so far.\nKeep file paths."
+
+
+@dataclass
+class _Context:
+    """What building a summary request reads of the engine: the profile and the prompt templates."""
+
+    profile: ModelProfile
+
+    def render_prompt(self, template: str, **variables: Any) -> str:
+        return PROMPT
+
+
+def test_summary_request_from_the_prompt_view_is_the_rendering_of_the_items():
+    for seed in range(200):
+        rng = random.Random(seed)
+        strategy = CodexLocal(_Context(get_profile("64k")))
+        strategy.base = rng.choice(["", "base instructions"])
+        history: list[CodexItem] = []
+        for step in range(rng.randrange(1, 6)):  # the view follows the history as it grows between requests
+            history.extend(_codex_item(rng, 10 * step + n) for n in range(rng.randrange(1, 12)))
+            strategy.history = history
+            items = list(strategy.prompt.update(history, strategy.base))
+            request = strategy.summary_request(items, "codex_summary.j2", whole=True)
+            assert list(request.messages) == [*render(items, strategy.base, FoldMemo()), *strategy.summary_request(items, "t").messages[-1:]]
+            assert request.messages[-1].role == "user" and request.messages[-1].content == PROMPT
+            assert request.estimate_tokens == estimate_history(items, strategy.base) + approx_tokens(PROMPT)
+            assert request.kind == "summary"
+
+
+def _session(rng: random.Random) -> SessionStore:
+    """Steps with tool calls whose inputs are long one-line JSON (a whole file), short calls, text and user turns."""
+    store = SessionStore()
+    for n in range(40):
+        kind = rng.choice(["user", "call", "long_call", "text"])
+        if kind == "user":
+            store.observe_input(Item(id=f"u{n}", kind="user", text=f"please look at file {n}\nand fix it"))
+            continue
+        if kind == "text":
+            store.add_response([Item(id=f"a{n}", kind="assistant", text=f"done {n}\n  indented {n}")], Usage(input=10, output=2))
+            continue
+        size = rng.randrange(LINES_FROM - 40, 3 * LINES_FROM) if kind == "long_call" else rng.randrange(1, 60)
+        content = "\n".join(f"line {k} of file {n}: " + "x" * rng.randrange(0, 30) for k in range(size // 20 + 1))
+        arguments = json.dumps({"path": f"src/f{n}.py", "content": content[:size]})
+        store.add_response([Item(id=f"c{n}", kind="tool_call", call_id=f"k{n}", tool_name="write", arguments=arguments)], Usage(input=10, output=2))
+        if rng.random() < 0.9:  # a call may still wait for its result at a compaction
+            store.observe_input(Item(id=f"r{n}", kind="tool_result", call_id=f"k{n}", text=f"wrote {n}\n" * rng.randrange(1, 4)))
+    return store
+
+
+class _Recorder:
+    """The token counter's `count`, recording the texts it is given."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return self.counter.count(text)
+
+
+def test_entries_are_the_serialized_records_and_count_lines_of_the_joined_texts():
+    encoding = TokenCounter("o200k_base").encoding
+    long_seen = 0
+    for seed in range(20):
+        rng = random.Random(seed)
+        store = _session(rng)
+        count = _Recorder(TokenCounter("o200k_base"))
+        entries = Entries(2_000, count)
+        first = entries.of(store.records)
+        expected = [(r, t) for r in store.records if (t := serialize_record(r, 2_000))]
+        assert [(r, t) for r, t in first] == expected
+        # the long lines followed by another line of their entry, each with its newline, and nothing else
+        long_lines = [f"{line}\n" for _, text in first for line, after in zip(text.split("\n"), text.split("\n")[1:], strict=False)
+                      if line.startswith("[") and len(line) + 1 >= LINES_FROM and after.startswith("[")]
+        assert count.texts == long_lines
+        long_seen += len(long_lines)
+        # as the summary prompt and the checkpoint join entries: each counted line is one of the counter's lines
+        for joined in ("\n\n".join(t for _, t in first), "<recent-context>\n" + "\n\n".join(t for _, t in first) + "\n</recent-context>"):
+            pieces = set(line_pieces(joined))
+            assert all(line in pieces for line in count.texts)
+            assert count.counter.count(joined) == len(encoding.encode_ordinary(joined))
+        # serialized once per version: the same objects again; a record that changed is serialized again
+        counted = len(count.texts)
+        again = entries.of(store.records)
+        assert all(a[1] is b[1] for a, b in zip(first, again, strict=True)) and len(count.texts) == counted
+        step = next(r for r in store.records if r.kind == "step")
+        step.items.append(Item(id="late", kind="assistant", text="[Assistant]: " + "y" * LINES_FROM))
+        store.touch(step)
+        later = entries.of(store.records[store.records.index(step) :])
+        assert later[0][1] == serialize_record(step, 2_000) and later[0][1] is not dict(first).get(step)
+        assert [(r, t) for r, t in later] == [(r, t) for r in store.records[store.records.index(step) :] if (t := serialize_record(r, 2_000))]
+    assert long_seen > 20
+
+
+def test_a_recent_text_cut_inside_a_long_line_counts_its_first_line():
+    counter = TokenCounter("o200k_base")
+    recorder = _Recorder(counter)
+    long_call = "[Assistant tool call]: write(" + json.dumps({"content": "word " * 2_000}) + ")\n[Tool result]: ok"
+    conv = ["[User]: write the file", long_call, "[User]: thanks", "[Assistant]: done"]
+    split = split_recent(conv, 1_000)  # the boundary entry is the long call, cut inside its first line
+    assert split.cut == 1
+    Entries(2_000, recorder).recent(split)
+    assert len(recorder.texts) == 1 and split.recent.startswith(recorder.texts[0])
+    assert LONG_FIRST_LINE.match(split.recent)
+    for text in (f"<recent-context>\n{split.recent}\n</recent-context>", f"Rules.\n\n{split.recent}\n\n[User]: next"):
+        assert recorder.texts[0] in line_pieces(text)
+        assert counter.count(text) == len(counter.encoding.encode_ordinary(text))
