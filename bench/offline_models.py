@@ -50,6 +50,9 @@ HEADING_PATTERNS = (
     re.compile(r"^\s*<(?P<title>[a-z][a-z_-]{2,40})>\s*$"),
 )
 TAG_BLOCK = re.compile(r"<(?P<tag>[a-zA-Z][\w-]{1,40})>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
+#: The opening and closing tags of a `TAG_BLOCK` (`tag_blocks` pairs them without the pattern's lazy scan).
+OPENING_TAG = re.compile(r"<([a-zA-Z][\w-]{1,40})>")
+CLOSING_TAG = re.compile(r"</([a-zA-Z][\w-]{1,40})>")
 PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summaries")
 INSTRUCTION_TAGS = ("template",)
 SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another language model started to solve")
@@ -225,18 +228,45 @@ def _tag_blocks(text: str) -> tuple[str | None, tuple[str, ...], str]:
     previous = None
     bodies = []
     outside = text
-    for block in TAG_BLOCK.finditer(text):
-        tag = block.group("tag").lower()
+    for tag, whole, body in tag_blocks(text):
+        tag = tag.lower()
         if tag in PREVIOUS_SUMMARY_TAGS:
-            previous = block.group("body")
+            previous = body
         elif tag in INSTRUCTION_TAGS:
             # A layout the summary must follow: its headings are instructions, not conversation.
-            outside = outside.replace(block.group(0), block.group("body"))
+            outside = outside.replace(whole, body)
             continue
         else:
-            bodies.append(block.group("body"))
-        outside = outside.replace(block.group(0), "")
+            bodies.append(body)
+        outside = outside.replace(whole, "")
     return previous, tuple(bodies), outside
+
+
+def tag_blocks(text: str) -> list[tuple[str, str, str]]:
+    """(tag, whole block, body) of each match of `TAG_BLOCK.finditer(text)`, in order. The pattern's lazy
+    body scans to the end of the text from every opening tag that is never closed (code's `Promise<void>`,
+    hundreds in a summary prompt); here each opening tag is paired with the first closing tag of its name
+    after it, found by bisection among that name's closing positions, and the optional newlines inside
+    the tags are taken as the pattern takes them."""
+    closings: dict[str, list[int]] = {}
+    for match in CLOSING_TAG.finditer(text):
+        closings.setdefault(match.group(1), []).append(match.start())
+    blocks: list[tuple[str, str, str]] = []
+    position = 0
+    while closings and (opening := OPENING_TAG.search(text, position)) is not None:
+        tag = opening.group(1)
+        body = opening.end() + (text.startswith("\n", opening.end()))
+        starts = closings.get(tag)
+        k = bisect.bisect_left(starts, body) if starts else 0
+        if not starts or k == len(starts):
+            position = opening.start() + 1  # no block starts here: the pattern tries the next position
+            continue
+        close = starts[k]
+        end = close + len(tag) + 3
+        body_end = close - 1 if close > body and text[close - 1] == "\n" else close
+        blocks.append((tag, text[opening.start() : end], text[body:body_end]))
+        position = end
+    return blocks
 
 
 @functools.lru_cache(maxsize=1 << 12)

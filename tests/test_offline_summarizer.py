@@ -3,13 +3,14 @@ and the budget is the strategy's own summary limit."""
 
 from __future__ import annotations
 
+import random
 import re
 
 import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics.measure import measure_cell
-from compaction_bench.offline_models import extractive_summary
+from compaction_bench.offline_models import TAG_BLOCK, extractive_summary, tag_blocks
 from compaction_bench.templates import default_prompt_dir
 
 CONVERSATION = [
@@ -88,3 +89,25 @@ def test_renaming_a_templates_headings_keeps_the_facts_within_ten_percent(tmp_pa
         counts.append(sum(1 for r in rows if r["in_summary"]))
     assert counts[0] > 0
     assert abs(counts[1] - counts[0]) <= 0.1 * counts[0], counts
+
+
+def test_tag_blocks_are_the_tag_block_pattern_s_matches():
+    """`tag_blocks` pairs tags without `TAG_BLOCK`'s lazy scan; it must find exactly the pattern's matches:
+    on hand-built edge cases (newlines inside the tags, empty and nested blocks, tags never closed, code
+    generics) and on random texts built from tags, newlines and the characters around them."""
+    def expected(text: str) -> list[tuple[str, str, str]]:
+        return [(m.group("tag"), m.group(0), m.group("body")) for m in TAG_BLOCK.finditer(text)]
+
+    cases = ["<a>x</a>", "<ab>\n</ab>", "<ab>\n\n</ab>", "<ab></ab>", "<ab>\nx\n</ab>", "<x1><x1>y</x1></x1>", "<ab>\n",
+             "<tag>a</tag><tag>b</tag>", "<t-1>\n</t-1>z<t-1>q</t-1>", "Promise<void> <summary>\nkept\n</summary> Array<any>",
+             "<previous-summary>\n## Goal\n- x\n</previous-summary>\n<template>\n## Goal\n</template>", "</ab><ab>", "<AB>x</ab>"]
+    assert tag_blocks(cases[-4])[0] == ("summary", "<summary>\nkept\n</summary>", "kept")
+    pieces = ["<ab>", "</ab>", "<Ab>", "</Ab>", "<x-1>", "</x-1>", "<summary>", "</summary>", "\n", "\n\n", "x", " ", "<", ">",
+              "/", "</", "<a", "b>", "<void>"]
+    rng = random.Random(7)
+    cases += ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(5000)]
+    found = 0
+    for text in cases:
+        assert tag_blocks(text) == expected(text), text
+        found += len(expected(text))
+    assert found > 2000  # the random texts do hold blocks
