@@ -78,14 +78,11 @@ def reference_categories(text: str, role: str) -> tuple[str, ...]:
     return tuple(categories)
 
 
-def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
-    """Score every line (position, line, categories), sort them all by (-score, -position), take greedily what fits."""
-    last = max((position for position, _, _ in lines), default=0) or 1
-    scored = [
-        (sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
-        for position, line, categories in lines
-        if categories and line not in seen
-    ]
+def take_greedily(
+    scored: list[tuple[float, int, str, tuple[str, ...]]], seen: set[str], budget: int
+) -> list[tuple[int, str, tuple[str, ...]]]:
+    """The summarizer's choice written plainly: every (score, position, line, categories) sorted by
+    (-score, -position), each line taken while it is unseen and fits `budget`, in position order."""
     chosen, used = [], 0
     for _, position, line, categories in sorted(scored, key=lambda entry: (-entry[0], -entry[1])):
         if line in seen or used + len(line) + 3 > budget:
@@ -94,6 +91,17 @@ def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], seen: set[st
         seen.add(line)
         used += len(line) + 3
     return sorted(chosen)
+
+
+def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
+    """Score every line (position, line, categories), sort them all by (-score, -position), take greedily what fits."""
+    last = max((position for position, _, _ in lines), default=0) or 1
+    scored = [
+        (sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
+        for position, line, categories in lines
+        if categories and line not in seen
+    ]
+    return take_greedily(scored, seen, budget)
 
 
 def test_the_patterns_words_are_lower_case():

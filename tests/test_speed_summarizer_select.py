@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 
 from compaction_bench.offline_models import RECENCY, SHORTEST_LINE, _Part, _select
+from tests.test_speed_summarizer import take_greedily
 
 SALIENCES = (1.0, 1.5, 2.5, 3.0, 3.5, 4.0, 4.5, 7.0)
 
@@ -27,14 +28,7 @@ def straightforward(parts: list[_Part], seen: set[str], budget: int) -> list[tup
         for n, line, salience, categories in part.candidates:
             scored.append((salience + RECENCY * (offset + n) / last, offset + n, line, categories))
         offset += part.size
-    chosen, used = [], 0
-    for _, position, line, categories in sorted(scored, key=lambda entry: (-entry[0], -entry[1])):
-        if line in seen or used + len(line) + 3 > budget:
-            continue
-        chosen.append((position, line, categories))
-        seen.add(line)
-        used += len(line) + 3
-    return sorted(chosen)
+    return take_greedily(scored, seen, budget)
 
 
 def random_part(rng: random.Random, words: list[str]) -> _Part:
