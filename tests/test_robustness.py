@@ -547,7 +547,11 @@ sys.stdin.read()
                             start_new_session=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "drawing"
-        workers = workers_of(proc.pid)
+        workers: set[int] = set()
+        deadline = time.monotonic() + 10
+        while len(workers) < 2 and time.monotonic() < deadline:  # /proc's children lists can miss a child at one read
+            workers |= workers_of(proc.pid)
+            time.sleep(0.05)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
