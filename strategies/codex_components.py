@@ -272,7 +272,7 @@ _MESSAGE = attrgetter("message")
 _RETENTION_COST = attrgetter("retention_cost")
 
 
-def _tool_items(items: list[CodexItem]) -> tuple[list[CodexItem], set[str | None], set[str | None]]:
+def _tool_items(items: Iterable[CodexItem]) -> tuple[list[CodexItem], set[str | None], set[str | None]]:
     """The calls and tool outputs among `items`, and the call ids of each kind."""
     tools = list(filter(_IS_TOOL, items))
     return tools, {i.call_id for i in tools if i.is_call}, {i.call_id for i in tools if i.is_tool_output}
@@ -330,8 +330,7 @@ class ItemConverter:
 def for_prompt(items: Sequence[CodexItem], make: Callable[..., CodexItem] = CodexItem) -> list[CodexItem]:
     """`for_prompt()` (§2.1): a synthetic ``"aborted"`` output right after each call that has no
     output, and orphan outputs removed."""
-    calls = {i.call_id for i in items if i.is_call}
-    outputs = {i.call_id for i in items if i.is_tool_output}
+    _, calls, outputs = _tool_items(items)
     out: list[CodexItem] = []
     for item in items:
         if item.is_tool_output and item.call_id not in calls:
