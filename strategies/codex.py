@@ -47,6 +47,7 @@ from compaction_bench.strategies.codex_components import (
     ItemConverter,
     ModelState,
     PromptView,
+    RetainedRun,
     TokenAccount,
     TokenStatus,
     TruncationPolicy,
@@ -55,14 +56,15 @@ from compaction_bench.strategies.codex_components import (
     encrypted_length,
     estimate_history,
     for_prompt,
+    initial_context_index,
     insert_initial_context,
     is_model_switch,
     item_ids_of,
     model_switch_reason,
     pretrim_tool_outputs,
+    remote_candidates,
     remove_first_item,
     render,
-    retain_for_remote,
     select_user_messages,
     update_context,
     with_window_section,
@@ -347,6 +349,7 @@ class _Codex(Strategy):
         else:
             self.inject_next_turn = self.reinject_initial_context
         self.history = history
+        self.installed(built, history)
         # the prompt view follows the new history from here (the next request adds only what comes after)
         after: Sequence[Message] = self.prompt.messages(history, self.base)
         estimate = approx_tokens(self.base) + self.prompt.history_estimate  # `estimate_history(history, base)`
@@ -381,6 +384,10 @@ class _Codex(Strategy):
         )
         self.failures = []
         return True
+
+    def installed(self, built: Built, history: list[CodexItem]) -> None:
+        """Hook: `history` (`built.history`, with the initial context when re-injected) has just replaced
+        the session's history."""
 
     def on_new_window(self) -> None:
         """Hook: per-window flags are cleared when a window advances (§1.5)."""
@@ -443,15 +450,29 @@ class CodexLocal(_Codex):
 
 
 class _Remote(_Codex):
-    """The remote paths (§3, §4): pre-trim, emulated server, retained messages + compaction item."""
+    """The remote paths (§3, §4): pre-trim, emulated server, retained messages + compaction item.
+
+    §4.3's retention is carried from one compaction to the next (`RetainedRun`): when the history is
+    the one the previous compaction installed, only appended to since, the candidates are that
+    run plus those among the appended items, the summarized ids those of the installed history plus
+    the appended items', and the new history's messages, estimate and ids are read from the run;
+    otherwise everything starts again from the whole history."""
 
     Options = RemoteOptions
     endpoint = ""
 
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self.run = RetainedRun()
+        #: the history of the last compaction built, until it is installed
+        self._built: list[CodexItem] | None = None
+
     def build(self, phase: str, limits: ContextLimits) -> Built:
         o = self.options
-        items = list(self.prompt.update(self.history, self.base))
+        items = self.prompt.update(self.history, self.base)
         estimate = approx_tokens(self.base) + self.prompt.items_estimate  # `estimate_history(items, base)`
+        if estimate > limits.usable and items and items[-1].is_tool_output:
+            items = list(items)  # the pre-trim rewrites trailing outputs: not in the prompt view's own list
         trimmed, estimate = pretrim_tool_outputs(items, estimate, limits.usable, o.trimmed_output_text)
         if not items:  # §3.2: empty input → empty result, no request sent
             return Built(history=[], summary=None, summarized_ids=[], details={"endpoint": self.endpoint, "empty_input": True})
@@ -464,23 +485,61 @@ class _Remote(_Codex):
             result = self.ctx.summarize(request, instructions=self.ctx.render_prompt(o.summary_template))
         except SummaryOverflow as exc:
             raise CodexCompactionFailed(f"Error running remote compact task: {exc}") from None
-        retained = retain_for_remote(
-            items, budget=o.retained_message_token_budget, max_agent_message_tokens=o.max_retained_agent_message_tokens
-        )
+        run = self.run
+        if run.follows(self.history):
+            # `items` begin with the installed history (`for_prompt` and the pre-trim leave items that
+            # are no call or output as they are), whose candidates are the retained run
+            new = items[run.length :]
+            summarized_ids = run.history_ids + item_ids_of(new)
+            run.extend(remote_candidates(new, o.max_retained_agent_message_tokens))
+        else:
+            summarized_ids = item_ids_of(items)
+            run.restart(remote_candidates(items, o.max_retained_agent_message_tokens))
+        run.forget()  # until the new history is installed
+        history = run.retain(o.retained_message_token_budget)
+        retained_ids = run.retained_ids
         compaction = self.converter.make(
             type="compaction", text=result.text, encrypted_len=encrypted_length(result.text, o.encrypted_overhead_bytes)
         )
+        history.append(compaction)  # the retained messages, then the compaction item
+        self._built = history
         return Built(
-            history=[*retained, compaction],
+            history=history,
             summary=result.text,
-            summarized_ids=item_ids_of(items),
+            summarized_ids=summarized_ids,
             details={
                 "endpoint": self.endpoint,
                 "pretrimmed_output_ids": trimmed,
-                "retained_ids": item_ids_of(retained),
+                "retained_ids": retained_ids,
                 "compaction_estimate": compaction.estimate,
             },
         )
+
+    def installed(self, built: Built, history: list[CodexItem]) -> None:
+        """The run, its compaction item and the initial context re-injected among them (mid-turn) are the
+        new history: the prompt view and the accountant's terms take its messages and estimate from the
+        run instead of reading it again, and the next retention carries on from it."""
+        run, built_history, self._built = self.run, self._built, None
+        if built_history is None or built.history is not built_history:
+            return  # nothing retained (empty input): the run follows no history
+        retained = len(built_history) - 1
+        at = initial_context_index(built_history) if history is not built_history else retained
+        context = history[at : at + len(history) - len(built_history)]
+        if any(i.is_tool or i.is_user_turn_boundary or i.encrypted_reasoning for i in context):
+            return  # not a history whose candidates are the run's (never in practice): start again next time
+        compaction, start = built_history[-1], run.start
+        messages = run.messages[start:]
+        estimate = run.estimates[-1] - run.estimates[start] + compaction.estimate
+        history_ids = built.details["retained_ids"]
+        if context:
+            messages[at:at] = [i.message for i in context]
+            estimate += sum(i.estimate for i in context)
+            split = run.id_starts[start + at] - run.id_starts[start]
+            history_ids = [*history_ids[:split], *item_ids_of(context), *history_ids[split:]]
+        messages.append(compaction.message)
+        self.prompt.adopt(history, self.base, messages, estimate)
+        self.terms.adopt(history)
+        run.follow(history, [*history_ids, *compaction.item_ids] if compaction.item_ids else history_ids)
 
 
 class CodexRemoteV1(_Remote):

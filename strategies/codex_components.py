@@ -10,12 +10,15 @@ This module owns, once for all four Codex strategies:
   orphan outputs removed;
 - `PromptView` and `ActiveTerms`: the normalized, rendered history and the accountant's history
   terms kept up to date as the session's history grows (a request costs what was appended since
-  the previous one);
+  the previous one), and taking a remote compaction's new history from what the caller holds
+  (`adopt`);
 - `ContextLimits` (§1.1), `TokenAccount` (the active-token accountant of §1.3, the
   ``fill_to_context_window`` quirk, the body-after-prefix prefill and the usage rebase of §1.5),
   `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
 - `model_switch_reason` (§1.4 item 3) and the model catalog facts it needs (comp_hash, windows);
-- `retain_for_remote` (the 64k retention of §4.3) and `pretrim_tool_outputs` (§3.1);
+- `retain_for_remote` (the 64k retention of §4.3), `RetainedRun` (that retention carried from one
+  remote compaction to the next, with running sums over the retained run) and
+  `pretrim_tool_outputs` (§3.1);
 - `remove_first_item` (§2.1: drop the oldest item together with its call/output partner);
 - the context updates of a turn: `context_slot` (which initial-context entry a later contextual
   message replaces), `is_model_switch` (the `<model_switch>` developer message) and
@@ -32,7 +35,7 @@ import hashlib
 import json
 import math
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate, chain, islice
@@ -447,6 +450,24 @@ class PromptView(_Follower):
             self._group = [self._log.pop()]
         return self.items
 
+    def adopt(self, history: list[CodexItem], base: str, messages: list[Message], estimate: int) -> None:
+        """Follow `history`, a new list without calls or outputs, as `update` would after starting again
+        on it, from what the caller already holds: `messages` are its items' wire messages (the view
+        keeps the list) and `estimate` the sum of their estimates. With other base instructions the
+        view starts again at its next update instead."""
+        if base != self._base or not history:
+            self._history = None
+            return
+        self._history, self._seen, self._last = history, len(history), history[-1]
+        self._restart()
+        # `update`'s rendering in bulk: for_prompt keeps every item, each message closes the open group
+        self.items = list(history)
+        self.items_estimate = self.history_estimate = estimate
+        if base:
+            messages.insert(0, self._log[0])
+        self._log = messages
+        self._group = [messages.pop()]
+
     def _add(self, new: list[CodexItem]) -> None:
         """Normalize and render appended items that include calls or outputs, one by one."""
         known_calls, known_outputs, add_item, log_append = self._calls, self._outputs, self.items.append, self._log.append
@@ -499,6 +520,15 @@ class ActiveTerms(_Follower):
         self._tail = 0
         self._reasoning = 0
         self._pending = 0  # encrypted reasoning since the last boundary
+
+    def adopt(self, history: list[CodexItem]) -> None:
+        """Follow `history`, a new list that ends with a model-generated item and holds no encrypted
+        reasoning (a remote compaction's new history): both terms are 0, as `of` would find them."""
+        if not history or not history[-1].is_model_generated:
+            self._history = None
+            return
+        self._history, self._seen, self._last = history, len(history), history[-1]
+        self._model_seen, self._tail, self._reasoning, self._pending = True, 0, 0, 0
 
     def of(self, items: list[CodexItem]) -> tuple[int, int]:
         """(tail, reasoning) of `items`."""
@@ -733,6 +763,136 @@ def encrypted_length(text: str, overhead_bytes: int) -> int:
     return 4 * math.ceil((overhead_bytes + utf8_len(text)) / 3)
 
 
+def remote_candidates(
+    items: Iterable[CodexItem], max_agent_message_tokens: int, final_answer_prefix: str = "Message Type: FINAL_ANSWER\n"
+) -> list[CodexItem]:
+    """§4.3 step 1: the real user messages and the non-final agent messages of at most
+    `max_agent_message_tokens`, in order."""
+    candidates = list(filter(_IS_BOUNDARY, items))  # real user messages and agent messages
+    if not all(map(_IS_REAL_USER, candidates)):
+        candidates = [
+            i for i in candidates
+            if i.is_real_user or (not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
+        ]
+    return candidates
+
+
+class RetainedRun:
+    """§4.3's retention (`build_v2_compacted_history` without the compaction item, steps 1-3) carried
+    from one remote compaction to the next.
+
+    The candidates (`remote_candidates`) are kept in order in `items`; the retained run is
+    `items[start:]`. Along them run absolute sums: `costs[k]` and `estimates[k]` are the retention
+    costs and the estimates (§6) of `items[:k]`, `id_starts[k]` the number of their item ids (listed in
+    `ids`); `messages` are their wire messages. A suffix's cost is a difference of two sums, so the
+    newest-first walk is a bisection, and the next retention (what is left of this run plus what came
+    after it) extends these lists by the new candidates instead of starting again.
+
+    `history`, `length`, `last` and `history_ids` describe the history a compaction installed (this
+    run, its compaction item and any initial context injected among them, all without calls or
+    outputs) and its item ids: `follows` tells whether a history is that list, only appended to since.
+    """
+
+    def __init__(self) -> None:
+        self._fill([])
+        self.forget()
+
+    def _fill(self, candidates: list[CodexItem]) -> None:
+        self.items: list[CodexItem] = []
+        self.costs, self.estimates, self.id_starts = [0], [0], [0]
+        self.ids: list[str] = []
+        self.messages: list[Message] = []
+        self.start = 0
+        self.extend(candidates)
+
+    def forget(self) -> None:
+        """No installed history is followed (the next retention starts from the whole history)."""
+        self.history: list[CodexItem] | None = None
+        self.length = 0
+        self.last: CodexItem | None = None
+        self.history_ids: list[str] = []
+
+    def follow(self, history: list[CodexItem], history_ids: list[str]) -> None:
+        """`history` (item ids `history_ids`) is the installed history: the retained run, its compaction
+        item and initial context, without calls or outputs (candidates only among the run)."""
+        self.history, self.length, self.history_ids = history, len(history), history_ids
+        self.last = history[-1] if history else None
+
+    def follows(self, history: list[CodexItem]) -> bool:
+        """Whether `history` is the installed history with items appended (the prompt view's rule)."""
+        n = self.length
+        return history is self.history and len(history) >= n and (not n or history[n - 1] is self.last)
+
+    def restart(self, candidates: list[CodexItem]) -> None:
+        """Start again from `candidates` (the whole history's)."""
+        self.forget()
+        self._fill(candidates)
+
+    def extend(self, candidates: list[CodexItem]) -> None:
+        """The candidates that came after the retained run, in order."""
+        self.items += candidates
+        for sums, values in (
+            (self.costs, map(_RETENTION_COST, candidates)),
+            (self.estimates, map(_ESTIMATE, candidates)),
+            (self.id_starts, map(len, map(_ITEM_IDS, candidates))),
+        ):
+            sums += accumulate(values, initial=sums.pop())
+        self.ids += chain.from_iterable(map(_ITEM_IDS, candidates))
+        self.messages += map(_MESSAGE, candidates)
+
+    @property
+    def retained_ids(self) -> list[str]:
+        """The item ids of the retained run, in order (a new list)."""
+        return self.ids[self.id_starts[self.start] :]
+
+    def retain(self, budget: int) -> list[CodexItem]:
+        """§4.3 steps 2-3 over the candidates from `start` on: newest first within `budget`; the crossing
+        message is truncated (images kept, empty result discarded) and zeroes the budget; a
+        non-message that does not fit is skipped without zeroing it. The kept candidates become the
+        retained run; returns them in order (a new list)."""
+        items, costs, lo = self.items, self.costs, self.start
+        end = first = len(items)
+        remaining = budget
+        spans: list[tuple[int, int]] = []  # kept ranges of `items`, newest first
+        truncated: CodexItem | None = None  # the crossing message truncated (it sits right before the last span)
+        while remaining and end > lo:
+            # the oldest candidate from which all up to `end` fit in what remains (the costs increase: each is at least 1)
+            first = bisect_left(costs, costs[end] - remaining, lo, end)
+            spans.append((first, end))
+            remaining -= costs[end] - costs[first]
+            if not remaining or first == lo:
+                break  # nothing more is kept, or nothing is left
+            item = items[first - 1]
+            if item.type == "message":
+                text = truncate_middle(item.text, remaining * 4)
+                if text or item.images:
+                    truncated = replace(item, text=text)
+                remaining = 0
+            end = first - 1
+        if len(spans) > 1:  # a skipped non-message inside: the kept candidates are no suffix, start again from them
+            kept = [*([truncated] if truncated is not None else []), *chain.from_iterable(items[a:b] for a, b in reversed(spans))]
+            self._fill(kept)
+            return kept
+        self.start = first
+        if truncated is not None:  # it replaces the crossing candidate; the sums after it stay as they are
+            k = self.start = first - 1
+            items[k], self.messages[k] = truncated, truncated.message
+            self.costs[k] = costs[first] - truncated.retention_cost
+            self.estimates[k] = self.estimates[first] - truncated.estimate
+        if self.start > 1024 and 2 * self.start > len(items):
+            self._drop_before_start()
+        return self.items[self.start :]
+
+    def _drop_before_start(self) -> None:
+        """Forget the candidates before the retained run (the sums stay absolute; the id offsets move)."""
+        s = self.start
+        skipped = self.id_starts[s]
+        self.items, self.messages, self.ids = self.items[s:], self.messages[s:], self.ids[skipped:]
+        self.costs, self.estimates = self.costs[s:], self.estimates[s:]
+        self.id_starts = [n - skipped for n in self.id_starts[s:]]
+        self.start = 0
+
+
 def retain_for_remote(
     items: Sequence[CodexItem],
     *,
@@ -740,38 +900,12 @@ def retain_for_remote(
     max_agent_message_tokens: int,
     final_answer_prefix: str = "Message Type: FINAL_ANSWER\n",
 ) -> list[CodexItem]:
-    """`build_v2_compacted_history` without the compaction item (§4.3 steps 1-3): real user
-    messages and non-final agent messages (≤ `max_agent_message_tokens`), newest first within
-    `budget`; the crossing message is truncated (images kept, empty result discarded) and zeroes
-    the budget; a non-message that does not fit is skipped without zeroing it."""
-    candidates = list(filter(_IS_BOUNDARY, items))  # real user messages and agent messages
-    if not all(map(_IS_REAL_USER, candidates)):
-        candidates = [
-            i for i in candidates
-            if i.is_real_user or (not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
-        ]
-    newest_first = candidates[::-1]
-    # spent[k]: the cost of the newest k candidates (each costs at least 1: the sums increase)
-    spent = list(accumulate(map(_RETENTION_COST, newest_first), initial=0))
-    remaining = budget
-    kept: list[CodexItem] = []
-    start = 0
-    while remaining and start < len(newest_first):
-        # the candidates from `start` on that fit in what remains, then the first one that does not
-        stop = bisect_right(spent, spent[start] + remaining, lo=start) - 1
-        kept += newest_first[start:stop]
-        remaining -= spent[stop] - spent[start]
-        if not remaining or stop == len(newest_first):
-            break  # nothing more is kept, or nothing is left
-        item = newest_first[stop]
-        if item.type == "message":
-            text = truncate_middle(item.text, remaining * 4)
-            if text or item.images:
-                kept.append(replace(item, text=text))
-            remaining = 0
-        start = stop + 1
-    kept.reverse()
-    return kept
+    """`build_v2_compacted_history` without the compaction item (§4.3 steps 1-3) over the whole of
+    `items`: real user messages and non-final agent messages (≤ `max_agent_message_tokens`), newest
+    first within `budget` (`RetainedRun.retain`)."""
+    run = RetainedRun()
+    run.extend(remote_candidates(items, max_agent_message_tokens, final_answer_prefix))
+    return run.retain(budget)
 
 
 def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[CodexItem]:
@@ -795,14 +929,20 @@ def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[Cod
     return kept
 
 
-def insert_initial_context(history: list[CodexItem], context: Sequence[CodexItem]) -> list[CodexItem]:
-    """`insert_initial_context_before_last_real_user_or_summary` (§2.2 step 5): before the last
-    real user message; else before the summary; else before the last compaction item; else appended."""
+def initial_context_index(history: Sequence[CodexItem]) -> int:
+    """Where `insert_initial_context` puts the initial context: before the last real user message;
+    else before the summary; else before the last compaction item; else at the end."""
     for test in (lambda i: i.is_real_user, lambda i: i.summary, lambda i: i.type == "compaction"):
         index = next((n for n in range(len(history) - 1, -1, -1) if test(history[n])), None)
         if index is not None:
-            return history[:index] + list(context) + history[index:]
-    return history + list(context)
+            return index
+    return len(history)
+
+
+def insert_initial_context(history: list[CodexItem], context: Sequence[CodexItem]) -> list[CodexItem]:
+    """`insert_initial_context_before_last_real_user_or_summary` (§2.2 step 5), at `initial_context_index`."""
+    index = initial_context_index(history)
+    return history[:index] + list(context) + history[index:]
 
 
 # --------------------------------------------------------------------------- turn context updates
