@@ -9,8 +9,9 @@ What a call does, in order:
    (input: 4 tokens of framing per message, as `compaction_bench.provider` counts requests;
    output: the completion's text, `text_tokens`). A request of `Message`s is converted, counted
    and read in runs of messages, each run once per process, a request costing the messages around
-   what it shares with the last one (`_WireRuns`), and a request sent again (the same message
-   objects) gets its completion from a memo.
+   what it shares with the last one (`_WireRuns`): its input tokens are the last request's less its
+   runs that left plus its new ones, and the summarizer splits it from the last request's `Split`
+   (`split_readings`). A request sent again (the same message objects) gets its completion from a memo.
 3. Any other model id is a litellm model. Its response is looked up by request key in a recorded
    responses file (`--responses`, written by `bench cache export`), then in the persistent cache
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
@@ -53,10 +54,13 @@ from compaction_bench.errors import BenchError
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
+    Shared,
+    Split,
     extractive_summary,
     read_payload,
     reader_answer,
-    summarize_readings,
+    split_readings,
+    summarize_split,
 )
 from compaction_bench.request import Message
 from compaction_bench.wire import WireInput, chat_messages, provider_of
@@ -223,13 +227,28 @@ class _Run(NamedTuple):
 class _Sent(NamedTuple):
     """The last request `_WireRuns` read for a model and provider: its messages (kept alive, so their
     identities stay theirs), their ids, whether the last message the conversion keeps is an
-    assistant's after each, the first message of each run (then the number of messages) and the runs."""
+    assistant's after each, the first message of each run (then the number of messages), the runs,
+    their readings, their input tokens, and the summarizer's `Split` of the runs once it is made."""
 
     messages: tuple[Message, ...]
-    ids: list[int]
+    ids: tuple[int, ...]
     after: list[bool]
     starts: list[int]
     runs: list[_Run]
+    readings: list[Reading]
+    tokens: int
+    split: list[Split]
+
+
+class _Read(NamedTuple):
+    """A request as `_WireRuns` read it (`sent`), and the runs it shares with the one read before it:
+    sent.runs[where:where + length] are earlier.runs[first:first + length]."""
+
+    sent: _Sent
+    earlier: _Sent | None
+    where: int
+    first: int
+    length: int
 
 
 #: How many of a request's first messages `_WireRuns` looks for in the last request (a request often
@@ -260,18 +279,28 @@ class _WireRuns:
 
     def read(self, messages: Sequence[WireInput], model: str, provider: str) -> list[_Run] | None:
         """The request's runs in order, or None unless its messages are all `Message`s."""
+        done = self.read_request(messages, model, provider)
+        return None if done is None else done.sent.runs
+
+    def read_request(self, messages: Sequence[WireInput], model: str, provider: str, ids: tuple[int, ...] | None = None) -> _Read | None:
+        """The request read (`read`) with the runs it shares with the last request of the same model and
+        provider, or None unless its messages are all `Message`s (`ids`: their identities, if known). Its
+        input tokens and readings are the last request's less those of its runs outside the shared ones,
+        plus those of its own other runs."""
         sequence = cast("tuple[Message, ...]", tuple(messages))
         size = len(sequence)
-        if not size:
-            return []
         last = self.sent.get((model, provider))
+        if not size:
+            return _Read(_Sent(sequence, (), [], [], [], [], 0, []), last, 0, 0, 0)
+        ids = tuple(map(id, sequence)) if ids is None else ids
         start = shared = k = 0  # sequence[start:start + shared] is last.messages[k:k + shared]
         if last is not None:
             for p in range(min(FIRST_TRIED, size)):
                 with contextlib.suppress(ValueError):
-                    k = last.ids.index(id(sequence[p]))
-                    held = last.messages[k:]
-                    shared = next(itertools.compress(itertools.count(), map(operator.is_not, held, sequence[p:])), min(len(held), size - p))
+                    k = last.ids.index(ids[p])
+                    # Equal ids are the same message: both requests' messages are alive.
+                    different = map(operator.ne, itertools.islice(last.ids, k, None), itertools.islice(ids, p, None))
+                    shared = next(itertools.compress(itertools.count(), different), min(len(last.ids) - k, size - p))
                     start = p
                     break
         starts: list[int] = []
@@ -284,8 +313,9 @@ class _WireRuns:
                 # From here to the piece's end the two requests read the same messages in the same state.
                 first, stop = bisect.bisect_left(last.starts, k + n - start), bisect.bisect_left(last.starts, k + shared)
                 adopted = (len(starts), first, stop)
-                starts += map((start - k).__add__, last.starts[first:stop])
-                after += last.after[k + n - start : k + shared]
+                held = itertools.islice(last.starts, first, stop)
+                starts += held if start == k else map((start - k).__add__, held)
+                after += itertools.islice(last.after, k + n - start, k + shared)
                 after_assistant = after[-1]
                 n = start + shared
                 continue
@@ -310,7 +340,7 @@ class _WireRuns:
             n += 1
         starts.append(size)
         where, first, stop = adopted
-        kept = last.runs[first : stop - 1] if last is not None and stop > first else []
+        count = max(stop - 1 - first, 0) if last is not None else 0
         found: dict[int, _Run] = {}  # the last request's runs outside the shared piece, by their first message
         if last is not None:
             low, high = (bisect.bisect_left(last.starts, k), bisect.bisect_left(last.starts, k + shared)) if shared else (0, 0)
@@ -330,10 +360,23 @@ class _WireRuns:
             return _Run(sequence[a:b], payload, payload_tokens(payload), read_payload(payload))
 
         runs = list(itertools.starmap(run, itertools.pairwise(starts[: where + 1])))
-        runs += kept
-        runs += itertools.starmap(run, itertools.pairwise(starts[where + len(kept) :]))
-        self.sent[model, provider] = _Sent(sequence, list(map(id, sequence)), after, starts, runs)
-        return runs
+        if count:
+            runs += itertools.islice(cast("_Sent", last).runs, first, first + count)
+        runs += itertools.starmap(run, itertools.pairwise(starts[where + count :]))
+        new = (runs[:where], runs[where + count :])  # the runs outside the shared ones
+        tokens = sum(map(_TOKENS, itertools.chain(*new)))
+        if last is not None and count:
+            tokens += last.tokens - sum(map(_TOKENS, itertools.chain(last.runs[:first], last.runs[first + count :])))
+            readings = list(map(_READING, new[0]))
+            readings += itertools.islice(last.readings, first, first + count)
+            readings += map(_READING, new[1])
+        else:
+            readings = list(map(_READING, runs))
+        sent = self.sent[model, provider] = _Sent(sequence, ids, after, starts, runs, readings, tokens, [])
+        return _Read(sent, last, where, first, count)
+
+
+_TOKENS, _READING = operator.attrgetter("tokens"), operator.attrgetter("reading")
 
 
 _wire_runs = _WireRuns()
@@ -556,17 +599,22 @@ class LLMClient:
         costs its runs of messages that are new (`_WireRuns`, which also tells whether its messages
         are all `Message`s)."""
         sent = tuple(messages)
-        same_request = (self.model, self.provider, max_tokens, tuple(map(id, sent)))
+        ids = tuple(map(id, sent))
+        same_request = (self.model, self.provider, max_tokens, ids)
         done = _offline_completions.get(same_request)
         if done is None:
-            runs = _wire_runs.read(sent, self.model, self.provider)
-            if runs is None:
+            read = _wire_runs.read_request(sent, self.model, self.provider, ids)
+            if read is None:
                 return None
-            tokens = sum(map(operator.attrgetter("tokens"), runs))
+            request, earlier, where, first, count = read
+            tokens = request.tokens
             if self.model == DEFAULT_SUMMARIZER:
-                text = summarize_readings(list(map(operator.attrgetter("reading"), runs)), max_tokens)
+                shared = Shared(earlier.split[0], where, first, count) if earlier is not None and earlier.split else None
+                split = split_readings(request.readings, shared)
+                request.split[:] = [split]
+                text = summarize_split(split, max_tokens)
             else:
-                text = _offline_text(self.model, list(itertools.chain.from_iterable(map(operator.attrgetter("payload"), runs))), max_tokens)
+                text = _offline_text(self.model, list(itertools.chain.from_iterable(map(operator.attrgetter("payload"), request.runs))), max_tokens)
             done = _offline_completions[same_request] = (sent, text, tokens)
             if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
                 del _offline_completions[next(iter(_offline_completions))]

@@ -22,7 +22,9 @@ best-matching span.
   scoring and sorting every line: the candidate lines of the last request are kept by salience
   (`_Chain`), a request that shares its parts costs the lines of its new ones, and the buckets are
   merged by score until the budget is spent (`_select`), so a request costs the lines new in it and
-  the lines it looks at to choose, plus passes in C over its runs and parts.
+  the lines it looks at to choose, plus passes in C over its parts. A request that shares runs with
+  the last one takes their content parts and earlier summaries from the last request's `Split`
+  (`split_readings` with `Shared`), reading only the runs around them.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question. Each distinct message text is indexed once
   per process (`ReaderContext`), so many questions about overlapping contexts cost little.
@@ -39,9 +41,9 @@ import math
 import operator
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 HEADING_PATTERNS = (
     re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
@@ -310,22 +312,82 @@ def read_payload(messages: Sequence[Mapping[str, Any]]) -> Reading:
     return Reading(tuple((str(m.get("role", "user")), _text_of(m)) for m in messages))
 
 
-def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
+class Split(NamedTuple):
+    """A summary request's `split_readings`: (instructions, content lines in order, previous summary), and
+    what a later request needs to take the content of the runs it shares with this one without reading
+    them: its runs' readings, the content parts added by each run read apart (by the run's index) and
+    the indices of the runs read whole that hold an earlier summary, in order."""
+
+    instructions: str
+    content: list[_Part]
+    previous: str
+    readings: Sequence[Reading]
+    apart: dict[int, int]
+    summaries: list[int]
+
+
+class Shared(NamedTuple):
+    """The runs a request shares with an earlier one: its readings[where:where + length] are the earlier
+    request's readings[first:first + length], and `earlier` is that request's `Split`."""
+
+    earlier: Split
+    where: int
+    first: int
+    length: int
+
+
+def split_readings(readings: Sequence[Reading], shared: Shared | None = None) -> Split:
     """(instructions, content lines in order, previous summary) of a summary request read as runs
     of its messages (`Reading`): the request's last user message and every system or developer
     message are instructions or tag blocks, an earlier summary (the first, unless a
-    previous-summary block says otherwise) is the previous summary, the rest is content."""
+    previous-summary block says otherwise) is the previous summary, the rest is content.
+
+    With `shared`, the shared runs that both requests read whole (none of them read apart in either)
+    are not read again: their content parts are a slice of the earlier request's content, found by
+    counting the parts of the earlier request's other runs, and their summaries are the earlier
+    request's, so a request costs the runs around them (a remote Codex compaction sends the last one's
+    retained messages less the oldest few, then a few new ones). Otherwise, or if the shared runs hold
+    a run read apart in either request, every run is read."""
+    size = len(readings)
+    last = next((k for k in range(size - 1, -1, -1) if readings[k].last_user >= 0), -1)
+    block = None  # (where, end, the earlier content's slice, the earlier summaries' indices here)
+    if shared is not None and shared.length:
+        earlier, where, first, count = shared
+        end = where + count
+        if not where <= last < end and not any(first <= k < first + count for k in earlier.apart):
+            block = (where, end, _content_slice(earlier, first, first + count), _shifted(earlier.summaries, first, count, where - first))
+    if block is None:
+        apart = [*itertools.compress(range(size), map(_SPECIAL, readings)), last]
+    else:
+        where, end = block[0], block[1]
+        apart = [*itertools.compress(range(where), map(_SPECIAL, readings[:where])),
+                 *itertools.compress(range(end, size), map(_SPECIAL, readings[end:])), last]
     instructions: list[str] = []
     content: list[_Part] = []
+    summaries: list[int] = []
+    counts: dict[int, int] = {}
     previous = ""
-    last = next((k for k in range(len(readings) - 1, -1, -1) if readings[k].last_user >= 0), -1)
-    apart = [*itertools.compress(range(len(readings)), map(_SPECIAL, readings)), last]
+
+    def read_whole(a: int, b: int) -> None:
+        """Add the content and summaries of readings[a:b], none read apart (the shared block's from `earlier`)."""
+        if block is not None and a <= block[0] and block[1] <= b:
+            read_whole(a, block[0])
+            content.extend(block[2])
+            summaries.extend(block[3])
+            read_whole(block[1], b)
+            return
+        ordinary = readings[a:b]  # runs read as a whole, in C
+        content.extend(itertools.chain.from_iterable(map(_PARTS, ordinary)))
+        summaries.extend(itertools.compress(range(a, b), map(_SUMMARY, ordinary)))
+
     done = 0  # readings[:done] are read
     for k in sorted(set(apart) - {-1}):
-        ordinary = readings[done:k]  # runs read as a whole, in C
-        content += itertools.chain.from_iterable(map(_PARTS, ordinary))
-        previous = previous or next(filter(None, map(_SUMMARY, ordinary)), "")
+        found = len(summaries)
+        read_whole(done, k)
+        if not previous and len(summaries) > found:
+            previous = readings[summaries[found]].summary or ""
         reading = readings[k]
+        before = len(content)
         last_user = reading.last_user if k == last else -1
         for n, (role, text) in enumerate(reading.entries):
             if role in ("system", "developer") or n == last_user:
@@ -335,8 +397,8 @@ def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
                 for body in bodies:
                     content += _conversation_parts(body)
                 # Content unless it is the request's first message (none before it in its run or in an earlier one).
-                first = not n and not any(map(_SIZE, itertools.islice(readings, k)))
-                if role in ("system", "developer") and n != last_user and not first and not _section_titles(outside):
+                first_message = not n and not any(map(_SIZE, itertools.islice(readings, k)))
+                if role in ("system", "developer") and n != last_user and not first_message and not _section_titles(outside):
                     content.append(_part(outside, role))
                 else:
                     instructions.append(outside)
@@ -344,10 +406,31 @@ def split_readings(readings: Sequence[Reading]) -> tuple[str, list[_Part], str]:
                 previous = previous or text
             else:
                 content.append(_part(text, "tool" if role == "tool" else role))
+        counts[k] = len(content) - before
         done = k + 1
-    content += itertools.chain.from_iterable(map(_PARTS, readings[done:]))
-    previous = previous or next(filter(None, map(_SUMMARY, readings[done:])), "")
-    return "\n".join(instructions), content, previous
+    found = len(summaries)
+    read_whole(done, size)
+    if not previous and len(summaries) > found:
+        previous = readings[summaries[found]].summary or ""
+    return Split("\n".join(instructions), content, previous, readings, counts, summaries)
+
+
+def _content_slice(earlier: Split, first: int, stop: int) -> Iterator[_Part]:
+    """The content parts of the earlier request's runs [first:stop), all read whole: its content less
+    the parts of its runs before `first` and from `stop` on (a run read apart added `apart`'s count)."""
+    readings, apart = earlier.readings, earlier.apart
+
+    def added(k: int) -> int:
+        return apart[k] if k in apart else len(readings[k].parts)
+
+    low = sum(map(added, range(first)))
+    high = len(earlier.content) - sum(map(added, range(stop, len(readings))))
+    return itertools.islice(earlier.content, low, high)
+
+
+def _shifted(summaries: list[int], first: int, count: int, by: int) -> list[int]:
+    """The indices among `summaries` from `first` to `first + count`, each moved by `by`."""
+    return [k + by for k in summaries[bisect.bisect_left(summaries, first) : bisect.bisect_left(summaries, first + count)]]
 
 
 _SPECIAL, _PARTS, _SUMMARY = operator.attrgetter("special"), operator.attrgetter("parts"), operator.attrgetter("summary")
@@ -450,8 +533,8 @@ class _Chain:
         if parts and self.first < start:
             with contextlib.suppress(ValueError):
                 start = self.ids.index(id(parts[0]), self.first)
-        held = self.parts[start:]
-        same = next(itertools.compress(itertools.count(), map(operator.is_not, held, parts)), min(len(held), len(parts)))
+        held = itertools.islice(self.parts, start, None)
+        same = next(itertools.compress(itertools.count(), map(operator.is_not, held, parts)), min(len(self.parts) - start, len(parts)))
         if start + same < len(self.parts):
             self._cut(start + same)
         self._drop(start)
@@ -556,7 +639,12 @@ def extractive_summary(messages: Sequence[Mapping[str, Any]], max_tokens: int | 
 def summarize_readings(readings: Sequence[Reading], max_tokens: int | None) -> str:
     """`extractive_summary` of a request given as the `Reading`s of its runs of messages (each run
     read once per process, `compaction_bench.llm`)."""
-    instructions, parts, previous = split_readings(readings)
+    return summarize_split(split_readings(readings), max_tokens)
+
+
+def summarize_split(split: Split, max_tokens: int | None) -> str:
+    """`summarize_readings` of a request already split (`split_readings`)."""
+    instructions, parts, previous = split[:3]
     titles = _section_titles(instructions) or ("Summary",)
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
