@@ -106,6 +106,10 @@ def first_difference(previous: Sequence[Message], current: Sequence[Message]) ->
         # the shorter log part's own tail against the other view's messages there
         return shared + common_prefix_length(short.tail[: end - shared], other[shared:end]) if end > shared else shared
     n = min(len(previous), len(current))
+    if n > FIRST_BLOCK:  # the first messages first: two contexts that differ there cost no copy of either
+        head = common_prefix_length(tuple(previous[:FIRST_BLOCK]), tuple(current[:FIRST_BLOCK]))
+        if head < FIRST_BLOCK:
+            return head
     return common_prefix_length(tuple(previous[:n]), tuple(current[:n]))  # the same tuple when it is one already
 
 
@@ -148,17 +152,30 @@ class SharedPrefixes:
         known, differs = pair[2], pair[3]
         if not differs and known < limit:
             end = min(len(a), len(b))
-            same = known + common_prefix_length(a[known:end], b[known:end])
+            stop = min(known + FIRST_BLOCK, end)  # the first messages first: no copy of two logs that differ there
+            same = known + common_prefix_length(a[known:stop], b[known:stop])
+            if same == stop < end:
+                same += common_prefix_length(a[stop:end], b[stop:end])
             pair[2], pair[3] = same, same < end
             known = same
         return min(known, limit)
 
 
+#: How many leading elements `common_prefix_length` compares first.
+FIRST_BLOCK = 16
+
+
 def common_prefix_length(a: Any, b: Any) -> int:
-    """How many leading elements two tuples (or characters two strings) share: compared in C by
-    slices, halving the differing range."""
+    """How many leading elements two tuples (or lists, or characters two strings) share: compared in C
+    by slices, the first `FIRST_BLOCK` first (two contexts that differ near their start, a rewritten
+    history against the old one, cost no copy of either), then the rest, then halving the differing range."""
     low, high = 0, min(len(a), len(b))
-    if a[:high] == b[:high]:
+    if high > FIRST_BLOCK:
+        if a[:FIRST_BLOCK] != b[:FIRST_BLOCK]:
+            high = FIRST_BLOCK
+        else:
+            low = FIRST_BLOCK
+    if a[low:high] == b[low:high]:
         return high
     while high - low > 1:  # a[:low] == b[:low] and a[:high] != b[:high]
         middle = (low + high) // 2

@@ -346,7 +346,7 @@ class SimulatedProvider(MessageCounter):
         if base is None:
             shared = 0
         visible = base.visible.prefix(shared) if base is not None else Cumulative()
-        new = messages[shared:]
+        new = messages[shared:] if shared else messages  # (all of a `LogView` without copying it)
         memo = self._message_tokens
         tokens = [memo.get(m) or self.message_tokens(m) for m in new]  # a count is never 0 (`MESSAGE_OVERHEAD`)
         visible.extend(list(itertools.accumulate(tokens, initial=visible.last()))[1:])

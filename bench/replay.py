@@ -24,21 +24,29 @@ The engine owns the bookkeeping (records: `compaction_bench.records`):
 Per request the engine's own work is proportional to what changed: the provider counts only the
 messages after the prefix a request shares with a kept entry (`compaction_bench.provider`), a
 request that extends the previous turn request is known to have lost nothing without looking at
-its items (as is one that a recorded compaction rewrote from a context extending it: what it lost,
-that compaction removed), and compaction records hold references to the strategy's messages, not copies.
+its items (as is one that extends what a recorded compaction rewrote from a context extending it, but
+for messages whose ids it still holds: what it lost, that compaction removed), and compaction records
+hold references to the strategy's messages, not copies. A compaction whose context after it is a new
+one, not a view of the old one's log, and that starts from what the previous such compaction left
+(Codex's remote compaction before every turn keeps runs of the retained messages in a new history)
+is read against what the engine carried from that one (`_Carried`): the runs it kept are found by
+identity and only the messages around them are read.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
-from collections.abc import KeysView, Mapping, Sequence
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
-from compaction_bench.log_view import as_messages, common_prefix_length, first_difference
+from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
@@ -100,6 +108,14 @@ def recorded_contexts(transcript: Transcript) -> dict[int, frozenset[str] | None
     return out
 
 
+_ITEM_IDS = operator.attrgetter("item_ids")
+
+
+def _ids(messages: Iterable[Message]) -> Iterator[str]:
+    """The item ids `messages` carry, in order (read in C: no Python call per message)."""
+    return itertools.chain.from_iterable(map(_ITEM_IDS, messages))
+
+
 def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str, None]:
     """The item ids of `before` that no message of `after` carries, in order, each once.
 
@@ -111,12 +127,126 @@ def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str
     rest_before, rest_after = tuple(before[shared:]), tuple(after[shared:])
     suffix = common_prefix_length(rest_before[::-1], rest_after[::-1])
     end_before, end_after = len(rest_before) - suffix, len(rest_after) - suffix
-    still = {i for m in rest_after[:end_after] for i in m.item_ids}
-    candidates = [i for m in rest_before[:end_before] for i in m.item_ids if i not in still]
+    still = set(_ids(rest_after[:end_after]))
+    candidates = list(itertools.filterfalse(still.__contains__, _ids(rest_before[:end_before])))
     if not candidates:
         return {}
-    outside = {i for part in (after[:shared], rest_after[end_after:]) for m in part for i in m.item_ids}
-    return dict.fromkeys(i for i in candidates if i not in outside)
+    outside = set(_ids(after[:shared]))
+    outside.update(_ids(rest_after[end_after:]))
+    return dict.fromkeys(itertools.filterfalse(outside.__contains__, candidates))
+
+
+def _surely_carries(messages: Sequence[Message], other: Sequence[Message]) -> bool:
+    """True when `messages` carries every item id `other` carries, seen from the parts after their common
+    leading messages alone (a request that extends a compaction's context after it, but for the message it
+    grew, say): the rest of `other` has no id the rest of `messages` does not carry. False says nothing."""
+    if messages is other:
+        return True
+    shared = first_difference(other, messages)
+    return set(_ids(other[shared:])).issubset(_ids(messages[shared:]))
+
+
+#: How many messages a compaction's context after it holds at least for the engine to carry what it knows of it
+#: to the next compaction (`_Carried`): a shorter one costs little to read again.
+CARRIED_FROM = 64
+#: How many messages at the end of the last compaction's context after it may have changed (or gone) in the
+#: next one's context before it for `_Carried` to read that compaction (a prompt's last message grows, say).
+CARRIED_CHANGES = 16
+
+
+class _Carried:
+    """What the engine knows of the last compaction's context after it, for the next compaction's `removed_ids`.
+
+    A compaction that follows another (Codex's remote compaction before every turn, say) usually
+    starts from that one's context plus a few messages, and keeps runs of it (the retained user
+    messages) as the same message objects. `messages` is that context; `serial` gives each of its
+    message objects (by identity) its position plus `first`, and `counts` how many of its messages
+    carry each item id. When `before` starts with (equal messages to) `messages`, the next compaction's
+    context after it is read as runs of those message objects, found by identity (looked up in
+    `serial`, checked in C with `is`), and messages outside any run; only the latter and the messages
+    of `before` outside the runs are read, and `counts` becomes the new context's by adding and
+    removing theirs. The ids `before` lost are the ids of its messages outside the runs that no
+    message of the new context carries: those of the runs are in it, and an id never in a run's
+    message has its first place in `before` outside them."""
+
+    __slots__ = ("counts", "first", "messages", "serial")
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        self.serial = dict(zip(map(id, messages), itertools.count()))
+        self.first = 0
+        self.counts = collections.Counter(_ids(messages))
+
+    @classmethod
+    def of(cls, messages: Sequence[Message]) -> _Carried | None:
+        """The state of a compaction's context after it (None when a message object occurs twice in it)."""
+        carried = cls(messages)
+        return carried if len(carried.serial) == len(messages) else None
+
+    def removed(self, before: Sequence[Message], after: Sequence[Message]) -> tuple[dict[str, None], bool] | None:
+        """`removed_ids(before, after)` and whether this state now describes `after` (else it is to be built
+        anew: a message object occurs twice in `after`); None, this state unchanged, when `before` does not
+        start with (nearly all of) `messages` or two runs overlap (a message kept twice)."""
+        carried = self.messages
+        n = first_difference(carried, before)  # `before` starts with carried[:n]; the rest changed (a grown message, say)
+        if len(carried) - n > CARRIED_CHANGES:
+            return None
+        serial, first = self.serial, self.first
+        runs: list[tuple[int, int, int]] = []  # (position in `messages`, length, position in `after`)
+        outside: list[int] = []  # positions in after of its messages outside the runs
+        at, total = 0, len(after)
+        while at < total:
+            where = serial.get(id(after[at]), first + n) - first
+            length = _identical_run(after, at, carried, where, n) if where < n else 0
+            if length:
+                runs.append((where, length, at))
+                at += length
+            else:
+                outside.append(at)
+                at += 1
+        runs.sort()
+        gone: list[Message] = []  # carried messages outside the runs, in order (equal to those of `before` there)
+        end = 0
+        for where, length, _ in runs:
+            if where < end:
+                return None
+            gone.extend(carried[end:where])
+            end = where + length
+        gone.extend(carried[end:n])
+        left = [*gone, *carried[n:]]  # the carried messages `after` does not hold as they were
+        counts = self.counts
+        counts.subtract(_ids(left))
+        counts.update(_ids(after[at] for at in outside))
+        candidates = itertools.chain(_ids(gone), _ids(before[n:]))
+        removed = dict.fromkeys(i for i in candidates if not counts[i])
+        for i in _ids(left):
+            if not counts.get(i, 1):
+                del counts[i]
+        for message in left:
+            serial.pop(id(message), None)
+        self.messages = after
+        if not runs:
+            return removed, False
+        # the longest run's messages keep their serials; every other message of `after` is numbered from it
+        where, length, at = max(runs, key=lambda run: run[1])
+        self.first = first = serial[id(after[at])] - at
+        for n_, message in itertools.chain(enumerate(after[:at]), zip(itertools.count(at + length), after[at + length :])):
+            serial[id(message)] = first + n_
+        return removed, len(serial) == total
+
+
+def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message], where: int, end: int) -> int:
+    """How many messages from `after[at]` on are the very objects from `before[where]` on, up to `before[end]`:
+    compared in C, in chunks that double (a short run costs about what it holds)."""
+    length, step, limit = 0, 8, end - where
+    while length < limit:
+        chunk = min(step, limit - length)
+        same = list(map(operator.is_, after[at + length : at + length + chunk], before[where + length : where + length + chunk]))
+        if len(same) < chunk or False in same:
+            return length + (same.index(False) if False in same else len(same))
+        length += chunk
+        step *= 2
+    return length
 
 
 class _Engine:
@@ -151,6 +281,8 @@ class _Engine:
         self._compactions_seen = 0
         # Per reported compaction not yet checked against a turn request: the item ids it removed.
         self._removed: dict[int, KeysView[str]] = {}
+        # The last reported compaction's context after it, for the next one's `removed_ids`.
+        self._carried: _Carried | None = None
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
         self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
@@ -200,11 +332,22 @@ class _Engine:
         probe: bool = True,
     ) -> None:
         before, after = as_messages(before), as_messages(after)
-        summarized = tuple(dict.fromkeys(summarized_ids))
-        summarized_set = set(summarized)
-        removed = removed_ids(before, after)
+        summarized_once = dict.fromkeys(summarized_ids)
+        summarized = tuple(summarized_once)
+        # a new context, not a view of the old one's log (Codex's remote compaction keeps runs of the old one's
+        # messages in a new history): read from the last such compaction's context after it (`_Carried`) when this
+        # one starts from it, else from both contexts (a view of the same log costs what it changed there)
+        fresh = not (isinstance(before, LogView) and isinstance(after, LogView) and before.log is after.log)
+        fresh = fresh and len(after) >= CARRIED_FROM
+        carried = self._carried.removed(before, after) if fresh and self._carried is not None else None
+        if carried is None:
+            removed = removed_ids(before, after)
+            self._carried = _Carried.of(after) if fresh else None
+        else:
+            removed, describes_after = carried
+            self._carried = self._carried if describes_after else _Carried.of(after)
         self._removed[len(self.result.compactions)] = removed.keys()
-        dropped = tuple(i for i in removed if i not in summarized_set)
+        dropped = tuple(i for i in removed if i not in summarized_once)
         kept = KeptIds(before, removed.keys())
         self._add_compaction(
             trigger=trigger,
@@ -267,9 +410,10 @@ class _Engine:
         if previous is None:
             return
         for compaction in self.result.compactions[self._compactions_seen :]:
-            if compaction.after is request.messages and first_difference(previous.messages, compaction.before) == len(previous.messages):
-                # a compaction since then rewrote a context that extends the previous request into this one:
-                # all the previous request held and this one does not, that compaction removed (and explains)
+            extends = first_difference(previous.messages, compaction.before) == len(previous.messages)
+            if extends and _surely_carries(request.messages, compaction.after):
+                # a compaction since then rewrote a context that extends the previous request into one whose ids
+                # this one holds: all the previous request held and this one does not, that compaction removed (and explains)
                 return
         if first_difference(previous.messages, request.messages) == len(previous.messages):
             return  # the request extends the previous one: nothing left
