@@ -206,8 +206,9 @@ class TokenCounter:
         """A new text's count from its lines (`line_pieces`). Its first line apart: the rest is
         memoized on its own, for texts that differ only in their first line (a header with a file
         name, an opening tag before a conversation). In the rest, a line counted before (a summary's
-        lines are, by the model that wrote it) is read from the memo, and each run of the other lines
-        is encoded at once, so a text with no known line costs two encodes where it would cost one."""
+        lines are, by the model that wrote it) is read from the memo, a line of `LINES_FROM` characters
+        or more is encoded on its own and memoized (as is such a first line), and each run of the other
+        lines is encoded at once, so a text with no known line costs two encodes where it would cost one."""
         cut = _first_cut(text)
         if not cut:
             return len(self.encode(text))
@@ -215,7 +216,7 @@ class TokenCounter:
         first, rest = text[:cut], text[cut:]
         head = memo.get(first)
         if head is None:
-            head = len(encode(first))
+            head = self._encode_line(first)
         known = memo.get(rest)
         if known is not None:
             return head + known  # its lines are not split
@@ -223,6 +224,8 @@ class TokenCounter:
         run = -1  # where the current run of unknown lines starts in `rest`
         for line in line_pieces(rest):  # `line_pieces(text)[1:]`: `rest` begins at a cut
             counted = memo.get(line)
+            if counted is None and len(line) >= LINES_FROM:
+                counted = self._encode_line(line)  # encoded on its own: the run before it ends here
             if counted is None:
                 if run < 0:
                     run = position
@@ -235,6 +238,14 @@ class TokenCounter:
         total += len(encode(rest[run:])) if run >= 0 else 0
         self._remember(rest, total)
         return head + total
+
+    def _encode_line(self, line: str) -> int:
+        """A line's count, memoized when it has `LINES_FROM` characters or more (a file read whole, a long
+        call): the next text that holds it reads it from the memo."""
+        tokens = len(self.encode(line))
+        if len(line) >= LINES_FROM:
+            self._remember(line, tokens)
+        return tokens
 
     def _remember(self, text: str, tokens: int) -> None:
         memo = self._memo

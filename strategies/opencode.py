@@ -59,7 +59,7 @@ from compaction_bench.strategies.opencode_components import (
     usage_count,
 )
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.tokens import opencode_estimate, opencode_estimate_units, shared_counter
+from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
 from compaction_bench.transcript import Item, Usage
 
 #: §3.1: prepended to the follow-up when the compaction answered a provider overflow (our words).
@@ -451,7 +451,7 @@ class OpenCodeV2(_OpenCode):
         self._since = 0
         self._recovered = False
         self._refused: str | None = None
-        self.entries = Entries(self.options.tool_output_max_chars, shared_counter(ctx.profile.tokenizer).count)
+        self.entries = Entries(self.options.tool_output_max_chars)
 
     def _messages(self) -> list[Message]:
         """The checkpoint, then the records since it (the view holds ``records[_since:]``)."""
@@ -506,7 +506,6 @@ class OpenCodeV2(_OpenCode):
         if not entries:
             return self._refuse("nothing to compact")
         split = split_recent([text for _, text in entries], o.keep_tokens)
-        self.entries.recent(split)
         prev = self.checkpoint
         if not split.head and prev is None:
             return self._refuse("nothing to compact")

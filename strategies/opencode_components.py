@@ -36,7 +36,7 @@ from typing import Any
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, merge_assistant, message_from_item
-from compaction_bench.tokens import LINES_FROM, opencode_estimate, opencode_estimate_units, utf16_len
+from compaction_bench.tokens import opencode_estimate, opencode_estimate_units, utf16_len
 from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Usage
 
 # ----------------------------------------------------------------- protocol strings (verbatim)
@@ -753,28 +753,14 @@ def serialize_record(record: Record, tool_output_max_chars: int) -> str:
     return "\n".join(lines)
 
 
-#: An entry's line of `LINES_FROM` characters or more (with its newline) that another line of the
-#: entry follows: a tool call with a whole file in its input, most often. It is one of the token
-#: counter's lines in every text that holds the entry (`line_pieces`: the next line begins with "[").
-LONG_LINE = re.compile(rf"^\[[^\n]{{{LINES_FROM - 2},}}\n(?=\[)", re.MULTILINE)
-#: The same for the first line of the recent text when it begins inside an entry's line (§6.4's cut):
-#: the counter's line too if it begins with a character that no tokenizer piece continues into.
-LONG_FIRST_LINE = re.compile(rf"[^\s/][^\n]{{{LINES_FROM - 2},}}\n(?=\[)")
-
-
 class Entries:
     """§6.3's entries of the records since the checkpoint: each record serialized once per version,
-    the same text object at every compaction that reads it.
+    the same text object at every compaction that reads it (the summary prompts and checkpoints that
+    join entries are new texts at every compaction; the token counter memoizes their long lines,
+    `TokenCounter.count`, so a long line of an entry is tokenized once)."""
 
-    The summary prompts and checkpoints that join entries are new texts at every compaction, and the
-    token counter reads a long text's lines that it has counted before from its memo
-    (`TokenCounter.count`). An entry's long lines (`LONG_LINE`) are given to `count` when the entry
-    is serialized: every text that holds the entry then costs the counter its other lines only. The
-    line would be tokenized with the first text anyway, so this costs one more `encode` call per line."""
-
-    def __init__(self, tool_output_max_chars: int, count: Callable[[str], int]) -> None:
+    def __init__(self, tool_output_max_chars: int) -> None:
         self.tool_output_max_chars = tool_output_max_chars
-        self.count = count
         self._texts: dict[int, tuple[int, str]] = {}
 
     def of(self, records: Sequence[Record]) -> list[tuple[Record, str]]:
@@ -784,19 +770,11 @@ class Entries:
             text = known.get(record.id)
             if text is None or text[0] != record.version:
                 text = (record.version, serialize_record(record, self.tool_output_max_chars))
-                for line in LONG_LINE.findall(text[1]):
-                    self.count(line)
             texts[record.id] = text
             if text[1]:
                 entries.append((record, text[1]))
         self._texts = texts
         return entries
-
-    def recent(self, split: RecentSplit) -> None:
-        """The recent text of a split inside an entry begins with a line of its own: a long one is
-        given to `count` (the checkpoint and the next summary prompt both hold it)."""
-        if split.cut is not None and (line := LONG_FIRST_LINE.match(split.recent)):
-            self.count(line.group())
 
 
 @dataclass(frozen=True)

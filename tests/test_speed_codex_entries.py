@@ -3,10 +3,9 @@
 - `CodexLocal.summary_request(..., whole=True)` (the prompt view's messages and running estimate
   behind the compaction prompt) against `render` and `estimate_history` of the same items, on
   random histories;
-- `Entries` (OpenCode V2's serialized entries, each record serialized once per version, its long
-  lines given to the token counter) against `serialize_record`; the lines it counts are lines of
-  every text that joins entries as the summary prompt and the checkpoint do, and counting those
-  texts afterwards gives tiktoken's count of the whole text.
+- `Entries` (OpenCode V2's serialized entries, each record serialized once per version) against
+  `serialize_record`; counting the texts that join entries as the summary prompt and the checkpoint
+  do gives tiktoken's count of the whole text.
 """
 
 from __future__ import annotations
@@ -21,13 +20,11 @@ from compaction_bench.strategies.codex import CodexLocal
 from compaction_bench.strategies.codex_components import CodexItem, approx_tokens, estimate_history, render
 from compaction_bench.strategies.history import FoldMemo
 from compaction_bench.strategies.opencode_components import (
-    LONG_FIRST_LINE,
     Entries,
     SessionStore,
     serialize_record,
-    split_recent,
 )
-from compaction_bench.tokens import LINES_FROM, TokenCounter, line_pieces
+from compaction_bench.tokens import LINES_FROM, TokenCounter
 from compaction_bench.transcript import Item, Usage
 from tests.test_speed_codex_opencode import _codex_item
 
@@ -81,43 +78,24 @@ def _session(rng: random.Random) -> SessionStore:
     return store
 
 
-class _Recorder:
-    """The token counter's `count`, recording the texts it is given."""
-
-    def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self.texts: list[str] = []
-
-    def __call__(self, text: str) -> int:
-        self.texts.append(text)
-        return self.counter.count(text)
-
-
-def test_entries_are_the_serialized_records_and_count_lines_of_the_joined_texts():
+def test_entries_are_the_serialized_records_once_per_version():
     encoding = TokenCounter("o200k_base").encoding
     long_seen = 0
     for seed in range(20):
         rng = random.Random(seed)
         store = _session(rng)
-        count = _Recorder(TokenCounter("o200k_base"))
-        entries = Entries(2_000, count)
+        counter = TokenCounter("o200k_base")
+        entries = Entries(2_000)
         first = entries.of(store.records)
         expected = [(r, t) for r in store.records if (t := serialize_record(r, 2_000))]
         assert [(r, t) for r, t in first] == expected
-        # the long lines followed by another line of their entry, each with its newline, and nothing else
-        long_lines = [f"{line}\n" for _, text in first for line, after in zip(text.split("\n"), text.split("\n")[1:], strict=False)
-                      if line.startswith("[") and len(line) + 1 >= LINES_FROM and after.startswith("[")]
-        assert count.texts == long_lines
-        long_seen += len(long_lines)
-        # as the summary prompt and the checkpoint join entries: each counted line is one of the counter's lines
+        long_seen += sum(len(line) >= LINES_FROM for _, text in first for line in text.split("\n"))
+        # as the summary prompt and the checkpoint join entries (the counter reads their long lines from its memo the second time)
         for joined in ("\n\n".join(t for _, t in first), "<recent-context>\n" + "\n\n".join(t for _, t in first) + "\n</recent-context>"):
-            pieces = set(line_pieces(joined))
-            assert all(line in pieces for line in count.texts)
-            assert count.counter.count(joined) == len(encoding.encode_ordinary(joined))
+            assert counter.count(joined) == len(encoding.encode_ordinary(joined))
         # serialized once per version: the same objects again; a record that changed is serialized again
-        counted = len(count.texts)
         again = entries.of(store.records)
-        assert all(a[1] is b[1] for a, b in zip(first, again, strict=True)) and len(count.texts) == counted
+        assert all(a[1] is b[1] for a, b in zip(first, again, strict=True))
         step = next(r for r in store.records if r.kind == "step")
         step.items.append(Item(id="late", kind="assistant", text="[Assistant]: " + "y" * LINES_FROM))
         store.touch(step)
@@ -126,17 +104,3 @@ def test_entries_are_the_serialized_records_and_count_lines_of_the_joined_texts(
         assert [(r, t) for r, t in later] == [(r, t) for r in store.records[store.records.index(step) :] if (t := serialize_record(r, 2_000))]
     assert long_seen > 20
 
-
-def test_a_recent_text_cut_inside_a_long_line_counts_its_first_line():
-    counter = TokenCounter("o200k_base")
-    recorder = _Recorder(counter)
-    long_call = "[Assistant tool call]: write(" + json.dumps({"content": "word " * 2_000}) + ")\n[Tool result]: ok"
-    conv = ["[User]: write the file", long_call, "[User]: thanks", "[Assistant]: done"]
-    split = split_recent(conv, 1_000)  # the boundary entry is the long call, cut inside its first line
-    assert split.cut == 1
-    Entries(2_000, recorder).recent(split)
-    assert len(recorder.texts) == 1 and split.recent.startswith(recorder.texts[0])
-    assert LONG_FIRST_LINE.match(split.recent)
-    for text in (f"<recent-context>\n{split.recent}\n</recent-context>", f"Rules.\n\n{split.recent}\n\n[User]: next"):
-        assert recorder.texts[0] in line_pieces(text)
-        assert counter.count(text) == len(counter.encoding.encode_ordinary(text))
