@@ -277,13 +277,8 @@ class _WireRuns:
     def __init__(self) -> None:
         self.sent: dict[tuple[str, str], _Sent] = {}
 
-    def read(self, messages: Sequence[WireInput], model: str, provider: str) -> list[_Run] | None:
-        """The request's runs in order, or None unless its messages are all `Message`s."""
-        done = self.read_request(messages, model, provider)
-        return None if done is None else done.sent.runs
-
     def read_request(self, messages: Sequence[WireInput], model: str, provider: str, ids: tuple[int, ...] | None = None) -> _Read | None:
-        """The request read (`read`) with the runs it shares with the last request of the same model and
+        """The request read (its runs in order: `sent.runs`) with the runs it shares with the last request of the same model and
         provider, or None unless its messages are all `Message`s (`ids`: their identities, if known). Its
         input tokens and readings are the last request's less those of its runs outside the shared ones,
         plus those of its own other runs."""

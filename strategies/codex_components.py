@@ -16,8 +16,8 @@ This module owns, once for all four Codex strategies:
   ``fill_to_context_window`` quirk, the body-after-prefix prefill and the usage rebase of §1.5),
   `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
 - `model_switch_reason` (§1.4 item 3) and the model catalog facts it needs (comp_hash, windows);
-- `retain_for_remote` (the 64k retention of §4.3), `RetainedRun` (that retention carried from one
-  remote compaction to the next, with running sums over the retained run) and
+- `remote_candidates` and `RetainedRun` (the 64k retention of §4.3, carried from one remote
+  compaction to the next with running sums over the retained run) and
   `pretrim_tool_outputs` (§3.1);
 - `remove_first_item` (§2.1: drop the oldest item together with its call/output partner);
 - the context updates of a turn: `context_slot` (which initial-context entry a later contextual
@@ -891,21 +891,6 @@ class RetainedRun:
         self.costs, self.estimates = self.costs[s:], self.estimates[s:]
         self.id_starts = [n - skipped for n in self.id_starts[s:]]
         self.start = 0
-
-
-def retain_for_remote(
-    items: Sequence[CodexItem],
-    *,
-    budget: int,
-    max_agent_message_tokens: int,
-    final_answer_prefix: str = "Message Type: FINAL_ANSWER\n",
-) -> list[CodexItem]:
-    """`build_v2_compacted_history` without the compaction item (§4.3 steps 1-3) over the whole of
-    `items`: real user messages and non-final agent messages (≤ `max_agent_message_tokens`), newest
-    first within `budget` (`RetainedRun.retain`)."""
-    run = RetainedRun()
-    run.extend(remote_candidates(items, max_agent_message_tokens, final_answer_prefix))
-    return run.retain(budget)
 
 
 def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[CodexItem]:

@@ -12,6 +12,7 @@ from compaction_bench.strategies.codex_components import (
     ContextLimits,
     ContextWindows,
     ModelState,
+    RetainedRun,
     TokenAccount,
     TruncationPolicy,
     encrypted_length,
@@ -19,12 +20,19 @@ from compaction_bench.strategies.codex_components import (
     insert_initial_context,
     model_switch_reason,
     pretrim_tool_outputs,
+    remote_candidates,
     remove_first_item,
-    retain_for_remote,
     select_user_messages,
     truncate_middle,
 )
 from compaction_bench.transcript import Attachment, Usage
+
+
+def retain_for_remote(items: list[CodexItem], *, budget: int, max_agent_message_tokens: int) -> list[CodexItem]:
+    """§4.3 steps 1-3 over a whole history: the strategy's candidates and retention (`RetainedRun`) started from `items`."""
+    run = RetainedRun()
+    run.restart(remote_candidates(items, max_agent_message_tokens))
+    return run.retain(budget)
 
 
 def user(text: str, id: str, **kw) -> CodexItem:

@@ -26,12 +26,12 @@ from compaction_bench.strategies.codex_components import (
     for_prompt,
     pretrim_tool_outputs,
     render,
-    retain_for_remote,
     truncate_middle,
 )
 from compaction_bench.strategies.history import FoldMemo
 from compaction_bench.strategies.opencode_components import Estimator, earliest_fitting_start
 from compaction_bench.transcript import Attachment
+from tests.test_codex_components import retain_for_remote
 from tests.test_speed_codex_opencode import _codex_item
 
 

@@ -28,6 +28,12 @@ ROLLOUT = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-202
 PROMPT = "Summarize the conversation.\n\n## Goal\n\n## Errors\n\n## Files\n\n## Next steps"
 
 
+def _runs_of(messages, model: str, provider: str):
+    """The runs `_WireRuns` reads a request as, in order (None unless its messages are all `Message`s)."""
+    read = _wire_runs.read_request(messages, model, provider)
+    return None if read is None else read.sent.runs
+
+
 def as_dicts(messages: list[Message]) -> list[dict[str, Any]]:
     """The messages as plain dicts, which the client converts and reads whole (never by run)."""
     return [
@@ -52,7 +58,7 @@ def without_ids(payload: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def check(messages: list[Message]) -> None:
     """Read by runs, the request has the whole request's payload (but for ids), input tokens and summary."""
     for provider in ("offline", "openai"):
-        runs = _wire_runs.read(messages, DEFAULT_SUMMARIZER, provider)
+        runs = _runs_of(messages, DEFAULT_SUMMARIZER, provider)
         assert runs is not None
         whole = chat_messages(messages, provider=provider)
         assert without_ids([entry for run in runs for entry in run.payload]) == without_ids(whole)
@@ -113,11 +119,11 @@ def test_sliding_windows_of_a_real_session_read_by_runs_as_whole(rollout):
 
 def test_runs_are_read_once_and_requests_of_new_objects_alike(rollout):
     window = [*rollout[:200], Message("user", PROMPT)]
-    first = _wire_runs.read(window, DEFAULT_SUMMARIZER, "offline")
-    again = _wire_runs.read(list(window), DEFAULT_SUMMARIZER, "offline")
+    first = _runs_of(window, DEFAULT_SUMMARIZER, "offline")
+    again = _runs_of(list(window), DEFAULT_SUMMARIZER, "offline")
     assert first is not None and again is not None and all(a is b for a, b in zip(first, again, strict=True))
     copies = [dataclasses.replace(m) for m in window]  # equal messages, new objects: read anew, to the same result
-    fresh = _wire_runs.read(copies, DEFAULT_SUMMARIZER, "offline")
+    fresh = _runs_of(copies, DEFAULT_SUMMARIZER, "offline")
     assert fresh is not None and not any(a is b for a, b in zip(first, fresh, strict=True))
     assert [(r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in fresh] == [
         (r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in first
@@ -171,11 +177,11 @@ def test_consecutive_requests_keep_the_runs_they_share():
     kept = 0
     for request in requests:
         if not all(isinstance(m, Message) for m in request):
-            assert _wire_runs.read(request, DEFAULT_SUMMARIZER, "offline") is None
+            assert _runs_of(request, DEFAULT_SUMMARIZER, "offline") is None
             continue
         check(request)
-        runs = _wire_runs.read(request, DEFAULT_SUMMARIZER, "offline")
-        assert runs is not None and all(a is b for a, b in zip(runs, _wire_runs.read(list(request), DEFAULT_SUMMARIZER, "offline"), strict=True))
+        runs = _runs_of(request, DEFAULT_SUMMARIZER, "offline")
+        assert runs is not None and all(a is b for a, b in zip(runs, _runs_of(list(request), DEFAULT_SUMMARIZER, "offline"), strict=True))
         if last is not None:  # the run of each user message the last request held is the last request's
             held = {id(run.messages[0]): run for run in last}
             inside = [run for run in runs if run.messages[0].role == "user" and id(run.messages[0]) in held]
