@@ -28,7 +28,7 @@ from typing import Any
 
 from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
-from compaction_bench.request import Message, ToolCall
+from compaction_bench.request import Message, ToolCall, message_item_ids
 from compaction_bench.transcript import Attachment, Transcript, Usage
 
 #: Request kinds the provider accepts and bills (a final context is only probed, never sent).
@@ -78,7 +78,7 @@ class RequestRecord:
         return self.kind in SENT_KINDS and not self.overflow
 
     def item_ids(self) -> list[str]:
-        return [i for m in self.messages for i in m.item_ids]
+        return list(message_item_ids(self.messages))
 
 
 class KeptIds(Sequence[str]):

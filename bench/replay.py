@@ -39,7 +39,7 @@ import collections
 import copy
 import itertools
 import operator
-from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
+from collections.abc import KeysView, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
-from compaction_bench.request import Message, Request, message_from_item
+from compaction_bench.request import Message, Request, message_from_item, message_item_ids
 from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.templates import PromptSet
 from compaction_bench.tokens import HiddenTokens
@@ -108,14 +108,6 @@ def recorded_contexts(transcript: Transcript) -> dict[int, frozenset[str] | None
     return out
 
 
-_ITEM_IDS = operator.attrgetter("item_ids")
-
-
-def _ids(messages: Iterable[Message]) -> Iterator[str]:
-    """The item ids `messages` carry, in order (read in C: no Python call per message)."""
-    return itertools.chain.from_iterable(map(_ITEM_IDS, messages))
-
-
 def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str, None]:
     """The item ids of `before` that no message of `after` carries, in order, each once.
 
@@ -127,12 +119,12 @@ def removed_ids(before: Sequence[Message], after: Sequence[Message]) -> dict[str
     rest_before, rest_after = tuple(before[shared:]), tuple(after[shared:])
     suffix = common_prefix_length(rest_before[::-1], rest_after[::-1])
     end_before, end_after = len(rest_before) - suffix, len(rest_after) - suffix
-    still = set(_ids(rest_after[:end_after]))
-    candidates = list(itertools.filterfalse(still.__contains__, _ids(rest_before[:end_before])))
+    still = set(message_item_ids(rest_after[:end_after]))
+    candidates = list(itertools.filterfalse(still.__contains__, message_item_ids(rest_before[:end_before])))
     if not candidates:
         return {}
-    outside = set(_ids(after[:shared]))
-    outside.update(_ids(rest_after[end_after:]))
+    outside = set(message_item_ids(after[:shared]))
+    outside.update(message_item_ids(rest_after[end_after:]))
     return dict.fromkeys(itertools.filterfalse(outside.__contains__, candidates))
 
 
@@ -143,7 +135,7 @@ def _surely_carries(messages: Sequence[Message], other: Sequence[Message]) -> bo
     if messages is other:
         return True
     shared = first_difference(other, messages)
-    return set(_ids(other[shared:])).issubset(_ids(messages[shared:]))
+    return set(message_item_ids(other[shared:])).issubset(message_item_ids(messages[shared:]))
 
 
 #: How many messages a compaction's context after it holds at least for the engine to carry what it knows of it
@@ -175,7 +167,7 @@ class _Carried:
         self.messages = messages
         self.serial = dict(zip(map(id, messages), itertools.count()))
         self.first = 0
-        self.counts = collections.Counter(_ids(messages))
+        self.counts = collections.Counter(message_item_ids(messages))
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> _Carried | None:
@@ -215,11 +207,11 @@ class _Carried:
         gone.extend(carried[end:n])
         left = [*gone, *carried[n:]]  # the carried messages `after` does not hold as they were
         counts = self.counts
-        counts.subtract(_ids(left))
-        counts.update(_ids(after[at] for at in outside))
-        candidates = itertools.chain(_ids(gone), _ids(before[n:]))
+        counts.subtract(message_item_ids(left))
+        counts.update(message_item_ids(after[at] for at in outside))
+        candidates = itertools.chain(message_item_ids(gone), message_item_ids(before[n:]))
         removed = dict.fromkeys(i for i in candidates if not counts[i])
-        for i in _ids(left):
+        for i in message_item_ids(left):
             if not counts.get(i, 1):
                 del counts[i]
         for message in left:

@@ -11,8 +11,10 @@ replay it) and ``compaction`` (an opaque server-side compaction item, Codex remo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 from compaction_bench.log_view import as_messages
@@ -182,6 +184,15 @@ def merge_assistant(messages: list[Message]) -> list[Message]:
     return out
 
 
+
+_ITEM_IDS = attrgetter("item_ids")
+
+
+def message_item_ids(messages: Iterable[Message]) -> Iterator[str]:
+    """The item ids `messages` carry, in order (read in C: no Python call per message)."""
+    return chain.from_iterable(map(_ITEM_IDS, messages))
+
+
 @dataclass(frozen=True)
 class Request:
     """What a strategy would send to the model now.
@@ -205,7 +216,7 @@ class Request:
         object.__setattr__(self, "messages", as_messages(self.messages))
 
     def item_ids(self) -> list[str]:
-        return [i for m in self.messages for i in m.item_ids]
+        return list(message_item_ids(self.messages))
 
 
     def text(self) -> str:
