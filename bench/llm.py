@@ -59,6 +59,7 @@ from compaction_bench.offline_models import (
     extractive_summary,
     read_payload,
     reader_answer,
+    remember_summary,
     split_readings,
     summarize_split,
 )
@@ -613,6 +614,8 @@ class LLMClient:
             done = _offline_completions[same_request] = (sent, text, tokens)
             if len(_offline_completions) > OFFLINE_COMPLETIONS_KEPT:
                 del _offline_completions[next(iter(_offline_completions))]
+        elif self.model == DEFAULT_SUMMARIZER:
+            remember_summary(done[1])
         return done[1], done[2]
 
     def _offline_result(self, text: str, input_tokens: int, purpose: str) -> LLMResult:

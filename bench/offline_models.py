@@ -13,8 +13,13 @@ best-matching span.
   whose title fits its category, else the first), so renaming headings does not change which
   facts fit. It cannot read instructions beyond headings (an instruction to drop everything or to
   be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
-  In update mode (a ``<previous-summary>`` block, or an earlier summary in the conversation) it
-  keeps the previous summary's lines first and adds the most salient new ones. Its reading is
+  A line is read without its list markers (the summary lists every line it keeps as one "- " item).
+  In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
+  `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
+  `_OwnSummaries`) the previous summary's lines compete with the conversation's as its oldest lines:
+  each scores the salience it was chosen with (or, in a summary not its own, that of its words and
+  section), so what still matters stays and new salient lines replace the least salient old ones,
+  instead of a full previous summary leaving no room for anything new. Its reading is
   memoized per process by message text, by paragraph of a serialized conversation (a new text in
   each request, made of earlier ones' paragraphs) and by line of a previous summary, and the lines
   it carries from a previous summary by that summary's text; `compaction_bench.llm` hands it a
@@ -51,11 +56,15 @@ HEADING_PATTERNS = (
     re.compile(r"^\s*\*\*(?P<title>[^*\n]{2,60})\*\*:?\s*$"),
     re.compile(r"^\s*<(?P<title>[a-z][a-z_-]{2,40})>\s*$"),
 )
-TAG_BLOCK = re.compile(r"<(?P<tag>[a-zA-Z][\w-]{1,40})>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
+#: A tag's name: a word, or two (OpenHands V0's `<PREVIOUS SUMMARY>`); an opening tag may have attributes
+#: (OpenHands V0's `<EVENT id=12>`).
+TAG_NAME = r"[a-zA-Z][\w-]{1,40}(?: [a-zA-Z][\w-]{1,40})?"
+TAG_ATTRIBUTES = r"""(?:\s+[\w-]+=(?:"[^"<>]*"|'[^'<>]*'|[^\s"'<>]*))*"""
+TAG_BLOCK = re.compile(rf"<(?P<tag>{TAG_NAME}){TAG_ATTRIBUTES}>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
 #: The opening and closing tags of a `TAG_BLOCK` (`tag_blocks` pairs them without the pattern's lazy scan).
-OPENING_TAG = re.compile(r"<([a-zA-Z][\w-]{1,40})>")
-CLOSING_TAG = re.compile(r"</([a-zA-Z][\w-]{1,40})>")
-PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summaries")
+OPENING_TAG = re.compile(rf"<({TAG_NAME}){TAG_ATTRIBUTES}>")
+CLOSING_TAG = re.compile(rf"</({TAG_NAME})>")
+PREVIOUS_SUMMARY_TAGS = ("previous-summary", "previous_summary", "previous-summaries", "previous summary")
 INSTRUCTION_TAGS = ("template",)
 SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another language model started to solve")
 
@@ -69,6 +78,11 @@ DECISION = re.compile(r"\b(decided|decision|chose|choose|instead|because|since|s
 PROGRESS = re.compile(r"\b(done|fixed|created|added|updated|implemented|passed|passing|completed|wrote|changed|removed|renamed)\b", re.I)
 NEXT = re.compile(r"\b(next|todo|to do|remaining|then|plan|will|pending|still need|afterwards)\b", re.I)
 WORD = re.compile(r"[A-Za-z0-9_./-]+")
+#: A line's own list markers ("- ", "* ", "• ", nested or not): the summary lists every line it keeps as a
+#: "- " item, so a line quoted from a list (or from an earlier summary read as conversation) is kept
+#: without them, and is the same line however deep it was nested.
+LIST_MARKERS = re.compile(r"^(?:[-*•]\s+)+")
+LIST_MARKER_STARTS = "-*•"
 #: ERROR, CONSTRAINT, DECISION, PROGRESS and NEXT (in that order), and the same compiled case-sensitively for ASCII
 #: text lowered first: their words are lower case, and lowering ASCII changes no length and no word boundary,
 #: so they match the same lines, several times faster (the engine can skip ahead to the words' first letters).
@@ -140,12 +154,15 @@ def _heading(line: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1 << 8)
-def _category(title: str) -> str:
+def _rule_category(title: str) -> str | None:
+    """The category of the first of `SECTION_RULES` whose words a section title holds, else None."""
     lowered = title.lower()
-    for words, category in SECTION_RULES:
-        if any(w in lowered for w in words):
-            return category
-    return "goal"
+    return next((category for words, category in SECTION_RULES if any(w in lowered for w in words)), None)
+
+
+def _category(title: str) -> str:
+    """The category of a section title (`_rule_category`; "goal" when no rule says)."""
+    return _rule_category(title) or "goal"
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -157,19 +174,22 @@ def _categories(text: str, role: str) -> tuple[str, ...]:
     else:
         subject, (error, constraint, decision, progress, following) = text, CASELESS
     categories = []
+    # a line of an earlier summary has no speaker: it is what its words say (its section adds the rest, `_earlier_lines`)
+    summary = role == SUMMARY_ROLE
     if role == "user":
         categories.append("goal")
-        if constraint.search(subject):
-            categories.insert(0, "constraint")
-    if role in ("tool", "user", "assistant") and error.search(subject):
+    if (role == "user" or summary) and constraint.search(subject):
+        categories.insert(0, "constraint")
+    if (role in ("tool", "user", "assistant") or summary) and error.search(subject):
         categories.append("error")
-    if role == "assistant" and decision.search(subject):
+    spoken = role == "assistant" or summary
+    if spoken and decision.search(subject):
         categories.append("decision")
     if _has_path(text):
         categories.append("artifact")
-    if role == "assistant" and following.search(subject):
+    if spoken and following.search(subject):
         categories.append("next")
-    if role == "assistant" and progress.search(subject):
+    if spoken and progress.search(subject):
         categories.append("progress")
     return tuple(categories)
 
@@ -185,6 +205,10 @@ def _has_path(text: str) -> bool:
 SALIENCE = {"constraint": 4.0, "goal": 3.0, "error": 2.5, "decision": 2.0, "artifact": 1.5, "next": 1.5, "progress": 1.0}
 #: Newer lines score up to this much more (the end of the span is what the next model continues from).
 RECENCY = 1.0
+#: The role `_categories` reads a line of an earlier summary as.
+SUMMARY_ROLE = "summary"
+#: What a summary lists under a section it has no line for (never a line of it when read back).
+EMPTY_SECTION = "(none)"
 
 
 @dataclass(frozen=True)
@@ -199,13 +223,15 @@ class _Part:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _part(text: str, role: str) -> _Part:
-    """A message's (or a paragraph's) lines as the summarizer reads them, with `role` their speaker
+    """A message's (or a paragraph's) lines as the summarizer reads them (without their list markers), with `role` their speaker
     ("conversation": each line's own prefix says, `_speaker`). Memoized per process: the same
     messages, and the same paragraphs of serialized conversations, are in many summary requests."""
     size = 0
     candidates = []
     for raw in text.splitlines():
         line = raw.strip()
+        if line[:1] in LIST_MARKER_STARTS:
+            line = LIST_MARKERS.sub("", line, count=1)
         if len(line) < 4:
             continue
         line = line[:400]
@@ -271,11 +297,86 @@ def tag_blocks(text: str) -> list[tuple[str, str, str]]:
     return blocks
 
 
+#: How many of its latest summaries the offline summarizer recognises in a later request (`_OwnSummaries`).
+OWN_SUMMARIES_KEPT = 1024
+#: Its summaries are looked up by at most this many of their first characters (each begins with a "## " heading line).
+OWN_SIGNATURE = 160
+_HEADING_START = re.compile(r"^## ", re.M)
+
+
+class _OwnSummaries:
+    """The offline summarizer's latest summaries, to recognise one inside a later request's message.
+
+    Strategies hand a summary back to the model in their own wording (a hand-over note before it, a
+    request to continue after it) or as an opaque Codex compaction item, where no `SUMMARY_MARKERS`
+    phrase is found; a model reads its own earlier summary there all the same. So does this one: a
+    user message that holds one of these texts from the start of one of its lines is an earlier
+    summary, and that text (without the strategy's words around it) is the previous summary. Without
+    this the summarizer read each earlier summary as the user's own lines and listed them again, one
+    more "- " deeper at every compaction. Newest last; a summary given again (a memoized request)
+    moves last, so a session's latest summaries are always known."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, dict[str, tuple[str, ...]]] = {}  # oldest first, with the categories each line was chosen with
+        self.by_signature: dict[str, list[str]] = {}  # by their first `OWN_SIGNATURE` characters
+        self.lock = threading.Lock()
+
+    def remember(self, summary: str, categories: dict[str, tuple[str, ...]] | None = None) -> None:
+        """Remember `summary` (newest), with the categories of its lines when it was just written."""
+        with self.lock:
+            known = self.texts.pop(summary, None)
+            self.texts[summary] = known if known is not None else categories or {}
+            if known is not None:
+                return
+            self.by_signature.setdefault(_signature(summary, 0), []).append(summary)
+            if len(self.texts) > OWN_SUMMARIES_KEPT:
+                oldest = next(iter(self.texts))
+                del self.texts[oldest]
+                bucket = self.by_signature[_signature(oldest, 0)]
+                bucket.remove(oldest)
+                if not bucket:
+                    del self.by_signature[_signature(oldest, 0)]
+
+    def categories(self, summary: str) -> dict[str, tuple[str, ...]] | None:
+        """The categories each line of `summary` was chosen with, if it is one of these summaries."""
+        with self.lock:
+            return self.texts.get(summary)
+
+    def find(self, text: str) -> str | None:
+        """The longest remembered summary that `text` holds from the start of one of its lines, or None."""
+        if not self.by_signature or "## " not in text:
+            return None
+        found: str | None = None
+        with self.lock:
+            for heading in _HEADING_START.finditer(text):
+                at = heading.start()
+                for summary in self.by_signature.get(_signature(text, at), ()):
+                    if text.startswith(summary, at) and (found is None or len(summary) > len(found)):
+                        found = summary
+        return found
+
+
+def _signature(text: str, at: int) -> str:
+    """What a summary is looked up by: the first two lines of text[at:] (its heading and the heading's
+    first line), at most `OWN_SIGNATURE` characters."""
+    first = text.find("\n", at)
+    second = text.find("\n", first + 1) if first >= 0 else -1
+    return text[at : min(len(text) if second < 0 else second, at + OWN_SIGNATURE)]
+
+
+_OWN_SUMMARIES = _OwnSummaries()
+
+
 @functools.lru_cache(maxsize=1 << 12)
-def _is_summary(text: str) -> bool:
-    """Whether a user message is an earlier summary (`SUMMARY_MARKERS`)."""
+def _earlier_summary(text: str) -> str | None:
+    """The earlier summary a user message is, if it is one: one of the summarizer's own (`_OwnSummaries`),
+    else the whole message if it has one of `SUMMARY_MARKERS`. A message that holds one of its own
+    summaries is only ever built after that summary was made, so the memo never holds a stale None."""
+    own = _OWN_SUMMARIES.find(text)
+    if own is not None:
+        return own
     lowered = text.lower()
-    return any(marker in lowered for marker in SUMMARY_MARKERS)
+    return text if any(marker in lowered for marker in SUMMARY_MARKERS) else None
 
 
 class Reading:
@@ -298,13 +399,13 @@ class Reading:
     def parts(self) -> tuple[_Part, ...]:
         """The content parts of a run that is not `special`, in order."""
         return tuple(
-            _part(text, "tool" if role == "tool" else role) for role, text in self.entries if not (role == "user" and _is_summary(text))
+            _part(text, "tool" if role == "tool" else role) for role, text in self.entries if not (role == "user" and _earlier_summary(text))
         )
 
     @functools.cached_property
     def summary(self) -> str | None:
         """The first earlier summary among the user messages of a run that is not `special`."""
-        return next((text for role, text in self.entries if role == "user" and _is_summary(text)), None)
+        return next((summary for role, text in self.entries if role == "user" and (summary := _earlier_summary(text))), None)
 
 
 def read_payload(messages: Sequence[Mapping[str, Any]]) -> Reading:
@@ -402,8 +503,8 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
                     content.append(_part(outside, role))
                 else:
                     instructions.append(outside)
-            elif role == "user" and _is_summary(text):
-                previous = previous or text
+            elif role == "user" and (summary := _earlier_summary(text)) is not None:
+                previous = previous or summary
             else:
                 content.append(_part(text, "tool" if role == "tool" else role))
         counts[k] = len(content) - before
@@ -448,7 +549,7 @@ def _summary_line(line: str) -> tuple[str | None, str]:
     """A line of an earlier summary: (its heading title, "") or (None, its text without list markers).
     Memoized: a summary carries most of the previous one's lines."""
     title = _heading(line)
-    return (title, "") if title is not None else (None, line.strip().lstrip("-* ").strip())
+    return (title, "") if title is not None else (None, LIST_MARKERS.sub("", line.strip(), count=1))
 
 
 def _previous_sections(previous: str, titles: Sequence[str]) -> dict[str, list[str]]:
@@ -465,22 +566,40 @@ def _previous_sections(previous: str, titles: Sequence[str]) -> dict[str, list[s
     return sections
 
 
+class _EarlierLine(NamedTuple):
+    """A line of an earlier summary as a candidate of the update: its text, its salience and
+    categories, and the template title it goes under if chosen."""
+
+    text: str
+    salience: float
+    categories: tuple[str, ...]
+    title: str
+
+
 @functools.lru_cache(maxsize=1 << 8)
-def _carried(previous: str, titles: tuple[str, ...], budget: int) -> tuple[tuple[tuple[str, ...], ...], frozenset[str], int]:
-    """The lines of an earlier summary kept in update mode, under the template's `titles` (by heading,
-    else by the heading's category, else the first), while they fit `budget` characters: (each
-    title's lines, the lines kept, the budget left). Memoized: at every request a strategy that
-    compacts often sends the summary it got last, often the same text again."""
-    sections: dict[str, list[str]] = {t: [] for t in titles}
+def _earlier_lines(previous: str, titles: tuple[str, ...]) -> tuple[_EarlierLine, ...]:
+    """The lines of an earlier summary, oldest first, each once, read as the conversation's lines are
+    (at least 4 characters, cut at 400; an `EMPTY_SECTION` mark is no line), going under the template's title of their section (by
+    heading, else by the heading's category, else the first). A line of one of the summarizer's own
+    summaries keeps the categories it was chosen with (its speaker is not in the summary); another's
+    has those of its words (`SUMMARY_ROLE`) and of its section's title, when a rule reads one there.
+    Memoized: a strategy that compacts often sends the summary it got last, often the same text again."""
+    chosen_with = _OWN_SUMMARIES.categories(previous)
+    lines: list[_EarlierLine] = []
     seen: set[str] = set()
-    for title, carried in _previous_sections(previous, titles).items():
-        target = title if title in sections else next((t for t in titles if _category(t) == _category(title)), titles[0])
-        for text in carried:
-            if text not in seen and budget >= len(text) + 3:
-                sections[target].append(text)
-                seen.add(text)
-                budget -= len(text) + 3
-    return tuple(tuple(sections[t]) for t in titles), frozenset(seen), budget
+    for title, texts in _previous_sections(previous, titles).items():
+        target = title if title in titles else next((t for t in titles if _category(t) == _category(title)), titles[0])
+        section = _rule_category(title)
+        for text in texts:
+            text = text[:400]
+            if len(text) < 4 or text in seen or text == EMPTY_SECTION:
+                continue
+            seen.add(text)
+            categories = chosen_with.get(text) if chosen_with is not None else None
+            if categories is None:
+                categories = tuple(dict.fromkeys(((section,) if section is not None else ()) + _categories(text, SUMMARY_ROLE)))
+            lines.append(_EarlierLine(text, sum(SALIENCE[c] for c in categories), categories, target))
+    return tuple(lines)
 
 
 #: The shortest line that can be chosen costs this much budget (4 characters and a "- " bullet with its newline).
@@ -589,23 +708,38 @@ def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
     return next(itertools.compress(range(k - 1, low - 1, -1), map(limit.__ge__, itertools.islice(reversed(lengths), skipped, None))), low - 1)
 
 
-def _select(parts: Sequence[_Part], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
+def _select(
+    parts: Sequence[_Part], seen: set[str], budget: int, earlier: Sequence[_EarlierLine] = ()
+) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
     (position, line, categories) in conversation order. A line's score is the salience of its
-    categories plus `RECENCY` times its position over the last position. Section titles play no
-    part: they decide the layout, not what fits.
+    categories plus `RECENCY` times its position over the last position. The lines of an earlier
+    summary (`earlier`) come before the conversation's, at positions -len(earlier) to -1: they
+    compete by salience, and lose ties to the conversation's. Section titles play no part: they
+    decide the layout, not what fits.
 
     Greedily, as if every line were scored and sorted: the lines of one salience come newest first
     (their scores only grow with their position), so the buckets of the request's lines by salience
-    (`_Chain`) are merged by score on a heap of their heads, and a bucket's head skips the lines too
-    long to fit what is left of the budget (it only shrinks, so such a line is never chosen)."""
+    (`_Chain`, and the earlier summary's) are merged by score on a heap of their heads, and a
+    bucket's head skips the lines too long to fit what is left of the budget (it only shrinks, so
+    such a line is never chosen)."""
     with _CHAIN_LOCK:
         base = _CHAIN.take(parts)
         last = max(_CHAIN.end - base - 1, 0) or 1
         buckets = list(_CHAIN.buckets.items())
+        chained = len(buckets)
+        if earlier:
+            summary_buckets: dict[float, _Bucket] = {}
+            for n, line in enumerate(earlier, base - len(earlier)):
+                bucket = summary_buckets.setdefault(line.salience, _Bucket())
+                bucket.positions.append(n)
+                bucket.lines.append(line.text)
+                bucket.categories.append(line.categories)
+                bucket.lengths.append(len(line.text))
+            buckets += summary_buckets.items()
         heap = []
         for key, (salience, bucket) in enumerate(buckets):
-            low = bisect.bisect_left(bucket.positions, base)
+            low = bisect.bisect_left(bucket.positions, base) if key < chained else 0
             k = _fitting(bucket.lengths, low, len(bucket.positions) - 1, budget - 3)
             if k >= low:
                 position = bucket.positions[k] - base
@@ -648,16 +782,27 @@ def summarize_split(split: Split, max_tokens: int | None) -> str:
     titles = _section_titles(instructions) or ("Summary",)
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
-    carried, kept, budget_chars = _carried(previous, titles, budget_chars)
-    sections = {t: list(lines) for t, lines in zip(titles, carried, strict=True)}
-    seen = set(kept)
+    earlier = _earlier_lines(previous, titles) if previous else ()
+    sections: dict[str, list[str]] = {t: [] for t in titles}
     by_category: dict[str, str] = {}
     for title in titles:
         by_category.setdefault(_category(title), title)
-    for _, text, categories in _select(parts, seen, budget_chars):
-        target = next((by_category[c] for c in categories if c in by_category), titles[0])
+    chosen_with: dict[str, tuple[str, ...]] = {}
+    for position, text, categories in _select(parts, set(), budget_chars, earlier):
+        if position < 0:  # a line of the earlier summary: under its section's title
+            target = earlier[position].title
+        else:
+            target = next((by_category[c] for c in categories if c in by_category), titles[0])
         sections[target].append(text)
-    return "\n\n".join(f"## {t}\n- " + ("\n- ".join(sections[t]) if sections[t] else "(none)") for t in titles)
+        chosen_with[text] = categories
+    summary = "\n\n".join(f"## {t}\n- " + ("\n- ".join(sections[t]) if sections[t] else EMPTY_SECTION) for t in titles)
+    _OWN_SUMMARIES.remember(summary, chosen_with)
+    return summary
+
+
+def remember_summary(summary: str) -> None:
+    """Keep recognising `summary`, one of the summarizer's own given again, in later requests (`_OwnSummaries`)."""
+    _OWN_SUMMARIES.remember(summary)
 
 
 def _words(text: str) -> list[str]:

@@ -1,5 +1,6 @@
 """The offline extractive summarizer: salience decides what fits, section titles only the layout,
-and the budget is the strategy's own summary limit."""
+the budget is the strategy's own summary limit, and an earlier summary of its own is read as the
+previous summary however a strategy words the message around it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import pytest
 import compaction_bench as bench
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.offline_models import TAG_BLOCK, extractive_summary, tag_blocks
+from compaction_bench.request import Message
+from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.templates import default_prompt_dir
+from compaction_bench.wire import chat_messages
 
 CONVERSATION = [
     {"role": "user", "content": "Fix the flaky upload test. You must never touch the vendored libs in third_party/."},
@@ -91,6 +95,60 @@ def test_renaming_a_templates_headings_keeps_the_facts_within_ten_percent(tmp_pa
     assert abs(counts[1] - counts[0]) <= 0.1 * counts[0], counts
 
 
+LATER = [
+    {"role": "assistant", "content": "The retry works; tests/test_upload.py passes now."},
+    {"role": "user", "content": "Good. Also log each retry in src/upload/client.py, but only at debug level."},
+]
+
+
+def _first_summary() -> str:
+    return extractive_summary([*CONVERSATION, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)
+
+
+@pytest.mark.parametrize(
+    "handed_back",
+    [
+        lambda summary: {"role": "user", "content": f"Another model worked on this before you; its notes follow.\n\n{summary}\n\nGo on from there."},
+        # a Codex compaction item: an opaque item the wire gives the model as a user message holding the summary alone
+        lambda summary: chat_messages([Message("compaction", summary)], provider="openai")[0],
+    ],
+    ids=["own-wording", "codex-compaction-item"],
+)
+def test_an_earlier_own_summary_is_the_previous_summary_whatever_the_words_around_it(handed_back):
+    first = _first_summary()
+    message = handed_back(first)
+    assert message["role"] == "user" and first in message["content"]
+    second = extractive_summary([message, *LATER, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)
+    items = [line for line in second.splitlines() if line.startswith("- ")]
+    # read as the previous summary: its lines come back once, without another list marker, under their
+    # headings, and the strategy's own words around it are not conversation
+    assert not any(line.startswith("- - ") for line in items)
+    assert len(items) == len(set(items))
+    assert bullets(first) <= bullets(second)
+    assert "Another model worked on this" not in second and "Go on from there" not in second
+    assert "Good. Also log each retry in src/upload/client.py, but only at debug level." in bullets(second)
+
+
+def test_markdown_the_summarizer_did_not_write_is_conversation():
+    pasted = {"role": "user", "content": "## Goal\n- Ship the parser in src/parse.py\n\n## Errors\n- none yet"}
+    summary = extractive_summary([pasted, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)
+    assert "Ship the parser in src/parse.py" in bullets(summary)
+
+
+@pytest.mark.parametrize("strategy", ["codex-local", "codex-remote-v1", "claude-code", "gemini-cli", "openhands", "aider"])
+def test_summaries_of_a_long_session_never_nest_or_repeat_a_line(strategy):
+    """Each summary lists every line it keeps once, as one "- " item: before earlier summaries were
+    recognised, each compaction listed the last one's lines again one "- " deeper."""
+    transcript = generate("short-turns", seed=0, target_tokens=400_000).transcript
+    result = bench.replay(transcript, strategy, profile="64k")
+    summaries = [c.summary for c in result.compactions if c.summary]
+    assert len(summaries) >= 3
+    for summary in summaries:
+        items = [line for line in summary.splitlines() if line.startswith("- ")]
+        assert not any(line.startswith(("- - ", "- * ")) for line in items), strategy
+        assert len(items) == len(set(items)) or items.count("- (none)") > 1, strategy
+
+
 def test_tag_blocks_are_the_tag_block_pattern_s_matches():
     """`tag_blocks` pairs tags without `TAG_BLOCK`'s lazy scan; it must find exactly the pattern's matches:
     on hand-built edge cases (newlines inside the tags, empty and nested blocks, tags never closed, code
@@ -102,8 +160,12 @@ def test_tag_blocks_are_the_tag_block_pattern_s_matches():
              "<tag>a</tag><tag>b</tag>", "<t-1>\n</t-1>z<t-1>q</t-1>", "Promise<void> <summary>\nkept\n</summary> Array<any>",
              "<previous-summary>\n## Goal\n- x\n</previous-summary>\n<template>\n## Goal\n</template>", "</ab><ab>", "<AB>x</ab>"]
     assert tag_blocks(cases[-4])[0] == ("summary", "<summary>\nkept\n</summary>", "kept")
+    cases += ["<EVENT id=3>\nuser: fix it\n</EVENT>", "<PREVIOUS SUMMARY>\n## Goal\n- x\n</PREVIOUS SUMMARY>", "<ab c=\"1\" d='2'>x</ab>",
+              "<ab cd>x</ab>", "<ab cd e=1>x</ab cd>", "<T extends Base>x</T>"]
+    assert tag_blocks(cases[-6]) == [("EVENT", "<EVENT id=3>\nuser: fix it\n</EVENT>", "user: fix it")]
+    assert tag_blocks(cases[-5])[0][0] == "PREVIOUS SUMMARY"
     pieces = ["<ab>", "</ab>", "<Ab>", "</Ab>", "<x-1>", "</x-1>", "<summary>", "</summary>", "\n", "\n\n", "x", " ", "<", ">",
-              "/", "</", "<a", "b>", "<void>"]
+              "/", "</", "<a", "b>", "<void>", "<ab id=1>", "<ab cd>", "</ab cd>", " id=", "=", '"']
     rng = random.Random(7)
     cases += ["".join(rng.choices(pieces, k=rng.randint(0, 30))) for _ in range(5000)]
     found = 0

@@ -202,7 +202,9 @@ def test_replays_with_and_without_the_carry_are_equal():
         ("parallel-calls", 150_000, 20_000, (_CarriedV2, _PlainV2)),
         ("huge-output", 150_000, 4_000, (_FailingCarriedV1, _FailingPlainV1)),
     ):
-        transcript = generate(shape, seed=1, target_tokens=size).transcript
+        # seed 3 of huge-output: a compaction succeeds after the failed one (after some failures Codex's
+        # usage reads 0 and it never compacts again, §1.3, so which seeds show a retry depends on the summaries)
+        transcript = generate(shape, seed=3 if shape == "huge-output" else 1, target_tokens=size).transcript
         options = {"retained_message_token_budget": budget}
         with_carry = replay(transcript, carry, profile="32k@8000", options=options)
         assert _digest(with_carry) == _digest(replay(transcript, plain, profile="32k@8000", options=options))

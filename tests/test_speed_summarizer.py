@@ -3,13 +3,14 @@
 - the case-insensitive salience patterns are matched case-sensitively on lowered ASCII text, and
   `PATH` only through the alternative a line can match: checked against the patterns themselves on
   every line of a real transcript and on random lines made of their words in random case;
-- a serialized conversation is read by paragraph (each memoized): the lines, positions and
-  categories are those of the whole text read line by line;
+- a serialized conversation is read by paragraph (each memoized): the lines (without their list
+  markers), positions and categories are those of the whole text read line by line;
 - `_select` sorts plain tuples and stops when no line can fit: the same choice as scoring every
   line and sorting them by (score, newer first), on a real conversation at many budgets;
 - `text_tokens` (a summary's output tokens, summed over its lines) is the tokenizer's count of the whole text;
-- `extractive_summary` with a previous summary (read line by line through a memo) keeps its lines
-  under the headings they had, as a hand-worked example says.
+- an update (a previous summary) chooses among the earlier summary's lines and the conversation's as
+  if all were scored and sorted together, and keeps the earlier lines under the headings they had,
+  as a hand-worked example says.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from compaction_bench.offline_models import (
     RECENCY,
     SALIENCE,
     _conversation_parts,
+    _earlier_lines,
     _has_path,
     _select,
     _speaker,
@@ -52,28 +54,38 @@ def conversation() -> str:
     return "\n\n".join(f"[{LABELS[i.kind]}]: {i.text or i.arguments or ''}" for i in transcript.items if i.kind in LABELS)
 
 
+def without_list_markers(line: str) -> str:
+    """A stripped line less its leading list markers: each "-", "*" or "•" followed by white space."""
+    while len(line) > 1 and line[0] in "-*•" and line[1].isspace():
+        line = line[1:].lstrip()
+    return line
+
+
 def reference_lines(text: str, role: str) -> list[tuple[str, str]]:
-    """(line, speaker) of every summarizable line, read line by line: stripped, at least 4 characters, cut at 400."""
-    lines = [raw.strip()[:400] for raw in text.splitlines() if len(raw.strip()) >= 4]
+    """(line, speaker) of every summarizable line, read line by line: stripped, without list markers,
+    at least 4 characters, cut at 400."""
+    lines = [line[:400] for line in (without_list_markers(raw.strip()) for raw in text.splitlines()) if len(line) >= 4]
     return [(line, _speaker(line) if role == "conversation" else role) for line in lines]
 
 
 def reference_categories(text: str, role: str) -> tuple[str, ...]:
-    """A line's salience categories, with the module's patterns searched as they are written."""
+    """A line's salience categories, with the module's patterns searched as they are written (a line
+    of an earlier summary, role "summary", has every category its words give but the speaker's "goal")."""
+    summary = role == "summary"
     categories = []
     if role == "user":
         categories.append("goal")
-        if CONSTRAINT.search(text):
-            categories.insert(0, "constraint")
-    if ERROR.search(text) and role in ("tool", "user", "assistant"):
+    if (role == "user" or summary) and CONSTRAINT.search(text):
+        categories.insert(0, "constraint")
+    if ERROR.search(text) and (role in ("tool", "user", "assistant") or summary):
         categories.append("error")
-    if DECISION.search(text) and role == "assistant":
+    if DECISION.search(text) and (role == "assistant" or summary):
         categories.append("decision")
     if PATH.search(text):
         categories.append("artifact")
-    if role == "assistant" and NEXT.search(text):
+    if (role == "assistant" or summary) and NEXT.search(text):
         categories.append("next")
-    if role == "assistant" and PROGRESS.search(text):
+    if (role == "assistant" or summary) and PROGRESS.search(text):
         categories.append("progress")
     return tuple(categories)
 
@@ -145,6 +157,55 @@ def test_selection_is_the_greedy_choice_over_all_lines_sorted(conversation):
         for budget in (-5, 0, 6, 7, 50, 400, 2_000, 6_000, 60_000):
             for seen in (set(), some_lines):
                 assert _select(parts, set(seen), budget) == reference_select(lines, set(seen), budget), (len(text), budget)
+
+
+def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversations_as_one_sorted_list(conversation):
+    """The lines of an earlier summary take positions -len to -1 before the conversation's, score the
+    salience of their section's category and their words' categories, and compete with the
+    conversation's lines in one greedy choice."""
+    text = conversation[: len(conversation) // 3]
+    lines = [(n, line, reference_categories(line, role)) for n, (line, role) in enumerate(reference_lines(text, "conversation"))]
+    parts = _conversation_parts(text)
+    section_category = {"Goal": "goal", "Errors": "error", "Next steps": "next"}
+    written = [("Goal", f"- {line}") for line, _ in reference_lines(text, "conversation")[5::40]]
+    written += [("Errors", "* build failed: missing crate serde"), ("Next steps", "- - run the suite again"), ("Goal", "- abc")]
+    previous = "\n\n".join(f"## {title}\n" + "\n".join(line for t, line in written if t == title) for title in section_category)
+    earlier_lines = _earlier_lines(previous, tuple(section_category))
+    expected_earlier = list(dict.fromkeys((title, without_list_markers(line)) for title, line in written if len(without_list_markers(line)) >= 4))
+    assert [(line.title, line.text) for line in earlier_lines] == expected_earlier
+    earlier = [
+        (n - len(expected_earlier), line, tuple(dict.fromkeys((section_category[title], *reference_categories(line, "summary")))))
+        for n, (title, line) in enumerate(expected_earlier)
+    ]
+    assert [line.categories for line in earlier_lines] == [categories for _, _, categories in earlier]
+    for budget in (0, 50, 400, 2_000, 6_000, 60_000):
+        last = max(position for position, _, _ in lines) or 1
+        scored = [(sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
+                  for position, line, categories in [*earlier, *lines] if categories]
+        chosen = _select(parts, set(), budget, earlier_lines)
+        assert chosen == take_greedily(scored, set(), budget), budget
+        if budget == 60_000:
+            assert any(position < 0 for position, _, _ in chosen) and any(position >= 0 for position, _, _ in chosen)
+
+
+def test_the_lines_of_an_own_summary_keep_the_categories_they_were_chosen_with():
+    """A summary does not say who spoke a line; the summarizer's own summary is read back with the
+    categories its lines had in the conversation, so an update weighs them as the first summary did."""
+    conversation = [
+        {"role": "user", "content": "Port the CLI to Rust; never drop the old flags."},
+        {"role": "assistant", "content": "I decided to keep clap because it parses the old flags."},
+        {"role": "tool", "content": "error: missing crate serde in Cargo.toml"},
+    ]
+    titles = ("Goal", "Errors", "Next steps")
+    first = extractive_summary([*conversation, {"role": "user", "content": "Summarize.\n\n" + "\n\n".join(f"## {t}" for t in titles)}], 2000)
+    read_back = {line.text: line.categories for line in _earlier_lines(first, titles)}
+    assert read_back == {m["content"]: reference_categories(m["content"], m["role"]) for m in conversation}
+    # the same text, not the summarizer's own: the categories of its words and of its section's title
+    written = "## Goal\n- Port the CLI to Rust; never drop the old flags.\n\n## Errors\n- error: missing crate serde in Cargo.toml"
+    assert {line.text: line.categories for line in _earlier_lines(written, titles)} == {
+        "Port the CLI to Rust; never drop the old flags.": ("goal", *reference_categories("Port the CLI to Rust; never drop the old flags.", "summary")),
+        "error: missing crate serde in Cargo.toml": tuple(dict.fromkeys(("error", *reference_categories("error: missing crate serde in Cargo.toml", "summary")))),
+    }
 
 
 def test_previous_summary_lines_stay_under_their_headings():
