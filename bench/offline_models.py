@@ -16,10 +16,10 @@ best-matching span.
   A line is read without its list markers (the summary lists every line it keeps as one "- " item).
   In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
   `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
-  `_OwnSummaries`) the previous summary's lines compete with the conversation's as its oldest lines:
-  each scores the salience it was chosen with (or, in a summary not its own, that of its words and
-  section), so what still matters stays and new salient lines replace the least salient old ones,
-  instead of a full previous summary leaving no room for anything new. Its reading is
+  `_OwnSummaries`) the previous summary's lines compete with the conversation's as its oldest lines,
+  scored by their words and section (`_earlier_lines`), so what still matters stays and new salient
+  lines replace the least salient old ones, instead of a full previous summary leaving no room for
+  anything new. Its reading is
   memoized per process by message text, by paragraph of a serialized conversation (a new text in
   each request, made of earlier ones' paragraphs) and by line of a previous summary, and the lines
   it carries from a previous summary by that summary's text; `compaction_bench.llm` hands it a
@@ -317,16 +317,18 @@ class _OwnSummaries:
     moves last, so a session's latest summaries are always known."""
 
     def __init__(self) -> None:
-        self.texts: dict[str, dict[str, tuple[str, ...]]] = {}  # oldest first, with the categories each line was chosen with
+        self.texts: dict[str, None] = {}  # oldest first
         self.by_signature: dict[str, list[str]] = {}  # by their first `OWN_SIGNATURE` characters
         self.lock = threading.Lock()
 
-    def remember(self, summary: str, categories: dict[str, tuple[str, ...]] | None = None) -> None:
-        """Remember `summary` (newest), with the categories of its lines when it was just written."""
+    def remember(self, summary: str) -> None:
+        """Remember `summary` as the newest."""
         with self.lock:
-            known = self.texts.pop(summary, None)
-            self.texts[summary] = known if known is not None else categories or {}
-            if known is not None:
+            known = summary in self.texts
+            if known:
+                del self.texts[summary]
+            self.texts[summary] = None
+            if known:
                 return
             self.by_signature.setdefault(_signature(summary, 0), []).append(summary)
             if len(self.texts) > OWN_SUMMARIES_KEPT:
@@ -336,11 +338,6 @@ class _OwnSummaries:
                 bucket.remove(oldest)
                 if not bucket:
                     del self.by_signature[_signature(oldest, 0)]
-
-    def categories(self, summary: str) -> dict[str, tuple[str, ...]] | None:
-        """The categories each line of `summary` was chosen with, if it is one of these summaries."""
-        with self.lock:
-            return self.texts.get(summary)
 
     def find(self, text: str) -> str | None:
         """The longest remembered summary that `text` holds from the start of one of its lines, or None."""
@@ -579,12 +576,14 @@ class _EarlierLine(NamedTuple):
 @functools.lru_cache(maxsize=1 << 8)
 def _earlier_lines(previous: str, titles: tuple[str, ...]) -> tuple[_EarlierLine, ...]:
     """The lines of an earlier summary, oldest first, each once, read as the conversation's lines are
-    (at least 4 characters, cut at 400; an `EMPTY_SECTION` mark is no line), going under the template's title of their section (by
-    heading, else by the heading's category, else the first). A line of one of the summarizer's own
-    summaries keeps the categories it was chosen with (its speaker is not in the summary); another's
-    has those of its words (`SUMMARY_ROLE`) and of its section's title, when a rule reads one there.
-    Memoized: a strategy that compacts often sends the summary it got last, often the same text again."""
-    chosen_with = _OWN_SUMMARIES.categories(previous)
+    (at least 4 characters, cut at 400; an `EMPTY_SECTION` mark is no line), going under the
+    template's title of their section (by heading, else by the heading's category, else the first).
+    A summary does not say who spoke a line, so its categories are those of its words
+    (`SUMMARY_ROLE`) and of its section's title when a rule reads one there (`_rule_category`), and a
+    line with none of them is weighed as a goal: a summary keeps such a line for what it asks or
+    states, as it keeps a user's request. They depend on the text alone, so an update reads the same
+    earlier summary the same way in any process. Memoized: a strategy that compacts often sends the
+    summary it got last, often the same text again."""
     lines: list[_EarlierLine] = []
     seen: set[str] = set()
     for title, texts in _previous_sections(previous, titles).items():
@@ -595,9 +594,7 @@ def _earlier_lines(previous: str, titles: tuple[str, ...]) -> tuple[_EarlierLine
             if len(text) < 4 or text in seen or text == EMPTY_SECTION:
                 continue
             seen.add(text)
-            categories = chosen_with.get(text) if chosen_with is not None else None
-            if categories is None:
-                categories = tuple(dict.fromkeys(((section,) if section is not None else ()) + _categories(text, SUMMARY_ROLE)))
+            categories = tuple(dict.fromkeys(((section,) if section is not None else ()) + _categories(text, SUMMARY_ROLE))) or ("goal",)
             lines.append(_EarlierLine(text, sum(SALIENCE[c] for c in categories), categories, target))
     return tuple(lines)
 
@@ -787,16 +784,14 @@ def summarize_split(split: Split, max_tokens: int | None) -> str:
     by_category: dict[str, str] = {}
     for title in titles:
         by_category.setdefault(_category(title), title)
-    chosen_with: dict[str, tuple[str, ...]] = {}
     for position, text, categories in _select(parts, set(), budget_chars, earlier):
         if position < 0:  # a line of the earlier summary: under its section's title
             target = earlier[position].title
         else:
             target = next((by_category[c] for c in categories if c in by_category), titles[0])
         sections[target].append(text)
-        chosen_with[text] = categories
     summary = "\n\n".join(f"## {t}\n- " + ("\n- ".join(sections[t]) if sections[t] else EMPTY_SECTION) for t in titles)
-    _OWN_SUMMARIES.remember(summary, chosen_with)
+    _OWN_SUMMARIES.remember(summary)
     return summary
 
 

@@ -4,8 +4,12 @@ previous summary however a strategy words the message around it."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import random
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -147,6 +151,31 @@ def test_summaries_of_a_long_session_never_nest_or_repeat_a_line(strategy):
         items = [line for line in summary.splitlines() if line.startswith("- ")]
         assert not any(line.startswith(("- - ", "- * ")) for line in items), strategy
         assert len(items) == len(set(items)) or items.count("- (none)") > 1, strategy
+    # between two compactions the session asks new things (user requests: goal lines), which outweigh
+    # the earlier summary's least salient lines: an update is never the previous summary again. Not
+    # Aider's: its request is its prompt as the system message and the serialized conversation as the
+    # one user message, which this summarizer reads as instructions (README, "Metrics and the gate").
+    for earlier, later in itertools.pairwise(summaries):
+        assert strategy == "aider" or set(later.splitlines()) - set(earlier.splitlines()), strategy
+
+
+def test_a_cells_summaries_do_not_depend_on_what_the_process_ran_before(tmp_path):
+    """The summarizer remembers its own summaries process-wide; a cell's summaries must be those of the
+    same cell run alone in a fresh process (as `-j 2` runs it) after other cells filled that memory."""
+    transcript = generate("short-turns", seed=2, target_tokens=150_000).transcript
+    path = tmp_path / "session.jsonl"
+    transcript.write(path)
+    for other in ("claude-code", "codex-remote-v1", "pi"):
+        bench.replay(transcript, other, profile="32k")
+    here = [c.summary for c in bench.replay(transcript, "codex-local", profile="32k").compactions]
+    child = (
+        "import json, sys, compaction_bench as bench\n"
+        "t = bench.load_transcript(sys.argv[1])\n"
+        "print(json.dumps([c.summary for c in bench.replay(t, 'codex-local', profile='32k').compactions]))"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, check=True, timeout=300)
+    alone = json.loads(done.stdout)
+    assert len(here) >= 3 and here == alone
 
 
 def test_tag_blocks_are_the_tag_block_pattern_s_matches():

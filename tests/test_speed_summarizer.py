@@ -188,24 +188,19 @@ def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversation
             assert any(position < 0 for position, _, _ in chosen) and any(position >= 0 for position, _, _ in chosen)
 
 
-def test_the_lines_of_an_own_summary_keep_the_categories_they_were_chosen_with():
-    """A summary does not say who spoke a line; the summarizer's own summary is read back with the
-    categories its lines had in the conversation, so an update weighs them as the first summary did."""
-    conversation = [
-        {"role": "user", "content": "Port the CLI to Rust; never drop the old flags."},
-        {"role": "assistant", "content": "I decided to keep clap because it parses the old flags."},
-        {"role": "tool", "content": "error: missing crate serde in Cargo.toml"},
-    ]
-    titles = ("Goal", "Errors", "Next steps")
-    first = extractive_summary([*conversation, {"role": "user", "content": "Summarize.\n\n" + "\n\n".join(f"## {t}" for t in titles)}], 2000)
-    read_back = {line.text: line.categories for line in _earlier_lines(first, titles)}
-    assert read_back == {m["content"]: reference_categories(m["content"], m["role"]) for m in conversation}
-    # the same text, not the summarizer's own: the categories of its words and of its section's title
-    written = "## Goal\n- Port the CLI to Rust; never drop the old flags.\n\n## Errors\n- error: missing crate serde in Cargo.toml"
+def test_an_earlier_summarys_lines_are_weighed_by_their_words_and_section_and_a_bare_line_as_a_goal():
+    """A summary does not say who spoke a line: its categories are its words' and its section title's
+    (when a rule reads one there), and a line with neither is weighed as a goal. The text alone decides."""
+    titles = ("Summary", "Errors", "Next steps")
+    written = ("## Summary\n- Port the CLI to Rust; never drop the old flags.\n- Keep it small\n- see src/cli.rs\n\n"
+               "## Errors\n- missing crate serde in Cargo.toml\n\n## Next steps\n- (none)")
     assert {line.text: line.categories for line in _earlier_lines(written, titles)} == {
-        "Port the CLI to Rust; never drop the old flags.": ("goal", *reference_categories("Port the CLI to Rust; never drop the old flags.", "summary")),
-        "error: missing crate serde in Cargo.toml": tuple(dict.fromkeys(("error", *reference_categories("error: missing crate serde in Cargo.toml", "summary")))),
+        "Port the CLI to Rust; never drop the old flags.": reference_categories("Port the CLI to Rust; never drop the old flags.", "summary"),
+        "Keep it small": ("goal",),
+        "see src/cli.rs": ("artifact",),
+        "missing crate serde in Cargo.toml": tuple(dict.fromkeys(("error", *reference_categories("missing crate serde in Cargo.toml", "summary")))),
     }
+    assert reference_categories("Port the CLI to Rust; never drop the old flags.", "summary") == ("constraint",)
 
 
 def test_previous_summary_lines_stay_under_their_headings():
