@@ -270,6 +270,25 @@ def _tag_blocks(text: str) -> tuple[str | None, tuple[str, ...], str]:
     return previous, tuple(bodies), outside
 
 
+#: A speaker's heading in a conversation serialized as Aider serializes one for its summary request
+#: ("# USER" or "# ASSISTANT" on a line of its own, then the message; aider.md §6).
+SPEAKER_HEADING = re.compile(r"^# (USER|ASSISTANT)$", re.M)
+
+
+@functools.lru_cache(maxsize=1 << 6)
+def _spoken(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(the text before its first `SPEAKER_HEADING`, each message after one as (role, text)) of an
+    instruction text: Aider's request is its prompt as the system message and the serialized
+    conversation as the one user message, which is conversation, not instructions (its headings are
+    speakers, not the summary's sections). Memoized: the same text is read apart in every request."""
+    headings = list(SPEAKER_HEADING.finditer(text))
+    if not headings:
+        return text, ()
+    ends = [h.start() for h in headings[1:]] + [len(text)]
+    said = tuple((h.group(1).lower(), text[h.end() : end].removeprefix("\n")) for h, end in zip(headings, ends, strict=True))
+    return text[: headings[0].start()], said
+
+
 def tag_blocks(text: str) -> list[tuple[str, str, str]]:
     """(tag, whole block, body) of each match of `TAG_BLOCK.finditer(text)`, in order. The pattern's lazy
     body scans to the end of the text from every opening tag that is never closed (code's `Promise<void>`,
@@ -494,6 +513,12 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
                     previous = in_block
                 for body in bodies:
                     content += _conversation_parts(body)
+                outside, spoken = _spoken(outside)
+                for speaker, said in spoken:
+                    if speaker == "user" and (summary := _earlier_summary(said)) is not None:
+                        previous = previous or summary
+                    else:
+                        content.append(_part(said, speaker))
                 # Content unless it is the request's first message (none before it in its run or in an earlier one).
                 first_message = not n and not any(map(_SIZE, itertools.islice(readings, k)))
                 if role in ("system", "developer") and n != last_user and not first_message and not _section_titles(outside):

@@ -152,11 +152,28 @@ def test_summaries_of_a_long_session_never_nest_or_repeat_a_line(strategy):
         assert not any(line.startswith(("- - ", "- * ")) for line in items), strategy
         assert len(items) == len(set(items)) or items.count("- (none)") > 1, strategy
     # between two compactions the session asks new things (user requests: goal lines), which outweigh
-    # the earlier summary's least salient lines: an update is never the previous summary again. Not
-    # Aider's: its request is its prompt as the system message and the serialized conversation as the
-    # one user message, which this summarizer reads as instructions (README, "Metrics and the gate").
+    # the earlier summary's least salient lines: an update is never the previous summary again
     for earlier, later in itertools.pairwise(summaries):
-        assert strategy == "aider" or set(later.splitlines()) - set(earlier.splitlines()), strategy
+        assert set(later.splitlines()) - set(earlier.splitlines()), strategy
+
+
+def test_aiders_serialized_conversation_is_read_as_the_conversation_with_its_speakers():
+    """Aider sends its prompt as the system message and the conversation as one user message, each
+    message under "# USER" or "# ASSISTANT" (aider.md §6): those are speakers, not sections, and an
+    earlier summary among the user messages is the previous summary."""
+    first = _first_summary()
+    transcript = "".join(f"# {m['role'].upper()}\n{m['content']}\n" for m in [
+        {"role": "user", "content": f"I spoke to you previously about a number of things.\n{first}"},
+        {"role": "assistant", "content": "Ok."},
+        *LATER,
+    ])
+    summary = extractive_summary([{"role": "system", "content": "Summarise this partial conversation, briefly."},
+                                  {"role": "user", "content": transcript}], 2000)
+    # no template sections: one "Summary" section, not "USER"/"ASSISTANT"
+    assert summary.startswith("## Summary\n- ") and summary.count("## ") == 1
+    # the user's new request is a goal line, the earlier summary's lines are carried without re-nesting
+    assert "Good. Also log each retry in src/upload/client.py, but only at debug level." in bullets(summary)
+    assert bullets(first) <= bullets(summary) and "I spoke to you previously about a number of things." not in summary
 
 
 def test_a_cells_summaries_do_not_depend_on_what_the_process_ran_before(tmp_path):

@@ -37,7 +37,8 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: (requests, compactions, digest) per strategy and source, recorded from the code before issue 18.
 #: The strategies that summarize were recorded again when the offline summarizer's reading changed
 #: (its own earlier summaries recognised in any wording, list markers dropped, an update choosing among
-#: the earlier summary's lines and the new ones by salience, OpenHands V0's tags read): the rewrites
+#: the earlier summary's lines and the new ones by salience, OpenHands V0's tags and Aider's
+#: serialized conversation read): the rewrites
 #: before that had matched the first recordings, and that change touched only the offline models.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
@@ -79,8 +80,8 @@ GOLDEN = {
     ("openhands", "pi"): (477, 23, "5a75edb13c89d008"),
     ("openhands-v0", "synthetic"): (440, 13, "9fb7df8ebd9871bc"),
     ("openhands-v0", "pi"): (468, 14, "e765a3c6c768364d"),
-    ("aider", "synthetic"): (463, 28, "3b3ad421ab8a464e"),
-    ("aider", "pi"): (513, 51, "5441aed99fc72bdb"),
+    ("aider", "synthetic"): (475, 28, "ab3c7811b41b49f7"),
+    ("aider", "pi"): (554, 51, "8310956b96ed8c96"),
     ("hybrid", "synthetic"): (435, 194, "7521f65760b25fab"),
     ("hybrid", "pi"): (465, 367, "22f1987f57aee26b"),
 }
