@@ -619,9 +619,15 @@ def _earlier_lines(previous: str, titles: tuple[str, ...]) -> tuple[_EarlierLine
             if len(text) < 4 or text in seen or text == EMPTY_SECTION:
                 continue
             seen.add(text)
-            categories = tuple(dict.fromkeys(((section,) if section is not None else ()) + _categories(text, SUMMARY_ROLE))) or ("goal",)
-            lines.append(_EarlierLine(text, sum(SALIENCE[c] for c in categories), categories, target))
+            lines.append(_earlier_line(text, section, target))
     return tuple(lines)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _earlier_line(text: str, section: str | None, title: str) -> _EarlierLine:
+    """One line of `_earlier_lines` (memoized: an update carries most of the earlier summary's lines)."""
+    categories = tuple(dict.fromkeys(((section,) if section is not None else ()) + _categories(text, SUMMARY_ROLE))) or ("goal",)
+    return _EarlierLine(text, sum(SALIENCE[c] for c in categories), categories, title)
 
 
 #: The shortest line that can be chosen costs this much budget (4 characters and a "- " bullet with its newline).
