@@ -337,7 +337,7 @@ class _OwnSummaries:
 
     def __init__(self) -> None:
         self.texts: dict[str, None] = {}  # oldest first
-        self.by_signature: dict[str, list[str]] = {}  # by their first `OWN_SIGNATURE` characters
+        self.by_signature: dict[str, list[str]] = {}  # by `_signature` (their heading and its first line)
         self.lock = threading.Lock()
 
     def remember(self, summary: str) -> None:
@@ -742,8 +742,9 @@ def _select(
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
     (position, line, categories) in conversation order. A line's score is the salience of its
     categories plus `RECENCY` times its position over the last position. The lines of an earlier
-    summary (`earlier`) come before the conversation's, at positions -len(earlier) to -1: they
-    compete by salience, and lose ties to the conversation's. Section titles play no part: they
+    summary (`earlier`) come before the conversation's, at positions -len(earlier) to -1, over the
+    larger of the last position and len(earlier) (so the oldest loses at most `RECENCY`, however
+    few lines are new): they compete by salience, and lose ties to the conversation's. Section titles play no part: they
     decide the layout, not what fits.
 
     Greedily, as if every line were scored and sorted: the lines of one salience come newest first
@@ -754,6 +755,8 @@ def _select(
     with _CHAIN_LOCK:
         base = _CHAIN.take(parts)
         last = max(_CHAIN.end - base - 1, 0) or 1
+        # the earlier summary's lines lose at most `RECENCY` however few new lines there are
+        spans = (last, max(last, len(earlier)))
         buckets = list(_CHAIN.buckets.items())
         chained = len(buckets)
         if earlier:
@@ -771,7 +774,7 @@ def _select(
             k = _fitting(bucket.lengths, low, len(bucket.positions) - 1, budget - 3)
             if k >= low:
                 position = bucket.positions[k] - base
-                heap.append((-(salience + RECENCY * position / last), -position, key, k, low))
+                heap.append((-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
         heapq.heapify(heap)
         chosen = []
         used = 0
@@ -786,7 +789,7 @@ def _select(
             k = _fitting(bucket.lengths, low, k - 1, budget - used - 3)
             if k >= low:
                 position = bucket.positions[k] - base
-                heapq.heapreplace(heap, (-(salience + RECENCY * position / last), -position, key, k, low))
+                heapq.heapreplace(heap, (-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
             else:
                 heapq.heappop(heap)
     chosen.sort()

@@ -160,9 +160,10 @@ def test_selection_is_the_greedy_choice_over_all_lines_sorted(conversation):
 
 
 def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversations_as_one_sorted_list(conversation):
-    """The lines of an earlier summary take positions -len to -1 before the conversation's, score the
-    salience of their section's category and their words' categories, and compete with the
-    conversation's lines in one greedy choice."""
+    """The lines of an earlier summary take positions -len to -1 before the conversation's (their
+    recency over the larger of the last position and their number), score the salience of their
+    section's category and their words' categories, and compete with the conversation's lines in one
+    greedy choice."""
     text = conversation[: len(conversation) // 3]
     lines = [(n, line, reference_categories(line, role)) for n, (line, role) in enumerate(reference_lines(text, "conversation"))]
     parts = _conversation_parts(text)
@@ -178,14 +179,20 @@ def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversation
         for n, (title, line) in enumerate(expected_earlier)
     ]
     assert [line.categories for line in earlier_lines] == [categories for _, _, categories in earlier]
-    for budget in (0, 50, 400, 2_000, 6_000, 60_000):
-        last = max(position for position, _, _ in lines) or 1
-        scored = [(sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
-                  for position, line, categories in [*earlier, *lines] if categories]
-        chosen = _select(parts, set(), budget, earlier_lines)
-        assert chosen == take_greedily(scored, set(), budget), budget
-        if budget == 60_000:
-            assert any(position < 0 for position, _, _ in chosen) and any(position >= 0 for position, _, _ in chosen)
+    for few_new in (False, True):
+        # also with fewer new lines than earlier ones: the oldest earlier line still loses only `RECENCY`
+        new_lines = [line for line in lines if line[0] < len(earlier) // 2] if few_new else lines
+        new_parts = _conversation_parts("\n".join(line for _, line, _ in new_lines)) if few_new else parts
+        last = max(position for position, _, _ in new_lines) or 1
+        span = max(last, len(earlier))
+        for budget in (0, 50, 400, 2_000, 6_000, 60_000):
+            scored = [(sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / (last if position >= 0 else span),
+                       position, line, categories)
+                      for position, line, categories in [*earlier, *new_lines] if categories]
+            chosen = _select(new_parts, set(), budget, earlier_lines)
+            assert chosen == take_greedily(scored, set(), budget), (few_new, budget)
+            if budget == 60_000:
+                assert any(position < 0 for position, _, _ in chosen) and any(position >= 0 for position, _, _ in chosen)
 
 
 def test_an_earlier_summarys_lines_are_weighed_by_their_words_and_section_and_a_bare_line_as_a_goal():
