@@ -245,7 +245,7 @@ def _part(text: str, role: str) -> _Part:
 def _conversation_parts(text: str) -> list[_Part]:
     """A serialized conversation's lines by paragraph (a new text in every request, made of the
     paragraphs of earlier ones). Cutting at blank lines keeps every non-blank line whole."""
-    return [_part(paragraph, "conversation") for paragraph in text.split("\n\n")]
+    return [_part(paragraph, CONVERSATION_ROLE) for paragraph in text.split("\n\n")]
 
 
 @functools.lru_cache(maxsize=1 << 6)
@@ -273,20 +273,33 @@ def _tag_blocks(text: str) -> tuple[str | None, tuple[str, ...], str]:
 #: A speaker's heading in a conversation serialized as Aider serializes one for its summary request
 #: ("# USER" or "# ASSISTANT" on a line of its own, then the message; aider.md §6).
 SPEAKER_HEADING = re.compile(r"^# (USER|ASSISTANT)$", re.M)
+#: A line that starts a turn of a conversation serialized with speaker labels, as Pi (pi.md, the
+#: serializer) and OpenCode V2 (opencode.md, V2 core: appended to its prompt, in no tag) write one.
+LABELLED_TURN = re.compile(
+    r"^\[(?:User|Assistant|Assistant (?:thinking|reasoning|tool calls?)|Tool (?:result|error)|System update|Synthetic context|Shell)\]: ",
+    re.M,
+)
+#: The role `_spoken` gives a labelled conversation: read by paragraph, each line's label its speaker (`_conversation_parts`).
+CONVERSATION_ROLE = "conversation"
 
 
 @functools.lru_cache(maxsize=1 << 6)
 def _spoken(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """(the text before its first `SPEAKER_HEADING`, each message after one as (role, text)) of an
-    instruction text: Aider's request is its prompt as the system message and the serialized
-    conversation as the one user message, which is conversation, not instructions (its headings are
-    speakers, not the summary's sections). Memoized: the same text is read apart in every request."""
+    """(the text before a serialized conversation in it, the conversation as (role, text) pairs) of an
+    instruction text: conversation, not instructions, and its headings not the summary's sections.
+    Aider's request is its prompt as the system message and the conversation as the one user message,
+    each message under a `SPEAKER_HEADING` (a pair per message); OpenCode V2 appends its labelled
+    conversation to its prompt (from the first `LABELLED_TURN` on: one pair, `CONVERSATION_ROLE`).
+    Memoized: the same text is read apart in every request."""
     headings = list(SPEAKER_HEADING.finditer(text))
-    if not headings:
-        return text, ()
-    ends = [h.start() for h in headings[1:]] + [len(text)]
-    said = tuple((h.group(1).lower(), text[h.end() : end].removeprefix("\n")) for h, end in zip(headings, ends, strict=True))
-    return text[: headings[0].start()], said
+    if headings:
+        ends = [h.start() for h in headings[1:]] + [len(text)]
+        said = tuple((h.group(1).lower(), text[h.end() : end].removeprefix("\n")) for h, end in zip(headings, ends, strict=True))
+        return text[: headings[0].start()], said
+    turn = LABELLED_TURN.search(text)
+    if turn is not None:
+        return text[: turn.start()], ((CONVERSATION_ROLE, text[turn.start() :]),)
+    return text, ()
 
 
 def tag_blocks(text: str) -> list[tuple[str, str, str]]:
@@ -515,7 +528,9 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
                     content += _conversation_parts(body)
                 outside, spoken = _spoken(outside)
                 for speaker, said in spoken:
-                    if speaker == "user" and (summary := _earlier_summary(said)) is not None:
+                    if speaker == CONVERSATION_ROLE:
+                        content += _conversation_parts(said)
+                    elif speaker == "user" and (summary := _earlier_summary(said)) is not None:
                         previous = previous or summary
                     else:
                         content.append(_part(said, speaker))

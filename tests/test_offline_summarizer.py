@@ -133,13 +133,28 @@ def test_an_earlier_own_summary_is_the_previous_summary_whatever_the_words_aroun
     assert "Good. Also log each retry in src/upload/client.py, but only at debug level." in bullets(second)
 
 
+def test_a_labelled_conversation_appended_to_the_prompt_is_the_conversation():
+    """OpenCode V2 sends one user message: its prompt and template, then the conversation serialized
+    with speaker labels in no tag (opencode.md, V2 core). The labelled part is conversation, read with
+    its speakers; the headings before it are the sections."""
+    prompt = ("Write the anchored summary.\n<template>\n## Objective\n- what the user wants\n\n## Relevant Files\n- paths\n</template>\n"
+              "Rules: keep every section.\n\n")
+    conversation = ("[User]: Fix the flaky upload test; never touch third_party/.\n\n"
+                    "[Assistant tool call]: read({\"path\":\"tests/test_upload.py\"})\n[Tool result]: AssertionError: 503 != 200\n\n"
+                    "[Assistant]: I decided to retry on 503 in src/upload/client.py.")
+    summary = extractive_summary([{"role": "user", "content": prompt + conversation}], 2000)
+    assert summary.startswith("## Objective\n") and summary.count("## ") == 2
+    assert {"[User]: Fix the flaky upload test; never touch third_party/.", "[Tool result]: AssertionError: 503 != 200",
+            "[Assistant]: I decided to retry on 503 in src/upload/client.py."} <= bullets(summary)
+
+
 def test_markdown_the_summarizer_did_not_write_is_conversation():
     pasted = {"role": "user", "content": "## Goal\n- Ship the parser in src/parse.py\n\n## Errors\n- none yet"}
     summary = extractive_summary([pasted, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)
     assert "Ship the parser in src/parse.py" in bullets(summary)
 
 
-@pytest.mark.parametrize("strategy", ["codex-local", "codex-remote-v1", "claude-code", "gemini-cli", "openhands", "aider"])
+@pytest.mark.parametrize("strategy", ["codex-local", "codex-remote-v1", "claude-code", "gemini-cli", "openhands", "opencode-v2", "aider"])
 def test_summaries_of_a_long_session_never_nest_or_repeat_a_line(strategy):
     """Each summary lists every line it keeps once, as one "- " item: before earlier summaries were
     recognised, each compaction listed the last one's lines again one "- " deeper."""

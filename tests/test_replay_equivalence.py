@@ -37,8 +37,8 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: (requests, compactions, digest) per strategy and source, recorded from the code before issue 18.
 #: The strategies that summarize were recorded again when the offline summarizer's reading changed
 #: (its own earlier summaries recognised in any wording, list markers dropped, an update choosing among
-#: the earlier summary's lines and the new ones by salience, OpenHands V0's tags and Aider's
-#: serialized conversation read): the rewrites
+#: the earlier summary's lines and the new ones by salience, OpenHands V0's tags and the
+#: serialized conversations of Aider and OpenCode V2 read): the rewrites
 #: before that had matched the first recordings, and that change touched only the offline models.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
@@ -54,8 +54,8 @@ GOLDEN = {
     ("pi-2025-12", "pi"): (471, 17, "afe451c833a425bb"),
     ("pi-2025-12", "synthetic"): (433, 6, "38cd07e1a684dab5"),
     ("opencode-v1", "synthetic"): (438, 7, "1cde4c925861e90f"),
-    ("opencode-v2", "pi"): (475, 21, "5627c5be6ad0e7a6"),
-    ("opencode-v2", "synthetic"): (434, 7, "0fd8c34a338830b5"),
+    ("opencode-v2", "pi"): (477, 23, "04918090a41d7c9a"),
+    ("opencode-v2", "synthetic"): (435, 8, "924c71fdaaed6bca"),
     # Recorded from the code before the second pass of issue 18 (commit 8316bb9: histories rendered
     # anew on every request, Aider's counts re-serialized per call, tool pairs rescanned).
     ("codex-local", "synthetic"): (430, 3, "95e8eeaff38984aa"),
