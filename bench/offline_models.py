@@ -443,12 +443,12 @@ def read_payload(messages: Sequence[Mapping[str, Any]]) -> Reading:
 
 
 class Split(NamedTuple):
-    """A summary request's `split_readings`: (instructions, content lines in order, previous summary), and
-    what a later request needs to take the content of the runs it shares with this one without reading
-    them: its runs' readings, the content parts added by each run read apart (by the run's index) and
-    the indices of the runs read whole that hold an earlier summary, in order."""
+    """A summary request's `split_readings`: (the summary's section titles, content lines in order,
+    previous summary), and what a later request needs to take the content of the runs it shares with
+    this one without reading them: its runs' readings, the content parts added by each run read apart
+    (by the run's index) and the indices of the runs read whole that hold an earlier summary, in order."""
 
-    instructions: str
+    titles: tuple[str, ...]
     content: list[_Part]
     previous: str
     readings: Sequence[Reading]
@@ -467,7 +467,7 @@ class Shared(NamedTuple):
 
 
 def split_readings(readings: Sequence[Reading], shared: Shared | None = None) -> Split:
-    """(instructions, content lines in order, previous summary) of a summary request read as runs
+    """(the summary's section titles, content lines in order, previous summary) of a summary request read as runs
     of its messages (`Reading`): the request's last user message and every system or developer
     message are instructions or tag blocks, an earlier summary (the first, unless a
     previous-summary block says otherwise) is the previous summary, the rest is content.
@@ -550,7 +550,14 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
     read_whole(done, size)
     if not previous and len(summaries) > found:
         previous = readings[summaries[found]].summary or ""
-    return Split("\n".join(instructions), content, previous, readings, counts, summaries)
+    return Split(_summary_titles(instructions), content, previous, readings, counts, summaries)
+
+
+def _summary_titles(instructions: Sequence[str]) -> tuple[str, ...]:
+    """The summary's sections: the titles of the last instruction text that has any (the summary
+    prompt comes last; the headings of an agent's own system prompt before it, such as Codex's
+    "Tools", are not the summary's layout), else none."""
+    return next(filter(None, map(_section_titles, reversed(instructions))), ())
 
 
 def _content_slice(earlier: Split, first: int, stop: int) -> Iterator[_Part]:
@@ -824,8 +831,8 @@ def summarize_readings(readings: Sequence[Reading], max_tokens: int | None) -> s
 
 def summarize_split(split: Split, max_tokens: int | None) -> str:
     """`summarize_readings` of a request already split (`split_readings`)."""
-    instructions, parts, previous = split[:3]
-    titles = _section_titles(instructions) or ("Summary",)
+    titles, parts, previous = split[:3]
+    titles = titles or ("Summary",)
     budget_chars = max(200, min(max_tokens or SUMMARY_TARGET_TOKENS, SUMMARY_TARGET_TOKENS) * CHARS_PER_TOKEN)
     budget_chars -= sum(len(t) + 16 for t in titles)  # "## title", a possible "- (none)", blank lines
     earlier = _earlier_lines(previous, titles) if previous else ()

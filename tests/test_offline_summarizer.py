@@ -148,6 +148,14 @@ def test_a_labelled_conversation_appended_to_the_prompt_is_the_conversation():
             "[Assistant]: I decided to retry on 503 in src/upload/client.py."} <= bullets(summary)
 
 
+def test_the_sections_are_the_summary_prompts_not_the_agents_system_prompts():
+    """Codex sends its own instructions (with headings such as "## Tools") first and the summary
+    prompt last: the summary's sections are the prompt's."""
+    system = {"role": "system", "content": "You are a coding agent.\n\n## Tools\nUse the shell.\n\n## Working style\nBe brief."}
+    summary = extractive_summary([system, *CONVERSATION, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)
+    assert [line for line in summary.splitlines() if line.startswith("## ")] == ["## Goal", "## Errors", "## Next steps"]
+
+
 def test_markdown_the_summarizer_did_not_write_is_conversation():
     pasted = {"role": "user", "content": "## Goal\n- Ship the parser in src/parse.py\n\n## Errors\n- none yet"}
     summary = extractive_summary([pasted, {"role": "user", "content": LAYOUT.format(a="Goal", b="Errors", c="Next steps")}], 2000)

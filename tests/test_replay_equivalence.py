@@ -38,7 +38,7 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: The strategies that summarize were recorded again when the offline summarizer's reading changed
 #: (its own earlier summaries recognised in any wording, list markers dropped, an update choosing among
 #: the earlier summary's lines and the new ones by salience, OpenHands V0's tags and the
-#: serialized conversations of Aider and OpenCode V2 read): the rewrites
+#: serialized conversations of Aider and OpenCode V2 read, the summary prompt's sections only): the rewrites
 #: before that had matched the first recordings, and that change touched only the offline models.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
@@ -58,11 +58,11 @@ GOLDEN = {
     ("opencode-v2", "synthetic"): (435, 8, "924c71fdaaed6bca"),
     # Recorded from the code before the second pass of issue 18 (commit 8316bb9: histories rendered
     # anew on every request, Aider's counts re-serialized per call, tool pairs rescanned).
-    ("codex-local", "synthetic"): (430, 3, "95e8eeaff38984aa"),
+    ("codex-local", "synthetic"): (430, 3, "d815b782565952be"),
     ("codex-local", "pi"): (459, 5, "a34310c3131f07f6"),
-    ("codex-remote-v1", "synthetic"): (430, 3, "c149b2d2aa4b66ed"),
+    ("codex-remote-v1", "synthetic"): (430, 3, "7d238d25a246a439"),
     ("codex-remote-v1", "pi"): (459, 5, "645df239f39a8e39"),
-    ("codex-remote-v2", "synthetic"): (430, 3, "c149b2d2aa4b66ed"),
+    ("codex-remote-v2", "synthetic"): (430, 3, "7d238d25a246a439"),
     ("codex-remote-v2", "pi"): (459, 5, "645df239f39a8e39"),
     ("codex-token-budget", "synthetic"): (427, 3, "f70003cf946be316"),
     ("codex-token-budget", "pi"): (454, 5, "4c7c8fac8e9d4fff"),

@@ -34,7 +34,7 @@ WORDS = ("fix", "src/app.py", "error", "never", "decided", "next", "done", "must
 
 def parts_of(split: Split) -> tuple[object, ...]:
     """A split as plain values: its content parts by identity (as `_select`'s chain finds them) and the rest."""
-    return (split.instructions, [id(part) for part in split.content], split.content, split.previous, split.apart, split.summaries)
+    return (split.titles, [id(part) for part in split.content], split.content, split.previous, split.apart, split.summaries)
 
 
 def carried_and_whole(messages: list[Message], max_tokens: int | None, split_before: list[Split | None]) -> None:
