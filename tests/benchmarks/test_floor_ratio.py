@@ -10,7 +10,12 @@ counter is dropped first), so a strategy is not helped by the texts an earlier o
 floor is short (0.1-0.6 s) and moves most with the load, so it is the median of `FLOOR_ROUNDS`
 measurements right before the replay; the replay is measured once (a second replay in the same
 process would be answered in part from memos the first one filled: the offline models answer a
-request they have answered before). Beside the ratio, each row prints the characters the replay's
+request they have answered before). The strategy's modules are imported before it (importing is not
+replaying), and the garbage collector is settled around it: earlier cells' garbage is collected and
+what the benchmark holds is frozen (`gc.freeze`) before the clock starts, and the replay's own garbage
+is collected before it stops, so each replay pays for collecting its own objects and none pays for
+another's (a full collection that freed an earlier cell's garbage cost 0.1-0.15 s, two to three
+floors of the Codex file, in whichever cell it fell). Beside the ratio, each row prints the characters the replay's
 token counter sent to tiktoken over the characters of the floor's texts, a count that timing noise
 does not touch (the counter's `encode` is wrapped to add them up, well under a microsecond a call). A file
 of several sessions (Aider's 1,134) counts as one: the floor over all its distinct texts, the
@@ -22,6 +27,7 @@ end of the session, with the issue 18 target (≤ 3×) marked; nothing is assert
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 
@@ -30,7 +36,7 @@ import pytest
 import compaction_bench as bench
 from compaction_bench.importing import load_transcripts
 from compaction_bench.profiles import get_profile
-from compaction_bench.registry import strategy_ids
+from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.tokens import TokenCounter, shared_counter
 from tests.conftest import CORPORA
 
@@ -76,6 +82,7 @@ def transcript(request):
 def test_replay_over_floor(transcript, strategy, profile):
     label, sessions = transcript
     encoding = get_profile(profile).tokenizer
+    strategy_class(strategy)  # the strategy's modules are imported before the measurement: importing them is not replaying
     floor = statistics.median(floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS))
     shared_counter.cache_clear()
     encoded = [0]
@@ -86,12 +93,16 @@ def test_replay_over_floor(transcript, strategy, profile):
         return encode(self, text)
 
     TokenCounter.encode = counted_encode
+    gc.collect()  # earlier cells' garbage is freed outside the measurement ...
+    gc.freeze()  # ... and what the benchmark holds is left out of the collections made during it
     try:
         started = time.process_time()
         for session in sessions:
             bench.replay(session, strategy, profile=profile)
+        gc.collect()  # the replay's own garbage is freed inside it
         replay = time.process_time() - started
     finally:
+        gc.unfreeze()
         TokenCounter.encode = encode
     characters = sum(map(len, floor_texts(sessions)))
     _rows.append((label, strategy, profile, floor, replay, encoded[0] / characters))
