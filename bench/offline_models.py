@@ -13,6 +13,9 @@ best-matching span.
   whose title fits its category, else the first), so renaming headings does not change which
   facts fit. It cannot read instructions beyond headings (an instruction to drop everything or to
   be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
+  The request's last user message and its system messages are instructions; a tag block in them holds
+  conversation unless the prompt names its tag in a sentence ("inside <summary> tags"): then it is an
+  example of the answer, whose headings are the sections (`_tag_blocks`).
   A line is read without its list markers (the summary lists every line it keeps as one "- " item).
   In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
   `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
@@ -53,6 +56,8 @@ from typing import Any, NamedTuple
 HEADING_PATTERNS = (
     re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
     re.compile(r"^\s*\d+[.)]\s+\*\*(?P<title>[^*\n]{2,80})\*\*"),
+    # a numbered title ending in a colon, with or without its description after it (Claude Code's nine sections)
+    re.compile(r"^\s*\d+[.)]\s+(?P<title>[A-Z][\w ,&/'-]{1,60}?):(?:\s|$)"),
     re.compile(r"^\s*\*\*(?P<title>[^*\n]{2,60})\*\*:?\s*$"),
     re.compile(r"^\s*<(?P<title>[a-z][a-z_-]{2,40})>\s*$"),
 )
@@ -248,26 +253,86 @@ def _conversation_parts(text: str) -> list[_Part]:
     return [_part(paragraph, CONVERSATION_ROLE) for paragraph in text.split("\n\n")]
 
 
+class TagReading(NamedTuple):
+    """An instruction text (a system message, or the request's last user message) read by its tag blocks."""
+
+    #: the last previous-summary block's body, or None
+    previous: str | None
+    #: the bodies of the blocks that hold conversation, in order
+    bodies: tuple[str, ...]
+    #: the text outside those blocks, with the blocks of instruction and layout tags unwrapped
+    outside: str
+    #: the bodies of its layout blocks (`_layout_tags`: the examples of the answer it shows), joined; "" without any
+    layout: str
+
+
+#: Stands in for the "<" of a tag named inside a sentence while `_tag_blocks` pairs tags: a naming opens no block.
+NAMING_MASK = "\ue000"
+
+
 @functools.lru_cache(maxsize=1 << 6)
-def _tag_blocks(text: str) -> tuple[str | None, tuple[str, ...], str]:
-    """(the last previous-summary block's body or None, the bodies of the other tag blocks in
-    order, the text outside them with instruction blocks unwrapped) of a system message or of the
-    request's last user message (memoized: the same template comes with every request)."""
+def _tag_blocks(text: str) -> TagReading:
+    """`text` read by its tag blocks (`TagReading`; memoized: the same template comes with every request).
+    A tag named inside a sentence ("inside <analysis> tags": words before it on its line) opens no block:
+    paired with the next closing tag of its name, it made one block of everything up to the example of
+    the answer the prompt shows later."""
+    namings = _namings(text)
+    if namings and NAMING_MASK not in text:
+        cuts = [0, *(at for at, _ in namings), len(text)]
+        masked = NAMING_MASK.join(text[a + (k > 0) : b] for k, (a, b) in enumerate(itertools.pairwise(cuts)))
+        blocks = [(tag, whole.replace(NAMING_MASK, "<"), body.replace(NAMING_MASK, "<")) for tag, whole, body in tag_blocks(masked)]
+    else:
+        blocks = tag_blocks(text)
+    layout = _layout_tags(text, blocks, namings)
     previous = None
     bodies = []
+    examples = []
     outside = text
-    for tag, whole, body in tag_blocks(text):
+    for tag, whole, body in blocks:
         tag = tag.lower()
         if tag in PREVIOUS_SUMMARY_TAGS:
             previous = body
-        elif tag in INSTRUCTION_TAGS:
+        elif tag in INSTRUCTION_TAGS or tag in layout:
             # A layout the summary must follow: its headings are instructions, not conversation.
             outside = outside.replace(whole, body)
+            if tag in layout:
+                examples.append(body)
             continue
         else:
             bodies.append(body)
         outside = outside.replace(whole, "")
-    return previous, tuple(bodies), outside
+    return TagReading(previous, tuple(bodies), outside, "\n".join(examples))
+
+
+def _namings(text: str) -> list[tuple[int, str]]:
+    """(position, lowered tag) of each opening tag in `text` named inside a sentence (words before it on its line)."""
+    return [
+        (match.start(), match.group(1).lower())
+        for match in OPENING_TAG.finditer(text)
+        if text[text.rfind("\n", 0, match.start()) + 1 : match.start()].strip()
+    ]
+
+
+def _layout_tags(text: str, blocks: Sequence[tuple[str, str, str]], namings: Sequence[tuple[int, str]]) -> set[str]:
+    """The tags an instruction text names as the layout of its answer: named inside a sentence
+    (`namings`: "inside <analysis> tags", "a record called <state_snapshot>", "inside <summary></summary>
+    tags") outside its blocks (`blocks`, in order) or inside a block of a tag already found so. Such a tag's
+    blocks are an example of the answer, instructions like `INSTRUCTION_TAGS`; a block of a tag never named
+    so holds conversation (a tag named only in the conversation is the conversation's own words). A
+    previous-summary tag is never a layout (its block is the summary to update)."""
+    spans: list[tuple[int, int, str]] = []
+    cursor = 0
+    for tag, whole, _ in blocks:
+        at = text.find(whole, cursor)
+        cursor = at + len(whole)
+        spans.append((at, cursor, tag.lower()))
+    never = set(PREVIOUS_SUMMARY_TAGS)
+    layout: set[str] = set()
+    found = {tag for at, tag in namings if not any(a < at < b for a, b, _ in spans)} - never
+    while found - layout:  # a layout block may name further ones (an example of <summary> inside the one of <analysis>)
+        layout |= found
+        found = {tag for at, tag in namings if any(a < at < b for a, b, t in spans if t in layout)} - never
+    return layout
 
 
 #: A speaker's heading in a conversation serialized as Aider serializes one for its summary request
@@ -521,7 +586,7 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
         last_user = reading.last_user if k == last else -1
         for n, (role, text) in enumerate(reading.entries):
             if role in ("system", "developer") or n == last_user:
-                in_block, bodies, outside = _tag_blocks(text)
+                in_block, bodies, outside, layout = _tag_blocks(text)
                 if in_block is not None:
                     previous = in_block
                 for body in bodies:
@@ -539,7 +604,9 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
                 if role in ("system", "developer") and n != last_user and not first_message and not _section_titles(outside):
                     content.append(_part(outside, role))
                 else:
-                    instructions.append(outside)
+                    # the sections are those of the answer's example when it shows any (a prompt's own headings,
+                    # such as Gemini CLI's "GOAL" before its <state_snapshot>, are not)
+                    instructions.append(layout if _section_titles(layout) else outside)
             elif role == "user" and (summary := _earlier_summary(text)) is not None:
                 previous = previous or summary
             else:

@@ -16,6 +16,7 @@ import pytest
 import compaction_bench as bench
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.offline_models import TAG_BLOCK, extractive_summary, tag_blocks
+from compaction_bench.registry import strategy_ids
 from compaction_bench.request import Message
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.templates import default_prompt_dir
@@ -242,3 +243,59 @@ def test_tag_blocks_are_the_tag_block_pattern_s_matches():
         assert tag_blocks(text) == expected(text), text
         found += len(expected(text))
     assert found > 2000  # the random texts do hold blocks
+
+
+#: The lines of every strategy's prompt templates (no Jinja in them, long enough to be a sentence or a heading)
+PROMPT_LINES = {
+    line.strip()
+    for path in default_prompt_dir().glob("*.j2")
+    for line in path.read_text(encoding="utf-8").splitlines()
+    if len(line.strip()) >= 12 and not {"{", "}"} & set(line)
+}
+
+
+@pytest.mark.parametrize("strategy", strategy_ids(builtin_only=True))
+def test_no_summary_carries_a_line_of_a_summary_prompt(strategy):
+    """A summary request's instructions are not conversation: no line of a strategy's own prompt (its
+    section list, the example of the answer it shows, its rules) is ever one of the summary's lines. Claude
+    Code's prompt names <analysis> and <summary> before showing an example of each, and Gemini CLI's
+    system prompt names <state_snapshot> before showing its layout; both were read from the naming to the
+    example's closing tag as the user's own lines."""
+    transcript = generate("short-turns", seed=0, target_tokens=150_000).transcript
+    summaries = [c.summary for c in bench.replay(transcript, strategy, profile="32k").compactions if c.summary]
+    for summary in summaries:
+        leaked = bullets(summary) & PROMPT_LINES  # (its "## " headings are the prompt's section titles, as they should be)
+        assert not leaked, (strategy, sorted(leaked)[:3])
+
+
+@pytest.mark.parametrize(
+    ("strategy", "sections"),
+    [
+        ("claude-code", ["Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and fixes",
+                         "Problem Solving", "All user messages", "Pending Tasks", "Current Work", "Optional Next Step"]),
+        ("gemini-cli", ["overall_goal", "active_constraints", "key_knowledge", "artifact_trail", "file_system_state",
+                        "recent_actions", "task_state"]),
+    ],
+)
+def test_the_sections_are_those_of_the_answers_example(strategy, sections):
+    """The summary's sections are the ones the prompt's example of the answer shows: Claude Code's nine
+    numbered sections (claude-code.md §3.2: "1. Primary Request and Intent:" ...), Gemini CLI's seven
+    <state_snapshot> elements (gemini-cli.md §5.3), not the prompt's own headings ("GOAL")."""
+    transcript = generate("short-turns", seed=0, target_tokens=150_000).transcript
+    summaries = [c.summary for c in bench.replay(transcript, strategy, profile="32k").compactions if c.summary]
+    assert summaries
+    for summary in summaries:
+        assert re.findall(r"^## (.+)$", summary, re.M) == sections
+
+
+def test_a_tag_the_prompt_names_is_the_answers_layout_and_a_tag_it_does_not_holds_conversation():
+    """Hand-built: a prompt that names <notes> in a sentence and then shows an example of it; the
+    conversation comes in a <conversation> block the prompt never names, and mentions <notes> itself."""
+    prompt = ("Read the conversation below, then write your answer inside <notes> tags.\n\n<conversation>\n"
+              "[User]: Fix the flaky upload test; never touch third_party/. Put your plan in <notes> too.\n\n"
+              "[Assistant]: I decided to retry on 503 in src/upload/client.py.\n</conversation>\n\n"
+              "Example of the answer:\n<notes>\n1. Goal:\n   [what the user asked]\n2. Decisions:\n   [what was decided and why]\n</notes>\n")
+    summary = extractive_summary([{"role": "user", "content": prompt}], 2000)
+    assert re.findall(r"^## (.+)$", summary, re.M) == ["Goal", "Decisions"]
+    assert "[User]: Fix the flaky upload test; never touch third_party/. Put your plan in <notes> too." in bullets(summary)
+    assert not {"[what the user asked]", "[what was decided and why]", "1. Goal:"} & bullets(summary)
