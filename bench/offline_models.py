@@ -273,7 +273,7 @@ NAMING_MASK = "\ue000"
 @functools.lru_cache(maxsize=1 << 6)
 def _tag_blocks(text: str) -> TagReading:
     """`text` read by its tag blocks (`TagReading`; memoized: the same template comes with every request).
-    A tag named inside a sentence ("inside <analysis> tags": words before it on its line) opens no block:
+    A tag named inside a sentence ("inside <analysis> tags": words before and after it on its line, `_namings`) opens no block:
     paired with the next closing tag of its name, it made one block of everything up to the example of
     the answer the prompt shows later."""
     namings = _namings(text)
@@ -305,12 +305,21 @@ def _tag_blocks(text: str) -> TagReading:
 
 
 def _namings(text: str) -> list[tuple[int, str]]:
-    """(position, lowered tag) of each opening tag in `text` named inside a sentence (words before it on its line)."""
-    return [
-        (match.start(), match.group(1).lower())
-        for match in OPENING_TAG.finditer(text)
-        if text[text.rfind("\n", 0, match.start()) + 1 : match.start()].strip()
-    ]
+    """(position, lowered tag) of each opening tag in `text` named inside a sentence: with words before it
+    and more after it on its line ("inside <analysis> tags", "called <state_snapshot>."; "Here is the
+    conversation: <conversation>" at a line's end opens a block), before any conversation serialized in
+    it (`_spoken`: a tag a speaker names, such as code's `Promise<void> {`, is the speaker's own words).
+    A previous-summary tag always opens a block."""
+    namings = []
+    conversation = [m.start() for m in (SPEAKER_HEADING.search(text), LABELLED_TURN.search(text)) if m is not None]
+    for match in OPENING_TAG.finditer(text, 0, min(conversation, default=len(text))):
+        line_end = text.find("\n", match.end())
+        after = text[match.end() : len(text) if line_end < 0 else line_end]
+        before = text[text.rfind("\n", 0, match.start()) + 1 : match.start()]
+        tag = match.group(1).lower()
+        if before.strip() and after.strip() and tag not in PREVIOUS_SUMMARY_TAGS:
+            namings.append((match.start(), tag))
+    return namings
 
 
 def _layout_tags(text: str, blocks: Sequence[tuple[str, str, str]], namings: Sequence[tuple[int, str]]) -> set[str]:
@@ -319,19 +328,18 @@ def _layout_tags(text: str, blocks: Sequence[tuple[str, str, str]], namings: Seq
     tags") outside its blocks (`blocks`, in order) or inside a block of a tag already found so. Such a tag's
     blocks are an example of the answer, instructions like `INSTRUCTION_TAGS`; a block of a tag never named
     so holds conversation (a tag named only in the conversation is the conversation's own words). A
-    previous-summary tag is never a layout (its block is the summary to update)."""
+    previous-summary tag is never named so (`_namings`: its block is the summary to update)."""
     spans: list[tuple[int, int, str]] = []
     cursor = 0
     for tag, whole, _ in blocks:
         at = text.find(whole, cursor)
         cursor = at + len(whole)
         spans.append((at, cursor, tag.lower()))
-    never = set(PREVIOUS_SUMMARY_TAGS)
     layout: set[str] = set()
-    found = {tag for at, tag in namings if not any(a < at < b for a, b, _ in spans)} - never
+    found = {tag for at, tag in namings if not any(a < at < b for a, b, _ in spans)}
     while found - layout:  # a layout block may name further ones (an example of <summary> inside the one of <analysis>)
         layout |= found
-        found = {tag for at, tag in namings if any(a < at < b for a, b, t in spans if t in layout)} - never
+        found = {tag for at, tag in namings if any(a < at < b for a, b, t in spans if t in layout)}
     return layout
 
 

@@ -290,8 +290,9 @@ def test_the_sections_are_those_of_the_answers_example(strategy, sections):
 
 def test_a_tag_the_prompt_names_is_the_answers_layout_and_a_tag_it_does_not_holds_conversation():
     """Hand-built: a prompt that names <notes> in a sentence and then shows an example of it; the
-    conversation comes in a <conversation> block the prompt never names, and mentions <notes> itself."""
-    prompt = ("Read the conversation below, then write your answer inside <notes> tags.\n\n<conversation>\n"
+    conversation comes in a <conversation> block the prompt opens at the end of a sentence (a block, not a
+    naming: nothing follows it on its line) and never names, and the conversation mentions <notes> itself."""
+    prompt = ("Read the conversation, then write your answer inside <notes> tags. Here it is: <conversation>\n"
               "[User]: Fix the flaky upload test; never touch third_party/. Put your plan in <notes> too.\n\n"
               "[Assistant]: I decided to retry on 503 in src/upload/client.py.\n</conversation>\n\n"
               "Example of the answer:\n<notes>\n1. Goal:\n   [what the user asked]\n2. Decisions:\n   [what was decided and why]\n</notes>\n")
