@@ -300,3 +300,17 @@ def test_a_tag_the_prompt_names_is_the_answers_layout_and_a_tag_it_does_not_hold
     assert re.findall(r"^## (.+)$", summary, re.M) == ["Goal", "Decisions"]
     assert "[User]: Fix the flaky upload test; never touch third_party/. Put your plan in <notes> too." in bullets(summary)
     assert not {"[what the user asked]", "[what was decided and why]", "1. Goal:"} & bullets(summary)
+
+
+def test_a_tag_a_speaker_names_is_the_speakers_words_not_the_answers_layout():
+    """In Aider's request the conversation is the user message itself (aider.md §6): code such as
+    `Promise<notes> {` names a tag in a sentence, and a `<notes>` block with headings follows in the same
+    message. Both are the speakers' words, so the block is not an example of the answer: the summary has
+    Aider's one section (its prompt asks for none), not the block's headings."""
+    transcript = ("# USER\nFix the flaky upload test in tests/test_upload.py; never touch third_party/.\n"
+                  "# ASSISTANT\nThe hook is `async reset(): Promise<notes> { ... }`; I decided to keep it.\n"
+                  "<notes>\n## Heading from the code\n- a note the assistant wrote\n</notes>\n")
+    summary = extractive_summary([{"role": "system", "content": "Summarise this partial conversation, briefly."},
+                                  {"role": "user", "content": transcript}], 2000)
+    assert re.findall(r"^## (.+)$", summary, re.M) == ["Summary"]
+    assert "Fix the flaky upload test in tests/test_upload.py; never touch third_party/." in bullets(summary)
