@@ -7,8 +7,9 @@ transcript is measured in CPU time right after its own floor, in the same proces
 reported as the ratio replay / floor: the two are paired, so the machine's load cancels out of
 the ratio as far as it can. The replay starts from a cold token memo too (the process's shared
 counter is dropped first), so a strategy is not helped by the texts an earlier one counted. The
-floor is short (0.1-0.6 s) and moves most with the load, so it is the median of `FLOOR_ROUNDS`
-measurements right before the replay; the replay is measured once (a second replay in the same
+floor is short (0.05-0.3 s) and moves most with the load, so it is the median of `FLOOR_ROUNDS`
+measurements right before the replay and as many right after it (the machine's speed moves by up to
+twice between minutes; a floor measured on both sides follows what the replay ran at); the replay is measured once (a second replay in the same
 process would be answered in part from memos the first one filled: the offline models answer a
 request they have answered before). The strategy's modules are imported before it (importing is not
 replaying), and the garbage collector is settled around it: earlier cells' garbage is collected and
@@ -49,7 +50,7 @@ TRANSCRIPTS = {
 #: issue 18's bound on replay CPU over the floor
 TARGET = 3.0
 PROFILES = ("32k", "64k")
-#: how many floor measurements the paired floor is the median of
+#: how many floor measurements are made right before the replay, and again right after it (the paired floor is their median)
 FLOOR_ROUNDS = 3
 _rows: list[tuple[str, str, str, float, float, float]] = []
 
@@ -83,7 +84,7 @@ def test_replay_over_floor(transcript, strategy, profile):
     label, sessions = transcript
     encoding = get_profile(profile).tokenizer
     strategy_class(strategy)  # the strategy's modules are imported before the measurement: importing them is not replaying
-    floor = statistics.median(floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS))
+    floors = [floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS)]
     shared_counter.cache_clear()
     encoded = [0]
     encode = TokenCounter.encode
@@ -104,6 +105,8 @@ def test_replay_over_floor(transcript, strategy, profile):
     finally:
         gc.unfreeze()
         TokenCounter.encode = encode
+    floors += [floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS)]
+    floor = statistics.median(floors)
     characters = sum(map(len, floor_texts(sessions)))
     _rows.append((label, strategy, profile, floor, replay, encoded[0] / characters))
     print(f"\n{_line(_rows[-1])}", flush=True)
