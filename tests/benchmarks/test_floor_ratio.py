@@ -2,26 +2,22 @@
 
 The floor is the CPU time of counting every distinct message text of a transcript once with the
 profile's tiktoken encoding (tiktoken's own `encode_ordinary` of each whole text, no memo: the call the
-token counter makes, so the two compare like with like). Each strategy's replay of the same
-transcript is measured in CPU time right after its own floor, in the same process state, and
-reported as the ratio replay / floor: the two are paired, so the machine's load cancels out of
-the ratio as far as it can. The replay starts from a cold token memo too (the process's shared
-counter is dropped first), so a strategy is not helped by the texts an earlier one counted. The
-floor is short (0.05-0.3 s) and moves most with the load, so it is the median of `FLOOR_ROUNDS`
-measurements right before the replay and as many right after it (the machine's speed moves by up to
-twice between minutes; a floor measured on both sides follows what the replay ran at); the replay is measured once (a second replay in the same
-process would be answered in part from memos the first one filled: the offline models answer a
-request they have answered before). The strategy's modules are imported before it (importing is not
-replaying), and the garbage collector is settled around it: earlier cells' garbage is collected and
-what the benchmark holds is frozen (`gc.freeze`) before the clock starts, and the replay's own garbage
-is collected before it stops, so each replay pays for collecting its own objects and none pays for
-another's (a full collection that freed an earlier cell's garbage cost 0.1-0.15 s, two to three
-floors of the Codex file, in whichever cell it fell). Beside the ratio, each row prints the characters the replay's
-token counter sent to tiktoken over the characters of the floor's texts, a count that timing noise
-does not touch (the counter's `encode` is wrapped to add them up, well under a microsecond a call). A file
-of several sessions (Aider's 1,134) counts as one: the floor over all its distinct texts, the
-replays of all its sessions summed. One row per (transcript, strategy, profile) is printed at the
-end of the session, with the issue 18 target (≤ 3×) marked; nothing is asserted about time.
+token counter makes, so the two compare like with like). Each cell (transcript, strategy, profile)
+runs in a fresh process (`measure_cell`), so its replay starts from cold memos, the token counter's
+and the offline models' alike: no strategy is helped by the texts and lines an earlier one read.
+In that process the floor is measured `FLOOR_ROUNDS` times right before the replay and as many times
+right after it, and the replay once, in CPU time; the cell reports replay / median floor. The two are
+paired, so the machine's load cancels out of the ratio as far as it can (its speed moves by up to
+twice between minutes; a floor measured on both sides follows what the replay ran at). The strategy's
+modules are imported before the clock starts (importing is not replaying), and the garbage collector
+is settled around the replay: the loading's garbage is collected and what the process holds is frozen
+(`gc.freeze`) before it, and the replay's own garbage is collected inside its measurement, so a replay
+pays for collecting its own objects and nothing else. Beside the ratio, each row prints the
+characters the replay's token counter sent to tiktoken over the characters of the floor's texts, a
+count that timing noise does not touch (the counter's `encode` is wrapped to add them up, well under
+a microsecond a call). A file of several sessions (Aider's 1,134) counts as one: the floor over all
+its distinct texts, the replays of all its sessions summed. One row per cell is printed at the end
+of the session, with the issue 18 target (≤ 3×) marked; nothing is asserted about time.
 
     .venv/bin/python -m pytest tests/benchmarks/test_floor_ratio.py -m benchmarks -s -n 0
 """
@@ -29,8 +25,12 @@ end of the session, with the issue 18 target (≤ 3×) marked; nothing is assert
 from __future__ import annotations
 
 import gc
+import json
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +38,7 @@ import compaction_bench as bench
 from compaction_bench.importing import load_transcripts
 from compaction_bench.profiles import get_profile
 from compaction_bench.registry import strategy_class, strategy_ids
-from compaction_bench.tokens import TokenCounter, shared_counter
+from compaction_bench.tokens import TokenCounter
 from tests.conftest import CORPORA
 
 TRANSCRIPTS = {
@@ -52,6 +52,8 @@ TARGET = 3.0
 PROFILES = ("32k", "64k")
 #: how many floor measurements are made right before the replay, and again right after it (the paired floor is their median)
 FLOOR_ROUNDS = 3
+#: the checkout, which each cell's process runs in (it imports `measure_cell` from this module)
+ROOT = Path(__file__).resolve().parents[2]
 _rows: list[tuple[str, str, str, float, float, float]] = []
 
 
@@ -70,22 +72,13 @@ def floor_seconds(transcripts: list[bench.Transcript], encoding: str) -> float:
     return time.process_time() - started
 
 
-@pytest.fixture(scope="module", params=list(TRANSCRIPTS))
-def transcript(request):
-    path = CORPORA / TRANSCRIPTS[request.param]
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
-    return request.param, load_transcripts(path)
-
-
-@pytest.mark.parametrize("profile", PROFILES)
-@pytest.mark.parametrize("strategy", strategy_ids(builtin_only=True))
-def test_replay_over_floor(transcript, strategy, profile):
-    label, sessions = transcript
+def measure_cell(path: str, strategy: str, profile: str) -> dict[str, float]:
+    """One cell, measured in the process that calls it (a fresh one: `test_replay_over_floor`): the floor
+    `FLOOR_ROUNDS` times before and after the replay, and the replay, with the characters it tokenized."""
+    sessions = load_transcripts(path)
     encoding = get_profile(profile).tokenizer
     strategy_class(strategy)  # the strategy's modules are imported before the measurement: importing them is not replaying
     floors = [floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS)]
-    shared_counter.cache_clear()
     encoded = [0]
     encode = TokenCounter.encode
 
@@ -94,8 +87,8 @@ def test_replay_over_floor(transcript, strategy, profile):
         return encode(self, text)
 
     TokenCounter.encode = counted_encode
-    gc.collect()  # earlier cells' garbage is freed outside the measurement ...
-    gc.freeze()  # ... and what the benchmark holds is left out of the collections made during it
+    gc.collect()  # the loading's garbage is freed outside the measurement ...
+    gc.freeze()  # ... and what the process holds (the transcript, the imports) is left out of the collections made during it
     try:
         started = time.process_time()
         for session in sessions:
@@ -106,9 +99,29 @@ def test_replay_over_floor(transcript, strategy, profile):
         gc.unfreeze()
         TokenCounter.encode = encode
     floors += [floor_seconds(sessions, encoding) for _ in range(FLOOR_ROUNDS)]
-    floor = statistics.median(floors)
-    characters = sum(map(len, floor_texts(sessions)))
-    _rows.append((label, strategy, profile, floor, replay, encoded[0] / characters))
+    return {"floor": statistics.median(floors), "replay": replay, "characters": encoded[0] / sum(map(len, floor_texts(sessions)))}
+
+
+CHILD = """
+import json, sys
+from tests.benchmarks.test_floor_ratio import measure_cell
+print(json.dumps(measure_cell(*sys.argv[1:4])))
+"""
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("strategy", strategy_ids(builtin_only=True))
+@pytest.mark.parametrize("label", list(TRANSCRIPTS))
+def test_replay_over_floor(label, strategy, profile):
+    path = CORPORA / TRANSCRIPTS[label]
+    if not path.exists():
+        pytest.skip(f"{path} is not available")
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), strategy, profile], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    cell = json.loads(done.stdout.strip().splitlines()[-1])
+    _rows.append((label, strategy, profile, cell["floor"], cell["replay"], cell["characters"]))
     print(f"\n{_line(_rows[-1])}", flush=True)
 
 
@@ -131,6 +144,6 @@ def _print_rows(request):
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None and _rows:
         reporter.write_line("")
-        reporter.write_line("replay CPU / tokenization floor (same process, paired):")
+        reporter.write_line("replay CPU / tokenization floor (a fresh process per cell, paired):")
         for line in _summary_lines():
             reporter.write_line(line)
