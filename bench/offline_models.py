@@ -329,17 +329,23 @@ def _layout_tags(text: str, blocks: Sequence[tuple[str, str, str]], namings: Seq
     blocks are an example of the answer, instructions like `INSTRUCTION_TAGS`; a block of a tag never named
     so holds conversation (a tag named only in the conversation is the conversation's own words). A
     previous-summary tag is never named so (`_namings`: its block is the summary to update)."""
-    spans: list[tuple[int, int, str]] = []
+    starts: list[int] = []
+    ends: list[int] = []
     cursor = 0
-    for tag, whole, _ in blocks:
-        at = text.find(whole, cursor)
-        cursor = at + len(whole)
-        spans.append((at, cursor, tag.lower()))
+    for _, whole, _ in blocks:  # in order and apart, so a naming's block is found by bisection
+        starts.append(text.find(whole, cursor))
+        cursor = starts[-1] + len(whole)
+        ends.append(cursor)
+    # each naming with the tag of the block it is inside (None: outside every block, or opening one)
+    inside = []
+    for at, tag in namings:
+        k = bisect.bisect_right(starts, at) - 1
+        inside.append((tag, blocks[k][0].lower() if k >= 0 and starts[k] < at < ends[k] else None))
     layout: set[str] = set()
-    found = {tag for at, tag in namings if not any(a < at < b for a, b, _ in spans)}
+    found = {tag for tag, block in inside if block is None}
     while found - layout:  # a layout block may name further ones (an example of <summary> inside the one of <analysis>)
         layout |= found
-        found = {tag for at, tag in namings if any(a < at < b for a, b, t in spans if t in layout)}
+        found = {tag for tag, block in inside if block in layout}
     return layout
 
 
