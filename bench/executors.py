@@ -18,7 +18,7 @@ Stopping: worker processes never outlive the run. Each worker asks the kernel fo
 its parent dies (Linux `prctl(PR_SET_PDEATHSIG)`) and also watches its parent id once a second
 (any POSIX system), so a main process killed with SIGKILL leaves no worker behind. Ctrl-C is the
 main process's alone (workers ignore SIGINT, and SIGTERM ends a worker at once), and SIGTERM to the
-main process is turned into the same `KeyboardInterrupt` while cells run: the pool is cancelled and
+main process is turned into the same `KeyboardInterrupt` (`Terminated`) while cells run: the pool is cancelled and
 its workers terminated at once, and the cells finished so far stay recorded (`--resume` redoes the rest).
 """
 
@@ -135,26 +135,47 @@ class _Queue:
         return heapq.heappop(self._heaps[best])[1]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the main process while cells ran: handled everywhere as Ctrl-C is.
+
+    A class of its own rather than `KeyboardInterrupt` itself: when a plain `KeyboardInterrupt` ends
+    code run from a string (`exec`, as a dataclass or named tuple definition does), CPython marks
+    the process to end by SIGINT even if the exception is caught later, and `python -m
+    compaction_bench.cli` then exits -2 instead of the 130 `main` chose. It compares the exact class."""
+
+
 @contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """While cells run in the main thread, SIGTERM raises `KeyboardInterrupt` (a clean stop, like Ctrl-C)."""
+def _sigterm_interrupts() -> Iterator[Callable[[], None]]:
+    """While cells run in the main thread, SIGTERM raises `Terminated` (a clean stop, like Ctrl-C).
+
+    Yields a check that raises `Terminated` again once SIGTERM has come: the executors call it
+    between cells, so a stop is not lost when the handler's exception was raised inside a finalizer
+    (`__del__`, a weakref callback), where Python prints and drops it."""
+    received: list[int] = []
+
+    def check() -> None:
+        if received:
+            raise Terminated(f"stopped by signal {signal.Signals(received[0]).name}")
+
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield check
         return
 
     def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+        received.append(signum)
+        check()
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        yield
+        yield check
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
 def run_inline(function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue) -> Iterator[Outcome]:
-    with _sigterm_interrupts():
+    with _sigterm_interrupts() as stop_if_terminated:
         while queue:
+            stop_if_terminated()
             index = queue.take()
             try:
                 outcome = function(shared, *work[index])
@@ -185,7 +206,7 @@ def run_processes(
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), shared))
     completed = False
     try:
-        with _sigterm_interrupts():
+        with _sigterm_interrupts() as stop_if_terminated:
             running: dict[Future[Any], int] = {}
 
             def submit() -> None:
@@ -196,6 +217,7 @@ def run_processes(
                 submit()
             while running:
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                stop_if_terminated()
                 for future in finished:
                     index = running.pop(future)
                     try:
@@ -203,6 +225,7 @@ def run_processes(
                     except Exception as exc:
                         outcome = exc
                     yield index, outcome
+                    stop_if_terminated()
                     if queue:
                         submit()
         completed = True

@@ -11,6 +11,7 @@ import resource
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -535,6 +536,7 @@ def test_the_report_timeline_workers_end_with_a_killed_run():
     a run killed with SIGKILL while they exist leaves none of them behind, as with the cells' pool."""
     script = """
 import sys
+import textwrap
 import pandas as pd
 from compaction_bench.reports.timelines import Timelines
 rows = [dict(scenario=s, profile="32k", strategy="none", repeat=0, kind="turn", request=n, step=n, true_tokens=1000 * n,
@@ -571,3 +573,59 @@ def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tm
     assert not wait_gone(workers, 5)
     cells = list((tmp_path / "t").glob("cells/*/DONE"))
     assert 1 <= len(cells) < 6
+
+
+def run_module(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
+    """Run `source` as `python -m` runs `bench` (CPython treats a module run so specially at exit)."""
+    (tmp_path / "stopper.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    return subprocess.run([sys.executable, "-m", "stopper"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+
+
+def test_sigterm_inside_code_run_from_a_string_still_exits_130(tmp_path):
+    """SIGTERM can arrive while the main thread runs code compiled from a string (a dataclass or named
+    tuple being defined). CPython then marks a `python -m` process to die by SIGINT whenever the
+    exception is exactly `KeyboardInterrupt`, even though `main` caught it and chose 130: the run
+    exited -2 (seen once in CI). The executors' stop is a subclass, so the status stays 130."""
+    proc = run_module(tmp_path, """
+        import sys
+        from compaction_bench.executors import execute
+
+        def cell(shared, n):
+            exec("import os, signal\\nos.kill(os.getpid(), signal.SIGTERM)\\nfor _ in range(10**6): pass")
+
+        try:
+            for _ in execute(cell, [(0,), (1,)], jobs=1):
+                print("a cell finished", flush=True)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        """)
+    assert proc.returncode == 130, proc.stderr
+    assert "a cell finished" not in proc.stdout
+
+
+def test_sigterm_dropped_inside_a_finalizer_still_stops_before_the_next_cell(tmp_path):
+    """Python prints and drops an exception raised in `__del__`; a SIGTERM whose handler ran there
+    must still stop the run at the next cell instead of letting every cell finish."""
+    proc = run_module(tmp_path, """
+        import os, signal, sys
+        from compaction_bench.executors import execute
+
+        class Finalized:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                for _ in range(10**6): pass
+
+        def cell(shared, n):
+            Finalized()
+            return n
+
+        try:
+            for index, _ in execute(cell, [(0,), (1,), (2,)], jobs=1):
+                print("finished", index, flush=True)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        """)
+    assert proc.returncode == 130, proc.stderr
+    assert "Exception ignored in" in proc.stderr  # the handler did run inside the finalizer
+    assert proc.stdout.split("\n")[:-1] == ["finished 0"]
