@@ -11,10 +11,15 @@ largest size. Nothing about time is asserted; a replay that fails is a test fail
 The machine's speed drifts by up to twice within minutes, which moves one sweep's exponent by about
 ±0.1, so each strategy's sweep is made `BENCH_REPEATS` times (default 3), spread over the
 benchmark's run (every strategy's first sweep, then every second one, ...) so that they meet the
-machine in different states, each with its sizes measured in a row: an exponent is fitted to each
-sweep, and the summary gives their median with the lowest and highest (the times shown are the
-medians per size). A strategy is
-marked over the bound only when every sweep is, and undecided when the sweeps fall on both sides.
+machine in different states, each with its sizes measured in a row. The speed also moves within a
+sweep (the same 4M replay took 4.75 s in one sweep and 7.5 s in the two others), so each cell also
+times a fixed piece of plain Python work (`reference_seconds`, about 50 ms, touching none of the
+package's memos) `REFERENCE_ROUNDS` times right before the replay and as many right after it, and
+the exponent is fitted to the replay's CPU over the median of those: how the replay's cost grows in
+units of the machine's speed at that moment. An exponent is fitted to each sweep, and the summary
+gives their median with the lowest and highest, and the same for the raw CPU times beside it (the
+times shown are the medians per size). A strategy is marked over the bound only when every sweep is,
+and undecided when the sweeps fall on both sides.
 
     .venv/bin/python -m pytest tests/benchmarks/test_growth.py -m benchmarks -s -n 0
     BENCH_SIZES=0.25,0.5,1,2,4 BENCH_STRATEGIES=pi,observation-masking .venv/bin/python -m pytest ...
@@ -26,12 +31,15 @@ strategy ids (default: every built-in); `BENCH_PROFILE` a context profile (defau
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -44,8 +52,9 @@ PROFILE = os.environ.get("BENCH_PROFILE", "64k")
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 
 CHILD = """
-import json, resource, sys, time
+import json, resource, statistics, sys, time
 import compaction_bench as bench
+from tests.benchmarks.test_growth import reference_seconds
 from compaction_bench.scenarios.synthetic import generate
 strategy, size, profile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 transcript = generate("short-turns", seed=0, target_tokens=size).transcript
@@ -53,15 +62,44 @@ bench.replay(generate("short-turns", seed=1, target_tokens=5_000).transcript, st
 def rss_kb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
+references = [reference_seconds() for _ in range(REFERENCE_ROUNDS)]
 before = rss_kb()
 started = time.process_time()
 result = bench.replay(transcript, strategy, profile=profile)
 cpu = time.process_time() - started
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"cpu": cpu, "peak_kb": peak, "before_kb": before, "requests": len(result.requests),
-                  "compactions": len(result.compactions)}))
+references += [reference_seconds() for _ in range(REFERENCE_ROUNDS)]
+print(json.dumps({"cpu": cpu, "reference": statistics.median(references), "peak_kb": peak, "before_kb": before,
+                  "requests": len(result.requests), "compactions": len(result.compactions)}))
 """
 
+#: how many times the reference work is timed right before the replay, and again right after it
+REFERENCE_ROUNDS = 3
+CHILD = CHILD.replace("REFERENCE_ROUNDS", str(REFERENCE_ROUNDS))
+
+
+def reference_seconds() -> float:
+    """CPU time of a fixed piece of plain Python work (string formatting, dictionary updates, a sort;
+    about 50 ms), which reads none of the package's memos: how fast the machine runs Python right now.
+    The garbage collector is off during it (the work makes no cycles): a collection of whatever the
+    process holds would be timed otherwise, and the process holds more after a larger replay."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        started = time.process_time()
+        counts: dict[str, int] = {}
+        for n in range(150_000):
+            key = f"k{n % 4099}"
+            counts[key] = counts.get(key, 0) + n
+        sorted(counts.items(), key=lambda item: (item[1], item[0]))
+        return time.process_time() - started
+    finally:
+        if enabled:
+            gc.enable()
+
+
+#: the checkout, which each cell's process runs in (it imports `reference_seconds` from this module)
+ROOT = Path(__file__).resolve().parents[2]
 #: issue 18's bounds: the growth exponent over 0.25M-4M, and the peak resident memory at 4M
 TARGET_EXPONENT = 1.15
 TARGET_PEAK_KB = 1024 * 1024
@@ -75,7 +113,7 @@ _results: dict[str, dict[int, dict[int, dict[str, float]]]] = defaultdict(lambda
 @pytest.mark.parametrize("sweep", range(REPEATS))
 def test_replay_growth(sweep, strategy, size):
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, strategy, str(size), PROFILE], capture_output=True, text=True, check=False
+        [sys.executable, "-c", CHILD, strategy, str(size), PROFILE], capture_output=True, text=True, check=False, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr[-2000:]
     row = json.loads(done.stdout.strip().splitlines()[-1])
@@ -88,25 +126,34 @@ def test_replay_growth(sweep, strategy, size):
     )
 
 
+def _exponents(sweeps: list[dict[int, dict[str, float]]], cost) -> list[float]:
+    """Each complete sweep's growth exponent of `cost(row)` against size, lowest first."""
+    return sorted(growth_exponent({s: cost(r) for s, r in sorted(rows.items())}) for rows in sweeps if len(rows) > 1)
+
+
+def _spread(exponents: list[float]) -> str:
+    if not exponents:
+        return "n/a"
+    spread = f" ({exponents[0]:.2f} to {exponents[-1]:.2f} over {len(exponents)} sweeps)" if len(exponents) > 1 else ""
+    return f"{statistics.median(exponents):.2f}{spread}"
+
+
 def summary_lines() -> list[str]:
     lines = []
     for strategy, sweeps in _results.items():
-        complete = [rows for rows in sweeps.values() if len(rows) > 1]
-        exponents = sorted(growth_exponent({s: r["cpu"] for s, r in sorted(rows.items())}) for rows in complete)
+        normalized = _exponents(list(sweeps.values()), lambda row: row["cpu"] / row["reference"])
+        raw = _exponents(list(sweeps.values()), lambda row: row["cpu"])
         sizes = sorted({s for rows in sweeps.values() for s in rows})
         times = {s: statistics.median(rows[s]["cpu"] for rows in sweeps.values() if s in rows) for s in sizes}
         largest = max(sizes)
         peak = max((rows[largest] for rows in sweeps.values() if largest in rows), key=lambda row: row["peak_kb"])
-        if exponents:
-            spread = f" ({exponents[0]:.2f} to {exponents[-1]:.2f} over {len(exponents)} sweeps)" if len(exponents) > 1 else ""
-            verdict = " > 1.15" if exponents[0] > TARGET_EXPONENT else " undecided" if exponents[-1] > TARGET_EXPONENT else ""
-            exponent = f"{statistics.median(exponents):.2f}{spread}{verdict}"
-        else:
-            exponent = "n/a"
+        verdict = ""
+        if normalized:
+            verdict = " > 1.15" if normalized[0] > TARGET_EXPONENT else " undecided" if normalized[-1] > TARGET_EXPONENT else ""
         cells = "  ".join(f"{s / 1e6:g}M {t:.2f}s" for s, t in times.items())
         heavy = peak["peak_kb"] >= TARGET_PEAK_KB
         lines.append(
-            f"{strategy:<22} {cells}  exponent {exponent}  peak at {largest / 1e6:g}M: "
+            f"{strategy:<22} {cells}  exponent {_spread(normalized)}{verdict} (raw CPU {_spread(raw)})  peak at {largest / 1e6:g}M: "
             f"{(peak['peak_kb'] - peak['before_kb']) / 1024:.0f} MB over the start ({peak['peak_kb'] / 1024:.0f} MB RSS"
             f"{', over 1 GB' if heavy else ''})"
         )
