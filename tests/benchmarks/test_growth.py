@@ -50,11 +50,13 @@ SIZES = [int(float(s) * 1_000_000) for s in os.environ.get("BENCH_SIZES", "0.25,
 STRATEGIES = [s for s in os.environ.get("BENCH_STRATEGIES", "").split(",") if s] or strategy_ids(builtin_only=True)
 PROFILE = os.environ.get("BENCH_PROFILE", "64k")
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+#: how many times the reference work is timed right before the replay, and again right after it
+REFERENCE_ROUNDS = 3
 
 CHILD = """
 import json, resource, statistics, sys, time
 import compaction_bench as bench
-from tests.benchmarks.test_growth import reference_seconds
+from tests.benchmarks.test_growth import REFERENCE_ROUNDS, reference_seconds
 from compaction_bench.scenarios.synthetic import generate
 strategy, size, profile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 transcript = generate("short-turns", seed=0, target_tokens=size).transcript
@@ -72,11 +74,6 @@ references += [reference_seconds() for _ in range(REFERENCE_ROUNDS)]
 print(json.dumps({"cpu": cpu, "reference": statistics.median(references), "peak_kb": peak, "before_kb": before,
                   "requests": len(result.requests), "compactions": len(result.compactions)}))
 """
-
-#: how many times the reference work is timed right before the replay, and again right after it
-REFERENCE_ROUNDS = 3
-CHILD = CHILD.replace("REFERENCE_ROUNDS", str(REFERENCE_ROUNDS))
-
 
 def reference_seconds() -> float:
     """CPU time of a fixed piece of plain Python work (string formatting, dictionary updates, a sort;
