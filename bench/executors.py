@@ -20,6 +20,8 @@ its parent dies (Linux `prctl(PR_SET_PDEATHSIG)`) and also watches its parent id
 main process's alone (workers ignore SIGINT, and SIGTERM ends a worker at once), and SIGTERM to the
 main process is turned into the same `KeyboardInterrupt` (`Terminated`) while cells run: the pool is cancelled and
 its workers terminated at once, and the cells finished so far stay recorded (`--resume` redoes the rest).
+With Ray the driver's handler replaces Ray's own (which printed a crash report and exited with 15),
+and the local cluster started here is shut down.
 """
 
 from __future__ import annotations
@@ -256,29 +258,32 @@ def run_ray(
             runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("LITELLM_", "HF_", "COMPACTION_BENCH_"))}},
         )
     try:
-        remote = ray.remote(function)
-        shared_ref = ray.put(shared)  # sent to the cluster once; each node fetches it once
-        slots = workers if not address else max(workers, int(ray.cluster_resources().get("CPU", workers)))
-        pending: dict[Any, int] = {}
+        with _sigterm_interrupts() as stop_if_terminated:  # replaces Ray's own SIGTERM handler in the driver
+            remote = ray.remote(function)
+            shared_ref = ray.put(shared)  # sent to the cluster once; each node fetches it once
+            slots = workers if not address else max(workers, int(ray.cluster_resources().get("CPU", workers)))
+            pending: dict[Any, int] = {}
 
-        def submit() -> None:
-            index = queue.take()
-            pending[remote.remote(shared_ref, *work[index])] = index
+            def submit() -> None:
+                index = queue.take()
+                pending[remote.remote(shared_ref, *work[index])] = index
 
-        while queue and len(pending) < slots + 1:
-            submit()
-        while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                index = pending.pop(ref)
-                try:
-                    outcome = ray.get(ref)
-                except Exception as exc:
-                    cause = getattr(exc, "cause", None)
-                    outcome = cause if isinstance(cause, Exception) else exc
-                yield index, outcome
-                if queue:
-                    submit()
+            while queue and len(pending) < slots + 1:
+                submit()
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                stop_if_terminated()
+                for ref in done:
+                    index = pending.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except Exception as exc:
+                        cause = getattr(exc, "cause", None)
+                        outcome = cause if isinstance(cause, Exception) else exc
+                    yield index, outcome
+                    stop_if_terminated()
+                    if queue:
+                        submit()
     finally:
         if started_here:
             ray.shutdown()

@@ -575,6 +575,47 @@ def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tm
     assert 1 <= len(cells) < 6
 
 
+
+def session_members(session: int) -> list[str]:
+    """The command lines of the live processes of a session (a run started with `start_new_session`)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_text().replace("\0", " ")
+            except OSError:
+                continue
+            if int(fields[3]) == session and fields[0] != "Z":
+                members.append(command)
+    return members
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_ray_run_cleanly_and_leaves_no_ray_process(three_sessions, tmp_path):
+    """With `--executor ray` the driver replaces Ray's own SIGTERM handler (which printed a crash
+    report and ended the run with status 15) while cells run: the run stops as with Ctrl-C, the
+    local cluster it started is shut down, and the cells written so far stay for `--resume`."""
+    proc = subprocess.Popen(
+        [*BENCH, "run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "--executor", "ray", "-j", "2",
+         "-o", str(tmp_path), "--run-id", "r", "--no-report"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not list(tmp_path.glob("r/cells/*/DONE")):
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    os.kill(proc.pid, signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "interrupted; finish the run with `bench run --resume`" in stderr and "Traceback" not in stderr
+    assert "SIGTERM received" not in stderr  # Ray's handler did not run
+    deadline = time.monotonic() + 15
+    while session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert session_members(proc.pid) == []
+    assert 1 <= len(list(tmp_path.glob("r/cells/*/DONE"))) < 6
+
 def run_module(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """Run `source` as `python -m` runs `bench` (CPython treats a module run so specially at exit)."""
     (tmp_path / "stopper.py").write_text(textwrap.dedent(source), encoding="utf-8")
