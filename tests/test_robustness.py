@@ -3,6 +3,7 @@ rebuilt by hand or from a real recorded session, with the behaviour the issue as
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
@@ -536,7 +537,6 @@ def test_the_report_timeline_workers_end_with_a_killed_run():
     a run killed with SIGKILL while they exist leaves none of them behind, as with the cells' pool."""
     script = """
 import sys
-import textwrap
 import pandas as pd
 from compaction_bench.reports.timelines import Timelines
 rows = [dict(scenario=s, profile="32k", strategy="none", repeat=0, kind="turn", request=n, step=n, true_tokens=1000 * n,
@@ -575,19 +575,14 @@ def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tm
     assert 1 <= len(cells) < 6
 
 
-
-def session_members(session: int) -> list[str]:
+def session_members(session: int) -> list[bytes | None]:
     """The command lines of the live processes of a session (a run started with `start_new_session`)."""
     members = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-                command = (entry / "cmdline").read_text().replace("\0", " ")
-            except OSError:
-                continue
-            if int(fields[3]) == session and fields[0] != "Z":
-                members.append(command)
+            with contextlib.suppress(OSError):  # gone since the listing
+                if os.getsid(int(entry.name)) == session and alive(int(entry.name)):
+                    members.append(command_line(int(entry.name)))
     return members
 
 
@@ -615,6 +610,7 @@ def test_sigterm_stops_a_ray_run_cleanly_and_leaves_no_ray_process(three_session
         time.sleep(0.2)
     assert session_members(proc.pid) == []
     assert 1 <= len(list(tmp_path.glob("r/cells/*/DONE"))) < 6
+
 
 def run_module(tmp_path: Path, source: str) -> subprocess.CompletedProcess:
     """Run `source` as `python -m` runs `bench` (CPython treats a module run so specially at exit)."""

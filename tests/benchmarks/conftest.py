@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
+#: the checkout: the benchmarks that measure each cell in a fresh process run it here, importing from `tests.benchmarks`
+ROOT = Path(__file__).resolve().parents[2]
 _timings: dict[str, dict[int, float]] = defaultdict(dict)
 
 

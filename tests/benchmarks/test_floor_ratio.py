@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -39,6 +38,7 @@ from compaction_bench.importing import load_transcripts
 from compaction_bench.profiles import get_profile
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.tokens import TokenCounter
+from tests.benchmarks.conftest import ROOT
 from tests.conftest import CORPORA
 
 TRANSCRIPTS = {
@@ -52,8 +52,6 @@ TARGET = 3.0
 PROFILES = ("32k", "64k")
 #: how many floor measurements are made right before the replay, and again right after it (the paired floor is their median)
 FLOOR_ROUNDS = 3
-#: the checkout, which each cell's process runs in (it imports `measure_cell` from this module)
-ROOT = Path(__file__).resolve().parents[2]
 _rows: list[tuple[str, str, str, float, float, float]] = []
 
 

@@ -39,12 +39,11 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
 from compaction_bench.registry import strategy_ids
-from tests.benchmarks.conftest import growth_exponent
+from tests.benchmarks.conftest import ROOT, growth_exponent
 
 SIZES = [int(float(s) * 1_000_000) for s in os.environ.get("BENCH_SIZES", "0.25,0.5,1,2,4").split(",")]
 STRATEGIES = [s for s in os.environ.get("BENCH_STRATEGIES", "").split(",") if s] or strategy_ids(builtin_only=True)
@@ -95,8 +94,6 @@ def reference_seconds() -> float:
             gc.enable()
 
 
-#: the checkout, which each cell's process runs in (it imports `reference_seconds` from this module)
-ROOT = Path(__file__).resolve().parents[2]
 #: issue 18's bounds: the growth exponent over 0.25M-4M, and the peak resident memory at 4M
 TARGET_EXPONENT = 1.15
 TARGET_PEAK_KB = 1024 * 1024
