@@ -278,29 +278,33 @@ def _tag_blocks(text: str) -> TagReading:
     the answer the prompt shows later."""
     namings = _namings(text)
     if namings and NAMING_MASK not in text:
+        # the mask stands in for one character: the blocks of the masked text are at the same places in `text`
         cuts = [0, *(at for at, _ in namings), len(text)]
-        masked = NAMING_MASK.join(text[a + (k > 0) : b] for k, (a, b) in enumerate(itertools.pairwise(cuts)))
-        blocks = [(tag, whole.replace(NAMING_MASK, "<"), body.replace(NAMING_MASK, "<")) for tag, whole, body in tag_blocks(masked)]
+        spans = tag_spans(NAMING_MASK.join(text[a + (k > 0) : b] for k, (a, b) in enumerate(itertools.pairwise(cuts))))
     else:
-        blocks = tag_blocks(text)
+        spans = tag_spans(text)
+    blocks = [(tag, text[start:end], text[body:body_end]) for tag, start, end, body, body_end in spans]
     layout = _layout_tags(text, blocks, namings)
     previous = None
     bodies = []
     examples = []
-    outside = text
-    for tag, whole, body in blocks:
+    pieces = []  # the text outside the blocks, and the bodies of instruction and layout blocks in their place
+    cursor = 0
+    for (tag, start, end, _, _), (_, _, body) in zip(spans, blocks, strict=True):
         tag = tag.lower()
+        pieces.append(text[cursor:start])
+        cursor = end
         if tag in PREVIOUS_SUMMARY_TAGS:
             previous = body
         elif tag in INSTRUCTION_TAGS or tag in layout:
             # A layout the summary must follow: its headings are instructions, not conversation.
-            outside = outside.replace(whole, body)
+            pieces.append(body)
             if tag in layout:
                 examples.append(body)
-            continue
         else:
             bodies.append(body)
-        outside = outside.replace(whole, "")
+    pieces.append(text[cursor:])
+    outside = "".join(pieces)
     return TagReading(previous, tuple(bodies), outside, "\n".join(examples))
 
 
@@ -382,15 +386,20 @@ def _spoken(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 def tag_blocks(text: str) -> list[tuple[str, str, str]]:
-    """(tag, whole block, body) of each match of `TAG_BLOCK.finditer(text)`, in order. The pattern's lazy
-    body scans to the end of the text from every opening tag that is never closed (code's `Promise<void>`,
-    hundreds in a summary prompt); here each opening tag is paired with the first closing tag of its name
-    after it, found by bisection among that name's closing positions, and the optional newlines inside
-    the tags are taken as the pattern takes them."""
+    """(tag, whole block, body) of each match of `TAG_BLOCK.finditer(text)`, in order (`tag_spans`)."""
+    return [(tag, text[start:end], text[body:body_end]) for tag, start, end, body, body_end in tag_spans(text)]
+
+
+def tag_spans(text: str) -> list[tuple[str, int, int, int, int]]:
+    """(tag, start, end, body start, body end) of each match of `TAG_BLOCK.finditer(text)`, in order. The
+    pattern's lazy body scans to the end of the text from every opening tag that is never closed (code's
+    `Promise<void>`, hundreds in a summary prompt); here each opening tag is paired with the first closing
+    tag of its name after it, found by bisection among that name's closing positions, and the optional
+    newlines inside the tags are taken as the pattern takes them."""
     closings: dict[str, list[int]] = {}
     for match in CLOSING_TAG.finditer(text):
         closings.setdefault(match.group(1), []).append(match.start())
-    blocks: list[tuple[str, str, str]] = []
+    spans: list[tuple[str, int, int, int, int]] = []
     position = 0
     while closings and (opening := OPENING_TAG.search(text, position)) is not None:
         tag = opening.group(1)
@@ -403,9 +412,9 @@ def tag_blocks(text: str) -> list[tuple[str, str, str]]:
         close = starts[k]
         end = close + len(tag) + 3
         body_end = close - 1 if close > body and text[close - 1] == "\n" else close
-        blocks.append((tag, text[opening.start() : end], text[body:body_end]))
+        spans.append((tag, opening.start(), end, body, body_end))
         position = end
-    return blocks
+    return spans
 
 
 #: How many of its latest summaries the offline summarizer recognises in a later request (`_OwnSummaries`).

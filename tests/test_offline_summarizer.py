@@ -15,7 +15,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics.measure import measure_cell
-from compaction_bench.offline_models import TAG_BLOCK, extractive_summary, tag_blocks
+from compaction_bench.offline_models import TAG_BLOCK, _tag_blocks, extractive_summary, tag_blocks
 from compaction_bench.registry import strategy_ids
 from compaction_bench.request import Message
 from compaction_bench.scenarios.synthetic import generate
@@ -243,6 +243,19 @@ def test_tag_blocks_are_the_tag_block_pattern_s_matches():
         assert tag_blocks(text) == expected(text), text
         found += len(expected(text))
     assert found > 2000  # the random texts do hold blocks
+
+
+def test_the_text_outside_the_blocks_is_the_text_with_each_block_taken_out_once():
+    """A reading's `outside` is the text with each of its blocks removed where it stands (a layout tag's
+    block unwrapped): on 3,000 blocks, some of them identical, the expected text is the pattern's
+    substitution; a tag named in a sentence with the same words as a block stays as it is written."""
+    blocks = "".join(f"line {k}\n<ab{k % 5}>\nbody {k % 3}\n</ab{k % 5}>\n" for k in range(3000))
+    text = "Intro: nothing here is a block.\n" + blocks + "The end.\n"
+    reading = _tag_blocks(text)
+    assert reading.outside == TAG_BLOCK.sub("", text)
+    assert reading.bodies == tuple(f"body {k % 3}" for k in range(3000))
+    named = "<notes>x</notes> then write <notes>x</notes> in your answer\nafter\n"
+    assert _tag_blocks(named).outside == "x then write <notes>x</notes> in your answer\nafter\n"  # the first is the layout's example
 
 
 #: The lines of every strategy's prompt templates (no Jinja in them, long enough to be a sentence or a heading)
