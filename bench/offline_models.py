@@ -19,7 +19,8 @@ best-matching span.
   A line is read without its list markers (the summary lists every line it keeps as one "- " item).
   In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
   `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
-  `_OwnSummaries`) the previous summary's lines compete with the conversation's as its oldest lines,
+  `_OwnSummaries`, or a tag block that ends with the start of one, as OpenHands' ~500-character
+  event previews do: what it shows, `_OwnSummaries.preview`) the previous summary's lines compete with the conversation's as its oldest lines,
   scored by their words and section (`_earlier_lines`), so what still matters stays and new salient
   lines replace the least salient old ones, instead of a full previous summary leaving no room for
   anything new. Its reading is
@@ -422,6 +423,8 @@ OWN_SUMMARIES_KEPT = 1024
 #: Its summaries are looked up by at most this many of their first characters (each begins with a "## " heading line).
 OWN_SIGNATURE = 160
 _HEADING_START = re.compile(r"^## ", re.M)
+#: Where a preview of an earlier summary may start (`_OwnSummaries.preview`): a line's start, or a speaker's prefix on it.
+_PREVIEW_START = re.compile(r"^(?:[ \t]*[A-Za-z]+: )?(## )", re.M)
 
 
 class _OwnSummaries:
@@ -471,6 +474,26 @@ class _OwnSummaries:
                     if text.startswith(summary, at) and (found is None or len(summary) > len(found)):
                         found = summary
         return found
+
+    def preview(self, text: str) -> str | None:
+        """What `text` shows of a remembered summary when it ends with the start of one (a display preview:
+        OpenHands lists an earlier summary among its events cut to about 500 characters, openhands.md §4.5):
+        from a "## " heading at the start of a line or after a speaker's prefix ("  user: "), up to the
+        text's end or a clip marker ("...", "[...]") there; without its last line when the clip cut that
+        line. None unless such a start is found and is at least the summary's first two lines."""
+        if not self.by_signature or "## " not in text:
+            return None
+        for start in _PREVIEW_START.finditer(text):
+            at = start.start(1)
+            shown = text[at:].rstrip()
+            shown = shown.removesuffix("[...]").removesuffix("...")
+            with self.lock:
+                summaries = list(self.by_signature.get(_signature(shown, 0), ()))
+            for summary in summaries:
+                if summary.startswith(shown) and len(shown) >= len(_signature(summary, 0)):
+                    whole_line = len(shown) == len(summary) or summary[len(shown)] == "\n"
+                    return shown if whole_line else shown[: shown.rfind("\n")]
+        return None
 
 
 def _signature(text: str, at: int) -> str:
@@ -613,7 +636,11 @@ def split_readings(readings: Sequence[Reading], shared: Shared | None = None) ->
                 if in_block is not None:
                     previous = in_block
                 for body in bodies:
-                    content += _conversation_parts(body)
+                    shown = _OWN_SUMMARIES.preview(body)  # an event that is an earlier summary, cut short
+                    if shown is not None:
+                        previous = previous or shown
+                    else:
+                        content += _conversation_parts(body)
                 outside, spoken = _spoken(outside)
                 for speaker, said in spoken:
                     if speaker == CONVERSATION_ROLE:

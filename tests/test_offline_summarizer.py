@@ -258,6 +258,34 @@ def test_the_text_outside_the_blocks_is_the_text_with_each_block_taken_out_once(
     assert _tag_blocks(named).outside == "x then write <notes>x</notes> in your answer\nafter\n"  # the first is the layout's example
 
 
+def test_an_event_showing_the_start_of_an_earlier_summary_is_that_summary_cut_short():
+    """OpenHands lists an earlier summary among the events it asks to summarise as a display preview:
+    the event's name, then "  user: " and the summary's first 497 characters followed by "..."
+    (openhands.md §4.5). What the preview shows is the earlier summary to update: its heading is no
+    line of the user's, its whole lines are kept as an earlier summary's, and the line the cut ends
+    inside is not copied as if it were whole."""
+    asks = [f"Please rename fetch_batch_{k} in src/ledger/batch_{k}.py and keep its callers working." for k in range(12)]
+    conversation = [{"role": "user", "content": "\n".join(["Never edit files under vendor/.", *asks])},
+                    {"role": "assistant", "content": "I decided to rename them one file at a time."}]
+    first = extractive_summary([*conversation, {"role": "user", "content": "Summarise the conversation."}], 2000)
+    assert len(first) > 600 and first.startswith("## ")
+    preview = "CondensationSummaryEvent (environment)\n  user: " + first[:497] + "..."
+    shown = first[:497]
+    whole, cut = shown[: shown.rfind("\n")], shown[shown.rfind("\n") + 1 :].removeprefix("- ")
+    assert cut and f"- {cut}\n" not in first[:497]  # the preview ends inside a line
+    request = (
+        "Summarise the events below.\n"
+        f"<EVENT>\n{preview}\n</EVENT>\n"
+        "<EVENT>\nMessageEvent (user)\n  user: Now also add a changelog entry for the renames in CHANGES.md.\n</EVENT>\n"
+    )
+    second = extractive_summary([{"role": "user", "content": request}], 2000)
+    lines = bullets(second)
+    assert not any(line.removeprefix("user: ").startswith("#") for line in lines), second
+    assert bullets(whole) <= lines  # the whole lines shown, kept as the earlier summary's
+    assert cut not in lines  # the cut line is not copied as a line
+    assert any("CHANGES.md" in line for line in lines)
+
+
 #: The lines of every strategy's prompt templates (no Jinja in them, long enough to be a sentence or a heading)
 PROMPT_LINES = {
     line.strip()

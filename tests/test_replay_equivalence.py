@@ -40,8 +40,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: the earlier summary's lines and the new ones by salience, OpenHands V0's tags and the
 #: serialized conversations of Aider and OpenCode V2 read, the summary prompt's sections only), and those of
 #: Claude Code and Gemini CLI again when it read a prompt's example of the answer as the layout (a tag named in
-#: a sentence opens no block; numbered "1. Title:" sections): the rewrites before that had matched the first
-#: recordings, and those changes touched only the offline models.
+#: a sentence opens no block; numbered "1. Title:" sections), and OpenHands' again when it read an event that
+#: shows the start of one of its earlier summaries (cut to ~500 characters) as that summary: the rewrites before
+#: that had matched the first recordings, and those changes touched only the offline models.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -78,8 +79,8 @@ GOLDEN = {
     ("anthropic-compact", "pi"): (474, 0, "0a2e8eadee51f891"),
     ("gemini-cli", "synthetic"): (443, 8, "fd2f7407b3094add"),
     ("gemini-cli", "pi"): (526, 36, "dc0c0efd9ad9cb23"),
-    ("openhands", "synthetic"): (447, 20, "7bb0e7e17842fe74"),
-    ("openhands", "pi"): (477, 23, "5a75edb13c89d008"),
+    ("openhands", "synthetic"): (447, 20, "9c7e6625244b0734"),
+    ("openhands", "pi"): (477, 23, "2c89d043996cf421"),
     ("openhands-v0", "synthetic"): (440, 13, "9fb7df8ebd9871bc"),
     ("openhands-v0", "pi"): (468, 14, "e765a3c6c768364d"),
     ("aider", "synthetic"): (475, 28, "ab3c7811b41b49f7"),
