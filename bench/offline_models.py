@@ -875,11 +875,9 @@ def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
     return next(itertools.compress(range(k - 1, low - 1, -1), map(limit.__ge__, itertools.islice(reversed(lengths), skipped, None))), low - 1)
 
 
-def _select(
-    parts: Sequence[_Part], seen: set[str], budget: int, earlier: Sequence[_EarlierLine] = ()
-) -> list[tuple[int, str, tuple[str, ...]]]:
+def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine] = ()) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
-    (position, line, categories) in conversation order. A line's score is the salience of its
+    (position, line, categories) in conversation order, each text once (a line said twice is chosen once). A line's score is the salience of its
     categories plus `RECENCY` times its position over the last position. The lines of an earlier
     summary (`earlier`) come before the conversation's, at positions -len(earlier) to -1, over the
     larger of the last position and len(earlier) (so the oldest loses at most `RECENCY`, however
@@ -916,6 +914,7 @@ def _select(
                 heap.append((-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
         heapq.heapify(heap)
         chosen = []
+        seen: set[str] = set()
         used = 0
         while heap and used + SHORTEST_LINE <= budget:
             _, position, key, k, low = heap[0]
@@ -957,7 +956,7 @@ def summarize_split(split: Split, max_tokens: int | None) -> str:
     by_category: dict[str, str] = {}
     for title in titles:
         by_category.setdefault(_category(title), title)
-    for position, text, categories in _select(parts, set(), budget_chars, earlier):
+    for position, text, categories in _select(parts, budget_chars, earlier):
         if position < 0:  # a line of the earlier summary: under its section's title
             target = earlier[position].title
         else:

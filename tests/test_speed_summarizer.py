@@ -91,11 +91,11 @@ def reference_categories(text: str, role: str) -> tuple[str, ...]:
 
 
 def take_greedily(
-    scored: list[tuple[float, int, str, tuple[str, ...]]], seen: set[str], budget: int
+    scored: list[tuple[float, int, str, tuple[str, ...]]], budget: int
 ) -> list[tuple[int, str, tuple[str, ...]]]:
     """The summarizer's choice written plainly: every (score, position, line, categories) sorted by
     (-score, -position), each line taken while it is unseen and fits `budget`, in position order."""
-    chosen, used = [], 0
+    chosen, used, seen = [], 0, set()
     for _, position, line, categories in sorted(scored, key=lambda entry: (-entry[0], -entry[1])):
         if line in seen or used + len(line) + 3 > budget:
             continue
@@ -105,15 +105,15 @@ def take_greedily(
     return sorted(chosen)
 
 
-def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], seen: set[str], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
+def reference_select(lines: list[tuple[int, str, tuple[str, ...]]], budget: int) -> list[tuple[int, str, tuple[str, ...]]]:
     """Score every line (position, line, categories), sort them all by (-score, -position), take greedily what fits."""
     last = max((position for position, _, _ in lines), default=0) or 1
     scored = [
         (sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / last, position, line, categories)
         for position, line, categories in lines
-        if categories and line not in seen
+        if categories
     ]
-    return take_greedily(scored, seen, budget)
+    return take_greedily(scored, budget)
 
 
 def test_the_patterns_words_are_lower_case():
@@ -150,13 +150,11 @@ def test_a_conversation_read_by_paragraph_has_the_lines_of_the_whole_text(conver
 
 def test_selection_is_the_greedy_choice_over_all_lines_sorted(conversation):
     windows = [conversation[:5_000], conversation[: len(conversation) // 2], conversation]
-    some_lines = {line for line, _ in reference_lines(conversation, "conversation")[::7]}
     for text in windows:
         lines = [(n, line, reference_categories(line, role)) for n, (line, role) in enumerate(reference_lines(text, "conversation"))]
         parts = _conversation_parts(text)
         for budget in (-5, 0, 6, 7, 50, 400, 2_000, 6_000, 60_000):
-            for seen in (set(), some_lines):
-                assert _select(parts, set(seen), budget) == reference_select(lines, set(seen), budget), (len(text), budget)
+            assert _select(parts, budget) == reference_select(lines, budget), (len(text), budget)
 
 
 def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversations_as_one_sorted_list(conversation):
@@ -189,8 +187,8 @@ def test_an_update_chooses_among_the_earlier_summarys_lines_and_the_conversation
             scored = [(sum(SALIENCE[c] for c in dict.fromkeys(categories)) + RECENCY * position / (last if position >= 0 else span),
                        position, line, categories)
                       for position, line, categories in [*earlier, *new_lines] if categories]
-            chosen = _select(new_parts, set(), budget, earlier_lines)
-            assert chosen == take_greedily(scored, set(), budget), (few_new, budget)
+            chosen = _select(new_parts, budget, earlier_lines)
+            assert chosen == take_greedily(scored, budget), (few_new, budget)
             if budget == 60_000:
                 assert any(position < 0 for position, _, _ in chosen) and any(position >= 0 for position, _, _ in chosen)
 
