@@ -15,7 +15,7 @@ best-matching span.
   be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
   The request's last user message and its system messages are instructions; a tag block in them holds
   conversation unless the prompt names its tag in a sentence ("inside <summary> tags"): then it is an
-  example of the answer, whose headings are the sections (`_tag_blocks`).
+  example of the answer, whose headings are the sections, as a `<template>` block's are (`_tag_blocks`).
   A line is read without its list markers (the summary lists every line it keeps as one "- " item).
   In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
   `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
@@ -263,7 +263,8 @@ class TagReading(NamedTuple):
     bodies: tuple[str, ...]
     #: the text outside those blocks, with the blocks of instruction and layout tags unwrapped
     outside: str
-    #: the bodies of its layout blocks (`_layout_tags`: the examples of the answer it shows), joined; "" without any
+    #: the bodies of its layout blocks (`_layout_tags`: the examples of the answer it shows) and of its
+    #: `INSTRUCTION_TAGS` blocks (the template of the answer), joined; "" without any
     layout: str
 
 
@@ -298,10 +299,10 @@ def _tag_blocks(text: str) -> TagReading:
         if tag in PREVIOUS_SUMMARY_TAGS:
             previous = body
         elif tag in INSTRUCTION_TAGS or tag in layout:
-            # A layout the summary must follow: its headings are instructions, not conversation.
+            # A layout the summary must follow: its headings are the sections, not conversation (a heading in
+            # text around it, such as a file quoted in OpenCode V2's recent text, is none of them).
             pieces.append(body)
-            if tag in layout:
-                examples.append(body)
+            examples.append(body)
         else:
             bodies.append(body)
     pieces.append(text[cursor:])

@@ -329,6 +329,22 @@ def test_the_sections_are_those_of_the_answers_example(strategy, sections):
         assert re.findall(r"^## (.+)$", summary, re.M) == sections
 
 
+def test_the_sections_are_the_template_s_and_not_those_of_text_quoted_after_it():
+    """OpenCode's prompt shows the answer's layout in a <template> block; V2 then appends the recent
+    text, cut from its start (opencode.md §2.7), which can begin inside a quoted file: a heading there
+    ("## Layout" of an AGENTS.md) is the file's, not a section the summary must have."""
+    prompt = ("Write a fresh anchored summary of the conversation so far.\n\n"
+              "Answer in Markdown laid out exactly as in the template below.\n"
+              "<template>\n## Objective\n- what the user wants\n\n## Relevant Files\n- paths that matter\n</template>\n\n"
+              "Rules: keep every section.\n\n"
+              "iles under ledger/vendor/ are generated.\n## Layout\n- ledger/: the service\n\n"
+              "[User]: Fix the rounding in ledger/money.py; never use float for amounts.\n\n"
+              "[Assistant]: I decided to keep integer cents in ledger/money.py.\n")
+    summary = extractive_summary([{"role": "user", "content": prompt}], 2000)
+    assert re.findall(r"^## (.+)$", summary, re.M) == ["Objective", "Relevant Files"]
+    assert "Fix the rounding in ledger/money.py; never use float for amounts." in summary
+
+
 def test_a_tag_the_prompt_names_is_the_answers_layout_and_a_tag_it_does_not_holds_conversation():
     """Hand-built: a prompt that names <notes> in a sentence and then shows an example of it; the
     conversation comes in a <conversation> block the prompt opens at the end of a sentence (a block, not a
