@@ -89,11 +89,15 @@ WORD = re.compile(r"[A-Za-z0-9_./-]+")
 #: without them, and is the same line however deep it was nested.
 LIST_MARKERS = re.compile(r"^(?:[-*•]\s+)+")
 LIST_MARKER_STARTS = "-*•"
-#: ERROR, CONSTRAINT, DECISION, PROGRESS and NEXT (in that order), and the same compiled case-sensitively for ASCII
-#: text lowered first: their words are lower case, and lowering ASCII changes no length and no word boundary,
+#: ERROR, CONSTRAINT, DECISION, PROGRESS and NEXT (in that order), and the same compiled case-sensitively for text
+#: lowered first: their words are lower case ASCII, and lowering a text without `LOWERING_DIFFERS` changes no length
+#: and no word boundary and turns exactly the characters that match a letter case-insensitively into that letter,
 #: so they match the same lines, several times faster (the engine can skip ahead to the words' first letters).
 CASELESS = (ERROR, CONSTRAINT, DECISION, PROGRESS, NEXT)
 LOWERED = tuple(re.compile(p.pattern, p.flags & ~re.I) for p in CASELESS)
+#: The characters for which that does not hold, found over every code point (tests/test_speed_summarizer.py): "İ"
+#: lowers to two characters, and "ı" and "ſ" match "i" and "s" case-insensitively but lower to themselves.
+LOWERING_DIFFERS = re.compile("[\u0130\u0131\u017f]")
 
 STOPWORDS = frozenset(
     "a an the of to in on at for and or is are was were be been what which who whom whose when where why how "
@@ -175,7 +179,7 @@ def _category(title: str) -> str:
 def _categories(text: str, role: str) -> tuple[str, ...]:
     """A line's salience categories (memoized per process: later summaries of a session read the
     same lines again)."""
-    if text.isascii():
+    if text.isascii() or LOWERING_DIFFERS.search(text) is None:
         subject, (error, constraint, decision, progress, following) = text.lower(), LOWERED
     else:
         subject, (error, constraint, decision, progress, following) = text, CASELESS

@@ -15,8 +15,10 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
+import string
 
 import pytest
 
@@ -28,6 +30,7 @@ from compaction_bench.offline_models import (
     DECISION,
     ERROR,
     LOWERED,
+    LOWERING_DIFFERS,
     NEXT,
     PATH,
     PROGRESS,
@@ -121,18 +124,44 @@ def test_the_patterns_words_are_lower_case():
     assert all(p.pattern == p.pattern.lower() and p.flags & re.I for p in CASELESS)
 
 
-def test_lowered_ascii_matches_as_the_caseless_patterns(conversation):
+def test_lowered_text_matches_as_the_caseless_patterns(conversation):
+    """A line without `LOWERING_DIFFERS` lowered matches the lowered patterns exactly where it matches the
+    caseless ones: on a real session's lines and on made ones, ASCII or not (accents, arrows, dashes, the
+    Kelvin sign, and the three characters themselves, which take the caseless patterns)."""
     rng = random.Random(18)
     words = [w for p in CASELESS for w in re.findall(r"[a-z' ]{2,}", p.pattern)] + ["x", "/", ".py", "_", "-", "1", "\t", "é"]
+    words += ["→", "—", "’", "ß", "\u212a", "\u0130nstead", "\u0131nstead", "\u017fhould not", "do\u00a0not", "٣"]
     made = ["".join(rng.choice([str.upper, str.lower, str.title])(rng.choice(words)) + rng.choice(["", " ", "_", "."]) for _ in range(6))
-            for _ in range(3000)]
+            for _ in range(6000)]
     lines = [line for line, _ in reference_lines(conversation, "conversation")] + made
-    assert sum(line.isascii() for line in lines) > 1000 and sum(not line.isascii() for line in lines) > 100
+    assert sum(line.isascii() for line in lines) > 1000 and sum(not line.isascii() for line in lines) > 1000
+    assert sum(LOWERING_DIFFERS.search(line) is not None for line in lines) > 100
     for line in lines:
         for caseless, lowered in zip(CASELESS, LOWERED, strict=True):
             expected = caseless.search(line) is not None
-            assert (lowered.search(line.lower()) is not None if line.isascii() else expected) == expected, (caseless.pattern, line)
+            if LOWERING_DIFFERS.search(line) is None:
+                assert (lowered.search(line.lower()) is not None) == expected, (caseless.pattern, line)
         assert _has_path(line) == (PATH.search(line) is not None), line
+
+
+def test_lowering_is_ignoring_case_for_every_character_but_three():
+    """Over every code point: lowering gives one character of the same word-ness (so no word boundary moves),
+    and a character matches an ASCII letter case-insensitively exactly when it lowers to that letter; the
+    exceptions are the three characters of `LOWERING_DIFFERS`, for which the caseless patterns are kept."""
+    word, letter = re.compile(r"\w"), re.compile("[a-z]", re.I)
+    exceptions = set()
+    for code in itertools.chain(range(0xD800), range(0xE000, 0x110000)):
+        c = chr(code)
+        low = c.lower()
+        if (
+            len(low) != 1
+            or (word.fullmatch(c) is None) != (word.fullmatch(low) is None)
+            or (letter.fullmatch(c) is not None) != (low in string.ascii_lowercase)
+            or (low in string.ascii_lowercase and re.fullmatch(low, c, re.I) is None)
+        ):
+            exceptions.add(c)
+    assert exceptions == {"\u0130", "\u0131", "\u017f"}
+    assert all(LOWERING_DIFFERS.fullmatch(c) for c in exceptions)
 
 
 def test_a_conversation_read_by_paragraph_has_the_lines_of_the_whole_text(conversation):
