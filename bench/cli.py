@@ -138,17 +138,29 @@ def run(
 def _print_summary(root: Path) -> None:
     import pandas as pd
 
-    from compaction_bench.reports.leaderboard import leaderboard
+    from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
 
     probes = root / "probes.parquet"
     header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None)
-    table = Table(title=_plain(f"run {root.name}"))
-    for title in header:
-        label = title in ("strategy", "profile")
-        table.add_column(title, justify="left" if label else "right", no_wrap=label)
+    rows = [[_plain(cell) for cell in row] for row in rows]
+    title = f"run {root.name}"
+    profiles = {row[header.index("profile")] for row in rows} if "profile" in header else set()
+    if len(profiles) == 1:  # one profile: said in the title, its column left out
+        title += f" · profile {profiles.pop()}"
+        k = header.index("profile")
+        header, rows = [*header[:k], *header[k + 1 :]], [[*row[:k], *row[k + 1 :]] for row in rows]
+    # as many columns as the terminal shows with every number whole (a cut one, "0.8…", would read as another)
+    shown = terminal_columns(header, rows, console.width)
+    table = Table(title=_plain(title))
+    for k in shown:
+        label = header[k] in ("strategy", "profile")
+        table.add_column(header[k], justify="left" if label else "right", no_wrap=label, width=column_width(header, rows, k))
     for row in rows:
-        table.add_row(*(_plain(cell) for cell in row))
+        table.add_row(*(row[k] for k in shown))
     console.print(table)
+    left_out = [header[k] for k in range(len(header)) if k not in shown]
+    if left_out:
+        console.print(f"not shown at this width: {', '.join(left_out)} (every column: {root / 'report.html'})", markup=False, soft_wrap=True)
     from compaction_bench.reports.leaderboard import offline_note
 
     note = offline_note(root)

@@ -50,6 +50,11 @@ COLUMNS = (
     ("cost $", "cost_usd", "{:.2f}", "sum"),
 )
 CANNOT_SERVE = "cannot serve"
+#: The terminal's choice among the columns, most telling first (`terminal_columns`); the others follow in table order.
+TERMINAL_PRIORITY = (
+    "strategy", "profile", "retention [95% CI]", "window", "P(best)", "answered", "pair errors chat", "pair errors responses",
+    "pair errors anthropic", "overflows", "failed requests", "compactions", "silent loss", "cost $", "scenarios", "pairs",
+)
 
 
 def format_value(value: object, fmt: str) -> str:
@@ -121,6 +126,28 @@ def leaderboard(summary: pd.DataFrame, probes: pd.DataFrame | None = None) -> tu
     profiles = list(dict.fromkeys(str(p) for p in summary["profile"]))
     rows.sort(key=lambda entry: (profiles.index(entry[0][0]), entry[0][1]))
     return header, [row for _, row in rows]
+
+
+def column_width(header: list[str], rows: list[list[str]], k: int) -> int:
+    """The width that shows every cell of column `k` whole: its longest cell, or its header's longest word
+    if longer (a header wraps at its spaces)."""
+    return max([len(row[k]) for row in rows] + [len(word) for word in header[k].split()])
+
+
+def terminal_columns(header: list[str], rows: list[list[str]], width: int) -> list[int]:
+    """The indices of the columns a table `width` characters wide shows with every cell whole, each column
+    `column_width` wide plus three characters of padding and rule (the table one more): the first of
+    `TERMINAL_PRIORITY` (then the rest, in table order) while they fit, in table order."""
+    ranked = [header.index(name) for name in TERMINAL_PRIORITY if name in header]
+    ranked += [k for k in range(len(header)) if k not in ranked]
+    shown: list[int] = []
+    used = 1
+    for k in ranked:
+        needed = column_width(header, rows, k) + 3
+        if not shown or used + needed <= width:  # the first, the strategy's name, always
+            shown.append(k)
+            used += needed
+    return sorted(shown)
 
 
 def offline_note(run_dir: str | Path) -> str | None:

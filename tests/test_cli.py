@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,8 @@ from compaction_bench.transcript import Item, Transcript
 BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 
 
-def bench(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+def bench(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env)
 
 
 def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -85,3 +86,37 @@ def test_import_then_inspect_round_trip(canonical_file, tmp_path):
     proc = bench("inspect", str(out))
     assert proc.returncode == 0
     assert "steps (model responses)" in proc.stdout and "│ 2" in proc.stdout
+
+
+def test_the_terminal_shows_the_columns_that_fit_whole_most_telling_first():
+    """Hand-computed: each column needs its longest cell (or its header's longest word) plus 3, the table 1 more;
+    the strategy's name is always shown, then by `TERMINAL_PRIORITY` while they fit, in table order."""
+    from compaction_bench.reports.leaderboard import terminal_columns
+
+    header = ["strategy", "profile", "retention [95% CI]", "window", "cost $"]
+    rows = [["a-very-long-name", "64k", "0.900 [0.80, 0.95]", "ok", "1.00"]]
+    # widths 16, 7 ("profile"), 18, 6 ("window"), 4: 19 + 10 + 21 + 9 + 7, plus 1
+    assert terminal_columns(header, rows, 67) == [0, 1, 2, 3, 4]
+    assert terminal_columns(header, rows, 60) == [0, 1, 2, 3]
+    assert terminal_columns(header, rows, 59) == [0, 1, 2, 4]  # the window does not fit; the narrower cost does
+    assert terminal_columns(header, rows, 10) == [0]
+
+
+def test_the_run_s_leaderboard_shows_whole_numbers_and_names_the_columns_left_out(tmp_path):
+    """`bench run` piped (220 columns), on a session `none` cannot serve at `32k`: the 26 columns do not all
+    fit, and no cell is cut ("0.8…" would read as another number), the table fits, the one profile is in
+    the title, retention with its interval and the window's mark are shown, and the columns left out are named."""
+    from compaction_bench.scenarios.synthetic import generate
+
+    session = tmp_path / "session.jsonl"
+    generate("short-turns", seed=1, target_tokens=60_000).transcript.write(session)
+    proc = bench("run", str(session), "-s", "none", "-s", "truncate", "-p", "32k", "--no-report", "-o", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    table = [line for line in lines if line[:1] in "┏┃┡│└"]
+    assert table and all(len(line) <= 220 for line in table) and "…" not in proc.stdout
+    assert any("profile 32k" in line for line in lines)
+    none_row = next(line for line in table if line.startswith("│ none "))
+    assert "cannot serve (1 of 1)" in none_row and re.search(r"\d\.\d{3} \[\d\.\d\d, \d\.\d\d\]", none_row)
+    (left_out,) = [line for line in lines if line.startswith("not shown at this width: ")]
+    assert "report.html" in left_out
