@@ -19,9 +19,10 @@ best-matching span.
   A line is read without its list markers (the summary lists every line it keeps as one "- " item).
   In update mode (a ``<previous-summary>`` block, an earlier summary in the conversation found by
   `SUMMARY_MARKERS`, or one of its own summaries however a strategy words the message around it,
-  `_OwnSummaries`, or a tag block that ends with the start of one, as OpenHands' ~500-character
-  event previews do: what it shows, `_OwnSummaries.preview`) the previous summary's lines compete with the conversation's as its oldest lines,
-  scored by their words and section (`_earlier_lines`), so what still matters stays and new salient
+  `_OwnSummaries`, or what a tag block that ends with the start of one shows of it, as OpenHands'
+  ~500-character event previews do, `_OwnSummaries.preview`) the previous summary's lines compete
+  with the conversation's as its oldest lines, scored by their words and section
+  (`_earlier_lines`), so what still matters stays and new salient
   lines replace the least salient old ones, instead of a full previous summary leaving no room for
   anything new. Its reading is
   memoized per process by message text, by paragraph of a serialized conversation (a new text in
@@ -490,10 +491,11 @@ class _OwnSummaries:
             return None
         for start in _PREVIEW_START.finditer(text):
             at = start.start(1)
-            shown = text[at:].rstrip()
-            shown = shown.removesuffix("[...]").removesuffix("...")
             with self.lock:
-                summaries = list(self.by_signature.get(_signature(shown, 0), ()))
+                summaries = list(self.by_signature.get(_signature(text, at), ()))
+            if not summaries:
+                continue  # (the rest of the text is copied only where a summary starts: a long text has many headings)
+            shown = text[at:].rstrip().removesuffix("[...]").removesuffix("...")
             for summary in summaries:
                 if summary.startswith(shown) and len(shown) >= len(_signature(summary, 0)):
                     whole_line = len(shown) == len(summary) or summary[len(shown)] == "\n"
@@ -882,8 +884,9 @@ def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
 
 def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine] = ()) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
-    (position, line, categories) in conversation order, each text once (a line said twice is chosen once). A line's score is the salience of its
-    categories plus `RECENCY` times its position over the last position. The lines of an earlier
+    (position, line, categories) in conversation order, each text once (a line said twice is chosen
+    once). A line's score is the salience of its categories plus `RECENCY` times its position over
+    the last position. The lines of an earlier
     summary (`earlier`) come before the conversation's, at positions -len(earlier) to -1, over the
     larger of the last position and len(earlier) (so the oldest loses at most `RECENCY`, however
     few lines are new): they compete by salience, and lose ties to the conversation's. Section titles play no part: they

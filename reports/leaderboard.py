@@ -1,6 +1,8 @@
 """The leaderboard: one row per (strategy, profile), ordered by headline retention.
 
-Shared by the terminal summary of `bench run` and the HTML report, so both show the same numbers.
+Shared by the terminal summary of `bench run` and the HTML report, so both show the same numbers; the
+terminal shows the columns that fit its width with every cell whole, most telling first
+(`terminal_columns`), and names the others.
 Within each profile, strategies are ordered by retention at the paired checkpoints
 (`compaction_bench.metrics.aggregate`: pairs every strategy has, each probe weighted equally;
 overflowed contexts count as absent), with its 95% interval (probes clustered by scenario), the
