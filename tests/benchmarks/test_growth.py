@@ -74,6 +74,7 @@ print(json.dumps({"cpu": cpu, "reference": statistics.median(references), "peak_
                   "requests": len(result.requests), "compactions": len(result.compactions)}))
 """
 
+
 def reference_seconds() -> float:
     """CPU time of a fixed piece of plain Python work (string formatting, dictionary updates, a sort;
     about 50 ms), which reads none of the package's memos: how fast the machine runs Python right now.
