@@ -337,23 +337,33 @@ class _WireRuns:
         starts.append(size)
         where, first, stop = adopted
         count = max(stop - 1 - first, 0) if last is not None else 0
-        found: dict[int, _Run] = {}  # the last request's runs outside the shared piece, by their first message
+        outside: list[_Run] = []  # the last request's runs outside the shared piece
         if last is not None:
             low, high = (bisect.bisect_left(last.starts, k), bisect.bisect_left(last.starts, k + shared)) if shared else (0, 0)
-            found = {id(held.messages[0]): held for held in itertools.chain(last.runs[:low], last.runs[high:])}
+            outside = [*last.runs[:low], *last.runs[high:]]
+        found = {id(held.messages[0]): held for held in outside}  # by the identity of their first message
+        equal: dict[Message, _Run] = {}  # by their first message, built when first needed
 
         def run(a: int, b: int) -> _Run:
             """The run of sequence[a:b]: the last request's if it is one of the shared piece's runs, else
-            one of `found` that starts with the same message and holds the same messages, else converted."""
+            one of `outside` that holds the same message objects, else the conversion of one of
+            `outside` that holds equal messages (a system message or a prompt made again for each
+            request), else converted."""
             if last is not None and start <= a and b <= start + shared:
                 i = bisect.bisect_left(last.starts, a + k - start)
                 if last.starts[i] == a + k - start and last.starts[i + 1] == b + k - start:
                     return last.runs[i]
+            messages = sequence[a:b]
             held = found.get(id(sequence[a]))
-            if held is not None and held.messages[0] is sequence[a] and len(held.messages) == b - a and all(map(operator.is_, held.messages, sequence[a:b])):
+            if held is not None and held.messages[0] is sequence[a] and len(held.messages) == b - a and all(map(operator.is_, held.messages, messages)):
                 return held
-            payload = chat_messages(sequence[a:b], provider=provider)
-            return _Run(sequence[a:b], payload, payload_tokens(payload), read_payload(payload))
+            if outside and not equal:
+                equal.update((held.messages[0], held) for held in reversed(outside))  # the first one of equal ones
+            held = equal.get(sequence[a])
+            if held is not None and held.messages == messages:
+                return _Run(messages, held.payload, held.tokens, held.reading)
+            payload = chat_messages(messages, provider=provider)
+            return _Run(messages, payload, payload_tokens(payload), read_payload(payload))
 
         runs = list(itertools.starmap(run, itertools.pairwise(starts[: where + 1])))
         if count:

@@ -41,6 +41,9 @@ RECENT_ENTRIES = 2
 COUNTED_KEPT = 8
 #: How many pairs of differing messages keep their common token prefix (`SimulatedProvider._inside`).
 INSIDES_KEPT = 4096
+#: How many distinct messages `SimulatedProvider` remembers the first count of (`_first_counted`); past
+#: it, it forgets them all and looks every re-billed candidate up in the cache entries.
+FIRST_COUNTED_KEPT = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -195,9 +198,18 @@ class _Entry:
         return self._set
 
 
+#: How many of a view's last log messages `_LogIndex` compares with a message before indexing the log.
+NEAR_END = 64
+
+
 class _LogIndex:
     """The first position of each message in an append-only log (`LogView`), extended as the log grows:
-    whether a view of the log holds a message, without building a set per request."""
+    whether a view of the log holds a message, without building a set per request.
+
+    The log is indexed only when a message is not found otherwise: in the view's tail, or among the
+    view's last `NEAR_END` log messages (after a compaction the few messages looked for are mostly the
+    initial context re-injected and the compaction's own item, which the last request ended with, and
+    a new history's log would be indexed whole for them)."""
 
     __slots__ = ("first", "indexed", "log")
 
@@ -208,12 +220,16 @@ class _LogIndex:
 
     def holds(self, view: LogView, messages: Sequence[Message], tail: frozenset[Message]) -> list[bool]:
         """Whether `view` (whose tail is the set `tail`) holds each of `messages`."""
+        length = view.length
+        near = frozenset(self.log[max(length - NEAR_END, 0) : length])
+        held = [m in tail or m in near for m in messages]
+        if all(held):
+            return held
         first, log = self.first, self.log
         for n in range(self.indexed, len(log)):
             first.setdefault(log[n], n)
         self.indexed = len(log)
-        length = view.length
-        return [first.get(m, length) < length or m in tail for m in messages]
+        return [h or first.get(m, length) < length for h, m in zip(held, messages, strict=True)]
 
 
 class SimulatedProvider(MessageCounter):
@@ -241,6 +257,24 @@ class SimulatedProvider(MessageCounter):
         # what is known of how many leading messages two different logs share (a strategy's full history and its edited one)
         self._prefixes = SharedPrefixes()
         self._insides: dict[tuple[Message, Message], int] = {}  # `_inside` of pairs of messages met before
+        # How many requests had been accepted when each distinct message was first counted: one first
+        # counted after the newest cache entry was accepted is in no entry, so `_rebilled` does not look
+        # for it (a request after a compaction holds a new history, whose log would be indexed for a few
+        # new messages). None once `FIRST_COUNTED_KEPT` were remembered.
+        self._first_counted: dict[Message, int] | None = {}
+        self._accepted = 0
+
+    def message_tokens(self, message: Message) -> int:
+        """`MessageCounter.message_tokens`, remembering when a message was first counted."""
+        tokens = self._message_tokens.get(message)
+        if tokens is None:
+            tokens = super().message_tokens(message)
+            first = self._first_counted
+            if first is not None and len(first) >= FIRST_COUNTED_KEPT:
+                first = self._first_counted = None
+            if first is not None:
+                first.setdefault(message, self._accepted)
+        return tokens
 
     def count(self, messages: Sequence[Message]) -> int:
         """`MessageCounter.count`, with the counts of the prefix it shares with a cache entry or a counting
@@ -386,8 +420,16 @@ class SimulatedProvider(MessageCounter):
         top = max(first, *shared)  # messages[first:top] were sent at the same positions by an entry
         rest = messages[top:]
         known = [False] * len(rest)
-        for entry in self._recent if rest else ():
-            known = [k or h for k, h in zip(known, entry.holds(rest, self._indexes), strict=True)]
+        # every message of the request was counted (by now); those first counted after the newest entry was accepted are in none
+        newest, first_counted = self._accepted - 1, self._first_counted
+        looked = range(len(rest)) if first_counted is None else [n for n, m in enumerate(rest) if first_counted.get(m, newest) <= newest]
+        if looked:
+            candidates = [rest[n] for n in looked]
+            held = [False] * len(candidates)
+            for entry in self._recent:
+                held = [k or h for k, h in zip(held, entry.holds(candidates, self._indexes), strict=True)]
+            for n, h in zip(looked, held, strict=True):
+                known[n] = h
         start = boundaries[first - 1] if first else 0
         ends = boundaries[top - 1 if top > first else top :]  # the run's end, then the rest's messages'
         counts = [end - begin for begin, end in zip([start, *ends[:-1]], ends, strict=True)]
@@ -451,6 +493,7 @@ class SimulatedProvider(MessageCounter):
             entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
         self._recent.append(entry)
+        self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
         for gone in self._indexes.keys() - live:
             del self._indexes[gone]

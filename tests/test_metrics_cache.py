@@ -199,16 +199,19 @@ def test_anthropic_lookback_finds_an_entry_only_within_20_messages_of_a_breakpoi
     assert (outcome.cached_tokens, outcome.cache_write_tokens) == (1200, far[-1] - 1200)
 
 
-def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list():
-    """The provider looks up only the messages after the cached part; the full rule over every message agrees."""
+@pytest.mark.parametrize(("strategy", "kind", "size"), [("codex-local", "parallel-calls", 45_000), ("codex-remote-v2", "short-turns", 150_000)])
+def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list(strategy, kind, size):
+    """The provider looks up only the messages after the cached part, and of those only the ones counted before
+    the last accepted request; the full rule over every message agrees (`codex-remote-v2` installs a new history,
+    a new log, at each compaction, and re-injects the initial context after it)."""
     from collections import deque
 
     from compaction_bench.provider import RECENT_ENTRIES
     from compaction_bench.scenarios.synthetic import generate
     from compaction_bench.tokens import HiddenTokens
 
-    scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
-    result = replay(scenario.transcript, "codex-local", profile="32k")
+    scenario = generate(kind, seed=3, target_tokens=size)
+    result = replay(scenario.transcript, strategy, profile="32k")
     assert result.compactions and any(r.kind == "summary" for r in result.requests)
     counter = SimulatedProvider(get_profile("32k"), hidden=HiddenTokens.of(scenario.transcript))  # counts as the replay's provider does
     recent: deque[set[Message]] = deque(maxlen=RECENT_ENTRIES)

@@ -7,7 +7,8 @@
   and memoizes them per pair of messages: every count equals the sum of the messages' counts plus
   their billed hidden reasoning, every cached prefix is the longest common token prefix with one
   of the two previous accepted requests (the newest on a tie), tokenized from scratch here, and the
-  re-billed tokens are those of every message after the cached part that one of them holds.
+  re-billed tokens are those of every message after the cached part that one of them holds (an equal
+  message of another object as well, wherever it stands in the entry's log).
 - `Message.__init__` is written out (it stores each field through its slot): it takes the declared
   fields, in order, with their defaults, and the instances stay frozen.
 """
@@ -129,6 +130,30 @@ def test_provider_counts_and_cache_prefixes_equal_the_straightforward_ones(profi
             assert outcome.cache.rebilled_tokens == rebilled_tokens(counts, known, outcome.cache.cached_tokens), end
             sent.append(messages)
     assert reasoning and any(provider.count(LogView(full_log, n)) > sum(map(reference.message_tokens, full_log[:n])) for n in range(len(full_log)))
+
+
+def test_re_billed_messages_are_found_by_equality_in_a_new_log_near_its_end_far_from_it_or_never_sent():
+    """After a compaction a request is a view of a new log. Of its messages after the cached part, those equal
+    to one a recent request sent re-bill: a copy of the previous request's last message (near the end of that
+    request), a copy of one sent far from its end (past what is compared before the log is indexed), and one
+    first counted before the last request but sent only now is looked up too; a message first counted now
+    re-bills nothing."""
+    profile = get_profile("32k")
+    provider = SimulatedProvider(profile)
+    reference = MessageCounter(profile)
+    far = Message("user", "the constraint stated long ago " * 8)
+    log = [Message("system", "rules " * 40), far, *[Message("user", f"note {n} " * 12) for n in range(150)]]
+    counted_early = Message("user", "counted early, sent late " * 6)
+    provider.count([*log[:1], counted_early])  # counted before the request below, never sent
+    provider.send(Request(LogView(log, len(log))))
+    again = Message(log[-1].role, log[-1].content)  # equal to the last message sent, another object
+    far_again = Message(far.role, far.content)
+    new = Message("user", "never said before " * 6)
+    history = [Message("user", "summary of the work so far " * 10), again, far_again, counted_early, new]
+    outcome = provider.send(Request(LogView(history, len(history))))
+    assert not outcome.overflow and outcome.cache.cached_tokens == 0  # nothing shared from the start
+    counts = [reference.message_tokens(m) for m in history]
+    assert outcome.cache.rebilled_tokens == counts[1] + counts[2] == rebilled_tokens(counts, [False, True, True, False, False], 0)
 
 
 def test_hidden_total_is_the_sum_of_the_per_message_billing():

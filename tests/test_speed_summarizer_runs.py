@@ -13,6 +13,8 @@ compaction items, orphan results, system, developer and summary messages).
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 from typing import Any
 
 import pytest
@@ -122,12 +124,24 @@ def test_runs_are_read_once_and_requests_of_new_objects_alike(rollout):
     first = _runs_of(window, DEFAULT_SUMMARIZER, "offline")
     again = _runs_of(list(window), DEFAULT_SUMMARIZER, "offline")
     assert first is not None and again is not None and all(a is b for a, b in zip(first, again, strict=True))
-    copies = [dataclasses.replace(m) for m in window]  # equal messages, new objects: read anew, to the same result
+    # equal messages, new objects (a system message or a prompt made again for each request): new runs, which hold
+    # the new objects, with the conversions and readings of the last request's equal runs
+    copies = [dataclasses.replace(m) for m in window]
     fresh = _runs_of(copies, DEFAULT_SUMMARIZER, "offline")
     assert fresh is not None and not any(a is b for a, b in zip(first, fresh, strict=True))
-    assert [(r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in fresh] == [
-        (r.messages, r.payload, r.tokens, r.reading.entries, r.reading.parts) for r in first
-    ]
+    assert all(all(map(operator.is_, r.messages, copies[n : n + len(r.messages)])) for n, r in zip(_starts(fresh), fresh, strict=True))
+    assert all(a.payload is b.payload and a.reading is b.reading and a.tokens == b.tokens for a, b in zip(first, fresh, strict=True))
+    check(copies)
+    # a message that differs in one field is converted anew
+    changed = [*copies[:-1], Message("user", PROMPT + " Keep it short.")]
+    runs = _runs_of(changed, DEFAULT_SUMMARIZER, "offline")
+    assert runs is not None and runs[-1].reading is not fresh[-1].reading and runs[-1].reading.entries[-1][1].endswith("short.")
+    check(changed)
+
+
+def _starts(runs) -> list[int]:
+    """The position of each run's first message in its request."""
+    return list(itertools.accumulate((len(r.messages) for r in runs[:-1]), initial=0))
 
 
 def test_the_clients_offline_results_equal_those_of_the_whole_request(rollout):
