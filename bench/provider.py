@@ -206,8 +206,8 @@ class _LogIndex:
     """The first position of each message in an append-only log (`LogView`), extended as the log grows:
     whether a view of the log holds a message, without building a set per request.
 
-    The log is indexed only when a message is not found otherwise: in the view's tail, or among the
-    view's last `NEAR_END` log messages (after a compaction the few messages looked for are mostly the
+    The log is indexed only when a message is not found otherwise: in the view's tail, or, while the
+    index does not cover the view, among its last `NEAR_END` log messages (after a compaction the few messages looked for are mostly the
     initial context re-injected and the compaction's own item, which the last request ended with, and
     a new history's log would be indexed whole for them)."""
 
@@ -221,8 +221,10 @@ class _LogIndex:
     def holds(self, view: LogView, messages: Sequence[Message], tail: frozenset[Message]) -> list[bool]:
         """Whether `view` (whose tail is the set `tail`) holds each of `messages`."""
         length = view.length
-        near = frozenset(self.log[max(length - NEAR_END, 0) : length])
-        held = [m in tail or m in near for m in messages]
+        held = [m in tail for m in messages]
+        if self.indexed < length and not all(held):  # the index does not cover the view yet: its last messages first
+            near = frozenset(self.log[max(length - NEAR_END, 0) : length])
+            held = [h or m in near for h, m in zip(held, messages, strict=True)]
         if all(held):
             return held
         first, log = self.first, self.log
@@ -270,10 +272,10 @@ class SimulatedProvider(MessageCounter):
         if tokens is None:
             tokens = super().message_tokens(message)
             first = self._first_counted
-            if first is not None and len(first) >= FIRST_COUNTED_KEPT:
-                first = self._first_counted = None
-            if first is not None:
+            if first is not None and len(first) < FIRST_COUNTED_KEPT:
                 first.setdefault(message, self._accepted)
+            elif first is not None:
+                self._first_counted = None
         return tokens
 
     def count(self, messages: Sequence[Message]) -> int:
