@@ -28,8 +28,11 @@ def default_prompt_dir() -> Path:
 class PromptSet:
     """Templates by name, with per-run overrides, remembering the hash of each one used.
 
-    Every template (the directory's and the overrides) is read and parsed when the set is made, so
-    a broken one fails before any replay, naming its file and line, not at the first compaction.
+    A user's override is read and parsed when the set is made, so a broken one fails before any
+    replay, naming its file and line, not at the first compaction. The directory's own templates
+    are parsed when first rendered (a replay renders one or two of them; parsing all of them was
+    0.4 tokenization floors of a fresh process's replay of the Codex corpus file). `parse_all`
+    parses every one of them now.
     """
 
     def __init__(self, overrides: Mapping[str, str | Path] | None = None, directory: Path | None = None) -> None:
@@ -47,8 +50,12 @@ class PromptSet:
         )
         self._compiled: dict[str, jinja2.Template] = {}
         self._texts: dict[str, str] = {}
-        names = {p.name for p in self.directory.glob("*.j2")} | set(self.overrides)
-        for name in sorted(names):
+        for name in sorted(self.overrides):
+            self._compile(name)
+
+    def parse_all(self) -> None:
+        """Parse every template of the set now (`TemplateError` for the first that does not parse)."""
+        for name in sorted({p.name for p in self.directory.glob("*.j2")} | set(self.overrides)):
             self._compile(name)
 
     def path(self, name: str) -> Path:

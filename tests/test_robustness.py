@@ -23,6 +23,7 @@ import zstandard
 
 import compaction_bench as bench
 from compaction_bench.importing import ImportFailure, detect, formats, load_transcripts, read_head
+from compaction_bench.metrics.grading import PROMPT_DIR as JUDGE_PROMPT_DIR
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
 from tests.conftest import CORPORA
@@ -344,6 +345,22 @@ def test_a_broken_template_is_named_before_the_run(tiny_session, tmp_path):
     assert not (tmp_path / "runs").exists()  # refused before any run folder or cell
     with pytest.raises(TemplateError, match="there is no template 'codex_sumary.j2'"):
         PromptSet({"codex_sumary.j2": broken})
+
+
+@pytest.mark.parametrize("directory", [None, JUDGE_PROMPT_DIR], ids=["strategies", "judge"])
+def test_every_shipped_template_parses_and_a_broken_one_is_named_by_parse_all(tmp_path, directory):
+    shipped = PromptSet(directory=directory)
+    assert not shipped._compiled  # the package's templates are parsed when first rendered
+    shipped.parse_all()
+    names = sorted(p.name for p in shipped.directory.glob("*.j2"))
+    assert len(names) >= 2 and sorted(shipped._compiled) == names
+    copied = tmp_path / "prompts"
+    copied.mkdir()
+    for name in names:
+        (copied / name).write_text(shipped.source(name))
+    (copied / names[-1]).write_text("{% if %}\n")
+    with pytest.raises(TemplateError, match=rf"{copied / names[-1]}:1: prompt template '{names[-1]}' does not parse"):
+        PromptSet(directory=copied).parse_all()
 
 
 # --------------------------------------------------------------------------- 18: a failed answerer
