@@ -559,8 +559,8 @@ def finalize(
     compact: bool = False,
     jobs: int = 1,
 ) -> None:
-    """Write the run's merged `tables`, the summary and the manifest, then the report and (with
-    `compact`, at the same time in a thread) the archive of the cells' replay records.
+    """Write the run's merged `tables` and the manifest, then the summary and the report, and (with
+    `compact`, in a thread from the moment the tables are written) the archive of the cells' replay records.
 
     With `jobs` > 1 (0: one per core) the report's context timelines are drawn in worker processes
     from the start, while the summary is computed and the rest of the report is built.
@@ -580,13 +580,15 @@ def finalize(
         emit(ProgressEvent("finalize", 0, steps, "writing tables"))
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")
+        store.write_manifest(manifest)
+        # The merged tables and the manifest (its template hashes) hold every finished cell's: the archive
+        # (Arrow reads, hashing and writes, outside the GIL) is built in a thread while the summary is
+        # computed and the report renders.
+        background = cleanup.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive"))
+        archived = background.submit(store.compact) if compact else None
         emit(ProgressEvent("finalize", 1, steps, "summary"))
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
         write_parquet(summary, store.root / "summary.parquet")
-        store.write_manifest(manifest)
-        # The archive (Arrow reads, hashing and writes, outside the GIL) is built in a thread while the report renders.
-        background = cleanup.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive"))
-        archived = background.submit(store.compact) if compact else None
         if timelines is not None:
 
             def page(done: int, total: int, label: str) -> None:

@@ -21,7 +21,7 @@ import json
 import math
 import re
 import shutil
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,14 +194,16 @@ def scenario_table(summary: pd.DataFrame) -> Table:
 
 
 # --------------------------------------------------------------------------- compactions
-def _ranges(positions: Iterable[int]) -> list[list[int]]:
-    out: list[list[int]] = []
-    for p in sorted(positions):
-        if out and p == out[-1][1] + 1:
-            out[-1][1] = p
-        else:
-            out.append([p, p])
-    return out
+def _ranges(positions: Sequence[int]) -> list[list[int]]:
+    """The positions sorted, as runs of consecutive positions, `[first, last]` each (a position given
+    twice starts a run of its own). In arrays: a run's compactions list thousands of ids."""
+    if not positions:
+        return []
+    ordered = np.sort(np.asarray(positions, dtype=np.int64))
+    breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
+    firsts = ordered[np.concatenate(([0], breaks))]
+    lasts = ordered[np.concatenate((breaks - 1, [len(ordered) - 1]))]
+    return np.column_stack((firsts, lasts)).tolist()
 
 
 def _id_lists(record: dict[str, Any], where: dict[str, int]) -> dict[str, Any]:
@@ -209,8 +211,10 @@ def _id_lists(record: dict[str, Any], where: dict[str, int]) -> dict[str, Any]:
     for name in ("kept", "summarized", "dropped"):
         ids = record.get(f"{name}_ids")
         ids = [] if ids is None or isinstance(ids, float) else [str(i) for i in ids]
-        known = [where[i] for i in ids if i in where]
-        out[name] = {"n": len(ids), "ranges": _ranges(known), "other": [i for i in ids if i not in where][:200]}
+        positions = list(map(where.get, ids))
+        known = [p for p in positions if p is not None]
+        other = [i for i, p in zip(ids, positions, strict=True) if p is None][:200] if len(known) < len(ids) else []
+        out[name] = {"n": len(ids), "ranges": _ranges(known), "other": other}
     return out
 
 
@@ -351,8 +355,10 @@ def _render(
     questions = {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
     order = strategy_order(manifest, summary.get("strategy", []))
     sessions = {s["name"]: s.get("session_id", s["name"]) for s in manifest.get("scenarios", [])}
-    names = list(dict.fromkeys([s["name"] for s in manifest.get("scenarios", [])] + list(dict.fromkeys(requests.get("scenario", [])))))
-    names = [n for n in names if n in set(requests.get("scenario", [])) or n in set(summary.get("scenario", []))]
+    recorded = list(requests["scenario"].unique()) if "scenario" in requests else []
+    names = list(dict.fromkeys([s["name"] for s in manifest.get("scenarios", [])] + recorded))
+    present = {*recorded, *(summary["scenario"].unique() if "scenario" in summary else ())}
+    names = [n for n in names if n in present]
     report = progress or (lambda done, total, label: None)
     steps = len(names) + 2
 

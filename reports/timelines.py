@@ -41,7 +41,7 @@ class Timelines:
     from the run's merged `requests` and `compactions` tables and its `manifest`."""
 
     def __init__(self, requests: pd.DataFrame, compactions: pd.DataFrame, manifest: Mapping[str, Any], jobs: int = 1) -> None:
-        order = strategy_order(manifest, requests.get("strategy", []))
+        order = strategy_order(manifest, requests["strategy"].unique() if "strategy" in requests else [])
         requests = requests[[c for c in REQUEST_COLUMNS if c in requests.columns]]
         compactions = compactions[[c for c in COMPACTION_COLUMNS if c in compactions.columns]] if not compactions.empty else compactions
         marks = {key: frame for key, frame in compactions.groupby(["scenario", "profile"], sort=False)} if not compactions.empty else {}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from compaction_bench.reports.html import describe, integrity_findings, json_script
+from compaction_bench.reports.html import _id_lists, describe, integrity_findings, json_script
 from compaction_bench.runner import scenario_name
 from compaction_bench.transcript import Item, Transcript
 
@@ -65,6 +65,22 @@ def test_the_request_s_own_items_are_used_when_the_run_stored_them():
     (finding,), _ = integrity_findings(requests, items, "s")
     assert finding["excerpt"]["source"] == "the request"
     assert [r["id"] for r in finding["excerpt"]["rows"]] == ["i0", "i5", "i7"]
+
+
+def test_a_compaction_s_id_lists_are_runs_of_positions_and_the_ids_outside_the_transcript():
+    where = {f"i{n}": n for n in range(10)}
+    record = {
+        "kept_ids": ["i7", "i1", "i2", "gone", "i3", "i9", "i8", "i3"],  # unsorted, one unknown id, i3 twice
+        "summarized_ids": ["i0"],
+        "dropped_ids": None,  # a compaction without the list
+    }
+    lists = _id_lists(record, where)
+    # sorted runs of consecutive positions; a position given twice starts a run of its own
+    assert lists["kept"] == {"n": 8, "ranges": [[1, 3], [3, 3], [7, 9]], "other": ["gone"]}
+    assert lists["summarized"] == {"n": 1, "ranges": [[0, 0]], "other": []}
+    assert lists["dropped"] == {"n": 0, "ranges": [], "other": []}
+    many = _id_lists({"kept_ids": [f"x{n}" for n in range(300)], "summarized_ids": [], "dropped_ids": []}, where)
+    assert many["kept"]["n"] == 300 and many["kept"]["ranges"] == [] and many["kept"]["other"] == [f"x{n}" for n in range(200)]
 
 
 def test_json_in_a_script_element_cannot_close_it():
