@@ -307,7 +307,7 @@ def _reading_runs(*folders: Path) -> Iterator[None]:
 @app.command()
 def report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder (runs/<id>).")],
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes drawing the figures (0: one per core).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes drawing the figures, this one included (0: one per core).")] = 0,
 ) -> None:
     """Render report.html again from a run's tables."""
     from compaction_bench.reports.html import write_report

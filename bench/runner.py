@@ -562,8 +562,8 @@ def finalize(
     """Write the run's merged `tables` and the manifest, then the summary and the report, and (with
     `compact`, in a thread from the moment the tables are written) the archive of the cells' replay records.
 
-    With `jobs` > 1 (0: one per core) the report's context timelines are drawn in worker processes
-    from the start, while the summary is computed and the rest of the report is built.
+    With `jobs` > 1 (0: one per core) the report's context timelines are drawn in `jobs` − 1 worker
+    processes from the start, while the summary is computed and the rest of the report is built.
     `progress` receives a `finalize` event per step (the tables, the summary, the archive, each report page).
     """
     from compaction_bench.metrics.aggregate import summarize

@@ -337,8 +337,8 @@ def render_pages(
     """Every page of the report: {"report.html": …} or, for a large run, the index plus `report/<page>.html`.
 
     The scenarios' context timelines are drawn by `timelines` if given (already drawing, e.g. while
-    the run was summarized; closed here), else in `jobs` worker processes (0: one per core) while
-    the rest is built."""
+    the run was summarized; closed here), else by `jobs` processes, this one included (0: one per
+    core; `Timelines`) while the rest is built."""
     root = Path(run_dir)
     tables = load_run(root)
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))

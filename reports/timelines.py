@@ -3,9 +3,10 @@
 A timeline (`figures.context_timeline`: one panel per strategy) exists per scenario and profile,
 and drawing them is most of a report's CPU time (seconds each for twenty strategies). They are
 independent of each other and of the summary, so `Timelines` starts drawing them as soon as the
-merged tables exist: with `jobs` > 1 in a pool of worker processes, while the main process
-summarizes the run and builds the rest of the report; with `jobs` ≤ 1 each is drawn in this process
-when the report asks for it. The workers are forked (Linux only; elsewhere they are drawn in this
+merged tables exist: with `jobs` > 1 in a pool of `jobs` − 1 worker processes, while this process,
+the `jobs`-th, summarizes the run and builds the rest of the report (a worker per core starved that
+work: the default run's summary took twice its CPU time in wall time with two workers beside it on
+two cores); with `jobs` ≤ 1 each is drawn in this process when the report asks for it. The workers are forked (Linux only; elsewhere they are drawn in this
 process): they start with the figures module loaded and never re-run the caller's main module,
 and they are forked before the run starts its archive thread.
 """
@@ -54,10 +55,10 @@ class Timelines:
                 window = manifest.get("profiles", {}).get(profile, {}).get("context_window")
                 self._work.setdefault(str(scenario), []).append((frame, points, window, f"{scenario} · {profile}", order))
         count = sum(len(w) for w in self._work.values())
-        workers = min(jobs if jobs > 0 else os.cpu_count() or 1, count)
+        workers = min((jobs if jobs > 0 else os.cpu_count() or 1) - 1, count)
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[str, list[Future[str]]] = {}
-        if workers > 1 and sys.platform.startswith("linux"):
+        if workers >= 1 and sys.platform.startswith("linux"):
             # A forking pool starts every worker at the first submit, before it starts its own thread.
             # Its workers end with this process even when it is killed (`bind_to_parent`), as the cells' do.
             self._pool = ProcessPoolExecutor(

@@ -134,7 +134,7 @@ def test_chromium_runs_no_transcript_script(run):
 
 
 def test_timelines_drawn_in_worker_processes_are_the_ones_drawn_here(run):
-    """`Timelines` with two workers gives each scenario the SVGs `figures.context_timeline` draws in this process."""
+    """`Timelines` with `jobs=3` (two workers) gives each scenario the SVGs `figures.context_timeline` draws in this process."""
     from compaction_bench.reports import figures
     from compaction_bench.reports.timelines import Timelines
 
@@ -146,7 +146,7 @@ def test_timelines_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     other = requests.assign(profile="64k")
     both = pd.concat([requests, twin, other], ignore_index=True)
     points = pd.concat([compactions, compactions.assign(scenario="twin"), compactions.assign(profile="64k")], ignore_index=True)
-    with Timelines(both, points, manifest, jobs=2) as drawn:
+    with Timelines(both, points, manifest, jobs=3) as drawn:
         assert drawn._pool is not None  # really drawn elsewhere
         got = {name: drawn.get(name) for name in (NAME, "twin", "absent")}
     order = ["codex-local", "truncate"]
