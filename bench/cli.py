@@ -140,8 +140,12 @@ def _print_summary(root: Path) -> None:
 
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
 
-    probes = root / "probes.parquet"
-    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None)
+    probes, requests = root / "probes.parquet", root / "requests.parquet"
+    header, rows = leaderboard(
+        pd.read_parquet(root / "summary.parquet"),
+        pd.read_parquet(probes) if probes.is_file() else None,
+        pd.read_parquet(requests, columns=["scenario", "profile", "strategy"]) if requests.is_file() else None,
+    )
     rows = [[_plain(cell) for cell in row] for row in rows]
     title = f"run {root.name}"
     profiles = {row[header.index("profile")] for row in rows} if "profile" in header else set()

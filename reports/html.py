@@ -32,6 +32,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from compaction_bench.atomic import atomic_write_text
+from compaction_bench.metrics.aggregate import overall
 from compaction_bench.reports import figures
 from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
 from compaction_bench.reports.timelines import Timelines, strategy_order
@@ -166,8 +167,8 @@ class Table:
     titles: list[str] = field(default_factory=list)
 
 
-def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame) -> Table:
-    header, rows = leaderboard(summary, probes)
+def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, pooled: pd.DataFrame) -> Table:
+    header, rows = leaderboard(summary, probes, requests, pooled=pooled)
     return Table("leaderboard", header, rows, [True] * len(header), [describe(h) for h in header])
 
 
@@ -363,7 +364,8 @@ def _render(
     steps = len(names) + 2
 
     report(0, steps, "verdict")
-    verdict_list = verdicts(summary, probes, requests)
+    pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()  # the verdict's and the leaderboard's figures
+    verdict_list = verdicts(summary, probes, requests, pooled=pooled)
     report(1, steps, "figures")
     overview = []
     for verdict in verdict_list:
@@ -428,7 +430,7 @@ def _render(
         })
 
     context = {
-        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes), "offline_note": offline_note(root),
+        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root),
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
         "n_compactions": len(compactions), "findings_total": findings_total, "order": order,
         "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),

@@ -98,16 +98,23 @@ def _interval(values: dict[str, float]) -> str:
     return f"{values['retention']:.3f} [{low:.2f}, {high:.2f}]"
 
 
-def leaderboard(summary: pd.DataFrame, probes: pd.DataFrame | None = None) -> tuple[list[str], list[list[str]]]:
+def leaderboard(
+    summary: pd.DataFrame, probes: pd.DataFrame | None = None, requests: pd.DataFrame | None = None, *, pooled: pd.DataFrame | None = None
+) -> tuple[list[str], list[list[str]]]:
     """Header and formatted rows, best retention first within each profile; columns a summary lacks
-    are left out. Pass the run's probes table for intervals and P(best) over several scenarios."""
+    are left out. Pass the run's probes table for intervals and P(best) over several scenarios, and
+    its requests table so the pairs are the verdict's (a strategy that ran in a scenario without
+    leaving probe rows there unpairs that scenario's points; `aggregate.paired`); `pooled` is
+    `overall(probes, requests)` when the caller has it."""
     headline = [c for c in HEADLINE if c[1] in summary.columns]
     columns = [c for c in COLUMNS if c[1] in summary.columns]
     header = ["strategy", "profile", "scenarios", "window", "retention [95% CI]", *[c[0] for c in headline], *[c[0] for c in columns]]
     rows: list[tuple[tuple[str, float], list[str]]] = []
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
-    pooled = overall(probes).set_index(["strategy", "profile"]) if probes is not None and not probes.empty else None
+    if pooled is None and probes is not None and not probes.empty:
+        pooled = overall(probes, requests)
+    pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None
     for key, frame in summary.groupby(["strategy", "profile"], sort=False):
         strategy, profile = cast(tuple[str, str], key)
         values: dict[str, float]

@@ -135,13 +135,16 @@ def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
     return last["overflow"].astype(bool).groupby([last["strategy"], last["profile"]]).sum()
 
 
-def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame) -> list[ProfileVerdict]:
-    """One verdict per profile of the run, strategies ranked (servable first, then by retention)."""
+def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None) -> list[ProfileVerdict]:
+    """One verdict per profile of the run, strategies ranked (servable first, then by retention);
+    `pooled` is `overall(probes, requests)` when the caller has it."""
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
     unserved = _unserved(requests, summary)
-    pooled = overall(probes, requests).set_index(["strategy", "profile"]) if not probes.empty else pd.DataFrame()
+    if pooled is None:
+        pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
+    pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
     def total(frame: pd.DataFrame, column: str, how: str = "sum") -> float:
         if column not in frame.columns:

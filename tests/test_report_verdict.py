@@ -87,3 +87,21 @@ def test_verdict_claims_a_clear_difference():
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")
     assert verdict.sentence.endswith("at 2.0× the re-billed tokens.")
     assert not math.isnan(verdict.rows[0].p_best)
+
+
+def test_the_leaderboard_pairs_probes_as_the_verdict_does():
+    """b ran on scenario t but left no probe rows there: t's points are not paired, so a's retention
+    comes from s alone, in the leaderboard (terminal and report) as in the verdict."""
+    from compaction_bench.reports.leaderboard import leaderboard
+
+    summary, probes, requests = _tables()
+    summary, probes, requests = (frame[frame["strategy"].isin(["a", "b"])] for frame in (summary, probes, requests))
+    lost = probes[probes["strategy"] == "a"].assign(scenario="t", present=False)  # a forgets all of t
+    probes = pd.concat([probes, lost], ignore_index=True)
+    requests = pd.concat([requests, requests.assign(scenario="t")], ignore_index=True)
+    summary = pd.concat([summary, summary.assign(scenario="t")], ignore_index=True)
+    (verdict,) = verdicts(summary, probes, requests)
+    assert {r.strategy: r.retention for r in verdict.rows} == {"a": 1.0, "b": 0.5}
+    header, rows = leaderboard(summary, probes, requests)
+    shown = {row[header.index("strategy")]: row[header.index("retention [95% CI]")] for row in rows}
+    assert shown["a"].startswith("1.000") and shown["b"].startswith("0.500")
