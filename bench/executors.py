@@ -62,7 +62,7 @@ _shared: Any = None
 def bind_to_parent(parent: int) -> None:
     """Run first in a worker process forked or spawned by `parent`: end with it, leave Ctrl-C to it.
 
-    Every pool of worker processes the package starts (the cells', the report's timelines) uses it
+    Every pool of worker processes the package starts (the cells', the report's drawings) uses it
     as its initializer, so no worker outlives a run killed with SIGKILL."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Forked while the parent turns SIGTERM into KeyboardInterrupt: a worker ends at once and quietly instead.

@@ -559,11 +559,12 @@ def finalize(
     compact: bool = False,
     jobs: int = 1,
 ) -> None:
-    """Write the run's merged `tables` and the manifest, then the summary and the report, and (with
-    `compact`, in a thread from the moment the tables are written) the archive of the cells' replay records.
+    """Write the run's merged `tables`, the summary and the manifest, then the report and (with
+    `compact`, at the same time in a thread) the archive of the cells' replay records.
 
-    With `jobs` > 1 (0: one per core) the report's context timelines are drawn in `jobs` − 1 worker
-    processes from the start, while the summary is computed and the rest of the report is built.
+    With `jobs` > 1 (0: one per core) the report's figures that read the tables alone (`Drawings`) are
+    drawn in `jobs` − 1 worker processes from the start, while the summary is computed and the rest of
+    the report is built.
     `progress` receives a `finalize` event per step (the tables, the summary, the archive, each report page).
     """
     from compaction_bench.metrics.aggregate import summarize
@@ -571,31 +572,31 @@ def finalize(
     steps = 5
     emit = progress or (lambda event: None)
     with ExitStack() as cleanup:
-        timelines = None
+        drawings = None
         if report:
+            from compaction_bench.reports.drawings import Drawings
             from compaction_bench.reports.html import write_report
-            from compaction_bench.reports.timelines import Timelines
 
-            timelines = cleanup.enter_context(Timelines(tables["requests"], tables["compactions"], manifest, jobs))
+            drawings = cleanup.enter_context(Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs))
         emit(ProgressEvent("finalize", 0, steps, "writing tables"))
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")
-        store.write_manifest(manifest)
-        # The merged tables and the manifest (its template hashes) hold every finished cell's: the archive
-        # (Arrow reads, hashing and writes, outside the GIL) is built in a thread while the summary is
-        # computed and the report renders.
-        background = cleanup.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive"))
-        archived = background.submit(store.compact) if compact else None
         emit(ProgressEvent("finalize", 1, steps, "summary"))
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
         write_parquet(summary, store.root / "summary.parquet")
-        if timelines is not None:
+        store.write_manifest(manifest)
+        # The archive (Arrow reads, hashing and writes, mostly outside the GIL) is built in a thread while
+        # the report renders. Not beside the summary: pandas' work holds the GIL, and the two together
+        # took about as long as one after the other.
+        background = cleanup.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="archive"))
+        archived = background.submit(store.compact) if compact else None
+        if drawings is not None:
 
             def page(done: int, total: int, label: str) -> None:
                 emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
 
             emit(ProgressEvent("finalize", 3, steps, "report"))
-            write_report(store.root, progress=page, timelines=timelines)
+            write_report(store.root, progress=page, drawings=drawings)
         if archived is not None:
             emit(ProgressEvent("finalize", 4, steps, "archiving the cells' replay records"))
             archived.result()

@@ -34,8 +34,8 @@ from markupsafe import Markup
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
 from compaction_bench.reports import figures
+from compaction_bench.reports.drawings import Drawings
 from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
-from compaction_bench.reports.timelines import Timelines, strategy_order
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
 
@@ -333,28 +333,28 @@ def _verdict_points(verdict: ProfileVerdict) -> pd.DataFrame:
 
 
 def render_pages(
-    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, timelines: Timelines | None = None
+    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> dict[str, str]:
     """Every page of the report: {"report.html": …} or, for a large run, the index plus `report/<page>.html`.
 
-    The scenarios' context timelines are drawn by `timelines` if given (already drawing, e.g. while
-    the run was summarized; closed here), else by `jobs` processes, this one included (0: one per
-    core; `Timelines`) while the rest is built."""
+    The figures that read the tables alone (the scenarios' context timelines, the overview's) are
+    drawn by `drawings` if given (already drawing, e.g. while the run was summarized; closed here),
+    else by `jobs` processes, this one included (0: one per core; `Drawings`) while the rest is built."""
     root = Path(run_dir)
     tables = load_run(root)
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    with timelines or Timelines(tables["requests"], tables["compactions"], manifest, jobs) as drawn:
+    with drawings or Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs) as drawn:
         return _render(root, manifest, tables, drawn, progress)
 
 
 def _render(
-    root: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame], timelines: Timelines, progress: ReportProgress | None
+    root: Path, manifest: dict[str, Any], tables: dict[str, pd.DataFrame], drawn: Drawings, progress: ReportProgress | None
 ) -> dict[str, str]:
     requests, compactions, summary, probes = tables["requests"], tables["compactions"], tables["summary"], tables["probes"]
     items = pd.read_parquet(root / "items.parquet") if (root / "items.parquet").is_file() else pd.DataFrame(columns=["scenario", "position", "id", "kind", "call_id", "text"])
     questions_frame = pd.read_parquet(root / "questions.parquet") if (root / "questions.parquet").is_file() else pd.DataFrame()
     questions = {(str(r.scenario), str(r.probe_id)): (str(r.question), str(r.answer)) for r in questions_frame.itertuples(index=False)}
-    order = strategy_order(manifest, summary.get("strategy", []))
+    order = drawn.order
     sessions = {s["name"]: s.get("session_id", s["name"]) for s in manifest.get("scenarios", [])}
     recorded = list(requests["scenario"].unique()) if "scenario" in requests else []
     names = list(dict.fromkeys([s["name"] for s in manifest.get("scenarios", [])] + recorded))
@@ -369,17 +369,14 @@ def _render(
     report(1, steps, "figures")
     overview = []
     for verdict in verdict_list:
-        profile_probes = probes[probes["profile"] == verdict.profile] if not probes.empty else probes
-        profile_requests = requests[requests["profile"] == verdict.profile]
-        figs = []
-        if not profile_probes.empty:
-            figs.append(("Retention over the session", figures.retention_over_session(profile_probes, f"facts present over the session · {verdict.profile}", order)))
-            figs.append(("Retention by probe family and fact age", figures.retention_heatmaps(profile_probes, f"facts present by family and age · {verdict.profile}", order)))
+        drawn_figures = drawn.overview(verdict.profile)  # the ones that read the tables alone
+        cache = drawn_figures.pop("Cache over the session", None)
+        figs = list(drawn_figures.items())
         points = _verdict_points(verdict)
         if points["retention"].notna().any():
             figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}", order)))
-        if not profile_requests.empty:
-            figs.append(("Cache over the session", figures.cache_over_session(profile_requests, f"cache hit rate and re-billed tokens · {verdict.profile}", order)))
+        if cache is not None:
+            figs.append(("Cache over the session", cache))
         overview.append({"profile": verdict.profile, "figures": figs})
 
     # Compactions: one global id per row, in a stable order.
@@ -424,7 +421,7 @@ def _render(
         findings, total = integrity_findings(own_requests, scenario.items, scenario.name)
         findings_total += total
         sections.append({
-            "scenario": scenario, "timelines": timelines.get(scenario.name), "findings": findings, "findings_total": total,
+            "scenario": scenario, "timelines": drawn.timelines(scenario.name), "findings": findings, "findings_total": total,
             "rows": [r for r in browser_rows if r["scenario"] is scenario],
             "data": {"scenario": scenario.name, "compactions": data_by_scenario[scenario.name], "items": _item_payload(scenario.items)},
         })
@@ -459,12 +456,12 @@ def render_report(run_dir: str | Path) -> str:
 
 
 def write_report(
-    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, timelines: Timelines | None = None
+    run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> Path:
     """Write `report.html` (and `report/` for a large run; a stale `report/` folder is removed) and
-    return its path. `jobs` and `timelines` as in `render_pages`."""
+    return its path. `jobs` and `drawings` as in `render_pages`."""
     root = Path(run_dir)
-    pages = render_pages(root, progress, jobs=jobs, timelines=timelines)
+    pages = render_pages(root, progress, jobs=jobs, drawings=drawings)
     folder = root / PAGES
     if folder.is_dir():
         shutil.rmtree(folder)

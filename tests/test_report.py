@@ -133,23 +133,27 @@ def test_chromium_runs_no_transcript_script(run):
     assert "{{ 7*7 }} {% if true %}jinja-ran{% endif %}" in drill
 
 
-def test_timelines_drawn_in_worker_processes_are_the_ones_drawn_here(run):
-    """`Timelines` with `jobs=3` (two workers) gives each scenario the SVGs `figures.context_timeline` draws in this process."""
+def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
+    """`Drawings` with `jobs=3` (two workers) gives each scenario the SVGs `figures.context_timeline` draws in this process,
+    and each profile the overview figures `figures` draws here."""
     from compaction_bench.reports import figures
-    from compaction_bench.reports.timelines import Timelines
+    from compaction_bench.reports.drawings import Drawings
 
     root = run[0]
     manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
     requests, compactions = pd.read_parquet(root / "requests.parquet"), pd.read_parquet(root / "compactions.parquet")
-    # a second scenario and a second profile, so there are three drawings to share out
+    probes = pd.read_parquet(root / "probes.parquet")
+    # a second scenario and a second profile, so there are three timelines to share out
     twin = requests.assign(scenario="twin")
     other = requests.assign(profile="64k")
     both = pd.concat([requests, twin, other], ignore_index=True)
     points = pd.concat([compactions, compactions.assign(scenario="twin"), compactions.assign(profile="64k")], ignore_index=True)
-    with Timelines(both, points, manifest, jobs=3) as drawn:
+    with Drawings(both, points, probes, manifest, jobs=3) as drawn:
         assert drawn._pool is not None  # really drawn elsewhere
-        got = {name: drawn.get(name) for name in (NAME, "twin", "absent")}
+        got = {name: drawn.timelines(name) for name in (NAME, "twin", "absent")}
+        overview = {profile: drawn.overview(profile) for profile in ("32k", "64k", "absent")}
     order = ["codex-local", "truncate"]
+    assert drawn.order == order
 
     def here(frame, marks, profile, title):
         return figures.context_timeline(frame, marks, manifest["profiles"].get(profile, {}).get("context_window"), title, order)
@@ -157,3 +161,10 @@ def test_timelines_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     assert got[NAME] == [here(requests, compactions, "32k", f"{NAME} · 32k"), here(other, compactions.assign(profile="64k"), "64k", f"{NAME} · 64k")]
     assert got["twin"] == [here(twin, compactions.assign(scenario="twin"), "32k", "twin · 32k")]
     assert got["absent"] == []
+    # the probes are the 32k profile's only: its three overview figures; 64k has requests, so its cache figure
+    assert overview["32k"] == {
+        "Retention over the session": figures.retention_over_session(probes, "facts present over the session · 32k", order),
+        "Retention by probe family and fact age": figures.retention_heatmaps(probes, "facts present by family and age · 32k", order),
+        "Cache over the session": figures.cache_over_session(both[both["profile"] == "32k"], "cache hit rate and re-billed tokens · 32k", order),
+    }
+    assert list(overview["64k"]) == ["Cache over the session"] and overview["absent"] == {}

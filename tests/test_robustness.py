@@ -549,16 +549,16 @@ def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sess
 
 
 @pytest.mark.slow
-def test_the_report_timeline_workers_end_with_a_killed_run():
-    """With -j > 1 the report's timelines are drawn in a second pool of forked workers (`Timelines`);
+def test_the_report_drawing_workers_end_with_a_killed_run():
+    """With -j > 1 the report's figures are drawn in a second pool of forked workers (`Drawings`);
     a run killed with SIGKILL while they exist leaves none of them behind, as with the cells' pool."""
     script = """
 import sys
 import pandas as pd
-from compaction_bench.reports.timelines import Timelines
+from compaction_bench.reports.drawings import Drawings
 rows = [dict(scenario=s, profile="32k", strategy="none", repeat=0, kind="turn", request=n, step=n, true_tokens=1000 * n,
              overflow=False) for s in ("a", "b") for n in range(5)]
-timelines = Timelines(pd.DataFrame(rows), pd.DataFrame(), {"profiles": {"32k": {"context_window": 32000}}}, jobs=2)
+drawings = Drawings(pd.DataFrame(rows), pd.DataFrame(), pd.DataFrame(), {"profiles": {"32k": {"context_window": 32000}}}, jobs=3)
 print("drawing", flush=True)
 sys.stdin.read()
 """
@@ -577,7 +577,7 @@ sys.stdin.read()
     survivors = wait_gone(workers)
     for pid in survivors:  # clean up before failing
         os.kill(pid, signal.SIGKILL)
-    assert len(workers) == 2 and not survivors, f"timeline workers {sorted(survivors)} outlived their killed parent"
+    assert len(workers) == 2 and not survivors, f"drawing workers {sorted(survivors)} outlived their killed parent"
 
 
 @pytest.mark.slow

@@ -1,0 +1,140 @@
+"""The report's figures that read the run's tables alone, drawn while the rest of the report is built.
+
+Per scenario its context timelines (`figures.context_timeline`, one per profile, one panel per
+strategy), and per profile the overview figures that read only the probes or the requests table
+(retention over the session, retention by probe family and fact age, cache over the session):
+most of a report's CPU time (seconds each timeline for twenty strategies), and independent of the
+summary. So `Drawings` starts drawing them as soon as the merged tables exist: with `jobs` > 1 in a
+pool of `jobs` − 1 worker processes (the overview figures first, then the timelines, the largest
+scenario first), while this process, the `jobs`-th, summarizes the run and builds the rest of the
+report (a worker per core starved that work: the default run's summary took twice its CPU time in
+wall time with two workers beside it on two cores); with `jobs` ≤ 1 each is drawn in this process
+when the report asks for it. This process draws as well: a figure it asks for that no worker has
+taken yet is drawn here (its task cancelled) rather than waited for. The workers are forked (Linux only; elsewhere the figures are drawn in
+this process): they start with the figures module loaded and never re-run the caller's main
+module, they are forked before the run starts its archive thread, and they inherit the tables they
+draw (`_FORKED`): a task names a drawing, so no table is pickled and sent (sending them took a
+thread of this process about a second of the GIL on the default run, while it summarized the run).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+import pandas as pd
+
+from compaction_bench.executors import bind_to_parent
+from compaction_bench.reports import figures
+
+#: The columns a timeline reads.
+REQUEST_COLUMNS = ["scenario", "profile", "strategy", "repeat", "kind", "request", "step", "true_tokens", "overflow"]
+COMPACTION_COLUMNS = ["scenario", "profile", "strategy", "repeat", "trigger", "step", "tokens_before"]
+#: The overview figures drawn here, in the report's order: (the report's title, the figure, its title before the profile, the table it reads).
+OVERVIEW: tuple[tuple[str, Callable[..., str], str, str], ...] = (
+    ("Retention over the session", figures.retention_over_session, "facts present over the session", "probes"),
+    ("Retention by probe family and fact age", figures.retention_heatmaps, "facts present by family and age", "probes"),
+    ("Cache over the session", figures.cache_over_session, "cache hit rate and re-billed tokens", "requests"),
+)
+
+#: One drawing: its label (a report title, or "" for a timeline), the figure, and its arguments.
+Drawing = tuple[str, Callable[..., str], tuple[Any, ...]]
+#: The drawings of the `Drawings` whose pool forks next (by key): its workers inherit them.
+_FORKED: dict[tuple[str, str], list[Drawing]] = {}
+
+
+def _draw(key: tuple[str, str], n: int) -> str:
+    """In a forked worker: the `n`-th drawing of `key`, from the tables it inherited."""
+    _, figure, args = _FORKED[key][n]
+    return figure(*args)
+
+
+def strategy_order(manifest: Mapping[str, Any], strategies: Iterable[str]) -> list[str]:
+    """The report's order of `strategies`: the run's configured order, then any other in name order."""
+    present = set(strategies)
+    configured = [s for s in manifest.get("config", {}).get("strategies", []) if s in present]
+    return configured + sorted(present - set(configured))
+
+
+class Drawings:
+    """Every scenario's timelines (one per profile, in the order its requests name the profiles) and
+    every profile's overview figures, from the run's merged `requests`, `compactions` and `probes`
+    tables and its `manifest`; `order` is the report's order of the run's strategies."""
+
+    def __init__(
+        self, requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.DataFrame, manifest: Mapping[str, Any], jobs: int = 1
+    ) -> None:
+        strategies = {*(requests["strategy"].unique() if "strategy" in requests else ()), *(probes["strategy"].unique() if "strategy" in probes else ())}
+        self.order = order = strategy_order(manifest, strategies)
+        self._work: dict[tuple[str, str], list[Drawing]] = {}
+        tables = {name: frame for name, frame in (("probes", probes), ("requests", requests)) if "profile" in frame and not frame.empty}
+        for profile in dict.fromkeys(p for frame in tables.values() for p in frame["profile"].unique()):
+            for title, figure, heading, table in OVERVIEW:
+                own = tables[table][tables[table]["profile"] == profile] if table in tables else None
+                if own is not None and not own.empty:
+                    self._work.setdefault(("overview", str(profile)), []).append((title, figure, (own, f"{heading} · {profile}", order)))
+        requests = requests[[c for c in REQUEST_COLUMNS if c in requests.columns]]
+        compactions = compactions[[c for c in COMPACTION_COLUMNS if c in compactions.columns]] if not compactions.empty else compactions
+        marks = {key: frame for key, frame in compactions.groupby(["scenario", "profile"], sort=False)} if not compactions.empty else {}
+        timelines: dict[tuple[str, str], list[Drawing]] = {}
+        for scenario, own in requests.groupby("scenario", sort=False):
+            for profile_key, frame in own.groupby("profile", sort=False):
+                profile = str(profile_key)
+                points = marks.get((scenario, profile_key), compactions.iloc[:0])
+                # the window as the run recorded it, not as today's code defines the profile
+                window = manifest.get("profiles", {}).get(profile, {}).get("context_window")
+                args = (frame, points, window, f"{scenario} · {profile}", order)
+                timelines.setdefault(("timeline", str(scenario)), []).append(("", figures.context_timeline, args))
+        # the overview figures first (the report shows them first), then the largest scenario's timelines first
+        self._work.update(sorted(timelines.items(), key=lambda kv: -sum(len(args[0]) for _, _, args in kv[1])))
+        count = sum(len(w) for w in self._work.values())
+        workers = min((jobs if jobs > 0 else os.cpu_count() or 1) - 1, count)
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: dict[tuple[str, str], list[Future[str]]] = {}
+        if workers >= 1 and sys.platform.startswith("linux"):
+            # A forking pool starts every worker at the first submit, before it starts its own thread: they
+            # inherit `_FORKED` as it is then. They end with this process even when it is killed
+            # (`bind_to_parent`), as the cells' do.
+            global _FORKED
+            _FORKED = self._work
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=bind_to_parent, initargs=(os.getpid(),)
+            )
+            for key, work in self._work.items():
+                self._futures[key] = [self._pool.submit(_draw, key, n) for n in range(len(work))]
+            _FORKED = {}  # the workers have their copy
+
+    def _drawn(self, key: tuple[str, str]) -> list[tuple[str, str]]:
+        """The drawings of `key` as (label, SVG): a worker's, waiting for it while it draws it, or drawn
+        here when no worker has taken it yet (its task is cancelled), so this process draws too
+        whenever it would otherwise wait."""
+        work = self._work.get(key, [])
+        futures: list[Future[str] | None] = [*self._futures.get(key, [])] or [None] * len(work)
+        return [
+            (label, future.result() if future is not None and not future.cancel() else figure(*args))
+            for (label, figure, args), future in zip(work, futures, strict=True)
+        ]
+
+    def timelines(self, scenario: str) -> list[str]:
+        """The scenario's timelines as SVG strings, one per profile."""
+        return [svg for _, svg in self._drawn(("timeline", scenario))]
+
+    def overview(self, profile: str) -> dict[str, str]:
+        """The profile's overview figures that have something to show, by their report title (`OVERVIEW`)."""
+        return dict(self._drawn(("overview", profile)))
+
+    def close(self) -> None:
+        """End the worker processes (drawings not collected yet are abandoned)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> Drawings:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
