@@ -10,9 +10,9 @@ scenario first), while this process, the `jobs`-th, summarizes the run and build
 report (a worker per core starved that work: the default run's summary took twice its CPU time in
 wall time with two workers beside it on two cores); with `jobs` ≤ 1 each is drawn in this process
 when the report asks for it. This process draws as well: a figure it asks for that no worker has
-taken yet is drawn here (its task cancelled) rather than waited for. The workers are forked (Linux only; elsewhere the figures are drawn in
-this process): they start with the figures module loaded and never re-run the caller's main
-module, they are forked before the run starts its archive thread, and they inherit the tables they
+taken yet is drawn here (its task cancelled) rather than waited for. The workers are forked
+(Linux only; elsewhere the figures are drawn in this process): they start with the figures module
+loaded and never re-run the caller's main module, they are forked before the run starts its archive thread, and they inherit the tables they
 draw (`_FORKED`): a task names a drawing, so no table is pickled and sent (sending them took a
 thread of this process about a second of the GIL on the default run, while it summarized the run).
 """
@@ -34,11 +34,13 @@ from compaction_bench.reports import figures
 #: The columns a timeline reads.
 REQUEST_COLUMNS = ["scenario", "profile", "strategy", "repeat", "kind", "request", "step", "true_tokens", "overflow"]
 COMPACTION_COLUMNS = ["scenario", "profile", "strategy", "repeat", "trigger", "step", "tokens_before"]
+#: The report's title of the overview figure it shows last, after the one drawn from the summary (retention against cost).
+CACHE_FIGURE = "Cache over the session"
 #: The overview figures drawn here, in the report's order: (the report's title, the figure, its title before the profile, the table it reads).
 OVERVIEW: tuple[tuple[str, Callable[..., str], str, str], ...] = (
     ("Retention over the session", figures.retention_over_session, "facts present over the session", "probes"),
     ("Retention by probe family and fact age", figures.retention_heatmaps, "facts present by family and age", "probes"),
-    ("Cache over the session", figures.cache_over_session, "cache hit rate and re-billed tokens", "requests"),
+    (CACHE_FIGURE, figures.cache_over_session, "cache hit rate and re-billed tokens", "requests"),
 )
 
 #: One drawing: its label (a report title, or "" for a timeline), the figure, and its arguments.

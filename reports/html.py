@@ -34,7 +34,7 @@ from markupsafe import Markup
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
 from compaction_bench.reports import figures
-from compaction_bench.reports.drawings import Drawings
+from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
@@ -370,13 +370,13 @@ def _render(
     overview = []
     for verdict in verdict_list:
         drawn_figures = drawn.overview(verdict.profile)  # the ones that read the tables alone
-        cache = drawn_figures.pop("Cache over the session", None)
+        cache = drawn_figures.pop(CACHE_FIGURE, None)
         figs = list(drawn_figures.items())
         points = _verdict_points(verdict)
         if points["retention"].notna().any():
             figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}", order)))
         if cache is not None:
-            figs.append(("Cache over the session", cache))
+            figs.append((CACHE_FIGURE, cache))
         overview.append({"profile": verdict.profile, "figures": figs})
 
     # Compactions: one global id per row, in a stable order.
