@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import platform
 import shutil
@@ -59,6 +60,9 @@ from compaction_bench.transcript import Transcript
 ITEM_COLUMNS = ["scenario", "position", "id", "kind", "call_id", "text"]
 #: Columns of `questions.parquet`: one row per probe of every scenario.
 QUESTION_COLUMNS = ["scenario", "probe_id", "kind", "question", "answer"]
+#: How many of a scenario's import problems its manifest entry lists (all are counted; `bench inspect` shows them all)
+MANIFEST_PROBLEMS = 20
+LOG = logging.getLogger(__name__)
 
 
 def default_strategies() -> tuple[str, ...]:
@@ -162,6 +166,7 @@ def file_cases(
     given = load_probes(probes) if probes and probes != "auto" else None
     for path in paths:
         transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
+        warn_import_problems(path, transcripts)
         detected = detect(Path(path)).format if format == "auto" and Path(path).is_file() else format
         for index, transcript in enumerate(transcripts):
             name = scenario_name(Path(path), transcript, index, len(transcripts), names)
@@ -177,6 +182,16 @@ def file_cases(
             usable = usable_probes(transcript, case_probes, origin=str(path))
             cases.append(Case(name, transcript, usable, str(Path(path).resolve()), detected, dict(import_options or {}), index))
     return cases
+
+
+def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) -> None:
+    """Say once per file how many problems its import met (lines kept out, repaired or kept as
+    markers; the importers record each in `meta["problems"]`), so none passes a run unnoticed."""
+    problems = list(dict.fromkeys(p for t in transcripts for p in t.meta.get("problems", ())))
+    if problems:
+        LOG.warning(
+            "warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", path, len(problems), problems[0], path
+        )
 
 
 def scenario_name(path: Path, transcript: Transcript, index: int, count: int, taken: set[str]) -> str:
@@ -628,12 +643,15 @@ def scenario_entry(root: Path, index: int, case: Case) -> dict[str, Any]:
         case.transcript.write(root / relative)
         file, fmt, options, session = str(relative), "canonical", {}, 0
     path = Path(file) if Path(file).is_absolute() else root / file
+    problems = list(case.transcript.meta.get("problems", ()))
     return {
         "name": case.name,
         "session_id": case.transcript.id,
         "session_index": session,
         "source": dict(case.transcript.source),
         "items": len(case.transcript.items),
+        "import_problem_count": len(problems),
+        "import_problems": problems[:MANIFEST_PROBLEMS],
         "probes": len(case.probes),
         "probes_file": str(probes_file),
         "probes_sha256": sha256_file(root / probes_file),

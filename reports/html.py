@@ -428,6 +428,7 @@ def _render(
 
     context = {
         "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root),
+        "import_problems": [s for s in manifest.get("scenarios", []) if s.get("import_problem_count")],
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
         "n_compactions": len(compactions), "findings_total": findings_total, "order": order,
         "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),

@@ -258,6 +258,21 @@ def test_a_lone_surrogate_is_replaced_and_reported_and_the_session_runs(tmp_path
     assert_user_error(bench_cli("inspect", str(bad)), f"{bad}:2: a lone UTF-16 surrogate")
 
 
+def test_a_run_says_which_lines_its_import_kept_out_in_the_terminal_manifest_and_report(tmp_path):
+    source = tmp_path / "chat.jsonl"
+    source.write_text("\n".join([chat_line("user", "list files"), "{cut in half", chat_line("assistant", "two files")]) + "\n")
+    proc = bench_cli("run", str(source), "-s", "none", "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 0, proc.stderr
+    problem = f"{source}:2: malformed JSON"
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and problem in warnings[0] and "1 import problem" in warnings[0], proc.stderr
+    (run,) = (tmp_path / "runs").iterdir()
+    (entry,) = json.loads((run / "manifest.json").read_text())["scenarios"]
+    assert entry["import_problem_count"] == 1 and entry["import_problems"][0].startswith(problem)
+    page = (run / "report.html").read_text()
+    assert "Import problems" in page and "chat.jsonl: 1</span>" in page
+
+
 # --------------------------------------------------------------------------- 14: markup
 def test_inspect_prints_transcript_text_verbatim_never_as_markup(tmp_path):
     path = tmp_path / "session.jsonl"
