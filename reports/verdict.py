@@ -6,6 +6,7 @@ profile has; each probe weighs one), its 95% interval and P(best) come from `ove
 clustered by scenario), and the difference the sentence states comes from `paired_differences()`
 on the same pairs. Strategies that cannot serve the window (the summary's `cannot_serve`; without
 it, a scenario whose last turn request still overflowed) are flagged and ranked after the others.
+A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and never claims a difference whose interval
 includes 0.
 """
@@ -56,6 +57,8 @@ class StrategyRow:
     compactions: float
     pair_errors: tuple[float, ...]
     cannot_serve: int
+    #: place in the verdict's order; None for a strategy without retention, which nothing ranks
+    rank: int | None = None
 
     @property
     def flagged(self) -> bool:
@@ -173,7 +176,9 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
                     cannot_serve=int(unserved.get((strategy, profile), 0)),
                 )
             )
-        rows.sort(key=lambda r: (r.flagged, -(r.retention if np.isfinite(r.retention) else -1.0), r.strategy))
+        rows.sort(key=lambda r: (not np.isfinite(r.retention), r.flagged, -np.nan_to_num(r.retention), r.strategy))
+        for rank, ranked in enumerate((r for r in rows if np.isfinite(r.retention)), start=1):
+            ranked.rank = rank
         servable = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
         diff = None
         if len(servable) >= 2:

@@ -62,6 +62,7 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     ranked = [r.strategy for r in verdict.rows]
     assert ranked[-1] == "d" and verdict.rows[-1].flagged  # its last turn request overflowed: ranked last
     assert ranked[:2] == ["a", "c"] and ranked[2] == "b"
+    assert [r.rank for r in verdict.rows] == [1, 2, 3, 4]
     by = {r.strategy: r for r in verdict.rows}
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5 and by["d"].retention == 0.5
     # a and c are identical on every resample: P(best) split evenly, b and d never best.
@@ -74,6 +75,13 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     assert verdict.difference.lo == verdict.difference.hi == 0.0
     assert "no detectable difference in retention between a and c" in verdict.sentence
     assert "d cannot serve the 64k window" in verdict.sentence
+
+
+def test_no_strategy_is_ranked_without_probe_points():
+    summary, probes, requests = _tables()
+    (verdict,) = verdicts(summary, probes.iloc[:0], requests)
+    assert [r.rank for r in verdict.rows] == [None] * 4 and verdict.rows[-1].strategy == "d"
+    assert verdict.sentence.startswith("At 64k, no probe points to compare.")
 
 
 def test_verdict_claims_a_clear_difference():
