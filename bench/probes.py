@@ -336,12 +336,15 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def probes_text(probes: Iterable[Probe], suffix: str = ".yaml") -> str:
+    """What `write_probes` writes to a file with this suffix (JSONL for `.jsonl`, else YAML)."""
+    if suffix == ".jsonl":
+        return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
+    return yaml.safe_dump([p.to_dict() for p in probes], sort_keys=False, allow_unicode=True)
+
+
 def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:
     from compaction_bench.atomic import atomic_write_text
 
     path = Path(path)
-    if path.suffix == ".jsonl":
-        text = "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
-    else:
-        text = yaml.safe_dump([p.to_dict() for p in probes], sort_keys=False, allow_unicode=True)
-    return atomic_write_text(path, text)
+    return atomic_write_text(path, probes_text(probes, path.suffix))

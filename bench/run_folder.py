@@ -90,21 +90,30 @@ def _short(value: Any) -> str:
     return text if len(text) <= 120 else text[:117] + "..."
 
 
+#: What a scenario's manifest entry says about its content: a resume over another transcript or
+#: other probes under the same name would mix their cells with the run's.
+SCENARIO_IDENTITY = ("sha256", "session_id", "session_index", "format", "import_options", "probes_sha256")
+
+
 def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Settings of two manifests that differ: the `config` entries both have (but `OPERATIONAL_SETTINGS`),
-    and the scenario list."""
+    the scenario list, and each scenario's content (`SCENARIO_IDENTITY`)."""
     differences = []
     old_config, new_config = _normal(old.get("config") or {}), _normal(new.get("config") or {})
     for key in sorted((set(old_config) & set(new_config)) - OPERATIONAL_SETTINGS):
         if old_config[key] != new_config[key]:
             differences.append(f"{key}: {_short(old_config[key])} then, {_short(new_config[key])} now")
-    old_names = [s.get("name") for s in old.get("scenarios") or () if isinstance(s, dict)]
-    new_names = [s.get("name") for s in new.get("scenarios") or () if isinstance(s, dict)]
+    old_scenarios = [s for s in old.get("scenarios") or () if isinstance(s, dict)]
+    new_scenarios = [s for s in new.get("scenarios") or () if isinstance(s, dict)]
+    old_names, new_names = [s.get("name") for s in old_scenarios], [s.get("name") for s in new_scenarios]
     if old_names != new_names:
         differences.append(f"scenarios: {_short(old_names)} then, {_short(new_names)} now")
+        return differences
+    for before, now in zip(old_scenarios, new_scenarios, strict=True):
+        changed = [key for key in SCENARIO_IDENTITY if key in before and key in now and before[key] != now[key]]
+        if changed:
+            differences.append(f"scenario {now.get('name')!r}: {', '.join(changed)} changed (its transcript or probes are not the run's)")
     return differences
-
-
 
 
 @dataclass

@@ -42,11 +42,12 @@ from typing import Any
 import pandas as pd
 
 from compaction_bench import run_folder
+from compaction_bench.atomic import atomic_write_text
 from compaction_bench.errors import BenchError
 from compaction_bench.executors import EXECUTORS, execute
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
-from compaction_bench.probes import Probe, load_probes, usable_probes, write_probes
+from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
 from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, get_profile
 from compaction_bench.progress import ProgressEvent, ProgressHook, display_for
 from compaction_bench.records import from_rows, to_rows
@@ -482,11 +483,12 @@ def run(
         for repeat in range(config.repeats)
     ]
     by_name = {case.name: case for case in cases}
+    files = [scenario_files(n, c) for n, c in enumerate(cases)]
     manifest: dict[str, Any] = {
         "run_id": run_id,
         "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
-        "scenarios": [scenario_entry(store.root, n, c) for n, c in enumerate(cases)],
+        "scenarios": [scenario_entry(n, c, files[n]) for n, c in enumerate(cases)],
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         "versions": _versions(),
         "git_revision": _git_revision(),
@@ -500,6 +502,8 @@ def run(
         except run_folder.RunFolderError as exc:
             raise RunError(str(exc)) from None
         manifest.update(created=previous.get("created", manifest["created"]), template_hashes=previous.get("template_hashes", {}))
+    for relative, text in (pair for scenario in files for pair in scenario.items()):
+        atomic_write_text(store.root / relative, text)
     store.write_manifest(manifest)
     write_parquet(pd.DataFrame(items_table(cases), columns=ITEM_COLUMNS), store.root / "items.parquet")
     write_parquet(pd.DataFrame(questions_table(cases), columns=QUESTION_COLUMNS), store.root / "questions.parquet")
@@ -627,22 +631,30 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def scenario_entry(root: Path, index: int, case: Case) -> dict[str, Any]:
-    """The manifest entry of scenario `index`; writes its probes and, for a transcript built in memory, the transcript.
+def scenario_files(index: int, case: Case) -> dict[Path, str]:
+    """The files scenario `index` keeps in the run folder (relative path → text): its probes and,
+    for a transcript built in memory, the transcript's canonical form."""
+    files = {Path("probes") / f"scenario-{index}.yaml": probes_text(case.probes)}
+    if case.file is None:
+        files[Path("transcripts") / f"scenario-{index}.jsonl"] = case.transcript.dumps()
+    return files
+
+
+def scenario_entry(index: int, case: Case, files: Mapping[Path, str]) -> dict[str, Any]:
+    """The manifest entry of scenario `index`, whose run-folder `files` are `scenario_files(index, case)`
+    (hashed here as they will be written, so a refused resume writes nothing).
 
     `file` is absolute for the user's transcript files and relative to the run folder for the
     canonical copies in `transcripts/`; `sha256` is the file's (None for a name that is no file,
     e.g. a Hub dataset id).
     """
-    probes_file = Path("probes") / f"scenario-{index}.yaml"
-    write_probes(case.probes, root / probes_file)
+    probes_file, *copy = files
     if case.file is not None:
         file, fmt, options, session = case.file, case.format, dict(case.import_options), case.session_index
+        sha256 = sha256_file(Path(file)) if Path(file).is_file() else None
     else:
-        relative = Path("transcripts") / f"scenario-{index}.jsonl"
-        case.transcript.write(root / relative)
-        file, fmt, options, session = str(relative), "canonical", {}, 0
-    path = Path(file) if Path(file).is_absolute() else root / file
+        file, fmt, options, session = str(copy[0]), "canonical", {}, 0
+        sha256 = _sha256_text(files[copy[0]])
     problems = list(case.transcript.meta.get("problems", ()))
     return {
         "name": case.name,
@@ -654,12 +666,17 @@ def scenario_entry(root: Path, index: int, case: Case) -> dict[str, Any]:
         "import_problems": problems[:MANIFEST_PROBLEMS],
         "probes": len(case.probes),
         "probes_file": str(probes_file),
-        "probes_sha256": sha256_file(root / probes_file),
+        "probes_sha256": _sha256_text(files[probes_file]),
         "file": file,
-        "sha256": sha256_file(path) if path.is_file() else None,
+        "sha256": sha256,
         "format": fmt,
         "import_options": options,
     }
+
+
+def _sha256_text(text: str) -> str:
+    """The sha256 of `text` as `atomic_write_text` writes it (UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def template_texts(prompts: Mapping[str, str], hashes: Mapping[str, str]) -> dict[str, dict[str, str | None]]:

@@ -133,6 +133,20 @@ def test_resume_with_another_configuration_is_refused_naming_the_difference(tmp_
     assert run_cases(tmp_path, [case], run_id="r", strategies=["none"], resume=True) == root
 
 
+def test_resume_over_another_transcript_or_other_probes_of_the_same_name_is_refused_and_writes_nothing(tmp_path, case):
+    root = run_cases(tmp_path, [case], run_id="r")
+    kept = {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != run_folder.LOCK_NAME}
+    longer = Case(case.name, Transcript(case.transcript.id, (*case.transcript.items, Item("extra", "user", "one more turn"))), case.probes)
+    with pytest.raises(RunError, match=rf"scenario '{case.name}': sha256 changed"):
+        run_cases(tmp_path, [longer], run_id="r", resume=True)
+    fewer = Case(case.name, case.transcript, case.probes[:1])
+    with pytest.raises(RunError, match=rf"scenario '{case.name}': probes_sha256 changed"):
+        run_cases(tmp_path, [fewer], run_id="r", resume=True)
+    # The refusals left every file as the run wrote it: manifest, probes and the transcript's canonical copy.
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != run_folder.LOCK_NAME} == kept
+    assert run_cases(tmp_path, [case], run_id="r", resume=True) == root
+
+
 def test_the_archive_keeps_messages_apart_that_differ_only_in_where_a_field_ends(tmp_path):
     base = {"role": "user", "content": "ab", "tool_calls": None, "tool_call_id": None, "item_ids": ["a", "b"], "attachments": None,
             "name": None, "is_error": False}
