@@ -28,7 +28,7 @@ answer sample of a probe at a point (a cached reply is the same sample again); a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,16 +50,6 @@ VOTED = ("correct", "ceiling_correct")
 
 def _keys(frame: pd.DataFrame) -> list[str]:
     return [k for k in CELL if k in frame.columns]
-
-
-def _repeats(frame: pd.DataFrame) -> int:
-    return max(int(frame["repeat"].nunique()), 1) if "repeat" in frame.columns and len(frame) else 1
-
-
-def _rate(values: pd.Series, name: str) -> dict[str, Any]:
-    values = values.dropna().astype(float)
-    low, high = bootstrap_ci(values.tolist())
-    return {name: float(values.mean()) if len(values) else float("nan"), f"{name}_lo": low, f"{name}_hi": high, f"{name}_n": int(len(values))}
 
 
 def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
@@ -158,15 +148,36 @@ def _numeric(rows: pd.DataFrame, column: str) -> np.ndarray:
     return pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float)
 
 
-def _mean(values: pd.Series) -> float:
-    values = values.dropna()
-    return float(values.mean()) if len(values) else float("nan")
+#: One cell's rows as arrays by column (`_Cells.cell`)
+Cell = Mapping[str, np.ndarray]
+#: A table's columns by name: a DataFrame, or one cell's arrays
+Columns = pd.DataFrame | Cell
 
 
-def _retention(probes: pd.DataFrame, prefix: str = "retention") -> dict[str, Any]:
+def _known(values: Any) -> np.ndarray:
+    """The values as floats, None and NaN left out."""
+    values = np.asarray(values, dtype=float)
+    return values[~np.isnan(values)]
+
+
+def _mean(values: Any) -> float:
+    """The mean of the known values; NaN for none."""
+    known = _known(values)
+    return float(known.mean()) if len(known) else float("nan")
+
+
+def _clusters(probes: Columns, column: str) -> list[list[float]]:
+    """`column`'s values grouped by scenario, scenarios in order of first appearance (one group without a scenario column)."""
+    values = np.asarray(probes[column], dtype=float)
+    if "scenario" not in probes:
+        return [values.tolist()]
+    codes, scenarios = pd.factorize(np.asarray(probes["scenario"], dtype=object))
+    return [values[codes == code].tolist() for code in range(len(scenarios))]
+
+
+def _retention(probes: Columns, prefix: str = "retention") -> dict[str, Any]:
     """Headline figures of one set of per-probe values (`per_probe` rows), intervals by scenario."""
-    clusters = [g.tolist() for _, g in probes.groupby("scenario", sort=False)["present"]] if "scenario" in probes else [probes["present"].tolist()]
-    low, high = cluster_bootstrap_ci(clusters)
+    low, high = cluster_bootstrap_ci(_clusters(probes, "present"))
     out: dict[str, Any] = {
         prefix: _mean(probes["present"]),
         f"{prefix}_lo": low,
@@ -177,10 +188,8 @@ def _retention(probes: pd.DataFrame, prefix: str = "retention") -> dict[str, Any
     return out
 
 
-def _answered(probes: pd.DataFrame) -> dict[str, Any]:
-    scored = probes.dropna(subset=["correct"])
-    clusters = [g.tolist() for _, g in scored.groupby("scenario", sort=False)["correct"]] if "scenario" in scored else [scored["correct"].tolist()]
-    low, high = cluster_bootstrap_ci(clusters)
+def _answered(probes: Columns) -> dict[str, Any]:
+    low, high = cluster_bootstrap_ci(_clusters(probes, "correct"))  # the unscored values are left out of each cluster
     answered, ceiling = _mean(probes["correct"]), _mean(probes["ceiling"])
     return {
         "answered": answered,
@@ -189,6 +198,12 @@ def _answered(probes: pd.DataFrame) -> dict[str, Any]:
         "answered_ceiling": ceiling,
         "answered_rel": answered / ceiling if ceiling and not np.isnan(ceiling) and not np.isnan(answered) else float("nan"),
     }
+
+
+def _by(labels: np.ndarray) -> list[tuple[Any, np.ndarray]]:
+    """(label, mask) per distinct known label, labels sorted (what `groupby(labels)` iterates)."""
+    known = ~pd.isna(labels)
+    return [(label, known & (labels == label)) for label in sorted(set(labels[known]))]
 
 
 @dataclass(frozen=True)
@@ -209,28 +224,37 @@ class _ProbeValues:
         return cls(per_probe(headline), per_probe(summarized), per_probe(aged, by=["age"]), per_probe(compaction_rows))
 
 
-def _probe_metrics(headline: pd.DataFrame, compaction_rows: pd.DataFrame, values: _ProbeValues) -> dict[str, Any]:
-    """A cell's probe metrics from its headline and compaction-point rows and their per-probe `values`."""
-    out: dict[str, Any] = {"paired_pairs": int(len(headline))}
-    if headline.empty:
+#: The per-probe columns the cell metrics read (`_ProbeValues`), and those of the headline rows themselves
+VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling")
+HEADLINE_COLUMNS = ("probe_id", "correct", "source_summarized", "judge_strict", "judge_lenient")
+
+
+def _probe_metrics(headline: Cell, compaction_rows: int, values: Mapping[str, Cell]) -> dict[str, Any]:
+    """A cell's probe metrics from its headline rows, its number of compaction-point rows and its
+    per-probe `values` (`_ProbeValues`' four tables by name), each as its `_Cells` arrays."""
+    pairs = len(headline["probe_id"])
+    out: dict[str, Any] = {"paired_pairs": pairs}
+    if not pairs:
         out["paired_probes"] = 0
     else:
-        out["paired_probes"] = int(len(values.headline))
-        out.update(_retention(values.headline))
-        out.update(_answered(values.headline))
-        out["unscored"] = int(headline["correct"].isna().sum()) if "correct" in headline.columns else len(headline)
-        out["retention_summarized_source"] = _mean(values.summarized["in_summary"]) if len(values.summarized) else float("nan")
-        out["summarized_source_pairs"] = int(headline["source_summarized"].astype(bool).sum()) if "source_summarized" in headline.columns else 0
-        for kind, group in values.headline.groupby("kind"):
-            out[f"retention_{kind}"] = _mean(group["present"])
-            out[f"answered_{kind}"] = _mean(group["correct"])
-        for name, group in values.aged.groupby("age"):
-            out[f"retention_age_{name}"] = _mean(group["present"])
+        probes, aged = values["headline"], values["aged"]
+        out["paired_probes"] = len(probes["present"])
+        out.update(_retention(probes))
+        out.update(_answered(probes))
+        out["unscored"] = int(np.sum(pd.isna(headline["correct"]))) if "correct" in headline else pairs
+        summarized = values["summarized"]["in_summary"]
+        out["retention_summarized_source"] = _mean(summarized) if len(summarized) else float("nan")
+        out["summarized_source_pairs"] = int(headline["source_summarized"].astype(bool).sum()) if "source_summarized" in headline else 0
+        for kind, mask in _by(probes["kind"]) if "kind" in probes else ():
+            out[f"retention_{kind}"] = _mean(probes["present"][mask])
+            out[f"answered_{kind}"] = _mean(probes["correct"][mask])
+        for name, mask in _by(aged["age"]):
+            out[f"retention_age_{name}"] = _mean(aged["present"][mask])
         for column in ("judge_strict", "judge_lenient"):
-            if column in headline.columns:
-                out[column] = _mean(headline[column].astype(float))
-    out["compaction_point_rows"] = int(len(compaction_rows))
-    out["retention_compaction_points"] = _mean(values.points["present"]) if len(compaction_rows) else float("nan")
+            if column in headline:
+                out[column] = _mean(headline[column])
+    out["compaction_point_rows"] = compaction_rows
+    out["retention_compaction_points"] = _mean(values["points"]["present"]) if compaction_rows else float("nan")
     return out
 
 
@@ -238,70 +262,120 @@ def _age_bucket(tokens: float) -> str:
     return next(name for low, high, name in AGE_BUCKETS if low <= tokens < high)
 
 
-def cannot_serve(requests: pd.DataFrame) -> bool:
+class _Cells:
+    """A table's columns as arrays with its rows in cell order (a stable sort: each cell's rows keep
+    their order, so a cell's sums add the same values in the same order as its pandas group would),
+    and each cell's key and row range. The per-cell metrics read these slices: a pandas filter per
+    cell and metric was most of a summary's time."""
+
+    def __init__(self, frame: pd.DataFrame, keys: list[str], columns: Iterable[str]) -> None:
+        if keys and len(frame):
+            codes = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+            order = np.argsort(codes, kind="stable")
+            counts = np.bincount(codes)
+        else:
+            order, counts = np.arange(len(frame)), np.asarray([len(frame)] if len(frame) else [], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        ordered = frame.iloc[order]
+        self.columns = {name: ordered[name].to_numpy() for name in columns if name in frame.columns}
+        firsts = ordered[keys].iloc[starts[:-1]].itertuples(index=False, name=None) if keys and len(frame) else [() for _ in counts]
+        self.ranges = {tuple(key): (int(a), int(b)) for key, a, b in zip(firsts, starts[:-1], starts[1:], strict=True)}
+
+    def cell(self, key: tuple[Any, ...]) -> Cell:
+        """The cell's arrays (empty ones for a cell without rows)."""
+        start, end = self.ranges.get(key, (0, 0))
+        return {name: values[start:end] for name, values in self.columns.items()}
+
+    def size(self, key: tuple[Any, ...]) -> int:
+        start, end = self.ranges.get(key, (0, 0))
+        return end - start
+
+
+def _repeats(cell: Cell) -> int:
+    """How many repeats a cell's rows come from (at least 1)."""
+    repeat = cell.get("repeat")
+    return max(len(np.unique(repeat)), 1) if repeat is not None and len(repeat) else 1
+
+
+def _cannot_serve(cell: Cell) -> bool:
     """Some step never got a request through (the last attempt overflowed: the strategy gave up or
     could not recover), or the final context does not fit the window."""
-    if requests.empty:
-        return False
-    turns = requests[requests["kind"] == "turn"]
-    keys = [k for k in ("repeat", "step") if k in turns.columns]
-    if len(turns):
-        last = turns.sort_values("request").groupby(keys, sort=False).tail(1)
-        if last["overflow"].astype(bool).any():
+    kind, overflow = cell["kind"], cell["overflow"].astype(bool)
+    turns = kind == "turn"
+    if turns.any():
+        levels = [cell[k][turns] for k in ("repeat", "step") if k in cell]
+        order = np.lexsort((cell["request"][turns], *reversed(levels)))  # by repeat, step, then request
+        same_next = np.ones(len(order) - 1, dtype=bool)
+        for level in levels:
+            same_next &= level[order][1:] == level[order][:-1]
+        last = np.append(~same_next, True)  # the last request of each (repeat, step)
+        if overflow[turns][order][last].any():
             return True
-    return bool(requests.loc[requests["kind"] == "final", "overflow"].astype(bool).any())
+    return bool(overflow[kind == "final"].any())
 
 
-def _request_metrics(requests: pd.DataFrame) -> dict[str, Any]:
+def _request_metrics(cell: Cell) -> dict[str, Any]:
+    """A cell's request metrics from its `_Cells` arrays (rows in table order)."""
     out: dict[str, Any] = {}
-    if requests.empty:
+    if not len(cell["kind"]):
         return out
-    repeats = _repeats(requests)
-    overflowed = requests["overflow"].astype(bool)
-    sent = requests[requests["kind"].isin(["turn", "summary"]) & ~overflowed]
+    repeats = _repeats(cell)
+    kind, overflowed = cell["kind"], cell["overflow"].astype(bool)
+    asked = (kind == "turn") | (kind == "summary")
+    sent = asked & ~overflowed
     for fmt in FORMATS:
-        out[f"integrity_{fmt}"] = int(requests[f"integrity_{fmt}"].sum()) / repeats
-        if f"integrity_recorded_{fmt}" in requests.columns:
-            out[f"integrity_recorded_{fmt}"] = int(requests[f"integrity_recorded_{fmt}"].sum()) / repeats
-    estimates = requests["estimate_error"].dropna()
-    out["estimate_error"] = float(estimates.mean()) if len(estimates) else float("nan")
-    out.update(_rate(requests["estimate_ape"], "estimate_ape"))
-    out["missed_triggers"] = int(requests["missed_trigger"].astype(bool).sum()) / repeats
-    out["overflows"] = int((overflowed & (requests["kind"] == "turn")).sum()) / repeats
-    out["failed_requests"] = int((overflowed & requests["kind"].isin(["turn", "summary"])).sum()) / repeats
-    out["cannot_serve"] = cannot_serve(requests)
-    cell = [c for c in ("repeat",) if c in sent.columns]
-    later = sent.sort_values("request")
-    later = later[later.groupby(cell)["request"].transform("min") != later["request"]] if cell else later.iloc[1:]
-    out["cache_hit_rate"] = float(later["cached_tokens"].sum() / later["true_tokens"].sum()) if later["true_tokens"].sum() else float("nan")
-    out["cached_tokens"] = int(sent["cached_tokens"].sum()) / repeats
-    out["rebilled_tokens"] = int(sent["rebilled_tokens"].sum()) / repeats
-    out["cache_write_tokens"] = int(sent["cache_write_tokens"].sum()) / repeats
-    out["input_tokens"] = int(sent["true_tokens"].sum()) / repeats
-    out["output_tokens"] = int(sent["output_tokens"].sum()) / repeats
+        out[f"integrity_{fmt}"] = int(cell[f"integrity_{fmt}"].sum()) / repeats
+        if f"integrity_recorded_{fmt}" in cell:
+            out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"].sum()) / repeats
+    out["estimate_error"] = _mean(cell["estimate_error"])
+    apes = _known(cell["estimate_ape"])
+    low, high = bootstrap_ci(apes.tolist())
+    out.update(estimate_ape=_mean(apes), estimate_ape_lo=low, estimate_ape_hi=high, estimate_ape_n=len(apes))
+    out["missed_triggers"] = int(cell["missed_trigger"].astype(bool).sum()) / repeats
+    out["overflows"] = int((overflowed & (kind == "turn")).sum()) / repeats
+    out["failed_requests"] = int((overflowed & asked).sum()) / repeats
+    out["cannot_serve"] = _cannot_serve(cell)
+    # the cache hit rate leaves out each repeat's first request (nothing can be cached for it yet)
+    request = cell["request"][sent]
+    if "repeat" in cell:
+        repeat = cell["repeat"][sent]
+        first = {r: request[repeat == r].min() for r in np.unique(repeat)}
+        later = request != np.asarray([first[r] for r in repeat], dtype=request.dtype)
+    else:
+        later = np.arange(len(request)) != (np.argmin(request) if len(request) else -1)
+    cached, true = cell["cached_tokens"][sent], cell["true_tokens"][sent]
+    out["cache_hit_rate"] = float(cached[later].sum() / true[later].sum()) if true[later].sum() else float("nan")
+    out["cached_tokens"] = int(cached.sum()) / repeats
+    out["rebilled_tokens"] = int(cell["rebilled_tokens"][sent].sum()) / repeats
+    out["cache_write_tokens"] = int(cell["cache_write_tokens"][sent].sum()) / repeats
+    out["input_tokens"] = int(true.sum()) / repeats
+    out["output_tokens"] = int(cell["output_tokens"][sent].sum()) / repeats
     out["tokens_per_task"] = out["input_tokens"] + out["output_tokens"]
-    out["cost_usd"] = float(requests["cost_usd"].sum()) / repeats
-    out["requests"] = int(len(sent)) / repeats
+    out["cost_usd"] = float(np.nansum(cell["cost_usd"])) / repeats
+    out["requests"] = int(sent.sum()) / repeats
     return out
 
 
-def _compaction_metrics(compactions: pd.DataFrame, repeats: int) -> dict[str, Any]:
-    if compactions.empty:
+REQUEST_COLUMNS = (
+    "repeat", "request", "step", "kind", "overflow", "missed_trigger", "estimate_error", "estimate_ape", "cached_tokens", "true_tokens",
+    "rebilled_tokens", "cache_write_tokens", "output_tokens", "cost_usd",
+    *(f"integrity{part}_{fmt}" for fmt in FORMATS for part in ("", "_recorded")),
+)
+COMPACTION_COLUMNS = ("silent_loss", "premature", "llm_calls", "llm_input_tokens", "llm_output_tokens", "llm_cost_usd")
+
+
+def _compaction_metrics(cell: Cell | None, repeats: int) -> dict[str, Any]:
+    """A cell's compaction metrics from its `_Cells` arrays (None: the cell compacted nothing)."""
+    if cell is None:
         return {"compactions": 0, "silent_loss": 0, "premature_triggers": 0, "summarizer_calls": 0, "summarizer_tokens": 0, "summarizer_cost_usd": 0.0}
     return {
-        "compactions": len(compactions) / repeats,
-        "silent_loss": int(compactions["silent_loss"].sum()) / repeats,
-        "premature_triggers": int(compactions["premature"].astype(bool).sum()) / repeats,
-        "summarizer_calls": int(compactions["llm_calls"].sum()) / repeats,
-        "summarizer_tokens": int((compactions["llm_input_tokens"] + compactions["llm_output_tokens"]).sum()) / repeats,
-        "summarizer_cost_usd": float(compactions["llm_cost_usd"].sum()) / repeats,
+        "compactions": len(cell["llm_calls"]) / repeats,
+        "silent_loss": int(cell["silent_loss"].sum()) / repeats,
+        "premature_triggers": int(cell["premature"].astype(bool).sum()) / repeats,
+        "summarizer_calls": int(cell["llm_calls"].sum()) / repeats,
+        "summarizer_tokens": int((cell["llm_input_tokens"] + cell["llm_output_tokens"]).sum()) / repeats,
+        "summarizer_cost_usd": float(np.nansum(cell["llm_cost_usd"])) / repeats,
     }
-
-
-def _groups(frame: pd.DataFrame, keys: list[str]) -> dict[tuple, pd.DataFrame]:
-    if frame.empty or not keys:
-        return {(): frame} if not keys else {}
-    return {k if isinstance(k, tuple) else (k,): g for k, g in frame.groupby(keys, dropna=False, sort=True)}
 
 
 def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
@@ -340,23 +414,26 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
     """One row per (scenario, strategy, profile) with every aggregate metric."""
     keys = _keys(requests)
     headline, compaction_rows = headline_rows(probes, requests)
-    by_requests, by_compactions = _groups(requests, keys), _groups(compactions, keys)
-    by_headline, by_points = _groups(headline, keys), _groups(compaction_rows, keys)
+    by_requests, by_compactions = _Cells(requests, keys, REQUEST_COLUMNS), _Cells(compactions, keys, COMPACTION_COLUMNS)
+    cells = set(by_requests.ranges)
     best: dict[tuple[Any, ...], float] = {}
     if not probes.empty:
         every = _ProbeValues.of(headline, compaction_rows)
-        split = {name: _groups(getattr(every, name), keys) for name in ("headline", "summarized", "aged", "points")}
+        by_headline, by_points = _Cells(headline, keys, HEADLINE_COLUMNS), _Cells(compaction_rows, keys, ())
+        split = {name: _Cells(getattr(every, name), keys, VALUE_COLUMNS) for name in ("headline", "summarized", "aged", "points")}
         best = _p_best(every.headline, PAIR)
+        cells |= set(_Cells(probes, keys, ()).ranges)
     rows = []
-    for key in sorted(set(by_requests) | set(_groups(probes, keys)), key=str):
-        group = by_requests.get(key, pd.DataFrame())
+    for key in sorted(cells, key=str):
         row: dict[str, Any] = dict(zip(keys, key, strict=True))
         if not probes.empty:
-            values = _ProbeValues(**{name: cells.get(key, getattr(every, name).iloc[:0]) for name, cells in split.items()})
-            row.update(_probe_metrics(by_headline.get(key, headline.iloc[:0]), by_points.get(key, compaction_rows.iloc[:0]), values))
+            values = {name: part.cell(key) for name, part in split.items()}
+            row.update(_probe_metrics(by_headline.cell(key), by_points.size(key), values))
             row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
-        row.update(_request_metrics(group))
-        row.update(_compaction_metrics(by_compactions.get(key, pd.DataFrame()), _repeats(group)))
+        requested = by_requests.cell(key) if key in by_requests.ranges else None
+        row.update(_request_metrics(requested) if requested is not None else {})
+        repeats = _repeats(requested) if requested is not None else 1
+        row.update(_compaction_metrics(by_compactions.cell(key) if key in by_compactions.ranges else None, repeats))
         rows.append(row)
     return pd.DataFrame(rows)
 
