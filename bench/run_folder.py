@@ -154,12 +154,28 @@ class RunFolder:
         return old
 
 
+def _new_folder(root: Path, base: str) -> str:
+    """Create the first of `base`, `base-2`, `base-3`, … that does not exist yet and return its name:
+    two runs started in the same second get a folder each (creating a folder is atomic)."""
+    name, n = base, 1
+    while True:
+        try:
+            (root / name).mkdir()
+            return name
+        except FileExistsError:
+            n += 1
+            name = f"{base}-{n}"
+
+
 def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFolder:
     """Validate the run id (`new_id` when none is given; the newest run for a bare `--resume`),
     create the folder, take its exclusive lock, and check that a new run does not land on an old one."""
     if run_id is None and resume:
         run_id = newest_run(root)
-    run_id = validate_run_id(new_id if run_id is None else run_id)
+    if run_id is None:  # a run id of our choosing never lands on another run's folder
+        root.mkdir(parents=True, exist_ok=True)
+        run_id = _new_folder(root, validate_run_id(new_id))
+    run_id = validate_run_id(run_id)
     path = root / run_id
     path.mkdir(parents=True, exist_ok=True)
     lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()

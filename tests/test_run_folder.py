@@ -108,6 +108,19 @@ def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompa
     assert (root / "cells").is_dir() and not (root / "replays").exists()
 
 
+def test_runs_started_in_the_same_second_get_a_folder_each(tmp_path):
+    first = run_folder.claim(tmp_path, None, resume=False, new_id="20261203-101500")
+    second = run_folder.claim(tmp_path, None, resume=False, new_id="20261203-101500")  # while the first holds its folder
+    first.release()
+    second.release()
+    third = run_folder.claim(tmp_path, None, resume=False, new_id="20261203-101500")  # the folders stay taken after their runs
+    assert [first.run_id, second.run_id, third.run_id] == ["20261203-101500", "20261203-101500-2", "20261203-101500-3"]
+    # An id the user chose is theirs: a second claim of it waits for the first instead of moving.
+    with pytest.raises(run_folder.RunFolderError, match="in use by another run"):
+        run_folder.claim(tmp_path, "20261203-101500-3", resume=False, new_id="x")
+    third.release()
+
+
 def test_newest_run_is_by_manifest_created_time(tmp_path):
     for name, created in (("b", "2026-01-02T00:00:00+00:00"), ("c", "2026-01-01T00:00:00+00:00"), ("a", "2026-01-03T00:00:00+00:00")):
         (tmp_path / name).mkdir()
