@@ -315,7 +315,7 @@ def usable_probes(transcript: Transcript, probes: Sequence[Probe], *, origin: st
             kept.append(probe)
         else:
             where = f"{origin} ({transcript.id})" if origin else transcript.id
-            LOG.warning("probe %r skipped for %s: %s", probe.id, where, why)
+            LOG.warning("warning: probe %r skipped for %s: %s", probe.id, where, why)
     return tuple(kept)
 
 
