@@ -2,6 +2,8 @@
 
 `exclusive=True` never replaces an existing file: the finished file is hard-linked into place,
 which fails with `FileExistsError` when the name is taken (also by a concurrent writer).
+`write_output` writes a file the user named on the command line: one already there is replaced
+only when they said so (`--force`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,15 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+
+from compaction_bench.errors import BenchError
+
+
+class OutputExists(BenchError, FileExistsError):
+    """The output file a command was asked to write exists, and replacing it was not asked for."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: already exists; not overwritten (pass --force to replace it, or choose another path)")
 
 
 def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool = False) -> Path:
@@ -42,3 +53,21 @@ def _umask() -> int:
 
 def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), exclusive=exclusive)
+
+
+def check_output(path: Path | None, *, replace: bool = False) -> None:
+    """Refuse an output file that exists unless `replace`: called before a command's work, so the
+    refusal comes first (`write_output` checks again as it writes)."""
+    if path is not None and not replace and Path(path).exists():
+        raise OutputExists(Path(path))
+
+
+def write_output(path: Path, text: str, *, replace: bool = False) -> Path:
+    """Write `text` to the output file the user named; an existing file is replaced only with `replace`."""
+    path = Path(path)
+    try:
+        return atomic_write_text(path, text, exclusive=not replace)
+    except FileExistsError:
+        if replace or not path.exists():
+            raise
+        raise OutputExists(path) from None

@@ -39,11 +39,12 @@ app.add_typer(cache_app, name="cache")
 def cache_export(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (use it with `bench run --responses FILE`).")],
+    force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Write every model response a run stored to one file, so CI can re-run it with zero calls."""
     from compaction_bench.llm import export_responses
 
-    count = export_responses(run_dir, out)
+    count = export_responses(run_dir, out, replace=force)
     console.print(f"{count} responses written to {out}")
 
 # Piped output is not wrapped at 80 columns: tables stay whole for files and other programs.
@@ -345,9 +346,13 @@ def compare(
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
     html: Annotated[Optional[Path], typer.Option("--html", help="Also write a comparison report (deltas with intervals, flipped probes, changed compactions).")] = None,
     allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace the --html file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
+    from compaction_bench.atomic import check_output
     from compaction_bench.reports.gate import METRICS, Run, check_comparable, compare_runs
+
+    check_output(html, replace=force)
 
     with _reading_runs(baseline, candidate):
         notes = check_comparable(Run.load(baseline), Run.load(candidate), allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True)
@@ -368,7 +373,7 @@ def compare(
         from compaction_bench.reports.compare import write_compare
 
         with _reading_runs(baseline, candidate):
-            console.print(f"comparison report: {write_compare(baseline, candidate, html)}")
+            console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force)}")
 
 
 @app.command("gate")
@@ -380,9 +385,13 @@ def gate_command(
     output: Annotated[Optional[Path], typer.Option("--markdown", "--output", "-o", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
     allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
     allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace the --markdown file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable; prints markdown."""
+    from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
+
+    check_output(output, replace=force)
 
     rules = [Rule.parse(r) for r in fail_on]
     with _reading_runs(baseline, candidate):
@@ -393,7 +402,7 @@ def gate_command(
     text = result.markdown()
     print(text)
     if output:
-        output.write_text(text + "\n", encoding="utf-8")
+        write_output(output, text + "\n", replace=force)
     if not result.passed:
         raise typer.Exit(1)
 
@@ -418,15 +427,18 @@ def probes_mine(
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to a .yaml or .jsonl file.")] = None,
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Mine deterministic probes (errors, artifacts, constraints, recall facts, decisions, next steps) from a transcript."""
+    from compaction_bench.atomic import check_output, write_output
     from compaction_bench.importing import load_transcripts
-    from compaction_bench.probes import write_probes
+    from compaction_bench.probes import probes_text
     from compaction_bench.scenarios.mining import mine_transcripts
 
+    check_output(output, replace=force)
     mined = mine_transcripts(load_transcripts(file, format=format, **_import_options(import_option)))
     if output:
-        console.print(f"wrote {len(mined)} probes to {write_probes(mined, output)}")
+        console.print(f"wrote {len(mined)} probes to {write_output(output, probes_text(mined, output.suffix), replace=force)}")
     else:
         import yaml
 

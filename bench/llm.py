@@ -503,12 +503,15 @@ def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
     return [records[k] for k in sorted(records)]
 
 
-def export_responses(run_dir: str | Path, out: str | Path) -> int:
-    """`bench cache export`: write a run's stored responses to one JSONL file; returns how many."""
+def export_responses(run_dir: str | Path, out: str | Path, *, replace: bool = False) -> int:
+    """`bench cache export`: write a run's stored responses to one JSONL file (an existing one only
+    with `replace`); returns how many."""
+    from compaction_bench.atomic import write_output
+
     if not (Path(run_dir) / "manifest.json").is_file():
         raise LLMError(f"{run_dir}: not a run folder (no manifest.json)")
     records = stored_responses(run_dir)
-    Path(out).write_text("".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    write_output(Path(out), "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records), replace=replace)
     return len(records)
 
 

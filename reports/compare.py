@@ -19,7 +19,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from compaction_bench.atomic import atomic_write_text
+from compaction_bench.atomic import write_output
 from compaction_bench.reports.gate import METRICS, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.verdict import Difference, difference
@@ -150,5 +150,6 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     )
 
 
-def write_compare(baseline: str | Path, candidate: str | Path, out: str | Path) -> Path:
-    return atomic_write_text(Path(out), render_compare(baseline, candidate))
+def write_compare(baseline: str | Path, candidate: str | Path, out: str | Path, *, replace: bool = False) -> Path:
+    """Write the comparison report to `out` (an existing file only with `replace`)."""
+    return write_output(Path(out), render_compare(baseline, candidate), replace=replace)

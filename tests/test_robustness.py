@@ -301,6 +301,24 @@ def finished_run(tiny_session, tmp_path_factory) -> Path:
                      report=False, progress=False)
 
 
+@pytest.mark.parametrize("command", ["probes mine", "cache export", "compare --html", "gate --markdown"])
+def test_an_output_file_that_exists_is_replaced_only_with_force(finished_run, tiny_session, tmp_path, command):
+    target = tmp_path / "mine.out"
+    target.write_text("curated by hand\n")
+    args = {
+        "probes mine": ["probes", "mine", str(tiny_session), "-o", str(target)],
+        "cache export": ["cache", "export", str(finished_run), "-o", str(target)],
+        "compare --html": ["compare", str(finished_run), str(finished_run), "--html", str(target)],
+        "gate --markdown": ["gate", "--baseline", str(finished_run), "--candidate", str(finished_run), "--fail-on", "presence:0.02",
+                            "--markdown", str(target)],
+    }[command]
+    assert_user_error(bench_cli(*args), f"{target}: already exists; not overwritten (pass --force")
+    assert target.read_text() == "curated by hand\n"
+    proc = bench_cli(*args, "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_text() != "curated by hand\n"  # replaced (an offline run stores no model response to export)
+
+
 def damaged_copy(run: Path, tmp_path: Path, damage: str) -> Path:
     import shutil
 
