@@ -57,6 +57,8 @@ class UsageFailure(BenchError):
     """Raised inside commands for a user error that is not one of the library's error classes."""
 
 
+#: `bench run`'s exit status when cells failed (the finished ones are in the run's tables and report)
+EXIT_FAILED_CELLS = 1
 IMPORT_OPTION_HELP = "Importer option KEY=VALUE, e.g. branch=<leaf id> (Pi), chain=sidechains (Claude Code); repeatable."
 
 
@@ -109,21 +111,25 @@ def run(
     report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
 ) -> None:
     """Replay scenarios through strategies and write runs/<id>/ with tables and report.html."""
-    from compaction_bench.runner import parse_option_flags, parse_prompt_flags
+    from compaction_bench.runner import CellsFailed, parse_option_flags, parse_prompt_flags
     from compaction_bench.runner import run as run_benchmark
 
     # Progress (cells, then the finalize phase) goes to stderr: a bar on a terminal, plain lines otherwise.
-    root = run_benchmark(
-        paths or (),
-        strategy or (),
-        profile or (),
-        out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
-        judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
-        prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
-        import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
-        max_concurrency=max_concurrency, model_timeout=model_timeout, offline=offline, responses=str(responses) if responses else None,
-        report=report,
-    )
+    failed: CellsFailed | None = None
+    try:
+        root = run_benchmark(
+            paths or (),
+            strategy or (),
+            profile or (),
+            out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
+            judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
+            prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
+            import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
+            max_concurrency=max_concurrency, model_timeout=model_timeout, offline=offline, responses=str(responses) if responses else None,
+            report=report,
+        )
+    except CellsFailed as exc:  # the finished cells still have their leaderboard and report
+        failed, root = exc, exc.root
     _print_summary(root)
     if report:
         console.print(f"report: {root / 'report.html'}", markup=False)
@@ -132,6 +138,9 @@ def run(
     health = check_run(root)
     for line in health.lines():
         errors.print(f"warning: {line}", markup=False, style="bold red" if health.missing else "yellow")
+    if failed is not None:
+        errors.print(f"error: {failed}", markup=False)
+        raise typer.Exit(EXIT_FAILED_CELLS)
     if health.missing and not allow_missing_metrics:
         raise typer.Exit(EXIT_MISSING_METRICS)
 
@@ -139,14 +148,15 @@ def run(
 def _print_summary(root: Path) -> None:
     import pandas as pd
 
+    from compaction_bench.metrics.aggregate import unfinished
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
 
     probes, requests = root / "probes.parquet", root / "requests.parquet"
-    header, rows = leaderboard(
-        pd.read_parquet(root / "summary.parquet"),
-        pd.read_parquet(probes) if probes.is_file() else None,
-        pd.read_parquet(requests, columns=["scenario", "profile", "strategy"]) if requests.is_file() else None,
-    )
+    cells = pd.read_parquet(requests, columns=["scenario", "profile", "strategy"]) if requests.is_file() else None
+    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None, cells)
+    if not rows:
+        console.print(f"run {root.name}: no finished cell to show", markup=False)
+        return
     rows = [[_plain(cell) for cell in row] for row in rows]
     title = f"run {root.name}"
     profiles = {row[header.index("profile")] for row in rows} if "profile" in header else set()
@@ -171,6 +181,8 @@ def _print_summary(root: Path) -> None:
     note = offline_note(root)
     if note:
         console.print(note, markup=False)
+    for (scenario, profile), missing in unfinished(cells).items():
+        console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish", markup=False)
 
 
 # --------------------------------------------------------------------------- list

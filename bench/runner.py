@@ -75,6 +75,14 @@ class RunError(BenchError, RuntimeError):
     """A run that cannot start (bad configuration) or whose cells failed."""
 
 
+class CellsFailed(RunError):
+    """Some cells of a run failed; the others finished, and the run's tables and report at `root` cover them."""
+
+    def __init__(self, message: str, root: Path) -> None:
+        super().__init__(message)
+        self.root = root
+
+
 @dataclass(frozen=True)
 class Case:
     """One scenario of a run: a transcript and the probes asked about it.
@@ -562,9 +570,10 @@ def run(
         if display is not None:
             display.close()
     if failures:
-        raise RunError(
+        raise CellsFailed(
             f"{len(failures)} of {len(keys)} cells failed (first: {failures[0]['cell']}: {failures[0]['error']}); "
-            f"details in {store.root / 'errors.log'}; the finished cells are in {store.root}"
+            f"details in {store.root / 'errors.log'}; the finished cells are in {store.root}",
+            store.root,
         )
     return store.root
 

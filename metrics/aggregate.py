@@ -22,7 +22,9 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   does not fit), integrity per wire format, estimate error, missed triggers, overflows, cache hit
   rate, cached / re-billed / written tokens, dollars;
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
-Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
+The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
+profile finished its cell (`shared_scenarios`): a failed cell takes its scenario out of every
+strategy's pooled figures. Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
 answer sample of a probe at a point (a cached reply is the same sample again); a tie does not pass.
 """
 
@@ -384,6 +386,30 @@ def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
     return {tuple(k): set(g) for k, g in requests.groupby(PAIR, sort=False)["strategy"]}
 
 
+def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]]:
+    """Per (scenario, profile): the strategies of the profile without a finished cell there (no
+    requests: the cell failed). The pooled figures (`overall`, the verdict, the leaderboard) leave
+    such a scenario out for every strategy (`shared_scenarios`), so they compare strategies on the
+    same scenarios: a strategy whose cell failed would otherwise look cheaper, by a scenario's cost."""
+    if requests is None or requests.empty or not {"scenario", "strategy", "profile"} <= set(requests.columns):
+        return {}
+    out: dict[tuple[Any, Any], list[str]] = {}
+    for profile, frame in requests.groupby("profile", sort=False):
+        everyone = set(frame["strategy"])
+        for scenario, strategies in frame.groupby("scenario", sort=False)["strategy"]:
+            if missing := sorted(everyone - set(strategies)):
+                out[(scenario, profile)] = missing
+    return out
+
+
+def shared_scenarios(frame: pd.DataFrame, requests: pd.DataFrame | None) -> pd.DataFrame:
+    """`frame`'s rows of the scenarios every strategy of their profile finished (`unfinished`)."""
+    left_out = unfinished(requests)
+    if not left_out or frame.empty:
+        return frame
+    return frame[~pd.MultiIndex.from_frame(frame[["scenario", "profile"]]).isin(list(left_out))]
+
+
 def headline_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(paired headline rows, compaction-point rows) of a probes table, votes applied."""
     if probes.empty:
@@ -441,8 +467,9 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
 def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (strategy, profile) over all scenarios: retention (kept, summary), its interval
     (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
-    `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies."""
-    headline, _ = headline_rows(probes, requests)
+    `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies, over the scenarios
+    every strategy of the profile finished (`shared_scenarios`)."""
+    headline, _ = headline_rows(shared_scenarios(probes, requests), requests)
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)

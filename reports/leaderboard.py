@@ -10,7 +10,9 @@ kept and summary parts, the summary-dependent retention, the number of pairs, P(
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
-Counts are summed over scenarios; other rates and errors are averaged over scenarios.
+Counts are summed over scenarios; other rates and errors are averaged over scenarios. Given the
+requests table, every column covers the scenarios in which each strategy of the profile finished
+its cell (`aggregate.shared_scenarios`), as the verdict does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import cast
 import pandas as pd
 
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
-from compaction_bench.metrics.aggregate import overall
+from compaction_bench.metrics.aggregate import overall, shared_scenarios
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -112,6 +114,7 @@ def leaderboard(
     rows: list[tuple[tuple[str, float], list[str]]] = []
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
+    summary = shared_scenarios(summary, requests)  # the scenarios every strategy of the profile finished, as in `overall`
     if pooled is None and probes is not None and not probes.empty:
         pooled = overall(probes, requests)
     pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None

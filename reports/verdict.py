@@ -6,6 +6,8 @@ profile has; each probe weighs one), its 95% interval and P(best) come from `ove
 clustered by scenario), and the difference the sentence states comes from `paired_differences()`
 on the same pairs. Strategies that cannot serve the window (the summary's `cannot_serve`; without
 it, a scenario whose last turn request still overflowed) are flagged and ranked after the others.
+Every figure covers the scenarios in which each strategy of the profile finished its cell
+(`aggregate.shared_scenarios`); the others are named in the verdict's notes.
 A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and never claims a difference whose interval
 includes 0.
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import overall, paired_differences
+from compaction_bench.metrics.aggregate import overall, paired_differences, shared_scenarios, unfinished
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
 BASIS = "the paired checkpoints and the final context"
@@ -144,6 +146,9 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
+    profiles = list(dict.fromkeys(summary["profile"]))  # each has a verdict, even with every scenario left out
+    left_out = unfinished(requests)  # every figure below compares the strategies on the same scenarios
+    summary, probes = shared_scenarios(summary, requests), shared_scenarios(probes, requests)
     unserved = _unserved(requests, summary)
     if pooled is None:
         pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
@@ -160,7 +165,7 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
             return float("nan")
         return float(np.asarray(pooled.loc[(strategy, profile), column], dtype=float))
 
-    for profile in dict.fromkeys(summary["profile"]):
+    for profile in profiles:
         rows = []
         for strategy, frame in summary[summary["profile"] == profile].groupby("strategy", sort=False):
             strategy = str(strategy)
@@ -183,5 +188,11 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
         diff = None
         if len(servable) >= 2:
             diff = difference(probes[probes["profile"] == profile], servable[0].strategy, servable[1].strategy)
-        out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff))
+        notes = [
+            f"Left out of this comparison: {scenario}, where {', '.join(missing)} did not finish "
+            f"{'its cell' if len(missing) == 1 else 'their cells'} (see errors.log)."
+            for (scenario, where), missing in left_out.items()
+            if where == profile
+        ]
+        out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out

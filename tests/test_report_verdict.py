@@ -113,3 +113,28 @@ def test_the_leaderboard_pairs_probes_as_the_verdict_does():
     header, rows = leaderboard(summary, probes, requests)
     shown = {row[header.index("strategy")]: row[header.index("retention [95% CI]")] for row in rows}
     assert shown["a"].startswith("1.000") and shown["b"].startswith("0.500")
+
+
+def test_a_failed_cell_takes_its_scenario_out_of_every_strategy_s_pooled_figures():
+    """b's cell failed in scenario t (no requests there): t is left out for a too, so the verdict and
+    the leaderboard compare a and b on s alone instead of a's two scenarios against b's one."""
+    from compaction_bench.metrics.aggregate import overall
+    from compaction_bench.reports.leaderboard import leaderboard
+
+    summary, probes, requests = _tables()
+    summary, probes, requests = (frame[frame["strategy"].isin(["a", "b"])] for frame in (summary, probes, requests))
+    a_in_t = lambda frame: frame[frame["strategy"] == "a"].assign(scenario="t")  # noqa: E731 - a's finished cell in t
+    probes = pd.concat([probes, a_in_t(probes).assign(present=False)], ignore_index=True)  # a forgets everything in t
+    requests = pd.concat([requests, a_in_t(requests)], ignore_index=True)
+    summary = pd.concat([summary, a_in_t(summary).assign(cost_usd=100.0)], ignore_index=True)
+    (verdict,) = verdicts(summary, probes, requests)
+    by = {r.strategy: r for r in verdict.rows}
+    assert by["a"].retention == 1.0 and by["b"].retention == 0.5  # on s alone: with t, a would have 0.5
+    assert by["a"].cost_usd == by["b"].cost_usd == 1.0 and by["a"].scenarios == by["b"].scenarios == 1
+    assert verdict.notes == ["Left out of this comparison: t, where b did not finish its cell (see errors.log)."]
+    pooled = overall(probes, requests).set_index("strategy")
+    assert pooled.loc["a", "retention"] == 1.0 and pooled.loc["a", "paired_pairs"] == pooled.loc["b", "paired_pairs"] == 40
+    header, rows = leaderboard(summary, probes, requests)
+    shown = {row[header.index("strategy")]: row for row in rows}
+    assert shown["a"][header.index("scenarios")] == shown["b"][header.index("scenarios")] == "1"
+    assert shown["a"][header.index("cost $")] == "1.00"

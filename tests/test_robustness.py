@@ -273,6 +273,34 @@ def test_a_run_says_which_lines_its_import_kept_out_in_the_terminal_manifest_and
     assert "Import problems" in page and "chat.jsonl: 1</span>" in page
 
 
+def test_failed_cells_exit_1_after_the_leaderboard_and_report_of_the_scenarios_every_strategy_finished(tmp_path):
+    strategy = tmp_path / "flaky.py"
+    strategy.write_text(textwrap.dedent("""
+        from compaction_bench.strategies.baselines import Truncate
+
+
+        class Flaky(Truncate):
+            name = "flaky"
+
+            def on_user_turn(self, item):
+                if "explode" in item.text:
+                    raise RuntimeError("boom")
+                return super().on_user_turn(item)
+    """))
+    calm, wild = tmp_path / "calm.jsonl", tmp_path / "wild.jsonl"
+    calm.write_text(chat_line("user", "list files") + "\n" + chat_line("assistant", "two files") + "\n")
+    wild.write_text(chat_line("user", "explode now") + "\n" + chat_line("assistant", "done") + "\n")
+    proc = bench_cli("run", str(calm), str(wild), "-s", "truncate", "-s", f"{strategy}:Flaky", "--out", str(tmp_path / "runs"))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: 1 of 4 cells failed")
+    # The leaderboard of what finished, both strategies over the one scenario both finished, and why.
+    rows = [line for line in proc.stdout.splitlines() if "truncate" in line or "Flaky" in line]
+    assert len(rows) == 3 and all(re.search(r"│\s+1\s+│", row) for row in rows[:2]), proc.stdout
+    assert f"note: left out of the 64k comparison: wild.jsonl, where {strategy}:Flaky did not finish" in proc.stdout
+    (run,) = (tmp_path / "runs").iterdir()
+    assert "Left out of this comparison: wild.jsonl" in (run / "report.html").read_text()
+
+
 # --------------------------------------------------------------------------- 14: markup
 def test_inspect_prints_transcript_text_verbatim_never_as_markup(tmp_path):
     path = tmp_path / "session.jsonl"
