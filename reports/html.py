@@ -96,7 +96,7 @@ GLOSSARY: dict[str, str] = {
     "p_best": "probability that the strategy has the highest retention (bootstrap)",
     "failed_requests": "requests the provider would reject (overflow or a broken tool-call pairing)",
     "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
-    "answered_ceiling": "answered share of `none` at the largest window: what the answerer can do at best",
+    "answered_ceiling": "answered share of the same answerer given the whole transcript at the same points: the best it can do",
     "answered_rel": "answered relative to the ceiling",
     "presence": "share of probe answers still verbatim in the context at every probe point (after each compaction and at the end)",
     "answered": "share of probe questions the answerer model got right from the context",

@@ -23,7 +23,7 @@ from typing import cast
 
 import pandas as pd
 
-from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
+from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import overall, shared_scenarios
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
@@ -163,13 +163,20 @@ def terminal_columns(header: list[str], rows: list[list[str]], width: int) -> li
 
 
 def offline_note(run_dir: str | Path) -> str | None:
-    """What summary retention measures when the run's summarizer is the offline heuristic, else None."""
+    """What the figures measure when the run's summarizer or answerer is an offline heuristic, else None."""
     manifest = Path(run_dir) / "manifest.json"
     config = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}) if manifest.is_file() else {}
     summarizer = str(config.get("summarizer") or DEFAULT_SUMMARIZER)
-    if not is_offline(summarizer):
-        return None
-    return (
-        f"note: summaries were written by {summarizer}, a deterministic extractive heuristic that copies salient lines; "
-        "'summary' retention measures that heuristic, not what a model would write (use --summarizer MODEL for that)."
-    )
+    answerer = str(config.get("answerer", DEFAULT_ANSWERER) or "")
+    notes = []
+    if is_offline(summarizer):
+        notes.append(
+            f"summaries were written by {summarizer}, a deterministic extractive heuristic that copies salient lines; "
+            "'summary' retention measures that heuristic, not what a model would write (use --summarizer MODEL for that)."
+        )
+    if answerer and is_offline(answerer):
+        notes.append(
+            f"'answered' was graded with {answerer}, a deterministic heuristic that quotes the context line most like the question; "
+            "it measures what that matching finds, not what a model would answer (use --answerer MODEL for that)."
+        )
+    return "note: " + " ".join(notes) if notes else None

@@ -209,9 +209,11 @@ def test_compare_refuses_runs_that_are_not_comparable(offline_runs):
     assert allowed.returncode == 0 and "allowed difference: answerer differs" in allowed.stderr
 
 
-def test_the_terminal_says_when_summary_retention_measures_the_offline_heuristic(offline_runs, served_runs):
+def test_the_terminal_says_when_a_figure_measures_an_offline_heuristic(offline_runs, served_runs):
     from compaction_bench.reports.leaderboard import offline_note
 
-    note = offline_note(offline_runs["baseline"])
-    assert note is not None and "heuristic" in note and "offline/extractive" in note
+    note = offline_note(offline_runs["baseline"])  # no answerer
+    assert note is not None and "heuristic" in note and "offline/extractive" in note and "answered" not in note
     assert offline_note(served_runs["baseline"]) is None
+    both = offline_note(offline_runs["answered"])
+    assert both is not None and "offline/extractive" in both and "'answered' was graded with offline/reader, a deterministic heuristic" in both
