@@ -365,7 +365,7 @@ def _render(
 
     report(0, steps, "verdict")
     pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()  # the verdict's and the leaderboard's figures
-    verdict_list = verdicts(summary, probes, requests, pooled=pooled)
+    verdict_list = verdicts(summary, probes, requests, pooled=pooled, strategies=manifest.get("config", {}).get("strategies", ()))
     report(1, steps, "figures")
     overview = []
     for verdict in verdict_list:

@@ -15,6 +15,7 @@ includes 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,13 +141,17 @@ def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
     return last["overflow"].astype(bool).groupby([last["strategy"], last["profile"]]).sum()
 
 
-def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None) -> list[ProfileVerdict]:
+def verdicts(
+    summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None, strategies: Sequence[str] = ()
+) -> list[ProfileVerdict]:
     """One verdict per profile of the run, strategies ranked (servable first, then by retention);
-    `pooled` is `overall(probes, requests)` when the caller has it."""
+    `pooled` is `overall(probes, requests)` when the caller has it, and `strategies` the run's own
+    (one that finished no cell of a profile is named in its notes)."""
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
     profiles = list(dict.fromkeys(summary["profile"]))  # each has a verdict, even with every scenario left out
+    finished = {profile: set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
     left_out = unfinished(requests)  # every figure below compares the strategies on the same scenarios
     summary, probes = shared_scenarios(summary, requests), shared_scenarios(probes, requests)
     unserved = _unserved(requests, summary)
@@ -193,6 +198,9 @@ def verdicts(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame
             f"{'its cell' if len(missing) == 1 else 'their cells'} (see errors.log)."
             for (scenario, where), missing in left_out.items()
             if where == profile
+        ]
+        notes += [
+            f"Not in this comparison: {s}, which finished no cell at {profile} (see errors.log)." for s in strategies if s not in finished[profile]
         ]
         out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out

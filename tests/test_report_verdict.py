@@ -132,6 +132,8 @@ def test_a_failed_cell_takes_its_scenario_out_of_every_strategy_s_pooled_figures
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5  # on s alone: with t, a would have 0.5
     assert by["a"].cost_usd == by["b"].cost_usd == 1.0 and by["a"].scenarios == by["b"].scenarios == 1
     assert verdict.notes == ["Left out of this comparison: t, where b did not finish its cell (see errors.log)."]
+    (named,) = verdicts(summary, probes, requests, strategies=["a", "b", "z"])  # z: a strategy of the run that finished no cell
+    assert named.notes[1:] == ["Not in this comparison: z, which finished no cell at 64k (see errors.log)."]
     pooled = overall(probes, requests).set_index("strategy")
     assert pooled.loc["a", "retention"] == 1.0 and pooled.loc["a", "paired_pairs"] == pooled.loc["b", "paired_pairs"] == 40
     header, rows = leaderboard(summary, probes, requests)

@@ -299,6 +299,11 @@ def test_failed_cells_exit_1_after_the_leaderboard_and_report_of_the_scenarios_e
     assert f"note: left out of the 64k comparison: wild.jsonl, where {strategy}:Flaky did not finish" in proc.stdout
     (run,) = (tmp_path / "runs").iterdir()
     assert "Left out of this comparison: wild.jsonl" in (run / "report.html").read_text()
+    # Nothing finished: still exit 1, and the report says there is no verdict and why.
+    proc = bench_cli("run", str(wild), "-s", f"{strategy}:Flaky", "--out", str(tmp_path / "none-finished"))
+    assert proc.returncode == 1 and "no finished cell to show" in proc.stdout, proc.stderr
+    (run,) = (tmp_path / "none-finished").iterdir()
+    assert "No verdict: no cell of this run finished (1 failed; see errors.log)." in (run / "report.html").read_text()
 
 
 # --------------------------------------------------------------------------- 14: markup
