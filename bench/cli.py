@@ -308,9 +308,14 @@ def _plain(value: object) -> str:
 def _reading_runs(*folders: Path) -> Iterator[None]:
     """A run folder whose files are damaged (a truncated parquet, a malformed manifest) or cannot be
     written is a user error (exit 2, one line), never a traceback whose exit 1 `gate` would share
-    with "the candidate regressed"."""
+    with "the candidate regressed"; so is a folder a run is still working in."""
     import pyarrow
 
+    from compaction_bench.run_folder import LOCK_NAME, in_use
+
+    for folder in folders:
+        if in_use(folder):
+            raise UsageFailure(f"{folder}: a run is still working in this folder (it holds {folder / LOCK_NAME}); wait for it to finish")
     try:
         yield
     except BenchError:

@@ -154,6 +154,21 @@ class RunFolder:
         return old
 
 
+def in_use(path: Path) -> bool:
+    """Whether a run is working in the folder now (it holds the folder's lock; see `claim`)."""
+    lock_path = Path(path) / LOCK_NAME
+    if not lock_path.is_file():
+        return False
+    try:
+        with open(lock_path, "rb") as lock:  # closing it gives back only this shared lock, never a run's
+            fcntl.flock(lock.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # an unreadable lock file: reading the run will say what is wrong
+        return False
+    return False
+
+
 def _new_folder(root: Path, base: str) -> str:
     """Create the first of `base`, `base-2`, `base-3`, … that does not exist yet and return its name:
     two runs started in the same second get a folder each (creating a folder is atomic)."""

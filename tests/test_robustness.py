@@ -352,6 +352,23 @@ def test_an_output_file_that_exists_is_replaced_only_with_force(finished_run, ti
     assert target.read_text() != "curated by hand\n"  # replaced (an offline run stores no model response to export)
 
 
+def test_a_run_folder_still_in_use_is_refused_by_the_commands_that_read_it(finished_run, tmp_path):
+    import shutil
+
+    from compaction_bench import run_folder
+
+    copy = tmp_path / "busy"
+    shutil.copytree(finished_run, copy)
+    working = run_folder.claim(tmp_path, "busy", resume=True, new_id="unused")  # as a run working in it holds it
+    try:
+        for args in (["report", str(copy)], ["score", str(copy)], ["compare", str(copy), str(finished_run)],
+                     ["gate", "--baseline", str(finished_run), "--candidate", str(copy), "--fail-on", "presence:0.02"]):
+            assert_user_error(bench_cli(*args), f"{copy}: a run is still working in this folder")
+    finally:
+        working.release()
+    assert bench_cli("report", str(copy)).returncode == 0  # once the run lets go
+
+
 def damaged_copy(run: Path, tmp_path: Path, damage: str) -> Path:
     import shutil
 
