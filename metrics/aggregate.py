@@ -94,7 +94,8 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     point = [*pair, "probe_id", "point_kind", "step"]
     have = rows.groupby(point, sort=False)["strategy"].transform("nunique")
     if strategies is not None and pair:
-        wanted = pd.Series([len(strategies.get(tuple(k), ())) for k in rows[pair].itertuples(index=False)], index=rows.index)
+        counts = pd.DataFrame([(*key, len(names)) for key, names in strategies.items()], columns=[*PAIR, "wanted"])
+        wanted = rows[pair].merge(counts, on=pair, how="left")["wanted"].fillna(0).to_numpy() if pair == PAIR and len(counts) else 0
         needed = np.maximum(rows.groupby(pair, sort=False)["strategy"].transform("nunique"), wanted)
     else:
         needed = rows.groupby(pair, sort=False)["strategy"].transform("nunique") if pair else rows["strategy"].nunique()
