@@ -156,8 +156,11 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
     profile = replace(profile, context_window=max(profile.context_window, UNLIMITED_WINDOW))
     result = replay(transcript, "none", profile=profile, usage="recorded-always")
     # (modelled request, recorded usage) for every turn request whose recording reports input tokens
+    # (a request without recorded usage gets the simulated one, which would agree with itself)
     pairs = [
-        (r, r.usage) for r in result.requests if r.kind == "turn" and not r.overflow and r.usage is not None and r.usage.input > 0
+        (r, r.usage)
+        for r in result.requests
+        if r.kind == "turn" and not r.overflow and r.usage_source == "recorded" and r.usage is not None and r.usage.input > 0
     ]
     shares = [abs(r.cached_tokens / r.true_tokens - u.cached_input / u.input) for r, u in pairs if r.true_tokens]
     recorded_input = sum(u.input for _, u in pairs)

@@ -127,6 +127,12 @@ def test_recorded_agreement_by_hand():
     assert got["mae_share"] == pytest.approx((0 + abs(modelled / second_tokens - 2560 / 3100)) / 2)
     assert got["mae_tokens_share"] == pytest.approx(abs(modelled - 2560) / 6100)
     assert got["unrecorded_tokens_median"] == pytest.approx(((3000 - first_tokens) + (3100 - second_tokens)) / 2)
+    # A response without recorded usage is not compared: the simulated usage it gets would agree with itself.
+    unrecorded = (*items, Item("u3", "user", "one more", turn=2), Item("a2", "assistant", "third", response=2, turn=2))
+    assert recorded_agreement(Transcript("hand", unrecorded), "gpt-5")["requests"] == 2
+    bare = tuple(Item(i.id, i.kind, i.text, response=i.response, turn=i.turn) for i in items)
+    nothing = recorded_agreement(Transcript("bare", bare), "gpt-5")
+    assert nothing["requests"] == 0 and nothing["recorded_hit_rate"] is None and nothing["mae_share"] is None
 
 
 def _raw_claude_cached_responses(path) -> int:
