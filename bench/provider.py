@@ -7,7 +7,9 @@ provider's message text when the profile's overflow rule refuses it (input over 
 plus requested output over the context), computes the cached
 prefix against the previous request of the same cell (message hashes first, tokens only inside
 the first differing message, memoized per pair of messages and skipped for an older entry that
-cannot share more; `compaction_bench.caching` applies the provider's rules), the tokens
+cannot share more; `compaction_bench.caching` applies the provider's rules), in billed tokens:
+hidden reasoning is cached with the prefix that holds it, up to the first message one of the two
+requests bills reasoning for and the other does not (`_billed_prefix`), the tokens
 written to the cache and the tokens re-billed (already-sent messages outside the cached part), and
 returns usage in the shape strategies read. These are the only cache numbers of a run: the engine
 stores them on each request record and the metrics read them there. With `recorded_usage` the
@@ -363,6 +365,32 @@ class SimulatedProvider(MessageCounter):
             return 0
         return min(self.message_tokens(previous), self.message_tokens(current)) - 1
 
+    def _billed_prefix(self, kept: _Entry, common: int, messages: Sequence[Message], last_user: int) -> tuple[int, bool]:
+        """The billed tokens (hidden reasoning included) of the first `common` messages, which `kept` and the
+        request share, and whether both bill all of them alike. Reasoning bills only after a request's last
+        real user message, so between the two requests' last user messages one of them bills a message's
+        reasoning and the other does not: their billed prefixes part at the first such message that has any."""
+        if not common:
+            return 0, True
+        if self.hidden is None or not self.hidden.reasoning or kept.last_user == last_user:
+            return kept.boundaries[common - 1], True  # every shared message bills the same in both
+        low, high = sorted((kept.last_user, last_user))
+        for n in range(low + 1, min(high, common - 1) + 1):
+            if self.hidden.of_message(messages[n]):
+                return (kept.boundaries[n - 1] if n else 0), False
+        return kept.boundaries[common - 1], True
+
+    def _bills_hidden(self, kept: _Entry, n: int, messages: Sequence[Message], boundaries: Cumulative, visible: Cumulative) -> bool:
+        """Whether `kept` or the request bills hidden reasoning for its message `n` (where hidden tokens sit
+        inside a message is not modelled, so no common prefix inside such a message is counted)."""
+        if self.hidden is None or not self.hidden.reasoning:
+            return False
+
+        def hidden(billed: Sequence[int], shown: Sequence[int]) -> int:
+            return (billed[n] - billed[n - 1]) - (shown[n] - shown[n - 1]) if n else billed[0] - shown[0]
+
+        return bool(hidden(kept.boundaries, kept.visible) or hidden(boundaries, visible))
+
     def common_prefix_tokens(self, previous: Sequence[Message], current: Sequence[Message]) -> int:
         """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
         shared = first_difference(previous, current)
@@ -464,8 +492,8 @@ class SimulatedProvider(MessageCounter):
         best: _Entry | None = None
         best_prefix = 0
         for kept, common in reversed(list(zip(self._recent, shared, strict=True))):
-            prefix = kept.visible[common - 1] if common else 0
-            if common < kept.n and common < len(messages):
+            prefix, alike = self._billed_prefix(kept, common, messages, last_user)
+            if alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, boundaries, visible):
                 previous, current = kept.messages[common], messages[common]
                 if best is None or prefix + self._inside_bound(previous, current) > best_prefix:
                     prefix += self._inside(previous, current)

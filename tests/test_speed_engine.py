@@ -53,11 +53,21 @@ def test_shared_prefixes_of_growing_logs_are_those_a_full_comparison_finds():
     assert len(logs) > 10  # more pairs than SharedPrefixes keeps: its memory started anew on the way
 
 
-def _common_tokens(counter: MessageCounter, previous, current) -> int:
-    """The longest common token prefix of two requests, from their whole encodings (the definition)."""
+def _common_tokens(counter: MessageCounter, previous, current, hidden: HiddenTokens | None = None) -> int:
+    """The longest common prefix of two requests' billed tokens, from their whole encodings (the definition):
+    the equal leading messages with the hidden reasoning each bills, up to the first that one request bills
+    reasoning for and the other does not; then the tokens inside the first differing message, when neither
+    bills reasoning for it (where reasoning sits inside a message is not modelled)."""
     shared = plain_first_difference(previous, current)
-    tokens = sum(counter.message_tokens(m) for m in previous[:shared])
-    if shared < len(previous) and shared < len(current) and previous[shared].role == current[shared].role:
+    before = hidden.per_message(previous) if hidden is not None else [0] * len(previous)
+    now = hidden.per_message(current) if hidden is not None else [0] * len(current)
+    tokens = 0
+    for n in range(shared):
+        if before[n] != now[n]:
+            return tokens
+        tokens += counter.message_tokens(previous[n]) + before[n]
+    inside_billed = shared < len(previous) and shared < len(current) and (before[shared] or now[shared])
+    if shared < len(previous) and shared < len(current) and previous[shared].role == current[shared].role and not inside_billed:
         a, b = (m.content + "".join(f"\n{c.name} {c.arguments}" for c in m.tool_calls) for m in (previous[shared], current[shared]))
         left, right = counter.counter.encode(a), counter.counter.encode(b)
         same = plain_first_difference(left, right)
@@ -69,7 +79,8 @@ def _common_tokens(counter: MessageCounter, previous, current) -> int:
 def test_provider_counts_and_cache_prefixes_equal_the_straightforward_ones(profile):
     """A session sent as two contexts, as `anthropic-clear-tool-uses` sends it: its whole history and a
     copy with old tool results cleared, each a view of its own growing log, counted, re-counted and
-    sent in turns, with reasoning billed after the last user message."""
+    sent in turns, with reasoning billed after the last user message (and cached with the prefix that
+    holds it)."""
     rng = random.Random(13)
     words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
     reasoning: dict[str, int] = {}
@@ -112,7 +123,7 @@ def test_provider_counts_and_cache_prefixes_equal_the_straightforward_ones(profi
         outcome = provider.send(Request(request))
         messages = tuple(request)
         assert outcome.true_tokens == reference.count(messages) == provider.count(request)
-        prefixes = [(_common_tokens(reference, previous, messages), n) for n, previous in enumerate(sent[-RECENT_ENTRIES:])]
+        prefixes = [(_common_tokens(reference, previous, messages, hidden), n) for n, previous in enumerate(sent[-RECENT_ENTRIES:])]
         prefix, newest = max(prefixes, default=(0, -1))
         previous = sent[-RECENT_ENTRIES:][newest] if prefixes else ()
         expected = cache_outcome(
