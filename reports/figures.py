@@ -256,7 +256,11 @@ def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str])
             ax.set_xlim(0, 1)
             ax.set_xlabel("position in the session (share of its requests)")
             ax.grid(alpha=0.3)
-        axes[0, 1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        if sent.empty:  # every request overflowed: nothing reached a model, so nothing was cached or re-billed
+            for ax in axes.flat:
+                ax.text(0.5, 0.5, "no request reached the model", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+        else:
+            axes[0, 1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.suptitle(title, fontsize=9)
         fig.tight_layout()
     return to_svg(fig)

@@ -95,3 +95,18 @@ def test_every_summary_column_has_a_meaning():
     meanings = {c: describe(c) for c in columns}
     assert all(m and "see docs" not in m for m in meanings.values()), meanings
     assert meanings["retention_age_lt8k"] == "retention for facts whose source lies under 8k tokens before the probed context"
+
+
+def test_the_cache_figure_of_a_session_whose_requests_never_reached_a_model_says_so_without_a_warning():
+    import warnings
+
+    from compaction_bench.reports.figures import cache_over_session
+
+    overflowed = pd.DataFrame({
+        "scenario": "s", "strategy": ["none", "none"], "profile": "32k", "repeat": 0, "request": [0, 1], "kind": ["turn", "final"],
+        "overflow": [True, True], "cached_tokens": 0, "true_tokens": [40_000, 40_000], "rebilled_tokens": 0,
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warned of a legend without entries
+        svg = cache_over_session(overflowed, "s", ["none"])
+    assert svg.count("no request reached the model") == 2
