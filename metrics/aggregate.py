@@ -388,24 +388,24 @@ def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
 
 
 def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]]:
-    """Per (scenario, profile): the strategies of the profile without a finished cell there (no
-    requests: the cell failed). The pooled figures (`overall`, the verdict, the leaderboard) leave
-    such a scenario out for every strategy (`shared_scenarios`), so they compare strategies on the
-    same scenarios: a strategy whose cell failed would otherwise look cheaper, by a scenario's cost."""
-    if requests is None or requests.empty or not {"scenario", "strategy", "profile"} <= set(requests.columns):
-        return {}
+    """Per (scenario, profile), profile by profile: the strategies of the profile without a finished
+    cell there (no requests: the cell failed). The pooled figures (`overall`, the verdict, the
+    leaderboard) leave such a scenario out for every strategy (`shared_scenarios`), so they compare
+    strategies on the same scenarios: a strategy whose cell failed would otherwise look cheaper, by a
+    scenario's cost."""
+    present = _strategies(requests) if requests is not None else {}
+    by_profile: dict[Any, dict[tuple[Any, Any], set[str]]] = {}
+    for (scenario, profile), names in present.items():
+        by_profile.setdefault(profile, {})[(scenario, profile)] = names
     out: dict[tuple[Any, Any], list[str]] = {}
-    for profile, frame in requests.groupby("profile", sort=False):
-        everyone = set(frame["strategy"])
-        for scenario, strategies in frame.groupby("scenario", sort=False)["strategy"]:
-            if missing := sorted(everyone - set(strategies)):
-                out[(scenario, profile)] = missing
+    for cells in by_profile.values():
+        everyone = set().union(*cells.values())
+        out.update({key: sorted(everyone - names) for key, names in cells.items() if everyone - names})
     return out
 
 
-def shared_scenarios(frame: pd.DataFrame, requests: pd.DataFrame | None) -> pd.DataFrame:
-    """`frame`'s rows of the scenarios every strategy of their profile finished (`unfinished`)."""
-    left_out = unfinished(requests)
+def shared_scenarios(frame: pd.DataFrame, left_out: Mapping[tuple[Any, Any], Any]) -> pd.DataFrame:
+    """`frame`'s rows of the scenarios every strategy of their profile finished (`left_out` is `unfinished(requests)`)."""
     if not left_out or frame.empty:
         return frame
     return frame[~pd.MultiIndex.from_frame(frame[["scenario", "profile"]]).isin(list(left_out))]
@@ -470,7 +470,7 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
     `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies, over the scenarios
     every strategy of the profile finished (`shared_scenarios`)."""
-    headline, _ = headline_rows(shared_scenarios(probes, requests), requests)
+    headline, _ = headline_rows(shared_scenarios(probes, unfinished(requests)), requests)
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)

@@ -24,7 +24,7 @@ from typing import cast
 import pandas as pd
 
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
-from compaction_bench.metrics.aggregate import overall, shared_scenarios
+from compaction_bench.metrics.aggregate import overall, shared_scenarios, unfinished
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -114,7 +114,7 @@ def leaderboard(
     rows: list[tuple[tuple[str, float], list[str]]] = []
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
-    summary = shared_scenarios(summary, requests)  # the scenarios every strategy of the profile finished, as in `overall`
+    summary = shared_scenarios(summary, unfinished(requests))  # the scenarios every strategy of the profile finished, as in `overall`
     if pooled is None and probes is not None and not probes.empty:
         pooled = overall(probes, requests)
     pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None

@@ -153,7 +153,7 @@ def verdicts(
     profiles = list(dict.fromkeys(summary["profile"]))  # each has a verdict, even with every scenario left out
     finished = {profile: set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
     left_out = unfinished(requests)  # every figure below compares the strategies on the same scenarios
-    summary, probes = shared_scenarios(summary, requests), shared_scenarios(probes, requests)
+    summary, probes = shared_scenarios(summary, left_out), shared_scenarios(probes, left_out)
     unserved = _unserved(requests, summary)
     if pooled is None:
         pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
