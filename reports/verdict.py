@@ -150,8 +150,8 @@ def verdicts(
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
-    profiles = list(dict.fromkeys(summary["profile"]))  # each has a verdict, even with every scenario left out
-    finished = {profile: set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
+    # per profile (each has a verdict, even with every scenario left out): the strategies that finished a cell
+    finished = {str(profile): set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
     left_out = unfinished(requests)  # every figure below compares the strategies on the same scenarios
     summary, probes = shared_scenarios(summary, left_out), shared_scenarios(probes, left_out)
     unserved = _unserved(requests, summary)
@@ -170,7 +170,7 @@ def verdicts(
             return float("nan")
         return float(np.asarray(pooled.loc[(strategy, profile), column], dtype=float))
 
-    for profile in profiles:
+    for profile in finished:
         rows = []
         for strategy, frame in summary[summary["profile"] == profile].groupby("strategy", sort=False):
             strategy = str(strategy)
