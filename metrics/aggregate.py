@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.metrics.integrity import FORMATS
-from compaction_bench.metrics.stats import bootstrap_ci, cluster_bootstrap_ci, p_best
+from compaction_bench.metrics.stats import DIFFERENCE, bootstrap_ci, cluster_bootstrap_ci, detectable, p_best, signflip_p
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]
@@ -62,14 +62,34 @@ def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
 
 
 def votes(probes: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe per point: the majority of its distinct scored samples (None if unscored),
-    for `correct` and `ceiling_correct`."""
+    """One row per probe per point (probe, point kind, step; a repeat that reaches a point twice,
+    two compaction points in one step, has two), over the repeats of its cell: each repeat replays
+    the cell anew, so with a real summarizer its context can differ. `present` and `in_summary` are
+    then the mean over the repeats and `found` is replaced by the shares `kept_share` and `summary_share`;
+    `correct` and `ceiling_correct` are the majority of the distinct scored samples (None if
+    unscored; a tie does not pass). Other columns are the first repeat's. With one sample per point
+    the rows are the table's own (`present` stays boolean)."""
     probes = _with_point_kind(probes)
-    keys = [k for k in [*_keys(probes), *POINT] if k in probes.columns]
     sample = "sample" if "sample" in probes.columns else ("repeat" if "repeat" in probes.columns else None)
-    frame = probes.drop_duplicates([*keys, sample]) if sample else probes
+    frame = probes.drop_duplicates([k for k in [*_keys(probes), *POINT, sample] if k in probes.columns]) if sample else probes
+    frame = frame.reset_index(drop=True)
+    at = [k for k in [*_keys(probes), *POINT[:-1]] if k in frame.columns]
+    within = [*at, sample] if sample else at
+    in_order = frame.sort_values([*within, "request"], kind="stable") if "request" in frame.columns else frame
+    # the n-th time a repeat reaches the point, in request order (the rows keep the table's order)
+    frame = frame.assign(occurrence=in_order.groupby(within, sort=False, dropna=False).cumcount() if within else 0)
+    keys = [*at, "occurrence"]
     first = frame.drop_duplicates(keys).drop(columns=[c for c in VOTED if c in frame.columns])
     groups = [frame[k] for k in keys]
+    if sample and len(first) < len(frame):  # some point has several samples: the context measures are shares
+        shares = pd.DataFrame({
+            "present": frame["present"].astype(float),
+            "kept_share": (frame["found"] == "kept").astype(float) if "found" in frame.columns else frame["present"].astype(float),
+            "summary_share": (frame["found"] == "summary").astype(float) if "found" in frame.columns else 0.0,
+            **({"in_summary": pd.to_numeric(frame["in_summary"], errors="coerce")} if "in_summary" in frame.columns else {}),
+        })
+        averaged = shares.groupby(groups, dropna=False, sort=False).mean().reset_index()
+        first = first.drop(columns=[c for c in ("present", "found", "in_summary") if c in first.columns]).merge(averaged, on=keys, how="left")
     for column in VOTED:
         if column not in frame.columns:
             continue
@@ -79,7 +99,7 @@ def votes(probes: pd.DataFrame) -> pd.DataFrame:
         decided = [None if n == 0 else bool(p * 2 > n) for n, p in zip(counts["n"], counts["passed"], strict=True)]
         voted = counts.assign(**{column: pd.Series(decided, index=counts.index, dtype=object)})[[column]].reset_index()
         first = first.merge(voted, on=keys, how="left")
-    return first
+    return first.drop(columns="occurrence").reset_index(drop=True)
 
 
 def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | None = None) -> pd.DataFrame:
@@ -111,12 +131,17 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     in arrays (pandas' cost per call was most of a summary's time).
     """
     keys = [k for k in [*_keys(rows), *by, "probe_id"] if k in rows.columns]
-    found = rows["found"] if "found" in rows.columns else None
     present = rows["present"].to_numpy(dtype=float)
+    if "kept_share" in rows.columns:  # several samples per point, averaged by `votes`
+        kept, summary = _numeric(rows, "kept_share"), _numeric(rows, "summary_share")
+    elif "found" in rows.columns:
+        kept, summary = (rows["found"] == "kept").to_numpy(dtype=float), (rows["found"] == "summary").to_numpy(dtype=float)
+    else:
+        kept, summary = present, np.zeros(len(rows))
     columns = {
         "present": present,
-        "kept": (found == "kept").to_numpy(dtype=float) if found is not None else present,
-        "summary": (found == "summary").to_numpy(dtype=float) if found is not None else np.zeros(len(rows)),
+        "kept": kept,
+        "summary": summary,
         "in_summary": rows["in_summary"].to_numpy(dtype=float) if "in_summary" in rows.columns else np.full(len(rows), np.nan),
         "correct": _numeric(rows, "correct"),
         "ceiling": _numeric(rows, "ceiling_correct"),
@@ -332,7 +357,7 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
             out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"].sum()) / repeats
     out["estimate_error"] = _mean(cell["estimate_error"])
     apes = _known(cell["estimate_ape"])
-    low, high = bootstrap_ci(apes.tolist())
+    low, high = bootstrap_ci(apes.tolist(), bounds=None)  # an error share has no upper bound
     out.update(estimate_ape=_mean(apes), estimate_ape_lo=low, estimate_ape_hi=high, estimate_ape_n=len(apes))
     out["missed_triggers"] = int(cell["missed_trigger"].astype(bool).sum()) / repeats
     out["overflows"] = int((overflowed & (kind == "turn")).sum()) / repeats
@@ -489,15 +514,34 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present") -> tuple[float, float, float, int]:
-    """Retention of strategy `b` minus strategy `a` on the pairs both have (mean over probes of the
-    per-probe difference, its 95% interval clustered by scenario, and the number of pairs)."""
+@dataclass(frozen=True)
+class PairedDifference:
+    """`column` of strategy `b` minus strategy `a` on the probe points both have: the mean over probes
+    of each probe's mean difference (each probe weighs one), its 95% interval (probes clustered by
+    scenario), the two-sided sign-flip p-value of the per-probe differences, and how many points and
+    probes it covers. `detectable` only when the interval excludes 0 and the test rejects at 5%."""
+
+    mean: float
+    lo: float
+    hi: float
+    p_value: float
+    pairs: int
+    probes: int
+
+    @property
+    def detectable(self) -> bool:
+        return detectable(self.lo, self.hi, self.p_value)
+
+
+def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present") -> PairedDifference:
+    """`column` of strategy `b` minus strategy `a` on the pairs both have (`PairedDifference`)."""
     diffs = probe_differences(probes, a, b, column=column)
     if diffs.empty:
-        return (float("nan"), float("nan"), float("nan"), 0)
+        return PairedDifference(float("nan"), float("nan"), float("nan"), 1.0, 0, 0)
     clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
-    low, high = cluster_bootstrap_ci(clusters)
-    return (float(diffs["difference"].mean()), low, high, int(diffs["pairs"].sum()))
+    low, high = cluster_bootstrap_ci(clusters, bounds=DIFFERENCE)
+    p_value = signflip_p(diffs["difference"].tolist(), two_sided=True)
+    return PairedDifference(float(diffs["difference"].mean()), low, high, p_value, int(diffs["pairs"].sum()), len(diffs))
 
 
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:

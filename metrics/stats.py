@@ -1,15 +1,22 @@
 """Statistics on the paired design: clustered bootstrap intervals, paired differences, the chance
-each strategy ranks first, and a one-sided paired test clustered by probe.
+each strategy ranks first, and the sign-flip test that guards every claimed difference.
 
 The unit of resampling is the probe (its rows at several checkpoints are correlated, so they are
 first averaged into one value per probe); probes are clustered by scenario: a resample draws
-scenarios with replacement, then probes within each drawn scenario (a two-stage bootstrap; with one
-scenario it is the probe bootstrap). Percentile intervals, fixed seed: a report is reproducible.
+scenarios with replacement, then, for every scenario drawn, an independent resample of its probes
+(a two-stage bootstrap; with one scenario it is the probe bootstrap). Percentile intervals, fixed
+seed: a report is reproducible.
 
-The gate's test is a sign-flip permutation test of the per-probe differences (exact up to
-`EXACT_FLIPS` probes with a difference, Monte Carlo with `SAMPLES` flips beyond), one-sided; with
-one checkpoint per probe it is the exact one-sided sign (McNemar) test. `min_detectable_change`
-is the smallest drop the test can detect at all for a suite's size.
+When every probe has the same value the bootstrap cannot vary, and a percentile interval would be
+that value alone however few the probes. The interval is then the agreement interval: with n probes
+all agreeing, the exact binomial (Clopper–Pearson) bound lets a share u = 1 − (α/2)^(1/n) of probes
+differ, each by as much as the metric's range allows (`agreement_interval`; 96 probes all present give
+[0.962, 1], one probe with a difference of +1 gives [−0.95, 1]).
+
+A difference is claimed only when its interval excludes 0 **and** the exact sign-flip test of the
+per-probe differences rejects at α (`signflip_p`, two-sided for a verdict, one-sided for a gate).
+The test needs `min_probes(α)` probes changed in one direction at the least (5 one-sided and 6
+two-sided at 0.05), so a few probes can never make a claim, whatever their bootstrap interval.
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ MANY_CLUSTERS = 30
 #: Array cells one resampling chunk may hold (bounds memory for large suites).
 CHUNK_CELLS = 4_000_000
 SAMPLES = 20_000
+#: The range of a share (retention, answered) and of a paired difference of shares.
+SHARE = (0.0, 1.0)
+DIFFERENCE = (-1.0, 1.0)
 
 
 def _clean(values: Sequence[float | None]) -> np.ndarray:
@@ -41,24 +51,44 @@ def bootstrap_ci(
     samples: int = BOOTSTRAP_SAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
+    bounds: tuple[float, float] | None = SHARE,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of independent values; (nan, nan) for none."""
-    return cluster_bootstrap_ci([values], samples=samples, confidence=confidence, seed=seed)
+    return cluster_bootstrap_ci([values], samples=samples, confidence=confidence, seed=seed, bounds=bounds)
+
+
+def _sums(values: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
+    """`rows` sums of independent resamples (with replacement) of `values`, drawn in chunks to bound memory."""
+    out = np.empty(rows)
+    chunk = max(1, CHUNK_CELLS // max(values.size, 1))
+    for start in range(0, rows, chunk):
+        stop = min(rows, start + chunk)
+        out[start:stop] = values[rng.integers(0, values.size, size=(stop - start, values.size))].sum(axis=1)
+    return out
 
 
 def _resampled_means(clusters: Sequence[np.ndarray], samples: int, seed: int) -> np.ndarray:
-    """Means of `samples` two-stage resamples (clusters, then values within each drawn cluster)."""
+    """Means of `samples` two-stage resamples: clusters drawn with replacement, then an independent
+    resample of the values of every cluster drawn (one drawn twice is resampled twice)."""
     rng = np.random.default_rng(seed)
     sizes = np.asarray([c.size for c in clusters])
-    # Per cluster and resample: the sum of one within-cluster resample.
-    inner = np.stack([c[rng.integers(0, c.size, size=(samples, c.size))].sum(axis=1) for c in clusters])
     if len(clusters) == 1:
-        return inner[0] / sizes[0]
+        return _sums(clusters[0], samples, rng) / sizes[0]
     drawn = rng.integers(0, len(clusters), size=(samples, len(clusters)))
-    columns = np.arange(samples)[:, None]
-    totals = inner[drawn, columns].sum(axis=1)
-    counts = sizes[drawn].sum(axis=1)
-    return totals / counts
+    totals = np.zeros(samples)
+    for k, values in enumerate(clusters):
+        resample = np.nonzero(drawn == k)[0]  # the resample each draw of cluster k belongs to
+        totals += np.bincount(resample, weights=_sums(values, resample.size, rng), minlength=samples)
+    return totals / sizes[drawn].sum(axis=1)
+
+
+def agreement_interval(value: float, units: int, bounds: tuple[float, float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The interval of `units` values that all equal `value` in a metric ranging over `bounds`: a
+    share u = 1 − (α/2)^(1/units) of the population may differ (the exact binomial bound when none
+    of `units` did), each difference as large as the range allows."""
+    share = 1 - ((1 - confidence) / 2) ** (1 / units)
+    low, high = bounds
+    return (value - share * (value - low), value + share * (high - value))
 
 
 def cluster_bootstrap_ci(
@@ -67,36 +97,42 @@ def cluster_bootstrap_ci(
     samples: int = BOOTSTRAP_SAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
+    bounds: tuple[float, float] | None = SHARE,
 ) -> tuple[float, float]:
-    """Percentile interval of the mean of all values (one value per probe), clusters = scenarios."""
+    """Percentile interval of the mean of all values (one value per probe), clusters = scenarios;
+    when all values are equal, their `agreement_interval` over `bounds` (the metric's range; None:
+    unbounded, the single value)."""
     data = [c for c in (_clean(values) for values in clusters) if c.size]
     if not data:
         return (float("nan"), float("nan"))
     flat = np.concatenate(data)
     if np.all(flat == flat[0]):
-        return (float(flat[0]), float(flat[0]))
+        value = float(flat[0])
+        return agreement_interval(value, flat.size, bounds, confidence) if bounds else (value, value)
     means = _resampled_means(data, samples, seed)
     alpha = (1 - confidence) / 2
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
 
-def _inner_sums(values: np.ndarray, members: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
-    """(strategies, samples): each strategy's sum over one resample of a cluster's probes, the same
-    resample for every strategy (paired), drawn in chunks to bound memory."""
-    out = np.empty((values.shape[0], samples))
-    chunk = max(1, CHUNK_CELLS // max(members.size * values.shape[0], 1))
-    for start in range(0, samples, chunk):
-        stop = min(samples, start + chunk)
-        picked = members[rng.integers(0, members.size, size=(stop - start, members.size))]
-        out[:, start:stop] = values[:, picked].sum(axis=2)
-    return out
+def bootstrap_p_below_zero(clusters: Sequence[Sequence[float | None]], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED) -> float:
+    """One-sided p-value that the mean is below 0 from the same two-stage resamples as the interval:
+    the share of resampled means at or above 0 (below α exactly when the one-sided (1 − α) upper
+    bound is below 0). 1.0 without values or when every value is 0."""
+    data = [c for c in (_clean(values) for values in clusters) if c.size]
+    if not data:
+        return 1.0
+    flat = np.concatenate(data)
+    if np.all(flat == flat[0]):
+        return 0.0 if flat[0] < 0 else 1.0  # no variation: the sign-flip test judges how many probes that is
+    return float(np.mean(_resampled_means(data, samples, seed) >= 0))
 
 
 def p_best(
     values: np.ndarray, clusters: Sequence[object], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
 ) -> np.ndarray:
     """Probability that each strategy (row of `values`, one column per paired probe) has the highest
-    mean, over two-stage resamples of the probes (`clusters[j]` is probe j's scenario); ties share.
+    mean, over two-stage resamples of the probes (`clusters[j]` is probe j's scenario; every scenario
+    drawn gets an independent resample of its probes, the same for every strategy: paired); ties share.
     Above `MANY_CLUSTERS` scenarios only the scenarios are resampled (the within stage adds little)."""
     strategies, probes = values.shape
     if strategies == 0:
@@ -110,44 +146,63 @@ def p_best(
     sizes = np.asarray([m.size for m in members], dtype=float)
     rng = np.random.default_rng(seed)
     if len(members) == 1:
-        means = _inner_sums(values, members[0], samples, rng) / sizes[0]
+        means = _paired_sums(values, members[0], np.arange(samples), samples, rng) / sizes[0]
     else:
         drawn = rng.integers(0, len(members), size=(samples, len(members)))
-        weights = np.stack([np.bincount(row, minlength=len(members)) for row in drawn]).astype(float)  # (samples, clusters)
         if len(members) > MANY_CLUSTERS:
+            weights = np.stack([np.bincount(row, minlength=len(members)) for row in drawn]).astype(float)  # (samples, clusters)
             totals = np.stack([values[:, m].sum(axis=1) for m in members], axis=1) @ weights.T
         else:
-            inner = np.stack([_inner_sums(values, m, samples, rng) for m in members])  # (clusters, strategies, samples)
-            totals = np.einsum("bk,ksb->sb", weights, inner)
-        means = totals / (weights @ sizes)
+            totals = sum((_paired_sums(values, m, np.nonzero(drawn == k)[0], samples, rng) for k, m in enumerate(members)), np.zeros((strategies, samples)))
+        means = totals / sizes[drawn].sum(axis=1)
     top = np.isclose(means, means.max(axis=0, keepdims=True))
     return (top / top.sum(axis=0, keepdims=True)).mean(axis=1)
 
 
-def signflip_p(differences: Sequence[float], *, samples: int = SAMPLES, seed: int = SEED) -> float:
-    """One-sided p-value that the mean per-probe difference is below 0 (candidate worse).
+def _paired_sums(values: np.ndarray, members: np.ndarray, resample: np.ndarray, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """(strategies, samples): for every entry of `resample` (the resample a draw of this cluster
+    belongs to), each strategy's sum over one independent resample of the cluster's probes, the same
+    probes for every strategy (paired), added into its resample's column; drawn in chunks."""
+    out = np.zeros((values.shape[0], samples))
+    chunk = max(1, CHUNK_CELLS // max(members.size * values.shape[0], 1))
+    for start in range(0, resample.size, chunk):
+        rows = resample[start : start + chunk]
+        picked = members[rng.integers(0, members.size, size=(rows.size, members.size))]
+        sums = values[:, picked].sum(axis=2)  # (strategies, rows)
+        for s in range(values.shape[0]):
+            out[s] += np.bincount(rows, weights=sums[s], minlength=samples)
+    return out
+
+
+def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples: int = SAMPLES, seed: int = SEED) -> float:
+    """p-value of the mean per-probe difference under random signs: one-sided that it is below 0
+    (candidate worse), or two-sided that it differs from 0.
 
     Under the null each probe's difference is as likely negated: p = P(mean of randomly signed
-    differences ≤ the observed mean). 1.0 when nothing differs."""
+    differences ≤ the observed mean), or P(|…| ≥ |observed|) two-sided; exact up to `EXACT_FLIPS`
+    probes with a difference, Monte Carlo beyond. 1.0 when nothing differs."""
     d = _clean(differences)
     d = d[d != 0]
     if d.size == 0:
         return 1.0
     observed = d.sum()
     if d.size <= EXACT_FLIPS:
-        signs = np.asarray(list(itertools.product((1.0, -1.0), repeat=d.size)))
-        totals = signs @ d
-        return float(np.mean(totals <= observed + 1e-12))
+        totals = np.asarray(list(itertools.product((1.0, -1.0), repeat=d.size))) @ d
+        extreme = np.abs(totals) >= abs(observed) - 1e-12 if two_sided else totals <= observed + 1e-12
+        return float(np.mean(extreme))
     rng = np.random.default_rng(seed)
-    signs = rng.choice((1.0, -1.0), size=(samples, d.size))
-    totals = signs @ d
-    return float((1 + np.sum(totals <= observed + 1e-12)) / (1 + samples))
+    totals = rng.choice((1.0, -1.0), size=(samples, d.size)) @ d
+    extreme = np.abs(totals) >= abs(observed) - 1e-12 if two_sided else totals <= observed + 1e-12
+    return float((1 + np.sum(extreme)) / (1 + samples))
 
 
-def min_detectable_change(probes: int, alpha: float) -> float:
-    """The smallest drop in retention (share of probes) the one-sided sign-flip test can call
-    significant: k probes losing their fact and none gaining, with 0.5^k < alpha, over `probes`."""
-    if probes <= 0:
-        return float("nan")
-    k = math.floor(math.log(alpha) / math.log(0.5)) + 1
-    return k / probes if k <= probes else float("inf")
+def detectable(lo: float, hi: float, p_value: float, confidence: float = CONFIDENCE) -> bool:
+    """Whether a difference may be claimed: its interval excludes 0 and its sign-flip test rejects."""
+    return bool((lo > 0 or hi < 0) and p_value < 1 - confidence)
+
+
+def min_probes(alpha: float, *, two_sided: bool = False) -> int:
+    """The fewest probes that must change, all in one direction, before the sign-flip test can reach
+    p < alpha: k with 0.5^k (twice that, two-sided) below alpha. Necessary, not sufficient: the change
+    must also be clear of 0 in the clustered interval."""
+    return math.floor(math.log(alpha / (2 if two_sided else 1)) / math.log(0.5)) + 1

@@ -17,11 +17,17 @@ both runs have:
   the summary text carries the answer (the summary-dependent metric: the same facts, summarized
   by both, compared on what the summaries keep);
 - `answered`: the answerer's grade.
-The change is the mean over probes of each probe's mean difference (each probe weighs one); the
-drop must exceed the tolerance and be significant on the same rows: a one-sided sign-flip test of
-the per-probe differences (clustered by probe), p < alpha. The table gives the minimum detectable
-change for the number of probes and the probes that flipped. Other metrics compare summary sums or
-means over the shared scenarios. The result is a markdown table for a pull-request comment.
+The change is the mean over probes of each probe's mean difference (each probe weighs one). A rule
+fails when the drop exceeds the tolerance and is significant on the same rows, by both tests the
+project's claims rest on (`compaction_bench.metrics.stats`): the clustered bootstrap (scenarios,
+then probes; the share of resampled changes at or above 0) and the exact one-sided sign-flip test
+of the per-probe differences; the p-value shown is the larger of the two, compared with alpha. So a
+drop confined to one scenario of several, or to fewer probes than the sign-flip test needs (the
+table's "min. probes"), does not fail a rule. The flipped probes are named by scenario and probe.
+Other metrics compare summary sums or means over the cells both runs hold; the probe metrics'
+baseline and candidate are each run's pooled values (every probe weighing one, as in the run's
+leaderboard). A rule no row of the runs can test is listed as untested in the notes. The result
+is a markdown table for a pull-request comment.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ import pandas as pd
 
 from compaction_bench.errors import BenchError
 from compaction_bench.llm import is_offline
-from compaction_bench.metrics.aggregate import HEADLINE_KINDS, probe_differences, votes
-from compaction_bench.metrics.stats import min_detectable_change, signflip_p
+from compaction_bench.metrics.aggregate import HEADLINE_KINDS, overall, probe_differences, votes
+from compaction_bench.metrics.stats import bootstrap_p_below_zero, min_probes, signflip_p
 from compaction_bench.store import load_run
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -56,7 +62,11 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 }
 #: probe metric -> probe-table column tested
 PROBE_METRICS = {"retention": "present", "summarized_source": "in_summary", "answered": "correct"}
+#: probe metric -> its pooled column (`aggregate.overall`)
+POOLED = {"retention": "retention", "summarized_source": "retention_summarized_source", "answered": "answered"}
 ALIASES = {"presence": "retention"}
+#: metrics that are shares between 0 and 1 (their tolerance too)
+SHARES = ("retention", "summarized_source", "answered", "cache_hit_rate")
 #: Manifest `config` entries that must agree (prompts are the change a gate is usually about).
 SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api_base", "usage", "repeats", "options", "probes", "seed")
 FLIPPED_SHOWN = 10
@@ -85,6 +95,8 @@ class Rule:
             raise GateError(f"--fail-on {text!r}: tolerance {value!r} is not a number") from None
         if tolerance < 0 or tolerance != tolerance:
             raise GateError(f"--fail-on {text!r}: the tolerance must be a number ≥ 0")
+        if metric in SHARES and tolerance >= 1:
+            raise GateError(f"--fail-on {text!r}: {metric} is a share, so its tolerance is too (0.02 for 2 points); {tolerance:g} could never fail")
         return cls(metric, tolerance)
 
 
@@ -127,11 +139,12 @@ class Run:
     def expected_cells(self) -> set[tuple[str, str, str]]:
         return {(s, st, p) for s in self.scenarios() for st in self.config.get("strategies") or () for p in self.config.get("profiles") or ()}
 
-    def probe_ids(self) -> dict[str, set[str]]:
+    def probe_ids(self) -> dict[tuple[str, str, str], set[str]]:
+        """The probe ids with rows, per cell (scenario, strategy, profile)."""
         probes = self.tables["probes"]
         if probes.empty:
             return {}
-        return {str(k): set(map(str, g)) for k, g in probes.groupby("scenario")["probe_id"]}
+        return {(str(a), str(b), str(c)): set(map(str, g)) for (a, b, c), g in probes.groupby(["scenario", "strategy", "profile"])["probe_id"]}
 
 
 def _shown(values: Sequence[Any], limit: int = 5) -> str:
@@ -169,9 +182,11 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
         if config_a.get(key) != config_b.get(key):
             differences.append(f"{key} differs: baseline {config_a.get(key)!r}, candidate {config_b.get(key)!r}")
     ids_a, ids_b = baseline.probe_ids(), candidate.probe_ids()
-    for name in sorted(set(ids_a) & set(ids_b)):
-        if ids_a[name] != ids_b[name]:
-            differences.append(f"scenario {name!r}: the probes differ ({_shown(sorted(ids_a[name] ^ ids_b[name]))})")
+    shared_cells = baseline.cells() & candidate.cells()
+    for cell in sorted(shared_cells):
+        mine, theirs = ids_a.get(cell, set()), ids_b.get(cell, set())
+        if mine != theirs:
+            differences.append(f"{' · '.join(cell)}: the probes with rows differ ({_shown(sorted(mine ^ theirs))})")
     templates: list[str] = []
     if (config_a.get("prompts") or {}) != (config_b.get("prompts") or {}):
         templates.append(f"--prompt overrides: baseline {config_a.get('prompts') or {}}, candidate {config_b.get('prompts') or {}}")
@@ -207,32 +222,55 @@ def check_comparable(
 
 
 # ---------------------------------------------------------------------------- summary metrics
-def _metric_values(summary: pd.DataFrame, scenarios: set[str]) -> pd.DataFrame:
-    frame = summary[summary["scenario"].isin(scenarios)]
+def _shared_cells(summary: pd.DataFrame, cells: set[tuple[str, str, str]]) -> pd.DataFrame:
+    keys = summary[["scenario", "strategy", "profile"]].astype(str).itertuples(index=False, name=None)
+    return summary[[key in cells for key in keys]]
+
+
+def _metric_values(run: dict[str, pd.DataFrame], cells: set[tuple[str, str, str]]) -> pd.DataFrame:
+    """Per (strategy, profile), every metric over `cells`: the summary's sums or means, and the probe
+    metrics pooled as the run's leaderboard pools them (`overall`, each probe weighing one)."""
+    frame = _shared_cells(run["summary"], cells)
     out = {}
     for name, (columns, _, how) in METRICS.items():
         present = [c for c in columns if c in frame.columns]
-        if not present:
+        if name in PROBE_METRICS or not present:
             continue
         values = frame[present].sum(axis=1, min_count=1)
         grouped = values.groupby([frame["strategy"], frame["profile"]])
         out[name] = grouped.sum() if how == "sum" else grouped.mean()
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    probes, requests = run["probes"], run["requests"]
+    if not probes.empty:
+        pooled = overall(_shared_cells(probes, cells), _shared_cells(requests, cells) if len(requests) else requests)
+        if not pooled.empty:
+            pooled = pooled.set_index(["strategy", "profile"])
+            for name, column in POOLED.items():
+                if column in pooled.columns:
+                    table[name] = pooled[column]
+    return table
 
 
 def compare_runs(baseline: str | Path, candidate: str | Path) -> pd.DataFrame:
-    """Per (strategy, profile): every metric for both runs and the change (candidate − baseline),
-    over the scenarios both hold (check `comparability` first: this compares what is shared)."""
-    a, b = load_run(baseline)["summary"], load_run(candidate)["summary"]
-    if a.empty or b.empty:
-        raise GateError(f"{baseline if a.empty else candidate}: the run has no summary rows")
-    shared = set(a["scenario"]) & set(b["scenario"])
-    if not shared:
-        raise GateError(f"{baseline} and {candidate} share no scenario")
+    """`compare_tables` of two run folders."""
+    a, b = load_run(baseline), load_run(candidate)
+    for root, tables in ((baseline, a), (candidate, b)):
+        if tables["summary"].empty:
+            raise GateError(f"{root}: the run has no summary rows")
+    return compare_tables(a, b, f"{baseline} and {candidate}")
+
+
+def compare_tables(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame], names: str = "the runs") -> pd.DataFrame:
+    """Per (strategy, profile): every metric for both runs' tables and the change (candidate −
+    baseline), over the cells (scenario, strategy, profile) both hold (check `comparability` first:
+    this compares what is shared, so a cell one run lacks leaves the other's out too)."""
+    cells = {tuple(map(str, key)) for key in a["summary"][["scenario", "strategy", "profile"]].itertuples(index=False, name=None)}
+    cells &= {tuple(map(str, key)) for key in b["summary"][["scenario", "strategy", "profile"]].itertuples(index=False, name=None)}
+    if not cells:
+        raise GateError(f"{names} share no cell (scenario, strategy, profile)")
+    shared = cast(set[tuple[str, str, str]], cells)
     left, right = _metric_values(a, shared), _metric_values(b, shared)
     both = left.add_suffix("_baseline").join(right.add_suffix("_candidate"), how="inner")
-    if both.empty:
-        raise GateError(f"{baseline} and {candidate} share no (strategy, profile)")
     for name in left.columns.intersection(right.columns):
         both[f"{name}_change"] = both[f"{name}_candidate"] - both[f"{name}_baseline"]
     return both
@@ -244,11 +282,11 @@ class ProbeTest:
     baseline: float
     candidate: float
     change: float
-    p_value: float
+    p_value: float  # the larger of the clustered bootstrap's and the sign-flip test's one-sided p
     probes: int
     pairs: int
-    min_detectable: float
-    lost: tuple[str, ...]  # probes present (or right) in the baseline and absent (or wrong) in the candidate somewhere
+    min_probes: int  # the fewest probes that must worsen before the sign-flip test can reject
+    lost: tuple[str, ...]  # scenario/probe present (or right) in the baseline and absent (or wrong) in the candidate somewhere
     gained: tuple[str, ...]
 
 
@@ -288,18 +326,22 @@ def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, 
     point = ["scenario", "probe_id", "point_kind", "step"]
     table = voted.pivot_table(index=point, columns="strategy", values=column, aggfunc="first").dropna()
     per_probe = table.astype(float).groupby(level=["scenario", "probe_id"]).mean()
-    lost = table[(table["baseline"].astype(bool)) & ~(table["candidate"].astype(bool))].index.get_level_values("probe_id")
-    gained = table[~(table["baseline"].astype(bool)) & (table["candidate"].astype(bool))].index.get_level_values("probe_id")
+
+    def named(mask: pd.Series) -> tuple[str, ...]:
+        flipped = table[mask].index
+        return tuple(dict.fromkeys(f"{scenario}/{probe}" for scenario, probe in zip(flipped.get_level_values("scenario"), flipped.get_level_values("probe_id"), strict=True)))
+
+    clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
     return ProbeTest(
         baseline=float(per_probe["baseline"].mean()),
         candidate=float(per_probe["candidate"].mean()),
         change=float(diffs["difference"].mean()),
-        p_value=signflip_p(diffs["difference"].tolist()),
+        p_value=max(bootstrap_p_below_zero(clusters), signflip_p(diffs["difference"].tolist())),
         probes=len(diffs),
         pairs=int(diffs["pairs"].sum()),
-        min_detectable=min_detectable_change(len(diffs), alpha),
-        lost=tuple(dict.fromkeys(map(str, lost))),
-        gained=tuple(dict.fromkeys(map(str, gained))),
+        min_probes=min_probes(alpha),
+        lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
+        gained=named(~table["baseline"].astype(bool) & table["candidate"].astype(bool)),
     )
 
 
@@ -321,16 +363,16 @@ class GateResult:
 
     def markdown(self) -> str:
         lines = [
-            "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. detectable | verdict |",
+            "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. probes | verdict |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in self.table.to_dict("records"):
             p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}"
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
-            mdc = "–" if _missing(row["min_detectable"]) else f"{row['min_detectable']:.3g}"
+            needed = "–" if _missing(row["min_probes"]) else f"{int(row['min_probes'])}"
             lines.append(
                 f"| {row['strategy']} | {row['profile']} | {row['metric']} | {row['baseline']:.4g} | {row['candidate']:.4g} | "
-                f"{row['change']:+.4g} | {row['tolerance']:g} | {p} | {probes} | {mdc} | {'**fail**' if row['failed'] else 'ok'} |"
+                f"{row['change']:+.4g} | {row['tolerance']:g} | {p} | {probes} | {needed} | {'**fail**' if row['failed'] else 'ok'} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         out = [f"**compaction-bench gate: {verdict}**", "", *lines]
@@ -365,8 +407,14 @@ def gate(
             higher_is_better = METRICS[rule.metric][1]
             test = probe_test(runs, strategy, profile, rule.metric, alpha) if rule.metric in PROBE_METRICS else None
             if rule.metric in PROBE_METRICS:
-                if test is None:
-                    continue  # no shared pairs for this metric (e.g. no summarized source in either run)
+                if test is None:  # e.g. no summarized source in either run, or no answerer grade
+                    notes.append(f"untested: {strategy} {profile} {rule.metric}: no probe point both runs hold has a value for it")
+                    continue
+                if test.probes < test.min_probes:
+                    notes.append(
+                        f"{strategy} {profile} {rule.metric}: {test.probes} probes, fewer than the {test.min_probes} the sign-flip test "
+                        f"needs to reach p < {alpha:g}; this rule cannot fail on these runs"
+                    )
                 base, cand, change = test.baseline, test.candidate, test.change
             else:
                 if f"{rule.metric}_change" not in values:
@@ -386,7 +434,7 @@ def gate(
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
                     "change": change, "tolerance": rule.tolerance, "p_value": test.p_value if test else None,
                     "probes": test.probes if test else None, "pairs": test.pairs if test else None,
-                    "min_detectable": test.min_detectable if test else None, "failed": failed,
+                    "min_probes": test.min_probes if test else None, "failed": failed,
                 }
             )
             if failed:

@@ -4,13 +4,14 @@ The numbers are the project's headline figures (`compaction_bench.metrics.aggreg
 the share of probe answers present at the *paired* checkpoints (the points every strategy of the
 profile has; each probe weighs one), its 95% interval and P(best) come from `overall()` (probes
 clustered by scenario), and the difference the sentence states comes from `paired_differences()`
-on the same pairs. Strategies that cannot serve the window (the summary's `cannot_serve`; without
+on the same pairs (the headline rows every strategy of the profile has). Strategies that cannot serve the window (the summary's `cannot_serve`; without
 it, a scenario whose last turn request still overflowed) are flagged and ranked after the others.
 Every figure covers the scenarios in which each strategy of the profile finished its cell
 (`aggregate.shared_scenarios`); the others are named in the verdict's notes.
 A strategy without retention (no probe points) gets no rank and comes last.
-`finding()` turns the numbers into one sentence and never claims a difference whose interval
-includes 0.
+`finding()` turns the numbers into one sentence and claims a difference only when its interval
+excludes 0 and the two-sided sign-flip test of the per-probe differences rejects at 5%
+(`PairedDifference.detectable`): a handful of probes never makes a claim.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import overall, paired_differences, shared_scenarios, unfinished
+from compaction_bench.metrics.aggregate import headline_rows, overall, paired_differences, shared_scenarios, unfinished
+from compaction_bench.metrics.stats import detectable
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
 BASIS = "the paired checkpoints and the final context"
@@ -29,7 +31,8 @@ BASIS = "the paired checkpoints and the final context"
 
 @dataclass(frozen=True)
 class Difference:
-    """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval over `n` paired points."""
+    """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval and
+    two-sided sign-flip p-value over `n` paired points."""
 
     a: str
     b: str
@@ -37,10 +40,11 @@ class Difference:
     lo: float
     hi: float
     n: int
+    p_value: float
 
     @property
     def detectable(self) -> bool:
-        return bool(self.lo > 0 or self.hi < 0)
+        return detectable(self.lo, self.hi, self.p_value)
 
 
 @dataclass
@@ -80,8 +84,8 @@ class ProfileVerdict:
 
 def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
     """Retention of `a` minus retention of `b` on the pairs both have (`paired_differences`, which gives b − a reversed)."""
-    mean, lo, hi, n = paired_differences(probes, b, a)
-    return Difference(a, b, mean, lo, hi, n)
+    change = paired_differences(probes, b, a)
+    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value)
 
 
 def _points(share: float) -> str:
@@ -116,13 +120,14 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
     if not diff.detectable:
+        untested = f", but the sign-flip test over the probes gives p = {diff.p_value:.2g}, not below 0.05" if diff.lo > 0 or diff.hi < 0 else ""
         return (
             f"At {profile}, no detectable difference in retention between {diff.a} and {diff.b} "
-            f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)}, {diff.n} paired points)." + tail
+            f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)}{untested}, {diff.n} paired points)." + tail
         )
     if diff.mean < 0:
         first, second = second, first
-        diff = Difference(diff.b, diff.a, -diff.mean, -diff.hi, -diff.lo, diff.n)
+        diff = Difference(diff.b, diff.a, -diff.mean, -diff.hi, -diff.lo, diff.n, diff.p_value)
     return (
         f"At {profile}, {first.strategy} keeps {_points(diff.mean)} points more facts than {second.strategy} "
         f"({_interval(diff.lo, diff.hi)}){_cost_clause(first, second)}." + tail
@@ -157,6 +162,7 @@ def verdicts(
     unserved = _unserved(requests, summary)
     if pooled is None:
         pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
+    paired, _ = headline_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
     def total(frame: pd.DataFrame, column: str, how: str = "sum") -> float:
@@ -191,8 +197,8 @@ def verdicts(
             ranked.rank = rank
         servable = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
         diff = None
-        if len(servable) >= 2:
-            diff = difference(probes[probes["profile"] == profile], servable[0].strategy, servable[1].strategy)
+        if len(servable) >= 2 and not paired.empty:
+            diff = difference(paired[paired["profile"] == profile], servable[0].strategy, servable[1].strategy)
         notes = [
             f"Left out of this comparison: {scenario}, where {', '.join(missing)} did not finish "
             f"{'its cell' if len(missing) == 1 else 'their cells'} (see errors.log)."

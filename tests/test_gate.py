@@ -115,7 +115,7 @@ def test_identical_runs_pass(offline_runs, tmp_path):
     out = gate(offline_runs["baseline"], copy)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "gate: passed" in out.stdout
-    assert "| codex-local | 32k | retention |" in out.stdout and "min. detectable" in out.stdout
+    assert "| codex-local | 32k | retention |" in out.stdout and "min. probes" in out.stdout
 
 
 def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
@@ -155,6 +155,17 @@ def test_a_missing_cell_is_a_usage_error_naming_it(offline_runs, tmp_path):
     assert "candidate is missing 1 cell(s)" in out.stderr and "pi" in out.stderr
 
 
+def test_a_strategy_without_probe_rows_is_a_usage_error_not_a_silent_pass(offline_runs, tmp_path):
+    # Before, the retention rule skipped codex-local (no shared probe point) and the gate passed.
+    partial = tmp_path / "no-probes"
+    shutil.copytree(offline_runs["baseline"], partial)
+    probes = pd.read_parquet(partial / "probes.parquet")
+    probes[probes["strategy"] != "codex-local"].to_parquet(partial / "probes.parquet")
+    out = gate(offline_runs["baseline"], partial, "retention:0.02")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "codex-local · 32k: the probes with rows differ" in out.stderr
+
+
 def test_different_answerers_are_a_usage_error_naming_them(offline_runs):
     out = gate(offline_runs["baseline"], offline_runs["answered"])
     assert out.returncode == 2
@@ -167,6 +178,8 @@ def test_rules_need_a_tolerance(offline_runs):
     assert out.returncode == 2 and "needs a tolerance" in out.stderr
     out = gate(offline_runs["baseline"], offline_runs["baseline"], "retention:-1")
     assert out.returncode == 2
+    out = gate(offline_runs["baseline"], offline_runs["baseline"], "retention:2")  # meant as 2 points: could never fail
+    assert out.returncode == 2 and "0.02 for 2 points" in out.stderr
 
 
 def test_python_dash_m_keeps_the_exit_status(served_runs):

@@ -11,7 +11,16 @@ import compaction_bench as bench
 from compaction_bench.metrics.aggregate import overall, paired_differences, per_probe, summarize, votes
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.metrics.measure import measure_cell
-from compaction_bench.metrics.stats import bootstrap_ci, cluster_bootstrap_ci, min_detectable_change, p_best, signflip_p
+from compaction_bench.metrics.stats import (
+    DIFFERENCE,
+    agreement_interval,
+    bootstrap_ci,
+    bootstrap_p_below_zero,
+    cluster_bootstrap_ci,
+    min_probes,
+    p_best,
+    signflip_p,
+)
 
 
 def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
@@ -19,8 +28,52 @@ def test_bootstrap_interval_brackets_the_mean_and_is_reproducible():
     low, high = bootstrap_ci(values)
     assert low < 0.75 < high and 0.55 < low and high < 0.9
     assert bootstrap_ci(values) == (low, high)
-    assert bootstrap_ci([1.0, 1.0]) == (1.0, 1.0)
     assert cluster_bootstrap_ci([values]) == (low, high)  # one scenario: the probe bootstrap
+
+
+def test_probes_that_all_agree_get_the_exact_binomial_interval_not_a_point():
+    # Every probe present: a percentile bootstrap can only return 1.0. With n agreeing probes a share
+    # 1 − 0.025^(1/n) may still differ (Clopper–Pearson): 96 probes → [0.962, 1]; 2 probes → [0.158, 1].
+    assert cluster_bootstrap_ci([[1.0] * 50, [1.0] * 46]) == pytest.approx((0.025 ** (1 / 96), 1.0))
+    assert bootstrap_ci([1.0, 1.0]) == pytest.approx((0.025**0.5, 1.0))
+    assert bootstrap_ci([0.0] * 10) == pytest.approx((0.0, 1 - 0.025**0.1))
+    # a paired difference ranges over [−1, 1]: one probe gained is no evidence of a difference
+    low, high = cluster_bootstrap_ci([[1.0]], bounds=DIFFERENCE)
+    assert low < 0 < high and (low, high) == pytest.approx((-0.95, 1.0))
+    assert agreement_interval(0.0, 96, DIFFERENCE) == pytest.approx((-(1 - 0.025 ** (1 / 96)), 1 - 0.025 ** (1 / 96)))
+    assert bootstrap_ci([0.2, 0.2], bounds=None) == (0.2, 0.2)  # an unbounded metric: the value itself
+
+
+def _two_stage_reference(clusters: list[list[float]], samples: int, seed: int) -> np.ndarray:
+    """The documented resampling written plainly: draw scenarios with replacement, then for every
+    scenario drawn an independent resample of its probes; the mean of all values drawn."""
+    rng = np.random.default_rng(seed)
+    arrays = [np.asarray(c) for c in clusters]
+    means = []
+    for _ in range(samples):
+        drawn = [arrays[k][rng.integers(0, arrays[k].size, arrays[k].size)] for k in rng.integers(0, len(arrays), len(arrays))]
+        means.append(np.concatenate(drawn).mean())
+    return np.asarray(means)
+
+
+def test_the_two_stage_bootstrap_resamples_a_scenario_drawn_twice_independently():
+    # Three scenarios of 40 probes with the same retention: the spread is the probes' own, and a
+    # scenario drawn twice must not count one resample of its probes twice (which widens the interval).
+    rng = np.random.default_rng(1)
+    clusters = [(rng.random(40) < 0.5).astype(float).tolist() for _ in range(3)]
+    expected = np.quantile(_two_stage_reference(clusters, 20_000, 5), [0.025, 0.975])
+    assert cluster_bootstrap_ci(clusters, samples=20_000) == pytest.approx(tuple(expected), abs=0.01)
+    # P(best) resamples the same way, paired: two strategies, one ahead in every scenario by one probe
+    a = np.asarray(clusters)
+    b = a.copy()
+    b[:, 0] = 1 - b[:, 0]
+    values = np.stack([a.ravel(), b.ravel()])
+    labels = [k for k in range(3) for _ in range(40)]
+    diffs = (values[0] - values[1]).reshape(3, 40).tolist()
+    reference = _two_stage_reference(diffs, 20_000, 6)
+    chance = p_best(values, labels, samples=20_000)
+    expected_a = np.mean(reference > 0) + np.mean(reference == 0) / 2
+    assert chance[0] == pytest.approx(expected_a, abs=0.02) and chance.sum() == pytest.approx(1.0)
 
 
 def test_probe_level_interval_keeps_its_coverage_when_checkpoints_are_correlated():
@@ -44,8 +97,14 @@ def test_signflip_is_the_exact_one_sided_sign_test_with_one_checkpoint():
     assert signflip_p([1, 1, 1]) == 1.0  # a candidate that only gains is never "worse"
     assert signflip_p([0, 0]) == 1.0
     assert signflip_p([-1, -1, -1, -1, 1]) == pytest.approx(6 / 32)  # P(at most one + of 5) = 6/32
-    assert min_detectable_change(10, 0.05) == pytest.approx(0.5)  # 5 of 10 probes must flip
-    assert min_detectable_change(4, 0.05) == float("inf")  # 4 probes can never reach p < 0.05
+    assert min_probes(0.05) == 5  # 0.5^5 = 0.031 < 0.05 < 0.5^4
+    # two-sided: twice the one-sided tail; 6 probes all one way are the fewest that reach 0.05
+    assert signflip_p([1] * 6, two_sided=True) == pytest.approx(2 / 64) and signflip_p([-1] * 5, two_sided=True) == pytest.approx(2 / 32)
+    assert min_probes(0.05, two_sided=True) == 6
+    # the clustered bootstrap's one-sided p: the share of resampled means at or above 0; for two
+    # losses among 4 probes that is the chance a resample draws no loss, 0.5^4
+    assert bootstrap_p_below_zero([[-1.0, -1.0, 0.0, 0.0]]) == pytest.approx(0.5**4, abs=0.015)
+    assert bootstrap_p_below_zero([[0.0, 0.0]]) == 1.0 and bootstrap_p_below_zero([[-1.0]]) == 0.0  # no spread: left to the sign-flip test
 
 
 def test_p_best_is_one_for_a_strategy_that_wins_every_probe_and_shared_for_identical_ones():
@@ -82,6 +141,24 @@ def test_votes_take_the_majority_of_distinct_samples():
     assert bool(voted["p"]) is True
     assert bool(voted["q"]) is False
     assert voted["r"] is None
+
+
+def test_repeats_average_presence_at_each_point_and_count_it_once():
+    # Each repeat replays the cell anew (with a real summarizer the contexts differ, and so can the
+    # request at which a checkpoint falls): x has the fact in repeats 1 and 2, not in 0.
+    rows = [
+        probe_row("x", "p", True, 0, present=False, request=20),
+        probe_row("x", "p", True, 1, present=True, request=23),
+        probe_row("x", "p", False, 2, present=True, request=25, found="summary"),
+        *(probe_row("y", "p", True, r, present=True, request=20) for r in range(3)),
+    ]
+    requests = pd.DataFrame([request_row(s, 0, 100, 0, repeat=r) for s in "xy" for r in range(3)])
+    summary = summarize(requests, pd.DataFrame(), pd.DataFrame(rows)).set_index("strategy")
+    assert summary.loc["x", "retention"] == pytest.approx(2 / 3) and summary.loc["x", "paired_pairs"] == 1
+    assert summary.loc["x", "retention_kept"] == pytest.approx(1 / 3) and summary.loc["x", "retention_summary"] == pytest.approx(1 / 3)
+    assert summary.loc["x", "answered"] == 1.0  # two of three samples right
+    table = overall(pd.DataFrame(rows), requests).set_index("strategy")
+    assert table.loc["x", "retention"] == pytest.approx(2 / 3) and table.loc["y", "paired_pairs"] == 1
 
 
 def request_row(strategy: str, request: int, true: int, cached: int, **kw) -> dict:
@@ -149,8 +226,9 @@ def test_each_probe_weighs_one_and_only_pairs_every_strategy_has_count():
     assert summary.loc["y", "retention"] == 1.0
     assert summary.loc["x", "compaction_point_rows"] == 1 and summary.loc["x", "retention_compaction_points"] == 0.0
     assert summary.loc["y", "p_best"] > summary.loc["x", "p_best"]
-    mean, low, high, pairs = paired_differences(pd.DataFrame(rows), "y", "x")
-    assert mean == pytest.approx(-0.25) and pairs == 3 and low <= mean <= high
+    change = paired_differences(pd.DataFrame(rows), "y", "x")
+    assert change.mean == pytest.approx(-0.25) and change.pairs == 3 and change.probes == 2 and change.lo <= change.mean <= change.hi
+    assert not change.detectable  # two probes: the sign-flip test cannot reject
     table = overall(pd.DataFrame(rows), requests).set_index("strategy")
     assert table.loc["x", "retention"] == pytest.approx(0.75) and table.loc["x", "paired_pairs"] == 3
 

@@ -20,21 +20,29 @@ def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0) -> 
 
 def test_sentence_states_a_difference_whose_interval_excludes_zero():
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.68, 100_000)]
-    text = finding("64k", rows, Difference("pi", "codex-local", 0.12, 0.06, 0.18, 240))
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.12, 0.06, 0.18, 240, 0.001))
     assert text == "At 64k, pi keeps 12 points more facts than codex-local (95% CI 6–18) at 1.8× the re-billed tokens."
 
 
 @pytest.mark.parametrize("lo, hi", [(-0.02, 0.18), (0.0, 0.2), (-0.3, 0.0)])
 def test_sentence_never_claims_a_difference_whose_interval_includes_zero(lo, hi):
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.72, 100_000)]
-    text = finding("64k", rows, Difference("pi", "codex-local", 0.08, lo, hi, 240))
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.08, lo, hi, 240, 0.001))
     assert "no detectable difference" in text
     assert "more facts" not in text
 
 
+def test_sentence_claims_nothing_the_sign_flip_test_does_not_support():
+    # An interval clear of 0 from three probes: the two-sided sign-flip test cannot go below 0.25.
+    rows = [row("pi", 0.80, 180_000), row("codex-local", 0.72, 100_000)]
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 3, 0.25))
+    assert "no detectable difference" in text and "more facts" not in text
+    assert "the sign-flip test over the probes gives p = 0.25, not below 0.05" in text
+
+
 def test_sentence_names_strategies_that_cannot_serve_the_window():
     rows = [row("truncate", 0.5, 10), row("codex-local", 0.4, 10), row("none", 1.0, 0, cannot_serve=2)]
-    text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50))
+    text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001))
     assert text.endswith("none cannot serve the 32k window (overflows never recovered).")
     assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.0× the re-billed tokens." in text
 
@@ -68,11 +76,11 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     # a and c are identical on every resample: P(best) split evenly, b and d never best.
     assert by["a"].p_best == pytest.approx(0.5) and by["c"].p_best == pytest.approx(0.5)
     assert by["b"].p_best == 0.0 and by["d"].p_best == 0.0
-    assert by["a"].lo == by["a"].hi == 1.0
+    assert by["a"].lo == pytest.approx(0.025 ** (1 / 40)) and by["a"].hi == 1.0  # 40 probes all kept: not a certainty
     assert 0.3 < by["b"].lo < 0.5 < by["b"].hi < 0.7
     # The top two servable strategies (a, c) do not differ: the sentence says so.
     assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
-    assert verdict.difference.lo == verdict.difference.hi == 0.0
+    assert verdict.difference.mean == 0.0 and verdict.difference.lo == pytest.approx(-(1 - 0.025 ** (1 / 40)))
     assert "no detectable difference in retention between a and c" in verdict.sentence
     assert "d cannot serve the 64k window" in verdict.sentence
 
@@ -95,6 +103,35 @@ def test_verdict_claims_a_clear_difference():
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")
     assert verdict.sentence.endswith("at 2.0× the re-billed tokens.")
     assert not math.isnan(verdict.rows[0].p_best)
+
+
+def _final(strategy: str, probe: str, present: bool) -> dict:
+    return {"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": probe, "kind": "recall", "point_kind": "final",
+            "step": 9, "request": 10, "present": present, "correct": None, "sample": 0, "fact_age_tokens": 1000}
+
+
+def _three(probes: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    summary = pd.DataFrame([{"scenario": "s", "strategy": s, "profile": "64k", "cost_usd": 1.0, "rebilled_tokens": 1.0} for s in "abc"])
+    requests = pd.DataFrame([{"scenario": "s", "strategy": s, "profile": "64k", "repeat": 0, "request": 0, "kind": "turn", "overflow": False} for s in "abc"])
+    return summary, pd.DataFrame(probes), requests
+
+
+def test_one_probe_is_no_evidence_of_a_difference():
+    summary, probes, requests = _three([_final(s, "p0", s == "a") for s in "abc"])
+    (verdict,) = verdicts(summary, probes, requests)
+    assert verdict.difference is not None and verdict.difference.mean == 1.0 and verdict.difference.lo < 0
+    assert verdict.sentence.startswith("At 64k, no detectable difference in retention between a and b (+100 points")
+
+
+def test_the_sentence_compares_on_the_points_the_ranking_uses():
+    """c has rows at p0–p9 only, so the ranking pairs those ten points: a keeps all, b none. On the
+    thirty points a and b alone share, b would look better (20 against 10): the sentence must not use them."""
+    probes = [_final("a", f"p{n}", n < 10) for n in range(30)] + [_final("b", f"p{n}", n >= 10) for n in range(30)]
+    probes += [_final("c", f"p{n}", False) for n in range(10)]
+    (verdict,) = verdicts(*_three(probes))
+    assert [r.strategy for r in verdict.rows[:2]] == ["a", "b"] and [r.retention for r in verdict.rows] == [1.0, 0.0, 0.0]
+    assert verdict.difference is not None and verdict.difference.n == 10
+    assert verdict.sentence.startswith("At 64k, a keeps 100 points more facts than b (95% CI ")
 
 
 def test_the_leaderboard_pairs_probes_as_the_verdict_does():
