@@ -386,6 +386,10 @@ def compare(
                     f"{values[f'{metric}_candidate']:.4g}", f"{values[f'{metric}_change']:+.4g}",
                 )
     console.print(table)
+    from compaction_bench.reports.leaderboard import offline_notes
+
+    for note in offline_notes(baseline, candidate):
+        console.print(note, markup=False)
     if html:
         from compaction_bench.reports.compare import write_compare
 

@@ -7,8 +7,12 @@ What a call does, in order:
 2. The offline models (`offline/extractive`, `offline/reader`, `compaction_bench.offline_models`)
    answer in-process, without importing litellm; their token usage is counted with o200k_base
    (input: 4 tokens of framing per message, as `compaction_bench.provider` counts requests;
-   output: the completion's text, `text_tokens`). A request of `Message`s is converted, counted
-   and read in runs of messages, each run once per process, a request costing the messages around
+   output: the completion's text, `text_tokens`). That input count is the offline model's own
+   (whatever the profile, and of all it read, e.g. an emulated server's instructions): no model
+   reports it, so the metrics count and price an offline summary's input as the simulated provider
+   counts its summary request (`compaction_bench.metrics.measure`), and use only its output. A
+   request of `Message`s is converted, counted and read in runs of messages, each run once per
+   process, a request costing the messages around
    what it shares with the last one (`_WireRuns`): its input tokens are the last request's less its
    runs that left plus its new ones, and the summarizer splits it from the last request's `Split`
    (`split_readings`). A request sent again (the same message objects) gets its completion from a memo.

@@ -445,6 +445,13 @@ def headline_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
     return paired(voted, strategies), voted[voted["point_kind"] == "compaction"]
 
 
+def compared_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The probe rows every pooled figure compares (`overall`, the verdict, the report's figures): of
+    the scenarios every strategy of the profile finished (`shared_scenarios`), the paired headline
+    rows with votes applied (`headline_rows`)."""
+    return headline_rows(shared_scenarios(probes, unfinished(requests)), requests)[0]
+
+
 def _p_best(values: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
     """Per (group…, strategy): the chance it ranks first in retention within its group, from the
     headline rows' per-probe `values` (`per_probe`)."""
@@ -495,7 +502,7 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
     `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies, over the scenarios
     every strategy of the profile finished (`shared_scenarios`)."""
-    headline, _ = headline_rows(shared_scenarios(probes, unfinished(requests)), requests)
+    headline = compared_rows(probes, requests)
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)

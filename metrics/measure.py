@@ -9,10 +9,21 @@ adds those columns itself. Rows:
   the recorded session already had; details of both as JSON) and dollars;
 - compactions: trigger, tokens before/after, the strategy's estimate at the decision and its
   error against the true count before, the summary, the ids summarized / kept verbatim /
-  dropped (silent loss: neither kept nor given to the summarizer), summarizer calls and cost,
-  and whether it was premature;
+  dropped (silent loss: neither kept nor given to the summarizer), summarizer calls, the tokens
+  and dollars of their summary requests, and whether it was premature;
 - probes: one row per probe per paired checkpoint and per compaction point after the probe's
   source (`compaction_bench.metrics.retention`, which owns them).
+
+Each violation in `integrity_detail` says whether the recorded session already had it
+(`recorded`), so a report lists the strategy's own apart from the recording's.
+
+A sent request's tokens and dollars are one set (`_billed`): a summarizer call whose own price is
+known (a real model with a price in litellm's map) is priced on the usage that model reported;
+every other request, the offline summarizer's included, on the simulated provider's count of it
+(the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
+compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
+on, and the summary's `summarizer_tokens` their sum; the offline summarizer's own count
+(o200k_base over what it read, `compaction_bench.llm`) is not a model's usage and is not used.
 """
 
 from __future__ import annotations
@@ -25,7 +36,7 @@ from compaction_bench.llm import LLMClient
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
 from compaction_bench.provider import MessageCounter
-from compaction_bench.records import ReplayResult
+from compaction_bench.records import ReplayResult, RequestRecord
 from compaction_bench.tokens import HiddenTokens
 
 
@@ -41,28 +52,52 @@ def _summary_calls(result: ReplayResult) -> dict[int, int]:
     return {index: c.index for c in result.compactions for index in c.summary_request_indices}
 
 
-def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int, float]]:
+@dataclass
+class _Billed:
+    """What requests were priced on: input and output tokens, and dollars."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    dollars: float = 0.0
+
+    def add(self, other: _Billed) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.dollars += other.dollars
+
+
+def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
+    """The tokens and dollars of one request: a summarizer call with its own price on the usage it
+    reported, any other sent request on the provider's true count at the profile's prices; a request
+    the provider refused costs nothing and bills no input."""
+    call = request.llm_call
+    output = call.output_tokens if call is not None else request.output_tokens
+    if not request.sent:
+        return _Billed(0, output, 0.0)
+    if call is not None and call.cost > 0:
+        return _Billed(call.input_tokens, output, call.cost)
+    dollars = cost.request_cost(
+        result.profile,
+        input_tokens=request.true_tokens,
+        cached_tokens=request.cached_tokens,
+        cache_write_tokens=request.cache_write_tokens,
+        output_tokens=output,
+    )
+    return _Billed(request.true_tokens, output, dollars)
+
+
+def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int, _Billed]]:
     rows: list[dict[str, Any]] = []
-    compaction_cost: dict[int, float] = {}
+    compaction_billed: dict[int, _Billed] = {}
     owners = _summary_calls(result)
     inherited = integrity.recorded_orphans(result.transcript)
     for request in result.requests:
         violations = integrity.check(request.messages)
         error = accuracy.estimate_error(request)
-        call = request.llm_call
-        output = call.output_tokens if call is not None else request.output_tokens
-        dollars = 0.0
-        if request.sent:
-            dollars = call.cost if call is not None and call.cost > 0 else cost.request_cost(
-                result.profile,
-                input_tokens=request.true_tokens,
-                cached_tokens=request.cached_tokens,
-                cache_write_tokens=request.cache_write_tokens,
-                output_tokens=output,
-            )
+        billed = _billed(result, request)
         owner = owners.get(request.index)
         if owner is not None:
-            compaction_cost[owner] = compaction_cost.get(owner, 0.0) + dollars
+            compaction_billed.setdefault(owner, _Billed()).add(billed)
         row: dict[str, Any] = {
             "request": request.index,
             "step": request.step,
@@ -82,22 +117,25 @@ def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int,
             "cached_tokens": request.cached_tokens,
             "cache_write_tokens": request.cache_write_tokens,
             "rebilled_tokens": request.rebilled_tokens if request.sent else 0,
-            "output_tokens": output,
+            "output_tokens": billed.output_tokens,
             "n_messages": request.n_messages,
-            "cost_usd": dollars,
+            "cost_usd": billed.dollars,
         }
+        detail = []
         for fmt in integrity.FORMATS:
-            recorded = sum(
-                1 for v in violations[fmt] if (v.kind, v.call_id) in inherited or (integrity.ANY_KIND, v.call_id) in inherited
-            )
-            row[f"integrity_{fmt}"] = len(violations[fmt]) - recorded
+            flags = [(v.kind, v.call_id) in inherited or (integrity.ANY_KIND, v.call_id) in inherited for v in violations[fmt]]
+            marked = [{**v.to_dict(), "recorded": flag} for v, flag in zip(violations[fmt], flags, strict=True)]
+            recorded = sum(flags)
+            row[f"integrity_{fmt}"] = len(marked) - recorded
             row[f"integrity_recorded_{fmt}"] = recorded
-        row["integrity_detail"] = json.dumps([v.to_dict() for fmt in integrity.FORMATS for v in violations[fmt]])
+            detail += marked
+        row["integrity_detail"] = json.dumps(detail)
         rows.append(row)
-    return rows, compaction_cost
+    return rows, compaction_billed
 
 
-def _compaction_rows(result: ReplayResult, compaction_cost: dict[int, float]) -> list[dict[str, Any]]:
+def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]) -> list[dict[str, Any]]:
+    nothing = _Billed()
     return [
         {
             "compaction": c.index,
@@ -115,9 +153,9 @@ def _compaction_rows(result: ReplayResult, compaction_cost: dict[int, float]) ->
             "dropped_ids": list(c.dropped_ids),
             "silent_loss": len(c.dropped_ids),
             "llm_calls": len(c.llm_calls),
-            "llm_input_tokens": c.llm_input_tokens,
-            "llm_output_tokens": c.llm_output_tokens,
-            "llm_cost_usd": compaction_cost.get(c.index, 0.0),
+            "llm_input_tokens": compaction_billed.get(c.index, nothing).input_tokens,
+            "llm_output_tokens": compaction_billed.get(c.index, nothing).output_tokens,
+            "llm_cost_usd": compaction_billed.get(c.index, nothing).dollars,
             "summary_requests": list(c.summary_request_indices),
             "premature": accuracy.premature(c),
             "next_request": c.next_request,
@@ -140,9 +178,9 @@ def measure_cell(
     records (the engine's provider computed them); only the facts' ages need a token count here,
     made as the provider counts (`MessageCounter`)."""
     provider = MessageCounter(result.profile, hidden=HiddenTokens.of(result.transcript))
-    requests, compaction_cost = _request_rows(result)
+    requests, compaction_billed = _request_rows(result)
     return CellTables(
         requests=requests,
-        compactions=_compaction_rows(result, compaction_cost),
+        compactions=_compaction_rows(result, compaction_billed),
         probes=retention.probe_rows(result, probes, provider, answerer, judge, repeat),
     )

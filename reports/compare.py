@@ -22,6 +22,7 @@ import pandas as pd
 from compaction_bench.atomic import write_output
 from compaction_bench.reports.gate import METRICS, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
+from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
 from compaction_bench.store import load_run
 
@@ -147,6 +148,7 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     env.filters["num"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else str(v))
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
+        offline_notes=offline_notes(a_root, b_root),
     )
 
 

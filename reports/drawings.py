@@ -2,7 +2,9 @@
 
 Per scenario its context timelines (`figures.context_timeline`, one per profile, one panel per
 strategy), and per profile the overview figures that read only the probes or the requests table
-(retention over the session, retention by probe family and fact age, cache over the session):
+(retention over the session, retention by probe family and fact age, cache over the session), on
+the rows the tables compare (`_overview`, `aggregate.compared_rows`: the scenarios every strategy of
+the profile finished, and of the probes the paired headline rows):
 most of a report's CPU time (seconds each timeline for twenty strategies), and independent of the
 summary. So `Drawings` starts drawing them as soon as the merged tables exist: with `jobs` > 1 in a
 pool of `jobs` − 1 worker processes (the overview figures first, then the timelines, the largest
@@ -22,13 +24,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import pandas as pd
 
 from compaction_bench.executors import bind_to_parent
+from compaction_bench.metrics.aggregate import compared_rows, shared_scenarios, unfinished
 from compaction_bench.reports import figures
 
 #: The columns a timeline reads.
@@ -42,6 +45,17 @@ OVERVIEW: tuple[tuple[str, Callable[..., str], str, str], ...] = (
     ("Retention by probe family and fact age", figures.retention_heatmaps, "facts present by family and age", "probes"),
     (CACHE_FIGURE, figures.cache_over_session, "cache hit rate and re-billed tokens", "requests"),
 )
+
+
+def _overview(figure: Callable[..., str], probes: pd.DataFrame | None, requests: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """`figure` of one profile's rows the tables compare, chosen in the process that draws it: the
+    scenarios in which every strategy of the profile finished its cell (`aggregate.shared_scenarios`),
+    and of `probes` (None: the figure reads `requests`) the paired headline rows with votes applied
+    (`aggregate.compared_rows`), as `aggregate.overall` and the verdict take them."""
+    if probes is None:
+        return figure(shared_scenarios(requests, unfinished(requests)), title, order)
+    return figure(compared_rows(probes, requests), title, order)
+
 
 #: One drawing: its label (a report title, or "" for a timeline), the figure, and its arguments.
 Drawing = tuple[str, Callable[..., str], tuple[Any, ...]]
@@ -75,10 +89,12 @@ class Drawings:
         self._work: dict[tuple[str, str], list[Drawing]] = {}
         tables = {name: frame for name, frame in (("probes", probes), ("requests", requests)) if "profile" in frame and not frame.empty}
         for profile in dict.fromkeys(p for frame in tables.values() for p in frame["profile"].unique()):
+            of_profile = {name: frame[frame["profile"] == profile] for name, frame in tables.items()}
             for title, figure, heading, table in OVERVIEW:
-                own = tables[table][tables[table]["profile"] == profile] if table in tables else None
-                if own is not None and not own.empty:
-                    self._work.setdefault(("overview", str(profile)), []).append((title, figure, (own, f"{heading} · {profile}", order)))
+                if table in of_profile and not of_profile[table].empty and "requests" in of_profile:
+                    read = of_profile.get("probes") if table == "probes" else None
+                    drawing: Drawing = (title, _overview, (figure, read, of_profile["requests"], f"{heading} · {profile}", order))
+                    self._work.setdefault(("overview", str(profile)), []).append(drawing)
         requests = requests[[c for c in REQUEST_COLUMNS if c in requests.columns]]
         compactions = compactions[[c for c in COMPACTION_COLUMNS if c in compactions.columns]] if not compactions.empty else compactions
         marks = {key: frame for key, frame in compactions.groupby(["scenario", "profile"], sort=False)} if not compactions.empty else {}

@@ -5,6 +5,17 @@ mathtext: a scenario or strategy name with `$…$` is drawn literally (`text.par
 Figures: context timelines as small multiples (one panel per strategy, shared axes), retention
 over the session, retention by probe family and fact age (heatmaps), retention against cost and
 re-billed tokens with the Pareto front, cache hit rate and re-billed tokens over the session.
+
+The overview figures show the tables' numbers: they are given the rows the tables compare (the
+caller's choice, `reports.drawings`: the paired headline rows of the scenarios every strategy of the
+profile finished) and weigh them as `metrics.aggregate` does. Retention weighs each probe one (its
+rows averaged first, `aggregate.per_probe`), then pools every probe of every scenario, as
+`aggregate.overall` pools `retention`: a family's cell is `overall()` of that family's probe rows
+(for one scenario, the summary's `retention_<family>`), an age's cell the mean of the per-probe
+values of that age bucket (for one scenario, `retention_age_<bucket>`), and a tenth of the session
+the mean of the per-probe values in that tenth. The cache figure's hit rate leaves out each cell's
+first request, as `cache_hit_rate` does, and its re-billed tokens are per repeat, so the tenths of
+a strategy add up to its leaderboard `re-billed tokens`.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from compaction_bench.metrics.aggregate import AGE_BUCKETS
+from compaction_bench.metrics.aggregate import AGE_BUCKETS, per_probe
 
 STYLE: Any = {"text.parse_math": False, "svg.fonttype": "none", "svg.hashsalt": "compaction-bench", "font.size": 8}
 #: Session position bins of the "over the session" figures.
@@ -138,13 +149,24 @@ def _session_position(frame: pd.DataFrame, column: str = "step") -> pd.Series:
     return (frame[column] / last * BINS).clip(upper=BINS - 1e-9).astype(int)
 
 
-def retention_over_session(probes: pd.DataFrame, title: str, order: Sequence[str]) -> str:
-    """Share of probe answers present per tenth of the session, per strategy (paired points only)."""
-    frame = probes.copy()
-    if "point_kind" in frame.columns:
-        frame = frame[frame["point_kind"].isin(["checkpoint", "final"])]
-    frame = frame.assign(bin=_session_position(frame))
-    table = frame.pivot_table(index="bin", columns="strategy", values="present", aggfunc="mean")
+def _nothing(ax: Any, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=8)
+
+
+#: What a retention figure says when the tables compare no probe point.
+NO_POINTS = "no paired probe points"
+
+
+def presence_over_session(rows: pd.DataFrame) -> pd.DataFrame:
+    """Share of facts present per tenth of the session (index) and strategy (columns), of the paired
+    headline rows `rows`: each probe's rows in a tenth averaged first, then the probes pooled."""
+    values = per_probe(rows.assign(bin=_session_position(rows)), by=["bin"])
+    return values.pivot_table(index="bin", columns="strategy", values="present", aggfunc="mean")
+
+
+def retention_over_session(rows: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """Share of probe answers present per tenth of the session, per strategy (`presence_over_session`)."""
+    table = presence_over_session(rows) if len(rows) else pd.DataFrame()
     fig, axes = _figure(1, 1, 6.4, 2.8)
     ax = axes[0, 0]
     palette = colours(order)
@@ -155,25 +177,38 @@ def retention_over_session(probes: pd.DataFrame, title: str, order: Sequence[str
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("position in the session (share of its steps)")
-        ax.set_ylabel("facts present")
+        ax.set_ylabel("facts present (paired points)")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        if table.empty:
+            _nothing(ax, NO_POINTS)
+        else:
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return to_svg(fig)
 
 
-def retention_heatmaps(probes: pd.DataFrame, title: str, order: Sequence[str]) -> str:
-    """Presence by probe family and by fact age (token buckets), strategies as rows (paired points only)."""
-    if "point_kind" in probes.columns:
-        probes = probes[probes["point_kind"].isin(["checkpoint", "final"])]
-    frame = probes.assign(age=probes["fact_age_tokens"].map(age_bucket))
-    present = set(frame["strategy"].unique())
-    family = frame.pivot_table(index="strategy", columns="kind", values="present", aggfunc="mean").reindex([s for s in order if s in present])
-    age = frame.pivot_table(index="strategy", columns="age", values="present", aggfunc="mean").reindex(family.index)
-    age = age[[a for a in AGE_ORDER if a in age.columns]]
+def presence_by_family_and_age(rows: pd.DataFrame, order: Sequence[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(by probe family, by fact age): share of facts present, strategies in `order` as rows, of the
+    paired headline rows `rows`, each probe weighing one (its rows averaged first) and every scenario's
+    probes pooled. An age column pools (probe, age bucket) means: a probe asked at several ages counts
+    once in each bucket, as `retention_age_<bucket>` counts it."""
+    values = per_probe(rows)
+    aged = per_probe(rows.assign(age=rows["fact_age_tokens"].map(age_bucket)), by=["age"])
+    present = set(values["strategy"])
+    family = values.pivot_table(index="strategy", columns="kind", values="present", aggfunc="mean").reindex([s for s in order if s in present])
+    age = aged.pivot_table(index="strategy", columns="age", values="present", aggfunc="mean").reindex(family.index)
+    return family, age[[a for a in AGE_ORDER if a in age.columns]]
+
+
+def retention_heatmaps(rows: pd.DataFrame, title: str, order: Sequence[str]) -> str:
+    """Presence by probe family and by fact age (token buckets), strategies as rows (`presence_by_family_and_age`)."""
+    family, age = presence_by_family_and_age(rows, order) if len(rows) else (pd.DataFrame(), pd.DataFrame())
     fig, axes = _figure(1, 2, 10.5, 0.32 * len(family) + 1.4, gridspec_kw={"width_ratios": [max(len(family.columns), 1), max(len(age.columns), 1)]})
     with matplotlib.rc_context(STYLE):
         for ax, table, label in ((axes[0, 0], family, "probe family"), (axes[0, 1], age, "fact age (tokens)")):
+            if table.empty:
+                _nothing(ax, NO_POINTS)
+                continue
             values = table.to_numpy(dtype=float)
             ax.imshow(values, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto")
             ax.set_yticks(range(len(table.index)), [str(s) for s in table.index])
@@ -232,11 +267,30 @@ def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) ->
     return to_svg(fig)
 
 
+def cache_by_session_position(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per (strategy, tenth of the session by request): the cached and input tokens the hit rate reads
+    (sent requests but each cell's first of each repeat, as `cache_hit_rate`) and the re-billed tokens of
+    the sent requests, each request weighing one over its cell's number of repeats (per repeat, as the
+    summary's sums are), with `hit` = cached / input."""
+    cell = [c for c in ("scenario", "strategy", "profile") if c in requests.columns]
+    repeats = requests.groupby(cell)["repeat"].transform("nunique") if "repeat" in requests.columns else pd.Series(1, index=requests.index)
+    accepted = requests["kind"].isin(["turn", "summary"]) & ~requests["overflow"].astype(bool)
+    weight = 1 / repeats[accepted]
+    sent = requests[accepted]
+    runs = [*cell, "repeat"] if "repeat" in sent.columns else cell
+    later = sent["request"] != sent.groupby(runs)["request"].transform("min")
+    frame = pd.DataFrame({
+        "strategy": sent["strategy"], "bin": _session_position(sent, "request"),
+        "cached_tokens": sent["cached_tokens"] * weight * later, "true_tokens": sent["true_tokens"] * weight * later,
+        "rebilled_tokens": sent["rebilled_tokens"] * weight,
+    })
+    grouped = frame.groupby(["strategy", "bin"])[["cached_tokens", "true_tokens", "rebilled_tokens"]].sum()
+    return grouped.assign(hit=grouped["cached_tokens"] / grouped["true_tokens"].replace(0, np.nan))
+
+
 def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str]) -> str:
-    """Cache hit rate and re-billed tokens per tenth of the session, per strategy (sent requests)."""
-    sent = requests[requests["kind"].isin(["turn", "summary"]) & ~requests["overflow"].astype(bool)]
-    sent = sent.assign(bin=_session_position(sent, "request"))
-    grouped = sent.groupby(["strategy", "bin"])[["cached_tokens", "true_tokens", "rebilled_tokens"]].sum()
+    """Cache hit rate and re-billed tokens per tenth of the session, per strategy (`cache_by_session_position`)."""
+    grouped = cache_by_session_position(requests)
     fig, axes = _figure(1, 2, 10, 2.9)
     palette = colours(order)
     with matplotlib.rc_context(STYLE):
@@ -245,20 +299,19 @@ def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str])
                 continue
             part = grouped.loc[strategy]
             x = (part.index + 0.5) / BINS
-            hit = part["cached_tokens"] / part["true_tokens"].replace(0, np.nan)
-            axes[0, 0].plot(x, hit, linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
+            axes[0, 0].plot(x, part["hit"], linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
             axes[0, 1].plot(x, part["rebilled_tokens"], linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
         axes[0, 0].set_ylabel("cache hit rate")
         axes[0, 0].set_ylim(-0.02, 1.02)
-        axes[0, 1].set_ylabel("re-billed tokens (sum per tenth)")
+        axes[0, 1].set_ylabel("re-billed tokens (per tenth)")
         axes[0, 1].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
         for ax in axes.flat:
             ax.set_xlim(0, 1)
             ax.set_xlabel("position in the session (share of its requests)")
             ax.grid(alpha=0.3)
-        if sent.empty:  # every request overflowed: nothing reached a model, so nothing was cached or re-billed
+        if grouped.empty:  # every request overflowed: nothing reached a model, so nothing was cached or re-billed
             for ax in axes.flat:
-                ax.text(0.5, 0.5, "no request reached the model", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+                _nothing(ax, "no request reached the model")
         else:
             axes[0, 1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.suptitle(title, fontsize=9)

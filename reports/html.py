@@ -4,9 +4,10 @@ Order: the verdict per profile (`reports/verdict.py`), figures that compare stra
 leaderboard and the per-scenario table (sortable, filterable, a column picker, a glossary of every
 column), the browser of every compaction (no row cap; each opens a drill-down with the kept,
 summarized and silently dropped items themselves, the summary and the probes that went absent at
-it, side by side with the other strategies' compactions nearest the same step), integrity findings
-with a transcript excerpt around the orphan, and per scenario the context timelines as small
-multiples.
+it, side by side with the other strategies' compactions nearest the same step), the integrity
+findings the strategy caused with a transcript excerpt around the orphan (the recorded session's own
+orphans counted apart, `Findings`), and per scenario the context timelines as small multiples. The
+glossary describes each leaderboard header by its column (`HEADERS`), so the two never differ.
 
 Transcript-derived text reaches the page only through jinja2's autoescape or as JSON inside
 `<script type="application/json">` (with `<`, `>` and `&` escaped) that the script puts into the
@@ -21,7 +22,7 @@ import json
 import math
 import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
 from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
-from compaction_bench.reports.leaderboard import format_value, leaderboard, offline_note
+from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run
 
@@ -76,9 +77,9 @@ GLOSSARY: dict[str, str] = {
     "retention": "share of probe answers still present in the context at the paired probe points",
     "retention_lo": "lower end of the 95% interval of retention",
     "retention_hi": "upper end of the 95% interval of retention",
-    "retention_kept": "retention from facts kept verbatim",
-    "retention_summary": "retention from facts carried by a summary",
-    "retention_summarized_source": "share of facts whose source was summarized that the summary still carries",
+    "retention_kept": "share of probe answers present verbatim in a message that is not a summary, at the paired probe points (with the summary part it adds up to retention)",
+    "retention_summary": "share of probe answers present only in summary text (in no message that is not a summary), at the paired probe points (with the kept part it adds up to retention)",
+    "retention_summarized_source": "on the paired points whose fact's source went into a summary (and is not itself in the context), the share whose answer the summary text carries (a copy kept elsewhere does not count)",
     "paired_pairs": "paired (probe, checkpoint) points the retention is computed on",
     "paired_probes": "probes behind the paired points (each probe weighs one)",
     "summarized_source_pairs": "paired points whose fact's source had been summarized",
@@ -86,15 +87,9 @@ GLOSSARY: dict[str, str] = {
     "retention_compaction_points": "retention at the points right after a compaction (a diagnostic, not paired)",
     "window": "whether the strategy serves the window: `cannot serve (n of m)` when it overflowed and never recovered in n of m scenarios",
     "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
-    "kept": "retention from facts kept verbatim",
-    "summary": "retention from facts carried only by a summary",
-    "summarized-source retention": "share of facts whose source was summarized that are still present",
-    "pairs": "paired (probe, checkpoint) points",
-    "P(best)": "probability that the strategy has the highest retention (bootstrap)",
-    "answerer ceiling": "answered share of the same answerer given the whole transcript: the best it can do",
-    "answered / ceiling": "answered relative to the ceiling",
     "p_best": "probability that the strategy has the highest retention (bootstrap)",
-    "failed_requests": "requests the provider would reject (overflow or a broken tool-call pairing)",
+    "failed_requests": "turn and summary requests that overflowed the window and so reached no model; tool-call pairing "
+                       "violations are not counted here but in the pair errors columns (integrity_<wire format>)",
     "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
     "answered_ceiling": "answered share of the same answerer given the whole transcript at the same points: the best it can do",
     "answered_rel": "answered relative to the ceiling",
@@ -114,13 +109,14 @@ GLOSSARY: dict[str, str] = {
     "input_tokens": "input tokens of the requests sent",
     "output_tokens": "output tokens of the requests sent",
     "tokens_per_task": "input plus output tokens",
-    "cost_usd": "dollars for all requests sent, summaries included, at the profile's prices",
+    "cost_usd": "dollars for all requests sent, summaries included, at the profile's prices (a priced summarizer model's calls at its own)",
     "requests": "requests sent (turns and summaries; overflowed ones are not sent)",
     "compactions": "compactions made (masking rewrites included)",
     "silent_loss": "items a compaction removed without keeping or summarizing them",
     "premature_triggers": "compactions although the true count was under the strategy's threshold",
     "summarizer_calls": "summarizer model calls",
-    "summarizer_tokens": "summarizer input plus output tokens",
+    "summarizer_tokens": "input plus output tokens of the summary requests, the tokens their cost is priced on: a priced "
+                         "model's own usage, else the profile's count of each request (always so for the offline summarizer)",
     "summarizer_cost_usd": "dollars spent on summaries",
     "pair errors": "tool-call/result pairing violations the strategy caused, per wire format (chat / responses / anthropic)",
 }
@@ -135,22 +131,21 @@ PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: A leaderboard header means what its column means.
+HEADERS = {header: column for header, column, *_ in (*HEADLINE, *COLUMNS)}
+
+
 def describe(column: str) -> str:
-    """What a summary or leaderboard column means."""
-    key = column.replace(" ", "_")
-    if column in GLOSSARY or key in GLOSSARY:
-        return GLOSSARY.get(column, GLOSSARY.get(key, ""))
+    """What a summary or leaderboard column means (a leaderboard header: its column's meaning)."""
+    name = HEADERS.get(column, column)
+    key = name.replace(" ", "_")
+    if name in GLOSSARY or key in GLOSSARY:
+        return GLOSSARY.get(name, GLOSSARY.get(key, ""))
     for pattern, text in PATTERNS:
         match = re.match(pattern, key)
         if match:
             groups = [{"lo": "lower", "hi": "upper"}.get(g, AGES.get(g, g.replace("_", " "))) for g in match.groups()]
             return text.format(*groups)
-    aliases = {"pair errors chat": "integrity_openai_chat", "pair errors responses": "integrity_openai_responses",
-               "pair errors anthropic": "integrity_anthropic", "estimate error %": "estimate_ape", "cache hit": "cache_hit_rate",
-               "re-billed tokens": "rebilled_tokens", "summarizer tokens": "summarizer_tokens", "cost $": "cost_usd",
-               "premature": "premature_triggers", "silent loss": "silent_loss"}
-    if column in aliases:
-        return describe(aliases[column])
     return "a column of summary.parquet (see docs)"
 
 
@@ -266,32 +261,58 @@ def _slug(index: int, name: str) -> str:
 
 
 # --------------------------------------------------------------------------- integrity
-def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: str) -> tuple[list[dict[str, Any]], int]:
-    """The strategy-caused pairing violations of one scenario's requests, each with an excerpt around the call id."""
-    columns = [c for c in requests.columns if c.startswith("integrity_") and not c.startswith("integrity_recorded_") and c != "integrity_detail"]
-    if not columns or requests.empty:
-        return [], 0
-    bad = requests[(requests["scenario"] == scenario) & (requests[columns].sum(axis=1) > 0)]
-    findings: list[dict[str, Any]] = []
-    total = 0
-    own = items[items["scenario"] == scenario] if not items.empty else items
-    for row in bad.to_dict("records"):
+@dataclass
+class Findings:
+    """One scenario's pairing violations: those the strategy caused (`caused`, the `integrity_<format>`
+    columns), the first `MAX_FINDINGS` of them listed with an excerpt around the call id, and those the
+    recorded session already had (`recorded`, the `integrity_recorded_<format>` columns: counted apart,
+    never listed as the strategy's). `unmarked`: violations of a run measured before each was marked
+    as one or the other, in a request holding both kinds, so neither list can claim them."""
+
+    listed: list[dict[str, Any]]
+    caused: int
+    recorded: int
+    unmarked: int
+
+
+def _is_recorded(violation: dict[str, Any], row: Mapping[Any, Any]) -> bool | None:
+    """Whether the recorded session already had the violation (its mark, `metrics.measure`); for a run
+    measured before violations were marked, the request's counts of its format when one is 0, else None."""
+    if "recorded" in violation:
+        return bool(violation["recorded"])
+    fmt = violation.get("format", "")
+    caused, recorded = row.get(f"integrity_{fmt}") or 0, row.get(f"integrity_recorded_{fmt}") or 0
+    return False if not recorded else True if not caused else None
+
+
+def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: str) -> Findings:
+    """One scenario's pairing violations (`Findings`): the strategy's own listed, each with an excerpt around the call id."""
+    own = requests[requests["scenario"] == scenario] if not requests.empty else requests
+    caused_columns = [c for c in own.columns if c.startswith("integrity_") and not c.startswith("integrity_recorded_") and c != "integrity_detail"]
+    recorded_columns = [c for c in own.columns if c.startswith("integrity_recorded_")]
+    caused, recorded = (int(own[columns].fillna(0).to_numpy().sum()) for columns in (caused_columns, recorded_columns))
+    found = Findings([], caused, recorded, 0)
+    if not caused:
+        return found
+    items = items[items["scenario"] == scenario] if not items.empty else items
+    for row in own[own[caused_columns].sum(axis=1) > 0].to_dict("records"):
         try:
             detail = json.loads(row.get("integrity_detail") or "[]")
         except ValueError:
             detail = []
-        ids = row.get("item_ids")
         for violation in detail:
-            total += 1
-            if len(findings) >= MAX_FINDINGS:
+            whose = _is_recorded(violation, row)
+            if whose is None:
+                found.unmarked += 1
+            if whose is not False or len(found.listed) >= MAX_FINDINGS:
                 continue
             call_id = str(violation.get("call_id", ""))
-            findings.append({
+            found.listed.append({
                 "strategy": row["strategy"], "profile": row["profile"], "request": row.get("request"), "step": row.get("step"),
                 "format": violation.get("format", ""), "kind": violation.get("kind", ""), "call_id": call_id,
-                "excerpt": _excerpt(own, call_id, ids),
+                "excerpt": _excerpt(items, call_id, row.get("item_ids")),
             })
-    return findings, total
+    return found
 
 
 def _excerpt(items: pd.DataFrame, call_id: str, request_ids: Any = None) -> dict[str, Any]:
@@ -414,14 +435,14 @@ def _render(
 
     env = _environment()
     sections = []
-    findings_total = 0
+    findings_total = recorded_total = 0
     for scenario in scenarios:
         report(2 + scenario.index, steps, scenario.name)
-        own_requests = requests[requests["scenario"] == scenario.name]
-        findings, total = integrity_findings(own_requests, scenario.items, scenario.name)
-        findings_total += total
+        findings = integrity_findings(requests, scenario.items, scenario.name)
+        findings_total += findings.caused
+        recorded_total += findings.recorded
         sections.append({
-            "scenario": scenario, "timelines": drawn.timelines(scenario.name), "findings": findings, "findings_total": total,
+            "scenario": scenario, "timelines": drawn.timelines(scenario.name), "findings": findings,
             "rows": [r for r in browser_rows if r["scenario"] is scenario],
             "data": {"scenario": scenario.name, "compactions": data_by_scenario[scenario.name], "items": _item_payload(scenario.items)},
         })
@@ -430,7 +451,7 @@ def _render(
         "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root),
         "import_problems": [s for s in manifest.get("scenarios", []) if s.get("import_problem_count")],
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
-        "n_compactions": len(compactions), "findings_total": findings_total, "order": order,
+        "n_compactions": len(compactions), "findings_total": findings_total, "recorded_total": recorded_total, "order": order,
         "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),
     }
     single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None)

@@ -180,3 +180,8 @@ def offline_note(run_dir: str | Path) -> str | None:
             "it measures what that matching finds, not what a model would answer (use --answerer MODEL for that)."
         )
     return "note: " + " ".join(notes) if notes else None
+
+
+def offline_notes(*run_dirs: str | Path) -> list[str]:
+    """The runs' `offline_note`s, each once (comparable runs share theirs)."""
+    return list(dict.fromkeys(note for note in map(offline_note, run_dirs) if note))

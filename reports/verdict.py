@@ -5,7 +5,8 @@ the share of probe answers present at the *paired* checkpoints (the points every
 profile has; each probe weighs one), its 95% interval and P(best) come from `overall()` (probes
 clustered by scenario), and the difference the sentence states comes from `paired_differences()`
 on the same pairs (the headline rows every strategy of the profile has). Strategies that cannot serve the window (the summary's `cannot_serve`; without
-it, a scenario whose last turn request still overflowed) are flagged and ranked after the others.
+it, a scenario whose last turn request still overflowed) or whose requests break tool pairs in every
+wire format (no API accepts them) are flagged and ranked after the others.
 Every figure covers the scenarios in which each strategy of the profile finished its cell
 (`aggregate.shared_scenarios`); the others are named in the verdict's notes.
 A strategy without retention (no probe points) gets no rank and comes last.
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import headline_rows, overall, paired_differences, shared_scenarios, unfinished
+from compaction_bench.metrics.aggregate import compared_rows, overall, paired_differences, shared_scenarios, unfinished
 from compaction_bench.metrics.stats import detectable
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
@@ -68,8 +69,13 @@ class StrategyRow:
     rank: int | None = None
 
     @property
+    def rejected(self) -> bool:
+        """Its requests break tool call/result pairs in every wire format: no API would take them (HTTP 400)."""
+        return bool(self.pair_errors) and all(np.isfinite(e) and e > 0 for e in self.pair_errors)
+
+    @property
     def flagged(self) -> bool:
-        return self.cannot_serve > 0
+        return self.cannot_serve > 0 or self.rejected
 
 
 @dataclass
@@ -111,8 +117,10 @@ def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
 
 def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> str:
     """One sentence stating the profile's finding from the numbers; no claim without an interval excluding 0."""
-    unserved = [r.strategy for r in rows if r.flagged]
+    unserved = [r.strategy for r in rows if r.cannot_serve > 0]
+    rejected = [r.strategy for r in rows if r.rejected]
     tail = f" {', '.join(unserved)} cannot serve the {profile} window (overflows never recovered)." if unserved else ""
+    tail += f" {', '.join(rejected)} {'sends' if len(rejected) == 1 else 'send'} requests that break tool pairs in every wire format (every API rejects them)." if rejected else ""
     if diff is None or not np.isfinite(diff.mean):
         if rows and np.isfinite(rows[0].retention):
             return f"At {profile}, only {rows[0].strategy} can be compared: it keeps {_points(rows[0].retention)}% of the facts." + tail
@@ -162,7 +170,7 @@ def verdicts(
     unserved = _unserved(requests, summary)
     if pooled is None:
         pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
-    paired, _ = headline_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
+    paired = compared_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
     def total(frame: pd.DataFrame, column: str, how: str = "sum") -> float:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.llm import LLMClient
+from compaction_bench.llm import CallSettings, LLMClient, LLMResult
 from compaction_bench.metrics.accuracy import estimate_error, premature
 from compaction_bench.metrics.cost import request_cost
 from compaction_bench.metrics.measure import measure_cell
@@ -119,6 +120,37 @@ def test_summary_request_and_its_call_are_counted(summarized):
     assert all(r["integrity_openai_chat"] == r["integrity_anthropic"] == r["integrity_openai_responses"] == 0 for r in cell.requests)
 
 
+class PricedSummarizer(LLMClient):
+    """A real model as litellm answers: the usage it reports and the price of that usage."""
+
+    def __init__(self) -> None:
+        super().__init__("openai/a-priced-model", CallSettings(use_cache=False))
+
+    def complete(self, messages, **params) -> LLMResult:
+        return LLMResult("The deploy token is ZX-4471.", self.model, input_tokens=1_234, output_tokens=56, cost=0.5)
+
+
+def test_summarizer_tokens_are_the_tokens_its_cost_is_priced_on():
+    # Claude is counted with cl100k_base; the offline summarizer counts what it read with o200k_base.
+    result = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet")
+    cell = measure_cell(result, [], answerer=None)
+    (row,) = cell.compactions
+    (request,) = [r for r in cell.requests if r["kind"] == "summary"]
+    (record,) = [r for r in result.requests if r.kind == "summary"]
+    (call,) = result.compactions[0].llm_calls
+    counted = SimulatedProvider(result.profile).count(record.messages)  # the request as the provider counts it
+    assert row["llm_input_tokens"] == request["true_tokens"] == counted
+    assert call.input_tokens != counted  # the offline model's own count, which no model reports, is not used
+    assert row["llm_output_tokens"] == call.output_tokens == request["output_tokens"] > 0
+    priced = request_cost(result.profile, input_tokens=counted, cached_tokens=request["cached_tokens"],
+                          cache_write_tokens=request["cache_write_tokens"], output_tokens=call.output_tokens)
+    assert row["llm_cost_usd"] == pytest.approx(request["cost_usd"]) == pytest.approx(priced) and priced > 0
+    # A real model with a price: its own usage, and litellm's price of it.
+    real = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet", summarizer=PricedSummarizer())
+    (row,) = measure_cell(real, [], answerer=None).compactions
+    assert (row["llm_input_tokens"], row["llm_output_tokens"], row["llm_cost_usd"]) == (1_234, 56, 0.5)
+
+
 def test_truncate_silently_loses_what_it_drops():
     result = bench.replay(session(), "truncate", profile=replace(get_profile("gpt-5"), context_window=7_000))
     cell = measure_cell(result, [TOKEN], answerer=None)
@@ -197,17 +229,35 @@ def test_judge_probes_unscored_without_a_judge_and_judged_with_one():
     assert judged["sample"] == 2 and set(judge.samples) == {2}  # the repeat index is the sample of every call
 
 
+class DropsTheFirstResult(NoCompaction):
+    """Sends every item but the first tool result: its call (c0) is an orphan the strategy made."""
+
+    name = "test-drops-a-result"
+
+    def messages(self) -> list[Message]:
+        return [m for m in super().messages() if "out0" not in m.item_ids]
+
+
 def test_an_aborted_call_of_the_recording_is_reported_apart_from_strategy_violations():
     items = list(session().items)
     aborted = Item("callX", "tool_call", call_id="cX", tool_name="read", arguments="{}", response=5, turn=1)
     done = items.pop()  # the closing assistant message moves to a later response
     items += [aborted, replace(done, response=6)]
+    formats = ("openai_chat", "openai_responses", "anthropic")
     result = bench.replay(Transcript("aborted", tuple(items)), "none", profile="gpt-5")
     cell = measure_cell(result, [], answerer=None)
     last = cell.requests[-1]  # the final context holds the call that never got a result
-    for fmt in ("openai_chat", "openai_responses", "anthropic"):
+    for fmt in formats:
         assert last[f"integrity_{fmt}"] == 0 and last[f"integrity_recorded_{fmt}"] == 1
-    assert '"orphan_call"' in last["integrity_detail"] and '"cX"' in last["integrity_detail"]
+    detail = json.loads(last["integrity_detail"])
+    assert [(d["format"], d["kind"], d["call_id"], d["recorded"]) for d in detail] == [(f, "orphan_call", "cX", True) for f in formats]
+    # A strategy that drops a result as well: its orphan is marked as its own, the recording's as the recording's.
+    dropped = measure_cell(bench.replay(Transcript("aborted", tuple(items)), DropsTheFirstResult, profile="gpt-5"), [], answerer=None)
+    last = dropped.requests[-1]
+    for fmt in formats:
+        assert last[f"integrity_{fmt}"] == 1 and last[f"integrity_recorded_{fmt}"] == 1
+    marked = {(d["format"], d["call_id"], d["recorded"]) for d in json.loads(last["integrity_detail"])}
+    assert marked == {(f, call, call == "cX") for f in formats for call in ("c0", "cX")}
 
 
 def test_a_failing_answerer_leaves_the_probe_unscored():

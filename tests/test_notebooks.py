@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 from nbclient import NotebookClient
 
@@ -29,6 +30,8 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     if path.name in READS_CORPORA and not CORPORA.is_dir():
         pytest.skip(f"{CORPORA} is not there")
     monkeypatch.setenv("COMPACTION_BENCH_CORPORA", str(CORPORA))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # where the kernel's tempfile puts a notebook's run
     notebook = nbformat.read(path, as_version=4)
     NotebookClient(notebook, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
@@ -39,6 +42,16 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     if path.name != "quickstart.ipynb":
         assert any("image/png" in o.get("data", {}) for o in outputs)
     else:
+        # Its last table states the run's retention by probe family as the report does: the summary's retention_<family>
+        # (paired checkpoints, each probe weighing one), not a mean over every probe row (compaction points included).
+        (summary_file,) = tmp_path.glob("tmp/*/*/summary.parquet")  # the run the notebook made in its temporary folder
+        summary = pd.read_parquet(summary_file).set_index("strategy")
+        lines = [line.split() for line in notebook.cells[-1].outputs[0]["data"]["text/plain"].splitlines()]
+        strategies = lines[0][1:]  # "strategy  codex-local  pi  truncate"
+        shown = {(row[0], strategy): float(value) for row in lines[1:] for strategy, value in zip(strategies, row[1:], strict=True)}
+        families = {f"retention_{kind}" for kind in pd.read_parquet(summary_file.parent / "probes.parquet")["kind"].unique()}
+        assert {column for column, _ in shown} == families & set(summary.columns) and "retention_constraint" in families
+        assert shown == {(c, s): pytest.approx(round(summary.loc[s, c], 2), abs=1e-9) for c, s in shown}
         # bench.run() in a notebook shows its progress as an HTML bar, updated in place up to the end of finalize.
         bars = [o["data"]["text/html"] for o in outputs if "<progress" in o.get("data", {}).get("text/html", "")]
         assert any("finalize" in bar and "</progress> 5/5" in bar for bar in bars)

@@ -136,6 +136,7 @@ def test_chromium_runs_no_transcript_script(run):
 def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     """`Drawings` with `jobs=3` (two workers) gives each scenario the SVGs `figures.context_timeline` draws in this process,
     and each profile the overview figures `figures` draws here."""
+    from compaction_bench.metrics.aggregate import headline_rows
     from compaction_bench.reports import figures
     from compaction_bench.reports.drawings import Drawings
 
@@ -161,10 +162,13 @@ def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     assert got[NAME] == [here(requests, compactions, "32k", f"{NAME} · 32k"), here(other, compactions.assign(profile="64k"), "64k", f"{NAME} · 64k")]
     assert got["twin"] == [here(twin, compactions.assign(scenario="twin"), "32k", "twin · 32k")]
     assert got["absent"] == []
-    # the probes are the 32k profile's only: its three overview figures; 64k has requests, so its cache figure
+    # the probes are the 32k profile's only: its three overview figures, of the paired headline rows (every strategy finished
+    # every scenario, so none is left out); 64k has requests, so its cache figure
+    at_32k = both[both["profile"] == "32k"]
+    paired, _ = headline_rows(probes, at_32k)
     assert overview["32k"] == {
-        "Retention over the session": figures.retention_over_session(probes, "facts present over the session · 32k", order),
-        "Retention by probe family and fact age": figures.retention_heatmaps(probes, "facts present by family and age · 32k", order),
-        "Cache over the session": figures.cache_over_session(both[both["profile"] == "32k"], "cache hit rate and re-billed tokens · 32k", order),
+        "Retention over the session": figures.retention_over_session(paired, "facts present over the session · 32k", order),
+        "Retention by probe family and fact age": figures.retention_heatmaps(paired, "facts present by family and age · 32k", order),
+        "Cache over the session": figures.cache_over_session(at_32k, "cache hit rate and re-billed tokens · 32k", order),
     }
     assert list(overview["64k"]) == ["Cache over the session"] and overview["absent"] == {}

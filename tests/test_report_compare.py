@@ -47,6 +47,9 @@ def test_the_comparison_shows_flips_with_questions_and_changed_compactions(runs,
     out = tmp_path / "compare.html"
     done = subprocess.run([*BENCH, "compare", str(base), str(cand), "--allow-different-inputs", "--html", str(out)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    # both runs' summaries and answers came from the offline heuristics: the terminal says so, once
+    assert done.stdout.count("note: summaries were written by offline/extractive") == 1
+    assert "offline/reader, a deterministic heuristic" in " ".join(done.stdout.split())
     page = out.read_text(encoding="utf-8")
     a, b = bench.load_run(base)["probes"], bench.load_run(cand)["probes"]
     keys = ["probe_id", "point_kind", "step"]

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from compaction_bench.reports.html import _id_lists, describe, integrity_findings, json_script
 from compaction_bench.runner import scenario_name
@@ -39,16 +40,16 @@ def test_integrity_findings_show_the_items_around_the_orphan():
             )
         ]
     )
-    detail = [{"format": "anthropic", "kind": "orphan_call", "call_id": "c2", "messages": [3]}]
+    detail = [{"format": "anthropic", "kind": "orphan_call", "call_id": "c2", "messages": [3], "recorded": False}]
     requests = pd.DataFrame([
         {"scenario": "s", "strategy": "truncate", "profile": "64k", "request": 7, "step": 4, "integrity_anthropic": 1,
          "integrity_recorded_anthropic": 0, "integrity_detail": json.dumps(detail)},
         {"scenario": "s", "strategy": "truncate", "profile": "64k", "request": 8, "step": 5, "integrity_anthropic": 0,
          "integrity_recorded_anthropic": 2, "integrity_detail": "[]"},
     ])
-    findings, total = integrity_findings(requests, items, "s")
-    assert total == 1 and len(findings) == 1
-    finding = findings[0]
+    found = integrity_findings(requests, items, "s")
+    assert (found.caused, found.recorded, found.unmarked, len(found.listed)) == (1, 2, 0, 1)
+    finding = found.listed[0]
     assert (finding["request"], finding["kind"], finding["call_id"]) == (7, "orphan_call", "c2")
     excerpt = finding["excerpt"]
     assert excerpt["source"] == "the transcript"
@@ -59,12 +60,42 @@ def test_integrity_findings_show_the_items_around_the_orphan():
 def test_the_request_s_own_items_are_used_when_the_run_stored_them():
     items = pd.DataFrame([{"scenario": "s", "position": n, "id": f"i{n}", "kind": "tool_call" if n == 5 else "user",
                            "call_id": "c5" if n == 5 else None, "text": f"t{n}"} for n in range(8)])
-    detail = [{"format": "openai_chat", "kind": "orphan_call", "call_id": "c5", "messages": [1]}]
+    detail = [{"format": "openai_chat", "kind": "orphan_call", "call_id": "c5", "messages": [1], "recorded": False}]
     requests = pd.DataFrame([{"scenario": "s", "strategy": "x", "profile": "64k", "request": 1, "step": 1, "integrity_openai_chat": 1,
                               "integrity_detail": json.dumps(detail), "item_ids": ["i0", "i5", "i7"]}])
-    (finding,), _ = integrity_findings(requests, items, "s")
+    (finding,) = integrity_findings(requests, items, "s").listed
     assert finding["excerpt"]["source"] == "the request"
     assert [r["id"] for r in finding["excerpt"]["rows"]] == ["i0", "i5", "i7"]
+
+
+def test_the_recording_s_own_orphans_are_counted_apart_from_the_strategy_s_findings():
+    """Two requests: the first carries the recording's aborted call cX (in all three formats) and an orphan the strategy
+    made (c1, chat only); the second only cX. The strategy caused 1, the recording's account for 6."""
+    items = pd.DataFrame([{"scenario": "s", "position": n, "id": f"i{n}", "kind": "tool_call", "call_id": f"c{n}", "text": ""} for n in range(3)])
+
+    def violation(fmt: str, call: str, recorded: bool) -> dict:
+        return {"format": fmt, "kind": "orphan_call", "call_id": call, "messages": [1], "recorded": recorded}
+
+    formats = ("openai_chat", "openai_responses", "anthropic")
+    recorded = [violation(f, "cX", True) for f in formats]
+    requests = pd.DataFrame([
+        {"scenario": "s", "strategy": "x", "profile": "64k", "request": 1, "step": 1,
+         **{f"integrity_{f}": int(f == "openai_chat") for f in formats}, **{f"integrity_recorded_{f}": 1 for f in formats},
+         "integrity_detail": json.dumps([*recorded, violation("openai_chat", "c1", False)])},
+        {"scenario": "s", "strategy": "x", "profile": "64k", "request": 2, "step": 2,
+         **{f"integrity_{f}": 0 for f in formats}, **{f"integrity_recorded_{f}": 1 for f in formats}, "integrity_detail": json.dumps(recorded)},
+        {"scenario": "other", "strategy": "x", "profile": "64k", "request": 1, "step": 1,
+         **{f"integrity_{f}": 5 for f in formats}, **{f"integrity_recorded_{f}": 5 for f in formats}, "integrity_detail": "[]"},
+    ])
+    found = integrity_findings(requests, items, "s")
+    assert (found.caused, found.recorded, found.unmarked) == (1, 6, 0)
+    assert [(f["request"], f["format"], f["call_id"]) for f in found.listed] == [(1, "openai_chat", "c1")]
+    # A run measured before violations were marked: a format whose request holds one kind only is told by its counts;
+    # the chat violations of request 1 (one of each kind) cannot be told apart and are not listed.
+    legacy = requests.assign(integrity_detail=[json.dumps([{k: v for k, v in d.items() if k != "recorded"} for d in json.loads(t)])
+                                               for t in requests["integrity_detail"]])
+    found = integrity_findings(legacy, items, "s")
+    assert (found.caused, found.recorded, found.unmarked, found.listed) == (1, 6, 2, [])
 
 
 def test_a_compaction_s_id_lists_are_runs_of_positions_and_the_ids_outside_the_transcript():
@@ -95,6 +126,45 @@ def test_every_summary_column_has_a_meaning():
     meanings = {c: describe(c) for c in columns}
     assert all(m and "see docs" not in m for m in meanings.values()), meanings
     assert meanings["retention_age_lt8k"] == "retention for facts whose source lies under 8k tokens before the probed context"
+
+
+def test_a_leaderboard_header_means_what_its_column_means():
+    from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE
+
+    for header, column, *_ in (*HEADLINE, *COLUMNS):
+        assert describe(header) == describe(column), header
+
+
+def test_the_glossary_says_what_the_summary_computes():
+    """Hand-built rows at one final point, one strategy: p1's answer is kept verbatim and also in the summary text, p2's only
+    in the summary text, p3's source was summarized and the summary dropped it but a re-read kept it verbatim, p4 is absent.
+    One turn request overflowed; another reached the model with two pairing violations."""
+    from compaction_bench.metrics.aggregate import summarize
+    from compaction_bench.metrics.integrity import FORMATS
+
+    cell = {"scenario": "s", "strategy": "x", "profile": "64k", "repeat": 0}
+    found = {"p1": ("kept", True, True), "p2": ("summary", True, True), "p3": ("kept", True, False), "p4": ("absent", False, False)}
+    probes = pd.DataFrame([{**cell, "sample": 0, "probe_id": probe, "kind": "recall", "point_kind": "final", "step": 3, "request": 1,
+                            "present": where != "absent", "found": where, "source_summarized": summarized, "in_summary": carried,
+                            "fact_age_tokens": 100}
+                           for probe, (where, summarized, carried) in found.items()])
+    requests = pd.DataFrame([{**cell, "request": n, "step": n, "kind": "turn", "overflow": n == 0, "true_tokens": 100, "cached_tokens": 0,
+                              "rebilled_tokens": 0, "cache_write_tokens": 0, "output_tokens": 0, "cost_usd": 0.0, "estimate_error": 0.0,
+                              "estimate_ape": 0.0, "missed_trigger": False, "integrity_detail": "[]",
+                              **{f"integrity{part}_{fmt}": 2 * (n == 1 and fmt == "openai_chat" and not part) for fmt in FORMATS
+                                 for part in ("", "_recorded")}}
+                             for n in range(2)])
+    (row,) = summarize(requests, pd.DataFrame(), probes).to_dict("records")
+    # "summary": only in summary text (p2), not p1, whose answer is also verbatim elsewhere
+    assert describe("summary") == describe("retention_summary") and "only in summary text" in describe("summary")
+    assert (row["retention_kept"], row["retention_summary"]) == (0.5, 0.25)
+    # summarized-source retention: of p1-p3, whose source was summarized, the share the summary text carries (p3 is
+    # present, kept by its re-read, but not carried): 2/3, where "still present" would be 3/3
+    assert row["retention_summarized_source"] == pytest.approx(2 / 3)
+    assert "the summary text carries" in describe("summarized-source retention") and "still present" not in describe("summarized-source retention")
+    # failed requests: the overflow, not the request with two pairing violations, which the pair errors count
+    assert (row["failed_requests"], row["integrity_openai_chat"]) == (1, 2)
+    assert "overflowed" in describe("failed requests") and "pair errors" in describe("failed requests")
 
 
 def test_the_cache_figure_of_a_session_whose_requests_never_reached_a_model_says_so_without_a_warning():

@@ -177,3 +177,18 @@ def test_a_failed_cell_takes_its_scenario_out_of_every_strategy_s_pooled_figures
     shown = {row[header.index("strategy")]: row for row in rows}
     assert shown["a"][header.index("scenarios")] == shown["b"][header.index("scenarios")] == "1"
     assert shown["a"][header.index("cost $")] == "1.00"
+
+
+def test_a_strategy_whose_requests_every_api_rejects_is_flagged_and_ranked_after():
+    """b keeps more facts than a, but its requests break tool pairs in every wire format (every API
+    answers 400): it cannot be the winner. Pair errors in one format only (c) are the wire's choice."""
+    probes = [_final("a", f"p{n}", n < 5) for n in range(10)] + [_final("b", f"p{n}", True) for n in range(10)]
+    probes += [_final("c", f"p{n}", n < 2) for n in range(10)]
+    summary, frame, requests = _three(probes)
+    errors = {"a": (0, 0, 0), "b": (3, 1, 2), "c": (0, 4, 0)}
+    for k, column in enumerate(("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")):
+        summary[column] = [errors[s][k] for s in summary["strategy"]]
+    (verdict,) = verdicts(summary, frame, requests)
+    assert [r.strategy for r in verdict.rows] == ["a", "c", "b"] and [r.rejected for r in verdict.rows] == [False, False, True]
+    assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
+    assert verdict.sentence.endswith("b sends requests that break tool pairs in every wire format (every API rejects them).")
