@@ -324,6 +324,29 @@ def _common_length(left: Sequence[int], right: Sequence[int], start: int = 0) ->
     return same
 
 
+#: litellm's `token_counter(messages=...)` for an OpenAI-tokenizer model (litellm 1.110,
+#: litellm_core_utils/token_counter.py `_MessageCountParams`, `_count_messages`, `_count_extra`,
+#: `_get_tiktoken_count_function`): 3 tokens per message, each string value of a message counted (1 more
+#: for a `name`), 3 for the reply primer, and every string encoded in slices of 1,024 characters whose
+#: counts are summed (`TIKTOKEN_ENCODE_CHUNK_SIZE_CHARS`). Not reproduced: the `gpt-3.5-turbo-0301`
+#: constants (4 and -1), tools, list contents, and the sampling of a string over 4,000,000 characters.
+LITELLM_TOKENS_PER_MESSAGE = 3
+LITELLM_TOKENS_PER_NAME = 1
+LITELLM_REPLY_PRIMER = 3
+LITELLM_CHUNK_CHARS = 1_024
+
+
+def litellm_messages_tokens(counter: TokenCounter, messages: Sequence[Mapping[str, str]]) -> int:
+    """`litellm.token_counter(model=..., messages=messages)` with `counter`'s encoding (see the constants)."""
+    total = LITELLM_REPLY_PRIMER
+    for message in messages:
+        total += LITELLM_TOKENS_PER_MESSAGE
+        for key, value in message.items():
+            total += sum(counter.count(value[i : i + LITELLM_CHUNK_CHARS]) for i in range(0, len(value), LITELLM_CHUNK_CHARS))
+            total += LITELLM_TOKENS_PER_NAME if key == "name" else 0
+    return total
+
+
 @cache
 def shared_counter(encoding: str) -> TokenCounter:
     """The process's memoizing counter for an encoding: every cell and metric counts the same texts."""

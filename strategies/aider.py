@@ -9,7 +9,8 @@
   `summarize_start` runs and *then* the commit-message pair is appended (`move_back_cur_messages`);
   `/clear` empties both lists;
 - §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
-  per-message token counts of `json.dumps(message)`;
+  per-message token counts of `json.dumps(message)`; §4 a list (the summary in §5's acceptance test) is
+  counted as `litellm.token_counter(messages=...)` counts it, reproduced offline (`messages_token_count`);
 - §5 the recursive head/tail split (`min_split` 4, depth > 3, tail strictly under half, head ends
   with an assistant message, head cut to the summariser window − 512 keeping the oldest, `< max`
   acceptance, recursion) and the final `"Ok."`; §6 `summarize_all` (`# USER` / `# ASSISTANT`
@@ -36,7 +37,7 @@ from typing import Any
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.tokens import shared_counter
+from compaction_bench.tokens import litellm_messages_tokens, shared_counter
 from compaction_bench.transcript import Item, Usage
 
 #: §6 the summary message prefix, and the commit / no-repo messages of §2.4 (protocol strings).
@@ -123,6 +124,13 @@ class Aider(Strategy):
         if count is None:
             count = self._counts[key] = self.counter.count(json.dumps(message.as_dict()))
         return count
+
+    def messages_token_count(self, messages: Sequence[ChatMessage]) -> int:
+        """The tokens of a list of messages (§4; upstream `models.py` L650-656): `litellm.token_counter(model,
+        messages)`, that is per-message and reply-primer tokens plus each string's tokens, not the JSON of a
+        message. Reproduced with this project's counter (`litellm_messages_tokens`): offline replay never
+        calls litellm."""
+        return litellm_messages_tokens(self.counter, [m.as_dict() for m in messages])
 
     # ------------------------------------------------------------ observing (§1)
     def on_user_turn(self, item: Item) -> None:
@@ -249,7 +257,9 @@ class Aider(Strategy):
                 break
             keep.append(messages[n])
         summary = self.summarize_all(keep)
-        if self.token_count(summary[0]) + sum(self.token_count(m) for m in tail) < self.max_tokens:
+        # `self.token_count(summary)` upstream (history.py L90): the summary is a list, counted by
+        # litellm.token_counter (§4), not as the JSON of its message like the per-message sizes
+        if self.messages_token_count(summary) + sum(self.token_count(m) for m in tail) < self.max_tokens:
             return summary + tail
         return self.summarize_real(summary + tail, depth + 1)
 

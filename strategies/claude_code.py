@@ -17,19 +17,24 @@
   `<analysis>`, the summariser system prompt, at most 20,000 output tokens;
 - §4 the new context: the summary message (prefix, `Analysis:`/`Summary:` formatting, trailing
   ".", the continuation sentence for auto only), then up to 5 recently read files (≤ 5,000 tokens
-  each, ≤ 50,000 in all, a path-only note otherwise) and the todo list; no verbatim tail;
-- §2.4 a manual `/compact` where the recording has a manual `compact_boundary` (threshold ignored).
+  each, ≤ 50,000 in all, a path-only note otherwise; the memory files of `KV5` left out, §4.2) and
+  the todo list the TodoWrite tool stored (none when every item is completed); no verbatim tail;
+- §2.4 a manual `/compact [instructions]` where the recording has a manual `compact_boundary`
+  (threshold ignored), its instructions read from the recorded command line (§1.2 item 3).
 
-`claude-code-2.1` applies §8 (2.1.112): reserve `min(max output, 20,000)`, an optional auto-compact
-window, the count plus a chars/4 estimate of every message after the newest response (§8.2), the
-consecutive-failure and rapid-refill breakers and the prompt-too-long retry that drops the oldest
-API rounds (§8.3), the new wrapper without the analysis (§8.5), the text-only prompt (§8.4), and
-no count-based microcompact (§8.6).
+`claude-code-2.1` applies §8 (2.1.112): reserve `min(max output, 20,000)` while the request asks for
+the whole max output (upstream `Z97`), an optional auto-compact window, the count plus a chars/4
+estimate of every message after the newest response's first line (§8.2), the consecutive-failure
+and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
+the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
+(§8.5), the text-only prompt (§8.4), files but no todo list after a compaction (§8.5), and no
+count-based microcompact (§8.6).
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), plan files, the
-2.1 skill/task attachments, the blocking limit (the simulated provider rejects what does not fit).
-Re-read files are the newest content the transcript shows for that path (a Read result or a
-Write's content): the file system of the session is not available.
+2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts), the blocking
+limit (the simulated provider rejects what does not fit). Re-read files are the newest content the
+transcript shows for that path (a Read result or a Write's content): the file system of the session
+is not available.
 
 Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
 anew only at a compaction, a clearing or a late system message, so a request costs what it adds; a
@@ -40,6 +45,7 @@ same object, and so is a summary message whose text the summarizer gave last tim
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -73,6 +79,12 @@ CONTINUE_LATER = (
     "Carry on with the work directly from where it stopped. Do not acknowledge this summary or recap it, "
     "and do not ask the user anything first."
 )
+#: §8.5 the paragraph `b18` adds with the session's transcript path (upstream `bY()` always gives one,
+#: so it is always there although the spec calls it optional); in our words.
+TRANSCRIPT_NOTE = (
+    "Should you need exact details from before this compaction (code snippets, error messages, text you wrote), "
+    "the complete transcript can be read at: {path}"
+)
 #: §5 microcompact placeholder.
 CLEARED_RESULT = "[Old tool result content cleared]"
 #: §8.3 marker put in front of a retried summary input that would start with an assistant turn.
@@ -87,7 +99,7 @@ INTERRUPT_TEXTS = frozenset(
         "No response requested.",
     }
 )
-#: §2.1 per-model output caps, first lower-cased substring match wins.
+#: §2.1 per-model output caps of BASE, first lower-cased substring match wins.
 MODEL_OUTPUT_CAPS = (
     ("3-5", 8_192),
     ("claude-3-opus", 4_096),
@@ -98,14 +110,44 @@ MODEL_OUTPUT_CAPS = (
     ("sonnet-4", 64_000),
     ("haiku-4", 64_000),
 )
-#: §4.2 files never restored: the memory files, the agent's todo files and plan files.
+#: §8.1 2.1.112's per-model `(default, upper limit)` of the max output (`wa`; upstream wins: the spec
+#: names only `maxOutput(model)`), first lower-cased substring match wins; otherwise 32,000 / 128,000.
+#: `lc(model)` is CLAUDE_CODE_MAX_OUTPUT_TOKENS capped at the upper limit, else the default.
+LATER_OUTPUT_LIMITS = (
+    ("opus-4-7", 64_000, 128_000),
+    ("sonnet-4-6", 32_000, 128_000),
+    ("opus-4-6", 64_000, 128_000),
+    ("opus-4-5", 32_000, 64_000),
+    ("sonnet-4", 32_000, 64_000),
+    ("haiku-4", 32_000, 64_000),
+    ("opus-4", 32_000, 32_000),
+    ("claude-3-opus", 4_096, 4_096),
+    ("claude-3-sonnet", 8_192, 8_192),
+    ("claude-3-haiku", 4_096, 4_096),
+    ("3-5-sonnet", 8_192, 8_192),
+    ("3-5-haiku", 8_192, 8_192),
+    ("3-7-sonnet", 32_000, 64_000),
+)
+#: §4.2 what a compaction leaves out when neither the working directory nor the session's slug is known and
+#: the config folder is the default one (`_memory_files` builds the set from the options and the recording).
 NOT_RESTORED = re.compile(r"(^|/)CLAUDE(\.local)?\.md$|/\.claude/todos/|/\.claude/plans/")
+#: §4.2 `KV5`: the managed memory file of each platform (`hw()` + CLAUDE.md; the platform is not recorded).
+MANAGED_MEMORY = frozenset(
+    {"/etc/claude-code/CLAUDE.md", "/Library/Application Support/ClaudeCode/CLAUDE.md", "C:\\ProgramData\\ClaudeCode\\CLAUDE.md"}
+)
+#: §1.2 item 3 / §2.4: the recorded line of a manual `/compact`, and the text typed after it.
+COMPACT_COMMAND = "<command-name>/compact</command-name>"
+COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+#: §8.3 the excess a prompt-too-long error reports (`UF1`): "prompt is too long: N tokens > M maximum".
+TOO_LONG = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
 READ_TOOLS = frozenset({"Read"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TODO_TOOL = "TodoWrite"
 #: §4.2 rendering of restored files and the todo list (short protocol strings, nudges in our words).
 FILE_CALL = "Called the Read tool with the following input: "
 FILE_RESULT = "Result of calling the Read tool: "
+#: 2.1.112 (`h98`): the Read result's text itself after a line break, not its JSON string.
+FILE_RESULT_LATER = "Result of calling the Read tool:\n"
 FILE_REFERENCE = (
     "Note: {path} was read before the conversation was summarized, but it is too large to include here. "
     "Use the Read tool if you need it again."
@@ -130,6 +172,36 @@ def env_max_output(value: int | None, default: int = 32_000, ceiling: int = 64_0
     if value is None or value <= 0:
         return default
     return min(value, ceiling)
+
+
+@cache
+def later_max_output(model: str, env: int | None) -> int:
+    """§8.1 2.1.112 `lc(model)`: CLAUDE_CODE_MAX_OUTPUT_TOKENS (unset or ≤ 0 → the model's default) capped
+    at the model's upper limit (`LATER_OUTPUT_LIMITS`)."""
+    lowered = model.lower()
+    default, upper = next(((d, u) for key, d, u in LATER_OUTPUT_LIMITS if key in lowered), (32_000, 128_000))
+    return env_max_output(env, default, upper)
+
+
+def project_dir_name(cwd: str) -> str:
+    """2.1.112 `AP`: the folder of a working directory under `<config>/projects/`: every UTF-16 code unit
+    but an ASCII letter or digit becomes "-"; a name over 200 units is cut there and gets "-" and the
+    base-36 absolute value of the 32-bit string hash (`N16`: `h = h·31 + unit`) of the directory."""
+    data = cwd.encode("utf-16-le", "surrogatepass")
+    units = [int.from_bytes(data[n : n + 2], "little") for n in range(0, len(data), 2)]
+    name = "".join(chr(u) if chr(u).isascii() and chr(u).isalnum() else "-" for u in units)
+    if len(name) <= 200:
+        return name
+    value = 0
+    for unit in units:
+        value = (value * 31 + unit) & 0xFFFFFFFF
+    value = abs(value - (1 << 32) if value >= 1 << 31 else value)
+    digits = ""
+    while True:
+        value, digit = divmod(value, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + digits
+        if not value:
+            return f"{name[:200]}-{digits}"
 
 
 def auto_compact_threshold(effective: int, buffer: int, pct_override: float | None) -> int:
@@ -206,6 +278,12 @@ class ClaudeCodeOptions:
     restore_total_tokens: int = 50_000
     #: replay option: a manual /compact where the recording has a manual compact_boundary
     manual_compact_at_recorded: bool = True
+    #: the session's original working directory, where the Project and Local memory files lie (§4.2); None:
+    #: the transcript's (`source.cwd`) when it records one, else unknown: then every CLAUDE.md and
+    #: CLAUDE.local.md counts as one of them
+    cwd: str | None = None
+    #: CLAUDE_CONFIG_DIR (the User memory file, §4.2; the transcript folder, §8.5); "~" stands for any home
+    config_dir: str = "~/.claude"
 
 
 @dataclass(frozen=True)
@@ -221,6 +299,9 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     ptl_retries: int = 3
     ptl_drop_fraction: float = 0.2
     image_tokens: int = 2_000
+    #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed
+    #: session's, `<config_dir>/projects/<project folder of cwd>/<session id>.jsonl` (an unknown cwd as "/")
+    transcript_path: str | None = None
 
 
 @dataclass
@@ -246,7 +327,10 @@ class ClaudeCode(Strategy):
         super().__init__(ctx, options)
         o = self.options
         self.window = o.context_window or ctx.profile.context_window
-        self.reserve = self._reserve(o.model or ctx.profile.model)
+        model = o.model or ctx.profile.model
+        self.reserve = self._reserve(model)
+        #: the `max_tokens` of a turn request (§2.1: `R` in BASE; §8.1: 2.1.112 asks for the whole max output)
+        self.max_tokens = self._max_tokens(model)
         self.effective = self.window - self.reserve
         self.threshold = auto_compact_threshold(self._compact_window() - self.reserve, o.autocompact_buffer, o.autocompact_pct_override)
         self.system: list[Item] = []
@@ -263,6 +347,14 @@ class ClaudeCode(Strategy):
         self._calls: dict[str, Item] = {}
         self._marker: Item | None = None
         self.eligible = tool_names(o.microcompact_tools)
+        # What the recording says of the session (the engine's transcript; not part of `StrategyContext`,
+        # so absent elsewhere): the manual /compact lines (§2.4), the session id and working directory.
+        self._transcript: Any = getattr(ctx, "transcript", None)
+        source = getattr(self._transcript, "source", None) or {}
+        recorded_cwd = source.get("cwd")
+        self.cwd: str | None = o.cwd or (recorded_cwd if isinstance(recorded_cwd, str) and recorded_cwd else None)
+        self.session_id = str(source.get("session_id") or getattr(self._transcript, "id", None) or "session")
+        self._memory = self._memory_files()
         # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
         # appended since its last call (and started over when a compaction replaces the history):
         self._synced_items: list[Item] | None = None
@@ -304,6 +396,9 @@ class ClaudeCode(Strategy):
         o = self.options
         return min(env_max_output(o.max_output_tokens_env, o.default_max_output, o.max_output_ceiling), model_output_cap(model))
 
+    def _max_tokens(self, model: str) -> int:
+        return self.reserve
+
     def _compact_window(self) -> int:
         return self.window
 
@@ -324,6 +419,8 @@ class ClaudeCode(Strategy):
             call = self._calls.get(item.call_id or "")
             if call is not None and call.tool_name in READ_TOOLS:
                 self._touch_file(_arguments(call).get("file_path"), item.text, item.id)
+            elif call is not None and call.tool_name == TODO_TOOL and isinstance(todos := _arguments(call).get("todos"), list):
+                self.todos = stored_todos(todos)
 
     def on_marker(self, item: Item) -> None:
         if item.meta.get("event") != "compaction":
@@ -331,7 +428,25 @@ class ClaudeCode(Strategy):
         self._marker = item
         if item.meta.get("trigger") == "manual" and self.options.manual_compact_at_recorded and not self.options.disable_compact:
             self._microcompact()
-            self._compact("manual")
+            self._compact("manual", self._recorded_instructions(item))
+
+    def _recorded_instructions(self, boundary: Item) -> str | None:
+        """§2.4 the text typed after `/compact`, trimmed (None when empty): the recording writes the command's
+        line after the boundary and the summary (§1.2 item 3, typed before them), so it is read ahead in the
+        recording, up to the next model response or compaction."""
+        transcript = self._transcript
+        try:
+            start = transcript.position(boundary.id) + 1
+            items = transcript.items[start:]
+        except (AttributeError, KeyError):
+            return None
+        for item in items:
+            if item.is_model_output or (item.kind == "marker" and item.meta.get("event") == "compaction"):
+                break
+            if item.kind == "user" and COMPACT_COMMAND in item.text:
+                found = COMMAND_ARGS.search(item.text)
+                return (found.group(1).strip() if found else "") or None
+        return None
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.history.extend(items)
@@ -340,7 +455,9 @@ class ClaudeCode(Strategy):
         synthetic = usage is not None and usage.input == 0 and usage.output == 0
         if usage is not None and not synthetic and first_text not in INTERRUPT_TEXTS:
             self.last_usage = usage_context_tokens(usage)
-            self.last_response_at = len(self.history.items)
+            # §8.2 (2.1.112 `vJ`): the estimate starts after the response's first line (content block), so
+            # its other blocks (a tool call's input, later text) are estimated too; BASE adds nothing.
+            self.last_response_at = len(self.history.items) - len(items) + (1 if items else 0)
         for item in items:
             if item.kind != "tool_call":
                 continue
@@ -351,8 +468,6 @@ class ClaudeCode(Strategy):
                 if isinstance(path := args.get("file_path"), str):
                     content = args.get("content") if item.tool_name == "Write" and isinstance(args.get("content"), str) else None
                     self._touch_file(path, content, item.id if content is not None else None)
-            elif item.tool_name == TODO_TOOL and isinstance(todos := _arguments(item).get("todos"), list):
-                self.todos = list(todos)
 
     def _touch_file(self, path: Any, content: str | None, source: str | None) -> None:
         """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is ignored)."""
@@ -453,18 +568,19 @@ class ClaudeCode(Strategy):
         marker = self._marker
         self._microcompact()
         count = self.count()
-        if self.enabled and count >= self.threshold and self._may_auto_compact():
-            self._compact("auto")
         meta: dict[str, Any] = {"count": count}
+        if self.enabled and count >= self.threshold:
+            self._auto_compact(meta)
         if marker is not None:
             meta["after_recorded_compaction"] = marker.id
-        return Request(self.messages(), estimate_tokens=count, threshold=self.threshold, max_output_tokens=self.reserve, meta=meta)
+        return Request(self.messages(), estimate_tokens=count, threshold=self.threshold, max_output_tokens=self.max_tokens, meta=meta)
 
     def _on_request(self) -> None:
         """Hook for the 2.1 refill breaker."""
 
-    def _may_auto_compact(self) -> bool:
-        return True
+    def _auto_compact(self, meta: dict[str, Any]) -> None:
+        """§2.3 steps 4-6: compact; on failure the original messages go out, no retry and no breaker."""
+        self._compact("auto")
 
     # ------------------------------------------------------------ microcompact (§5)
     def _result_tokens(self, result: Item) -> int:
@@ -527,10 +643,10 @@ class ClaudeCode(Strategy):
     def _summary_max_output(self) -> int:
         return self.options.summary_max_output
 
-    def _summarize(self, messages: Sequence[Message]) -> str | None:
+    def _summarize(self, messages: Sequence[Message], instructions: str | None) -> str | None:
         """One summary call; None on failure (§3.4)."""
         try:
-            result = self.ctx.summarize(self.summary_request(messages, None))
+            result = self.ctx.summarize(self.summary_request(messages, instructions))
         except SummaryOverflow:
             return None
         text = result.text.strip()
@@ -538,27 +654,30 @@ class ClaudeCode(Strategy):
             return None
         return text
 
-    def _compact(self, trigger: str) -> bool:
+    def _compact(self, trigger: str, instructions: str | None = None) -> bool:
+        """§3, §4: one compaction (`instructions`: a manual /compact's, §2.4); False when it failed. The 2.1
+        breakers see only the auto path's outcome (`_auto_compact`): upstream changes them in `QkK` alone."""
         before = self.messages()
         body = before[len(self.system):]
         if not body:
             return False  # "No messages to compact" / "Not enough messages to compact." (§2.4)
         count = self.count()
-        text = self._summarize(body)
+        text = self._summarize(body, instructions)
         if text is None:
-            self._failed()
             return False
         summarized = [i for m in body for i in m.item_ids]
         message = self._summary_message(text, auto=trigger == "auto")
         summary = message.content
         attachments, restored = self._attachments()
+        todos = len(self.todos) if self._todo_attachment() is not None else 0
         marker = self._marker
         self.prefix = [message, *attachments]
         self.history = ItemHistory()
         self.last_usage = 0
         self.last_response_at = None
-        self._compacted()
-        details: dict[str, Any] = {"count": count, "restored_files": restored, "todos": len(self.todos)}
+        details: dict[str, Any] = {"count": count, "restored_files": restored, "todos": todos}
+        if instructions is not None:
+            details["instructions"] = instructions
         if marker is not None:
             details["recorded"] = {
                 "id": marker.id, "trigger": marker.meta.get("trigger"), "preTokens": marker.meta.get("preTokens"),
@@ -568,12 +687,6 @@ class ClaudeCode(Strategy):
             estimate_tokens=count, threshold=self.threshold, details=details,
         )
         return True
-
-    def _failed(self) -> None:
-        """BASE: no retry, no breaker (§2.3 step 6)."""
-
-    def _compacted(self) -> None:
-        """Hook for the 2.1 breakers."""
 
     def _summary_message(self, text: str, *, auto: bool) -> Message:
         """§4.1 the summary message of a summarizer's text (`wrap_summary`): the last one again, the same
@@ -589,10 +702,37 @@ class ClaudeCode(Strategy):
         content = f"{SUMMARY_PREFIX}\n{format_summary(text)}."
         return f"{content}\n{CONTINUE_SENTENCE}" if auto else content
 
+    def _memory_files(self) -> tuple[frozenset[str], re.Pattern[str]]:
+        """§4.2 the files a compaction never restores (BASE `KV5`): the agent's todo file, the session's plan
+        file, and the User (`<config>/CLAUDE.md`), Project (`<cwd>/CLAUDE.md`), Local (`<cwd>/CLAUDE.local.md`)
+        and Managed memory files, by path: a CLAUDE.md anywhere else (a sub-folder's) is restored like any
+        file. 2.1.112 (`xDY`) leaves out the plan file, the same memory files and the auto-memory file
+        (`<config>/projects/<project>/memory/MEMORY.md`), not the todo file. The plan's name (the session
+        slug) is not in the transcripts, so every file of the plans folder is left out; with the working
+        directory unknown, every CLAUDE.md and CLAUDE.local.md is taken for the Project or Local one."""
+        config = self.options.config_dir
+        # "~" stands for any home folder: the one of the recording is not known.
+        head = ".*" + re.escape(config[1:]) if config == "~" or config.startswith("~/") else re.escape(posixpath.normpath(config))
+        under = [r"CLAUDE\.md", r"plans/[^/]+"]
+        under.append(r"projects/[^/]+/memory/MEMORY\.md" if self.later else r"todos/[^/]+")
+        patterns = [f"{head}/(?:{'|'.join(under)})"]
+        exact = set(MANAGED_MEMORY)
+        if self.cwd is not None:
+            exact.update(posixpath.join(posixpath.normpath(self.cwd), name) for name in ("CLAUDE.md", "CLAUDE.local.md"))
+        else:
+            patterns.append(r".*/CLAUDE(?:\.local)?\.md|CLAUDE(?:\.local)?\.md")
+        return frozenset(exact), re.compile("|".join(f"(?:{p})" for p in patterns))
+
+    def _restorable(self, path: str) -> bool:
+        exact, pattern = self._memory
+        normal = posixpath.normpath(path) if path else path
+        return normal not in exact and path not in exact and pattern.fullmatch(normal) is None
+
     def _attachments(self) -> tuple[list[Message], list[str]]:
-        """§4.2: the newest files within their budgets (then the read cache holds only them), the todo list."""
+        """§4.2: the newest files within their budgets (then the read cache holds only them), the todo list;
+        the messages and the restored paths."""
         o = self.options
-        files = sorted((f for f in self.files.values() if not NOT_RESTORED.search(f.path)), key=lambda f: -f.order)
+        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=lambda f: -f.order)
         out: list[Message] = []
         kept: dict[str, _File] = {}
         total = 0
@@ -607,12 +747,19 @@ class ClaudeCode(Strategy):
             if fits:
                 kept[f.path] = f
         self.files = kept
-        if self.todos:
-            if self._todo_message is None or self._todo_message[0] is not self.todos:
-                body = f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False)}. {TODO_NUDGE}"
-                self._todo_message = (self.todos, Message("user", _reminder(body)))
-            out.append(self._todo_message[1])
+        todos = self._todo_attachment()
+        if todos is not None:
+            out.append(todos)
         return out, [f.path for f in kept.values()]
+
+    def _todo_attachment(self) -> Message | None:
+        """§4.2 (`VV5`) the todo list the TodoWrite tool stored, when it is not empty; `JSON.stringify` of it."""
+        if not self.todos:
+            return None
+        if self._todo_message is None or self._todo_message[0] is not self.todos:
+            body = f"{TODO_REMINDER}\n\n{_js_json(self.todos)}. {TODO_NUDGE}"
+            self._todo_message = (self.todos, Message("user", _reminder(body)))
+        return self._todo_message[1]
 
     def _restored(self, f: _File) -> tuple[bool, int, tuple[Message, ...]]:
         """§4.2 whether a file fits its own budget, its size in the total budget and its messages: the
@@ -623,14 +770,31 @@ class ClaudeCode(Strategy):
         if fits:
             # A re-read, not the transcript item: the messages carry no item id.
             return True, size, (
-                Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}))),
-                Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))),
+                Message("user", _reminder(FILE_CALL + _js_json({"file_path": f.path}))),
+                Message("user", _reminder(self._file_result(f.content or ""))),
             )
         return False, size, (Message("user", _reminder(FILE_REFERENCE.format(path=f.path))),)
+
+    def _file_result(self, content: str) -> str:
+        """§4.2 BASE (`KSA`): the Read result as its JSON string."""
+        return FILE_RESULT + _js_json(content)
 
 
 def _reminder(text: str) -> str:
     return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def _js_json(value: Any) -> str:
+    """`JSON.stringify(value)`: no spaces after the separators, characters beyond ASCII as they are."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def stored_todos(todos: list[Any]) -> list[Any]:
+    """The list the TodoWrite tool stores (2.0.57 `call`): empty when every item is completed, else the
+    items as its schema parsed them (`content`, `status`, `activeForm`, in that order, nothing else)."""
+    if all(isinstance(t, dict) and t.get("status") == "completed" for t in todos):
+        return []
+    return [{k: t[k] for k in ("content", "status", "activeForm") if k in t} if isinstance(t, dict) else t for t in todos]
 
 
 def _arguments(item: Item) -> dict[str, Any]:
@@ -649,18 +813,28 @@ class ClaudeCode21(ClaudeCode):
     later = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
+        # §8.3 the breakers' state (upstream `autoCompactTracking`), started anew by every user prompt
         self._failures = 0
         self._refills = 0
         self._turns_since: int | None = None
-        self._disabled = False
+        self._thrashing = False
         #: `_estimates` of the history list `_sums_items`; the prefix list whose chars/4 sum was taken last
         self._sums_items: list[Item] | None = None
         self._sums: list[int] = [0]
         self._prefix_tokens: tuple[list[Message] | None, int] = (None, 0)
         super().__init__(ctx, options)
 
+    def _later_max_output(self, model: str) -> int:
+        return later_max_output(model, self.options.max_output_tokens_env)
+
     def _reserve(self, model: str) -> int:
-        return min(super()._reserve(model), self.options.reserve_cap)
+        """§8.1 (`Yn`): `min(lc(model), 20,000)`."""
+        return min(self._later_max_output(model), self.options.reserve_cap)
+
+    def _max_tokens(self, model: str) -> int:
+        """The `max_tokens` of a turn request: 2.1.112 sends `Z97(model)`, which is `lc(model)` (the 20,000
+        cap is only the threshold's reserve; upstream wins where §8.1 does not say)."""
+        return self._later_max_output(model)
 
     def _compact_window(self) -> int:
         configured = self.options.auto_compact_window
@@ -669,12 +843,19 @@ class ClaudeCode21(ClaudeCode):
         return min(self.window, max(100_000, min(configured, 1_000_000)))
 
     def _summary_max_output(self) -> int:
-        return min(self.options.summary_max_output, self.reserve)
+        """§8.4 `min(20,000, lc(model))`."""
+        return min(self.options.summary_max_output, self.max_tokens)
 
-    # §8.2: the usage plus an estimate of everything after the newest response
+    # §8.2: the usage plus an estimate of everything after the newest response's first line
     def _estimate(self, item: Item) -> int:
         if item.kind == "tool_call":
-            return chars_div4((item.tool_name or "") + (item.arguments or ""))
+            # `round(len(name + JSON.stringify(input)) / 4)`: the input as JavaScript writes it, without spaces
+            arguments = item.arguments or ""
+            try:
+                arguments = _js_json(json.loads(arguments or "{}"))
+            except json.JSONDecodeError:
+                pass
+            return chars_div4((item.tool_name or "") + arguments)
         return chars_div4(item.text) + self.options.image_tokens * sum(1 for a in item.attachments if a.is_image)
 
     def count(self) -> int:
@@ -699,40 +880,49 @@ class ClaudeCode21(ClaudeCode):
             sums.append(sums[-1] + self._estimate(items[n]))
         return sums
 
+    # §8.3 the breakers (2.1.112 `QkK` and the query loop `vXY`)
+    def on_user_turn(self, item: Item) -> None:
+        """A user prompt starts a new query (2.1.112 `vXY`), whose tracking starts empty (`autoCompactTracking:
+        void 0`): the failure count, the refill count and the turns since the last compaction start over.
+        Upstream wins over §8.3's "no more auto-compaction in the session": the state lives in the query."""
+        self._failures, self._refills, self._turns_since, self._thrashing = 0, 0, None, False
+        super().on_user_turn(item)
+
     def _on_request(self) -> None:
-        # A "turn" of the rapid-refill breaker is read as one pass of the query loop (one API request).
+        # A "turn" of the rapid-refill breaker is one pass of the query loop (one API request): upstream counts
+        # it after the tools of the request that followed the compaction ran, before the next check.
         if self._turns_since is not None:
             self._turns_since += 1
 
-    def _may_auto_compact(self) -> bool:
-        return not self._disabled
-
-    def _failed(self) -> None:
-        self._failures += 1
-        if self._failures >= self.options.max_consecutive_failures:
-            self._disabled = True
-
-    def _compacted(self) -> None:
-        self._failures = 0
-        if self._turns_since is not None and self._turns_since < self.options.refill_turns:
-            self._refills += 1
-            if self._refills >= self.options.max_rapid_refills:
-                self._disabled = True
+    def _auto_compact(self, meta: dict[str, Any]) -> None:
+        """`QkK`: nothing after 3 consecutive failures in this query; the refill count is taken before
+        compacting (one more when the previous compaction of this query is < 3 turns old, else 0), and at 3
+        nothing is compacted: the query ends with the "Autocompact is thrashing" error. The recording goes
+        on, so the replay sends its requests uncompacted until the next user prompt."""
+        o = self.options
+        if self._thrashing or self._failures >= o.max_consecutive_failures:
+            return
+        refills = self._refills + 1 if self._turns_since is not None and self._turns_since < o.refill_turns else 0
+        if refills >= o.max_rapid_refills:
+            self._thrashing = True
+            meta["autocompact_thrashing"] = refills
+            return
+        if self._compact("auto"):
+            self._failures, self._refills, self._turns_since = 0, refills, 0
         else:
-            self._refills = 0
-        self._turns_since = 0
+            self._failures += 1
 
-    def _summarize(self, messages: Sequence[Message]) -> str | None:
+    def _summarize(self, messages: Sequence[Message], instructions: str | None) -> str | None:
         """§8.3: on prompt-too-long, drop the oldest API rounds (enough for the reported excess, else
         the oldest 20%) and retry, up to 3 times."""
         body = list(messages)
         for attempt in range(self.options.ptl_retries + 1):
             try:
-                result = self.ctx.summarize(self.summary_request(body, None))
+                result = self.ctx.summarize(self.summary_request(body, instructions))
             except SummaryOverflow as overflow:
                 if attempt == self.options.ptl_retries:
                     return None
-                trimmed = self._drop_oldest_rounds(body, overflow.error, overflow.tokens)
+                trimmed = self._drop_oldest_rounds(body, overflow.error)
                 if trimmed is None:
                     return None
                 body = trimmed
@@ -743,27 +933,63 @@ class ClaudeCode21(ClaudeCode):
             return text
         return None
 
-    def _drop_oldest_rounds(self, body: list[Message], error: ProviderError, tokens: int) -> list[Message] | None:
+    def _drop_oldest_rounds(self, body: list[Message], error: ProviderError) -> list[Message] | None:
+        """§8.3 `KLK`: a leading retry marker (the previous retry's) is taken off first, then the rest is cut
+        into API rounds; the oldest rounds go whose chars/4 estimates (`qT`) reach the excess the error
+        reports ("N tokens > M"), else the oldest 20% (at least one); one round always stays. The marker goes
+        back in front when what is left starts with an assistant turn."""
+        if body and body[0].role == "user" and body[0].content == PTL_RETRY_MARKER:
+            body = body[1:]
         groups = _rounds(body)
         if len(groups) < 2:
             return None
-        excess = tokens + self._summary_max_output() - self.ctx.profile.context_window if "prompt is too long" in error.message else 0
-        drop = 0
+        reported = TOO_LONG.search(error.message)
+        excess = int(reported.group(1)) - int(reported.group(2)) if reported else 0
         if excess > 0:
-            freed = 0
-            while drop < len(groups) - 1 and freed < excess:
-                freed += self.ctx.count_tokens(groups[drop])
+            drop = freed = 0
+            for group in groups:
+                freed += sum(self._message_estimate(m) for m in group)
                 drop += 1
+                if freed >= excess:
+                    break
         else:
             drop = max(1, int(len(groups) * self.options.ptl_drop_fraction))
+        drop = min(drop, len(groups) - 1)
         rest = [m for g in groups[drop:] for m in g]
-        if rest and rest[0].role != "user":
+        if rest and rest[0].role == "assistant":
             rest = [Message("user", PTL_RETRY_MARKER), *rest]
         return rest
 
+    def _message_estimate(self, message: Message) -> int:
+        """§8.2 `qT` of one wire message: its text, each tool call's name and input, 2,000 per image."""
+        calls = sum(chars_div4(c.name + c.arguments) for c in message.tool_calls)
+        images = self.options.image_tokens * sum(1 for a in message.attachments if a.is_image)
+        return chars_div4(message.content) + calls + images
+
     def wrap_summary(self, text: str, *, auto: bool) -> str:
+        """§8.5 `b18`: the prefix and the summary without its analysis, a blank line apart; then, after a
+        blank line, the paragraph naming the session's transcript (always: `bY()` always gives a path); for
+        auto only the continuation paragraph after a single line break (upstream writes "\n" there)."""
         content = f"{SUMMARY_PREFIX_LATER}\n\n{format_summary(text, keep_analysis=False)}"
-        return f"{content}\n\n{CONTINUE_LATER}" if auto else content
+        content += "\n\n" + TRANSCRIPT_NOTE.format(path=self.transcript_path())
+        return f"{content}\n{CONTINUE_LATER}" if auto else content
+
+    def transcript_path(self) -> str:
+        """§8.5 the path `bY()` gives: `<config>/projects/<AP(original cwd)>/<session id>.jsonl`, for the
+        replayed session (its recorded id; an unknown working directory is written as "/"). The file system
+        path of the replayed file is not used: it is where the corpus is kept, not where the session was."""
+        if self.options.transcript_path:
+            return self.options.transcript_path
+        config = self.options.config_dir.rstrip("/") or "/"
+        return f"{config}/projects/{project_dir_name(self.cwd or '/')}/{self.session_id}.jsonl"
+
+    def _todo_attachment(self) -> Message | None:
+        """§8.5: 2.1.112's compaction (`vI6`) adds no todo list."""
+        return None
+
+    def _file_result(self, content: str) -> str:
+        """2.1.112 (`h98`): a string result as it is, after "Result of calling the Read tool:" and a line break."""
+        return FILE_RESULT_LATER + content
 
 
 def _rounds(messages: Sequence[Message]) -> list[list[Message]]:

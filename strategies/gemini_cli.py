@@ -20,6 +20,14 @@
   30,000 minimum batch, exempt tools, `<tool_output_masked>` snippet, kept only if it saves tokens);
 - §9 truncation of shell outputs when the tool runs; §10.2 the estimator.
 
+A tool result's attachments are the `functionResponse`'s nested parts (as upstream builds them for
+gemini-3 models): counted by the estimate (3,000 per image), kept by §3 and §8, which replace only the
+response; audio and video are stripped with upstream's note, and a result of attachments alone says how
+many (`tool_output`). A user message's attachments are `inlineData` parts of its content, sent with it.
+Every length upstream compares or cuts by is JavaScript's `length` and `slice`, in UTF-16 code units
+(`js_slice`), and §3's threshold is not clamped (negative once the last prompt is over the window). Where
+the spec and upstream differ or the spec is silent, upstream is followed (noted where it matters).
+
 The window defaults to the profile's (upstream's `tokenLimit` is 1,048,576 for every Gemini model);
 transcripts hold no environment-context message, so none is re-inserted after a compression; the
 system prompt items stay in front. Reasoning items are not replayed (Gemini keeps thought text out
@@ -41,6 +49,7 @@ import functools
 import itertools
 import json
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring
@@ -51,6 +60,9 @@ from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Attachment, Item, Usage
 
+#: §10.2 fixed estimates of an image and a PDF (upstream `tokenCalculation.ts` L21, L24).
+IMAGE_TOKENS = 3_000
+PDF_TOKENS = 25_800
 #: §6 the model's acknowledgement after the summary (protocol string).
 ACK = "Got it. Thanks for the additional context!"
 MASKED_TAG = "<tool_output_masked"
@@ -69,14 +81,33 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def js_slice(text: str, start: int, end: int | None = None) -> str:
+    """JavaScript's `text.slice(start, end)`: the offsets are UTF-16 code units, a negative one counts from
+    the end, both are clamped to the text (as Python's slice does: `slice(-0)` is the whole text), and an
+    end at or before the start gives "". Where an offset falls inside a surrogate pair (a character outside
+    the BMP, an emoji) JavaScript keeps the lone half; a text here must stay encodable as UTF-8, so the half
+    becomes U+FFFD, as the importers do with lone surrogates (`transcript.scrub_surrogates`). It counts as
+    one non-ASCII unit like the half (the §10.2 estimate is the same); only §4's JSON lengths differ, by 5
+    (`JSON.stringify` escapes a lone surrogate as `\\udXXX`, 6 characters; U+FFFD is 1)."""
+    if text.isascii() or max(text) <= "\uffff":
+        return text[start:end]  # one code unit per character
+    data = text.encode("utf-16-le", "surrogatepass")
+    first, stop, _ = slice(start, end).indices(len(data) // 2)
+    piece = data[2 * first:2 * stop].decode("utf-16-le", "surrogatepass") if stop > first else ""
+    return _LONE_SURROGATE.sub("\ufffd", piece)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class TextMeasure(NamedTuple):
-    """What §3, §4 and §10.2 read of a text, measured once: its length in code points, its UTF-16
-    length, its ASCII characters and the UTF-16 length of its JSON-escaped form (without quotes).
+    """What §3, §4 and §10.2 read of a text, measured once: its UTF-16 length (JavaScript's `length`,
+    every length upstream compares or cuts by), its ASCII characters and the UTF-16 length of its
+    JSON-escaped form (without quotes).
 
     Each is a sum over the text's characters, so the measure of a concatenation is the sum of its
     pieces' (`+`)."""
 
-    chars: int
     units: int
     ascii: int
     escaped: int
@@ -85,18 +116,19 @@ class TextMeasure(NamedTuple):
     def of(cls, text: str) -> TextMeasure:
         escaped = encode_basestring(text)  # what `json.dumps(text, ensure_ascii=False)` returns
         if text.isascii():
-            return cls(len(text), len(text), len(text), len(escaped) - 2)
-        return cls(len(text), _utf16(text), len(text.encode("ascii", "ignore")), _utf16(escaped) - 2)
+            return cls(len(text), len(text), len(escaped) - 2)
+        return cls(_utf16(text), len(text.encode("ascii", "ignore")), _utf16(escaped) - 2)
 
     def __add__(self, other: object) -> TextMeasure:
         if not isinstance(other, TextMeasure):
             return NotImplemented
-        return TextMeasure(self.chars + other.chars, self.units + other.units, self.ascii + other.ascii, self.escaped + other.escaped)
+        return TextMeasure(self.units + other.units, self.ascii + other.ascii, self.escaped + other.escaped)
 
     @property
     def text_units(self) -> float:
-        """§10.2 text part: len/4 above 100,000 chars, else 0.25 per ASCII and 1.5 per other UTF-16 unit."""
-        if self.chars > 100_000:
+        """§10.2 text part: len/4 above 100,000, else 0.25 per ASCII and 1.5 per other UTF-16 unit. `len` is
+        JavaScript's `text.length` both times, UTF-16 units (upstream `tokenCalculation.ts` L41)."""
+        if self.units > 100_000:
             return self.units / 4
         return 0.25 * self.ascii + 1.5 * (self.units - self.ascii)
 
@@ -136,13 +168,21 @@ class Part:
     _cut: tuple[int, str, TextMeasure, int, str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The part as upstream holds it. A response's attachments are nested `inlineData` parts of the
+        `functionResponse`, as `convertToFunctionResponse` builds them for the default model (gemini-3-*,
+        which takes multimodal function responses: upstream `generateContentResponseUtilities.ts` L151-160;
+        older models get them as sibling parts, which §3 and §8 keep too). The transcript does not hold the
+        base64 `data`, so the JSON leaves it out."""
         if self.kind == "text":
             return {"text": self.text}
         if self.kind == "call":
             return {"functionCall": {"name": self.name, "args": self.args, "id": self.call_id}}
         if self.kind == "response":
-            return {"functionResponse": {"name": self.name, "response": {"output": self.text}, "id": self.call_id}}
-        return {"inlineData": {"mimeType": self.mime}}
+            response: dict[str, Any] = {"name": self.name, "response": {"output": self.text}, "id": self.call_id}
+            if self.attachments:
+                response["parts"] = [_inline_data(a.mime) for a in self.attachments]
+            return {"functionResponse": response}
+        return _inline_data(self.mime)
 
     def measure(self) -> PartMeasure:
         """The part's measures (a truncated part gets them from its source's, `truncated`)."""
@@ -159,10 +199,13 @@ class Part:
         if self.kind == "text":
             units = text.text_units
         elif self.kind == "response":
-            # name/4 + JSON.stringify({output: text})/4
+            # name/4 + JSON.stringify({output: text})/4, and the nested parts' estimate, floored on its own
+            # (a recursive estimateTokenCountSync, upstream `tokenCalculation.ts` L101-110)
             units = _utf16(self.name) / 4 + (_OUTPUT_JSON + text.escaped) / 4
+            if self.attachments:
+                units += math.floor(sum(media_units(a.mime) for a in self.attachments))
         elif self.kind == "data":
-            units = 3_000 if self.mime.startswith("image/") else 25_800 if self.mime == "application/pdf" else 0
+            units = media_units(self.mime)
         else:
             units = json_length / 4
         return PartMeasure(json_length, units, text, MASKED_TAG in self.text, SNAPSHOT_TAG in self.text)
@@ -172,18 +215,18 @@ class Part:
         when that is the text itself, without building it: the header's measure without the number
         is known per threshold and tool, the number is ASCII digits (1 in every measure per digit), the
         body's measure is known per threshold (`_cut_at`)."""
-        if self.measure().text.chars <= threshold:
+        if self.measure().text.units <= threshold:
             return None
         digits = len(str(number))
-        return self._cut_at(threshold)[2] + TextMeasure(digits, digits, digits, digits)
+        return self._cut_at(threshold)[2] + TextMeasure(digits, digits, digits)
 
     def cut_change(self, threshold: int) -> tuple[int, int] | None:
         """How §3's cut at `threshold` changes the text's escaped length, whatever the file's number:
         `(change, 1)`, to which the number's digits add (`truncated_text(number, threshold).escaped -
-        measure().text.escaped` is `change + len(str(number))`); `(0, 0)` when the text stays but the
-        attachments go; None when the part stays as it is."""
-        if self.measure().text.chars <= threshold:
-            return (0, 0) if self.attachments else None
+        measure().text.escaped` is `change + len(str(number))`); None when the part stays as it is (a short
+        text: the rewritten response is the same, its nested parts kept)."""
+        if self.measure().text.units <= threshold:
+            return None
         return self._cut_at(threshold)[3], 1
 
     def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int, str, str]:
@@ -202,29 +245,56 @@ class Part:
         header around the file's number (per threshold and tool) and the body (per threshold)."""
         cut = self._cut
         if cut is None or cut[0] != threshold:  # else the text is longer than the threshold (`_cut_at`)
-            if self.measure().text.chars <= threshold:
+            if self.measure().text.units <= threshold:
                 return self.text
             cut = self._cut_at(threshold)
         return f"{cut[4]}{number}{cut[5]}{cut[1]}"
 
     def truncated(self, number: int, threshold: int) -> Part:
         """A response part with `format_truncated_output(text, output_path(name, number), threshold)`
-        as its text (§3): the part itself when the text is short and there are no attachments to drop.
-        Its measures follow from this part's and the pieces' (`truncated_text`)."""
+        as its text (§3): the part itself when the text is short. The attachments stay: upstream rewrites
+        only `response` and spreads the rest of the `functionResponse`, nested parts included
+        (`chatCompressionService.ts` L202-208). Its measures follow from this part's and the pieces'
+        (`truncated_text`)."""
         measure = self.measure()
         cut = self.truncated_text(number, threshold)
         if cut is None:
-            if not self.attachments:
-                return self
-            out = replace_text(self, self.text)
-            out._measure = measure
-            return out
+            return self
         out = replace_text(self, self.cut_text(number, threshold))
         # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
         delta = cut.escaped - measure.text.escaped
         out._measure = PartMeasure(measure.json_length + delta, measure.units + delta / 4, cut, MASKED_TAG in out.text,
                                    SNAPSHOT_TAG in out.text)
         return out
+
+
+#: `convertToFunctionResponse`'s tools whose audio and video go to the next turn (protocol strings below).
+READ_FILE_TOOLS = ("read_file", "read_many_files")
+
+
+def tool_output(tool: str, text: str, attachments: tuple[Attachment, ...]) -> tuple[str, tuple[Attachment, ...]]:
+    """A tool result's `functionResponse` output and nested parts, as `convertToFunctionResponse` builds them
+    (`generateContentResponseUtilities.ts@5411f113 L48-188`). A result without attachments was a string,
+    kept as it is; one with attachments was a list of parts, its text (if not empty) the text parts:
+
+    - audio and video are stripped (not sent, L93-129): a note naming their types goes before the text,
+      for `read_file` / `read_many_files` the "read successfully" one (upstream then re-sends them in two
+      synthetic turns, a model thought and a user content of the data, `geminiChat.ts` L518-558, which are
+      not replayed), for any other tool the "[SYSTEM: … stripped …]" one;
+    - the other attachments stay nested parts; with no text and no note the output says how many
+      (L174-184: "Binary content provided (N item(s))."). Every attachment is taken for `inlineData`."""
+    if not attachments:
+        return text, attachments
+    stripped = tuple(a for a in attachments if a.mime.startswith(("audio/", "video/")))
+    kept = tuple(a for a in attachments if not a.mime.startswith(("audio/", "video/"))) if stripped else attachments
+    if stripped:
+        mimes = ", ".join(dict.fromkeys(a.mime for a in stripped))
+        note = (f"Binary content ({mimes}) read successfully. Content will be injected for analysis in the next sequence."
+                if tool in READ_FILE_TOOLS else f"[SYSTEM: Binary content ({mimes}) stripped from response due to protocol limitations.]")
+        text = f"{note}\n{text}" if text else note
+    elif not text:
+        text = f"Binary content provided ({len(kept)} item(s))."
+    return text, kept
 
 
 def response_message(part: Part, text: str, attachments: tuple[Attachment, ...]) -> Message:
@@ -234,8 +304,23 @@ def response_message(part: Part, text: str, attachments: tuple[Attachment, ...])
 
 
 def replace_text(part: Part, text: str) -> Part:
-    """A response or text part like `part` with another text (no attachments)."""
-    return Part(part.kind, text=text, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
+    """A response or text part like `part` with another text (its attachments kept)."""
+    return Part(part.kind, text=text, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error,
+                attachments=part.attachments)
+
+
+def _inline_data(mime: str) -> dict[str, Any]:
+    return {"inlineData": {"mimeType": mime}}
+
+
+def media_units(mime: str) -> float:
+    """§10.2 a media part (upstream `tokenCalculation.ts` L62-77, L136-143): 3,000 for `image/*`, 25,800 for
+    a type starting `application/pdf`, else `JSON.stringify(part).length / 4` as for any other part."""
+    if mime.startswith("image/"):
+        return IMAGE_TOKENS
+    if mime.startswith("application/pdf"):
+        return PDF_TOKENS
+    return _utf16(_compact(_inline_data(mime))) / 4
 
 
 #: `JSON.stringify({output: ""}).length`
@@ -337,6 +422,8 @@ def split_at(clean: Sequence[int], before: Sequence[int], fraction: float, every
 
 
 def _head_tail(threshold: int) -> tuple[int, int]:
+    """`headChars = Math.floor(maxChars * 0.2)` and `tailChars = maxChars - headChars` (negative for a
+    negative threshold: -2 and -8 at -10)."""
     head = math.floor(0.2 * threshold)
     return head, threshold - head
 
@@ -348,10 +435,15 @@ def truncation_header(path: str, threshold: int) -> str:
 
 
 def truncation_body(text: str, threshold: int) -> str:
-    """The rest of `formatTruncatedToolOutput` (§3): head 20 %, omission marker, tail 80 %."""
+    """The rest of `formatTruncatedToolOutput` (§3, `fileUtils.ts@5411f113 L711-723`): head 20 %, omission
+    marker, tail 80 %, with JavaScript's lengths and `slice` (`js_slice`). `contentStr.slice(-tailChars)`
+    with no tail (a threshold of 0 or -1) is `slice(-0)`, the whole text; a negative threshold (a last prompt
+    over the window, `getTruncateToolOutputThreshold` is not clamped) gives a negative head, which
+    `slice(0, head)` counts from the end, and a negative tail, which `slice(-tail)` counts from the start; the
+    omitted count is then larger than the text."""
     head, tail = _head_tail(threshold)
-    omitted = len(text) - head - tail
-    return f"{text[:head]}\n\n... [{omitted:,} characters omitted] ...\n\n{text[len(text) - tail:] if tail else ''}"
+    omitted = _utf16(text) - head - tail
+    return f"{js_slice(text, 0, head)}\n\n... [{omitted:,} characters omitted] ...\n\n{js_slice(text, -tail)}"
 
 
 def output_path(tool: str, number: int | str) -> str:
@@ -373,8 +465,9 @@ def _numberless_header(threshold: int, tool: str) -> TextMeasure:
 
 
 def format_truncated_output(text: str, path: str, threshold: int) -> str:
-    """`formatTruncatedToolOutput` (§3): header, head 20 %, omission marker, tail 80 %."""
-    if len(text) <= threshold:
+    """`formatTruncatedToolOutput` (§3): header, head 20 %, omission marker, tail 80 %; a text of at most
+    `threshold` UTF-16 units (`contentStr.length`) stays as it is."""
+    if _utf16(text) <= threshold:
         return text
     return truncation_header(path, threshold) + truncation_body(text, threshold)
 
@@ -447,12 +540,9 @@ class Truncation:
         its text after the cut (for the counter)."""
         part = self.source[ci].parts[pi]
         text = part.measure().text
-        if text.chars <= self.threshold and not part.attachments:
-            return text  # the part stays as it is
         cut = part.truncated_text(number, self.threshold)
         if cut is None:
-            self.cuts.append((ci, pi, number, 0))  # the same text, without the attachments
-            return text
+            return text  # the part stays as it is
         self.cuts.append((ci, pi, number, cut.escaped - text.escaped))
         self.delta += cut.escaped - text.escaped
         return cut
@@ -468,7 +558,7 @@ class Truncation:
         self.delta += changes.delta(0, left, self._top)
 
     def cuts_anything(self) -> bool:
-        """Whether any part is cut (a text or only its attachments)."""
+        """Whether any part is cut."""
         return bool(self.cuts) or self._changes.cuts[self._left] > 0
 
     def _shift(self, ci: int) -> int:
@@ -521,13 +611,46 @@ class Truncation:
     def messages(self, log: list[Message], at: Sequence[int], stop: int) -> list[Message]:
         """The truncated contents `[:stop]` rendered, without building them, from the source's rendered
         messages (content i's are `log[at[i]:at[i + 1]]`): a cut response's message gets its truncated
-        text and loses its attachments (`Part.truncated`)."""
+        text and keeps its attachments (`Part.truncated`)."""
         out = log[at[0]:at[stop]]
         source, threshold, first = self.source, self.threshold, at[0]
         for ci, pi, number, position in self._cuts_in(0, stop):
             part = source[ci].parts[pi]
-            out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold), ())
+            out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold), part.attachments)
         return out
+
+
+#: The section lines of the shell tool's output (upstream `toolOutputMaskingService.ts` L302-303: a
+#: multiline `^`, which JavaScript also matches after "\r", U+2028 and U+2029).
+SHELL_SECTION = re.compile("(?:^|(?<=[\r\u2028\u2029]))(Output|Error|Exit Code|Signal|Background PIDs|Process Group PGID): ", re.M)
+#: JavaScript's `String.prototype.trim` characters (WhiteSpace and LineTerminator), which differ from
+#: Python's `str.strip` (U+FEFF in, U+001C-U+001F and U+0085 out).
+JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def simple_preview(text: str) -> str:
+    """§8 `formatSimplePreview`: over 20 lines, the first 10, the omission line and the last 10."""
+    lines = text.split("\n")
+    if len(lines) <= 20:
+        return text
+    return "\n".join(lines[:10]) + f"\n\n... [{len(lines) - 20} lines omitted] ...\n\n" + "\n".join(lines[-10:])
+
+
+def shell_preview(text: str) -> str:
+    """§8 `formatShellPreview` (upstream `toolOutputMaskingService.ts` L292-348): the output split at its
+    section lines (`SHELL_SECTION`); the text before the first section and the `Output` section get the
+    simple preview, the other sections are kept whole; without two sections, the simple preview of it all.
+    The response holds only `output`, so the root-level `exitCode` / `error` notes never apply."""
+    pieces = SHELL_SECTION.split(text)
+    if len(pieces) < 3:
+        return simple_preview(text)
+    out = []
+    if pieces[0].strip(JS_WHITESPACE):
+        out.append(simple_preview(pieces[0].strip(JS_WHITESPACE)))
+    for i in range(1, len(pieces), 2):
+        name, section = pieces[i], pieces[i + 1].strip(JS_WHITESPACE)
+        out.append(f"Output: {simple_preview(section)}" if name == "Output" else f"{name}: {section}")
+    return "\n".join(out)
 
 
 def response_position(parts: Sequence[Part], index: int) -> int:
@@ -611,13 +734,15 @@ class GeminiCli(Strategy):
         if item.kind == "system":
             self.system.append(item)
         elif item.kind == "tool_result":
-            text = item.text
-            if item.tool_name in self.shell:
+            text, attachments = tool_output(item.tool_name or "", item.text, item.attachments)
+            if item.tool_name in self.shell and not item.attachments:
+                # §9 (`tool-executor.ts@5411f113 L217-246`): a shell tool's string output (a result with attachments
+                # was a list of parts), when `threshold > 0` and its length is over it
                 threshold = min(4 * (self.limit - self.last_prompt_tokens), self.options.truncate_tool_output_threshold)
-                if threshold > 0:
+                if threshold > 0 and _utf16(text) > threshold:
                     text = format_truncated_output(text, self._output_path(item.tool_name or "tool"), threshold)
             part = Part("response", text=text, name=item.tool_name or "", call_id=item.call_id or "", item_id=item.id,
-                        is_error=item.is_error, attachments=item.attachments)
+                        is_error=item.is_error, attachments=attachments)
             if self.pending and self.pending[-1].role == "user" and self.pending[-1].has_response:
                 self.pending[-1].parts.append(part)
             else:
@@ -628,8 +753,9 @@ class GeminiCli(Strategy):
             self._model([item])
 
     def _user_text(self, item: Item) -> None:
+        # the user's files are `inlineData` parts after the text (sent, and rendered on the user message)
         parts = [Part("text", text=item.text, item_id=item.id)]
-        parts += [Part("data", mime=a.mime, item_id=item.id) for a in item.attachments]
+        parts += [Part("data", mime=a.mime, item_id=item.id, attachments=(a,)) for a in item.attachments]
         self.pending.append(Content("user", parts))
 
     def _model(self, items: Sequence[Item]) -> None:
@@ -694,7 +820,9 @@ class GeminiCli(Strategy):
                 out.append(response_message(p, p.text, p.attachments))
         if texts:
             ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id and p.kind != "response"))
-            out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids))
+            # the user's `inlineData` parts go with the text, as the request carries them
+            files = tuple(a for p in content.parts if p.kind == "data" for a in p.attachments)
+            out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids, attachments=files))
         return out
 
     def _sync_log(self) -> list[Message]:
@@ -760,7 +888,9 @@ class GeminiCli(Strategy):
         part; past the budget a response is truncated, with a new output path. The counter only
         grows: once it is over the budget every older response is cut, whatever its size."""
         o = self.options
-        threshold = max(min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold), 0)
+        # `getTruncateToolOutputThreshold` (config.ts@5411f113 L3794-3801), not clamped: negative once the last
+        # prompt is over the window (`truncation_body` cuts as JavaScript's `slice` then does)
+        threshold = min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold)
         budget = o.function_response_token_budget
         self._index()
         contents, responses, text_tokens = self.history, self._responses, self._text_tokens
@@ -835,7 +965,11 @@ class GeminiCli(Strategy):
             second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
                                         purpose="verify")
         except SummaryOverflow:
-            # The summariser gives up and throws (§5.1): the turn goes on uncompressed.
+            # Upstream the summariser's error is thrown (`baseLlmClient.ts` L421; a 400 is not retried) and
+            # nothing in `compress`, `tryCompressChat` or `processTurn` catches it (`client.ts` L689, L1206):
+            # the turn fails before its request is sent (§5.1). A replay has no failed-turn outcome (the
+            # recorded step is replayed whatever happens), so the step goes on with the history uncompressed;
+            # the overflowing summary request is recorded as such.
             return
         final = (second.text.strip() or first.text).strip()
         if not final:
@@ -862,13 +996,11 @@ class GeminiCli(Strategy):
     # ------------------------------------------------------------ masking (§8)
     def _preview(self, part: Part) -> str:
         if part.name in self.shell:
-            lines = part.text.split("\n")
-            if len(lines) > 20:
-                return "\n".join(lines[:10]) + f"\n\n... [{len(lines) - 20} lines omitted] ...\n\n" + "\n".join(lines[-10:])
-            return part.text
+            return shell_preview(part.text)
+        # toolOutputMaskingService.ts@5411f113 L205-212: JSON.stringify(response, null, 2), UTF-16 lengths
         content = json.dumps({"output": part.text}, indent=2, ensure_ascii=False)
-        if len(content) > 500:
-            return content[:250] + "\n... [TRUNCATED] ...\n" + content[-250:]
+        if _utf16(content) > 500:
+            return js_slice(content, 0, 250) + "\n... [TRUNCATED] ...\n" + js_slice(content, -250)
         return content
 
     def _prunable_tokens(self, start: int) -> int:
@@ -919,7 +1051,8 @@ class GeminiCli(Strategy):
             part = self.history[ci].parts[pi]
             path = self._output_path(part.name or "tool")
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
-            new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
+            # only `response` is replaced: the nested parts stay (upstream `toolOutputMaskingService.ts` L224-231)
+            new = replace_text(part, snippet)
             if estimate_parts([new]) < tokens:
                 self.history[ci].replace_part(pi, new)
                 masked.append(part.call_id)

@@ -12,7 +12,8 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
   HARD, EVENTS alone SOFT (a SOFT failure proceeds uncondensed);
 - §4.3 `events_from_tail` = the minimum over the reasons' targets, both ends moved to the next
   valid manipulation index (§4.4 batch atomicity, tool-call matching, thinking tool loops), the 10 %
-  minimum progress;
+  minimum progress; a negative target (REQUEST on a view under 10 events) leaves no valid end, so the
+  HARD requirement goes to the hard reset, as upstream;
 - §4.5 the summary prompt with `<EVENT>` blocks built from the 500-character display previews,
   inserted as a plain `user` message at the forgetting start;
 - §4.6 the hard context reset on a failed HARD condensation: everything summarised at offset 0,
@@ -25,8 +26,12 @@ max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` b
 middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
 does (§7): an assistant message is emitted only once every call of it has its observation, and
 orphaned calls or observations are dropped silently; observations are cut at 30,000 characters. The
-call/result halves the count-only cut separates are therefore lost without a wire error; each
-compaction lists them in `details["orphaned_calls"]` / `["orphaned_results"]`.
+assistant message is the whole model response (its text and every call, forgotten ones included),
+sent when one of its actions is in the view and every call has its observation there; else the
+response and its observations are lost without a wire error. Each compaction lists the view's calls
+and results so lost in `details["orphaned_calls"]` / `["orphaned_results"]`. A user message that
+follows another starts with two newlines, as V0 formats them. The summariser runs on the masked view:
+masked browser outputs are condensation observations, never summarised events (§5.1).
 
 Both render their view incrementally: each event's messages are built once, and a view that extends
 the one rendered last only adds its new events to the rendering, whose messages form the append-only
@@ -76,6 +81,8 @@ class Event:
     #: the event's own messages, built once by the strategy that renders it (an event is never changed
     #: once built; a masked copy is a new event)
     rendered: tuple[Message, ...] | None = field(default=None, init=False, repr=False)
+    #: V0: its user message after another user message, with the "\n\n" V0 puts before it (built once)
+    joined: Message | None = field(default=None, init=False, repr=False)
 
     @property
     def item_ids(self) -> tuple[str, ...]:
@@ -88,6 +95,8 @@ class EventLog:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self._next = 0
+        #: the actions of each model response, by the id of each of them (V0 sends the whole response)
+        self.batch_of: dict[int, tuple[Event, ...]] = {}
 
     def new(self, kind: str, **fields: Any) -> Event:
         event = Event(id=self._next, kind=kind, **fields)
@@ -122,6 +131,8 @@ class EventLog:
             out.append(self.new("action", items=(*extra, call), text="\n".join(i.text for i in texts) if n == 0 else "",
                                 response=response, call_id=call.call_id or "", tool_name=call.tool_name or "",
                                 arguments=call.arguments or "", thinking=thinking if n == 0 else ()))
+        batch = tuple(out)
+        self.batch_of.update((a.id, batch) for a in batch)
         return out
 
 
@@ -134,32 +145,53 @@ def _clip(text: str, limit: int, marker: str) -> str:
 
 
 def sdk_truncate(text: str, limit: int | None) -> str:
-    """SDK `maybe_truncate`: room for the notice, then the head (rounded up) and the tail."""
-    if limit is None or len(text) <= limit:
+    """SDK `maybe_truncate` (`utils/truncate.py@611629e6 L50-117`): no limit (None or 0) or a short
+    enough text is left as it is; a limit the notice alone fills gives the notice cut to the limit;
+    otherwise room for the notice, then the head (rounded up) and the tail."""
+    if not limit or limit < 0 or len(text) <= limit:
         return text
-    room = max(0, limit - len(SDK_CLIP))
+    if len(SDK_CLIP) >= limit:
+        return SDK_CLIP[:limit]
+    room = limit - len(SDK_CLIP)
     head = (room + 1) // 2
     tail = room - head
     return text[:head] + SDK_CLIP + (text[-tail:] if tail else "")
 
 
 def _preview(text: str, n: int) -> str:
-    return text[:n] + "[...]" if len(text) > n else text
+    # Upstream (`action.py@611629e6 L150-154`, `observation.py L78-82`, `system.py L90-94`) marks the cut
+    # with "..."; spec §4.5 writes "[...]": upstream wins.
+    return text[:n] + "..." if len(text) > n else text
 
 
-def event_preview(event: Event, n: int = N_CHAR_PREVIEW) -> str:
-    """SDK `str(event)` (§4.5): a display preview, not what the model saw; actions show no arguments."""
+def _generic_preview(text: str, n: int) -> str:
+    """`MessageEvent` and `LLMConvertibleEvent.__str__` (`message.py@611629e6 L133-136`, `base.py L95-99`):
+    a text longer than `n` keeps its first `n - 3` characters and "..."."""
+    return text[: n - 3] + "..." if len(text) > n else text
+
+
+def event_preview(event: Event, n: int = N_CHAR_PREVIEW, tools: int = 0) -> str:
+    """SDK `str(event)` (§4.5): a display preview, not what the model saw; actions show no arguments.
+
+    `tools`: the number of tools the system prompt event carries (its preview names the count)."""
     if event.kind == "action":
+        # Upstream names the action's class (`TerminalAction`, …); a replayed transcript's tools have no
+        # OpenHands action class, so the tool's name stands for it.
         return f"ActionEvent (agent)\n  Thought: {_preview(event.text, n)}\n  Action: {event.tool_name}"
     if event.kind == "observation":
         return f"ObservationEvent (environment)\n  Tool: {event.tool_name}\n  Result: {_preview(event.text, n)}"
-    body = event.text if len(event.text) <= n - 3 else event.text[: n - 3] + "..."
+    if event.kind == "system":
+        # `SystemPromptEvent.__str__` (`system.py@611629e6 L87-104`); its source is "agent".
+        return f"SystemPromptEvent (agent)\n  System: {_preview(event.text, n)}\n  Tools: {tools} available"
     if event.kind == "message":
         role = "user" if event.source == "user" else "assistant"
-        return f"MessageEvent ({event.source})\n  {role}: {body}"
-    name = "CondensationSummaryEvent" if event.kind == "summary" else "SystemPromptEvent"
-    role = "user" if event.kind == "summary" else "system"
-    return f"{name} ({event.source})\n  {role}: {body}"
+        if role == "assistant" and not event.text:
+            # `message.py@611629e6 L151-152`: a model message without text content (only reasoning); the
+            # thinking-block count is shown only next to text
+            return f"MessageEvent ({event.source})\n  {role}: [no text content]"
+        thinking = f" [Thinking blocks: {len(event.thinking)}]" if event.thinking else ""
+        return f"MessageEvent ({event.source})\n  {role}: {_generic_preview(event.text, n)}{thinking}"
+    return f"CondensationSummaryEvent ({event.source})\n  user: {_generic_preview(event.text, n)}"
 
 
 def manipulation_indices(view: Sequence[Event]) -> list[int]:
@@ -413,7 +445,10 @@ class OpenHands(Strategy):
                         prefix = k
                         break
                 candidates.append(len(rest) - prefix)
-        return max(0, min(candidates))
+        # Not clamped, as upstream (L297-308): a REQUEST on a view of fewer than 2 * (keep_first + 1) events
+        # gives a negative count, the naive end falls past the view, `find_next` raises and a HARD
+        # requirement goes to the hard context reset.
+        return min(candidates)
 
     def _prefix_tokens(self, start: int) -> Iterator[int]:
         """`count_tokens(messages(view[:m]))` for m = start, start + 1, … up to the whole view: the events
@@ -443,8 +478,14 @@ class OpenHands(Strategy):
             raise _NoCondensation from None
         self._apply(forgotten, summary, start, reasons, "condensation")
 
+    def _preview(self, event: Event) -> str:
+        # The system prompt event's preview counts its tools; a transcript records no tool definitions, so
+        # the tools the log has called stand for them.
+        tools = len({e.tool_name for e in self.log.events if e.kind == "action"}) if event.kind == "system" else 0
+        return event_preview(event, self.options.preview_chars, tools)
+
     def _summarize(self, events: Sequence[Event], limit: int | None) -> str:
-        texts = [sdk_truncate(event_preview(e, self.options.preview_chars), limit) for e in events]
+        texts = [sdk_truncate(self._preview(e), limit) for e in events]
         prompt = self.ctx.render_prompt("openhands_summary.j2", v0=False, events=texts, previous=None)
         return self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
 
@@ -472,7 +513,7 @@ class OpenHands(Strategy):
             try:
                 summary = self._summarize(self.view, limit)
             except SummaryOverflow:
-                longest = max((len(event_preview(e, o.preview_chars)) for e in self.view), default=0)
+                longest = max((len(self._preview(e)) for e in self.view), default=0)
                 limit = int((limit if limit is not None else longest) * o.hard_context_reset_context_scaling)
                 continue
             self._apply(list(self.view), summary, 0, reasons, "hard-reset")
@@ -491,20 +532,29 @@ class _V0Messages:
         #: the view rendered so far and its messages
         self.events: list[Event] = []
         self.out: list[Message] = []
-        #: the actions waiting for observations (by response) and the observations waiting to be placed
-        self.pending: dict[int, list[Event]] = {}
+        #: the responses waiting for observations (all their actions, by the first one's id) and the
+        #: observations waiting to be placed
+        self.pending: dict[int, tuple[Event, ...]] = {}
         self.results: dict[str, Message] = {}
 
     def add(self, e: Event) -> None:
         self.events.append(e)
         out, pending, results = self.out, self.pending, self.results
         if e.kind == "action":
-            pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
+            # `conversation_memory.py@156d0686 L258-270`: any action of a response in the view makes the whole
+            # response (its text and all its tool calls, the forgotten ones too) the pending assistant message
+            batch = self.strategy.log.batch_of.get(e.id, (e,))
+            pending[batch[0].id] = batch
         else:
             if e.rendered is None:
                 e.rendered = (self.strategy._own_message(e),)
             if e.kind == "observation" and not e.masked:
                 results[e.call_id] = e.rendered[0]
+            elif e.rendered[0].role == "user" and out and out[-1].role == "user":
+                # `_apply_user_message_formatting` (L167-182): "\n\n" before a user message that follows one
+                if e.joined is None:
+                    e.joined = replace(e.rendered[0], content="\n\n" + e.rendered[0].content)
+                out.append(e.joined)
             else:
                 out += e.rendered
         if e.kind not in ("action", "observation"):
@@ -648,13 +698,15 @@ class OpenHandsV0(Strategy):
                        name=e.tool_name, is_error=e.is_error)
 
     def _batch_message(self, actions: Sequence[Event]) -> Message:
-        """The assistant message of one response's actions, once all have their observations (§7)."""
+        """The assistant message of one response (all its actions), once all have their observations (§7)."""
         key = tuple(a.id for a in actions)
         message = self._batches.get(key)
         if message is None:
             ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
             calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
-            message = self._batches[key] = Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids)
+            # the response's text (on its first action), left out when blank (L266-268)
+            text = actions[0].text if actions[0].text.strip() else ""
+            message = self._batches[key] = Message("assistant", text, tool_calls=calls, item_ids=ids)
         return message
 
     # ------------------------------------------------------------ the pipeline (§5.9)
@@ -680,20 +732,28 @@ class OpenHandsV0(Strategy):
         essential = [e for e in (system, first_user) if e is not None]
         num_recent = max(1, (len(view) - len(essential)) // 2)
         recent = view[len(view) - num_recent:]
-        while recent and recent[0].kind == "observation":
+        # leading observations are skipped, and the summary (an `AgentCondensationObservation`) with them
+        # (`conversation_window_condenser.py` L114-124); forgetting it changes nothing, V0 inserts it anew
+        while recent and recent[0].kind in ("observation", "summary"):
             recent = recent[1:]
         keep = {e.id for e in essential} | {e.id for e in recent}
         forgotten = [e for e in view if e.id not in keep and e.id >= 0]
         self._forget(forgotten, [e.id for e in forgotten], None, "conversation-window")
 
     def _summarize(self, view: list[Event]) -> None:
-        """§5.1 `get_condensation`: head, previous summary, the forgotten middle by count; an id range."""
+        """§5.1 `get_condensation`: head, previous summary, the forgotten middle by count; an id range.
+
+        It runs after the browser masking (§5.9), so a masked browser output is an
+        `AgentCondensationObservation` like the summary (`llm_summarizing_condenser.py@156d0686 L59-69`):
+        one at `keep_first` is taken as the previous summary, and none is among the forgotten events or
+        their id range."""
         o = self.options
         head = view[: o.keep_first]
         tail_count = o.max_size // 2 - len(head) - 1
-        previous = view[o.keep_first].text if len(view) > o.keep_first and view[o.keep_first].kind == "summary" else NO_SUMMARY
+        at = view[o.keep_first] if len(view) > o.keep_first else None
+        previous = at.text if at is not None and _is_condensation_observation(at) else NO_SUMMARY
         middle = view[o.keep_first: len(view) - tail_count] if tail_count > 0 else []
-        forgotten = [e for e in middle if e.kind != "summary"]
+        forgotten = [e for e in middle if not _is_condensation_observation(e)]
         if not forgotten:
             return
         events = [(e.id, _clip(_event_str(e), o.max_event_length, V0_TRUNCATION)) for e in forgotten]
@@ -714,19 +774,36 @@ class OpenHandsV0(Strategy):
         self._browsers = sum(map(self._is_browser, self._live))
         if summary is not None:
             self.summary = summary
-        view = self.base_view()
-        calls = {e.call_id for e in view if e.kind == "action"}
-        results = {e.call_id for e in view if e.kind == "observation"}
+        lost_calls, lost_results = self._unsent(self.base_view())
         self.ctx.record_compaction(
             trigger=trigger, before=before, after=self.messages(), summary=summary[0] if summary else None,
             summarized_ids=[i for e in forgotten for i in e.item_ids] if summary else (),
             threshold=None,
             details={
                 "forgotten_range": [min(ids), max(ids)] if ids else None,
-                "orphaned_calls": sorted(c for c in calls - results if c),
-                "orphaned_results": sorted(r for r in results - calls if r),
+                "orphaned_calls": lost_calls,
+                "orphaned_results": lost_results,
             },
         )
+
+    def _unsent(self, view: Sequence[Event]) -> tuple[list[str], list[str]]:
+        """The call ids of the view's actions and observations that no message carries (§7): a response is
+        sent, all its calls and their observations, when the view holds one of its actions and an
+        observation for each of its calls."""
+        results = {e.call_id for e in view if e.kind == "observation"}
+        sent: set[str] = set()
+        for e in view:
+            if e.kind == "action":
+                calls = {a.call_id for a in self.log.batch_of.get(e.id, (e,))}
+                if calls <= results:
+                    sent |= calls
+        return (sorted({e.call_id for e in view if e.kind == "action"} - sent - {""}),
+                sorted(results - sent - {""}))
+
+
+def _is_condensation_observation(e: Event) -> bool:
+    """V0 `AgentCondensationObservation`: the summary and each masked browser output."""
+    return e.kind == "summary" or e.masked
 
 
 def _url(action: Event | None) -> str:

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from compaction_bench.profiles import ModelProfile, get_profile
 from compaction_bench.replay import replay
 from compaction_bench.strategies.aider import COMMIT_MESSAGE, OK, SUMMARY_PREFIX, Aider, ChatMessage
+from compaction_bench.tokens import get_encoding
 from compaction_bench.transcript import Item
 from tests.pi_builders import Session, small_profile
 
@@ -102,3 +105,43 @@ def test_applied_replaces_done_and_loses_the_pair_after_the_snapshot():
     assert summary_request.messages[0].role == "system"
     assert summary_request.messages[1].content.startswith("# USER\nchange number 0")
     assert "# ASSISTANT\nedit for change 0" in summary_request.messages[1].content
+
+
+class _FixedSummaryContext:
+    """The engine's side for calling the split directly: every summary call answers `text`."""
+
+    def __init__(self, text: str) -> None:
+        self.profile = get_profile("64k")  # o200k_base, the tokenizer of litellm's `gpt-4o`
+        self.text = text
+        self.calls = 0
+
+    def summarize(self, request: Any, *, purpose: str = "summary") -> Any:
+        self.calls += 1
+        return SimpleNamespace(text=self.text)
+
+    def render_prompt(self, template: str, **variables: Any) -> str:
+        return ""
+
+
+def test_the_summary_is_measured_as_a_message_list():
+    # history.py L90 `token_count(summary)` on a one-message list: litellm.token_counter (§4, models.py
+    # L650-656), not the tokens of json.dumps(message) the per-message sizes use. A summary full of “”, —
+    # and newlines costs far more as JSON (escapes). Counted independently here with tiktoken and litellm.
+    import litellm
+
+    text = "\n".join(f"— the “strict” mode of parse_config() failed on line {i} — fixed" for i in range(20))
+    messages = [ChatMessage(role, f"{word} {i}") for i in range(50) for role, word in (("user", "Message"), ("assistant", "Response"))]
+    encoding = get_encoding("o200k_base")
+    sizes = [len(encoding.encode(json.dumps(m.as_dict()))) for m in messages]
+    assert set(sizes) == {14}  # 100 messages, 1,400 tokens
+    # max 1,000: half 500, so the tail is the newest 35 messages (490 < 500, 36 would make 504), and
+    # the head must end with an assistant message: split 64, a tail of 36 messages (504 tokens)
+    tail = 504
+    summary = {"role": "user", "content": SUMMARY_PREFIX + text}
+    as_list = litellm.token_counter(model="gpt-4o", messages=[summary])
+    as_json = len(encoding.encode(json.dumps(summary)))
+    assert as_list + tail < 1_000 <= as_json + tail  # accepted as a list; as JSON it would recurse
+    ctx = _FixedSummaryContext(text)
+    out = Aider(ctx, Aider.parse_options({"max_chat_history_tokens": 1_000})).summarize(messages)
+    assert ctx.calls == 1  # accepted at depth 0, no second summary
+    assert len(out) == 37 and out[0].content == SUMMARY_PREFIX + text and out[1].content == "Message 32"

@@ -4,8 +4,10 @@ sessions with recorded usage and on the recorded Claude Code corpus (§9)."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -13,17 +15,22 @@ from compaction_bench.metrics.integrity import check
 from compaction_bench.replay import replay
 from compaction_bench.strategies.claude_code import (
     CLEARED_RESULT,
+    CONTINUE_LATER,
     CONTINUE_SENTENCE,
+    PTL_RETRY_MARKER,
     SUMMARY_PREFIX,
     SUMMARY_PREFIX_LATER,
+    TRANSCRIPT_NOTE,
+    ClaudeCode,
+    ClaudeCode21,
     auto_compact_threshold,
     env_max_output,
     format_summary,
     model_output_cap,
 )
-from compaction_bench.transcript import Item
+from compaction_bench.transcript import Item, Transcript
 from tests.conftest import CORPORA
-from tests.pi_builders import Session, small_profile
+from tests.pi_builders import RecordingSummarizer, Session, small_profile
 
 OPUS = {"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000}
 SECTIONS = (
@@ -108,7 +115,11 @@ def test_summary_request_and_new_context():
     # No verbatim tail: every transcript item before the compaction is gone (summarized).
     assert compaction.kept_ids == ()
     restored = "\n".join(m.content for m in after[1:])
-    assert '"file_path": "/repo/report.py"' in restored and "def report()" in restored
+    # §4.2 upstream writes the re-read's input with `JSON.stringify`, which puts no space after ":" (this test
+    # asserted Python's spaced `{"file_path": "..."}` before; cc@2.0.57 cli.js L4256 `DSA`).
+    assert 'Called the Read tool with the following input: {"file_path":"/repo/report.py"}' in restored
+    assert 'Result of calling the Read tool: "     1→def report():\\n     2→    return \'x\'\\n"' in restored
+    assert '[{"content":"write tests","status":"pending","activeForm":"Writing tests"}]' in restored
     assert "<system-reminder>" in restored and "write tests" in restored
     assert compaction.details["restored_files"] == ["/repo/report.py"]
     assert _pair_errors(result) == 0
@@ -217,7 +228,9 @@ def test_later_rules():
     result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS)
     turns = [r for r in result.requests if r.kind == "turn"]
     assert turns[0].threshold == 167_000
-    assert turns[1].estimate_tokens == 160_000 + 10_000
+    # The estimate starts after the response's first line ("step"), so its tool_use block counts too:
+    # round(len("Bash" + '{"command":"ls"}') / 4) = 5 (this test asserted 160,000 + 10,000 before, §8.2).
+    assert turns[1].estimate_tokens == 160_000 + 5 + 10_000
     assert [c.trigger for c in result.compactions] == ["auto"]
     summary = result.compactions[0].after[0].content
     assert summary.startswith(SUMMARY_PREFIX_LATER) and "Analysis:" not in summary
@@ -300,18 +313,341 @@ def test_fidelity_cli_prints_the_table():
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "Claude Code" in bad.stderr
 
 
-def test_later_rapid_refill_breaker_stops_after_three_refills():
-    # §8.3: a compaction whose context is back at the threshold within < 3 query-loop turns is a refill;
-    # after 3 in a row auto-compaction stops. Window 40,000, reserve min(32,000, 20,000) → T = 7,000; every
-    # tool result adds ~8,000 estimated tokens, so the count is over T again right after each compaction.
+def _scan_session(turns: int = 1) -> Session:
     s = Session()
-    s.user("scan the logs")
-    for n in range(8):
-        s.assistant(f"scan {n}", calls=[(f"c{n}", "Bash", {"command": f"cat log{n}"})])
-        s.result(f"c{n}", ("lorem ipsum dolor " * 2_000)[:32_000], name="Bash")
-    s.assistant("done")
-    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(40_000))
+    for turn in range(turns):
+        s.user(f"scan the logs, part {turn}")
+        for n in range(8):
+            s.assistant(f"scan {turn}.{n}", calls=[(f"c{turn}{n}", "Bash", {"command": f"cat log{n}"})])
+            s.result(f"c{turn}{n}", ("lorem ipsum dolor " * 2_000)[:32_000], name="Bash")
+        s.assistant("done")
+    return s
+
+
+#: Window 40,000, CLAUDE_CODE_MAX_OUTPUT_TOKENS 20,000 (the requests ask for 20,000, as with the old reserve) →
+#: reserve min(20,000, 20,000), T = 40,000 − 20,000 − 13,000 = 7,000.
+REFILL = {"max_output_tokens_env": 20_000}
+
+
+def test_later_rapid_refill_breaker_stops_after_three_refills():
+    # §8.3 / 2.1.112 `QkK`: every tool result adds ~8,000 estimated tokens, so the count is over T again right
+    # after each compaction. The refill count is taken before compacting: 0 at step 1, 1 at step 2, 2 at step 3,
+    # and at step 4 it would be 3, so nothing is compacted and the query ends with the "Autocompact is
+    # thrashing" error. This test asserted compactions at [1, 2, 3, 4] before: one compaction too many.
+    result = replay(_scan_session().transcript(), "claude-code-2.1", profile=small_profile(40_000), options=REFILL)
     turns = [r for r in result.requests if r.kind == "turn" and r.attempt == 0]
     assert turns[0].threshold == 7_000
-    assert [c.step for c in result.compactions if c.trigger == "auto"] == [1, 2, 3, 4]
-    assert all(r.estimate_tokens >= 7_000 for r in turns if r.step >= 5)  # over T, but the breaker holds
+    assert [c.step for c in result.compactions if c.trigger == "auto"] == [1, 2, 3]
+    assert [(r.step, r.meta.get("autocompact_thrashing")) for r in turns if r.meta.get("autocompact_thrashing")] == [(4, 3)]
+    # The recording goes on in that turn: its requests are sent uncompacted, over T.
+    assert all(r.estimate_tokens >= 7_000 for r in turns if r.step >= 4)
+
+
+def test_later_breakers_start_over_with_each_user_prompt(tmp_path):
+    # 2.1.112 `vXY` starts every user prompt's query with `autoCompactTracking: void 0`: the failure count and
+    # the refill count do not outlive the prompt. Two prompts of 4 tool steps at 170,000 (T = 167,000) with a
+    # summary prompt too long for any request: 3 failed attempts in each prompt (steps 1-3 and 5-7; the first
+    # request, step 0, has no usage yet), not 3 for the whole replay.
+    prompt = tmp_path / "huge.j2"
+    prompt.write_text("padding " * 190_000)
+    s = Session()
+    for turn in range(2):
+        s.user(f"task {turn}")
+        for n in range(4):
+            s.assistant(f"step {turn}.{n}", calls=[(f"c{turn}{n}", "Bash", {"command": "ls"})], total=170_000)
+            s.result(f"c{turn}{n}", "out", name="Bash")
+        s.assistant("end", total=170_000)
+    result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS,
+                    prompts={"claude_code_summary.j2": prompt})
+    assert result.compactions == []
+    assert sorted({r.step for r in result.requests if r.kind == "summary"}) == [1, 2, 3, 5, 6, 7]
+    # The rapid-refill breaker too: the second prompt (steps 9-17, already over T at its first request) compacts
+    # three times again before it trips.
+    refill = replay(_scan_session(turns=2).transcript(), "claude-code-2.1", profile=small_profile(40_000), options=REFILL)
+    assert [c.step for c in refill.compactions if c.trigger == "auto"] == [1, 2, 3, 9, 10, 11]
+    thrashing = [r.step for r in refill.requests if r.kind == "turn" and r.meta.get("autocompact_thrashing")]
+    assert thrashing == [4, 12]
+
+
+def test_later_manual_compact_leaves_the_breakers_alone(tmp_path):
+    # 2.1.112 changes the breaker state only in the auto path (`QkK`); a manual /compact calls the compaction
+    # (`vI6`) directly. Three failing manual compactions inside a prompt must not count as the auto path's three
+    # consecutive failures: the auto attempts still come at steps 1, 2 and 3.
+    prompt = tmp_path / "huge.j2"
+    prompt.write_text("padding " * 190_000)
+    s = Session()
+    s.user("a long task")
+    s.assistant("step 0", calls=[("c0", "Bash", {"command": "ls"})], total=170_000)
+    s.result("c0", "out", name="Bash")
+    for n in range(3):
+        s.items.append(_marker(f"m{n}", "manual", 170_000))
+    for n in range(1, 6):
+        s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": "ls"})], total=170_000)
+        s.result(f"c{n}", "out", name="Bash")
+    s.assistant("end", total=1_000)
+    # "recorded-always": the recorded usage at every step (the recording's own compactions end `recorded`'s).
+    result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded-always", options=OPUS,
+                    prompts={"claude_code_summary.j2": prompt})
+    assert result.compactions == []
+    assert sorted({r.step for r in result.requests if r.kind == "summary"}) == [0, 1, 2, 3]  # step 0: the manual ones
+
+
+def test_later_count_estimates_the_newest_responses_own_later_blocks():
+    # §8.2 / 2.1.112 `vJ`: the estimate covers every line after the newest response's *first* line, so the
+    # response's other content blocks count, here a Write call whose input holds 40,000 characters. Each
+    # block is estimated as `round(len(name + JSON.stringify(input)) / 4)`, JSON without spaces even when the
+    # recording kept the input with them (the Claude Code importer does).
+    args = {"file_path": "/r/a.txt", "content": "x" * 40_000}
+    s = Session()
+    s.user("write the file")
+    s.assistant("writing", calls=[("w1", "Write", args)], total=100_000)
+    s.result("w1", "ok", name="Write")
+    s.assistant("done", total=1_000)
+    call = len("Write" + json.dumps(args, separators=(",", ":")))  # 40,042 characters → 10,010.5 → 10,011
+    expected = 100_000 + math.floor(call / 4 + 0.5) + 1  # `Math.round` rounds half up; "ok": round(0.5) = 1
+    assert call == 40_042 and expected == 110_012
+    spaced = [replace(i, arguments=json.dumps(args)) if i.kind == "tool_call" else i for i in s.items]
+    for items in (s.items, spaced):
+        t = Transcript(id="t", items=tuple(items))
+        turns = [r for r in replay(t, "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS).requests if r.kind == "turn"]
+        assert turns[1].estimate_tokens == expected
+    # A response whose first line is the call itself: the call is that line, so only the result is added.
+    only = Session()
+    only.user("write the file")
+    only.assistant(calls=[("w1", "Write", args)], total=100_000)
+    only.result("w1", "ok", name="Write")
+    only.assistant("done", total=1_000)
+    turns = [r for r in replay(only.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS).requests
+             if r.kind == "turn"]
+    assert turns[1].estimate_tokens == 100_000 + 1
+
+
+class _MaxTokens(ClaudeCode21):
+    """`claude-code-2.1` noting the `max_tokens` of every request it builds."""
+
+    seen: list[int | None] = []
+
+    def request(self):
+        request = super().request()
+        self.seen.append(request.max_output_tokens)
+        return request
+
+
+def test_later_requests_ask_for_the_models_whole_max_output():
+    # 2.1.112 sends `max_tokens = Z97(model) = lc(model)` on a normal turn (the flag `tengu_otk_slot_v1` is off
+    # by default); the 20,000 cap is only the threshold's reserve and the summary's limit (§8.1, §8.4).
+    # `lc`: CLAUDE_CODE_MAX_OUTPUT_TOKENS capped at the model's upper limit, else its default (upstream `wa`):
+    # opus-4-5 32,000 / 64,000, sonnet-4-6 32,000 / 128,000.
+    s = _session([100_000, 170_000])
+    summarizer = RecordingSummarizer()
+    cases = [(OPUS, 64_000), ({"model": "claude-opus-4-5"}, 32_000), ({"model": "claude-sonnet-4-6", "max_output_tokens_env": 100_000}, 100_000)]
+    for options, expected in cases:
+        _MaxTokens.seen = []
+        result = replay(s.transcript(), _MaxTokens, profile="claude-opus", usage="recorded", options=options, summarizer=summarizer)
+        assert set(_MaxTokens.seen) == {expected}
+        assert {r.threshold for r in result.requests if r.kind == "turn"} == {200_000 - 20_000 - 13_000}
+    assert set(summarizer.max_tokens) == {20_000}
+    # BASE sends its reserve, which the env sets and 64,000 caps (§2.1).
+    base = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded",
+                  options={"model": "claude-sonnet-4-6", "max_output_tokens_env": 100_000})
+    assert {r.threshold for r in base.requests if r.kind == "turn"} == {200_000 - 64_000 - 13_000}
+
+
+def _files_and_todos() -> Session:
+    s = Session()
+    s.user("Build the report generator; the output must stay under 80 columns.")
+    s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/report.py"})], total=10_000)
+    s.result("r1", "     1→def report():\n", name="Read")
+    todos = [{"content": "write tests", "status": "pending", "activeForm": "Writing tests"}]
+    s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": todos})], total=170_000)
+    s.result("t1", "Todos have been modified successfully.", name="TodoWrite")
+    s.assistant("next", total=40_000)
+    return s
+
+
+def test_later_new_context_has_the_files_but_no_todo_list():
+    # §8.5 / 2.1.112 `vI6`: files, task statuses, plan, plan mode, skills and tool announcements follow the
+    # summary, no todo list (BASE's `VV5` is gone). 2.1.112 also writes a string Read result as it is after
+    # "Result of calling the Read tool:" and a line break (`h98`), where BASE writes its JSON string.
+    s = _files_and_todos()
+    later = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS)
+    (compaction,) = later.compactions
+    attachments = [m.content for m in compaction.after[1:]]
+    assert attachments == [
+        '<system-reminder>\nCalled the Read tool with the following input: {"file_path":"/repo/report.py"}\n</system-reminder>',
+        "<system-reminder>\nResult of calling the Read tool:\n     1→def report():\n\n</system-reminder>",
+    ]
+    assert compaction.details["todos"] == 0
+    base = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    assert any("write tests" in m.content for m in base.compactions[0].after[1:])
+    assert base.compactions[0].details["todos"] == 1
+
+
+def test_later_summary_message_names_the_transcript():
+    # §8.5 / 2.1.112 `b18`: prefix, a blank line, the summary without its analysis, a blank line and the paragraph
+    # naming the session's transcript (`bY()` always gives a path, so it is always there), then for auto only a
+    # single line break and the continuation paragraph. The path is where Claude Code keeps the replayed
+    # session's transcript: `<config>/projects/<AP(cwd)>/<session id>.jsonl`.
+    s = _files_and_todos()
+    result = replay(s.transcript("sess-1"), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS)
+    summary = result.compactions[0].after[0].content
+    head, _ = summary.split("\n\n", 1)
+    assert head == SUMMARY_PREFIX_LATER and "Analysis:" not in summary
+    note = TRANSCRIPT_NOTE.format(path="~/.claude/projects/-/sess-1.jsonl")
+    assert summary.endswith(f"\n\n{note}\n{CONTINUE_LATER}")
+    options = OPUS | {"cwd": "/Users/me/my proj", "config_dir": "/home/me/.claude"}
+    named = replay(s.transcript("sess-1"), "claude-code-2.1", profile="claude-opus", usage="recorded", options=options)
+    assert TRANSCRIPT_NOTE.format(path="/home/me/.claude/projects/-Users-me-my-proj/sess-1.jsonl") in named.compactions[0].after[0].content
+    # A manual compaction ends with the paragraph (no continuation).
+    manual = Session()
+    manual.user("first request")
+    manual.assistant("answer", total=60_000)
+    manual.items.append(_marker("m1", "manual", 60_000))
+    manual.user("after the compaction")
+    manual.assistant("fine", total=30_000)
+    result = replay(manual.transcript("sess-2"), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS)
+    assert result.compactions[0].after[0].content.endswith("\n\n" + TRANSCRIPT_NOTE.format(path="~/.claude/projects/-/sess-2.jsonl"))
+
+
+def test_later_prompt_too_long_retries_drop_rounds_each_time(tmp_path):
+    # §8.3 / 2.1.112 `KLK`: a retry first takes the previous retry's marker off, then drops the oldest 20% of
+    # the API rounds (at least one; the OpenAI-style error reports no token counts) and puts the marker back in
+    # front. When the count first reaches T (window 64,000: T = 31,000) the body is the user's request and five
+    # rounds, six groups: every retry drops one group (the request's first, then a round each time), never
+    # sending the same body again (without the marker taken off, the second retry dropped the marker alone).
+    prompt = tmp_path / "huge.j2"
+    prompt.write_text("padding " * 60_000)
+    s = Session()
+    s.user("a long task")
+    for n in range(5):
+        s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": f"ls {n}"})], total=50_000 if n == 4 else 10_000)
+        s.result(f"c{n}", f"out {n}", name="Bash")
+    s.assistant("end", total=1_000)
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
+                    prompts={"claude_code_summary.j2": prompt})
+    assert {r.step for r in result.requests if r.kind == "summary"} == {5}
+    bodies = [r.messages[1:-1] for r in result.requests if r.kind == "summary"]
+    assert len(bodies) == 4  # the request and 3 retries
+    assistants = [[m.content for m in body if m.role == "assistant"] for body in bodies]
+    assert assistants == [[f"step {n}" for n in range(first, 5)] for first in (0, 0, 1, 2)]
+    assert bodies[0][0].content == "a long task"
+    for body in bodies[1:]:
+        assert body[0].content == PTL_RETRY_MARKER and sum(m.content == PTL_RETRY_MARKER for m in body) == 1
+        assert body[1].role == "assistant"
+
+
+def test_base_todo_list_as_the_tool_stored_it():
+    # 2.0.57 TodoWrite stores [] when every item is completed, so the post-compaction restore (`VV5`) adds
+    # nothing; it stores the items as its schema parsed them (content, status, activeForm; other keys dropped),
+    # and a call that failed (an error result) changes nothing.
+    def session(todos: list[dict], failed: list[dict] | None = None) -> Session:
+        s = Session()
+        s.user("go")
+        s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": todos})], total=10_000)
+        s.result("t1", "Todos have been modified successfully.", name="TodoWrite")
+        if failed is not None:
+            s.assistant("again", calls=[("t2", "TodoWrite", {"todos": failed})], total=10_000)
+            s._add(kind="tool_result", call_id="t2", tool_name="TodoWrite", text="InputValidationError", is_error=True)
+        s.assistant("finishing", total=130_000)
+        s.assistant("next", total=40_000)
+        return s
+
+    done = [{"content": "a", "status": "completed", "activeForm": "A"}, {"content": "b", "status": "completed", "activeForm": "B"}]
+    result = replay(session(done).transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    (compaction,) = result.compactions
+    assert compaction.details["todos"] == 0 and not any("todo list" in m.content for m in compaction.after[1:])
+    mixed = [{"id": "1", "status": "in_progress", "activeForm": "A-ing", "content": "a"}, {"content": "b", "status": "completed", "activeForm": "B"}]
+    result = replay(session(mixed, failed=done).transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    todo = next(m.content for m in result.compactions[0].after[1:] if "todo list" in m.content)
+    assert '\n\n[{"content":"a","status":"in_progress","activeForm":"A-ing"},{"content":"b","status":"completed","activeForm":"B"}]. ' in todo
+
+
+def test_manual_compact_sends_the_typed_instructions():
+    # §2.4: the text after `/compact` is trimmed and becomes the custom instructions, appended to the prompt
+    # under "Additional Instructions:" (§3.2). The recording writes the command's line after the boundary and
+    # the summary (§1.2 item 3), as d6a37ffc does.
+    s = Session()
+    s.user("first request")
+    s.assistant("answer", total=60_000)
+    s.items.append(_marker("m1", "manual", 60_000))
+    s._add(kind="user", text="Caveat: The messages below were generated by the user while running local commands.", synthetic=True)
+    s.user("<command-name>/compact</command-name>\n            <command-message>compact</command-message>\n"
+           "            <command-args>  keep the parser plan  </command-args>")
+    s.user("<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>")
+    s.user("go on")
+    s.assistant("fine", total=30_000)
+    for strategy in ("claude-code", "claude-code-2.1"):
+        result = replay(s.transcript(), strategy, profile="claude-opus", usage="recorded", options=OPUS)
+        (summary,) = [r for r in result.requests if r.kind == "summary"]
+        assert "\n\nAdditional Instructions:\nkeep the parser plan" in summary.messages[-1].content
+        assert result.compactions[0].details["instructions"] == "keep the parser plan"
+
+
+@pytest.mark.skipif(not SMARTAGENT.is_dir(), reason="shared corpora not present")
+def test_recorded_manual_compactions_carry_their_instructions():
+    # d6a37ffc's two manual boundaries (lines 165, 313) are followed by the `/compact` lines that typed
+    # instructions (lines 168, 316): both summary requests carry them.
+    path = SMARTAGENT / "d6a37ffc-384d-4d2a-832a-78cdd493af69.jsonl"
+    result = replay(path, "claude-code", profile="claude-opus", usage="recorded", options={"max_output_tokens_env": 64_000})
+    assert [c.details.get("instructions") for c in result.compactions] == [
+        "merke dir das letzte summary hier, die todo listen und unseren plan",
+        "MERKE dir alle details zu unserem self improvement loop plan dem status und den todos.",
+    ]
+    prompts = [r.messages[-1].content for r in result.requests if r.kind == "summary"]
+    assert len(prompts) == 2 and all("Additional Instructions:\n" in p for p in prompts)
+
+
+@pytest.mark.skipif(not SMARTAGENT.is_dir(), reason="shared corpora not present")
+def test_recorded_summaries_are_the_base_wrapper():
+    # §4.1 against the 8 recorded summaries (2.0.57/2.0.58, ground truth for BASE): the prefix and the formatted
+    # summary one line break apart, a "." after it, and for auto only a line break and the continuation
+    # sentence; no transcript paragraph (2.1.6+). Wrapping the recorded summary body again gives the recording.
+    rows = []
+    for path in sorted(SMARTAGENT.glob("*.jsonl")):
+        trigger = None
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            data = json.loads(line) if line.strip() else {}
+            if data.get("subtype") == "compact_boundary":
+                trigger = data["compactMetadata"]["trigger"]
+            elif data.get("isCompactSummary"):
+                rows.append((trigger, data["message"]["content"]))
+    assert [t for t, _ in rows].count("auto") == 6 and [t for t, _ in rows].count("manual") == 2
+    strategy = _base_strategy()
+    for trigger, recorded in rows:
+        auto = trigger == "auto"
+        body = recorded.removeprefix(SUMMARY_PREFIX + "\n").removesuffix("\n" + CONTINUE_SENTENCE if auto else "")
+        assert body.endswith(".") and "read the full transcript" not in recorded
+        assert strategy.wrap_summary(body[:-1], auto=auto) == recorded
+
+
+def _base_strategy() -> ClaudeCode:
+    from types import SimpleNamespace
+
+    from compaction_bench.profiles import get_profile
+
+    return ClaudeCode(SimpleNamespace(profile=get_profile("claude-opus")))
+
+
+def test_restored_memory_files_are_the_four_upstream_ones():
+    # §4.2 / 2.0.57 `KV5` leaves out the User (`<config>/CLAUDE.md`), Project (`<cwd>/CLAUDE.md`), Local
+    # (`<cwd>/CLAUDE.local.md`) and Managed memory files, the todo file and the plan file: a sub-folder's
+    # CLAUDE.md is restored like any file. With the working directory unknown every CLAUDE.md counts as one.
+    # 2.1.112 (`xDY`) leaves out the same memory files, the plan and the auto-memory file, not the todo file.
+    paths = ["/repo/docs/CLAUDE.md", "/repo/CLAUDE.md", "/repo/CLAUDE.local.md", "/home/u/.claude/CLAUDE.md",
+             "/etc/claude-code/CLAUDE.md", "/home/u/.claude/todos/s-agent-s.json",
+             "/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py"]
+    s = Session()
+    s.user("go")
+    for n, path in enumerate(paths):
+        s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": path})], total=10_000)
+        s.result(f"r{n}", f"     1→text {n}\n", name="Read")
+    s.assistant("over", total=170_000)
+    s.assistant("next", total=40_000)
+
+    def restored(strategy: str, **options) -> list[str]:
+        result = replay(s.transcript(), strategy, profile="claude-opus", usage="recorded", options=OPUS | options)
+        return sorted(result.compactions[0].details["restored_files"])
+
+    assert restored("claude-code", cwd="/repo") == ["/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py", "/repo/docs/CLAUDE.md"]
+    assert restored("claude-code") == ["/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py"]
+    assert restored("claude-code-2.1", cwd="/repo") == ["/home/u/.claude/todos/s-agent-s.json", "/repo/a.py", "/repo/docs/CLAUDE.md"]

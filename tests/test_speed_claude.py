@@ -66,7 +66,7 @@ class ReferenceClaudeCode(ClaudeCode):
 
     def _attachments(self) -> tuple[list[Message], list[str]]:
         o = self.options
-        files = sorted((f for f in self.files.values() if not NOT_RESTORED.search(f.path)), key=lambda f: -f.order)
+        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=lambda f: -f.order)
         out: list[Message] = []
         kept: dict[str, Any] = {}
         total = 0
@@ -78,7 +78,7 @@ class ReferenceClaudeCode(ClaudeCode):
                 continue
             total += size
             if fits:
-                out.append(Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}))))
+                out.append(Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}, ensure_ascii=False, separators=(",", ":")))))
                 out.append(Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))))
                 kept[f.path] = f
             else:
@@ -86,7 +86,7 @@ class ReferenceClaudeCode(ClaudeCode):
         self.files.clear()  # the read cache holds only the kept files
         self.files.update(kept)
         if self.todos:
-            out.append(Message("user", _reminder(f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False)}. {TODO_NUDGE}")))
+            out.append(Message("user", _reminder(f"{TODO_REMINDER}\n\n{json.dumps(self.todos, ensure_ascii=False, separators=(',', ':'))}. {TODO_NUDGE}")))
         return out, [f.path for f in kept.values()]
 
     def _microcompact(self) -> None:

@@ -6,7 +6,9 @@ The references are the rules as the spec states them, computed from scratch each
 serializes every content with `json.dumps` for the split, estimates every part from its text, builds
 every truncated text and renders every content anew (Gemini CLI §3, §4, §8, §10.2); `hybrid` renders
 the whole history with every masked output replaced; the OpenHands condensers build every message of
-the view anew and filter the view for unpaired calls on every request (OpenHands §4.4, §7).
+the view anew and filter the view for unpaired calls on every request (OpenHands §4.4, §7), and V0's
+reference recomputes its view, browser masking and condensations from the whole log, written from
+upstream apart from the strategy (§5.1, §5.2, §5.4, §7).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from compaction_bench.strategies.gemini_cli import (
     output_path,
 )
 from compaction_bench.strategies.hybrid import Hybrid
-from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip
+from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip, _event_str
 from compaction_bench.strategy import SummaryOverflow
 from compaction_bench.transcript import Attachment
 from tests.conftest import CORPORA
@@ -68,11 +70,14 @@ def ref_estimate_parts(parts: Sequence[Part]) -> int:
         if part.kind == "text":
             units = _utf16(part.text)
             ascii_chars = len(part.text.encode("ascii", "ignore"))
-            total += units / 4 if len(part.text) > 100_000 else 0.25 * ascii_chars + 1.5 * (units - ascii_chars)
+            total += units / 4 if units > 100_000 else 0.25 * ascii_chars + 1.5 * (units - ascii_chars)
         elif part.kind == "response":
             total += _utf16(part.name) / 4 + _utf16(_stringify({"output": part.text})) / 4
+            # the attachments are the functionResponse's nested parts, estimated by a recursive (floored) call
+            total += ref_estimate_parts([Part("data", mime=a.mime) for a in part.attachments])
         elif part.kind == "data":
-            total += 3_000 if part.mime.startswith("image/") else 25_800 if part.mime == "application/pdf" else 0
+            mime = part.mime
+            total += 3_000 if mime.startswith("image/") else 25_800 if mime.startswith("application/pdf") else _utf16(_stringify(part.to_json())) / 4
         else:
             total += _utf16(_stringify(part.to_json())) / 4
     return math.floor(total)
@@ -125,9 +130,9 @@ class ReferenceGeminiCli(GeminiCli):
                     continue
                 tokens = ref_estimate_parts([Part("text", text=part.text)])
                 if counter + tokens > o.function_response_token_budget:
-                    message = format_truncated_output(part.text, self._output_path(part.name or "tool"), max(threshold, 0))
+                    message = format_truncated_output(part.text, self._output_path(part.name or "tool"), threshold)
                     parts.append(Part("response", text=message, name=part.name, call_id=part.call_id, item_id=part.item_id,
-                                      is_error=part.is_error))
+                                      is_error=part.is_error, attachments=part.attachments))
                     counter += ref_estimate_parts([Part("text", text=message)])
                 else:
                     parts.append(part)
@@ -213,7 +218,8 @@ class ReferenceGeminiCli(GeminiCli):
             part = self.history[ci].parts[pi]
             path = self._output_path(part.name or "tool")
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
-            new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error)
+            new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error,
+                       attachments=part.attachments)
             if ref_estimate_parts([new]) < tokens:
                 self.history[ci].parts[pi] = new
                 masked.append(part.call_id)
@@ -287,38 +293,154 @@ class ReferenceOpenHands(OpenHands):
 
 
 class ReferenceOpenHandsV0(OpenHandsV0):
-    """V0 message building (§7) with every message built anew on every request."""
+    """V0 recomputed from the whole log on every request, written from upstream (OpenHands@156d0686), with
+    none of the strategy's incremental state: `View.from_events` (the log's events not forgotten, the
+    newest summary inserted at its offset), `BrowserOutputCondenser` over it anew (§5.4),
+    `ConversationWindowCondenser` and `LLMSummarizingCondenser.get_condensation` on that view (§5.1, §5.2,
+    §5.9), and `process_events` building every message anew (§7): the whole model response waits for the
+    results of all its calls, then a user message that follows a user message gets "\\n\\n" in front."""
 
     name = "openhands-v0-reference"
 
+    # ------------------------------------------------------------------ the view
+    def base_view(self) -> list[Event]:
+        # view.py L47-78: the events not forgotten; the newest summary inserted at its offset (list.insert)
+        events = [e for e in self.log.events if e.id not in self.forgotten]
+        if self.summary is not None:
+            events.insert(self.summary[1], Event(id=-1, kind="summary", text=self.summary[0], source="environment"))
+        return events
+
+    def view(self) -> list[Event]:
+        # browser_output_condenser.py L22-39: newest first, a browser output once `attention_window` newer ones
+        # were kept becomes "Visited URL …" (an AgentCondensationObservation)
+        urls: dict[str, str] = {}
+        for e in self.log.events:
+            if e.kind == "action" and e.call_id not in urls:
+                try:
+                    arguments = json.loads(e.arguments or "{}")
+                except json.JSONDecodeError:
+                    arguments = {}
+                urls[e.call_id] = str(arguments.get("url", "")) if isinstance(arguments, dict) else ""
+        out: list[Event] = []
+        kept = 0
+        for e in reversed(self.base_view()):
+            browser = e.kind == "observation" and e.tool_name in self.browser
+            if browser and kept >= self.options.browser_attention_window:
+                out.append(replace(e, text=f"Visited URL {urls.get(e.call_id, '')}\nContent omitted", masked=True))
+            else:
+                out.append(e)
+                kept += browser
+        return out[::-1]
+
+    # ------------------------------------------------------------------ the messages
     def messages(self, view: Sequence[Any] | None = None) -> list[Message]:
         limit = self.options.max_message_chars
-        view = self._browser_masked(self.base_view()) if view is None else view
+        view = self.view() if view is None else view
+        # every action of the log by its model response (a response's calls, forgotten ones included)
+        responses: dict[Any, list[Event]] = {}
+        for a in self.log.events:
+            if a.kind == "action":
+                responses.setdefault(a.response if a.response is not None else ("own", a.id), []).append(a)
         out: list[Message] = []
-        pending: dict[int, list[Any]] = {}
+        pending: dict[Any, list[Event]] = {}
         results: dict[str, Message] = {}
         for e in view:
-            if e.kind == "system":
+            if e.kind == "action":
+                # conversation_memory.py L258-270: the model response that made the call, all its text and calls
+                key = e.response if e.response is not None else ("own", e.id)
+                pending[key] = responses[key]
+            elif e.kind == "observation" and not e.masked:
+                results[e.call_id] = Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id,
+                                             item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
+            elif e.kind == "system":
                 out.append(Message("system", e.text, item_ids=e.item_ids))
-            elif e.kind == "summary" or (e.kind == "observation" and e.masked):
-                out.append(Message("user", _clip(e.text, limit, V0_TRUNCATION)))
             elif e.kind == "message":
                 out.append(Message("user" if e.source == "user" else "assistant", e.text,
                                    item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
-            elif e.kind == "action":
-                pending.setdefault(e.response if e.response is not None else -e.id, []).append(e)
-            elif e.kind == "observation":
-                results[e.call_id] = Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id,
-                                             item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
-            for key in list(pending):
-                actions = pending[key]
+            else:  # the summary or a masked browser output: an AgentCondensationObservation
+                out.append(Message("user", _clip(e.text, limit, V0_TRUNCATION)))
+            # L130-156, after every event: a response whose calls all have results goes out, then the results
+            for key, actions in list(pending.items()):
                 if all(a.call_id in results for a in actions):
-                    ids = tuple(i.id for a in actions for i in a.items if i.kind in ("assistant", "tool_call"))
+                    items = [i for a in actions for i in a.items]
+                    text = "\n".join(i.text for i in items if i.kind == "assistant")
+                    ids = tuple(i.id for i in items if i.kind == "assistant") + tuple(i.id for i in items if i.kind == "tool_call")
                     calls = tuple(ToolCall(a.call_id, a.tool_name, a.arguments) for a in actions)
-                    out.append(Message("assistant", actions[0].text, tool_calls=calls, item_ids=ids))
+                    out.append(Message("assistant", text if text.strip() else "", tool_calls=calls, item_ids=ids))
                     out += [results.pop(a.call_id) for a in actions]
                     del pending[key]
-        return out
+        # L167-182 `_apply_user_message_formatting`
+        formatted: list[Message] = []
+        for m in out:
+            if m.role == "user" and formatted and formatted[-1].role == "user":
+                m = replace(m, content="\n\n" + m.content)
+            formatted.append(m)
+        return formatted
+
+    # ------------------------------------------------------------------ the pipeline
+    def request(self) -> Request:
+        view = self.view()
+        if self.unhandled_request:
+            self._reference_window(view)
+        elif len(view) > self.options.max_size:
+            self._reference_summary(view)
+        return Request(self.messages(), meta={"view_events": len(self.base_view())})
+
+    def _reference_window(self, view: list[Event]) -> None:
+        """conversation_window_condenser.py L28-188, without recall events (a replay has none)."""
+        self.unhandled_request = False
+        system = next((e for e in view if e.kind == "system"), None)
+        first_user = next((e for e in view if e.kind == "message" and e.source == "user"), None)
+        if first_user is None:
+            return
+        essential = {e.id for e in (system, first_user) if e is not None}
+        start = max(0, len(view) - max(1, (len(view) - len(essential)) // 2))
+        recent = view[start:]
+        # leading Observations (the summary is an AgentCondensationObservation) are dangling: skipped
+        while recent and recent[0].kind in ("observation", "summary"):
+            recent = recent[1:]
+        # the summary's -1 is no event of the log (View.from_events inserts the summary anew)
+        ids = sorted({e.id for e in view} - essential - {e.id for e in recent} - {-1})
+        self._reference_forget(ids, [], None, "conversation-window")
+
+    def _reference_summary(self, view: list[Event]) -> None:
+        """llm_summarizing_condenser.py L52-158."""
+        o = self.options
+        head = view[: o.keep_first]
+        events_from_tail = o.max_size // 2 - len(head) - 1
+
+        def condensation_observation(e: Event) -> bool:
+            return e.kind == "summary" or e.masked
+
+        previous = view[o.keep_first].text if condensation_observation(view[o.keep_first]) else "No events summarized"
+        forgotten = [e for e in view[o.keep_first: -events_from_tail] if not condensation_observation(e)]
+        if not forgotten:
+            return
+        events = [(e.id, _clip(_event_str(e), o.max_event_length, V0_TRUNCATION)) for e in forgotten]
+        prompt = self.ctx.render_prompt("openhands_summary.j2", v0=True, events=events,
+                                        previous=_clip(previous, o.max_event_length, V0_TRUNCATION))
+        try:
+            summary = self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
+        except SummaryOverflow:
+            return
+        first, last = min(e.id for e in forgotten), max(e.id for e in forgotten)
+        self._reference_forget(list(range(first, last + 1)), forgotten, (summary, o.keep_first), "condensation")
+
+    def _reference_forget(self, ids: list[int], summarized: list[Event], summary: tuple[str, int] | None, trigger: str) -> None:
+        before = self.messages()
+        self.forgotten.update(ids)
+        if summary is not None:
+            self.summary = summary
+        # the base view's calls and results that no message carries
+        view = self.base_view()
+        sent = self.messages(view)
+        calls = {e.call_id for e in view if e.kind == "action"} - {c.id for m in sent for c in m.tool_calls}
+        results = {e.call_id for e in view if e.kind == "observation"} - {m.tool_call_id for m in sent if m.role == "tool"}
+        self.ctx.record_compaction(
+            trigger=trigger, before=before, after=self.messages(), summary=summary[0] if summary else None,
+            summarized_ids=[i for e in summarized for i in e.item_ids], threshold=None,
+            details={"forgotten_range": [min(ids), max(ids)] if ids else None,
+                     "orphaned_calls": sorted(calls - {""}), "orphaned_results": sorted(results - {""})})
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -403,7 +525,9 @@ def test_gemini_measures_match_json_and_the_estimator(text):
         assert estimate_parts([part]) == ref_estimate_parts([part])
         assert estimate_parts(content.parts) == ref_estimate_parts(content.parts)
     part = Part("response", text=text, name="réad", call_id="c")
-    for threshold in (0, 7, 40_000):
+    # negative thresholds (a last prompt over the window: negative head and tail), -1 and 0 (no tail: the whole
+    # text after the omission line), 7 (the emoji text's tail starts inside a surrogate pair)
+    for threshold in (-9, -1, 0, 7, 40_000):
         for number in (1, 9, 10, 12_345):
             formatted = format_truncated_output(text, output_path("réad", number), threshold)
             expected = None if formatted is text else TextMeasure.of(formatted)
@@ -419,7 +543,7 @@ def test_gemini_measures_match_json_and_the_estimator(text):
 
 
 def test_gemini_cut_changes_sums_equal_the_cuts_summed_one_by_one():
-    # Responses of every kind (cut, cut with an image, only the image dropped, kept) whose files' numbers
+    # Responses of every kind (cut, cut with an image, short with an image (kept whole, §3 keeps nested parts), kept) whose files' numbers
     # cross 9/10, 99/100 and 999/1000: every range's change equals the sum of each cut's escaped-length
     # change with its own number (`truncated_text`), one by one.
     parts = [Part("response", text=text, name="réad", call_id=f"c{n}",
@@ -427,7 +551,7 @@ def test_gemini_cut_changes_sums_equal_the_cuts_summed_one_by_one():
              for n, text in enumerate(["x" * 900, "short", "é\"\n" * 200, "", "line\n" * 100, "ok"] * 5)]
     contents = [Content("user", parts[k:k + 3]) for k in range(0, len(parts), 3)]
     responses = [(ci, pi) for ci, c in enumerate(contents) for pi in range(len(c.parts))]
-    for threshold in (0, 7, 300):
+    for threshold in (-9, 0, 7, 300):
         changes = CutChanges(threshold).extend(contents, responses, 10).extend(contents, responses, len(responses))
         for top in (len(responses) - 1 + first for first in (1, 5, 95, 990)):  # the oldest response's file is `first`
             for start in range(0, len(responses), 4):
@@ -439,7 +563,7 @@ def test_gemini_cut_changes_sums_equal_the_cuts_summed_one_by_one():
                         if cut is not None:
                             expected += cut.escaped - part.measure().text.escaped
                     assert changes.delta(start, stop, top) == expected
-        assert changes.cuts[-1] == sum(1 for p in parts if len(p.text) > threshold or p.attachments)
+        assert changes.cuts[-1] == sum(1 for p in parts if len(p.text) > threshold)
 
 
 def _many_responses() -> Session:
@@ -470,7 +594,7 @@ class ProbedGeminiCli(GeminiCli):
         self._index()
         log, at = self._sync_log(), self._log_at
         newest_first = self._responses[::-1]
-        for threshold, measured in ((0, 0), (7, 3), (1_000, 2), (40_000, 0)):
+        for threshold, measured in ((-9, 1), (0, 0), (7, 3), (1_000, 2), (40_000, 0)):
             plan = Truncation(self.history, threshold, self._units[-1])
             # the newest `measured` responses cut one by one (§3's counter), the older ones all at once
             for n, (ci, pi) in enumerate(newest_first[:measured]):
@@ -479,7 +603,8 @@ class ProbedGeminiCli(GeminiCli):
             # §3 straightforwardly: every response (all are cut here) in the {output} shape, with its file's number
             numbers = {response: 8 + n for n, response in enumerate(newest_first)}
             built = [Content(c.role, [Part("response", text=format_truncated_output(p.text, output_path(p.name or "tool", numbers[ci, pi]), threshold),
-                                           name=p.name, call_id=p.call_id, item_id=p.item_id, is_error=p.is_error)
+                                           name=p.name, call_id=p.call_id, item_id=p.item_id, is_error=p.is_error,
+                                           attachments=p.attachments)
                                       if p.kind == "response" else p for pi, p in enumerate(c.parts)])
                      for ci, c in enumerate(self.history)]
             assert ReferenceGeminiCli.render(self, plan.contents()) == ReferenceGeminiCli.render(self, built)
@@ -514,13 +639,13 @@ class ProbedGeminiCli(GeminiCli):
 
 
 def test_gemini_truncation_plans_and_masking_totals_equal_the_contents_built():
-    # Cuts at threshold 0 (only the header and the omission line), below and above the outputs' lengths;
-    # a response with an image cut at a threshold it fits (it loses the image only); file numbers of one
-    # and two digits; the masking total for every start and protection window, including a window that
+    # Cuts at a negative threshold (every output cut, negative head and tail) and at 0 (the header and the
+    # omission line before the whole text), below and above the outputs' lengths; a response with an image
+    # at a threshold it fits (kept whole, its image too); file numbers of one and two digits; the masking total for every start and protection window, including a window that
     # closes at once and one that never closes.
     ProbedGeminiCli.probes = 0
     result = replay(_many_responses().transcript(), ProbedGeminiCli, profile="1m")
-    assert not result.compactions and ProbedGeminiCli.probes == 4 * len(result.requests)
+    assert not result.compactions and ProbedGeminiCli.probes == 5 * len(result.requests)
 
 
 @pytest.mark.parametrize(("session", "options", "triggers"), [
@@ -598,5 +723,10 @@ def test_v0_browser_masking_equals_the_straightforward_replay():
     transcript = _browsing().transcript()
     result = replay(transcript, OpenHandsV0, profile="1m")
     _assert_same(result, replay(transcript, ReferenceOpenHandsV0, profile="1m"))
-    masked = [m.content for m in result.requests[-1].messages if m.content.startswith("Visited URL")]
-    assert masked == [f"Visited URL https://docs.example/{k}\nContent omitted" for k in range(6)]
+    # A masked output is a user message and leaves its call unanswered, so the responses of visits 0-5 are never
+    # sent (§7): the task and the six masked outputs are consecutive user messages, each after the first with V0's
+    # "\n\n" in front (conversation_memory.py L167-182).
+    last = result.requests[-1].messages
+    assert [m.content for m in last[:7]] == ["compare the docs pages"] + [
+        f"\n\nVisited URL https://docs.example/{k}\nContent omitted" for k in range(6)]
+    assert [m.role for m in last[7:]] == ["assistant", "tool", "tool", "assistant", "tool", "tool", "assistant"]

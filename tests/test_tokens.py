@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from compaction_bench.tokens import TokenCounter, codex_estimate, get_encoding, opencode_estimate, pi_estimate, utf16_len
+from compaction_bench.tokens import (
+    TokenCounter,
+    codex_estimate,
+    get_encoding,
+    litellm_messages_tokens,
+    opencode_estimate,
+    pi_estimate,
+    utf16_len,
+)
 
 TEST_STRING = "hello world, compaction!"
 
@@ -218,3 +226,31 @@ def test_a_new_text_counted_from_the_lines_counted_before_has_the_tokenizers_cou
         for header in (f"Saved to /tmp/out_{n}.txt\n", "<conversation>\n", "x"):  # the same rest after another first line
             other = header + text
             assert counter.count(other) == len(encode(other, disallowed_special=())), (n, header)
+
+
+@pytest.mark.parametrize(("model", "encoding"), [("gpt-4o", "o200k_base"), ("gpt-4", "cl100k_base")])
+def test_message_list_count_is_litellms_token_counter(model, encoding):
+    """`litellm_messages_tokens` against `litellm.token_counter(model, messages)` itself (Aider counts a list
+    of messages with it, docs/specs/aider.md §4): per-message and reply-primer tokens, a `name`, and texts
+    longer than litellm's 1,024-character encoding slices, where slicing changes the count."""
+    import random
+
+    import litellm
+
+    rng = random.Random(7)
+    mixed = "".join(rng.choice("ab  \n\t—“é日本😀x1,.{}<|endoftext|>") for _ in range(5_000))
+    runs = "a" * 3_000 + " " * 2_000 + "b"
+    summary = "I spoke to you previously about a number of things.\n" + "\n\n".join(
+        f"You fixed `parse_config()` in src/config.py — the “strict” mode failed on line {i}." for i in range(40))
+    cases = [
+        [],
+        [{"role": "user", "content": summary}],
+        [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": mixed}, {"role": "user", "content": "hi", "name": "bob"}],
+        [{"role": "user", "content": runs}],
+    ]
+    counter = TokenCounter(encoding)
+    # the slices matter: these texts' whole counts differ from the sums of their slices' counts
+    assert counter.count(mixed) != sum(counter.count(mixed[i : i + 1_024]) for i in range(0, 5_000, 1_024))
+    assert counter.count(runs) != sum(counter.count(runs[i : i + 1_024]) for i in range(0, 5_001, 1_024))
+    for messages in cases:
+        assert litellm_messages_tokens(counter, messages) == litellm.token_counter(model=model, messages=messages), messages
