@@ -4,22 +4,32 @@ An importer turns one file in a recorded-agent format into canonical `Transcript
 hold several sessions). Importers are registered under the `compaction_bench.importers` entry
 point; detection asks each one to `sniff` the file's content (not only its name) and picks the
 most specific match.
+
+Every transcript file is opened here, by `open_input` (through `read_head`, `read_bytes` and
+`read_input`), and nowhere else: only a regular file is read (symlinks followed). A folder, a named
+pipe, a device or a socket is refused before anything is read (a FIFO would block, `/dev/zero` never
+ends), as are a missing path, a broken symlink and a symlink loop, each with one line naming it.
 """
 
 from __future__ import annotations
 
 import abc
+import errno
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 from compaction_bench import registry
 from compaction_bench.transcript import Transcript, TranscriptError
 
 SNIFF_BYTES = 256 * 1024
+#: Detection reads a first line longer than `SNIFF_BYTES` (a JSONL whose first record holds a large
+#: system prompt) whole, up to this many bytes, when the shorter head matched no format.
+FIRST_LINE_BYTES = 8 * 1024 * 1024
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 UTF8_BOM = b"\xef\xbb\xbf"
 #: Default bound on the decompressed size of a `.zst` transcript (a zstd bomb stops here, not in memory).
@@ -44,8 +54,16 @@ class Importer(abc.ABC):
     priority: ClassVar[int] = 0
     #: Options `load` accepts (name -> what it does); anything else is refused before loading.
     options: ClassVar[dict[str, str]] = {}
-    #: True for importers that also take names that are not local files (a Hub dataset id).
+    #: True for importers that also take names that are not local files (a Hub dataset id); which
+    #: names they take is `is_name`.
     accepts_names: ClassVar[bool] = False
+
+    @classmethod
+    def is_name(cls, text: str) -> bool:
+        """True when `text` (as the user gave it) names something that is not a local file, which
+        `load` fetches (a Hub dataset id). Asked only of importers with `accepts_names`; by default
+        anything that does not exist locally (an importer can be stricter: `hf-dataset` is)."""
+        return not os.path.lexists(text)
 
     @classmethod
     @abc.abstractmethod
@@ -72,55 +90,231 @@ def max_decompressed_bytes() -> int:
     return value
 
 
+_FILE_KINDS = (
+    (stat.S_ISDIR, "is a directory; pass the files inside it"),
+    (stat.S_ISFIFO, "is a named pipe (FIFO), not a regular file; save what it carries to a file and pass that"),
+    (stat.S_ISCHR, "is a character device, not a regular file; pass a transcript file"),
+    (stat.S_ISBLK, "is a block device, not a regular file; pass a transcript file"),
+    (stat.S_ISSOCK, "is a socket, not a regular file; pass a transcript file"),
+)
+
+
+def _os_failure(path: Path, exc: OSError) -> ImportFailure:
+    """One line for a path that cannot be opened, saying why in words."""
+    if exc.errno == errno.ELOOP:
+        return ImportFailure(f"{path}: symlink loop (the link leads back to itself); pass the file it should point to")
+    if exc.errno == errno.ENOENT:
+        if os.path.islink(path):
+            return ImportFailure(f"{path}: broken symlink (it points to {os.readlink(path)}, which does not exist)")
+        return ImportFailure(f"{path}: no such file")
+    if exc.errno == errno.ENOTDIR:
+        return ImportFailure(f"{path}: no such file (a part of the path is a file, not a folder)")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return ImportFailure(f"{path}: permission denied")
+    if exc.errno == errno.ENAMETOOLONG:
+        return ImportFailure(f"{path}: file name too long")
+    return ImportFailure(f"{path}: cannot open ({exc.strerror or exc})")
+
+
+def _refuse_special(path: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        reason = next((why for test, why in _FILE_KINDS if test(mode)), "is not a regular file")
+        raise ImportFailure(f"{path}: {reason}")
+
+
+def check_input(path: str | Path) -> os.stat_result:
+    """The status of a transcript file that may be read: a regular file (symlinks followed), else one
+    `ImportFailure` naming the path and what it is (missing, a symlink loop, a folder, a FIFO, a device)."""
+    path = Path(path)
+    try:
+        status = os.stat(path)
+    except OSError as exc:
+        raise _os_failure(path, exc) from None
+    except ValueError:  # an embedded NUL byte
+        raise ImportFailure(f"{path!r}: not a usable file name") from None
+    _refuse_special(path, status.st_mode)
+    return status
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def open_input(path: str | Path) -> BinaryIO:
+    """Open a transcript file for reading (binary): the one way every importer opens its input.
+
+    Checked twice: by `check_input` before opening (so a FIFO or a device is never opened), and on
+    the open descriptor (opened non-blocking, so a path swapped for a FIFO in between cannot hang).
+    """
+    path = Path(path)
+    check_input(path)
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except OSError as exc:
+        raise _os_failure(path, exc) from None
+    try:
+        _refuse_special(path, os.fstat(fd).st_mode)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _is_zstd(path: Path, start: bytes) -> bool:
     return path.suffix == ".zst" or start[:4] == ZSTD_MAGIC
 
 
-def _decompress(path: Path, limit: int, *, stop_at_limit: bool = False) -> bytes:
-    """Stream-decompress every frame of a zstd file, at most `limit` bytes.
+_ZSTD_FRAME = 0xFD2FB528
+_SKIPPABLE_FIRST, _SKIPPABLE_LAST = 0x184D2A50, 0x184D2A5F
+
+
+def zstd_truncation(fh: BinaryIO, size: int) -> str | None:
+    """Where a zstd file ends inside a frame, in words, or None when every frame is whole.
+
+    Walks the frame and block headers only (RFC 8878 §3.1), a few bytes per block. Bytes that do not
+    start a frame stop the walk with None: the decompressor says what is wrong with them.
+    """
+    pos, frame = 0, 0
+    while pos < size:
+        frame += 1
+        start = pos
+        fh.seek(pos)
+        magic = fh.read(4)
+        cut = f"frame {frame} (from byte {start:,}) is cut off where the file ends (byte {size:,})"
+        if len(magic) < 4:
+            return cut
+        number = int.from_bytes(magic, "little")
+        if _SKIPPABLE_FIRST <= number <= _SKIPPABLE_LAST:
+            length = fh.read(4)
+            if len(length) < 4:
+                return cut
+            pos += 8 + int.from_bytes(length, "little")
+            if pos > size:
+                return cut
+            continue
+        if number != _ZSTD_FRAME:
+            return None
+        descriptor = fh.read(1)
+        if not descriptor:
+            return cut
+        flags = descriptor[0]
+        single_segment = (flags >> 5) & 1
+        header = 1 + (0 if single_segment else 1) + (0, 1, 2, 4)[flags & 3] + (single_segment, 2, 4, 8)[flags >> 6]
+        pos += 4 + header
+        while pos <= size:
+            fh.seek(pos)
+            block = fh.read(3)
+            if len(block) < 3:
+                return cut
+            value = int.from_bytes(block, "little")
+            kind = (value >> 1) & 3
+            if kind == 3:  # reserved block type: corrupt, not cut
+                return None
+            pos += 3 + (1 if kind == 1 else value >> 3)
+            if value & 1:
+                break
+        if (flags >> 2) & 1:
+            pos += 4  # content checksum
+        if pos > size:
+            return cut
+    return None
+
+
+def _decompress(path: Path, fh: BinaryIO, limit: int, *, stop_at_limit: bool = False) -> tuple[bytes, str | None]:
+    """Stream-decompress every frame of a zstd file, at most `limit` bytes, and say where the file is
+    cut off (`zstd_truncation`) when it ends inside a frame (what the whole blocks before the cut
+    hold is returned).
 
     Beyond `limit` the file is refused (`stop_at_limit=False`) or cut there (for sniffing).
     """
     import zstandard
 
     out = bytearray()
+    failure: zstandard.ZstdError | None = None
+    fh.seek(0)
     try:
-        with open(path, "rb") as fh:
-            reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True)
-            while True:
-                chunk = reader.read(min(1 << 20, limit + 1 - len(out)))
+        reader = zstandard.ZstdDecompressor().stream_reader(fh, read_across_frames=True, closefd=False)
+        while True:
+            chunk = reader.read(min(1 << 20, limit + 1 - len(out)))
+            if not chunk:
+                break
+            out += chunk
+            if len(out) > limit:
+                if stop_at_limit:
+                    del out[limit:]
+                    return bytes(out), None
+                raise ImportFailure(
+                    f"{path}: decompresses to more than {limit:,} bytes; refused (raise the bound with "
+                    f"{MAX_DECOMPRESSED_ENV}=BYTES if the file is genuine)"
+                )
+    except zstandard.ZstdError as exc:
+        failure = exc
+    truncated = zstd_truncation(fh, os.fstat(fh.fileno()).st_size)
+    if failure is not None and truncated is None:
+        raise ImportFailure(f"{path}: not a readable zstd file ({failure})")
+    return bytes(out), truncated
+
+
+def _truncated_failure(path: Path, where: str) -> ImportFailure:
+    return ImportFailure(f"{path}: truncated zstd file: {where}; nothing before the cut decompresses")
+
+
+def _read_head_bytes(path: Path, size: int, *, first_line: bool = False) -> bytes:
+    """The first `size` bytes (decompressed); with `first_line`, the first line whole (up to
+    `FIRST_LINE_BYTES`) and `size` bytes after it."""
+    with open_input(path) as fh:
+        raw = fh.read(size)
+        if _is_zstd(path, raw):
+            bound = FIRST_LINE_BYTES + size if first_line else size
+            raw, truncated = _decompress(path, fh, bound, stop_at_limit=True)
+            if truncated is not None and not raw:
+                raise _truncated_failure(path, truncated)
+        elif first_line:
+            chunks = [raw]
+            total = len(raw)
+            while b"\n" not in chunks[-1] and total < FIRST_LINE_BYTES:
+                chunk = fh.read(1 << 20)
                 if not chunk:
                     break
-                out += chunk
-                if len(out) > limit:
-                    if stop_at_limit:
-                        break
-                    raise ImportFailure(
-                        f"{path}: decompresses to more than {limit:,} bytes; refused (raise the bound with "
-                        f"{MAX_DECOMPRESSED_ENV}=BYTES if the file is genuine)"
-                    )
-    except zstandard.ZstdError as exc:
-        raise ImportFailure(f"{path}: not a readable zstd file ({exc})") from None
-    del out[limit:]
-    return bytes(out)
+                chunks.append(chunk)
+                total += len(chunk)
+            chunks.append(fh.read(size))
+            raw = b"".join(chunks)
+    if first_line:
+        newline = raw.find(b"\n", 0, FIRST_LINE_BYTES)
+        raw = raw[:FIRST_LINE_BYTES] if newline < 0 else raw[: newline + 1 + size]
+    return raw.removeprefix(UTF8_BOM)
 
 
 def read_head(path: Path, size: int = SNIFF_BYTES) -> str:
     """The first bytes of a file as text (zstd-compressed files decompressed, a UTF-8 BOM removed), for sniffing."""
-    with open(path, "rb") as fh:
-        raw = fh.read(size)
-    if _is_zstd(path, raw):
-        raw = _decompress(path, size, stop_at_limit=True)
-    return raw.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")
+    return _read_head_bytes(path, size).decode("utf-8", errors="replace")
+
+
+def read_input(path: Path) -> tuple[bytes, list[str]]:
+    """The whole file, zstd-compressed files decompressed (every frame, within `max_decompressed_bytes`),
+    and the problems met: a `.zst` whose last frame is cut off keeps what decompresses before the cut,
+    with a problem naming the file; one cut before anything decompresses is an `ImportFailure`."""
+    with open_input(path) as fh:
+        if not _is_zstd(path, fh.read(4)):
+            fh.seek(0)
+            return fh.read(), []
+        data, truncated = _decompress(path, fh, max_decompressed_bytes())
+    if truncated is None:
+        return data, []
+    if not data:
+        raise _truncated_failure(path, truncated)
+    return data, [f"{path}: truncated zstd file: {truncated}; the {len(data):,} bytes before the cut are kept, the rest is lost"]
 
 
 def read_bytes(path: Path) -> bytes:
-    """The whole file, zstd-compressed files decompressed (every frame, within `max_decompressed_bytes`)."""
-    with open(path, "rb") as fh:
-        start = fh.read(4)
-    if _is_zstd(path, start):
-        return _decompress(path, max_decompressed_bytes())
-    return path.read_bytes()
+    """`read_input` for readers that accept no damage: a truncated `.zst` is an `ImportFailure`."""
+    data, problems = read_input(path)
+    if problems:
+        raise ImportFailure(problems[0])
+    return data
 
 
 def decode_utf8(path: Path, raw: bytes) -> tuple[str, list[str]]:
@@ -152,15 +346,27 @@ def _sniffs(cls: type[Importer], path: Path, head: str) -> bool:
 
 
 def detect(path: Path) -> type[Importer]:
-    """The importer class for a file, from its content."""
+    """The importer class for a file, from its content.
+
+    Sniffers see the first `SNIFF_BYTES`; when nothing matches and that head ends inside the first
+    line, they see the first line whole (up to `FIRST_LINE_BYTES`), so a JSONL whose first record
+    is a long system prompt is still recognised without slowing down the files that match at once.
+    """
     table = formats()
-    if path.stat().st_size == 0:
+    if check_input(path).st_size == 0:
         raise ImportFailure(f"{path}: empty file")
-    head = read_head(path)
+    raw = _read_head_bytes(path, SNIFF_BYTES)
+    head = raw.decode("utf-8", errors="replace")
     matches = [cls for cls in table.values() if _sniffs(cls, path, head)]
+    long_line = ""
+    if not matches and len(raw) >= SNIFF_BYTES - len(UTF8_BOM) and b"\n" not in raw:
+        raw = _read_head_bytes(path, SNIFF_BYTES, first_line=True)
+        matches = [cls for cls in table.values() if _sniffs(cls, path, raw.decode("utf-8", errors="replace"))]
+        if b"\n" not in raw:
+            long_line = f"; its first line is longer than {FIRST_LINE_BYTES:,} bytes, beyond what detection reads"
     if not matches:
         raise ImportFailure(
-            f"{path}: unrecognised transcript format; known formats: {', '.join(sorted(table))} "
+            f"{path}: unrecognised transcript format{long_line}; known formats: {', '.join(sorted(table))} "
             "(pass --format NAME to force one)"
         )
     return max(matches, key=lambda cls: cls.priority)
@@ -173,6 +379,7 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
     a number too large, an infinite count, undecodable text) becomes an `ImportFailure` naming the
     file. A forced `format` that finds nothing of its kind in the file is an error too.
     """
+    given = str(path)
     path = Path(path)
     if format == "auto":
         cls = None
@@ -181,10 +388,8 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
             cls = registry.importer_class(format)
         except registry.RegistryError as exc:
             raise ImportFailure(str(exc)) from None
-    if not path.exists() and not (cls is not None and cls.accepts_names):
-        raise ImportFailure(f"{path}: no such file")
-    if path.is_dir():
-        raise ImportFailure(f"{path}: is a directory; pass the files inside it")
+    if not (cls is not None and cls.accepts_names and cls.is_name(given)):
+        check_input(path)  # before anything reads it: missing, a loop, a folder, a FIFO, a device
     if cls is None:
         cls = detect(path)
     unknown = sorted(set(options) - set(cls.options))

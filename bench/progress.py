@@ -5,7 +5,8 @@ each step of the finalize phase (merging the tables, the summary, the report's p
 passes its own callback to receive them; `progress=True` also shows them with `display_for()`:
 a rich bar on a terminal, an HTML `<progress>` element updated in place in a Jupyter notebook
 (no widget library needed), and otherwise (a pipe, a log file, CI) one plain line per event on
-stderr, never truncated.
+stderr, never truncated. Labels hold file names, which may hold anything: control characters
+(ESC, CR, …) are shown as escapes (`\x1b`), never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -31,6 +32,14 @@ class ProgressEvent:
 ProgressHook = Callable[[ProgressEvent], None]
 
 
+def shown(text: str) -> str:
+    """`text` with every non-printable character (ESC, CR, BEL, …) written as its escape, so a file
+    name cannot move the cursor, recolour or rewrite the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class Display(Protocol):
     def __call__(self, event: ProgressEvent) -> None: ...
 
@@ -45,7 +54,7 @@ class PlainLines:
 
     def __call__(self, event: ProgressEvent) -> None:
         status = " FAILED" if event.failed else ""
-        print(f"{event.phase} {event.done}/{event.total}{status} {event.label}".rstrip(), file=self.stream, flush=True)
+        print(f"{event.phase} {event.done}/{event.total}{status} {shown(event.label)}".rstrip(), file=self.stream, flush=True)
 
     def close(self) -> None:
         pass
@@ -67,10 +76,10 @@ class TerminalBar:
 
     def __call__(self, event: ProgressEvent) -> None:
         if event.failed:
-            self.progress.console.print(f"{event.phase} {event.label} failed", markup=False, style="red")
+            self.progress.console.print(f"{event.phase} {shown(event.label)} failed", markup=False, style="red")
         if event.phase not in self.tasks:
             self.tasks[event.phase] = self.progress.add_task("", total=event.total, phase=event.phase)
-        self.progress.update(self.tasks[event.phase], completed=event.done, total=event.total, description=event.label)
+        self.progress.update(self.tasks[event.phase], completed=event.done, total=event.total, description=shown(event.label))
 
     def close(self) -> None:
         self.progress.stop()
@@ -90,7 +99,7 @@ class NotebookBar:
         state = " <b style='color:#b00'>failed</b>" if event.failed else ""
         html = self._html(
             f"<div style='font:12px monospace'>{escape(event.phase)} <progress value='{event.done}' max='{max(event.total, 1)}'></progress> "
-            f"{event.done}/{event.total}{state} {escape(event.label)}</div>"
+            f"{event.done}/{event.total}{state} {escape(shown(event.label))}</div>"
         )
         if event.phase in self.handles:
             self.handles[event.phase].update(html)

@@ -421,9 +421,15 @@ class Transcript:
 
     @classmethod
     def read(cls, path: str | Path) -> Transcript:
+        """A canonical file, opened the one way transcripts are opened (`importing.open_input`: a
+        regular file only, so a FIFO or a device is refused, never read)."""
+        from compaction_bench.importing import open_input  # importing imports this module
+
         path = Path(path)
+        with open_input(path) as fh:
+            raw = fh.read()
         try:
-            text = path.read_text(encoding="utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise TranscriptError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
         return cls.loads(text, origin=str(path))

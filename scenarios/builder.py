@@ -10,7 +10,12 @@ rules DESIGN §2 sets for every format, so no importer re-implements them:
   response's last item when the transcript is finished (so usage that is recorded after the
   response, or with interleaved items, still lands on the right item);
 - tool results whose call is missing are kept and listed in `meta["orphans"]`; problems met while
-  reading are listed in `meta["problems"]`.
+  reading are listed in `meta["problems"]`;
+- results are paired with calls in order, by call id. A call id reused after its call was answered
+  (call c1, result, call c1, result: some recorders do this) pairs unambiguously and is no problem;
+  a call id repeated while an earlier call with it is still unanswered (which result answers which
+  call cannot be told), and a result for a call that was already answered, are problems. Every item
+  is kept either way.
 """
 
 from __future__ import annotations
@@ -150,11 +155,25 @@ class TranscriptBuilder:
                 items[last[response]] = replace(items[last[response]], usage=usage)
         calls: set[str] = set()
         orphans = []
+        waiting: dict[str, list[str]] = {}  # call id -> item ids of its calls not answered yet
         for item in items:
+            call_id = item.call_id or ""
             if item.kind == "tool_call":
-                calls.add(item.call_id or "")
-            elif item.kind == "tool_result" and item.call_id not in calls:
-                orphans.append(item.id)
+                pending = waiting.setdefault(call_id, [])
+                if pending:
+                    self.problem(
+                        f"tool call {item.id} repeats the call id {call_id!r} of {pending[0]}, which is not answered yet; "
+                        "which result answers which call cannot be told"
+                    )
+                pending.append(item.id)
+                calls.add(call_id)
+            elif item.kind == "tool_result":
+                if call_id not in calls:
+                    orphans.append(item.id)
+                elif waiting[call_id]:
+                    waiting[call_id].pop(0)
+                else:
+                    self.problem(f"tool result {item.id} answers call id {call_id!r} again (its call was already answered)")
         out_meta = dict(meta or {})
         if orphans:
             out_meta["orphans"] = orphans

@@ -17,8 +17,13 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
   `isMeta` user lines (command caveats, injected notes) are synthetic;
 - `system/compact_boundary` is a marker `{"event": "compaction", "trigger", "preTokens"}`, the
   `isCompactSummary` user line that follows it a marker `{"event": "compaction-summary"}` holding
-  the summary text; other system lines are `system-notice` markers; title `summary`,
-  `file-history-snapshot` and `queue-operation` lines are counted in `meta["skipped"]`.
+  the summary text; other system lines are `system-notice` markers;
+- Claude Code's own lines that are not messages are counted in `meta["skipped"]` by type: title
+  `summary`, `file-history-snapshot`, `queue-operation`, and any other line that carries the session
+  envelope (`sessionId`; e.g. `attachment` or `progress` lines of later versions). A parent link
+  through such a line is followed to the message it hangs from. Every other line (a Codex or
+  OpenAI-message line pasted into the file, a user/assistant/system line without a `uuid`) is a
+  problem naming its line (`meta["problems"]`): nothing is left out unreported.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from compaction_bench.transcript import Transcript, Usage
 FORMAT = "claude-code"
 CHAINS = ("main", "sidechains", "all")
 NODE_TYPES = ("user", "assistant", "system")
+#: Claude Code's own non-message lines that carry no session envelope (MANIFEST, specs/claude-code.md §1.1).
+OWN_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation"})
 
 
 def anthropic_usage(data: Any) -> Usage | None:
@@ -88,13 +95,14 @@ class ClaudeCodeImporter(Importer):
         nodes: dict[str, _Line] = {}
         order: list[_Line] = []
         skipped: Counter[str] = Counter()
+        links: dict[str, str | None] = {}  # uuid -> parent of the skipped lines that sit in the tree
         for number, data in read.lines:
             if not isinstance(data, Mapping):
                 problems.append(f"{path}:{number}: expected a JSON object, got {type(data).__name__}; line kept out")
                 continue
             kind = data.get("type")
             if kind not in NODE_TYPES or not data.get("uuid"):
-                skipped[str(kind)] += 1
+                self._not_a_node(path, number, data, skipped, links, problems)
                 continue
             node = _Line(number, data)
             if node.uuid in nodes:
@@ -103,6 +111,8 @@ class ClaudeCodeImporter(Importer):
             order.append(node)
         if not order:
             raise ImportFailure(f"{path}: no user, assistant or system line (is this a Claude Code session log?)")
+        if links:
+            self._link_through(order, nodes, links)
         main = [n for n in order if not n.data.get("isSidechain")]
         side = [n for n in order if n.data.get("isSidechain")]
         chains: list[tuple[str, list[_Line]]] = []
@@ -114,6 +124,35 @@ class ClaudeCodeImporter(Importer):
             raise ImportFailure(f"{path}: no {chain} chain in this file")
         base_meta = {"skipped": dict(skipped)} if skipped else {}
         return [self._transcript(path, name, group, nodes, problems, base_meta) for name, group in chains]
+
+    @staticmethod
+    def _not_a_node(
+        path: Path, number: int, data: Mapping[str, Any], skipped: Counter[str], links: dict[str, str | None], problems: list[str]
+    ) -> None:
+        """A line that is no message of the tree: Claude Code's own (counted in `skipped`, its parent
+        link kept in `links`), or foreign or damaged (a problem)."""
+        kind = data.get("type")
+        if kind in NODE_TYPES:
+            problems.append(f"{path}:{number}: a {kind} line without a uuid cannot be placed in the session; line kept out")
+        elif kind in OWN_TYPES or (isinstance(kind, str) and "sessionId" in data):
+            skipped[kind] += 1
+            if data.get("uuid"):
+                parent = data.get("parentUuid")
+                links[str(data["uuid"])] = str(parent) if parent else None
+        else:
+            what = f"type {kind!r}" if "type" in data else f"no type field; keys {', '.join(map(str, list(data)[:4]))}"
+            problems.append(f"{path}:{number}: not a Claude Code line ({what}); line kept out")
+
+    @staticmethod
+    def _link_through(order: list[_Line], nodes: Mapping[str, _Line], links: Mapping[str, str | None]) -> None:
+        """Point a message whose parent is a skipped line (an attachment, a progress line) at the
+        message that line hangs from."""
+        for node in order:
+            parent, seen = node.parent, set()
+            while parent is not None and parent not in nodes and parent in links and parent not in seen:
+                seen.add(parent)
+                parent = links[parent]
+            node.parent = parent
 
     @staticmethod
     def _root(node: _Line, nodes: Mapping[str, _Line]) -> str:

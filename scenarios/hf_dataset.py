@@ -6,20 +6,28 @@ message list; by default the first of messages / conversations / traj / history 
 `role_key` / `content_key` (per-message field names, e.g. ShareGPT's `from` / `value`), `id_column`,
 `model_column`, `split` (default "train"). Messages are converted by `compaction_bench.scenarios.openai_style`.
 Sniffing is by content elsewhere, so this importer is chosen explicitly (`format="hf-dataset"`)
-or for Parquet files. Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at
-once with one clear message.
+or for Parquet files.
+
+Local files never reach the network: they are loaded with the `datasets` and `huggingface_hub`
+offline switches on (without them `datasets` makes a telemetry request even for a local file). An
+argument is a Hub id only when it is clearly not a path (`is_name`): nothing exists at it locally
+and it has the Hub's `owner/name` form (one `/`, no leading `.`, `/` or `~`, not ending in a data-file
+suffix such as `.jsonl`); anything else is a local path, and a missing one is "no such file".
+Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at once with one clear message.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.importing import Importer, ImportFailure, check_input
 from compaction_bench.scenarios.builder import TranscriptBuilder
 from compaction_bench.scenarios.openai_style import add_messages
 from compaction_bench.scenarios.readers import read_text
@@ -36,13 +44,60 @@ def _where(row: int, message: int) -> str:
     return f"row {row} message {message}"
 
 
+OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+#: The Hub's `owner/name` repository id (letters, digits, `-`, `_`, `.`; no leading or trailing punctuation).
+HUB_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+#: A name ending like a data file is a mistyped path, never a Hub id.
+FILE_SUFFIXES = (".json", ".jsonl", ".parquet", ".csv", ".tsv", ".txt", ".arrow", ".zst", ".gz", ".md", ".db", ".traj")
+
+
 def offline() -> bool:
-    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"))
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in OFFLINE_VARIABLES)
+
+
+def is_hub_id(text: str) -> bool:
+    """True when `text` is clearly a Hub dataset id, not a path: nothing exists at it (not even a
+    broken symlink), it is `owner/name`, and it does not end like a data file."""
+    return (
+        HUB_ID.fullmatch(text) is not None
+        and ".." not in text
+        and not text.lower().endswith(FILE_SUFFIXES)
+        and not os.path.lexists(text)
+    )
+
+
+@contextmanager
+def local_only() -> Iterator[None]:
+    """`datasets` and `huggingface_hub` in offline mode for a local load, then as they were.
+
+    Both read their switches once, at import, so the module constants are set as well as the
+    environment (for anything that reads it later).
+    """
+    import datasets.config
+    import huggingface_hub.constants
+
+    saved_env = {name: os.environ.get(name) for name in OFFLINE_VARIABLES}
+    saved = (datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE)
+    os.environ.update(dict.fromkeys(OFFLINE_VARIABLES, "1"))
+    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = True
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, datasets.config.HF_DATASETS_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class HFDatasetImporter(Importer):
     format = FORMAT
-    description = "Hugging Face dataset (local JSON/JSONL/Parquet or a Hub id), one transcript per row"
+    description = (
+        "Hugging Face dataset, one transcript per row: a local JSON/JSONL/Parquet file (never the network), or a Hub id "
+        "owner/name when no such local path exists"
+    )
     suffixes = (".parquet",)
     priority = 5
     accepts_names = True
@@ -54,6 +109,10 @@ class HFDatasetImporter(Importer):
         "model_column": "column with the model id",
         "split": "dataset split (default train)",
     }
+
+    @classmethod
+    def is_name(cls, text: str) -> bool:
+        return is_hub_id(text)
 
     @classmethod
     def sniff(cls, path: Path, head: str) -> bool:
@@ -110,7 +169,8 @@ class HFDatasetImporter(Importer):
 
         datasets.disable_progress_bars()
         with tempfile.TemporaryDirectory(prefix="bench-hf-") as cache:
-            if path.exists():
+            if not is_hub_id(str(path)):
+                check_input(path)  # a missing path is "no such file", never a Hub lookup
                 loader = LOADERS.get(path.suffix)
                 if loader is None:
                     raise ImportFailure(f"{path}: a Hugging Face dataset file must be .json, .jsonl or .parquet")
@@ -119,7 +179,8 @@ class HFDatasetImporter(Importer):
                     if problems:  # the Arrow JSON reader would stop on them with no line number
                         raise ImportFailure(problems[0])
                 try:
-                    return datasets.load_dataset(loader, data_files=str(path), split=split, cache_dir=cache, keep_in_memory=True)
+                    with local_only():
+                        return datasets.load_dataset(loader, data_files=str(path), split=split, cache_dir=cache, keep_in_memory=True)
                 except Exception as exc:  # datasets wraps parser errors in many types
                     raise ImportFailure(f"{path}: cannot load as a {loader} dataset: {type(exc).__name__}: {exc}") from None
             if offline():

@@ -55,7 +55,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.importing import Importer, ImportFailure, open_input
 from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text
 from compaction_bench.scenarios.readers import read_json_reported
 from compaction_bench.transcript import Attachment, Transcript, Usage
@@ -327,7 +327,9 @@ class OpenCodeImporter(Importer):
         return stripped.startswith("{") and '"messages"' in head and '"parts"' in head and '"sessionID"' in head
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
-        if path.read_bytes()[: len(SQLITE_MAGIC)] == SQLITE_MAGIC.encode():
+        with open_input(path) as fh:
+            database = fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC.encode()
+        if database:
             return list(self._load_db(path))
         root = _legacy_root(path)
         if root is not None:

@@ -4,7 +4,8 @@
 corrupted, nested too deeply, a number too long to convert) becomes a problem string naming file
 and line, which importers put in the transcript's `meta["problems"]`. Invalid UTF-8 is replaced and
 reported the same way, and so are lone UTF-16 surrogate escapes (`"\\udc80"`: valid JSON, but not
-text that can be written as UTF-8), which become U+FFFD.
+text that can be written as UTF-8), which become U+FFFD. A `.zst` cut off inside its last frame
+keeps what decompresses before the cut, with a problem saying so (`importing.read_input`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.importing import ImportFailure, decode_utf8, read_bytes
+from compaction_bench.importing import ImportFailure, decode_utf8, read_input
 from compaction_bench.transcript import may_hold_surrogates, scrub_surrogates
 
 SURROGATE_PROBLEM = "lone UTF-16 surrogate escape(s) replaced with U+FFFD"
@@ -30,8 +31,10 @@ class JsonlLines:
 
 
 def read_text(path: Path) -> tuple[str, list[str]]:
-    """The file's text (zstd decompressed) and any UTF-8 problems."""
-    return decode_utf8(path, read_bytes(path))
+    """The file's text (zstd decompressed) and the problems met: a truncated `.zst`, invalid UTF-8."""
+    raw, problems = read_input(path)
+    text, utf8_problems = decode_utf8(path, raw)
+    return text, [*problems, *utf8_problems] if problems else utf8_problems
 
 
 def parse_json(text: str) -> Any:
@@ -86,6 +89,9 @@ def read_json_reported(path: Path) -> tuple[Any, list[str]]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
+        truncated = next((p for p in problems if ": truncated zstd file: " in p), None)
+        if truncated is not None:  # the cut, not the JSON, is what the user must know about
+            raise ImportFailure(f"{truncated.split('; ')[0]}; what decompresses before the cut is not a whole JSON document") from None
         raise ImportFailure(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise ImportFailure(f"{path}: JSON nested too deeply") from None
