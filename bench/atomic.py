@@ -3,7 +3,9 @@
 `exclusive=True` never replaces an existing file: the finished file is hard-linked into place,
 which fails with `FileExistsError` when the name is taken (also by a concurrent writer).
 `write_output` writes a file the user named on the command line: one already there is replaced
-only when they said so (`--force`).
+only when they said so (`--force`). A write that fails (a read-only folder, a full disk) is a
+`WriteFailed` naming the file, whatever raised it (Python's own messages and Arrow's often name no
+path, or only the temporary one).
 """
 
 from __future__ import annotations
@@ -23,12 +25,28 @@ class OutputExists(BenchError, FileExistsError):
         super().__init__(f"{path}: already exists; not overwritten (pass --force to replace it, or choose another path)")
 
 
+class WriteFailed(BenchError, OSError):
+    """A file could not be written (a read-only or full file system, a missing permission)."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        super().__init__(f"{path}: cannot write ({reason})")
+        self.errno, self.strerror, self.filename = exc.errno, exc.strerror, str(path)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool = False) -> Path:
     """Call `write(tmp_path)` and move the result onto `path` only when it succeeded (and, with
-    `exclusive`, only when `path` does not exist yet)."""
+    `exclusive`, only when `path` does not exist yet: then `FileExistsError`). Any other failure to
+    write is a `WriteFailed` naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise WriteFailed(path, exc) from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -40,6 +58,10 @@ def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool
             os.link(tmp, path)
         else:
             os.replace(tmp, path)
+    except OSError as exc:
+        if isinstance(exc, BenchError) or (exclusive and isinstance(exc, FileExistsError)):
+            raise
+        raise WriteFailed(path, exc) from exc
     finally:
         tmp.unlink(missing_ok=True)
     return path

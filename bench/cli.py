@@ -44,7 +44,8 @@ def cache_export(
     """Write every model response a run stored to one file, so CI can re-run it with zero calls."""
     from compaction_bench.llm import export_responses
 
-    count = export_responses(run_dir, out, replace=force)
+    with _reading_runs(run_dir):  # not while a run is still storing responses in it
+        count = export_responses(run_dir, out, replace=force)
     console.print(f"{count} responses written to {out}")
 
 # Piped output is not wrapped at 80 columns: tables stay whole for files and other programs.
@@ -55,6 +56,10 @@ errors = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 class UsageFailure(BenchError):
     """Raised inside commands for a user error that is not one of the library's error classes."""
+
+
+#: Run folders `bench run` claimed in this process: an interrupted run says how to finish the one it left.
+_claimed: list[Path] = []
 
 
 #: `bench run`'s exit status when cells failed (the finished ones are in the run's tables and report)
@@ -81,32 +86,32 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 # --------------------------------------------------------------------------- run
 @app.command()
 def run(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="Transcript files (any supported format). Default: the embedded synthetic suite.")] = None,
+    paths: Annotated[Optional[list[str]], typer.Argument(help="Transcript files (any supported format; an owner/name that is no path is a Hugging Face dataset id with --format hf-dataset). Default: the embedded synthetic suite.")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="Strategy id, path/file.py:Class, or a variant ID@KEY=VALUE[,KEY=VALUE]; repeatable. Default: all built-in strategies.")] = None,
     profile: Annotated[Optional[list[str]], typer.Option("--profile", "-p", help="Model profile; repeatable (see `bench list profiles`).")] = None,
     summarizer: Annotated[str, typer.Option(help="litellm model id of the summarizer.")] = "offline/extractive",
     answerer: Annotated[str, typer.Option(help="litellm model id that answers probe questions.")] = "offline/reader",
     judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
-    run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp).")] = None,
+    run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp); an existing folder that holds anything but a run is refused.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core).")] = 0,
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray).")] = None,
-    resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells.")] = False,
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable.")] = None,
-    prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable.")] = None,
-    probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files).")] = None,
+    resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells; a folder without a run is refused.")] = False,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable. Numbers must be finite and in range: token and character counts ≥ 0, ratios in (0, 1], fractions in (0, 1), percentages in (0, 100].")] = None,
+    prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable. The file may use the variables the stock template uses, no other.")] = None,
+    probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files). Transcript files only: the synthetic suite has its own probes.")] = None,
     usage: Annotated[str, typer.Option(help="'simulated' usage; 'recorded': the transcript's own usage while the replayed context is the recording's; 'recorded-always': at every step.")] = "simulated",
     repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote).")] = 1,
-    format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`).")] = "auto",
-    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
+    format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`); transcript files only.")] = "auto",
+    import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP + " Transcript files only.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,
     api_base: Annotated[Optional[str], typer.Option(help="Endpoint of the real models (an OpenAI- or Anthropic-compatible base URL); keys come from the environment.")] = None,
     max_retries: Annotated[int, typer.Option(help="Retries of a model call on 429, 5xx, timeouts and connection errors (exponential backoff).")] = 3,
     max_concurrency: Annotated[int, typer.Option(help="Model calls in flight at once, across all workers.")] = 4,
     model_timeout: Annotated[float, typer.Option(help="Seconds before a model call times out (then it is retried).")] = 60.0,
     offline: Annotated[bool, typer.Option(help="Never call a real model: a response that is not recorded or cached is an error.")] = False,
-    responses: Annotated[Optional[Path], typer.Option(help="Recorded responses (from `bench cache export`) answered before the cache.")] = None,
+    responses: Annotated[Optional[Path], typer.Option(help="Recorded responses (from `bench cache export`) answered before the cache; checked whole before the run.")] = None,
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3.")] = False,
     report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
 ) -> None:
@@ -126,26 +131,36 @@ def run(
             prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
             import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
             max_concurrency=max_concurrency, model_timeout=model_timeout, offline=offline, responses=str(responses) if responses else None,
-            report=report,
+            report=report, on_claim=_claimed.append,
         )
     except CellsFailed as exc:  # the finished cells still have their leaderboard and report
         failed, root = exc, exc.root
-    _print_summary(root)
+    else:
+        _claimed.clear()  # every cell finished: nothing is left to resume
+    _print_summary(root, report=report)
     if report:
         console.print(f"report: {root / 'report.html'}", markup=False)
-    from compaction_bench.missing_metrics import EXIT_MISSING_METRICS, check_run
+    missing = _warn_missing_metrics(root)
+    if failed is not None:
+        errors.print(f"error: {failed}", markup=False)
+        raise typer.Exit(EXIT_FAILED_CELLS)
+    if missing and not allow_missing_metrics:
+        from compaction_bench.missing_metrics import EXIT_MISSING_METRICS
+
+        raise typer.Exit(EXIT_MISSING_METRICS)
+
+
+def _warn_missing_metrics(root: Path) -> bool:
+    """Print a warning per metric the run at `root` could not compute (and failed answers); whether one is missing."""
+    from compaction_bench.missing_metrics import check_run
 
     health = check_run(root)
     for line in health.lines():
         errors.print(f"warning: {line}", markup=False, style="bold red" if health.missing else "yellow")
-    if failed is not None:
-        errors.print(f"error: {failed}", markup=False)
-        raise typer.Exit(EXIT_FAILED_CELLS)
-    if health.missing and not allow_missing_metrics:
-        raise typer.Exit(EXIT_MISSING_METRICS)
+    return bool(health.missing)
 
 
-def _print_summary(root: Path) -> None:
+def _print_summary(root: Path, *, report: bool = True) -> None:
     import pandas as pd
 
     from compaction_bench.metrics.aggregate import unfinished
@@ -175,7 +190,8 @@ def _print_summary(root: Path) -> None:
     console.print(table)
     left_out = [header[k] for k in range(len(header)) if k not in shown]
     if left_out:
-        console.print(f"not shown at this width: {', '.join(left_out)} (every column: {root / 'report.html'})", markup=False, soft_wrap=True)
+        every = root / "report.html" if report else f"`bench report {root}` renders report.html"
+        console.print(f"not shown at this width: {', '.join(left_out)} (every column: {every})", markup=False, soft_wrap=True)
     from compaction_bench.reports.leaderboard import offline_note
 
     note = offline_note(root)
@@ -241,7 +257,7 @@ def list_formats() -> None:
 # --------------------------------------------------------------------------- import / inspect
 @app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
+    file: Annotated[str, typer.Argument(help="A transcript file in any supported format (kept as typed: `./org/name` is a path, `org/name` may be a dataset id).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
@@ -257,7 +273,7 @@ def import_(
 
 @app.command()
 def inspect(
-    file: Annotated[Path, typer.Argument(help="A transcript file in any supported format.")],
+    file: Annotated[str, typer.Argument(help="A transcript file in any supported format (kept as typed: `./org/name` is a path, `org/name` may be a dataset id).")],
     format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
@@ -308,7 +324,8 @@ def _plain(value: object) -> str:
 def _reading_runs(*folders: Path) -> Iterator[None]:
     """A run folder whose files are damaged (a truncated parquet, a malformed manifest) or cannot be
     written is a user error (exit 2, one line), never a traceback whose exit 1 `gate` would share
-    with "the candidate regressed"; so is a folder a run is still working in."""
+    with "the candidate regressed"; so is a folder a run is still working in. A file that cannot be
+    read or written is named itself (an output in a read-only folder is not the run's fault)."""
     import pyarrow
 
     from compaction_bench.run_folder import LOCK_NAME, in_use
@@ -320,7 +337,13 @@ def _reading_runs(*folders: Path) -> Iterator[None]:
         yield
     except BenchError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, pyarrow.ArrowException) as exc:
+    except OSError as exc:
+        if exc.filename is None:
+            where = " / ".join(str(f) for f in folders)
+            raise UsageFailure(f"{where}: unusable run folder ({type(exc).__name__}: {exc})") from None
+        # the file it is about: one of a run's, or an output (a read-only or full folder)
+        raise UsageFailure(f"{exc.filename}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, pyarrow.ArrowException) as exc:
         where = " / ".join(str(f) for f in folders)
         raise UsageFailure(f"{where}: unusable run folder ({type(exc).__name__}: {exc})") from None
 
@@ -346,6 +369,7 @@ def score(
     answerer: Annotated[Optional[str], typer.Option("--answerer", help="Answer model (litellm id; default: the run's; \"\" grades presence only).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>).")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace the run's own tables instead.")] = False,
+    allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3, as `bench run`.")] = False,
 ) -> None:
     """Measure a finished run again from its folder (stored contexts and transcripts), without replaying."""
     from compaction_bench.runner import score as score_run
@@ -354,6 +378,10 @@ def score(
         root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place)
     _print_summary(root)
     console.print(f"report: {root / 'report.html'}", markup=False)
+    if _warn_missing_metrics(root) and not allow_missing_metrics:
+        from compaction_bench.missing_metrics import EXIT_MISSING_METRICS
+
+        raise typer.Exit(EXIT_MISSING_METRICS)
 
 
 # --------------------------------------------------------------------------- compare / gate
@@ -408,7 +436,7 @@ def gate_command(
     allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --markdown file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
-    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable; prints markdown."""
+    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable or no rule could be tested; prints markdown."""
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
 
@@ -424,6 +452,11 @@ def gate_command(
     print(text)
     if output:
         write_output(output, text + "\n", replace=force)
+    if not result.tested:
+        raise UsageFailure(
+            "no --fail-on rule could be tested on these runs (the notes under the table say why for each); "
+            "the gate neither passes nor fails"
+        )
     if not result.passed:
         raise typer.Exit(1)
 
@@ -521,7 +554,7 @@ def probes_eval(
 # --------------------------------------------------------------------------- fidelity
 @fidelity_app.command("pi")
 def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL with recorded compactions.")]) -> None:
-    """Pi's recorded compactions next to the `pi` and `pi-2026-03` replays (markdown table)."""
+    """Pi's recorded compactions next to the `pi`, `pi-2026-03` and `pi-2025-12` replays (markdown table)."""
     from compaction_bench.fidelity import fidelity_table
 
     console.print(fidelity_table(file), markup=False)
@@ -533,7 +566,7 @@ def fidelity_claude_code(
     max_output_tokens: Annotated[
         int | None, typer.Option(help="CLAUDE_CODE_MAX_OUTPUT_TOKENS of the recording (unset: 32,000).")
     ] = None,
-    strategy: Annotated[list[str], typer.Option("--strategy", "-s", help="Claude Code strategies to replay.")] = ["claude-code"],  # noqa: B006
+    strategy: Annotated[list[str], typer.Option("--strategy", "-s", help="Claude Code strategies to replay (claude-code, claude-code-2.1).")] = ["claude-code"],  # noqa: B006
 ) -> None:
     """Every recorded compact_boundary next to the replay's trigger decision with recorded usage (markdown table)."""
     from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table
@@ -551,19 +584,24 @@ def fidelity_cache(
     """Modelled against recorded cached tokens, replaying `none` with recorded usage (markdown table)."""
     from compaction_bench.fidelity import recorded_agreement
     from compaction_bench.importing import load_transcripts
+    from compaction_bench.profiles import get_profile
 
-    print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    if profile != "auto":
+        get_profile(profile)  # an unknown profile is refused before any output
+    rows = []  # every file is read before the table starts: an unreadable one is an error, not half a table
     for file in files:
         for transcript in load_transcripts(file):
             chosen = profile if profile != "auto" else _profile_for(transcript.model)
             a = recorded_agreement(transcript, chosen)
             cells = [
-                f"{file.parent.name}/{file.name}", chosen, str(a["requests"]), str(a["requests_with_recorded_cache"]),
+                Path(file.parent.name, file.name).as_posix(), chosen, str(a["requests"]), str(a["requests_with_recorded_cache"]),
                 *(f"{a[k]:.3f}" if a[k] is not None else "–" for k in ("recorded_hit_rate", "modelled_hit_rate", "mae_share", "mae_tokens_share")),
                 f"{a['unrecorded_tokens_median']:,.0f}" if a["unrecorded_tokens_median"] is not None else "–",
             ]
-            print("| " + " | ".join(cells) + " |")
+            rows.append("| " + " | ".join(cells) + " |")
+    print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(rows))
 
 
 def _profile_for(model: str | None) -> str:
@@ -584,30 +622,49 @@ def main() -> None:
     """Console entry point.
 
     Exit status: 0 success; 1 a check that failed (a gate rule, a failed cell); 2 a user error —
-    a command-line mistake or bad input — printed as one `error: …` line without a traceback;
-    3 `bench run` finished but a whole metric could not be computed (`--allow-missing-metrics`);
-    130 interrupted.
+    a command-line mistake or bad input — printed as one `error: …` line without a traceback (a
+    group called without a command prints its help alone); 3 `bench run` or `bench score` finished
+    but a whole metric could not be computed (`--allow-missing-metrics`); 130 interrupted (with how
+    to finish the run when a run folder was left to resume).
     """
     handled = _user_errors()
     try:
         status = app(standalone_mode=False)
     except handled as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from compaction_bench.progress import shown
+
+        print(f"error: {shown(str(exc))}", file=sys.stderr)
         sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
-        errors.print("interrupted; finish the run with `bench run --resume`")
+        errors.print(_interrupted(), markup=False)
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except _click_error() as exc:
+        if _is_help_only(exc):  # `bench`, `bench list`: the help was printed, there is no error to add
+            sys.exit(2)
         ctx = getattr(exc, "ctx", None)
         where = f"{ctx.command_path}: " if ctx is not None else ""
         hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
         print(f"error: {where}{exc.format_message()}{hint}", file=sys.stderr)
         sys.exit(2)
     if status == 130:  # typer turns Ctrl-C (and SIGTERM during a run) into Exit(130) before it reaches us
-        errors.print("interrupted; finish the run with `bench run --resume`", markup=False)
+        errors.print(_interrupted(), markup=False)
     sys.exit(status if isinstance(status, int) else 0)
+
+
+def _interrupted() -> str:
+    """What to say after Ctrl-C (or SIGTERM): how to finish the run, when one was left with a manifest to resume."""
+    left = [folder for folder in _claimed if (folder / "manifest.json").is_file()]
+    if not left:
+        return "interrupted"
+    folder = left[-1]
+    return f"interrupted; finish the run with `bench run --resume` and the same arguments (--run-id {folder.name} -o {folder.parent})"
+
+
+def _is_help_only(exc: Any) -> bool:
+    """A group called without a command (`no_args_is_help`): click prints the help, and its error has no message."""
+    return any(cls.__name__ == "NoArgsIsHelpError" for cls in type(exc).__mro__)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from compaction_bench.errors import BenchError
 from compaction_bench.importing import load_transcript
 from compaction_bench.profiles import PROFILES, ModelProfile, ProfileError, get_profile
 from compaction_bench.records import CompactionRecord
@@ -186,6 +187,23 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
 CLAUDE_CODE_STRATEGIES = ("claude-code",)
 
 
+class FidelityError(BenchError, ValueError):
+    """A strategy the fidelity table cannot replay (not one of the agent's own)."""
+
+
+def check_claude_code_strategies(strategies: Sequence[str]) -> None:
+    """Refuse a strategy that is not a Claude Code one (a subclass of `ClaudeCode`): the table reads
+    its trigger count and threshold, which other strategies do not record."""
+    from compaction_bench.registry import strategies as registered
+    from compaction_bench.registry import strategy_class
+    from compaction_bench.strategies.claude_code import ClaudeCode
+
+    for name in strategies:
+        if not issubclass(strategy_class(name), ClaudeCode):
+            family = ", ".join(n for n, cls in registered().items() if issubclass(cls, ClaudeCode))
+            raise FidelityError(f"--strategy {name!r} is not a Claude Code strategy; `bench fidelity claude-code` replays one of: {family}")
+
+
 @dataclass(frozen=True)
 class ClaudeCodeFidelityRow:
     """One recorded `compact_boundary` (or one replay compaction the recording does not have)."""
@@ -214,15 +232,17 @@ def _uuid_lines(path: Path) -> dict[str, int]:
     """1-based file line of every uuid in a Claude Code JSONL file."""
     import json
 
+    from compaction_bench.importing import read_input
+
     lines: dict[str, int] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict) and data.get("uuid"):
-                lines[str(data["uuid"])] = number
+    raw, _ = read_input(path)  # a regular file only (never blocks on a FIFO), `.zst` decompressed
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(data, dict) and data.get("uuid"):
+            lines[str(data["uuid"])] = number
     return lines
 
 
@@ -245,6 +265,7 @@ def claude_code_fidelity_rows(
     for a manual boundary, at the manual `/compact`), and the count of the check before it."""
     from compaction_bench.importing import load_transcripts
 
+    check_claude_code_strategies(strategies)
     path = Path(path)
     lines = _uuid_lines(path)
     rows: list[ClaudeCodeFidelityRow] = []

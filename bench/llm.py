@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, json_problem
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
@@ -143,6 +143,8 @@ class CallSettings:
             raise LLMError(f"--model-timeout must be > 0 seconds, got {self.timeout}")
         if self.responses and not Path(self.responses).is_file():
             raise LLMError(f"--responses {self.responses}: no such file (write one with `bench cache export RUN -o FILE`)")
+        if self.responses:
+            _recorded(self.responses)  # read whole now: a malformed line is named before any cell, not at a call
 
 
 def default_cache_dir() -> Path:
@@ -478,9 +480,16 @@ def _recorded(path: str) -> dict[str, dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-            out[str(record["key"])] = record
-        except (ValueError, KeyError, TypeError):
-            raise LLMError(f"--responses {path}:{number}: not a stored response (expected JSON with a 'key')") from None
+        except json.JSONDecodeError as exc:
+            raise LLMError(f"--responses {path}:{number}: not JSON ({json_problem(exc)})") from None
+        except RecursionError:
+            raise LLMError(f"--responses {path}:{number}: not a stored response (nested too deeply)") from None
+        if not (isinstance(record, dict) and all(isinstance(record.get(f), str) for f in ("key", "text", "model"))):
+            raise LLMError(
+                f"--responses {path}:{number}: not a stored response (expected a JSON object with 'key', 'text' and 'model'; "
+                "write the file with `bench cache export RUN -o FILE`)"
+            )
+        out[record["key"]] = record
     return out
 
 
@@ -500,10 +509,16 @@ def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
     folder = Path(run_dir) / "responses"
     records: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("responses-*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
                 record = json.loads(line)
-                records[record["key"]] = record
+            except json.JSONDecodeError as exc:  # e.g. the half-written last line of a killed run
+                raise LLMError(f"{path}:{number}: not a stored response, not JSON ({json_problem(exc)}); remove the line to export the rest") from None
+            if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+                raise LLMError(f"{path}:{number}: not a stored response (a JSON object with a 'key'); remove the line to export the rest")
+            records[record["key"]] = record
     return [records[k] for k in sorted(records)]
 
 

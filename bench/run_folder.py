@@ -9,7 +9,10 @@ Owns what must hold before a run writes anything into its folder:
   `created` time in its manifest (not the alphabetically last folder);
 - `claim`: an exclusive `flock` on `<run folder>/.lock`, held for the whole run, so two processes
   given the same `--run-id` cannot both proceed (the second fails at once with one line), and the
-  check "this folder already holds a run" is made under the lock;
+  check "this folder already holds a run" is made under the lock. A new run goes only into a folder
+  that does not exist, is empty, or holds nothing but a lock file; a folder with anything else in it
+  and no run manifest (the user's own files) is refused before anything is written into it, and
+  `--resume` of a folder without a manifest is refused (nothing to resume);
 - `config_difference`: `--resume` with a configuration other than the one the folder's tables were
   made with is refused, naming the first settings that differ.
 """
@@ -182,9 +185,31 @@ def _new_folder(root: Path, base: str) -> str:
             name = f"{base}-{n}"
 
 
+def _check_usable(path: Path, *, resume: bool) -> None:
+    """Refuse a folder that is not a run's (a file, or a folder of the user's own files) and, for a
+    resume, one that holds no run to finish; nothing is created or written here."""
+    if path.exists() and not path.is_dir():
+        raise RunFolderError(f"{path} exists and is not a folder; choose another --run-id or --out")
+    has_manifest = (path / "manifest.json").is_file()
+    if resume and not has_manifest:
+        raise RunFolderError(f"--resume {path}: nothing to resume (no run manifest there); drop --resume to start a new run")
+    if has_manifest or not path.is_dir() or in_use(path):  # a run starting in it: the lock says so
+        return
+    try:
+        others = sorted(entry.name for entry in path.iterdir() if entry.name != LOCK_NAME)
+    except OSError as exc:
+        raise RunFolderError(f"{path}: cannot read the folder ({exc.strerror or exc})") from None
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise RunFolderError(
+            f"{path} is not empty and holds no run ({shown}); not writing into it: choose another --run-id or --out"
+        )
+
+
 def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFolder:
     """Validate the run id (`new_id` when none is given; the newest run for a bare `--resume`),
-    create the folder, take its exclusive lock, and check that a new run does not land on an old one."""
+    check the folder is free for a run (`_check_usable`), create it, take its exclusive lock, and
+    check that a new run does not land on an old one."""
     if run_id is None and resume:
         run_id = newest_run(root)
     if run_id is None:  # a run id of our choosing never lands on another run's folder
@@ -192,6 +217,7 @@ def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFo
         run_id = _new_folder(root, validate_run_id(new_id))
     run_id = validate_run_id(run_id)
     path = root / run_id
+    _check_usable(path, resume=resume)
     path.mkdir(parents=True, exist_ok=True)
     lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
     try:

@@ -24,9 +24,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import math
 import os
 import platform
-import shutil
 import subprocess
 import time
 import traceback
@@ -42,14 +42,14 @@ from typing import Any
 import pandas as pd
 
 from compaction_bench import run_folder
-from compaction_bench.atomic import atomic_write_text
+from compaction_bench.atomic import atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
 from compaction_bench.executors import EXECUTORS, execute
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
 from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, get_profile
-from compaction_bench.progress import ProgressEvent, ProgressHook, display_for
+from compaction_bench.progress import ProgressEvent, ProgressHook, display_for, shown
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
@@ -173,7 +173,11 @@ def file_cases(
     cases: list[Case] = []
     names: set[str] = set()
     given = load_probes(probes) if probes and probes != "auto" else None
+    seen: dict[Path, str | Path] = {}
     for path in paths:
+        first = seen.setdefault(Path(path).resolve(), path)
+        if first is not path:
+            raise RunError(f"{shown(str(path))}: given twice (the same file as {shown(str(first))}); pass each file once")
         transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
         warn_import_problems(path, transcripts)
         detected = detect(Path(path)).format if format == "auto" and Path(path).is_file() else format
@@ -198,9 +202,8 @@ def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) ->
     markers; the importers record each in `meta["problems"]`), so none passes a run unnoticed."""
     problems = list(dict.fromkeys(p for t in transcripts for p in t.meta.get("problems", ())))
     if problems:
-        LOG.warning(
-            "warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", path, len(problems), problems[0], path
-        )
+        name = shown(str(path))
+        LOG.warning("warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", name, len(problems), shown(problems[0]), name)
 
 
 def scenario_name(path: Path, transcript: Transcript, index: int, count: int, taken: set[str]) -> str:
@@ -214,7 +217,7 @@ def scenario_name(path: Path, transcript: Transcript, index: int, count: int, ta
         title = str(transcript.meta.get("title") or "").strip()
         name = f"{name} #{index + 1}" + (f" {title[:60]}" if title else "")
     if name in taken:
-        name = f"{path.parent.name}/{name}"
+        name = f"{path.resolve().parent.name}/{name}"
     base, n = name, 2
     while name in taken:
         name, n = f"{base} ({n})", n + 1
@@ -265,6 +268,18 @@ def strategy_variant(spec: str, options: Mapping[str, Mapping[str, Any]]) -> tup
     return name, {**options.get(name, {}), **own}
 
 
+def check_no_import_settings(probes: str | None, format: str, import_options: Mapping[str, Any] | None, corpus: str) -> None:
+    """`--probes`, `--format` and `--import-option` say how to read transcript files: without any,
+    they would be recorded in the manifest yet change nothing, so they are refused."""
+    given = [flag for flag, used in (("--probes", probes is not None), ("--format", format != "auto"),
+                                     ("--import-option", bool(import_options))) if used]
+    if given:
+        raise RunError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to transcript files only; {corpus} brings its own probes and needs no import "
+            "(name transcript files, or leave these out)"
+        )
+
+
 def validate(config: RunConfig) -> None:
     """Fail before any work on an unknown strategy, profile, option, usage mode or prompt file."""
     for spec in config.strategies:
@@ -279,6 +294,8 @@ def validate(config: RunConfig) -> None:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
     if config.repeats < 1:
         raise RunError("--repeat must be at least 1")
+    if not math.isfinite(config.model_timeout):
+        raise RunError(f"--model-timeout must be a finite number of seconds, got {config.model_timeout}")
     PromptSet(config.prompts)
 
 
@@ -432,6 +449,7 @@ def run(
     cases: Sequence[Case] | None = None,
     report: bool = True,
     on_start: Callable[[int], None] | None = None,
+    on_claim: Callable[[Path], None] | None = None,
     on_cell: ProgressCallback | None = None,
     progress: bool = True,
     callback: ProgressHook | None = None,
@@ -445,9 +463,11 @@ def run(
     """Run a benchmark and return the run folder.
 
     With no `paths` and no `cases`, the embedded synthetic suite is the corpus. `probes` is a
-    probe file, `"auto"` (mine them; the default for transcript files) or None. `progress` shows
+    probe file, `"auto"` (mine them; the default for transcript files) or None; it, `format` and
+    `import_options` are for transcript files only (`check_no_import_settings`). `progress` shows
     a progress bar (terminal or notebook; plain lines elsewhere) over the cells and the finalize
-    phase; `callback` receives every `ProgressEvent` as well.
+    phase; `callback` receives every `ProgressEvent` as well. `on_claim` is called with the run
+    folder once it is claimed, `on_start` with the number of cells to do once its manifest is written.
     """
     config = RunConfig(
         strategies=tuple(dict.fromkeys(strategies)) or default_strategies(),
@@ -469,9 +489,11 @@ def run(
         responses=str(responses) if responses else None,
     )
     validate(config)
-    config.call_settings()  # rejects a bad --max-retries, --max-concurrency or --model-timeout before any work
+    config.call_settings()  # rejects a bad --max-retries, --max-concurrency, --model-timeout or --responses file before any work
     if executor not in EXECUTORS:
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if not paths:
+        check_no_import_settings(probes, format, import_options, "the given scenarios" if cases is not None else "the synthetic suite")
     if cases is None:
         cases = file_cases(paths, probes if probes is not None else "auto", format, import_options) if paths else synthetic_cases(seed)
     if not cases:
@@ -481,6 +503,8 @@ def run(
     except run_folder.RunFolderError as exc:
         raise RunError(str(exc)) from None
     run_id = folder.run_id
+    if on_claim:
+        on_claim(folder.path)
     store = RunStore(folder.path)
     config.run_dir = str(store.root)
     keys = [
@@ -560,7 +584,7 @@ def run(
         manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
         manifest["wall_seconds"] = round(time.monotonic() - started, 3)
         if failures:
-            (store.root / "errors.log").write_text("\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures), encoding="utf-8")
+            atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures))
         else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
             (store.root / "errors.log").unlink(missing_ok=True)
         manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
@@ -784,12 +808,12 @@ def score(
     for entry in scenarios:
         case = cases[entry["name"]]
         if not in_place and not Path(entry["file"]).is_absolute():
-            shutil.copy2(source.root / entry["file"], _created(target / entry["file"]))
+            _copy(source.root / entry["file"], target / entry["file"])
         write_probes(case.probes, target / entry["probes_file"])
         scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
     for name in ("items.parquet",):
         if not in_place and (source.root / name).is_file():
-            shutil.copy2(source.root / name, _created(target / name))
+            _copy(source.root / name, target / name)
     write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
     frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
 
@@ -808,6 +832,7 @@ def score(
     return store.root
 
 
-def _created(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
+def _copy(source: Path, target: Path) -> None:
+    """Copy a run's file into the scored folder: a failure to read names `source`, one to write `target`."""
+    data = source.read_bytes()
+    atomic_write(target, lambda tmp: tmp.write_bytes(data))

@@ -16,17 +16,21 @@ A strategy sees the transcript as an agent would, one event at a time:
 Through its `StrategyContext` a strategy sends summary requests (`summarize`, which raises
 `SummaryOverflow` when the summary request itself does not fit) and records each compaction
 (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
+A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite
+and inside its `Range`, which a field declares with `metadata={"range": Range(...)}` or gets from
+its name (`NAMED_RANGES`: token and character counts are not negative, ratios lie in (0, 1], …).
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, cast
 
 from compaction_bench.errors import BenchError
 from compaction_bench.llm import LLMResult
@@ -128,6 +132,61 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class Range:
+    """The values a numeric option may take: from `low` to `high` (None: unbounded), each end
+    included unless `low_open` / `high_open`; `what` says what the option is, for the error."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    what: str = ""
+
+    def __contains__(self, value: float) -> bool:
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or (value < self.high or (not self.high_open and value == self.high))
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '≥'} {self.low:g}" if self.low is not None else "any number"
+        if self.low is None:
+            return f"{'<' if self.high_open else '≤'} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+
+#: The range an option gets from a word of its name (split at "_") when its field declares none: only
+#: values that are clearly invalid are kept out (a negative count; a ratio, fraction or percentage of
+#: something that is more than all of it or none of it).
+NAMED_RANGES: tuple[tuple[frozenset[str], Range], ...] = (
+    (frozenset({"tokens", "token", "chars"}), Range(0, what="a token or character count")),
+    (frozenset({"ratio"}), Range(0, 1, low_open=True, what="a ratio")),
+    (frozenset({"fraction"}), Range(0, 1, low_open=True, high_open=True, what="a fraction")),
+    (frozenset({"percent"}), Range(0, 100, low_open=True, what="a percentage")),
+)
+
+
+def option_range(name: str, spec: dataclasses.Field) -> Range | None:
+    """The declared range of an option field (`metadata["range"]`), else the one its name gives, else None."""
+    declared = spec.metadata.get("range")
+    if declared is not None:
+        return cast(Range, declared)
+    words = set(name.split("_"))
+    return next((named for keys, named in NAMED_RANGES if words & keys), None)
+
+
+def check_value(name: str, value: Any, allowed: Range | None) -> None:
+    """`OptionError` for a number that is not finite (NaN, infinity) or outside `allowed`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    if not math.isfinite(value):
+        raise OptionError(f"option {name}={value}: not a finite number")
+    if allowed is not None and value not in allowed:
+        what = f" ({allowed.what})" if allowed.what else ""
+        raise OptionError(f"option {name}={value}: out of range; expected a value {allowed}{what}")
+
+
+@dataclass(frozen=True)
 class NoOptions:
     """A strategy without options."""
 
@@ -160,6 +219,8 @@ class Strategy(abc.ABC):
             raise OptionError(f"unknown option(s) for strategy {cls.name!r}: {', '.join(unknown)}; valid: {listing}")
         hints = typing.get_type_hints(cls.Options) if values else {}  # resolving them costs more than a short replay
         converted = {k: _coerce(f"{cls.name}.{k}", v, hints.get(k, str)) for k, v in values.items()}
+        for k, v in converted.items():
+            check_value(f"{cls.name}.{k}", v, option_range(k, known[k]))
         return cls.Options(**converted)
 
     # ----------------------------------------------------------------- protocol

@@ -2,6 +2,10 @@
 
 `--prompt NAME=FILE` replaces the template `NAME` (e.g. `codex_summary.j2`) for a run; the sha256
 of every template a run renders goes into its manifest, so `bench gate` can tell prompts apart.
+A strategy renders a template with the variables its stock template uses (no more, no fewer), so
+an override may use those variables and no other: one that uses another is refused when the set is
+made, naming its file, line and variable, instead of failing at its first render (or never, when
+the strategy never compacts).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from jinja2 import meta, nodes
 
 from compaction_bench.errors import BenchError
 
@@ -52,6 +57,7 @@ class PromptSet:
         self._texts: dict[str, str] = {}
         for name in sorted(self.overrides):
             self._compile(name)
+            self._check_variables(name)
 
     def parse_all(self) -> None:
         """Parse every template of the set now (`TemplateError` for the first that does not parse)."""
@@ -61,8 +67,25 @@ class PromptSet:
     def path(self, name: str) -> Path:
         return self.overrides.get(name) or self.directory / name
 
+    def _check_variables(self, name: str) -> None:
+        """Refuse an override that reads a variable its stock template does not (the strategies pass only those)."""
+        globals_ = set(self._env.globals)
+        passed = meta.find_undeclared_variables(self._env.parse(self._read(name, self.directory / name))) - globals_
+        tree = self._env.parse(self._texts[name])
+        extra = meta.find_undeclared_variables(tree) - globals_ - passed
+        if not extra:
+            return
+        line, variable = min((node.lineno, node.name) for node in tree.find_all(nodes.Name) if node.name in extra and node.ctx == "load")
+        given = ", ".join(sorted(passed)) or "none"
+        raise TemplateError(
+            f"{self.path(name)}:{line}: prompt template {name!r} uses the undefined variable {variable!r} "
+            f"(the strategies render {name} with these variables: {given})"
+        )
+
     def source(self, name: str) -> str:
-        path = self.path(name)
+        return self._read(name, self.path(name))
+
+    def _read(self, name: str, path: Path) -> str:
         if not path.is_file():
             raise TemplateError(f"prompt template {name!r} not found in {self.directory}")
         try:

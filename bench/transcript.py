@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, json_problem
 
 FORMAT_NAME = "compaction-bench/transcript"
 FORMAT_VERSION = 1
@@ -403,7 +403,7 @@ class Transcript:
                     raise TranscriptError("a lone UTF-16 surrogate escape (not valid Unicode text)")
                 items.append(Item.from_dict(data))
             except json.JSONDecodeError as exc:
-                raise TranscriptError(f"{origin}:{number}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+                raise TranscriptError(f"{origin}:{number}: malformed JSON ({json_problem(exc)})") from None
             except RecursionError:
                 raise TranscriptError(f"{origin}:{number}: JSON nested too deeply") from None
             except (TranscriptError, TypeError, ValueError, OverflowError) as exc:

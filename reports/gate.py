@@ -361,6 +361,11 @@ class GateResult:
     def passed(self) -> bool:
         return not self.failures
 
+    @property
+    def tested(self) -> bool:
+        """Whether any rule was applied to any (strategy, profile): not when every one was untested (see `notes`)."""
+        return not self.table.empty
+
     def markdown(self) -> str:
         lines = [
             "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. probes | verdict |",
@@ -375,6 +380,8 @@ class GateResult:
                 f"{row['change']:+.4g} | {row['tolerance']:g} | {p} | {probes} | {needed} | {'**fail**' if row['failed'] else 'ok'} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
+        if not self.tested:
+            verdict = "untested (no rule could be applied to these runs)"
         out = [f"**compaction-bench gate: {verdict}**", "", *lines]
         if self.flipped:
             out += ["", "Flipped probes (baseline → candidate):", *[f"- {line}" for line in self.flipped]]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import json_problem
 from compaction_bench.importing import ImportFailure, decode_utf8, read_input
 from compaction_bench.transcript import may_hold_surrogates, scrub_surrogates
 
@@ -42,7 +43,7 @@ def parse_json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise ValueError(f"malformed JSON ({json_problem(exc)})") from None
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     except ValueError as exc:  # e.g. an integer beyond Python's digit limit
@@ -92,7 +93,7 @@ def read_json_reported(path: Path) -> tuple[Any, list[str]]:
         truncated = next((p for p in problems if ": truncated zstd file: " in p), None)
         if truncated is not None:  # the cut, not the JSON, is what the user must know about
             raise ImportFailure(f"{truncated.split('; ')[0]}; what decompresses before the cut is not a whole JSON document") from None
-        raise ImportFailure(f"{path}:{exc.lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise ImportFailure(f"{path}:{exc.lineno}: malformed JSON ({json_problem(exc)})") from None
     except RecursionError:
         raise ImportFailure(f"{path}: JSON nested too deeply") from None
     except ValueError as exc:

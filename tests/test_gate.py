@@ -92,7 +92,8 @@ def served_runs(case, tmp_path_factory) -> dict[str, Path]:
         served = {"summarizer": "openai/prompt-follower", "api_base": server.base_url}
         runs = {
             "baseline": _run(root, "baseline", case, **served),
-            "drop": _run(root, "drop", case, prompts=_templates(root / "drop", lambda text: DROP), **served),
+            # the templates beside the runs, not in the folder a run claims (which must hold nothing else)
+            "drop": _run(root, "drop", case, prompts=_templates(root / "drop-prompts", lambda text: DROP), **served),
             "whitespace": _run(root, "whitespace", case, prompts=_templates(root / "ws", lambda text: text + "\n\n   \n"), **served),
         }
     finally:

@@ -272,7 +272,8 @@ def test_paths_that_are_no_file_say_what_they_are(tmp_path, fifo, no_hang):
 
 
 @pytest.mark.parametrize("args", [["inspect", "{fifo}"], ["inspect", "{fifo}", "--format", "codex"],
-                                  ["inspect", "/dev/zero", "--format", "codex"], ["fidelity", "pi", "{fifo}"]])
+                                  ["inspect", "/dev/zero", "--format", "codex"], ["fidelity", "pi", "{fifo}"],
+                                  ["fidelity", "claude-code", "{fifo}"]])
 def test_the_cli_refuses_a_fifo_or_a_device_with_one_line(fifo, args):
     proc = subprocess.run([*BENCH, *(a.format(fifo=fifo) for a in args)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr

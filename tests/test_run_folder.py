@@ -256,3 +256,51 @@ def test_where_and_how_patiently_a_run_works_may_change_on_resume():
     assert run_folder.config_difference(old, new) == []
     changed = {**new, "config": {**new["config"], "seed": 1}, "scenarios": [{"name": "b.jsonl"}]}
     assert run_folder.config_difference(old, changed) == ["seed: 0 then, 1 now", 'scenarios: ["a.jsonl"] then, ["b.jsonl"] now']
+
+
+# --------------------------------------------------------------------------- a folder that is not a run's
+def test_a_run_never_writes_into_a_folder_of_the_users_own_files(tmp_path, case):
+    mine = tmp_path / "userdir"
+    mine.mkdir()
+    (mine / "report.html").write_text("my own report\n")
+    (mine / "summary.parquet").write_bytes(b"my own table")
+    before = sorted(p.name for p in mine.iterdir())
+    with pytest.raises(RunError, match=rf"{mine} is not empty and holds no run \(report.html, summary.parquet\)"):
+        run_cases(tmp_path, [case], run_id="userdir")
+    # Nothing was added, replaced or locked.
+    assert sorted(p.name for p in mine.iterdir()) == before
+    assert (mine / "report.html").read_text() == "my own report\n" and (mine / "summary.parquet").read_bytes() == b"my own table"
+    # The command line: one line naming the folder, exit 2, the files as they were.
+    transcript = tmp_path / "t.jsonl"
+    case.transcript.write(transcript)
+    proc = subprocess.run(
+        [sys.executable, "-m", "compaction_bench.cli", "run", str(transcript), "-s", "none", "-p", "32k", "-j", "1", "-o", str(tmp_path),
+         "--run-id", "userdir", "--probes", "auto", "--no-report"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"error: {mine} is not empty and holds no run"), proc.stderr
+    assert sorted(p.name for p in mine.iterdir()) == before and (mine / "report.html").read_text() == "my own report\n"
+    # A file where the folder would go is refused too; an empty folder, or one a run left only its lock in, is used.
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(RunError, match="exists and is not a folder"):
+        run_cases(tmp_path, [case], run_id="afile")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "locked").mkdir()
+    (tmp_path / "locked" / run_folder.LOCK_NAME).write_bytes(b"")
+    for name in ("empty", "locked"):
+        assert (run_cases(tmp_path, [case], run_id=name) / "manifest.json").is_file()
+
+
+def test_resume_of_a_folder_without_a_run_is_refused_and_creates_nothing(tmp_path, case):
+    with pytest.raises(RunError, match=rf"--resume {tmp_path / 'nosuch'}: nothing to resume"):
+        run_cases(tmp_path, [case], run_id="nosuch", resume=True)
+    assert not (tmp_path / "nosuch").exists()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    with pytest.raises(RunError, match="nothing to resume"):
+        run_cases(tmp_path, [case], run_id="mine", resume=True)
+    assert [p.name for p in (tmp_path / "mine").iterdir()] == ["notes.txt"]
+    # A real run still resumes (nothing left to do: the same folder back).
+    root = run_cases(tmp_path, [case], run_id="real")
+    assert run_cases(tmp_path, [case], run_id="real", resume=True) == root

@@ -27,7 +27,6 @@ from compaction_bench.strategies.claude_code import (
     FILE_CALL,
     FILE_REFERENCE,
     FILE_RESULT,
-    NOT_RESTORED,
     TODO_NUDGE,
     TODO_REMINDER,
     ClaudeCode,
