@@ -18,6 +18,23 @@ REPO = Path(__file__).resolve().parent.parent
 CORPORA = Path(os.environ.get("COMPACTION_BENCH_CORPORA", REPO.parent / "shared" / "corpora"))
 
 
+def write_tiny_session(folder: Path) -> Path:
+    """A hand-built canonical session with one fact (the deploy key), and `probes.yaml` beside it asking for it."""
+    from compaction_bench.transcript import Item, Transcript
+
+    items = (
+        Item("u0", "user", "Remember: the deploy key is ZEBRA-42. Now list the files.", turn=0),
+        Item("c0", "tool_call", call_id="c0", tool_name="bash", arguments='{"command": "ls"}', response=0, turn=0),
+        Item("r0", "tool_result", "setup.py\nREADME.md", call_id="c0", turn=0),
+        Item("a0", "assistant", "Two files: setup.py and README.md.", response=1, turn=0),
+    )
+    path = Transcript("tiny", items).write(folder / "tiny.jsonl")
+    (folder / "probes.yaml").write_text(
+        "- id: key\n  kind: recall\n  question: What is the deploy key?\n  answer: ZEBRA-42\n  match: contains\n  source_text: ZEBRA-42\n"
+    )
+    return path
+
+
 def corpus_files(fmt: str | None = None) -> list[Path]:
     """Every transcript file of the shared corpora (of one format folder), sorted."""
     root = CORPORA / fmt if fmt else CORPORA

@@ -26,7 +26,7 @@ from compaction_bench.importing import ImportFailure, detect, formats, load_tran
 from compaction_bench.metrics.grading import PROMPT_DIR as JUDGE_PROMPT_DIR
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
-from tests.conftest import CORPORA
+from tests.conftest import CORPORA, write_tiny_session
 
 BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -52,19 +52,8 @@ def chat_line(role: str, content: str, **extra) -> str:
 
 @pytest.fixture(scope="module")
 def tiny_session(tmp_path_factory) -> Path:
-    """A hand-built canonical session with one fact, and a probe file asking for it."""
-    folder = tmp_path_factory.mktemp("tiny")
-    items = (
-        Item("u0", "user", "Remember: the deploy key is ZEBRA-42. Now list the files.", turn=0),
-        Item("c0", "tool_call", call_id="c0", tool_name="bash", arguments='{"command": "ls"}', response=0, turn=0),
-        Item("r0", "tool_result", "setup.py\nREADME.md", call_id="c0", turn=0),
-        Item("a0", "assistant", "Two files: setup.py and README.md.", response=1, turn=0),
-    )
-    path = Transcript("tiny", items).write(folder / "tiny.jsonl")
-    (folder / "probes.yaml").write_text(
-        "- id: key\n  kind: recall\n  question: What is the deploy key?\n  answer: ZEBRA-42\n  match: contains\n  source_text: ZEBRA-42\n"
-    )
-    return path
+    """A hand-built session with one fact, and a probe file asking for it."""
+    return write_tiny_session(tmp_path_factory.mktemp("tiny"))
 
 
 # --------------------------------------------------------------------------- 1: import paths
