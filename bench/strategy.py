@@ -57,6 +57,9 @@ class StrategyContext(Protocol):
     """What the engine offers a strategy."""
 
     profile: ModelProfile
+    #: what the recording says of the session, never its later items: `id` and the importer's `source`
+    #: fields (`format`, and where the format records them `session_id`, `cwd`, `version`, …)
+    session: Mapping[str, Any]
 
     def summarize(self, request: Request, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
         """Send a summary request to the summarizer model (recorded as a request of kind `summary`);

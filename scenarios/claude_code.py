@@ -15,7 +15,9 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
 - `tool_use` blocks are tool calls, `tool_result` blocks in user lines their results (placed
   before the line's own text, which opens a new turn: the results answer the previous response);
   `isMeta` user lines (command caveats, injected notes) are synthetic;
-- `system/compact_boundary` is a marker `{"event": "compaction", "trigger", "preTokens"}`, the
+- `system/compact_boundary` is a marker `{"event": "compaction", "trigger", "preTokens"}` (a manual
+  one also `"instructions"`: the text typed after `/compact`, from the command line Claude Code
+  records after the boundary and its summary, up to the next model response; "" when none), the
   `isCompactSummary` user line that follows it a marker `{"event": "compaction-summary"}` holding
   the summary text; other system lines are `system-notice` markers;
 - Claude Code's own lines that are not messages are counted in `meta["skipped"]` by type: title
@@ -29,15 +31,17 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
 from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment, mapping_of
 from compaction_bench.scenarios.readers import read_jsonl
-from compaction_bench.transcript import Transcript, Usage
+from compaction_bench.transcript import Item, Transcript, Usage
 
 FORMAT = "claude-code"
 CHAINS = ("main", "sidechains", "all")
@@ -208,6 +212,7 @@ class ClaudeCodeImporter(Importer):
                 self._user(builder, node, timestamp)
             else:
                 self._system(builder, node, timestamp)
+        _attach_compact_instructions(builder.items)
         on_branch = {n.uuid for n in branch}
         meta = dict(base_meta)
         meta["chain"] = name
@@ -215,7 +220,8 @@ class ClaudeCodeImporter(Importer):
         if off:
             meta["off_branch"] = off
         session = next((n.data.get("sessionId") for n in branch if n.data.get("sessionId")), path.stem)
-        source = {"session_id": session, "chain": name, "version": branch[-1].data.get("version")}
+        cwd = next((n.data["cwd"] for n in branch if isinstance(n.data.get("cwd"), str) and n.data["cwd"]), None)
+        source = {"session_id": session, "chain": name, "version": branch[-1].data.get("version"), **({"cwd": cwd} if cwd else {})}
         return builder.finish(str(session) if name == "main" else f"{session}:{name}", source=source, meta=meta)
 
     @staticmethod
@@ -314,6 +320,27 @@ class ClaudeCodeImporter(Importer):
         else:
             meta = {"event": "system-notice", "subtype": data.get("subtype"), "level": data.get("level")}
             builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
+
+
+#: The line Claude Code records for a typed `/compact`, and the text typed after it.
+COMPACT_COMMAND = "<command-name>/compact</command-name>"
+COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def _attach_compact_instructions(items: list[Item]) -> None:
+    """Give each manual compaction's marker `meta["instructions"]`: the text typed after `/compact`
+    (trimmed), read from the command line recorded after the boundary and its summary, up to the next
+    model response or compaction (typed before the compaction, it is written after it)."""
+    for n, item in enumerate(items):
+        if item.kind != "marker" or item.meta.get("event") != "compaction" or item.meta.get("trigger") != "manual":
+            continue
+        for later in items[n + 1 :]:
+            if later.is_model_output or (later.kind == "marker" and later.meta.get("event") == "compaction"):
+                break
+            if later.kind == "user" and COMPACT_COMMAND in later.text:
+                found = COMMAND_ARGS.search(later.text)
+                items[n] = replace(item, meta={**item.meta, "instructions": found.group(1).strip() if found else ""})
+                break
 
 
 def _image(block: Mapping[str, Any]) -> Any:

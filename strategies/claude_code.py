@@ -135,9 +135,6 @@ NOT_RESTORED = re.compile(r"(^|/)CLAUDE(\.local)?\.md$|/\.claude/todos/|/\.claud
 MANAGED_MEMORY = frozenset(
     {"/etc/claude-code/CLAUDE.md", "/Library/Application Support/ClaudeCode/CLAUDE.md", "C:\\ProgramData\\ClaudeCode\\CLAUDE.md"}
 )
-#: §1.2 item 3 / §2.4: the recorded line of a manual `/compact`, and the text typed after it.
-COMPACT_COMMAND = "<command-name>/compact</command-name>"
-COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
 #: §8.3 the excess a prompt-too-long error reports (`UF1`): "prompt is too long: N tokens > M maximum".
 TOO_LONG = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
 READ_TOOLS = frozenset({"Read"})
@@ -347,13 +344,11 @@ class ClaudeCode(Strategy):
         self._calls: dict[str, Item] = {}
         self._marker: Item | None = None
         self.eligible = tool_names(o.microcompact_tools)
-        # What the recording says of the session (the engine's transcript; not part of `StrategyContext`,
-        # so absent elsewhere): the manual /compact lines (§2.4), the session id and working directory.
-        self._transcript: Any = getattr(ctx, "transcript", None)
-        source = getattr(self._transcript, "source", None) or {}
-        recorded_cwd = source.get("cwd")
+        # What the recording says of the session: its id and working directory.
+        session = ctx.session
+        recorded_cwd = session.get("cwd")
         self.cwd: str | None = o.cwd or (recorded_cwd if isinstance(recorded_cwd, str) and recorded_cwd else None)
-        self.session_id = str(source.get("session_id") or getattr(self._transcript, "id", None) or "session")
+        self.session_id = str(session.get("session_id") or session.get("id") or "session")
         self._memory = self._memory_files()
         # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
         # appended since its last call (and started over when a compaction replaces the history):
@@ -428,25 +423,8 @@ class ClaudeCode(Strategy):
         self._marker = item
         if item.meta.get("trigger") == "manual" and self.options.manual_compact_at_recorded and not self.options.disable_compact:
             self._microcompact()
-            self._compact("manual", self._recorded_instructions(item))
-
-    def _recorded_instructions(self, boundary: Item) -> str | None:
-        """§2.4 the text typed after `/compact`, trimmed (None when empty): the recording writes the command's
-        line after the boundary and the summary (§1.2 item 3, typed before them), so it is read ahead in the
-        recording, up to the next model response or compaction."""
-        transcript = self._transcript
-        try:
-            start = transcript.position(boundary.id) + 1
-            items = transcript.items[start:]
-        except (AttributeError, KeyError):
-            return None
-        for item in items:
-            if item.is_model_output or (item.kind == "marker" and item.meta.get("event") == "compaction"):
-                break
-            if item.kind == "user" and COMPACT_COMMAND in item.text:
-                found = COMMAND_ARGS.search(item.text)
-                return (found.group(1).strip() if found else "") or None
-        return None
+            # §2.4 the text typed after `/compact` (the importer puts it on the boundary's marker)
+            self._compact("manual", str(item.meta.get("instructions") or "").strip() or None)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.history.extend(items)
