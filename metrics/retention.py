@@ -317,7 +317,8 @@ def probe_rows(
                 if kind != "compaction":
                     row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat)
                 if not seen:
-                    row.update(correct=False, score=0.0)  # the request reached no model: unanswered
+                    if probe.match != "judge" or judge is not None:  # without a judge no context grades a judge probe
+                        row.update(correct=False, score=0.0)  # the request reached no model: unanswered
                 else:
                     assert context is not None
                     try:

@@ -64,6 +64,18 @@ def test_an_overflowed_checkpoint_is_absent_and_unanswered():
     assert all(r["ceiling_correct"] is True for r in rows)  # the uncompacted transcript answers it: the ceiling
 
 
+def test_without_a_judge_an_overflowed_judge_probe_is_unscored_like_every_other_row_of_it():
+    # A `judge` probe cannot be graded without --judge: counting it wrong only where the context
+    # overflowed would mark down the strategies that overflow on rows the others leave out.
+    transcript = session()
+    small = replace(get_profile("gpt-5"), context_window=4_000)
+    result = bench.replay(transcript, "none", profile=small)
+    judged = replace(TOKEN, id="token-judged", match="judge")
+    rows = [r for r in measure_cell(result, [judged], answerer=LLMClient("offline/reader")).probes if r["point_kind"] != "compaction"]
+    assert any(r["status"] == "not_seen" for r in rows) and any(r["status"] == "seen" for r in rows)
+    assert all(r["correct"] is None for r in rows)
+
+
 def test_a_fact_only_the_summary_carries_is_found_in_the_summary():
     result = bench.replay(session(), SummarizeAtSecondTurn, profile="gpt-5")
     rows = measure_cell(result, [TOKEN], answerer=None).probes
