@@ -106,7 +106,9 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     """The headline rows: (probe, checkpoint) pairs present for every strategy of their (scenario, profile).
 
     `strategies` names the strategies of each (scenario, profile) (from the requests table), so a
-    strategy with no probe rows there leaves no pair; by default the strategies with probe rows."""
+    strategy with no probe rows there leaves no pair; by default the strategies with probe rows.
+    `answered` is paired the same way: a point some strategy has no grade at (its answerer call
+    failed) is unscored for every strategy, so each one's `answered` covers the same points."""
     rows = voted[voted["point_kind"].isin(HEADLINE_KINDS)]
     if rows.empty:
         return rows
@@ -119,7 +121,12 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
         needed = np.maximum(rows.groupby(pair, sort=False)["strategy"].transform("nunique"), wanted)
     else:
         needed = rows.groupby(pair, sort=False)["strategy"].transform("nunique") if pair else rows["strategy"].nunique()
-    return rows[have == needed]
+    rows = rows[have == needed]
+    if "correct" in rows.columns and rows["correct"].isna().any() and rows["correct"].notna().any():
+        ungraded = rows["correct"].isna().groupby([rows[k] for k in point], sort=False).transform("any")
+        if (ungraded & rows["correct"].notna()).any():
+            rows = rows.assign(correct=rows["correct"].astype(object).where(~ungraded, None))
+    return rows
 
 
 def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:

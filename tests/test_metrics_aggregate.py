@@ -161,6 +161,21 @@ def test_repeats_average_presence_at_each_point_and_count_it_once():
     assert table.loc["x", "retention"] == pytest.approx(2 / 3) and table.loc["y", "paired_pairs"] == 1
 
 
+def test_answered_compares_strategies_on_the_points_every_one_has_a_grade_at():
+    # x's answerer failed at probe b (no grade); y answered it right. On the points both have a grade
+    # (a alone), both are wrong: 0 and 0, not x 0 against y 0.5.
+    rows = [
+        probe_row("x", "a", False), probe_row("x", "b", None),
+        probe_row("y", "a", False), probe_row("y", "b", True),
+    ]
+    requests = pd.DataFrame([request_row(s, 0, 100, 0) for s in "xy"])
+    table = overall(pd.DataFrame(rows), requests).set_index("strategy")
+    assert table.loc["x", "answered"] == table.loc["y", "answered"] == 0.0
+    summary = summarize(requests, pd.DataFrame(), pd.DataFrame(rows)).set_index("strategy")
+    assert summary.loc["y", "answered"] == 0.0 and summary.loc["y", "unscored"] == 1
+    assert table.loc["y", "retention"] == 1.0 and table.loc["y", "paired_pairs"] == 2  # presence keeps every point
+
+
 def request_row(strategy: str, request: int, true: int, cached: int, **kw) -> dict:
     row = {
         "scenario": "s", "strategy": strategy, "profile": "32k", "repeat": 0, "request": request, "step": request, "kind": "turn",
