@@ -380,6 +380,7 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
         later = np.arange(len(request)) != (np.argmin(request) if len(request) else -1)
     cached, true = cell["cached_tokens"][sent], cell["true_tokens"][sent]
     out["cache_hit_rate"] = float(cached[later].sum() / true[later].sum()) if true[later].sum() else float("nan")
+    out["cache_eligible_tokens"] = int(true[later].sum()) / repeats  # what the hit rate is a share of
     out["cached_tokens"] = int(cached.sum()) / repeats
     out["rebilled_tokens"] = int(cell["rebilled_tokens"][sent].sum()) / repeats
     out["cache_write_tokens"] = int(cell["cache_write_tokens"][sent].sum()) / repeats
@@ -411,6 +412,29 @@ def _compaction_metrics(cell: Cell | None, repeats: int) -> dict[str, Any]:
         "summarizer_tokens": int((cell["llm_input_tokens"] + cell["llm_output_tokens"]).sum()) / repeats,
         "summarizer_cost_usd": float(np.nansum(cell["llm_cost_usd"])) / repeats,
     }
+
+
+#: Rates of the summary whose value over several scenarios is the pooled ratio, each scenario's rate
+#: weighted by what it is a share of (the tokens of the requests that could hit the cache; the requests
+#: with an estimate), not the mean of the scenarios' rates, which weighs a short scenario like a long one.
+RATE_WEIGHTS = {"cache_hit_rate": "cache_eligible_tokens", "estimate_ape": "estimate_ape_n"}
+
+
+def combine(frame: pd.DataFrame, column: str, how: str) -> float:
+    """`column` of several summary rows (scenarios, of one strategy and profile) as one figure: their
+    sum (`how` "sum"), or their mean; for a rate of `RATE_WEIGHTS`, the pooled ratio (tables written
+    before the weights existed: the mean)."""
+    if column not in frame.columns:
+        return float("nan")
+    values = pd.to_numeric(frame[column], errors="coerce")
+    if how == "sum":
+        return float(values.sum())
+    weight = RATE_WEIGHTS.get(column)
+    if weight is not None and weight in frame.columns:
+        weights = pd.to_numeric(frame[weight], errors="coerce").fillna(0)
+        usable = values.notna() & (weights > 0)
+        return float((values[usable] * weights[usable]).sum() / weights[usable].sum()) if usable.any() else float("nan")
+    return float(values.mean())
 
 
 def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:

@@ -42,7 +42,7 @@ import pandas as pd
 
 from compaction_bench.errors import BenchError
 from compaction_bench.llm import is_offline
-from compaction_bench.metrics.aggregate import HEADLINE_KINDS, overall, probe_differences, votes
+from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
 from compaction_bench.metrics.stats import bootstrap_p_below_zero, min_probes, signflip_p
 from compaction_bench.store import load_run
 
@@ -236,10 +236,12 @@ def _metric_values(run: dict[str, pd.DataFrame], cells: set[tuple[str, str, str]
         present = [c for c in columns if c in frame.columns]
         if name in PROBE_METRICS or not present:
             continue
-        values = frame[present].sum(axis=1, min_count=1)
-        grouped = values.groupby([frame["strategy"], frame["profile"]])
-        out[name] = grouped.sum() if how == "sum" else grouped.mean()
+        rows = frame.assign(**{name: frame[present].sum(axis=1, min_count=1)}) if len(present) > 1 else frame
+        column = name if len(present) > 1 else present[0]
+        out[name] = pd.Series({key: combine(group, column, how) for key, group in rows.groupby(["strategy", "profile"])}, dtype=float)
     table = pd.DataFrame(out)
+    if len(table):
+        table.index.names = ["strategy", "profile"]
     probes, requests = run["probes"], run["requests"]
     if not probes.empty:
         pooled = overall(_shared_cells(probes, cells), _shared_cells(requests, cells) if len(requests) else requests)

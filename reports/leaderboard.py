@@ -10,7 +10,8 @@ kept and summary parts, the summary-dependent retention, the number of pairs, P(
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
-Counts are summed over scenarios; other rates and errors are averaged over scenarios. Given the
+Counts are summed over scenarios; the cache hit rate and the estimate error are pooled (each scenario's
+rate weighted by what it is a share of, `aggregate.combine`), other figures averaged over scenarios. Given the
 requests table, every column covers the scenarios in which each strategy of the profile finished
 its cell (`aggregate.shared_scenarios`), as the verdict does.
 """
@@ -24,7 +25,7 @@ from typing import cast
 import pandas as pd
 
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
-from compaction_bench.metrics.aggregate import overall, shared_scenarios, unfinished
+from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -131,8 +132,7 @@ def leaderboard(
         row = [str(strategy), str(profile), str(frame["scenario"].nunique()), window, _interval(values)]
         row += [format_value(values.get(column), fmt) for _, column, fmt in headline]
         for _, column, fmt, how in columns:
-            series = frame[column]
-            row.append(format_value(series.sum() if how == "sum" else series.mean(), fmt))
+            row.append(format_value(combine(frame, column, how), fmt))
         retention = values.get("retention", float("nan"))
         rows.append(((str(profile), -retention if not pd.isna(retention) else float("inf")), row))
     profiles = list(dict.fromkeys(str(p) for p in summary["profile"]))

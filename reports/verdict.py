@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import compared_rows, overall, paired_differences, shared_scenarios, unfinished
+from compaction_bench.metrics.aggregate import combine, compared_rows, overall, paired_differences, shared_scenarios, unfinished
 from compaction_bench.metrics.stats import detectable
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
@@ -173,12 +173,6 @@ def verdicts(
     paired = compared_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
-    def total(frame: pd.DataFrame, column: str, how: str = "sum") -> float:
-        if column not in frame.columns:
-            return float("nan")
-        values = frame[column].astype(float)
-        return float(values.sum() if how == "sum" else values.mean())
-
     def headline(strategy: str, profile: str, column: str) -> float:
         if (strategy, profile) not in pooled.index or column not in pooled.columns:
             return float("nan")
@@ -193,10 +187,10 @@ def verdicts(
                     strategy=strategy, retention=headline(strategy, profile, "retention"), lo=headline(strategy, profile, "retention_lo"),
                     hi=headline(strategy, profile, "retention_hi"), p_best=headline(strategy, profile, "p_best"),
                     points=int(np.nan_to_num(headline(strategy, profile, "paired_pairs"))),
-                    scenarios=int(frame["scenario"].nunique()), cost_usd=total(frame, "cost_usd"),
-                    cache_hit_rate=total(frame, "cache_hit_rate", "mean"), rebilled_tokens=total(frame, "rebilled_tokens"),
-                    failed_requests=total(frame, "failed_requests"), overflows=total(frame, "overflows"),
-                    compactions=total(frame, "compactions"), pair_errors=tuple(total(frame, c) for c in INTEGRITY),
+                    scenarios=int(frame["scenario"].nunique()), cost_usd=combine(frame, "cost_usd", "sum"),
+                    cache_hit_rate=combine(frame, "cache_hit_rate", "mean"), rebilled_tokens=combine(frame, "rebilled_tokens", "sum"),
+                    failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
+                    compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
                     cannot_serve=int(unserved.get((strategy, profile), 0)),
                 )
             )

@@ -192,3 +192,23 @@ def test_a_strategy_whose_requests_every_api_rejects_is_flagged_and_ranked_after
     assert [r.strategy for r in verdict.rows] == ["a", "c", "b"] and [r.rejected for r in verdict.rows] == [False, False, True]
     assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
     assert verdict.sentence.endswith("b sends requests that break tool pairs in every wire format (every API rejects them).")
+
+
+def test_the_cache_hit_rate_over_scenarios_is_the_ratio_of_the_sums():
+    """a hits 90% of 10,000 tokens in one scenario and 10% of 100 in another: 9,010 of 10,100 tokens,
+    0.892, not the scenarios' mean 0.5, which would rank it under b's steady 0.6."""
+    from compaction_bench.reports.leaderboard import leaderboard
+
+    summary = pd.DataFrame([
+        {"scenario": "s", "strategy": "a", "profile": "64k", "cache_hit_rate": 0.9, "cache_eligible_tokens": 10_000, "cost_usd": 1.0},
+        {"scenario": "t", "strategy": "a", "profile": "64k", "cache_hit_rate": 0.1, "cache_eligible_tokens": 100, "cost_usd": 1.0},
+        {"scenario": "s", "strategy": "b", "profile": "64k", "cache_hit_rate": 0.6, "cache_eligible_tokens": 10_000, "cost_usd": 1.0},
+        {"scenario": "t", "strategy": "b", "profile": "64k", "cache_hit_rate": 0.6, "cache_eligible_tokens": 100, "cost_usd": 1.0},
+    ])
+    requests = pd.DataFrame([{"scenario": sc, "strategy": st, "profile": "64k", "repeat": 0, "request": 0, "kind": "turn", "overflow": False}
+                             for sc in "st" for st in "ab"])
+    header, rows = leaderboard(summary, None, requests)
+    shown = {row[header.index("strategy")]: row[header.index("cache hit")] for row in rows}
+    assert shown == {"a": "0.892", "b": "0.600"}
+    (verdict,) = verdicts(summary, pd.DataFrame(), requests)
+    assert {r.strategy: round(r.cache_hit_rate, 3) for r in verdict.rows} == {"a": 0.892, "b": 0.6}
