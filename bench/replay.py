@@ -550,7 +550,9 @@ class _Engine:
         final = self._strategy_request(kind="final")
         # The final context is probed, not sent: no error, no cache read, no usage.
         tokens = self.provider.count(final.messages)
-        unsent = Outcome(tokens, tokens > self.profile.context_window, None, CacheOutcome(0, 0, 0), Usage())
+        # Overflowed by the provider's own rule (the profile's; the strategy's reserved output counts where it does).
+        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0)
+        unsent = Outcome(tokens, overflow, None, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)
         self.result.points.append(ProbePoint(self.step, record.index, "final"))

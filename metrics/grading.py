@@ -2,22 +2,32 @@
 
 Presence: every answer term of the probe (for a set probe, every member; for a regex probe, the
 pattern) occurs in the rendered context after normalization (Unicode NFKC, case folding,
-whitespace collapsed, typographic quotes made plain). Terms listed in `meta["evidence"]` must
-occur too; a miner uses them to tie a short answer (an exit code) to its fact (the command).
+whitespace collapsed, typographic quotes made plain), by the whole-token rule below. Terms listed
+in `meta["evidence"]` must occur too; a miner uses them to tie a short answer (an exit code) to its fact (the command).
+
+Whole tokens: an answer that is one token (no whitespace once normalized: `view`, `8080`,
+`config.py`), whatever its length, or a short one (below), matches only as a whole token, never
+inside a longer word, number or dotted version (`view` is not in `review`, `344` not in `13445`,
+`3440` or `1.344.2`); token boundaries are judged on the whole text, never on a cut-out passage.
+A phrase of several words that is not short matches as a substring. The same rule grades replies
+(`contains`, and the members of a `set`), so presence and answered agree on what a match is.
 
 Evidence anchoring: a short answer (fewer than `SHORT_ANSWER_CHARS` letters and digits) or a
-numeric one (no letter: `100`, `3.12`, `-1`) counts as present only inside its evidence, as a
-whole token (`2` is not inside `3.12`, `100` not inside `1000`), never as a bare substring: the
-evidence is the probe's `evidence` regex, else the sentence of its source that states the answer
-(`anchor`), else its `source_text`. A short answer with no evidence at all is never present.
+numeric one (no letter: `100`, `3.12`, `-1`) counts as present only where one of its whole-token
+occurrences in the context lies in (overlaps) a passage of its evidence: the probe's `evidence`
+regex, else the sentence of its source that states the answer (`anchor`), else its
+`source_text`. `344` in `line 344` next to the evidence `344` does not count, nor does `1` of
+`exit code: 12` for the evidence `exit code: 1`. A short answer with no evidence at all is never
+present.
 
 Answered, by the probe's `match`:
 - ``exact``: the normalized reply, stripped of surrounding punctuation, equals an answer;
-- ``contains``: a normalized answer occurs in the normalized reply;
+- ``contains``: a normalized answer occurs in the normalized reply (a one-token or short answer as
+  a whole token: the reply `rows: 13445` does not contain `344`);
 - ``regex``: an answer pattern matches the reply (case-insensitive);
 - ``set``: F1 between the answer members and the items of the reply (split at commas,
   semicolons, newlines and "and"; an item matches a member it contains; a member is recalled
-  when it occurs anywhere in the reply); correct when F1 ≥ `meta["min_f1"]` (default 0.5);
+  when it occurs anywhere in the reply; "contains" and "occurs" by the whole-token rule); correct when F1 ≥ `meta["min_f1"]` (default 0.5);
 - ``number``: a number in the reply equals the answer (within `meta["tolerance"]`);
 - ``judge``: an LLM judge with a strict and a lenient rubric (metrics/prompts); without a judge
   the probe is unscored (None), never passed.
@@ -102,9 +112,37 @@ def is_short(answer: str) -> bool:
     return sum(c.isalnum() for c in text) < SHORT_ANSWER_CHARS or not any(c.isalpha() for c in text)
 
 
+@lru_cache(maxsize=NORMALIZED_CACHE)
+def _token_pattern(normalized: str) -> re.Pattern[str]:
+    """Boundaries only at an edge that is a word character (or a sign or point before a digit): the
+    folder `ledger/vendor/` is whole in `ledger/vendor/x.py`, `-1` is not inside `2-1`."""
+    lead = normalized[:1].isalnum() or normalized[:1] == "_" or (normalized[:1] in "-." and normalized[1:2].isdigit())
+    trail = normalized[-1:].isalnum() or normalized[-1:] == "_"
+    before = r"(?<![\w.])" if lead else ""
+    after = r"(?![\w]|\.\w)" if trail else ""
+    return re.compile(f"{before}{re.escape(normalized)}{after}")
+
+
 def _token(answer: str) -> re.Pattern[str]:
     """The normalized answer as a whole token: not inside a longer number, word or dotted version."""
-    return re.compile(rf"(?<![\w.]){re.escape(normalize(answer))}(?![\w]|\.\w)")
+    return _token_pattern(normalize(answer))
+
+
+@lru_cache(maxsize=NORMALIZED_CACHE)
+def _matcher(answer: str) -> tuple[str, re.Pattern[str] | None]:
+    """The normalized answer, and its whole-token pattern when it must match as a whole token (one token
+    or short); None: a phrase, matched as a substring."""
+    text = normalize(answer)
+    return text, (_token_pattern(text) if " " not in text or is_short(answer) else None)
+
+
+def occurs(answer: str, normalized: str) -> bool:
+    """Whether `answer` occurs in a normalized text: as a whole token if it is one token or short, else
+    as a substring (module docstring)."""
+    text, token = _matcher(answer)
+    if token is None:
+        return text in normalized
+    return text in normalized and token.search(normalized) is not None
 
 
 def source_sentence(text: str, answer: str) -> str | None:
@@ -129,11 +167,17 @@ class Anchor:
     pattern: str | None = None
     sentence: str | None = None
 
-    def spans(self, normalized: str) -> list[str]:
-        """The passages of a normalized context that are this evidence."""
+    def spans(self, normalized: str) -> list[tuple[int, int]]:
+        """Where this evidence is in a normalized context: (start, end) of each passage."""
         if self.pattern is not None:
-            return [normalized[a:b] for a, b in (m.span() for m in compiled_regex(self.pattern).finditer(normalized))]
-        return [self.sentence] if self.sentence and self.sentence in normalized else []
+            return [m.span() for m in compiled_regex(self.pattern).finditer(normalized)]
+        out: list[tuple[int, int]] = []
+        if self.sentence:
+            start = normalized.find(self.sentence)
+            while start >= 0:
+                out.append((start, start + len(self.sentence)))
+                start = normalized.find(self.sentence, start + 1)
+        return out
 
 
 def anchor(probe: Probe, source_text: str | None = None) -> Anchor:
@@ -158,9 +202,18 @@ class Presence:
 
 def _term_present(term: str, normalized: str, evidence: Anchor) -> bool:
     if not is_short(term):
-        return normalize(term) in normalized
-    token = _token(term)
-    return any(token.search(span) for span in evidence.spans(normalized))
+        return occurs(term, normalized)
+    text, token = _matcher(term)
+    assert token is not None
+    if text not in normalized:
+        return False
+    for start, end in evidence.spans(normalized):
+        # The first whole-token occurrence that ends after the passage starts; its boundaries are judged
+        # on the whole text (the pattern looks behind `pos`; `endpos` leaves room for its look-ahead).
+        found = token.search(normalized, max(0, start - len(text) + 1), end + len(text) + 2)
+        if found is not None and found.start() < end:
+            return True
+    return False
 
 
 def presence(probe: Probe, context: str, normalized_context: str | None = None, evidence: Anchor | None = None) -> Presence:
@@ -174,7 +227,7 @@ def presence(probe: Probe, context: str, normalized_context: str | None = None, 
         hits = [_term_present(member, normalized, evidence) for member in probe.answers]
     else:
         hits = [any(_term_present(a, normalized, evidence) for a in probe.answers)]
-    hits += [normalize(e) in normalized for e in _evidence(probe)]
+    hits += [occurs(e, normalized) for e in _evidence(probe)]
     share = sum(hits) / len(hits)
     return Presence(all(hits), share)
 
@@ -186,8 +239,8 @@ def set_f1(members: Sequence[str], reply: str) -> float:
     items = [i for i in items if i]
     if not gold or not items:
         return 0.0
-    recalled = sum(1 for g in gold if g in text)
-    precise = sum(1 for i in items if any(g in i for g in gold))
+    recalled = sum(1 for m in members if occurs(m, text))
+    precise = sum(1 for i in items if any(occurs(m, i) for m in members))
     precision, recall = precise / len(items), recalled / len(gold)
     return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
@@ -217,7 +270,7 @@ def grade_reply(probe: Probe, reply: str) -> Grade:
     if probe.match == "exact":
         ok = text.strip(EDGE_PUNCTUATION) in {normalize(a).strip(EDGE_PUNCTUATION) for a in answers}
     elif probe.match == "contains":
-        ok = any(normalize(a) in text for a in answers)
+        ok = any(occurs(a, text) for a in answers)
     elif probe.match == "regex":
         ok = any(regex_search(p, reply) for p in answers)
     elif probe.match == "set":

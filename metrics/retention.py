@@ -24,18 +24,25 @@ diagnostic rows, `point_kind="compaction"`; checkpoint rows have `point_kind="ch
 Per row:
 - `status`: `seen`, or `not_seen` when that request overflowed (it reached no model): then the
   probe is absent and unanswered (`present=False`, `correct=False`), never graded as if seen;
-- `present` (evidence-anchored, `grading.presence`) and `found`: `kept` when the answer is in the
-  messages that are not a summary, `summary` when only the summary text holds it, else `absent`.
-  A summary message is a `compaction` item or one that carries a compaction's summary text;
+- `present` (evidence-anchored, `grading.presence`) and `found`, which splits `present` so that
+  `kept` + `summary` = `present`: `summary` when the summary text by itself carries the answer and
+  the messages that are not a summary do not; `kept` for every other present answer, i.e. the kept
+  messages carry it alone, or only the two together do (a set with one member in each, a short
+  answer whose evidence term is in the other part: what is not the summary's alone is not credited
+  to it); else `absent`. A summary message is a `compaction` item or one that carries a
+  compaction's summary text;
 - `source_summarized`: the probe's source item went into a summary (an earlier compaction's
   `summarized_ids`) and is not itself in the context, and `in_summary`: the summary text holds
   the answer (whatever the rest of the context holds): on those rows it measures the summary;
-- `correct` (the answerer's reply, graded by the probe's rule; a short or numeric answer counts
-  only when its evidence is in the context, so a guess is never retention) and, on checkpoint and
+- `correct` (the answerer's reply, graded by the probe's rule; a probe a guess or a stray number
+  could pass counts only when its answer is `present`, evidence included: `exact`/`contains` with
+  only short answers, every `number` probe (a unit or not: `42 ms`), and a `set` with a short
+  member; so a guess is never retention) and, on checkpoint and
   final rows, `ceiling_correct`: the same question on the uncompacted transcript up to that
   checkpoint (the answerer's ceiling on the same rows, the same for every strategy; asked once
   per process, scenario and checkpoint);
-- `fact_age_tokens`: true tokens of the transcript between the source and the checkpoint.
+- `fact_age_tokens`: true tokens of the transcript after the source item (its own tokens not
+  counted) and before the checkpoint.
 """
 
 from __future__ import annotations
@@ -235,7 +242,13 @@ def _ceiling(
 
 
 def _needs_evidence(probe: Probe) -> bool:
-    return probe.match in ("exact", "contains", "number") and all(grading.is_short(a) for a in probe.answers)
+    """Whether a correct reply counts only when the answer is present: a number (with a unit or not), a set
+    with a short member, an exact or contains probe whose every answer is short (module docstring)."""
+    if probe.match == "number":
+        return True
+    if probe.match == "set":
+        return any(grading.is_short(a) for a in probe.answers)
+    return probe.match in ("exact", "contains") and all(grading.is_short(a) for a in probe.answers)
 
 
 def probe_rows(
@@ -299,7 +312,7 @@ def probe_rows(
                 "status": "seen" if seen else "not_seen",
                 "present": found.present,
                 "present_share": found.share,
-                "found": "kept" if in_kept else ("summary" if found.present else "absent"),
+                "found": "absent" if not found.present else ("summary" if in_summary and not in_kept else "kept"),
                 "source_summarized": source_ids[probe.id] in summarized,
                 "in_summary": in_summary,
                 "correct": None,
@@ -311,7 +324,7 @@ def probe_rows(
                 "answer_cached": None,
                 "answer_error": None,
                 "sample": repeat,
-                "fact_age_tokens": cumulative[position] - cumulative[sources[probe.id]],
+                "fact_age_tokens": cumulative[position] - cumulative[sources[probe.id] + 1],
             }
             if answerer is not None:
                 if kind != "compaction":

@@ -180,3 +180,65 @@ def test_context_messages_are_chat_dicts():
 )
 def test_normalizing_parts_equals_normalizing_their_joined_text(parts):
     assert normalize_joined(parts) == normalize("\n".join(parts))
+
+
+@pytest.mark.parametrize("context", ["rows: 13445", "3440 rows", "1.344.2", "code 3445"])
+def test_a_short_answer_whose_evidence_is_itself_is_a_whole_token_of_the_whole_text(context):
+    # The miner makes a short answer its own evidence: the passage is then the answer alone, and the
+    # token boundary must be judged on the text around it, not inside the cut-out passage.
+    p = probe("344", "number", evidence="344")
+    assert presence(p, context).present is False
+    assert presence(p, f"{context}\nresult: 344 rows").present is True
+    assert presence(p, "344").present is True  # at both edges of the text
+
+
+def test_evidence_that_matches_inside_a_longer_number_does_not_carry_the_answer():
+    p = probe("1", "number", evidence=r"exit code: 1")
+    assert presence(p, "pytest -q\nexit code: 12").present is False
+    assert presence(p, "pytest -q\nexit code: 1.5").present is False
+    assert presence(p, "pytest -q\nexit code: 1").present is True
+    # A whole-token "1" outside the evidence (a line number next to it) does not count either.
+    assert presence(p, "line 1: ok\nexit code: 12").present is False
+
+
+def test_a_sentence_anchor_counts_a_token_inside_it_and_none_next_to_it():
+    p = probe("344")
+    source = anchor(p, "The parser read 344 rows.")
+    assert source == Anchor(sentence="the parser read 344 rows.")
+    assert presence(p, "the parser read 344 rows. line 344", evidence=source).present is True
+    assert presence(p, "line 344: the parser read 3440 rows.", evidence=Anchor(sentence="the parser read 3440 rows.")).present is False
+
+
+@pytest.mark.parametrize("answer, inside", [("view", "please review it"), ("view", "viewport"), ("typeerror", "MyTypeError raised"), ("config.py", "old_config.py")])
+def test_a_one_token_answer_of_any_length_is_never_a_bare_substring(answer, inside):
+    assert presence(probe(answer), inside).present is False
+    assert presence(probe(answer), f"{inside}; then {answer}.").present is True
+    assert grade_reply(probe(answer), inside).correct is False
+    assert grade_reply(probe(answer), f"It is {answer}.").correct is True
+
+
+def test_a_phrase_is_still_a_substring():
+    p = probe("reproduce the bug first")
+    assert presence(p, "I will reproduce the bug first.").present
+    assert grade_reply(p, "I will reproduce the bug first, then fix it").correct is True
+
+
+def test_contains_grades_a_short_answer_as_a_whole_token_of_the_reply():
+    p = probe("344")
+    assert grade_reply(p, "rows: 13445").correct is False
+    assert grade_reply(p, "version 1.344.2").correct is False
+    assert grade_reply(p, "It read 344 rows.").correct is True
+
+
+def test_set_members_are_whole_tokens_of_the_reply():
+    members = ["8080", "9090"]
+    assert set_f1(members, "pid 18080 and 19090") == 0.0
+    assert grade_reply(probe(members, "set"), "pid 18080 and 19090").correct is False
+    assert set_f1(members, "ports 8080 and 9090") == 1.0
+
+
+def test_a_token_ending_in_a_separator_has_no_boundary_to_keep_there():
+    # The folder is whole at the head of a path under it; a word edge still needs its boundary.
+    assert presence(probe("ledger/vendor/"), "edited ledger/vendor/x.py").present is True
+    assert presence(probe("ledger/vendor/"), "edited oldledger/vendor/x.py").present is False
+    assert grade_reply(probe("ledger/vendor/"), "Never under ledger/vendor/.").correct is True

@@ -102,7 +102,8 @@ def test_fact_age_is_the_tokens_after_the_source(summarized):
     provider = SimulatedProvider(result.profile)
     items = result.transcript.items
     start = [i.id for i in items].index("out9")
-    expected = sum(provider.message_tokens(message_from_item(i)) for i in items[start:])
+    # the tokens of the items after the source item (its own tokens are not time the fact has waited)
+    expected = sum(provider.message_tokens(message_from_item(i)) for i in items[start + 1 :])
     late = next(r for r in cell.probes if r["probe_id"] == "late")
     assert late["fact_age_tokens"] == expected
 

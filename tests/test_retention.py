@@ -9,13 +9,18 @@ import pandas as pd
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.llm import LLMClient
+from compaction_bench.llm import LLMClient, LLMResult
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.metrics.retention import Checkpoint, checkpoints
+from compaction_bench.probes import Probe
 from compaction_bench.profiles import get_profile
+from compaction_bench.provider import MessageCounter
 from compaction_bench.reports.leaderboard import CANNOT_SERVE, leaderboard
+from compaction_bench.request import Message, Request, message_from_item
+from compaction_bench.strategies.baselines import NoCompaction
+from compaction_bench.tokens import HiddenTokens
 from compaction_bench.transcript import Item, Transcript
-from tests.test_metrics_measure import TOKEN, SummarizeAtSecondTurn, session
+from tests.test_metrics_measure import LATE, TOKEN, SummarizeAtSecondTurn, session
 
 
 def turns_of(sizes: list[int]) -> Transcript:
@@ -171,3 +176,103 @@ def test_prepared_contexts_answer_as_the_whole_payload_does():
     # Only the tool output holds "revision" and "deployed"; it is short, so the next line comes along.
     assert once.text == whole.text == "deployed revision r-4411 to eu-west\nThe deploy worked."
     assert once.input_tokens == whole.input_tokens
+
+
+class FixedSummary(SummarizeAtSecondTurn):
+    """Replaces everything before the second user message with a summary whose text is known."""
+
+    name = "test-fixed-summary"
+    TEXT = "Summary of the earlier work: the deploy token is ZX-4471."
+
+    def on_user_turn(self, item: Item) -> None:
+        if item.turn == 1:
+            before = self.history.render()
+            summarized = [i.id for i in self.history.items if i.kind != "system"]
+            self.history.items = [i for i in self.history.items if i.kind == "system"]
+            self.summary = Message("user", self.TEXT)
+            self.history.append(item)
+            self.ctx.record_compaction(trigger="manual", before=before, after=self.messages(), summary=self.TEXT, summarized_ids=summarized)
+            return
+        NoCompaction.on_user_turn(self, item)
+
+
+class Replies:
+    """An answerer that always gives the same reply."""
+
+    model = "test/fixed-reply"
+
+    def __init__(self, reply: str) -> None:
+        self.reply = reply
+
+    def complete(self, messages, **kw) -> LLMResult:
+        return LLMResult(self.reply, self.model, purpose="answer")
+
+
+def final_row(result, probe, answerer=None):
+    rows = measure_cell(result, [probe], answerer=answerer).probes
+    return next(r for r in rows if r["point_kind"] == "final")
+
+
+def test_a_set_assembled_from_summary_and_kept_messages_is_not_credited_to_the_summary():
+    result = bench.replay(session(), FixedSummary, profile="gpt-5")
+    final = result.requests[final_row(result, TOKEN)["request"]]
+    assert FixedSummary.TEXT in [m.content for m in final.messages] and "u0" not in final.item_ids()
+    # ZX-4471 is only in the summary, LATE-FACT-77 only in a kept tool output: the summary alone does not
+    # carry the set, so it is not `summary` (retention = kept + summary still adds up: it is `kept`).
+    both = Probe("both", "recall", "Which token and fact?", ["ZX-4471", "LATE-FACT-77"], match="set", source="u0")
+    row = final_row(result, both)
+    assert row["present"] and not row["in_summary"] and row["found"] == "kept"
+    # The summary alone carrying the answer is still `summary`; the kept messages alone, `kept`.
+    assert final_row(result, TOKEN)["found"] == "summary"
+    assert final_row(result, replace(LATE, source="out9"))["found"] == "kept"
+
+
+def test_a_number_or_a_set_is_never_correct_when_its_answer_is_gone():
+    transcript = session()  # `none` keeps everything; no 42, 8080 or 9090 anywhere in it
+    result = bench.replay(transcript, "none", profile="gpt-5")
+    latency = Probe("latency", "recall", "What was the latency?", "42 ms", match="number", source="u0")
+    row = final_row(result, latency, Replies("see line 42"))
+    assert row["present"] is False and row["answer"] == "see line 42" and row["correct"] is False
+    ports = Probe("ports", "recall", "Which ports?", ["8080", "9090"], match="set", source="u0")
+    row = final_row(result, ports, Replies("8080 and 9090"))  # the grader alone would pass it
+    assert row["present"] is False and row["correct"] is False
+    # Where the answer is in the context, the same reply counts.
+    row = final_row(result, replace(TOKEN, match="contains"), Replies("it is ZX-4471"))
+    assert row["present"] and row["correct"] is True
+
+
+def test_the_age_of_a_fact_counts_the_tokens_after_its_source_not_its_own():
+    transcript = session()
+    result = bench.replay(transcript, "none", profile="gpt-5")
+    late = replace(LATE, source="out9")  # a long tool output; only the closing "All modules read." follows it
+    row = final_row(result, late)
+    counter = MessageCounter(result.profile, hidden=HiddenTokens.of(transcript))
+    closing = counter.message_tokens(message_from_item(transcript.items[-1]))
+    assert transcript.items[-1].id == "done" and 0 < closing < 30
+    assert counter.message_tokens(message_from_item(transcript.items[-2])) > 1_000  # its own size is not its age
+    assert row["fact_age_tokens"] == closing
+
+
+class ReservesOutput(NoCompaction):
+    """Sends everything and reserves 2,000 output tokens on every request."""
+
+    name = "test-reserves-output"
+
+    def request(self) -> Request:
+        return Request(self.messages(), max_output_tokens=2_000)
+
+
+def test_the_final_context_overflows_by_the_profiles_own_rule_reserved_output_included():
+    transcript = session()
+    wide = bench.replay(transcript, ReservesOutput, profile="gpt-5")
+    tokens = wide.final.true_tokens
+    # Input + reserved output beyond the limit, the input alone within the window: the provider refuses it.
+    tight = replace(get_profile("gpt-5"), overflow="input+output", context_window=tokens + 1_000, context_limit=tokens + 1_000)
+    assert tight.overflows(tokens, 2_000) and tokens <= tight.context_window
+    result = bench.replay(transcript, ReservesOutput, profile=tight)
+    assert result.final.true_tokens == tokens and result.final.overflow is True
+    rows = measure_cell(result, [TOKEN], answerer=None).probes
+    assert next(r for r in rows if r["point_kind"] == "final")["status"] == "not_seen"
+    # Input-only overflow (OpenAI-style input limit) ignores the reservation, as the provider does.
+    loose = replace(tight, overflow="input")
+    assert bench.replay(transcript, ReservesOutput, profile=loose).final.overflow is False
