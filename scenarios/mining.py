@@ -39,8 +39,9 @@ import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from compaction_bench.metrics.grading import is_short, normalize
+from compaction_bench.metrics.grading import anchor, context_parts, is_short, normalize, normalize_joined, presence
 from compaction_bench.probes import Probe
+from compaction_bench.request import message_from_item
 from compaction_bench.transcript import Item, Transcript
 
 PER_BUCKET = 5
@@ -146,6 +147,13 @@ CONTINUATION = re.compile(
 PLAN_HEADING = re.compile(r"\b(?:next steps?|plan|todo|steps|NEXT|Plan zur|Nächste Schritte)\b[^\n]{0,40}:?\s*\**\s*$", re.I)
 HEADING_LINE = re.compile(r"^\s*\*\*([^*\n]{4,80})\*\*\s*$")
 WORD = re.compile(r"[^\W\d_][\w.-]{3,}")
+#: A constraint's values: numbers, versions, names in backticks, paths.
+VALUE = re.compile(r"`[^`\n]+`|(?<![\w.])\d+(?:[.:]\d+)*(?![\w])|(?<!\w)[\w.-]*/[\w./-]+")
+#: A later instruction that changes an earlier one.
+CHANGE = re.compile(r"\b(?:instead|no longer|any ?more)\b|\b(?:change|switch|move|update)\w*\b.{0,60}\bto\b", re.I)
+REVOKE = re.compile(r"\b(?:no longer|any ?more)\b", re.I)
+#: How far (normalized characters) a call's command may be from the output it anchors (RE2 repeats at most 1000).
+MAX_GAP = 800
 STOPWORDS = frozenset(
     "this that with from have will would should could there their them then than what when where which while "
     "your yours into about just also only must never always don't make sure like want need here some more "
@@ -176,6 +184,9 @@ def _arguments(item: Item) -> dict:
 
 
 def _command(item: Item) -> str:
+    """The shell command a call ran ('' for an editor tool, whose `command` is its sub-command, `view`)."""
+    if (item.tool_name or "").lower() in EDITOR_TOOLS:
+        return ""
     args = _arguments(item)
     for key in COMMAND_KEYS:
         value = args.get(key)
@@ -249,6 +260,46 @@ def _evidence_in(item: Item, answer: str, reach: int = 60) -> str | None:
     return None
 
 
+def _token_regex(phrase: str) -> str:
+    """A regex (RE2: no look-around) of the normalized phrase as a whole token, as grading takes one."""
+    return rf"(?:^|[^\w.]){re.escape(normalize(phrase))}(?:$|[^\w.]|\.(?:$|\W))"
+
+
+def _has_token(phrase: str, text: str) -> bool:
+    """The phrase occurs in the text: normalized, and as a whole token when it is short."""
+    if not is_short(phrase):
+        return normalize(phrase) in normalize(text)
+    return re.search(_token_regex(phrase), normalize(text)) is not None
+
+
+def _call_part(call: Item) -> str:
+    return normalize_joined(context_parts([message_from_item(call)]))
+
+
+def _call_anchor(call: Item) -> str:
+    """A distinctive normalized piece of a call as a model reads it: its command (first line), else its name and arguments."""
+    part = _call_part(call)
+    command = normalize(_command(call).split("\n")[0])[:60].strip()
+    if len(command) >= 4 and command in part:
+        return command
+    return part[:60].strip()
+
+
+def _output_evidence(transcript: Transcript, call: Item | None, result: Item, phrase: str) -> str | None:
+    """The evidence of a short fact of a call's output: the call (its command) and, at most `MAX_GAP` later, the
+    phrase as a whole token (None: no call, or too far apart to anchor, and then no probe)."""
+    if call is None:
+        return None
+    start, end = transcript.position(call.id), transcript.position(result.id)
+    segment = normalize_joined(context_parts([message_from_item(i) for i in transcript.items[start : end + 1] if i.kind != "marker"]))
+    head = _call_anchor(call)
+    at = segment.find(head)
+    found = re.compile(_token_regex(phrase)).search(segment, at + len(head)) if at >= 0 else None
+    if found is None or found.start() - (at + len(head)) > MAX_GAP:
+        return None
+    return f"{re.escape(head)}.{{0,{min(1000, found.start() - at - len(head) + 200)}}}?{_token_regex(phrase)}"
+
+
 def _request_label(user: Item | None) -> str:
     return f"the request that begins {_short(user.text, 60)!r}" if user and user.text.strip() else "the opening request"
 
@@ -269,10 +320,19 @@ def _calls(transcript: Transcript) -> Iterator[tuple[Item, list[Item]]]:
 
 
 def _tool_label(call: Item | None) -> str:
+    """The call named by its command, else its sub-command and target (the file or first argument)."""
     if call is None:
         return "a tool call"
+    name = call.tool_name or "tool"
     what = _short(_command(call) or "", 70)
-    return f"the `{call.tool_name or 'tool'}` call `{what}`" if what else f"the `{call.tool_name or 'tool'}` call"
+    if what:
+        return f"the `{name}` call `{what}`"
+    args = _arguments(call)
+    sub = args.get("command") if (call.tool_name or "").lower() in EDITOR_TOOLS else None
+    target = next((args[k] for k in PATH_KEYS if isinstance(args.get(k), str) and args[k].strip()), None)
+    target = target or next((v for v in args.values() if isinstance(v, str) and v.strip() and v != sub), None)
+    parts = [f"`{name}`"] + ([f"`{sub}`"] if isinstance(sub, str) and sub.strip() else [])
+    return f"the {' '.join(parts)} call" + (f" on `{_short(target, 70)}`" if target else "")
 
 
 def _reads_file(call: Item | None) -> bool:
@@ -325,12 +385,14 @@ def _errors(transcript: Transcript) -> Iterator[_Candidate]:
                 continue
             subject = _tool_label(call)
             inner = TAGS.sub("", result.text).strip()
+            if _has_token(inner, call.arguments or ""):
+                continue  # the call printed its own argument (`echo "error: …"`): not a fact of the output
             if result.is_error and 8 <= len(inner) <= MAX_ANSWER and inner.count("\n") <= 2 and _in(result, inner):
                 yield _Candidate("error", "error.flagged-result", f"What error did {subject} return?", inner, result.id, strength=0)
                 continue
             lines = _error_lines(result.text, call, _failed(result))
             picked = dict.fromkeys([*lines[-1:], *lines[:1]])  # the last (the exception) and the first
-            for n, line in enumerate(picked):
+            for n, line in enumerate(p for p in picked if not _has_token(p, call.arguments or "")):
                 rule = "error.last-line" if n == 0 else "error.first-line"
                 question = f"What exact error did {subject} report?" if n == 0 else f"What error did {subject} report first?"
                 yield _Candidate("error", rule, question, line, result.id, strength=0 if STRONG_ERROR.search(line) else 1)
@@ -545,6 +607,8 @@ def _describe(transcript: Transcript, call: Item) -> str:
         return description.strip().rstrip(".")
     position = transcript.position(call.id)
     for item in reversed(transcript.items[max(0, position - 4) : position]):
+        if item.turn != call.turn:
+            break  # a closing message of the previous request is not this call's purpose
         if item.kind in ("assistant", "reasoning") and item.text.strip():
             heading = HEADING_LINE.match(item.text.strip().splitlines()[0])
             if heading:
@@ -565,9 +629,11 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
             subject = _tool_label(call)
             code = _exit_code(text)
             value = code and (code.group(1) or code.group(2))
-            if code and value and value != "0":
-                yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id, match="number",
-                                 evidence=re.escape(normalize(code.group(0))), strength=0)
+            if code and value and value != "0" and not _has_token(code.group(0), call.arguments or ""):
+                evidence = _output_evidence(transcript, call, result, code.group(0))  # `exit code: 1` of this command
+                if evidence:
+                    yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id,
+                                     match="number", evidence=evidence, strength=0)
             lines = _lines(text)
             if _reads_file(call) and len(lines) > 6:
                 continue
@@ -577,24 +643,35 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
                 start, end = text.find(lines[0]), text.rfind(lines[-1]) + len(lines[-1])
                 answer = text[start:end] if 0 <= start < end else ""
                 if answer and any(c.isalnum() for c in answer):
-                    yield _Candidate("recall", "recall.short-output", f"What did {subject} output?", answer, result.id,
-                                     evidence=_evidence(answer, answer), strength=0)
+                    yield from _output_fact(transcript, call, result, "recall.short-output", f"What did {subject} output?", answer)
                 continue
             frames = TRACE_FRAME.findall(text)
             if frames:
-                yield _Candidate("recall", "recall.traceback-frame", f"Where was the exception raised that {subject} printed?",
-                                 frames[-1].strip(), result.id, strength=0)
+                yield from _output_fact(transcript, call, result, "recall.traceback-frame",
+                                        f"Where was the exception raised that {subject} printed?", frames[-1].strip())
             for n, (name, line) in enumerate(_fact_lines(lines)):
                 if n >= 3:
                     break
                 if _in(result, line) and not _error_like(line):
-                    yield _Candidate("recall", f"recall.{name}", f"Which line with a {name.replace('-', ' ')} did {subject} output?",
-                                     line, result.id, evidence=_evidence(line, line), strength=0 if name != "filename" else 1)
+                    question = f"Which line with a {name.replace('-', ' ')} did {subject} output?"
+                    yield from _output_fact(transcript, call, result, f"recall.{name}", question, line, 0 if name != "filename" else 1)
         if command and not is_short(command) and len(command) <= MAX_LINE and _in(call, command) and "\n" not in command:
             purpose = _describe(transcript, call)
             if purpose and command not in purpose:
                 question = f"What exact command did the assistant run for {purpose!r}?"
                 yield _Candidate("recall", "recall.command", question, command, call.id, strength=1)
+
+
+def _output_fact(transcript: Transcript, call: Item, result: Item, rule: str, question: str, answer: str,
+                 strength: int = 0) -> Iterator[_Candidate]:
+    """A fact of a call's output, unless the call's own arguments state it (then they, not the output, would
+    answer it); a short one anchored to its call (`_output_evidence`), else not asked."""
+    if _has_token(answer, call.arguments or ""):
+        return
+    evidence = _output_evidence(transcript, call, result, answer) if is_short(answer) else None
+    if is_short(answer) and evidence is None:
+        return
+    yield _Candidate("recall", rule, question, answer, result.id, evidence=evidence, strength=strength)
 
 
 # --------------------------------------------------------------------------- decisions and continuations
@@ -725,25 +802,150 @@ def _judged_capped(transcript: Transcript, chosen: list[_Candidate]) -> list[_Ca
     return deterministic + judged
 
 
+def _probe(transcript: Transcript, c: _Candidate, probe_id: str = "candidate") -> Probe:
+    return Probe(
+        id=probe_id,
+        kind=c.kind,
+        question=c.question,
+        answer=list(c.answer) if isinstance(c.answer, tuple) else c.answer,
+        match=c.match,
+        source=c.source,
+        evidence=c.evidence if c.evidence or not isinstance(c.answer, str) else _evidence_in(transcript.by_id[c.source], c.answer),
+        meta={"mined": True, "rule": c.rule, "position": BUCKETS[_bucket(transcript, c.source)]},
+    )
+
+
+def _answers(c: _Candidate) -> tuple[str, ...]:
+    return c.answer if isinstance(c.answer, tuple) else (c.answer,)
+
+
+def _subject(sentence: str) -> set[str]:
+    """The content words of an instruction: no values, stopwords, modal words or leading verbs."""
+    words = {w.lower().strip(".-") for w in WORD.findall(VALUE.sub(" ", sentence))}
+    return {w for w in words if w not in STOPWORDS and w not in IMPERATIVE_VERBS and not MODAL.fullmatch(w)}
+
+
+def _values(sentence: str) -> set[str]:
+    return {v.strip("`").lower() for v in VALUE.findall(sentence)}
+
+
+def _supersedes(old: str, new: str, same_message: bool) -> bool:
+    """A later instruction changes an earlier one: a shared subject word and either a new value with a change word
+    (`port 8080`, then `port 9090 instead`), a different value with the very same subject words in a later message
+    (`timeouts must stay at 30 seconds`, then `… 60 seconds`), or the same value withdrawn (`no longer`, `anymore`)."""
+    old_subject, new_subject = _subject(old), _subject(new)
+    old_values, new_values = _values(old), _values(new)
+    if not (old_subject & new_subject) or not old_values:
+        return False
+    if REVOKE.search(new) and old_values <= new_values:
+        return True
+    if not new_values - old_values:
+        return False  # no new value
+    if CHANGE.search(new):
+        return True  # `use port 9090 instead (of 8080)`
+    return not same_message and old_subject == new_subject and not old_values <= new_values
+
+
+def _superseded(transcript: Transcript, candidates: Sequence[_Candidate]) -> set[_Candidate]:
+    """Constraints a later user or injected message changes. They are dropped, not re-answered: a probe is asked at
+    every checkpoint after its source, so the old value would be wrong after the change, and the new value is the
+    later instruction's own probe (`mine_probes`)."""
+    users = [i for i in transcript.items if i.kind == "user"]
+    later: dict[str, list[tuple[str, str]]] = {}  # item id -> (item id, sentence) of it and every later user item
+    tail: list[tuple[str, str]] = []
+    for item in reversed(users):
+        tail = [(item.id, s) for s in _sentences(item.text)] + tail
+        later[item.id] = tail
+    out = set()
+    for c in candidates:
+        if c.kind != "constraint" or not isinstance(c.answer, str) or c.source not in later:
+            continue
+        following = later[c.source]
+        own = [n for n, (i, s) in enumerate(following) if i == c.source and s == c.answer]
+        rest = following[own[0] + 1 :] if own else [(i, s) for i, s in following if i != c.source]
+        if any(_supersedes(c.answer, s, i == c.source) for i, s in rest):
+            out.add(c)
+    return out
+
+
+def _in_question(c: _Candidate) -> bool:
+    return c.match != "set" and any(_has_token(a, c.question) for a in _answers(c))
+
+
+def _answers_by_question(candidates: Iterable[_Candidate]) -> dict[str, set[str]]:
+    answers: dict[str, set[str]] = {}
+    for c in candidates:
+        answers.setdefault(c.question, set()).add(normalize(json.dumps(c.answer, ensure_ascii=False)))
+    return answers
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
+def _by_run(transcript: Transcript, candidates: list[_Candidate]) -> list[_Candidate]:
+    """A question that several runs of the same call share with different answers (`pytest -x` failing one way,
+    then another) names its run: `… the 2nd time it ran?`."""
+    answers = _answers_by_question(candidates)
+    runs: dict[str, list[str]] = {}
+    call_of: dict[str, Item] = {}
+    for call, results in _calls(transcript):
+        runs.setdefault(_tool_label(call), []).append(call.id)
+        call_of.update((r.id, call) for r in results)
+    out = []
+    for c in candidates:
+        call = call_of.get(c.source)
+        if len(answers[c.question]) > 1 and call is not None and c.question.endswith("?"):
+            same = runs[_tool_label(call)]
+            if len(same) > 1:
+                c = replace(c, question=f"{c.question[:-1]} the {_ordinal(same.index(call.id) + 1)} time it ran?")
+        out.append(c)
+    return out
+
+
+def _usable(transcript: Transcript, candidates: list[_Candidate]) -> list[_Candidate]:
+    """The candidates a probe can be built on, in order:
+
+    - not superseded by a later instruction (`_superseded`);
+    - the answer not in the question (as a whole token when short);
+    - a question with one answer: a run of a call repeated with different outputs is named by its run (`_by_run`),
+      and questions that several candidates with different answers still share are dropped;
+    - the answer not already graded present (`metrics.grading.presence`, its evidence from its source) in the
+      transcript before its source: a fact stated earlier (a file read before it is edited, a demonstration in the
+      system prompt) would be counted retained from that earlier place."""
+    old = _superseded(transcript, candidates)
+    kept = [c for c in candidates if c not in old and not _in_question(c)]
+    kept = [c for c in _by_run(transcript, kept) if not _in_question(c)]
+    answers = _answers_by_question(kept)
+    kept = [c for c in kept if len(answers[c.question]) == 1]
+    parts = [normalize_joined(context_parts([message_from_item(i)])) if i.kind != "marker" else "" for i in transcript.items]
+    offsets = [0]
+    for part in parts:
+        offsets.append(offsets[-1] + (len(part) + 1 if part else 0))
+    whole = " ".join(p for p in parts if p)
+    out = []
+    for c in kept:
+        position = transcript.position(c.source)
+        end = max(0, offsets[position] - 1)
+        first = [whole.find(normalize(a)) for a in _answers(c)]  # cheap: the whole answer occurs before at all?
+        if all(0 <= f and f + len(normalize(a)) <= end for f, a in zip(first, _answers(c), strict=True)):
+            probe = _probe(transcript, c)
+            source = transcript.items[position]
+            evidence = anchor(probe, "\n".join(t for t in (source.text, source.arguments) if t))
+            if presence(probe, "", whole[:end], evidence).present:
+                continue
+        out.append(c)
+    return out
+
+
 def mine_probes(transcript: Transcript, *, per_bucket: int = PER_BUCKET) -> list[Probe]:
     """Deterministic probes for one transcript (same transcript, same probes)."""
-    candidates = [c for miner in MINERS.values() for c in miner(transcript)]
+    candidates = _usable(transcript, [c for miner in MINERS.values() for c in miner(transcript)])
     counters: dict[str, int] = {}
     probes = []
     for c in sorted(select(transcript, candidates, per_bucket), key=lambda c: (transcript.position(c.source), KIND_ORDER.index(c.kind))):
         counters[c.kind] = counters.get(c.kind, 0) + 1
-        probes.append(
-            Probe(
-                id=f"{c.kind}-{counters[c.kind]:02d}",
-                kind=c.kind,
-                question=c.question,
-                answer=list(c.answer) if isinstance(c.answer, tuple) else c.answer,
-                match=c.match,
-                source=c.source,
-                evidence=c.evidence if c.evidence or not isinstance(c.answer, str) else _evidence_in(transcript.by_id[c.source], c.answer),
-                meta={"mined": True, "rule": c.rule, "position": BUCKETS[_bucket(transcript, c.source)]},
-            )
-        )
+        probes.append(_probe(transcript, c, f"{c.kind}-{counters[c.kind]:02d}"))
     return probes
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from compaction_bench.importing import load_transcripts
-from compaction_bench.metrics.grading import context_text, is_short, normalize, presence
+from compaction_bench.metrics.grading import anchor, context_text, is_short, normalize, presence
 from compaction_bench.probes import answer_after_source, regex_search
 from compaction_bench.request import message_from_item
 from compaction_bench.scenarios.mining import MINERS, PER_BUCKET, mine_probes, mine_transcripts
@@ -153,10 +153,142 @@ def test_recall_rules():
     command = next(p for p in probes if p.meta["rule"] == "recall.command")
     assert command.question == "What exact command did the assistant run for 'Show the last commit'?"
     exit_code = next(p for p in probes if p.meta["rule"] == "recall.exit-code")
-    # a bare number counts only inside its evidence, the line that states it
-    assert exit_code.match == "number" and regex_search(exit_code.evidence, normalize("deploying\nExit code: 3"))
-    assert presence(exit_code, "deploying\nExit code: 3").present
+    # a bare number counts only inside its evidence: the command that returned it, then the line that states it
+    assert exit_code.match == "number" and exit_code.question == "What exit code did the `Bash` call `./deploy.sh` return?"
+    assert presence(exit_code, context_text([message_from_item(i) for i in s.items])).present
+    assert presence(exit_code, "`./deploy.sh` printed deploying, then Exit code: 3").present
+    assert not presence(exit_code, "deploying\nExit code: 3").present  # whose exit code?
+    assert not presence(exit_code, "./deploy.sh ran; make test gave exit code: 30").present
     assert not presence(exit_code, "we waited 3 minutes").present
+
+
+def test_short_output_evidence_names_its_call():
+    s = Session().user("How big are the modules?")
+    s.bash("wc -l src/app.py", "344")
+    s.bash("wc -l src/util.py", "12")
+    s.bash("make test", "3 failed\nExit code: 1")
+    s.bash("make lint", "E501 line too long\nExit code: 1")
+    probes = {p.question: p for p in mine_probes(s.transcript())}
+    app = probes["What did the `Bash` call `wc -l src/app.py` output?"]
+    assert app.answer == "344" and app.meta["rule"] == "recall.short-output"
+    assert presence(app, context_text([message_from_item(i) for i in s.items])).present
+    assert presence(app, "Sizes: `wc -l src/app.py` → 344 lines.").present
+    assert not presence(app, "344").present  # the bare answer was its own evidence before
+    assert not presence(app, 'Bash {"command": "wc -l src/util.py"}\n344').present  # 344 of another command
+    assert not presence(app, "wc -l src/app.py\n3440").present  # not the whole token
+    # an exit code names its command: `exit code: 1` of `make lint` is not that of `make test`
+    code = probes["What exit code did the `Bash` call `make test` return?"]
+    assert code.answer == "1" and presence(code, "make test: 3 failed, exit code: 1").present
+    assert not presence(code, 'Bash {"command": "make lint"}\nExit code: 1').present
+    # a command too far from its output to anchor (more than MAX_GAP characters between) gets no short probe
+    far = Session().user("Count.")
+    far.bash("wc -l big.txt  # " + "x" * 2000, "17")
+    assert not [p for p in mine_probes(far.transcript()) if p.answer == "17"]
+
+
+def test_an_editor_sub_command_is_not_a_command():
+    s = Session().user("Look at the parser.")
+    s.say("Let me view the parser module.")
+    s.call("str_replace_editor", {"command": "view", "path": "/repo/parser.py"}, "class Parser:\n    pass")
+    s.say("Let me look at the tokenizer version.")
+    s.call("str_replace_editor", {"command": "view", "path": "/repo/VERSION"}, "tokenizer 2.4.1 (stable)")
+    probes = mine_probes(s.transcript())
+    assert not [p for p in probes if p.meta["rule"] == "recall.command"]  # `view` is no command the assistant ran
+    (version,) = [p for p in probes if p.answer == "tokenizer 2.4.1 (stable)"]
+    assert version.question == "What did the `str_replace_editor` `view` call on `/repo/VERSION` output?"
+    # a shell tool's command is asked for, by its stated purpose
+    b = Session().user("Ship it.")
+    b.say("Let me check which commit is deployed.")
+    b.bash("git rev-parse --short HEAD", "a1b2c3d")
+    (command,) = [p for p in mine_probes(b.transcript()) if p.meta["rule"] == "recall.command"]
+    assert (command.answer, command.question) == (
+        "git rev-parse --short HEAD", "What exact command did the assistant run for 'Let me check which commit is deployed'?")
+
+
+def test_no_answer_in_its_question_or_in_its_call_arguments():
+    s = Session().user("Finish the chat feature.")
+    s.say("Done with the store.\n\nNext steps:\n- messages.ts\n- Run the full suite in CI before merging")
+    s.bash('echo "Keine ELEVEN env vars"', "Keine ELEVEN env vars")  # the output is the call's own argument
+    s.bash('echo "error: disk quota exceeded" >&2; exit 1', "error: disk quota exceeded", error=True)
+    s.bash("env | grep -c ELEVEN", "0 matching variables found")
+    for n in range(4):  # room for judged probes (at most 30%)
+        s.bash(f"cat notes/{n}.txt", f"note number {n} says hello")
+    probes = mine_probes(s.transcript())
+    answers_ = {p.answer for p in probes}
+    assert "messages.ts" not in answers_  # asked "…next steps about messages.ts?"
+    assert "Run the full suite in CI before merging" in answers_
+    assert "Keine ELEVEN env vars" not in answers_ and "error: disk quota exceeded" not in answers_
+    assert "0 matching variables found" in answers_
+    assert all(normalize(str(p.answer)) not in normalize(p.question) for p in probes)
+
+
+def test_a_changed_constraint_is_no_longer_asked():
+    s = Session().user("# AGENTS.md\n- Run `make lint` before pushing.\n- Run `make test` before pushing.", synthetic=True)
+    s.user("Start the dev server. Use port 8080 for the dev server. Keep the logs in /tmp/dev.log.")
+    s.bash("npm run dev", "listening")
+    s.user("Use port 9090 instead, 8080 is taken.")
+    s.user("Timeouts must stay at 30 seconds.")
+    s.user("Timeouts must stay at 60 seconds.")  # the same subject, a new value, a later message
+    s.user("Logs no longer go to /tmp/dev.log.")  # a value withdrawn
+    constraints = {p.answer for p in mine_probes(s.transcript()) if p.kind == "constraint"}
+    # the old port, timeout and log file are dropped (asked at the end they would have a wrong answer) ...
+    assert not constraints & {"Use port 8080 for the dev server.", "Timeouts must stay at 30 seconds.", "Keep the logs in /tmp/dev.log."}
+    # ... the new ones are asked, and two instructions of one message on different values both stand
+    assert {"Use port 9090 instead, 8080 is taken.", "Timeouts must stay at 60 seconds.", "Start the dev server."} <= constraints
+    assert {"Run `make lint` before pushing.", "Run `make test` before pushing."} <= constraints
+
+
+def test_questions_have_one_answer_and_answers_are_new_at_their_source():
+    s = Session().user("Tidy the client.")
+    s.call("edit", {"path": "src/a.ts", "oldText": "x", "newText": "y"}, "Replaced 3 occurrences in src/a.ts")
+    s.call("edit", {"path": "src/b.ts", "oldText": "x", "newText": "y"}, "Replaced 5 occurrences in src/b.ts")
+    s.call("edit", {"path": "src/c.ts", "oldText": "p", "newText": "q"}, "Replaced 1 occurrence in src/c.ts")
+    s.call("edit", {"path": "src/c.ts", "oldText": "r", "newText": "s"}, "Replaced 2 occurrences in src/c.ts")
+    probes = mine_probes(s.transcript())
+    questions = [p.question for p in probes]
+    assert len(set(questions)) == len(questions)
+    outputs = {p.answer: p.question for p in probes if p.meta["rule"] == "recall.short-output"}
+    # named by their target (not "What did the `edit` call output?" four times), and a repeated target by its run
+    assert outputs == {
+        "Replaced 3 occurrences in src/a.ts": "What did the `edit` call on `src/a.ts` output?",
+        "Replaced 5 occurrences in src/b.ts": "What did the `edit` call on `src/b.ts` output?",
+        "Replaced 1 occurrence in src/c.ts": "What did the `edit` call on `src/c.ts` output the 1st time it ran?",
+        "Replaced 2 occurrences in src/c.ts": "What did the `edit` call on `src/c.ts` output the 2nd time it ran?",
+    }
+    # two answers to one question of one output stay ambiguous: neither is asked
+    v = Session().user("Which versions are installed?")
+    v.bash("pip list", "\n".join(["Package Version", "------- -------", "alpha 1.2.3", "beta 4.5.6", "gamma", "delta", "eps"]))
+    assert not [p for p in mine_probes(v.transcript()) if p.question.startswith("Which line with a version")]
+    assert {c.answer for c in MINERS["recall"](v.transcript()) if c.rule == "recall.version"} == {"alpha 1.2.3", "beta 4.5.6"}
+    # a repeated command that failed differently is asked by its run
+    t = Session().user("Run the widget test.")
+    t.bash("python test_widget.py", "ModuleNotFoundError: No module named 'pytz'")
+    t.bash("pip install pytz", "Successfully installed pytz-2024.1")
+    t.bash("python test_widget.py", "ModuleNotFoundError: No module named 'sqlparse'")
+    errors = {p.answer: p.question for p in mine_probes(t.transcript()) if p.kind == "error"}
+    assert errors == {
+        "ModuleNotFoundError: No module named 'pytz'": "What exact error did the `Bash` call `python test_widget.py` report the 1st time it ran?",
+        "ModuleNotFoundError: No module named 'sqlparse'": "What exact error did the `Bash` call `python test_widget.py` report the 2nd time it ran?",
+    }
+    # a file read before it is edited: the edit's probe would be graded present from the read
+    r = Session().user("Fix the parser.")
+    r.call("Read", {"file_path": "src/parser.py"}, "def parse(): ...")
+    r.call("Edit", {"file_path": "src/parser.py", "old_string": "def parse(): ...", "new_string": "def parse(): return 1"}, "ok")
+    r.call("Write", {"file_path": "src/fresh.py", "content": "x = 1\n"}, "ok")
+    artifacts = {p.meta["rule"]: p.answer for p in mine_probes(r.transcript()) if p.kind == "artifact"}
+    assert artifacts == {"artifact.call-wrote": "src/fresh.py", "artifact.read-set": ("src/parser.py",)}  # no call-edited
+
+
+def test_a_call_purpose_comes_from_its_own_request():
+    s = Session().user("Run the tests.")
+    s.bash("pytest -q", "12 passed in 0.31s")
+    s.say("All tests pass, and the release notes are up to date.")
+    s.user("Now check the disk usage.")
+    s.bash("du -sh /var/cache/apt", "1.2G\t/var/cache/apt")
+    assert "recall.command" not in answers(s.transcript(), "recall").values()  # not "for 'All tests pass, …'"
+    s.say("Let me compare it with the log directory.")
+    s.bash("du -sh /var/log/journal", "3.4G\t/var/log/journal")
+    assert answers(s.transcript(), "recall")["du -sh /var/log/journal"] == "recall.command"
 
 
 def test_decision_and_continuation_rules():
@@ -212,11 +344,10 @@ def test_every_mined_answer_is_verbatim_at_or_after_its_source_on_every_corpus_f
             for p in probes:
                 assert answer_after_source(transcript, p) is None, (path.name, transcript.id, p.id, p.meta["rule"])
                 if isinstance(p.answer, str) and is_short(p.answer):
-                    # a short answer carries evidence: a passage of its source item that holds it ...
-                    source = transcript.by_id[p.source]
-                    assert p.evidence and regex_search(p.evidence, normalize(f"{source.text}\n{source.arguments or ''}")), (path.name, p.id)
-                    # ... so that it is graded present in the whole, uncompacted session
+                    # a short answer carries evidence: a passage of the session that holds it (an output's fact: its call
+                    # and the output), so that it is graded present in the whole, uncompacted session
                     context = context or context_text([message_from_item(i) for i in transcript.items if i.kind != "marker"])
+                    assert p.evidence and regex_search(p.evidence, normalize(context)), (path.name, p.id)
                     assert presence(p, context).present, (path.name, p.id)
             total += len(probes)
             judged += sum(p.match == "judge" for p in probes)
@@ -270,3 +401,32 @@ def test_answers_never_leak_into_artifact_questions_on_a_real_file():
     for p in mine_probes(load_transcripts(path)[0]):
         if p.kind == "artifact" and isinstance(p.answer, str):
             assert p.answer not in p.question
+
+
+PROPERTY_FILES = (
+    "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl",
+    "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/351b5d6c-e802-4339-a2c5-33f48865d8bd.jsonl",
+    "swe-agent-traj/SWE-agent__SWE-agent/gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1__pydicom__pydicom-1458.traj",
+    "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl",
+)
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("name", PROPERTY_FILES)
+def test_mined_questions_are_unambiguous_and_answers_new_on_real_files(name):
+    """On real files: no two probes of a session share a question, no answer is in its own question, and no
+    answer is graded present (`presence`, with the probe's evidence) anywhere before its source."""
+    path = CORPORA / name
+    if not path.exists():
+        pytest.skip("corpora not present")
+    for transcript in load_transcripts(path):
+        probes = mine_probes(transcript)
+        assert len({p.question for p in probes}) == len(probes)
+        items = transcript.items
+        for p in probes:
+            assert p.match == "set" or normalize(p.answer) not in normalize(p.question), p.id
+            position = transcript.position(p.source)
+            source = items[position]
+            evidence = anchor(p, "\n".join(t for t in (source.text, source.arguments) if t))
+            before = normalize(context_text([message_from_item(i) for i in items[:position] if i.kind != "marker"]))
+            assert not presence(p, "", before, evidence).present, (name, p.id, p.meta["rule"])
