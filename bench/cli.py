@@ -228,7 +228,7 @@ def list_profiles(
     table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
                   "$/Mtok in", "$/Mtok cached", "$/Mtok out")
     for p in [*PROFILES.values(), *(get_profile(m) for m in model or ())]:
-        cache = f"{p.cache.provider} ≥{p.cache.min_prefix}" + (f" /{p.cache.block}" if p.cache.block > 1 else "")
+        cache = "none" if p.cache.provider == "none" else f"{p.cache.provider} ≥{p.cache.min_prefix}" + (f" /{p.cache.block}" if p.cache.block > 1 else "")
         name = f"{p.name} (= {ALIASES[p.name]})" if p.name in ALIASES else p.name
         table.add_row(
             name, p.model, f"{p.context_window:,}", f"{p.context_limit or p.context_window:,}",

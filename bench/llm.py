@@ -21,11 +21,17 @@ What a call does, in order:
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
    error, never a call. The key is the sha256 of the model id, the api base, the wire payload, the
    parameters, the sample and the repeat index, so a second endpoint or a second repeat is a new call.
+   The api base in the key is the one litellm actually sends to (`effective_api_base`): `--api-base`,
+   else the provider's base-URL environment variable litellm reads (`OPENAI_BASE_URL`/`OPENAI_API_BASE`,
+   `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...), else the provider's default (None).
 4. A call takes one of `max_concurrency` slots, shared by every worker process of a run (file
    locks in the run folder), and is retried with exponential backoff on 429, 5xx, timeouts and
    connection errors, at most `max_retries` times, each retry logged on stderr. A call that finally
    fails is never cached: `ModelUnavailable` (retries exhausted; the cell fails) or `LLMError` (the
-   provider refused the request, e.g. over its window), both with the provider's message.
+   provider refused the request, e.g. over its window), both with the provider's message. An empty
+   reply cut off at `max_tokens` (finish_reason `length`: the model spent its budget, e.g. on
+   reasoning, and wrote nothing) is an `EmptyReply` (an `LLMError`), never cached: an unscored
+   answer or judge verdict, a failed summary.
 5. The response is cached and appended to the run folder (`responses/*.jsonl`), so re-grading
    and reports never need the model again.
 
@@ -106,6 +112,10 @@ class LLMError(BenchError, RuntimeError):
     """A model call that failed after its retries, or an unknown offline model."""
 
 
+class EmptyReply(LLMError):
+    """A completion with no text that stopped at its token limit (finish_reason `length`)."""
+
+
 class ModelUnavailable(BenchError, RuntimeError):
     """A model that kept failing with retryable errors (429, 5xx, timeouts) after every retry.
 
@@ -168,6 +178,28 @@ def request_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mappi
         {"model": model, "api_base": api_base, "messages": list(messages), "params": dict(params)}, sort_keys=True, ensure_ascii=False
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+#: The base-URL environment variables litellm reads per provider, in litellm's order (litellm/main.py).
+BASE_URL_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+    "text-completion-openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE"),
+    "anthropic": ("ANTHROPIC_API_BASE", "ANTHROPIC_BASE_URL"),
+    "azure": ("AZURE_API_BASE",),
+    "gemini": ("GEMINI_API_BASE",),
+    "vertex_ai": ("VERTEXAI_API_BASE",),
+    "openai_like": ("OPENAI_LIKE_API_BASE",),
+}
+
+
+def effective_api_base(provider: str, api_base: str | None) -> str | None:
+    """The endpoint a call goes to, as litellm chooses it: the explicit `api_base`, else the first
+    set base-URL environment variable of the provider (`BASE_URL_VARIABLES`; `<PROVIDER>_API_BASE`
+    for others), else None (the provider's default endpoint)."""
+    if api_base:
+        return api_base
+    names = BASE_URL_VARIABLES.get(provider, (f"{provider.upper().replace('-', '_')}_API_BASE",))
+    return next((os.environ[name] for name in names if os.environ.get(name)), None)
 
 
 def _litellm() -> Any:
@@ -565,6 +597,7 @@ class LLMClient:
         self.settings = settings
         self.repeat = repeat
         self.provider = provider_of(model)
+        self._route: str | None = None  # litellm's provider of the model (the one whose base URL it reads)
         self.calls = 0  # requests sent to the provider by this client (retries included)
         self._cache: Any = None
         if settings.use_cache and not is_offline(model):
@@ -598,7 +631,8 @@ class LLMClient:
         params = {"temperature": 0, **params}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, self.settings.api_base)
+        api_base = effective_api_base(self._litellm_provider(), self.settings.api_base)
+        key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, api_base)
         found = self._lookup(key)
         if found is not None:
             result = LLMResult(**{**found, "cache_hit": True, "purpose": purpose})
@@ -614,10 +648,19 @@ class LLMClient:
         if self.settings.record_dir:
             _store(
                 self.settings.record_dir,
-                {"key": key, "api_base": self.settings.api_base, "repeat": self.repeat, "sample": sample, "purpose": purpose,
+                {"key": key, "api_base": api_base, "repeat": self.repeat, "sample": sample, "purpose": purpose,
                  **self._stored_fields(result)},
             )
         return result
+
+    def _litellm_provider(self) -> str:
+        """The provider litellm routes the model to (`gpt-4o` → openai, `claude-…` → anthropic)."""
+        if self._route is None:
+            try:
+                self._route = str(_litellm().get_llm_provider(self.model)[1])
+            except Exception:  # a model litellm cannot route fails at the call, with litellm's message
+                self._route = self.provider
+        return self._route
 
     def _offline_completion(self, messages: Sequence[WireInput], max_tokens: int | None) -> tuple[str, int] | None:
         """An offline model's (text, input tokens) for request messages, or None unless all are `Message`s.
@@ -697,7 +740,13 @@ class LLMClient:
                 delay = settings.backoff_seconds * 2 ** (attempt - 1)
                 log.warning("%s (%s): %s; retry %d/%d in %.1f s", self.model, purpose, message, attempt, settings.max_retries, delay)
                 time.sleep(delay)
-        text = response.choices[0].message.content or ""
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        if not text.strip() and getattr(choice, "finish_reason", None) == "length":
+            raise EmptyReply(
+                f"{self.model} ({purpose}) returned no text: the reply was cut off at max_tokens={params.get('max_tokens')} "
+                "(finish_reason 'length') before any text; not cached"
+            )
         usage = getattr(response, "usage", None)
         try:
             cost = float(litellm.completion_cost(completion_response=response, model=self.model))

@@ -12,6 +12,13 @@ prices and cache rules come from the map; the provider family decides the rest:
   whole context as `max_input_tokens`, OpenAI-compatible servers such as vLLM and DeepSeek) has
   one context that the input and the requested `max_tokens` share: a request with **input +
   max_tokens** over it is refused (rule `input+output`).
+- Prompt caching follows the model, not the provider that serves it (`model_family`): Claude
+  models (Anthropic, Vertex AI, Bedrock) cache at breakpoints with 1.25× writes and refuse an
+  overflow with Anthropic's message; OpenAI models cache automatically from gpt-4o on (gpt-4-turbo,
+  gpt-3.5 not at all); Gemini 2.5+ from the model's minimum (the map's `prompt_cache_min_tokens`,
+  else 2,048, 4,096 for 3.x); other OpenAI-compatible servers get OpenAI's rules.
+- Prices: the map's per-token prices, with its `*_above_<N>k_tokens` tiers applied per request by
+  its input tokens as litellm does (`Prices.at`).
 - Tokenizer: o200k_base for OpenAI's GPT-4o and later, else cl100k_base (for Anthropic and
   DeepSeek an approximation: the offline tokenizers are the two tiktoken encodings).
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -48,7 +56,9 @@ class CachePolicy:
     (128)-token increments. Anthropic: a hit ends at a cache breakpoint (message boundaries of
     earlier requests, at most `breakpoints` per request) of at least `min_prefix` tokens, writes
     cost `write_multiplier` × the input price. `ttl_seconds` expires entries when timestamps are
-    recorded.
+    recorded. Gemini (2.5 and later): implicit hits from the model's minimum prefix, token-exact
+    (`block` 1), no write fee. `none`: no caching (OpenAI models before gpt-4o, Gemini before 2.5).
+    The family is the model's (`model_family`): Claude on Vertex AI or Bedrock caches like Anthropic.
     """
 
     provider: str = "openai"
@@ -64,16 +74,80 @@ OPENAI_CACHE = CachePolicy()
 ANTHROPIC_CACHE = CachePolicy(
     provider="anthropic", min_prefix=1024, block=1, breakpoints=4, ttl_seconds=300, read_multiplier=0.1, write_multiplier=1.25
 )
+#: Gemini 2.5 and later: implicit caching from the model's minimum prefix, no 128-token steps, no
+#: write fee; cached input at the map's price (0.25×, the launch's 75% discount, where it has none).
+GEMINI_CACHE = CachePolicy(provider="gemini", min_prefix=2048, block=1, ttl_seconds=3600, read_multiplier=0.25)
+#: No prompt caching (OpenAI models before gpt-4o, Gemini before 2.5): no prefix is ever long enough.
+NO_CACHE = CachePolicy(provider="none", min_prefix=2**62, block=1, read_multiplier=1.0)
+
+
+@dataclass(frozen=True)
+class PriceTier:
+    """The prices of a request whose input is over `above` tokens (the map's `*_above_<N>k_tokens`
+    keys); None: that price is not tiered (the price below the tier holds)."""
+
+    above: int
+    input: float | None = None
+    output: float | None = None
+    cached_input: float | None = None
+    cache_write: float | None = None
 
 
 @dataclass(frozen=True)
 class Prices:
-    """Dollars per token."""
+    """Dollars per token; `tiers`: other prices for requests with more input tokens (`at`)."""
 
     input: float = 0.0
     output: float = 0.0
     cached_input: float = 0.0
     cache_write: float = 0.0
+    tiers: tuple[PriceTier, ...] = ()
+
+    def at(self, input_tokens: int) -> Prices:
+        """The flat prices of a request of `input_tokens` (cached and written tokens included), as
+        litellm bills it: every tier whose threshold the input exceeds (strictly), lowest first, replaces
+        the prices it names (input, output, cached reads and cache writes alike)."""
+        prices = replace(self, tiers=())
+        for tier in sorted(self.tiers, key=lambda t: t.above):
+            if input_tokens > tier.above:
+                prices = Prices(
+                    input=prices.input if tier.input is None else tier.input,
+                    output=prices.output if tier.output is None else tier.output,
+                    cached_input=prices.cached_input if tier.cached_input is None else tier.cached_input,
+                    cache_write=prices.cache_write if tier.cache_write is None else tier.cache_write,
+                )
+        return prices
+
+
+#: The map's keys of tiered prices (litellm/litellm_core_utils/llm_cost_calc/utils.py reads the same;
+#: keys with a service-tier suffix, `_batches`, `_flex`, `_priority`, ... are other offers).
+TIER_KEY = re.compile(r"(input_cost_per_token|output_cost_per_token|cache_read_input_token_cost|cache_creation_input_token_cost)"
+                      r"_above_(\d+)(k?)_tokens")
+TIER_FIELDS = {"input_cost_per_token": "input", "output_cost_per_token": "output",
+               "cache_read_input_token_cost": "cached_input", "cache_creation_input_token_cost": "cache_write"}
+
+
+def price_tiers(entry: dict[str, Any]) -> tuple[PriceTier, ...]:
+    """The tiered prices of a map entry, by threshold."""
+    found: dict[int, dict[str, float]] = {}
+    for key, value in entry.items():
+        match = TIER_KEY.fullmatch(key)
+        if match is None or not isinstance(value, int | float):
+            continue
+        above = int(match.group(2)) * (1000 if match.group(3) else 1)
+        found.setdefault(above, {})[TIER_FIELDS[match.group(1)]] = float(value)
+    return tuple(PriceTier(above, **fields) for above, fields in sorted(found.items()))
+
+
+def entry_prices(entry: dict[str, Any]) -> Prices:
+    """The prices of a map entry, tiers included."""
+    return Prices(
+        input=float(entry.get("input_cost_per_token") or 0.0),
+        output=float(entry.get("output_cost_per_token") or 0.0),
+        cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
+        cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
+        tiers=price_tiers(entry),
+    )
 
 
 OVERFLOW_RULES = ("input", "input+output")
@@ -116,9 +190,12 @@ class ModelProfile:
         return f"input + max_tokens > {self.context_limit or self.context_window:,}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The profile as JSON data (as the run manifest stores it: sequences are lists)."""
         from dataclasses import asdict
 
-        return asdict(self)
+        out = asdict(self)
+        out["prices"]["tiers"] = [dict(tier) for tier in out["prices"]["tiers"]]
+        return out
 
 
 @lru_cache(maxsize=1)
@@ -135,14 +212,7 @@ def bundled_cost_map() -> dict[str, Any]:
 
 
 def prices_for(model: str) -> Prices:
-    info = bundled_cost_map().get(model) or {}
-    base = float(info.get("input_cost_per_token") or 0.0)
-    return Prices(
-        input=base,
-        output=float(info.get("output_cost_per_token") or 0.0),
-        cached_input=float(info.get("cache_read_input_token_cost") or 0.0),
-        cache_write=float(info.get("cache_creation_input_token_cost") or 0.0),
-    )
+    return entry_prices(bundled_cost_map().get(model) or {})
 
 
 def _map_entry(model_id: str) -> tuple[str, dict[str, Any]] | None:
@@ -165,10 +235,46 @@ def _tokenizer(provider: str, bare: str) -> str:
     return "cl100k_base"
 
 
-def _cache_policy(provider: str, bare: str) -> CachePolicy:
-    if provider == "anthropic":
-        big_minimum = any(tag in bare for tag in ("opus-4-5", "opus-4-6", "haiku-4-5"))  # evaluation.md §7
-        return replace(ANTHROPIC_CACHE, min_prefix=4096) if big_minimum else ANTHROPIC_CACHE
+def model_family(provider: str, bare: str) -> str:
+    """Whose API rules a model follows, whatever provider serves it: `anthropic` for Claude models
+    (Anthropic, Vertex AI, Bedrock), `gemini` for Gemini models, else `openai` (OpenAI and the
+    OpenAI-compatible servers)."""
+    name = bare.lower()
+    if "claude" in name or provider == "anthropic":
+        return "anthropic"
+    if "gemini" in name:
+        return "gemini"
+    return "openai"
+
+
+def _openai_caches(bare: str) -> bool:
+    """OpenAI's automatic caching applies to gpt-4o and newer (evaluation.md §7), not gpt-4 / gpt-3.5."""
+    name = bare.lower()
+    older = name.startswith(("gpt-3.5", "gpt-35")) or (name.startswith("gpt-4") and not name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")))
+    return not older
+
+
+def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None) -> CachePolicy:
+    """The prompt-cache rules of a model (evaluation.md §7), decided by the model, not its provider."""
+    family = model_family(provider, bare)
+    name = bare.lower()
+    if family == "anthropic":
+        if any(tag in name for tag in ("opus-4-5", "opus-4-6", "haiku-4-5")):
+            return replace(ANTHROPIC_CACHE, min_prefix=4096)
+        if any(tag in name for tag in ("3-5-haiku", "3-haiku", "haiku-3")):
+            return replace(ANTHROPIC_CACHE, min_prefix=2048)
+        return ANTHROPIC_CACHE
+    if family == "gemini":
+        match = re.search(r"gemini-(\d+)(?:\.(\d+))?", name)
+        version = (int(match.group(1)), int(match.group(2) or 0)) if match else (0, 0)
+        if version < (2, 5):
+            return NO_CACHE  # implicit caching is on for 2.5 and later
+        minimum = (entry or {}).get("prompt_cache_min_tokens")
+        if not isinstance(minimum, int) or minimum < 1:
+            minimum = 4096 if version >= (3, 0) else 2048  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
+        return replace(GEMINI_CACHE, min_prefix=minimum)
+    if provider in ("openai", "azure", "text-completion-openai") and not _openai_caches(bare):
+        return NO_CACHE
     return OPENAI_CACHE
 
 
@@ -184,16 +290,11 @@ def model_profile(model_id: str) -> ModelProfile:
     provider = str(entry.get("litellm_provider") or model_id.partition("/")[0])
     max_input = int(entry["max_input_tokens"])
     max_output = int(entry.get("max_output_tokens") or entry.get("max_tokens") or 0) or 4096
-    prices = Prices(
-        input=float(entry.get("input_cost_per_token") or 0.0),
-        output=float(entry.get("output_cost_per_token") or 0.0),
-        cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
-        cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
-    )
+    prices = entry_prices(entry)
     shared = ModelProfile(
         name=model_id, model=bare, provider=provider, context_window=max_input, max_output=max_output,
-        tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare), prices=prices,
-        image_tokens=1_600 if provider == "anthropic" else 765, overflow="input+output",
+        tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare, entry), prices=prices,
+        image_tokens=1_600 if model_family(provider, bare) == "anthropic" else 765, overflow="input+output",
         description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
     )
     if provider in ("openai", "azure") and bare.startswith("gpt-5"):

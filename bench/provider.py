@@ -68,7 +68,7 @@ class ProviderError:
 
 def overflow_error(profile: ModelProfile, tokens: int) -> ProviderError:
     """The error text the real provider returns for a request that does not fit."""
-    if profile.provider == "anthropic":
+    if profile.cache.provider == "anthropic":  # a Claude model on any provider (Anthropic, Vertex AI, Bedrock)
         return ProviderError(
             "anthropic", 400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {profile.context_window} maximum"
         )

@@ -48,7 +48,7 @@ from compaction_bench.executors import EXECUTORS, execute
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
-from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, get_profile
+from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, PriceTier, get_profile
 from compaction_bench.progress import ProgressEvent, ProgressHook, display_for, shown
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
@@ -725,7 +725,8 @@ def template_texts(prompts: Mapping[str, str], hashes: Mapping[str, str]) -> dic
 
 def profile_from_dict(data: Mapping[str, Any]) -> ModelProfile:
     """A profile as the run recorded it (`manifest["profiles"][name]`)."""
-    return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": Prices(**data["prices"])})
+    prices = {**data["prices"], "tiers": tuple(PriceTier(**tier) for tier in data["prices"].get("tiers", ()))}
+    return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": Prices(**prices)})
 
 
 def scenario_transcript(root: Path, entry: Mapping[str, Any]) -> Transcript:

@@ -18,12 +18,14 @@ request breaks the wire rules; this module makes every payload actually sent sat
   argument string that is not a JSON object (Codex custom tools send raw patch text) is wrapped as
   ``{"input": <text>}`` so providers that parse arguments (Anthropic ``tool_use.input``) accept it;
   empty arguments become ``{}``; ids are made valid for every provider (``[A-Za-z0-9_-]``, ≤ 64
-  characters, unique within the request).
+  characters, unique within the request: a call id a transcript reuses for several calls still gives
+  each call its own wire id, and each result is paired with its own call).
 - pairing: an assistant message's calls must be answered by the tool messages right after it. A
   call without its result there is written into the assistant's text (``[tool call NAME(ARGS) had no
   recorded result]``); a tool result without its call becomes a user message
   (``[result of tool call ID (NAME)]`` + text). Nothing is invented and nothing is lost.
-- content: empty user/system text is dropped (there is nothing to say); an empty tool output is sent
+- content: a final assistant message (a prefill) loses its trailing whitespace (Anthropic refuses it);
+  empty user/system text is dropped (there is nothing to say); an empty tool output is sent
   as ``(no output)`` (Anthropic rejects empty text blocks); attachments are content parts: the
   transcripts keep only an attachment's type, name and size, so each becomes a text part naming it
   (``[image attachment: NAME, MIME, SIZE bytes]``) after the message's text part.
@@ -90,21 +92,18 @@ def wire_arguments(arguments: str) -> str:
 
 
 class _Ids:
-    """Valid, unique wire ids for the request's call ids (the same id maps to the same wire id)."""
+    """Valid wire ids, unique within the request: every call gets its own id, even when a transcript
+    reuses a call id (the result paired with that call carries the same wire id)."""
 
     def __init__(self) -> None:
-        self._map: dict[str, str] = {}
         self._used: set[str] = set()
 
-    def wire(self, call_id: str) -> str:
-        if call_id in self._map:
-            return self._map[call_id]
+    def new(self, call_id: str) -> str:
         base = ID_CHARS.sub("_", call_id)[:MAX_ID] or "call"
         candidate, n = base, 1
         while candidate in self._used:
             suffix = f"_{n}"
             candidate, n = base[: MAX_ID - len(suffix)] + suffix, n + 1
-        self._map[call_id] = candidate
         self._used.add(candidate)
         return candidate
 
@@ -164,30 +163,37 @@ def chat_messages(messages: Sequence[WireInput], *, provider: str = "openai") ->
         while index < len(plain) and plain[index].role == "tool":
             run.append(plain[index])
             index += 1
-        results: dict[str, Message] = {}
-        orphans: list[Message] = []
-        wanted = {c.id for c in m.tool_calls}
-        for result in run:
-            if result.tool_call_id in wanted and result.tool_call_id not in results:
-                results[result.tool_call_id] = result
+        # Each call is paired with the first unclaimed result carrying its id, in order, so a call id
+        # reused by several calls pairs call k with result k and each pair gets its own wire id.
+        claimed: set[int] = set()
+        answered: list[tuple[ToolCall, Message]] = []
+        unanswered: list[ToolCall] = []
+        for c in m.tool_calls:
+            match = next((j for j, r in enumerate(run) if j not in claimed and r.tool_call_id == c.id), None)
+            if match is None:
+                unanswered.append(c)
             else:
-                orphans.append(result)
-        answered = [c for c in m.tool_calls if c.id in results]
-        unanswered = [c for c in m.tool_calls if c.id not in results]
+                claimed.add(match)
+                answered.append((c, run[match]))
+        orphans = [r for j, r in enumerate(run) if j not in claimed]
+        wire_ids = [ids.new(c.id) for c, _ in answered]
         text = "\n".join([m.content, *(_demoted_call(c) for c in unanswered)]).strip()
         entry: dict[str, Any] = {"role": "assistant", "content": text or None}
         if answered:
             entry["tool_calls"] = [
-                {"id": ids.wire(c.id), "type": "function", "function": {"name": c.name or "tool", "arguments": wire_arguments(c.arguments)}}
-                for c in answered
+                {"id": wid, "type": "function", "function": {"name": c.name or "tool", "arguments": wire_arguments(c.arguments)}}
+                for wid, (c, _) in zip(wire_ids, answered, strict=True)
             ]
         if entry["content"] is not None or answered:
             out.append(entry)
-        for c in answered:
-            result = results[c.id]
-            out.append({"role": "tool", "tool_call_id": ids.wire(c.id), "content": result.content or EMPTY_TOOL_OUTPUT})
+        for wid, (_, result) in zip(wire_ids, answered, strict=True):
+            out.append({"role": "tool", "tool_call_id": wid, "content": result.content or EMPTY_TOOL_OUTPUT})
         if orphans:
             out.append({"role": "user", "content": "\n\n".join(_demoted_result(o) for o in orphans)})
+    if out and out[-1]["role"] == "assistant" and isinstance(out[-1].get("content"), str):
+        out[-1]["content"] = out[-1]["content"].rstrip() or None  # Anthropic refuses a final assistant turn ending in whitespace
+        if out[-1]["content"] is None and not out[-1].get("tool_calls"):
+            out.pop()
     return out
 
 

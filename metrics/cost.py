@@ -5,6 +5,10 @@ cached-input or cache-write price, the cache policy's multipliers of the input p
 (docs/specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). Summary requests are
 priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a different, priced model, litellm's own cost of that call replaces it.
+
+Tiered prices (the map's `*_above_<N>k_tokens`, e.g. GPT-5.4 above 272k input tokens, Gemini 2.5 Pro
+and Claude on Vertex above 200k) apply per request by its input tokens, as litellm bills them
+(`Prices.at`): every price of a request over the threshold, output and cached tokens included.
 """
 
 from __future__ import annotations
@@ -12,24 +16,28 @@ from __future__ import annotations
 from compaction_bench.profiles import ModelProfile
 
 
-def cached_input_price(profile: ModelProfile) -> float:
-    prices = profile.prices
+def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:
+    """Dollars per cached input token of a request of `input_tokens`."""
+    prices = profile.prices.at(input_tokens)
     return prices.cached_input or prices.input * profile.cache.read_multiplier
 
 
-def cache_write_price(profile: ModelProfile) -> float:
-    prices = profile.prices
+def cache_write_price(profile: ModelProfile, input_tokens: int = 0) -> float:
+    """Dollars per written (cache creation) token of a request of `input_tokens`."""
+    prices = profile.prices.at(input_tokens)
     return prices.cache_write or prices.input * (profile.cache.write_multiplier or 1.0)
 
 
 def request_cost(
     profile: ModelProfile, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int
 ) -> float:
-    """Dollars of one request: `input_tokens` includes the cached and the written tokens."""
+    """Dollars of one request: `input_tokens` includes the cached and the written tokens, and picks
+    the price tier."""
+    prices = profile.prices.at(input_tokens)
     uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
     return (
-        uncached * profile.prices.input
-        + cached_tokens * cached_input_price(profile)
-        + cache_write_tokens * cache_write_price(profile)
-        + output_tokens * profile.prices.output
+        uncached * prices.input
+        + cached_tokens * cached_input_price(profile, input_tokens)
+        + cache_write_tokens * cache_write_price(profile, input_tokens)
+        + output_tokens * prices.output
     )

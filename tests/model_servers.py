@@ -8,11 +8,17 @@ the real API does and answers a rejected one with that API's error shape and HTT
   empty (an assistant may leave it empty only when it calls tools); tool calls
   `{id, type: "function", function: {name, arguments: str}}`; every tool message answers a call of
   the assistant message before it, and every call is answered before the next non-tool message;
-  a prompt over the model's window → 400 `context_length_exceeded`.
+  a tool call id used once per request; `max_tokens` and `max_completion_tokens` never both, and a
+  gpt-5/o-series model takes neither `max_tokens` nor a temperature other than 1; a prompt over the
+  model's window, or prompt + max tokens over it → 400 `context_length_exceeded`.
 - Anthropic (`POST /v1/messages`): `max_tokens` required; roles user/assistant only, system as a
   top-level field; text/image/tool_use/tool_result/thinking blocks; non-empty text; each
   `tool_result` answers a `tool_use` of the previous assistant message, and each `tool_use` is
-  answered in the next message; a prompt over the window → 400 `prompt is too long: N tokens > M maximum`.
+  answered in the next message, its results first in that message; tool_use ids unique in the request
+  and matching `^[A-Za-z0-9_-]+$`; temperature in 0..1; a final assistant message (prefill) not
+  ending in whitespace; a prompt over the window → 400 `prompt is too long: N tokens > M maximum`,
+  prompt + `max_tokens` over it → 400 `input length and `max_tokens` exceed context limit`.
+  `finish_reason = "length"` makes every answer report a cut-off reply (Anthropic `max_tokens`).
 
 Both require an API key header (401 otherwise), count accepted and rejected calls, keep every
 payload in `log`, and answer through a pluggable `reply` function that sees the request as plain
@@ -24,15 +30,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import dropwhile
 from typing import Any
 
 from compaction_bench.tokens import shared_counter
 
+TOOL_USE_ID = re.compile(r"[A-Za-z0-9_-]+")
 OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
 OPENAI_KEYS = {
     "system": {"role", "content", "name"},
@@ -85,6 +94,7 @@ class ModelServer:
     api: str
     context_window: int = 400_000
     reply: Callable[[Call], str] = echo_reply
+    finish_reason: str = "stop"  # OpenAI's finish_reason of every answer ("length": cut at max_tokens; Anthropic "max_tokens")
     log: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0  # requests answered with a completion
     rejected: list[dict[str, Any]] = field(default_factory=list)  # (payload, error) of refused requests
@@ -226,6 +236,20 @@ class ModelServer:
                     f"in {tokens} tokens. Please reduce the length of the messages.",
                     "messages",
                 )
+            reserved = call.max_tokens or 0
+            if tokens + reserved > self.context_window:  # the window holds the prompt and the reply it may write
+                if self.api == "anthropic":
+                    raise Invalid(400, "invalid_request_error",
+                                  f"input length and `max_tokens` exceed context limit: {tokens} + {reserved} > {self.context_window}, "
+                                  "decrease input length or `max_tokens` and try again")
+                raise Invalid(
+                    400,
+                    "context",
+                    f"This model's maximum context length is {self.context_window} tokens. However, you requested "
+                    f"{tokens + reserved} tokens ({tokens} in the messages, {reserved} in the completion). "
+                    "Please reduce the length of the messages or completion.",
+                    "messages",
+                )
         except Invalid as exc:
             with self._lock:
                 self.rejected.append({"payload": json.loads(raw or b"null") if _is_json(raw) else None, "error": exc.message})
@@ -235,14 +259,15 @@ class ModelServer:
         with self._lock:
             self.calls += 1
             self.log.append(payload)
+        finish = self.finish_reason
         if self.api == "anthropic":
             return 200, {
                 "id": f"msg_{self.calls:06d}",
                 "type": "message",
                 "role": "assistant",
                 "model": call.model,
-                "content": [{"type": "text", "text": text}],
-                "stop_reason": "end_turn",
+                "content": [{"type": "text", "text": text}] if text else [],
+                "stop_reason": {"stop": "end_turn", "length": "max_tokens"}.get(finish, finish),
                 "stop_sequence": None,
                 "usage": {"input_tokens": tokens, "output_tokens": output},
             }, {}
@@ -251,7 +276,7 @@ class ModelServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": call.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
             "usage": {"prompt_tokens": tokens, "completion_tokens": output, "total_tokens": tokens + output},
         }, {}
 
@@ -390,6 +415,20 @@ def validate_openai(payload: dict[str, Any]) -> Call:
         raise Invalid(400, "invalid_request_error",
                       f"An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. "
                       f"The following tool_call_ids did not have response messages: {ids}", "messages")
+    if "max_tokens" in payload and "max_completion_tokens" in payload:
+        raise Invalid(400, "invalid_request_error",
+                      "max_tokens and max_completion_tokens cannot both be set. Please use max_completion_tokens.", "max_tokens")
+    bare = model.rsplit("/", 1)[-1]
+    if re.match(r"(gpt-5|o\d)", bare):  # reasoning models
+        if "max_tokens" in payload:
+            raise Invalid(400, "unsupported_parameter",
+                          "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+                          "max_tokens")
+        temperature = payload.get("temperature")
+        if temperature is not None and temperature != 1:
+            raise Invalid(400, "unsupported_value",
+                          f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+                          "Only the default (1) value is supported.", "temperature")
     max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise Invalid(400, "invalid_value", "Invalid 'max_tokens': expected a positive integer.", "max_tokens")
@@ -413,6 +452,8 @@ def _anthropic_blocks(content: Any, where: str) -> list[dict[str, Any]]:
             raise Invalid(400, "invalid_request_error", f"{at}.text: text content blocks must be non-empty")
         if kind == "tool_use" and (not block.get("id") or not block.get("name") or not isinstance(block.get("input"), dict)):
             raise Invalid(400, "invalid_request_error", f"{at}: tool_use needs an id, a name and an object input")
+        if kind == "tool_use" and not TOOL_USE_ID.fullmatch(str(block["id"])):
+            raise Invalid(400, "invalid_request_error", f"{at}.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
         if kind == "tool_result" and not block.get("tool_use_id"):
             raise Invalid(400, "invalid_request_error", f"{at}.tool_use_id: Field required")
         if kind == "thinking" and not block.get("signature"):
@@ -453,14 +494,37 @@ def validate_anthropic(payload: dict[str, Any]) -> Call:
         system = "\n".join(block["text"] for block in system)
     elif not isinstance(system, str):
         raise Invalid(400, "invalid_request_error", "system: Input should be a valid string or list of text blocks")
+    temperature = payload.get("temperature")
+    if temperature is not None and (not isinstance(temperature, int | float) or not 0 <= temperature <= 1):
+        raise Invalid(400, "invalid_request_error", "temperature: range: 0..1")
     turns: list[tuple[str, str]] = []
     pending: set[str] = set()
+    seen_ids: set[str] = set()
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         role = message.get("role") if isinstance(message, dict) else None
         if role not in ("user", "assistant"):
             raise Invalid(400, "invalid_request_error", f"{where}.role: Input should be 'user' or 'assistant'")
         blocks = _anthropic_blocks(message.get("content"), where)
+        for j, block in enumerate(blocks):
+            if block["type"] == "tool_use":
+                if block["id"] in seen_ids:
+                    raise Invalid(400, "invalid_request_error", f"{where}.content.{j}: `tool_use` ids must be unique")
+                seen_ids.add(block["id"])
+        kinds = [b["type"] for b in blocks]
+        leading = len(kinds) - len(list(dropwhile(lambda k: k == "tool_result", kinds)))
+        if role == "user" and "tool_result" in kinds[leading:]:  # a tool_result after other content
+            raise Invalid(
+                400,
+                "invalid_request_error",
+                f"{where}: `tool_use` ids were found without `tool_result` blocks immediately after. "
+                "Each `tool_use` block must have a corresponding `tool_result` block in the next message, "
+                "and tool_result blocks must come first in the user message's content.",
+            )
+        if role == "assistant" and index == len(messages) - 1:
+            last = blocks[-1]
+            if last["type"] == "text" and last["text"] != last["text"].rstrip():
+                raise Invalid(400, "invalid_request_error", "final assistant content cannot end with trailing whitespace")
         results = {b["tool_use_id"] for b in blocks if b["type"] == "tool_result"}
         if role == "assistant" and results:
             raise Invalid(400, "invalid_request_error", f"{where}: tool_result blocks are only allowed in user messages")

@@ -213,3 +213,68 @@ def test_the_command_line_reaches_the_server_and_replays_from_an_export(openai_s
     missing = subprocess.run([*bench, "run", *common, "--run-id", "bad", "--responses", str(tmp_path / "nope.jsonl")],
                              capture_output=True, text=True, timeout=300, env=env)
     assert missing.returncode == 2 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_an_empty_reply_cut_off_at_max_tokens_is_an_error_and_never_cached(api, tmp_path, monkeypatch):
+    """finish_reason 'length' with no text (the budget went to reasoning): the caller gets an LLMError
+    (an unscored answer or verdict, a failed summary) and the next run asks again."""
+    from compaction_bench.llm import EmptyReply
+    from tests.model_servers import ModelServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-local")
+    server = ModelServer(api, reply=lambda call: "", finish_reason="length")
+    model = "openai/gpt-5-mini" if api == "openai" else "anthropic/claude-sonnet-4-5"
+    try:
+        client = LLMClient(model, settings(server, cache_dir=str(tmp_path), record_dir=str(tmp_path / "responses")))
+        with pytest.raises(EmptyReply, match="cut off at max_tokens=50"):
+            client.complete(QUESTION, max_tokens=50, purpose="judge")
+        assert issubclass(EmptyReply, LLMError) and server.calls == 1
+        assert not (tmp_path / "responses").exists()  # nothing stored for re-grading either
+        server.reply, server.finish_reason = (lambda call: "module yaml"), "stop"
+        again = LLMClient(model, settings(server, cache_dir=str(tmp_path))).complete(QUESTION, max_tokens=50, purpose="judge")
+        assert not again.cache_hit and again.text == "module yaml" and server.calls == 2
+        server.reply, server.finish_reason = (lambda call: "a cut-off but useful reply"), "length"
+        kept = client.complete([{"role": "user", "content": "other"}], max_tokens=50)
+        assert kept.text == "a cut-off but useful reply"  # text that was cut off is still a reply
+    finally:
+        server.close()
+
+
+def test_the_cache_key_names_the_endpoint_chosen_by_the_environment(tmp_path, monkeypatch):
+    """OPENAI_BASE_URL (no --api-base) picks the endpoint: a second endpoint is a new request, not a cache hit."""
+    from compaction_bench.llm import effective_api_base
+    from tests.model_servers import ModelServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-local")
+    monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+    monkeypatch.delenv("ANTHROPIC_API_BASE", raising=False)
+    one, two = ModelServer("openai", reply=lambda call: "from one"), ModelServer("openai", reply=lambda call: "from two")
+    a_one, a_two = ModelServer("anthropic", reply=lambda call: "from a1"), ModelServer("anthropic", reply=lambda call: "from a2")
+    plain = CallSettings(max_retries=0, cache_dir=str(tmp_path))
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", one.base_url)
+        assert LLMClient("openai/gpt-4o", plain).complete(QUESTION).text == "from one"
+        assert LLMClient("openai/gpt-4o", plain).complete(QUESTION).cache_hit
+        monkeypatch.setenv("OPENAI_BASE_URL", two.base_url)
+        second = LLMClient("openai/gpt-4o", plain).complete(QUESTION)
+        assert second.text == "from two" and not second.cache_hit and (one.calls, two.calls) == (1, 1)
+        monkeypatch.delenv("OPENAI_BASE_URL")
+        monkeypatch.setenv("OPENAI_API_BASE", one.base_url)  # litellm's second name
+        assert LLMClient("openai/gpt-4o", plain).complete(QUESTION).cache_hit  # the same endpoint as the first call
+        assert LLMClient("gpt-4o", plain).complete(QUESTION).text == "from one"  # a bare id routes to openai too
+        # An explicit --api-base wins over the environment, in the call and in the key.
+        assert LLMClient("openai/gpt-4o", settings(two, cache_dir=str(tmp_path))).complete(QUESTION).cache_hit
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", a_one.base_url)
+        assert LLMClient("anthropic/claude-sonnet-4-5", plain).complete(QUESTION).text == "from a1"
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", a_two.base_url)
+        assert LLMClient("anthropic/claude-sonnet-4-5", plain).complete(QUESTION).text == "from a2"
+        assert (a_one.calls, a_two.calls) == (1, 1)
+        monkeypatch.setenv("ANTHROPIC_API_BASE", a_one.base_url)  # litellm reads this name first
+        assert effective_api_base("anthropic", None) == a_one.base_url
+        assert LLMClient("anthropic/claude-sonnet-4-5", plain).complete(QUESTION).cache_hit and a_one.calls == 1
+    finally:
+        for server in (one, two, a_one, a_two):
+            server.close()

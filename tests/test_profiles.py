@@ -84,3 +84,94 @@ def test_the_manifest_records_the_profile_limits(tmp_path):
     limits = json.loads((root / "manifest.json").read_text())["profiles"]["openai/gpt-5"]
     assert (limits["context_window"], limits["input_limit"], limits["context_limit"], limits["max_output"], limits["overflow"]) == (
         GPT5_INPUT, GPT5_INPUT, GPT5_CONTEXT, GPT5_OUTPUT, "input")
+
+
+# Requests (model, input, cached, written, output), priced against litellm's own cost of the same usage.
+PRICED = [
+    ("openai/gpt-5.4", 300_000, 0, 0, 1_000),  # above 272k: every price tiered
+    ("openai/gpt-5.4", 300_000, 200_000, 0, 1_000),
+    ("openai/gpt-5.4", 272_000, 100_000, 0, 1_000),  # at the threshold: not above it
+    ("openai/gpt-5.4", 100_000, 50_000, 0, 1_000),
+    ("gemini/gemini-2.5-pro", 300_000, 0, 0, 1_000),
+    ("gemini/gemini-2.5-pro", 300_000, 100_000, 0, 2_000),
+    ("vertex_ai/claude-sonnet-4-5", 210_000, 50_000, 20_000, 1_000),  # cached reads and writes tiered too
+    ("vertex_ai/claude-sonnet-4-5", 150_000, 50_000, 20_000, 1_000),
+    ("anthropic/claude-sonnet-4-5", 150_000, 50_000, 20_000, 1_000),
+    ("openai/gpt-5", 250_000, 100_000, 0, 5_000),
+]
+
+
+@pytest.mark.parametrize(("model", "inputs", "cached", "written", "output"), PRICED)
+def test_request_prices_follow_litellms_tiers(model, inputs, cached, written, output):
+    """The map's `*_above_<N>k_tokens` prices apply to the whole request once its input is over N
+    (audit: gpt-5.4 at 300k input was billed $0.765 instead of litellm's $1.5225)."""
+    from compaction_bench.llm import _litellm
+    from compaction_bench.metrics.cost import request_cost
+
+    litellm = _litellm()  # the bundled map only (LITELLM_LOCAL_MODEL_COST_MAP): no network
+    usage = litellm.Usage(prompt_tokens=inputs, completion_tokens=output, total_tokens=inputs + output,
+                          prompt_tokens_details={"cached_tokens": cached}, cache_creation_input_tokens=written,
+                          cache_read_input_tokens=cached)
+    expected = sum(litellm.cost_per_token(model=model, usage_object=usage))
+    ours = request_cost(get_profile(model), input_tokens=inputs, cached_tokens=cached, cache_write_tokens=written, output_tokens=output)
+    assert ours == pytest.approx(expected, rel=1e-9)
+
+
+def test_price_tiers_are_read_from_the_map():
+    tiers = get_profile("openai/gpt-5.4").prices.tiers
+    assert [(t.above, t.input, t.output, t.cached_input) for t in tiers] == [(272_000, 5e-6, 2.25e-5, 5e-7)]
+    assert get_profile("openai/gpt-5.4").prices.at(300_000).input == 5e-6
+    assert get_profile("openai/gpt-5.4").prices.at(272_000).input == get_profile("openai/gpt-5.4").prices.input
+    assert get_profile("anthropic/claude-sonnet-4-5").prices.tiers == ()  # `_above_1hr` is a cache lifetime, not a tier
+
+
+def test_the_cache_family_is_the_models_not_the_providers():
+    """evaluation.md §7: Claude caches at breakpoints with 1.25× writes on any provider; OpenAI caches
+    from gpt-4o on; Gemini 2.5+ from the model's minimum, token-exact."""
+    vertex = get_profile("vertex_ai/claude-sonnet-4-5")
+    assert vertex.provider == "vertex_ai-anthropic_models"
+    assert (vertex.cache.provider, vertex.cache.min_prefix, vertex.cache.block, vertex.cache.write_multiplier) == ("anthropic", 1024, 1, 1.25)
+    assert vertex.image_tokens == 1_600
+    for old in ("openai/gpt-4-turbo", "openai/gpt-3.5-turbo"):
+        policy = get_profile(old).cache
+        assert policy.provider == "none" and policy.read_multiplier == 1.0, old
+    for new in ("openai/gpt-4o", "openai/gpt-4.1", "openai/o3", "openai/gpt-5"):
+        assert get_profile(new).cache.provider == "openai", new
+    pro = get_profile("gemini/gemini-2.5-pro").cache
+    assert (pro.provider, pro.min_prefix, pro.block, pro.write_multiplier) == ("gemini", 2048, 1, 0.0)
+    from compaction_bench.profiles import _cache_policy
+
+    assert _cache_policy("gemini", "gemini-2.0-flash").provider == "none"  # implicit caching starts at 2.5 (no 2.0 in the map)
+    assert _cache_policy("gemini", "gemini-3-pro-preview").min_prefix == 4096
+
+
+def _two_requests(profile, words: int = 3_000):
+    shared = Message("user", "context " * words)
+    first = Request((shared, Message("user", "one")), max_output_tokens=100)
+    second = Request((shared, Message("user", "one"), Message("assistant", "ok"), Message("user", "two")), max_output_tokens=100)
+    provider = SimulatedProvider(profile)
+    return provider.send(first), provider.send(second)
+
+
+def test_the_simulated_provider_caches_by_the_models_family():
+    first, second = _two_requests(get_profile("vertex_ai/claude-sonnet-4-5"))
+    assert first.cache.cache_write_tokens > 0 and second.cache.cached_tokens > 0  # Anthropic writes and reads
+    assert second.cache.cached_tokens % 128 != 0 or second.cache.cache_write_tokens > 0
+    old_first, old_second = _two_requests(get_profile("openai/gpt-4-turbo"))
+    assert old_second.cache.cached_tokens == 0 and old_second.cache.cache_write_tokens == 0
+    _, gemini = _two_requests(get_profile("gemini/gemini-2.5-pro"))
+    assert gemini.cache.cached_tokens > 0 and gemini.cache.cached_tokens == gemini.cache.prefix_tokens  # no 128-token steps
+    _, short = _two_requests(get_profile("gemini/gemini-2.5-pro"), words=1_500)  # a prefix under the 2,048 minimum
+    assert 1_024 < short.cache.prefix_tokens < 2_048 and short.cache.cached_tokens == 0
+    small = replace(get_profile("vertex_ai/claude-sonnet-4-5"), context_window=10)
+    refused = SimulatedProvider(small).send(Request((Message("user", "word " * 50),), max_output_tokens=10))
+    assert refused.overflow and refused.error is not None and refused.error.message.startswith("prompt is too long")
+
+
+def test_a_tiered_profile_survives_the_run_manifest():
+    # `bench score` prices again from the manifest's profile: the tiers must come back as tiers.
+    from compaction_bench.runner import profile_from_dict
+
+    tiered = next(get_profile(m) for m in ("openai/gpt-5.4", "gemini/gemini-2.5-pro") if get_profile(m).prices.tiers)
+    again = profile_from_dict(json.loads(json.dumps(tiered.to_dict())))
+    assert again == tiered and again.prices.at(300_000) == tiered.prices.at(300_000) != tiered.prices.at(1_000)

@@ -125,3 +125,87 @@ def test_anthropic_server_accepts_the_summary_requests_through_litellm(anthropic
         summaries += sum(1 for r in result.requests if r.kind == "summary" and not r.overflow)
     assert anthropic_server.rejected == [], anthropic_server.rejected[:1]
     assert anthropic_server.calls == summaries > 0
+
+
+def test_a_reused_call_id_gives_each_call_its_own_wire_id_and_result():
+    """Transcripts (tau-bench, SWE-agent) reuse a call id; the wire ids stay unique and each result follows its call."""
+    messages = [
+        Message("user", "book it"),
+        Message("assistant", tool_calls=(ToolCall("call 1", "search", '{"q": "a"}'),)),
+        Message("tool", "first", tool_call_id="call 1"),
+        Message("assistant", tool_calls=(ToolCall("call 1", "book", '{"q": "b"}'),)),
+        Message("tool", "second", tool_call_id="call 1"),
+        Message("assistant", "two at once", tool_calls=(ToolCall("x", "ls", "{}"), ToolCall("x", "cat", "{}"))),
+        Message("tool", "ls out", tool_call_id="x"),
+        Message("tool", "cat out", tool_call_id="x"),
+        Message("user", "done?"),
+    ]
+    out = chat_messages(messages)
+    valid(out)
+    calls = [(c["id"], c["function"]["name"]) for m in out for c in m.get("tool_calls") or ()]
+    assert calls == [("call_1", "search"), ("call_1_1", "book"), ("x", "ls"), ("x_1", "cat")]
+    results = {m["tool_call_id"]: m["content"] for m in out if m["role"] == "tool"}
+    assert results == {"call_1": "first", "call_1_1": "second", "x": "ls out", "x_1": "cat out"}
+    # Anthropic refuses repeated tool_use ids; litellm's translation of this payload is accepted.
+    import litellm
+
+    translated = litellm.AnthropicConfig().transform_request(
+        model="claude-sonnet-4-5", messages=out, optional_params={"max_tokens": 10}, litellm_params={}, headers={}
+    )
+    validate_anthropic(translated)
+
+
+def test_the_anthropic_server_refuses_repeated_or_malformed_tool_use_ids():
+    def use(call_id: str) -> dict:
+        return {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": "ls", "input": {}}]}
+
+    def result(call_id: str) -> dict:
+        return {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "x"}]}
+
+    with pytest.raises(Invalid, match="`tool_use` ids must be unique"):
+        validate_anthropic({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "go"}, use("a"), result("a"), use("a"), result("a")]})
+    with pytest.raises(Invalid, match="should match pattern"):
+        validate_anthropic({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}, use("a|b"), result("a|b")]})
+
+
+def test_the_servers_refuse_what_the_real_apis_refuse():
+    """tests/model_servers.py: the parameter and ordering rules of the real APIs."""
+    from tests.model_servers import ModelServer
+
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]}
+    with pytest.raises(Invalid, match="tool_result blocks must come first"):
+        validate_anthropic({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}, use, {"role": "user", "content": [
+            {"type": "text", "text": "here"}, {"type": "tool_result", "tool_use_id": "t1", "content": "x"}]}]})
+    with pytest.raises(Invalid, match="temperature: range: 0..1"):
+        validate_anthropic({"model": "m", "max_tokens": 5, "temperature": 1.5, "messages": [{"role": "user", "content": "go"}]})
+    with pytest.raises(Invalid, match="trailing whitespace"):
+        validate_anthropic({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "so \n"}]})
+    question = [{"role": "user", "content": "go"}]
+    with pytest.raises(Invalid, match="cannot both be set"):
+        validate_openai({"model": "gpt-4o", "max_tokens": 5, "max_completion_tokens": 5, "messages": question})
+    with pytest.raises(Invalid, match="'max_tokens' is not supported with this model"):
+        validate_openai({"model": "gpt-5-mini", "max_tokens": 5, "messages": question})
+    with pytest.raises(Invalid, match="'temperature' does not support 0"):
+        validate_openai({"model": "o3", "temperature": 0, "messages": question})
+    validate_openai({"model": "gpt-4o", "max_tokens": 5, "temperature": 0, "messages": question})  # older models take both
+    for api, needle in (("openai", "you requested"), ("anthropic", "input length and `max_tokens` exceed context limit")):
+        server = ModelServer(api, context_window=50)
+        try:
+            import httpx
+
+            payload = {"model": "gpt-4o" if api == "openai" else "claude", "max_tokens": 45, "messages": [{"role": "user", "content": "a few words"}]}
+            path = "/chat/completions" if api == "openai" else "/v1/messages"
+            answer = httpx.post(server.base_url + path, json=payload, headers={"authorization": "Bearer k", "x-api-key": "k"})
+            assert answer.status_code == 400 and needle in answer.text, answer.text
+        finally:
+            server.close()
+
+
+def test_a_final_assistant_message_ends_without_whitespace():
+    out = chat_messages([Message("user", "go"), Message("assistant", "Summary:\n\n")], provider="anthropic")
+    assert out[-1] == {"role": "assistant", "content": "Summary:"}
+    import litellm
+
+    validate_anthropic(litellm.AnthropicConfig().transform_request(
+        model="claude-sonnet-4-5", messages=out, optional_params={"max_tokens": 10}, litellm_params={}, headers={}))
