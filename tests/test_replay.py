@@ -215,3 +215,36 @@ def test_each_replay_records_only_the_templates_it_rendered():
     assert plain.template_hashes == {}
     again = bench.replay(session(steps=20), "codex-local", profile="32k")
     assert again.template_hashes == summarizing.template_hashes
+
+
+class _SummarizeOnceAtSecondTurn(NoCompaction):
+    """Asks for a summary of everything before the second user turn; records a SummaryOverflow."""
+
+    name = "test-summarize-once"
+    overflowed: SummaryOverflow | None = None
+
+    def on_user_turn(self, item: Item) -> None:
+        if item.turn == 1:
+            try:
+                self.ctx.summarize(Request((*self.history.render(), Message("user", "Summarize.")), kind="summary", max_output_tokens=500))
+            except SummaryOverflow as exc:
+                type(self).overflowed = exc
+        super().on_user_turn(item)
+
+
+def test_a_summary_request_beyond_the_summarizer_s_own_window_reaches_no_model(no_network):
+    # The session's model (gpt-5, 272k) takes the ~12k-token request; the summarizer named, gpt-4,
+    # has an 8,192-token context: the request is refused as an overflow before any call (no_network).
+    items = (
+        Item("u0", "user", "Read the log.", turn=0),
+        Item("c0", "tool_call", call_id="c0", tool_name="bash", arguments='{"command": "cat log"}', response=0, turn=0),
+        Item("r0", "tool_result", "line of the log\n" * 3_000, call_id="c0", turn=0),
+        Item("a0", "assistant", "Read it.", response=1, turn=0),
+        Item("u1", "user", "Now summarize it.", turn=1),
+        Item("a1", "assistant", "Done.", response=2, turn=1),
+    )
+    result = bench.replay(Transcript("long-log", items), _SummarizeOnceAtSecondTurn, profile="gpt-5", summarizer="openai/gpt-4")
+    overflow = _SummarizeOnceAtSecondTurn.overflowed
+    assert overflow is not None and overflow.tokens > 8_192 and overflow.error.is_overflow
+    (summary,) = [r for r in result.requests if r.kind == "summary"]
+    assert summary.overflow and summary.llm_call is None
