@@ -73,6 +73,7 @@ from compaction_bench.offline_models import (
     split_readings,
     summarize_split,
 )
+from compaction_bench.profiles import ModelProfile, ProfileError, get_profile
 from compaction_bench.request import Message
 from compaction_bench.wire import WireInput, chat_messages, provider_of
 
@@ -604,6 +605,17 @@ class LLMClient:
             import diskcache
 
             self._cache = diskcache.Cache(str(settings.cache_dir or default_cache_dir()))
+
+    @functools.cached_property
+    def limits(self) -> ModelProfile | None:
+        """The model's limits from litellm's map (its window decides what reaches it); None for the
+        offline models and for models the map lacks (a local server's, say)."""
+        if is_offline(self.model):
+            return None
+        try:
+            return get_profile(self.model)
+        except ProfileError:
+            return None
 
     def complete(
         self,

@@ -45,9 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.caching import CacheOutcome
-from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult, is_offline
+from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
-from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, ProfileError, get_profile
+from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
@@ -241,16 +241,6 @@ def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message],
     return length
 
 
-def _model_profile(model: str) -> ModelProfile | None:
-    """A real model's limits (litellm's map), None for the offline models and models the map lacks."""
-    if is_offline(model):
-        return None
-    try:
-        return get_profile(model)
-    except ProfileError:
-        return None
-
-
 class _Engine:
     """The `StrategyContext` of one cell, and the loop that drives it."""
 
@@ -270,7 +260,6 @@ class _Engine:
         self.session = {**transcript.source, "id": transcript.id}
         self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript))
         self.summarizer = summarizer
-        self._summarizer_profile = _model_profile(summarizer.model)
         self.usage_mode = usage_mode
         self.prompts = prompts
         self.strict = strict
@@ -312,7 +301,7 @@ class _Engine:
             raise SummaryOverflow(outcome.error, outcome.true_tokens)
         # `instructions`: what an emulated server applies on its side (not part of the counted request).
         sent = (*request.messages, Message(role="user", content=instructions)) if instructions else request.messages
-        own = self._summarizer_profile
+        own = self.summarizer.limits
         if own is not None:  # a summarizer model of its own: a request beyond its window reaches no model either
             tokens = outcome.true_tokens + (self.provider.counter.count(instructions) if instructions else 0)
             if own.overflows(tokens, request.max_output_tokens or own.max_output):

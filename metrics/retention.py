@@ -241,6 +241,13 @@ def _ceiling(
     return correct
 
 
+def _beyond(answerer: LLMClient, tokens: int) -> bool:
+    """Whether a context of `tokens` (the session's count) is beyond the answerer model's own input window
+    (litellm's map; an offline or unmapped answerer has none): such a question reaches no model."""
+    limits = answerer.limits
+    return limits is not None and limits.overflows(tokens, 0)
+
+
 def _needs_evidence(probe: Probe) -> bool:
     """Whether a correct reply counts only when the answer is present: a number (with a unit or not), a set
     with a short member, an exact or contains probe whose every answer is short (module docstring)."""
@@ -327,11 +334,13 @@ def probe_rows(
                 "fact_age_tokens": cumulative[position] - cumulative[sources[probe.id] + 1],
             }
             if answerer is not None:
-                if kind != "compaction":
+                if kind != "compaction" and not _beyond(answerer, cumulative[position]):
                     row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat)
                 if not seen:
                     if probe.match != "judge" or judge is not None:  # without a judge no context grades a judge probe
                         row.update(correct=False, score=0.0)  # the request reached no model: unanswered
+                elif _beyond(answerer, request.true_tokens):  # the answerer's own window: no call, unscored
+                    row["answer_error"] = f"a context of {request.true_tokens:,} tokens is beyond {answerer.model}'s window"
                 else:
                     assert context is not None
                     try:

@@ -265,6 +265,8 @@ def test_a_failing_answerer_leaves_the_probe_unscored():
     from compaction_bench.llm import LLMError
 
     class Failing:
+        model, limits = "remote/model", None
+
         def complete(self, messages, **kwargs):
             raise LLMError("remote/model: ContextWindowExceededError: too long")
 

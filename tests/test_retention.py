@@ -200,6 +200,7 @@ class Replies:
     """An answerer that always gives the same reply."""
 
     model = "test/fixed-reply"
+    limits = None  # no window of its own
 
     def __init__(self, reply: str) -> None:
         self.reply = reply
@@ -276,3 +277,19 @@ def test_the_final_context_overflows_by_the_profiles_own_rule_reserved_output_in
     # Input-only overflow (OpenAI-style input limit) ignores the reservation, as the provider does.
     loose = replace(tight, overflow="input")
     assert bench.replay(transcript, ReservesOutput, profile=loose).final.overflow is False
+
+
+def test_a_context_beyond_the_answerer_s_own_window_is_unscored_without_a_call(no_network):
+    # The session's model takes every request; the answerer named (gpt-4, 8,192 tokens) could not:
+    # its questions reach no model (no_network) and the points are unscored, never wrong.
+    items = (
+        Item("u0", "user", "Remember: the deploy token is ZX-4471.\n" + "context line\n" * 5_000, turn=0),
+        Item("a0", "assistant", "Noted.", response=0, turn=0),
+        Item("u1", "user", "Go on.", turn=1),
+        Item("a1", "assistant", "Done.", response=1, turn=1),
+    )
+    result = bench.replay(Transcript("long", items), "none", profile="gpt-5")
+    probe = replace(TOKEN, source="u0")
+    rows = measure_cell(result, [probe], answerer=LLMClient("openai/gpt-4")).probes
+    assert rows and all(r["present"] and r["correct"] is None and r["ceiling_correct"] is None for r in rows)
+    assert all("beyond openai/gpt-4's window" in r["answer_error"] for r in rows)
