@@ -22,8 +22,14 @@ truncation, windows, retention) are in `compaction_bench.strategies.codex_compon
   (for v1 the spec says the server applies the same reference rule), the compaction item last.
 - `codex-token-budget` (§5): a new window holding only the initial context and the
   ``<context_window>`` section; reminders once per window below a threshold (option).
-- Initial context re-injection (§2.2 step 5): mid-turn before the last real user message; after a
-  pre-turn compaction the next turn re-injects it after the summary, before the new user message.
+- Initial context re-injection (§2.2 step 5): mid-turn before the last real user message (or, as
+  upstream's `compact.rs` L559-614 has it beyond the spec, the last agent message that is no
+  `FINAL_ANSWER` completion, when that comes later); after a pre-turn compaction the next turn
+  re-injects it after the summary, before the new user message.
+- Token budget after a pre-turn rollover (§5.1; `session/mod.rs` L3705-3735, L3754-3808): the new
+  window is built from the incoming turn's context and is that turn's baseline, so the turn records
+  no context diffs of its own (a model-switch rollover, built with the previous model, still records
+  the `<model_switch>` message).
 
 Model windows for a switch: the marker's ``context_window`` when the transcript gives one, else
 the `model_context_window` option, else the profile window.
@@ -186,6 +192,10 @@ class _Codex(Strategy):
         self.follow_up = False
         self.turn_failed = False
         self.new_context_requested = False
+        #: The context updates of the turn whose pre-turn checks are running (empty otherwise).
+        self.incoming: list[CodexItem] = []
+        #: The phase of the last compaction the current turn's pre-turn checks ran (None: none ran).
+        self.rolled_over: str | None = None
         #: Compactions that failed since the last successful one (reported in its details).
         self.failures: list[dict[str, Any]] = []
 
@@ -248,7 +258,10 @@ class _Codex(Strategy):
         self.turn_failed = False
         updates, self.pending_context = self.pending_context, []
         self.initial_context = update_context(self.initial_context, updates)
-        if not self.pre_turn():
+        self.incoming, self.rolled_over = updates, None
+        turn_ok = self.pre_turn()
+        self.incoming = []
+        if not turn_ok:
             self.failures.append({"phase": "pre-turn", "item": item.id, "note": "user message not recorded"})
             return
         if not self.seen_user:
@@ -258,9 +271,14 @@ class _Codex(Strategy):
             self.history.extend(self.initial_context_to_inject())
             self.inject_next_turn = False
         else:
-            self.history.extend(updates)
+            self.history.extend(self.context_updates(updates))
         self.history.append(self.converter.convert(item))
         self.seen_user = True
+
+    def context_updates(self, updates: list[CodexItem]) -> list[CodexItem]:
+        """What the turn's context-update step records (`record_context_updates_and_set_reference_context_item`,
+        `session/mod.rs` L3754-3808) when no initial context is re-injected: the diffs as they came."""
+        return updates
 
     def initial_context_to_inject(self) -> list[CodexItem]:
         """The initial context a compaction re-injects (the current one)."""
@@ -349,6 +367,7 @@ class _Codex(Strategy):
         else:
             self.inject_next_turn = self.reinject_initial_context
         self.history = history
+        self.rolled_over = phase
         self.installed(built, history)
         # the prompt view follows the new history from here (the next request adds only what comes after)
         after: Sequence[Message] = self.prompt.messages(history, self.base)
@@ -430,6 +449,10 @@ class CodexLocal(_Codex):
                     raise CodexCompactionFailed(f"summary request does not fit: {exc}") from None
                 dropped.extend(i for removed in remove_first_item(items) for i in removed.item_ids)
                 items = for_prompt(items, self.converter.make)
+        # `drain_to_completed` (`compact.rs` L692-752) feeds the summary response's usage to
+        # `update_token_usage_info` like any response: it adds to the cumulative total that
+        # `fill_to_context_window` reads (§1.3); the rebase (§1.5) replaces the rest.
+        self.account.observe(Usage(input=result.input_tokens, output=result.output_tokens))
         prefix = self.ctx.render_prompt(o.summary_prefix_template)
         # An empty summary leaves the prefix and its newline; the text is kept as returned.
         summary_text = f"{prefix}\n{result.text}"
@@ -613,9 +636,27 @@ class CodexTokenBudget(_Codex):
             self.new_context_requested = True
 
     def build(self, phase: str, limits: ContextLimits) -> Built:
+        """`start_new_context_window` (`session/mod.rs` L3705-3735): the initial context built from the
+        turn's current state. Before a turn (ContextLimit) that state is the incoming turn's: its context
+        updates are already in the initial context and a `<model_switch>` among them comes first (the
+        full render puts the model-switch instructions at the head of the developer bundle, L3606-3614).
+        A model-switch compaction builds it with the previous model, so without that message."""
         history = self.initial_context_to_inject()
+        if phase == "pre-turn":
+            history = [*(u for u in self.incoming if is_model_switch(u)), *history]
         window = next(i for i in history if i.text.startswith("<context_window>"))
         return Built(history=history, summary=None, summarized_ids=[], details={"window_section": window.text})
+
+    def context_updates(self, updates: list[CodexItem]) -> list[CodexItem]:
+        """After a rollover before this turn, the new window is the turn's baseline: `replace_compacted_history`
+        (`session/mod.rs` L3311-3340) records the turn's context item as the reference and the window's
+        world state as the baseline, so the context-update step (L3754-3808) finds nothing changed and
+        records nothing; the turn's diffs are not sent a second time. A model-switch rollover built the
+        window with the previous model: the model's diff, the `<model_switch>` message, is still recorded
+        (`world_state/model.rs` `render_diff`)."""
+        if self.rolled_over is None:
+            return updates
+        return [u for u in updates if is_model_switch(u)] if self.rolled_over == "model-switch" else []
 
     def on_new_window(self) -> None:
         self.reminder_delivered = False

@@ -51,6 +51,8 @@ from compaction_bench.transcript import Attachment, Item, Usage, thaw
 #: Codex item types produced by the model (history.rs L798-818, the ones this data model has).
 MODEL_GENERATED_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "compaction"})
 TOOL_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+#: How an agent message that is a sub-agent's completion begins (§4.3 step 1; `compact.rs` L566-575).
+FINAL_ANSWER_PREFIX = "Message Type: FINAL_ANSWER\n"
 #: Placeholder text of a synthetic output for a call that has none (`for_prompt`, §2.1).
 ABORTED_OUTPUT = "aborted"
 #: A `data:` URL prefix counted with each inline image (§6: the payload counts as 7,373 bytes).
@@ -764,7 +766,7 @@ def encrypted_length(text: str, overhead_bytes: int) -> int:
 
 
 def remote_candidates(
-    items: Iterable[CodexItem], max_agent_message_tokens: int, final_answer_prefix: str = "Message Type: FINAL_ANSWER\n"
+    items: Iterable[CodexItem], max_agent_message_tokens: int, final_answer_prefix: str = FINAL_ANSWER_PREFIX
 ) -> list[CodexItem]:
     """§4.3 step 1: the real user messages and the non-final agent messages of at most
     `max_agent_message_tokens`, in order."""
@@ -915,13 +917,20 @@ def select_user_messages(messages: Sequence[CodexItem], budget: int) -> list[Cod
 
 
 def initial_context_index(history: Sequence[CodexItem]) -> int:
-    """Where `insert_initial_context` puts the initial context: before the last real user message;
-    else before the summary; else before the last compaction item; else at the end."""
-    for test in (lambda i: i.is_real_user, lambda i: i.summary, lambda i: i.type == "compaction"):
+    """Where `insert_initial_context` puts the initial context (`compact.rs` L559-614): before the last
+    real user message or agent message that is not a `FINAL_ANSWER` completion (§2.2 step 5 names only
+    the real user message; upstream, which wins, counts such an agent message too); else before the
+    summary; else before the last compaction item; else at the end."""
+    for test in (_is_context_anchor, lambda i: i.summary, lambda i: i.type == "compaction"):
         index = next((n for n in range(len(history) - 1, -1, -1) if test(history[n])), None)
         if index is not None:
             return index
     return len(history)
+
+
+def _is_context_anchor(item: CodexItem) -> bool:
+    """A real user message, or an agent message but a `FINAL_ANSWER` completion (`compact.rs` L566-575)."""
+    return item.is_real_user or (item.type == "agent_message" and not item.text.startswith(FINAL_ANSWER_PREFIX))
 
 
 def insert_initial_context(history: list[CodexItem], context: Sequence[CodexItem]) -> list[CodexItem]:

@@ -1,12 +1,13 @@
 """Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`), `pi-2026-03` (BASE, `83378aad`) and
-`pi-2025-12` (December 2025, `bd0d0676`/`83a6c269`).
+`pi-2025-12` (December 2025, `83a6c269`).
 
 One implementation, parameterized by `PiRules` (strategies/pi_compaction.py); `Pi202512` replaces
 the trigger, preparation, summary request and provider transform with the December 2025 ones
-(upstream `compaction.ts`, `agent-session.ts`, `tui-renderer.ts`, pi-ai `transorm-messages.ts`
-at those commits, which the spec does not cover: the threshold is checked after every assistant
-message and a compaction aborts the run; cuts only at user messages; no overflow recovery, no
-staleness guard, no pre-prompt check). The rest implements docs/specs/pi.md:
+(upstream `compaction.ts`, `agent-session.ts`, `agent.ts`, pi-ai `agent-loop.ts` and
+`transorm-messages.ts` at that commit, which the spec does not cover: the threshold is checked after
+every assistant message and the running loop goes on with its uncompacted messages, the compaction
+applying from the next prompt; cuts only at user messages; no overflow recovery, no staleness guard,
+no pre-prompt check). The rest implements docs/specs/pi.md:
 - §1: the session tree (strategies/pi_session_tree.py) rebuilt from the transcript: items carry
   their Pi entry id and parentId in `meta` (scenarios/pi_session.py); items from other formats
   become entries in order. Recorded compactions are not installed (the strategy compacts on its
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -292,8 +293,12 @@ class PiStrategy(Strategy):
             cached = self._wire_cache[id(message)] = (message, wire)
         return cached[1]
 
+    def run_messages(self) -> list[PiMessage]:
+        """The messages a request of the agent loop holds: the agent's messages."""
+        return self.agent_messages()
+
     def wire(self) -> LogView:
-        return self._view(self._wire.output(self.agent_messages()))
+        return self._view(self._wire.output(self.run_messages()))
 
     def _view(self, out: list[Message], tail: Sequence[Message] = ()) -> LogView:
         """The system messages, `out` and `tail` as a view of a log that holds the system messages and
@@ -458,7 +463,7 @@ class PiStrategy(Strategy):
 
     # ------------------------------------------------------------------ trigger (§2.3, §5.2)
     def _estimate(self) -> int:
-        return self._context_estimate(self.agent_messages()).tokens
+        return self._context_estimate(self.run_messages()).tokens
 
     def _latest_compaction(self) -> Entry | None:
         return self.tree.latest_compaction()
@@ -551,10 +556,15 @@ class PiStrategy(Strategy):
         return self.ctx.summarize(Request(known[1], kind="summary", max_output_tokens=max_tokens)).text
 
     def _history_summary(self, messages: list[PiMessage], previous: str | None, focus: str) -> str:
-        instructions = self._prompt("pi_summary.j2", update=previous is not None)
+        """`generateSummary` (§4.2): the update prompt and the `<previous-summary>` block only when the
+        previous summary is truthy in JS (`previousSummary ? UPDATE… : …`, `if (previousSummary)`,
+        `compaction.ts@83378aad` L532, L544, as at 430d8328 and in every later version of the file read
+        here; the LATER commit ee24a9ec itself could not be read): an empty previous summary gets the
+        initial prompt and no block."""
+        instructions = self._prompt("pi_summary.j2", update=bool(previous))
         if focus:
             instructions += "\n\nAdditional focus: " + focus
-        head = f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous is not None else ""
+        head = f"<previous-summary>\n{previous}\n</previous-summary>\n\n" if previous else ""
         limit = self._with_thinking(self._output_limit(self.options.summary_output_ratio))
         return self._summary_call(messages, instructions, limit, head)
 
@@ -620,10 +630,9 @@ class PiStrategy(Strategy):
         )
         self._append_own(entry)
         first_kept = path[prep.cut_index]
-        self.ctx.record_compaction(
+        self._report(
             trigger=reason,
             before=before,
-            after=self.wire(),
             summary=summary,
             summarized_ids=message_item_ids(summarized),
             estimate_tokens=prep.tokens_before,
@@ -644,6 +653,10 @@ class PiStrategy(Strategy):
             },
         )
         return True
+
+    def _report(self, **record: Any) -> None:
+        """Report a compaction just appended to the session: its context after it is the session's now."""
+        self.ctx.record_compaction(after=self.wire(), **record)
 
     def tail_estimate(self, path: Sequence[Entry], start: int) -> int:
         """Pi's estimate of the message entries from `start` to the end of the path (what a cut
@@ -686,25 +699,32 @@ class PiStrategy(Strategy):
         appended in between): attach the recorded values to that compaction instead of compacting
         again ("Already compacted")."""
         path = self.tree.path()
-        # The engine's record of that compaction (a replay context keeps them on `result`).
-        result = getattr(self.ctx, "result", None)
-        records = list(getattr(result, "compactions", ()))
-        if not path or path[-1].type != "compaction" or not records or records[-1].details.get("entry") != path[-1].id:
+        details = self._own_record_details(path[-1].id) if path and path[-1].type == "compaction" else None
+        if details is None:
             return False
-        record = records[-1]
         first_kept = next((n for n, e in enumerate(path) if e.id == item.meta.get("firstKeptEntryId")), None)
         recorded: dict[str, Any] = {
             "entry": item.meta.get("entry"),
             "tokensBefore": item.meta.get("tokensBefore"),
             "firstKeptEntryId": item.meta.get("firstKeptEntryId"),
-            "triggerFires": record.trigger == "threshold",
-            "contextTokens": record.details.get("contextTokens"),
+            "triggerFires": details[0] == "threshold",
+            "contextTokens": details[1].get("contextTokens"),
         }
         if first_kept is not None:
             recorded["firstKeptRole"] = path[first_kept].role or path[first_kept].type
             recorded["keptTokensEstimate"] = self.tail_estimate(path, first_kept)
-        record.details["recorded"] = recorded
+        details[1]["recorded"] = recorded
         return True
+
+    def _own_record_details(self, entry_id: str) -> tuple[str, dict[str, Any]] | None:
+        """The trigger and the details of the report of this strategy's compaction entry `entry_id`, when
+        it is the last one reported (None otherwise)."""
+        # The engine's record of that compaction (a replay context keeps them on `result`).
+        result = getattr(self.ctx, "result", None)
+        records = list(getattr(result, "compactions", ()))
+        if not records or records[-1].details.get("entry") != entry_id:
+            return None
+        return records[-1].trigger, records[-1].details
 
     def _branch_summary(self, item: Item) -> None:
         """A recorded branch summary: summarize the abandoned branch ourselves when the transcript
@@ -767,47 +787,147 @@ class Pi202603(PiStrategy):
 
 
 class Pi202512(PiStrategy):
-    """Pi as of December 2025 (`compaction.ts`/`tui-renderer.ts` at bd0d0676, `core/` at 83a6c269)."""
+    """Pi as of December 2025, upstream `badlogic/pi-mono@83a6c269` (`core/compaction.ts`,
+    `core/agent-session.ts`, `agent/src/agent.ts`, pi-ai `agent-loop.ts` and `transorm-messages.ts`).
+
+    `checkAutoCompaction` (`agent-session.ts` L586-631) runs after every assistant message and does not
+    abort the current operation for auto compaction: it saves the compaction entry and replaces the
+    agent's messages, but the running agent loop holds its own list (`agent.ts` L250-259, `agent-loop.ts`
+    L25-37, L86: the messages at the prompt plus what the run adds), so the rest of the run still sends the
+    whole uncompacted context and its tools still run. The compacted context is sent from the next
+    prompt on. (bd0d0676's `tui-renderer.ts` L2224-2230 aborted the run instead; 83a6c269 replaced it.)
+    Each later assistant of that run is checked against its own usage, of the uncompacted context, and
+    compacts again: the new boundary starts after the previous compaction entry and holds no user
+    message, so only the previous summary is summarized, and the previous kept tail is dropped.
+
+    Timing, which upstream leaves to the race of two async calls (the listener that runs the check is
+    not awaited by the loop): the summary is made from the session as it is at the check, and the
+    compaction entry is saved once the tools of the assistant that triggered it have run, before the
+    next response (a tool is fast next to a summary call); no check overlaps another.
+
+    Reporting: a compaction is reported when it takes effect, at the end of its run (the last assistant,
+    or an error or abort, or the next prompt when the run ends without one), with the run's context
+    before and the compacted context after, so the probe point is the first request that sends it. A
+    compaction that a later one of the same run replaces is reported right before that one's summary
+    request (its summarizer call stays its own), not probed (no request ever sent it). A session that
+    ends inside a run reports that run's last compaction nowhere but in its summary request, and a user
+    message queued into a running loop is replayed as the next prompt."""
 
     name = "pi-2025-12"
     description = (
-        "Pi (2025-12 rules, bd0d0676/83a6c269): cuts only at user messages sized by usage differences, "
-        "threshold after every assistant message (aborting the run), previous summary prepended, no split turns or file lists"
+        "Pi (2025-12 rules, 83a6c269): cuts only at user messages sized by usage differences, threshold after every "
+        "assistant message (the running loop keeps its uncompacted context; the compaction applies from the next prompt), "
+        "previous summary prepended, no split turns or file lists"
     )
-    spec = "upstream badlogic/pi-mono compaction.ts@83a6c269 (predates docs/specs/pi.md BASE)"
+    spec = "upstream badlogic/pi-mono@83a6c269 (compaction.ts, agent-session.ts; predates docs/specs/pi.md BASE)"
     rules = DEC2025
 
     def __init__(self, ctx, options=None) -> None:
         super().__init__(ctx, options)
-        #: Tool calls of an assistant whose compaction aborted the run before they executed.
-        self.never_ran: set[str] = set()
         self._wire_2025 = WireFold2025(self._convert)
+        #: The running agent loop's own messages once an auto compaction ran during its run (None otherwise):
+        #: the agent's messages before that compaction, then what the run added.
+        self._loop: list[PiMessage] | None = None
+        #: The report of the run's last compaction, waiting for the end of the run (no `before`/`after` yet).
+        self._pending: dict[str, Any] | None = None
+        #: Saves the compaction entry of the last check once the triggering assistant's tools have run.
+        self._saving: Callable[[], bool] | None = None
+        #: Whether a recorded compaction is being handled (a compaction made there is saved at once).
+        self._at_marker = False
+
+    def run_messages(self) -> list[PiMessage]:
+        return self._loop if self._loop is not None else self.agent_messages()
 
     def on_user_turn(self, item: Item) -> None:
-        """No check before a prompt in December 2025."""
+        """No check before a prompt in December 2025; a new prompt starts from the agent's messages."""
+        self._end_run()
         entry_type, message = self._input_message(item)
         self._append_recorded(item, entry_type, message)
 
     def on_input(self, item: Item) -> None:
-        """A recorded result of a call the compaction aborted does not exist upstream: dropped."""
-        if item.kind == "tool_result" and item.call_id in self.never_ran:
+        """Tool results (and other input) join the session and, after a compaction, the running loop."""
+        if item.kind == "system":
+            super().on_input(item)
             return
-        super().on_input(item)
+        entry_type, message = self._input_message(item)
+        self._append_to_run(self._append_recorded(item, entry_type, message))
 
     def request(self) -> Request:
+        self._save()
         return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
 
     def wire(self) -> LogView:
-        return self._view(*self._wire_2025.parts(self.agent_messages(), self.never_ran))
+        return self._view(*self._wire_2025.parts(self.run_messages()))
+
+    def _save(self) -> None:
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            saving()
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
-        """`checkAutoCompaction` after every assistant message. A compaction aborts the run
-        (`executeCompaction` aborts the agent first): the assistant's tool calls never execute, so
-        their recorded results are dropped; the rest of the recorded run is still replayed, as the
-        open loop must."""
-        message = self._append_recorded(items[0], "message", self._assistant_message(items, usage)).message
-        if self._check(self._last_assistant(), post_run=True) == "threshold" and message is not None:
-            self.never_ran.update(c.id for c in message.tool_calls)
+        """`checkAutoCompaction` after every assistant message; the run ends after an assistant without
+        tool calls, or an errored or aborted one (`agent-loop.ts` L70-76)."""
+        entry = self._append_recorded(items[0], "message", self._assistant_message(items, usage))
+        self._append_to_run(entry)
+        self._check(self._last_assistant(), post_run=True)
+        message = entry.message
+        if not needs_follow_up or (message is not None and message.stop_reason in ("error", "aborted")):
+            self._end_run()
+
+    def _append_to_run(self, entry: Entry) -> None:
+        if self._loop is not None and (message := entry_message(entry)) is not None:
+            self._loop.append(message)
+
+    def _end_run(self) -> None:
+        """The run is over: the next request starts from the agent's (compacted) messages, and the run's
+        last compaction, which takes effect there, is reported."""
+        self._save()
+        pending, self._pending = self._pending, None
+        if pending is None:
+            self._loop = None
+            return
+        before = self.wire()
+        self._loop = None
+        self.ctx.record_compaction(before=before, after=self.wire(), **pending)
+
+    def _report(self, **record: Any) -> None:
+        """An auto compaction takes effect at the end of its run (reported then); a manual one (which
+        aborts the run upstream) at once."""
+        if record["trigger"] == "threshold":
+            del record["before"]  # the run's context when the compaction takes effect (or is replaced)
+            self._pending = record
+        else:
+            super()._report(**record)
+
+    def _supersede(self) -> None:
+        """The run compacts again: its previous compaction, which no request will send, is reported now,
+        before this one's summary request, with the session's messages it left after it, and not probed.
+        (Should this one's summary request then not fit, which its size, the previous summary and the
+        instructions, all but rules out, the switch at the next prompt would have no report of its own.)"""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            after = [*self.system, *to_wire_2025(self.agent_messages(), self._convert)]
+            self.ctx.record_compaction(before=self.wire(), after=after, probe=False, **pending)
+
+    def _own_record_details(self, entry_id: str) -> tuple[str, dict[str, Any]] | None:
+        pending = self._pending
+        if pending is not None and pending["details"].get("entry") == entry_id:
+            return pending["trigger"], pending["details"]
+        return super()._own_record_details(entry_id)
+
+    def on_marker(self, item: Item) -> None:
+        """A move in the session tree is the user's, between runs; the recorded agent's compaction is
+        compared with this strategy's entry, saved by then."""
+        event = item.meta.get("event")
+        if event in ("branch", "branch_summary"):
+            self._end_run()
+        elif event == "compaction":
+            self._save()
+        self._at_marker = True
+        try:
+            super().on_marker(item)
+        finally:
+            self._at_marker = False
 
     def on_overflow(self, error: ProviderError) -> bool:
         """No overflow recovery yet: the error ends the run."""
@@ -831,24 +951,44 @@ class Pi202512(PiStrategy):
         return None
 
     def compact(self, reason: str, *, decision: Decision | None = None, extra: dict[str, Any] | None = None) -> bool:
+        """`compact()` at 83a6c269 (a failure is silent, `agent-session.ts` L628-630). A manual compaction
+        aborts the run first (`compact`, L526-529); an auto compaction leaves the run going on its own
+        messages (the agent's messages before this compaction) and reports a compaction of the same run
+        that it replaces."""
+        self._save()
         path = self.tree.path()
         prep = prepare_compaction_2025(path, keep_recent_tokens=self.options.keep_recent_tokens)
         if prep is None:
             return False
+        if reason == "manual":
+            self._end_run()
+        else:
+            self._supersede()
         try:
             summary = self._summary_2025(prep, self.options.custom_instructions if reason == "manual" else "")
         except SummaryOverflow:
             return False
-        before = self.wire()  # summarizing changes nothing of the session
-        return self._record(
-            reason, path, prep, summary, before,
-            summarized=prep.messages_to_summarize, is_split_turn=False, decision=decision, details=None, extra=extra,
-        )
+        messages = self.run_messages()  # summarizing changes nothing of the session
+        before = self._view(*self._wire_2025.parts(messages))
+
+        def save() -> bool:
+            return self._record(
+                reason, path, prep, summary, before,
+                summarized=prep.messages_to_summarize, is_split_turn=False, decision=decision, details=None, extra=extra,
+            )
+
+        if reason != "manual" and self._loop is None:
+            self._loop = messages  # a new list: the session's later messages are not the loop's
+        if reason == "manual" or self._at_marker:  # where the recorded agent compacted: saved there
+            return save()
+        self._saving = save
+        return True
 
     def _summary_2025(self, prep: Preparation, focus: str) -> str:
         """`generateSummary` at 83a6c269: the messages themselves (the previous summary first, as a
-        user message), then the instructions as a user message; no system prompt, no reasoning
-        option, `maxTokens = floor(0.8 * reserveTokens)`."""
+        user message, whenever there is a previous compaction, an empty summary too: `if
+        (prevCompactionIndex >= 0)`, L265-273), then the instructions as a user message; no system
+        prompt, no reasoning option, `maxTokens = floor(0.8 * reserveTokens)`."""
         head = [PiMessage(role="user", texts=(PREVIOUS_SUMMARY_2025 + prep.previous_summary,))] if prep.previous_summary is not None else []
         instructions = self._prompt("pi_2025_summary.j2")
         if focus:

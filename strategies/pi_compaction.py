@@ -112,7 +112,7 @@ _LATER_FLAGS = {
     "prefix_thinking": True,
 }
 BASE = PiRules("2026-03 (83378aad)", **{k: False for k in _LATER_FLAGS})
-#: December 2025 (`compaction.ts` at bd0d0676, moved unchanged to core/ at 83a6c269).
+#: December 2025 (`core/compaction.ts` at 83a6c269).
 DEC2025 = PiRules("2025-12 (83a6c269)", **{k: False for k in _LATER_FLAGS})
 LATER = PiRules("2026-07 (ee24a9ec)", **_LATER_FLAGS)
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
@@ -445,13 +444,11 @@ class WireFold:
 def to_wire_2025(
     messages: Sequence[PiMessage],
     convert: Callable[[PiMessage], list[Message]] = convert_message,
-    never_ran: AbstractSet[str] = frozenset(),
 ) -> list[Message]:
     """The provider transform of December 2025 (pi-ai at 83a6c269): error and aborted assistants
     stay; tool calls that no tool result answers before the next assistant are dropped from their
-    assistant message, unless it is the last message (an ongoing turn). Calls in `never_ran`
-    (aborted before they executed) have no result to come and are dropped wherever they are."""
-    return _wire_2025(messages, 0, len(messages), convert, never_ran)
+    assistant message, unless it is the last message (an ongoing turn)."""
+    return _wire_2025(messages, 0, len(messages), convert)
 
 
 def _wire_2025(
@@ -459,7 +456,6 @@ def _wire_2025(
     lo: int,
     hi: int,
     convert: Callable[[PiMessage], list[Message]],
-    never_ran: AbstractSet[str],
 ) -> list[Message]:
     """`to_wire_2025`'s output for `messages[lo:hi]` (looking ahead over the whole list)."""
     out: list[Message] = []
@@ -467,7 +463,7 @@ def _wire_2025(
     for n in range(lo, hi):
         message = messages[n]
         wire = convert(message)
-        if message.role == "assistant" and message.tool_calls and (n != last or never_ran):
+        if message.role == "assistant" and message.tool_calls and n != last:
             answered: set[str] = set()
             for j in range(n + 1, len(messages)):
                 later = messages[j]
@@ -475,8 +471,6 @@ def _wire_2025(
                     break
                 if later.role == "toolResult":
                     answered.add(later.tool_call_id or "")
-            if n == last:
-                answered = {c.id for c in message.tool_calls if c.id not in never_ran}
             if not all(c.id in answered for c in message.tool_calls):
                 wire = [
                     replace(w, tool_calls=tuple(c for c in w.tool_calls if c.id in answered)) if w.role == "assistant" else w
@@ -490,8 +484,7 @@ class WireFold2025:
     """`to_wire_2025` for a list of messages that grows at its end between calls.
 
     A message before an assistant of the list has its final wire form: its tool calls are
-    answered or not by the results before the next assistant, and only the last message depends
-    on `never_ran`. The wire messages before the list's last assistant are kept, with the messages
+    answered or not by the results before the next assistant. The wire messages before the list's last assistant are kept, with the messages
     up to that assistant; a call on a list that starts with those messages adds the wire messages
     that became final and converts only the rest (the last assistant and what follows it). Any
     other list is converted from the start."""
@@ -503,12 +496,12 @@ class WireFold2025:
         #: The wire messages of `seen` without its last assistant.
         self.out: list[Message] = []
 
-    def __call__(self, messages: list[PiMessage], never_ran: AbstractSet[str] = frozenset()) -> list[Message]:
+    def __call__(self, messages: list[PiMessage]) -> list[Message]:
         """The wire messages of `messages`, as a new list."""
-        settled, rest = self.parts(messages, never_ran)
+        settled, rest = self.parts(messages)
         return settled + rest
 
-    def parts(self, messages: list[PiMessage], never_ran: AbstractSet[str] = frozenset()) -> tuple[list[Message], list[Message]]:
+    def parts(self, messages: list[PiMessage]) -> tuple[list[Message], list[Message]]:
         """The wire messages of `messages` in two lists: those before the last assistant, the fold's
         own list (which only grows until a call on a list that does not extend the messages seen
         starts a new one; never to be changed by the caller), then the rest, converted anew."""
@@ -518,10 +511,10 @@ class WireFold2025:
         settled = k - 1 if k else 0
         last_assistant = next((i for i in range(len(messages) - 1, settled - 1, -1) if messages[i].role == "assistant"), None)
         if last_assistant is not None:
-            self.out.extend(_wire_2025(messages, settled, last_assistant, self.convert, never_ran))
+            self.out.extend(_wire_2025(messages, settled, last_assistant, self.convert))
             self.seen.extend(messages[k : last_assistant + 1])
             settled = last_assistant
-        return self.out, _wire_2025(messages, settled, len(messages), self.convert, never_ran)
+        return self.out, _wire_2025(messages, settled, len(messages), self.convert)
 
 
 # --------------------------------------------------------------------------- token accounting

@@ -225,6 +225,26 @@ def test_initial_context_goes_before_the_last_real_user_message():
     assert [i.item_ids for i in insert_initial_context([], [dev])] == [("dev",)]
 
 
+def test_initial_context_goes_before_a_later_agent_message_but_not_a_final_answer():
+    """compact.rs L559-614 (and its tests L563-704): a non-final agent message counts as the last user
+    turn; a `FINAL_ANSWER` completion is skipped; an empty agent message is not final."""
+    dev = CodexItem(type="message", role="developer", text="dev", contextual=True, item_ids=("dev",))
+    compaction = CodexItem(type="compaction", text="c", item_ids=("c",))
+    progress = CodexItem(type="agent_message", text="Message Type: PROGRESS\nhalfway", item_ids=("am",))
+    final = CodexItem(type="agent_message", text="Message Type: FINAL_ANSWER\nPayload:\ndone", item_ids=("final",))
+    empty = CodexItem(type="agent_message", text="", item_ids=("task",))
+    summary = user("S", "s", summary=True)
+
+    def ids(history):
+        return [i.item_ids[0] for i in insert_initial_context(history, [dev])]
+
+    assert ids([user("one", "u1"), progress, compaction]) == ["u1", "dev", "am", "c"]
+    assert ids([progress, user("two", "u2"), compaction]) == ["am", "dev", "u2", "c"]
+    assert ids([user("older", "u1"), user("latest", "u2"), final, summary]) == ["u1", "dev", "u2", "final", "s"]
+    assert ids([empty, compaction]) == ["dev", "task", "c"]
+    assert ids([final, compaction]) == ["final", "dev", "c"]
+
+
 # --------------------------------------------------------------------------- §3.1 pre-trim
 def test_pretrim_rewrites_only_the_trailing_output_run():
     big = "z" * 4000

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from compaction_bench.llm import LLMClient, LLMResult
 from compaction_bench.profiles import get_profile
 from compaction_bench.provider import SimulatedProvider
 from compaction_bench.replay import ReplayResult, replay
@@ -222,6 +223,31 @@ def test_context_window_exceeded_fills_usage_to_zero_and_blinds_the_pre_turn_che
     assert overflowed[1].estimate_tokens == -(-len(wire) // 4)
 
 
+class UsageSummarizer(LLMClient):
+    """Returns "S" and reports 100 input and 50 output tokens."""
+
+    def complete(self, messages, *, max_tokens=None, purpose="summary", **kw) -> LLMResult:
+        return LLMResult(text="S", model="fixed", input_tokens=100, output_tokens=50, purpose=purpose)
+
+
+def test_local_summary_usage_adds_to_the_cumulative_total_that_the_overflow_fill_reads():
+    """`drain_to_completed` (compact.rs L692-752) passes the summary response's usage to
+    `update_token_usage_info`: total_token_usage grows by it, so a later `set_total_tokens_full` fills less."""
+    huge = " ".join(f"token{n}" for n in range(4000))
+    s = (Session().user("u1", "one").reply("a1", "ok", 2800).user("u2", huge).reply("a2", "ok", 10)
+         .user("u3", "four").reply("a3", "ok", 10))
+    tiny = get_profile("64k").with_window("tiny", 3000, "test window")  # usable 2,850, auto 2,700
+    result = replay(s.transcript(), "codex-local", profile=tiny, usage="recorded", summarizer=UsageSummarizer())
+    assert [c.trigger for c in result.compactions] == ["pre-turn"]  # 2,800 >= 2,700 before u2
+    overflowed = [r for r in result.requests if r.kind == "turn" and r.overflow]
+    assert [r.step for r in overflowed] == [1, 2]
+    # cumulative 2,800 + 150 (the summary's 100 + 50) = 2,950 > 2,850: u2's overflow leaves last_token_usage
+    # max(2,850 - 2,950, 0) = 0 (without the summary's usage it would be 50), so u3's estimate is its own item's
+    wire = json.dumps({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "four"}]},
+                      separators=(",", ":"))
+    assert overflowed[1].estimate_tokens == -(-len(wire) // 4)
+
+
 # --------------------------------------------------------------------------- remote layouts
 @pytest.mark.parametrize("strategy", ["codex-remote-v1", "codex-remote-v2"])
 def test_remote_layouts_put_the_compaction_item_last(strategy):
@@ -275,6 +301,63 @@ def test_token_budget_new_context_tool_rolls_over_mid_turn():
          .reply("a2", "Continuing.", 100))
     result = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded")
     assert [(c.trigger, c.details["reason"]) for c in result.compactions] == [("mid-turn", "NewContextRequested")]
+
+
+def test_token_budget_pre_turn_rollover_sends_the_turn_context_once():
+    """§5.1: `start_new_context_window` (session/mod.rs L3705-3735) builds the window from the incoming
+    turn's context and makes it the reference (`replace_compacted_history`, L3311-3340), so the turn's
+    context-update step (L3754-3808) records nothing: the new cwd is in the window, once."""
+    s = (Session().dev("dev").env("env").user("u1", "work").reply("a1", "ok", 60_000)
+         .env("env2", "<environment_context>\n  <cwd>/other</cwd>\n</environment_context>").user("u2", "next").reply("a2", "ok", 100))
+    result = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded")
+    assert [c.trigger for c in result.compactions] == ["pre-turn"]
+    assert layout(turn_request(result, 1).messages) == [
+        ("developer", ("dev",)), ("developer", ()), ("user", ("env2",)), ("user", ("u2",)),
+    ]
+
+
+SWITCH = "<model_switch>\nThe user was previously using a different model."
+
+
+def test_token_budget_pre_turn_rollover_puts_an_incoming_model_switch_first():
+    """Same comp_hash (gpt-5.4 → gpt-5.5): no switch compaction; the ContextLimit window is the turn's full
+    initial context, whose render puts the model-switch instructions first (mod.rs L3606-3614)."""
+    s = (Session().dev("dev").env("env").marker("m0", "gpt-5.4").user("u1", "work").reply("a1", "ok", 60_000)
+         .marker("m1", "gpt-5.5").dev("switch", SWITCH).user("u2", "next").reply("a2", "ok", 100))
+    result = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded")
+    assert [c.trigger for c in result.compactions] == ["pre-turn"]
+    assert layout(turn_request(result, 1).messages) == [
+        ("developer", ("switch",)), ("developer", ("dev",)), ("developer", ()), ("user", ("env",)), ("user", ("u2",)),
+    ]
+
+
+def test_token_budget_model_switch_rollover_records_only_the_model_diff_after_the_window():
+    """A downshift compacts with the previous model's turn context (turn.rs L1061-1153): the window has no
+    model-switch instructions and its baseline is the previous model, so the turn's update step records the
+    model's diff (`world_state/model.rs` `render_diff`) after it, and nothing else."""
+    s = (Session().dev("dev").env("env").marker("m0", "o3", context_window=128_000).user("u1", "work").reply("a1", "ok", 60_000)
+         .marker("m1", "o4-mini", context_window=64_000).dev("switch", SWITCH)
+         .env("env2", "<environment_context>\n  <cwd>/other</cwd>\n</environment_context>").user("u2", "next").reply("a2", "ok", 100))
+    result = replay(s.transcript(), "codex-token-budget", profile="128k", usage="recorded")
+    assert [(c.trigger, c.details["reason"]) for c in result.compactions] == [("model-switch", "ModelDownshift")]
+    assert layout(turn_request(result, 1).messages) == [
+        ("developer", ("dev",)), ("developer", ()), ("user", ("env2",)), ("developer", ("switch",)), ("user", ("u2",)),
+    ]
+
+
+@pytest.mark.parametrize("strategy", ["codex-remote-v1", "codex-remote-v2"])
+def test_remote_mid_turn_reinjects_the_initial_context_before_a_later_agent_message(strategy):
+    """compact.rs L559-614: a non-final agent message after the last real user message is where the
+    initial context goes (upstream, beyond §2.2 step 5's wording); the compaction item stays last."""
+    s = Session().dev("dev").env("env").user("u1", "work")
+    s.items.append(Item("am1", "user", "Message Type: PROGRESS\nsub-agent says hi", turn=s.turn, meta={"codex_type": "agent_message"}))
+    s = s.call("c1", 60_000).result("r1", "c1", "out").reply("a2", "done", 100)
+    result = replay(s.transcript(), strategy, profile="64k", usage="recorded")
+    (compaction,) = result.compactions
+    assert compaction.trigger == "mid-turn"
+    assert layout(turn_request(result, 1).messages) == [
+        ("user", ("u1",)), ("developer", ("dev",)), ("user", ("env",)), ("user", ("am1",)), ("compaction", ()),
+    ]
 
 
 # --------------------------------------------------------------------------- pairing

@@ -1,7 +1,10 @@
-"""`pi-2025-12`: Pi's December 2025 rules (upstream compaction.ts@83a6c269, tui-renderer.ts@bd0d0676).
+"""`pi-2025-12`: Pi's December 2025 rules (upstream badlogic/pi-mono@83a6c269: compaction.ts,
+agent-session.ts, agent.ts, pi-ai agent-loop.ts).
 
 The expected cut points follow from upstream's `findCutPoint` rule worked by hand on small paths;
-the corpus test compares the replay with the two compactions the real Pi recorded.
+the expected requests around an auto compaction follow from `checkAutoCompaction` (no abort: the
+running loop keeps its own messages) and `loadSessionFromEntries`; the corpus test compares the
+replay with the two compactions the real Pi recorded.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from compaction_bench.replay import replay
 from compaction_bench.request import ToolCall
 from compaction_bench.strategies.pi_compaction import find_cut_point_2025, prepare_compaction_2025
 from compaction_bench.strategies.pi_session_tree import PiMessage, to_wire, to_wire_2025
+from compaction_bench.transcript import Item
 from tests.conftest import CORPORA
 from tests.pi_builders import Entries, Session, small_profile, tool_pair_problems
 
@@ -124,7 +128,8 @@ def test_no_orphan_call_is_sent_where_the_provider_layer_repairs_it(strategy):
     assert tool_pair_problems(last.messages) == []
     late = [m for m in last.messages if any(c.id == "late" for c in m.tool_calls) or m.tool_call_id == "late"]
     if strategy == "pi-2025-12":
-        # compacted right after the crossing assistant (mid-run), the call is dropped from it
+        # compacted right after the crossing assistant (mid-run); the run ends without a result for the
+        # call, and from the next prompt on the transform drops the unanswered call from its message
         assert result.compactions and result.compactions[0].trigger == "threshold"
         # usage differences from the newest (30,000): the first >= 20,000 is 30,000 - 10,000 ("done 2"),
         # so the last kept assistant is the call of task 3 and the cut its user message
@@ -195,7 +200,7 @@ def test_second_summary_request_starts_with_the_previous_summary_and_has_no_syst
         s.user(f"task {n} " + "x" * 2_000)
         s.assistant(f"done {n}", total=10_000 + 4_000 * (n - 6))  # under 23,616
     s.user("more")
-    s.assistant("", calls=[("late2", "read", {"path": "h.py"})], total=33_000)  # 33,000 - 10,000 >= 20,000
+    s.assistant("wrapped up", total=33_000)  # 33,000 - 10,000 >= 20,000; the run ends here
     result = replay(s.transcript(), "pi-2025-12", profile=small_profile(40_000), usage="recorded-always")
     first, second = result.compactions
     request = [r for r in result.requests if r.kind == "summary"][1]
@@ -204,19 +209,88 @@ def test_second_summary_request_starts_with_the_previous_summary_and_has_no_syst
     assert request.messages[-1].role == "user" and "hand-over summary" in request.messages[-1].content
 
 
-def test_calls_of_the_aborted_run_never_run_their_recorded_results_are_dropped():
+def late_compaction_session() -> Session:
+    """One run that crosses the threshold (40,000 - 16,384 = 23,616) at a tool call, then goes on: the
+    call's result, a last assistant still over the threshold, then the next prompt."""
+    s = Session()
+    s.user("task " + "x" * 2_000)  # i0
+    s.assistant("", calls=[("c0", "read", {"path": "a.py"})], total=3_000)  # i1
+    s.result("c0", "y" * 400)  # i2
+    s.assistant("", calls=[("late", "read", {"path": "g.py"})], total=30_000)  # i3: 30,000 > 23,616
+    s.result("late", "the file g.py")  # i4
+    s.assistant("after", total=31_000)  # i5: the run ends here, still over the threshold
+    s.user("next")  # i6
+    s.assistant("ok", total=5_000)  # i7
+    return s
+
+
+def roles(request) -> list[tuple[str, str]]:
+    return [(m.role, m.tool_call_id or ",".join(c.id for c in m.tool_calls) or (m.content or "")[:12]) for m in request.messages]
+
+
+def test_an_auto_compaction_leaves_the_run_going_on_its_own_uncompacted_messages():
+    """83a6c269 `checkAutoCompaction` (agent-session.ts L586-631) does not abort the run: the agent loop
+    keeps the messages it started with plus what the run adds (agent.ts L250-259, agent-loop.ts L25-37),
+    so the call that crossed the threshold runs and the rest of the run sends the whole context; the
+    compaction is sent from the next prompt on."""
+    result = replay(late_compaction_session().transcript(), "pi-2025-12", profile=small_profile(40_000),
+                    usage="recorded-always", strict=True)
+    turns = [r for r in result.requests if r.kind == "turn"]
+    # the request after the crossing assistant: everything, the late call answered by its recorded result
+    assert roles(turns[2]) == [("user", "task xxxxxxx"), ("assistant", "c0"), ("tool", "c0"), ("assistant", "late"), ("tool", "late")]
+    first, second = result.compactions
+    # 1st, after i3: usages from the newest, 30,000 - 3,000 >= 20,000, so the last kept assistant is i3 and
+    # the cut the user message before it: nothing to summarize, all kept
+    assert first.details["firstKeptEntryId"] == "i0" and first.summarized_ids == ()
+    # the first entry is saved once the late call's tool has run (after i4). 2nd, after i5 (31,000, still
+    # over): its range starts after the first compaction entry and holds no user message, so it keeps
+    # everything in range (i5 on) and summarizes only the previous summary
+    summaries = [r for r in result.requests if r.kind == "summary"]
+    assert summaries[1].messages[0].content == "Previous session summary:\n" + first.summary
+    assert second.details["firstKeptEntryId"] == "i5"
+    # both take effect at the next prompt: the first, replaced within the run, is not probed
+    assert not first.probed and second.probed and second.next_request == turns[3].index
+    # `loadSessionFromEntries`: the 2nd summary, then the messages from i5 on; the first compaction's
+    # kept tail (the task and its tool calls) is lost without a summary of its own
+    assert roles(turns[3]) == [("user", "The conversa"), ("assistant", "after"), ("user", "next")]
+    assert second.dropped_ids == ("i0", "i1", "i2", "i3", "i4")
+
+
+def test_the_run_requests_after_an_auto_compaction_hold_everything_and_it_shows_at_the_next_prompt():
     s = Session()
     s.user("task " + "x" * 2_000)
     s.assistant("", calls=[("c0", "read", {"path": "a.py"})], total=3_000)
     s.result("c0", "y" * 400)
-    s.assistant("", calls=[("late", "read", {"path": "g.py"})], total=30_000)  # compaction aborts the run here
-    s.result("late", "recorded, but upstream never ran it")
-    s.assistant("after", total=31_000)
-    result = replay(s.transcript(), "pi-2025-12", profile=small_profile(40_000), usage="recorded-always")
-    compaction = result.compactions[0]
-    assert compaction.trigger == "threshold"
-    after = [r for r in result.requests if r.kind != "summary" and r.index >= (compaction.next_request or 0)]
-    assert after
-    for request in after:
+    s.assistant("", calls=[("late", "read", {"path": "g.py"})], total=30_000)  # compaction; the run goes on
+    s.result("late", "recorded, and upstream ran it")
+    s.assistant("after", total=20_000)  # under 23,616: no second compaction
+    s.user("next")
+    s.assistant("ok", total=5_000)
+    result = replay(s.transcript(), "pi-2025-12", profile=small_profile(40_000), usage="recorded-always", strict=True)
+    (compaction,) = result.compactions
+    turns = [r for r in result.requests if r.kind == "turn"]
+    assert compaction.trigger == "threshold" and compaction.next_request == turns[3].index
+    assert any(m.tool_call_id == "late" for m in turns[2].messages)  # the late call ran and its result was sent
+    assert [m.content[:12] for m in turns[3].messages[:1]] == ["The conversa"]  # the summary first
+    # kept from the task on (nothing summarized): the next prompt's context, call and result paired
+    assert roles(turns[3])[1:] == [("user", "task xxxxxxx"), ("assistant", "c0"), ("tool", "c0"), ("assistant", "late"),
+                                   ("tool", "late"), ("assistant", "after"), ("user", "next")]
+    for request in turns:
         assert tool_pair_problems(request.messages) == [], request.index
-        assert not any(m.tool_call_id == "late" or any(c.id == "late" for c in m.tool_calls) for m in request.messages)
+
+
+def test_a_recorded_compaction_after_the_crossing_assistant_is_matched_to_the_pending_one():
+    """`compact_at_recorded` (the fidelity replay): where the recorded agent compacted right after the
+    assistant that crossed the threshold, the strategy's own compaction (saved there, reported at the end
+    of the run) carries the recorded values instead of a second, manual compaction."""
+    s = late_compaction_session()
+    at = next(n for n, i in enumerate(s.items) if i.id == "i3") + 1
+    marker = Item("m1", "marker", meta={"event": "compaction", "entry": "rec1", "firstKeptEntryId": "i0", "tokensBefore": 30_000})
+    s.items.insert(at, marker)
+    result = replay(s.transcript(), "pi-2025-12", profile=small_profile(40_000), usage="recorded-always",
+                    options={"compact_at_recorded": True}, strict=True)
+    first, second = result.compactions
+    assert first.details["recorded"]["entry"] == "rec1" and first.details["recorded"]["triggerFires"]
+    assert first.details["recorded"]["firstKeptRole"] == "user" and "recorded" not in second.details
+    turns = [r for r in result.requests if r.kind == "turn"]
+    assert any(m.tool_call_id == "late" for m in turns[2].messages)  # the run went on after the marker

@@ -7,6 +7,8 @@ Window 10,000 and reserve 2,000 give the threshold 8,000.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from compaction_bench.replay import replay
@@ -129,6 +131,35 @@ def test_file_lists_sorted_and_carried_through_a_second_compaction(strategy):
     # the second history request is an update of the first summary
     update = summary_requests(result)[-1].messages[1].content
     assert "<previous-summary>\n" + first.summary + "\n</previous-summary>" in update
+
+
+class EmptySummarizer(RecordingSummarizer):
+    """Every summary comes back empty."""
+
+    def complete(self, messages, *, max_tokens=None, **kw):
+        result = super().complete(messages, max_tokens=max_tokens, **kw)
+        return replace(result, text="")
+
+
+@pytest.mark.parametrize("strategy", BOTH)
+def test_an_empty_previous_summary_gets_the_initial_prompt_and_no_previous_summary_block(strategy):
+    """`generateSummary` (compaction.ts@83378aad L532, L544): `previousSummary ? UPDATE… : …` and
+    `if (previousSummary)`; "" is falsy in JS, so the second request is a first summary's."""
+    s = Session()
+    s.user("start")
+    s.assistant("begun", total=100)
+    s.user("q" * 400)  # 100 tokens: the walk crosses here, a clean cut at a user message
+    s.assistant("ok", total=9000)  # compaction 1 (no tool calls: no file lists, the summary is "")
+    s.user("next")
+    s.assistant("going on", total=300)
+    s.user("w" * 400)
+    s.assistant("ok", total=9500)  # compaction 2
+    result = run(s, strategy, summarizer=EmptySummarizer())
+    first, second = result.compactions
+    assert first.summary == "" and not first.details["isSplitTurn"] and not second.details["isSplitTurn"]
+    text = summary_requests(result)[-1].messages[1].content
+    assert "<previous-summary>" not in text and "[User]: next" in text
+    assert "Write a structured checkpoint" in text and "NEW messages only" not in text
 
 
 @pytest.mark.parametrize("strategy", BOTH)

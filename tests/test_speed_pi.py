@@ -169,9 +169,8 @@ def test_wire_fold_2025_drops_unanswered_calls_except_in_the_last_message():
     messages.append(_result("c2"))  # the result arrives: both calls stay
     assert _shape(fold(messages))[1] == ("assistant", "a1", None, ("c1", "c2"))
     messages.append(_assistant("a2", "c3"))
-    # The last message keeps its calls (an ongoing turn), unless the call never ran.
+    # The last message keeps its calls (an ongoing turn).
     assert _shape(fold(messages))[-1] == ("assistant", "a2", None, ("c3",))
-    assert _shape(fold(messages, {"c3"}))[-1] == ("assistant", "a2", None, ())
     messages.append(_assistant("a3"))  # a2's call is now unanswered before the next assistant
     assert _shape(fold(messages))[-2:] == [("assistant", "a2", None, ()), ("assistant", "a3", None, ())]
 
@@ -236,7 +235,7 @@ class _Checked(PiStrategy):
 
     def _check_request(self, messages: list[PiMessage], wire: list[Message]) -> None:
         if isinstance(self, Pi202512):
-            fresh = to_wire_2025(messages, never_ran=frozenset(self.never_ran))
+            fresh = to_wire_2025(messages)
         else:
             fresh = to_wire(messages)
         assert wire == self.system + fresh
@@ -246,7 +245,7 @@ class _Checked(PiStrategy):
 
     def request(self) -> Request:
         request = super().request()
-        self._check_request(self.agent_messages(), list(request.messages))
+        self._check_request(self.run_messages(), list(request.messages))
         return request
 
 
@@ -477,7 +476,7 @@ def test_requests_are_views_of_one_log_until_a_compaction_or_a_new_system_messag
     hold exactly the system messages and the transform of the agent messages at that time, keep
     holding them when the log grows, and share the log only while nothing but appends happened."""
     strategy = strategy_class(_Context(), None)
-    transform = (lambda m: to_wire_2025(m, never_ran=frozenset(strategy.never_ran))) if strategy_class is Pi202512 else to_wire
+    transform = to_wire_2025 if strategy_class is Pi202512 else to_wire
     taken: list[tuple[object, list[Message]]] = []
 
     def take():
