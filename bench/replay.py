@@ -257,7 +257,7 @@ class _Engine:
     ) -> None:
         self.transcript = transcript
         self.profile = profile
-        self.session = {**transcript.source, "id": transcript.id}
+        self.session: Mapping[str, Any] = {**transcript.source, "id": transcript.id}
         self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript))
         self.summarizer = summarizer
         self.usage_mode = usage_mode

@@ -894,11 +894,11 @@ def _by_run(transcript: Transcript, candidates: list[_Candidate]) -> list[_Candi
         call_of.update((r.id, call) for r in results)
     out = []
     for c in candidates:
-        call = call_of.get(c.source)
-        if len(answers[c.question]) > 1 and call is not None and c.question.endswith("?"):
-            same = runs[_tool_label(call)]
+        ran = call_of.get(c.source)
+        if len(answers[c.question]) > 1 and ran is not None and c.question.endswith("?"):
+            same = runs[_tool_label(ran)]
             if len(same) > 1:
-                c = replace(c, question=f"{c.question[:-1]} the {_ordinal(same.index(call.id) + 1)} time it ran?")
+                c = replace(c, question=f"{c.question[:-1]} the {_ordinal(same.index(ran.id) + 1)} time it ran?")
         out.append(c)
     return out
 

@@ -551,3 +551,22 @@ def validate_anthropic(payload: dict[str, Any]) -> Call:
                       f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
                       f"{', '.join(sorted(pending))}")
     return Call("anthropic", model, system, tuple(turns), max_tokens, payload)
+
+
+class RefusingHandler(BaseHTTPRequestHandler):
+    """A model endpoint that refuses every call with 401 (a wrong key), counting the calls it got."""
+
+    calls = 0
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        type(self).calls += 1
+        body = b'{"error": {"message": "invalid api key", "type": "invalid_request_error", "code": "invalid_api_key"}}'
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -22,6 +22,7 @@ from compaction_bench.strategy import OptionError, Range, Strategy, check_value
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
 from tests.conftest import CORPORA, write_tiny_session
+from tests.model_servers import RefusingHandler
 
 BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -191,20 +192,8 @@ def test_json_problems_read_whole():
 
 
 # --------------------------------------------------------------------------- 3: score says what it could not compute
-class Refusing(http.server.BaseHTTPRequestHandler):
-    """A model endpoint on 127.0.0.1 that refuses every call (a wrong key)."""
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        body = b'{"error": {"message": "invalid api key", "type": "invalid_request_error", "code": "invalid_api_key"}}'
-        self.send_response(401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
+class Refusing(RefusingHandler):
+    calls = 0
 
 
 def test_score_with_a_failing_answerer_warns_and_exits_3_as_run_does(finished_run, tmp_path):

@@ -27,6 +27,7 @@ from compaction_bench.metrics.grading import PROMPT_DIR as JUDGE_PROMPT_DIR
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
 from tests.conftest import CORPORA, write_tiny_session
+from tests.model_servers import RefusingHandler
 
 BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -436,23 +437,8 @@ def test_every_shipped_template_parses_and_a_broken_one_is_named_by_parse_all(tm
 
 
 # --------------------------------------------------------------------------- 18: a failed answerer
-class Refusing(http.server.BaseHTTPRequestHandler):
-    """A model endpoint that refuses every call (a wrong key)."""
-
+class Refusing(RefusingHandler):
     calls = 0
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        type(self).calls += 1
-        body = b'{"error": {"message": "invalid api key", "type": "invalid_request_error", "code": "invalid_api_key"}}'
-        self.send_response(401)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 def test_a_run_whose_answerer_always_failed_says_so_and_exits_non_zero(tiny_session, tmp_path):
