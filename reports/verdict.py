@@ -95,8 +95,9 @@ def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
 
 
 def _points(share: float) -> str:
+    """Percentage points: whole above 1, else two significant digits (−0.04, never a signed "−0.0")."""
     value = 100 * share
-    return f"{value:.1f}" if value != 0 and abs(value) < 1 else f"{value:.0f}"
+    return f"{value:.2g}" if value != 0 and abs(value) < 1 else f"{value:.0f}"
 
 
 def _interval(lo: float, hi: float) -> str:

@@ -212,3 +212,9 @@ def test_the_cache_hit_rate_over_scenarios_is_the_ratio_of_the_sums():
     assert shown == {"a": "0.892", "b": "0.600"}
     (verdict,) = verdicts(summary, pd.DataFrame(), requests)
     assert {r.strategy: round(r.cache_hit_rate, 3) for r in verdict.rows} == {"a": 0.892, "b": 0.6}
+
+
+def test_a_bound_just_below_zero_reads_as_a_number_not_minus_zero():
+    rows = [row("pi", 0.80, 180_000), row("codex-local", 0.76, 100_000)]
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.04, -0.0004, 0.09, 1494, 0.2))
+    assert "95% CI -0.04 to 9" in text and "-0.0 " not in text
