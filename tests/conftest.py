@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +19,27 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 REPO = Path(__file__).resolve().parent.parent
 CORPORA = Path(os.environ.get("COMPACTION_BENCH_CORPORA", REPO.parent / "shared" / "corpora"))
+
+
+#: The command line as a fresh process runs it.
+BENCH = [sys.executable, "-m", "compaction_bench.cli"]
+
+
+def bench_cli(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """`bench ARGS` in a new process (`env` added to this one's environment), output captured."""
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}, **kwargs)
+
+
+def assert_user_error(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
+    """The process ended as a user error should: exit 2, no traceback, one `error: …` line holding
+    every fragment; that line."""
+    assert proc.returncode == 2, (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr + proc.stdout
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
 
 
 def write_tiny_session(folder: Path) -> Path:

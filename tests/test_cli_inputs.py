@@ -21,25 +21,10 @@ from compaction_bench.errors import json_problem
 from compaction_bench.strategy import OptionError, Range, Strategy, check_value
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
-from tests.conftest import CORPORA, write_tiny_session
+from tests.conftest import BENCH, CORPORA, assert_user_error, bench_cli, write_tiny_session
 from tests.model_servers import RefusingHandler
 
-BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
-
-
-def bench_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=600, cwd=cwd, env={**os.environ, **(env or {})})
-
-
-def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
 
 
 @pytest.fixture(scope="module")

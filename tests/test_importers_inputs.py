@@ -33,12 +33,11 @@ from compaction_bench.importing import (
 from compaction_bench.progress import PlainLines, ProgressEvent, shown
 from compaction_bench.scenarios.hf_dataset import is_hub_id
 from compaction_bench.transcript import Transcript
-from tests.conftest import CORPORA
+from tests.conftest import BENCH, CORPORA
 
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 CLAUDE_SKIPS = CORPORA / "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/24a90d02-9724-4548-9f4f-97bcb9f93ef3.jsonl"
 CODEX = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
-BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 
 
 def lines_of(path: Path, n: int | None = None) -> list[bytes]:

@@ -26,25 +26,11 @@ from compaction_bench.importing import ImportFailure, detect, formats, load_tran
 from compaction_bench.metrics.grading import PROMPT_DIR as JUDGE_PROMPT_DIR
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
-from tests.conftest import CORPORA, write_tiny_session
+from tests.conftest import BENCH, CORPORA, assert_user_error, bench_cli, write_tiny_session
 from tests.model_servers import RefusingHandler
 
-BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 CLAUDE = CORPORA / "claude-code-jsonl/d-kimuson__claude-code-viewer/1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 CODEX = CORPORA / "codex-rollout-jsonl/MoonLadderStudios__MoonMind/rollout-2025-11-13T18-21-11-019a802a-aab1-7c31-9831-d2510c7a74a2.jsonl"
-
-
-def bench_cli(*args: str, env: dict[str, str] | None = None, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}, **kwargs)
-
-
-def assert_user_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert proc.returncode == 2, (proc.returncode, proc.stderr)
-    assert "Traceback" not in proc.stderr + proc.stdout
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
 
 
 def chat_line(role: str, content: str, **extra) -> str:
