@@ -303,6 +303,9 @@ def probe_rows(
         normalized, normalized_kept, normalized_summary = texts.normalized, texts.normalized_kept, texts.normalized_summary
         summarized = contexts.summarized_before(request)
         context = PreparedContext(request.messages) if answerer is not None and seen else None
+        # the answerer's own window, for the uncompacted transcript (the ceiling) and for this context
+        ceiling_beyond = answerer is not None and _beyond(answerer, cumulative[position])
+        context_beyond = answerer is not None and seen and _beyond(answerer, request.true_tokens)
         for probe in asked:
             evidence = anchors[probe.id]
             found = grading.presence(probe, whole, normalized, evidence) if seen else grading.Presence(False, 0.0)
@@ -334,12 +337,12 @@ def probe_rows(
                 "fact_age_tokens": cumulative[position] - cumulative[sources[probe.id] + 1],
             }
             if answerer is not None:
-                if kind != "compaction" and not _beyond(answerer, cumulative[position]):
+                if kind != "compaction" and not ceiling_beyond:
                     row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat)
                 if not seen:
                     if probe.match != "judge" or judge is not None:  # without a judge no context grades a judge probe
                         row.update(correct=False, score=0.0)  # the request reached no model: unanswered
-                elif _beyond(answerer, request.true_tokens):  # the answerer's own window: no call, unscored
+                elif context_beyond:  # the answerer's own window: no call, unscored
                     row["answer_error"] = f"a context of {request.true_tokens:,} tokens is beyond {answerer.model}'s window"
                 else:
                     assert context is not None
