@@ -400,8 +400,9 @@ def compare(
     check_output(html, replace=force)
 
     with _reading_runs(baseline, candidate):
-        notes = check_comparable(Run.load(baseline), Run.load(candidate), allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True)
-        compared = compare_runs(baseline, candidate)
+        runs = (Run.load(baseline), Run.load(candidate))
+        notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True)
+        compared = compare_runs(*runs)
     for note in notes:
         errors.print(f"note: {note}", markup=False)
     table = Table("strategy", "profile", "metric", "baseline", "candidate", "change", title=_plain(f"{baseline.name} → {candidate.name}"))

@@ -20,11 +20,10 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
-from compaction_bench.reports.gate import METRICS, compare_runs
+from compaction_bench.reports.gate import METRICS, Run, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
-from compaction_bench.store import load_run
 
 CELL = ["scenario", "strategy", "profile", "repeat"]
 POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
@@ -121,8 +120,9 @@ def _describe(record: dict[str, Any] | None) -> str:
 
 def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     a_root, b_root = Path(baseline), Path(candidate)
-    a, b = load_run(a_root), load_run(b_root)
-    compared = compare_runs(a_root, b_root)
+    runs = (Run.load(a_root), Run.load(b_root))
+    a, b = runs[0].tables, runs[1].tables
+    compared = compare_runs(*runs)
     shared = sorted(set(a["summary"]["scenario"]) & set(b["summary"]["scenario"]))
     a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
     b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]

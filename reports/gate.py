@@ -253,25 +253,17 @@ def _metric_values(run: dict[str, pd.DataFrame], cells: set[tuple[str, str, str]
     return table
 
 
-def compare_runs(baseline: str | Path, candidate: str | Path) -> pd.DataFrame:
-    """`compare_tables` of two run folders."""
-    a, b = load_run(baseline), load_run(candidate)
-    for root, tables in ((baseline, a), (candidate, b)):
-        if tables["summary"].empty:
-            raise GateError(f"{root}: the run has no summary rows")
-    return compare_tables(a, b, f"{baseline} and {candidate}")
-
-
-def compare_tables(a: dict[str, pd.DataFrame], b: dict[str, pd.DataFrame], names: str = "the runs") -> pd.DataFrame:
-    """Per (strategy, profile): every metric for both runs' tables and the change (candidate −
-    baseline), over the cells (scenario, strategy, profile) both hold (check `comparability` first:
-    this compares what is shared, so a cell one run lacks leaves the other's out too)."""
-    cells = {tuple(map(str, key)) for key in a["summary"][["scenario", "strategy", "profile"]].itertuples(index=False, name=None)}
-    cells &= {tuple(map(str, key)) for key in b["summary"][["scenario", "strategy", "profile"]].itertuples(index=False, name=None)}
-    if not cells:
-        raise GateError(f"{names} share no cell (scenario, strategy, profile)")
-    shared = cast(set[tuple[str, str, str]], cells)
-    left, right = _metric_values(a, shared), _metric_values(b, shared)
+def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
+    """Per (strategy, profile): every metric for both runs and the change (candidate − baseline),
+    over the cells (scenario, strategy, profile) both hold (check `comparability` first: this
+    compares what is shared, so a cell one run lacks leaves the other's out too)."""
+    for run in (baseline, candidate):
+        if run.tables["summary"].empty:
+            raise GateError(f"{run.root}: the run has no summary rows")
+    shared = baseline.cells() & candidate.cells()
+    if not shared:
+        raise GateError(f"{baseline.root} and {candidate.root} share no cell (scenario, strategy, profile)")
+    left, right = _metric_values(baseline.tables, shared), _metric_values(candidate.tables, shared)
     both = left.add_suffix("_baseline").join(right.add_suffix("_candidate"), how="inner")
     for name in left.columns.intersection(right.columns):
         both[f"{name}_change"] = both[f"{name}_candidate"] - both[f"{name}_baseline"]
@@ -408,7 +400,7 @@ def gate(
         raise GateError(f"--alpha {alpha}: must be between 0 and 1")
     runs = (Run.load(baseline), Run.load(candidate))
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
-    compared = compare_runs(baseline, candidate)
+    compared = compare_runs(*runs)
     rows, failures, flipped = [], [], []
     for key, values in compared.iterrows():
         strategy, profile = (str(k) for k in cast(tuple[Any, Any], key))

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from compaction_bench.metrics.aggregate import overall
-from compaction_bench.reports.gate import GateError, Rule, Run, compare_tables, probe_test
+from compaction_bench.reports.gate import GateError, Rule, Run, compare_runs, probe_test
 
 
 def probes(losses: dict[str, set[int]], *, strategy: str = "x", scenarios: int = 3, per_scenario: int = 10) -> pd.DataFrame:
@@ -64,15 +64,15 @@ def test_compare_pools_retention_as_the_run_does_and_compares_shared_cells():
     # retention 10/11, not the mean of the scenarios' 0 and 1.
     rows = pd.concat([probes({"s0": {0}}, scenarios=1, per_scenario=1), probes({}, scenarios=2, per_scenario=10).query("scenario == 's1'")])
     baseline = run(rows)
-    table = compare_tables(baseline.tables, baseline.tables)
+    table = compare_runs(baseline, baseline)
     assert table.loc[("x", "32k"), "retention_baseline"] == pytest.approx(10 / 11)
     assert table.loc[("x", "32k"), "retention_baseline"] == overall(rows, baseline.tables["requests"])["retention"].iloc[0]
     # the candidate lacks x's cell in s1: the baseline's s1 leaves the comparison too (cost 1, not 2 against 1)
     candidate = run(rows[rows["scenario"] == "s0"])
-    table = compare_tables(baseline.tables, candidate.tables)
+    table = compare_runs(baseline, candidate)
     assert table.loc[("x", "32k"), "cost_baseline"] == table.loc[("x", "32k"), "cost_candidate"] == 1.0
     with pytest.raises(GateError, match="share no cell"):
-        compare_tables(baseline.tables, run(probes({}, strategy="y")).tables)
+        compare_runs(baseline, run(probes({}, strategy="y")))
 
 
 def test_a_share_metric_refuses_a_tolerance_in_points():
