@@ -18,7 +18,15 @@
 - §7 the truncation-only path of the latch;
 - §8 tool-output masking after every check (newest content protected, 50,000 protected tokens,
   30,000 minimum batch, exempt tools, `<tool_output_masked>` snippet, kept only if it saves tokens);
-- §9 truncation of shell outputs when the tool runs; §10.2 the estimator.
+- §9 truncation of shell outputs when the tool runs; §10.2 the estimator;
+- the saved outputs' paths, which the truncated and masked texts name (`saveTruncatedToolOutput`,
+  `packages/core/src/utils/fileUtils.ts@5411f113 L731-755`; `ToolOutputMaskingService.mask`,
+  `packages/core/src/context/toolOutputMaskingService.ts@5411f113 L163-188`): all in
+  `<home>/.gemini/tmp/<project slug>/tool-outputs` (`gemini_dir`, `project_slug`); §3 (`truncateHistoryToBudget`,
+  `chatCompressionService.ts@5411f113 L189-194`) names a file `<tool>_<n>.txt` in that folder, `n` from the
+  session's `compressionTruncationCounter`, which only §3 advances (`config.ts@5411f113 L3812-3814`); §9
+  (`ToolExecutor.truncateOutputIfNeeded`, `tool-executor.ts@5411f113 L222-228`) names it by the call id, in the
+  `session-<session id>` folder; §8 `<tool>_<call id>_<random>.txt` in that folder (`masked_output_path`).
 
 A tool result's attachments are the `functionResponse`'s nested parts (as upstream builds them for
 gemini-3 models): counted by the estimate (3,000 per image), kept by §3 and §8, which replace only the
@@ -46,9 +54,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import itertools
 import json
 import math
+import posixpath
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -67,9 +77,19 @@ PDF_TOKENS = 25_800
 ACK = "Got it. Thanks for the additional context!"
 MASKED_TAG = "<tool_output_masked"
 SNAPSHOT_TAG = "<state_snapshot>"
-OUTPUT_DIR = ".gemini/tmp/tool-outputs"
+#: `TOOL_OUTPUTS_DIR`, the folder of saved outputs in the project's temp folder (`fileUtils.ts@5411f113 L729`).
+TOOL_OUTPUTS_DIR = "tool-outputs"
 #: How many §3 thresholds' cut changes the index keeps (the threshold follows the last prompt's count).
 CUT_THRESHOLDS_KEPT = 8
+
+
+def _base36(value: int, width: int) -> str:
+    """`value` in base 36 (JavaScript's `toString(36)` digits), `width` digits with leading zeros."""
+    out = ""
+    for _ in range(width):
+        value, digit = divmod(value, 36)
+        out = "0123456789abcdefghijklmnopqrstuvwxyz"[digit] + out
+    return out
 
 
 def _utf16(text: str) -> int:
@@ -144,6 +164,22 @@ class PartMeasure(NamedTuple):
     snapshot: bool
 
 
+class PartCut(NamedTuple):
+    """A response part's §3 cut at a threshold, its file in a folder (`Part._cut_at`): the body
+    (`truncation_body`), the measure of the cut text without the file's number, how much that changes the
+    text's escaped length, the header before and after the file's number, and the tool's file name part when
+    it is all digits ("" else): a number that starts with it names the file alone (`saved_output_name`)."""
+
+    threshold: int
+    directory: str
+    body: str
+    numberless: TextMeasure
+    change: int
+    before: str
+    after: str
+    digit_tool: str
+
+
 # ----------------------------------------------------------------- contents (§1)
 @dataclass
 class Part:
@@ -162,10 +198,8 @@ class Part:
     is_error: bool = False
     attachments: tuple[Attachment, ...] = ()
     _measure: PartMeasure | None = field(default=None, init=False, repr=False, compare=False)
-    #: the text's cut at the last threshold asked (`_cut_at`): (threshold, `truncation_body`, the measure
-    #: of the cut text without the file's number, how much that changes the text's escaped length, the
-    #: header before and after the file's number)
-    _cut: tuple[int, str, TextMeasure, int, str, str] | None = field(default=None, init=False, repr=False, compare=False)
+    #: the text's cut at the last threshold and folder asked (`_cut_at`)
+    _cut: PartCut | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The part as upstream holds it. A response's attachments are nested `inlineData` parts of the
@@ -210,57 +244,65 @@ class Part:
             units = json_length / 4
         return PartMeasure(json_length, units, text, MASKED_TAG in self.text, SNAPSHOT_TAG in self.text)
 
-    def truncated_text(self, number: int, threshold: int) -> TextMeasure | None:
-        """The measure of `format_truncated_output(text, output_path(name, number), threshold)`, None
-        when that is the text itself, without building it: the header's measure without the number
-        is known per threshold and tool, the number is ASCII digits (1 in every measure per digit), the
-        body's measure is known per threshold (`_cut_at`)."""
+    def truncated_text(self, number: int, threshold: int, directory: str) -> TextMeasure | None:
+        """The measure of `format_truncated_output(text, truncation_path(directory, name, number), threshold)`,
+        None when that is the text itself, without building it: the header's measure without the number
+        is known per threshold, folder and tool, the number is ASCII digits (1 in every measure per digit),
+        the body's measure is known per threshold (`_cut_at`)."""
         if self.measure().text.units <= threshold:
             return None
+        cut = self._cut_at(threshold, directory)
+        if cut.digit_tool and str(number).startswith(cut.digit_tool):
+            return TextMeasure.of(self.cut_text(number, threshold, directory))  # the file is named by the number alone
         digits = len(str(number))
-        return self._cut_at(threshold)[2] + TextMeasure(digits, digits, digits)
+        return cut.numberless + TextMeasure(digits, digits, digits)
 
-    def cut_change(self, threshold: int) -> tuple[int, int] | None:
+    def cut_change(self, threshold: int, directory: str) -> tuple[int, str] | None:
         """How §3's cut at `threshold` changes the text's escaped length, whatever the file's number:
-        `(change, 1)`, to which the number's digits add (`truncated_text(number, threshold).escaped -
-        measure().text.escaped` is `change + len(str(number))`); None when the part stays as it is (a short
-        text: the rewritten response is the same, its nested parts kept)."""
+        `(change, digit_tool)`; the number's digits add to `change` (`truncated_text(number, threshold,
+        directory).escaped - measure().text.escaped` is `change + len(str(number))`), less `len(digit_tool) + 1`
+        when the number starts with `digit_tool` (`PartCut.digit_tool`); None when the part stays as it is (a
+        short text: the rewritten response is the same, its nested parts kept)."""
         if self.measure().text.units <= threshold:
             return None
-        return self._cut_at(threshold)[3], 1
+        cut = self._cut_at(threshold, directory)
+        return cut.change, cut.digit_tool
 
-    def _cut_at(self, threshold: int) -> tuple[int, str, TextMeasure, int, str, str]:
-        """The cut at `threshold` of a text longer than it (`_cut`)."""
+    def _cut_at(self, threshold: int, directory: str) -> PartCut:
+        """The cut at `threshold`, its file in `directory`, of a text longer than the threshold (`_cut`)."""
         cut = self._cut
-        if cut is None or cut[0] != threshold:
+        if cut is None or cut.threshold != threshold or cut.directory != directory:
             body = truncation_body(self.text, threshold)
-            tool = self.name or "tool"
-            numberless = _numberless_header(threshold, tool) + TextMeasure.of(body)
-            cut = self._cut = (threshold, body, numberless, numberless.escaped - self.measure().text.escaped,
-                               *_header_around_number(threshold, tool))
+            tool = file_tool_name(self.name)
+            numberless = _numberless_header(threshold, directory, tool) + TextMeasure.of(body)
+            safe = sanitize_filename_part(tool).lower()
+            cut = self._cut = PartCut(threshold, directory, body, numberless, numberless.escaped - self.measure().text.escaped,
+                                      *_header_around_number(threshold, directory, tool), safe if safe.isdigit() else "")
         return cut
 
-    def cut_text(self, number: int, threshold: int) -> str:
-        """`format_truncated_output(text, output_path(name, number), threshold)` from its pieces: the
-        header around the file's number (per threshold and tool) and the body (per threshold)."""
+    def cut_text(self, number: int, threshold: int, directory: str) -> str:
+        """`format_truncated_output(text, truncation_path(directory, name, number), threshold)` from its pieces:
+        the header around the file's number (per threshold, folder and tool) and the body (per threshold)."""
         cut = self._cut
-        if cut is None or cut[0] != threshold:  # else the text is longer than the threshold (`_cut_at`)
+        if cut is None or cut.threshold != threshold or cut.directory != directory:
             if self.measure().text.units <= threshold:
                 return self.text
-            cut = self._cut_at(threshold)
-        return f"{cut[4]}{number}{cut[5]}{cut[1]}"
+            cut = self._cut_at(threshold, directory)
+        if cut.digit_tool and str(number).startswith(cut.digit_tool):
+            return truncation_header(truncation_path(directory, self.name, number), threshold) + cut.body
+        return f"{cut.before}{number}{cut.after}{cut.body}"
 
-    def truncated(self, number: int, threshold: int) -> Part:
-        """A response part with `format_truncated_output(text, output_path(name, number), threshold)`
-        as its text (§3): the part itself when the text is short. The attachments stay: upstream rewrites
-        only `response` and spreads the rest of the `functionResponse`, nested parts included
+    def truncated(self, number: int, threshold: int, directory: str) -> Part:
+        """A response part with `format_truncated_output(text, truncation_path(directory, name, number),
+        threshold)` as its text (§3): the part itself when the text is short. The attachments stay: upstream
+        rewrites only `response` and spreads the rest of the `functionResponse`, nested parts included
         (`chatCompressionService.ts` L202-208). Its measures follow from this part's and the pieces'
         (`truncated_text`)."""
         measure = self.measure()
-        cut = self.truncated_text(number, threshold)
+        cut = self.truncated_text(number, threshold, directory)
         if cut is None:
             return self
-        out = replace_text(self, self.cut_text(number, threshold))
+        out = replace_text(self, self.cut_text(number, threshold, directory))
         # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
         delta = cut.escaped - measure.text.escaped
         out._measure = PartMeasure(measure.json_length + delta, measure.units + delta / 4, cut, MASKED_TAG in out.text,
@@ -446,22 +488,70 @@ def truncation_body(text: str, threshold: int) -> str:
     return f"{js_slice(text, 0, head)}\n\n... [{omitted:,} characters omitted] ...\n\n{js_slice(text, -tail)}"
 
 
-def output_path(tool: str, number: int | str) -> str:
-    """Where the `number`-th saved output of the session goes (§3, §8, §9)."""
-    return f"{OUTPUT_DIR}/{tool}_{number}.txt"
+_UNSAFE_FILENAME = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def sanitize_filename_part(part: str) -> str:
+    """`sanitizeFilenamePart` (`fileUtils.ts@5411f113 L696-698`): `part.replace(/[^a-zA-Z0-9_-]/g, '_')`. The regular
+    expression has no `u` flag, so it replaces each UTF-16 code unit: a character outside the BMP becomes two."""
+    return _UNSAFE_FILENAME.sub(lambda m: "_" if m.group() <= "\uffff" else "__", part)
+
+
+def saved_output_name(tool: str, output_id: int | str) -> str:
+    """The file name `saveTruncatedToolOutput` (`fileUtils.ts@5411f113 L731-755`) gives a saved output::
+
+        const safeToolName = sanitizeFilenamePart(toolName).toLowerCase();
+        const safeId = sanitizeFilenamePart(id.toString()).toLowerCase();
+        const fileName = safeId.startsWith(safeToolName) ? `${safeId}.txt` : `${safeToolName}_${safeId}.txt`;
+
+    (a call id `<tool>-<time>-<random>` names the file alone). What is left is ASCII, so `lower` is JavaScript's
+    `toLowerCase`."""
+    safe_tool = sanitize_filename_part(tool).lower()
+    safe_id = sanitize_filename_part(str(output_id)).lower()
+    return f"{safe_id}.txt" if safe_id.startswith(safe_tool) else f"{safe_tool}_{safe_id}.txt"
+
+
+def file_tool_name(name: str) -> str:
+    """The tool name a saved output's file is named by: the function response's, `'unknown_tool'` for none
+    (`part.functionResponse.name ?? 'unknown_tool'`, `chatCompressionService.ts@5411f113 L191`; `name ||
+    'unknown_tool'`, `toolOutputMaskingService.ts@5411f113 L181`). A transcript's result without a tool name has ""."""
+    return name or "unknown_tool"
+
+
+def project_slug(cwd: str | None) -> str:
+    """The project's short id, which names its temp folder: `ProjectRegistry.claimNewSlug` (`projectRegistry.ts@5411f113
+    L304-320`) slugifies `path.basename` of the resolved project root (L95-101, L414-422): lower case, every
+    UTF-16 unit outside a-z0-9 a "-", runs of "-" folded, a leading and a trailing one dropped, "project" when
+    nothing is left. It is the first project of that name the registry sees (a later one gets "-1", "-2", …).
+    Unknown (None): the slug of a root without a name, "project"."""
+    base = posixpath.basename(posixpath.normpath(cwd)) if cwd else ""
+    folded = re.sub("-+", "-", _NOT_SLUG.sub("-", base.lower()))
+    return folded.removeprefix("-").removesuffix("-") or "project"
+
+
+_NOT_SLUG = re.compile("[^a-z0-9]")
+
+
+def truncation_path(directory: str, tool: str, number: int | str) -> str:
+    """Where §3 saves the `number`-th truncated output (`saveTruncatedToolOutput(contentStr, name ?? 'unknown_tool',
+    config.getNextCompressionTruncationId(), projectTempDir)`, `chatCompressionService.ts@5411f113 L189-194`): the
+    project's `tool-outputs` folder (`directory`) itself, no session folder."""
+    return f"{directory}/{saved_output_name(file_tool_name(tool), number)}"
 
 
 @functools.lru_cache(maxsize=1024)
-def _header_around_number(threshold: int, tool: str) -> tuple[str, str]:
-    """`truncation_header(output_path(tool, number), threshold)` is `before + str(number) + after`."""
-    before, _, after = truncation_header(output_path(tool, "\0"), threshold).rpartition("\0")
+def _header_around_number(threshold: int, directory: str, tool: str) -> tuple[str, str]:
+    """`truncation_header(truncation_path(directory, tool, number), threshold)` is `before + str(number) + after`
+    (for a number the file is not named by alone, `saved_output_name`)."""
+    path = f"{directory}/{sanitize_filename_part(file_tool_name(tool)).lower()}_\0.txt"
+    before, _, after = truncation_header(path, threshold).rpartition("\0")
     return before, after
 
 
 @functools.lru_cache(maxsize=1024)
-def _numberless_header(threshold: int, tool: str) -> TextMeasure:
+def _numberless_header(threshold: int, directory: str, tool: str) -> TextMeasure:
     """The measure of `truncation_header` of a `tool` output at `threshold` without the file's number."""
-    return TextMeasure.of("".join(_header_around_number(threshold, tool)))
+    return TextMeasure.of("".join(_header_around_number(threshold, directory, tool)))
 
 
 def format_truncated_output(text: str, path: str, threshold: int) -> str:
@@ -473,25 +563,31 @@ def format_truncated_output(text: str, path: str, threshold: int) -> str:
 
 
 class CutChanges:
-    """`Part.cut_change(threshold)` of a history's response parts, oldest first, with running sums of
-    the changes without the files' numbers, of the cuts whose number's digits add to them, and of the
+    """`Part.cut_change(threshold, directory)` of a history's response parts, oldest first, with running sums
+    of the changes without the files' numbers, of the cuts whose number's digits add to them, and of the
     cuts: §3's cut of every response older than the budget reached is a difference of sums (`delta`)."""
 
-    def __init__(self, threshold: int) -> None:
+    def __init__(self, threshold: int, directory: str) -> None:
         self.threshold = threshold
-        self.changes: list[tuple[int, int] | None] = []
+        self.directory = directory
+        self.changes: list[tuple[int, str] | None] = []
         self.base = [0]
         self.digits = [0]
         self.cuts = [0]
+        #: the cut responses whose tool's file name part is all digits, (index, that part): a number that starts
+        #: with it names the file alone, `len(part) + 1` shorter (`saved_output_name`)
+        self.digit_tools: list[tuple[int, str]] = []
 
     def extend(self, contents: Sequence[Content], responses: Sequence[tuple[int, int]], stop: int) -> CutChanges:
         """Measure the response parts `responses[:stop]` ((content index, part index)) not measured yet."""
         base, digits, cuts = self.base, self.digits, self.cuts
         for ci, pi in responses[len(self.changes):stop]:
-            change = contents[ci].parts[pi].cut_change(self.threshold)
+            change = contents[ci].parts[pi].cut_change(self.threshold, self.directory)
+            if change is not None and change[1]:
+                self.digit_tools.append((len(self.changes), change[1]))
             self.changes.append(change)
             base.append(base[-1] + (change[0] if change else 0))
-            digits.append(digits[-1] + (change[1] if change else 0))
+            digits.append(digits[-1] + (change is not None))
             cuts.append(cuts[-1] + (change is not None))
         return self
 
@@ -506,6 +602,11 @@ class CutChanges:
             if first < last:
                 total += length * (digits[last] - digits[first])
             length, low = length + 1, 10 * low
+        if self.digit_tools:  # rare: a tool named by digits alone
+            tools = self.digit_tools
+            for j, tool in tools[bisect.bisect_left(tools, (start,)):bisect.bisect_left(tools, (stop,))]:
+                if str(top - j).startswith(tool):
+                    total -= len(tool) + 1
         return total
 
 
@@ -515,9 +616,11 @@ class Truncation:
     changes its content's compact-JSON length and the estimate. Only what is sent (`messages`) or
     kept (`contents`) is built."""
 
-    def __init__(self, source: Sequence[Content], threshold: int, units: float) -> None:
+    def __init__(self, source: Sequence[Content], threshold: int, units: float, directory: str) -> None:
         self.source = source
         self.threshold = threshold
+        #: the folder the truncated outputs are saved in (`truncation_path`)
+        self.directory = directory
         #: the source's estimate units
         self.units = units
         #: the parts cut one by one, in the order of §3 (newest first): (content index, part index, the
@@ -531,7 +634,7 @@ class Truncation:
         #: number of the oldest one's file (`top - j` for response j)
         self._responses: Sequence[tuple[int, int]] = ()
         self._positions: Sequence[int] = ()
-        self._changes = CutChanges(threshold)
+        self._changes = CutChanges(threshold, directory)
         self._left = 0
         self._top = 0
 
@@ -540,7 +643,7 @@ class Truncation:
         its text after the cut (for the counter)."""
         part = self.source[ci].parts[pi]
         text = part.measure().text
-        cut = part.truncated_text(number, self.threshold)
+        cut = part.truncated_text(number, self.threshold, self.directory)
         if cut is None:
             return text  # the part stays as it is
         self.cuts.append((ci, pi, number, cut.escaped - text.escaped))
@@ -604,7 +707,7 @@ class Truncation:
                 continue
             parts = list(content.parts)
             for pi, number in cuts:
-                parts[pi] = parts[pi].truncated(number, self.threshold)
+                parts[pi] = parts[pi].truncated(number, self.threshold, self.directory)
             out.append(Content(content.role, parts) if any(a is not b for a, b in zip(parts, content.parts, strict=True)) else content)
         return out
 
@@ -616,7 +719,7 @@ class Truncation:
         source, threshold, first = self.source, self.threshold, at[0]
         for ci, pi, number, position in self._cuts_in(0, stop):
             part = source[ci].parts[pi]
-            out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold), part.attachments)
+            out[at[ci] - first + position] = response_message(part, part.cut_text(number, threshold, self.directory), part.attachments)
         return out
 
 
@@ -675,6 +778,13 @@ class GeminiCliOptions:
     mask_exempt_tools: str = "activate_skill,ask_user,enter_plan_mode,exit_plan_mode"
     #: tools whose output is truncated when it runs (§9) and gets the line preview when masked (§8)
     shell_tools: str = "run_shell_command,Bash,bash,shell,exec_command"
+    #: the global Gemini folder, `<home>/.gemini` (`Storage.getGlobalGeminiDir`, `storage.ts@5411f113 L54-60`), which
+    #: holds the projects' temp folders and so the saved outputs' paths; "~" stands for the recording's home
+    #: folder, which is not known
+    gemini_dir: str = "~/.gemini"
+    #: the project root, whose base name names the project's temp folder (`project_slug`); None: the
+    #: transcript's working directory (`source.cwd`) when it records one, else unknown ("project")
+    cwd: str | None = None
 
 
 class GeminiCli(Strategy):
@@ -694,7 +804,21 @@ class GeminiCli(Strategy):
         self.failed_latch = False
         self.exempt = {t.strip() for t in o.mask_exempt_tools.split(",") if t.strip()}
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
-        self._files = 0
+        # Where the outputs are saved (`saveTruncatedToolOutput`, `fileUtils.ts@5411f113 L731-755`;
+        # `toolOutputMaskingService.ts@5411f113 L163-172`): `<projectTempDir>/tool-outputs` (§3), and its
+        # `session-<id>` folder (§8, §9), the session being the recording's.
+        session = ctx.session
+        recorded_cwd = session.get("cwd")
+        cwd = o.cwd or (recorded_cwd if isinstance(recorded_cwd, str) and recorded_cwd else None)
+        self.session_id = str(session.get("session_id") or session.get("id") or "session")
+        temp = posixpath.normpath(posixpath.join(o.gemini_dir, "tmp", project_slug(cwd)))
+        self.outputs_dir = f"{temp}/{TOOL_OUTPUTS_DIR}"
+        self.session_outputs_dir = f"{self.outputs_dir}/session-{sanitize_filename_part(self.session_id)}"
+        #: `compressionTruncationCounter` (`config.ts@5411f113 L906, L3812-3814`): §3's files are numbered by it; only
+        #: §3 advances it (once per response over the budget), and only a new session id resets it (L1849)
+        self._truncation_ids = 0
+        #: the outputs masked so far (the seed of each masked file's random part, `masked_output_path`)
+        self._masked_files = 0
         self._system_messages: dict[str, Message] = {}
         self._prompts: dict[tuple[Any, ...], Message] = {}
         #: the system messages and the history's rendered, as an append-only log shared by the requests'
@@ -740,7 +864,7 @@ class GeminiCli(Strategy):
                 # was a list of parts), when `threshold > 0` and its length is over it
                 threshold = min(4 * (self.limit - self.last_prompt_tokens), self.options.truncate_tool_output_threshold)
                 if threshold > 0 and _utf16(text) > threshold:
-                    text = format_truncated_output(text, self._output_path(item.tool_name or "tool"), threshold)
+                    text = format_truncated_output(text, self._executor_path(item.tool_name or "", item.call_id or ""), threshold)
             part = Part("response", text=text, name=item.tool_name or "", call_id=item.call_id or "", item_id=item.id,
                         is_error=item.is_error, attachments=attachments)
             if self.pending and self.pending[-1].role == "user" and self.pending[-1].has_response:
@@ -781,13 +905,36 @@ class GeminiCli(Strategy):
         if usage is not None:
             self.last_prompt_tokens = usage.input
 
-    def _next_file(self) -> int:
-        """The number of the next saved output (one counter for truncation and masking)."""
-        self._files += 1
-        return self._files
+    def _next_truncation_id(self) -> int:
+        """`config.getNextCompressionTruncationId()`: the number of §3's next saved output."""
+        self._truncation_ids += 1
+        return self._truncation_ids
 
-    def _output_path(self, tool: str) -> str:
-        return output_path(tool, self._next_file())
+    def _executor_path(self, tool: str, call_id: str) -> str:
+        """Where §9 saves a tool's output when it runs: `saveTruncatedToolOutput(content, toolName, callId,
+        projectTempDir, this.context.promptId)` (`tool-executor.ts@5411f113 L222-228`), whose last argument, the
+        session folder's id, is the interactive CLI's `config.promptId`, the session id (`config.ts@5411f113
+        L1740-1742`; `useToolScheduler.ts` passes the config as the context). Named by the call id, no counter."""
+        return f"{self.session_outputs_dir}/{saved_output_name(tool, call_id)}"
+
+    def masked_output_path(self, part: Part) -> str:
+        """Where §8 saves a masked output (`toolOutputMaskingService.ts@5411f113 L163-188`)::
+
+            const toolName = part.functionResponse.name || 'unknown_tool';
+            const callId = part.functionResponse.id || Date.now().toString();
+            const fileName = `${safeToolName}_${safeCallId}_${Math.random().toString(36).substring(7)}.txt`;
+
+        in the session folder (always joined, without `saveTruncatedToolOutput`'s rule for an id that starts
+        with the tool's name). The random part is six base-36 digits (its length 70 % of the time; 4 to 9 in
+        practice), and a missing call id a 13-digit time, both drawn from a hash of the session, the call and
+        the count of masked outputs, so that a replay is deterministic."""
+        self._masked_files += 1
+        seed = hashlib.blake2b(f"{self.session_id}\0{part.call_id}\0{self._masked_files}".encode(), digest_size=16).digest()
+        value = int.from_bytes(seed, "big")
+        suffix = _base36(value % 36**6, 6)
+        call_id = part.call_id or str(1_700_000_000_000 + (value >> 64) % 100_000_000_000)
+        tool = sanitize_filename_part(file_tool_name(part.name)).lower()
+        return f"{self.session_outputs_dir}/{tool}_{sanitize_filename_part(call_id).lower()}_{suffix}.txt"
 
     # ------------------------------------------------------------ rendering
     def render(self, contents: Sequence[Content]) -> list[Message]:
@@ -894,7 +1041,7 @@ class GeminiCli(Strategy):
         budget = o.function_response_token_budget
         self._index()
         contents, responses, text_tokens = self.history, self._responses, self._text_tokens
-        plan = Truncation(contents, threshold, self._units[-1])
+        plan = Truncation(contents, threshold, self._units[-1], self.outputs_dir)
         # the newest responses whose texts fit the budget together are counted, not cut: `left` is the
         # oldest of them (the first with text_tokens[left] >= all - budget; the sums never decrease)
         left = len(responses) if budget < 0 else bisect.bisect_left(text_tokens, text_tokens[-1] - budget)
@@ -904,12 +1051,12 @@ class GeminiCli(Strategy):
             ci, pi = responses[left]
             tokens = text_tokens[left + 1] - text_tokens[left]
             if counter + tokens > budget:
-                counter += math.floor(plan.cut(ci, pi, self._next_file()).text_units)
+                counter += math.floor(plan.cut(ci, pi, self._next_truncation_id()).text_units)
             else:
                 counter += tokens
         if left:
-            plan.cut_all(responses, self._positions, self._changes_at(threshold, left), left, self._files + 1)
-        self._files += left
+            plan.cut_all(responses, self._positions, self._changes_at(threshold, left), left, self._truncation_ids + 1)
+        self._truncation_ids += left
         return plan
 
     def _changes_at(self, threshold: int, stop: int) -> CutChanges:
@@ -919,7 +1066,7 @@ class GeminiCli(Strategy):
         if changes is None:
             if len(self._cut_changes) >= CUT_THRESHOLDS_KEPT:
                 self._cut_changes.clear()
-            changes = self._cut_changes[threshold] = CutChanges(threshold)
+            changes = self._cut_changes[threshold] = CutChanges(threshold, self.outputs_dir)
         return changes.extend(self.history, self._responses, stop)
 
     def _truncate_only(self, count: int) -> None:
@@ -1049,7 +1196,7 @@ class GeminiCli(Strategy):
         masked = []
         for ci, pi, tokens in prunable:
             part = self.history[ci].parts[pi]
-            path = self._output_path(part.name or "tool")
+            path = self.masked_output_path(part)
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
             # only `response` is replaced: the nested parts stay (upstream `toolOutputMaskingService.ts` L224-231)
             new = replace_text(part, snippet)

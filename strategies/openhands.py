@@ -25,7 +25,8 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
 max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
 middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
 does (§7): an assistant message is emitted only once every call of it has its observation, and
-orphaned calls or observations are dropped silently; observations are cut at 30,000 characters. The
+orphaned calls or observations are dropped silently; observations are cut at 30,000 characters; a
+user message sends its images, each after an "Image N:" label (`v0_user_message`). The
 assistant message is the whole model response (its text and every call, forgotten ones included),
 sent when one of its actions is in the view and every call has its observation there; else the
 response and its observations are lost without a wire error. Each compaction lists the view's calls
@@ -49,7 +50,7 @@ from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.transcript import Item, Usage
+from compaction_bench.transcript import Attachment, Item, Usage
 
 N_CHAR_PREVIEW = 500
 #: §6 V0 observation truncation marker (protocol string).
@@ -691,9 +692,10 @@ class OpenHandsV0(Strategy):
             return Message("system", e.text, item_ids=e.item_ids)
         if e.kind == "summary" or (e.kind == "observation" and e.masked):
             return Message("user", _clip(e.text, limit, V0_TRUNCATION))
+        if e.kind == "message" and e.source == "user":
+            return v0_user_message(e.items[0])
         if e.kind == "message":
-            role = "user" if e.source == "user" else "assistant"
-            return Message(role, e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
+            return Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
         return Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id, item_ids=e.item_ids,
                        name=e.tool_name, is_error=e.is_error)
 
@@ -818,10 +820,44 @@ def _url(action: Event | None) -> str:
     return str(args.get("url", "")) if isinstance(args, dict) else ""
 
 
+def v0_images(item: Item) -> tuple[Attachment, ...]:
+    """A user item's images: the `image_urls` of V0's `MessageAction` (the web client puts every image/* file there,
+    as a data URL; other files are uploaded to the workspace and named in the text, `file_urls`, which
+    `conversation_memory.py` never sends: `chat-interface.tsx@156d0686 L186-211`)."""
+    return tuple(a for a in item.attachments if a.is_image)
+
+
+def v0_user_message(item: Item) -> Message:
+    """The message of a user `MessageAction` with `image_urls`, as V0 sends it (`All-Hands-AI/OpenHands@156d0686`):
+
+    - `ConversationMemory._process_action` (`openhands/memory/conversation_memory.py` L303-322) gives a user
+      message the content `[TextContent(content), TextContent("Image 1:"), ImageContent([url1]), TextContent("Image
+      2:"), ImageContent([url2]), …]`: every image is added whatever `vision_is_active` (since 93ef1b0c, PR #10645),
+      the "Image N:" labels only when it is active;
+    - `LLM.format_messages_for_llm` (`openhands/llm/llm.py` L817-842) sets `vision_enabled = vision_is_active()`, and
+      `Message._list_serializer` (`openhands/core/message.py` L97-129) sends an `ImageContent` only then; without
+      vision the images and labels are not sent at all;
+    - a user message with images reaches the event stream only with vision active: `Session.dispatch`
+      (`openhands/server/session/session.py` L355-371) refuses it otherwise ("Model does not support image
+      upload…").
+
+    So a user message's images are sent, each after its "Image N:" label. This request shape holds one text and
+    the attachments after it: the labels join the text with "\n", as V0's `_string_serializer` joins the text
+    parts (L87-95); the images are the message's attachments, counted as the provider counts an image."""
+    images = v0_images(item)
+    text = "\n".join([item.text, *(f"Image {n}:" for n in range(1, len(images) + 1))])
+    return Message("user", text, item_ids=(item.id,), attachments=images)
+
+
 def _event_str(event: Event) -> str:
-    """V0 `str(event)`: the event with its content (V0 summaries see full text, cut at 10,000 chars)."""
+    """V0 `str(event)`: the event with its content (V0 summaries see full text, cut at 10,000 chars). A user
+    message lists its images' URLs (`MessageAction.__str__`, `openhands/events/action/message.py@156d0686
+    L31-40`): the URL the transcript recorded (`uri`; the OpenHands importer keeps an `image_urls` entry as the
+    attachment's name)."""
     if event.kind == "action":
         return f"**{event.tool_name}** (source=agent)\nTHOUGHT: {event.text}\nARGUMENTS: {event.arguments}"
     if event.kind == "observation":
         return f"**{event.tool_name}Observation** (source=environment)\n{event.text}"
-    return f"**MessageAction** (source={event.source})\nCONTENT: {event.text}"
+    images = v0_images(event.items[0]) if event.kind == "message" and event.source == "user" and event.items else ()
+    urls = "".join(f"\nIMAGE_URL: {a.uri or a.name}" for a in images)
+    return f"**MessageAction** (source={event.source})\nCONTENT: {event.text}{urls}"

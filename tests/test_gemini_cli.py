@@ -3,6 +3,7 @@ truncation format, the threshold, the two summariser calls, the inflation latch 
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 from compaction_bench.metrics.integrity import ANY_KIND, check, recorded_orphans
@@ -16,10 +17,11 @@ from compaction_bench.strategies.gemini_cli import (
     estimate_parts,
     find_split_point,
     format_truncated_output,
-    output_path,
+    project_slug,
+    saved_output_name,
     shell_preview,
 )
-from compaction_bench.transcript import Attachment
+from compaction_bench.transcript import Attachment, Item, Transcript
 from tests.pi_builders import Session
 
 
@@ -272,7 +274,7 @@ def test_masked_shell_output_gets_the_sectioned_preview():
 
 def _gemini(token_limit: int = 64_000) -> GeminiCli:
     """The strategy alone, for its truncation and preview (no summariser is called)."""
-    return GeminiCli(SimpleNamespace(profile=get_profile("1m")), GeminiCli.parse_options({"token_limit": token_limit}))
+    return GeminiCli(SimpleNamespace(profile=get_profile("1m"), session={}), GeminiCli.parse_options({"token_limit": token_limit}))
 
 
 def test_truncation_counts_utf16_units_as_javascript_does():
@@ -312,7 +314,8 @@ def test_truncation_threshold_is_not_clamped():
     gemini.history = [Content("user", [Part("response", text="x" * 250_000, name="read_file", call_id="c")])]
     gemini.last_prompt_tokens = 64_010
     [part] = gemini.plan_truncation().contents()[0].parts
-    assert part.text == (f"Output too large. Showing first -8 and last -32 characters. For full output see: {output_path('read_file', 1)}\n"
+    path = "~/.gemini/tmp/project/tool-outputs/read_file_1.txt"
+    assert part.text == (f"Output too large. Showing first -8 and last -32 characters. For full output see: {path}\n"
                          + "x" * 249_992 + "\n\n... [250,040 characters omitted] ...\n\n" + "x" * 249_968)
 
 
@@ -368,3 +371,99 @@ def test_tool_results_are_converted_as_convert_to_function_response_does():
         "c4": ("[SYSTEM: Binary content (audio/wav) stripped from response due to protocol limitations.]", (image,)),
         "c5": ("", ()),  # a string result stays as it is
     }
+
+
+def _gemini_session(session: dict, token_limit: int = 64_000) -> GeminiCli:
+    """The strategy alone with a recorded session (id and working directory); compactions are not recorded."""
+    ctx = SimpleNamespace(profile=get_profile("1m"), session=session, record_compaction=lambda **kw: None)
+    return GeminiCli(ctx, GeminiCli.parse_options({"token_limit": token_limit}))
+
+
+def test_saved_output_paths_are_named_as_upstream_names_them():
+    """The path a truncated or masked output names (google-gemini/gemini-cli@5411f113):
+
+    - `saveTruncatedToolOutput` (packages/core/src/utils/fileUtils.ts L731-755)::
+
+          const safeToolName = sanitizeFilenamePart(toolName).toLowerCase();
+          const safeId = sanitizeFilenamePart(id.toString()).toLowerCase();
+          const fileName = safeId.startsWith(safeToolName) ? `${safeId}.txt` : `${safeToolName}_${safeId}.txt`;
+          let toolOutputDir = path.join(projectTempDir, TOOL_OUTPUTS_DIR);   // 'tool-outputs'
+          if (sessionId) toolOutputDir = path.join(toolOutputDir, `session-${sanitizeFilenamePart(sessionId)}`);
+
+      with `sanitizeFilenamePart = part.replace(/[^a-zA-Z0-9_-]/g, '_')` (L696-698, per UTF-16 unit);
+    - §3 `truncateHistoryToBudget` (context/chatCompressionService.ts L189-194): `saveTruncatedToolOutput(contentStr,
+      name ?? 'unknown_tool', config.getNextCompressionTruncationId(), config.storage.getProjectTempDir())`: no
+      session folder; the id is `++this.compressionTruncationCounter` (config/config.ts L3812-3814), which nothing
+      else advances;
+    - §9 `ToolExecutor.truncateOutputIfNeeded` (scheduler/tool-executor.ts L222-228): `saveTruncatedToolOutput(content,
+      toolName, callId, projectTempDir, this.context.promptId)`, the context being the config, whose `promptId` is
+      the session id (config.ts L1740-1742);
+    - `getProjectTempDir()` = `<homedir>/.gemini/tmp/<short id>` (config/storage.ts L54-60, L181-185), the short id
+      `slugify(path.basename(projectRoot))` (config/projectRegistry.ts L304-320, L414-422).
+
+    Session "5f3c-A.b", project "/home/dev/My Project!" (slug "my-project"), home unknown ("~"): two shell outputs
+    over 40,000 characters go to the session folder by call id, with no number; the next §3 truncations, newest
+    response first, are files 1 and 2 of the project's tool-outputs folder, and the next §3 call goes on at 3."""
+    assert saved_output_name("run_shell_command", "run_shell_command-1760000000000-AbC") == "run_shell_command-1760000000000-abc.txt"
+    assert saved_output_name("read_file", 12) == "read_file_12.txt"
+    assert saved_output_name("réad😀", "c.1") == "r_ad___c_1.txt"  # é one unit, the emoji two
+    assert saved_output_name("7", 71) == "71.txt" and saved_output_name("7", 17) == "7_17.txt"
+    assert project_slug("/home/dev/My Project!/") == "my-project" and project_slug(None) == "project"
+
+    gemini = _gemini_session({"id": "t", "session_id": "5f3c-A.b", "cwd": "/home/dev/My Project!"})
+    folder = "~/.gemini/tmp/my-project/tool-outputs"
+    for call_id in ("run_shell_command-1760000000000-AbC", "toolu_01.X"):
+        gemini.on_input(Item(id=call_id, kind="tool_result", call_id=call_id, tool_name="run_shell_command", text="x" * 50_000))
+    first, second = (part.text.split("\n", 1)[0] for part in gemini.pending[0].parts)
+    assert first.endswith(f"For full output see: {folder}/session-5f3c-A_b/run_shell_command-1760000000000-abc.txt")
+    assert second.endswith(f"For full output see: {folder}/session-5f3c-A_b/run_shell_command_toolu_01_x.txt")
+
+    gemini.history = [Content("user", [Part("response", text="r" * 250_000, name="read_file", call_id="c1"),
+                                       Part("response", text="g" * 250_000, name="grep", call_id="c2")])]
+    read, grep = gemini.plan_truncation().contents()[0].parts
+    assert grep.text.split("\n", 1)[0].endswith(f"For full output see: {folder}/grep_1.txt")
+    assert read.text.split("\n", 1)[0].endswith(f"For full output see: {folder}/read_file_2.txt")
+    read, grep = gemini.plan_truncation().contents()[0].parts
+    assert (grep.text.split("\n", 1)[0][-10:], read.text.split("\n", 1)[0][-15:]) == ("grep_3.txt", "read_file_4.txt")
+
+
+def test_masked_output_path_is_in_the_session_folder_and_advances_no_counter():
+    """§8 `ToolOutputMaskingService.mask` (packages/core/src/context/toolOutputMaskingService.ts@5411f113 L163-188)::
+
+          let toolOutputsDir = path.join(config.storage.getProjectTempDir(), TOOL_OUTPUTS_DIR);
+          const sessionId = config.getSessionId();
+          if (sessionId) toolOutputsDir = path.join(toolOutputsDir, `session-${sanitizeFilenamePart(sessionId)}`);
+          const toolName = part.functionResponse.name || 'unknown_tool';
+          const callId = part.functionResponse.id || Date.now().toString();
+          const fileName = `${safeToolName}_${safeCallId}_${Math.random().toString(36).substring(7)}.txt`;
+
+    (no `compressionTruncationCounter`). The random part is replayed as six base-36 digits. Before step 5 the history
+    holds r0..r3 (80,000 characters each, ≈ 20,000 tokens): r3 and r2 are protected, r1 closes the window, r0 and r1
+    are masked; a §3 truncation afterwards is still file 1."""
+    s = Session()
+    s.user("collect the logs")
+    for n in range(5):
+        s.assistant(f"read {n}", calls=[(f"r{n}", "read_file", {"path": f"log{n}.txt"})])
+        s.result(f"r{n}", f"log {n}\n" + "z" * 80_000, name="read_file")
+    s.assistant("done")
+    transcript = Transcript(id="masking", items=tuple(s.items), source={"session_id": "5f3c-A.b", "cwd": "/home/dev/My Project!"})
+    result = replay(transcript, "gemini-cli", profile="1m", options={"token_limit": 1_048_576})
+    [masking] = [c for c in result.compactions if c.trigger == "masking"]
+    assert masking.details["masked"] == ["r1", "r0"]
+    folder = "~/.gemini/tmp/my-project/tool-outputs/session-5f3c-A_b"
+    final = {m.tool_call_id: m.content for m in result.final.messages if m.role == "tool"}
+    for call_id in ("r0", "r1"):
+        assert re.search(f"\n\nOutput too large. Full output available at: {re.escape(folder)}/read_file_{call_id}_[0-9a-z]{{6}}\\.txt\n"
+                         "</tool_output_masked>$", final[call_id]), final[call_id][-200:]
+    # The strategy itself: masking, then a §3 truncation numbered 1.
+    gemini = _gemini_session({"id": "masking", "session_id": "5f3c-A.b"})
+    gemini.history = [Content("user", [Part("text", text="collect")])]
+    for n in range(4):
+        gemini.history += [Content("model", [Part("call", name="read_file", call_id=f"r{n}", args={})]),
+                           Content("user", [Part("response", text="z" * 80_000, name="read_file", call_id=f"r{n}")])]
+    gemini.history.append(Content("model", [Part("call", name="read_file", call_id="r4", args={})]))
+    gemini._mask()
+    assert gemini.history[2].parts[0].text.startswith("<tool_output_masked>")
+    gemini.history = [Content("user", [Part("response", text="r" * 250_000, name="read_file", call_id="c1")])]
+    [part] = gemini.plan_truncation().contents()[0].parts
+    assert part.text.split("\n", 1)[0].endswith("For full output see: ~/.gemini/tmp/project/tool-outputs/read_file_1.txt")

@@ -19,7 +19,7 @@ from compaction_bench.strategies.openhands import (
     sdk_truncate,
 )
 from compaction_bench.templates import PromptSet
-from compaction_bench.transcript import Item
+from compaction_bench.transcript import Attachment, Item
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
 from tests.test_gemini_cli import strategy_pair_errors
@@ -384,3 +384,50 @@ def test_v0_conversation_window_skips_a_leading_summary_with_the_observations():
     assert [e.id for e in v0.view()] == [0, 1, -1] and request.meta["view_events"] == 3
     assert [(m.role, m.content) for m in request.messages] == [
         ("system", "You are an agent."), ("user", "Investigate the flaky test."), ("user", "\n\nS1")]
+
+
+def test_v0_user_images_are_sent_after_image_labels():
+    """V0 sends a user message's images (All-Hands-AI/OpenHands@156d0686):
+
+    - `ConversationMemory._process_action` (openhands/memory/conversation_memory.py L303-322)::
+
+          content = [TextContent(text=action.content or '')]
+          if action.image_urls:
+              if role == 'user':
+                  for idx, url in enumerate(action.image_urls):
+                      # Only add descriptive text if vision is active
+                      if vision_is_active:
+                          content.append(TextContent(text=f'Image {idx + 1}:'))
+                      content.append(ImageContent(image_urls=[url]))
+
+    - `Message._list_serializer` (openhands/core/message.py L97-129) sends an ImageContent when `vision_enabled`,
+      and `Session.dispatch` (openhands/server/session/session.py L355-371) refuses a user message with images
+      unless `llm.vision_is_active()`: a message with images that is in the history always goes with vision on;
+    - `MessageAction.__str__` (openhands/events/action/message.py L31-40), what the summariser reads of a
+      forgotten message, adds "\\nIMAGE_URL: {url}" per image.
+
+    The web client puts image files in `image_urls` and uploads other files (chat-interface.tsx L186-211), so a
+    PDF attachment is no image of the message. Expected: text, "Image 1:", "Image 2:" (joined as V0's string form
+    joins text parts), the two images attached; the PDF not."""
+    png, jpeg = Attachment("image/png", "data:image/png;base64,AAA", 4_000), Attachment("image/jpeg", "b.jpg", 9_000, "file:///b.jpg")
+    pdf = Attachment("application/pdf", "spec.pdf", 20_000)
+    ctx = _Context()
+    v0 = OpenHandsV0(ctx, OpenHandsV0.parse_options({"max_size": 12}))
+    v0.on_user_turn(Item(id="u", kind="user", text="Investigate the flaky test."))
+    v0.on_user_turn(Item(id="shots", kind="user", text="It fails like this:", attachments=(png, pdf, jpeg)))
+    [user, shots] = v0.request().messages
+    assert (user.content, user.attachments) == ("Investigate the flaky test.", ())
+    # a user message after a user message gets "\n\n" in its first text part (conversation_memory.py L167-182)
+    assert shots.content == "\n\nIt fails like this:\nImage 1:\nImage 2:" and shots.attachments == (png, jpeg)
+    assert shots.item_ids == ("shots",)
+    # Forgotten by the summariser (12 events: keep_first 4, then the middle): its <EVENT> names both images' URLs.
+    for k in range(6):
+        v0.on_response([Item(id=f"c{k}", kind="tool_call", call_id=f"c{k}", tool_name="bash", arguments="{}", response=k)], None, True)
+        v0.on_input(Item(id=f"r{k}", kind="tool_result", call_id=f"c{k}", tool_name="bash", text=f"out {k}"))
+    v0.on_user_turn(Item(id="more", kind="user", text="And this one:", attachments=(png,)))
+    for k in range(6, 12):
+        v0.on_response([Item(id=f"c{k}", kind="tool_call", call_id=f"c{k}", tool_name="bash", arguments="{}", response=k)], None, True)
+        v0.on_input(Item(id=f"r{k}", kind="tool_result", call_id=f"c{k}", tool_name="bash", text=f"out {k}"))
+    v0.request()
+    assert ("<EVENT id=14>\n**MessageAction** (source=user)\nCONTENT: And this one:\nIMAGE_URL: data:image/png;base64,AAA\n</EVENT>"
+            in ctx.prompts[0])

@@ -37,7 +37,7 @@ from compaction_bench.strategies.gemini_cli import (
     compact_json_length,
     estimate_parts,
     format_truncated_output,
-    output_path,
+    truncation_path,
 )
 from compaction_bench.strategies.hybrid import Hybrid
 from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip, _event_str
@@ -52,6 +52,8 @@ PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
 #: characters (two- and six-character JSON escapes), non-ASCII, astral (two UTF-16 units), and long
 TEXTS = ["", "abc", 'say "hi" \\ back', "tab\there\nline\r\x01\x1f", "naïve café ünïcode", "emoji 😀 and 𝄞 clef",
          "x" * 100_001, "é" * 100_001, "<state_snapshot> old", "<tool_output_masked> done"]
+#: a folder of saved outputs whose name JSON escapes
+FOLDER = '~/.gemini/tmp/prøject "x"/tool-outputs'
 
 
 # ---------------------------------------------------------------------------------------------- gemini
@@ -130,7 +132,8 @@ class ReferenceGeminiCli(GeminiCli):
                     continue
                 tokens = ref_estimate_parts([Part("text", text=part.text)])
                 if counter + tokens > o.function_response_token_budget:
-                    message = format_truncated_output(part.text, self._output_path(part.name or "tool"), threshold)
+                    message = format_truncated_output(part.text, truncation_path(self.outputs_dir, part.name, self._next_truncation_id()),
+                                                      threshold)
                     parts.append(Part("response", text=message, name=part.name, call_id=part.call_id, item_id=part.item_id,
                                       is_error=part.is_error, attachments=part.attachments))
                     counter += ref_estimate_parts([Part("text", text=message)])
@@ -216,7 +219,7 @@ class ReferenceGeminiCli(GeminiCli):
         masked = []
         for ci, pi, tokens in prunable:
             part = self.history[ci].parts[pi]
-            path = self._output_path(part.name or "tool")
+            path = self.masked_output_path(part)
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
             new = Part("response", text=snippet, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error,
                        attachments=part.attachments)
@@ -354,9 +357,13 @@ class ReferenceOpenHandsV0(OpenHandsV0):
                                              item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
             elif e.kind == "system":
                 out.append(Message("system", e.text, item_ids=e.item_ids))
+            elif e.kind == "message" and e.source == "user":
+                # L303-322 with vision active: the text, then "Image N:" and the image for each of `image_urls`
+                images = tuple(a for a in e.items[0].attachments if a.is_image)
+                labels = "".join(f"\nImage {n}:" for n in range(1, len(images) + 1))
+                out.append(Message("user", e.text + labels, item_ids=e.item_ids, attachments=images))
             elif e.kind == "message":
-                out.append(Message("user" if e.source == "user" else "assistant", e.text,
-                                   item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
+                out.append(Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")))
             else:  # the summary or a masked browser output: an AgentCondensationObservation
                 out.append(Message("user", _clip(e.text, limit, V0_TRUNCATION)))
             # L130-156, after every event: a response whose calls all have results goes out, then the results
@@ -524,42 +531,46 @@ def test_gemini_measures_match_json_and_the_estimator(text):
         assert compact_json_length(content) == _utf16(_stringify(content.to_json()))
         assert estimate_parts([part]) == ref_estimate_parts([part])
         assert estimate_parts(content.parts) == ref_estimate_parts(content.parts)
-    part = Part("response", text=text, name="réad", call_id="c")
-    # negative thresholds (a last prompt over the window: negative head and tail), -1 and 0 (no tail: the whole
-    # text after the omission line), 7 (the emoji text's tail starts inside a surrogate pair)
-    for threshold in (-9, -1, 0, 7, 40_000):
-        for number in (1, 9, 10, 12_345):
-            formatted = format_truncated_output(text, output_path("réad", number), threshold)
-            expected = None if formatted is text else TextMeasure.of(formatted)
-            assert part.truncated_text(number, threshold) == expected
-            if expected is not None:
-                assert expected.escaped == _utf16(json.dumps(formatted, ensure_ascii=False)) - 2
-            cut = part.truncated(number, threshold)
-            assert cut.text == formatted
-            fresh = Part("response", text=formatted, name="réad", call_id="c")
-            assert cut.measure() == fresh.measure()
-            assert estimate_parts([cut]) == ref_estimate_parts([fresh])
-            assert compact_json_length(Content("user", [cut])) == _utf16(_stringify(Content("user", [fresh]).to_json()))
+    # a non-ASCII tool, a tool named by digits (a number that starts with them names the file alone) and none
+    # ('unknown_tool'), in a folder with a non-ASCII name
+    for name in ("réad", "1", ""):
+        part = Part("response", text=text, name=name, call_id="c")
+        # negative thresholds (a last prompt over the window: negative head and tail), -1 and 0 (no tail: the whole
+        # text after the omission line), 7 (the emoji text's tail starts inside a surrogate pair)
+        for threshold in (-9, -1, 0, 7, 40_000):
+            for number in (1, 9, 10, 12_345):
+                formatted = format_truncated_output(text, truncation_path(FOLDER, name, number), threshold)
+                expected = None if formatted is text else TextMeasure.of(formatted)
+                assert part.truncated_text(number, threshold, FOLDER) == expected
+                if expected is not None:
+                    assert expected.escaped == _utf16(json.dumps(formatted, ensure_ascii=False)) - 2
+                cut = part.truncated(number, threshold, FOLDER)
+                assert cut.text == formatted
+                fresh = Part("response", text=formatted, name=name, call_id="c")
+                assert cut.measure() == fresh.measure()
+                assert estimate_parts([cut]) == ref_estimate_parts([fresh])
+                assert compact_json_length(Content("user", [cut])) == _utf16(_stringify(Content("user", [fresh]).to_json()))
 
 
 def test_gemini_cut_changes_sums_equal_the_cuts_summed_one_by_one():
     # Responses of every kind (cut, cut with an image, short with an image (kept whole, §3 keeps nested parts), kept) whose files' numbers
     # cross 9/10, 99/100 and 999/1000: every range's change equals the sum of each cut's escaped-length
-    # change with its own number (`truncated_text`), one by one.
-    parts = [Part("response", text=text, name="réad", call_id=f"c{n}",
+    # change with its own number (`truncated_text`), one by one. Some tools are named by digits, so that some
+    # numbers name their files alone.
+    parts = [Part("response", text=text, name=("réad", "1", "9", "12")[n % 4], call_id=f"c{n}",
                   attachments=(Attachment("image/png", "a.png", 1),) if n % 4 == 1 else ())
              for n, text in enumerate(["x" * 900, "short", "é\"\n" * 200, "", "line\n" * 100, "ok"] * 5)]
     contents = [Content("user", parts[k:k + 3]) for k in range(0, len(parts), 3)]
     responses = [(ci, pi) for ci, c in enumerate(contents) for pi in range(len(c.parts))]
     for threshold in (-9, 0, 7, 300):
-        changes = CutChanges(threshold).extend(contents, responses, 10).extend(contents, responses, len(responses))
+        changes = CutChanges(threshold, FOLDER).extend(contents, responses, 10).extend(contents, responses, len(responses))
         for top in (len(responses) - 1 + first for first in (1, 5, 95, 990)):  # the oldest response's file is `first`
             for start in range(0, len(responses), 4):
                 for stop in range(start, len(responses) + 1, 3):
                     expected = 0
                     for j in range(start, stop):
                         part = contents[responses[j][0]].parts[responses[j][1]]
-                        cut = part.truncated_text(top - j, threshold)
+                        cut = part.truncated_text(top - j, threshold, FOLDER)
                         if cut is not None:
                             expected += cut.escaped - part.measure().text.escaped
                     assert changes.delta(start, stop, top) == expected
@@ -573,10 +584,11 @@ def _many_responses() -> Session:
     s.user("start: port the parser")
     fillers = ["a" * 1_500, "é\"\\\n" * 300, "😀 x\t" * 250, "line\n" * 300]
     for k in range(24):
-        s.assistant(f"step {k}", calls=[(f"a{k}", "read_file", {"path": f"f{k}"}), (f"b{k}", "réad_é", {"k": k})], total=1_000)
+        tool = "1" if k % 4 == 3 else "réad_é"  # a tool named by digits: files 1x.txt are named by the number alone
+        s.assistant(f"step {k}", calls=[(f"a{k}", "read_file", {"path": f"f{k}"}), (f"b{k}", tool, {"k": k})], total=1_000)
         s.result(f"a{k}", fillers[k % 4] + str(k), name="read_file")
         attachments = (Attachment("image/png", f"shot{k}.png", 10),) if k % 5 == 0 else ()
-        s._add(kind="tool_result", call_id=f"b{k}", tool_name="réad_é", text=f"ok {k}" if k % 3 else "x" * 900, attachments=attachments)
+        s._add(kind="tool_result", call_id=f"b{k}", tool_name=tool, text=f"ok {k}" if k % 3 else "x" * 900, attachments=attachments)
         if k % 6 == 5:
             s.user(f"<state_snapshot>{k}</state_snapshot> go on" if k == 11 else f"continue with part {k}")
     s.assistant("done", total=1_000)
@@ -595,14 +607,15 @@ class ProbedGeminiCli(GeminiCli):
         log, at = self._sync_log(), self._log_at
         newest_first = self._responses[::-1]
         for threshold, measured in ((-9, 1), (0, 0), (7, 3), (1_000, 2), (40_000, 0)):
-            plan = Truncation(self.history, threshold, self._units[-1])
+            plan = Truncation(self.history, threshold, self._units[-1], self.outputs_dir)
             # the newest `measured` responses cut one by one (§3's counter), the older ones all at once
             for n, (ci, pi) in enumerate(newest_first[:measured]):
                 plan.cut(ci, pi, 8 + n)
             plan.cut_all(self._responses, self._positions, self._changes_at(threshold, len(newest_first)), max(len(newest_first) - measured, 0), 8 + measured)
             # §3 straightforwardly: every response (all are cut here) in the {output} shape, with its file's number
             numbers = {response: 8 + n for n, response in enumerate(newest_first)}
-            built = [Content(c.role, [Part("response", text=format_truncated_output(p.text, output_path(p.name or "tool", numbers[ci, pi]), threshold),
+            built = [Content(c.role, [Part("response", text=format_truncated_output(p.text, truncation_path(self.outputs_dir, p.name, numbers[ci, pi]),
+                                                                                    threshold),
                                            name=p.name, call_id=p.call_id, item_id=p.item_id, is_error=p.is_error,
                                            attachments=p.attachments)
                                       if p.kind == "response" else p for pi, p in enumerate(c.parts)])
@@ -679,6 +692,9 @@ def _steps(n: int, chars: int) -> Session:
         s.result(f"d{k}", f"file {k}", name="read")
         if k % 7 == 6:
             s.user(f"continue with part {k}")
+            if k % 14 == 6:  # with a screenshot and a file (V0 sends the image after an "Image 1:" label)
+                s.items[-1] = replace(s.items[-1], attachments=(Attachment("image/png", f"shot{k}.png", 9_000),
+                                                                Attachment("application/pdf", "spec.pdf", 20_000)))
     s.assistant("done")
     return s
 
