@@ -149,9 +149,13 @@ HEADING_LINE = re.compile(r"^\s*\*\*([^*\n]{4,80})\*\*\s*$")
 WORD = re.compile(r"[^\W\d_][\w.-]{3,}")
 #: A constraint's values: numbers, versions, names in backticks, paths.
 VALUE = re.compile(r"`[^`\n]+`|(?<![\w.])\d+(?:[.:]\d+)*(?![\w])|(?<!\w)[\w.-]*/[\w./-]+")
-#: A later instruction that changes an earlier one.
-CHANGE = re.compile(r"\b(?:instead|no longer|any ?more)\b|\b(?:change|switch|move|update)\w*\b.{0,60}\bto\b", re.I)
+#: A later instruction that changes an earlier one: `instead`, `no longer`, `anymore`, or a change verb and its target
+#: (`switch to`, `change the port to`), at most three words apart: the noun in `after this change those queues will never
+#: be consumed and any job routed to them` or `a change fee if needed, up to $100` is not one.
+CHANGE = re.compile(r"\b(?:instead|no longer|any ?more)\b|\b(?:change|switch|move|update)\w*\s+(?:\S+\s+){0,3}?to\b", re.I)
 REVOKE = re.compile(r"\b(?:no longer|any ?more)\b", re.I)
+#: The change verbs themselves: a change word two sentences share is not a subject they share.
+CHANGE_WORD = re.compile(r"(?:change|move|update)[sd]?|(?:chang|mov|updat)ing|switch(?:es|ed|ing)?")
 #: How far (normalized characters) a call's command may be from the output it anchors (RE2 repeats at most 1000).
 MAX_GAP = 800
 STOPWORDS = frozenset(
@@ -820,50 +824,65 @@ def _answers(c: _Candidate) -> tuple[str, ...]:
 
 
 def _subject(sentence: str) -> set[str]:
-    """The content words of an instruction: no values, stopwords, modal words or leading verbs."""
+    """The content words of an instruction: no values, stopwords, modal words, leading verbs or change verbs."""
     words = {w.lower().strip(".-") for w in WORD.findall(VALUE.sub(" ", sentence))}
-    return {w for w in words if w not in STOPWORDS and w not in IMPERATIVE_VERBS and not MODAL.fullmatch(w)}
+    return {w for w in words if w not in STOPWORDS and w not in IMPERATIVE_VERBS and not MODAL.fullmatch(w) and not CHANGE_WORD.fullmatch(w)}
 
 
 def _values(sentence: str) -> set[str]:
     return {v.strip("`").lower() for v in VALUE.findall(sentence)}
 
 
-def _supersedes(old: str, new: str, same_message: bool) -> bool:
-    """A later instruction changes an earlier one: a shared subject word and either a new value with a change word
-    (`port 8080`, then `port 9090 instead`), a different value with the very same subject words in a later message
-    (`timeouts must stay at 30 seconds`, then `… 60 seconds`), or the same value withdrawn (`no longer`, `anymore`)."""
-    old_subject, new_subject = _subject(old), _subject(new)
+def _frame(sentence: str) -> str:
+    """The sentence with its values blanked out: `timeouts must stay at # seconds`."""
+    return " ".join(VALUE.sub("#", sentence).lower().rstrip(".!").split())
+
+
+def _supersedes(old: str, new: str) -> bool:
+    """`new`, a sentence of a later message, changes the instruction `old`. The two share a subject word, `old` has a value
+    (a number, a name in backticks, a path), and `new`
+
+    - withdraws that value: `Keep the logs in /tmp/dev.log`, then `Logs no longer go to /tmp/dev.log`;
+    - or names a new value with a change word (`CHANGE`): `Use port 8080`, then `Use port 9090 instead`;
+    - or is the very same sentence with another value: `Timeouts must stay at 30 seconds`, then `… 60 seconds`.
+
+    A new value in other words is no change: "make `test_subtree_only` use GitTemporaryDirectory" after "don't use
+    `IgnorantTemporaryDirectory` use GitTemporaryDirectory" (aider's chat history) says it again for one test."""
     old_values, new_values = _values(old), _values(new)
-    if not (old_subject & new_subject) or not old_values:
+    if not old_values or not _subject(old) & _subject(new):
         return False
     if REVOKE.search(new) and old_values <= new_values:
         return True
     if not new_values - old_values:
         return False  # no new value
-    if CHANGE.search(new):
-        return True  # `use port 9090 instead (of 8080)`
-    return not same_message and old_subject == new_subject and not old_values <= new_values
+    return bool(CHANGE.search(new)) or _frame(old) == _frame(new)
 
 
 def _superseded(transcript: Transcript, candidates: Sequence[_Candidate]) -> set[_Candidate]:
-    """Constraints a later user or injected message changes. They are dropped, not re-answered: a probe is asked at
-    every checkpoint after its source, so the old value would be wrong after the change, and the new value is the
-    later instruction's own probe (`mine_probes`)."""
+    """Constraints a later user or injected message changes (`_supersedes`). They are dropped, not re-answered: a probe is
+    asked at every checkpoint after its source, so the old value would be wrong after the change, and the new value is
+    the later instruction's own probe (`mine_probes`).
+
+    Only a later message changes an instruction, and only one after its last restatement. The sentences of one message
+    stand together: in the SWE-agent CTF prompt's tips, "Please DO NOT run commands in python or sage through the `-c`
+    flag, you should create files instead." does not change the tip before it to bound `nc -w5 127.0.0.1 80`, nor does
+    one sentence of a demonstration change another. A later message that says the instruction again (the same sentence,
+    as a repeated prompt or AGENTS.md does) re-issues it, with everything else it says, so a repetition is never a change."""
     users = [i for i in transcript.items if i.kind == "user"]
-    later: dict[str, list[tuple[str, str]]] = {}  # item id -> (item id, sentence) of it and every later user item
-    tail: list[tuple[str, str]] = []
-    for item in reversed(users):
-        tail = [(item.id, s) for s in _sentences(item.text)] + tail
-        later[item.id] = tail
+    index = {item.id: n for n, item in enumerate(users)}
+    sentences = [list(_sentences(item.text)) for item in users]
+    said = [{normalize(s) for s in of_item} for of_item in sentences]
     out = set()
     for c in candidates:
-        if c.kind != "constraint" or not isinstance(c.answer, str) or c.source not in later:
+        if c.kind != "constraint" or not isinstance(c.answer, str) or c.source not in index:
             continue
-        following = later[c.source]
-        own = [n for n, (i, s) in enumerate(following) if i == c.source and s == c.answer]
-        rest = following[own[0] + 1 :] if own else [(i, s) for i, s in following if i != c.source]
-        if any(_supersedes(c.answer, s, i == c.source) for i, s in rest):
+        changed = False
+        for n in range(index[c.source] + 1, len(users)):
+            if normalize(c.answer) in said[n]:
+                changed = False  # restated
+            elif any(_supersedes(c.answer, s) for s in sentences[n]):
+                changed = True
+        if changed:
             out.add(c)
     return out
 

@@ -238,6 +238,81 @@ def test_a_changed_constraint_is_no_longer_asked():
     assert {"Run `make lint` before pushing.", "Run `make test` before pushing."} <= constraints
 
 
+NC_TIP = 'Make sure to limit the run time of a blocking command like netcat with the "-w" flag of nc: `nc -w5 127.0.0.1 80`.'
+C_FLAG_TIP = "Do not run python through the `-c` flag, create files instead."
+
+
+def test_a_repeated_constraint_is_kept_a_changed_or_revoked_one_dropped():
+    # a prompt's tips, given again with the next task (as the SWE-agent CTF prompts give them): the `instead` of one tip
+    # does not change the other, in its own message or in the repetition, which restates both
+    prompt = f"Solve the challenge.\nTIPS:\n1. {NC_TIP}\n2. {C_FLAG_TIP}"
+    s = Session().user(prompt, synthetic=True)
+    s.bash("nc -w5 127.0.0.1 80", "flag{first}")
+    s.user("Use port 8080 for the dev server. Keep the logs in /tmp/dev.log.")
+    s.bash("npm run dev", "listening on 8080")
+    s.user(prompt, synthetic=True)
+    s.user("Use port 8080 for the dev server.")  # restated: a restatement does not protect it from a later change ...
+    s.user("Switch the dev server to port 9090.")  # ... which this is
+    s.user("Logs no longer go to /tmp/dev.log.")  # revoked
+    probes = {p.answer: p for p in mine_probes(s.transcript()) if p.kind == "constraint"}
+    # both tips are asked, from where they were first said
+    assert probes[NC_TIP].source == probes[C_FLAG_TIP].source == "u1"
+    assert "Switch the dev server to port 9090." in probes
+    assert not {"Use port 8080 for the dev server.", "Keep the logs in /tmp/dev.log."} & set(probes)
+
+
+def test_a_restatement_in_other_words_is_not_a_change():
+    s = Session().user("don't use `IgnorantTemporaryDirectory` use GitTemporaryDirectory")
+    s.user("I need to change my upcoming flight from EWR on May 21 to a nonstop flight on the same day.")
+    s.bash("pytest tests/basic/test_repomap.py", "1 failed, 6 passed")
+    # the same instruction for one test, a new value in other words: kept (aider's chat history)
+    s.user("make `test_subtree_only` use GitTemporaryDirectory")
+    # `change` as a noun, far from its `to`: no change of the flight (tau-bench airline) ...
+    s.user("I'm willing to pay a change fee if needed, up to $100.")
+    # ... nor of a queue of an earlier message (a review note a Codex user pasted)
+    s.user("Use the `codex-0` queue for Codex jobs.")
+    s.user("Existing workflows enqueue Codex jobs onto the codex-1 queue, so after this change those queues will never be "
+           "consumed and any job routed to them will stall.")
+    s.user("Timeouts must stay at 30 seconds.")
+    s.user("Timeouts must stay at 60 seconds.")  # the very same sentence with another value: changed
+    constraints = {p.answer for p in mine_probes(s.transcript()) if p.kind == "constraint"}
+    assert {
+        "don't use `IgnorantTemporaryDirectory` use GitTemporaryDirectory",
+        "I need to change my upcoming flight from EWR on May 21 to a nonstop flight on the same day.",
+        "Use the `codex-0` queue for Codex jobs.",
+        "Timeouts must stay at 60 seconds.",
+    } <= constraints
+    assert "Timeouts must stay at 30 seconds." not in constraints
+
+
+CTF = "swe-agent-traj/SWE-agent__SWE-agent/ctf__{}.traj"
+NOT_SUPERSEDED = (  # read in the transcripts: each of these instructions stands to the end of its session
+    # the CTF prompt's tip 2; tip 4 of the same list ("... you should create files instead.") does not change it
+    (CTF.format("crypto__katy"), "ctf__crypto__katy", 'Please make sure that for any blocking command like netcat (nc), you '
+     'minimize the time by limiting its run time, for example using the "-w" flag of nc with timeout of 5 seconds - `nc -w5 127.0.0.1 80`.'),
+    # tip 4; tip 5 ("prefer using `open` instead of `cat` ...") is another tip, not a change
+    (CTF.format("crypto__BabyTimeCapsule"), "ctf__crypto__BabyTimeCapsule",
+     "Please DO NOT run commands in python or sage through the `-c` flag, you should create files instead."),
+    # after ^C and /clear the user says it again for one test ("make `test_subtree_only` use GitTemporaryDirectory")
+    ("aider-chat-history-md/Aider-AI__aider/chat-history.md", "chat-history:12",
+     "don't use `IgnorantTemporaryDirectory` use GitTemporaryDirectory"),
+    # the user adds a budget ("I'm willing to pay a change fee if needed, up to $100."), and the flight is changed so
+    ("tau-bench-traj/sierra-research__tau-bench/gpt-4o-airline.json", "gpt-4o-airline:task22:trial0",
+     "I need to change my upcoming flight from EWR on May 21 to a nonstop flight on the same day."),
+)
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize(("name", "session", "answer"), NOT_SUPERSEDED, ids=[s for _, s, _ in NOT_SUPERSEDED])
+def test_real_instructions_that_no_later_message_changes_are_asked(name, session, answer):
+    path = CORPORA / name
+    if not path.exists():
+        pytest.skip("corpora not present")
+    (transcript,) = [t for t in load_transcripts(path) if t.id == session]
+    assert answer in answers(transcript, "constraint")
+    assert answer in {p.answer for p in mine_probes(transcript) if p.kind == "constraint"}
+
+
 def test_questions_have_one_answer_and_answers_are_new_at_their_source():
     s = Session().user("Tidy the client.")
     s.call("edit", {"path": "src/a.ts", "oldText": "x", "newText": "y"}, "Replaced 3 occurrences in src/a.ts")
