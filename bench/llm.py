@@ -26,9 +26,14 @@ What a call does, in order:
    `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...), else the provider's default (None).
 4. A call takes one of `max_concurrency` slots, shared by every worker process of a run (file
    locks in the run folder), and is retried with exponential backoff on 429, 5xx, timeouts and
-   connection errors, at most `max_retries` times, each retry logged on stderr. A call that finally
-   fails is never cached: `ModelUnavailable` (retries exhausted; the cell fails) or `LLMError` (the
-   provider refused the request, e.g. over its window), both with the provider's message. An empty
+   connection errors, at most `max_retries` times, each retry logged on stderr. When the refusal
+   says how long to wait (`Retry-After`, in seconds or as an HTTP date, or OpenAI's
+   `retry-after-ms`), the retry waits that long instead, at most `max_retry_after` seconds
+   (`retry_after_seconds`). A call that finally fails is never cached: `ModelUnavailable` (retries
+   exhausted; the cell fails) or `LLMError` (the provider refused the request), both with the
+   provider's message. A refusal because the request does not fit the model's context, in any of
+   the wordings OpenAI, Anthropic and Gemini use (`OVERFLOW_MARKERS`), is a `ContextOverflow` (an
+   `LLMError`) that carries the refusal as a `ProviderError` in the provider's own words. An empty
    reply cut off at `max_tokens` (finish_reason `length`: the model spent its budget, e.g. on
    reasoning, and wrote nothing) is an `EmptyReply` (an `LLMError`), never cached: an unscored
    answer or judge verdict, a failed summary.
@@ -45,6 +50,8 @@ from __future__ import annotations
 import bisect
 import contextlib
 import dataclasses
+import datetime
+import email.utils
 import fcntl
 import functools
 import hashlib
@@ -73,11 +80,12 @@ from compaction_bench.offline_models import (
     split_readings,
     summarize_split,
 )
-from compaction_bench.profiles import ModelProfile, ProfileError, get_profile
+from compaction_bench.profiles import ModelProfile, ProfileError, get_profile, model_family
 from compaction_bench.request import Message
 from compaction_bench.wire import WireInput, chat_messages, provider_of
 
 if TYPE_CHECKING:
+    from compaction_bench.provider import ProviderError
     from compaction_bench.tokens import TokenCounter
 
 OFFLINE_PROVIDER = "offline"
@@ -89,6 +97,19 @@ MESSAGE_OVERHEAD = 4
 #: Environment variable names whose values are treated as secrets in error text.
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 RETRYABLE_STATUS = (408, 409, 429)
+#: The default bound on a wait a `Retry-After` header asks for (OpenAI's Python SDK and litellm obey
+#: the header up to 60 seconds).
+MAX_RETRY_AFTER_SECONDS = 60.0
+#: How each API words a refusal of a request that does not fit the model's context (lower case):
+#: OpenAI's error code and its two messages; Anthropic's two messages ("prompt is too long: N tokens >
+#: M maximum", and input + `max_tokens` over the context); Gemini's 400 INVALID_ARGUMENT "The input
+#: token count (N) exceeds the maximum number of tokens allowed (M)." (AI Studio and Vertex AI; litellm
+#: matches the same words, `ExceptionCheckers.is_error_str_context_window_exceeded`).
+OVERFLOW_MARKERS: dict[str, tuple[str, ...]] = {
+    "gemini": ("exceeds the maximum number of tokens allowed",),
+    "anthropic": ("prompt is too long", "input length and `max_tokens` exceed context limit"),
+    "openai": ("context_length_exceeded", "maximum context length is", "exceeds the context window"),
+}
 
 log = logging.getLogger("compaction_bench.llm")
 
@@ -117,6 +138,18 @@ class EmptyReply(LLMError):
     """A completion with no text that stopped at its token limit (finish_reason `length`)."""
 
 
+class ContextOverflow(LLMError):
+    """A request the provider refused because it does not fit the model's context (`OVERFLOW_MARKERS`).
+
+    `error` is the refusal as the simulated provider would give it (`ProviderError`: the API family,
+    HTTP status, the API's error code — OpenAI's `code`, Anthropic's error `type`, Gemini's `status` —
+    and the API's own message), so a caller can hand it to a strategy as a summary overflow."""
+
+    def __init__(self, message: str, error: ProviderError) -> None:
+        super().__init__(message)
+        self.error = error
+
+
 class ModelUnavailable(BenchError, RuntimeError):
     """A model that kept failing with retryable errors (429, 5xx, timeouts) after every retry.
 
@@ -138,6 +171,7 @@ class CallSettings:
     max_concurrency: int = 4
     timeout: float = 60.0
     backoff_seconds: float = 1.0
+    max_retry_after: float = MAX_RETRY_AFTER_SECONDS  # the longest `Retry-After` wait obeyed; longer ones are cut to it
     offline: bool = False
     responses: str | None = None  # a file written by `bench cache export`
     cache_dir: str | None = None
@@ -152,6 +186,8 @@ class CallSettings:
             raise LLMError(f"--max-concurrency must be ≥ 1, got {self.max_concurrency}")
         if self.timeout <= 0:
             raise LLMError(f"--model-timeout must be > 0 seconds, got {self.timeout}")
+        if self.max_retry_after < 0:
+            raise LLMError(f"the longest Retry-After wait must be ≥ 0 seconds, got {self.max_retry_after}")
         if self.responses and not Path(self.responses).is_file():
             raise LLMError(f"--responses {self.responses}: no such file (write one with `bench cache export RUN -o FILE`)")
         if self.responses:
@@ -577,6 +613,93 @@ def _retryable(litellm: Any, exc: Exception) -> bool:
     return isinstance(status, int) and (status in RETRYABLE_STATUS or status >= 500)
 
 
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """How long a refused response asks the client to wait before retrying, in seconds, or None.
+
+    OpenAI's `retry-after-ms` (milliseconds) first, then `Retry-After` (RFC 9110 §10.2.3): a number of
+    seconds, or an HTTP date (`now`, a Unix time, defaults to the clock). None when neither header is
+    present and readable, or when it asks for no positive wait (0, or a date already past): then our
+    own backoff applies, as in OpenAI's SDK."""
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v).strip() for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis:
+        with contextlib.suppress(ValueError):
+            wait = float(millis) / 1000
+            if 0 < wait < float("inf"):
+                return wait
+    value = lowered.get("retry-after")
+    if not value:
+        return None
+    try:
+        wait = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000": a UTC time
+            when = when.replace(tzinfo=datetime.UTC)
+        wait = when.timestamp() - (time.time() if now is None else now)
+    return wait if 0 < wait < float("inf") else None
+
+
+def _response_headers(exc: Exception) -> Mapping[str, str] | None:
+    """The HTTP headers of the response behind a litellm exception: those litellm attaches
+    (`litellm_response_headers`, kept for every provider), else the raw response's."""
+    for source in (getattr(exc, "litellm_response_headers", None), getattr(getattr(exc, "response", None), "headers", None),
+                   getattr(exc, "headers", None)):
+        if source is not None and hasattr(source, "items") and len(source):
+            return cast("Mapping[str, str]", source)
+    return None
+
+
+def _error_body(text: str) -> dict[str, Any] | None:
+    """The provider's JSON error object (`{"error": {...}}`, or Anthropic's `{"type": "error", "error": {...}}`)
+    quoted in an exception's text, if any."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("error"), dict):
+            return cast("dict[str, Any]", value["error"])
+        start = text.find("{", start + 1)
+    return None
+
+
+def overflow_family(text: str) -> str | None:
+    """The API (`openai`, `anthropic`, `gemini`) whose context-overflow wording `text` carries, or None."""
+    lowered = text.lower()
+    return next((family for family, markers in OVERFLOW_MARKERS.items() if any(m in lowered for m in markers)), None)
+
+
+def context_overflow(exc: Exception, family: str, windowed: bool = False) -> ProviderError | None:
+    """The refusal `exc` as a `ProviderError` in the API's own words if it says the request does not
+    fit the model's context, else None. `windowed`: litellm already classed it so
+    (`ContextWindowExceededError`); then `family` (the model's API) names it when no wording does."""
+    from compaction_bench.provider import ProviderError
+
+    text = str(exc)
+    body = _error_body(text) or {}
+    message = body.get("message") if isinstance(body.get("message"), str) else None
+    found = overflow_family(f"{message or text} {body.get('code') or ''}")  # OpenAI's code says it even where its text does not
+    if found is None and not windowed:
+        return None
+    family = found or family
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else int(body["code"]) if isinstance(body.get("code"), int) else 400
+    code = {"openai": body.get("code"), "anthropic": body.get("type"), "gemini": body.get("status")}.get(family)
+    default = {"openai": "context_length_exceeded", "anthropic": "invalid_request_error", "gemini": "INVALID_ARGUMENT"}.get(
+        family, "context_length_exceeded")
+    if message is None:  # litellm's text: "...Exception - <the provider's message>"
+        message = text.rsplit("Exception - ", 1)[-1].strip()
+    return ProviderError(family, status, code if isinstance(code, str) and code else default, message)
+
+
 class LLMClient:
     """Calls one model: wire conversion, recorded/cached responses, slots, retries and cost."""
 
@@ -746,11 +869,20 @@ class LLMClient:
                 attempt += 1
                 message = redact(f"{type(exc).__name__}: {exc}")
                 if not _retryable(litellm, exc):
-                    raise LLMError(f"{self.model} ({purpose}) refused the request: {message}") from None
+                    refused = f"{self.model} ({purpose}) refused the request: {message}"
+                    family = model_family(self._litellm_provider(), self.model.rpartition("/")[2])
+                    overflow = context_overflow(exc, family, isinstance(exc, litellm.ContextWindowExceededError))
+                    if overflow is not None:
+                        raise ContextOverflow(refused, dataclasses.replace(overflow, message=redact(overflow.message))) from None
+                    raise LLMError(refused) from None
                 if attempt > settings.max_retries:
                     raise ModelUnavailable(f"{self.model} ({purpose}) failed after {attempt} attempts: {message}") from None
-                delay = settings.backoff_seconds * 2 ** (attempt - 1)
-                log.warning("%s (%s): %s; retry %d/%d in %.1f s", self.model, purpose, message, attempt, settings.max_retries, delay)
+                delay, why = settings.backoff_seconds * 2 ** (attempt - 1), ""
+                asked = retry_after_seconds(_response_headers(exc))
+                if asked is not None:
+                    delay = min(asked, settings.max_retry_after)
+                    why = f" (Retry-After {asked:g} s" + (f", cut to {settings.max_retry_after:g} s)" if asked > delay else ")")
+                log.warning("%s (%s): %s; retry %d/%d in %.1f s%s", self.model, purpose, message, attempt, settings.max_retries, delay, why)
                 time.sleep(delay)
         choice = response.choices[0]
         text = choice.message.content or ""

@@ -12,13 +12,17 @@ prices and cache rules come from the map; the provider family decides the rest:
   whole context as `max_input_tokens`, OpenAI-compatible servers such as vLLM and DeepSeek) has
   one context that the input and the requested `max_tokens` share: a request with **input +
   max_tokens** over it is refused (rule `input+output`).
-- Prompt caching follows the model, not the provider that serves it (`model_family`): Claude
-  models (Anthropic, Vertex AI, Bedrock) cache at breakpoints with 1.25× writes and refuse an
-  overflow with Anthropic's message; OpenAI models cache automatically from gpt-4o on (gpt-4-turbo,
-  gpt-3.5 not at all); Gemini 2.5+ from the model's minimum (the map's `prompt_cache_min_tokens`,
-  else 2,048, 4,096 for 3.x); other OpenAI-compatible servers get OpenAI's rules.
-- Prices: the map's per-token prices, with its `*_above_<N>k_tokens` tiers applied per request by
-  its input tokens as litellm does (`Prices.at`).
+- Prompt caching follows the model for Claude and Gemini (`model_family`): Claude models
+  (Anthropic, Vertex AI, Bedrock) cache at breakpoints with 1.25× writes and refuse an overflow
+  with Anthropic's message; Gemini 2.5+ from the model's minimum (the map's
+  `prompt_cache_min_tokens`, else 2,048, 4,096 for 3.x). Other models cache as the API serving them
+  does: OpenAI's (and Azure OpenAI's) automatically from gpt-4o on (gpt-4-turbo, gpt-3.5 not at
+  all); DeepSeek's and Mistral's by their own documented rules (64-token units, `DEEPSEEK_CACHE`,
+  `MISTRAL_CACHE`); any other OpenAI-compatible API with OpenAI's rules standing in if the map
+  prices its cache hits, else not at all.
+- Prices: the map's per-token prices, with its tiers applied per request by its input tokens as
+  litellm does (`Prices.at`): `*_above_<N>k_tokens` thresholds, or the `tiered_pricing` table of
+  input ranges some entries have instead.
 - Tokenizer: o200k_base for OpenAI's GPT-4o and later, else cl100k_base (for Anthropic and
   DeepSeek an approximation: the offline tokenizers are the two tiktoken encodings).
 
@@ -35,11 +39,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from compaction_bench.errors import BenchError
 
@@ -57,8 +62,11 @@ class CachePolicy:
     earlier requests, at most `breakpoints` per request) of at least `min_prefix` tokens, writes
     cost `write_multiplier` × the input price. `ttl_seconds` expires entries when timestamps are
     recorded. Gemini (2.5 and later): implicit hits from the model's minimum prefix, token-exact
-    (`block` 1), no write fee. `none`: no caching (OpenAI models before gpt-4o, Gemini before 2.5).
-    The family is the model's (`model_family`): Claude on Vertex AI or Bedrock caches like Anthropic.
+    (`block` 1), no write fee. DeepSeek and Mistral: like OpenAI with 64-token units from 64 tokens
+    (`DEEPSEEK_CACHE`, `MISTRAL_CACHE`). `none`: no caching (OpenAI models before gpt-4o, Gemini
+    before 2.5, APIs that bill no cache hits). Claude and Gemini cache by the model's family
+    (`model_family`: Claude on Vertex AI or Bedrock caches like Anthropic), other models by the API
+    serving them (`_cache_policy`).
     """
 
     provider: str = "openai"
@@ -77,20 +85,51 @@ ANTHROPIC_CACHE = CachePolicy(
 #: Gemini 2.5 and later: implicit caching from the model's minimum prefix, no 128-token steps, no
 #: write fee; cached input at the map's price (0.25×, the launch's 75% discount, where it has none).
 GEMINI_CACHE = CachePolicy(provider="gemini", min_prefix=2048, block=1, ttl_seconds=3600, read_multiplier=0.25)
-#: No prompt caching (OpenAI models before gpt-4o, Gemini before 2.5): no prefix is ever long enough.
+#: No prompt caching (OpenAI models before gpt-4o, Gemini before 2.5, providers that bill no cache
+#: hits): no prefix is ever long enough.
 NO_CACHE = CachePolicy(provider="none", min_prefix=2**62, block=1, read_multiplier=1.0)
+#: DeepSeek's API: context caching on disk, on for every request (https://api-docs.deepseek.com/guides/kv_cache).
+#: The storage unit is 64 tokens and a prefix under 64 tokens is not cached (the guide's earlier text,
+#: and the launch note https://api-docs.deepseek.com/news/news0802), so a hit is the shared prefix in
+#: whole 64-token units. A hit is billed at the cache-hit input price (the map's
+#: `cache_read_input_token_cost`; 0.1× where it has none, the 2024 launch's hit/miss ratio), a miss at
+#: the normal input price, with no write fee. Unused entries are cleared "within a few hours to a few
+#: days": 3 hours here, the short end. Not modelled: the current guide's rule that a hit must match a
+#: whole persisted unit (request ends, detected common prefixes, fixed intervals); this takes any
+#: shared prefix as found, as the older guide described it.
+DEEPSEEK_CACHE = CachePolicy(provider="deepseek", min_prefix=64, block=64, ttl_seconds=3 * 3600, read_multiplier=0.1)
+#: Mistral's API (https://docs.mistral.ai/studio-api/conversations/advanced/prompt-caching): prefix
+#: caching in 64-token cache blocks (`cached_tokens` is a multiple of 64; a prompt under 64 tokens never
+#: hits), cached tokens billed at 10% of the input price, no write fee. How long an entry lives is not
+#: documented: OpenAI's 10 minutes stand in. (The same page says `prompt_cache_key` raises the chance
+#: of a hit without guaranteeing one; the simulation assumes the hit.)
+MISTRAL_CACHE = CachePolicy(provider="mistral", min_prefix=64, block=64, ttl_seconds=600, read_multiplier=0.1)
+#: The APIs that cache with OpenAI's own rules (Azure OpenAI serves OpenAI's models).
+OPENAI_APIS = ("openai", "azure", "text-completion-openai")
+#: OpenAI-compatible APIs with documented rules of their own, by litellm's provider name (the API's,
+#: not the model's: a DeepSeek or Mistral model served elsewhere caches as that server does).
+PROVIDER_CACHES = {"deepseek": DEEPSEEK_CACHE, "mistral": MISTRAL_CACHE, "codestral": MISTRAL_CACHE}
 
 
 @dataclass(frozen=True)
 class PriceTier:
-    """The prices of a request whose input is over `above` tokens (the map's `*_above_<N>k_tokens`
-    keys); None: that price is not tiered (the price below the tier holds)."""
+    """Other prices for requests with more input tokens, in one of litellm's two forms.
+
+    `upto` None: a threshold tier (the map's `*_above_<N>k_tokens` keys), for requests whose input is
+    over `above` tokens; None prices are not tiered (the price below the tier holds).
+
+    `upto` set: a row of the entry's `tiered_pricing` table, for requests of `above` < input ≤ `upto`
+    tokens (litellm's `range: [above, upto]`). A row replaces every price of the request (cached reads and
+    cache writes the row does not name cost its input price, output its model's flat output price: the
+    row is stored with these filled in); `input` None: a row litellm does not price from (the flat and
+    threshold prices hold)."""
 
     above: int
     input: float | None = None
     output: float | None = None
     cached_input: float | None = None
     cache_write: float | None = None
+    upto: int | None = None
 
 
 @dataclass(frozen=True)
@@ -105,10 +144,16 @@ class Prices:
 
     def at(self, input_tokens: int) -> Prices:
         """The flat prices of a request of `input_tokens` (cached and written tokens included), as
-        litellm bills it: every tier whose threshold the input exceeds (strictly), lowest first, replaces
-        the prices it names (input, output, cached reads and cache writes alike)."""
+        litellm bills it (`litellm_core_utils/llm_cost_calc/utils.py`, `_get_token_base_cost`): the row
+        of a `tiered_pricing` table the request falls in, if it has one (`row`), prices the whole
+        request; else every threshold tier whose threshold the input exceeds (strictly), lowest first,
+        replaces the prices it names (input, output, cached reads and cache writes alike)."""
+        row = self.row(input_tokens)
+        if row is not None:
+            return Prices(input=cast(float, row.input), output=row.output or 0.0, cached_input=row.cached_input or 0.0,
+                          cache_write=row.cache_write or 0.0)
         prices = replace(self, tiers=())
-        for tier in sorted(self.tiers, key=lambda t: t.above):
+        for tier in sorted((t for t in self.tiers if t.upto is None), key=lambda t: t.above):
             if input_tokens > tier.above:
                 prices = Prices(
                     input=prices.input if tier.input is None else tier.input,
@@ -117,6 +162,18 @@ class Prices:
                     cache_write=prices.cache_write if tier.cache_write is None else tier.cache_write,
                 )
         return prices
+
+    def row(self, input_tokens: int) -> PriceTier | None:
+        """The `tiered_pricing` row that prices a request of `input_tokens`, chosen as litellm's
+        `select_tier_for_input` chooses it: none for an input of 0 or less; else the first row, by
+        range start, with start < input ≤ end; else (a request beyond every range, or in a gap) the
+        row that starts last. None also when that row has no input price (litellm then bills the
+        flat prices)."""
+        rows = sorted((t for t in self.tiers if t.upto is not None), key=lambda t: t.above)
+        if not rows or input_tokens <= 0:
+            return None
+        chosen = next((t for t in rows if t.above < input_tokens <= cast(int, t.upto)), rows[-1])
+        return chosen if chosen.input is not None else None
 
 
 #: The map's keys of tiered prices (litellm/litellm_core_utils/llm_cost_calc/utils.py reads the same;
@@ -136,17 +193,85 @@ def price_tiers(entry: dict[str, Any]) -> tuple[PriceTier, ...]:
             continue
         above = int(match.group(2)) * (1000 if match.group(3) else 1)
         found.setdefault(above, {})[TIER_FIELDS[match.group(1)]] = float(value)
-    return tuple(PriceTier(above, **fields) for above, fields in sorted(found.items()))
+    return tuple(
+        PriceTier(above, input=fields.get("input"), output=fields.get("output"), cached_input=fields.get("cached_input"),
+                  cache_write=fields.get("cache_write"))
+        for above, fields in sorted(found.items())
+    )
+
+
+def _rate(value: Any) -> float:
+    """A per-token price as litellm coerces one (`tiered_pricing._coerce_cost_per_token`): a number, a
+    numeric string (a YAML config's "4e-07"), else 0."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return 0.0
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def _bound(value: Any) -> float | None:
+    """One end of a `tiered_pricing` range, as pydantic reads litellm's `tuple[float, float]`."""
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def table_tiers(entry: dict[str, Any]) -> tuple[PriceTier, ...]:
+    """The rows of a map entry's `tiered_pricing` list (the Dashscope/Qwen, Volcengine and OpenCode Go
+    entries use it instead of `_above_` keys), in the map's order.
+
+    Each row is `{"range": [start, end], "input_cost_per_token": ..., "output_cost_per_token": ...,
+    "cache_read_input_token_cost": ..., "cache_creation_input_token_cost": ...}`. litellm
+    (`llm_cost_calc/utils.py`, `_get_tiered_base_costs`) bills all of a request at the one row it falls
+    in: cached reads and cache writes the row does not price at the row's input price, output the row
+    does not price at the entry's own output price; a row without `input_cost_per_token` is not used,
+    nor one whose range is not two numbers. Token counts are integers, so the bounds are kept as the
+    integers below them (start < n and n ≤ end hold for the same n)."""
+    table = entry.get("tiered_pricing")
+    if not isinstance(table, list):
+        return ()
+    flat_output = _rate(entry.get("output_cost_per_token"))
+    rows: list[PriceTier] = []
+    for row in table:
+        if not isinstance(row, dict):
+            continue
+        bounds = row.get("range")
+        if not isinstance(bounds, list | tuple) or len(bounds) != 2:
+            continue
+        start, end = _bound(bounds[0]), _bound(bounds[1])
+        if start is None or end is None or not (math.isfinite(start) and math.isfinite(end)):
+            continue
+        priced = "input_cost_per_token" in row
+        input_rate = _rate(row.get("input_cost_per_token"))
+
+        def rate(key: str, row: dict[str, Any] = row, input_rate: float = input_rate) -> float:
+            return _rate(row[key]) if row.get(key) is not None else input_rate
+
+        rows.append(PriceTier(
+            above=math.floor(start), upto=math.floor(end),
+            input=input_rate if priced else None,
+            output=_rate(row.get("output_cost_per_token")) if "output_cost_per_token" in row else flat_output,
+            cached_input=rate("cache_read_input_token_cost"),
+            cache_write=rate("cache_creation_input_token_cost"),
+        ))
+    return tuple(rows)
 
 
 def entry_prices(entry: dict[str, Any]) -> Prices:
-    """The prices of a map entry, tiers included."""
+    """The prices of a map entry, tiers of both kinds included (`price_tiers`, `table_tiers`)."""
     return Prices(
         input=float(entry.get("input_cost_per_token") or 0.0),
         output=float(entry.get("output_cost_per_token") or 0.0),
         cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
         cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
-        tiers=price_tiers(entry),
+        tiers=price_tiers(entry) + table_tiers(entry),
     )
 
 
@@ -273,9 +398,24 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
         if not isinstance(minimum, int) or minimum < 1:
             minimum = 4096 if version >= (3, 0) else 2048  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
         return replace(GEMINI_CACHE, min_prefix=minimum)
-    if provider in ("openai", "azure", "text-completion-openai") and not _openai_caches(bare):
-        return NO_CACHE
-    return OPENAI_CACHE
+    if provider in OPENAI_APIS:
+        return OPENAI_CACHE if _openai_caches(bare) else NO_CACHE
+    documented = PROVIDER_CACHES.get(provider)
+    if documented is not None:
+        return documented
+    # Any other OpenAI-compatible API: whether it bills cache hits at all is what the map knows. One
+    # that does keeps OpenAI's rules as a stand-in (its own are not recorded here); one that does not
+    # caches nothing (litellm would bill its cached tokens at the input price anyway).
+    return OPENAI_CACHE if _bills_cache_reads(entry or {}) else NO_CACHE
+
+
+def _bills_cache_reads(entry: dict[str, Any]) -> bool:
+    """Whether a map entry prices cache hits: a cached-input price (flat or in a `tiered_pricing` row)
+    or `supports_prompt_caching`."""
+    if entry.get("cache_read_input_token_cost") is not None or entry.get("supports_prompt_caching") is True:
+        return True
+    table = entry.get("tiered_pricing")
+    return isinstance(table, list) and any(isinstance(row, dict) and row.get("cache_read_input_token_cost") is not None for row in table)
 
 
 def model_profile(model_id: str) -> ModelProfile:

@@ -1,4 +1,5 @@
-"""Local model API servers for the tests: OpenAI Chat Completions and Anthropic Messages on 127.0.0.1.
+"""Local model API servers for the tests: OpenAI (Chat Completions and Responses), Anthropic Messages
+and Gemini `generateContent` on 127.0.0.1.
 
 Each server is a stdlib `ThreadingHTTPServer` in a daemon thread. It validates a request the way
 the real API does and answers a rejected one with that API's error shape and HTTP status:
@@ -19,11 +20,27 @@ the real API does and answers a rejected one with that API's error shape and HTT
   ending in whitespace; a prompt over the window → 400 `prompt is too long: N tokens > M maximum`,
   prompt + `max_tokens` over it → 400 `input length and `max_tokens` exceed context limit`.
   `finish_reason = "length"` makes every answer report a cut-off reply (Anthropic `max_tokens`).
+- OpenAI Responses (`POST /v1/responses`, on the OpenAI server): only the body keys the API knows
+  (`max_tokens` is refused: it is `max_output_tokens` there, at least 16); `input` a string or items:
+  messages (user/system/developer with `input_text`/`input_image` parts, assistant with
+  `output_text`/`refusal` parts, or string content), `function_call` {call_id, name, arguments: str},
+  `function_call_output` {call_id, output} answering an earlier call of the request (every call
+  answered, a call id used once), `reasoning` items; a gpt-5/o-series model takes no
+  `temperature`; a prompt over the window → 400 `context_length_exceeded`. `paths` records which
+  endpoint each answered call used.
+- Gemini (`POST /v1beta/models/{model}:generateContent`, key in `x-goog-api-key` or `?key=`, 403
+  otherwise): only the body fields the API knows (camelCase or snake_case, as proto JSON reads
+  them); `contents` of user/model turns with non-empty parts (text, inline data, function calls,
+  function responses answering a call of the model turn before), `systemInstruction` of text parts,
+  `generationConfig` with a temperature in 0..2 and a positive `maxOutputTokens`; a prompt over the
+  window → 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum number of tokens
+  allowed (M)." (the limit is on input only); errors as `{"error": {"code", "message", "status"}}`.
 
-Both require an API key header (401 otherwise), count accepted and rejected calls, keep every
-payload in `log`, and answer through a pluggable `reply` function that sees the request as plain
-`(role, text)` turns (`Call`). Failures can be injected: `fail(status, times)` answers the next
-`times` calls with that status (429 with `retry-after`), `stall(seconds, times)` delays answers.
+Each requires an API key (401 otherwise; Gemini 403), counts accepted and rejected calls, keeps every
+payload in `log`, and answers through a pluggable `reply` function that sees the request as plain
+`(role, text)` turns (`Call`). Failures can be injected: `fail(status, times, retry_after)` answers the
+next `times` calls with that status (a 429 carries `retry-after: <retry_after>`, "0" unless told;
+None sends no header), `stall(seconds, times)` delays answers.
 """
 
 from __future__ import annotations
@@ -33,6 +50,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,11 +70,25 @@ OPENAI_KEYS = {
 }
 
 
+#: A Gemini API request path: the model and the method.
+GEMINI_PATH = re.compile(r"/v1beta/models/([^/:]+):generateContent")
+#: Google's canonical status names of the HTTP statuses the Gemini API answers with.
+GOOGLE_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+#: The body keys OpenAI's Responses API takes.
+RESPONSES_KEYS = {
+    "model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools", "tool_choice", "parallel_tool_calls",
+    "reasoning", "text", "store", "stream", "stream_options", "metadata", "previous_response_id", "include", "truncation", "user",
+    "prompt_cache_key", "prompt_cache_retention", "service_tier", "safety_identifier", "background", "max_tool_calls",
+    "top_logprobs", "conversation", "prompt",
+}
+
+
 @dataclass(frozen=True)
 class Call:
     """A validated request, as a reply function sees it."""
 
-    api: str  # "openai" or "anthropic"
+    api: str  # "openai", "anthropic" or "gemini"
     model: str
     system: str
     turns: tuple[tuple[str, str], ...]  # (role, text) after the system part; tool results have role "tool"
@@ -98,12 +130,14 @@ class ModelServer:
     log: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0  # requests answered with a completion
     rejected: list[dict[str, Any]] = field(default_factory=list)  # (payload, error) of refused requests
-    failures: list[tuple[int, int]] = field(default_factory=list)  # [status, remaining] injected
+    failures: list[tuple[tuple[int, str | None], int]] = field(default_factory=list)  # [(status, retry-after), remaining] injected
     stalls: list[tuple[float, int]] = field(default_factory=list)  # [seconds, remaining]
     received: int = 0  # every HTTP request, failures included
+    received_at: list[float] = field(default_factory=list)  # the monotonic clock at each of them
     auth_headers: list[str] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0  # the most requests this server was handling at once
+    paths: list[str] = field(default_factory=list)  # the endpoint of each answered call (`log`'s order)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -119,12 +153,15 @@ class ModelServer:
 
     @property
     def base_url(self) -> str:
-        """OpenAI clients append `/chat/completions`; Anthropic clients append `/v1/messages`."""
-        return f"http://127.0.0.1:{self.port}/v1" if self.api == "openai" else f"http://127.0.0.1:{self.port}"
+        """OpenAI clients append `/chat/completions` or `/responses`; Anthropic clients append
+        `/v1/messages`; Gemini clients append `/models/{model}:generateContent`."""
+        root = f"http://127.0.0.1:{self.port}"
+        return {"openai": f"{root}/v1", "gemini": f"{root}/v1beta"}.get(self.api, root)
 
-    def fail(self, status: int, times: int = 1) -> None:
+    def fail(self, status: int, times: int = 1, retry_after: str | None = "0") -> None:
+        """Answer the next `times` calls with `status`; a 429 carries `retry-after: <retry_after>` (None: no header)."""
         with self._lock:
-            self.failures.append((status, times))
+            self.failures.append(((status, retry_after), times))
 
     def stall(self, seconds: float, times: int = 1) -> None:
         with self._lock:
@@ -136,6 +173,8 @@ class ModelServer:
             self.rejected.clear()
             self.calls = self.received = self.max_in_flight = 0
             self.auth_headers.clear()
+            self.paths.clear()
+            self.received_at.clear()
 
     def close(self) -> None:
         self._stop.set()
@@ -181,9 +220,11 @@ class ModelServer:
                 raw = self.rfile.read(length)
                 with server._lock:
                     server.received += 1
+                    server.received_at.append(time.monotonic())
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    server.auth_headers.append(self.headers.get("authorization") or self.headers.get("x-api-key") or "")
+                    server.auth_headers.append(
+                        self.headers.get("authorization") or self.headers.get("x-api-key") or self.headers.get("x-goog-api-key") or "")
                 try:
                     status, body, headers = server._answer(self.path, dict(self.headers), raw)
                 finally:
@@ -196,27 +237,54 @@ class ModelServer:
     def _error(self, status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
         if self.api == "anthropic":
             return {"type": "error", "error": {"type": kind, "message": message}}
+        if self.api == "gemini":
+            return {"error": {"code": status, "message": message, "status": GOOGLE_STATUS.get(status, "INVALID_ARGUMENT")}}
         code = {"rate_limit": "rate_limit_exceeded", "context": "context_length_exceeded"}.get(kind, None)
         error_type = {401: "invalid_request_error", 429: "requests", 500: "server_error"}.get(status, "invalid_request_error")
         return {"error": {"message": message, "type": error_type, "param": param, "code": code or kind}}
 
+    def _endpoint(self, path: str) -> tuple[str, str | None] | None:
+        """(endpoint, the model named in the path) of a request path, or None for a path this API lacks."""
+        route, _, query = path.partition("?")
+        route = route.rstrip("/")
+        if self.api == "openai" and route in ("/v1/chat/completions", "/v1/responses"):
+            return route, None
+        if self.api == "anthropic" and route == "/v1/messages":
+            return route, None
+        match = GEMINI_PATH.fullmatch(route)
+        if self.api == "gemini" and match:
+            return "generateContent", urllib.parse.unquote(match.group(1))
+        return None
+
     def _answer(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any], dict[str, str]]:
         lowered = {k.lower(): v for k, v in headers.items()}
-        expected = "/v1/chat/completions" if self.api == "openai" else "/v1/messages"
-        if path.rstrip("/") != expected:
-            return 404, self._error(404, "not_found_error", f"unknown path {path}; this server serves {expected}"), {}
+        found = self._endpoint(path)
+        if found is None:
+            serves = {"openai": "/v1/chat/completions and /v1/responses", "anthropic": "/v1/messages",
+                      "gemini": "/v1beta/models/{model}:generateContent"}[self.api]
+            return 404, self._error(404, "not_found_error", f"unknown path {path}; this server serves {serves}"), {}
+        endpoint, path_model = found
         stall = self._take(self.stalls)
         if stall:
             self._stop.wait(stall)
-        status = self._take(self.failures)
-        if status:
+        failure = self._take(self.failures)
+        if failure:
+            status, retry_after = failure
             if status == 429:
-                return 429, self._error(429, "rate_limit", "Rate limit reached for requests. Please try again in 1s."), {
-                    "retry-after": "0"
-                }
+                text = "Resource has been exhausted (e.g. check quota)." if self.api == "gemini" else \
+                    "Rate limit reached for requests. Please try again in 1s."
+                return 429, self._error(429, "rate_limit", text), ({} if retry_after is None else {"retry-after": retry_after})
             return status, self._error(status, "api_error" if self.api == "anthropic" else "server_error",
                                        "The server had an error while processing your request."), {}
-        key = lowered.get("x-api-key") if self.api == "anthropic" else lowered.get("authorization", "").removeprefix("Bearer ")
+        if self.api == "gemini":
+            query = urllib.parse.parse_qs(path.partition("?")[2])
+            key = lowered.get("x-goog-api-key") or (query.get("key") or [""])[0]
+            if not key:
+                return 403, self._error(403, "permission_denied",
+                                        "Method doesn't allow unregistered callers (callers without established identity). "
+                                        "Please use API Key or other form of API consumer identity to call this API."), {}
+        else:
+            key = lowered.get("x-api-key") if self.api == "anthropic" else lowered.get("authorization", "").removeprefix("Bearer ")
         if not key:
             kind = "authentication_error" if self.api == "anthropic" else "invalid_api_key"
             return 401, self._error(401, kind, "missing API key"), {}
@@ -224,8 +292,19 @@ class ModelServer:
             payload = json.loads(raw or b"null")
             if not isinstance(payload, dict):
                 raise Invalid(400, "invalid_request_error", "the request body must be a JSON object")
-            call = validate_openai(payload) if self.api == "openai" else validate_anthropic(payload)
+            if self.api == "gemini":
+                call = validate_gemini(payload, path_model or "")
+            elif endpoint == "/v1/responses":
+                call = validate_responses(payload)
+            else:
+                call = validate_openai(payload) if self.api == "openai" else validate_anthropic(payload)
             tokens = count_prompt(call)
+            if self.api == "gemini" and tokens > self.context_window:  # Gemini's limit is on the input alone
+                raise Invalid(400, "invalid_argument",
+                              f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({self.context_window}).")
+            if call.api == "responses" and tokens > self.context_window:
+                raise Invalid(400, "context", "Your input exceeds the context window of this model. Please adjust your input and try again.",
+                              "input")
             if tokens > self.context_window:
                 if self.api == "anthropic":
                     raise Invalid(400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {self.context_window} maximum")
@@ -237,7 +316,7 @@ class ModelServer:
                     "messages",
                 )
             reserved = call.max_tokens or 0
-            if tokens + reserved > self.context_window:  # the window holds the prompt and the reply it may write
+            if call.api in ("openai", "anthropic") and tokens + reserved > self.context_window:  # the prompt and the reply it may write
                 if self.api == "anthropic":
                     raise Invalid(400, "invalid_request_error",
                                   f"input length and `max_tokens` exceed context limit: {tokens} + {reserved} > {self.context_window}, "
@@ -259,7 +338,31 @@ class ModelServer:
         with self._lock:
             self.calls += 1
             self.log.append(payload)
+            self.paths.append(endpoint)
         finish = self.finish_reason
+        if self.api == "gemini":
+            return 200, {
+                "candidates": [{"content": {"role": "model", **({"parts": [{"text": text}]} if text else {})},
+                                "finishReason": {"stop": "STOP", "length": "MAX_TOKENS"}.get(finish, finish), "index": 0}],
+                "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": output, "totalTokenCount": tokens + output},
+                "modelVersion": call.model,
+                "responseId": f"gemini-{self.calls:06d}",
+            }, {}
+        if call.api == "responses":
+            cut = finish == "length"
+            return 200, {
+                "id": f"resp_{self.calls:06d}",
+                "object": "response",
+                "created_at": int(time.time()),
+                "status": "incomplete" if cut else "completed",
+                "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
+                "error": None,
+                "model": call.model,
+                "output": [{"type": "message", "id": f"msg_{self.calls:06d}", "status": "incomplete" if cut else "completed",
+                            "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}] if text else [],
+                "usage": {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": output,
+                          "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": tokens + output},
+            }, {}
         if self.api == "anthropic":
             return 200, {
                 "id": f"msg_{self.calls:06d}",
@@ -551,6 +654,235 @@ def validate_anthropic(payload: dict[str, Any]) -> Call:
                       f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
                       f"{', '.join(sorted(pending))}")
     return Call("anthropic", model, system, tuple(turns), max_tokens, payload)
+
+
+# ---------------------------------------------------------------------- OpenAI Responses
+def _responses_parts(content: Any, where: str, role: str) -> str:
+    """The text of a Responses message's content: a string, or parts of the kinds its role may send."""
+    if isinstance(content, str):
+        if not content.strip():
+            raise Invalid(400, "invalid_value", f"Invalid '{where}.content': string too short. Expected a non-empty string.", f"{where}.content")
+        return content
+    if not isinstance(content, list) or not content:
+        raise Invalid(400, "invalid_type", f"Invalid type for '{where}.content': expected a non-empty string or array.", f"{where}.content")
+    kinds = {"output_text", "refusal"} if role == "assistant" else {"input_text", "input_image", "input_file"}
+    texts = []
+    for index, part in enumerate(content):
+        at = f"{where}.content[{index}]"
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in kinds:
+            raise Invalid(400, "invalid_value", f"Invalid value: '{kind}'. Supported values are: {', '.join(sorted(map(repr, kinds)))}.",
+                          f"{at}.type")
+        assert isinstance(part, dict)
+        if kind in ("input_text", "output_text"):
+            allowed = {"type", "text"} | ({"annotations", "logprobs"} if kind == "output_text" else set())
+            if set(part) - allowed or not isinstance(part.get("text"), str):
+                raise Invalid(400, "invalid_value", f"Invalid '{at}': a {kind} part takes a 'text' string"
+                              + (" and 'annotations'" if kind == "output_text" else "") + ".", at)
+            texts.append(part["text"])
+        elif kind == "refusal":
+            texts.append(str(part.get("refusal", "")))
+        else:
+            if not (part.get("image_url") or part.get("file_id") or part.get("file_data")):
+                raise Invalid(400, "missing_required_parameter", f"Missing required parameter: '{at}.image_url'.", at)
+            texts.append("[image]" if kind == "input_image" else "[file]")
+    return "\n".join(texts)
+
+
+def validate_responses(payload: dict[str, Any]) -> Call:
+    """The OpenAI Responses API checks of a request body (raises `Invalid`)."""
+    for key in payload:
+        if key not in RESPONSES_KEYS:
+            moved = {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens", "messages": "input"}.get(key)
+            text = f"Unsupported parameter: '{key}'. In the Responses API, this parameter has moved to '{moved}'." if moved else \
+                f"Unknown parameter: '{key}'."
+            raise Invalid(400, "unknown_parameter", text, key)
+    model, items = payload.get("model"), payload.get("input")
+    if not isinstance(model, str) or not model:
+        raise Invalid(400, "missing_required_parameter", "Missing required parameter: 'model'.", "model")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list) or not items:
+        raise Invalid(400, "invalid_value", "Invalid 'input': expected a non-empty string or array of input items.", "input")
+    instructions = payload.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise Invalid(400, "invalid_type", "Invalid type for 'instructions': expected a string.", "instructions")
+    system: list[str] = [instructions] if instructions else []
+    turns: list[tuple[str, str]] = []
+    calls: dict[str, str] = {}  # call_id -> where, every function_call of the request
+    answered: set[str] = set()
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if not isinstance(item, dict):
+            raise Invalid(400, "invalid_type", f"Invalid type for '{where}': expected an object.", where)
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "system", "developer", "assistant"):
+                raise Invalid(400, "invalid_value",
+                              f"Invalid value: '{role}'. Supported values are: 'assistant', 'system', 'developer', and 'user'.", f"{where}.role")
+            extra = sorted(set(item) - {"type", "role", "content", "id", "status"})
+            if extra:
+                raise Invalid(400, "unknown_parameter", f"Unknown parameter: '{where}.{extra[0]}'.", f"{where}.{extra[0]}")
+            text = _responses_parts(item.get("content"), where, role)
+            if role in ("system", "developer") and not turns:
+                system.append(text)
+            else:
+                turns.append((role, text))
+        elif kind == "function_call":
+            extra = sorted(set(item) - {"type", "call_id", "name", "arguments", "id", "status"})
+            if extra:
+                raise Invalid(400, "unknown_parameter", f"Unknown parameter: '{where}.{extra[0]}'.", f"{where}.{extra[0]}")
+            call_id, name, arguments = item.get("call_id"), item.get("name"), item.get("arguments")
+            if not isinstance(call_id, str) or not call_id:
+                raise Invalid(400, "missing_required_parameter", f"Missing required parameter: '{where}.call_id'.", f"{where}.call_id")
+            if not isinstance(name, str) or not name:
+                raise Invalid(400, "missing_required_parameter", f"Missing required parameter: '{where}.name'.", f"{where}.name")
+            if not isinstance(arguments, str):
+                raise Invalid(400, "invalid_type", f"Invalid type for '{where}.arguments': expected a string.", f"{where}.arguments")
+            if call_id in calls:
+                raise Invalid(400, "invalid_value", f"Duplicate value for 'call_id' of {call_id} in '{where}'.", f"{where}.call_id")
+            calls[call_id] = where
+            turns.append(("assistant", f"{name}({arguments})"))
+        elif kind == "function_call_output":
+            extra = sorted(set(item) - {"type", "call_id", "output", "id", "status"})
+            if extra:
+                raise Invalid(400, "unknown_parameter", f"Unknown parameter: '{where}.{extra[0]}'.", f"{where}.{extra[0]}")
+            call_id = item.get("call_id")
+            if call_id not in calls:
+                raise Invalid(400, "invalid_request_error", f"No tool call found for function call output with call_id {call_id}.", "input")
+            output = item.get("output")
+            text = output if isinstance(output, str) else _responses_parts(output, where, "user") if isinstance(output, list) else None
+            if text is None:
+                raise Invalid(400, "invalid_type", f"Invalid type for '{where}.output': expected a string or array.", f"{where}.output")
+            answered.add(str(call_id))
+            turns.append(("tool", text))
+        elif kind == "reasoning":
+            if not isinstance(item.get("summary"), list):
+                raise Invalid(400, "missing_required_parameter", f"Missing required parameter: '{where}.summary'.", f"{where}.summary")
+        else:
+            raise Invalid(400, "invalid_value", f"Invalid value: '{kind}'. Supported values are: 'message', 'function_call', "
+                          "'function_call_output' and 'reasoning'.", f"{where}.type")
+    unanswered = sorted(set(calls) - answered)
+    if unanswered:
+        raise Invalid(400, "invalid_request_error", f"No tool output found for function call {unanswered[0]}.", "input")
+    max_tokens = payload.get("max_output_tokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 16):
+        raise Invalid(400, "integer_below_min_value",
+                      f"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got {max_tokens} instead.",
+                      "max_output_tokens")
+    if re.match(r"(gpt-5|o\d)", model.rsplit("/", 1)[-1]) and "temperature" in payload:
+        raise Invalid(400, "unsupported_parameter", "Unsupported parameter: 'temperature' is not supported with this model.", "temperature")
+    return Call("responses", model, "\n".join(system), tuple(turns), max_tokens, payload)
+
+
+# ---------------------------------------------------------------------- Gemini
+def _proto(data: dict[str, Any], where: str, fields: dict[str, str]) -> dict[str, Any]:
+    """A proto-JSON object read as the API reads it: each field under its camelCase or snake_case name
+    (`fields`: camelCase -> snake_case), once; any other name is refused."""
+    out: dict[str, Any] = {}
+    names = {**{camel: camel for camel in fields}, **{snake: camel for camel, snake in fields.items()}}
+    for key, value in data.items():
+        camel = names.get(key)
+        if camel is None:
+            raise Invalid(400, "invalid_argument",
+                          f'Invalid JSON payload received. Unknown name "{key}" at \'{where}\': Cannot find field.')
+        if camel in out:
+            raise Invalid(400, "invalid_argument", f'Invalid JSON payload received. Duplicate field "{key}" at \'{where}\'.')
+        out[camel] = value
+    return out
+
+
+GEMINI_REQUEST = {"contents": "contents", "systemInstruction": "system_instruction", "generationConfig": "generation_config",
+                  "tools": "tools", "toolConfig": "tool_config", "safetySettings": "safety_settings", "cachedContent": "cached_content",
+                  "labels": "labels"}
+GEMINI_PART = {"text": "text", "inlineData": "inline_data", "fileData": "file_data", "functionCall": "function_call",
+               "functionResponse": "function_response", "thought": "thought", "thoughtSignature": "thought_signature"}
+GEMINI_CONFIG = {"temperature": "temperature", "maxOutputTokens": "max_output_tokens", "topP": "top_p", "topK": "top_k",
+                 "candidateCount": "candidate_count", "stopSequences": "stop_sequences", "seed": "seed",
+                 "presencePenalty": "presence_penalty", "frequencyPenalty": "frequency_penalty", "responseMimeType": "response_mime_type",
+                 "responseSchema": "response_schema", "responseJsonSchema": "response_json_schema", "thinkingConfig": "thinking_config",
+                 "responseModalities": "response_modalities", "mediaResolution": "media_resolution", "logprobs": "logprobs",
+                 "responseLogprobs": "response_logprobs"}
+
+
+def _gemini_parts(content: Any, where: str) -> list[dict[str, Any]]:
+    if not isinstance(content, dict):
+        raise Invalid(400, "invalid_argument", f"Invalid JSON payload received. '{where}' must be an object.")
+    content = _proto(content, where, {"role": "role", "parts": "parts"})
+    parts = content.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.{where}.parts: contents.parts must not be empty.")
+    read = []
+    for index, part in enumerate(parts):
+        at = f"{where}.parts[{index}]"
+        if not isinstance(part, dict):
+            raise Invalid(400, "invalid_argument", f"Invalid JSON payload received. '{at}' must be an object.")
+        part = _proto(part, at, GEMINI_PART)
+        data = [k for k in ("text", "inlineData", "fileData", "functionCall", "functionResponse") if k in part]
+        if len(data) != 1:
+            raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.{at}.data: required oneof field 'data' must have one initialized field")
+        if "text" in part and (not isinstance(part["text"], str) or (not part["text"] and not part.get("thought"))):
+            raise Invalid(400, "invalid_argument", "Unable to submit request because it has an empty text parameter. "
+                          "Add a value to the parameter and try again.")
+        for key in ("functionCall", "functionResponse"):
+            if key in part and (not isinstance(part[key], dict) or not part[key].get("name")):
+                raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.{at}.{key}.name: Name cannot be empty.")
+        read.append(part)
+    content["parts"] = read
+    return [content]
+
+
+def validate_gemini(payload: dict[str, Any], model: str) -> Call:
+    """The Gemini `generateContent` checks of a request body (raises `Invalid`); the model is the path's."""
+    body = _proto(payload, "GenerateContentRequest", GEMINI_REQUEST)
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        raise Invalid(400, "invalid_argument", "* GenerateContentRequest.contents: contents is not specified")
+    system = ""
+    if "systemInstruction" in body:
+        instruction = _gemini_parts(body["systemInstruction"], "system_instruction")[0]
+        if any("text" not in part for part in instruction["parts"]):
+            raise Invalid(400, "invalid_argument", "* GenerateContentRequest.system_instruction: only text parts are supported")
+        system = "\n".join(part["text"] for part in instruction["parts"])
+    turns: list[tuple[str, str]] = []
+    called: set[str] = set()  # the function names the model turn before may have answered
+    for index, content in enumerate(contents):
+        where = f"contents[{index}]"
+        turn = _gemini_parts(content, where)[0]
+        role = turn.get("role")
+        if role not in ("user", "model"):
+            raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.{where}.role: Please use a valid role: user, model.")
+        names = set()
+        for part in turn["parts"]:
+            if "functionResponse" in part:
+                if role != "user" or part["functionResponse"]["name"] not in called:
+                    raise Invalid(400, "invalid_argument",
+                                  "Please ensure that function response turn comes immediately after a function call turn.")
+                turns.append(("tool", json.dumps(part["functionResponse"].get("response", {}), sort_keys=True)))
+            elif "functionCall" in part:
+                if role != "model":
+                    raise Invalid(400, "invalid_argument", "Please ensure that function call turn comes immediately after a user turn "
+                                  "or after a function response turn.")
+                names.add(part["functionCall"]["name"])
+                call = part["functionCall"]
+                turns.append(("assistant", f"{call['name']}({json.dumps(call.get('args', {}), sort_keys=True)})"))
+            elif "text" in part and not part.get("thought"):
+                turns.append(("assistant" if role == "model" else "user", part["text"]))
+            elif "text" not in part:
+                turns.append((role, "[data]"))
+        called = names
+    config = body.get("generationConfig") or {}
+    if not isinstance(config, dict):
+        raise Invalid(400, "invalid_argument", "Invalid JSON payload received. 'generation_config' must be an object.")
+    config = _proto(config, "generation_config", GEMINI_CONFIG)
+    temperature = config.get("temperature")
+    if temperature is not None and (not isinstance(temperature, int | float) or not 0 <= temperature <= 2):
+        raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.generation_config.temperature: must be in [0, 2], got {temperature}")
+    max_tokens = config.get("maxOutputTokens")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
+        raise Invalid(400, "invalid_argument", "* GenerateContentRequest.generation_config.max_output_tokens: must be positive")
+    return Call("gemini", model, system, tuple(turns), max_tokens, payload)
 
 
 class RefusingHandler(BaseHTTPRequestHandler):
