@@ -25,8 +25,9 @@ request breaks the wire rules; this module makes every payload actually sent sat
   recorded result]``); a tool result without its call becomes a user message
   (``[result of tool call ID (NAME)]`` + text). Nothing is invented and nothing is lost.
 - content: a final assistant message (a prefill) loses its trailing whitespace (Anthropic refuses it);
-  empty user/system text is dropped (there is nothing to say); an empty tool output is sent
-  as ``(no output)`` (Anthropic rejects empty text blocks); attachments are content parts: the
+  empty user/system text is dropped (there is nothing to say); an empty or whitespace-only tool
+  output is sent as ``(no output)`` (Anthropic rejects empty text blocks; it and Bedrock Converse
+  reject text blocks of whitespace only); attachments are content parts: the
   transcripts keep only an attachment's type, name and size, so each becomes a text part naming it
   (``[image attachment: NAME, MIME, SIZE bytes]``) after the message's text part.
 
@@ -187,7 +188,8 @@ def chat_messages(messages: Sequence[WireInput], *, provider: str = "openai") ->
         if entry["content"] is not None or answered:
             out.append(entry)
         for wid, (_, result) in zip(wire_ids, answered, strict=True):
-            out.append({"role": "tool", "tool_call_id": wid, "content": result.content or EMPTY_TOOL_OUTPUT})
+            output = result.content
+            out.append({"role": "tool", "tool_call_id": wid, "content": output if output and not output.isspace() else EMPTY_TOOL_OUTPUT})
         if orphans:
             out.append({"role": "user", "content": "\n\n".join(_demoted_result(o) for o in orphans)})
     if out and out[-1]["role"] == "assistant" and isinstance(out[-1].get("content"), str):

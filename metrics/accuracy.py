@@ -3,8 +3,10 @@
 Per request: signed error (estimate − true), absolute percentage error, and a missed trigger
 (the true count reached the strategy's threshold while its estimate said it had not, so it sent
 the request instead of compacting). Per compaction: premature (the strategy compacted on its
-threshold although the true count was still under it). Overflows are the provider's verdict and
-come straight from the request records.
+threshold although the true count was still under it). Only a threshold decision can be premature:
+a compaction whose own estimate was under its threshold was decided on something else (a step or
+event count, an agent's request, a model switch) although the strategy reports the threshold it
+also has. Overflows are the provider's verdict and come straight from the request records.
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ def estimate_error(request: RequestRecord) -> EstimateError:
 
 
 def premature(compaction: CompactionRecord) -> bool:
-    """Compacted on its threshold although the true count of the context was under it."""
-    if compaction.threshold is None or any(word in compaction.trigger for word in NOT_THRESHOLD):
+    """Compacted on its threshold although the true count of the context was under it.
+
+    A trigger named `threshold` says it was a threshold decision; any other (but `NOT_THRESHOLD`)
+    is one only when the strategy's own estimate at the decision had reached the threshold: hybrid's
+    `steps` trigger and OpenHands' condensation on its event count report the token threshold they
+    also have, with an estimate under it, and were not decided on it."""
+    threshold = compaction.threshold
+    if threshold is None or any(word in compaction.trigger for word in NOT_THRESHOLD):
         return False
-    return compaction.tokens_before < compaction.threshold
+    estimate = compaction.estimate_tokens
+    if compaction.trigger != "threshold" and estimate is not None and estimate < threshold:
+        return False
+    return compaction.tokens_before < threshold

@@ -114,7 +114,8 @@ GLOSSARY: dict[str, str] = {
     "requests": "requests sent (turns and summaries; overflowed ones are not sent)",
     "compactions": "compactions made (masking rewrites included)",
     "silent_loss": "items a compaction removed without keeping or summarizing them",
-    "premature_triggers": "compactions although the true count was under the strategy's threshold",
+    "premature_triggers": "compactions decided on the token threshold although the true count was under it (compactions on a "
+                          "step or event count, an agent's request, an overflow or a user's command are never premature)",
     "summarizer_calls": "summarizer model calls",
     "summarizer_tokens": "input plus output tokens of the summary requests, the tokens their cost is priced on: a priced "
                          "model's own usage, else the profile's count of each request (always so for the offline summarizer)",
