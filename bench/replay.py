@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.caching import CacheOutcome
-from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient, LLMResult
+from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, SimulatedProvider, overflow_error
@@ -301,17 +301,16 @@ class _Engine:
             raise SummaryOverflow(outcome.error, outcome.true_tokens)
         # `instructions`: what an emulated server applies on its side (not part of the counted request).
         sent = (*request.messages, Message(role="user", content=instructions)) if instructions else request.messages
+        tokens = outcome.true_tokens + (self.provider.counter.count(instructions) if instructions else 0)
         own = self.summarizer.limits
-        if own is not None:  # a summarizer model of its own: a request beyond its window reaches no model either
-            tokens = outcome.true_tokens + (self.provider.counter.count(instructions) if instructions else 0)
-            if own.overflows(tokens, request.max_output_tokens or own.max_output):
-                record.overflow = True
-                raise SummaryOverflow(overflow_error(own, tokens), tokens)
-        result = self.summarizer.complete(
-            sent,
-            max_tokens=request.max_output_tokens,
-            purpose=purpose,
-        )
+        if own is not None and own.overflows(tokens, request.max_output_tokens or own.max_output):
+            record.overflow = True  # a summarizer model of its own: a request beyond its window reaches no model either
+            raise SummaryOverflow(overflow_error(own, tokens), tokens)
+        try:
+            result = self.summarizer.complete(sent, max_tokens=request.max_output_tokens, purpose=purpose)
+        except ContextOverflow as exc:  # refused by the model's own count (its tokenizer, its window): an overflow all the same
+            record.overflow, record.error = True, exc.error.to_dict()
+            raise SummaryOverflow(exc.error, tokens) from None
         record.llm_call = result
         record.usage_source = "simulated"
         self._pending_calls.append((record.index, result))
