@@ -25,7 +25,10 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
   envelope (`sessionId`; e.g. `attachment` or `progress` lines of later versions). A parent link
   through such a line is followed to the message it hangs from. Every other line (a Codex or
   OpenAI-message line pasted into the file, a user/assistant/system line without a `uuid`) is a
-  problem naming its line (`meta["problems"]`): nothing is left out unreported.
+  problem naming its line (`meta["problems"]`): nothing is left out unreported;
+- the transcript's `source` holds `session_id`, `chain` and `version`, and where the lines record them
+  `cwd`, `slug` (the session's plan-file name) and `agent_id` (a sub-agent's id): the first value on the
+  branch.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ def anthropic_usage(data: Any) -> Usage | None:
         cache_write=write,
         output=as_int(data.get("output_tokens")),
     )
+
+
+def _first_text(branch: list[_Line], field: str) -> str | None:
+    """The first non-empty string a line of the branch has in `field` (None when no line has one)."""
+    return next((n.data[field] for n in branch if isinstance(n.data.get(field), str) and n.data[field]), None)
 
 
 class _Line:
@@ -220,8 +228,13 @@ class ClaudeCodeImporter(Importer):
         if off:
             meta["off_branch"] = off
         session = next((n.data.get("sessionId") for n in branch if n.data.get("sessionId")), path.stem)
-        cwd = next((n.data["cwd"] for n in branch if isinstance(n.data.get("cwd"), str) and n.data["cwd"]), None)
+        cwd = _first_text(branch, "cwd")
         source = {"session_id": session, "chain": name, "version": branch[-1].data.get("version"), **({"cwd": cwd} if cwd else {})}
+        # The session's plan-file name and the sub-agent's id (2.0.x+ lines), which name the files a compaction
+        # leaves out (specs/claude-code.md §4.2): the first slug, as Claude Code's resume takes it (2.0.57 `s01`).
+        for key, field in (("slug", "slug"), ("agent_id", "agentId")):
+            if (value := _first_text(branch, field)) is not None:
+                source[key] = value
         return builder.finish(str(session) if name == "main" else f"{session}:{name}", source=source, meta=meta)
 
     @staticmethod

@@ -16,7 +16,21 @@ what the model sees, as the API applies it (§1 "server-side, before the prompt 
   `instructions` (which replaces it); the compaction block then stands for everything before it on
   every later request (§4.5); the summary call is its own request, billed apart from the message
   iteration (§4.6); with `pause_after_compaction` the client resends the block followed by the
-  current turn (§4.4), else only the block and what follows it remain (§4.2 step 3).
+  newest messages it keeps (below), else only the block and what follows it remain (§4.2 step 3).
+
+What a client keeps after a pause the docs leave to it (§4.4: "any additional messages you want to
+preserve verbatim"). Their example "Preserving recent messages after compaction" (the compaction page,
+CP-2) keeps the last three messages: `preserved = messages[-3:]` ("latest exchange + current user msg"),
+then sends `[assistant: compaction block] + preserved`. This client does the same (option
+`pause_keep_messages`, default 3; 0 is the plain pausing example, which appends the block after
+everything and so keeps nothing): the newest three messages as the Messages API groups the items (one
+response is one assistant message; the user text and tool results between two responses one user
+message). One change to the literal example: when the first kept message holds tool results whose
+calls would be summarised (in a tool loop `messages[-3:]` starts with the previous step's results), the
+message with those calls is kept too, since the API rejects a `tool_result` whose `tool_use` is not in
+the assistant message before it. A long single-turn run thus compacts again only when the context
+regrows past the trigger, as the docs' client does (keeping the whole current turn, the turn alone soon
+exceeds the trigger and every request compacts).
 
 Open points taken as follows: the clearing placeholder text is unverified (an option); the
 comparisons are `>` ("exceeds"); the input counts system + messages (tool definitions are not in the
@@ -30,13 +44,13 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.history import ItemHistory
-from compaction_bench.strategy import OptionError, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import OptionError, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 #: §4.1 the smallest trigger the API accepts.
@@ -321,6 +335,9 @@ class CompactOptions:
     pause_after_compaction: bool = False
     #: custom summarisation prompt; replaces the default entirely
     instructions: str | None = None
+    #: the client's side of a pause: how many of the newest messages (as the Messages API groups them) it
+    #: sends again after the compaction block; 3 as in the docs' example (`messages[-3:]`)
+    pause_keep_messages: int = field(default=3, metadata={"range": Range(0, what="a number of messages")})
 
 
 class ServerCompact(_ClientHistory):
@@ -365,11 +382,7 @@ class ServerCompact(_ClientHistory):
         except SummaryOverflow:
             return False  # §4.9: a 400; the request goes on without a new compaction
         items = self.history.items
-        start = len(items)
-        if o.pause_after_compaction:
-            # §4.4: the client resends the block plus what it keeps; here the current turn.
-            last_user = max((n for n in range(self.start, len(items)) if items[n].is_real_user), default=None)
-            start = last_user if last_user is not None else len(items)
+        start = self._kept_from() if o.pause_after_compaction else len(items)
         kept = {x.id for x in items[start:]}
         system = {x.id for x in self.system}
         summarized = [i for m in messages for i in m.item_ids if i not in kept and i not in system]
@@ -383,3 +396,36 @@ class ServerCompact(_ClientHistory):
                      "paused": o.pause_after_compaction},
         )
         return True
+
+    def _kept_from(self) -> int:
+        """§4.4 where the messages the client sends again after a paused compaction start (an index into the
+        history): the newest `pause_keep_messages` messages, counted as the Messages API groups the items
+        (one response is an assistant message; the user text and tool results between two responses are one
+        user message), never reaching back before the current block. When a kept message holds a tool result
+        whose call would be summarised, the message with that call is kept too."""
+        items = self.history.items
+        starts = _message_starts(items, self.start)
+        keep = self.options.pause_keep_messages
+        start = starts[-keep] if 0 < keep <= len(starts) else (self.start if keep else len(items))
+        calls = {item.call_id: n for n in range(self.start, start) if (item := items[n]).kind == "tool_call" and item.call_id}
+        while True:
+            orphaned = [calls[r.call_id] for r in items[start:] if r.kind == "tool_result" and r.call_id in calls]
+            earlier = min((n for n in orphaned if n < start), default=None)
+            if earlier is None:
+                return start
+            start = max(m for m in starts if m <= earlier)
+
+
+def _message_starts(items: Sequence[Item], begin: int) -> list[int]:
+    """The index of the first item of each Messages API message in `items[begin:]`: a run of one response's
+    output items is an assistant message, a run of other items (user text, tool results) a user message."""
+    starts: list[int] = []
+    previous: Item | None = None
+    for n in range(begin, len(items)):
+        item = items[n]
+        if previous is None or item.is_model_output != previous.is_model_output or (
+            item.is_model_output and item.response != previous.response
+        ):
+            starts.append(n)
+        previous = item
+    return starts

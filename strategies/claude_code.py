@@ -17,21 +17,24 @@
   `<analysis>`, the summariser system prompt, at most 20,000 output tokens;
 - §4 the new context: the summary message (prefix, `Analysis:`/`Summary:` formatting, trailing
   ".", the continuation sentence for auto only), then up to 5 recently read files (≤ 5,000 tokens
-  each, ≤ 50,000 in all, a path-only note otherwise; the memory files of `KV5` left out, §4.2) and
-  the todo list the TodoWrite tool stored (none when every item is completed); no verbatim tail;
+  each, ≤ 50,000 in all, a path-only note otherwise; the current agent's plan and todo files and the
+  memory files of `KV5` left out, §4.2) and the todo list the TodoWrite tool stored (none when every
+  item is completed); no verbatim tail;
 - §2.4 a manual `/compact [instructions]` where the recording has a manual `compact_boundary`
-  (threshold ignored), its instructions read from the recorded command line (§1.2 item 3).
+  (threshold ignored), its instructions read from the recorded command line (§1.2 item 3);
+- §3.1 the messages as the API normaliser (`BZ`) sends them: the blocks of one API response are one
+  assistant message, two responses two messages (`ResponseHistory`).
 
 `claude-code-2.1` applies §8 (2.1.112): reserve `min(max output, 20,000)` while the request asks for
 the whole max output (upstream `Z97`), an optional auto-compact window, the count plus a chars/4
 estimate of every message after the newest response's first line (§8.2), the consecutive-failure
 and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
 the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
-(§8.5), the text-only prompt (§8.4), files but no todo list after a compaction (§8.5), and no
-count-based microcompact (§8.6).
+(§8.5), the text-only prompt (§8.4), files but no todo list after a compaction (§8.5), no
+count-based microcompact (§8.6), and the API rounds of `AR6` (one per response) for the retry.
 
-Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), plan files, the
-2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts), the blocking
+Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
+attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts), the blocking
 limit (the simulated provider rejects what does not fit). Re-read files are the newest content the
 transcript shows for that path (a Read result or a Write's content): the file system of the session
 is not available.
@@ -48,8 +51,8 @@ import json
 import posixpath
 import re
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -128,9 +131,6 @@ LATER_OUTPUT_LIMITS = (
     ("3-5-haiku", 8_192, 8_192),
     ("3-7-sonnet", 32_000, 64_000),
 )
-#: §4.2 what a compaction leaves out when neither the working directory nor the session's slug is known and
-#: the config folder is the default one (`_memory_files` builds the set from the options and the recording).
-NOT_RESTORED = re.compile(r"(^|/)CLAUDE(\.local)?\.md$|/\.claude/todos/|/\.claude/plans/")
 #: §4.2 `KV5`: the managed memory file of each platform (`hw()` + CLAUDE.md; the platform is not recorded).
 MANAGED_MEMORY = frozenset(
     {"/etc/claude-code/CLAUDE.md", "/Library/Application Support/ClaudeCode/CLAUDE.md", "C:\\ProgramData\\ClaudeCode\\CLAUDE.md"}
@@ -281,6 +281,9 @@ class ClaudeCodeOptions:
     cwd: str | None = None
     #: CLAUDE_CONFIG_DIR (the User memory file, §4.2; the transcript folder, §8.5); "~" stands for any home
     config_dir: str = "~/.claude"
+    #: the session's slug, which names its plan file `<config_dir>/plans/<slug>.md` (§4.2); None: the one the
+    #: transcript records (Claude Code 2.0+ lines' `slug`), else none: then no file read is the plan file
+    slug: str | None = None
 
 
 @dataclass(frozen=True)
@@ -299,6 +302,117 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed
     #: session's, `<config_dir>/projects/<project folder of cwd>/<session id>.jsonl` (an unknown cwd as "/")
     transcript_path: str | None = None
+
+
+class ResponseHistory(ItemHistory):
+    """The history as Claude Code's API normaliser sends it (2.0.57 `BZ`, cc@2.0.57 cli.js L4125; 2.1.112 `K0`,
+    cc@2.1.112 cli.js L5262): the content blocks of one API response (the lines sharing a `message.id`) are
+    one assistant message, and two responses are two assistant messages even when nothing stands between
+    them. Upstream, an assistant line looks back over the assistant and tool-result messages already built
+    and merges into the one with its `message.id` (`ky3`/`HNY`: the blocks concatenated); 2.0.57 stops at
+    an assistant of another id (`break`), 2.1.112 looks past it (`continue`) — the same for the responses
+    of a transcript, whose blocks arrive together. `ItemHistory`'s generic fold differs twice: it folds a
+    tool call into the assistant message before it whatever response that was, and never folds a text that
+    follows a text or a tool call of the same response.
+
+    Here the text and tool calls of one response (`on_response`'s batch, `response_of`) fold into one
+    message, their texts joined by a line break as `merge_assistant` joins them; a thinking block stays
+    its own `reasoning` message (the provider-neutral form of a thinking block), which ends a fold as
+    before. 2.1.112 (`drop_blank_text`) also drops whitespace-only text blocks from a merged message
+    unless nothing else is left (`HNY`). Items of no known response fold as `ItemHistory` folds them."""
+
+    def __init__(self, response_of: dict[str, int], *, drop_blank_text: bool = False) -> None:
+        super().__init__()
+        self._response_of = response_of
+        self._drop_blank = drop_blank_text
+        #: the response of the open group's first item
+        self._open_response: int | None = None
+        #: folded messages by the identities of the messages they fold (kept alive here, as `FoldMemo` does)
+        self._merged: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
+
+    def _joins(self, first: Message, first_response: int | None, message: Message, item: Item) -> bool:
+        """Whether `item`'s message joins the open group that starts with `first`."""
+        if message.role != "assistant" or first.role != "assistant":
+            return False
+        response = self._response_of.get(item.id)
+        if response is None or first_response is None:
+            return bool(message.tool_calls)
+        return response == first_response
+
+    def _fold(self, group: Sequence[Message]) -> Message:
+        if len(group) == 1:
+            return group[0]
+        key = tuple(map(id, group))
+        hit = self._merged.get(key)
+        if hit is None:
+            texts = [m.content for m in group if m.content]
+            if self._drop_blank:
+                solid = [t for t in texts if t.strip()]
+                if solid or any(m.tool_calls for m in group):
+                    texts = solid
+            merged = replace(
+                group[0],
+                content="\n".join(texts),
+                tool_calls=tuple(c for m in group for c in m.tool_calls),
+                item_ids=tuple(i for m in group for i in m.item_ids),
+                attachments=tuple(a for m in group for a in m.attachments),
+            )
+            hit = self._merged[key] = (tuple(group), merged)
+        return hit[1]
+
+    def render(
+        self,
+        items: Sequence[Item] | None = None,
+        replacements: Mapping[str, str] | None = None,
+        cleared_inputs: Mapping[str, str] | None = None,
+    ) -> list[Message]:
+        """`ItemHistory.render` with this fold."""
+        if items is None and not replacements and not cleared_inputs:
+            return self._render_all()
+        out: list[Message] = []
+        group: list[Message] = []
+        first_response: int | None = None
+        for item in self.items if items is None else items:
+            message = self.edited(item, (replacements or {}).get(item.id), (cleared_inputs or {}).get(item.id))
+            if group and self._joins(group[0], first_response, message, item):
+                group.append(message)
+                continue
+            if group:
+                out.append(self._fold(group))
+            group, first_response = [message], self._response_of.get(item.id)
+        if group:
+            out.append(self._fold(group))
+        return out
+
+    def view(self) -> LogView:
+        self._advance()
+        group = self._open
+        return LogView(self._closed, len(self._closed), (self._fold(group),) if group else ())
+
+    def _render_all(self) -> list[Message]:
+        self._advance()
+        group = self._open
+        return [*self._closed, self._fold(group)] if group else list(self._closed)
+
+    def _advance(self) -> None:
+        """`ItemHistory._advance` with this fold."""
+        if self.items is not self._seen_list or len(self.items) < self._seen:
+            self._seen_list, self._seen, self._closed, self._open, self._index = self.items, 0, [], [], {}
+            self._open_response = None
+        group = self._open
+        for n in range(self._seen, len(self.items)):
+            item = self.items[n]
+            message = self.message(item)
+            if group and self._joins(group[0], self._open_response, message, item):
+                group.append(message)
+                continue
+            if group:
+                self._closed.append(self._fold(group))
+            group = [message]
+            self._open_response = self._response_of.get(item.id)
+            if message.role != "assistant":
+                self._index[item.id] = (-1 if item.id in self._index else len(self._closed), item)
+        self._open, self._seen = group, len(self.items)
 
 
 @dataclass
@@ -331,7 +445,11 @@ class ClaudeCode(Strategy):
         self.effective = self.window - self.reserve
         self.threshold = auto_compact_threshold(self._compact_window() - self.reserve, o.autocompact_buffer, o.autocompact_pct_override)
         self.system: list[Item] = []
-        self.history = ItemHistory()
+        #: the serial number of the response each model-output item came in (`on_response`), which the
+        #: history's fold (`ResponseHistory`) and the API-round groups of the 2.1 retry (`_rounds`) read
+        self._response_of: dict[str, int] = {}
+        self._responses = 0
+        self.history = self._new_history()
         #: renders the system items (the same messages for the whole replay: `history` starts anew at each compaction)
         self._system_messages = ItemHistory()
         self.prefix: list[Message] = []
@@ -349,6 +467,10 @@ class ClaudeCode(Strategy):
         recorded_cwd = session.get("cwd")
         self.cwd: str | None = o.cwd or (recorded_cwd if isinstance(recorded_cwd, str) and recorded_cwd else None)
         self.session_id = str(session.get("session_id") or session.get("id") or "session")
+        #: §4.2 the session's plan-file name and the sub-agent's id (None: the main thread), as recorded
+        recorded_slug, recorded_agent = session.get("slug"), session.get("agent_id")
+        self.slug: str | None = o.slug or (recorded_slug if isinstance(recorded_slug, str) and recorded_slug else None)
+        self.agent_id: str | None = recorded_agent if isinstance(recorded_agent, str) and recorded_agent else None
         self._memory = self._memory_files()
         # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
         # appended since its last call (and started over when a compaction replaces the history):
@@ -427,6 +549,9 @@ class ClaudeCode(Strategy):
             self._compact("manual", str(item.meta.get("instructions") or "").strip() or None)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
+        self._responses += 1
+        for item in items:
+            self._response_of[item.id] = self._responses
         self.history.extend(items)
         self._marker = None
         first_text = next((i.text for i in items if i.kind == "assistant"), None)
@@ -456,6 +581,10 @@ class ClaudeCode(Strategy):
         if content is None and known is not None:
             content, source = known.content, known.source
         self.files[path] = _File(path, self._clock, content, source)
+
+    def _new_history(self) -> ResponseHistory:
+        """The history as the API normaliser sends it (`ResponseHistory`): 2.1.112 also drops blank text blocks."""
+        return ResponseHistory(self._response_of, drop_blank_text=self.later)
 
     # ------------------------------------------------------------ count (§2.2)
     def count(self) -> int:
@@ -650,7 +779,7 @@ class ClaudeCode(Strategy):
         todos = len(self.todos) if self._todo_attachment() is not None else 0
         marker = self._marker
         self.prefix = [message, *attachments]
-        self.history = ItemHistory()
+        self.history = self._new_history()
         self.last_usage = 0
         self.last_response_at = None
         details: dict[str, Any] = {"count": count, "restored_files": restored, "todos": todos}
@@ -681,18 +810,29 @@ class ClaudeCode(Strategy):
         return f"{content}\n{CONTINUE_SENTENCE}" if auto else content
 
     def _memory_files(self) -> tuple[frozenset[str], re.Pattern[str]]:
-        """§4.2 the files a compaction never restores (BASE `KV5`): the agent's todo file, the session's plan
-        file, and the User (`<config>/CLAUDE.md`), Project (`<cwd>/CLAUDE.md`), Local (`<cwd>/CLAUDE.local.md`)
-        and Managed memory files, by path: a CLAUDE.md anywhere else (a sub-folder's) is restored like any
-        file. 2.1.112 (`xDY`) leaves out the plan file, the same memory files and the auto-memory file
-        (`<config>/projects/<project>/memory/MEMORY.md`), not the todo file. The plan's name (the session
-        slug) is not in the transcripts, so every file of the plans folder is left out; with the working
+        """§4.2 the files a compaction never restores (BASE `KV5`, cc@2.0.57 cli.js L1921): the current agent's
+        todo file (`Ci(agentId)`: `<config>/todos/<session id>-agent-<agent id>.json`, the main thread's agent id
+        being the session id), the current agent's plan file (`bU(agentId)`: `<config>/plans/<slug>.md`, a
+        sub-agent's `<slug>-agent-<agent id>.md`), and the User (`<config>/CLAUDE.md`), Project
+        (`<cwd>/CLAUDE.md`), Local (`<cwd>/CLAUDE.local.md`) and Managed memory files, by path: another
+        session's plan or todo file, or a CLAUDE.md anywhere else (a sub-folder's), is restored like any file
+        (§4.2's "the plan file" is this one file, not the plans folder). 2.1.112
+        (`xDY`, cc@2.1.112 cli.js L4994) leaves out the same plan file (`eW(agentId)`), the same memory files
+        and the auto-memory file (`<config>/projects/<project>/memory/MEMORY.md`), not the todo file. The slug
+        is the one the recorded lines carry (option `slug`); with none recorded upstream names a new plan file
+        (`o95` picks a name no file has), so no file read in the session is the plan file. With the working
         directory unknown, every CLAUDE.md and CLAUDE.local.md is taken for the Project or Local one."""
         config = self.options.config_dir
         # "~" stands for any home folder: the one of the recording is not known.
         head = ".*" + re.escape(config[1:]) if config == "~" or config.startswith("~/") else re.escape(posixpath.normpath(config))
-        under = [r"CLAUDE\.md", r"plans/[^/]+"]
-        under.append(r"projects/[^/]+/memory/MEMORY\.md" if self.later else r"todos/[^/]+")
+        agent = self.agent_id
+        under = [r"CLAUDE\.md"]
+        if self.slug is not None:
+            under.append("plans/" + re.escape(f"{self.slug}.md" if agent is None else f"{self.slug}-agent-{agent}.md"))
+        if self.later:
+            under.append(r"projects/[^/]+/memory/MEMORY\.md")
+        else:
+            under.append("todos/" + re.escape(f"{self.session_id}-agent-{agent or self.session_id}.json"))
         patterns = [f"{head}/(?:{'|'.join(under)})"]
         exact = set(MANAGED_MEMORY)
         if self.cwd is not None:
@@ -918,7 +1058,7 @@ class ClaudeCode21(ClaudeCode):
         back in front when what is left starts with an assistant turn."""
         if body and body[0].role == "user" and body[0].content == PTL_RETRY_MARKER:
             body = body[1:]
-        groups = _rounds(body)
+        groups = _rounds(body, self._response_of)
         if len(groups) < 2:
             return None
         reported = TOO_LONG.search(error.message)
@@ -934,7 +1074,7 @@ class ClaudeCode21(ClaudeCode):
             drop = max(1, int(len(groups) * self.options.ptl_drop_fraction))
         drop = min(drop, len(groups) - 1)
         rest = [m for g in groups[drop:] for m in g]
-        if rest and rest[0].role == "assistant":
+        if rest and rest[0].role in ("assistant", "reasoning"):
             rest = [Message("user", PTL_RETRY_MARKER), *rest]
         return rest
 
@@ -970,12 +1110,26 @@ class ClaudeCode21(ClaudeCode):
         return FILE_RESULT_LATER + content
 
 
-def _rounds(messages: Sequence[Message]) -> list[list[Message]]:
-    """API-round groups: a new group starts at each assistant message (with the results and user text after it)."""
+def _rounds(messages: Sequence[Message], response_of: Mapping[str, int]) -> list[list[Message]]:
+    """API-round groups (2.1.112 `AR6`, cc@2.1.112 cli.js L2271): a new group starts at each assistant message
+    (a thinking block's `reasoning` message included: upstream it is a block of the assistant message) whose
+    response differs from the last assistant's, and holds the results and user text after it; the messages
+    before the first assistant are the first group. So two responses in a row are two rounds, and a
+    response's thinking block and its text are one; an assistant message of no known response is a
+    response of its own."""
     groups: list[list[Message]] = []
+    current: list[Message] = []
+    last: object = None
     for message in messages:
-        if not groups or (message.role == "assistant" and groups[-1] and groups[-1][-1].role != "assistant"):
-            groups.append([])
-        groups[-1].append(message)
+        assistant = message.role in ("assistant", "reasoning")
+        if assistant:
+            response = response_of.get(message.item_ids[0]) if message.item_ids else None
+            key: object = response if response is not None else object()
+            if key != last and current:
+                groups.append(current)
+                current = []
+            last = key
+        current.append(message)
+    if current:
+        groups.append(current)
     return groups
-

@@ -96,14 +96,44 @@ def test_compact_trigger_block_and_billing():
     assert prompt == "Only list file names."
 
 
-def test_compact_pause_keeps_the_current_turn():
-    s = _tools(20, chars=8_000)
-    s.user("Now also check tests/test_net.py please.")
+def test_compact_pause_keeps_the_newest_three_messages():
+    """After a paused compaction the client sends the block and what it keeps (§4.4). The docs' example
+    ("Preserving recent messages after compaction", compaction page CP-2):
+
+        preserved = messages[-3:] if len(messages) >= 3 else messages
+        messages_after = [{"role": "assistant", "content": [compaction_block]}] + preserved
+
+    keeps the last three messages. In a tool loop those are [results of step n-2, step n-1, its results]:
+    the first holds results whose calls would be summarised, so the step with those calls is kept too
+    (a `tool_result` must answer a `tool_use` of the assistant message before it). Before, the client kept
+    the whole current turn: a long single-turn run then compacted before every request once the turn alone
+    exceeded the trigger (44 compactions in 61 requests here), which the docs' client does not do."""
+    result = replay(_tools(60, chars=8_000).transcript(), "anthropic-compact", profile="claude-opus",
+                    options={"trigger": 50_000, "pause_after_compaction": True})
+    assert [c.step for c in result.compactions] == [18, 34, 50]
+    first = result.compactions[0]
+    assert first.details["paused"] is True
+    shape = [(m.role, tuple(c.id for c in m.tool_calls), m.tool_call_id) for m in first.after]
+    assert shape == [("compaction", (), None), ("assistant", ("c16",), None), ("tool", (), "c16"),
+                     ("assistant", ("c17",), None), ("tool", (), "c17")]
+    nxt = result.requests[first.next_request]
+    assert nxt.messages == first.after and nxt.true_tokens < 50_000 / 4
+    assert strategy_pair_errors(result) == 0
+    # At a new user message: the latest exchange and the message itself (the example's "latest exchange +
+    # current user msg"), with the step whose results that exchange starts with; `pause_keep_messages=0`
+    # keeps nothing (the plain pausing example, which appends the block after everything).
+    s = _tools(17, chars=8_000)
+    s.user("Now also check tests/test_net.py please. " + "Context of the request. " * 500)
     s.assistant("checking", calls=[("n1", "Bash", {"command": "pytest tests/test_net.py"})])
     s.result("n1", "1 passed", name="Bash")
     s.assistant("ok")
-    result = replay(s.transcript(), "anthropic-compact", profile="claude-opus", options={"trigger": 50_000, "pause_after_compaction": True})
-    first = result.compactions[0]
-    assert first.after[0].role == "compaction"
-    assert first.details["paused"] is True
-    assert strategy_pair_errors(result) == 0
+    chat = replay(s.transcript(), "anthropic-compact", profile="claude-opus", options={"trigger": 50_000, "pause_after_compaction": True})
+    (at_prompt,) = chat.compactions
+    assert [(m.role, m.content[:14]) for m in at_prompt.after] == [
+        ("compaction", at_prompt.summary[:14]), ("assistant", "step 16"), ("tool", "output 16\nline"), ("assistant", "done"),
+        ("user", "Now also check"),
+    ]
+    assert strategy_pair_errors(chat) == 0
+    nothing = replay(s.transcript(), "anthropic-compact", profile="claude-opus",
+                     options={"trigger": 50_000, "pause_after_compaction": True, "pause_keep_messages": 0})
+    assert [m.role for m in nothing.compactions[0].after] == ["compaction"]

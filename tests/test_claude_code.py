@@ -636,7 +636,7 @@ def test_restored_memory_files_are_the_four_upstream_ones():
     # CLAUDE.md is restored like any file. With the working directory unknown every CLAUDE.md counts as one.
     # 2.1.112 (`xDY`) leaves out the same memory files, the plan and the auto-memory file, not the todo file.
     paths = ["/repo/docs/CLAUDE.md", "/repo/CLAUDE.md", "/repo/CLAUDE.local.md", "/home/u/.claude/CLAUDE.md",
-             "/etc/claude-code/CLAUDE.md", "/home/u/.claude/todos/s-agent-s.json",
+             "/etc/claude-code/CLAUDE.md", "/home/u/.claude/todos/hand-built-agent-hand-built.json",
              "/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py"]
     s = Session()
     s.user("go")
@@ -652,4 +652,156 @@ def test_restored_memory_files_are_the_four_upstream_ones():
 
     assert restored("claude-code", cwd="/repo") == ["/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py", "/repo/docs/CLAUDE.md"]
     assert restored("claude-code") == ["/home/u/.claude/projects/-repo/memory/MEMORY.md", "/repo/a.py"]
-    assert restored("claude-code-2.1", cwd="/repo") == ["/home/u/.claude/todos/s-agent-s.json", "/repo/a.py", "/repo/docs/CLAUDE.md"]
+    assert restored("claude-code-2.1", cwd="/repo") == [
+        "/home/u/.claude/todos/hand-built-agent-hand-built.json", "/repo/a.py", "/repo/docs/CLAUDE.md",
+    ]
+
+
+def _reads(paths: list[str], source: dict[str, str]) -> Transcript:
+    s = Session()
+    s.user("go")
+    for n, path in enumerate(paths):
+        s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": path})], total=10_000)
+        s.result(f"r{n}", f"     1→text {n}\n", name="Read")
+    s.assistant("over", total=170_000)
+    s.assistant("next", total=40_000)
+    return Transcript(id="s1", items=tuple(s.items), source=source)
+
+
+def test_only_the_current_sessions_plan_and_todo_files_stay_out():
+    """Gap: every file under `plans/` and `todos/` was left out of the restored files. Upstream leaves out only
+    the current agent's own plan and todo file (2.0.57 `FV5` filters with `KV5(filename, ctx.agentId)`,
+    cc@2.0.57 cli.js L1921):
+
+        function KV5(A,Q){let B=gl(A);try{let G=gl(Ci(Q));if(B===G)return!0}catch{}
+          try{let G=gl(bU(Q));if(B===G)return!0}catch{} ... memory files ... return!1}
+        function Ci(A){let Q=`${G0()}-agent-${A}.json`;return S21(r10(),Q)}            // <config>/todos/
+        function bU(A){let Q=A??G0(),B=G0(),G=o95(B);if(Q===B)return DLA(vU(),`${G}.md`);
+          return DLA(vU(),`${G}-agent-${Q}.md`)}                                       // <config>/plans/
+
+    where `G0()` is the session id, the main thread's `agentId` is the session id, and `o95` the session's
+    slug, which every 2.0.x transcript line records (`slug:Y`, `insertMessageChain`). 2.1.112 (`Nx8` with
+    `xDY`, cc@2.1.112 cli.js L4994) leaves out the same plan file (`eW(agentId)`: `<slug>.md` for the main
+    thread) and no todo file. So another session's plan (`other-plan.md`, read in the corpus session b566e56e)
+    and another session's todo file are restored; a sub-agent leaves out `<slug>-agent-<agent id>.md`."""
+    plans = "/home/u/.claude/plans/"
+    todos = "/home/u/.claude/todos/"
+    paths = [f"{plans}brave-new-plan.md", f"{plans}other-plan.md", f"{plans}brave-new-plan-agent-a1.md",
+             f"{todos}s1-agent-s1.json", f"{todos}s0-agent-s0.json"]
+    main = _reads(paths, {"session_id": "s1", "slug": "brave-new-plan"})
+
+    def restored(transcript: Transcript, strategy: str) -> list[str]:
+        result = replay(transcript, strategy, profile="claude-opus", usage="recorded", options=OPUS)
+        return sorted(result.compactions[0].details["restored_files"])
+
+    assert restored(main, "claude-code") == [f"{plans}brave-new-plan-agent-a1.md", f"{plans}other-plan.md", f"{todos}s0-agent-s0.json"]
+    assert restored(main, "claude-code-2.1") == [
+        f"{plans}brave-new-plan-agent-a1.md", f"{plans}other-plan.md", f"{todos}s0-agent-s0.json", f"{todos}s1-agent-s1.json",
+    ]
+    sub = _reads(paths, {"session_id": "s1", "slug": "brave-new-plan", "agent_id": "a1"})
+    assert restored(sub, "claude-code") == [
+        f"{plans}brave-new-plan.md", f"{plans}other-plan.md", f"{todos}s0-agent-s0.json", f"{todos}s1-agent-s1.json",
+    ]
+    # No slug recorded: upstream's plan file gets a new name (`o95`), so no file read is the plan file.
+    assert f"{plans}brave-new-plan.md" in restored(_reads(paths, {"session_id": "s1"}), "claude-code")
+
+
+def test_the_importer_records_the_slug_and_the_sub_agents_id():
+    # 2.0.57 `insertMessageChain` writes `agentId:B, slug:Y` on every line (cc@2.0.57 cli.js L4260).
+    corpus = CORPORA / "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure"
+    if not corpus.exists():
+        pytest.skip("shared corpora not available")
+    from compaction_bench.scenarios.claude_code import ClaudeCodeImporter
+
+    (main,) = ClaudeCodeImporter().load(corpus / "703e4528-dfb0-4257-a888-e10b7d3e39a8.jsonl")
+    assert main.source["slug"] == "gleaming-twirling-wilkes" and "agent_id" not in main.source
+    (sub,) = ClaudeCodeImporter().load(corpus / "agent-dee347d2.jsonl")
+    assert (sub.source["slug"], sub.source["agent_id"]) == ("whimsical-forging-fog", "dee347d2")
+
+
+def test_wire_messages_are_one_assistant_message_per_response():
+    """Gap: the generic fold (`ItemHistory`) folded a tool call into the assistant message before it whatever
+    response that was, and left a text that follows a tool call of the same response in a message of its own.
+    Upstream's normaliser (2.0.57 `BZ`, cc@2.0.57 cli.js L4125) merges an assistant line into the message of
+    its own `message.id` and stops at another id:
+
+        case"assistant":{... for(let Y=G.length-1;Y>=0;Y--){let J=G[Y];if(J.type!=="assistant"&&!yy3(J))break;
+          if(J.type==="assistant"){if(J.message.id===I.message.id){G[Y]=ky3(J,I);return}break}}G.push(I);return}
+        function ky3(A,Q){return{...A,message:{...A.message,content:[...A.message.content,...Q.message.content]}}}
+
+    (2.1.112 `K0`, cc@2.1.112 cli.js L5262, the same with `continue` past another id.) So a text-only
+    response followed at once by a tool-call-only response is two assistant messages, and a response whose
+    text comes after its tool call is one message, which its result then follows. The request's true count
+    is the count of those messages (one message more or fewer is its framing more or fewer)."""
+    from compaction_bench.profiles import get_profile
+    from compaction_bench.provider import MessageCounter
+
+    s = Session()
+    s.user("Fix the date parser.")
+    s.assistant("I will look at the parser first.")  # response 0: a text only, no call
+    s.assistant(calls=[("c1", "Read", {"file_path": "/repo/parse.py"})])  # response 1, right after it
+    s.result("c1", "     1→def parse(): ...\n", name="Read")
+    s.response += 1  # response 2: a tool call, then a text block of the same response
+    s._add(kind="tool_call", response=s.response, call_id="c2", tool_name="Bash", arguments='{"command":"pytest"}')
+    s._add(kind="assistant", response=s.response, text="Running the tests now.")
+    s.result("c2", "1 passed", name="Bash")
+    s.assistant("Done.")
+    for strategy in ("claude-code", "claude-code-2.1"):
+        result = replay(s.transcript(), strategy, profile="claude-opus")
+        last = [r for r in result.requests if r.kind == "turn"][-1]
+        shape = [(m.role, m.content, tuple(c.id for c in m.tool_calls), m.tool_call_id) for m in last.messages]
+        assert shape == [
+            ("user", "Fix the date parser.", (), None),
+            ("assistant", "I will look at the parser first.", (), None),
+            ("assistant", "", ("c1",), None),
+            ("tool", "     1→def parse(): ...\n", (), "c1"),
+            ("assistant", "Running the tests now.", ("c2",), None),
+            ("tool", "1 passed", (), "c2"),
+        ]
+        assert last.true_tokens == MessageCounter(get_profile("claude-opus")).count(last.messages)
+        assert _pair_errors(result) == 0
+    # 2.1.112's merge (`HNY`) also drops a whitespace-only text block when something else is left; 2.0.57's keeps it.
+    blank = Session()
+    blank.user("go")
+    blank.assistant("  ", calls=[("c1", "Bash", {"command": "ls"})])
+    blank.result("c1", "a.py", name="Bash")
+    blank.assistant("ok")
+    texts = {}
+    for strategy in ("claude-code", "claude-code-2.1"):
+        last = [r for r in replay(blank.transcript(), strategy, profile="claude-opus").requests if r.kind == "turn"][-1]
+        texts[strategy] = [(m.content, len(m.tool_calls)) for m in last.messages if m.role == "assistant"]
+    assert texts == {"claude-code": [("  ", 1)], "claude-code-2.1": [("", 1)]}
+
+
+def test_later_retry_rounds_split_at_each_response(tmp_path):
+    """Gap: the prompt-too-long retry (2.1.112 `KLK`) cut the summary input into API rounds where an assistant
+    message followed a non-assistant one, so two responses in a row were one round (and, with the generic fold,
+    one message). Upstream's rounds (`AR6`, cc@2.1.112 cli.js L2271) start at each assistant line of another
+    `message.id`:
+
+        function AR6(q){let K=[],_=[],z;for(let Y of q){if(Y.type==="assistant"&&Y.message.id!==z&&_.length>0)
+          K.push(_),_=[Y];else _.push(Y);if(Y.type==="assistant")z=Y.message.id}if(_.length>0)K.push(_);return K}
+
+    and each retry drops the oldest 20% of them (at least one) when the error gives no token counts. The input
+    here: the request, a text-only response r0 and right after it a call-only response r1, then r2, r3: five
+    rounds. Retries drop [request], [r0], [r1 + result] in turn (before: four rounds, r0 and r1 dropped
+    together at the second retry and r2 at the third)."""
+    prompt = tmp_path / "huge.j2"
+    prompt.write_text("padding " * 60_000)
+    s = Session()
+    s.user("a long task")
+    s.assistant("let me think", total=10_000)
+    s.assistant(calls=[("c1", "Bash", {"command": "ls 1"})], total=10_000)
+    s.result("c1", "out 1", name="Bash")
+    for n in (2, 3):
+        s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": f"ls {n}"})], total=50_000 if n == 3 else 10_000)
+        s.result(f"c{n}", f"out {n}", name="Bash")
+    s.assistant("end", total=1_000)
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
+                    prompts={"claude_code_summary.j2": prompt})
+    bodies = [r.messages[1:-1] for r in result.requests if r.kind == "summary"]
+    assert len(bodies) == 4  # the request and 3 retries
+    rounds = [[m.content or m.tool_calls[0].id for m in body if m.role == "assistant"] for body in bodies]
+    assert rounds == [["let me think", "c1", "step 2", "step 3"], ["let me think", "c1", "step 2", "step 3"],
+                      ["c1", "step 2", "step 3"], ["step 2", "step 3"]]
+    assert [body[0].content for body in bodies] == ["a long task", PTL_RETRY_MARKER, PTL_RETRY_MARKER, PTL_RETRY_MARKER]
