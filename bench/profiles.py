@@ -380,22 +380,26 @@ def _openai_caches(bare: str) -> bool:
 
 
 def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None) -> CachePolicy:
-    """The prompt-cache rules of a model (evaluation.md §7), decided by the model, not its provider."""
+    """The prompt-cache rules of a model (evaluation.md §7), decided by the model, not its provider. The
+    minimum cacheable prefix is the map's `prompt_cache_min_tokens` where it has one (an integer or a
+    float such as 6144.0), else the spec's values by the model's name."""
     family = model_family(provider, bare)
-    name = bare.lower()
+    name = bare.lower().replace(".", "-")  # `claude-haiku-4.5` (a gateway's spelling) is `claude-haiku-4-5`
+    minimum = _map_minimum(entry or {})
     if family == "anthropic":
-        if any(tag in name for tag in ("opus-4-5", "opus-4-6", "haiku-4-5")):
-            return replace(ANTHROPIC_CACHE, min_prefix=4096)
-        if any(tag in name for tag in ("3-5-haiku", "3-haiku", "haiku-3")):
-            return replace(ANTHROPIC_CACHE, min_prefix=2048)
-        return ANTHROPIC_CACHE
+        if minimum is None and any(tag in name for tag in ("opus-4-5", "opus-4-6", "haiku-4-5")):
+            minimum = 4096
+        elif minimum is None and any(tag in name for tag in ("3-5-haiku", "3-haiku", "haiku-3")):
+            minimum = 2048
+        return replace(ANTHROPIC_CACHE, min_prefix=minimum) if minimum is not None else ANTHROPIC_CACHE
     if family == "gemini":
-        match = re.search(r"gemini-(\d+)(?:\.(\d+))?", name)
+        # implicit caching is on for 2.5 and later: a minimum in the map says the model has it (a name without
+        # a version, `gemini-flash-latest`), else the version in the name does (`gemini-2.5-…`, `…-gemini-2-5-…`)
+        match = re.search(r"gemini-(\d+)(?:-(\d+)(?![\d]))?", name)
         version = (int(match.group(1)), int(match.group(2) or 0)) if match else (0, 0)
-        if version < (2, 5):
-            return NO_CACHE  # implicit caching is on for 2.5 and later
-        minimum = (entry or {}).get("prompt_cache_min_tokens")
-        if not isinstance(minimum, int) or minimum < 1:
+        if minimum is None and version < (2, 5):
+            return NO_CACHE
+        if minimum is None:
             minimum = 4096 if version >= (3, 0) else 2048  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
         return replace(GEMINI_CACHE, min_prefix=minimum)
     if provider in OPENAI_APIS:
@@ -407,6 +411,14 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
     # that does keeps OpenAI's rules as a stand-in (its own are not recorded here); one that does not
     # caches nothing (litellm would bill its cached tokens at the input price anyway).
     return OPENAI_CACHE if _bills_cache_reads(entry or {}) else NO_CACHE
+
+
+def _map_minimum(entry: dict[str, Any]) -> int | None:
+    """The map's `prompt_cache_min_tokens` of an entry, or None where it has no usable one."""
+    value = entry.get("prompt_cache_min_tokens")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 1 or value != int(value):
+        return None
+    return int(value)
 
 
 def _bills_cache_reads(entry: dict[str, Any]) -> bool:

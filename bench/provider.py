@@ -5,9 +5,11 @@ tokenizer (memoized per message; the counts of the prefix a request shares with 
 reused, so only the messages after it are counted), raises an overflow error with the real
 provider's message text when the profile's overflow rule refuses it (input over the input limit, or input
 plus requested output over the context), computes the cached
-prefix against the previous request of the same cell (message hashes first, tokens only inside
-the first differing message, memoized per pair of messages and skipped for an older entry that
-cannot share more; `compaction_bench.caching` applies the provider's rules), in billed tokens:
+prefix against the cell's kept cache entries (the two newest accepted requests and the newest turn
+request's, each gone once unused for longer than the TTL by the recorded timestamps; on Anthropic the
+entry that serves the longest read at a breakpoint, else the longest prefix), comparing message hashes
+first and tokens only inside the first differing message (memoized per pair of messages and skipped
+for an older entry that cannot share more; `compaction_bench.caching` applies the provider's rules), in billed tokens:
 hidden reasoning is cached with the prefix that holds it, up to the first message one of the two
 requests bills reasoning for and the other does not (`_billed_prefix`), the tokens
 written to the cache and the tokens re-billed (already-sent messages outside the cached part), and
@@ -37,7 +39,10 @@ from compaction_bench.transcript import Usage
 MESSAGE_OVERHEAD = 4
 #: Tokens of framing per tool call inside an assistant message.
 TOOL_CALL_OVERHEAD = 3
-#: How many earlier requests of the cell are kept as cache entries.
+#: How many earlier requests of the cell are kept as cache entries (the newest ones), besides the newest
+#: turn request's: a provider keeps a prefix until its TTL passes, however many requests came after it,
+#: so the summary calls a step makes after its turn request (Aider's recursive summaries) do not evict
+#: that turn's entry (`SimulatedProvider._keep`).
 RECENT_ENTRIES = 2
 #: How many contexts counted with `SimulatedProvider.count` are kept as counting bases.
 COUNTED_KEPT = 8
@@ -249,7 +254,8 @@ class SimulatedProvider(MessageCounter):
         super().__init__(profile, counter, hidden)
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
-        self._recent: deque[_Entry] = deque(maxlen=RECENT_ENTRIES)
+        self._recent: list[_Entry] = []  # oldest first (`_keep`)
+        self._turn: _Entry | None = None  # the newest turn request's entry, kept while it is in `_recent`
         # Counting bases besides the cache entries: the last request sent (accepted or not), the last of
         # each kind, and the last contexts counted (`count`; a strategy may count two or three contexts
         # per request, e.g. its unedited and its edited prompt): a request reuses the counts of whichever of
@@ -466,6 +472,31 @@ class SimulatedProvider(MessageCounter):
         return rebilled_tokens(counts, [True, *known] if top > first else known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending
+    def _outcome(self, kept: _Entry | None, prefix: int, total: int, entry: _Entry) -> CacheOutcome:
+        """The provider's rules (`caching.cache_outcome`) for a request (`entry`, of `total` billed tokens) that
+        shares `prefix` tokens with the live cache entry `kept` (None: no live entry)."""
+        return cache_outcome(
+            self.profile.cache,
+            prefix_tokens=prefix,
+            total_tokens=total,
+            previous_boundaries=kept.boundaries if kept is not None else Cumulative(),
+            previous_system=kept.system if kept is not None else 0,
+            current_boundaries=entry.boundaries,
+            current_system=entry.system,
+        )
+
+    def _keep(self, entry: _Entry, kind: str) -> None:
+        """Keep an accepted request as a cache entry: the newest `RECENT_ENTRIES`, and the newest turn request's
+        entry while later summary calls would push it out (the provider still holds it: entries expire by
+        time, `send`, not by how many requests came after them)."""
+        if kind == "turn":
+            self._turn = entry
+        recent = self._recent
+        recent.append(entry)
+        if len(recent) > RECENT_ENTRIES:
+            turn = self._turn
+            self._recent = [kept for kept in recent[:-RECENT_ENTRIES] if kept is turn] + recent[-RECENT_ENTRIES:]
+
     def send(
         self,
         request: Request,
@@ -487,31 +518,36 @@ class SimulatedProvider(MessageCounter):
         true_tokens = boundaries.last()
         reserved = request.max_output_tokens or 0
         now = _timestamp_seconds(timestamp)
-        # The cache entry with the longest common prefix, the newest on a tie: from the newest on, the tokens
-        # inside a differing message are counted only when they could make an older entry's prefix longer.
+        policy = self.profile.cache
+        # The live cache entry with the longest common prefix, the newest on a tie: from the newest on, the tokens
+        # inside a differing message are counted only when they could make an older entry's prefix longer. An
+        # entry unused for longer than the TTL (by the recorded timestamps) is gone from the provider's cache,
+        # and the others still serve theirs.
         best: _Entry | None = None
         best_prefix = 0
+        alive: list[tuple[_Entry, int]] = []
         for kept, common in reversed(list(zip(self._recent, shared, strict=True))):
+            if now is not None and kept.time is not None and now - kept.time > policy.ttl_seconds:
+                continue
             prefix, alike = self._billed_prefix(kept, common, messages, last_user)
             if alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, boundaries, visible):
                 previous, current = kept.messages[common], messages[common]
                 if best is None or prefix + self._inside_bound(previous, current) > best_prefix:
                     prefix += self._inside(previous, current)
+            alive.append((kept, prefix))
             if best is None or prefix > best_prefix:
                 best, best_prefix = kept, prefix
-        best_boundaries, best_system = (best.boundaries, best.system) if best is not None else (Cumulative(), 0)
-        expired = best is not None and now is not None and best.time is not None and now - best.time > self.profile.cache.ttl_seconds
         entry = _Entry(messages, visible, boundaries, now, last_user, None)
-        cache = cache_outcome(
-            self.profile.cache,
-            prefix_tokens=best_prefix,
-            total_tokens=true_tokens,
-            previous_boundaries=best_boundaries,
-            expired=expired,
-            previous_system=best_system,
-            current_boundaries=boundaries,
-            current_system=entry.system,
-        )
+        cache = self._outcome(best, best_prefix, true_tokens, entry)
+        if policy.provider == "anthropic":
+            # Anthropic serves the longest entry written at a breakpoint of any earlier request it holds: the one
+            # sharing the longest prefix may have no breakpoint inside it. Only a prefix longer than the read
+            # found can read more.
+            for kept, prefix in alive:
+                if kept is not best and prefix > cache.cached_tokens:
+                    other = self._outcome(kept, prefix, true_tokens, entry)
+                    if other.cached_tokens > cache.cached_tokens:
+                        cache = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens)
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             error = overflow_error(self.profile, true_tokens + reserved)
@@ -522,7 +558,7 @@ class SimulatedProvider(MessageCounter):
         if base is not None and base_shared == base.n and base.has_set:
             entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
-        self._recent.append(entry)
+        self._keep(entry, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
         for gone in self._indexes.keys() - live:

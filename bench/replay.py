@@ -294,18 +294,22 @@ class _Engine:
         request = request if request.kind == "summary" else Request(
             request.messages, request.estimate_tokens, request.threshold, "summary", request.max_output_tokens, request.meta
         )
+        # `instructions`: what an emulated server applies on its side (not part of the counted request).
+        extra = self.provider.counter.count(instructions) if instructions else 0
+        own = self.summarizer.limits
+        if own is not None:  # a summarizer model of its own: a request beyond its window reaches no model, cached nothing
+            tokens = self.provider.count(request.messages) + extra
+            if own.overflows(tokens, request.max_output_tokens or own.max_output):
+                error = overflow_error(own, tokens)
+                self._record_request(request, Outcome(tokens - extra, True, error, CacheOutcome(0, 0, 0), Usage()), attempt=0)
+                raise SummaryOverflow(error, tokens)
         outcome = self.provider.send(request, timestamp=self.timestamp)
         record = self._record_request(request, outcome, attempt=0)
         if outcome.overflow:
             assert outcome.error is not None
             raise SummaryOverflow(outcome.error, outcome.true_tokens)
-        # `instructions`: what an emulated server applies on its side (not part of the counted request).
         sent = (*request.messages, Message(role="user", content=instructions)) if instructions else request.messages
-        tokens = outcome.true_tokens + (self.provider.counter.count(instructions) if instructions else 0)
-        own = self.summarizer.limits
-        if own is not None and own.overflows(tokens, request.max_output_tokens or own.max_output):
-            record.overflow = True  # a summarizer model of its own: a request beyond its window reaches no model either
-            raise SummaryOverflow(overflow_error(own, tokens), tokens)
+        tokens = outcome.true_tokens + extra
         try:
             result = self.summarizer.complete(sent, max_tokens=request.max_output_tokens, purpose=purpose)
         except ContextOverflow as exc:  # refused by the model's own count (its tokenizer, its window): an overflow all the same

@@ -2,7 +2,9 @@
 
 Prices come from the profile (litellm's bundled cost map, `compaction_bench.profiles`). Where the map has no
 cached-input or cache-write price, the cache policy's multipliers of the input price stand in
-(docs/specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). Summary requests are
+(docs/specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). The map's cache-write price
+is Anthropic's 5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the
+input price instead. Only Anthropic's policy writes tokens (`caching.cache_outcome`). Summary requests are
 priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a different, priced model, litellm's own cost of that call replaces it.
 
@@ -15,6 +17,11 @@ from __future__ import annotations
 
 from compaction_bench.profiles import ModelProfile
 
+#: Anthropic's default cache lifetime; its writes cost 1.25× the input price (the map's cache-write price).
+ANTHROPIC_5M_TTL = 300
+#: What a write to Anthropic's 1-hour cache costs, in input prices (evaluation.md §7).
+ANTHROPIC_1H_WRITE_MULTIPLIER = 2.0
+
 
 def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:
     """Dollars per cached input token of a request of `input_tokens`."""
@@ -23,8 +30,11 @@ def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:
 
 
 def cache_write_price(profile: ModelProfile, input_tokens: int = 0) -> float:
-    """Dollars per written (cache creation) token of a request of `input_tokens`."""
+    """Dollars per written (cache creation) token of a request of `input_tokens`: the map's price (Anthropic's
+    5-minute write), or the policy's multiplier of the input price; 2× the input price for a 1-hour cache."""
     prices = profile.prices.at(input_tokens)
+    if profile.cache.provider == "anthropic" and profile.cache.ttl_seconds > ANTHROPIC_5M_TTL:
+        return prices.input * ANTHROPIC_1H_WRITE_MULTIPLIER
     return prices.cache_write or prices.input * (profile.cache.write_multiplier or 1.0)
 
 

@@ -220,7 +220,9 @@ def test_anthropic_lookback_finds_an_entry_only_within_20_messages_of_a_breakpoi
     assert (outcome.cached_tokens, outcome.cache_write_tokens) == (1200, far[-1] - 1200)
 
 
-@pytest.mark.parametrize(("strategy", "kind", "size"), [("codex-local", "parallel-calls", 45_000), ("codex-remote-v2", "short-turns", 150_000)])
+@pytest.mark.parametrize(
+    ("strategy", "kind", "size"), [("codex-local", "parallel-calls", 45_000), ("codex-remote-v2", "short-turns", 150_000), ("aider", "short-turns", 60_000)]
+)
 def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list(strategy, kind, size):
     """The provider looks up only the messages after the cached part, and of those only the ones counted before
     the last accepted request; the full rule over every message agrees (`codex-remote-v2` installs a new history,
@@ -236,14 +238,17 @@ def test_replayed_rebilled_tokens_follow_the_rule_over_the_whole_message_list(st
     assert result.compactions and any(r.kind == "summary" for r in result.requests)
     counter = SimulatedProvider(get_profile("32k"), hidden=HiddenTokens.of(scenario.transcript))  # counts as the replay's provider does
     recent: deque[set[Message]] = deque(maxlen=RECENT_ENTRIES)
+    turn: set[Message] = set()  # the newest turn request's messages: kept while summary calls come after it
     for request in result.requests:
         if not request.sent:
             continue
-        known = [any(m in entry for entry in recent) for m in request.messages]
+        known = [any(m in entry for entry in (turn, *recent)) for m in request.messages]
         ends = counter.boundaries(request.messages)
         counts = [end - start for start, end in zip([0, *ends], ends, strict=False)]
         assert request.rebilled_tokens == rebilled_tokens(counts, known, request.cached_tokens), request.index
         recent.append(set(request.messages))
+        if request.kind == "turn":
+            turn = recent[-1]
     assert sum(r.rebilled_tokens for r in result.requests) > 0
 
 
