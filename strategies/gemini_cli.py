@@ -997,13 +997,19 @@ class GeminiCli(Strategy):
     def request(self) -> Request:
         threshold = math.floor(self.options.compression_threshold * self.limit)
         count = self.last_prompt_tokens
-        if self.history and count >= self.options.compression_threshold * self.limit:
+        fired = bool(self.history) and count >= self.options.compression_threshold * self.limit
+        if fired:
             if self.failed_latch:
                 self._truncate_only(count)
             else:
                 self._compress(count, force=False)
         self._mask()
-        return Request(self.messages(), estimate_tokens=count, threshold=threshold)
+        # The count upstream holds when it sends (`lastPromptTokenCount`, §10.1): the previous response's
+        # prompt tokens, or, once a compression, a truncation (§7) or a mask (§8) replaced the history, the
+        # estimate of the new history (`setHistory`, a new chat), never the count the check read before.
+        # The check runs once per request (§2.1): once it fired, no count compacts this request again, so it
+        # reports no threshold (the compaction it recorded reports the one it fired on)
+        return Request(self.messages(), estimate_tokens=self.last_prompt_tokens, threshold=None if fired else threshold)
 
     # ------------------------------------------------------------ truncation (§3)
     def _index(self) -> None:

@@ -153,6 +153,7 @@ class Hybrid(Strategy):
         if tokens > threshold or self.steps_since_summary >= o.summarize_steps + o.keep_last:
             if self._summarize(messages, tokens, threshold, "threshold" if tokens > threshold else "steps"):
                 messages = self.messages()
+                tokens = self.ctx.count_tokens(messages)  # the count of the context sent, as `truncate` reports
         return Request(messages, estimate_tokens=tokens, threshold=threshold)
 
     def _summarize(self, before: Sequence[Message], tokens: int, threshold: int, trigger: str) -> bool:

@@ -212,6 +212,11 @@ class OpenCodeV1(_OpenCode):
         """§1.2 `isOverflow`."""
         return self.options.auto and self.limits.context > 0 and count is not None and count >= self.usable
 
+    def _threshold(self) -> int | None:
+        """The count at which it compacts: the usable window, None when no count ever triggers a
+        compaction (`auto` off or no context limit, §1.2, §1.5)."""
+        return self.usable if self.options.auto and self.limits.context > 0 else None
+
     def on_user_turn(self, item: Item) -> None:
         if self._pending:
             self._compact(self._pending, overflow=False)
@@ -236,7 +241,7 @@ class OpenCodeV1(_OpenCode):
         return Request(
             self._messages(),
             estimate_tokens=self._count(),
-            threshold=self.usable,
+            threshold=self._threshold(),
             max_output_tokens=self.max_output,
             meta=self._meta(),
         )
@@ -333,7 +338,7 @@ class OpenCodeV1(_OpenCode):
             summary=result.text,
             summarized_ids=[i for r in head for i in r.item_ids()],
             estimate_tokens=count,
-            threshold=self.usable,
+            threshold=self._threshold(),
             details={
                 "overflow": overflow,
                 "replay": replay is not None,
@@ -479,7 +484,12 @@ class OpenCodeV2(_OpenCode):
         if self._refused:
             meta["compaction_refused"] = self._refused
             self._refused = None
-        return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self.threshold - self.tools_tokens, meta=meta)
+        return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self._reported_threshold(), meta=meta)
+
+    def _reported_threshold(self) -> int | None:
+        """The threshold net of the tools' estimate; None when no estimate ever triggers a compaction (`auto`
+        off or no context limit, §6.6: only a provider overflow compacts then, §6.7)."""
+        return self.threshold - self.tools_tokens if self.options.auto and self.limits.context > 0 else None
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         super().on_response(items, usage, needs_follow_up)
@@ -548,7 +558,7 @@ class OpenCodeV2(_OpenCode):
             summary=result.text,
             summarized_ids=summarized,
             estimate_tokens=None if estimate is None else estimate - self.tools_tokens,
-            threshold=self.threshold - self.tools_tokens,
+            threshold=self._reported_threshold(),
             details={
                 "tools_estimate_tokens": self.tools_tokens,
                 "cut_inside_message": split.cut is not None,

@@ -412,7 +412,9 @@ class OpenHands(Strategy):
     def request(self) -> Request:
         self._enforce()
         reasons = self._reasons()
+        estimate = reasons.extra["total_tokens"]
         if reasons.request or reasons.tokens or reasons.events:
+            view = self.view
             hard = reasons.tokens or reasons.request
             try:
                 self._condense(reasons)
@@ -421,7 +423,11 @@ class OpenHands(Strategy):
                 # the step fails: here the request goes out as it is and the provider decides.
                 if hard:
                     self._hard_reset(reasons)
-        return Request(self.messages(), estimate_tokens=reasons.extra["total_tokens"], threshold=self._effective_max_tokens())
+            if self.view is not view:
+                # a condensation replaced the view: the count of the view sent (`get_total_token_count`, §4.7,
+                # as the next step's reasons read it), not the one the reasons were read on
+                estimate = self.ctx.count_tokens(self.messages())
+        return Request(self.messages(), estimate_tokens=estimate, threshold=self._effective_max_tokens())
 
     # ------------------------------------------------------------ window (§4.3)
     def _events_from_tail(self, reasons: _Reasons) -> int:

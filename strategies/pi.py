@@ -26,7 +26,9 @@ no pre-prompt check). The rest implements docs/specs/pi.md:
   (used to replay real sessions in step with the recording, e.g. for the fidelity table).
 
 `Request.estimate_tokens` is Pi's `estimateContextTokens` of the agent messages (last usage +
-chars/4 of what follows); `Request.threshold` is `contextWindow - reserveTokens`.
+chars/4 of what follows), None while that usage predates the compaction the request sends (Pi has no
+count of a compacted context until an assistant answers it, §2.4); `Request.threshold` is
+`contextWindow - reserveTokens` (None with `enabled` off: no count then triggers a compaction).
 
 Between compactions the agent messages only grow at their end, so the strategy keeps them, their
 wire form and their estimate from one request to the next and adds what was appended (issue 18);
@@ -321,6 +323,12 @@ class PiStrategy(Strategy):
     def threshold(self) -> int:
         return self.ctx.profile.context_window - self.options.reserve_tokens
 
+    @property
+    def reported_threshold(self) -> int | None:
+        """The threshold a request and a compaction report: None with `compaction.enabled` off, when no
+        count ever triggers a compaction (§2.2)."""
+        return self.threshold if self.options.enabled else None
+
     # ------------------------------------------------------------------ items → messages
     def _message_ts(self, item: Item) -> float:
         raw = item.meta.get("message_ts")
@@ -416,8 +424,8 @@ class PiStrategy(Strategy):
         if self.check_before_next_call and self.rules.check_between_tool_calls:
             self._check(self._last_assistant(), post_run=True)
         self.check_before_next_call = False
-        estimate = self._estimate()
-        return Request(self.wire(), estimate_tokens=estimate, threshold=self.threshold)
+        estimate = self._reported_estimate()
+        return Request(self.wire(), estimate_tokens=estimate, threshold=self.reported_threshold)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         message = self._append_recorded(items[0], "message", self._assistant_message(items, usage)).message
@@ -463,7 +471,27 @@ class PiStrategy(Strategy):
 
     # ------------------------------------------------------------------ trigger (§2.3, §5.2)
     def _estimate(self) -> int:
+        """`estimateContextTokens` of the messages a request of the agent loop holds."""
         return self._context_estimate(self.run_messages()).tokens
+
+    def _reported_estimate(self) -> int | None:
+        """What a request reports: `_estimate`, None when its usage is stale. After a compaction the last
+        assistant's usage is the size of the context before it, so Pi holds no count of the compacted
+        context until an assistant has answered it (`getContextUsage` returns `tokens: null` then, §2.4;
+        the staleness guard of §2.3 refuses that usage for the same reason). A compacted context without
+        any assistant usage keeps its chars/4 estimate, which reads only its own messages."""
+        messages = self.run_messages()
+        estimate = self._context_estimate(messages)
+        at = estimate.usage_index
+        if at is not None and messages[0].role == "compactionSummary" and messages[at].timestamp <= self._sent_since(messages[0]):
+            return None
+        return estimate.tokens
+
+    def _sent_since(self, summary: PiMessage) -> float:
+        """When the requests started sending the compaction `summary` heads: its entry's time (the agent's
+        messages are replaced when the entry is saved); an assistant at or before it answered the context
+        before the compaction."""
+        return summary.timestamp
 
     def _latest_compaction(self) -> Entry | None:
         return self.tree.latest_compaction()
@@ -636,7 +664,7 @@ class PiStrategy(Strategy):
             summary=summary,
             summarized_ids=message_item_ids(summarized),
             estimate_tokens=prep.tokens_before,
-            threshold=self.threshold,
+            threshold=self.reported_threshold,
             details={
                 "version": self.rules.version,
                 "entry": entry.id,
@@ -834,6 +862,9 @@ class Pi202512(PiStrategy):
         self._saving: Callable[[], bool] | None = None
         #: Whether a recorded compaction is being handled (a compaction made there is saved at once).
         self._at_marker = False
+        #: When each compaction summary the running loop went on without took effect (the end of that run), by
+        #: the summary message's identity (kept with it, so the id stays its own).
+        self._effect_times: dict[int, tuple[PiMessage, float]] = {}
 
     def run_messages(self) -> list[PiMessage]:
         return self._loop if self._loop is not None else self.agent_messages()
@@ -854,7 +885,7 @@ class Pi202512(PiStrategy):
 
     def request(self) -> Request:
         self._save()
-        return Request(self.wire(), estimate_tokens=self._estimate(), threshold=self.threshold)
+        return Request(self.wire(), estimate_tokens=self._reported_estimate(), threshold=self.reported_threshold)
 
     def wire(self) -> LogView:
         return self._view(*self._wire_2025.parts(self.run_messages()))
@@ -883,12 +914,27 @@ class Pi202512(PiStrategy):
         last compaction, which takes effect there, is reported."""
         self._save()
         pending, self._pending = self._pending, None
+        if self._loop is not None:
+            self._took_effect()
         if pending is None:
             self._loop = None
             return
         before = self.wire()
         self._loop = None
         self.ctx.record_compaction(before=before, after=self.wire(), **pending)
+
+    def _took_effect(self) -> None:
+        """The running loop ends after an auto compaction: the requests send the compacted context from now
+        on, and every assistant so far (the run's included) answered the context before it."""
+        latest = self._latest_compaction()
+        if latest is not None:
+            summary = latest.summary_message
+            self._effect_times[id(summary)] = (summary, self.clock)
+
+    def _sent_since(self, summary: PiMessage) -> float:
+        """The time the compaction took effect when the running loop went on without it, else its entry's."""
+        known = self._effect_times.get(id(summary))
+        return known[1] if known is not None and known[0] is summary else summary.timestamp
 
     def _report(self, **record: Any) -> None:
         """An auto compaction takes effect at the end of its run (reported then); a manual one (which

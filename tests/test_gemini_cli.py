@@ -109,9 +109,13 @@ def test_threshold_and_two_summariser_calls():
     s = _chat(8, 2_000, [10_000, 31_999, 32_000])
     result = replay(s.transcript(), "gemini-cli", profile="64k", usage="recorded")
     turns = [r for r in result.requests if r.kind == "turn"]
-    assert [r.estimate_tokens for r in turns[:4]] == [0, 10_000, 31_999, 32_000]
+    assert [r.estimate_tokens for r in turns[:3]] == [0, 10_000, 31_999]
     threshold = [c for c in result.compactions if c.trigger == "threshold"]
     assert [c.step for c in threshold] == [3]
+    # the check read 32,000; the request sent after the compression carries the new history's estimate, the
+    # new chat's `lastPromptTokenCount` (§6, §10.1; worked out by hand in tests/test_estimates_after_compaction.py)
+    assert threshold[0].estimate_tokens == 32_000
+    assert turns[3].estimate_tokens == threshold[0].details["new_tokens"] < 32_000
     summaries = [r for r in result.requests if r.kind == "summary"]
     assert len(summaries) == 2  # the snapshot request and the verification pass (§5.4)
     first, second = summaries

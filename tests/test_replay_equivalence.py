@@ -51,6 +51,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: assistants send the uncompacted context and compact again (more summary requests and compactions).
 #: The final context overflows by the profile's rule (input + the strategy's max output), as requests do:
 #: claude-code-2.1 at 32k asks for 32,000 output tokens, so its final context now overflows too.
+#: Estimates after a compaction inside `request()` (same requests and compactions): gemini-cli, openhands and
+#: hybrid report their estimate of the compacted context, not the count they decided on (gemini-cli also no
+#: threshold once its one check fired); pi, pi-2026-03 and pi-2025-12 report None until an assistant answered it.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -58,12 +61,12 @@ GOLDEN = {
     ("truncate", "synthetic"): (427, 7, "a3d82e9c24f6c826"),
     ("observation-masking", "pi"): (454, 356, "e2b87a533956b2b4"),
     ("observation-masking", "synthetic"): (427, 186, "75020d616593fe8a"),
-    ("pi", "pi"): (843, 178, "38973bde6b6c6c3b"),
-    ("pi", "synthetic"): (441, 7, "338aebd8854b822f"),
-    ("pi-2026-03", "pi"): (469, 15, "b070cf86452c00b2"),
-    ("pi-2026-03", "synthetic"): (438, 7, "9fa5fcc4c829aa0d"),
-    ("pi-2025-12", "pi"): (505, 51, "cd5663521b655707"),
-    ("pi-2025-12", "synthetic"): (435, 8, "1f46ed9980d4ccc6"),
+    ("pi", "pi"): (843, 178, "b3c4e23009db8846"),
+    ("pi", "synthetic"): (441, 7, "f02de3fa95e4d65c"),
+    ("pi-2026-03", "pi"): (469, 15, "4654f85cc66b0c27"),
+    ("pi-2026-03", "synthetic"): (438, 7, "8cc77f370e6bcf51"),
+    ("pi-2025-12", "pi"): (505, 51, "d435b14337fcbad9"),
+    ("pi-2025-12", "synthetic"): (435, 8, "336ee5b93eed9541"),
     ("opencode-v1", "synthetic"): (438, 7, "1cde4c925861e90f"),
     ("opencode-v2", "pi"): (477, 23, "04918090a41d7c9a"),
     ("opencode-v2", "synthetic"): (435, 8, "924c71fdaaed6bca"),
@@ -85,16 +88,16 @@ GOLDEN = {
     ("anthropic-clear-tool-uses", "pi"): (454, 173, "5991079b0c345bcc"),
     ("anthropic-compact", "synthetic"): (548, 0, "7ff3f1c8ebaf4760"),
     ("anthropic-compact", "pi"): (474, 0, "0a2e8eadee51f891"),
-    ("gemini-cli", "synthetic"): (443, 8, "fd2f7407b3094add"),
-    ("gemini-cli", "pi"): (526, 36, "dc0c0efd9ad9cb23"),
-    ("openhands", "synthetic"): (447, 20, "88c4140eadea51de"),
-    ("openhands", "pi"): (477, 23, "df80d94c00ebc0ad"),
+    ("gemini-cli", "synthetic"): (443, 8, "5dc7a400e061c86a"),
+    ("gemini-cli", "pi"): (526, 36, "0373a82d869e0f55"),
+    ("openhands", "synthetic"): (447, 20, "4a469ba55f24b26a"),
+    ("openhands", "pi"): (477, 23, "1e7e541a83f08d6b"),
     ("openhands-v0", "synthetic"): (440, 13, "b6015f51bf4e0acf"),
     ("openhands-v0", "pi"): (468, 14, "b854805b2bc86c67"),
     ("aider", "synthetic"): (472, 28, "3bec1b28350de7b2"),
     ("aider", "pi"): (550, 51, "255b9f1bfb26b09a"),
-    ("hybrid", "synthetic"): (435, 194, "7521f65760b25fab"),
-    ("hybrid", "pi"): (465, 367, "22f1987f57aee26b"),
+    ("hybrid", "synthetic"): (435, 194, "e014714e644cadd1"),
+    ("hybrid", "pi"): (465, 367, "a74cb4023ba50fb5"),
 }
 
 #: Options that keep a strategy's golden comparable: issue 14 added the tool definitions to
