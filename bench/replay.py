@@ -9,7 +9,10 @@ context.
 
 The engine owns the bookkeeping (records: `compaction_bench.records`):
 - every request (turn, summary and final) with its messages, true tokens, the strategy's
-  estimate, overflow and the provider's cached, written and re-billed tokens;
+  estimate, overflow and the provider's cached, written and re-billed tokens; a summary the strategy
+  sends as an iteration of the request it is building (`summarize(in_request=True)`: server-side
+  compaction is one call) that does not fit is no request of its own: that request fails with its
+  error (`meta["failed_in"]`), one failed request as on the real API;
 - every compaction with the context before and after, the summary, the ids summarized, kept
   verbatim and dropped without either, and its summarizer calls, each linked to the summary
   request it answered (`CompactionRecord.summary_request_indices`, `RequestRecord.llm_call`);
@@ -42,13 +45,13 @@ import operator
 from collections.abc import KeysView, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
-from compaction_bench.provider import Outcome, SimulatedProvider, overflow_error
+from compaction_bench.provider import Outcome, ProviderError, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
 from compaction_bench.request import Message, Request, message_from_item, message_item_ids
@@ -276,6 +279,10 @@ class _Engine:
         self._removed: dict[int, KeysView[str]] = {}
         # The last reported compaction's context after it, for the next one's `removed_ids`.
         self._carried: _Carried | None = None
+        # Whether the strategy's `request()` runs, and the failure of a summary it sent as an iteration of the request
+        # it returns (`summarize(in_request=True)`): (error, prefix tokens, purpose), which that request fails with.
+        self._in_request = False
+        self._request_failure: tuple[ProviderError, int, str] | None = None
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
         self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
@@ -290,7 +297,11 @@ class _Engine:
     def render_prompt(self, template: str, **variables: Any) -> str:
         return self.prompts.render(template, **variables)
 
-    def summarize(self, request: Request, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
+    def summarize(
+        self, request: Request, *, purpose: str = "summary", instructions: str | None = None, in_request: bool = False
+    ) -> LLMResult:
+        if in_request and not self._in_request:
+            raise ReplayError(f"strategy {self.result.strategy!r} sent a summary in_request outside request() at step {self.step}")
         request = request if request.kind == "summary" else Request(
             request.messages, request.estimate_tokens, request.threshold, "summary", request.max_output_tokens, request.meta
         )
@@ -301,9 +312,14 @@ class _Engine:
             tokens = self.provider.count(request.messages) + extra
             if own.overflows(tokens, request.max_output_tokens or own.max_output):
                 error = overflow_error(own, tokens)
+                if in_request:
+                    self._fail_request(error, tokens, 0, purpose)
                 self._record_request(request, Outcome(tokens - extra, True, error, CacheOutcome(0, 0, 0), Usage()), attempt=0)
                 raise SummaryOverflow(error, tokens)
         outcome = self.provider.send(request, timestamp=self.timestamp)
+        if outcome.overflow and in_request:
+            assert outcome.error is not None
+            self._fail_request(outcome.error, outcome.true_tokens, outcome.cache.prefix_tokens, purpose)
         record = self._record_request(request, outcome, attempt=0)
         if outcome.overflow:
             assert outcome.error is not None
@@ -313,12 +329,24 @@ class _Engine:
         try:
             result = self.summarizer.complete(sent, max_tokens=request.max_output_tokens, purpose=purpose)
         except ContextOverflow as exc:  # refused by the model's own count (its tokenizer, its window): an overflow all the same
+            if in_request:
+                self.result.requests.pop()  # not a request of its own: the one it is an iteration of fails
+                self._fail_request(exc.error, tokens, outcome.cache.prefix_tokens, purpose)
             record.overflow, record.error = True, exc.error.to_dict()
             raise SummaryOverflow(exc.error, tokens) from None
         record.llm_call = result
         record.usage_source = "simulated"
         self._pending_calls.append((record.index, result))
         return result
+
+    def _fail_request(self, error: ProviderError, tokens: int, prefix_tokens: int, purpose: str) -> NoReturn:
+        """A summary sent `in_request` did not fit. It is an iteration of the request the running `request()`
+        returns (server-side compaction: one call), so it is recorded as no request of its own; that request
+        fails with its error instead (the first such error, should several iterations fail), and
+        `SummaryOverflow` tells the strategy as for any summary."""
+        if self._request_failure is None:
+            self._request_failure = (error, prefix_tokens, purpose)
+        raise SummaryOverflow(error, tokens)
 
     def record_compaction(
         self,
@@ -490,7 +518,11 @@ class _Engine:
         self._awaiting_point = []
 
     def _strategy_request(self, kind: str = "turn") -> Request:
-        request = self.strategy.request()
+        self._in_request, self._request_failure = True, None
+        try:
+            request = self.strategy.request()
+        finally:
+            self._in_request = False
         if not isinstance(request, Request):
             raise ReplayError(f"strategy {self.result.strategy!r} returned {type(request).__name__} from request() at step {self.step}")
         if kind != request.kind:
@@ -522,10 +554,16 @@ class _Engine:
         while True:
             request = self._strategy_request()
             recorded = self._recorded_usage(step, request)
-            outcome = self.provider.send(
-                request, output_tokens=output_tokens, timestamp=self.timestamp, recorded_usage=recorded
-            )
+            failure = self._request_failure
+            if failure is None:
+                outcome = self.provider.send(
+                    request, output_tokens=output_tokens, timestamp=self.timestamp, recorded_usage=recorded
+                )
+            else:
+                outcome = self._failed_outcome(request, failure)
             record = self._record_request(request, outcome, attempt, output_tokens)
+            if failure is not None:
+                record.meta["failed_in"] = failure[2]
             if not outcome.overflow:
                 record.usage_source = "recorded" if recorded is not None else "simulated"
             self._mark_points(record)
@@ -537,6 +575,15 @@ class _Engine:
             if attempt > MAX_OVERFLOW_RETRIES or not self.strategy.on_overflow(outcome.error):
                 break
         self.strategy.on_response(step.items, usage, step.needs_follow_up)
+
+    def _failed_outcome(self, request: Request, failure: tuple[ProviderError, int, str]) -> Outcome:
+        """The outcome of a request a summary iteration of which did not fit (`_fail_request`): the call fails
+        with that iteration's error whether or not its messages alone would fit, reaching no model and no cache
+        (nothing read, written or billed). Its true tokens are its messages' count; its prefix tokens what the
+        failed iteration shared with the cache, up to that count."""
+        error, prefix_tokens, _ = failure
+        tokens = self.provider.count(request.messages)
+        return Outcome(tokens, True, error, CacheOutcome(min(prefix_tokens, tokens), 0, 0), Usage())
 
     def run(self) -> ReplayResult:
         steps = {s.items[0].response: s for s in self.transcript.steps()}
@@ -559,8 +606,9 @@ class _Engine:
         final = self._strategy_request(kind="final")
         # The final context is probed, not sent: no error, no cache read, no usage.
         tokens = self.provider.count(final.messages)
-        # Overflowed by the provider's own rule (the profile's; the strategy's reserved output counts where it does).
-        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0)
+        # Overflowed by the provider's own rule (the profile's; the strategy's reserved output counts where it does),
+        # or not servable because a summary iteration of it did not fit (`_fail_request`).
+        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0) or self._request_failure is not None
         unsent = Outcome(tokens, overflow, None, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)

@@ -14,7 +14,8 @@ A strategy sees the transcript as an agent would, one event at a time:
   (compacting) to have the engine send `request()` again (bounded), False to give up the step.
 
 Through its `StrategyContext` a strategy sends summary requests (`summarize`, which raises
-`SummaryOverflow` when the summary request itself does not fit) and records each compaction
+`SummaryOverflow` when the summary request itself does not fit; with `in_request=True` the summary is
+an iteration of the request being built, which then fails in its place) and records each compaction
 (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
 A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite
 and inside its `Range`, which a field declares with `metadata={"range": Range(...)}` or gets from
@@ -61,9 +62,16 @@ class StrategyContext(Protocol):
     #: fields (`format`, and where the format records them `session_id`, `cwd`, `version`, …)
     session: Mapping[str, Any]
 
-    def summarize(self, request: Request, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
+    def summarize(
+        self, request: Request, *, purpose: str = "summary", instructions: str | None = None, in_request: bool = False
+    ) -> LLMResult:
         """Send a summary request to the summarizer model (recorded as a request of kind `summary`);
-        `instructions` go to the summarizer only, after the request (an emulated server's own prompt)."""
+        `instructions` go to the summarizer only, after the request (an emulated server's own prompt).
+
+        `in_request=True` (from `request()` only): the summary is an iteration of the request `request()`
+        returns, one call to the provider (server-side compaction). When it does not fit, no summary
+        request is recorded and that request fails with its error, fitting or not; `SummaryOverflow` is
+        raised as always. A summary that fits is recorded as its own (billed) request as usual."""
 
     def record_compaction(
         self,

@@ -17,6 +17,21 @@ what the model sees, as the API applies it (§1 "server-side, before the prompt 
   every later request (§4.5); the summary call is its own request, billed apart from the message
   iteration (§4.6); with `pause_after_compaction` the client resends the block followed by the
   newest messages it keeps (below), else only the block and what follows it remain (§4.2 step 3).
+  A compaction iteration that does not fit fails the call (§4.9 "summary would exceed the window →
+  400"): the summary is sent as an iteration of the turn's request (`summarize(in_request=True)`), so
+  the one request fails with that 400, whether or not the uncompacted prompt alone would fit, and no
+  failed summary request is counted besides it.
+
+What each request and compaction reports of the server's count. The server decides on the exact count
+(the provider's, `count_tokens`) of the prompt the client sent, before it edits or compacts it; the client
+holds no estimate. So `estimate_tokens` is that count only where it is the count of the context the record
+labels, else None: a request's when the server sent the model the prompt it decided on (nothing cleared;
+no compaction in this call; the client's own call after a paused compaction, which the server decides on
+by the count of what it holds), a clearing record's when the context before it is the unedited prompt (the
+first clearing). `threshold` goes with it on clearing records: a later clearing's context before it is the
+previous edited prompt, which the server never compared with the trigger, so it would be judged premature
+on a count nobody decided on. A request keeps the trigger as its threshold (the count at which the server
+edits): with no estimate, or the exact one, no trigger can count as missed.
 
 What a client keeps after a pause the docs leave to it (§4.4: "any additional messages you want to
 preserve verbatim"). Their example "Preserving recent messages after compaction" (the compaction page,
@@ -301,21 +316,30 @@ class ClearToolUses(_ClientHistory):
     def _record(
         self, tokens: int, before: Sequence[Message], after: Sequence[Message], cleared: tuple[str, ...], newly: list[str], removed: int,
     ) -> None:
+        """One change of the edit. The server decided on `tokens`, the exact count of the unedited prompt: the
+        record reports it, and the trigger, only when its context before is that prompt (nothing was cleared
+        on the previous request); else its context before is the previous edited prompt, on which nothing was
+        decided, and it reports neither (a threshold over that context would judge the clearing premature)."""
         o = self.options
+        decided = not self._applied
         self.ctx.record_compaction(
-            trigger="clear_tool_uses", before=before, after=after,
-            summary=None, estimate_tokens=tokens, threshold=o.trigger_value if o.trigger_type == "input_tokens" else None,
+            trigger="clear_tool_uses", before=before, after=after, summary=None,
+            estimate_tokens=tokens if decided else None,
+            threshold=o.trigger_value if decided and o.trigger_type == "input_tokens" else None,
             details={"cleared_tool_uses": len(cleared), "newly_cleared": newly, "cleared_input_tokens": removed},
             probe=False,
         )
         self._applied = cleared
 
     def _finish(self, messages: Sequence[Message], tokens: int, cleared: tuple[str, ...], removed: int) -> Request:
+        """The request the model gets. `estimate_tokens`: the server's exact count `tokens` when that prompt is
+        the one sent (nothing cleared), else None (it counted the unedited prompt, not the edited one sent)."""
         o = self.options
         meta: dict[str, Any] = {}
         if cleared:
             meta["applied_edits"] = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": len(cleared), "cleared_input_tokens": removed}]
-        return Request(messages, estimate_tokens=tokens, threshold=o.trigger_value if o.trigger_type == "input_tokens" else None, meta=meta)
+        threshold = o.trigger_value if o.trigger_type == "input_tokens" else None
+        return Request(messages, estimate_tokens=None if cleared else tokens, threshold=threshold, meta=meta)
 
     def _render(self, cleared: Sequence[str]) -> list[Message]:
         """The prompt the previous request sent: the same edit over the current history."""
@@ -362,15 +386,22 @@ class ServerCompact(_ClientHistory):
         return [*self.history.render(self.system), self.block, *self.history.render(self.history.items[self.start:])]
 
     def request(self) -> Request:
+        """The turn's request. `estimate_tokens`: the server's exact count of the prompt it decided on when that
+        is the prompt sent; after a compaction in this call the model gets the compacted prompt, which the
+        server did not decide on (None), but after a paused one the request is the client's next call, with
+        the block and the messages it keeps, which the server decides on by its exact count."""
         o = self.options
         messages = self.messages()
         tokens = self.ctx.count_tokens(messages)
+        estimate: int | None = tokens
         if tokens > o.trigger and self._compact(messages, tokens):
             messages = self.messages()
-        return Request(messages, estimate_tokens=tokens, threshold=o.trigger)
+            estimate = self.ctx.count_tokens(messages) if o.pause_after_compaction else None
+        return Request(messages, estimate_tokens=estimate, threshold=o.trigger)
 
     def _compact(self, messages: Sequence[Message], tokens: int) -> bool:
-        """Compact (§4.2); False when the summary request overflowed (§4.9) and nothing changed."""
+        """Compact (§4.2); False when the summary iteration overflowed (§4.9): nothing changed, and the request
+        `request()` returns fails with its 400 (the iteration is part of that call, `in_request`)."""
         o = self.options
         if self._prompt is None:
             self._prompt = Message("user", self.ctx.render_prompt("anthropic_compact.j2", instructions=o.instructions))
@@ -378,9 +409,9 @@ class ServerCompact(_ClientHistory):
         # the history and the prompt: a view of the same log when the history is one
         sent = LogView(messages.log, messages.length, (*messages.tail, prompt)) if isinstance(messages, LogView) else [*messages, prompt]
         try:
-            result = self.ctx.summarize(Request(sent, kind="summary"), purpose="compaction")
+            result = self.ctx.summarize(Request(sent, kind="summary"), purpose="compaction", in_request=True)
         except SummaryOverflow:
-            return False  # §4.9: a 400; the request goes on without a new compaction
+            return False  # §4.9: a 400 for the whole call, which the engine records on the turn's request
         items = self.history.items
         start = self._kept_from() if o.pause_after_compaction else len(items)
         kept = {x.id for x in items[start:]}

@@ -671,23 +671,35 @@ class ClaudeCode(Strategy):
         return size
 
     def request(self) -> Request:
+        """§2.3 the check before the request (microcompact first), then the request.
+
+        `meta["count"]` is the count the check decided on. `estimate_tokens` is what Claude Code believes of
+        the messages it sends: that count, unless the check compacted them, and then the count of its own
+        estimator over the new context, which upstream's next check would compute on it (`count()`): BASE's
+        `AK` finds no response with usage after the boundary and gives 0 (as for the request after a manual
+        `/compact`, whose check reads that 0); 2.1.112's `vJ` gives the chars/4 estimate of the summary and
+        attachments (§8.2). Never None: both estimators always give a number. `threshold` is None on that
+        request: upstream checks once per request, and the compacted messages go out unchecked (§2.3 step 5),
+        so no count of them can be a missed trigger (the compaction record keeps the threshold it fired on)."""
         self._on_request()
         marker = self._marker
         self._microcompact()
         count = self.count()
         meta: dict[str, Any] = {"count": count}
-        if self.enabled and count >= self.threshold:
-            self._auto_compact(meta)
+        threshold: int | None = self.threshold
+        if self.enabled and count >= self.threshold and self._auto_compact(meta):
+            count, threshold = self.count(), None
         if marker is not None:
             meta["after_recorded_compaction"] = marker.id
-        return Request(self.messages(), estimate_tokens=count, threshold=self.threshold, max_output_tokens=self.max_tokens, meta=meta)
+        return Request(self.messages(), estimate_tokens=count, threshold=threshold, max_output_tokens=self.max_tokens, meta=meta)
 
     def _on_request(self) -> None:
         """Hook for the 2.1 refill breaker."""
 
-    def _auto_compact(self, meta: dict[str, Any]) -> None:
-        """§2.3 steps 4-6: compact; on failure the original messages go out, no retry and no breaker."""
-        self._compact("auto")
+    def _auto_compact(self, meta: dict[str, Any]) -> bool:
+        """§2.3 steps 4-6: compact; on failure the original messages go out, no retry and no breaker. True when
+        it compacted."""
+        return self._compact("auto")
 
     # ------------------------------------------------------------ microcompact (§5)
     def _result_tokens(self, result: Item) -> int:
@@ -1012,23 +1024,24 @@ class ClaudeCode21(ClaudeCode):
         if self._turns_since is not None:
             self._turns_since += 1
 
-    def _auto_compact(self, meta: dict[str, Any]) -> None:
+    def _auto_compact(self, meta: dict[str, Any]) -> bool:
         """`QkK`: nothing after 3 consecutive failures in this query; the refill count is taken before
         compacting (one more when the previous compaction of this query is < 3 turns old, else 0), and at 3
         nothing is compacted: the query ends with the "Autocompact is thrashing" error. The recording goes
-        on, so the replay sends its requests uncompacted until the next user prompt."""
+        on, so the replay sends its requests uncompacted until the next user prompt. True when it compacted."""
         o = self.options
         if self._thrashing or self._failures >= o.max_consecutive_failures:
-            return
+            return False
         refills = self._refills + 1 if self._turns_since is not None and self._turns_since < o.refill_turns else 0
         if refills >= o.max_rapid_refills:
             self._thrashing = True
             meta["autocompact_thrashing"] = refills
-            return
+            return False
         if self._compact("auto"):
             self._failures, self._refills, self._turns_since = 0, refills, 0
-        else:
-            self._failures += 1
+            return True
+        self._failures += 1
+        return False
 
     def _summarize(self, messages: Sequence[Message], instructions: str | None) -> str | None:
         """§8.3: on prompt-too-long, drop the oldest API rounds (enough for the reported excess, else

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from compaction_bench.replay import replay
@@ -137,3 +139,76 @@ def test_compact_pause_keeps_the_newest_three_messages():
     nothing = replay(s.transcript(), "anthropic-compact", profile="claude-opus",
                      options={"trigger": 50_000, "pause_after_compaction": True, "pause_keep_messages": 0})
     assert [m.role for m in nothing.compactions[0].after] == ["compaction"]
+
+
+# ----------------------------------------------------------------------------- §4.9: the compaction iteration fails the call
+def _window(tokens: int):
+    from dataclasses import replace
+
+    from compaction_bench.profiles import get_profile
+
+    return replace(get_profile("claude-opus"), name=f"opus-{tokens}", context_window=tokens)
+
+
+def _long_prompt(words: int) -> Session:
+    s = Session()
+    s.user("Summarise the log below, then fix the failing step.\n" + "word " * words)
+    s.assistant("reading", calls=[("c0", "Bash", {"command": "pytest -x"})])
+    s.result("c0", "1 failed", name="Bash")
+    s.assistant("done")
+    return s
+
+
+def test_compact_overflowing_summary_is_one_failed_request():
+    # Server-side compaction is an iteration of the turn's own call (§4.2 step 4): a summary that would exceed
+    # the window is a 400 for that call (§4.9), one failed request, not a failed summary request and then a
+    # failed turn. Here every request is over the 60,000 window and over the 50,000 trigger: the replay fails
+    # exactly the requests `none` fails, each once.
+    t = _long_prompt(70_000).transcript()
+    profile = _window(60_000)
+    result = replay(t, "anthropic-compact", profile=profile, options={"trigger": 50_000})
+    plain = replay(t, "none", profile=profile)
+    assert [r.kind for r in result.requests] == [r.kind for r in plain.requests] == ["turn", "turn", "final"]
+    assert [r.overflow for r in result.requests] == [r.overflow for r in plain.requests] == [True, True, True]
+    assert [r.true_tokens for r in result.requests] == [r.true_tokens for r in plain.requests]
+    assert result.compactions == []
+    for request in result.requests[:2]:
+        assert request.meta["failed_in"] == "compaction"
+        # the 400 names the compaction iteration's input: the prompt plus the summarisation instructions
+        n, limit = map(int, re.search(r"(\d+) tokens > (\d+) maximum", request.error["message"]).groups())
+        assert limit == 60_000 and n > request.true_tokens > 60_000
+
+
+def test_compact_overflowing_summary_fails_a_request_that_would_fit():
+    # The converse: the prompt alone fits the window exactly, but the compaction iteration (the prompt and the
+    # summarisation instructions) does not. The API answers the call with the 400 (§4.9); `none` sends it.
+    t = _long_prompt(55_000).transcript()
+    fits = replay(t, "none", profile="claude-opus").requests[0].true_tokens
+    assert fits > 50_000
+    profile = _window(fits)
+    plain = replay(t, "none", profile=profile)
+    assert not plain.requests[0].overflow
+    result = replay(t, "anthropic-compact", profile=profile, options={"trigger": 50_000})
+    first = result.requests[0]
+    assert (first.kind, first.true_tokens, first.overflow) == ("turn", fits, True)
+    assert first.meta["failed_in"] == "compaction" and f"> {fits} maximum" in first.error["message"]
+    assert first.output_tokens == 0 and first.cached_tokens == 0 and first.usage is None
+    assert not any(r.kind == "summary" for r in result.requests) and result.compactions == []
+
+
+def test_a_summary_in_request_belongs_to_request():
+    # `summarize(in_request=True)` makes the summary an iteration of the request `request()` returns: sent from
+    # anywhere else, it has no request to fail.
+    from compaction_bench.replay import ReplayError
+    from compaction_bench.request import Message, Request
+    from compaction_bench.strategies.anthropic_context import ServerCompact
+
+    class Stray(ServerCompact):
+        name = "stray"
+
+        def on_response(self, items, usage, needs_follow_up):
+            super().on_response(items, usage, needs_follow_up)
+            self.ctx.summarize(Request([Message("user", "x")], kind="summary"), in_request=True)
+
+    with pytest.raises(ReplayError, match="outside request"):
+        replay(_tools(1).transcript(), Stray, profile="claude-opus")

@@ -54,6 +54,8 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: Estimates after a compaction inside `request()` (same requests and compactions): gemini-cli, openhands and
 #: hybrid report their estimate of the compacted context, not the count they decided on (gemini-cli also no
 #: threshold once its one check fired); pi, pi-2026-03 and pi-2025-12 report None until an assistant answered it.
+#: claude-code(-2.1) likewise (their estimate of the compacted context, no threshold on it); anthropic-clear-tool-uses:
+#: the server's count only of the unedited prompt; anthropic-compact: an overflowing summary fails its turn request (one call).
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -80,14 +82,14 @@ GOLDEN = {
     ("codex-remote-v2", "pi"): (459, 5, "645df239f39a8e39"),
     ("codex-token-budget", "synthetic"): (427, 3, "f70003cf946be316"),
     ("codex-token-budget", "pi"): (454, 5, "4c7c8fac8e9d4fff"),
-    ("claude-code", "synthetic"): (437, 10, "b96437392cb2bd82"),
-    ("claude-code", "pi"): (908, 9, "2178fe5c192b07a9"),
-    ("claude-code-2.1", "synthetic"): (433, 6, "bb021dd32cd30e84"),
-    ("claude-code-2.1", "pi"): (680, 222, "a81a3af4b659f6ba"),
-    ("anthropic-clear-tool-uses", "synthetic"): (427, 98, "0491920042b8f817"),
-    ("anthropic-clear-tool-uses", "pi"): (454, 173, "5991079b0c345bcc"),
-    ("anthropic-compact", "synthetic"): (548, 0, "7ff3f1c8ebaf4760"),
-    ("anthropic-compact", "pi"): (474, 0, "0a2e8eadee51f891"),
+    ("claude-code", "synthetic"): (437, 10, "a98a82072ea84cb5"),
+    ("claude-code", "pi"): (908, 9, "1d5939c0d3d1dd6e"),
+    ("claude-code-2.1", "synthetic"): (433, 6, "3a9f7a23ac472610"),
+    ("claude-code-2.1", "pi"): (680, 222, "b28102365a8e980d"),
+    ("anthropic-clear-tool-uses", "synthetic"): (427, 98, "efab4a12bfc7aaba"),
+    ("anthropic-clear-tool-uses", "pi"): (454, 173, "e61161d29966f68f"),
+    ("anthropic-compact", "synthetic"): (427, 0, "21c089531f4415c9"),
+    ("anthropic-compact", "pi"): (454, 0, "718d03e28df2ec1f"),
     ("gemini-cli", "synthetic"): (443, 8, "5dc7a400e061c86a"),
     ("gemini-cli", "pi"): (526, 36, "0373a82d869e0f55"),
     ("openhands", "synthetic"): (447, 20, "4a469ba55f24b26a"),
