@@ -88,16 +88,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 def run(
     paths: Annotated[Optional[list[str]], typer.Argument(help="Transcript files (any supported format; an owner/name that is no path is a Hugging Face dataset id with --format hf-dataset). Default: the embedded synthetic suite.")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="Strategy id, path/file.py:Class, or a variant ID@KEY=VALUE[,KEY=VALUE]; repeatable. Default: all built-in strategies.")] = None,
-    profile: Annotated[Optional[list[str]], typer.Option("--profile", "-p", help="Model profile; repeatable (see `bench list profiles`).")] = None,
+    profile: Annotated[Optional[list[str]], typer.Option("--profile", "-p", help="Model profile; repeatable (see `bench list profiles`). Default: 64k.")] = None,
     summarizer: Annotated[str, typer.Option(help="litellm model id of the summarizer.")] = "offline/extractive",
     answerer: Annotated[str, typer.Option(help="litellm model id that answers probe questions.")] = "offline/reader",
     judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
     run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp); an existing folder that holds anything but a run is refused.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); with --executor ray, the CPUs of the local Ray it starts (none with --address).")] = 0,
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
-    address: Annotated[Optional[str], typer.Option(help="Ray cluster address (default: start a local Ray).")] = None,
-    resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id), redoing only unfinished cells; a folder without a run is refused.")] = False,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster address HOST:PORT, with --executor ray (default: start a local Ray).")] = None,
+    resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id) with the same arguments, redoing only unfinished cells; other settings, transcripts or prompt files, or a folder without a run, are refused.")] = False,
     option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable. Numbers must be finite and in range: token and character counts ≥ 0, ratios in (0, 1], fractions in (0, 1), percentages in (0, 100].")] = None,
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable. The file may use the variables the stock template uses, no other.")] = None,
     probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files). Transcript files only: the synthetic suite has its own probes.")] = None,
@@ -355,10 +355,15 @@ def report(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes drawing the figures, this one included (0: one per core).")] = 0,
 ) -> None:
     """Render report.html again from a run's tables."""
+    from compaction_bench.progress import ProgressEvent, display_for
     from compaction_bench.reports.html import write_report
 
-    with _reading_runs(run_dir):
-        written = write_report(run_dir, jobs=jobs)
+    display = display_for()  # a large run's pages take minutes: show them as they are built, as `bench run` does
+    try:
+        with _reading_runs(run_dir):
+            written = write_report(run_dir, jobs=jobs, progress=lambda done, total, label: display(ProgressEvent("report", done, total, label)))
+    finally:
+        display.close()
     console.print(f"report: {written}", markup=False)
 
 

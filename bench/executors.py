@@ -22,6 +22,14 @@ main process is turned into the same `KeyboardInterrupt` (`Terminated`) while ce
 its workers terminated at once, and the cells finished so far stay recorded (`--resume` redoes the rest).
 With Ray the driver's handler replaces Ray's own (which printed a crash report and exited with 15),
 and the local cluster started here is shut down.
+
+A worker process that dies (SIGKILL, the kernel's out-of-memory killer, a crash) breaks Python's
+process pool: every task in flight then fails with `BrokenProcessPool`, and the pool takes no more
+work. The task whose worker died is reported as failed (`WorkerDied`, naming the signal); the other
+tasks that were in flight with it go out again, once, in a new pool, and the remaining work
+continues there. A task's exception that cannot travel back to this process as itself (one that
+does not pickle) comes back as a `TaskError` with its type, message and traceback, instead of
+breaking the pool.
 """
 
 from __future__ import annotations
@@ -30,12 +38,15 @@ import ctypes
 import heapq
 import multiprocessing
 import os
+import pickle
+import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Generator, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -46,6 +57,31 @@ PR_SET_PDEATHSIG = 1
 PARENT_POLL_SECONDS = 1.0
 
 Outcome = tuple[int, Any]
+Outcomes = Generator[Outcome, None, None]
+
+
+class WorkerDied(RuntimeError):
+    """The worker process running a task ended abruptly (a signal such as SIGKILL, or an exit), so the task has no result."""
+
+
+class TaskError(RuntimeError):
+    """A task's exception that could not be sent back from its worker process as itself (it does not
+    pickle): its type and message; the traceback (`__cause__` where it was caught) holds the original's."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback text of an exception raised in another process, attached as its `__cause__`."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class ClusterUnreachable(ConnectionError):
+    """`--executor ray --address` could not connect to the cluster (a user error: the address or its authentication)."""
 
 
 def _watch_parent(parent: int) -> None:
@@ -57,6 +93,8 @@ def _watch_parent(parent: int) -> None:
 
 #: The run's shared value in a worker process (set by `_worker_init`).
 _shared: Any = None
+#: Per task index, the id of the worker process that started it (0: not started); shared with the parent.
+_started: Any = None
 
 
 def bind_to_parent(parent: int) -> None:
@@ -77,15 +115,33 @@ def bind_to_parent(parent: int) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
 
 
-def _worker_init(parent: int, shared: Any) -> None:
-    """Runs first in each cell worker process: keep `shared`, end with the parent (`bind_to_parent`)."""
-    global _shared
-    _shared = shared
+def _worker_init(parent: int, shared: Any, started: Any = None) -> None:
+    """Runs first in each cell worker process: keep `shared` (and the parent's table of which process
+    started which task), end with the parent (`bind_to_parent`)."""
+    global _shared, _started
+    _shared, _started = shared, started
     bind_to_parent(parent)
 
 
-def _call_with_shared(function: Callable[..., Any], *args: Any) -> Any:
-    return function(_shared, *args)
+def _sendable(exc: Exception) -> bool:
+    """Whether `exc` comes back from a worker process as itself (pickles and unpickles)."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return False
+    return True
+
+
+def _call_with_shared(function: Callable[..., Any], index: int, *args: Any) -> Any:
+    if _started is not None:
+        _started[index] = os.getpid()
+    try:
+        return function(_shared, *args)
+    except Exception as exc:
+        if _sendable(exc):
+            raise
+        # Unpickling it in the parent would fail there and break the whole pool ("terminated abruptly").
+        raise TaskError(f"{type(exc).__qualname__}: {exc}") from exc
 
 
 class Priority(Protocol):
@@ -147,8 +203,9 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextmanager
-def _sigterm_interrupts() -> Iterator[Callable[[], None]]:
-    """While cells run in the main thread, SIGTERM raises `Terminated` (a clean stop, like Ctrl-C).
+def sigterm_interrupts() -> Iterator[Callable[[], None]]:
+    """While the block runs in the main thread (a whole run, `runner.run`, or its cells), SIGTERM raises
+    `Terminated` (a clean stop, like Ctrl-C). Nested uses restore the outer handler.
 
     Yields a check that raises `Terminated` again once SIGTERM has come: the executors call it
     between cells, so a stop is not lost when the handler's exception was raised inside a finalizer
@@ -174,8 +231,8 @@ def _sigterm_interrupts() -> Iterator[Callable[[], None]]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_inline(function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue) -> Iterator[Outcome]:
-    with _sigterm_interrupts() as stop_if_terminated:
+def run_inline(function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue) -> Outcomes:
+    with sigterm_interrupts() as stop_if_terminated:
         while queue:
             stop_if_terminated()
             index = queue.take()
@@ -200,65 +257,159 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
+def _death(process: Any, pid: int) -> str:
+    """How worker `pid` ended, from its `multiprocessing.Process` (None: not known)."""
+    code = getattr(process, "exitcode", None)
+    if code is None:
+        return f"the worker process running it (pid {pid}) ended abruptly"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        oom = " (the kernel's out-of-memory killer sends it too)" if -code == signal.SIGKILL else ""
+        return f"the worker process running it (pid {pid}) was killed by {name}{oom}"
+    return f"the worker process running it (pid {pid}) exited with status {code}"
+
+
 def run_processes(
     function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue, workers: int
-) -> Iterator[Outcome]:
+) -> Outcomes:
     # Linux forks (workers start with what `warm` loaded); elsewhere the platform's default start method.
-    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else None
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(), shared))
-    completed = False
-    try:
-        with _sigterm_interrupts() as stop_if_terminated:
-            running: dict[Future[Any], int] = {}
+    context = multiprocessing.get_context("fork") if sys.platform.startswith("linux") else multiprocessing.get_context()
+    started = context.RawArray("q", len(work))  # which worker process started each task (see `_call_with_shared`)
+    again: list[int] = []  # tasks to hand out before the queue: in flight when another task's worker died
+    retried: set[int] = set()
+    unstarted_breaks = 0  # pools that broke before any task in flight had started (e.g. in a worker's start)
+    with sigterm_interrupts() as stop_if_terminated:
+        while queue or again:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init,
+                                       initargs=(os.getpid(), shared, started))
+            processes: dict[int, Any] = {}  # pid -> Process, to read how a worker ended
+            broken: list[int] = []
+            why = ""
+            completed = False
+            try:
+                running: dict[Future[Any], int] = {}
 
-            def submit() -> None:
-                index = queue.take()
-                running[pool.submit(_call_with_shared, function, *work[index])] = index
-
-            while queue and len(running) < workers + 1:  # one queued behind the busy workers: none waits for the parent
-                submit()
-            while running:
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                stop_if_terminated()
-                for future in finished:
-                    index = running.pop(future)
+                def submit(pool: ProcessPoolExecutor = pool, running: dict[Future[Any], int] = running,
+                           processes: dict[int, Any] = processes) -> bool:
+                    index = again.pop(0) if again else queue.take()
+                    started[index] = 0
                     try:
-                        outcome = future.result()
-                    except Exception as exc:
-                        outcome = exc
-                    yield index, outcome
+                        future = pool.submit(_call_with_shared, function, index, *work[index])
+                    except BrokenProcessPool:  # a worker died since the last result
+                        again.insert(0, index)
+                        return False
+                    running[future] = index
+                    processes.update(getattr(pool, "_processes", None) or {})
+                    return True
+
+                while (queue or again) and len(running) < workers + 1 and submit():  # one queued behind the busy workers
+                    pass
+                while running:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     stop_if_terminated()
-                    if queue:
-                        submit()
-        completed = True
-    finally:
-        if completed:
-            pool.shutdown(wait=True)
-        else:  # Ctrl-C, SIGTERM, or the consumer stopped: no worker may go on
-            _stop(pool)
+                    for future in finished:
+                        index = running.pop(future)
+                        try:
+                            outcome = future.result()
+                        except BrokenProcessPool as exc:
+                            broken.append(index)
+                            why = why or str(exc.__cause__ or exc).strip()
+                            continue
+                        except Exception as exc:
+                            outcome = exc
+                        yield index, outcome
+                        stop_if_terminated()
+                        if (queue or again) and not broken:
+                            submit()
+                completed = not broken
+            finally:
+                if completed:
+                    pool.shutdown(wait=True)
+                else:  # Ctrl-C, SIGTERM, the consumer stopped, or a worker died: no worker may go on
+                    _stop(pool)
+            if not broken:
+                continue
+            # Which task's worker died? The pool ended the other workers with SIGTERM; the dead one ended otherwise.
+            suspects = {index: started[index] for index in broken if started[index]}
+            culprits = [i for i, pid in suspects.items() if getattr(processes.get(pid), "exitcode", None) != -signal.SIGTERM]
+            told = bool(culprits)
+            unstarted_breaks = 0 if suspects else unstarted_breaks + 1
+            if not told:  # not told apart: every started task is reported, none is retried forever
+                culprits = list(suspects) if suspects or unstarted_breaks < 3 else list(broken)
+            for index in sorted(broken):
+                if index in culprits or index in retried:
+                    pid = suspects.get(index, 0)
+                    death = _death(processes.get(pid), pid) if told else f"the process pool broke while it ran ({why or 'no cause given'})"
+                    yield index, WorkerDied(death)
+                    stop_if_terminated()
+                else:
+                    if index in suspects:
+                        retried.add(index)
+                    again.append(index)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _task_failure(exc: Exception) -> Exception:
+    """What a failed Ray task raised, with the worker's traceback as its `__cause__` (Ray sends the
+    exception back without one: errors.log would show only its last line)."""
+    cause = getattr(exc, "cause", None)
+    if not isinstance(cause, Exception):
+        return exc
+    text = getattr(exc, "traceback_str", None) or str(exc)
+    cause.__cause__ = RemoteTraceback(_ANSI.sub("", str(text)))
+    return cause
+
+
+def _connect_error(address: str, exc: BaseException) -> ClusterUnreachable:
+    """The error for a cluster `ray.init` could not join, with what to check (its authentication when it said so)."""
+    chain, seen = [], set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        chain.append(str(link))
+        link = link.__cause__ or link.__context__
+    text = " ".join(chain)
+    message = f"--address {address}: cannot connect to the Ray cluster ({str(exc).strip() or type(exc).__name__})"
+    if "auth" in text.lower():
+        message += (
+            "; the cluster uses token authentication: run with RAY_AUTH_MODE=token and the cluster's token in "
+            "~/.ray/auth_token, RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN (see the README, \"Running on a Ray cluster\")"
+        )
+    return ClusterUnreachable(message)
 
 
 def run_ray(
     function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue, workers: int, address: str | None
-) -> Iterator[Outcome]:
+) -> Outcomes:
     try:
         import ray
     except ImportError:
         raise RuntimeError("--executor ray needs Ray: pip install 'compaction-bench[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        ray.init(
-            address=address,
-            num_cpus=None if address else workers,
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            # Workers inherit the driver's environment: offline switches and the cache folder.
-            runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("LITELLM_", "HF_", "COMPACTION_BENCH_"))}},
-        )
+        if not address:  # a private local cluster; a cluster at an address keeps its own authentication (`_connect_error`)
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        try:
+            ray.init(
+                address=address,
+                num_cpus=None if address else workers,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                # Workers inherit the driver's environment: offline switches and the cache folder.
+                runtime_env={"env_vars": {k: v for k, v in os.environ.items() if k.startswith(("LITELLM_", "HF_", "COMPACTION_BENCH_"))}},
+            )
+        except (ConnectionError, RuntimeError) as exc:
+            if not address:
+                raise
+            raise _connect_error(address, exc) from None
     try:
-        with _sigterm_interrupts() as stop_if_terminated:  # replaces Ray's own SIGTERM handler in the driver
+        with sigterm_interrupts() as stop_if_terminated:  # replaces Ray's own SIGTERM handler in the driver
             remote = ray.remote(function)
             shared_ref = ray.put(shared)  # sent to the cluster once; each node fetches it once
             slots = workers if not address else max(workers, int(ray.cluster_resources().get("CPU", workers)))
@@ -278,8 +429,7 @@ def run_ray(
                     try:
                         outcome = ray.get(ref)
                     except Exception as exc:
-                        cause = getattr(exc, "cause", None)
-                        outcome = cause if isinstance(cause, Exception) else exc
+                        outcome = _task_failure(exc)
                     yield index, outcome
                     stop_if_terminated()
                     if queue:
@@ -299,12 +449,14 @@ def execute(
     address: str | None = None,
     priority: Priority | None = None,
     warm: Callable[[], None] | None = None,
-) -> Iterator[Outcome]:
+) -> Outcomes:
     """Run `function(shared, *args)` for every tuple of `work`, highest `priority` first; yield results as they finish.
 
     `warm()` runs once in this process before local workers start (they inherit what it loaded).
     `jobs` is the number of local workers (0: one per CPU), or for Ray the number of CPUs of the
     local cluster started here (ignored with an `address`: the cluster's CPUs are used).
+    Close the generator (`contextlib.closing`) to stop the workers at once when the results are no
+    longer wanted.
     """
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; expected one of {', '.join(EXECUTORS)}")

@@ -14,7 +14,11 @@ Owns what must hold before a run writes anything into its folder:
   and no run manifest (the user's own files) is refused before anything is written into it, and
   `--resume` of a folder without a manifest is refused (nothing to resume);
 - `config_difference`: `--resume` with a configuration other than the one the folder's tables were
-  made with is refused, naming the first settings that differ.
+  made with is refused, naming the first settings that differ: the settings, the scenarios' content
+  and the content of the files the settings name (`--prompt` templates, strategies loaded from a file);
+- `precheck`: the same refusals, made before a run spends minutes importing its transcripts;
+- `held_here`: whether this process holds a folder's lock (a run reading its own tables), as opposed
+  to `in_use` by any process.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ LOCK_NAME = ".lock"
 #: Settings of `manifest["config"]` that say where or how patiently a run works, not what it measures:
 #: a resume may change them.
 OPERATIONAL_SETTINGS = frozenset({"run_dir", "max_retries", "max_concurrency", "model_timeout", "offline", "responses"})
+#: The manifest's entry with the sha256 of each file a setting names and the cells read (flag → sha256).
+INPUT_FILES = "input_sha256"
+#: Run folders whose lock this process holds (resolved paths).
+_held: set[Path] = set()
 
 
 class RunFolderError(BenchError, RuntimeError):
@@ -116,6 +124,11 @@ def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changed = [key for key in SCENARIO_IDENTITY if key in before and key in now and before[key] != now[key]]
         if changed:
             differences.append(f"scenario {now.get('name')!r}: {', '.join(changed)} changed (its transcript or probes are not the run's)")
+    old_files, new_files = old.get(INPUT_FILES), new.get(INPUT_FILES)
+    if isinstance(old_files, dict) and isinstance(new_files, dict):  # runs before this record: nothing to compare
+        for flag in sorted(set(old_files) & set(new_files)):
+            if old_files[flag] != new_files[flag]:
+                differences.append(f"{flag}: the file changed since the run's cells read it (sha256 differs)")
     return differences
 
 
@@ -130,6 +143,7 @@ class RunFolder:
     def release(self) -> None:
         """Give up the claim (also done when the process ends, however it ends)."""
         if self._lock is not None:
+            _held.discard(self.path.resolve())
             self._lock.close()
             self._lock = None
 
@@ -155,6 +169,11 @@ class RunFolder:
                 "resume with the same settings, or start a new run with another --run-id"
             )
         return old
+
+
+def held_here(path: Path) -> bool:
+    """Whether this process holds the folder's lock (a run in this process, e.g. reading its own tables for its report)."""
+    return Path(path).resolve() in _held
 
 
 def in_use(path: Path) -> bool:
@@ -206,20 +225,46 @@ def _check_usable(path: Path, *, resume: bool) -> None:
         )
 
 
+def precheck(root: Path, run_id: str | None, *, resume: bool) -> None:
+    """The refusals `claim` would make of this run id, made now without creating or locking anything:
+    a run checks them before importing its transcripts, which can take minutes (`claim` checks again)."""
+    if run_id is None and resume:
+        run_id = newest_run(root)
+    if run_id is None:
+        return
+    path = root / validate_run_id(run_id)
+    _check_usable(path, resume=resume)
+    if in_use(path):
+        raise RunFolderError(f"{path} is in use by another run (its lock {path / LOCK_NAME} is held); wait for it or choose another --run-id")
+    if (path / "manifest.json").exists() and not resume:
+        raise RunFolderError(f"{path} already holds a run; pass --resume to finish it or choose another --run-id")
+
+
+def _cannot_create(path: Path, exc: OSError) -> RunFolderError:
+    return RunFolderError(f"{exc.filename or path}: cannot create the run folder ({exc.strerror or exc}); choose another --out")
+
+
 def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFolder:
     """Validate the run id (`new_id` when none is given; the newest run for a bare `--resume`),
     check the folder is free for a run (`_check_usable`), create it, take its exclusive lock, and
-    check that a new run does not land on an old one."""
+    check that a new run does not land on an old one. A folder that cannot be created (a read-only
+    or full file system) is one `RunFolderError` naming it."""
     if run_id is None and resume:
         run_id = newest_run(root)
     if run_id is None:  # a run id of our choosing never lands on another run's folder
-        root.mkdir(parents=True, exist_ok=True)
-        run_id = _new_folder(root, validate_run_id(new_id))
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            run_id = _new_folder(root, validate_run_id(new_id))
+        except OSError as exc:
+            raise _cannot_create(root, exc) from None
     run_id = validate_run_id(run_id)
     path = root / run_id
     _check_usable(path, resume=resume)
-    path.mkdir(parents=True, exist_ok=True)
-    lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
+    except OSError as exc:
+        raise _cannot_create(path, exc) from None
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -229,6 +274,7 @@ def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFo
         lock.close()
         raise RunFolderError(f"{path}: cannot lock the run folder ({exc.strerror or exc})") from None
     folder = RunFolder(run_id, path, lock)
+    _held.add(path.resolve())
     if (path / "manifest.json").exists() and not resume:
         folder.release()
         raise RunFolderError(f"{path} already holds a run; pass --resume to finish it or choose another --run-id")

@@ -32,7 +32,7 @@ import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -40,11 +40,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from compaction_bench import run_folder
-from compaction_bench.atomic import atomic_write, atomic_write_text
+from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
-from compaction_bench.executors import EXECUTORS, execute
+from compaction_bench.executors import EXECUTORS, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
@@ -73,6 +74,11 @@ def default_strategies() -> tuple[str, ...]:
 
 class RunError(BenchError, RuntimeError):
     """A run that cannot start (bad configuration) or whose cells failed."""
+
+
+class CannotWrite(RunError):
+    """A cell's results could not be written into the run folder (read-only, full): the run stops there,
+    since every other cell would fail the same way. One message argument, so it travels back from a worker."""
 
 
 class CellsFailed(RunError):
@@ -166,18 +172,27 @@ def synthetic_cases(seed: int = 0) -> list[Case]:
     return [Case(s.name, s.transcript, tuple(s.probes)) for s in default_suite(seed)]
 
 
+#: Seconds of reading transcripts and mining probes after which `file_cases` reports its progress
+#: (a short import stays silent: nothing but an error line before a refusal).
+SLOW_IMPORT_SECONDS = 2.0
+
+
 def file_cases(
-    paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None
+    paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None,
+    progress: ProgressHook | None = None,
 ) -> list[Case]:
-    """Cases from transcript files; probes from a file, mined (`auto`), or none."""
+    """Cases from transcript files; probes from a file, mined (`auto`), or none. Once the import has
+    taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per file read."""
     cases: list[Case] = []
     names: set[str] = set()
-    given = load_probes(probes) if probes and probes != "auto" else None
     seen: dict[Path, str | Path] = {}
-    for path in paths:
+    for path in paths:  # before reading any: a mistake in the list is not found after minutes of import
         first = seen.setdefault(Path(path).resolve(), path)
         if first is not path:
             raise RunError(f"{shown(str(path))}: given twice (the same file as {shown(str(first))}); pass each file once")
+    given = load_probes(probes) if probes and probes != "auto" else None
+    began = time.monotonic()
+    for done, path in enumerate(paths, start=1):
         transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
         warn_import_problems(path, transcripts)
         detected = detect(Path(path)).format if format == "auto" and Path(path).is_file() else format
@@ -194,6 +209,9 @@ def file_cases(
                 case_probes = ()
             usable = usable_probes(transcript, case_probes, origin=str(path))
             cases.append(Case(name, transcript, usable, str(Path(path).resolve()), detected, dict(import_options or {}), index))
+        if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
+            sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
+            progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
     return cases
 
 
@@ -343,10 +361,13 @@ class CellOutcome:
 
 def _cell_task(work: CellWork, key: CellKey) -> CellOutcome:
     started = time.process_time()
-    cell, hashes = _run_cell(work.cases[key.scenario], key, work.config)
-    if work.store_root is None:
-        return CellOutcome(key, hashes, time.process_time() - started, cell)
-    _store_cell(RunStore(Path(work.store_root)), key, cell)
+    try:
+        cell, hashes = _run_cell(work.cases[key.scenario], key, work.config)
+        if work.store_root is None:
+            return CellOutcome(key, hashes, time.process_time() - started, cell)
+        _store_cell(RunStore(Path(work.store_root)), key, cell)
+    except WriteFailed as exc:  # its folder, or the responses stored in it: not this cell's fault
+        raise CannotWrite(str(exc)) from None
     return CellOutcome(key, hashes, time.process_time() - started, None)
 
 
@@ -468,6 +489,12 @@ def run(
     a progress bar (terminal or notebook; plain lines elsewhere) over the cells and the finalize
     phase; `callback` receives every `ProgressEvent` as well. `on_claim` is called with the run
     folder once it is claimed, `on_start` with the number of cells to do once its manifest is written.
+
+    Stopping: Ctrl-C or SIGTERM at any point (import, cells, finalize) raises `KeyboardInterrupt`
+    (SIGTERM as `executors.Terminated`) with the finished cells kept for `resume`; a cell whose worker
+    process died is a failed cell (`executors.WorkerDied`); a run folder that cannot be written (full,
+    read-only) stops the run at once (`CannotWrite`). With `resume`, cells an earlier attempt finished
+    whose tables have other columns than this version's (another version wrote them) are done again.
     """
     config = RunConfig(
         strategies=tuple(dict.fromkeys(strategies)) or default_strategies(),
@@ -492,19 +519,68 @@ def run(
     config.call_settings()  # rejects a bad --max-retries, --max-concurrency, --model-timeout or --responses file before any work
     if executor not in EXECUTORS:
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
+    if address is not None and executor != "ray":
+        raise RunError(f"--address {address!r} names a Ray cluster: pass --executor ray with it (cells would run on this machine)")
     if not paths:
         check_no_import_settings(probes, format, import_options, "the given scenarios" if cases is not None else "the synthetic suite")
-    if cases is None:
-        cases = file_cases(paths, probes if probes is not None else "auto", format, import_options) if paths else synthetic_cases(seed)
-    if not cases:
-        raise RunError("no scenario to run")
-    try:  # a plain folder name; a bare --resume takes the newest run; the folder stays locked for the run
-        folder = run_folder.claim(Path(out), run_id, resume=resume, new_id=new_run_id())
-    except run_folder.RunFolderError as exc:
-        raise RunError(str(exc)) from None
-    run_id = folder.run_id
-    if on_claim:
-        on_claim(folder.path)
+    display = display_for() if progress else None
+    hooks = [h for h in (display, callback) if h is not None]
+
+    def emit(event: ProgressEvent) -> None:
+        for hook in hooks:
+            hook(event)
+
+    # SIGTERM stops the whole run as Ctrl-C does (exit 130, finished cells kept), not only while cells run.
+    with sigterm_interrupts(), ExitStack() as cleanup:
+        if display is not None:
+            cleanup.callback(display.close)
+        try:  # a refusal of the folder comes before the import, however long that takes; `claim` checks again under the lock
+            run_folder.precheck(Path(out), run_id, resume=resume)
+        except run_folder.RunFolderError as exc:
+            raise RunError(str(exc)) from None
+        if cases is None:
+            cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit)
+                     if paths else synthetic_cases(seed))
+        if not cases:
+            raise RunError("no scenario to run")
+        try:  # a plain folder name; a bare --resume takes the newest run; the folder stays locked for the run
+            folder = run_folder.claim(Path(out), run_id, resume=resume, new_id=new_run_id())
+        except run_folder.RunFolderError as exc:
+            raise RunError(str(exc)) from None
+        cleanup.callback(folder.release)
+        if on_claim:
+            on_claim(folder.path)
+        return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address, report=report,
+                            on_start=on_start, on_cell=on_cell, emit=emit)
+
+
+def _input_files(config: RunConfig) -> dict[str, str]:
+    """The sha256 of every file the run's configuration names by path and a cell reads (`--prompt`
+    templates, strategies loaded from a file): a resume after one of them changed is refused, since
+    the run's finished cells were made from the old text (`run_folder.config_difference`)."""
+    named = {f"--prompt {name}": path for name, path in sorted(config.prompts.items())}
+    for spec in config.strategies:
+        name = strategy_variant(spec, {})[0]
+        if ".py:" in name:
+            named[f"--strategy {name}"] = name.partition(".py:")[0] + ".py"
+    return {flag: sha256_file(Path(path)) for flag, path in named.items() if Path(path).is_file()}
+
+
+def _run_claimed(
+    folder: run_folder.RunFolder,
+    cases: list[Case],
+    config: RunConfig,
+    *,
+    resume: bool,
+    jobs: int,
+    executor: str,
+    address: str | None,
+    report: bool,
+    on_start: Callable[[int], None] | None,
+    on_cell: ProgressCallback | None,
+    emit: ProgressHook,
+) -> Path:
+    """`run` once its folder is claimed: the manifest, the cells, then `finalize`."""
     store = RunStore(folder.path)
     config.run_dir = str(store.root)
     keys = [
@@ -516,12 +592,14 @@ def run(
     ]
     by_name = {case.name: case for case in cases}
     files = [scenario_files(n, c) for n, c in enumerate(cases)]
+    hashed: dict[str, str] = {}  # a file of several sessions is hashed once
     manifest: dict[str, Any] = {
-        "run_id": run_id,
+        "run_id": folder.run_id,
         "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
-        "scenarios": [scenario_entry(n, c, files[n]) for n, c in enumerate(cases)],
+        "scenarios": [scenario_entry(n, c, files[n], hashed) for n, c in enumerate(cases)],
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
+        run_folder.INPUT_FILES: _input_files(config),
         "versions": _versions(),
         "git_revision": _git_revision(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
@@ -540,16 +618,12 @@ def run(
     write_parquet(pd.DataFrame(items_table(cases), columns=ITEM_COLUMNS), store.root / "items.parquet")
     write_parquet(pd.DataFrame(questions_table(cases), columns=QUESTION_COLUMNS), store.root / "questions.parquet")
     todo = [k for k in keys if not (resume and store.is_done(k))]
+    pending = set(todo)
+    earlier = [k for k in keys if k not in pending]  # finished by an earlier attempt, maybe by another version
     if on_start:
         on_start(len(todo))
     failures: list[dict[str, str]] = []
     started = time.monotonic()
-    display = display_for() if progress else None
-    hooks = [h for h in (display, callback) if h is not None]
-
-    def emit(event: ProgressEvent) -> None:
-        for hook in hooks:
-            hook(event)
 
     def label(key: CellKey) -> str:
         return f"{key.scenario} · {key.strategy} · {key.profile}" + (f" · r{key.repeat}" if config.repeats > 1 else "")
@@ -560,39 +634,47 @@ def run(
             on_cell(key, f"failed: {type(exc).__name__}: {exc}")
 
     loaded: dict[str, dict[str, pd.DataFrame]] = {}
-    local = executor == "local"
-    shared = CellWork(by_name, config, str(store.root) if local else None)
-    order = LargestFirst(todo, by_name)
-    try:
-        emit(ProgressEvent("cells", 0, len(todo), "starting"))
-        outcomes = execute(_cell_task, [(key,) for key in todo], shared=shared, executor=executor, jobs=jobs, address=address,
-                           priority=order, warm=lambda: warm(config))
-        for done, (index, outcome) in enumerate(outcomes, start=1):
-            key = todo[index]
-            if isinstance(outcome, BaseException):
-                failed(key, outcome)
-                emit(ProgressEvent("cells", done, len(todo), f"{label(key)}: {type(outcome).__name__}: {outcome}", failed=True))
-                continue
-            if outcome.cell is not None:
-                _store_cell(store, key, outcome.cell)
-            order.finished(key, outcome.cpu_seconds)
-            manifest["template_hashes"].update(outcome.template_hashes)
-            loaded[key.slug] = store.read_cell_tables(store.cell_dir(key))  # merged while the other cells run
-            if on_cell:
-                on_cell(key, "done")
-            emit(ProgressEvent("cells", done, len(todo), label(key)))
-        manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
-        manifest["wall_seconds"] = round(time.monotonic() - started, 3)
-        if failures:
-            atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures))
-        else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
-            (store.root / "errors.log").unlink(missing_ok=True)
-        manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
-        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
-    finally:
-        folder.release()
-        if display is not None:
-            display.close()
+    shared = CellWork(by_name, config, str(store.root) if executor == "local" else None)
+    batches, done, total = [todo], 0, len(todo)
+    emit(ProgressEvent("cells", 0, total, "starting"))
+    while batches:
+        batch = batches.pop()
+        with closing(execute(_cell_task, [(key,) for key in batch], shared=shared, executor=executor, jobs=jobs, address=address,
+                             priority=(order := LargestFirst(batch, by_name)), warm=lambda: warm(config))) as outcomes:
+            for index, outcome in outcomes:
+                key, done = batch[index], done + 1
+                if isinstance(outcome, CannotWrite):  # the run folder is full or read-only: every other cell would fail the same way
+                    raise CannotWrite(f"{outcome}; the run stopped, its finished cells are kept for `bench run --resume`")
+                if isinstance(outcome, BaseException):
+                    failed(key, outcome)
+                    emit(ProgressEvent("cells", done, total, f"{label(key)}: {type(outcome).__name__}: {outcome}", failed=True))
+                    continue
+                if outcome.cell is not None:
+                    _store_cell(store, key, outcome.cell)
+                order.finished(key, outcome.cpu_seconds)
+                manifest["template_hashes"].update(outcome.template_hashes)
+                loaded[key.slug] = store.read_cell_tables(store.cell_dir(key))  # merged while the other cells run
+                if on_cell:
+                    on_cell(key, "done")
+                emit(ProgressEvent("cells", done, total, label(key)))
+        stale = _stale_cells(store, earlier, loaded)
+        earlier = []
+        if stale:  # cells of another version: their tables would be merged with this version's, columns missing
+            first, why = next(iter(stale.items()))
+            LOG.warning("warning: %d finished cell(s) of this run were written by another version of compaction-bench "
+                        "(e.g. %s: %s); doing them again", len(stale), first.slug, why)
+            for key in stale:
+                (store.cell_dir(key) / "DONE").unlink(missing_ok=True)
+            batches.append(list(stale))
+            total += len(stale)
+    manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
+    manifest["wall_seconds"] = round(time.monotonic() - started, 3)
+    if failures:
+        atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures))
+    else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
+        (store.root / "errors.log").unlink(missing_ok=True)
+    manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
+    finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
     if failures:
         raise CellsFailed(
             f"{len(failures)} of {len(keys)} cells failed (first: {failures[0]['cell']}: {failures[0]['error']}); "
@@ -600,6 +682,36 @@ def run(
             store.root,
         )
     return store.root
+
+
+def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[str, Mapping[str, pd.DataFrame]]) -> dict[CellKey, str]:
+    """Cells an earlier attempt finished whose tables do not have the columns the cells this process
+    wrote have (a version with other metrics wrote them; merged, their rows would hold NaN in the new
+    columns and the summary fail or mislead): cell → what differs. Empty tables (no compaction, no
+    probe) have only the key columns and are not compared; archived cells are not either (an archive
+    holds every cell of a run, so nothing is left to resume beside them)."""
+    if not earlier or not loaded:
+        return {}
+    current: dict[str, set[str]] = {}
+    for tables in loaded.values():
+        for name, frame in tables.items():
+            if len(frame) and name not in current:
+                current[name] = set(frame.columns)
+    stale: dict[CellKey, str] = {}
+    for key in earlier:
+        folder = store.cell_dir(key)
+        if not (folder / "DONE").is_file():
+            continue
+        for name, columns in current.items():
+            metadata = pq.read_metadata(folder / f"{name}.parquet")
+            names = set(metadata.schema.to_arrow_schema().names)
+            if metadata.num_rows and names != columns:
+                missing, extra = sorted(columns - names), sorted(names - columns)
+                stale[key] = f"its {name} table " + "; ".join(
+                    part for part in (f"lacks {', '.join(missing)}" if missing else "", f"has {', '.join(extra)} too" if extra else "") if part
+                )
+                break
+    return stale
 
 
 def finalize(
@@ -611,18 +723,26 @@ def finalize(
     compact: bool = False,
     jobs: int = 1,
 ) -> None:
-    """Write the run's merged `tables`, the summary and the manifest, then the report and (with
+    """Write the run's merged `tables`, the manifest and the summary, then the report and (with
     `compact`, at the same time in a thread) the archive of the cells' replay records.
 
+    `summary.parquet` is written after the tables and the manifest and removed before them (with the
+    report it summarizes): a finalize that is stopped or killed part-way never leaves a summary or
+    report beside tables it does not describe (`load_run` then calls the run unfinished).
     With `jobs` > 1 (0: one per core) the report's figures that read the tables alone (`Drawings`) are
     drawn in `jobs` − 1 worker processes from the start, while the summary is computed and the rest of
     the report is built.
-    `progress` receives a `finalize` event per step (the tables, the summary, the archive, each report page).
+    `progress` receives a `finalize` event per step (the tables, the summary, the report and each of its
+    pages, the archive), numbered over the steps this call takes.
     """
     from compaction_bench.metrics.aggregate import summarize
 
-    steps = 5
+    steps = ["tables", "summary", *(["report", "pages"] if report else []), *(["archive"] if compact else [])]
     emit = progress or (lambda event: None)
+
+    def step(name: str, label: str) -> None:
+        emit(ProgressEvent("finalize", steps.index(name), len(steps), label))
+
     with ExitStack() as cleanup:
         drawings = None
         if report:
@@ -630,13 +750,15 @@ def finalize(
             from compaction_bench.reports.html import write_report
 
             drawings = cleanup.enter_context(Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs))
-        emit(ProgressEvent("finalize", 0, steps, "writing tables"))
+        step("tables", "writing tables")
+        for name in ("summary.parquet", *(["report.html"] if report else [])):
+            (store.root / name).unlink(missing_ok=True)
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")
-        emit(ProgressEvent("finalize", 1, steps, "summary"))
+        store.write_manifest(manifest)
+        step("summary", "summary")
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
         write_parquet(summary, store.root / "summary.parquet")
-        store.write_manifest(manifest)
         # The archive (Arrow reads, hashing and writes, mostly outside the GIL) is built in a thread while
         # the report renders. Not beside the summary: pandas' work holds the GIL, and the two together
         # took about as long as one after the other.
@@ -645,14 +767,14 @@ def finalize(
         if drawings is not None:
 
             def page(done: int, total: int, label: str) -> None:
-                emit(ProgressEvent("finalize", 4, steps, f"report {done}/{total}: {label}"))
+                step("pages", f"report {done}/{total}: {label}")
 
-            emit(ProgressEvent("finalize", 3, steps, "report"))
+            step("report", "report")
             write_report(store.root, progress=page, drawings=drawings)
         if archived is not None:
-            emit(ProgressEvent("finalize", 4, steps, "archiving the cells' replay records"))
+            step("archive", "archiving the cells' replay records")
             archived.result()
-    emit(ProgressEvent("finalize", steps, steps, "done"))
+    emit(ProgressEvent("finalize", len(steps), len(steps), "done"))
 
 
 # --------------------------------------------------------------------------- self-describing runs
@@ -673,9 +795,10 @@ def scenario_files(index: int, case: Case) -> dict[Path, str]:
     return files
 
 
-def scenario_entry(index: int, case: Case, files: Mapping[Path, str]) -> dict[str, Any]:
+def scenario_entry(index: int, case: Case, files: Mapping[Path, str], hashed: dict[str, str] | None = None) -> dict[str, Any]:
     """The manifest entry of scenario `index`, whose run-folder `files` are `scenario_files(index, case)`
-    (hashed here as they will be written, so a refused resume writes nothing).
+    (hashed here as they will be written, so a refused resume writes nothing). `hashed` keeps the
+    sha256 of each transcript file read so far: a file of 1,000 sessions is read once, not 1,000 times.
 
     `file` is absolute for the user's transcript files and relative to the run folder for the
     canonical copies in `transcripts/`; `sha256` is the file's (None for a name that is no file,
@@ -684,7 +807,11 @@ def scenario_entry(index: int, case: Case, files: Mapping[Path, str]) -> dict[st
     probes_file, *copy = files
     if case.file is not None:
         file, fmt, options, session = case.file, case.format, dict(case.import_options), case.session_index
-        sha256 = sha256_file(Path(file)) if Path(file).is_file() else None
+        if hashed is None:
+            hashed = {}
+        if file not in hashed and Path(file).is_file():
+            hashed[file] = sha256_file(Path(file))
+        sha256 = hashed.get(file)
     else:
         file, fmt, options, session = str(copy[0]), "canonical", {}, 0
         sha256 = _sha256_text(files[copy[0]])

@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from compaction_bench.atomic import atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
+from compaction_bench.run_folder import LOCK_NAME, held_here, in_use
 
 TABLES = ("requests", "compactions", "probes")
 KEY_COLUMNS = ["scenario", "strategy", "profile", "repeat"]
@@ -323,10 +324,16 @@ class RunStore:
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
-    """A finished run's tables: `requests`, `compactions`, `probes`, `summary` as DataFrames."""
+    """A finished run's tables: `requests`, `compactions`, `probes`, `summary` as DataFrames.
+
+    A folder another process is running in (it holds the folder's lock) is refused: its tables are
+    an earlier attempt's or are being replaced one by one, so they need not describe the same cells.
+    A run in this process reads its own tables (for its report)."""
     root = Path(path)
     if not root.is_dir():
         raise StoreError(f"{root}: no such run folder")
+    if in_use(root) and not held_here(root):
+        raise StoreError(f"{root}: a run is still working in this folder (it holds {root / LOCK_NAME}); wait for it to finish")
     tables = {}
     for name in (*TABLES, "summary"):
         file = root / f"{name}.parquet"

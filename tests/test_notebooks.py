@@ -16,6 +16,13 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 READS_CORPORA = {"compare_strategies.ipynb"}
 
 
+def shown_table(text: str) -> dict[tuple[str, str], float]:
+    """A DataFrame's text output (rows of an index, columns named on the first line) as {(row, column): value}."""
+    lines = [line.split() for line in text.splitlines()]
+    columns = lines[0][1:]
+    return {(row[0], column): float(value) for row in lines[1:] if len(row) > 1 for column, value in zip(columns, row[1:], strict=True)}
+
+
 def test_there_are_notebooks():
     assert {"quickstart.ipynb", "compare_strategies.ipynb", "sweep.ipynb"} <= {p.name for p in NOTEBOOKS}
 
@@ -41,7 +48,22 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     # The plots were drawn.
     if path.name != "quickstart.ipynb":
         assert any("image/png" in o.get("data", {}) for o in outputs)
-    else:
+    if path.name == "compare_strategies.ipynb":
+        # Its table of retention by probe family is the report's (paired rows, each probe weighing one, pooled):
+        # for its one scenario the summary's retention_<family>, not a mean over every probe row.
+        (summary_file,) = tmp_path.glob("tmp/*/*/summary.parquet")
+        summary = pd.read_parquet(summary_file).set_index("strategy")
+        shown = shown_table(notebook.cells[-1].outputs[0]["data"]["text/plain"])
+        assert {family for family, _ in shown} >= {"constraint", "recall"}
+        assert shown == {(f, s): pytest.approx(round(summary.loc[s, f"retention_{f}"], 2), abs=1e-9) for f, s in shown}
+    if path.name == "sweep.ipynb":  # the sweep's table: each variant's summary row (one scenario, as the report's leaderboard)
+        (summary_file,) = tmp_path.glob("tmp/*/*/summary.parquet")
+        summary = pd.read_parquet(summary_file).set_index("strategy")
+        lines = [line.split() for line in notebook.cells[-1].outputs[0]["data"]["text/plain"].splitlines()]
+        for row in lines[1:]:
+            variant = f"pi@keep_recent_tokens={row[1]}"
+            assert float(row[2]) == pytest.approx(round(summary.loc[variant, "retention"], 3), abs=1e-9)
+    if path.name == "quickstart.ipynb":
         # Its last table states the run's retention by probe family as the report does: the summary's retention_<family>
         # (paired checkpoints, each probe weighing one), not a mean over every probe row (compaction points included).
         (summary_file,) = tmp_path.glob("tmp/*/*/summary.parquet")  # the run the notebook made in its temporary folder

@@ -1,0 +1,168 @@
+"""Run lifecycle: what a worker can do to a run (die, raise what does not pickle, fail on Ray) and how a run
+reaches a Ray cluster. Each case was a reproduced defect; see the test's docstring."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pandas as pd
+import pytest
+
+import compaction_bench as bench
+from compaction_bench import executors
+from compaction_bench.executors import execute
+from compaction_bench.runner import CellsFailed, RunError
+from compaction_bench.store import load_run
+from tests.conftest import write_tiny_session
+
+
+def _suicidal(shared, n):
+    if n == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return n * 10
+
+
+class _TwoArguments(Exception):
+    def __init__(self, path, reason):  # pickles, but cannot be rebuilt from its args (like atomic.WriteFailed)
+        super().__init__(f"{path}: {reason}")
+
+
+def _raises_unpicklable(shared, n):
+    if n == 1:
+        raise _TwoArguments("out/file", "disk full")
+    return n
+
+
+def test_a_worker_killed_by_sigkill_fails_its_task_only_and_the_others_finish():
+    """Before: SIGKILL of one worker broke the pool; the run died with a `BrokenProcessPool` traceback
+    raised from `submit`, naming no cell, and every cell in flight was lost."""
+    outcomes = dict(execute(_suicidal, [(n,) for n in range(6)], jobs=2))
+    assert sorted(outcomes) == list(range(6))
+    assert isinstance(outcomes[2], executors.WorkerDied) and "killed by SIGKILL" in str(outcomes[2])
+    assert {n: v for n, v in outcomes.items() if n != 2} == {n: n * 10 for n in range(6) if n != 2}
+
+
+def test_an_exception_that_does_not_pickle_comes_back_without_breaking_the_pool():
+    """Before: unpickling it in the parent failed, which broke the pool ("terminated abruptly") and the run."""
+    outcomes = dict(execute(_raises_unpicklable, [(n,) for n in range(4)], jobs=2))
+    assert {n: v for n, v in outcomes.items() if n != 1} == {0: 0, 2: 2, 3: 3}
+    error = outcomes[1]
+    assert isinstance(error, executors.TaskError) and str(error) == "_TwoArguments: out/file: disk full"
+    # the original traceback travels as text: errors.log shows where it was raised
+    assert "_raises_unpicklable" in str(error.__cause__) and "_TwoArguments" in str(error.__cause__)
+
+
+KILLER = """
+import os, signal
+from pathlib import Path
+from compaction_bench.strategies.baselines import NoCompaction
+
+SWITCH = Path(__file__).with_name("kill-now")
+
+
+class Killer(NoCompaction):
+    def request(self):
+        if SWITCH.exists():
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+        return super().request()
+"""
+
+
+def test_a_killed_worker_fails_its_cell_by_name_and_resume_gives_the_uninterrupted_tables(tmp_path):
+    session = write_tiny_session(tmp_path)
+    other = tmp_path / "other.jsonl"
+    other.write_text(session.read_text())
+    plugin = tmp_path / "killer.py"
+    plugin.write_text(KILLER)
+    spec = f"{plugin}:Killer"
+    common = dict(strategies=["none", spec, "truncate"], profiles=["32k"], out=tmp_path / "runs", jobs=2, report=False, progress=False,
+                  probes=str(tmp_path / "probes.yaml"))
+    whole = load_run(bench.run([session, other], run_id="whole", **common))
+    (tmp_path / "kill-now").write_text("")
+    with pytest.raises(CellsFailed) as failed:
+        bench.run([session, other], run_id="r", **common)
+    message = str(failed.value)
+    assert "2 of 6 cells failed" in message and "killer.py_Killer" in message and "WorkerDied" in message and "SIGKILL" in message
+    log = (tmp_path / "runs" / "r" / "errors.log").read_text()
+    assert log.count("killed by SIGKILL") == 2
+    # the cells that ran beside the dead worker were handed out again: only the killer's cells are missing
+    assert set(load_run(tmp_path / "runs" / "r")["requests"]["strategy"]) == {"none", "truncate"}
+    (tmp_path / "kill-now").unlink()
+    resumed = load_run(bench.run([session, other], run_id="r", resume=True, **common))
+    for name in ("requests", "compactions", "probes", "summary"):
+        pd.testing.assert_frame_equal(whole[name], resumed[name], check_exact=True, obj=name)
+
+
+RAISER = """
+from compaction_bench.strategies.baselines import NoCompaction
+
+
+class Raiser(NoCompaction):
+    def request(self):
+        raise ZeroDivisionError("boom in the plug-in")
+"""
+
+
+@pytest.mark.slow
+def test_a_cell_failing_on_ray_is_named_and_its_traceback_kept(tmp_path):
+    """Before: Ray sends the exception back without its traceback, so errors.log held only
+    `ZeroDivisionError: boom` and not where the strategy raised it."""
+    session = write_tiny_session(tmp_path)
+    (tmp_path / "raiser.py").write_text(RAISER)
+    with pytest.raises(CellsFailed, match=r"1 of 2 cells failed \(first: tiny\.jsonl__.*raiser\.py_Raiser.*ZeroDivisionError: boom"):
+        bench.run([session], strategies=["none", f"{tmp_path / 'raiser.py'}:Raiser"], profiles=["32k"], out=tmp_path / "runs", run_id="r",
+                  executor="ray", jobs=1, report=False, progress=False, probes=str(tmp_path / "probes.yaml"))
+    log = (tmp_path / "runs" / "r" / "errors.log").read_text()
+    assert 'raise ZeroDivisionError("boom in the plug-in")' in log and "raiser.py" in log and "in request" in log
+    assert "\x1b[" not in log
+
+
+class _FakeRay:
+    """Enough of `ray` for `run_ray` to start: `init` records the auth mode it sees and fails as Ray does."""
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error, self.seen = error, []
+
+    def is_initialized(self) -> bool:
+        return False
+
+    def init(self, **kwargs):
+        self.seen.append(os.environ.get("RAY_AUTH_MODE"))
+        if self.error is not None:
+            raise self.error
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_a_cluster_address_keeps_its_authentication_and_a_refusal_says_what_to_set(monkeypatch):
+    """Before: the driver set RAY_AUTH_MODE=disabled for every cluster it joined, so it could never join
+    one started with `ray start --head` (Ray 2.59+ turns token authentication on when a token exists):
+    20 s of retries, then "Failed to connect to Ray cluster at …" and nothing about why."""
+    auth = RuntimeError("ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing")
+    refused = ConnectionError("Failed to connect to Ray cluster at 10.0.0.5:6379")
+    refused.__cause__ = auth
+    fake = _FakeRay(refused)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with pytest.raises(executors.ClusterUnreachable) as caught:
+        list(execute(_suicidal, [(0,)], executor="ray", address="10.0.0.5:6379"))
+    assert fake.seen == [None] and "RAY_AUTH_MODE" not in os.environ
+    assert "--address 10.0.0.5:6379: cannot connect" in str(caught.value) and "RAY_AUTH_MODE=token" in str(caught.value)
+    assert isinstance(caught.value, OSError)  # the command line's user errors: one line, exit 2
+    # A local cluster of its own (no address) still runs without authentication, as before.
+    local = _FakeRay(RuntimeError("stop here"))
+    monkeypatch.setitem(sys.modules, "ray", local)
+    with pytest.raises(RuntimeError, match="stop here"):
+        list(execute(_suicidal, [(0,)], executor="ray"))
+    assert local.seen == ["disabled"]
+
+
+def test_an_address_without_the_ray_executor_is_refused(tmp_path):
+    """Before: `--address HOST:PORT` without `--executor ray` was ignored and every cell ran on this machine."""
+    session = write_tiny_session(tmp_path)
+    with pytest.raises(RunError, match="--address '10.0.0.5:6379' names a Ray cluster: pass --executor ray"):
+        bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", address="10.0.0.5:6379", progress=False)
+    assert not (tmp_path / "runs").exists()
