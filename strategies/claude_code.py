@@ -60,7 +60,7 @@ from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
-from compaction_bench.strategies.history import ItemHistory
+from compaction_bench.strategies.history import FoldMemo, ItemHistory
 from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
@@ -327,8 +327,8 @@ class ResponseHistory(ItemHistory):
         self._drop_blank = drop_blank_text
         #: the response of the open group's first item
         self._open_response: int | None = None
-        #: folded messages by the identities of the messages they fold (kept alive here, as `FoldMemo` does)
-        self._merged: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
+        #: this history's folds, each built once (`FoldMemo`)
+        self._merged = FoldMemo(self._combine)
 
     def _joins(self, first: Message, first_response: int | None, message: Message, item: Item) -> bool:
         """Whether `item`'s message joins the open group that starts with `first`."""
@@ -340,25 +340,22 @@ class ResponseHistory(ItemHistory):
         return response == first_response
 
     def _fold(self, group: Sequence[Message]) -> Message:
-        if len(group) == 1:
-            return group[0]
-        key = tuple(map(id, group))
-        hit = self._merged.get(key)
-        if hit is None:
-            texts = [m.content for m in group if m.content]
-            if self._drop_blank:
-                solid = [t for t in texts if t.strip()]
-                if solid or any(m.tool_calls for m in group):
-                    texts = solid
-            merged = replace(
-                group[0],
-                content="\n".join(texts),
-                tool_calls=tuple(c for m in group for c in m.tool_calls),
-                item_ids=tuple(i for m in group for i in m.item_ids),
-                attachments=tuple(a for m in group for a in m.attachments),
-            )
-            hit = self._merged[key] = (tuple(group), merged)
-        return hit[1]
+        return self._merged.fold(group)
+
+    def _combine(self, group: Sequence[Message]) -> Message:
+        """One response's messages as one: texts joined by a line break (2.1: whitespace-only ones dropped)."""
+        texts = [m.content for m in group if m.content]
+        if self._drop_blank:
+            solid = [t for t in texts if t.strip()]
+            if solid or any(m.tool_calls for m in group):
+                texts = solid
+        return replace(
+            group[0],
+            content="\n".join(texts),
+            tool_calls=tuple(c for m in group for c in m.tool_calls),
+            item_ids=tuple(i for m in group for i in m.item_ids),
+            attachments=tuple(a for m in group for a in m.attachments),
+        )
 
     def render(
         self,

@@ -10,7 +10,7 @@ history so that dropping whole units never separates a tool call from its result
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from compaction_bench.log_view import LogView
@@ -23,8 +23,10 @@ class FoldMemo:
     they fold (kept alive here, so an identity is never reused), so a strategy that renders the same
     messages on every request gets the same folded objects back."""
 
-    def __init__(self) -> None:
+    def __init__(self, combine: Callable[[Sequence[Message]], Message] | None = None) -> None:
         self._folds: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
+        #: how a group of two or more messages becomes one (default: `merge_assistant`'s fold)
+        self._combine = combine or (lambda group: merge_assistant(list(group))[0])
 
     def fold(self, group: Sequence[Message]) -> Message:
         if len(group) == 1:
@@ -32,7 +34,7 @@ class FoldMemo:
         key = tuple(map(id, group))
         hit = self._folds.get(key)
         if hit is None:
-            hit = self._folds[key] = (tuple(group), merge_assistant(list(group))[0])
+            hit = self._folds[key] = (tuple(group), self._combine(group))
         return hit[1]
 
     def merge(self, messages: Iterable[Message]) -> list[Message]:

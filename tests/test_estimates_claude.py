@@ -13,6 +13,7 @@ from compaction_bench.metrics.accuracy import estimate_error, premature
 from compaction_bench.replay import replay
 from compaction_bench.strategies.claude_code import SUMMARY_PREFIX, SUMMARY_PREFIX_LATER
 from tests.pi_builders import Session
+from tests.test_claude_code import _session
 
 OPUS = {"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000}
 PLACEHOLDER = "[Old tool result content cleared]"
@@ -20,16 +21,6 @@ PLACEHOLDER = "[Old tool result content cleared]"
 
 def turns(result):
     return [r for r in result.requests if r.kind == "turn"]
-
-
-def _session(totals: list[int]) -> Session:
-    s = Session()
-    s.user("Please fix the parser in src/parse.py; never touch the tests.")
-    for n, total in enumerate(totals):
-        s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": f"echo {n}"})], total=total)
-        s.result(f"c{n}", f"output {n}", name="Bash")
-    s.assistant("done", total=1_000)
-    return s
 
 
 # ----------------------------------------------------------------------------- claude-code (§2.2, §2.3)
