@@ -677,13 +677,14 @@ class ClaudeCode(Strategy):
         `/compact`, whose check reads that 0); 2.1.112's `vJ` gives the chars/4 estimate of the summary and
         attachments (§8.2). Never None: both estimators always give a number. `threshold` is None on that
         request: upstream checks once per request, and the compacted messages go out unchecked (§2.3 step 5),
-        so no count of them can be a missed trigger (the compaction record keeps the threshold it fired on)."""
+        so no count of them can be a missed trigger (the compaction record keeps the threshold it fired on); nor
+        on any request with auto-compact off (`auto_compact=false`, `DISABLE_COMPACT`), which nothing checks."""
         self._on_request()
         marker = self._marker
         self._microcompact()
         count = self.count()
         meta: dict[str, Any] = {"count": count}
-        threshold: int | None = self.threshold
+        threshold: int | None = self.threshold if self.enabled else None  # auto-compact off: no check, no threshold
         if self.enabled and count >= self.threshold and self._auto_compact(meta):
             count, threshold = self.count(), None
         if marker is not None:

@@ -151,3 +151,18 @@ def test_compact_reports_the_servers_count_of_the_prompt_it_decided_on():
                 assert request.messages[0].role == "compaction" and request.estimate_tokens is None
             else:
                 assert request.estimate_tokens == request.true_tokens
+
+
+def test_with_auto_compact_off_no_request_reports_a_threshold():
+    # §2.3: the check runs only when auto-compact is on (`auto_compact=false` is the user's setting, DISABLE_COMPACT
+    # the environment's). With it off nothing is checked, so nothing can be a missed trigger, though the counts
+    # pass 123,000 (the threshold the same session compacts at with it on).
+    for off in ({"auto_compact": False}, {"disable_compact": True}):
+        result = replay(_session([100_000, 122_999, 123_000, 150_000]).transcript(), "claude-code", profile="claude-opus",
+                        usage="recorded", options={**OPUS, **off})
+        assert not result.compactions
+        assert all(r.threshold is None for r in turns(result))
+        assert not any(estimate_error(r).missed_trigger for r in result.requests)
+    on = replay(_session([100_000, 122_999, 123_000, 150_000]).transcript(), "claude-code", profile="claude-opus",
+                usage="recorded", options=OPUS)
+    assert on.compactions and any(r.threshold == 123_000 for r in turns(on))
