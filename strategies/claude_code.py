@@ -327,8 +327,7 @@ class ResponseHistory(ItemHistory):
         self._drop_blank = drop_blank_text
         #: the response of the open group's first item
         self._open_response: int | None = None
-        #: this history's folds, each built once (`FoldMemo`)
-        self._merged = FoldMemo(self._combine)
+        self._folds = FoldMemo(self._combine)  # `ItemHistory`'s memo of folds, with this fold
 
     def _joins(self, first: Message, first_response: int | None, message: Message, item: Item) -> bool:
         """Whether `item`'s message joins the open group that starts with `first`."""
@@ -338,9 +337,6 @@ class ResponseHistory(ItemHistory):
         if response is None or first_response is None:
             return bool(message.tool_calls)
         return response == first_response
-
-    def _fold(self, group: Sequence[Message]) -> Message:
-        return self._merged.fold(group)
 
     def _combine(self, group: Sequence[Message]) -> Message:
         """One response's messages as one: texts joined by a line break (2.1: whitespace-only ones dropped)."""
@@ -375,21 +371,11 @@ class ResponseHistory(ItemHistory):
                 group.append(message)
                 continue
             if group:
-                out.append(self._fold(group))
+                out.append(self._folds.fold(group))
             group, first_response = [message], self._response_of.get(item.id)
         if group:
-            out.append(self._fold(group))
+            out.append(self._folds.fold(group))
         return out
-
-    def view(self) -> LogView:
-        self._advance()
-        group = self._open
-        return LogView(self._closed, len(self._closed), (self._fold(group),) if group else ())
-
-    def _render_all(self) -> list[Message]:
-        self._advance()
-        group = self._open
-        return [*self._closed, self._fold(group)] if group else list(self._closed)
 
     def _advance(self) -> None:
         """`ItemHistory._advance` with this fold."""
@@ -404,7 +390,7 @@ class ResponseHistory(ItemHistory):
                 group.append(message)
                 continue
             if group:
-                self._closed.append(self._fold(group))
+                self._closed.append(self._folds.fold(group))
             group = [message]
             self._open_response = self._response_of.get(item.id)
             if message.role != "assistant":
