@@ -22,6 +22,7 @@ from compaction_bench.strategies.gemini_cli import ACK
 from compaction_bench.strategies.pi_session_tree import COMPACTION_SUMMARY_PREFIX
 from compaction_bench.transcript import Item, Transcript
 from tests.pi_builders import RecordingSummarizer, Session, small_profile
+from tests.test_gemini_cli import log_reads
 
 
 def turns(result):
@@ -94,13 +95,7 @@ def test_gemini_request_after_compression_is_no_missed_trigger_when_the_context_
 def test_gemini_request_after_masking_carries_the_estimate_of_the_masked_history():
     # Masking (§8) writes the history back with `setHistory`, which sets the count to its estimate (§10.1).
     # Before step 5 r1 and r0 are masked (tests/test_gemini_cli.py works the window out); r4 is pending.
-    s = Session()
-    s.user("collect the logs")
-    for n in range(7):
-        s.assistant(f"read {n}", calls=[(f"r{n}", "read_file", {"path": f"log{n}.txt"})])
-        if n < 6:
-            s.result(f"r{n}", f"log {n}\n" + "z" * 80_000, name="read_file")
-    result = replay(s.transcript(), "gemini-cli", profile="1m", options={"token_limit": 1_048_576})
+    result = replay(log_reads().transcript(), "gemini-cli", profile="1m", options={"token_limit": 1_048_576})
     masking = [c for c in result.compactions if c.trigger == "masking"]
     assert masking[0].step == 5
     sent = request_after(result, masking[0])

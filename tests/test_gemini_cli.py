@@ -158,18 +158,23 @@ def test_inflation_check_latches_and_then_only_truncates():
     assert all(t in ("inflated", "truncate") for t, _ in triggers)
 
 
-def test_masking_after_fifty_thousand_protected_tokens():
-    # Six 80,000-char outputs (≈ 20,000 tokens each). Before step 5 the history holds r0..r3 (r4 is pending,
-    # the newest content is the model call): r3, r2 protected (≈ 40,000), r1 closes the window and is
-    # prunable, r0 too: ≈ 40,000 ≥ 30,000 (§8). Before step 6 only r2 would be prunable (< 30,000); before
-    # the final request r3 and r2.
+def log_reads() -> Session:
+    """Seven reads of a log file, six answered with an 80,000-character output (≈ 20,000 tokens each)."""
     s = Session()
     s.user("collect the logs")
     for n in range(7):
         s.assistant(f"read {n}", calls=[(f"r{n}", "read_file", {"path": f"log{n}.txt"})])
         if n < 6:
             s.result(f"r{n}", f"log {n}\n" + "z" * 80_000, name="read_file")
-    result = replay(s.transcript(), "gemini-cli", profile="1m", options={"token_limit": 1_048_576})
+    return s
+
+
+def test_masking_after_fifty_thousand_protected_tokens():
+    # Six 80,000-char outputs (≈ 20,000 tokens each). Before step 5 the history holds r0..r3 (r4 is pending,
+    # the newest content is the model call): r3, r2 protected (≈ 40,000), r1 closes the window and is
+    # prunable, r0 too: ≈ 40,000 ≥ 30,000 (§8). Before step 6 only r2 would be prunable (< 30,000); before
+    # the final request r3 and r2.
+    result = replay(log_reads().transcript(), "gemini-cli", profile="1m", options={"token_limit": 1_048_576})
     masking = [c for c in result.compactions if c.trigger == "masking"]
     assert [(c.step, c.details["masked"]) for c in masking] == [(5, ["r1", "r0"]), (7, ["r3", "r2"])]
     final = {m.tool_call_id: m.content for m in result.final.messages if m.role == "tool"}
