@@ -7,10 +7,27 @@ rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
   placed as coding agents commonly place them: the end of the leading system prompt and the ends
   of the last messages). A read is the longest entry of the previous request that lies
   inside the common prefix, is at least `min_prefix` long, and is found by the provider's
-  lookback of at most 20 blocks (messages here) before one of the new request's own breakpoints.
+  lookback from one of the new request's own breakpoints (`ANTHROPIC_LOOKBACK_BLOCKS`).
   The rest of the request, up to its last breakpoint (its end), is written at
   `write_multiplier` × the input price.
 - Both: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
+
+The lookback counts content blocks, not messages. Anthropic's prompt-caching guide
+(https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, "How automatic prefix checking
+works") states the rule: "the system automatically checks for cache hits at all previous content
+block boundaries (up to approximately 20 blocks before your explicit breakpoint)"; content further
+back is not checked unless another breakpoint lies within reach of it ("When to use multiple
+breakpoints"). A block is an element of a message's `content` array (or of the `system` array), so one message can
+span several: an assistant turn of text and N parallel `tool_use` blocks is N + 1 blocks, and the
+N `tool_result` blocks answering them are N more (Anthropic merges them into one user turn; the
+blocks stay N). So one step of parallel tool calls can move a breakpoint 2N + 1 blocks past the
+previous request's entries, and an entry within 20 messages of a breakpoint may lie beyond its 20
+blocks. Each message's block count is its own (`blocks_of`, the wire layout of
+`compaction_bench.metrics.integrity`); the distance from an entry to a breakpoint is the sum of the
+block counts of the messages after the entry up to and including the breakpoint's, and the entry
+is found when that is below `ANTHROPIC_LOOKBACK_BLOCKS` (the breakpoint's own block is the first of
+the 20 positions checked). Every message is at least one block, so that sum reads at most 20
+messages whatever the request's length.
 
 Re-billed tokens (`rebilled_tokens`) are the tokens of a request outside its cached part that
 belong to messages the cell had already sent in one of its recent cache entries: content paid for
@@ -24,9 +41,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from compaction_bench.profiles import CachePolicy
 
+if TYPE_CHECKING:
+    from compaction_bench.request import Message
+
+#: How many content-block positions Anthropic checks for an earlier entry, from a breakpoint's own block back.
 ANTHROPIC_LOOKBACK_BLOCKS = 20
 
 
@@ -48,6 +70,22 @@ def leading_system(roles: Iterable[str]) -> int:
     return count
 
 
+def blocks_of(message: Message) -> int:
+    """How many content blocks `message` is on Anthropic's wire (the layout `metrics/integrity.py` checks).
+
+    A tool result is one `tool_result` block (what it holds is nested inside it), a reasoning item one
+    thinking block, a compaction item one text block; any other message is a text block when it has
+    text, one `tool_use` block per tool call and one image block per image it carries, and at least one
+    block. Leading system messages are blocks of the `system` array, which the lookback counts too."""
+    role = message.role
+    if role in ("tool", "reasoning", "compaction"):
+        return 1
+    count = (1 if message.content else 0) + len(message.tool_calls)
+    if message.attachments:
+        count += sum(1 for a in message.attachments if a.is_image)
+    return count or 1
+
+
 def breakpoints(boundaries: Sequence[int], system_messages: int, limit: int) -> list[int]:
     """Message indices whose end carries a breakpoint: the leading system prompt's end and the last
     messages, `limit` in all."""
@@ -59,6 +97,25 @@ def breakpoints(boundaries: Sequence[int], system_messages: int, limit: int) -> 
     return list(range(max(n - limit, 0), n))
 
 
+def within_lookback(index: int, marks: Sequence[int], blocks: Sequence[int] | None) -> bool:
+    """Whether the boundary at the end of message `index` is found by the lookback from one of the breakpoints
+    at the ends of messages `marks` (ascending): fewer than `ANTHROPIC_LOOKBACK_BLOCKS` content blocks from the
+    one after it or at it, `blocks[i]` being message i's count (None: one block per message). The nearest such
+    breakpoint is the only one to try (the others are further), and at most 20 messages are read."""
+    at = bisect.bisect_left(marks, index)
+    if at == len(marks):
+        return False
+    mark = marks[at]
+    if blocks is None or mark - index >= ANTHROPIC_LOOKBACK_BLOCKS:  # every message is at least one block
+        return mark - index < ANTHROPIC_LOOKBACK_BLOCKS
+    distance = 0
+    for n in range(index + 1, mark + 1):
+        distance += blocks[n]
+        if distance >= ANTHROPIC_LOOKBACK_BLOCKS:
+            return False
+    return True
+
+
 def _anthropic_read(
     policy: CachePolicy,
     prefix_tokens: int,
@@ -66,21 +123,25 @@ def _anthropic_read(
     previous_system: int,
     current_boundaries: Sequence[int] | None,
     current_system: int,
+    current_blocks: Sequence[int] | None,
 ) -> int:
-    entries = [previous_boundaries[i] for i in breakpoints(previous_boundaries, previous_system, policy.breakpoints)]
     marks = breakpoints(current_boundaries, current_system, policy.breakpoints) if current_boundaries is not None else None
-    best = 0
-    for entry in entries:
-        if entry > prefix_tokens or entry < policy.min_prefix or entry <= best:
+    # The longest entry that qualifies is the read: the entries are tried from the longest down, and the first one
+    # found is it (the lookback, the only check that reads messages, runs for as few entries as that takes).
+    for i in reversed(breakpoints(previous_boundaries, previous_system, policy.breakpoints)):
+        entry = previous_boundaries[i]
+        if entry > prefix_tokens:
             continue
+        if entry < policy.min_prefix:
+            break  # every shorter entry is below the minimum too
         if marks is not None:
             assert current_boundaries is not None
             index = bisect.bisect_left(current_boundaries, entry)
             on_boundary = index < len(current_boundaries) and current_boundaries[index] == entry
-            if not on_boundary or not any(0 <= mark - index < ANTHROPIC_LOOKBACK_BLOCKS for mark in marks):
+            if not on_boundary or not within_lookback(index, marks, current_blocks):
                 continue
-        best = entry
-    return best
+        return entry
+    return 0
 
 
 def cache_outcome(
@@ -93,18 +154,23 @@ def cache_outcome(
     previous_system: int = 0,
     current_boundaries: Sequence[int] | None = None,
     current_system: int = 0,
+    current_blocks: Sequence[int] | None = None,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
     `previous_boundaries` / `current_boundaries` are the cumulative token counts at the end of each
     message of the previous / current request (ascending) and `*_system` their numbers of leading
     system messages: they place Anthropic's breakpoints. Without `current_boundaries` the lookback
-    limit is not applied.
+    limit is not applied. `current_blocks[i]` is how many content blocks message i of the current
+    request is on Anthropic's wire (`blocks_of`; only the few messages between an entry and a
+    breakpoint are read, so a lazy sequence will do); None counts one block per message.
     """
     if expired:
         prefix_tokens = 0
     if policy.provider == "anthropic":
-        cached = _anthropic_read(policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system)
+        cached = _anthropic_read(
+            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks
+        )
         write = total_tokens - cached if total_tokens >= policy.min_prefix else 0
         return CacheOutcome(prefix_tokens, cached, max(write, 0))
     if prefix_tokens < policy.min_prefix:

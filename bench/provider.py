@@ -16,6 +16,22 @@ written to the cache and the tokens re-billed (already-sent messages outside the
 returns usage in the shape strategies read. These are the only cache numbers of a run: the engine
 stores them on each request record and the metrics read them there. With `recorded_usage` the
 transcript's own usage is reported instead (the engine decides when that is valid).
+
+On Anthropic the lookback from a breakpoint is measured in content blocks (`caching.blocks_of`),
+read lazily for the few messages between an entry and a breakpoint (`_BlockCounts`), never for the
+whole request.
+
+A request the provider accepted can still be refused by the model behind it (a summarizer whose own
+count finds the prompt too long): that prompt was never processed, so it cached nothing and
+refreshed nothing. `withdraw` takes its entry back, restoring the kept entries, the newest turn
+entry and the count of accepted requests to what they were before it was sent, so no later request
+reads from it.
+
+One provider is one model's cache: providers cache per model (Claude Code's guide to its prompt
+caching, https://code.claude.com/docs/en/prompt-caching, warns that switching models mid-session
+makes the next turn uncached), and a request to another model never reads or writes this model's
+entries (the engine gives a summarizer of another model a provider of its own,
+`compaction_bench.replay`).
 """
 
 from __future__ import annotations
@@ -27,8 +43,9 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import overload
 
-from compaction_bench.caching import CacheOutcome, cache_outcome, leading_system, rebilled_tokens
+from compaction_bench.caching import CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
 from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_messages, first_difference
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
@@ -241,6 +258,28 @@ class _LogIndex:
         return [h or first.get(m, length) < length for h, m in zip(held, messages, strict=True)]
 
 
+class _BlockCounts(Sequence[int]):
+    """The Anthropic content blocks of each message of a request (`caching.blocks_of`), counted when read:
+    the lookback reads at most 20 of them per check, so no list over the whole request is built."""
+
+    __slots__ = ("_messages",)
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [blocks_of(m) for m in self._messages[index]]
+        return blocks_of(self._messages[index])
+
+
 class SimulatedProvider(MessageCounter):
     """One cell's provider: counts (`MessageCounter`), refuses what does not fit, and keeps the most
     recent requests for the cache model.
@@ -273,6 +312,9 @@ class SimulatedProvider(MessageCounter):
         # new messages). None once `FIRST_COUNTED_KEPT` were remembered.
         self._first_counted: dict[Message, int] | None = {}
         self._accepted = 0
+        # What `withdraw` restores: the kept entries and the newest turn entry before the last accepted request
+        # (None when the last request sent was not accepted, or was withdrawn already).
+        self._undo: tuple[list[_Entry], _Entry | None] | None = None
 
     def message_tokens(self, message: Message) -> int:
         """`MessageCounter.message_tokens`, remembering when a message was first counted."""
@@ -483,6 +525,7 @@ class SimulatedProvider(MessageCounter):
             previous_system=kept.system if kept is not None else 0,
             current_boundaries=entry.boundaries,
             current_system=entry.system,
+            current_blocks=_BlockCounts(entry.messages) if self.profile.cache.provider == "anthropic" else None,
         )
 
     def _keep(self, entry: _Entry, kind: str) -> None:
@@ -550,6 +593,7 @@ class SimulatedProvider(MessageCounter):
                         cache = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens)
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
+            self._undo = None
             error = overflow_error(self.profile, true_tokens + reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
         rebilled = self._rebilled(messages, boundaries, cache.cached_tokens, shared)
@@ -558,6 +602,7 @@ class SimulatedProvider(MessageCounter):
         if base is not None and base_shared == base.n and base.has_set:
             entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
+        self._undo = (list(self._recent), self._turn)
         self._keep(entry, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
@@ -574,3 +619,15 @@ class SimulatedProvider(MessageCounter):
                 total=true_tokens + output_tokens,
             )
         return Outcome(true_tokens, False, None, cache, usage)
+
+    def withdraw(self) -> None:
+        """Take back the cache entry of the last request `send` accepted: the model behind the provider refused
+        it (its own count found it too long), so its prompt was never processed and nothing of it was cached.
+        The kept entries (an older one it had pushed out included) and the newest turn entry are what they
+        were before it was sent, and it no longer counts as accepted (a message first counted for it is in no
+        entry). Its counts stay known as a counting base: they are the same messages' counts all the same."""
+        if self._undo is None:
+            raise RuntimeError("no accepted request to withdraw: the last request sent was refused or withdrawn already")
+        self._recent, self._turn = self._undo
+        self._undo = None
+        self._accepted -= 1

@@ -19,6 +19,14 @@ The engine owns the bookkeeping (records: `compaction_bench.records`):
 - between consecutive turn requests (and the final context), item ids that left the context
   without a recorded compaction that removed them: an `unreported` compaction whose silent loss
   is exactly those ids, or a `ReplayError` with `strict=True`;
+- a summary request goes to the summarizer's model: when that is the session's model (or the offline
+  summarizer, which stands in for it, as upstream agents summarize with the session's model) it
+  shares the session's cache; a summarizer of another model has a provider and cache of its own
+  (`summary_profile`; providers cache per model, so its requests neither read nor write the
+  session's entries and leave the turns' cache numbers as they would be without them), counted and
+  cached by that model's profile. A summary the provider accepted but the model itself refused as
+  too long (`ContextOverflow`) is recorded as an overflow that read, wrote and billed nothing, and
+  its cache entry is withdrawn (`SimulatedProvider.withdraw`): no later request reads from it;
 - with `usage="recorded"`, the transcript's usage is fed to the strategy only while the replayed
   context holds the same transcript items as the recording had at that step (`recorded_contexts`);
   from the first difference on, simulated usage is fed (`usage="recorded-always"` feeds it at
@@ -48,7 +56,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from compaction_bench.caching import CacheOutcome
-from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult
+from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, ProviderError, SimulatedProvider, overflow_error
@@ -244,6 +252,22 @@ def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message],
     return length
 
 
+def summary_profile(summarizer: LLMClient, session: ModelProfile) -> ModelProfile | None:
+    """The profile of the model summary requests go to when it is not the session's, None when it is.
+
+    The offline summarizers stand in for the session's model. A litellm model is the session's when its
+    map entry names the same model of the same provider (`gpt-5` served by OpenAI is the session `64k`'s
+    model, by Azure another deployment with another cache); otherwise it is another model, with its own
+    tokenizer, cache rules and window from litellm's map, or, for a model the map lacks (a local server's),
+    the session's profile standing in for them (its cache is still its own)."""
+    if is_offline(summarizer.model):
+        return None
+    own = summarizer.limits
+    if own is not None and (own.provider, own.model) == (session.provider, session.model):
+        return None
+    return own if own is not None else session
+
+
 class _Engine:
     """The `StrategyContext` of one cell, and the loop that drives it."""
 
@@ -263,6 +287,10 @@ class _Engine:
         self.session: Mapping[str, Any] = {**transcript.source, "id": transcript.id}
         self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript))
         self.summarizer = summarizer
+        # The provider summary requests go to: the session's, or, for a summarizer of another model, that model's
+        # own (made at the first summary; hidden reasoning is the session model's and is not sent to another model).
+        self._summary_model = summary_profile(summarizer, profile)
+        self._summary_provider: SimulatedProvider | None = None if self._summary_model is not None else self.provider
         self.usage_mode = usage_mode
         self.prompts = prompts
         self.strict = strict
@@ -305,18 +333,22 @@ class _Engine:
         request = request if request.kind == "summary" else Request(
             request.messages, request.estimate_tokens, request.threshold, "summary", request.max_output_tokens, request.meta
         )
+        provider = self._summary_provider
+        if provider is None:  # a summarizer of another model: its own cache (`summary_profile`)
+            assert self._summary_model is not None
+            provider = self._summary_provider = SimulatedProvider(self._summary_model)
         # `instructions`: what an emulated server applies on its side (not part of the counted request).
-        extra = self.provider.counter.count(instructions) if instructions else 0
+        extra = provider.counter.count(instructions) if instructions else 0
         own = self.summarizer.limits
         if own is not None:  # a summarizer model of its own: a request beyond its window reaches no model, cached nothing
-            tokens = self.provider.count(request.messages) + extra
+            tokens = provider.count(request.messages) + extra
             if own.overflows(tokens, request.max_output_tokens or own.max_output):
                 error = overflow_error(own, tokens)
                 if in_request:
                     self._fail_request(error, tokens, 0, purpose)
                 self._record_request(request, Outcome(tokens - extra, True, error, CacheOutcome(0, 0, 0), Usage()), attempt=0)
                 raise SummaryOverflow(error, tokens)
-        outcome = self.provider.send(request, timestamp=self.timestamp)
+        outcome = provider.send(request, timestamp=self.timestamp)
         if outcome.overflow and in_request:
             assert outcome.error is not None
             self._fail_request(outcome.error, outcome.true_tokens, outcome.cache.prefix_tokens, purpose)
@@ -329,10 +361,14 @@ class _Engine:
         try:
             result = self.summarizer.complete(sent, max_tokens=request.max_output_tokens, purpose=purpose)
         except ContextOverflow as exc:  # refused by the model's own count (its tokenizer, its window): an overflow all the same
+            # The model never processed the prompt: it cached nothing (its entry is taken back) and bills nothing.
+            provider.withdraw()
             if in_request:
                 self.result.requests.pop()  # not a request of its own: the one it is an iteration of fails
                 self._fail_request(exc.error, tokens, outcome.cache.prefix_tokens, purpose)
             record.overflow, record.error = True, exc.error.to_dict()
+            record.cached_tokens = record.cache_write_tokens = record.rebilled_tokens = 0
+            record.usage = None
             raise SummaryOverflow(exc.error, tokens) from None
         record.llm_call = result
         record.usage_source = "simulated"
