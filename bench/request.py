@@ -199,9 +199,18 @@ class Request:
 
     `kind` is ``turn`` for a normal sampling request, ``summary`` for a compaction request and
     ``final`` for the context probed at the end of a session. `estimate_tokens` is the strategy's
-    own count (its heuristic, or provider usage plus heuristic) at decision time, and `threshold`
-    the count at which it would compact, when it has one: token-accuracy metrics compare both
-    with the true count.
+    own count (its heuristic, or provider usage plus heuristic) at decision time: token-accuracy
+    metrics compare it with the true count of the messages sent.
+
+    `threshold` is the smallest own count at which the strategy's token rule fires: it would compact
+    this context (for a ``summary`` request: it would refuse to send it) once `estimate_tokens` is
+    at or above it. A rule written `count >= T` reports `T`; a strict rule, `count > T`, reports
+    `T + 1` (counts are whole tokens), so that `true_tokens >= threshold` always reads "the true
+    count would have fired the rule". It is reported only where that comparison is exact: None
+    when no count fires a compaction (automatic compaction off, the check already spent on this
+    request), and None when the rule measures something other than the whole context this request
+    sends (a part of it, such as Aider's done messages or Codex's body after the prefill), since a
+    verdict on a different quantity could be wrong either way.
     """
 
     #: any sequence on construction; stored as a tuple, or as the `LogView` it was given

@@ -7,6 +7,16 @@ threshold although the true count was still under it). Only a threshold decision
 a compaction whose own estimate was under its threshold was decided on something else (a step or
 event count, an agent's request, a model switch) although the strategy reports the threshold it
 also has. Overflows are the provider's verdict and come straight from the request records.
+
+What a threshold means here (`Request.threshold`, and the `threshold` of `record_compaction`): the
+smallest own count at which the strategy's token rule fires. A strategy whose rule is `count >= T`
+reports `T`; one whose rule is strict, `count > T`, reports `T + 1`. Both verdicts then compare the
+true count with it the same way for every strategy: `true >= threshold` is "the rule would have
+fired on the true count", `true < threshold` "it would not". A true count exactly at a strict
+strategy's `T` is therefore neither a missed trigger nor a justified compaction. A strategy reports
+no threshold (None, hence no verdict) where its rule compares something other than the whole context
+whose true count the record holds (a part of it, or a count corrected by an estimated prefix): a
+verdict on another quantity can be wrong in both directions.
 """
 
 from __future__ import annotations
@@ -34,12 +44,16 @@ def estimate_error(request: RequestRecord) -> EstimateError:
     signed = estimate - true
     ape = abs(signed) / true if true else None
     threshold = request.threshold
+    # `threshold` is the smallest count that fires the rule (module docstring): reaching it is firing it,
+    # for strict and non-strict strategies alike
     missed = request.kind == "turn" and threshold is not None and true >= threshold > estimate
     return EstimateError(signed, ape, missed)
 
 
 def premature(compaction: CompactionRecord) -> bool:
-    """Compacted on its threshold although the true count of the context was under it.
+    """Compacted on its threshold although the true count of the context was under it (under the
+    smallest count that fires the rule: for a strict `count > T` strategy, which reports `T + 1`, a true
+    count of exactly `T` is premature).
 
     A trigger named `threshold` says it was a threshold decision; any other (but `NOT_THRESHOLD`)
     is one only when the strategy's own estimate at the decision had reached the threshold: hybrid's

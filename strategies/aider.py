@@ -21,6 +21,9 @@
   2025-01-20 (the summary replaces `done`, losing the pair appended after the snapshot; a failed
   summary empties `done`).
 
+Neither requests nor compactions report an estimate or a threshold (`Request.threshold`): the limit
+applies to the `done` messages alone, never to the whole context whose true count the metrics hold.
+
 The weak model is the summariser passed to the run; its window defaults to the profile's. Requests
 are views of one append-only log of wire messages (compaction_bench.log_view), and the split reads
 only the messages it keeps or cuts, so neither grows with an unbounded `done`.
@@ -187,7 +190,7 @@ class Aider(Strategy):
         self._done_tokens += sum(self.token_count(m) for m in messages)
 
     def summarize_start(self) -> None:
-        if not self._done_tokens > self.max_tokens:  # too_big(done), on the running total
+        if not self._done_tokens > self.max_tokens:  # too_big(done), strict (§3), on the running total of `done` only
             return
         self.summarize_end()
         self.snapshot = list(self.done)
@@ -211,11 +214,15 @@ class Aider(Strategy):
         self.done = summarized
         self._done_tokens = sum(self.token_count(m) for m in summarized)
         kept = {i for m in summarized for i in m.item_ids}
+        # No estimate and no threshold for the token-accuracy metrics: `too_big` (§3, strict `>`) sums the JSON
+        # token counts of `done` alone, taken at the snapshot, while the record's true count is the whole context
+        # at this request (system and `cur` besides, and later messages). No whole-context count corresponds to
+        # the limit, so a premature verdict on it could be wrong either way; the rule's own numbers go in details.
         self.ctx.record_compaction(
             trigger="threshold", before=before, after=self.messages(), summary=_text(summarized),
             summarized_ids=[i for m in snapshot for i in m.item_ids if i not in kept],
-            estimate_tokens=sum(self.token_count(m) for m in snapshot), threshold=int(self.max_tokens),
-            details={"snapshot_equal": same, "lost_after_snapshot": lost},
+            details={"snapshot_equal": same, "lost_after_snapshot": lost,
+                     "done_tokens": sum(self.token_count(m) for m in snapshot), "history_limit": self.max_tokens},
         )
 
     # ------------------------------------------------------------ the split (§5, §6)

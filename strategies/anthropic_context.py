@@ -31,7 +31,10 @@ by the count of what it holds), a clearing record's when the context before it i
 first clearing). `threshold` goes with it on clearing records: a later clearing's context before it is the
 previous edited prompt, which the server never compared with the trigger, so it would be judged premature
 on a count nobody decided on. A request keeps the trigger as its threshold (the count at which the server
-edits): with no estimate, or the exact one, no trigger can count as missed.
+edits): with no estimate, or the exact one, no trigger can count as missed. Both strategies compare with
+`>` (the docs' "exceeds": §2.1 for clearing, its operator open in §8 item 2; §7 for compaction, "`>` vs `≥`
+unverified"; the server's code is not public), so the threshold they report is the smallest count that
+fires it, `trigger + 1` (`Request.threshold`).
 
 What a client keeps after a pause the docs leave to it (§4.4: "any additional messages you want to
 preserve verbatim"). Their example "Preserving recent messages after compaction" (the compaction page,
@@ -320,12 +323,11 @@ class ClearToolUses(_ClientHistory):
         record reports it, and the trigger, only when its context before is that prompt (nothing was cleared
         on the previous request); else its context before is the previous edited prompt, on which nothing was
         decided, and it reports neither (a threshold over that context would judge the clearing premature)."""
-        o = self.options
         decided = not self._applied
         self.ctx.record_compaction(
             trigger="clear_tool_uses", before=before, after=after, summary=None,
             estimate_tokens=tokens if decided else None,
-            threshold=o.trigger_value if decided and o.trigger_type == "input_tokens" else None,
+            threshold=self._threshold() if decided else None,
             details={"cleared_tool_uses": len(cleared), "newly_cleared": newly, "cleared_input_tokens": removed},
             probe=False,
         )
@@ -334,12 +336,17 @@ class ClearToolUses(_ClientHistory):
     def _finish(self, messages: Sequence[Message], tokens: int, cleared: tuple[str, ...], removed: int) -> Request:
         """The request the model gets. `estimate_tokens`: the server's exact count `tokens` when that prompt is
         the one sent (nothing cleared), else None (it counted the unedited prompt, not the edited one sent)."""
-        o = self.options
         meta: dict[str, Any] = {}
         if cleared:
             meta["applied_edits"] = [{"type": "clear_tool_uses_20250919", "cleared_tool_uses": len(cleared), "cleared_input_tokens": removed}]
-        threshold = o.trigger_value if o.trigger_type == "input_tokens" else None
-        return Request(messages, estimate_tokens=None if cleared else tokens, threshold=threshold, meta=meta)
+        return Request(messages, estimate_tokens=None if cleared else tokens, threshold=self._threshold(), meta=meta)
+
+    def _threshold(self) -> int | None:
+        """The smallest input count at which the edit fires: the trigger is strict, `tokens > trigger_value`
+        ("exceeds", §2.1; the operator unverified, §8 item 2), so `trigger_value + 1`. None for a trigger in
+        tool uses: no token count fires it."""
+        o = self.options
+        return o.trigger_value + 1 if o.trigger_type == "input_tokens" else None
 
     def _render(self, cleared: Sequence[str]) -> list[Message]:
         """The prompt the previous request sent: the same edit over the current history."""
@@ -397,7 +404,9 @@ class ServerCompact(_ClientHistory):
         if tokens > o.trigger and self._compact(messages, tokens):
             messages = self.messages()
             estimate = self.ctx.count_tokens(messages) if o.pause_after_compaction else None
-        return Request(messages, estimate_tokens=estimate, threshold=o.trigger)
+        # strict, "when input exceeds the trigger" (§7; operator unverified there): the smallest count that
+        # compacts is `trigger + 1`
+        return Request(messages, estimate_tokens=estimate, threshold=o.trigger + 1)
 
     def _compact(self, messages: Sequence[Message], tokens: int) -> bool:
         """Compact (§4.2); False when the summary iteration overflowed (§4.9): nothing changed, and the request
@@ -422,7 +431,7 @@ class ServerCompact(_ClientHistory):
         self.ctx.record_compaction(
             trigger="compact_20260112", before=messages, after=self.messages(), summary=result.text,
             summarized_ids=summarized, estimate_tokens=tokens,
-            threshold=o.trigger,
+            threshold=o.trigger + 1,
             details={"iteration": {"type": "compaction", "input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
                      "paused": o.pause_after_compaction},
         )

@@ -74,9 +74,13 @@ class Truncate(_Recording):
     def request(self) -> Request:
         messages = self.messages()
         window = self.ctx.profile.context_window
-        threshold = int(window * self.options.trigger_ratio)
+        limit = int(window * self.options.trigger_ratio)
+        # The rule is strict ("once the true token count passes `trigger_ratio` of the window", this
+        # module's docstring; a baseline, no upstream): it drops at `tokens > limit`, so the smallest count
+        # that fires it, the threshold reported (`Request.threshold`), is `limit + 1`.
+        threshold = limit + 1
         tokens = self.ctx.count_tokens(messages)
-        if tokens > threshold:
+        if tokens > limit:
             before = messages
             target = int(window * self.options.target_ratio)
             keep = self._drop_until(target)

@@ -670,6 +670,9 @@ class ClaudeCode(Strategy):
         self._microcompact()
         count = self.count()
         meta: dict[str, Any] = {"count": count}
+        # `enabled && tokens >= T` (§2.1 "Above threshold", cli.js L1921 `L1A`; §8.1 changes 2.1's `T`, not the
+        # comparison), not strict: `T` itself is the smallest count that compacts, the threshold reported
+        # (`Request.threshold`). The count is the whole context's (§2.2, §8.2), as the true count is.
         threshold: int | None = self.threshold if self.enabled else None  # auto-compact off: no check, no threshold
         if self.enabled and count >= self.threshold and self._auto_compact(meta):
             count, threshold = self.count(), None
@@ -694,6 +697,8 @@ class ClaudeCode(Strategy):
         if o.disable_microcompact or self.later:
             return
         warning_line = (self.threshold if self.enabled else self.effective) - o.warning_buffer
+        # applied only at or above the warning line (§5 step 4, `tokens >= B - 20,000`, §2.1 `OV5`): not strict,
+        # so the line itself is the threshold its record reports
         if self.count() < warning_line:
             return
         # The eligible calls not cleared yet (`_live`, with the sum of their results' sizes), oldest first

@@ -59,6 +59,7 @@ from compaction_bench.strategies.codex_components import (
     TruncationPolicy,
     approx_tokens,
     comp_hash_for,
+    downshift_at,
     encrypted_length,
     estimate_history,
     for_prompt,
@@ -308,7 +309,7 @@ class _Codex(Strategy):
         return Request(
             self.prompt.messages(self.history, self.base),
             estimate_tokens=self.account.active(self.history, self.terms),
-            threshold=self.limits.auto_limit,
+            threshold=self.limits.compact_at,  # `>=` in total scope; None in body_after_prefix (ContextLimits)
             meta={"window_id": self.windows.request_id},
         )
 
@@ -324,7 +325,7 @@ class _Codex(Strategy):
         status = self.status()
         if self.follow_up and not interrupted and (self.new_context_requested or status.limit_reached):
             reason = "NewContextRequested" if self.new_context_requested else "ContextLimit"
-            if not self.compact("mid-turn", reason, status, self.limits):
+            if not self.compact("mid-turn", reason, status, self.limits, threshold=self.limits.compact_at):
                 self.turn_failed = True
         else:
             self.after_sampling(status)
@@ -340,18 +341,24 @@ class _Codex(Strategy):
             reason = model_switch_reason(self.model, new, status.active)
             ok = True
             if reason:
-                ok = self.compact("model-switch", reason, status, self.limits, model=self.model.slug)
+                # a downshift is decided on the new model's limits (strict auto-limit test, `downshift_at`); a
+                # comp_hash change on no count at all, so it reports no threshold
+                threshold = downshift_at(new.limits) if reason == "ModelDownshift" else None
+                ok = self.compact("model-switch", reason, status, self.limits, model=self.model.slug, threshold=threshold)
             self.model = new
             if not ok:
                 return False
         status = self.status()
         if status.limit_reached:
-            return self.compact("pre-turn", "ContextLimit", status, self.limits)
+            return self.compact("pre-turn", "ContextLimit", status, self.limits, threshold=self.limits.compact_at)
         return True
 
     # ------------------------------------------------------------------ compaction
-    def compact(self, phase: str, reason: str, status: TokenStatus, limits: ContextLimits, model: str | None = None) -> bool:
-        """Run the strategy's path and install its history (§1.5). False when it failed."""
+    def compact(
+        self, phase: str, reason: str, status: TokenStatus, limits: ContextLimits, model: str | None = None, *, threshold: int | None
+    ) -> bool:
+        """Run the strategy's path and install its history (§1.5). False when it failed. `threshold` is what
+        the record reports: the smallest active count at which the rule that decided fires (`Request.threshold`)."""
         before = self.prompt.messages(self.history, self.base)
         saved_windows = copy.copy(self.windows)
         self.windows.advance()
@@ -384,7 +391,7 @@ class _Codex(Strategy):
             summary=built.summary,
             summarized_ids=built.summarized_ids,
             estimate_tokens=status.active,
-            threshold=limits.auto_limit,
+            threshold=threshold,
             details={
                 "reason": reason,
                 "phase": phase,

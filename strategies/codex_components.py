@@ -15,7 +15,8 @@ This module owns, once for all four Codex strategies:
 - `ContextLimits` (§1.1), `TokenAccount` (the active-token accountant of §1.3, the
   ``fill_to_context_window`` quirk, the body-after-prefix prefill and the usage rebase of §1.5),
   `ContextWindows` (window number and ids, §1.5), `TokenStatus` (§1.2);
-- `model_switch_reason` (§1.4 item 3) and the model catalog facts it needs (comp_hash, windows);
+- `model_switch_reason` (§1.4 item 3), `downshift_at` (the count its downshift test fires at) and the
+  model catalog facts it needs (comp_hash, windows);
 - `remote_candidates` and `RetainedRun` (the 64k retention of §4.3, carried from one remote
   compaction to the next with running sums over the retained run) and
   `pretrim_tool_outputs` (§3.1);
@@ -610,6 +611,19 @@ class ContextLimits:
             return self.configured_limit
         return self.auto_limit
 
+    @property
+    def compact_at(self) -> int | None:
+        """The threshold a request and a `ContextLimit` compaction report (`Request.threshold`): the smallest
+        active count at which `token_limit_reached` holds. In `total` scope the scope count is the active count
+        and both tests are `>=` (§1.2, `context_window.rs` L23-91): `min(auto limit + fallback buffer, usable
+        window)`. The buffer is 0 except in token-budget mode with a fallback prompt (§1.1); there the auto limit
+        alone would be one buffer too low. None in `body_after_prefix` scope: that test reads the active count less the
+        window's prefill baseline, a server count or a local estimate (§1.5), so it does not compare the whole
+        context a record's true count measures."""
+        if self.scope == "body_after_prefix":
+            return None
+        return min(self.scope_limit + self.fallback_buffer, self.usable)
+
 
 @dataclass(frozen=True)
 class TokenStatus:
@@ -735,10 +749,21 @@ def model_switch_reason(previous: ModelState, new: ModelState, active: int) -> s
         if new.limits.scope == "body_after_prefix":
             reached = over_usable
         else:
-            reached = active > new.limits.auto_limit or over_usable
+            reached = active > new.limits.auto_limit or over_usable  # strict `>` here, unlike §1.2 (see `downshift_at`)
         if reached:
             return "ModelDownshift"
     return None
+
+
+def downshift_at(new: ContextLimits) -> int:
+    """The threshold a `ModelDownshift` compaction reports: the smallest active count at which
+    `model_switch_reason` finds the limit reached for the smaller model (§1.4 item 3, `turn.rs` L1061-1153).
+    Its auto-limit test is strict, `active > new auto limit`, so one more than that limit; the usable-window
+    test is `>=`. In `body_after_prefix` scope only the usable-window test applies, which reads the whole
+    active count, so that scope has an exact threshold here too."""
+    if new.scope == "body_after_prefix":
+        return new.usable
+    return min(new.auto_limit + 1, new.usable)
 
 
 # --------------------------------------------------------------------------- remote helpers

@@ -995,7 +995,7 @@ class GeminiCli(Strategy):
 
     # ------------------------------------------------------------ the check (§2)
     def request(self) -> Request:
-        threshold = math.floor(self.options.compression_threshold * self.limit)
+        threshold = self._reported_threshold()
         count = self.last_prompt_tokens
         fired = bool(self.history) and count >= self.options.compression_threshold * self.limit
         if fired:
@@ -1010,6 +1010,13 @@ class GeminiCli(Strategy):
         # The check runs once per request (§2.1): once it fired, no count compacts this request again, so it
         # reports no threshold (the compaction it recorded reports the one it fired on)
         return Request(self.messages(), estimate_tokens=self.last_prompt_tokens, threshold=None if fired else threshold)
+
+    def _reported_threshold(self) -> int:
+        """The smallest count that compresses (`Request.threshold`): the check goes on unless `originalTokenCount
+        < threshold * tokenLimit(model)` (§2.2 step 4, "compression starts at `>=`"), a float product, so the
+        smallest whole count at or above it, its ceiling (a floor would be one short whenever the product has a
+        fraction, e.g. an odd limit at 0.5). Python's product is the same double as JavaScript's."""
+        return math.ceil(self.options.compression_threshold * self.limit)
 
     # ------------------------------------------------------------ truncation (§3)
     def _index(self) -> None:
@@ -1142,7 +1149,7 @@ class GeminiCli(Strategy):
         self.ctx.record_compaction(
             trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
             summarized_ids=[i for m in body for i in m.item_ids], estimate_tokens=count,
-            threshold=math.floor(o.compression_threshold * self.limit),
+            threshold=self._reported_threshold(),
             details={"split": split, "kept_contents": len(plan.source) - split, "new_tokens": new_tokens, "anchored": previous},
         )
 

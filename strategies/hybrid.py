@@ -149,9 +149,13 @@ class Hybrid(Strategy):
                                        details={"masked": newly}, probe=False)
         messages = self.messages()
         tokens = self.ctx.count_tokens(messages)
-        threshold = int(self.ctx.profile.context_window * o.trigger_ratio)
-        if tokens > threshold or self.steps_since_summary >= o.summarize_steps + o.keep_last:
-            if self._summarize(messages, tokens, threshold, "threshold" if tokens > threshold else "steps"):
+        limit = int(self.ctx.profile.context_window * o.trigger_ratio)
+        # The token rule is this project's (HybridOptions; evaluation.md §2 gives only the step count) and
+        # strict, "crosses `trigger_ratio` of the window": `tokens > limit`. The threshold reported is the
+        # smallest count that fires it (`Request.threshold`): `limit + 1`.
+        threshold = limit + 1
+        if tokens > limit or self.steps_since_summary >= o.summarize_steps + o.keep_last:
+            if self._summarize(messages, tokens, threshold, "threshold" if tokens > limit else "steps"):
                 messages = self.messages()
                 tokens = self.ctx.count_tokens(messages)  # the count of the context sent, as `truncate` reports
         return Request(messages, estimate_tokens=tokens, threshold=threshold)

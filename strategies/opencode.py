@@ -213,8 +213,9 @@ class OpenCodeV1(_OpenCode):
         return self.options.auto and self.limits.context > 0 and count is not None and count >= self.usable
 
     def _threshold(self) -> int | None:
-        """The count at which it compacts: the usable window, None when no count ever triggers a
-        compaction (`auto` off or no context limit, §1.2, §1.5)."""
+        """The smallest count at which it compacts (`Request.threshold`): `isOverflow` is `count >= usable`
+        (§1.2, `overflow.ts` L22-34), not strict, so the usable window itself. None when no count ever
+        triggers a compaction (`auto` off or no context limit, §1.2, §1.5)."""
         return self.usable if self.options.auto and self.limits.context > 0 else None
 
     def on_user_turn(self, item: Item) -> None:
@@ -446,6 +447,7 @@ class OpenCodeV2(_OpenCode):
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
+        #: §6.6's limit, compared strictly (`estimate > threshold` compacts); the reported threshold is one more
         self.threshold = self.limits.context - max(self.limits.output, self.options.buffer)
         # The replay sends no tool definitions (for any strategy), so what this strategy reports
         # for the token-accuracy metrics is net of them: the tools' own estimate comes off both the
@@ -487,9 +489,13 @@ class OpenCodeV2(_OpenCode):
         return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self._reported_threshold(), meta=meta)
 
     def _reported_threshold(self) -> int | None:
-        """The threshold net of the tools' estimate; None when no estimate ever triggers a compaction (`auto`
-        off or no context limit, §6.6: only a provider overflow compacts then, §6.7)."""
-        return self.threshold - self.tools_tokens if self.options.auto and self.limits.context > 0 else None
+        """The smallest estimate that compacts (`Request.threshold`), net of the tools' estimate:
+        `compactIfNeeded` goes on only when the estimate is not `<= context - max(output, buffer)` (§6.6), a
+        strict `>`, so one more than `self.threshold`. Taking the tools' constant estimate off both sides keeps
+        the comparison exact against the true count of the messages sent (which carry no tools). None when
+        no estimate ever triggers a compaction (`auto` off or no context limit, §6.6: only a provider overflow
+        compacts then, §6.7)."""
+        return self.threshold + 1 - self.tools_tokens if self.options.auto and self.limits.context > 0 else None
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         super().on_response(items, usage, needs_follow_up)
@@ -528,10 +534,12 @@ class OpenCodeV2(_OpenCode):
         prompt_tokens = opencode_estimate(prompt)
         if prompt_tokens > context - summary_output:
             return self._refuse(f"summary prompt of {prompt_tokens} estimated tokens exceeds {context - summary_output}")
+        # the fit check refuses at `estimate > context - summaryOutput` (strict, §6.5 step 7): the smallest
+        # count at which this request would not be sent is one more (`Request.threshold`)
         request = Request(
             [Message("user", prompt)],
             estimate_tokens=prompt_tokens,
-            threshold=context - summary_output,
+            threshold=context - summary_output + 1,
             kind="summary",
             max_output_tokens=summary_output,
         )

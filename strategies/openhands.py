@@ -367,11 +367,18 @@ class OpenHands(Strategy):
         window = self.ctx.profile.context_window
         return min(self.options.max_tokens, window) if self.options.max_tokens is not None else window
 
+    def _reported_threshold(self) -> int:
+        """The smallest view count that fires TOKENS (`Request.threshold`): the reason is strict,
+        `get_total_token_count(...) > effective_max_tokens` (§4.1, `llm_summarizing_condenser.py@611629e6`
+        L117-154), so one more than `effective_max_tokens`. The count is the whole view's messages, what the
+        request sends (§4.7; the replay sends no tool definitions), so the true count compares with it exactly."""
+        return self._effective_max_tokens() + 1
+
     def _reasons(self) -> _Reasons:
         total = self.ctx.count_tokens(self.messages())
         reasons = _Reasons(
             request=self.unhandled_request,
-            tokens=total > self._effective_max_tokens(),
+            tokens=total > self._effective_max_tokens(),  # strict (§4.1): reported as `_reported_threshold`
             events=len(self.view) > self.options.max_size,
         )
         reasons.extra["total_tokens"] = total
@@ -427,7 +434,7 @@ class OpenHands(Strategy):
                 # a condensation replaced the view: the count of the view sent (`get_total_token_count`, §4.7,
                 # as the next step's reasons read it), not the one the reasons were read on
                 estimate = self.ctx.count_tokens(self.messages())
-        return Request(self.messages(), estimate_tokens=estimate, threshold=self._effective_max_tokens())
+        return Request(self.messages(), estimate_tokens=estimate, threshold=self._reported_threshold())
 
     # ------------------------------------------------------------ window (§4.3)
     def _events_from_tail(self, reasons: _Reasons) -> int:
@@ -508,7 +515,7 @@ class OpenHands(Strategy):
         self.ctx.record_compaction(
             trigger=trigger, before=before, after=self.messages(), summary=summary,
             summarized_ids=[i for e in forgotten for i in e.item_ids], estimate_tokens=reasons.extra["total_tokens"],
-            threshold=self._effective_max_tokens(),
+            threshold=self._reported_threshold(),
             details={"reasons": names, "forgotten_events": len(forgotten), "summary_offset": offset},
         )
 

@@ -28,7 +28,8 @@ no pre-prompt check). The rest implements docs/specs/pi.md:
 `Request.estimate_tokens` is Pi's `estimateContextTokens` of the agent messages (last usage +
 chars/4 of what follows), None while that usage predates the compaction the request sends (Pi has no
 count of a compacted context until an assistant answers it, §2.4); `Request.threshold` is
-`contextWindow - reserveTokens` (None with `enabled` off: no count then triggers a compaction).
+`contextWindow - reserveTokens + 1`, the smallest count the strict `>` of §2.2 fires on (None with
+`enabled` off: no count then triggers a compaction).
 
 Between compactions the agent messages only grow at their end, so the strategy keeps them, their
 wire form and their estimate from one request to the next and adds what was appended (issue 18);
@@ -135,7 +136,7 @@ class PiOptions:
 
 @dataclass(frozen=True)
 class Decision:
-    """One threshold check: Pi's contextTokens against contextWindow - reserveTokens."""
+    """One threshold check: Pi's contextTokens against contextWindow - reserveTokens, strict (§2.2)."""
 
     context_tokens: int
     threshold: int
@@ -325,9 +326,12 @@ class PiStrategy(Strategy):
 
     @property
     def reported_threshold(self) -> int | None:
-        """The threshold a request and a compaction report: None with `compaction.enabled` off, when no
-        count ever triggers a compaction (§2.2)."""
-        return self.threshold if self.options.enabled else None
+        """The threshold a request and a compaction report: the smallest contextTokens that fires
+        `shouldCompact`, which is strict, `contextTokens > contextWindow - reserveTokens` (§2.2,
+        `compaction.ts@83378aad` L212-215; the same at 83a6c269, `core/compaction.ts` L72-75, read upstream
+        for `pi-2025-12`), so `threshold + 1` (`Request.threshold`). None with `compaction.enabled` off, when
+        no count ever triggers a compaction (§2.2)."""
+        return self.threshold + 1 if self.options.enabled else None
 
     # ------------------------------------------------------------------ items → messages
     def _message_ts(self, item: Item) -> float:

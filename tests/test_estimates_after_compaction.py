@@ -170,7 +170,7 @@ def test_pi_holds_no_count_of_the_compacted_context_until_an_assistant_answers_i
     assert second.messages[0].content.startswith(COMPACTION_SUMMARY_PREFIX) and "a" * 200 in [m.content for m in second.messages]
     assert second.estimate_tokens is None
     assert third.estimate_tokens == 300 + 2
-    assert all(r.threshold == 8000 for r in (first, second, third))
+    assert all(r.threshold == 8001 for r in (first, second, third))  # strict `> 8,000` (§2.2)
 
 
 def test_pi_2025_12_counts_the_running_loop_until_the_compacted_context_is_sent():
@@ -215,9 +215,9 @@ def short_turns():
     [
         ("opencode-v1", {"auto": False}, 32_000),  # usable window: 64,000 - min(32,000, 32,000)
         ("opencode-v2", {"auto": False}, None),
-        ("pi", {"enabled": False}, 64_000 - 16_384),
-        ("pi-2026-03", {"enabled": False}, 64_000 - 16_384),
-        ("pi-2025-12", {"enabled": False}, 64_000 - 16_384),
+        ("pi", {"enabled": False}, 64_000 - 16_384 + 1),  # strict `>` (§2.2): the smallest count that compacts
+        ("pi-2026-03", {"enabled": False}, 64_000 - 16_384 + 1),
+        ("pi-2025-12", {"enabled": False}, 64_000 - 16_384 + 1),
     ],
 )
 def test_no_threshold_without_automatic_compaction(short_turns, strategy, off, on_threshold):

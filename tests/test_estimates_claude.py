@@ -111,7 +111,7 @@ def test_clear_tool_uses_reports_the_servers_count_only_of_the_prompt_it_counted
     edited = [r for r in requests if "applied_edits" in r.meta]
     assert edited and len(edited) < len(requests)
     for request, full in zip(requests, unedited, strict=True):
-        assert request.threshold == trigger
+        assert request.threshold == trigger + 1  # "exceeds" is `>`: the smallest count that clears
         if "applied_edits" in request.meta:
             assert full.true_tokens > trigger and request.true_tokens < full.true_tokens
             assert request.estimate_tokens is None
@@ -126,7 +126,7 @@ def test_clear_tool_uses_reports_the_servers_count_only_of_the_prompt_it_counted
     step = result.requests[first.next_request].step
     decided = next(r for r in unedited if r.step == step)
     assert first.estimate_tokens == first.tokens_before == decided.true_tokens > trigger
-    assert first.threshold == trigger and not premature(first)
+    assert first.threshold == trigger + 1 and not premature(first)
     assert later and all(c.tokens_before < trigger for c in later)
     assert all(c.estimate_tokens is None and c.threshold is None and not premature(c) for c in later)
     assert all(any(m.content == PLACEHOLDER for m in c.before) for c in later)  # the previous edit
@@ -146,7 +146,7 @@ def test_compact_reports_the_servers_count_of_the_prompt_it_decided_on():
         for compaction in result.compactions:
             assert compaction.estimate_tokens == compaction.tokens_before > 50_000 and not premature(compaction)
         for request in turns(result):
-            assert request.threshold == 50_000 and not estimate_error(request).missed_trigger
+            assert request.threshold == 50_001 and not estimate_error(request).missed_trigger  # `>` 50,000
             if request.index in after and not pause:
                 assert request.messages[0].role == "compaction" and request.estimate_tokens is None
             else:

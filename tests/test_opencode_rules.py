@@ -65,7 +65,7 @@ def test_v2_compact_if_needed_runs_again_until_it_fits_or_is_refused():
     result = replay(s.transcript(), "opencode-v2", profile="64k", options={"context_limit": 25_000, "tools_json_chars": 2})
     assert [(c.trigger, c.step) for c in result.compactions] == [("threshold", 0)]
     first = next(r for r in result.requests if r.kind == "turn" and r.step == 0)
-    assert first.estimate_tokens > first.threshold == 5_000
+    assert first.estimate_tokens >= first.threshold == 5_001  # strict `> 5,000`: the smallest firing count
     assert first.meta["compaction_refused"] == "nothing to compact"
 
 
@@ -74,8 +74,9 @@ def test_v2_summary_output_is_capped_at_4096(output_limit, expected):
     s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
     result = replay(s.transcript(), "opencode-v2", profile="1m", options={"context_limit": 40_000, "output_limit": output_limit})
     summary = next(r for r in result.requests if r.kind == "summary")
-    # summaryOutput = min(output or 4,096, 4,096); the request's fit limit is context - summaryOutput
-    assert summary.threshold == 40_000 - expected
+    # summaryOutput = min(output or 4,096, 4,096); the request's fit limit is context - summaryOutput, refused
+    # when the estimate exceeds it (§6.5 step 7): the smallest refused count is one more
+    assert summary.threshold == 40_000 - expected + 1
 
 
 def test_v1_reserved_applies_only_with_an_input_limit():

@@ -48,13 +48,14 @@ def test_the_trigger_estimate_includes_the_tool_schemas_by_default():
     # The request reports estimate and threshold net of the tools' own estimate (the replay sends no
     # tool definitions), so the accuracy metrics compare like with like; the decision is the same.
     tools_tokens = (tools - 2 + 2) // 4  # the definitions between the brackets
-    # one token over the threshold: compactIfNeeded runs (and finds nothing to summarize in one entry)
+    # one token over the threshold: compactIfNeeded runs (and finds nothing to summarize in one entry); the
+    # threshold reported is the smallest estimate that runs it (`> limit`: the limit + 1), here the estimate
     fired = first_request(estimate - 1 + 1_000)
-    assert fired.estimate_tokens == estimate - tools_tokens and fired.threshold == estimate - 1 - tools_tokens
+    assert fired.estimate_tokens == estimate - tools_tokens and fired.threshold == estimate - tools_tokens
     assert fired.meta["compaction_refused"] == "nothing to compact"
     # exactly at the threshold: no compaction is attempted
     quiet = first_request(estimate + 1_000)
-    assert quiet.estimate_tokens == estimate - tools_tokens and quiet.threshold == estimate - tools_tokens
+    assert quiet.estimate_tokens == estimate - tools_tokens and quiet.threshold == estimate + 1 - tools_tokens
     assert "compaction_refused" not in quiet.meta
 
 
