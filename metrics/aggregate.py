@@ -358,8 +358,9 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
     kind, overflowed = cell["kind"], cell["overflow"].astype(bool)
     asked = (kind == "turn") | (kind == "summary")
     sent = asked & ~overflowed
-    for fmt in FORMATS:
-        out[f"integrity_{fmt}"] = int(cell[f"integrity_{fmt}"].sum()) / repeats
+    for fmt in FORMATS:  # a format added after a run was measured has no column in its tables
+        if f"integrity_{fmt}" in cell:
+            out[f"integrity_{fmt}"] = int(cell[f"integrity_{fmt}"].sum()) / repeats
         if f"integrity_recorded_{fmt}" in cell:
             out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"].sum()) / repeats
     out["estimate_error"] = _mean(cell["estimate_error"])

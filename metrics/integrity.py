@@ -7,9 +7,10 @@ message list, so a report can point at them).
 
 Kinds: ``orphan_call`` (a call no result answers), ``orphan_result`` (a result no call asked for),
 ``misplaced_result`` (the result exists but not where the format requires it), ``duplicate_id``
-(two calls, or two results, with one id). Orphans the recorded session already had (an aborted
-call that never got a result) are told apart (`recorded_orphans`): replaying them is not a
-strategy's fault, and the metrics report them separately.
+(two calls, or two results, with one id), ``misplaced_call`` (Gemini only: a call turn with no user
+turn before it). Orphans the recorded session already had (an aborted call that never got a
+result, or the calls a recording opens with) are told apart (`recorded_orphans`): replaying them
+is not a strategy's fault, and the metrics report them separately.
 
 The formats (docs/specs/evaluation.md §6: "our validator must run on each provider's wire format"):
 - ``openai_chat`` (Chat Completions): reasoning has no input form and is not sent; every other
@@ -26,6 +27,51 @@ The formats (docs/specs/evaluation.md §6: "our validator must run on each provi
   consecutive turns of one role merge into one. Every ``tool_use`` must be answered in the very
   next turn, with the ``tool_result`` blocks before any text of that turn, and every
   ``tool_result`` must answer a ``tool_use`` of the turn right before it.
+- ``gemini`` (Gemini API ``generateContent``): ``contents`` of ``user`` and ``model`` turns, whose
+  parts are ``text``, ``functionCall`` and ``functionResponse``. Every system or developer message,
+  wherever it stands, goes to ``systemInstruction`` (litellm's ``transform_system_message`` lifts
+  them all; gemini-cli has no system turn); assistant text, reasoning (a thought part) and calls
+  are the parts of a model turn; user text, compaction items and tool results (``functionResponse``
+  parts) of a user turn. Consecutive messages of one role make one turn, because the clients merge
+  them before sending: gemini-cli's ``coalesceConsecutiveRoles`` (``packages/core/src/core/
+  geminiChat.ts``, added "to prevent 400 Bad Request errors" in ``google-gemini/gemini-cli`` #28407)
+  and litellm's ``gemini_convert_messages_with_history``, which joins runs of user/system, of
+  assistant and of tool messages. The API itself merges nothing and checks content by content:
+  gemini-cli #3333 fixed a client that sent the responses of one parallel step as separate user
+  contents, which the API refused with a 400 ("all responses for a single multi-tool-call request
+  [must] be bundled in a single user turn"; #28407 fixed the same in the a2a server). The rules,
+  each known from the HTTP 400 (``INVALID_ARGUMENT``) that breaking it earns:
+
+  - a turn with ``functionResponse`` parts must come right after a model turn with
+    ``functionCall`` parts ("Please ensure that function response turn comes immediately after a
+    function call turn", gemini-cli #14183, langchain-ai/langchain #27799);
+  - that turn must hold as many responses as the call turn holds calls ("Please ensure that the
+    number of function response parts is equal to the number of function call parts of the
+    function call turn", gemini-cli #4217 and its many duplicates after interrupted or cancelled
+    calls; microsoft/vscode #299295 for calls left without a response);
+  - a model turn with calls must come right after a user turn, so ``contents`` cannot open with one
+    ("Please ensure that function call turn comes immediately after a user turn or after a function
+    response turn", gemini-cli #11814: a history that starts with a function call).
+
+  A response answers the call of the previous turn with its id: ``FunctionCall.id`` is optional
+  and, when set, "the client [is] to execute the function_call and return the response with the
+  matching id"; ``FunctionResponse.id`` is "populated by the client to match the corresponding
+  function call id" (Gemini API reference). litellm sends the ids to Gemini 3 and newer models
+  ("for strict tool-call matching", ``VertexGeminiConfig._forward_gemini_function_call_id``) and
+  none to older ones, where only the count above can be checked: matching by id is the stricter
+  reading, and the one the newer models apply. A call
+  without an id is answered by a response without one, by name (``FunctionResponse.name``
+  "matches ``FunctionCall.name``"), else in order; gemini-cli's own history repair
+  (``utils/historyHardening.ts``) pairs a call with a response of the next turn by id and name.
+  The responses must lead their turn: litellm sends user text that precedes them as a content of
+  its own, between the call turn and the responses, which breaks the first two rules (text after
+  them is a separate content, or merged behind them, and harmless); gemini-cli's repair also puts
+  the responses first. Kinds as above, plus ``misplaced_call`` for a call turn that opens
+  ``contents``; an extra response for a call already answered is a ``duplicate_id``. Reusing an id
+  in a later step is no Gemini error (each step is checked against its own call turn). Thought
+  signatures (Gemini 3 wants the first ``functionCall`` of each step of the current turn signed)
+  are not checked: a request here carries none, and both clients send Google's documented
+  placeholder (``skip_thought_signature_validator``) where a call has none.
 """
 
 from __future__ import annotations
@@ -37,8 +83,8 @@ from dataclasses import dataclass
 from compaction_bench.request import Message
 from compaction_bench.transcript import Transcript
 
-FORMATS = ("openai_chat", "openai_responses", "anthropic")
-KINDS = ("orphan_call", "orphan_result", "misplaced_result", "duplicate_id")
+FORMATS = ("openai_chat", "openai_responses", "anthropic", "gemini")
+KINDS = ("orphan_call", "orphan_result", "misplaced_result", "duplicate_id", "misplaced_call")
 
 
 @dataclass(frozen=True)
@@ -52,11 +98,12 @@ class Violation:
         return {"format": self.format, "kind": self.kind, "call_id": self.call_id, "messages": list(self.messages)}
 
 
-@dataclass
+@dataclass(eq=False)
 class _Block:
     kind: str  # "call" | "result" | "text"
     message: int  # index into the request's messages
     call_id: str = ""
+    name: str = ""  # the tool's name (calls; results where the message names it)
 
 
 @dataclass
@@ -68,10 +115,10 @@ class _Turn:
 def _blocks(index: int, message: Message) -> list[_Block]:
     blocks: list[_Block] = []
     if message.role == "tool":
-        return [_Block("result", index, message.tool_call_id or "")]
+        return [_Block("result", index, message.tool_call_id or "", message.name or "")]
     if message.content or not message.tool_calls:
         blocks.append(_Block("text", index))
-    blocks.extend(_Block("call", index, c.id) for c in message.tool_calls)
+    blocks.extend(_Block("call", index, c.id, c.name) for c in message.tool_calls)
     return blocks
 
 
@@ -186,14 +233,120 @@ def check_openai_responses(messages: Sequence[Message]) -> list[Violation]:
     return out
 
 
-CHECKS = {"openai_chat": check_openai_chat, "openai_responses": check_openai_responses, "anthropic": check_anthropic}
+def _gemini_turns(messages: Sequence[Message]) -> list[_Turn]:
+    """The request as Gemini ``contents``: system and developer messages left out (they are the
+    ``systemInstruction``), consecutive messages of one side merged into one turn."""
+    turns: list[_Turn] = []
+    for i, m in enumerate(messages):
+        role = m.role
+        if role in ("system", "developer"):
+            continue
+        side = "model" if role in ("assistant", "reasoning") else "user"
+        blocks = _blocks(i, m)
+        if turns and turns[-1].role == side:
+            turns[-1].blocks.extend(blocks)
+        else:
+            turns.append(_Turn(side, blocks))
+    return turns
+
+
+def _answers(call: _Block, responses: list[_Block], claimed: set[int]) -> _Block | None:
+    """The first response of `responses` not yet `claimed` (by `id()`) that answers `call`: the same id,
+    or, for a call without one, a response without one of the same name (or naming none)."""
+    for response in responses:
+        if id(response) in claimed:
+            continue
+        if call.call_id:
+            if response.call_id == call.call_id:
+                return response
+        elif not response.call_id and (not response.name or response.name == call.name):
+            return response
+    return None
+
+
+def check_gemini(messages: Sequence[Message]) -> list[Violation]:
+    """The Gemini rules (module docstring): each call turn answered by the responses that open the
+    next turn, one each; every other response a violation; no call turn first."""
+    turns = _gemini_turns(messages)
+    claimed: set[int] = set()  # id() of the responses that answer a call of the turn before theirs
+    unanswered: list[_Block] = []
+    call_ids: set[str] = set()
+    out: list[Violation] = []
+    for k, turn in enumerate(turns):
+        if turn.role != "model":
+            continue
+        calls = [b for b in turn.blocks if b.kind == "call"]
+        if not calls:
+            continue
+        if k == 0:  # nothing before the call turn: contents open with it
+            out.extend(Violation("gemini", "misplaced_call", c.call_id, (c.message,)) for c in calls)
+        leading: list[_Block] = []
+        if k + 1 < len(turns):
+            for block in turns[k + 1].blocks:
+                if block.kind != "result":
+                    break
+                leading.append(block)
+        for c in calls:
+            call_ids.add(c.call_id)
+            response = _answers(c, leading, claimed)
+            if response is None:
+                unanswered.append(c)
+            else:
+                claimed.add(id(response))
+    stray: dict[str, list[_Block]] = defaultdict(list)  # by id, the responses that answer no call
+    loose: list[_Block] = []
+    for turn in turns:
+        for block in turn.blocks:
+            if block.kind == "result" and id(block) not in claimed:
+                loose.append(block)
+                if block.call_id:
+                    stray[block.call_id].append(block)
+    if not unanswered and not loose:
+        return out
+    explained: set[int] = set()
+    for c in unanswered:
+        elsewhere = stray.get(c.call_id) if c.call_id else None
+        if elsewhere:
+            response = elsewhere.pop(0)
+            explained.add(id(response))
+            out.append(Violation("gemini", "misplaced_result", c.call_id, (c.message, response.message)))
+        else:
+            out.append(Violation("gemini", "orphan_call", c.call_id, (c.message,)))
+    extra: set[str] = set()
+    for response in loose:
+        if id(response) in explained:
+            continue
+        if response.call_id and response.call_id in call_ids:
+            extra.add(response.call_id)
+        else:
+            out.append(Violation("gemini", "orphan_result", response.call_id, (response.message,)))
+    if extra:
+        # the call was answered (or is reported above): one more response for its id is one too many
+        every: dict[str, list[int]] = defaultdict(list)
+        for turn in turns:
+            for block in turn.blocks:
+                if block.kind == "result" and block.call_id in extra:
+                    every[block.call_id].append(block.message)
+        out.extend(Violation("gemini", "duplicate_id", call_id, tuple(every[call_id])) for call_id in extra)
+    return out
+
+
+CHECKS = {
+    "openai_chat": check_openai_chat,
+    "openai_responses": check_openai_responses,
+    "anthropic": check_anthropic,
+    "gemini": check_gemini,
+}
 
 
 def strictly_paired(messages: Sequence[Message]) -> bool:
-    """The layout every format accepts: each assistant's calls (unique ids) answered by the tool
-    messages right after it, and no other tool message. One cheap pass; most requests are like this."""
+    """The layout every format accepts: each assistant's calls (unique, non-empty ids) answered by
+    the tool messages right after it, no other tool message, and a user or compaction message
+    before the first call (Gemini refuses ``contents`` that open with a call turn). One cheap pass;
+    most requests are like this."""
     seen: set[str] = set()
     pending: set[str] | None = None
+    opened = False
     for m in messages:
         if m.role == "tool":
             if pending is None or m.tool_call_id not in pending:
@@ -204,11 +357,16 @@ def strictly_paired(messages: Sequence[Message]) -> bool:
             return False
         pending = None
         if m.tool_calls:
+            if not opened:
+                return False
             ids = {c.id for c in m.tool_calls}
-            if m.role != "assistant" or len(ids) != len(m.tool_calls) or not seen.isdisjoint(ids):
+            # a call without an id is matched by name under Gemini's rules: left to the full checks
+            if m.role != "assistant" or len(ids) != len(m.tool_calls) or not seen.isdisjoint(ids) or "" in ids:
                 return False
             seen |= ids
             pending = set(ids)
+        elif m.role in ("user", "compaction"):
+            opened = True
     return not pending
 
 
@@ -225,7 +383,17 @@ ANY_KIND = "*"
 def recorded_orphans(transcript: Transcript) -> set[tuple[str, str]]:
     """(kind, call id) of the pairing faults the recorded session itself has: a strategy that
     replays them did not cause them. Orphans (an aborted call, say) are matched by kind; a call id
-    the recording used for several calls or results is inherited for every kind (`ANY_KIND`)."""
+    the recording used for several calls or results is inherited for every kind (`ANY_KIND`); the
+    calls of a recording that opens with a model response holding calls (a subagent's log without
+    its prompt) are Gemini's ``misplaced_call`` wherever a request still opens with them."""
+    opening: set[tuple[str, str]] = set()
+    for item in transcript.items:
+        if item.kind in ("system", "marker"):
+            continue
+        if not item.is_model_output:
+            break
+        if item.kind == "tool_call":
+            opening.add(("misplaced_call", item.call_id or ""))
     orphans = transcript.orphans()
     by_id = transcript.by_id
     calls = {("orphan_call", by_id[i].call_id or "") for i in orphans["calls_without_result"]}
@@ -235,4 +403,4 @@ def recorded_orphans(transcript: Transcript) -> set[tuple[str, str]]:
         if item.kind in ("tool_call", "tool_result") and item.call_id:
             seen[(item.kind, item.call_id)] = seen.get((item.kind, item.call_id), 0) + 1
     reused = {(ANY_KIND, call_id) for (_, call_id), n in seen.items() if n > 1}
-    return calls | results | reused
+    return calls | results | reused | opening

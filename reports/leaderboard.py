@@ -46,6 +46,7 @@ COLUMNS = (
     ("pair errors chat", "integrity_openai_chat", "{:.0f}", "sum"),
     ("pair errors responses", "integrity_openai_responses", "{:.0f}", "sum"),
     ("pair errors anthropic", "integrity_anthropic", "{:.0f}", "sum"),
+    ("pair errors gemini", "integrity_gemini", "{:.0f}", "sum"),
     ("silent loss", "silent_loss", "{:.0f}", "sum"),
     ("estimate error %", "estimate_ape", "{:.1%}", "mean"),
     ("premature", "premature_triggers", "{:.0f}", "sum"),
@@ -58,7 +59,7 @@ CANNOT_SERVE = "cannot serve"
 #: The terminal's choice among the columns, most telling first (`terminal_columns`); the others follow in table order.
 TERMINAL_PRIORITY = (
     "strategy", "profile", "retention [95% CI]", "window", "P(best)", "answered", "pair errors chat", "pair errors responses",
-    "pair errors anthropic", "overflows", "failed requests", "compactions", "silent loss", "cost $", "scenarios", "pairs",
+    "pair errors anthropic", "pair errors gemini", "overflows", "failed requests", "compactions", "silent loss", "cost $", "scenarios", "pairs",
 )
 
 

@@ -1,9 +1,13 @@
 """Baseline strategies: `none`, `truncate` and `observation-masking`.
 
 - `none` never compacts; its overflows are recorded, which shows where a session would fail.
-- `truncate` drops the oldest pair-safe units (whole turns first, then whole model steps with
-  their tool results) once the true token count passes `trigger_ratio` of the window, until it is
-  under `target_ratio`. It never separates a tool call from its result.
+- `truncate` drops the oldest pair-safe units (a turn's user message, each model step with its tool
+  results) once the true token count passes `trigger_ratio` of the window, until it is under
+  `target_ratio`, and then the rest of a turn whose user message went: the window opens at a real
+  user message (when one is left), as a client that trims history does, since a turn without its
+  request reads as an answer to nothing and the Gemini API refuses contents whose function call
+  turn does not follow a user turn (`compaction_bench.metrics.integrity`, ``gemini``). It never
+  separates a tool call from its result.
 - `observation-masking` (JetBrains, "The Complexity Trap", docs/specs/evaluation.md §2): tool outputs
   older than the last `keep_last` agent steps become a one-line placeholder; reasoning and actions
   stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10. Every
@@ -67,7 +71,7 @@ class TruncateOptions:
 
 class Truncate(_Recording):
     name = "truncate"
-    description = "drops the oldest whole turns (then whole steps), never splitting a tool call from its result"
+    description = "drops the oldest turns and steps, opening at a user message, never splitting a tool call from its result"
     spec = "baseline"
     Options = TruncateOptions
 
@@ -93,7 +97,8 @@ class Truncate(_Recording):
         return Request(messages, estimate_tokens=tokens, threshold=threshold)
 
     def _drop_until(self, target: int) -> list[Item]:
-        """The history without its oldest pair-safe units, down to `target` tokens.
+        """The history without its oldest pair-safe units, down to `target` tokens, and without what is
+        left of a turn whose user message was dropped: the kept items open at a real user message.
 
         System items and the newest real user message always stay.
         """
@@ -109,7 +114,10 @@ class Truncate(_Recording):
             if unit:
                 tokens -= self.ctx.count_tokens(self.history.render(unit))
                 dropped.update(i.id for i in unit)
-        return [i for i in items if i.id not in dropped]
+        kept = [i for i in items if i.id not in dropped]
+        opening = next((n for n, i in enumerate(kept) if i.is_real_user), 0)
+        # Units start at real user messages, so what comes before the first kept one is whole units.
+        return [i for n, i in enumerate(kept) if n >= opening or i.id in pinned]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """What `chat_messages` sends obeys the providers' pairing and content rules, whatever the strategy's layout.
 
 The contexts are the ones `tests/test_integrity_rules_providers.py` shows the APIs refuse; the
-payload built from each must pass the Chat Completions and Anthropic pairing checks (litellm merges
-consecutive same-role messages for Anthropic as the checker does), with unique valid ids.
+payload built from each must pass the Chat Completions, Anthropic and Gemini pairing checks (litellm
+merges consecutive same-role messages for Anthropic and Gemini as the checker does), with unique valid ids.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from compaction_bench.metrics.integrity import check_anthropic, check_openai_chat
+from compaction_bench.metrics.integrity import check_anthropic, check_gemini, check_openai_chat
 from compaction_bench.request import Message, ToolCall
 from compaction_bench.wire import EMPTY_TOOL_OUTPUT, chat_messages
 
@@ -53,11 +53,11 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini"])
 def test_the_payload_of_a_refused_layout_is_valid(name, provider):
     payload = chat_messages(REFUSED[name], provider=provider)
     sent = as_messages(payload)
-    assert check_openai_chat(sent) == [] and check_anthropic(sent) == [], payload
+    assert check_openai_chat(sent) == [] and check_anthropic(sent) == [] and check_gemini(sent) == [], payload
     ids = [c.id for m in sent for c in m.tool_calls]
     assert len(ids) == len(set(ids)) and all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", i) for i in ids)
 

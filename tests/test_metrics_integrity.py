@@ -25,53 +25,56 @@ def test_result_split_by_reasoning_is_chat_valid_but_anthropic_invalid():
     # Chat Completions has no reasoning input, so the two tool messages follow their call directly.
     # Anthropic puts the reasoning into an assistant turn between the two tool_result turns, so
     # call b is not answered in the very next turn.
+    # Gemini likewise: the reasoning is a model turn between the two response turns.
     messages = [Message("user", "go"), call("a", "b"), result("a"), Message("reasoning", "thinking"), result("b")]
     found = check(messages)
     assert found["openai_chat"] == []
     assert found["openai_responses"] == []
-    assert kinds(found["anthropic"]) == [("misplaced_result", "b", (1, 4))]
+    assert kinds(found["anthropic"]) == kinds(found["gemini"]) == [("misplaced_result", "b", (1, 4))]
 
 
 def test_user_text_between_call_and_result_breaks_chat_and_anthropic_not_responses():
     messages = [Message("user", "go"), call("a"), Message("user", "wait"), result("a")]
     found = check(messages)
     assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (1, 3))]
-    # Anthropic merges the two user turns; the tool_result then comes after text.
-    assert kinds(found["anthropic"]) == [("misplaced_result", "a", (1, 3))]
+    # Anthropic merges the two user turns; the tool_result then comes after text. Gemini: the text is
+    # the turn after the call turn, and the response does not open it.
+    assert kinds(found["anthropic"]) == kinds(found["gemini"]) == [("misplaced_result", "a", (1, 3))]
     assert found["openai_responses"] == []
 
 
 def test_orphans_and_duplicates_with_indices():
     messages = [Message("system", "rules"), call("a"), result("a"), result("a"), result("z"), call("c")]
-    for fmt, violations in check(messages).items():
-        assert kinds(violations) == [
-            ("duplicate_id", "a", (2, 3)),
-            ("orphan_call", "c", (5,)),
-            ("orphan_result", "z", (4,)),
-        ], fmt
+    expected = [("duplicate_id", "a", (2, 3)), ("orphan_call", "c", (5,)), ("orphan_result", "z", (4,))]
+    found = check(messages)
+    for fmt in ("openai_chat", "openai_responses", "anthropic"):
+        assert kinds(found[fmt]) == expected, fmt
+    # Gemini also refuses contents that open with a call turn (the system message is the systemInstruction).
+    assert kinds(found["gemini"]) == sorted([*expected, ("misplaced_call", "a", (1,))])
 
 
 def test_result_before_its_call():
     messages = [Message("user", "go"), result("a"), call("a")]
     found = check(messages)
-    assert kinds(found["openai_responses"]) == [("misplaced_result", "a", (2, 1))]
-    assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (2, 1))]
-    assert kinds(found["anthropic"]) == [("misplaced_result", "a", (2, 1))]
+    for fmt in ("openai_responses", "openai_chat", "anthropic", "gemini"):
+        assert kinds(found[fmt]) == [("misplaced_result", "a", (2, 1))], fmt
 
 
 def test_parallel_calls_answered_in_any_order_are_valid_everywhere():
     messages = [Message("system", "rules"), Message("user", "go"), call("a", "b"), result("b"), result("a"), Message("assistant", "done")]
-    assert check(messages) == {"openai_chat": [], "openai_responses": [], "anthropic": []}
+    assert check(messages) == {"openai_chat": [], "openai_responses": [], "anthropic": [], "gemini": []}
 
 
 def test_a_mid_conversation_system_message_breaks_the_pair_for_chat_and_anthropic():
     # Chat: a system message is a wire message of its own between call and result. Anthropic: only
     # leading system messages become the `system` parameter; a later one is user text before the result.
+    # Gemini: every system message goes to the systemInstruction, so the response follows its call turn.
     messages = [Message("system", "rules"), Message("user", "go"), call("a"), Message("system", "reminder"), result("a")]
     found = check(messages)
     assert kinds(found["openai_chat"]) == [("misplaced_result", "a", (2, 4))]
     assert kinds(found["anthropic"]) == [("misplaced_result", "a", (2, 4))]
     assert found["openai_responses"] == []
+    assert found["gemini"] == []
 
 
 MESSAGES = st.one_of(
@@ -107,3 +110,5 @@ def test_a_call_id_the_recording_reused_is_not_blamed_on_the_strategy():
     last = tables.requests[-1]
     assert last["integrity_openai_chat"] == 0 and last["integrity_anthropic"] == 0
     assert last["integrity_recorded_openai_chat"] > 0 and last["integrity_recorded_anthropic"] > 0
+    # Gemini checks each call turn against the turn after it: a reused id breaks nothing there
+    assert last["integrity_gemini"] == 0 and last["integrity_recorded_gemini"] == 0

@@ -118,7 +118,8 @@ def test_summary_request_and_its_call_are_counted(summarized):
     assert row["llm_cost_usd"] == pytest.approx(summary_request["cost_usd"]) and row["llm_cost_usd"] > 0
     assert row["silent_loss"] == 0 and row["premature"] is False  # everything went to the summarizer
     assert set(row["summarized_ids"]) >= {"u0", "call0", "out3"}
-    assert all(r["integrity_openai_chat"] == r["integrity_anthropic"] == r["integrity_openai_responses"] == 0 for r in cell.requests)
+    assert all(r["integrity_openai_chat"] == r["integrity_anthropic"] == r["integrity_openai_responses"] == r["integrity_gemini"] == 0
+               for r in cell.requests)
 
 
 class PricedSummarizer(LLMClient):
@@ -244,7 +245,7 @@ def test_an_aborted_call_of_the_recording_is_reported_apart_from_strategy_violat
     aborted = Item("callX", "tool_call", call_id="cX", tool_name="read", arguments="{}", response=5, turn=1)
     done = items.pop()  # the closing assistant message moves to a later response
     items += [aborted, replace(done, response=6)]
-    formats = ("openai_chat", "openai_responses", "anthropic")
+    formats = ("openai_chat", "openai_responses", "anthropic", "gemini")
     result = bench.replay(Transcript("aborted", tuple(items)), "none", profile="gpt-5")
     cell = measure_cell(result, [], answerer=None)
     last = cell.requests[-1]  # the final context holds the call that never got a result
