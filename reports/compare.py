@@ -3,7 +3,10 @@
 For every (strategy, profile) both runs hold, over the scenarios they share:
 - the change in retention (candidate − baseline) at the paired checkpoints with a 95% interval
   (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
-  (`reports/gate.py::compare_runs`);
+  (`reports/gate.py::compare_runs`). A row is tagged better or worse only when its interval excludes
+  0 and its two-sided sign-flip p-value, adjusted by Holm's method over all the rows the page tags
+  (`retention_changes`), is below 0.05: a page of twenty strategies at 5% each would otherwise tag
+  one by chance in most comparisons of two equivalent runs; the page says so;
 - the probes that flipped (present in one run and absent in the other at the same point, or
   answered right in one and wrong in the other), with question, expected answer and both replies;
 - the compactions that changed (matched by scenario, strategy, profile, repeat and index): step,
@@ -12,6 +15,7 @@ For every (strategy, profile) both runs hold, over the scenarios they share:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
+from compaction_bench.metrics.stats import holm
 from compaction_bench.reports.gate import METRICS, Run, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
@@ -48,6 +53,28 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
         return None
     change = difference(joined, "candidate", "baseline")
     return change if change.n else None
+
+
+def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Difference | None]:
+    """`retention_change` of every (strategy, profile) in `keys`, their p-values adjusted together
+    (`stats.holm`): the tags of one page are one family of claims."""
+    changes = {key: retention_change(base, cand, *key) for key in keys}
+    tested = [(key, change) for key, change in changes.items() if change is not None]
+    for (key, change), adjusted in zip(tested, holm([change.p_value for _, change in tested]), strict=True):
+        changes[key] = replace(change, p_adjusted=adjusted)
+    return changes
+
+
+def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | None:
+    """What the page's "better" and "worse" tags claim, in words (None without a tagged row)."""
+    rows = sum(change is not None for change in changes.values())
+    if not rows:
+        return None
+    family = f"adjusted by Holm's method over the {rows} rows compared" if rows > 1 else "of the one row compared"
+    return (
+        "note: a retention change is tagged better or worse only when its 95% interval excludes 0 and its two-sided "
+        f"sign-flip p-value, {family}, is below 0.05 (the intervals shown are each row's own)."
+    )
 
 
 def flipped_probes(base: pd.DataFrame, cand: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, Any]]:
@@ -127,10 +154,10 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
     b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]
     rows = []
-    for index, values in compared.iterrows():
-        key: tuple[Any, ...] = index if isinstance(index, tuple) else (index,)
-        strategy, profile = str(key[0]), str(key[1])
-        change = retention_change(a_probes, b_probes, strategy, profile) if not a_probes.empty and not b_probes.empty else None
+    keys = [(str(k[0]), str(k[1])) for k in (i if isinstance(i, tuple) else (i,) for i in compared.index)]
+    changes = retention_changes(a_probes, b_probes, keys) if not a_probes.empty and not b_probes.empty else {}
+    for (strategy, profile), (_, values) in zip(keys, compared.iterrows(), strict=True):
+        change = changes.get((strategy, profile))
         metrics = [
             {"metric": m, "baseline": _clean(values.get(f"{m}_baseline")), "candidate": _clean(values.get(f"{m}_candidate")),
              "change": _clean(values.get(f"{m}_change")), "better": METRICS[m][1]}
@@ -148,7 +175,7 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     env.filters["num"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else str(v))
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
-        offline_notes=offline_notes(a_root, b_root),
+        offline_notes=[*offline_notes(a_root, b_root), *filter(None, [adjustment_note(changes)])],
     )
 
 

@@ -1,8 +1,9 @@
 """Comparing two runs, and gating a change on the comparison (`bench compare`, `bench gate`).
 
 First the two runs must be comparable (`comparability`): the same scenarios with the same
-transcripts (sha256 from the manifests), the same strategies, profiles, answerer, judge,
-summarizer, probes, options, usage mode and repeats, and every cell present in both. A difference
+transcripts and probe files (sha256 from the manifests), the same strategies, profiles (each name's
+definition too: window, tokenizer, prices, cache rules), answerer, judge, summarizer, probes,
+options, usage mode, repeats and seed, and every cell present in both. A difference
 is a `GateError` naming it (exit 2) unless allowed (`allow_different_inputs`). Runs that differ
 only in their summary templates while the summarizer is the offline one are refused too (unless
 `allow_offline_summarizer`): the offline extractive summarizer does not read instruction wording,
@@ -18,21 +19,33 @@ both runs have:
   by both, compared on what the summaries keep);
 - `answered`: the answerer's grade.
 The change is the mean over probes of each probe's mean difference (each probe weighs one). A rule
-fails when the drop exceeds the tolerance and is significant on the same rows, by both tests the
-project's claims rest on (`compaction_bench.metrics.stats`): the clustered bootstrap (scenarios,
-then probes; the share of resampled changes at or above 0) and the exact one-sided sign-flip test
-of the per-probe differences; the p-value shown is the larger of the two, compared with alpha. So a
-drop confined to one scenario of several, or to fewer probes than the sign-flip test needs (the
-table's "min. probes"), does not fail a rule. The flipped probes are named by scenario and probe.
-Other metrics compare summary sums or means over the cells both runs hold; the probe metrics'
-baseline and candidate are each run's pooled values (every probe weighing one, as in the run's
-leaderboard). A rule no row of the runs can test is listed as untested in the notes. The result
-is a markdown table for a pull-request comment.
+fails when the data show a drop larger than the tolerance, by both tests the project's claims rest
+on (`compaction_bench.metrics.stats`), on the same rows: the clustered bootstrap (scenarios, then
+probes) tests the tolerance, its p the share of resampled changes at or above −tolerance (below
+alpha exactly when the one-sided interval lies beyond the tolerance), and the exact one-sided
+sign-flip test of the per-probe differences that the probes changed at all (enough of them, in
+one direction). A drop whose estimate exceeds the tolerance but whose interval reaches back inside
+it does not fail: the estimate alone would fail about half the candidates whose true drop is the
+tolerance itself. The p-value of a row is the larger of the two; the gate's probe tests are one
+family, its decision one claim, so their p-values are
+adjusted together by Holm's method (`stats.holm`) before they are compared with alpha: the chance
+that a gate fails on some row without a real regression there stays at alpha however many
+strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
+probes than the sign-flip test needs (the table's "min. probes"), does not fail a rule; a row with
+fewer probes than that cannot fail whatever the candidate does, and is listed as such, not as a
+pass (a gate of such rows alone is untested). The flipped probes are named by scenario and probe.
+Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
+counted, not sampled); a metric without a value in one run is untested. The probe metrics' baseline
+and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
+A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
+table for a pull-request comment, with what the decision rests on: the tests, and the summarizer
+and answerer the probe metrics measure (an offline heuristic said to be one).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,9 +54,9 @@ from typing import Any, cast
 import pandas as pd
 
 from compaction_bench.errors import BenchError
-from compaction_bench.llm import is_offline
+from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
-from compaction_bench.metrics.stats import bootstrap_p_below_zero, min_probes, signflip_p
+from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.store import load_run
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -51,7 +64,7 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "retention": (("retention",), True, "mean"),
     "summarized_source": (("retention_summarized_source",), True, "mean"),
     "answered": (("answered",), True, "mean"),
-    "integrity": (("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic"), False, "sum"),
+    "integrity": (("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini"), False, "sum"),
     "failed_requests": (("failed_requests",), False, "sum"),
     "overflows": (("overflows",), False, "sum"),
     "silent_loss": (("silent_loss",), False, "sum"),
@@ -70,6 +83,8 @@ SHARES = ("retention", "summarized_source", "answered", "cache_hit_rate")
 #: Manifest `config` entries that must agree (prompts are the change a gate is usually about).
 SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api_base", "usage", "repeats", "options", "probes", "seed")
 FLIPPED_SHOWN = 10
+#: Profile fields that describe it in words (the others define what a run measured).
+PROFILE_WORDING = ("description",)
 
 
 class GateError(BenchError, ValueError):
@@ -177,6 +192,15 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
             differences.append(f"scenario {name!r}: only one run records the transcript's sha256, so the transcripts cannot be checked")
         elif not hash_a and a[name].get("items") != b[name].get("items"):
             differences.append(f"scenario {name!r}: the transcripts differ ({a[name].get('items')} vs {b[name].get('items')} items)")
+        probes_a, probes_b = a[name].get("probes_sha256"), b[name].get("probes_sha256")
+        if probes_a and probes_b and probes_a != probes_b:
+            differences.append(f"scenario {name!r}: the probes differ (probes_sha256 {probes_a[:12]} vs {probes_b[:12]})")
+    profiles_a, profiles_b = baseline.manifest.get("profiles") or {}, candidate.manifest.get("profiles") or {}
+    for name in sorted(set(profiles_a) & set(profiles_b)):
+        left, right = dict(profiles_a[name] or {}), dict(profiles_b[name] or {})
+        changed = sorted(k for k in set(left) | set(right) if k not in PROFILE_WORDING and left.get(k) != right.get(k))
+        if changed:
+            differences.append(f"profile {name!r} is defined differently ({_shown(changed)})")
     config_a, config_b = baseline.config, candidate.config
     for key in SAME_CONFIG:
         if config_a.get(key) != config_b.get(key):
@@ -227,13 +251,15 @@ def _shared_cells(summary: pd.DataFrame, cells: set[tuple[str, str, str]]) -> pd
     return summary[[key in cells for key in keys]]
 
 
-def _metric_values(run: dict[str, pd.DataFrame], cells: set[tuple[str, str, str]]) -> pd.DataFrame:
+def _metric_values(run: dict[str, pd.DataFrame], cells: set[tuple[str, str, str]], columns_of_both: set[str]) -> pd.DataFrame:
     """Per (strategy, profile), every metric over `cells`: the summary's sums or means, and the probe
-    metrics pooled as the run's leaderboard pools them (`overall`, each probe weighing one)."""
+    metrics pooled as the run's leaderboard pools them (`overall`, each probe weighing one). A metric
+    summed over several columns sums those `columns_of_both` runs have (a run made before a wire format
+    was checked has no column for it: the other run's errors in that format would read as a change)."""
     frame = _shared_cells(run["summary"], cells)
     out = {}
     for name, (columns, _, how) in METRICS.items():
-        present = [c for c in columns if c in frame.columns]
+        present = [c for c in columns if c in frame.columns and c in columns_of_both]
         if name in PROBE_METRICS or not present:
             continue
         rows = frame.assign(**{name: frame[present].sum(axis=1, min_count=1)}) if len(present) > 1 else frame
@@ -263,7 +289,9 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
     shared = baseline.cells() & candidate.cells()
     if not shared:
         raise GateError(f"{baseline.root} and {candidate.root} share no cell (scenario, strategy, profile)")
-    left, right = _metric_values(baseline.tables, shared), _metric_values(candidate.tables, shared)
+    columns_of_both = set(baseline.tables["summary"].columns) & set(candidate.tables["summary"].columns)
+    left = _metric_values(baseline.tables, shared, columns_of_both)
+    right = _metric_values(candidate.tables, shared, columns_of_both)
     both = left.add_suffix("_baseline").join(right.add_suffix("_candidate"), how="inner")
     for name in left.columns.intersection(right.columns):
         both[f"{name}_change"] = both[f"{name}_candidate"] - both[f"{name}_baseline"]
@@ -276,7 +304,7 @@ class ProbeTest:
     baseline: float
     candidate: float
     change: float
-    p_value: float  # the larger of the clustered bootstrap's and the sign-flip test's one-sided p
+    p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
     probes: int
     pairs: int
     min_probes: int  # the fewest probes that must worsen before the sign-flip test can reject
@@ -296,8 +324,14 @@ def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFram
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float) -> ProbeTest | None:
-    """The paired test of one probe metric for one (strategy, profile); None without shared pairs."""
+def probe_test(
+    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1
+) -> ProbeTest | None:
+    """The paired test of one probe metric for one (strategy, profile): its p-value (unadjusted) is the
+    larger of the clustered bootstrap's that the change is below −`tolerance` and the one-sided
+    sign-flip test's that it is below 0; None without shared pairs. `family` is the number of tests
+    adjusted together: the resamples are enough for a Monte Carlo p-value, never below 1/(samples + 1),
+    to reach alpha / family."""
     frame = _labelled(runs, strategy, profile)
     column = PROBE_METRICS[metric]
     if frame.empty or column not in frame.columns:
@@ -330,7 +364,11 @@ def probe_test(runs: tuple[Run, Run], strategy: str, profile: str, metric: str, 
         baseline=float(per_probe["baseline"].mean()),
         candidate=float(per_probe["candidate"].mean()),
         change=float(diffs["difference"].mean()),
-        p_value=max(bootstrap_p_below_zero(clusters), signflip_p(diffs["difference"].tolist())),
+        # the interval's side beyond the tolerance, and the exact test that enough probes changed at all
+        p_value=max(
+            bootstrap_p_below_zero(clusters, threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, math.ceil(2 * family / alpha))),
+            signflip_p(diffs["difference"].tolist(), samples=max(SAMPLES, math.ceil(2 * family / alpha))),
+        ),
         probes=len(diffs),
         pairs=int(diffs["pairs"].sum()),
         min_probes=min_probes(alpha),
@@ -344,12 +382,18 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
+#: A row's verdict: it failed, it passed, it could not fail (too few probes), or it could not be computed.
+FAIL, OK, CANNOT_FAIL, UNTESTED = "fail", "ok", "cannot fail", "untested"
+
+
 @dataclass
 class GateResult:
     table: pd.DataFrame
     failures: list[str]
     notes: list[str] = field(default_factory=list)
     flipped: list[str] = field(default_factory=list)
+    #: what the decision rests on: the tests and the models the probe metrics measure
+    basis: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -357,31 +401,92 @@ class GateResult:
 
     @property
     def tested(self) -> bool:
-        """Whether any rule was applied to any (strategy, profile): not when every one was untested (see `notes`)."""
-        return not self.table.empty
+        """Whether any row could have failed: not when every rule was untested, or could not fail on
+        these runs (too few probes; see `notes`)."""
+        if self.table.empty:
+            return False
+        if "status" not in self.table.columns:
+            return True
+        return bool(self.table["status"].isin([OK, FAIL]).any())
 
     def markdown(self) -> str:
+        tests = int(self.table["p_value"].notna().sum()) if "p_value" in self.table.columns else 0
         lines = [
-            "| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided) | probes (pairs) | min. probes | verdict |",
+            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if tests > 1 else ''}) | probes (pairs) | min. probes | verdict |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in self.table.to_dict("records"):
             p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}"
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
             needed = "–" if _missing(row["min_probes"]) else f"{int(row['min_probes'])}"
+            status = row.get("status") or (FAIL if row["failed"] else OK)
+            shown = {FAIL: "**fail**", OK: "ok", CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
             lines.append(
-                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {row['baseline']:.4g} | {row['candidate']:.4g} | "
-                f"{row['change']:+.4g} | {row['tolerance']:g} | {p} | {probes} | {needed} | {'**fail**' if row['failed'] else 'ok'} |"
+                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {_number(row['baseline'])} | {_number(row['candidate'])} | "
+                f"{_number(row['change'], '+.4g')} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         if not self.tested:
-            verdict = "untested (no rule could be applied to these runs)"
+            verdict = "untested (no rule could be applied to these runs, or none could fail on them)"
         out = [f"**compaction-bench gate: {verdict}**", "", *lines]
         if self.flipped:
             out += ["", "Flipped probes (baseline → candidate):", *[f"- {line}" for line in self.flipped]]
+        if self.basis:
+            out += ["", "What the decision rests on:", *[f"- {line}" for line in self.basis]]
         if self.notes:
             out += ["", *[f"> {note}" for note in self.notes]]
         return "\n".join(out)
+
+
+def _number(value: Any, fmt: str = ".4g") -> str:
+    return "–" if _missing(value) else format(value, fmt)
+
+
+def _models(runs: tuple[Run, Run], key: str) -> list[str]:
+    """The model of `key` (summarizer, answerer) in each run, once when the runs agree."""
+    defaults = {"summarizer": DEFAULT_SUMMARIZER, "answerer": ""}
+    return list(dict.fromkeys(str(run.config.get(key, defaults[key]) or "") for run in runs))
+
+
+def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: float) -> list[str]:
+    """What the gate's decision rests on, in words: the tests of the probe rules and their adjustment,
+    the exact comparison of the others, and the summarizer and answerer the probe metrics measure,
+    an offline heuristic named as one."""
+    metrics = {rule.metric for rule in rules}
+    out = []
+    if metrics & set(PROBE_METRICS):
+        out.append(
+            f"{', '.join(m for m in PROBE_METRICS if m in metrics)}: per strategy and profile on the probe points both runs hold, each "
+            "probe weighing one; a row fails when the clustered bootstrap (scenarios, then probes) puts the drop beyond its "
+            "tolerance and the one-sided sign-flip test of the per-probe differences finds a drop at all: the larger of the two "
+            "p-values, "
+            + (f"adjusted by Holm's method over the gate's {tests} probe tests (one decision), " if tests > 1 else "")
+            + f"below alpha {alpha:g}"
+        )
+    others = [m for m in METRICS if m in metrics and m not in PROBE_METRICS]
+    if others:
+        out.append(f"{', '.join(others)}: the runs' sums or means over the same cells, compared exactly (counted, not sampled; no test)")
+    if metrics & {"retention", "summarized_source"}:
+        for model in _models(runs, "summarizer"):
+            if is_offline(model):
+                out.append(
+                    f"summaries written by {model}, a deterministic extractive heuristic: the summary part of retention and "
+                    "summarized_source measure that heuristic, not what a model would keep"
+                )
+            else:
+                out.append(f"summaries written by {model}")
+    if "answered" in metrics:
+        for model in _models(runs, "answerer"):
+            if not model:
+                out.append("no answerer: answered has no grades")
+            elif is_offline(model):
+                out.append(
+                    f"answered graded with {model}, a deterministic heuristic that quotes the context line most like the question: "
+                    "it measures what that matching finds, not what a model would answer"
+                )
+            else:
+                out.append(f"answered graded with {model}")
+    return out
 
 
 def gate(
@@ -401,43 +506,62 @@ def gate(
     runs = (Run.load(baseline), Run.load(candidate))
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(*runs)
-    rows, failures, flipped = [], [], []
+    family = len(compared) * sum(rule.metric in PROBE_METRICS for rule in rules)  # at most this many probe tests
+    rows: list[dict[str, Any]] = []
+    flipped: list[str] = []
     for key, values in compared.iterrows():
         strategy, profile = (str(k) for k in cast(tuple[Any, Any], key))
         for rule in rules:
             higher_is_better = METRICS[rule.metric][1]
-            test = probe_test(runs, strategy, profile, rule.metric, alpha) if rule.metric in PROBE_METRICS else None
+            test = probe_test(runs, strategy, profile, rule.metric, alpha, rule.tolerance, family) if rule.metric in PROBE_METRICS else None
+            status = None
             if rule.metric in PROBE_METRICS:
                 if test is None:  # e.g. no summarized source in either run, or no answerer grade
                     notes.append(f"untested: {strategy} {profile} {rule.metric}: no probe point both runs hold has a value for it")
                     continue
                 if test.probes < test.min_probes:
+                    status = CANNOT_FAIL
                     notes.append(
-                        f"{strategy} {profile} {rule.metric}: {test.probes} probes, fewer than the {test.min_probes} the sign-flip test "
-                        f"needs to reach p < {alpha:g}; this rule cannot fail on these runs"
+                        f"{strategy} {profile} {rule.metric}: {test.probes} probe{'' if test.probes == 1 else 's'}, fewer than the "
+                        f"{test.min_probes} the sign-flip test "
+                        f"needs to reach p < {alpha:g}; this rule cannot fail on these runs, so its row is no pass"
                     )
                 base, cand, change = test.baseline, test.candidate, test.change
-            else:
-                if f"{rule.metric}_change" not in values:
-                    raise GateError(f"metric {rule.metric!r} is missing from one of the runs")
-                base, cand, change = values[f"{rule.metric}_baseline"], values[f"{rule.metric}_candidate"], values[f"{rule.metric}_change"]
-            worse_by = -change if higher_is_better else change
-            failed = bool(pd.notna(worse_by) and worse_by > rule.tolerance)
-            if test is not None:
-                failed = failed and test.p_value < alpha
                 if test.lost or test.gained:
                     flipped.append(
                         f"{strategy} {profile} {rule.metric}: lost {len(test.lost)} ({_shown(test.lost, FLIPPED_SHOWN) or '–'}), "
                         f"gained {len(test.gained)} ({_shown(test.gained, FLIPPED_SHOWN) or '–'})"
                     )
+            else:
+                if f"{rule.metric}_change" not in values:
+                    raise GateError(f"metric {rule.metric!r} is missing from one of the runs")
+                base, cand, change = values[f"{rule.metric}_baseline"], values[f"{rule.metric}_candidate"], values[f"{rule.metric}_change"]
+                if _missing(change):
+                    status = UNTESTED
+                    notes.append(f"untested: {strategy} {profile} {rule.metric}: no value in {'the baseline' if _missing(base) else 'the candidate'}")
             rows.append(
                 {
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
-                    "change": change, "tolerance": rule.tolerance, "p_value": test.p_value if test else None,
+                    "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
                     "probes": test.probes if test else None, "pairs": test.pairs if test else None,
-                    "min_probes": test.min_probes if test else None, "failed": failed,
+                    "min_probes": test.min_probes if test else None, "worse_by": -change if higher_is_better else change, "status": status,
                 }
             )
-            if failed:
-                failures.append(f"{strategy} {profile} {rule.metric}: {change:+.4g}")
-    return GateResult(pd.DataFrame(rows), failures, notes, flipped)
+    # The probe tests are one family: the gate fails if any of them does, so their p-values are adjusted
+    # together. A row too small to reach alpha at all can never fail, so it is no member (Tarone's argument).
+    tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL]
+    adjusted = dict(zip(tested, holm([rows[k]["p_test"] for k in tested]), strict=True))
+    failures = []
+    for k, row in enumerate(rows):
+        worse_by = float(row.pop("worse_by"))
+        p_value = adjusted.get(k, row["p_test"])
+        row["p_value"] = p_value
+        if row["status"] is None:
+            beyond = worse_by == worse_by and worse_by > float(row["tolerance"])
+            row["status"] = FAIL if beyond and (p_value is None or p_value < alpha) else OK
+        row["failed"] = row["status"] == FAIL
+        if row["failed"]:
+            failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {row['change']:+.4g}")
+    columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "probes", "pairs",
+               "min_probes", "status", "failed"]
+    return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha))

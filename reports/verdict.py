@@ -12,28 +12,42 @@ Every figure covers the scenarios in which each strategy of the profile finished
 A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and claims a difference only when its interval
 excludes 0 and the two-sided sign-flip test of the per-probe differences rejects at 5%
-(`PairedDifference.detectable`): a handful of probes never makes a claim.
+(`PairedDifference.detectable`): a handful of probes never makes a claim. The sentence names what
+the tests resample, the probes and the scenarios they are clustered in, next to the paired points
+(a probe asked at many checkpoints is still one probe).
+Ranks order the strategies by retention (servable first); strategies whose retention is the same
+share a rank (1, 1, 3), as nothing but their names would order them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import combine, compared_rows, overall, paired_differences, shared_scenarios, unfinished
+from compaction_bench.metrics.aggregate import (
+    HEADLINE_KINDS,
+    combine,
+    compared_rows,
+    overall,
+    paired_differences,
+    shared_scenarios,
+    unfinished,
+)
 from compaction_bench.metrics.stats import detectable
 
-INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")
+INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini")
 BASIS = "the paired checkpoints and the final context"
 
 
 @dataclass(frozen=True)
 class Difference:
     """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval and
-    two-sided sign-flip p-value over `n` paired points."""
+    two-sided sign-flip p-value over `n` paired points, which are `probes` probes in `scenarios`
+    scenarios (0: not known). `p_adjusted` is the p-value adjusted with the other tests of the
+    same decision (`stats.holm`), when there are any: then it is the one `detectable` reads."""
 
     a: str
     b: str
@@ -42,10 +56,20 @@ class Difference:
     hi: float
     n: int
     p_value: float
+    probes: int = 0
+    scenarios: int = 0
+    p_adjusted: float | None = None
 
     @property
     def detectable(self) -> bool:
-        return detectable(self.lo, self.hi, self.p_value)
+        return detectable(self.lo, self.hi, self.p_value if self.p_adjusted is None else self.p_adjusted)
+
+    def basis(self) -> str:
+        """What the numbers rest on: "120 paired points of 40 probes in 2 scenarios", or the paired points alone."""
+        if not self.probes:
+            return f"{self.n} paired points"
+        points = f"{self.n} paired points of " if self.n != self.probes else ""
+        return f"{points}{self.probes} probes in {self.scenarios} scenario{'' if self.scenarios == 1 else 's'}"
 
 
 @dataclass
@@ -70,8 +94,10 @@ class StrategyRow:
 
     @property
     def rejected(self) -> bool:
-        """Its requests break tool call/result pairs in every wire format: no API would take them (HTTP 400)."""
-        return bool(self.pair_errors) and all(np.isfinite(e) and e > 0 for e in self.pair_errors)
+        """Its requests break tool call/result pairs in every wire format the run measured: no API would
+        take them (HTTP 400). A format the run's tables lack (measured before it was added) is NaN."""
+        measured = [e for e in self.pair_errors if np.isfinite(e)]
+        return bool(measured) and all(e > 0 for e in measured)
 
     @property
     def flagged(self) -> bool:
@@ -91,7 +117,30 @@ class ProfileVerdict:
 def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
     """Retention of `a` minus retention of `b` on the pairs both have (`paired_differences`, which gives b − a reversed)."""
     change = paired_differences(probes, b, a)
-    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value)
+    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value, change.probes, _scenarios(probes, a, b))
+
+
+def _scenarios(probes: pd.DataFrame, a: str, b: str) -> int:
+    """The scenarios in which both `a` and `b` have a headline probe row (the clusters of their difference)."""
+    if probes.empty or "scenario" not in probes.columns:
+        return 0
+    kinds = probes["point_kind"] if "point_kind" in probes.columns else probes.get("point", pd.Series(HEADLINE_KINDS[0], index=probes.index))
+    rows = probes[kinds.isin(HEADLINE_KINDS)]
+    return len(set(rows.loc[rows["strategy"] == a, "scenario"]) & set(rows.loc[rows["strategy"] == b, "scenario"]))
+
+
+#: Retention values closer than this are the same (their means may differ in the last bits by the order of a sum).
+TIE = 1e-9
+
+
+def _rank(rows: list[StrategyRow]) -> None:
+    """Competition ranks (1, 1, 3) of the rows with retention, in their order: a row whose flag and
+    retention equal the previous row's shares its rank."""
+    ranked = [r for r in rows if np.isfinite(r.retention)]
+    for place, row in enumerate(ranked, start=1):
+        before = ranked[place - 2] if place > 1 else None
+        same = before is not None and before.flagged == row.flagged and abs(before.retention - row.retention) <= TIE
+        row.rank = before.rank if same and before is not None else place
 
 
 def _points(share: float) -> str:
@@ -132,14 +181,15 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         untested = f", but the sign-flip test over the probes gives p = {diff.p_value:.2g}, not below 0.05" if diff.lo > 0 or diff.hi < 0 else ""
         return (
             f"At {profile}, no detectable difference in retention between {diff.a} and {diff.b} "
-            f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)}{untested}, {diff.n} paired points)." + tail
+            f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)}{untested}, {diff.basis()})." + tail
         )
     if diff.mean < 0:
         first, second = second, first
-        diff = Difference(diff.b, diff.a, -diff.mean, -diff.hi, -diff.lo, diff.n, diff.p_value)
+        diff = replace(diff, a=diff.b, b=diff.a, mean=-diff.mean, lo=-diff.hi, hi=-diff.lo)
+    basis = f"; {diff.basis()}" if diff.probes else ""
     return (
         f"At {profile}, {first.strategy} keeps {_points(diff.mean)} points more facts than {second.strategy} "
-        f"({_interval(diff.lo, diff.hi)}){_cost_clause(first, second)}." + tail
+        f"({_interval(diff.lo, diff.hi)}{basis}){_cost_clause(first, second)}." + tail
     )
 
 
@@ -196,8 +246,7 @@ def verdicts(
                 )
             )
         rows.sort(key=lambda r: (not np.isfinite(r.retention), r.flagged, -np.nan_to_num(r.retention), r.strategy))
-        for rank, ranked in enumerate((r for r in rows if np.isfinite(r.retention)), start=1):
-            ranked.rank = rank
+        _rank(rows)
         servable = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
         diff = None
         if len(servable) >= 2 and not paired.empty:

@@ -122,8 +122,11 @@ def test_identical_runs_pass(offline_runs, tmp_path):
 def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
     out = gate(served_runs["baseline"], served_runs["drop"])
     assert out.returncode == 1, out.stdout + out.stderr
-    failing = [line for line in out.stdout.splitlines() if "summarized_source" in line and "**fail**" in line]
-    assert {line.split("|")[1].strip() for line in failing} == set(STRATEGIES)
+    rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if "| summarized_source |" in line}
+    assert set(rows) == set(STRATEGIES) and all(float(line.split("|")[6]) < 0 for line in rows.values())  # every one dropped
+    # pi and opencode-v1 lose about half their summarized facts: they fail. codex-local loses 6 of its 31 in this one
+    # scenario; the gate tests 6 rows at once (Holm) and a 5-point tolerance, and 6 probes do not show a drop beyond it.
+    assert {"pi", "opencode-v1"} <= {name for name, line in rows.items() if "**fail**" in line}
     assert "Flipped probes" in out.stdout and "lost" in out.stdout
     base = pd.read_parquet(served_runs["baseline"] / "summary.parquet").set_index("strategy")
     drop = pd.read_parquet(served_runs["drop"] / "summary.parquet").set_index("strategy")

@@ -70,7 +70,7 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     ranked = [r.strategy for r in verdict.rows]
     assert ranked[-1] == "d" and verdict.rows[-1].flagged  # its last turn request overflowed: ranked last
     assert ranked[:2] == ["a", "c"] and ranked[2] == "b"
-    assert [r.rank for r in verdict.rows] == [1, 2, 3, 4]
+    assert [r.rank for r in verdict.rows] == [1, 1, 3, 4]  # a and c keep the same facts: one rank, not an order by name
     by = {r.strategy: r for r in verdict.rows}
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5 and by["d"].retention == 0.5
     # a and c are identical on every resample: P(best) split evenly, b and d never best.
@@ -185,13 +185,18 @@ def test_a_strategy_whose_requests_every_api_rejects_is_flagged_and_ranked_after
     probes = [_final("a", f"p{n}", n < 5) for n in range(10)] + [_final("b", f"p{n}", True) for n in range(10)]
     probes += [_final("c", f"p{n}", n < 2) for n in range(10)]
     summary, frame, requests = _three(probes)
-    errors = {"a": (0, 0, 0), "b": (3, 1, 2), "c": (0, 4, 0)}
-    for k, column in enumerate(("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic")):
+    errors = {"a": (0, 0, 0, 0), "b": (3, 1, 2, 1), "c": (0, 4, 0, 0)}
+    for k, column in enumerate(("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini")):
         summary[column] = [errors[s][k] for s in summary["strategy"]]
-    (verdict,) = verdicts(summary, frame, requests)
-    assert [r.strategy for r in verdict.rows] == ["a", "c", "b"] and [r.rejected for r in verdict.rows] == [False, False, True]
-    assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
-    assert verdict.sentence.endswith("b sends requests that break tool pairs in every wire format (every API rejects them).")
+    # a run measured before the gemini column existed is judged on the formats it measured
+    for table in (summary, summary.drop(columns="integrity_gemini")):
+        (verdict,) = verdicts(table, frame, requests)
+        assert [r.strategy for r in verdict.rows] == ["a", "c", "b"] and [r.rejected for r in verdict.rows] == [False, False, True]
+        assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
+        assert verdict.sentence.endswith("b sends requests that break tool pairs in every wire format (every API rejects them).")
+    # b's requests pass Gemini's rules: some API takes them
+    (verdict,) = verdicts(summary.assign(integrity_gemini=0), frame, requests)
+    assert not any(r.rejected for r in verdict.rows)
 
 
 def test_the_cache_hit_rate_over_scenarios_is_the_ratio_of_the_sums():

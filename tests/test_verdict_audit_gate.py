@@ -1,0 +1,210 @@
+"""Audit of `bench gate` and `bench compare` on hand-built run folders whose right answers are worked
+out apart from the code: how many tests a gate makes and what that does to its error rate, what a
+tolerance means, when a rule can fail at all, what the decision rests on, and which inputs make two
+runs comparable."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from compaction_bench.reports.compare import render_compare
+from compaction_bench.reports.gate import GateError, Rule, Run, gate, probe_test
+
+PROFILE = "32k"
+
+
+def probe_rows(strategy: str, scenarios: int, per_scenario: int, lost: set[tuple[int, int]] = frozenset()) -> list[dict]:
+    """One final-point row per probe, present unless (scenario, probe) is in `lost`."""
+    return [
+        {"scenario": f"s{k}", "strategy": strategy, "profile": PROFILE, "repeat": 0, "sample": 0, "probe_id": f"p{n}", "kind": "recall",
+         "point_kind": "final", "step": 9, "request": 20, "present": (k, n) not in lost, "found": "kept" if (k, n) not in lost else "absent",
+         "in_summary": False, "correct": None, "ceiling_correct": None, "source_summarized": False}
+        for k in range(scenarios)
+        for n in range(per_scenario)
+    ]
+
+
+def write_run(root: Path, rows: list[dict], *, config: dict | None = None, scenarios: list[dict] | None = None,
+              profiles: dict | None = None) -> Path:
+    """A finished run folder holding these probe rows (one request and one summary row per cell)."""
+    root.mkdir(parents=True)
+    probes = pd.DataFrame(rows)
+    cells = probes[["scenario", "strategy", "profile"]].drop_duplicates().reset_index(drop=True)
+    cells.assign(repeat=0, request=0, kind="turn", overflow=False).to_parquet(root / "requests.parquet")
+    cells.assign(cost_usd=1.0).to_parquet(root / "summary.parquet")
+    probes.to_parquet(root / "probes.parquet")
+    pd.DataFrame({"scenario": pd.Series(dtype=str)}).to_parquet(root / "compactions.parquet")
+    names = sorted(cells["scenario"].unique())
+    manifest = {
+        "config": {"strategies": sorted(cells["strategy"].unique()), "profiles": [PROFILE], "summarizer": "openai/gpt-5-mini",
+                   "answerer": "", "judge": None, "api_base": None, "usage": "simulated", "repeats": 1, "options": {}, "probes": None,
+                   "seed": 0, **(config or {})},
+        "scenarios": scenarios or [{"name": n, "sha256": f"{k:064x}", "probes_sha256": f"{k + 100:064x}"} for k, n in enumerate(names)],
+        "profiles": profiles or {PROFILE: {"name": PROFILE, "context_window": 32000, "tokenizer": "o200k_base"}},
+    }
+    (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return root
+
+
+# ---------------------------------------------------------------------------- many rules, one decision
+def test_a_gate_over_many_strategies_holds_its_alpha_for_the_whole_decision(tmp_path):
+    """Eight strategies; the candidate moves five probes of each, one per scenario: four strategies
+    lose theirs, four gain theirs (facts reshuffled, none lost overall). Each losing strategy's
+    one-sided sign-flip p is 0.5^5 = 1/32 = 0.031. The gate decides once for all eight rows, so its
+    tests are a family: Holm's adjustment multiplies the smallest p by the number of tests, 8/32 =
+    0.25, far from 0.05: no row may fail. (Each row alone at 0.05 would fail four of them: with eight
+    tests at 5% each, a wrong failure somewhere is far likelier than 5%.)"""
+    strategies = [f"x{k}" for k in range(8)]
+    base, cand = [], []
+    for k, strategy in enumerate(strategies):
+        moved = {(s, 0) for s in range(5)}
+        if k < 4:  # loses probe p0 of every scenario
+            base += probe_rows(strategy, 5, 10)
+            cand += probe_rows(strategy, 5, 10, lost=moved)
+        else:  # gains it
+            base += probe_rows(strategy, 5, 10, lost=moved)
+            cand += probe_rows(strategy, 5, 10)
+    result = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0")])
+    retention = result.table[result.table["metric"] == "retention"]
+    assert len(retention) == 8
+    assert result.passed, result.failures
+    lost = retention[retention["strategy"].isin(strategies[:4])]
+    assert lost["p_value"].tolist() == pytest.approx([8 / 32] * 4)  # Holm: 8 × 1/32 for the smallest, the same for the tied others
+    assert "Holm" in result.markdown()
+    # One strategy alone with the same five losses: a family of one, its own p = 1/32 < 0.05, and it fails.
+    alone = gate(write_run(tmp_path / "c", base[:50]), write_run(tmp_path / "d", cand[:50]), [Rule.parse("retention:0")])
+    assert not alone.passed and alone.table["p_value"].iloc[0] == pytest.approx(1 / 32)
+
+
+def test_a_large_family_can_still_fail_on_a_clear_drop(tmp_path):
+    """21 strategies × 3 profiles × 2 rules is 126 tests. A strategy that loses 21 of its 30 probes has
+    a raw p at the Monte Carlo floor of its tests, and Holm multiplies the smallest p by the family's
+    size: the resamples must be fine enough for 126 × p to go below 0.05 (2000 bootstrap resamples
+    could not: 126/2001 = 0.063, so no gate that size could ever fail)."""
+    base = probe_rows("x", 3, 10)
+    cand = probe_rows("x", 3, 10, lost={(s, n) for s in range(3) for n in range(7)})
+    runs = (Run.load(write_run(tmp_path / "a", base)), Run.load(write_run(tmp_path / "b", cand)))
+    test = probe_test(runs, "x", PROFILE, "retention", 0.05, 0.0, 126)
+    assert test is not None and 126 * test.p_value < 0.05
+
+
+# ---------------------------------------------------------------------------- what a tolerance means
+def _spread_losses(count: int) -> set[tuple[int, int]]:
+    """`count` lost probes spread over 10 scenarios of 20 probes, round robin."""
+    return {(k % 10, k // 10) for k in range(count)}
+
+
+def test_a_drop_within_reach_of_the_tolerance_does_not_fail(tmp_path):
+    """200 probes, 6 lost (a drop of 3 points) against a tolerance of 2 points. The rule says: fail
+    when the candidate is worse by more than 2 points. A true drop of exactly 2 points loses
+    Binomial(200, 0.02) probes, and 6 or more of them with chance P(X ≥ 6) = 0.21: these data do not
+    show a drop beyond the tolerance, so the gate must pass (it failed: the drop was tested against 0,
+    p = 1/64, and compared with the tolerance only as a point estimate)."""
+    chance = float(scipy_stats.binom.sf(5, 200, 0.02))
+    assert 0.2 < chance < 0.22  # the right answer, worked out without the code
+    base = probe_rows("x", 10, 20)
+    cand = probe_rows("x", 10, 20, lost=_spread_losses(6))
+    result = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0.02")])
+    (row,) = result.table.to_dict("records")
+    assert row["change"] == pytest.approx(-0.03)
+    assert result.passed, result.markdown()
+    assert row["p_value"] > 0.1  # the test of "worse by more than 0.02", not of "worse at all"
+    # 30 of 200 lost (15 points) against 2 points: P(X ≥ 30) under Binomial(200, 0.02) is below 1e-9, and it fails.
+    assert scipy_stats.binom.sf(29, 200, 0.02) < 1e-9
+    far = gate(write_run(tmp_path / "c", base), write_run(tmp_path / "d", probe_rows("x", 10, 20, lost=_spread_losses(30))),
+               [Rule.parse("retention:0.02")])
+    assert not far.passed and far.table["p_value"].iloc[0] < 0.01
+
+
+# ---------------------------------------------------------------------------- too few probes
+def test_a_rule_with_too_few_probes_to_fail_is_no_pass(tmp_path):
+    """Three probes, all three lost: the smallest one-sided sign-flip p three probes can give is
+    0.5^3 = 0.125 > 0.05, so nothing these runs could hold would fail the rule. Such a row is not a
+    pass; with no other rule the gate is untested (the CLI exits 2), not "passed"."""
+    base = probe_rows("x", 1, 3)
+    cand = probe_rows("x", 1, 3, lost={(0, 0), (0, 1), (0, 2)})
+    result = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0")])
+    assert not result.tested
+    text = result.markdown()
+    assert "gate: passed" not in text and "cannot fail" in text
+    (row,) = result.table.to_dict("records")
+    assert row["change"] == -1.0 and not row["failed"]
+
+
+# ---------------------------------------------------------------------------- what the decision rests on
+def test_the_gate_says_when_its_decision_rests_on_offline_heuristics(tmp_path):
+    """An `answered` rule graded by offline/reader and probes over offline/extractive summaries: the
+    pull-request comment must say that the decision measures those heuristics."""
+    base = [dict(r, correct=True) for r in probe_rows("x", 5, 10)]
+    cand = [dict(r, correct=r["probe_id"] != "p0") for r in probe_rows("x", 5, 10)]
+    offline = {"summarizer": "offline/extractive", "answerer": "offline/reader"}
+    result = gate(write_run(tmp_path / "a", base, config=offline), write_run(tmp_path / "b", cand, config=offline),
+                  [Rule.parse("answered:0"), Rule.parse("retention:0")])
+    text = result.markdown()
+    assert "offline/reader" in text and "offline/extractive" in text and "heuristic" in text
+
+
+def test_an_integrity_rule_sums_only_the_wire_formats_both_runs_checked(tmp_path):
+    """The baseline was made before the Gemini format was checked: its summary has three integrity columns,
+    the candidate's four, with 5 Gemini errors and none in the three. The same three formats show no change,
+    so `integrity:0` passes; summing the candidate's fourth column would read 5 new errors that the baseline
+    was never checked for."""
+    rows = probe_rows("x", 2, 10)
+    old_formats = {"integrity_openai_chat": 0, "integrity_openai_responses": 0, "integrity_anthropic": 0}
+    runs = []
+    for name, columns in (("a", old_formats), ("b", {**old_formats, "integrity_gemini": 5})):
+        root = write_run(tmp_path / name, rows)
+        summary = pd.read_parquet(root / "summary.parquet")
+        summary.assign(**columns).to_parquet(root / "summary.parquet")
+        runs.append(root)
+    result = gate(*runs, [Rule.parse("integrity:0")])
+    assert result.tested
+    (row,) = result.table.to_dict("records")
+    assert row["change"] == 0 and not row["failed"]
+
+
+# ---------------------------------------------------------------------------- comparable inputs
+def test_runs_whose_probe_files_differ_are_not_comparable(tmp_path):
+    """The same probe ids asking other questions (a probe file edited, or mined by another miner):
+    the manifests' `probes_sha256` differ, so the runs did not measure the same thing."""
+    rows = probe_rows("x", 2, 10)
+    same = [{"name": f"s{k}", "sha256": f"{k:064x}", "probes_sha256": f"{k + 100:064x}"} for k in range(2)]
+    edited = [dict(s, probes_sha256=("f" * 64 if s["name"] == "s1" else s["probes_sha256"])) for s in same]
+    with pytest.raises(GateError, match=r"s1.*probes"):
+        gate(write_run(tmp_path / "a", rows, scenarios=same), write_run(tmp_path / "b", rows, scenarios=edited), [Rule.parse("retention:0")])
+
+
+def test_runs_whose_profile_of_the_same_name_differs_are_not_comparable(tmp_path):
+    """`-p gpt-5` resolved from two litellm maps can be two windows under one name."""
+    rows = probe_rows("x", 2, 10)
+    small = {PROFILE: {"name": PROFILE, "context_window": 32000, "tokenizer": "o200k_base"}}
+    large = {PROFILE: {"name": PROFILE, "context_window": 64000, "tokenizer": "o200k_base"}}
+    with pytest.raises(GateError, match=r"profile"):
+        gate(write_run(tmp_path / "a", rows, profiles=small), write_run(tmp_path / "b", rows, profiles=large), [Rule.parse("retention:0")])
+
+
+# ---------------------------------------------------------------------------- bench compare
+def test_compare_adjusts_its_better_and_worse_tags_for_the_rows_it_tags(tmp_path):
+    """Eight strategies, each with six probes moved, one per scenario: four lose theirs, four gain.
+    Each row's two-sided sign-flip p is 2 × 0.5^6 = 0.031 and its clustered interval clears 0, so
+    each alone would be tagged; over eight rows Holm's adjusted p is 8 × 0.031 = 0.25: no row may be
+    tagged better or worse, and the page says the tags are adjusted."""
+    base, cand = [], []
+    for k in range(8):
+        moved = {(s, 0) for s in range(6)}
+        base += probe_rows(f"x{k}", 6, 10, lost=moved if k >= 4 else set())
+        cand += probe_rows(f"x{k}", 6, 10, lost=moved if k < 4 else set())
+    page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
+    tags = re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page)
+    assert tags == []
+    assert page.count("no detectable change") == 8
+    assert "Holm" in page
+    # one strategy alone with the same six losses: a family of one, tagged worse
+    alone = render_compare(write_run(tmp_path / "c", base[:60]), write_run(tmp_path / "d", cand[:60]))
+    assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', alone) == ["worse"]
