@@ -167,7 +167,7 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
 
     probes, requests = root / "probes.parquet", root / "requests.parquet"
-    cells = pd.read_parquet(requests, columns=["scenario", "profile", "strategy"]) if requests.is_file() else None
+    cells = pd.read_parquet(requests, columns=["scenario", "profile", "strategy", "repeat"]) if requests.is_file() else None
     header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None, cells)
     if not rows:
         console.print(f"run {root.name}: no finished cell to show", markup=False)

@@ -257,6 +257,18 @@ def _stop(pool: ProcessPoolExecutor) -> None:
             process.kill()
 
 
+def _exit_code(process: Any, timeout: float = 5.0) -> int | None:
+    """A worker's exit code once it has ended (None: not known). The pool's own thread terminates and
+    reaps the other workers of a broken pool while this one reads them: a worker ended by that SIGTERM
+    but not yet reaped has no exit code, and would read as the one that died."""
+    if process is None:
+        return None
+    deadline = time.monotonic() + timeout
+    while process.exitcode is None and time.monotonic() < deadline:
+        process.join(timeout=0.05)
+    return process.exitcode
+
+
 def _death(process: Any, pid: int) -> str:
     """How worker `pid` ended, from its `multiprocessing.Process` (None: not known)."""
     code = getattr(process, "exitcode", None)
@@ -334,7 +346,7 @@ def run_processes(
                 continue
             # Which task's worker died? The pool ended the other workers with SIGTERM; the dead one ended otherwise.
             suspects = {index: started[index] for index in broken if started[index]}
-            culprits = [i for i, pid in suspects.items() if getattr(processes.get(pid), "exitcode", None) != -signal.SIGTERM]
+            culprits = [i for i, pid in suspects.items() if _exit_code(processes.get(pid)) != -signal.SIGTERM]
             told = bool(culprits)
             unstarted_breaks = 0 if suspects else unstarted_breaks + 1
             if not told:  # not told apart: every started task is reported, none is retried forever

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import logging
 import math
 import os
@@ -177,12 +178,44 @@ def synthetic_cases(seed: int = 0) -> list[Case]:
 SLOW_IMPORT_SECONDS = 2.0
 
 
+def session_digest(transcript: Transcript) -> str:
+    """The sha256 of what a replay of the session reads: its model and its items (not its id, title
+    or source, which a copy of the same session may have otherwise)."""
+    digest = hashlib.sha256(json.dumps(transcript.model, ensure_ascii=False).encode("utf-8"))
+    for item in transcript.items:
+        digest.update(b"\n" + json.dumps(item.to_dict(), ensure_ascii=False, sort_keys=True).encode("utf-8", errors="surrogatepass"))
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """Where a session of the run was first given: its file as the user wrote it and resolved, its index
+    in that file and how many sessions the file holds, and its scenario's name."""
+
+    given: str
+    file: str
+    index: int
+    count: int
+    scenario: str
+
+    def named(self) -> str:
+        return shown(self.given) + (f" session {self.index + 1}" if self.count > 1 else "")
+
+
 def file_cases(
     paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None,
-    progress: ProgressHook | None = None,
+    progress: ProgressHook | None = None, duplicates: list[dict[str, Any]] | None = None, hashed: dict[str, str] | None = None,
 ) -> list[Case]:
     """Cases from transcript files; probes from a file, mined (`auto`), or none. Once the import has
-    taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per file read."""
+    taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per file read.
+
+    A session is one scenario however often it is given: a file with the same bytes as one read
+    before (a copy under another path), or a session with the same content as one already taken
+    (`session_digest`), is not a second scenario, since its probes would count as a second
+    independent cluster in every interval and test. The first is kept; each one left out is named
+    in a warning line with the one it repeats, and appended to `duplicates` (the run's manifest
+    keeps that list). The same path given twice is refused, as a slip in the list. `hashed` collects the
+    sha256 of each file by resolved path (`scenario_entry` reuses it rather than reading the file again)."""
     cases: list[Case] = []
     names: set[str] = set()
     seen: dict[Path, str | Path] = {}
@@ -192,12 +225,47 @@ def file_cases(
             raise RunError(f"{shown(str(path))}: given twice (the same file as {shown(str(first))}); pass each file once")
     given = load_probes(probes) if probes and probes != "auto" else None
     began = time.monotonic()
+    kept: dict[str, _Kept] = {}  # session digest → where it was first given
+    by_bytes: dict[str, tuple[str, list[str]]] = {}  # file sha256 → (the path first given with it, its sessions' digests)
+
+    def left_out(path: str | Path, index: int, count: int, digest: str) -> None:
+        first = kept[digest]
+        where = shown(str(path)) + (f" session {index + 1}" if count > 1 else "")
+        LOG.warning("warning: %s: the same session as %s; run once, as scenario %s (the copy is left out)",
+                    where, first.named(), shown(first.scenario))
+        if duplicates is not None:
+            duplicates.append({"file": str(Path(path).resolve()), "session_index": index, "same_as": first.file,
+                               "same_as_session_index": first.index, "scenario": first.scenario})
+
+    hashed = {} if hashed is None else hashed
     for done, path in enumerate(paths, start=1):
+        sha256 = None
+        if Path(path).is_file():
+            sha256 = hashed[str(Path(path).resolve())] = sha256_file(Path(path))
+        if sha256 is not None and sha256 in by_bytes:  # a copy of a file already read: not read again
+            digests = by_bytes[sha256][1]
+            LOG.warning("warning: %s: the same file as %s (identical bytes); its %s run once (the copy is left out)",
+                        shown(str(path)), shown(by_bytes[sha256][0]), "session is" if len(digests) == 1 else f"{len(digests)} sessions are")
+            if duplicates is not None:
+                for index, digest in enumerate(digests):
+                    origin = kept[digest]
+                    duplicates.append({"file": str(Path(path).resolve()), "session_index": index, "same_as": origin.file,
+                                       "same_as_session_index": origin.index, "scenario": origin.scenario})
+            if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
+                progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name} (a copy)"))
+            continue
         transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
         warn_import_problems(path, transcripts)
         detected = detect(Path(path)).format if format == "auto" and Path(path).is_file() else format
+        digests = [session_digest(t) for t in transcripts]
+        if sha256 is not None:
+            by_bytes[sha256] = (str(path), digests)
         for index, transcript in enumerate(transcripts):
+            if digests[index] in kept:
+                left_out(path, index, len(transcripts), digests[index])
+                continue
             name = scenario_name(Path(path), transcript, index, len(transcripts), names)
+            kept[digests[index]] = _Kept(str(path), str(Path(path).resolve()), index, len(transcripts), name)
             names.add(name)
             if given is not None:
                 case_probes = tuple(given)
@@ -538,8 +606,11 @@ def run(
             run_folder.precheck(Path(out), run_id, resume=resume)
         except run_folder.RunFolderError as exc:
             raise RunError(str(exc)) from None
+        duplicates: list[dict[str, Any]] = []  # sessions given again, left out (named in the manifest)
+        hashed: dict[str, str] = {}  # each transcript file's sha256, read once
         if cases is None:
-            cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit)
+            cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit,
+                                duplicates=duplicates, hashed=hashed)
                      if paths else synthetic_cases(seed))
         if not cases:
             raise RunError("no scenario to run")
@@ -551,7 +622,7 @@ def run(
         if on_claim:
             on_claim(folder.path)
         return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address, report=report,
-                            on_start=on_start, on_cell=on_cell, emit=emit)
+                            on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed)
 
 
 def _input_files(config: RunConfig) -> dict[str, str]:
@@ -579,8 +650,12 @@ def _run_claimed(
     on_start: Callable[[int], None] | None,
     on_cell: ProgressCallback | None,
     emit: ProgressHook,
+    duplicates: Sequence[Mapping[str, Any]] = (),
+    hashed: Mapping[str, str] | None = None,
 ) -> Path:
-    """`run` once its folder is claimed: the manifest, the cells, then `finalize`."""
+    """`run` once its folder is claimed: the manifest, the cells, then `finalize`. `duplicates` are
+    the sessions given again that `file_cases` left out (the manifest lists them), `hashed` the
+    transcript files' sha256 it already computed."""
     store = RunStore(folder.path)
     config.run_dir = str(store.root)
     keys = [
@@ -592,12 +667,13 @@ def _run_claimed(
     ]
     by_name = {case.name: case for case in cases}
     files = [scenario_files(n, c) for n, c in enumerate(cases)]
-    hashed: dict[str, str] = {}  # a file of several sessions is hashed once
+    hashed = dict(hashed or {})  # a file of several sessions is hashed once (by `file_cases`, for the user's files)
     manifest: dict[str, Any] = {
         "run_id": folder.run_id,
         "created": datetime.now(UTC).isoformat(),
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
         "scenarios": [scenario_entry(n, c, files[n], hashed) for n, c in enumerate(cases)],
+        "duplicates": [dict(d) for d in duplicates],
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         run_folder.INPUT_FILES: _input_files(config),
         "versions": _versions(),

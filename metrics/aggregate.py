@@ -13,18 +13,21 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   `p_best` (the chance this strategy ranks first in retention among the scenario's strategies);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
   as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
-  the same rows) and `answered_rel` = answered / ceiling; `unscored`;
+  the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
+  and a ceiling grade (a point without a ceiling, past the answerer's window for the whole
+  transcript, stays in `answered` but not in the ratio); `unscored`;
 - per probe family and fact age: `retention_<kind>`, `retention_age_<bucket>`, `answered_<kind>`;
 - diagnostics at the strategy's own compaction points, reported apart: `retention_compaction_points`
   and `compaction_point_rows`;
 - requests: `failed_requests` (requests that overflowed and so reached no model), `cannot_serve`
   (some step never got a request through, after the strategy's retries, or the final context
-  does not fit), integrity per wire format, estimate error, missed triggers, overflows, cache hit
+  does not fit), integrity per wire format, estimate error (`estimate_ape` and its count
+  `estimate_ape_n`, no interval: one cell's requests are not independent), missed triggers, overflows, cache hit
   rate, cached / re-billed / written tokens, dollars;
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
 The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
-profile finished its cell (`shared_scenarios`): a failed cell takes its scenario out of every
-strategy's pooled figures. Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
+profile finished its cell, every repeat of it (`shared_scenarios`): a failed cell, or a failed
+repeat, takes its scenario out of every strategy's pooled figures. Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
 answer sample of a probe at a point (a cached reply is the same sample again); a tie does not pass.
 """
 
@@ -38,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.metrics.integrity import FORMATS
-from compaction_bench.metrics.stats import DIFFERENCE, bootstrap_ci, cluster_bootstrap_ci, detectable, p_best, signflip_p
+from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, p_best, signflip_p
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]
@@ -108,7 +111,9 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     `strategies` names the strategies of each (scenario, profile) (from the requests table), so a
     strategy with no probe rows there leaves no pair; by default the strategies with probe rows.
     `answered` is paired the same way: a point some strategy has no grade at (its answerer call
-    failed) is unscored for every strategy, so each one's `answered` covers the same points."""
+    failed) is unscored for every strategy, so each one's `answered` covers the same points. The
+    ceiling follows: a row without an answer grade loses its `ceiling_correct` too, so the ceiling is
+    never averaged over points the answer is not (`answered_rel` divides means of the same rows)."""
     rows = voted[voted["point_kind"].isin(HEADLINE_KINDS)]
     if rows.empty:
         return rows
@@ -126,6 +131,10 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
         ungraded = rows["correct"].isna().groupby([rows[k] for k in point], sort=False).transform("any")
         if (ungraded & rows["correct"].notna()).any():
             rows = rows.assign(correct=rows["correct"].astype(object).where(~ungraded, None))
+    if "correct" in rows.columns and "ceiling_correct" in rows.columns:
+        unanswered = rows["correct"].isna()
+        if (unanswered & rows["ceiling_correct"].notna()).any():
+            rows = rows.assign(ceiling_correct=rows["ceiling_correct"].astype(object).where(~unanswered, None))
     return rows
 
 
@@ -133,7 +142,8 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     """One row per (scenario, strategy, profile, *by, probe): the mean of its rows (each probe then weighs 1).
 
     Columns: the keys, then the means of `present`, `kept`, `summary`, `in_summary`, `correct` and
-    `ceiling` (NaN rows skipped, NaN for none), then `kind` (its first non-null value). Groups are in
+    `ceiling` (NaN rows skipped, NaN for none), `correct_at_ceiling` (the mean of `correct` over the
+    rows that have both grades: the numerator of `answered_rel`), then `kind` (its first non-null value). Groups are in
     the order of their first row: what `groupby(keys, sort=False, dropna=False).agg(...)` computes,
     in arrays (pandas' cost per call was most of a summary's time).
     """
@@ -153,6 +163,7 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
         "correct": _numeric(rows, "correct"),
         "ceiling": _numeric(rows, "ceiling_correct"),
     }
+    columns["correct_at_ceiling"] = np.where(np.isnan(columns["ceiling"]), np.nan, columns["correct"])
     group = np.zeros(len(rows), dtype=np.int64)
     for key in keys:  # one code per distinct key tuple, numbered in order of first appearance
         codes, uniques = pd.factorize(rows[key], use_na_sentinel=False)
@@ -225,13 +236,18 @@ def _retention(probes: Columns, prefix: str = "retention") -> dict[str, Any]:
 
 def _answered(probes: Columns) -> dict[str, Any]:
     low, high = cluster_bootstrap_ci(_clusters(probes, "correct"))  # the unscored values are left out of each cluster
-    answered, ceiling = _mean(probes["correct"]), _mean(probes["ceiling"])
+    answered = _mean(probes["correct"])
+    # the ratio's two means are over the same rows: those with an answer grade and a ceiling grade
+    # (`paired` already drops the ceiling where the answer is ungraded; a point past the answerer's own
+    # window for the whole transcript has no ceiling, and stays in `answered`)
+    both = ~np.isnan(np.asarray(probes["correct_at_ceiling"], dtype=float))
+    ceiling, reached = _mean(np.asarray(probes["ceiling"], dtype=float)[both]), _mean(np.asarray(probes["correct_at_ceiling"], dtype=float)[both])
     return {
         "answered": answered,
         "answered_lo": low,
         "answered_hi": high,
         "answered_ceiling": ceiling,
-        "answered_rel": answered / ceiling if ceiling and not np.isnan(ceiling) and not np.isnan(answered) else float("nan"),
+        "answered_rel": reached / ceiling if ceiling and not np.isnan(ceiling) and not np.isnan(reached) else float("nan"),
     }
 
 
@@ -260,7 +276,7 @@ class _ProbeValues:
 
 
 #: The per-probe columns the cell metrics read (`_ProbeValues`), and those of the headline rows themselves
-VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling")
+VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling")
 HEADLINE_COLUMNS = ("probe_id", "correct", "source_summarized", "judge_strict", "judge_lenient")
 
 
@@ -364,9 +380,9 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
         if f"integrity_recorded_{fmt}" in cell:
             out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"].sum()) / repeats
     out["estimate_error"] = _mean(cell["estimate_error"])
+    # no interval: a cell's requests are consecutive contexts of one replay, not independent draws
     apes = _known(cell["estimate_ape"])
-    low, high = bootstrap_ci(apes.tolist(), bounds=None)  # an error share has no upper bound
-    out.update(estimate_ape=_mean(apes), estimate_ape_lo=low, estimate_ape_hi=high, estimate_ape_n=len(apes))
+    out.update(estimate_ape=_mean(apes), estimate_ape_n=len(apes))
     out["missed_triggers"] = int(cell["missed_trigger"].astype(bool).sum()) / repeats
     out["overflows"] = int((overflowed & (kind == "turn")).sum()) / repeats
     out["failed_requests"] = int((overflowed & asked).sum()) / repeats
@@ -446,19 +462,25 @@ def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
 
 def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]]:
     """Per (scenario, profile), profile by profile: the strategies of the profile without a finished
-    cell there (no requests: the cell failed). The pooled figures (`overall`, the verdict, the
+    cell there (no requests: the cell, or one of its repeats, failed). A strategy lacks a repeat when
+    another strategy of the profile has requests in that repeat of the scenario and it has none (with
+    no `repeat` column, cells are compared whole). The pooled figures (`overall`, the verdict, the
     leaderboard) leave such a scenario out for every strategy (`shared_scenarios`), so they compare
-    strategies on the same scenarios: a strategy whose cell failed would otherwise look cheaper, by a
-    scenario's cost."""
-    present = _strategies(requests) if requests is not None else {}
-    by_profile: dict[Any, dict[tuple[Any, Any], set[str]]] = {}
-    for (scenario, profile), names in present.items():
-        by_profile.setdefault(profile, {})[(scenario, profile)] = names
-    out: dict[tuple[Any, Any], list[str]] = {}
-    for cells in by_profile.values():
-        everyone = set().union(*cells.values())
-        out.update({key: sorted(everyone - names) for key, names in cells.items() if everyone - names})
-    return out
+    strategies on the same scenarios and repeats: a strategy whose cell failed would otherwise look
+    cheaper, by a scenario's cost, and one short of repeats would be averaged over fewer of them."""
+    if requests is None or requests.empty or not set(PAIR) <= set(requests.columns):
+        return {}
+    level = [*PAIR, "repeat"] if "repeat" in requests.columns else PAIR
+    present = {tuple(k): set(g) for k, g in requests.groupby(level, sort=False, dropna=False)["strategy"]}
+    everyone: dict[Any, set[str]] = {}
+    for key, names in present.items():
+        everyone.setdefault(key[1], set()).update(names)
+    missing: dict[tuple[Any, Any], set[str]] = {}
+    for key, names in present.items():
+        lacking = everyone[key[1]] - names
+        if lacking:
+            missing.setdefault((key[0], key[1]), set()).update(lacking)
+    return {key: sorted(names) for key, names in missing.items()}
 
 
 def shared_scenarios(frame: pd.DataFrame, left_out: Mapping[tuple[Any, Any], Any]) -> pd.DataFrame:

@@ -124,7 +124,7 @@ GLOSSARY: dict[str, str] = {
 }
 AGES = {"lt8k": "under 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "128k or more"}
 PATTERNS: tuple[tuple[str, str], ...] = (
-    (r"^(presence|answered|estimate_ape|retention)_(lo|hi)$", "{1} end of the 95% interval of {0}"),
+    (r"^(presence|answered|retention)_(lo|hi)$", "{1} end of the 95% interval of {0}"),
     (r"^(presence|answered|estimate_ape|retention)_n$", "observations behind {0}"),
     (r"^(presence|answered|retention)_age_(.+)$", "{0} for facts whose source lies {1} tokens before the probed context"),
     (r"^integrity_recorded_(.+)$", "pairing violations the recorded session already had ({0} wire rules)"),
@@ -173,8 +173,13 @@ DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "retention_lo
                    "overflows", "failed_requests", "cannot_serve", "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
 
 
+#: Columns older runs' summary tables have that the report no longer shows: a per-cell interval of the
+#: estimate error, which resampled one replay's consecutive (correlated) requests as if independent
+WITHDRAWN = ("estimate_ape_lo", "estimate_ape_hi")
+
+
 def scenario_table(summary: pd.DataFrame) -> Table:
-    columns = list(summary.columns)
+    columns = [c for c in summary.columns if c not in WITHDRAWN]
     rows = []
     for record in summary.to_dict("records"):
         row = []
@@ -470,7 +475,7 @@ def _render(
 
 def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
     header, _ = leaderboard(summary)
-    columns = list(dict.fromkeys([*header, *summary.columns, "p_best", "pair errors"]))
+    columns = list(dict.fromkeys([*header, *(c for c in summary.columns if c not in WITHDRAWN), "p_best", "pair errors"]))
     return [(c, describe(c)) for c in columns]
 
 

@@ -265,14 +265,17 @@ def test_per_probe_is_the_mean_of_each_probes_rows():
         "in_summary": rows["in_summary"].astype(float), "correct": pd.to_numeric(rows["correct"], errors="coerce"),
         "ceiling": pd.to_numeric(rows["ceiling_correct"], errors="coerce"),
     })
+    frame["correct_at_ceiling"] = frame["correct"].where(frame["ceiling"].notna())  # the rows with both grades
     expected = frame.groupby(["scenario", "strategy", "profile", "probe_id"], sort=False, dropna=False).agg(
-        {**{c: "mean" for c in ("present", "kept", "summary", "in_summary", "correct", "ceiling")}, "kind": "first"}
+        {**{c: "mean" for c in ("present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling")}, "kind": "first"}
     ).reset_index()
     got = per_probe(rows)
     pd.testing.assert_frame_equal(got, expected, check_dtype=False)
     first = got.iloc[0]  # s/x/b: three rows; kind is the first one named
     assert (first["probe_id"], first["kind"], first["present"], first["summary"], first["correct"]) == ("b", "error", pytest.approx(2 / 3), pytest.approx(1 / 3), 0.5)
     assert pd.isna(got.iloc[3]["scenario"]) and pd.isna(got.iloc[2]["correct"])  # the NaN scenario's own group; y/b never scored
+    # s/x/b: both grades on rows 3 (correct 1) and 6 (correct 0); row 1 has a ceiling but no answer grade
+    assert first["correct_at_ceiling"] == 0.5 and pd.isna(got.iloc[1]["correct_at_ceiling"])  # s/x/a: no ceiling
     aged = per_probe(rows.assign(age=["old", "new", "old", "old", "old", "new"]), by=["age"])
     assert list(aged["age"]) == ["old", "new", "old", "old", "new"] and aged.iloc[4]["present"] == 0.0
 

@@ -171,7 +171,7 @@ def test_a_full_output_folder_stops_the_run_at_the_first_cell_with_one_error_lin
     run ended as "N of N cells failed" (exit 1)."""
     session = write_tiny_session(tmp_path)
     other = tmp_path / "other.jsonl"
-    other.write_text(session.read_text())
+    other.write_text(session.read_text().replace("Two files", "2 files"))  # another session (a copy would be one scenario)
     script = tmp_path / "full.py"
     script.write_text(FULL_DISK)
     out = tmp_path / "runs"

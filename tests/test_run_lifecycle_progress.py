@@ -30,7 +30,7 @@ def test_a_long_import_reports_each_file_read(tmp_path, monkeypatch):
     """Before: a run printed nothing while it read its transcripts and mined their probes (78 s on the corpora)."""
     first = write_tiny_session(tmp_path)
     second = tmp_path / "second.jsonl"
-    second.write_text(first.read_text())
+    second.write_text(first.read_text().replace("Two files", "2 files"))  # another session (a copy would be one scenario)
     events: list[ProgressEvent] = []
     monkeypatch.setattr(runner, "SLOW_IMPORT_SECONDS", 0.0)
     bench.run([first, second], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", run_id="r", jobs=1, report=False,

@@ -78,7 +78,7 @@ def test_cells_an_older_version_wrote_are_done_again_not_merged(tmp_path, caplog
     traceback) after the tables had been written."""
     session = write_tiny_session(tmp_path)
     other = tmp_path / "other.jsonl"
-    other.write_text(session.read_text())
+    other.write_text(session.read_text().replace("Two files", "2 files"))  # another session (a copy would be one scenario)
     whole = load_run(run_tiny(tmp_path, "whole", paths=[session, other]))
     with pytest.raises(KeyboardInterrupt):
         run_tiny(tmp_path, "r", paths=[session, other], on_cell=stop_after_first_cell)

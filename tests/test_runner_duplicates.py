@@ -1,0 +1,62 @@
+"""A session given twice (a copy of a file under another path, or the same session in another file)
+is one scenario, not two clusters: the first is kept and the second named in one notice line and
+in the manifest, and a resume with the same paths is accepted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.runner import file_cases
+from compaction_bench.transcript import Transcript
+from tests.conftest import write_tiny_session
+
+
+@pytest.fixture
+def copies(tmp_path):
+    """`a/tiny.jsonl` and `b/tiny.jsonl`, the same bytes (and `a/probes.yaml`)."""
+    first = write_tiny_session(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    second = tmp_path / "b" / "tiny.jsonl"
+    shutil.copyfile(first, second)
+    assert first.read_bytes() == second.read_bytes()
+    return first, second
+
+
+def test_a_copy_of_a_file_is_one_scenario_and_is_named(copies, caplog):
+    first, second = copies
+    with caplog.at_level("WARNING"):
+        cases = file_cases([str(first), str(second)], str(first.parent / "probes.yaml"))
+    assert [case.name for case in cases] == ["tiny.jsonl"] and cases[0].file == str(first.resolve())
+    lines = [r.getMessage() for r in caplog.records if str(second) in r.getMessage()]
+    assert len(lines) == 1 and str(first) in lines[0]
+
+
+def test_the_same_session_in_another_file_is_one_scenario(tmp_path, caplog):
+    # Other bytes (a title in the header), the same items: the replay would be the same, so it is one cluster.
+    first = write_tiny_session(tmp_path / "a")
+    session = Transcript.read(first)
+    second = Transcript("tiny-again", session.items, meta={"title": "a copy"}).write(tmp_path / "other.jsonl")
+    assert first.read_bytes() != second.read_bytes()
+    distinct = Transcript("tiny", session.items[:2]).write(tmp_path / "shorter.jsonl")
+    with caplog.at_level("WARNING"):
+        cases = file_cases([str(first), str(second), str(distinct)], None)
+    assert [case.file for case in cases] == [str(first.resolve()), str(distinct.resolve())]
+    assert sum(str(second) in r.getMessage() and str(first) in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_run_records_the_duplicate_and_resumes_with_the_same_paths(copies, tmp_path, no_network):
+    first, second = copies
+    common = dict(out=tmp_path / "runs", run_id="dup", jobs=1, probes=str(first.parent / "probes.yaml"), report=False, progress=False)
+    root = bench.run([first, second], ["none"], ["32k"], **common)
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["scenarios"]] == ["tiny.jsonl"] and manifest["cells"]["total"] == 1
+    (skipped,) = manifest["duplicates"]
+    assert skipped["file"] == str(second.resolve()) and skipped["same_as"] == str(first.resolve())
+    assert skipped["session_index"] == 0 and skipped["scenario"] == "tiny.jsonl"
+    again = bench.run([first, second], ["none"], ["32k"], resume=True, **common)
+    assert again == root
+    assert json.loads((root / "manifest.json").read_text())["duplicates"] == manifest["duplicates"]
