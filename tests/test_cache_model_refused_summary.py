@@ -52,7 +52,8 @@ class _SummarizesFirst(NoCompaction):
         return Request(messages)
 
 
-def _session() -> Transcript:
+def two_turn_session(name: str = "refused-summaries") -> Transcript:
+    """A long system prompt and two short turns: a summary request shares the turns' cacheable prefix."""
     items = (
         Item("sys", "system", "rules " * 1500),
         Item("u0", "user", "alpha " * 300, turn=0),
@@ -60,7 +61,7 @@ def _session() -> Transcript:
         Item("u1", "user", "beta " * 300, turn=1),
         Item("a1", "assistant", "second answer", response=1, turn=1),
     )
-    return Transcript("refused-summaries", items)
+    return Transcript(name, items)
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_a_summary_the_model_refused_caches_nothing(api, model, keys, tmp_path):
     server = ModelServer(api, context_window=100)
     try:
         summarizer = LLMClient(model, CallSettings(api_base=server.base_url, max_retries=0, cache_dir=str(tmp_path)))
-        result = bench.replay(_session(), _SummarizesFirst, profile=model, summarizer=summarizer)
+        result = bench.replay(two_turn_session(), _SummarizesFirst, profile=model, summarizer=summarizer)
     finally:
         server.close()
     summaries = [r for r in result.requests if r.kind == "summary"]

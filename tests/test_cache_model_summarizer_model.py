@@ -37,7 +37,7 @@ from compaction_bench.provider import SimulatedProvider
 from compaction_bench.replay import summary_profile
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.baselines import NoCompaction
-from compaction_bench.transcript import Item, Transcript
+from tests.test_cache_model_refused_summary import two_turn_session
 
 SESSION_MODEL = "openai/gpt-4o"
 PROMPT = Message("user", "Summarize the conversation so far.")
@@ -57,17 +57,6 @@ class _SummarizesOnce(NoCompaction):
         return Request(messages)
 
 
-def _session() -> Transcript:
-    items = (
-        Item("sys", "system", "rules " * 1500),
-        Item("u0", "user", "alpha " * 300, turn=0),
-        Item("a0", "assistant", "first answer", response=0, turn=0),
-        Item("u1", "user", "beta " * 300, turn=1),
-        Item("a1", "assistant", "second answer", response=1, turn=1),
-    )
-    return Transcript("summarizer-model", items)
-
-
 def _floor(tokens: int) -> int:
     return tokens // 128 * 128
 
@@ -80,7 +69,7 @@ def keys(monkeypatch):
 @pytest.mark.parametrize("summarizer", [SESSION_MODEL, "openai/gpt-4o-mini", "openai/local-summarizer"])
 def test_summary_requests_share_the_cache_of_their_own_model_only(summarizer, keys, tmp_path, openai_server):
     client = LLMClient(summarizer, CallSettings(api_base=openai_server.base_url, max_retries=0, cache_dir=str(tmp_path)))
-    result = bench.replay(_session(), _SummarizesOnce, profile=SESSION_MODEL, summarizer=client)
+    result = bench.replay(two_turn_session("summarizer-model"), _SummarizesOnce, profile=SESSION_MODEL, summarizer=client)
     assert openai_server.calls == 1 and openai_server.log[0]["model"] == summarizer.partition("/")[2]
     kinds = [r.kind for r in result.requests]
     assert kinds == ["turn", "summary", "turn", "final"]
@@ -97,7 +86,7 @@ def test_summary_requests_share_the_cache_of_their_own_model_only(summarizer, ke
     assert summary.cached_tokens == 0
     assert second.cached_tokens == _floor(tok(system) + tok(u0))
     # the turns are as if no summary request had been sent
-    plain = bench.replay(_session(), "none", profile=SESSION_MODEL)
+    plain = bench.replay(two_turn_session("summarizer-model"), "none", profile=SESSION_MODEL)
     numbers = [(r.true_tokens, r.cached_tokens, r.cache_write_tokens, r.rebilled_tokens) for r in (first, second)]
     assert numbers == [(r.true_tokens, r.cached_tokens, r.cache_write_tokens, r.rebilled_tokens) for r in plain.turn_requests]
 
