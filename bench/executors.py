@@ -26,10 +26,12 @@ and the local cluster started here is shut down.
 A worker process that dies (SIGKILL, the kernel's out-of-memory killer, a crash) breaks Python's
 process pool: every task in flight then fails with `BrokenProcessPool`, and the pool takes no more
 work. The task whose worker died is reported as failed (`WorkerDied`, naming the signal); the other
-tasks that were in flight with it go out again, once, in a new pool, and the remaining work
-continues there. A task's exception that cannot travel back to this process as itself (one that
-does not pickle) comes back as a `TaskError` with its type, message and traceback, instead of
-breaking the pool.
+tasks that were in flight with it go out again in a new pool, and the remaining work continues
+there. A task is sent again as often as another task's worker is found dead beside it (every such
+break fails the task that killed its worker, so this ends), but only once when the pool cannot tell
+which worker died (then every task that had started is reported, none is retried forever). A
+task's exception that cannot travel back to this process as itself (one that does not pickle) comes
+back as a `TaskError` with its type, message and traceback, instead of breaking the pool.
 """
 
 from __future__ import annotations
@@ -352,7 +354,9 @@ def run_processes(
             if not told:  # not told apart: every started task is reported, none is retried forever
                 culprits = list(suspects) if suspects or unstarted_breaks < 3 else list(broken)
             for index in sorted(broken):
-                if index in culprits or index in retried:
+                # An innocent task goes out again each time another task's worker is found dead beside it (each such
+                # break fails that task, so this ends); when the dead worker cannot be told apart, only once.
+                if index in culprits or (index in retried and not told):
                     pid = suspects.get(index, 0)
                     death = _death(processes.get(pid), pid) if told else f"the process pool broke while it ran ({why or 'no cause given'})"
                     yield index, WorkerDied(death)

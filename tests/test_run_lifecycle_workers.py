@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -22,6 +23,25 @@ def _suicidal(shared, n):
     if n == 2:
         os.kill(os.getpid(), signal.SIGKILL)
     return n * 10
+
+
+def _dies_or_works(shared, kind):
+    if kind == "dies":
+        time.sleep(0.3)  # the long task beside it has started by then
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(1.5)
+    return kind
+
+
+def test_a_task_in_flight_beside_two_deaths_is_sent_again_each_time():
+    """Two workers; the long task 1 runs beside task 0, whose worker dies, and again beside task 2, whose
+    worker dies too. Each death is told apart (the killed worker's SIGKILL against the SIGTERM the pool sent
+    the others), so task 1 is innocent both times and must finish. Before: a task was sent again only once,
+    so task 1 failed as if its own worker had died (the flaky end-to-end test's third failed cell)."""
+    work = [("dies",), ("works",), ("dies",)]
+    outcomes = dict(executors.run_processes(_dies_or_works, None, work, executors._Queue(len(work), None), 2))
+    assert outcomes[1] == "works"
+    assert all(isinstance(outcomes[n], executors.WorkerDied) and "killed by SIGKILL" in str(outcomes[n]) for n in (0, 2))
 
 
 class _TwoArguments(Exception):
