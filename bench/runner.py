@@ -228,14 +228,19 @@ def file_cases(
     kept: dict[str, _Kept] = {}  # session digest → where it was first given
     by_bytes: dict[str, tuple[str, list[str]]] = {}  # file sha256 → (the path first given with it, its sessions' digests)
 
+    def listed(path: str | Path, index: int, digest: str) -> None:
+        """Session `index` of `path` left out as a copy of the one `digest` was first given as, in `duplicates`."""
+        if duplicates is not None:
+            first = kept[digest]
+            duplicates.append({"file": str(Path(path).resolve()), "session_index": index, "same_as": first.file,
+                               "same_as_session_index": first.index, "scenario": first.scenario})
+
     def left_out(path: str | Path, index: int, count: int, digest: str) -> None:
         first = kept[digest]
         where = shown(str(path)) + (f" session {index + 1}" if count > 1 else "")
         LOG.warning("warning: %s: the same session as %s; run once, as scenario %s (the copy is left out)",
                     where, first.named(), shown(first.scenario))
-        if duplicates is not None:
-            duplicates.append({"file": str(Path(path).resolve()), "session_index": index, "same_as": first.file,
-                               "same_as_session_index": first.index, "scenario": first.scenario})
+        listed(path, index, digest)
 
     hashed = {} if hashed is None else hashed
     for done, path in enumerate(paths, start=1):
@@ -246,11 +251,8 @@ def file_cases(
             digests = by_bytes[sha256][1]
             LOG.warning("warning: %s: the same file as %s (identical bytes); its %s run once (the copy is left out)",
                         shown(str(path)), shown(by_bytes[sha256][0]), "session is" if len(digests) == 1 else f"{len(digests)} sessions are")
-            if duplicates is not None:
-                for index, digest in enumerate(digests):
-                    origin = kept[digest]
-                    duplicates.append({"file": str(Path(path).resolve()), "session_index": index, "same_as": origin.file,
-                                       "same_as_session_index": origin.index, "scenario": origin.scenario})
+            for index, digest in enumerate(digests):
+                listed(path, index, digest)
             if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
                 progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name} (a copy)"))
             continue
