@@ -116,18 +116,34 @@ log = logging.getLogger("compaction_bench.llm")
 
 @dataclasses.dataclass(frozen=True)
 class LLMResult:
-    """One model call (summary, answer or judgement) and what it cost."""
+    """One model call (summary, answer or judgement) and what it cost.
+
+    `cost` is the dollars litellm priced the call at, 0.0 for a model its map lists as free, and
+    None where no price is known (the offline models, a model missing from the map)."""
 
     text: str
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
-    cost: float = 0.0
+    cost: float | None = None
     cache_hit: bool = False
     purpose: str = "summary"
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The fields as stored, and `priced`, which tells a free call (cost 0.0) from one without a price."""
+        return {**dataclasses.asdict(self), "priced": self.cost is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **fields: Any) -> LLMResult:
+        """A call stored by `to_dict` (other keys ignored), with `fields` set. One stored before
+        `priced` existed said 0.0 for a call without a price, so there 0.0 is read as no price, as
+        it was priced when stored."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        kept = {k: v for k, v in data.items() if k in known}
+        priced = data.get("priced")
+        if priced is False or (priced is None and not kept.get("cost")):
+            kept["cost"] = None
+        return cls(**{**kept, **fields})
 
 
 class LLMError(BenchError, RuntimeError):
@@ -770,7 +786,7 @@ class LLMClient:
         key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, api_base)
         found = self._lookup(key)
         if found is not None:
-            result = LLMResult(**{**found, "cache_hit": True, "purpose": purpose})
+            result = LLMResult.from_dict(found, cache_hit=True, purpose=purpose)
         else:
             if self.settings.offline:
                 raise MissingResponse(
@@ -841,15 +857,16 @@ class LLMClient:
     def _stored_fields(result: LLMResult) -> dict[str, Any]:
         return {k: v for k, v in result.to_dict().items() if k not in ("cache_hit", "purpose")}
 
-    def _lookup(self, key: str) -> dict[str, Any] | None:
+    def _lookup(self, key: str) -> Mapping[str, Any] | None:
+        """A stored response to the request `key`: from the responses file, else the cache."""
         if self.settings.responses:
             record = _recorded(self.settings.responses).get(key)
             if record is not None:
-                return {f: record[f] for f in ("text", "model", "input_tokens", "output_tokens", "cost") if f in record}
+                return record
         if self._cache is not None:
             hit = self._cache.get(key)
             if hit is not None:
-                return dict(hit)
+                return cast(Mapping[str, Any], hit)
         return None
 
     def _call(self, payload: list[dict[str, Any]], params: dict[str, Any], purpose: str) -> LLMResult:
@@ -892,10 +909,11 @@ class LLMClient:
                 "(finish_reason 'length') before any text; not cached"
             )
         usage = getattr(response, "usage", None)
+        cost: float | None
         try:
             cost = float(litellm.completion_cost(completion_response=response, model=self.model))
-        except Exception:  # a model without a price in litellm's map: cost unknown, reported as 0
-            cost = 0.0
+        except Exception:  # a model without a price in litellm's map: cost unknown
+            cost = None
         return LLMResult(
             text=text,
             model=self.model,

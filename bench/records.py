@@ -292,7 +292,7 @@ def from_rows(
                 error=json.loads(row["error"]) if row["error"] else None,
                 usage=Usage.from_dict(usage) if usage is not None else None,
                 meta=json.loads(row["meta"] or "{}"),
-                llm_call=LLMResult(**call) if call is not None else None,
+                llm_call=LLMResult.from_dict(call) if call is not None else None,
             )
         )
     for data in replay["compactions"]:
@@ -302,7 +302,7 @@ def from_rows(
                 summarized_ids=tuple(data["summarized_ids"]),
                 kept_ids=tuple(data["kept_ids"]),
                 dropped_ids=tuple(data["dropped_ids"]),
-                llm_calls=tuple(LLMResult(**call) for call in data["llm_calls"]),
+                llm_calls=tuple(LLMResult.from_dict(call) for call in data["llm_calls"]),
                 summary_request_indices=tuple(data["summary_request_indices"]),
                 details=data["details"],
             )

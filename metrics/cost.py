@@ -6,7 +6,8 @@ cached-input or cache-write price, the cache policy's multipliers of the input p
 is Anthropic's 5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the
 input price instead. Only Anthropic's policy writes tokens (`caching.cache_outcome`). Summary requests are
 priced like any other request (upstream agents summarize with the session's model); when the
-summarizer is a different, priced model, litellm's own cost of that call replaces it.
+summarizer is a real model litellm can price, its own cost of that call replaces it ($0 for a model
+the map lists as free; a model it cannot price is priced here, at the profile's prices).
 
 Tiered prices (the map's `*_above_<N>k_tokens`, e.g. GPT-5.4 above 272k input tokens, Gemini 2.5 Pro
 and Claude on Vertex above 200k) apply per request by its input tokens, as litellm bills them

@@ -18,7 +18,8 @@ Each violation in `integrity_detail` says whether the recorded session already h
 (`recorded`), so a report lists the strategy's own apart from the recording's.
 
 A sent request's tokens and dollars are one set (`_billed`): a summarizer call whose own price is
-known (a real model with a price in litellm's map) is priced on the usage that model reported;
+known (a real model with a price in litellm's map, free ones at $0) is priced on the usage that
+model reported;
 every other request, the offline summarizer's included, on the simulated provider's count of it
 (the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
 compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
@@ -74,7 +75,7 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     output = call.output_tokens if call is not None else request.output_tokens
     if not request.sent:
         return _Billed(0, output, 0.0)
-    if call is not None and call.cost > 0:
+    if call is not None and call.cost is not None:
         return _Billed(call.input_tokens, output, call.cost)
     dollars = cost.request_cost(
         result.profile,

@@ -119,7 +119,7 @@ GLOSSARY: dict[str, str] = {
     "summarizer_calls": "summarizer model calls",
     "summarizer_tokens": "input plus output tokens of the summary requests, the tokens their cost is priced on: a priced "
                          "model's own usage, else the profile's count of each request (always so for the offline summarizer)",
-    "summarizer_cost_usd": "dollars spent on summaries: a priced summarizer model's calls at its own prices, the offline summarizer's at the profile's, as that model would bill them",
+    "summarizer_cost_usd": "dollars spent on summaries: a summarizer model litellm prices at its own prices ($0 if listed as free), the offline summarizer's and an unpriced model's at the profile's, as that model would bill them",
     "pair errors": "tool-call/result pairing violations the strategy caused, per wire format (chat / responses / anthropic / gemini)",
 }
 AGES = {"lt8k": "under 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "128k or more"}

@@ -15,6 +15,7 @@ from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import Prices, get_profile
 from compaction_bench.provider import SimulatedProvider
+from compaction_bench.records import from_rows, to_rows
 from compaction_bench.replay import CompactionRecord, RequestRecord
 from compaction_bench.request import Message, Request, message_from_item
 from compaction_bench.strategies.baselines import NoCompaction
@@ -122,16 +123,6 @@ def test_summary_request_and_its_call_are_counted(summarized):
                for r in cell.requests)
 
 
-class PricedSummarizer(LLMClient):
-    """A real model as litellm answers: the usage it reports and the price of that usage."""
-
-    def __init__(self) -> None:
-        super().__init__("openai/a-priced-model", CallSettings(use_cache=False))
-
-    def complete(self, messages, **params) -> LLMResult:
-        return LLMResult("The deploy token is ZX-4471.", self.model, input_tokens=1_234, output_tokens=56, cost=0.5)
-
-
 def test_summarizer_tokens_are_the_tokens_its_cost_is_priced_on():
     # Claude is counted with cl100k_base; the offline summarizer counts what it read with o200k_base.
     result = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet")
@@ -143,14 +134,97 @@ def test_summarizer_tokens_are_the_tokens_its_cost_is_priced_on():
     counted = SimulatedProvider(result.profile).count(record.messages)  # the request as the provider counts it
     assert row["llm_input_tokens"] == request["true_tokens"] == counted
     assert call.input_tokens != counted  # the offline model's own count, which no model reports, is not used
+    assert call.cost is None  # the offline summarizer has no price of its own
     assert row["llm_output_tokens"] == call.output_tokens == request["output_tokens"] > 0
     priced = request_cost(result.profile, input_tokens=counted, cached_tokens=request["cached_tokens"],
                           cache_write_tokens=request["cache_write_tokens"], output_tokens=call.output_tokens)
     assert row["llm_cost_usd"] == pytest.approx(request["cost_usd"]) == pytest.approx(priced) and priced > 0
-    # A real model with a price: its own usage, and litellm's price of it.
-    real = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet", summarizer=PricedSummarizer())
-    (row,) = measure_cell(real, [], answerer=None).compactions
-    assert (row["llm_input_tokens"], row["llm_output_tokens"], row["llm_cost_usd"]) == (1_234, 56, 0.5)
+
+
+def _served_summary(server, model: str, **settings) -> tuple[dict, dict, LLMResult]:
+    """The compaction row, summary request row and call of a replay whose summarizer is `model` at the local server."""
+    summarizer = LLMClient(model, CallSettings(api_base=server.base_url, max_retries=0, **{"use_cache": False, **settings}))
+    result = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet", summarizer=summarizer)
+    cell = measure_cell(result, [], answerer=None)
+    (row,) = cell.compactions
+    (request,) = [r for r in cell.requests if r["kind"] == "summary"]
+    (call,) = result.compactions[0].llm_calls
+    return row, request, call
+
+
+def test_a_served_summarizer_is_priced_by_litellm_free_at_zero_and_unpriced_at_the_profile(openai_server, monkeypatch):
+    from compaction_bench.llm import _litellm
+
+    for variable in ("OPENAI_API_KEY", "MISTRAL_API_KEY"):
+        monkeypatch.setenv(variable, "sk-local")
+    litellm = _litellm()
+    # A model with a price in litellm's map: the usage it reported, at litellm's price of that usage.
+    row, request, call = _served_summary(openai_server, "openai/gpt-5-mini")
+    usage = litellm.Usage(prompt_tokens=call.input_tokens, completion_tokens=call.output_tokens,
+                          total_tokens=call.input_tokens + call.output_tokens)
+    own = sum(litellm.cost_per_token(model="openai/gpt-5-mini", usage_object=usage))
+    assert (row["llm_input_tokens"], row["llm_output_tokens"]) == (call.input_tokens, call.output_tokens)
+    assert row["llm_cost_usd"] == pytest.approx(own, rel=1e-9) == pytest.approx(request["cost_usd"]) and own > 0
+    # A model litellm's map lists at $0 a token: free, not priced at the session's prices.
+    assert litellm.model_cost["mistral/labs-leanstral-1-5"]["input_cost_per_token"] == 0
+    row, request, call = _served_summary(openai_server, "mistral/labs-leanstral-1-5")
+    assert call.cost == 0.0 and row["llm_cost_usd"] == request["cost_usd"] == 0.0
+    assert row["llm_input_tokens"] == call.input_tokens > 0
+    # A model litellm cannot price: the provider's count of the request at the profile's prices.
+    row, request, call = _served_summary(openai_server, "openai/a-model-litellm-has-no-price-for")
+    assert call.cost is None
+    assert row["llm_input_tokens"] == request["true_tokens"] != call.input_tokens
+    priced = request_cost(get_profile("claude-sonnet"), input_tokens=request["true_tokens"], cached_tokens=request["cached_tokens"],
+                          cache_write_tokens=request["cache_write_tokens"], output_tokens=call.output_tokens)
+    assert row["llm_cost_usd"] == pytest.approx(priced) and priced > 0
+
+
+def test_stored_responses_keep_free_apart_from_unpriced(openai_server, monkeypatch, tmp_path):
+    """A stored response says whether its call had a price; one stored before it did (cost 0.0 for
+    either) is read as unpriced, as it was priced when stored."""
+    from compaction_bench.llm import export_responses
+
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-local")
+    run = tmp_path / "run"
+    (run / "responses").mkdir(parents=True)
+    (run / "manifest.json").write_text("{}")
+    first = _served_summary(openai_server, "mistral/labs-leanstral-1-5", record_dir=str(run / "responses"))
+    assert first[0]["llm_cost_usd"] == 0.0
+    export_responses(run, tmp_path / "now.jsonl")
+    (stored,) = [json.loads(line) for line in (tmp_path / "now.jsonl").read_text().splitlines()]
+    assert stored["priced"] is True and stored["cost"] == 0.0
+    legacy = {k: v for k, v in stored.items() if k != "priced"}
+    (tmp_path / "legacy.jsonl").write_text(json.dumps(legacy) + "\n")
+    calls = openai_server.calls
+    row, request, call = _served_summary(openai_server, "mistral/labs-leanstral-1-5", offline=True, responses=str(tmp_path / "now.jsonl"))
+    assert call.cache_hit and call.cost == 0.0 and row["llm_cost_usd"] == 0.0
+    row, request, call = _served_summary(openai_server, "mistral/labs-leanstral-1-5", offline=True, responses=str(tmp_path / "legacy.jsonl"))
+    assert call.cache_hit and call.cost is None and row["llm_cost_usd"] == pytest.approx(request["cost_usd"]) and row["llm_cost_usd"] > 0
+    assert openai_server.calls == calls  # both answered from the files
+
+
+def test_replay_records_keep_free_apart_from_unpriced(openai_server, monkeypatch):
+    """`bench score` measures a run folder's stored records again: a free call stays free there, and
+    one stored before `priced` existed (cost 0.0 for either) is priced at the profile's prices, as
+    it was when stored."""
+    monkeypatch.setenv("MISTRAL_API_KEY", "sk-local")
+    summarizer = LLMClient("mistral/labs-leanstral-1-5", CallSettings(api_base=openai_server.base_url, max_retries=0, use_cache=False))
+    result = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet", summarizer=summarizer)
+    rows = to_rows(result)
+    (summary,) = [r for r in rows["requests"] if r["kind"] == "summary"]
+    assert json.loads(summary["llm_call"])["priced"] is True
+    again = from_rows(result.transcript, result.profile, **rows)
+    assert measure_cell(again, [], answerer=None).compactions[0]["llm_cost_usd"] == 0.0
+    # As an earlier version stored them: no `priced`, cost 0.0.
+    stored = json.loads(summary["llm_call"])
+    del stored["priced"]
+    summary["llm_call"] = json.dumps(stored)
+    for call in rows["replay"]["compactions"][0]["llm_calls"]:
+        del call["priced"]
+    cell = measure_cell(from_rows(result.transcript, result.profile, **rows), [], answerer=None)
+    (row,) = cell.compactions
+    (request,) = [r for r in cell.requests if r["kind"] == "summary"]
+    assert row["llm_cost_usd"] == pytest.approx(request["cost_usd"]) and row["llm_cost_usd"] > 0
 
 
 def test_truncate_silently_loses_what_it_drops():
