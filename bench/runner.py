@@ -285,6 +285,32 @@ def file_cases(
     return cases
 
 
+def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]]) -> list[Case]:
+    """Cases built in memory (`run(cases=...)`), each session once, as `file_cases` takes files: a
+    name given twice is refused (the second scenario would replace the first), and a case whose
+    session is one already taken (`session_digest`) is left out, named in a warning line and
+    appended to `duplicates` (`file` and `same_as` are the cases' files, None for a transcript
+    built in memory; `given_as` its name)."""
+    names: set[str] = set()
+    kept: dict[str, Case] = {}
+    out: list[Case] = []
+    for case in cases:
+        if case.name in names:
+            raise RunError(f"scenario {case.name!r} given twice: give each case its own name")
+        names.add(case.name)
+        digest = session_digest(case.transcript)
+        first = kept.get(digest)
+        if first is None:
+            kept[digest] = case
+            out.append(case)
+            continue
+        LOG.warning("warning: scenario %s: the same session as scenario %s; run once, as %s (the copy is left out)",
+                    shown(case.name), shown(first.name), shown(first.name))
+        duplicates.append({"file": case.file, "session_index": case.session_index, "same_as": first.file,
+                           "same_as_session_index": first.session_index, "scenario": first.name, "given_as": case.name})
+    return out
+
+
 def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) -> None:
     """Say once per file how many problems its import met (lines kept out, repaired or kept as
     markers; the importers record each in `meta["problems"]`), so none passes a run unnoticed."""
@@ -553,7 +579,8 @@ def run(
 ) -> Path:
     """Run a benchmark and return the run folder.
 
-    With no `paths` and no `cases`, the embedded synthetic suite is the corpus. `probes` is a
+    With no `paths` and no `cases`, the embedded synthetic suite is the corpus; `cases` are
+    scenarios built in memory, each session once (`distinct_cases`). `probes` is a
     probe file, `"auto"` (mine them; the default for transcript files) or None; it, `format` and
     `import_options` are for transcript files only (`check_no_import_settings`). `progress` shows
     a progress bar (terminal or notebook; plain lines elsewhere) over the cells and the finalize
@@ -591,6 +618,8 @@ def run(
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise RunError(f"--address {address!r} names a Ray cluster: pass --executor ray with it (cells would run on this machine)")
+    if paths and cases is not None:
+        raise RunError("give transcript paths or cases, not both (the paths would not be read)")
     if not paths:
         check_no_import_settings(probes, format, import_options, "the given scenarios" if cases is not None else "the synthetic suite")
     display = display_for() if progress else None
@@ -610,7 +639,9 @@ def run(
             raise RunError(str(exc)) from None
         duplicates: list[dict[str, Any]] = []  # sessions given again, left out (named in the manifest)
         hashed: dict[str, str] = {}  # each transcript file's sha256, read once
-        if cases is None:
+        if cases is not None:
+            cases = distinct_cases(cases, duplicates)
+        else:
             cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit,
                                 duplicates=duplicates, hashed=hashed)
                      if paths else synthetic_cases(seed))

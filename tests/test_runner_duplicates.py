@@ -60,3 +60,27 @@ def test_a_run_records_the_duplicate_and_resumes_with_the_same_paths(copies, tmp
     again = bench.run([first, second], ["none"], ["32k"], resume=True, **common)
     assert again == root
     assert json.loads((root / "manifest.json").read_text())["duplicates"] == manifest["duplicates"]
+
+
+def test_cases_built_in_memory_are_taken_once_each(tmp_path, caplog, no_network):
+    from compaction_bench.runner import Case, RunError
+
+    session = Transcript.read(write_tiny_session(tmp_path / "a"))
+    shorter = Transcript("tiny", session.items[:2])
+    common = dict(out=tmp_path / "runs", jobs=1, report=False, progress=False)
+    # The same name twice: the second scenario would replace the first, so the run is refused.
+    with pytest.raises(RunError, match="scenario 'one' given twice"):
+        bench.run(strategies=["none"], cases=[Case("one", session), Case("one", shorter)], run_id="named", **common)
+    assert not (tmp_path / "runs" / "named").exists()
+    # The same session under two names: one scenario, the copy named.
+    with caplog.at_level("WARNING"):
+        root = bench.run(strategies=["none"], cases=[Case("one", session), Case("two", shorter), Case("three", session)],
+                         run_id="copies", **common)
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert [s["name"] for s in manifest["scenarios"]] == ["one", "two"] and manifest["cells"]["total"] == 2
+    (skipped,) = manifest["duplicates"]
+    assert (skipped["given_as"], skipped["scenario"], skipped["file"]) == ("three", "one", None)
+    assert sum("three" in r.getMessage() and "one" in r.getMessage() for r in caplog.records) == 1
+    # Paths beside cases would not be read: refused.
+    with pytest.raises(RunError, match="not both"):
+        bench.run([tmp_path / "a" / "tiny.jsonl"], ["none"], cases=[Case("one", session)], run_id="both", **common)
