@@ -172,7 +172,8 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     )
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["points"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:+.1f}"
-    env.filters["num"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else str(v))
+    env.filters["num"] = lambda v: "–" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # a value
+    env.filters["change"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else f"{v:+d}")  # a change, signed
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
         offline_notes=[*offline_notes(a_root, b_root), *filter(None, [adjustment_note(changes)])],

@@ -2,7 +2,8 @@
 
 Text is written as SVG `<text>` (small files, escaped by matplotlib) and never parsed as
 mathtext: a scenario or strategy name with `$…$` is drawn literally (`text.parse_math` off).
-Figures: context timelines as small multiples (one panel per strategy, shared axes), retention
+Figures: context timelines as small multiples (one panel per strategy, shared axes; of a run with
+repeats, the first repeat's requests and compactions, named in the title), retention
 over the session, retention by probe family and fact age (heatmaps), retention against cost and
 re-billed tokens with the Pareto front, cache hit rate and re-billed tokens over the session.
 
@@ -86,10 +87,11 @@ def context_timeline(
     ▼ marks a compaction (tokens before it; masking rewrites, which happen at every step, are
     ticks along the bottom), × an overflowed request, the dashed line the window. The y axis stops
     at 1.3 × the window (the window line always shows); points above it are drawn on the top edge as ▲.
+    A run with repeats draws its first (`timeline_rows`), and the title says which.
     """
-    turns = requests[requests["kind"] == "turn"]
-    if "repeat" in turns.columns and len(turns):
-        turns = turns[turns["repeat"] == turns["repeat"].min()]
+    turns, compactions, shown = timeline_rows(requests, compactions)
+    if shown:
+        title = f"{title} · {shown}"
     present = set(turns["strategy"].unique())
     strategies = [s for s in (order or turns["strategy"].unique()) if s in present]
     cols = min(4, max(1, len(strategies)))
@@ -118,8 +120,6 @@ def context_timeline(
                 ax.scatter(over["step"], over["true_tokens"].clip(upper=top), marker="x", s=14, color="#b00", linewidths=0.8, zorder=4)
             if not compactions.empty:
                 mine = compactions[compactions["strategy"] == strategy]
-                if "repeat" in mine.columns and len(mine):
-                    mine = mine[mine["repeat"] == mine["repeat"].min()]
                 masking = mine[mine["trigger"] == "masking"]
                 other = mine[mine["trigger"] != "masking"]
                 if len(other):
@@ -140,6 +140,17 @@ def context_timeline(
         fig.tight_layout()
     # laid out to fit: cropping it again would draw each of its panels' ticks once more (about a sixth of its time)
     return to_svg(fig, crop=False)
+
+
+def timeline_rows(requests: pd.DataFrame, compactions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The turn requests and compactions a timeline draws: of a run with repeats, those of its first repeat
+    (every mark on a strategy's line is of the replay the line shows), and the words saying so ("" for one repeat)."""
+    turns = requests[requests["kind"] == "turn"]
+    if "repeat" not in turns.columns or not len(turns) or turns["repeat"].nunique() < 2:
+        return turns, compactions, ""
+    first = turns["repeat"].min()
+    marks = compactions[compactions["repeat"] == first] if "repeat" in compactions.columns else compactions
+    return turns[turns["repeat"] == first], marks, f"repeat {first}, the first of {turns['repeat'].nunique()}"
 
 
 def _session_position(frame: pd.DataFrame, column: str = "step") -> pd.Series:

@@ -98,8 +98,8 @@ GLOSSARY: dict[str, str] = {
     "unscored": "probe points without an answered grade: no answerer, the answerer failed, or a `judge` probe run without `--judge` (those are never counted as wrong)",
     "judge_strict": "share the judge model accepted under the strict rubric",
     "judge_lenient": "share the judge model accepted under the lenient rubric",
-    "estimate_error": "mean signed error of the strategy's own token estimate against the true count (tokens)",
-    "estimate_ape": "mean absolute percentage error of the strategy's token estimate",
+    "estimate_error": "mean signed error of the strategy's own token estimate: estimate minus the true count, in tokens (negative: it under-counts)",
+    "estimate_ape": "mean absolute percentage error of the strategy's token estimate: |estimate − true| ÷ true over the requests with an estimate, shown as a percentage",
     "missed_triggers": "requests over the strategy's threshold by the true count where its estimate did not trigger",
     "overflows": "turn requests that did not fit the window (the provider's overflow error)",
     "cache_hit_rate": "cached input tokens over input tokens of the requests sent, after each cell's first request; over several scenarios the ratio of the sums",
@@ -178,6 +178,10 @@ DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "retention_lo
 WITHDRAWN = ("estimate_ape_lo", "estimate_ape_hi")
 
 
+#: Summary columns that hold a fraction their name calls a percentage: shown as one, as the leaderboard's "estimate error %" is.
+PERCENT = ("estimate_ape",)
+
+
 def scenario_table(summary: pd.DataFrame) -> Table:
     columns = [c for c in summary.columns if c not in WITHDRAWN]
     rows = []
@@ -188,7 +192,7 @@ def scenario_table(summary: pd.DataFrame) -> Table:
             if value is None or isinstance(value, (bool, str)):
                 row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):
-                fmt = "{:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
+                fmt = "{:.1%}" if column in PERCENT else "{:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
                 row.append(format_value(value, fmt))
             else:
                 row.append(str(value))
@@ -223,14 +227,16 @@ def _id_lists(record: dict[str, Any], where: dict[str, int]) -> dict[str, Any]:
 
 def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> dict[tuple, list[list[str]]]:
     """(scenario, strategy, profile, repeat, compaction) -> probes absent at that compaction's point that were present
-    at their previous point (or asked there for the first time)."""
+    at their previous point (or asked there for the first time). A point is a request: a checkpoint at the same
+    request as a compaction point reads the same context, so it is that point, never the one before it."""
     if probes.empty or "compaction" not in probes.columns:
         return {}
-    frame = probes.sort_values("request")
     keys = ["scenario", "strategy", "profile", "repeat", "probe_id"]
-    frame = frame.drop_duplicates([*keys, "request"])
-    previous = frame.groupby(keys, sort=False)["present"].shift(1)
-    went = frame[frame["compaction"].notna() & ~frame["present"].astype(bool) & previous.fillna(True).astype(bool)]
+    frame = probes.sort_values("request", kind="stable").reset_index(drop=True)
+    contexts = frame.drop_duplicates([*keys, "request"])[[*keys, "request", "present"]]
+    contexts = contexts.assign(previous=contexts.groupby(keys, sort=False)["present"].shift(1)).drop(columns="present")
+    points = frame[frame["compaction"].notna()].drop_duplicates([*keys, "compaction"]).merge(contexts, on=[*keys, "request"], how="left")
+    went = points[~points["present"].astype(bool) & points["previous"].fillna(True).astype(bool)]
     out: dict[tuple, list[list[str]]] = {}
     for row in went.itertuples(index=False):
         question, answer = questions.get((str(row.scenario), str(row.probe_id)), ("", ""))

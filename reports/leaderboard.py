@@ -10,8 +10,9 @@ kept and summary parts, the summary-dependent retention, the number of pairs, P(
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
-Counts are summed over scenarios; the cache hit rate and the estimate error are pooled (each scenario's
-rate weighted by what it is a share of, `aggregate.combine`), other figures averaged over scenarios. Given the
+Counts, tokens and dollars are summed over scenarios (each a cell's mean over its repeats); the cache hit
+rate and the estimate error are pooled (each scenario's rate weighted by what it is a share of,
+`aggregate.combine`). Given the
 requests table, every column covers the scenarios in which each strategy of the profile finished
 its cell (`aggregate.shared_scenarios`), as the verdict does.
 """

@@ -23,8 +23,32 @@ def shown_table(text: str) -> dict[tuple[str, str], float]:
     return {(row[0], column): float(value) for row in lines[1:] if len(row) > 1 for column, value in zip(columns, row[1:], strict=True)}
 
 
+def wrapped_rows(text: str) -> dict[str, dict[str, str]]:
+    """A DataFrame's text output, which pandas wraps into blocks of columns (a header ending in a backslash, then
+    its rows, a blank line between blocks), as {row label: {column: text}}."""
+    rows: dict[str, dict[str, str]] = {}
+    for block in text.split("\n\n"):
+        header, *lines = block.splitlines()
+        columns = header.rstrip("\\").split()
+        for line in lines:
+            label, *values = line.split()
+            rows.setdefault(label, {}).update(zip(columns, values, strict=True))
+    return rows
+
+
 def test_there_are_notebooks():
     assert {"quickstart.ipynb", "compare_strategies.ipynb", "sweep.ipynb"} <= {p.name for p in NOTEBOOKS}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_notebook_whose_run_is_offline_says_what_its_numbers_measure(path):
+    """A notebook that runs the benchmark with the default models (no `summarizer=`/`answerer=`) reads numbers of the
+    offline heuristics, and its text names them, as the report and the terminal do."""
+    notebook = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
+    text = "\n".join(c.source for c in notebook.cells if c.cell_type == "markdown")
+    if "bench.run(" in code and "summarizer=" not in code:
+        assert "offline/extractive" in text
 
 
 @pytest.mark.slow
@@ -59,10 +83,12 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     if path.name == "sweep.ipynb":  # the sweep's table: each variant's summary row (one scenario, as the report's leaderboard)
         (summary_file,) = tmp_path.glob("tmp/*/*/summary.parquet")
         summary = pd.read_parquet(summary_file).set_index("strategy")
-        lines = [line.split() for line in notebook.cells[-1].outputs[0]["data"]["text/plain"].splitlines()]
-        for row in lines[1:]:
-            variant = f"pi@keep_recent_tokens={row[1]}"
-            assert float(row[2]) == pytest.approx(round(summary.loc[variant, "retention"], 3), abs=1e-9)
+        for row in wrapped_rows(notebook.cells[-1].outputs[0]["data"]["text/plain"]).values():
+            variant = f"pi@keep_recent_tokens={row['keep_recent_tokens']}"
+            assert float(row["retention"]) == pytest.approx(round(summary.loc[variant, "retention"], 3), abs=1e-9)
+            # with the interval the report gives it (one scenario: the summary row's)
+            shown = [float(row["ci_low"]), float(row["ci_high"])]
+            assert shown == pytest.approx([round(summary.loc[variant, f"retention_{end}"], 3) for end in ("lo", "hi")], abs=1e-9)
     if path.name == "quickstart.ipynb":
         # Its last table states the run's retention by probe family as the report does: the summary's retention_<family>
         # (paired checkpoints, each probe weighing one), not a mean over every probe row (compaction points included).

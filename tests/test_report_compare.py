@@ -78,3 +78,14 @@ def test_gate_writes_its_markdown_comment(runs, tmp_path):
     assert done.returncode == 0, done.stderr
     text = comment.read_text(encoding="utf-8")
     assert text.startswith("**compaction-bench gate: passed**") and "| codex-local | 32k | integrity |" in text
+
+
+def test_values_are_plain_and_changes_signed(runs):
+    base, cand = runs
+    page = render_compare(base, cand)
+    cells = re.findall(r"<td>([^<>]*) → ([^<>]*) \(([^<>]*)\)</td>", page)
+    assert cells, "the page has a baseline → candidate (change) cell per metric"
+    for baseline, candidate, change in cells:
+        assert not baseline.startswith("+") and not candidate.startswith("+"), (baseline, candidate)
+        assert change == "–" or change[0] in "+-", change
+    assert any(float(b.replace(",", "")) > 0 for b, _, _ in cells if b != "–")  # a positive value is shown without a sign
