@@ -2,15 +2,26 @@
 
 The corpora hold summaries written at real compactions: Codex `compacted` lines, Claude Code
 `isCompactSummary` messages (markers `compaction-summary`) and Pi `compaction` entries (markers
-`compaction` carrying the summary text). For each one, the span the real summary replaced is:
-- Pi: the entries from the previous compaction's first kept entry (or the start) up to this
-  compaction's `firstKeptEntryId` (later entries stayed verbatim, docs/specs/pi.md);
+`compaction` carrying the summary text). For each one, the span the real summary replaced is the
+part of the history its summarizer was given and did not keep verbatim:
+- Pi: up to this compaction's `firstKeptEntryId` (later entries stayed verbatim), from the entry
+  after the previous compaction for a compaction recorded before Pi's fix eeace797 (2026-03-27:
+  until then the previous compaction's kept tail was neither summarized nor kept, issue #2608),
+  from the previous compaction's first kept entry after it (docs/specs/pi.md §3, "Boundaries");
 - Claude Code and Codex: every item since the previous compaction (they summarize all of it).
+A compaction without summary text (a Codex remote compaction) still ends the span of the next one.
 Probes are mined from that span (`compaction_bench.scenarios.mining`; the judged families are left
 out: they need a model to grade), the offline summarizer (`offline/extractive`) summarizes the
 same span under the agent's own summary template with its default budget, and both summaries
 are graded by presence (evidence-anchored, `compaction_bench.metrics.grading`): how many of the
 span's facts each keeps.
+
+A session is one unit however many compactions it holds: a session given twice (the same content
+in another file) is counted once, the same path given twice is refused, and the difference
+offline − real is given with a bootstrap interval clustered by session and the two-sided sign-flip
+test of the facts one summary keeps and the other does not (`compaction_bench.metrics.stats`); it
+is called a difference only when the interval excludes 0, the test rejects at 0.05 and there are
+two sessions at least. Sessions that yield no row are named under the table, with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import BenchError
 from compaction_bench.importing import load_transcripts
 from compaction_bench.offline_models import extractive_summary
 from compaction_bench.request import message_from_item
@@ -34,6 +46,8 @@ TEMPLATES: dict[str, tuple[str, dict[str, Any]]] = {
     "codex": ("codex_summary.j2", {}),
 }
 SUMMARY_EVENTS = {"pi": "compaction", "claude-code": "compaction-summary", "codex": "compaction"}
+#: Pi's fix eeace797: from this day a compaction summarizes the previous one's kept tail too.
+PI_KEPT_TAIL_FIX = "2026-03-27"
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,12 @@ def _format(transcript: Transcript) -> str:
     return "codex" if fmt.startswith("codex") else fmt
 
 
+def _pi_kept_tail_summarized(marker: Item) -> bool:
+    """Whether Pi summarized the previous compaction's kept tail at this compaction: recorded on or
+    after the fix's date (a compaction without a timestamp is taken to be the current rule's)."""
+    return not marker.timestamp or marker.timestamp[:10] >= PI_KEPT_TAIL_FIX
+
+
 def spans(transcript: Transcript) -> list[tuple[list[Item], str]]:
     """(the items a recorded summary replaced, the summary text), in order."""
     fmt = _format(transcript)
@@ -77,18 +97,20 @@ def spans(transcript: Transcript) -> list[tuple[list[Item], str]]:
         return []
     out: list[tuple[list[Item], str]] = []
     start = 0
+    kept_from: int | None = None  # Pi: where the previous compaction's kept tail begins
     positions = {item.id: n for n, item in enumerate(transcript.items)}
     for n, item in enumerate(transcript.items):
-        if item.kind != "marker" or item.meta.get("event") != event or not item.text.strip():
+        if item.kind != "marker" or item.meta.get("event") != event:
             continue
-        end = n
-        kept = item.meta.get("firstKeptEntryId") if fmt == "pi" else None
-        if kept in positions and start <= positions[kept] < n:
-            end = positions[kept]
-        span = [i for i in transcript.items[start:end] if i.kind != "marker"]
-        if span:
+        if fmt == "pi" and kept_from is not None and _pi_kept_tail_summarized(item):
+            start = kept_from
+        kept = positions.get(str(item.meta.get("firstKeptEntryId"))) if fmt == "pi" else None
+        if kept is not None and not start <= kept < n:
+            kept = None
+        span = [i for i in transcript.items[start:n if kept is None else kept] if i.kind != "marker"]
+        if span and item.text.strip():
             out.append((span, item.text))
-        start = end if fmt == "pi" and kept in positions else n + 1
+        start, kept_from = n + 1, kept
     return out
 
 
@@ -128,17 +150,92 @@ def calibrate_transcript(transcript: Transcript, file: str) -> list[Calibration]
     return rows
 
 
-def calibrate(files: Iterable[str | Path]) -> list[Calibration]:
-    """Every recorded compaction of every session in the files."""
-    rows = []
-    for file in files:
-        path = Path(file)
-        for transcript in load_transcripts(path):
-            rows += calibrate_transcript(transcript, f"{path.parent.name}/{path.name}")
-    return rows
+class CalibrationError(BenchError, ValueError):
+    """A list of files that cannot be calibrated as given (the same path twice)."""
+
+
+class Calibrations(list[Calibration]):
+    """The rows of `calibrate`, and a line for each session given that yields none, saying why."""
+
+    def __init__(self, rows: Iterable[Calibration] = (), notes: Iterable[str] = ()) -> None:
+        super().__init__(rows)
+        self.notes = list(notes)
+
+
+def _no_row(transcript: Transcript) -> str:
+    """Why a session yields no row."""
+    fmt = _format(transcript)
+    if fmt not in SUMMARY_EVENTS:
+        return f"format {fmt or 'unknown'} is not calibrated (no summary template for it here)"
+    markers = [i for i in transcript.items if i.kind == "marker" and i.meta.get("event") == SUMMARY_EVENTS[fmt]]
+    if not markers:
+        return "no recorded compaction"
+    if not any(i.text.strip() for i in markers):
+        return f"{len(markers)} recorded compaction(s), none with summary text"
+    return "its recorded summaries replaced no items"
+
+
+def calibrate(files: Iterable[str | Path]) -> Calibrations:
+    """Every recorded compaction of every distinct session in the files (each path once)."""
+    from compaction_bench.runner import session_digest
+
+    paths = [Path(file) for file in files]
+    seen: dict[Path, Path] = {}
+    for path in paths:
+        first = seen.setdefault(path.resolve(), path)
+        if first is not path:
+            raise CalibrationError(f"{path}: given twice (the same file as {first}); pass each file once")
+    out = Calibrations()
+    taken: dict[str, str] = {}  # session digest -> where it was first given
+    for path in paths:
+        transcripts = load_transcripts(path)
+        for number, transcript in enumerate(transcripts, start=1):
+            label = f"{path.parent.name}/{path.name}" + (f" session {number}" if len(transcripts) > 1 else "")
+            digest = session_digest(transcript)
+            if digest in taken:
+                out.notes.append(f"{label}: the same session as {taken[digest]}; counted once")
+                continue
+            taken[digest] = label
+            rows = calibrate_transcript(transcript, label)
+            out += rows
+            if not rows:
+                out.notes.append(f"{label}: {_no_row(transcript)}; no row")
+    return out
+
+
+def difference(rows: Sequence[Calibration]) -> str:
+    """Offline − real share of the facts kept, with its interval clustered by session and the
+    sign-flip test of the facts only one summary keeps; the verdict only where both say so."""
+    from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, signflip_p
+
+    clusters: dict[str, list[float]] = {}
+    for row in rows:
+        only_offline, only_real = row.offline_kept - row.both_kept, row.real_kept - row.both_kept
+        facts = [1.0] * only_offline + [-1.0] * only_real + [0.0] * (row.probes - only_offline - only_real)
+        clusters.setdefault(row.session, []).extend(facts)
+    values = [v for facts in clusters.values() for v in facts]
+    if not values:
+        return "offline − real: no facts to compare."
+    mean = sum(values) / len(values)
+    low, high = cluster_bootstrap_ci(list(clusters.values()), bounds=DIFFERENCE)
+    p_value = signflip_p(values, two_sided=True)
+    changed = sum(v != 0 for v in values)
+    units = f"{len(clusters)} session(s), {len(rows)} compaction(s), {len(values)} facts"
+    if len(clusters) < 2:
+        verdict = "one session: its compactions and facts are not independent units, so no verdict"
+    elif detectable(low, high, p_value):
+        verdict = f"the offline summarizer keeps {'more' if mean > 0 else 'fewer'} of the spans' facts than the real summaries"
+    else:
+        verdict = "no detectable difference"
+    return (
+        f"offline − real, share of the spans' facts kept: {mean:+.1%}, 95% interval [{low:+.1%}, {high:+.1%}] "
+        f"(bootstrap over {units}, clustered by session; two-sided sign-flip p = {p_value:.3f} over the {changed} facts "
+        f"only one summary keeps): {verdict}."
+    )
 
 
 def markdown(rows: Sequence[Calibration]) -> str:
+    """The table, its total row, the difference line and (for `Calibrations`) the notes on sessions without rows."""
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join(["---", "---:", *["---:"] * (len(HEADER) - 2)]) + "|"]
     lines += ["| " + " | ".join(row.cells()) + " |" for row in rows]
     if rows:
@@ -149,4 +246,8 @@ def markdown(rows: Sequence[Calibration]) -> str:
             f"{sum(r.offline_tokens for r in rows):,} | {real} ({real / probes:.0%}) | {offline} ({offline / probes:.0%}) | "
             f"{sum(r.both_kept for r in rows)} |" if probes else "| all | – | – | 0 | – | – | – | – | – |"
         )
+        lines += ["", difference(rows)]
+    notes = getattr(rows, "notes", ())
+    if notes:
+        lines += ["", "Sessions without a row:", *(f"- {note}" for note in notes)]
     return "\n".join(lines)

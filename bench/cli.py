@@ -476,7 +476,9 @@ def calibrate(files: Annotated[list[Path], typer.Argument(help="Transcripts with
 
     rows = calibrate_files(files)
     if not rows:
-        raise UsageFailure("no recorded compaction with a summary in these files (Codex `compacted`, Claude Code `isCompactSummary`, Pi `compaction`)")
+        why = "; ".join(rows.notes)
+        raise UsageFailure("no recorded compaction with a summary in these files (Codex `compacted`, Claude Code `isCompactSummary`, "
+                           "Pi `compaction`)" + (f": {why}" if why else ""))
     print(markdown(rows))
 
 
@@ -600,13 +602,15 @@ def fidelity_cache(
             chosen = profile if profile != "auto" else _profile_for(transcript.model)
             a = recorded_agreement(transcript, chosen)
             cells = [
-                Path(file.parent.name, file.name).as_posix(), chosen, str(a["requests"]), str(a["requests_with_recorded_cache"]),
+                Path(file.parent.name, file.name).as_posix(), chosen, str(a["requests"]), str(a["requests_not_compared"]),
+                str(a["requests_with_recorded_cache"]),
                 *(f"{a[k]:.3f}" if a[k] is not None else "–" for k in ("recorded_hit_rate", "modelled_hit_rate", "mae_share", "mae_tokens_share")),
                 f"{a['unrecorded_tokens_median']:,.0f}" if a["unrecorded_tokens_median"] is not None else "–",
             ]
             rows.append("| " + " | ".join(cells) + " |")
-    print("| file | profile | requests | with recorded cache | recorded hit rate | modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| file | profile | requests | not compared (after the recording's compaction) | with recorded cache | recorded hit rate "
+          "| modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 
 

@@ -10,7 +10,8 @@ compaction it puts the strategy's trigger decision, `tokensBefore` and cut point
 recorded ones, as a markdown table.
 - Cache model (docs/specs/evaluation.md, provider cache rules): `recorded_agreement(transcript, profile)`
   replays a transcript through `none` with its recorded usage and compares modelled cached tokens
-  with the provider's recorded ones.
+  with the provider's recorded ones, on the requests whose replayed context is the recording's
+  (none after the recording agent's own compaction).
 - Claude Code (docs/specs/claude-code.md §9, §11): `claude_code_fidelity_rows(path)` replays each
   session of a Claude Code JSONL with recorded usage and puts every recorded `compact_boundary`
   (trigger, preTokens, file line) next to the replay's decision, count and threshold.
@@ -146,23 +147,24 @@ def fidelity_table(
 def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> dict[str, Any]:
     """Modelled vs recorded cached tokens for a replay of `none` with the transcript's own usage.
 
-    Compared are the requests whose recorded usage reports input tokens. `mae_share` is the mean
-    over those requests of |modelled cached / modelled input − recorded cached / recorded input|
+    Compared are the requests whose recorded usage reports input tokens and whose replayed context
+    is still the recording's (`usage="recorded"`): after a compaction the recording agent made,
+    `none` sends the whole history where the agent sent a summary, so from there on a modelled
+    request is another request than the recorded one (and would read as a cache hit where the
+    agent rewrote its prefix); those are counted in `requests_not_compared`. `mae_share` is the mean
+    over the compared requests of |modelled cached / modelled input − recorded cached / recorded input|
     (shares, so tokens the transcript never recorded, such as a tool schema, do not count as
     error); `mae_tokens_share` is Σ|modelled − recorded cached| / Σ recorded input. The window is
-    widened so that no request is rejected: what is compared is the cache model, and a session the
-    recording agent compacted natively would otherwise overflow under `none`.
+    widened so that no request is rejected: what is compared is the cache model.
     """
     profile = get_profile(profile)
     profile = replace(profile, context_window=max(profile.context_window, UNLIMITED_WINDOW))
-    result = replay(transcript, "none", profile=profile, usage="recorded-always")
+    result = replay(transcript, "none", profile=profile, usage="recorded")
+    with_input = {step.index for step in transcript.steps() if step.usage is not None and step.usage.input > 0}
+    turns = [r for r in result.requests if r.kind == "turn" and not r.overflow and r.step in with_input]
     # (modelled request, recorded usage) for every turn request whose recording reports input tokens
-    # (a request without recorded usage gets the simulated one, which would agree with itself)
-    pairs = [
-        (r, r.usage)
-        for r in result.requests
-        if r.kind == "turn" and not r.overflow and r.usage_source == "recorded" and r.usage is not None and r.usage.input > 0
-    ]
+    # and whose context is the recording's (a simulated usage would agree with itself)
+    pairs = [(r, r.usage) for r in turns if r.usage_source == "recorded" and r.usage is not None]
     shares = [abs(r.cached_tokens / r.true_tokens - u.cached_input / u.input) for r, u in pairs if r.true_tokens]
     recorded_input = sum(u.input for _, u in pairs)
     recorded_cached = sum(u.cached_input for _, u in pairs)
@@ -170,6 +172,7 @@ def recorded_agreement(transcript: Transcript, profile: str | ModelProfile) -> d
         "transcript": transcript.id,
         "profile": profile.name,
         "requests": len(pairs),
+        "requests_not_compared": len(turns) - len(pairs),
         "requests_with_recorded_cache": sum(1 for _, u in pairs if u.cached_input > 0),
         "recorded_cached_tokens": recorded_cached,
         "modelled_cached_tokens": sum(r.cached_tokens for r, _ in pairs),

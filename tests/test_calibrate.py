@@ -43,3 +43,16 @@ def test_calibrate_without_recorded_compactions_is_a_usage_error(tmp_path):
     path.write_text('[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]', encoding="utf-8")
     out = subprocess.run([BENCH, "calibrate", str(path)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "no recorded compaction" in out.stderr
+    assert "plain.json: format openai-messages is not calibrated" in out.stderr  # and why this file gave none
+
+
+@pytest.mark.corpora
+def test_fidelity_cache_counts_the_requests_after_the_recordings_compaction():
+    # b566e56e: 227 distinct main-chain responses, 49 of them before its first compact_boundary (line 241).
+    path = CORPORA / "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/b566e56e-94a7-425e-a662-d701321e27ce.jsonl"
+    out = subprocess.run([BENCH, "fidelity", "cache", str(path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    header, _, row = out.stdout.splitlines()[:3]
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    values = dict(zip(columns, (c.strip() for c in row.strip("|").split("|")), strict=True))
+    assert (values["requests"], values["not compared (after the recording's compaction)"]) == ("49", "178")

@@ -135,9 +135,9 @@ def test_recorded_agreement_by_hand():
     assert nothing["requests"] == 0 and nothing["recorded_hit_rate"] is None and nothing["mae_share"] is None
 
 
-def _raw_claude_cached_responses(path) -> int:
-    """Distinct API responses (message ids) of the main chain whose usage reports cache reads.
-    A subagent file is all sidechain; then its lines are the main chain."""
+def _raw_claude_responses(path) -> tuple[list[dict], list[dict]]:
+    """Usage of the distinct main-chain responses (message ids) that report input tokens, before
+    and after the file's first `compact_boundary` (a subagent file is all sidechain: then its lines)."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -145,15 +145,24 @@ def _raw_claude_cached_responses(path) -> int:
         except json.JSONDecodeError:
             continue  # a truncated line: the importer reports it, it has no usage to compare
     all_side = all(d.get("isSidechain") for d in lines if d.get("type") == "assistant")
-    ids = {
-        d["message"].get("id")
-        for d in lines
-        if d.get("type") == "assistant"
-        and (all_side or not d.get("isSidechain"))
-        and isinstance(d.get("message"), dict)
-        and (d["message"].get("usage") or {}).get("cache_read_input_tokens", 0) > 0
-    }
-    return len(ids)
+    before: dict[str, dict] = {}
+    after: dict[str, dict] = {}
+    into = before
+    for d in lines:
+        if d.get("type") == "system" and d.get("subtype") == "compact_boundary":
+            into = after
+        if d.get("type") != "assistant" or (d.get("isSidechain") and not all_side) or not isinstance(d.get("message"), dict):
+            continue
+        usage = d["message"].get("usage") or {}
+        if usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0) > 0:
+            into.setdefault(d["message"]["id"], usage)
+    return list(before.values()), [u for key, u in after.items() if key not in before]
+
+
+def _raw_claude_cached_responses(path) -> int:
+    """Distinct main-chain responses with cache reads before the recording's own first compaction
+    (after it the agent sent a summary where `none` sends the whole history: not compared)."""
+    return sum(u.get("cache_read_input_tokens", 0) > 0 for u in _raw_claude_responses(path)[0])
 
 
 def _raw_codex_cached_responses(path) -> int:
@@ -182,9 +191,26 @@ def test_every_recorded_cached_request_gets_a_modelled_count(fmt, profile):
     for path in files:
         (transcript,) = load_transcripts(path)
         got = recorded_agreement(transcript, profile)
-        # Each recorded request with cached tokens was replayed (not rejected) and modelled.
+        # Each recorded request with cached tokens (before the recording's own compaction) was replayed and modelled.
         assert got["requests_with_recorded_cache"] == RAW_COUNTERS[fmt](path), path.name
         assert got["mae_share"] is not None and 0 <= got["mae_share"] <= 1, path.name
+
+
+@pytest.mark.corpora
+def test_requests_after_the_recordings_own_compaction_are_not_compared():
+    # After a compact_boundary the agent sent a summary where `none` sends the whole history: those
+    # requests are others than the recorded ones. b566e56e (four boundaries, the first at line 241)
+    # has 49 responses before it, of 227 in all.
+    files = corpus_files("claude-code-jsonl")
+    assert files
+    for path in files:
+        before, after = _raw_claude_responses(path)
+        (transcript,) = load_transcripts(path)
+        got = recorded_agreement(transcript, "claude-opus")
+        assert got["requests"] == len(before), path.name
+        assert got["requests_not_compared"] == len(after), path.name
+        if path.name.startswith("b566e56e"):
+            assert (len(before), len(before) + len(after)) == (49, 227)
 
 
 @pytest.mark.corpora
