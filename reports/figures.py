@@ -239,7 +239,11 @@ def age_bucket(tokens: float) -> str:
 
 
 def pareto_front(points: pd.DataFrame, x: str, y: str = "retention") -> list[str]:
-    """Strategies no other strategy beats on both: higher-or-equal `y` at lower-or-equal `x`, one strictly."""
+    """Strategies no other strategy beats on both: higher-or-equal `y` at lower-or-equal `x`, one strictly.
+    A strategy `flagged` by the verdict (it cannot serve the window, or no API accepts its requests) is
+    no choice, so it is neither on the front nor hides a strategy behind it."""
+    if "flagged" in points.columns:
+        points = points[~points["flagged"].astype(bool)]
     front = []
     for name, row in points.iterrows():
         dominated = (
@@ -253,7 +257,8 @@ def pareto_front(points: pd.DataFrame, x: str, y: str = "retention") -> list[str
 def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) -> str:
     """Retention against dollars and against re-billed tokens, one dot per strategy, the Pareto front joined.
 
-    `points` is indexed by strategy with columns retention, lo, hi, cost_usd, rebilled_tokens.
+    `points` is indexed by strategy with columns retention, lo, hi, cost_usd, rebilled_tokens and
+    optionally `flagged` (drawn hollow, named so, and off the front: `pareto_front`).
     """
     fig, axes = _figure(1, 2, 10, 3.2)
     palette = colours([*order, *points.index])
@@ -261,9 +266,11 @@ def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) ->
         for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
             data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]
             for name, row in data.iterrows():
+                flagged = bool(row.get("flagged", False))
                 ax.errorbar(row[column], row["retention"], yerr=[[row["retention"] - row["lo"]], [row["hi"] - row["retention"]]] if np.isfinite(row["lo"]) else None,
-                            fmt="o", markersize=4, color=palette[name], elinewidth=0.7)
-                ax.annotate(str(name), (row[column], row["retention"]), fontsize=6.5, xytext=(3, 3), textcoords="offset points")
+                            fmt="o", markersize=4, color=palette[name], elinewidth=0.7, markerfacecolor="none" if flagged else palette[name])
+                ax.annotate(f"{name} (flagged)" if flagged else str(name), (row[column], row["retention"]), fontsize=6.5, xytext=(3, 3),
+                            textcoords="offset points")
             front = data.loc[pareto_front(data, column)].sort_values(column)
             if len(front):
                 ax.step(front[column], front["retention"], where="post", color="#444", linewidth=0.8, linestyle=":", label="Pareto front")

@@ -361,7 +361,8 @@ def _environment() -> jinja2.Environment:
 
 def _verdict_points(verdict: ProfileVerdict) -> pd.DataFrame:
     return pd.DataFrame(
-        [{"strategy": r.strategy, "retention": r.retention, "lo": r.lo, "hi": r.hi, "cost_usd": r.cost_usd, "rebilled_tokens": r.rebilled_tokens}
+        [{"strategy": r.strategy, "retention": r.retention, "lo": r.lo, "hi": r.hi, "cost_usd": r.cost_usd, "rebilled_tokens": r.rebilled_tokens,
+          "flagged": r.flagged}
          for r in verdict.rows]
     ).set_index("strategy")
 

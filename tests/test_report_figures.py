@@ -12,7 +12,13 @@ import pytest
 from compaction_bench.metrics.aggregate import overall, summarize
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.reports.drawings import Drawings, _overview
-from compaction_bench.reports.figures import cache_by_session_position, presence_by_family_and_age, presence_over_session
+from compaction_bench.reports.figures import (
+    cache_by_session_position,
+    pareto_front,
+    presence_by_family_and_age,
+    presence_over_session,
+    retention_vs_cost,
+)
 
 #: Tokens between a fact's source and the probed context, by step: 2 and 3 under 8k, 5 in 8k–32k, 9 in 32k–128k.
 AGE = {2: 1_000, 3: 5_000, 5: 10_000, 7: 20_000, 9: 40_000}
@@ -128,3 +134,17 @@ def test_the_cache_figure_leaves_out_the_scenario_of_a_failed_cell():
     chosen = _chosen(None, failed)
     assert set(chosen["scenario"]) == {"s1"}
     assert cache_by_session_position(chosen).loc["a", "rebilled_tokens"].sum() == pytest.approx(603)
+
+
+def test_a_flagged_strategy_is_off_the_pareto_front_and_drawn_as_flagged():
+    # `broken` is cheapest and best but cannot serve the window: no choice. Without it, `cheap` and
+    # `good` each win on one axis and `worse` loses to `good` on both.
+    points = pd.DataFrame(
+        {"retention": [0.99, 0.60, 0.90, 0.80], "lo": [0.9, 0.5, 0.8, 0.7], "hi": [1.0, 0.7, 0.95, 0.9],
+         "cost_usd": [0.01, 0.10, 0.50, 0.60], "rebilled_tokens": [10, 100, 500, 600], "flagged": [True, False, False, False]},
+        index=pd.Index(["broken", "cheap", "good", "worse"], name="strategy"),
+    )
+    assert sorted(pareto_front(points, "cost_usd")) == ["cheap", "good"]
+    assert sorted(pareto_front(points.drop(columns="flagged"), "cost_usd")) == ["broken"]  # what it hid before
+    svg = retention_vs_cost(points, "t", list(points.index))
+    assert "broken (flagged)" in svg and "cheap (flagged)" not in svg
