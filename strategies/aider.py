@@ -7,7 +7,7 @@
   pair can break. `cur` moves to `done` only after an edited turn (an `aider-output` marker saying
   an edit was applied, or, in other formats, a finished turn whose tool calls edited files); then
   `summarize_start` runs and *then* the commit-message pair is appended (`move_back_cur_messages`);
-  `/clear` empties both lists;
+  `/clear` empties both lists and leaves a pending summary to the next request;
 - §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
   per-message token counts of `json.dumps(message)`; §4 a list (the summary in §5's acceptance test) is
   counted as `litellm.token_counter(messages=...)` counts it, reproduced offline (`messages_token_count`);
@@ -140,7 +140,10 @@ class Aider(Strategy):
         text = item.text.strip()
         if text == "/clear":
             before = self.messages()
-            self.done, self.cur, self.snapshot, self._done_tokens = [], [], None, 0
+            # `_clear_chat_history` (`commands.py@5dc9490b L435-437`) empties both lists and nothing else: a
+            # summary still pending is resolved at the next request, discarded as run (the snapshot is not the
+            # empty `done`) and, with `applied`, put back in place of the cleared history
+            self.done, self.cur, self._done_tokens = [], [], 0
             self.ctx.record_compaction(trigger="clear", before=before, after=self.messages(), summary=None, probe=False)
             return
         if text.startswith("/"):
@@ -287,10 +290,7 @@ class Aider(Strategy):
         key = tuple(map(id, messages))
         hit = self._summary_requests.get(key)
         if hit is None:
-            content = "".join(
-                f"# {m.role.upper()}\n{m.content}" + ("" if m.content.endswith("\n") else "\n")
-                for m in messages if m.role.lower() in ("user", "assistant")
-            )
+            content = summary_transcript(messages)
             request = Request([Message("system", self.ctx.render_prompt("aider_summarize.j2")), Message("user", content)], kind="summary")
             if len(self._summary_requests) >= SUMMARY_REQUESTS_KEPT:
                 self._summary_requests.clear()
@@ -329,6 +329,16 @@ class Aider(Strategy):
     def request(self) -> Request:
         self.summarize_end()
         return Request(self.messages(), meta={"done_tokens": self._done_tokens, "history_limit": self.max_tokens})
+
+
+def summary_transcript(messages: Sequence[ChatMessage]) -> str:
+    """§6 the `# USER` / `# ASSISTANT` transcript (`history.py@5dc9490b L99-107`). The newline test reads the
+    transcript built so far (`if not content.endswith(...)`), not the message: a message with empty content
+    ends on its heading's own newline, so no blank line is added after it."""
+    return "".join(
+        f"# {m.role.upper()}\n{m.content}" + ("" if not m.content or m.content.endswith("\n") else "\n")
+        for m in messages if m.role.lower() in ("user", "assistant")
+    )
 
 
 def _same_dicts(a: Sequence[ChatMessage], b: Sequence[ChatMessage]) -> bool:

@@ -19,6 +19,12 @@
 - §8 tool-output masking after every check (newest content protected, 50,000 protected tokens,
   30,000 minimum batch, exempt tools, `<tool_output_masked>` snippet, kept only if it saves tokens);
 - §9 truncation of shell outputs when the tool runs; §10.2 the estimator;
+- a failed tool's response is `{error: message}` (`ToolExecutor.createErrorResult`, `tool-executor.ts@5411f113
+  L148-166, L451-476`; the transcript's error flag stands for `toolResult.error`): no nested parts and no §9
+  truncation; §3 reads it as `JSON.stringify(response, null, 2)` and, once past the budget, rewrites it as
+  `{output: ...}` even when short (`chatCompressionService.ts@5411f113 L155-208`); §8's preview is that JSON, or
+  empty for the shell tool (no `output`, `toolOutputMaskingService.ts@5411f113 L292-309`). Not in the spec;
+  upstream followed;
 - the saved outputs' paths, which the truncated and masked texts name (`saveTruncatedToolOutput`,
   `packages/core/src/utils/fileUtils.ts@5411f113 L731-755`; `ToolOutputMaskingService.mask`,
   `packages/core/src/context/toolOutputMaskingService.ts@5411f113 L163-188`): all in
@@ -197,7 +203,11 @@ class Part:
     mime: str = ""
     is_error: bool = False
     attachments: tuple[Attachment, ...] = ()
+    #: a failed tool's response, `{error: message}` (`error_response`); §3 and §8 rewrite it as `{output: ...}`
+    error_response: bool = False
     _measure: PartMeasure | None = field(default=None, init=False, repr=False, compare=False)
+    #: §3's measure of the response's string (`source_measure`), for an error response
+    _source: TextMeasure | None = field(default=None, init=False, repr=False, compare=False)
     #: the text's cut at the last threshold and folder asked (`_cut_at`)
     _cut: PartCut | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -212,11 +222,36 @@ class Part:
         if self.kind == "call":
             return {"functionCall": {"name": self.name, "args": self.args, "id": self.call_id}}
         if self.kind == "response":
-            response: dict[str, Any] = {"name": self.name, "response": {"output": self.text}, "id": self.call_id}
+            response: dict[str, Any] = {"name": self.name, "response": {self.response_key: self.text}, "id": self.call_id}
             if self.attachments:
                 response["parts"] = [_inline_data(a.mime) for a in self.attachments]
             return {"functionResponse": response}
         return _inline_data(self.mime)
+
+    @property
+    def response_key(self) -> str:
+        """The key of a function response's one field: `error` for a failed tool, else `output`."""
+        return "error" if self.error_response else "output"
+
+    @property
+    def key_change(self) -> int:
+        """How much rewriting the response as `{output: ...}` lengthens its JSON by the key alone."""
+        return len("output") - len("error") if self.error_response else 0
+
+    def source_text(self) -> str:
+        """§3's `contentStr` (`chatCompressionService.ts@5411f113 L155-179`): `response.output` when it is a
+        string, else (an error response) `JSON.stringify(response, null, 2)`."""
+        if self.error_response:
+            return json.dumps({"error": self.text}, indent=2, ensure_ascii=False)
+        return self.text
+
+    def source_measure(self) -> TextMeasure:
+        """The measure of `source_text`."""
+        if not self.error_response:
+            return self.measure().text
+        if self._source is None:
+            self._source = TextMeasure.of(self.source_text())
+        return self._source
 
     def measure(self) -> PartMeasure:
         """The part's measures (a truncated part gets them from its source's, `truncated`)."""
@@ -235,7 +270,7 @@ class Part:
         elif self.kind == "response":
             # name/4 + JSON.stringify({output: text})/4, and the nested parts' estimate, floored on its own
             # (a recursive estimateTokenCountSync, upstream `tokenCalculation.ts` L101-110)
-            units = _utf16(self.name) / 4 + (_OUTPUT_JSON + text.escaped) / 4
+            units = _utf16(self.name) / 4 + (_RESPONSE_JSON[self.response_key] + text.escaped) / 4
             if self.attachments:
                 units += math.floor(sum(media_units(a.mime) for a in self.attachments))
         elif self.kind == "data":
@@ -245,38 +280,43 @@ class Part:
         return PartMeasure(json_length, units, text, MASKED_TAG in self.text, SNAPSHOT_TAG in self.text)
 
     def truncated_text(self, number: int, threshold: int, directory: str) -> TextMeasure | None:
-        """The measure of `format_truncated_output(text, truncation_path(directory, name, number), threshold)`,
-        None when that is the text itself, without building it: the header's measure without the number
-        is known per threshold, folder and tool, the number is ASCII digits (1 in every measure per digit),
-        the body's measure is known per threshold (`_cut_at`)."""
-        if self.measure().text.units <= threshold:
-            return None
+        """The measure of `format_truncated_output(source_text, truncation_path(directory, name, number), threshold)`,
+        None when the part stays as it is (a short output), without building it: the header's measure without
+        the number is known per threshold, folder and tool, the number is ASCII digits (1 in every measure per
+        digit), the body's measure is known per threshold (`_cut_at`). A short error response is rewritten as
+        `{output: source_text}` (L202-208)."""
+        source = self.source_measure()
+        if source.units <= threshold:
+            return source if self.error_response else None
         cut = self._cut_at(threshold, directory)
         if cut.digit_tool and str(number).startswith(cut.digit_tool):
             return TextMeasure.of(self.cut_text(number, threshold, directory))  # the file is named by the number alone
         digits = len(str(number))
         return cut.numberless + TextMeasure(digits, digits, digits)
 
-    def cut_change(self, threshold: int, directory: str) -> tuple[int, str] | None:
-        """How §3's cut at `threshold` changes the text's escaped length, whatever the file's number:
-        `(change, digit_tool)`; the number's digits add to `change` (`truncated_text(number, threshold,
-        directory).escaped - measure().text.escaped` is `change + len(str(number))`), less `len(digit_tool) + 1`
-        when the number starts with `digit_tool` (`PartCut.digit_tool`); None when the part stays as it is (a
-        short text: the rewritten response is the same, its nested parts kept)."""
-        if self.measure().text.units <= threshold:
-            return None
+    def cut_change(self, threshold: int, directory: str) -> tuple[int, str, bool] | None:
+        """How §3's cut at `threshold` changes the response's escaped length (its text's and its key's),
+        whatever the file's number: `(change, digit_tool, numbered)`; a numbered cut's number's digits add to
+        `change` (`truncated_text(number, threshold, directory).escaped - measure().text.escaped + key_change`
+        is `change + len(str(number))`), less `len(digit_tool) + 1` when the number starts with `digit_tool`
+        (`PartCut.digit_tool`); a short error response's rewrite names no file; None when the part stays as
+        it is (a short output: the rewritten response is the same, its nested parts kept)."""
+        source = self.source_measure()
+        if source.units <= threshold:
+            return (source.escaped - self.measure().text.escaped + self.key_change, "", False) if self.error_response else None
         cut = self._cut_at(threshold, directory)
-        return cut.change, cut.digit_tool
+        return cut.change, cut.digit_tool, True
 
     def _cut_at(self, threshold: int, directory: str) -> PartCut:
         """The cut at `threshold`, its file in `directory`, of a text longer than the threshold (`_cut`)."""
         cut = self._cut
         if cut is None or cut.threshold != threshold or cut.directory != directory:
-            body = truncation_body(self.text, threshold)
+            body = truncation_body(self.source_text(), threshold)
             tool = file_tool_name(self.name)
             numberless = _numberless_header(threshold, directory, tool) + TextMeasure.of(body)
             safe = sanitize_filename_part(tool).lower()
-            cut = self._cut = PartCut(threshold, directory, body, numberless, numberless.escaped - self.measure().text.escaped,
+            change = numberless.escaped - self.measure().text.escaped + self.key_change
+            cut = self._cut = PartCut(threshold, directory, body, numberless, change,
                                       *_header_around_number(threshold, directory, tool), safe if safe.isdigit() else "")
         return cut
 
@@ -285,8 +325,8 @@ class Part:
         the header around the file's number (per threshold, folder and tool) and the body (per threshold)."""
         cut = self._cut
         if cut is None or cut.threshold != threshold or cut.directory != directory:
-            if self.measure().text.units <= threshold:
-                return self.text
+            if self.source_measure().units <= threshold:
+                return self.source_text()
             cut = self._cut_at(threshold, directory)
         if cut.digit_tool and str(number).startswith(cut.digit_tool):
             return truncation_header(truncation_path(directory, self.name, number), threshold) + cut.body
@@ -302,9 +342,9 @@ class Part:
         cut = self.truncated_text(number, threshold, directory)
         if cut is None:
             return self
-        out = replace_text(self, self.cut_text(number, threshold, directory))
-        # the text appears once in the response's JSON and in JSON.stringify({output}) (§10.2)
-        delta = cut.escaped - measure.text.escaped
+        out = replace_text(self, self.cut_text(number, threshold, directory), output=True)
+        # the text (and the key) appear once in the response's JSON and in JSON.stringify({output}) (§10.2)
+        delta = cut.escaped - measure.text.escaped + self.key_change
         out._measure = PartMeasure(measure.json_length + delta, measure.units + delta / 4, cut, MASKED_TAG in out.text,
                                    SNAPSHOT_TAG in out.text)
         return out
@@ -345,10 +385,11 @@ def response_message(part: Part, text: str, attachments: tuple[Attachment, ...])
     return Message("tool", text, (), part.call_id, (part.item_id,) if part.item_id else (), attachments, part.name, part.is_error)
 
 
-def replace_text(part: Part, text: str) -> Part:
-    """A response or text part like `part` with another text (its attachments kept)."""
+def replace_text(part: Part, text: str, *, output: bool = False) -> Part:
+    """A response or text part like `part` with another text (its attachments kept); `output`: as the
+    response `{output: text}` (§3, §8), else with the same key."""
     return Part(part.kind, text=text, name=part.name, call_id=part.call_id, item_id=part.item_id, is_error=part.is_error,
-                attachments=part.attachments)
+                attachments=part.attachments, error_response=part.error_response and not output)
 
 
 def _inline_data(mime: str) -> dict[str, Any]:
@@ -365,8 +406,8 @@ def media_units(mime: str) -> float:
     return _utf16(_compact(_inline_data(mime))) / 4
 
 
-#: `JSON.stringify({output: ""}).length`
-_OUTPUT_JSON = len(_compact({"output": ""}))
+#: `JSON.stringify({<key>: ""}).length` of a function response's object (`Part.response_key`)
+_RESPONSE_JSON = {key: len(_compact({key: ""})) for key in ("output", "error")}
 
 
 @dataclass
@@ -570,7 +611,7 @@ class CutChanges:
     def __init__(self, threshold: int, directory: str) -> None:
         self.threshold = threshold
         self.directory = directory
-        self.changes: list[tuple[int, str] | None] = []
+        self.changes: list[tuple[int, str, bool] | None] = []
         self.base = [0]
         self.digits = [0]
         self.cuts = [0]
@@ -587,7 +628,7 @@ class CutChanges:
                 self.digit_tools.append((len(self.changes), change[1]))
             self.changes.append(change)
             base.append(base[-1] + (change[0] if change else 0))
-            digits.append(digits[-1] + (change is not None))
+            digits.append(digits[-1] + (change is not None and change[2]))
             cuts.append(cuts[-1] + (change is not None))
         return self
 
@@ -642,12 +683,12 @@ class Truncation:
         """Record the cut of `source[ci].parts[pi]`, its output saved as file `number`; the measure of
         its text after the cut (for the counter)."""
         part = self.source[ci].parts[pi]
-        text = part.measure().text
         cut = part.truncated_text(number, self.threshold, self.directory)
         if cut is None:
-            return text  # the part stays as it is
-        self.cuts.append((ci, pi, number, cut.escaped - text.escaped))
-        self.delta += cut.escaped - text.escaped
+            return part.source_measure()  # the part stays as it is
+        change = cut.escaped - part.measure().text.escaped + part.key_change
+        self.cuts.append((ci, pi, number, change))
+        self.delta += change
         return cut
 
     def cut_all(self, responses: Sequence[tuple[int, int]], positions: Sequence[int], changes: CutChanges, left: int,
@@ -857,6 +898,11 @@ class GeminiCli(Strategy):
     def on_input(self, item: Item) -> None:
         if item.kind == "system":
             self.system.append(item)
+        elif item.kind == "tool_result" and item.is_error:
+            # A failed tool (`ToolExecutor.createErrorResult`, `tool-executor.ts@5411f113 L148-166, L451-476`): the
+            # response is `{error: message}` alone, no nested parts and no §9 truncation (only a success's
+            # output is truncated, L371-376); the transcript's error flag stands for `toolResult.error`
+            self._response(item, item.text, (), error=True)
         elif item.kind == "tool_result":
             text, attachments = tool_output(item.tool_name or "", item.text, item.attachments)
             if item.tool_name in self.shell and not item.attachments:
@@ -865,16 +911,20 @@ class GeminiCli(Strategy):
                 threshold = min(4 * (self.limit - self.last_prompt_tokens), self.options.truncate_tool_output_threshold)
                 if threshold > 0 and _utf16(text) > threshold:
                     text = format_truncated_output(text, self._executor_path(item.tool_name or "", item.call_id or ""), threshold)
-            part = Part("response", text=text, name=item.tool_name or "", call_id=item.call_id or "", item_id=item.id,
-                        is_error=item.is_error, attachments=attachments)
-            if self.pending and self.pending[-1].role == "user" and self.pending[-1].has_response:
-                self.pending[-1].parts.append(part)
-            else:
-                self.pending.append(Content("user", [part]))
+            self._response(item, text, attachments, error=False)
         elif item.kind == "user":
             self._user_text(item)
         elif item.is_model_output:
             self._model([item])
+
+    def _response(self, item: Item, text: str, attachments: tuple[Attachment, ...], *, error: bool) -> None:
+        """A function response part, with the other results of its step in one user content."""
+        part = Part("response", text=text, name=item.tool_name or "", call_id=item.call_id or "", item_id=item.id,
+                    is_error=item.is_error, attachments=attachments, error_response=error)
+        if self.pending and self.pending[-1].role == "user" and self.pending[-1].has_response:
+            self.pending[-1].parts.append(part)
+        else:
+            self.pending.append(Content("user", [part]))
 
     def _user_text(self, item: Item) -> None:
         # the user's files are `inlineData` parts after the text (sent, and rendered on the user message)
@@ -925,9 +975,10 @@ class GeminiCli(Strategy):
             const fileName = `${safeToolName}_${safeCallId}_${Math.random().toString(36).substring(7)}.txt`;
 
         in the session folder (always joined, without `saveTruncatedToolOutput`'s rule for an id that starts
-        with the tool's name). The random part is six base-36 digits (its length 70 % of the time; 4 to 9 in
-        practice), and a missing call id a 13-digit time, both drawn from a hash of the session, the call and
-        the count of masked outputs, so that a replay is deterministic."""
+        with the tool's name). The random part is six base-36 digits, the length it has 70 % of the time (5 in
+        26 %, 7 in 2 %, any other under 1 %: 200,000 draws on Node 20), and a missing call id a 13-digit time,
+        both drawn from a hash of the session, the call and the count of masked outputs, so that a replay is
+        deterministic."""
         self._masked_files += 1
         seed = hashlib.blake2b(f"{self.session_id}\0{part.call_id}\0{self._masked_files}".encode(), digest_size=16).digest()
         value = int.from_bytes(seed, "big")
@@ -1037,7 +1088,7 @@ class GeminiCli(Strategy):
                     self._positions.append(len(self._responses) - first_response)
                     self._responses.append((ci, pi))
                     measure = part.measure()
-                    self._text_tokens.append(self._text_tokens[-1] + math.floor(measure.text.text_units))
+                    self._text_tokens.append(self._text_tokens[-1] + math.floor(part.source_measure().text_units))
                     maskable = not measure.masked and part.name not in self.exempt
                     self._maskable.append(self._maskable[-1] + (math.floor(measure.units) if maskable else 0))
                 elif part.kind == "text" and self._first_snapshot is None and part.measure().snapshot:
@@ -1156,9 +1207,11 @@ class GeminiCli(Strategy):
     # ------------------------------------------------------------ masking (§8)
     def _preview(self, part: Part) -> str:
         if part.name in self.shell:
-            return shell_preview(part.text)
+            # `formatShellPreview` (toolOutputMaskingService.ts@5411f113 L292-309) reads `response.output`: an error
+            # response has none, and the empty text returns before the root `error` is looked at
+            return "" if part.error_response else shell_preview(part.text)
         # toolOutputMaskingService.ts@5411f113 L205-212: JSON.stringify(response, null, 2), UTF-16 lengths
-        content = json.dumps({"output": part.text}, indent=2, ensure_ascii=False)
+        content = json.dumps({part.response_key: part.text}, indent=2, ensure_ascii=False)
         if _utf16(content) > 500:
             return js_slice(content, 0, 250) + "\n... [TRUNCATED] ...\n" + js_slice(content, -250)
         return content
@@ -1212,7 +1265,7 @@ class GeminiCli(Strategy):
             path = self.masked_output_path(part)
             snippet = f"<tool_output_masked>\n{self._preview(part)}\n\nOutput too large. Full output available at: {path}\n</tool_output_masked>"
             # only `response` is replaced: the nested parts stay (upstream `toolOutputMaskingService.ts` L224-231)
-            new = replace_text(part, snippet)
+            new = replace_text(part, snippet, output=True)
             if estimate_parts([new]) < tokens:
                 self.history[ci].replace_part(pi, new)
                 masked.append(part.call_id)

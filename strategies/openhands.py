@@ -17,7 +17,10 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
 - §4.5 the summary prompt with `<EVENT>` blocks built from the 500-character display previews,
   inserted as a plain `user` message at the forgetting start;
 - §4.6 the hard context reset on a failed HARD condensation: everything summarised at offset 0,
-  event strings shrunk by 0.8 per retry, up to 5 attempts.
+  event strings shrunk by 0.8 per retry, up to 5 attempts;
+- §6 a tool message's text clipped at 50,000 characters by `maybe_truncate` when it is serialised, and a
+  failed result's "[An error occurred during execution.]" header before it and in its preview (`sdk_tool_text`;
+  not in the spec, upstream followed).
 
 `openhands-v0` is the V0 web-server pipeline of OpenHands 0.62 (§1, §5.9):
 `ConversationWindowCondenser` (only on a context-window request, no summary, §5.2) →
@@ -25,7 +28,9 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
 max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
 middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
 does (§7): an assistant message is emitted only once every call of it has its observation, and
-orphaned calls or observations are dropped silently; observations are cut at 30,000 characters; a
+orphaned calls or observations are dropped silently; observations are cut at 30,000 characters, an
+error observation then gets its "[Error occurred in processing last action]" line (`v0_error_observation`); only
+an IPython cell's and the interactive browser's results send their images (`v0_tool_images`); a
 user message sends its images, each after an "Image N:" label (`v0_user_message`). The
 assistant message is the whole model response (its text and every call, forgotten ones included),
 sent when one of its actions is in the view and every call has its observation there; else the
@@ -57,8 +62,16 @@ N_CHAR_PREVIEW = 500
 V0_TRUNCATION = "\n[... Observation truncated due to length ...]\n"
 #: §6 SDK clip notice (protocol string).
 SDK_CLIP = "<response clipped><NOTE>Due to the max output limit, only part of the full response has been shown to you.</NOTE>"
+#: SDK `DEFAULT_TEXT_CONTENT_LIMIT` (`utils/truncate.py@611629e6 L12`): a tool message's text content over it is
+#: clipped when the message is serialised (`llm/message.py@611629e6 L330-336, L360-365, L471-479`).
+SDK_TOOL_TEXT_LIMIT = 50_000
+#: SDK `Observation.ERROR_MESSAGE_HEADER` (`tool/schema.py@611629e6 L366`): the text content put before an error
+#: observation's content (`to_llm_content`, L411-424; protocol string).
+SDK_ERROR_HEADER = "[An error occurred during execution.]\n"
 #: §5.4 masked browser observation.
 BROWSER_MASK = "Visited URL {url}\nContent omitted"
+#: V0 `ErrorObservation`'s line after its truncated content (`conversation_memory.py@156d0686 L514-517`).
+V0_ERROR_SUFFIX = "\n[Error occurred in processing last action]"
 #: V0 placeholder for the previous summary when there is none (§5.1).
 NO_SUMMARY = "No events summarized"
 
@@ -180,7 +193,10 @@ def event_preview(event: Event, n: int = N_CHAR_PREVIEW, tools: int = 0) -> str:
         # OpenHands action class, so the tool's name stands for it.
         return f"ActionEvent (agent)\n  Thought: {_preview(event.text, n)}\n  Action: {event.tool_name}"
     if event.kind == "observation":
-        return f"ObservationEvent (environment)\n  Tool: {event.tool_name}\n  Result: {_preview(event.text, n)}"
+        # `"".join(content_to_str(observation.to_llm_content))` (`observation.py@611629e6 L74-83`): an error's
+        # header comes first
+        result = SDK_ERROR_HEADER + event.text if event.is_error else event.text
+        return f"ObservationEvent (environment)\n  Tool: {event.tool_name}\n  Result: {_preview(result, n)}"
     if event.kind == "system":
         # `SystemPromptEvent.__str__` (`system.py@611629e6 L87-104`); its source is "agent".
         return f"SystemPromptEvent (agent)\n  System: {_preview(event.text, n)}\n  Tools: {tools} available"
@@ -271,8 +287,18 @@ class _SdkMessages:
             ids = tuple(i.id for i in e.items if i.kind in ("assistant", "tool_call"))
             return (*(Message("reasoning", t.text, item_ids=(t.id,)) for t in e.thinking),
                     Message("assistant", e.text, tool_calls=(ToolCall(e.call_id, e.tool_name, e.arguments),), item_ids=ids))
-        return (Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
-                        attachments=e.items[0].attachments),)
+        return (Message("tool", sdk_tool_text(e), tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
+                        is_error=e.is_error, attachments=e.items[0].attachments),)
+
+
+def sdk_tool_text(e: Event) -> str:
+    """The text an SDK observation's tool message sends: its content as one text content, clipped to
+    `SDK_TOOL_TEXT_LIMIT` by `maybe_truncate` when the message is serialised (each text content on its own,
+    `message.py@611629e6 L360-365`), after the error header's own text content for a failed result
+    (`schema.py@611629e6 L411-424`; the transcript's error flag stands for `Observation.is_error`). This
+    request shape has one text per message: the two contents are joined as they follow each other."""
+    text = sdk_truncate(e.text, SDK_TOOL_TEXT_LIMIT)
+    return SDK_ERROR_HEADER + text if e.is_error else text
 
 
 # ===================================================================== SDK
@@ -709,8 +735,10 @@ class OpenHandsV0(Strategy):
             return v0_user_message(e.items[0])
         if e.kind == "message":
             return Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
-        return Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id, item_ids=e.item_ids,
-                       name=e.tool_name, is_error=e.is_error)
+        error = v0_error_observation(e)
+        text = _clip(e.text, limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if error else "")
+        return Message("tool", text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
+                       attachments=() if error else v0_tool_images(e))
 
     def _batch_message(self, actions: Sequence[Event]) -> Message:
         """The assistant message of one response (all its actions), once all have their observations (§7)."""
@@ -819,6 +847,27 @@ class OpenHandsV0(Strategy):
 def _is_condensation_observation(e: Event) -> bool:
     """V0 `AgentCondensationObservation`: the summary and each masked browser output."""
     return e.kind == "summary" or e.masked
+
+
+def v0_error_observation(e: Event) -> bool:
+    """Whether a result is a V0 `ErrorObservation`: the observation type an OpenHands recording names
+    (`meta["observation"]`: a failed command is a `run` observation with its exit code, not an error),
+    else the transcript's error flag."""
+    recorded = e.items[0].meta.get("observation") if e.items else None
+    return recorded == "error" if isinstance(recorded, str) else e.is_error
+
+
+def v0_tool_images(e: Event) -> tuple[Attachment, ...]:
+    """The images a V0 tool message sends (`ConversationMemory._process_observation`, `conversation_memory.py@156d0686`):
+    only two observations carry any, an IPython cell's (`execute_ipython_cell`: every image, L405-445) and the
+    interactive browser's (`browser`, `BrowseInteractiveAction`; `enable_som_visual_browsing` is on by default:
+    one image, its set of marks else its screenshot, L454-482, the result's first image standing for it). Every
+    other tool's observation is text alone (an MCP tool's too, L401-404), so a result's images from any other
+    tool are not sent. Vision is taken as active, as for a user message's images (`v0_user_message`)."""
+    images = tuple(a for a in e.items[0].attachments if a.is_image) if e.items else ()
+    if e.tool_name == "execute_ipython_cell":
+        return images
+    return images[:1] if e.tool_name == "browser" else ()
 
 
 def _url(action: Event | None) -> str:

@@ -40,7 +40,17 @@ from compaction_bench.strategies.gemini_cli import (
     truncation_path,
 )
 from compaction_bench.strategies.hybrid import Hybrid
-from compaction_bench.strategies.openhands import V0_TRUNCATION, Event, OpenHands, OpenHandsV0, _clip, _event_str
+from compaction_bench.strategies.openhands import (
+    V0_ERROR_SUFFIX,
+    V0_TRUNCATION,
+    Event,
+    OpenHands,
+    OpenHandsV0,
+    _clip,
+    _event_str,
+    sdk_tool_text,
+    v0_error_observation,
+)
 from compaction_bench.strategy import SummaryOverflow
 from compaction_bench.transcript import Attachment
 from tests.conftest import CORPORA
@@ -279,7 +289,7 @@ class ReferenceOpenHands(OpenHands):
                 out.append(Message("assistant", e.text, tool_calls=(call,), item_ids=ids))
                 batch = e.response
             else:
-                out.append(Message("tool", e.text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
+                out.append(Message("tool", sdk_tool_text(e), tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
                                    is_error=e.is_error, attachments=e.items[0].attachments))
         return out
 
@@ -353,7 +363,8 @@ class ReferenceOpenHandsV0(OpenHandsV0):
                 key = e.response if e.response is not None else ("own", e.id)
                 pending[key] = responses[key]
             elif e.kind == "observation" and not e.masked:
-                results[e.call_id] = Message("tool", _clip(e.text, limit, V0_TRUNCATION), tool_call_id=e.call_id,
+                text = _clip(e.text, limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if v0_error_observation(e) else "")
+                results[e.call_id] = Message("tool", text, tool_call_id=e.call_id,
                                              item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
             elif e.kind == "system":
                 out.append(Message("system", e.text, item_ids=e.item_ids))
