@@ -51,7 +51,7 @@ def prepare_branch_summary(
     ids: list[str] = []
     total = 0
     for entry in reversed(entries):
-        message = entry_message(entry)
+        message = entry_message(entry, summarized=True)
         if message is None or message.role == "toolResult":
             continue
         ops.add_messages([message])

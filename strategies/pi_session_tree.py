@@ -242,13 +242,23 @@ class SessionTree:
         return self._path[self._compactions[-1]] if self._compactions else None
 
 
-def entry_message(entry: Entry) -> PiMessage | None:
-    """The message an entry contributes when its range is summarized (§3.3 step 6)."""
+def entry_message(entry: Entry, *, summarized: bool = False) -> PiMessage | None:
+    """The message an entry contributes to the context (`buildSessionContext`, §1.4 step 3: a
+    branch summary only when its summary is non-empty) or, with `summarized`, to a range that is
+    summarized or counted (`getMessageFromEntry`, `compaction.ts@83378aad` L79-93 and
+    `branch-summarization.ts@83378aad` L143-167, §3.3 step 6, §6): there a branch summary gives its
+    message even when empty (`buildSessionContext` alone checks `entry.summary`,
+    `session-manager.ts@83378aad` L378)."""
     if entry.type in ("message", "custom_message"):
         return entry.message
-    if (entry.type == "branch_summary" and entry.summary) or entry.type == "compaction":
+    if entry.type == "compaction" or (entry.type == "branch_summary" and (summarized or entry.summary)):
         return entry.summary_message
     return None
+
+
+def is_hidden_summary(entry: Entry) -> bool:
+    """A branch summary that a summarized range holds but the context leaves out (an empty one)."""
+    return entry.type == "branch_summary" and not entry.summary
 
 
 def is_turn_start(entry: Entry) -> bool:
@@ -613,11 +623,14 @@ class PathIndex:
         self.context_sums: list[int] = [0]
         #: last_usable[i]: the last position before i whose message has a usable usage (§2.4), -1 if none.
         self.last_usable: list[int] = [-1]
-        #: The messages of the path's entries other than compactions, their entry ids, and at[i]: how many of
-        #: them path[:i] holds (a compaction range summarizes the messages of its entries, compactions apart).
+        #: The messages of the path's entries other than compactions as a summarized range reads them
+        #: (`entry_message(summarized=True)`: empty branch summaries too), their entry ids, and at[i]: how many
+        #: of them path[:i] holds (a compaction range summarizes the messages of its entries, compactions apart).
         self.summarizable: list[PiMessage] = []
         self.summarizable_ids: list[str] = []
         self.summarizable_at: list[int] = [0]
+        #: How many of the summarizable messages of path[:i] the context leaves out (`is_hidden_summary`).
+        self.hidden_at: list[int] = [0]
         #: The (tool, path) of the file-tool calls of those messages that are assistants, and how many path[:i] holds.
         self.file_paths: list[tuple[str, str]] = []
         self.file_paths_at: list[int] = [0]
@@ -640,7 +653,7 @@ class PathIndex:
                 del self.positions[entry.id]
             del entries[n:], self.message_sums[n + 1 :], self.context_sums[n + 1 :], self.last_usable[n + 1 :]
             del self.summarizable[self.summarizable_at[n] :], self.summarizable_ids[self.summarizable_at[n] :]
-            del self.summarizable_at[n + 1 :], self.file_paths[self.file_paths_at[n] :], self.file_paths_at[n + 1 :]
+            del self.summarizable_at[n + 1 :], self.hidden_at[n + 1 :], self.file_paths[self.file_paths_at[n] :], self.file_paths_at[n + 1 :]
             del self.last_compaction[n + 1 :], self.last_turn_start[n + 1 :]
             del self.context_messages[self.context_at[n] :], self.context_at[n + 1 :]
         message_sums, context_sums, last_usable = self.message_sums, self.context_sums, self.last_usable
@@ -655,12 +668,15 @@ class PathIndex:
             if message is not None:
                 self.context_messages.append(message)
             self.context_at.append(len(self.context_messages))
-            if message is not None and entry.type != "compaction":
-                self.summarizable.append(message)
+            hidden = is_hidden_summary(entry)
+            summarized = entry.summary_message if hidden else message
+            if summarized is not None and entry.type != "compaction":
+                self.summarizable.append(summarized)
                 self.summarizable_ids.append(entry.id)
-                if message.role == "assistant":
-                    self.file_paths.extend(message.file_tool_paths)
+                if summarized.role == "assistant":
+                    self.file_paths.extend(summarized.file_tool_paths)
             self.summarizable_at.append(len(self.summarizable))
+            self.hidden_at.append(self.hidden_at[-1] + hidden)
             self.file_paths_at.append(len(self.file_paths))
             self.last_compaction.append(i if entry.type == "compaction" else self.last_compaction[-1])
             self.last_turn_start.append(i if is_turn_start(entry) else self.last_turn_start[-1])
@@ -683,15 +699,23 @@ class PathIndex:
         `nested_compactions`, LATER §10) and those of the entries after it."""
         k = self.latest_compaction()
         if k < 0:
-            return self.summarizable[:]
-        at = self.summarizable_at
+            return self._context_of(0, len(self.entries))
         kept = self.position(self.entries[k].first_kept_id, k)
         kept = k if kept is None else kept
         if nested_compactions:
             middle = self.context_messages[self.context_at[kept] : self.context_at[k]]
         else:
-            middle = self.summarizable[at[kept] : at[k]]
-        return [self.entries[k].summary_message, *middle, *self.summarizable[at[k + 1] :]]
+            middle = self._context_of(kept, k)
+        return [self.entries[k].summary_message, *middle, *self._context_of(k + 1, len(self.entries))]
+
+    def _context_of(self, lo: int, hi: int) -> list[PiMessage]:
+        """The context messages of path[lo:hi], compactions apart: the summarizable ones without the
+        empty branch summaries (looked for only where the range holds one)."""
+        at = self.summarizable_at
+        messages = self.summarizable[at[lo] : at[hi]]
+        if self.hidden_at[hi] == self.hidden_at[lo]:
+            return messages
+        return [m for m in messages if not (m.role == "branchSummary" and not m.summary)]
 
     def turn_start(self, index: int, start: int) -> int:
         """The entry that starts the turn of path[index], scanning back to `start`; -1 if none."""
