@@ -320,16 +320,27 @@ def usable_probes(transcript: Transcript, probes: Sequence[Probe], *, origin: st
 
 
 def answer_after_source(transcript: Transcript, probe: Probe) -> str | None:
-    """Why the probe's answer is not verbatim at or after its source (None: every answer term is)."""
+    """Why the probe's answer is not where its source says (None: it is). An answer is verbatim at or after its
+    source. A set is stated once its last member has been: every member occurs at or before its source (which
+    states one of them), so that a checkpoint after the source never asks for a member not yet stated."""
     start = source_index(transcript, probe)
     if start is None:
         return unlocatable(transcript, probe)
     if probe.match in ("regex", "judge"):
         return None
+    if probe.match == "set":
+        upto = "\n".join(f"{i.text}\n{i.arguments or ''}" for i in transcript.items[: start + 1])
+        missing = [t for t in probe.answers if t not in upto]
+        if missing:
+            return f"set member {_clip(missing[0])!r} is not stated by the end of the source"
+        source = transcript.items[start]
+        if not any(t in source.text or t in (source.arguments or "") for t in probe.answers):
+            return "the source states no member of the set"
+        return None
     text = "\n".join(f"{i.text}\n{i.arguments or ''}" for i in transcript.items[start:])
-    terms = probe.answers if probe.match == "set" else (probe.answer,)
-    missing = [t for t in terms if isinstance(t, str) and t not in text]
-    return f"answer {_clip(missing[0])!r} does not occur at or after the source" if missing else None
+    if isinstance(probe.answer, str) and probe.answer not in text:
+        return f"answer {_clip(probe.answer)!r} does not occur at or after the source"
+    return None
 
 
 def _clip(text: str, limit: int = 60) -> str:

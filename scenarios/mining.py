@@ -7,12 +7,14 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
 
 - error: the error lines of a tool result (exceptions, `error:`/`fatal:`/`ERROR:` lines, shell
   failures such as `No such file or directory`, `command not found`, `No module named`, `timed
-  out`, `verification failed`), the whole text of a short result flagged as an error, and error
+  out`, `verification failed`; the last that names an error and the first; none of a file read, also
+  after `cd DIR &&`), the whole text of a short result flagged as an error, and error
   lines a user quotes in a message;
 - artifact: files created, edited, moved or deleted: file-tool arguments, `apply_patch` headers,
   shell commands (`cat > f`, `> f`, `tee`, `touch`, `rm`, `mv`, `cp`, `mkdir`, `sed -i`, SWE-agent
   `create`), tool results that name the file (`File created successfully at:`, `Success. Updated
-  the following files:`, `[File: … (N lines total)]`); plus the set of files read per user request;
+  the following files:`, `[File: … (N lines total)]`); plus the set of files read per user request,
+  sourced where its last member is first stated;
 - constraint: instruction sentences of user and injected messages: modal (must, never, only,
   always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
   `**Label**:` or an `If …,` clause) and version pins;
@@ -85,6 +87,8 @@ ERROR_HINT = re.compile(
     re.I,
 )  # a cheap filter before ERROR_LINE
 STRONG_ERROR = re.compile(r"\b[\w.]*(?:Error|Exception)\b:|\berror(?:\[\w+\])?:|fatal:|FAILED|\bfailed\b", re.I)
+#: An error that names itself: an exception (`ValueError:`) or a compiler's or linter's `error:`.
+NAMED_ERROR = re.compile(r"\b[\w.]*(?:Error|Exception)\b:|\berror(?:\[\w+\])?:|fatal:", re.I)
 CODE_LINE = re.compile(r"^\s*(?:\d+\s*(?:[→:|\t-]|\s{2})|[+-]\s|>>>|#|//|\w+\s*=|(?:raise|except|def|class|import|from|return|if|assert)\b)")
 RETURNCODE = re.compile(r"<returncode>-?\d+</returncode>")
 TAGS = re.compile(r"</?tool_use_error>|</?(?:output|returncode|stdout|stderr)>")
@@ -347,8 +351,14 @@ def _reads_file(call: Item | None) -> bool:
     args = _arguments(call)
     if name in READ_TOOLS or (name in EDITOR_TOOLS and args.get("command") == "view"):
         return True
-    words = _command(call).split()
-    return bool(words) and words[0] in READ_COMMANDS
+    command = _command(call)
+    programs = [p for p in _programs(command) if p != "cd"]  # `cd /testbed && cat f` reads f
+    return bool(programs) and all(p in READ_COMMANDS for p in programs) and next(_shell_artifacts(command), None) is None
+
+
+def _programs(command: str) -> list[str]:
+    """The program of each simple command of a shell script (heredoc bodies left out)."""
+    return [words[0] for words in (segment.split() for segment in _segments(command)) if words]
 
 
 def _exit_code(text: str) -> re.Match[str] | None:
@@ -368,7 +378,7 @@ def _error_like(text: str) -> bool:
 
 def _error_lines(text: str, call: Item | None, failed: bool) -> list[str]:
     reads = _reads_file(call)
-    program = (_command(call).split() or [""])[0] if call else ""
+    own = tuple(f"{p}: " for p in _programs(_command(call))) if call else ()  # `cat: f: No such file or directory`
     hits = []
     for raw in _lines(text):
         line = _clean(raw)
@@ -376,7 +386,7 @@ def _error_lines(text: str, call: Item | None, failed: bool) -> list[str]:
             continue
         if CODE_LINE.match(raw) and not STRONG_ERROR.search(line):
             continue
-        if reads and not failed and not (program and line.startswith(f"{program}: ")):
+        if reads and not failed and not line.startswith(own):
             continue  # a file's or a search's contents, not the tool's own failure
         hits.append(line)
     return hits
@@ -395,7 +405,11 @@ def _errors(transcript: Transcript) -> Iterator[_Candidate]:
                 yield _Candidate("error", "error.flagged-result", f"What error did {subject} return?", inner, result.id, strength=0)
                 continue
             lines = _error_lines(result.text, call, _failed(result))
-            picked = dict.fromkeys([*lines[-1:], *lines[:1]])  # the last (the exception) and the first
+            # the last line that names an error (`E999 IndentationError: …`, not a tool's advice after it), unless that is
+            # the first line (`error: linker …` before `make: *** … Error 1`): then the last line; and the first (the cause)
+            named = [line for line in lines if NAMED_ERROR.search(line)][-1:]
+            last = named if named and named != lines[:1] else lines[-1:]
+            picked = dict.fromkeys([*last, *lines[:1]])
             for n, line in enumerate(p for p in picked if not _has_token(p, call.arguments or "")):
                 rule = "error.last-line" if n == 0 else "error.first-line"
                 question = f"What exact error did {subject} report?" if n == 0 else f"What error did {subject} report first?"
@@ -528,14 +542,12 @@ def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
     for turn in transcript.turns():
         label = _request_label(turn.user)
         reads: list[str] = []
-        read_source = ""
         for call in (i for i in turn.items if i.kind == "tool_call"):
             name = (call.tool_name or "").lower()
             path = next((_arguments(call)[k] for k in PATH_KEYS if isinstance(_arguments(call).get(k), str)), None)
             if path and (name in READ_TOOLS or (name in EDITOR_TOOLS and _arguments(call).get("command") == "view")):
                 if path not in reads and _in(call, path):
                     reads.append(path)
-                    read_source = read_source or call.id  # the first read: every member comes at or after it
             for verb, target in _call_artifacts(call):
                 if _in(call, target) and len(target) > 1:
                     question = _artifact_question(verb, call, label)
@@ -552,8 +564,17 @@ def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
                         yield _Candidate("artifact", f"artifact.result-{verb}", question, target, result.id, strength=0, key=target)
         if reads:
             question = f"Which files did the assistant read while working on {label}?"
-            yield _Candidate("artifact", "artifact.read-set", question, tuple(reads), read_source, match="set", strength=1,
-                             key="read:" + "|".join(reads))
+            yield _Candidate("artifact", "artifact.read-set", question, tuple(reads), _set_source(transcript, reads), match="set",
+                             strength=1, key="read:" + "|".join(reads))
+
+
+def _set_source(transcript: Transcript, members: Sequence[str]) -> str:
+    """The item where a set is first stated whole: where its last member first occurs (it may be named before it is
+    read). A checkpoint before it would ask for a member not yet in the session."""
+    last = 0
+    for member in members:
+        last = max(last, next(n for n, item in enumerate(transcript.items) if _in(item, member)))
+    return transcript.items[last].id
 
 
 # --------------------------------------------------------------------------- constraints
@@ -888,7 +909,8 @@ def _superseded(transcript: Transcript, candidates: Sequence[_Candidate]) -> set
 
 
 def _in_question(c: _Candidate) -> bool:
-    return c.match != "set" and any(_has_token(a, c.question) for a in _answers(c))
+    """The question gives away its answer, or a member of its set (a request that names a file it asks to read)."""
+    return any(_has_token(a, c.question) for a in _answers(c))
 
 
 def _answers_by_question(candidates: Iterable[_Candidate]) -> dict[str, set[str]]:

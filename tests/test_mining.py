@@ -110,11 +110,11 @@ def test_artifact_rules():
     written = next(p for p in probes if p.answer == "docs/export.md")
     assert written.question == "Which file did the assistant write with content beginning '# Export format'?"
     assert all(p.answer not in p.question for p in probes if p.kind == "artifact")
-    # a read-only session gets the set of files read per request
+    # a read-only session gets the set of files read per request, asked from the read of its last member (c4) on
     r = Session().user("Explain the app.")
     r.call("Read", {"file_path": "src/app.py"}, "x = 1").call("Read", {"file_path": "src/util.py"}, "y = 2")
     (read,) = [p for p in mine_probes(r.transcript()) if p.kind == "artifact"]
-    assert (read.answer, read.match, read.meta["rule"], read.source) == (("src/app.py", "src/util.py"), "set", "artifact.read-set", "c2")
+    assert (read.answer, read.match, read.meta["rule"], read.source) == (("src/app.py", "src/util.py"), "set", "artifact.read-set", "c4")
 
 
 def test_constraint_rules():
