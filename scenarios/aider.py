@@ -3,7 +3,12 @@
 Owns the Markdown log rules: `# aider chat started at ...` starts a session (one transcript per
 session; text before the first header is a session of its own, flagged `meta["headerless"]`);
 consecutive `#### ` lines are one user message; consecutive `> ` lines (and bare `>`) are tool/UI output (launch
-banner, command and lint output, commits), kept as `aider-output` markers; everything else is
+banner, command and lint output, commits), kept as `aider-output` markers. Aider writes a multi-line
+output with `> ` before its first line only and two spaces after its last (`append_chat_history` with
+`blockquote` and `linebreak`), and what it writes next starts with a blank line or `>`: so a `> ` line
+that does not end that way continues, through blank and unprefixed lines, up to the first line with
+text that does (repo maps, `--verbose` settings, pytest output, diffs, commit bodies, a confirmation's
+answer); when no such line comes before the next `####` line, the `> ` line stands alone. A CRLF line end is read as LF. Everything else is
 assistant reply text, one model response per reply; a `> Tokens: N sent, M received.` line (also with
 `cached` / `cache write` / `cache hit` parts) is the usage of the reply before it (a token line
 with no unreported reply before it is a request whose reply was not recorded: an empty response) (`1.2k`-style
@@ -66,7 +71,7 @@ class AiderImporter(Importer):
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         text, problems = read_text(path)
         sessions: list[tuple[int, str | None, list[str]]] = []
-        lines = text.split("\n")
+        lines = [line.removesuffix("\r") for line in text.split("\n")]
         for number, line in enumerate(lines, start=1):
             match = SESSION_RE.match(line.rstrip())
             if match:
@@ -94,7 +99,14 @@ class AiderImporter(Importer):
         response: int | None = None
         blocks: list[tuple[str, int, list[str]]] = []
         closed = True
+        continued = _continuations(body)
+        verbatim: set[tuple[int, int]] = set()  # (block, line) positions of continued output lines, kept as written
         for offset, line in enumerate(body):
+            if offset in continued:
+                verbatim.add((len(blocks) - 1, len(blocks[-1][2])))
+                # the line that closes the output loses the two spaces of its line break, no more
+                blocks[-1][2].append(line if offset + 1 in continued else line.removesuffix("  "))
+                continue
             if not line.strip():
                 # A user message is consecutive `####` lines; blank lines belong to replies and output.
                 if blocks and blocks[-1][0] != "user":
@@ -106,7 +118,7 @@ class AiderImporter(Importer):
                 blocks.append((kind, first + offset, []))
             blocks[-1][2].append(line)
             closed = False
-        for kind, number, block in blocks:
+        for position, (kind, number, block) in enumerate(blocks):
             if kind == "user":
                 # Aider ends every logged line with two spaces (a Markdown line break): not user text.
                 text = "\n".join((line[5:] if line.startswith("#### ") else line[4:]).removesuffix("  ") for line in block)
@@ -116,7 +128,8 @@ class AiderImporter(Importer):
                 response = builder.new_response()
                 builder.add("assistant", "\n".join(block).strip("\n"), response=response, meta={"line": number})
             else:
-                self._output(builder, number, block, response)
+                kept = {n for b, n in verbatim if b == position}
+                self._output(builder, number, [line if n in kept else _unquote(line) for n, line in enumerate(block)], response)
                 response = None
         return builder.finish(
             f"{path.stem}:{index}",
@@ -126,13 +139,13 @@ class AiderImporter(Importer):
 
     @staticmethod
     def _output(builder: TranscriptBuilder, number: int, block: list[str], response: int | None) -> None:
-        text = "\n".join(line[2:].rstrip() if line.startswith("> ") else line.lstrip(">").rstrip() for line in block)
+        text = "\n".join(block)
         meta: dict[str, Any] = {"event": "aider-output", "line": number}
         for offset, line in enumerate(block):
-            model = MODEL_RE.match(line)
+            model = MODEL_RE.match(f"> {line}")
             if model and builder.model is None:
                 builder.model = model.group(1)
-            tokens = TOKENS_RE.match(line)
+            tokens = TOKENS_RE.match(f"> {line}")
             if not tokens:
                 continue
             if response is None:
@@ -140,9 +153,43 @@ class AiderImporter(Importer):
                 response = builder.new_response()
                 builder.add("assistant", "", response=response, meta={"no_reply": True, "line": number + offset})
             builder.set_usage(response, tokens_usage(tokens.group(1)))
-            meta.setdefault("tokens_lines", []).append(line[2:].strip())
+            meta.setdefault("tokens_lines", []).append(line.strip())
             response = None
         builder.add("marker", text.strip("\n"), meta=meta)
+
+
+def _unquote(line: str) -> str:
+    """An output line without its `> ` (a bare `>` is an empty line)."""
+    return line[2:].rstrip() if line.startswith("> ") else line.lstrip(">").rstrip()
+
+
+def _closes_output(body: list[str], offset: int) -> bool:
+    """Whether the line at `offset` can be the last line of an output Aider wrote: text, then the two
+    spaces of its Markdown line break, then what Aider writes next (a blank line, a `>` line, the end)."""
+    line = body[offset]
+    after = body[offset + 1] if offset + 1 < len(body) else ""
+    return line.endswith("  ") and bool(line.strip()) and (not after.strip() or after.startswith(">"))
+
+
+def _continuations(body: list[str]) -> set[int]:
+    """Offsets of the lines that continue a multi-line output: after a `> ` line that cannot close
+    it, up to and including the first line that can (`_closes_output`); none when a `####` line
+    comes first."""
+    out: set[int] = set()
+    offset = 0
+    while offset < len(body):
+        start = offset
+        offset += 1
+        if not body[start].startswith("> ") or _closes_output(body, start):
+            continue
+        for end in range(offset, len(body)):
+            if body[end].startswith("####"):
+                break
+            if _closes_output(body, end):
+                out.update(range(offset, end + 1))
+                offset = end + 1
+                break
+    return out
 
 
 def _line_of(problem: str, path: Path) -> int:
