@@ -39,9 +39,9 @@ fires it, `trigger + 1` (`Request.threshold`).
 What a client keeps after a pause the docs leave to it (§4.4: "any additional messages you want to
 preserve verbatim"). Their example "Preserving recent messages after compaction" (the compaction page,
 CP-2) keeps the last three messages: `preserved = messages[-3:]` ("latest exchange + current user msg"),
-then sends `[assistant: compaction block] + preserved`. This client does the same (option
-`pause_keep_messages`, default 3; 0 is the plain pausing example, which appends the block after
-everything and so keeps nothing): the newest three messages as the Messages API groups the items (one
+then sends `[assistant: compaction block] + preserved`. §4.4 says only "e.g. the last few turns"; the
+docs' example wins, and this client does the same (option `pause_keep_messages`, default 3; 0 is the
+plain pausing example, which appends the block after everything and so keeps nothing): the newest three messages as the Messages API groups the items (one
 response is one assistant message; the user text and tool results between two responses one user
 message). One change to the literal example: when the first kept message holds tool results whose
 calls would be summarised (in a tool loop `messages[-3:]` starts with the previous step's results), the

@@ -14,7 +14,8 @@
   estimated result tokens remain, applied only at the warning line (`T − 20,000`) and when it
   frees ≥ 20,000; cleared ids stay cleared;
 - §3 the summary request: everything since the last boundary plus the nine-section prompt with
-  `<analysis>`, the summariser system prompt, at most 20,000 output tokens;
+  `<analysis>` (its instruction list numbered 1–6, 6, 7, 8 as 2.0.57's is, its example answer 1–9,
+  §3.2), the summariser system prompt, at most 20,000 output tokens;
 - §4 the new context: the summary message (prefix, `Analysis:`/`Summary:` formatting, trailing
   ".", the continuation sentence for auto only), then up to 5 recently read files (≤ 5,000 tokens
   each, ≤ 50,000 in all, a path-only note otherwise; the current agent's plan and todo files and the
@@ -30,7 +31,7 @@ the whole max output (upstream `Z97`), an optional auto-compact window, the coun
 estimate of every message after the newest response's first line (§8.2), the consecutive-failure
 and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
 the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
-(§8.5), the text-only prompt (§8.4), files but no todo list after a compaction (§8.5), no
+(§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), files but no todo list after a compaction (§8.5), no
 count-based microcompact (§8.6), and the API rounds of `AR6` (one per response) for the retry.
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
@@ -817,7 +818,8 @@ class ClaudeCode(Strategy):
         sub-agent's `<slug>-agent-<agent id>.md`), and the User (`<config>/CLAUDE.md`), Project
         (`<cwd>/CLAUDE.md`), Local (`<cwd>/CLAUDE.local.md`) and Managed memory files, by path: another
         session's plan or todo file, or a CLAUDE.md anywhere else (a sub-folder's), is restored like any file
-        (§4.2's "the plan file" is this one file, not the plans folder). 2.1.112
+        (§4.2 says "the plan file"; upstream wins: `KV5` compares with this one path, not with the plans
+        folder or other sessions' plans). 2.1.112
         (`xDY`, cc@2.1.112 cli.js L4994) leaves out the same plan file (`eW(agentId)`), the same memory files
         and the auto-memory file (`<config>/projects/<project>/memory/MEMORY.md`), not the todo file. The slug
         is the one the recorded lines carry (option `slug`); with none recorded upstream names a new plan file
@@ -1113,7 +1115,8 @@ class ClaudeCode21(ClaudeCode):
 
 
 def _rounds(messages: Sequence[Message], response_of: Mapping[str, int]) -> list[list[Message]]:
-    """API-round groups (2.1.112 `AR6`, cc@2.1.112 cli.js L2271): a new group starts at each assistant message
+    """API-round groups (2.1.112 `AR6`, cc@2.1.112 cli.js L2271; §8.3 names them without saying where one
+    ends, upstream wins): a new group starts at each assistant message
     (a thinking block's `reasoning` message included: upstream it is a block of the assistant message) whose
     response differs from the last assistant's, and holds the results and user text after it; the messages
     before the first assistant are the first group. So two responses in a row are two rounds, and a

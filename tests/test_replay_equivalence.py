@@ -69,6 +69,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: with the error flags cleared both replays give the digests recorded before. gemini-cli likewise (same audit,
 #: same requests and compactions): a failed tool's response is `{error: message}`, which changes its estimate,
 #: and §3 and §8 rewrite it as upstream does; with the error flags cleared the digests are those recorded before.
+#: claude-code (faithfulness audit, same requests and compactions): 2.0.57's summary prompt numbers its
+#: instructions 1–6, 6, 7, 8 as upstream's does (claude-code.md §3.2); the summaries and the contexts after them
+#: are unchanged, only the summary requests' prompt text differs.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -95,8 +98,8 @@ GOLDEN = {
     ("codex-remote-v2", "pi"): (459, 5, "645df239f39a8e39"),
     ("codex-token-budget", "synthetic"): (427, 3, "f70003cf946be316"),
     ("codex-token-budget", "pi"): (454, 5, "4c7c8fac8e9d4fff"),
-    ("claude-code", "synthetic"): (437, 10, "a98a82072ea84cb5"),
-    ("claude-code", "pi"): (908, 9, "1d5939c0d3d1dd6e"),
+    ("claude-code", "synthetic"): (437, 10, "5f88822c65962e37"),
+    ("claude-code", "pi"): (908, 9, "1d5587398a54ae28"),
     ("claude-code-2.1", "synthetic"): (433, 6, "3a9f7a23ac472610"),
     ("claude-code-2.1", "pi"): (680, 222, "b28102365a8e980d"),
     ("anthropic-clear-tool-uses", "synthetic"): (427, 98, "872c89363b8fd9de"),
