@@ -15,7 +15,8 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
   `create`), tool results that name the file (`File created successfully at:`, `Success. Updated
   the following files:`, `[File: … (N lines total)]`); plus the set of files read per user request,
   sourced where its last member is first stated;
-- constraint: instruction sentences of user and injected messages: modal (must, never, only,
+- constraint: instruction sentences of user and injected messages (of a demonstration of another
+  task, only those the session's own messages say too: `_demonstration`): modal (must, never, only,
   always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
   `**Label**:` or an `If …,` clause) and version pins;
 - recall: facts of tool outputs: a short output whole, lines with versions, hashes, ids, ports,
@@ -578,6 +579,13 @@ def _set_source(transcript: Transcript, members: Sequence[str]) -> str:
 
 
 # --------------------------------------------------------------------------- constraints
+def _demonstration(item: Item) -> bool:
+    """A demonstration: an example of another task shown to the agent (`meta["demonstration"]`). Its
+    sentences are that task's: one states an instruction here only where this session's own messages
+    say it too, and none changes an instruction."""
+    return bool(item.meta.get("demonstration"))
+
+
 def _imperative(sentence: str) -> bool:
     text = IF_CLAUSE.sub("", LABEL_PREFIX.sub("", sentence, count=1), count=1)
     first = re.match(r"[A-Za-z]+", text)
@@ -585,13 +593,15 @@ def _imperative(sentence: str) -> bool:
 
 
 def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
-    for item in transcript.items:
-        if item.kind != "user":
-            continue
+    users = [i for i in transcript.items if i.kind == "user"]
+    own = {normalize(s) for i in users if not _demonstration(i) for s in _sentences(i.text)}
+    for item in users:
         who = "the user" if item.is_real_user else "the injected instructions"
         for sentence in _sentences(item.text):
             if CODE_LINE.match(sentence) or _error_like(sentence) or sentence.endswith("?") or len(sentence.split()) < 3:
                 continue  # pasted code, a pasted error, a question or a heading: not an instruction
+            if _demonstration(item) and normalize(sentence) not in own:
+                continue  # another task's sentence (the session's own restatement is asked from the demonstration)
             if MODAL_STRONG.search(sentence):
                 rule, strength = "constraint.modal", 0
             elif MODAL.search(sentence):
@@ -887,7 +897,7 @@ def _superseded(transcript: Transcript, candidates: Sequence[_Candidate]) -> set
     Only a later message changes an instruction, and only one after its last restatement. The sentences of one message
     stand together: in the SWE-agent CTF prompt's tips, "Please DO NOT run commands in python or sage through the `-c`
     flag, you should create files instead." does not change the tip before it to bound `nc -w5 127.0.0.1 80`, nor does
-    one sentence of a demonstration change another. A later message that says the instruction again (the same sentence,
+    a demonstration change or restate one (`_demonstration`). A later message that says the instruction again (the same sentence,
     as a repeated prompt or AGENTS.md does) re-issues it, with everything else it says, so a repetition is never a change."""
     users = [i for i in transcript.items if i.kind == "user"]
     index = {item.id: n for n, item in enumerate(users)}
@@ -899,6 +909,8 @@ def _superseded(transcript: Transcript, candidates: Sequence[_Candidate]) -> set
             continue
         changed = False
         for n in range(index[c.source] + 1, len(users)):
+            if _demonstration(users[n]):
+                continue
             if normalize(c.answer) in said[n]:
                 changed = False  # restated
             elif any(_supersedes(c.answer, s) for s in sentences[n]):

@@ -76,12 +76,14 @@ def add_messages(
     usage_of: Callable[[Mapping[str, Any]], Usage | None] = lambda m: openai_usage(m.get("usage")),
     where: Callable[[int], str] = lambda n: f"message {n}",
     line_of: Callable[[int], int | None] = lambda n: None,
-    is_synthetic: Callable[[Mapping[str, Any]], bool] = lambda m: False,
+    is_demonstration: Callable[[Mapping[str, Any]], bool] = lambda m: False,
 ) -> None:
     """Append OpenAI-style messages to `builder`.
 
     `usage_of` finds a message's usage (formats keep it in different places); `where`/`line_of`
-    name a message in problem reports; `is_synthetic` marks injected user messages (demonstrations).
+    name a message in problem reports; `is_demonstration` tells a demonstration (an example of
+    another task shown to the agent): a synthetic user message marked `meta["demonstration"]`, whose
+    sentences are no fact of this session (the miner asks nothing from it).
     """
     for n, message in enumerate(messages):
         if not isinstance(message, Mapping):
@@ -93,7 +95,8 @@ def add_messages(
         if role in ("system", "developer"):
             builder.add("system", text, meta={"role": role} if role != "system" else {})
         elif role == "user":
-            builder.add("user", text, attachments=attachments, synthetic=is_synthetic(message))
+            demonstration = is_demonstration(message)
+            builder.add("user", text, attachments=attachments, synthetic=demonstration, meta={"demonstration": True} if demonstration else {})
         elif role == "assistant":
             response = builder.new_response()
             reasoning = message.get("reasoning_content") or message.get("reasoning")

@@ -4,7 +4,7 @@ Owns the `.traj` container: the chat the model saw is `history`. Function-callin
 `tool_calls` on assistant messages and `role: tool` messages with `tool_call_ids`; older configs
 put the command in the assistant text (parsed by SWE-agent into `action`) and its output in the
 next user message, which become a tool call named after the command's first word and its result.
-Demonstrations (`is_demo`) are synthetic user context. Only aggregate usage exists
+Demonstrations (`is_demo`) are synthetic user context, marked `meta["demonstration"]`. Only aggregate usage exists
 (`info.model_stats`): it is kept in `meta["aggregate_usage"]`, never spread over responses.
 """
 
@@ -78,7 +78,7 @@ class SweAgentImporter(Importer):
         builder.problems.extend(problems)
         builder.model = model_name(data)
         history = split_tool_messages(actions_to_tool_calls(data["history"], action_of))
-        add_messages(builder, history, where=lambda n: f"history message {n}", is_synthetic=lambda m: bool(m.get("is_demo")))
+        add_messages(builder, history, where=lambda n: f"history message {n}", is_demonstration=lambda m: bool(m.get("is_demo")))
         info = mapping_of(data.get("info"))
         meta: dict[str, Any] = {"recorded_steps": len(data.get("trajectory") or [])}
         if isinstance(info.get("model_stats"), Mapping):

@@ -117,3 +117,38 @@ def test_a_failed_edit_reports_the_error_its_linter_names():
     errors = answers(t, "error")
     assert errors.get("E999 IndentationError: unexpected indent") == "error.last-line"
     assert "DO NOT re-run the same failed edit command. Running it again will lead to the same error." not in errors
+
+
+def test_a_demonstration_states_only_what_the_session_itself_says():
+    """A SWE-agent demonstration is another task's trajectory: its sentences are no instruction of this
+    session, but one the session's own instructions also say is asked from it (its first occurrence)."""
+    from compaction_bench.transcript import Item, Transcript
+
+    session = Session()
+    session.items.append(Item("demo", "user", "Here is a demonstration of another task. You must run one command at a time. "
+                                              "We should never edit the tests of the marshmallow package.",
+                              synthetic=True, meta={"demonstration": True}))
+    t = session.user("Fix the date parser. You must run one command at a time. Keep every public name as it is.").transcript()
+    found = answers(t, "constraint")
+    assert "We should never edit the tests of the marshmallow package." not in found  # the other task's sentence
+    assert "You must run one command at a time." in found and "Keep every public name as it is." in found
+    probes = {p.answer: p for p in mine_probes(t) if p.kind == "constraint"}
+    assert probes["You must run one command at a time."].source == "demo"  # in the context from the demonstration on
+    # Without the mark the demonstration's own sentence is mined as this session's instruction.
+    plain = Transcript("hand", tuple(Item(i.id, i.kind, i.text, synthetic=i.synthetic, turn=i.turn) for i in t.items))
+    assert "We should never edit the tests of the marshmallow package." in answers(plain, "constraint")
+
+
+def test_the_swe_agent_importer_marks_its_demonstrations():
+    import json
+
+    from compaction_bench.importing import load_transcripts
+    from tests.conftest import CORPORA
+
+    files = sorted((CORPORA / "swe-agent-traj").glob("*/*.traj"))
+    raw = marked = 0
+    for path in files:
+        history = json.loads(path.read_text(encoding="utf-8")).get("history") or []
+        raw += sum(1 for m in history if isinstance(m, dict) and m.get("role") == "user" and m.get("is_demo"))
+        marked += sum(1 for t in load_transcripts(path) for i in t.items if i.meta.get("demonstration"))
+    assert raw > 0 and marked == raw
