@@ -528,7 +528,7 @@ def probes_check(
             print(f"{probe.id}\tskipped in a run: {why}")
             problems += 1
         elif all(answer_after_source(t, probe) for t in located):
-            print(f"{probe.id}\tnever present: {answer_after_source(located[0], probe)} (session {located[0].id})")
+            print(f"{probe.id}\tnot where its source says: {answer_after_source(located[0], probe)} (session {located[0].id})")
             problems += 1
     print(f"{len(loaded)} probes checked: {problems} problem(s)")
     if problems:
