@@ -143,12 +143,29 @@ def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: s
     )
 
 
+#: A Markdown fenced code block: its info string and its body.
+_FENCED = re.compile(r"```[^\n`]*\n(.*?)```", re.S)
+
+
+def without_block(text: str, command: str) -> str:
+    """`text` without the last fenced code block whose body is `command` (SWE-agent's parser takes the
+    last block as the action, mini-swe-agent the first bash block: the command appears in one block),
+    its surrounding blank lines folded; `text` itself when no block holds the command."""
+    blocks = [m for m in _FENCED.finditer(text) if m.group(1).strip() == command.strip()]
+    if not blocks:
+        return text
+    block = blocks[-1]
+    return (text[: block.start()].rstrip() + "\n\n" + text[block.end() :].lstrip()).strip()
+
+
 def actions_to_tool_calls(
     messages: Sequence[Any], command_of: Callable[[Mapping[str, Any]], tuple[str, str] | None]
 ) -> list[Any]:
     """Rewrite text-protocol agents into tool calling: an assistant message whose action
     `command_of(message)` finds (as `(tool name, command)`) gets a tool call `action-<n>`, and the
-    user message that follows it becomes that call's tool result."""
+    user message that follows it becomes that call's tool result. The fenced block the command
+    was written in leaves the message's text (`without_block`): the model wrote the command once,
+    so the replay counts it once, as the call."""
     out: list[Any] = []
     pending: str | None = None
     for n, message in enumerate(messages):
@@ -166,6 +183,7 @@ def actions_to_tool_calls(
             name, command = found
             pending = f"action-{n}"
             call = {"id": pending, "function": {"name": name, "arguments": json.dumps({"command": command}, ensure_ascii=False)}}
-            message = {**message, "tool_calls": [call]}
+            content = message.get("content")
+            message = {**message, "tool_calls": [call], **({"content": without_block(content, command)} if isinstance(content, str) else {})}
         out.append(message)
     return out

@@ -150,8 +150,10 @@ def test_swe_agent_actions_and_observations(tmp_path: Path):
     assert detect(path).format == "swe-agent"
     t = load_transcript(path)
     assert kinds(t) == ["system", "user", "user", "assistant", "tool_call", "tool_result", "assistant", "tool_call", "tool_result", "assistant", "tool_call"]
-    assert t.items[1].synthetic and not t.items[2].synthetic
+    assert t.items[1].synthetic and not t.items[2].synthetic and t.items[1].meta["demonstration"]
     assert t.items[4].tool_name == "open" and t.items[5].call_id == t.items[4].call_id
+    # The model wrote the command once, in its fenced block: it is the call's, not the message text's too.
+    assert t.items[3].text == "open it" and json.loads(t.items[4].arguments) == {"command": "open a.py\n"}
     assert t.items[8].call_id == "k1" and t.meta["aggregate_usage"] == {"tokens_sent": 10, "tokens_received": 2}
     assert t.orphans()["calls_without_result"] == [t.items[10].id]
 
