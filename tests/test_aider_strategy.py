@@ -29,23 +29,25 @@ def test_history_limit_from_window():
 
 
 @dataclass
-class _Context:
-    """The engine's side of the protocol, for calling the split directly; no model is reachable."""
+class EngineSide:
+    """The engine's side of the protocol, for calling Aider's parts directly: every template renders as
+    `prompt`, and no model is reachable."""
 
     profile: ModelProfile
+    prompt: str = ""
 
     def summarize(self, request: Any, *, purpose: str = "summary") -> Any:
-        raise AssertionError("summarize_all is replaced in this test")
+        raise AssertionError("no summary call in this test")
 
     def render_prompt(self, template: str, **variables: Any) -> str:
-        return ""
+        return self.prompt
 
 
 class _WordCountAider(Aider):
     """The upstream test's set-up: tokens = words of the content, `summarize_all` returns "Summary"."""
 
     def __init__(self) -> None:
-        super().__init__(_Context(get_profile("64k")), self.parse_options({"max_chat_history_tokens": 100, "summarizer_max_input_tokens": 4096}))
+        super().__init__(EngineSide(get_profile("64k")), self.parse_options({"max_chat_history_tokens": 100, "summarizer_max_input_tokens": 4096}))
         self.calls: list[int] = []
 
     def token_count(self, message: ChatMessage) -> int:

@@ -3,34 +3,19 @@ transcript's newline rule for empty messages, and `/clear` with a summary still 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from compaction_bench.profiles import ModelProfile, get_profile
+from compaction_bench.profiles import get_profile
 from compaction_bench.replay import replay
 from compaction_bench.strategies.aider import SUMMARY_PREFIX, Aider, ChatMessage
 from compaction_bench.transcript import Item
 from tests.pi_builders import Session, small_profile
-
-
-@dataclass
-class _Context:
-    """The engine's side of the protocol for building a summary request; no model is reachable."""
-
-    profile: ModelProfile
-
-    def summarize(self, request: Any, *, purpose: str = "summary") -> Any:
-        raise AssertionError("no summary call in this test")
-
-    def render_prompt(self, template: str, **variables: Any) -> str:
-        return "PROMPT"
+from tests.test_aider_strategy import EngineSide
 
 
 def test_an_empty_message_adds_no_blank_line_to_the_summary_transcript():
     # history.py L99-107: `content += f"# {role}\n"; content += msg["content"]; if not content.endswith("\n"):
     # content += "\n"`. The test reads the whole transcript so far, so after an empty message the heading's
     # newline ends it and nothing is added; a message ending in a newline gets none either.
-    aider = Aider(_Context(get_profile("64k")))
+    aider = Aider(EngineSide(get_profile("64k"), prompt="PROMPT"))
     messages = [ChatMessage("user", "run the tests"), ChatMessage("assistant", ""), ChatMessage("user", ""),
                 ChatMessage("assistant", "all pass\n"), ChatMessage("system", "skipped"), ChatMessage("user", "thanks")]
     request = aider._summary_request(messages)
