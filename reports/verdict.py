@@ -103,6 +103,11 @@ class StrategyRow:
     def flagged(self) -> bool:
         return self.cannot_serve > 0 or self.rejected
 
+    @property
+    def pair_error_total(self) -> float:
+        """The pair errors of every wire format the run measured, together (what the table sorts them by)."""
+        return float(sum(e for e in self.pair_errors if np.isfinite(e)))
+
 
 @dataclass
 class ProfileVerdict:

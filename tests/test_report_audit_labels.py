@@ -95,9 +95,22 @@ def test_the_leaderboard_note_says_how_its_columns_pool_and_that_counts_are_per_
     assert "averaged over scenarios" not in board
     assert "each probe weighs one" in board and "mean over the 2 repeats" in board
     assert any("per repeat (the mean over the 2 repeats)" in n for n in notes if n.startswith("Retention:"))
+    assert len(re.findall(r'<td data-v="0\.0">0 / 0 / 0 / 0</td>', page)) == 2  # each row's pair errors, sorted by their sum
     # and that is what the column holds: one repeat's requests sent, not both repeats'
     requests = pd.read_parquet(root / "requests.parquet")
     sent = requests[requests["kind"].isin(["turn", "summary"]) & ~requests["overflow"]]
     one_repeat = sent[(sent["repeat"] == 0) & (sent["strategy"] == "none")]["true_tokens"].sum()
     summary = pd.read_parquet(root / "summary.parquet").set_index("strategy")
     assert one_repeat > 0 and summary.loc["none", "input_tokens"] == one_repeat
+
+
+def test_the_verdicts_pair_errors_sort_by_their_sum():
+    """The cell reads "chat / responses / anthropic / gemini"; sorted as text it went by the first number
+    only (3 / 0 / 0 / 0 above 0 / 0 / 9 / 9). A format a run did not measure (NaN) adds nothing."""
+    from compaction_bench.reports.verdict import StrategyRow
+
+    def row(errors: tuple[float, ...]) -> StrategyRow:
+        return StrategyRow("s", 0.5, 0.4, 0.6, 0.5, 10, 1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, errors, 0)
+
+    assert row((3, 0, 0, 0)).pair_error_total == 3 < row((0, 0, 9, 9)).pair_error_total == 18
+    assert row((1, 2, float("nan"), 0)).pair_error_total == 3
