@@ -148,7 +148,7 @@ class _Run:
                 call_id=call_id,
                 is_error=kind == "error" or (isinstance(exit_code, int) and exit_code not in (0, -1)),
                 timestamp=ts,
-                meta={"observation": kind},
+                meta=observation_meta(kind, event),
             )
         elif kind == "recall":
             b.add("user", text, id=ident, synthetic=True, timestamp=ts, meta={"observation": kind})
@@ -158,7 +158,22 @@ class _Run:
             b.add("marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": f"observation:{kind}"})
         else:
             cause = event.get("cause")
-            b.add("tool_result", text, id=ident, call_id=f"event-{cause}", timestamp=ts, meta={"observation": kind})
+            b.add("tool_result", text, id=ident, call_id=f"event-{cause}", timestamp=ts, meta=observation_meta(kind, event))
+
+
+#: The fields of a command observation's `extras.metadata` that V0 renders around its content
+#: (`CmdOutputObservation.to_agent_observation`, `openhands/events/observation/commands.py@156d0686`).
+COMMAND_METADATA = ("prefix", "suffix", "working_dir", "py_interpreter_path", "exit_code")
+
+
+def observation_meta(kind: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool result's meta: its observation type, and for a command (`run`) the recorded metadata V0
+    renders around the content (`command_metadata`, the `COMMAND_METADATA` fields it has)."""
+    meta: dict[str, Any] = {"observation": kind}
+    recorded = mapping_of(event.get("extras")).get("metadata")
+    if kind == "run" and isinstance(recorded, Mapping):
+        meta["command_metadata"] = {k: recorded[k] for k in COMMAND_METADATA if k in recorded}
+    return meta
 
 
 class OpenHandsImporter(Importer):

@@ -28,7 +28,8 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
 max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
 middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
 does (§7): an assistant message is emitted only once every call of it has its observation, and
-orphaned calls or observations are dropped silently; observations are cut at 30,000 characters, an
+orphaned calls or observations are dropped silently; a recorded command's result is rendered with its
+metadata as V0 renders it (`v0_observation_text`); observations are cut at 30,000 characters, an
 error observation then gets its "[Error occurred in processing last action]" line (`v0_error_observation`); only
 an IPython cell's and the interactive browser's results send their images (`v0_tool_images`); a
 user message sends its images, each after an "Image N:" label (`v0_user_message`). The
@@ -47,7 +48,7 @@ prefixes from one rendering that adds an event per count.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -736,7 +737,7 @@ class OpenHandsV0(Strategy):
         if e.kind == "message":
             return Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
         error = v0_error_observation(e)
-        text = _clip(e.text, limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if error else "")
+        text = _clip(v0_observation_text(e), limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if error else "")
         return Message("tool", text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
                        attachments=() if error else v0_tool_images(e))
 
@@ -847,6 +848,27 @@ class OpenHandsV0(Strategy):
 def _is_condensation_observation(e: Event) -> bool:
     """V0 `AgentCondensationObservation`: the summary and each masked browser output."""
     return e.kind == "summary" or e.masked
+
+
+def v0_observation_text(e: Event) -> str:
+    """The text V0 sends for a result before its 30,000-character cut: a command's (`run`) whose recording
+    kept its metadata (the OpenHands importer's `command_metadata`) is `CmdOutputObservation.to_agent_observation`
+    (`commands.py@156d0686`): prefix, content and suffix, then a working-directory line, a Python-interpreter
+    line when they are set, and an exit-code line unless the code is -1 (the cut applies to all of it,
+    `conversation_memory.py@156d0686` L388-399); any other result is its content. Not in the spec; upstream
+    followed."""
+    recorded = e.items[0].meta.get("command_metadata") if e.items else None
+    if not isinstance(recorded, Mapping):
+        return e.text
+    text = f"{recorded.get('prefix') or ''}{e.text}{recorded.get('suffix') or ''}"
+    if recorded.get("working_dir"):
+        text += f"\n[Current working directory: {recorded['working_dir']}]"
+    if recorded.get("py_interpreter_path"):
+        text += f"\n[Python interpreter: {recorded['py_interpreter_path']}]"
+    exit_code = recorded.get("exit_code", -1)
+    if isinstance(exit_code, int) and exit_code != -1:
+        text += f"\n[Command finished with exit code {exit_code}]"
+    return text
 
 
 def v0_error_observation(e: Event) -> bool:

@@ -79,3 +79,42 @@ def test_v0_sends_tool_images_only_for_ipython_and_the_interactive_browser():
     last = [r for r in result.requests if r.kind == "turn"][-1]
     images = {m.tool_call_id: m.attachments for m in last.messages if m.role == "tool"}
     assert images == {"c1": (png, jpg), "c2": (png,), "c3": ()}
+
+
+def test_v0_renders_a_recorded_command_with_its_metadata_and_cuts_it_whole():
+    # commands.py L196-204 `to_agent_observation`: prefix + content + suffix, then the working directory, the
+    # Python interpreter when set, and the exit code unless -1; conversation_memory.py L399 cuts the whole text.
+    metadata = {"exit_code": 1, "working_dir": "/workspace/repo", "py_interpreter_path": "", "prefix": "",
+                "suffix": "\n[The command completed with exit code 1.]"}
+    meta = {"observation": "run", "command_metadata": metadata}
+    texts = _tool_texts(replay(_session("ok", meta).transcript(), "openhands-v0", profile=small_profile(1_000_000)))
+    assert texts["c1"] == ("no such file\n[The command completed with exit code 1.]\n[Current working directory: /workspace/repo]"
+                           "\n[Command finished with exit code 1]")
+    assert texts["c2"] == "ok"  # no metadata recorded: the content alone
+    unknown = {"observation": "run", "command_metadata": {**metadata, "exit_code": -1, "py_interpreter_path": "/usr/bin/python"}}
+    texts = _tool_texts(replay(_session("ok", unknown).transcript(), "openhands-v0", profile=small_profile(1_000_000)))
+    assert texts["c1"].endswith("[Current working directory: /workspace/repo]\n[Python interpreter: /usr/bin/python]")
+    # The 30,000-character cut keeps 15,000 of each end of the rendered text: the metadata lines are the tail's.
+    long = {"observation": "run", "command_metadata": metadata}
+    s = _session("ok", long)
+    s.items[-3] = Item(id="r1", kind="tool_result", call_id="c1", tool_name="bash", text="y" * 40_000, is_error=True, meta=long)
+    text = _tool_texts(replay(s.transcript(), "openhands-v0", profile=small_profile(1_000_000)))["c1"]
+    assert text.endswith("[Command finished with exit code 1]") and text.startswith("y" * 15_000)
+    assert len(text) == 30_000 + len("\n[... Observation truncated due to length ...]\n")
+
+
+def test_the_importer_keeps_a_recorded_commands_metadata():
+    import json
+
+    from compaction_bench.importing import load_transcripts
+    from tests.conftest import CORPORA
+
+    path = CORPORA / "openhands-events/All-Hands-AI__OpenHands/multi_swe_bench_examples_output.jsonl"
+    raw = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for event in json.loads(line).get("history") or []:
+            if event.get("observation") == "run" and isinstance((event.get("extras") or {}).get("metadata"), dict):
+                raw.append(event["extras"]["metadata"])
+    kept = [i.meta["command_metadata"] for t in load_transcripts(path) for i in t.items if "command_metadata" in i.meta]
+    assert raw and len(kept) == len(raw)
+    assert all(k == {f: m[f] for f in ("prefix", "suffix", "working_dir", "py_interpreter_path", "exit_code")} for k, m in zip(kept, raw, strict=True))

@@ -50,6 +50,7 @@ from compaction_bench.strategies.openhands import (
     _event_str,
     sdk_tool_text,
     v0_error_observation,
+    v0_observation_text,
 )
 from compaction_bench.strategy import SummaryOverflow
 from compaction_bench.transcript import Attachment
@@ -363,7 +364,7 @@ class ReferenceOpenHandsV0(OpenHandsV0):
                 key = e.response if e.response is not None else ("own", e.id)
                 pending[key] = responses[key]
             elif e.kind == "observation" and not e.masked:
-                text = _clip(e.text, limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if v0_error_observation(e) else "")
+                text = _clip(v0_observation_text(e), limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if v0_error_observation(e) else "")
                 results[e.call_id] = Message("tool", text, tool_call_id=e.call_id,
                                              item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error)
             elif e.kind == "system":
