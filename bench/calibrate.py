@@ -177,14 +177,12 @@ def _no_row(transcript: Transcript) -> str:
 
 def calibrate(files: Iterable[str | Path]) -> Calibrations:
     """Every recorded compaction of every distinct session in the files (each path once)."""
-    from compaction_bench.runner import session_digest
+    from compaction_bench.runner import repeated_path, session_digest
 
     paths = [Path(file) for file in files]
-    seen: dict[Path, Path] = {}
-    for path in paths:
-        first = seen.setdefault(path.resolve(), path)
-        if first is not path:
-            raise CalibrationError(f"{path}: given twice (the same file as {first}); pass each file once")
+    repeated = repeated_path(paths)
+    if repeated is not None:
+        raise CalibrationError(repeated)
     out = Calibrations()
     taken: dict[str, str] = {}  # session digest -> where it was first given
     for path in paths:

@@ -187,6 +187,17 @@ def session_digest(transcript: Transcript) -> str:
     return digest.hexdigest()
 
 
+def repeated_path(paths: Sequence[str | Path]) -> str | None:
+    """Why a list of transcript files that names one file twice (by its resolved path: a slip in the
+    list, not a copy under another name) is refused; None for a list without one."""
+    seen: dict[Path, int] = {}
+    for n, path in enumerate(paths):
+        first = seen.setdefault(Path(path).resolve(), n)
+        if first != n:
+            return f"{shown(str(path))}: given twice (the same file as {shown(str(paths[first]))}); pass each file once"
+    return None
+
+
 @dataclass(frozen=True)
 class _Kept:
     """Where a session of the run was first given: its file as the user wrote it and resolved, its index
@@ -218,11 +229,9 @@ def file_cases(
     sha256 of each file by resolved path (`scenario_entry` reuses it rather than reading the file again)."""
     cases: list[Case] = []
     names: set[str] = set()
-    seen: dict[Path, str | Path] = {}
-    for path in paths:  # before reading any: a mistake in the list is not found after minutes of import
-        first = seen.setdefault(Path(path).resolve(), path)
-        if first is not path:
-            raise RunError(f"{shown(str(path))}: given twice (the same file as {shown(str(first))}); pass each file once")
+    repeated = repeated_path(paths)  # before reading any: a mistake in the list is not found after minutes of import
+    if repeated is not None:
+        raise RunError(repeated)
     given = load_probes(probes) if probes and probes != "auto" else None
     began = time.monotonic()
     kept: dict[str, _Kept] = {}  # session digest → where it was first given

@@ -84,3 +84,13 @@ def test_cases_built_in_memory_are_taken_once_each(tmp_path, caplog, no_network)
     # Paths beside cases would not be read: refused.
     with pytest.raises(RunError, match="not both"):
         bench.run([tmp_path / "a" / "tiny.jsonl"], ["none"], cases=[Case("one", session)], run_id="both", **common)
+
+
+def test_a_path_given_twice_is_refused_even_as_the_same_object(copies):
+    from compaction_bench.runner import RunError, repeated_path
+
+    first, second = copies
+    same = str(first)
+    assert repeated_path([first, second]) is None  # a copy under another path is not a slip in the list
+    with pytest.raises(RunError, match="given twice"):
+        file_cases([same, same], None)  # one string object twice (a list written `[p, p]`)
