@@ -240,8 +240,9 @@ def _answered(probes: Columns) -> dict[str, Any]:
     # the ratio's two means are over the same rows: those with an answer grade and a ceiling grade
     # (`paired` already drops the ceiling where the answer is ungraded; a point past the answerer's own
     # window for the whole transcript has no ceiling, and stays in `answered`)
-    both = ~np.isnan(np.asarray(probes["correct_at_ceiling"], dtype=float))
-    ceiling, reached = _mean(np.asarray(probes["ceiling"], dtype=float)[both]), _mean(np.asarray(probes["correct_at_ceiling"], dtype=float)[both])
+    at_ceiling = np.asarray(probes["correct_at_ceiling"], dtype=float)
+    both = ~np.isnan(at_ceiling)
+    ceiling, reached = _mean(np.asarray(probes["ceiling"], dtype=float)[both]), _mean(at_ceiling[both])
     return {
         "answered": answered,
         "answered_lo": low,

@@ -93,10 +93,16 @@ class StrategyRow:
     rank: int | None = None
 
     @property
+    def measured_pair_errors(self) -> list[float]:
+        """The pair errors of the wire formats the run measured (a format its tables lack, measured
+        before it was added, is NaN)."""
+        return [e for e in self.pair_errors if np.isfinite(e)]
+
+    @property
     def rejected(self) -> bool:
         """Its requests break tool call/result pairs in every wire format the run measured: no API would
-        take them (HTTP 400). A format the run's tables lack (measured before it was added) is NaN."""
-        measured = [e for e in self.pair_errors if np.isfinite(e)]
+        take them (HTTP 400)."""
+        measured = self.measured_pair_errors
         return bool(measured) and all(e > 0 for e in measured)
 
     @property
@@ -106,7 +112,7 @@ class StrategyRow:
     @property
     def pair_error_total(self) -> float:
         """The pair errors of every wire format the run measured, together (what the table sorts them by)."""
-        return float(sum(e for e in self.pair_errors if np.isfinite(e)))
+        return float(sum(self.measured_pair_errors))
 
 
 @dataclass
