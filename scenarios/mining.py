@@ -18,7 +18,8 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
 - constraint: instruction sentences of user and injected messages (of a demonstration of another
   task, only those the session's own messages say too: `_demonstration`): modal (must, never, only,
   always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
-  `**Label**:` or an `If …,` clause) and version pins;
+  `**Label**:` or an `If …,` clause) and version pins; a lead-in to a one-line code block (`You MUST use
+  this EXACT command to submit:`) asks for that line, and a title in capitals with no verb is none;
 - recall: facts of tool outputs: a short output whole, lines with versions, hashes, ids, ports,
   URLs, counts, test summaries, grep hits and traceback frames, non-zero exit codes, and the exact
   command behind a described shell call;
@@ -124,6 +125,8 @@ SENTENCE_SPLIT = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)(?<!\bvs)(?<=[.!?]
 LIST_MARKER = re.compile(r"^\s*(?:[-*+>•]+|#+|\d+[.)]|[a-z][.)])\s+")
 LABEL_PREFIX = re.compile(r"^(?:\*\*[^*]{1,60}\*\*|[A-Z][\w /&-]{0,40}):\s+")
 IF_CLAUSE = re.compile(r"^(?:If|When|Whenever|Before|After|Once|Unless)\b[^,]{1,120},\s+", re.I)
+#: The words of a modal instruction that are no verb of `IMPERATIVE_VERBS` (a capitals heading holds none of them).
+MODAL_VERB = re.compile(r"\b(?:MUST|NEVER|ALWAYS|DON'T|SHOULD|SHALL|CANNOT|CAN'T)\b")
 MODAL_STRONG = re.compile(r"\b(?:MUST|NEVER|ALWAYS|ONLY|DO NOT|DON'T|CRITICAL|IMPORTANT|REQUIRED|MANDATORY)\b")
 MODAL = re.compile(
     r"\b(?:must|never|don't|do not|always|only|cannot|can't|should|shall|required|mandatory|avoid|prefer|need to|make sure|ensure)\b", re.I
@@ -592,6 +595,27 @@ def _imperative(sentence: str) -> bool:
     return first is not None and first.group(0).lower() in IMPERATIVE_VERBS and first.group(0)[0].isupper()
 
 
+def _heading(sentence: str) -> bool:
+    """A title in capitals with no verb of an instruction (`MANDATORY RESPONSE FORMAT`; `NEVER COMMIT SECRETS` is one)."""
+    words = re.findall(r"[A-Za-z']+", sentence)
+    return (
+        sentence == sentence.upper() and not sentence.rstrip("*_ ").endswith((".", "!"))
+        and not any(w.lower() in IMPERATIVE_VERBS for w in words) and not MODAL_VERB.search(sentence)
+    )
+
+
+def _introduced(text: str, sentence: str) -> str | None:
+    """What a lead-in (`You MUST use this EXACT command to submit:`) introduces when that is one line of code:
+    the only line of the fenced block right after it. None for anything else (a list, prose, a longer block)."""
+    rest = text[text.find(sentence) + len(sentence):].lstrip("*_ \t").lstrip("\n")
+    if not rest.startswith("```"):
+        return None
+    lines = rest.split("\n")[1:]
+    end = next((n for n, line in enumerate(lines) if line.strip().startswith("```")), None)
+    body = [line.strip() for line in lines[:end] if line.strip()] if end is not None else []
+    return body[0] if len(body) == 1 and MIN_SENTENCE <= len(body[0]) <= MAX_ANSWER else None
+
+
 def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
     users = [i for i in transcript.items if i.kind == "user"]
     own = {normalize(s) for i in users if not _demonstration(i) for s in _sentences(i.text)}
@@ -602,6 +626,12 @@ def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
                 continue  # pasted code, a pasted error, a question or a heading: not an instruction
             if _demonstration(item) and normalize(sentence) not in own:
                 continue  # another task's sentence (the session's own restatement is asked from the demonstration)
+            if _heading(sentence):
+                continue
+            # a lead-in to one line (`You MUST use this EXACT command to submit:` and the command) asks for that
+            # line with the lead-in's words; a lead-in to a list or a block is asked as it is (it may state a rule)
+            introduced = _introduced(item.text, sentence) if sentence.rstrip("*_ ").endswith(":") else None
+            answer = introduced or sentence
             if MODAL_STRONG.search(sentence):
                 rule, strength = "constraint.modal", 0
             elif MODAL.search(sentence):
@@ -617,7 +647,7 @@ def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
                 strength -= item.is_real_user  # what a real user typed comes first
                 strength -= bool(SPECIFIC.search(sentence))  # a number, a name in backticks, a path
                 question = f"What did {who} say about {topic}?"
-                yield _Candidate("constraint", rule, question, sentence, item.id, strength=strength)
+                yield _Candidate("constraint", rule, question, answer, item.id, strength=strength)
 
 
 # --------------------------------------------------------------------------- recall

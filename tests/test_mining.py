@@ -133,6 +133,27 @@ def test_constraint_rules():
     assert questions["Keep the public API unchanged."] == "What did the user say about Keep, public, unchanged?"
 
 
+def test_a_lead_in_asks_for_the_command_it_introduces_and_a_capitals_title_is_no_instruction():
+    # the lead-in of mini-swe-agent's instructions: the rule is the command in the block after it (the hand
+    # label ms1-constraint-submit of tests/data/probes/mini-django-14411.yaml); a capitals title states nothing
+    s = Session().user(
+        "GENERAL IMPORTANT TIPS:\n\nYou MUST use this EXACT command to submit:\n\n```bash\necho SUBMIT && cat patch.txt\n```\n\n"
+        "Each response should include:\n\n```\nTHOUGHT\ncommand\n```\n\nNEVER COMMIT SECRETS\n\n"
+        "Follow these steps to resolve the issue:\n1. Read the code.",
+        synthetic=True,
+    )
+    found = answers(s.transcript(), "constraint")
+    assert found == {
+        "echo SUBMIT && cat patch.txt": "constraint.modal",  # asked with the lead-in's words
+        "Each response should include:": "constraint.modal",  # a two-line block: the lead-in as it is
+        "NEVER COMMIT SECRETS": "constraint.modal",  # capitals with a modal: an instruction
+        "Follow these steps to resolve the issue:": "constraint.imperative",  # a list follows: asked as it is
+        "Read the code.": "constraint.imperative",
+    }
+    question = next(c.question for c in MINERS["constraint"](s.transcript()) if c.answer == "echo SUBMIT && cat patch.txt")
+    assert question == "What did the injected instructions say about EXACT, command, submit?"
+
+
 def test_recall_rules():
     s = Session().user("Ship the release.")
     s.bash("git log -1 --oneline", "a1b2c3d Fix fee rounding", description="Show the last commit")
