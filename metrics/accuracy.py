@@ -1,9 +1,14 @@
 """Token accuracy: each strategy's own estimate at decision time against the true count.
 
-Per request: signed error (estimate − true), absolute percentage error, and a missed trigger
-(the true count reached the strategy's threshold while its estimate said it had not, so it sent
-the request instead of compacting). Per compaction: premature (the strategy compacted on its
-threshold although the true count was still under it). Only a threshold decision can be premature:
+Per request the strategy sent or tried to send (a turn or a summary request, overflowed or not):
+signed error (estimate − true), absolute percentage error, and, for a turn, a missed trigger (the
+true count reached the strategy's threshold while its estimate said it had not, so it sent the
+request instead of compacting). The final context is left out: it is probed, never sent, and what
+a strategy fed by usage holds of it is the last response's usage with nothing after it, the true
+count itself, so it would add one exact row per cell (a fifth of a five-request session's rows).
+
+Per compaction: premature (the strategy compacted on its threshold although the true count was
+still under it). Only a threshold decision can be premature:
 a compaction whose own estimate was under its threshold was decided on something else (a step or
 event count, an agent's request, a model switch) although the strategy reports the threshold it
 also has. Overflows are the provider's verdict and come straight from the request records.
@@ -17,13 +22,19 @@ strategy's `T` is therefore neither a missed trigger nor a justified compaction.
 no threshold (None, hence no verdict) where its rule compares something other than the whole context
 whose true count the record holds (a part of it, or a count corrected by an estimated prefix): a
 verdict on another quantity can be wrong in both directions.
+
+With `--usage recorded` an estimate built on a recorded usage counts the recording's system prompt and
+tool schemas, which the replayed messages, and so the true count, do not hold (on the Claude Code session
+703e4528, +38,756 tokens at the median): such a row would measure that gap, not the estimator. The
+measurement (`metrics.measure`) leaves those requests and compactions out with `NO_ERROR` and no premature
+verdict, flagged `estimate_on_recorded_usage`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compaction_bench.records import CompactionRecord, RequestRecord
+from compaction_bench.records import SENT_KINDS, CompactionRecord, RequestRecord
 
 #: Triggers that are not a threshold decision (recovering from a provider error, a user's command)
 #: cannot be premature; any other compaction that reports a threshold is judged against it.
@@ -37,10 +48,14 @@ class EstimateError:
     missed_trigger: bool
 
 
+#: No error measured: no estimate, a request that is not sent, or an estimate on another quantity.
+NO_ERROR = EstimateError(None, None, False)
+
+
 def estimate_error(request: RequestRecord) -> EstimateError:
     estimate, true = request.estimate_tokens, request.true_tokens
-    if estimate is None:
-        return EstimateError(None, None, False)
+    if estimate is None or request.kind not in SENT_KINDS:
+        return NO_ERROR
     signed = estimate - true
     ape = abs(signed) / true if true else None
     threshold = request.threshold

@@ -3,7 +3,9 @@
 `measure_cell` is what the runner calls for every (scenario, strategy, profile, repeat) cell; it
 adds those columns itself. Rows:
 - requests: every request the strategy produced (turn, summary and final), with true and estimated
-  tokens, overflow, which usage the strategy was fed (`usage_source`), the provider's cached,
+  tokens, overflow, which usage the strategy was fed (`usage_source`; an estimate made while it held a
+  recorded usage is flagged `estimate_on_recorded_usage` and gets no error or verdict, as the
+  recording's usage counts a system prompt the replayed messages lack), the provider's cached,
   written and re-billed tokens, integrity violation counts per
   wire format (`integrity_<format>`: caused by the strategy; `integrity_recorded_<format>`: orphans
   the recorded session already had; details of both as JSON) and dollars;
@@ -37,7 +39,7 @@ from compaction_bench.llm import LLMClient
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
 from compaction_bench.provider import MessageCounter
-from compaction_bench.records import ReplayResult, RequestRecord
+from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
 from compaction_bench.tokens import HiddenTokens
 
 
@@ -87,14 +89,35 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     return _Billed(request.true_tokens, output, dollars)
 
 
+def _held_usage(result: ReplayResult) -> list[str | None]:
+    """Per request index, the source of the usage the strategy was last given before it ("recorded",
+    "simulated" or None): the usage an estimate made for that request is built on."""
+    held: list[str | None] = []
+    last: str | None = None
+    for request in result.requests:
+        held.append(last)
+        last = request.usage_source or last
+    return held
+
+
+def _decided_on_recorded(result: ReplayResult, compaction: CompactionRecord, held: list[str | None]) -> bool:
+    """Whether the strategy held a recorded usage when it decided `compaction` (before its first summary
+    request, or before the request that followed it)."""
+    first = min(compaction.summary_request_indices, default=compaction.next_request)
+    source = held[first] if first is not None else (result.requests[-1].usage_source if result.requests else None)
+    return source == "recorded" and compaction.estimate_tokens is not None
+
+
 def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int, _Billed]]:
     rows: list[dict[str, Any]] = []
     compaction_billed: dict[int, _Billed] = {}
     owners = _summary_calls(result)
     inherited = integrity.recorded_orphans(result.transcript)
+    held = _held_usage(result)
     for request in result.requests:
         violations = integrity.check(request.messages)
-        error = accuracy.estimate_error(request)
+        on_recorded = held[request.index] == "recorded" and request.estimate_tokens is not None
+        error = accuracy.NO_ERROR if on_recorded else accuracy.estimate_error(request)
         billed = _billed(result, request)
         owner = owners.get(request.index)
         if owner is not None:
@@ -112,6 +135,7 @@ def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int,
             "estimate_error": error.signed,
             "estimate_ape": error.ape,
             "missed_trigger": error.missed_trigger,
+            "estimate_on_recorded_usage": on_recorded,
             "overflow": request.overflow,
             "usage_source": request.usage_source,
             "prefix_tokens": request.prefix_tokens,
@@ -137,8 +161,11 @@ def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int,
 
 def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]) -> list[dict[str, Any]]:
     nothing = _Billed()
-    return [
-        {
+    held = _held_usage(result)
+    rows = []
+    for c in result.compactions:
+        on_recorded = _decided_on_recorded(result, c, held)
+        rows.append({
             "compaction": c.index,
             "step": c.step,
             "turn": c.turn,
@@ -146,7 +173,7 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "tokens_before": c.tokens_before,
             "tokens_after": c.tokens_after,
             "estimate_tokens": c.estimate_tokens,
-            "estimate_error": None if c.estimate_tokens is None else c.estimate_tokens - c.tokens_before,
+            "estimate_error": None if c.estimate_tokens is None or on_recorded else c.estimate_tokens - c.tokens_before,
             "threshold": c.threshold,
             "summary": c.summary,
             "summarized_ids": list(c.summarized_ids),
@@ -158,11 +185,11 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "llm_output_tokens": compaction_billed.get(c.index, nothing).output_tokens,
             "llm_cost_usd": compaction_billed.get(c.index, nothing).dollars,
             "summary_requests": list(c.summary_request_indices),
-            "premature": accuracy.premature(c),
+            "premature": not on_recorded and accuracy.premature(c),
+            "estimate_on_recorded_usage": on_recorded,
             "next_request": c.next_request,
-        }
-        for c in result.compactions
-    ]
+        })
+    return rows
 
 
 def measure_cell(

@@ -61,7 +61,6 @@ from compaction_bench.strategies.codex_components import (
     comp_hash_for,
     downshift_at,
     encrypted_length,
-    estimate_history,
     for_prompt,
     initial_context_index,
     insert_initial_context,
@@ -423,15 +422,15 @@ class _Codex(Strategy):
 
     def summary_request(self, items: Sequence[CodexItem], template: str, *, whole: bool = False) -> Request:
         """History + the compaction prompt as a user message, no tools (§2.1). `whole`: `items` are the
-        prompt view's (`for_prompt` of the whole history), whose rendering and estimate it holds."""
+        prompt view's (`for_prompt` of the whole history), whose rendering it holds. No estimate: the local
+        path decides nothing on the request's size, it sends it and drops the oldest item on an overflow."""
         prompt = Message(role="user", content=self.ctx.render_prompt(template))
         if whole:
             view = self.prompt.messages(self.history, self.base)  # `render(items, base, folds)`
             messages: Sequence[Message] = LogView(view.log, view.length, (*view.tail, prompt))
-            estimate = approx_tokens(self.base) + self.prompt.items_estimate  # `estimate_history(items, base)`
         else:
-            messages, estimate = [*render(items, self.base, self.folds), prompt], estimate_history(items, self.base)
-        return Request(messages, estimate_tokens=estimate + approx_tokens(prompt.content), kind="summary")
+            messages = [*render(items, self.base, self.folds), prompt]
+        return Request(messages, kind="summary")
 
 
 class CodexLocal(_Codex):

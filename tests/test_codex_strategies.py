@@ -118,6 +118,9 @@ def test_local_pre_turn_layout_user_summary_then_reinjected_context():
     assert record.details["injection"] == "DoNotInject"
     summary_request = next(r for r in result.requests if r.kind == "summary")
     assert summary_request.messages[-1].role == "user" and "## Progress and key decisions" in summary_request.messages[-1].content
+    # §2.1: the local path decides nothing on the summary request's size (it sends it and drops the oldest
+    # item on an overflow), so the request holds no estimate of the agent's: no estimate error is measured on it
+    assert summary_request.estimate_tokens is None
 
 
 def test_local_mid_turn_layout_context_before_last_user_then_summary():
@@ -266,6 +269,9 @@ def test_remote_layouts_put_the_compaction_item_last(strategy):
     record = result.compactions[0]
     text = record.after[-1].content
     assert record.details["compaction_estimate"] == -(-len(text.encode()) // 4)
+    # §3.1: the remote pre-trim decides on the compaction request's estimate, which the request carries
+    summaries = [r for r in result.requests if r.kind == "summary"]
+    assert summaries and all(r.estimate_tokens is not None for r in summaries)
 
 
 # --------------------------------------------------------------------------- §5 token budget

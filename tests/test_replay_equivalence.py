@@ -72,6 +72,8 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: claude-code (faithfulness audit, same requests and compactions): 2.0.57's summary prompt numbers its
 #: instructions 1–6, 6, 7, 8 as upstream's does (claude-code.md §3.2); the summaries and the contexts after them
 #: are unchanged, only the summary requests' prompt text differs.
+#: codex-local (accuracy audit): its summary request carries no estimate, as upstream's local path makes none
+#: (codex.md §2.1); with the summary requests' estimates left out of both digests, old and new code agree.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -90,8 +92,8 @@ GOLDEN = {
     ("opencode-v2", "synthetic"): (435, 8, "db7cdc7d53e0d558"),
     # Recorded from the code before the second pass of issue 18 (commit 8316bb9: histories rendered
     # anew on every request, Aider's counts re-serialized per call, tool pairs rescanned).
-    ("codex-local", "synthetic"): (430, 3, "d815b782565952be"),
-    ("codex-local", "pi"): (459, 5, "a34310c3131f07f6"),
+    ("codex-local", "synthetic"): (430, 3, "f95d27a1bbee5fd5"),
+    ("codex-local", "pi"): (459, 5, "321204cff1bb0f80"),
     ("codex-remote-v1", "synthetic"): (430, 3, "7d238d25a246a439"),
     ("codex-remote-v1", "pi"): (459, 5, "645df239f39a8e39"),
     ("codex-remote-v2", "synthetic"): (430, 3, "7d238d25a246a439"),
