@@ -12,7 +12,9 @@ Probe files are checked against a schema before any replay (errors name file, pr
 `answer: true` and `answer: 3.10` (which YAML reads as a boolean and the number 3.1) are errors
 asking for quotes. Aliases may expand to at most `MAX_ALIAS_EXPANSION` nodes (no alias bombs).
 Regex probes are compiled and matched with RE2 (linear time: `(a+)+$` cannot hang grading); a
-pattern RE2 cannot compile is an error naming the probe.
+pattern RE2 cannot compile is an error naming the probe. A `number` probe's answer must state a
+number as `numbers_in` reads one (a whole token: `42`, `1,024`, `-1`, `3.12`, `42 ms`; not the `001`
+of `L001`, a version `1.2.3` or an ordinal `1st`), else no reply could ever match it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ KINDS = ("recall", "artifact", "continuation", "decision", "constraint", "error"
 MATCHES = ("exact", "contains", "regex", "set", "number", "judge")
 FIELDS = ("id", "kind", "question", "answer", "match", "accept", "source", "source_text", "meta", "evidence")
 LOG = logging.getLogger(__name__)
+#: A number as a whole token: not preceded by a word character or a point (`L001`, `-B5`, `v2`, the `3` of
+#: `1.2.3`), thousands only in groups of three (`1,024`; `1,2,3` is three numbers), and not followed by a
+#: digit, an underscore, a point and a digit (a version) or an ordinal suffix (`1st`); a unit may follow (`42ms`).
+NUMBER = re.compile(r"(?<![\w.])-?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?![\d_]|\.\d|(?:st|nd|rd|th)\b)")
 MAX_ALIAS_EXPANSION = 10_000  # YAML nodes that aliases may add to a probe file once expanded
 
 
@@ -59,6 +65,11 @@ def _compiled(pattern: str) -> Any:
 def compiled_regex(pattern: str) -> Any:
     """A probe pattern compiled by RE2 (case-insensitive, multi-line); `ProbeError` if RE2 cannot."""
     return _compiled(pattern)
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers a text states, in order, each a whole token (`NUMBER`)."""
+    return [float(raw.replace(",", "")) for raw in NUMBER.findall(text)]
 
 
 def regex_search(pattern: str, text: str) -> bool:
@@ -90,6 +101,8 @@ class Probe:
             raise ProbeError(f"probe {self.id!r}: a 'set' probe needs a list answer")
         if self.match != "set" and not isinstance(self.answer, str):
             raise ProbeError(f"probe {self.id!r}: answer must be a string for match {self.match!r}")
+        if self.match == "number" and isinstance(self.answer, str) and not numbers_in(self.answer):
+            raise ProbeError(f"probe {self.id!r}: a 'number' probe's answer {self.answer!r} states no number (a whole token such as 42 or 1,024)")
         if not self.source and not self.source_text:
             raise ProbeError(f"probe {self.id!r}: needs 'source' (an item id) or 'source_text'")
         object.__setattr__(self, "accept", tuple(self.accept))

@@ -26,11 +26,15 @@ Answered, by the probe's `match`:
   a whole token: the reply `rows: 13445` does not contain `344`);
 - ``regex``: an answer pattern matches the reply (case-insensitive);
 - ``set``: F1 between the answer members and the items of the reply (split at commas,
-  semicolons, newlines and "and"; an item matches a member it contains; a member is recalled
+  semicolons, newlines and a free-standing "and", not the `and` of `src/and/x.py`; an item matches a member it contains; a member is recalled
   when it occurs anywhere in the reply; "contains" and "occurs" by the whole-token rule); correct when F1 ≥ `meta["min_f1"]` (default 0.5);
-- ``number``: a number in the reply equals the answer (within `meta["tolerance"]`);
+- ``number``: a number the reply states equals the answer's first number (within
+  `meta["tolerance"]`); both read as whole tokens (`compaction_bench.probes.numbers_in`), so the
+  `001` of `L001`, the `5` of `-B5`, the `1` of `1st` or of a version `1.2.3` is no number;
 - ``judge``: an LLM judge with a strict and a lenient rubric (metrics/prompts); without a judge
-  the probe is unscored (None), never passed.
+  the probe is unscored (None), never passed. A verdict is the `VERDICT: CORRECT|INCORRECT` the
+  judge wrote; none, or both (a judge quoting the two options of the rubric, or changing its
+  mind), leaves that rubric unscored.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.llm import LLMClient, LLMResult, PreparedContext
-from compaction_bench.probes import Probe, compiled_regex, regex_search
+from compaction_bench.probes import Probe, compiled_regex, numbers_in, regex_search
 from compaction_bench.request import Message
 from compaction_bench.templates import PromptSet
 from compaction_bench.wire import chat_messages
@@ -54,8 +58,7 @@ PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
 QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
 SPACE = re.compile(r"\s+")
 EDGE_PUNCTUATION = " \t\n.,;:!?\"'`*()[]{}<>-"
-SET_SPLIT = re.compile(r"[,;\n]|\band\b")
-NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+SET_SPLIT = re.compile(r"[,;\n]|(?<!\S)and(?!\S)")
 VERDICT = re.compile(r"verdict\s*:\s*\**\s*(correct|incorrect)", re.I)
 #: Answers with fewer letters and digits than this (or none of them letters) need their evidence.
 SHORT_ANSWER_CHARS = 4
@@ -245,16 +248,6 @@ def set_f1(members: Sequence[str], reply: str) -> float:
     return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
 
-def _numbers(text: str) -> list[float]:
-    out = []
-    for raw in NUMBER.findall(text):
-        try:
-            out.append(float(raw.replace(",", "")))
-        except ValueError:
-            continue
-    return out
-
-
 @dataclass(frozen=True)
 class Grade:
     correct: bool | None  # None: unscored
@@ -278,16 +271,17 @@ def grade_reply(probe: Probe, reply: str) -> Grade:
         return Grade(f1 >= float(probe.meta.get("min_f1", SET_PASS_F1)), f1)
     elif probe.match == "number":
         tolerance = float(probe.meta.get("tolerance", 0.0))
-        wanted = [n for a in answers for n in _numbers(a)[:1]]
-        ok = any(abs(got - want) <= tolerance for got in _numbers(reply) for want in wanted)
+        wanted = [n for a in answers for n in numbers_in(a)[:1]]
+        ok = any(abs(got - want) <= tolerance for got in numbers_in(reply) for want in wanted)
     else:
         raise ValueError(f"probe {probe.id!r}: match {probe.match!r} needs a judge")
     return Grade(bool(ok), 1.0 if ok else 0.0)
 
 
 def _verdict(text: str) -> bool | None:
-    found = VERDICT.search(text)
-    return None if found is None else found.group(1).lower() == "correct"
+    """The judge's verdict; None when it wrote none or both."""
+    verdicts = {found.lower() == "correct" for found in VERDICT.findall(text)}
+    return verdicts.pop() if len(verdicts) == 1 else None
 
 
 @lru_cache(maxsize=1)
