@@ -28,7 +28,8 @@ from compaction_bench.transcript import Transcript, TranscriptError
 
 SNIFF_BYTES = 256 * 1024
 #: Detection reads a first line longer than `SNIFF_BYTES` (a JSONL whose first record holds a large
-#: system prompt) whole, up to this many bytes, when the shorter head matched no format.
+#: system prompt) whole, up to this many bytes, when the shorter head matched no format; a file of
+#: shorter lines (an indented JSON document) is read this far.
 FIRST_LINE_BYTES = 8 * 1024 * 1024
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -348,9 +349,11 @@ def _sniffs(cls: type[Importer], path: Path, head: str) -> bool:
 def detect(path: Path) -> type[Importer]:
     """The importer class for a file, from its content.
 
-    Sniffers see the first `SNIFF_BYTES`; when nothing matches and that head ends inside the first
-    line, they see the first line whole (up to `FIRST_LINE_BYTES`), so a JSONL whose first record
-    is a long system prompt is still recognised without slowing down the files that match at once.
+    Sniffers see the first `SNIFF_BYTES`; when nothing matches and the file is longer, they see more:
+    the first line whole (up to `FIRST_LINE_BYTES`) when that head ends inside it, else the first
+    `FIRST_LINE_BYTES`. So a JSONL whose first record is a long system prompt, or an indented JSON
+    document whose first event holds a long message, is still recognised without slowing down the
+    files that match at once.
     """
     table = formats()
     if check_input(path).st_size == 0:
@@ -359,8 +362,11 @@ def detect(path: Path) -> type[Importer]:
     head = raw.decode("utf-8", errors="replace")
     matches = [cls for cls in table.values() if _sniffs(cls, path, head)]
     long_line = ""
-    if not matches and len(raw) >= SNIFF_BYTES - len(UTF8_BOM) and b"\n" not in raw:
-        raw = _read_head_bytes(path, SNIFF_BYTES, first_line=True)
+    if not matches and len(raw) >= SNIFF_BYTES - len(UTF8_BOM):
+        if b"\n" not in raw:
+            raw = _read_head_bytes(path, SNIFF_BYTES, first_line=True)
+        else:  # a JSON document whose first record holds a long text: the keys that tell its format come after it
+            raw = _read_head_bytes(path, FIRST_LINE_BYTES)
         matches = [cls for cls in table.values() if _sniffs(cls, path, raw.decode("utf-8", errors="replace"))]
         if b"\n" not in raw:
             long_line = f"; its first line is longer than {FIRST_LINE_BYTES:,} bytes, beyond what detection reads"

@@ -31,6 +31,7 @@ import platform
 import subprocess
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, closing
@@ -213,9 +214,33 @@ class _Kept:
         return shown(self.given) + (f" session {self.index + 1}" if self.count > 1 else "")
 
 
+def nothing_to_replay(transcript: Transcript) -> str | None:
+    """Why a session gives a run nothing to measure, or None when it has a recorded model response.
+
+    The replay sends its requests where the recorded model responses were (`Transcript.steps`), so
+    a session without one (a header alone, only a system prompt, a user message never answered)
+    would give every strategy a cell that measured nothing, counted as a scenario in the leaderboard.
+    """
+    if transcript.steps():
+        return None
+    if not transcript.items:
+        return "it holds no message"
+    kinds = Counter(item.kind for item in transcript.items)
+    held = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
+    return f"it holds no model response, only {held} item(s)"
+
+
+def leave_out_empty(where: str, why: str, entry: dict[str, Any], empty: list[dict[str, Any]] | None) -> None:
+    """Name a session with nothing to replay in a warning line and in `empty` (the manifest's `nothing_to_replay`)."""
+    LOG.warning("warning: %s: nothing to replay (%s); left out of the run", where, why)
+    if empty is not None:
+        empty.append({**entry, "reason": why})
+
+
 def file_cases(
     paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None,
     progress: ProgressHook | None = None, duplicates: list[dict[str, Any]] | None = None, hashed: dict[str, str] | None = None,
+    empty: list[dict[str, Any]] | None = None,
 ) -> list[Case]:
     """Cases from transcript files; probes from a file, mined (`auto`), or none. Once the import has
     taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per file read.
@@ -225,8 +250,10 @@ def file_cases(
     (`session_digest`), is not a second scenario, since its probes would count as a second
     independent cluster in every interval and test. The first is kept; each one left out is named
     in a warning line with the one it repeats, and appended to `duplicates` (the run's manifest
-    keeps that list). The same path given twice is refused, as a slip in the list. `hashed` collects the
-    sha256 of each file by resolved path (`scenario_entry` reuses it rather than reading the file again)."""
+    keeps that list). A session with nothing to replay (`nothing_to_replay`) is left out too, named
+    in a warning line and appended to `empty`. The same path given twice is refused, as a slip in
+    the list. `hashed` collects the sha256 of each file by resolved path (`scenario_entry` reuses it
+    rather than reading the file again)."""
     cases: list[Case] = []
     names: set[str] = set()
     repeated = repeated_path(paths)  # before reading any: a mistake in the list is not found after minutes of import
@@ -272,6 +299,11 @@ def file_cases(
         if sha256 is not None:
             by_bytes[sha256] = (str(path), digests)
         for index, transcript in enumerate(transcripts):
+            why = nothing_to_replay(transcript)
+            if why is not None:
+                where = shown(str(path)) + (f" session {index + 1}" if len(transcripts) > 1 else "")
+                leave_out_empty(where, why, {"file": str(Path(path).resolve()), "session_index": index}, empty)
+                continue
             if digests[index] in kept:
                 left_out(path, index, len(transcripts), digests[index])
                 continue
@@ -294,12 +326,13 @@ def file_cases(
     return cases
 
 
-def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]]) -> list[Case]:
+def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]], empty: list[dict[str, Any]] | None = None) -> list[Case]:
     """Cases built in memory (`run(cases=...)`), each session once, as `file_cases` takes files: a
     name given twice is refused (the second scenario would replace the first), and a case whose
     session is one already taken (`session_digest`) is left out, named in a warning line and
     appended to `duplicates` (`file` and `same_as` are the cases' files, None for a transcript
-    built in memory; `given_as` its name)."""
+    built in memory; `given_as` its name). A case with nothing to replay (`nothing_to_replay`) is
+    left out, named in a warning line and appended to `empty`."""
     names: set[str] = set()
     kept: dict[str, Case] = {}
     out: list[Case] = []
@@ -307,6 +340,11 @@ def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]]) -> l
         if case.name in names:
             raise RunError(f"scenario {case.name!r} given twice: give each case its own name")
         names.add(case.name)
+        why = nothing_to_replay(case.transcript)
+        if why is not None:
+            leave_out_empty(f"scenario {shown(case.name)}", why,
+                            {"file": case.file, "session_index": case.session_index, "given_as": case.name}, empty)
+            continue
         digest = session_digest(case.transcript)
         first = kept.get(digest)
         if first is None:
@@ -329,18 +367,25 @@ def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) ->
         LOG.warning("warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", name, len(problems), shown(problems[0]), name)
 
 
+def readable(file_name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (kept by Python as lone surrogates) become U+FFFD."""
+    return file_name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def scenario_name(path: Path, transcript: Transcript, index: int, count: int, taken: set[str]) -> str:
     """A name people recognise: the file's name, plus `#<n>` and the session's title when the file holds several.
 
     A name already taken (two files of the same name in different folders) gets the parent folder
     in front, then a counter. The session id stays in the manifest (`scenarios[].session_id`).
+    Bytes of a file name that are not UTF-8 (which Python keeps as lone surrogates) show as U+FFFD:
+    the name is text in every table and page, the file itself stays named by its path.
     """
-    name = path.name
+    name = readable(path.name)
     if count > 1:
         title = str(transcript.meta.get("title") or "").strip()
         name = f"{name} #{index + 1}" + (f" {title[:60]}" if title else "")
     if name in taken:
-        name = f"{path.resolve().parent.name}/{name}"
+        name = f"{readable(path.resolve().parent.name)}/{name}"
     base, n = name, 2
     while name in taken:
         name, n = f"{base} ({n})", n + 1
@@ -647,13 +692,18 @@ def run(
         except run_folder.RunFolderError as exc:
             raise RunError(str(exc)) from None
         duplicates: list[dict[str, Any]] = []  # sessions given again, left out (named in the manifest)
+        empty: list[dict[str, Any]] = []  # sessions with nothing to replay, left out (named in the manifest)
         hashed: dict[str, str] = {}  # each transcript file's sha256, read once
         if cases is not None:
-            cases = distinct_cases(cases, duplicates)
+            cases = distinct_cases(cases, duplicates, empty)
         else:
             cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit,
-                                duplicates=duplicates, hashed=hashed)
+                                duplicates=duplicates, hashed=hashed, empty=empty)
                      if paths else synthetic_cases(seed))
+        if not cases and empty:
+            first = empty[0]
+            where = shown(str(first.get("given_as") or first["file"]))
+            raise RunError(f"no scenario to run: no session given has a model response to replay ({where}: {first['reason']})")
         if not cases:
             raise RunError("no scenario to run")
         try:  # a plain folder name; a bare --resume takes the newest run; the folder stays locked for the run
@@ -664,7 +714,7 @@ def run(
         if on_claim:
             on_claim(folder.path)
         return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address, report=report,
-                            on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed)
+                            on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed, empty=empty)
 
 
 def _input_files(config: RunConfig) -> dict[str, str]:
@@ -694,10 +744,11 @@ def _run_claimed(
     emit: ProgressHook,
     duplicates: Sequence[Mapping[str, Any]] = (),
     hashed: Mapping[str, str] | None = None,
+    empty: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """`run` once its folder is claimed: the manifest, the cells, then `finalize`. `duplicates` are
-    the sessions given again that `file_cases` left out (the manifest lists them), `hashed` the
-    transcript files' sha256 it already computed."""
+    the sessions given again that `file_cases` left out and `empty` those with nothing to replay (the
+    manifest lists both), `hashed` the transcript files' sha256 it already computed."""
     store = RunStore(folder.path)
     config.run_dir = str(store.root)
     keys = [
@@ -716,6 +767,7 @@ def _run_claimed(
         "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
         "scenarios": [scenario_entry(n, c, files[n], hashed) for n, c in enumerate(cases)],
         "duplicates": [dict(d) for d in duplicates],
+        "nothing_to_replay": [dict(e) for e in empty],
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         run_folder.INPUT_FILES: _input_files(config),
         "versions": _versions(),

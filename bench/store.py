@@ -149,7 +149,10 @@ def _identity(messages: pa.Table) -> pa.Array:
     table = messages.combine_chunks()
     parts = []
     for name in MESSAGE_FIELDS:
-        column = table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], pa.string())
+        if name not in table.column_names:  # cells that stored no message (a session with nothing to send) give no schema
+            column = pa.nulls(table.num_rows, pa.string())
+        else:
+            column = table.column(name).chunk(0) if table.column(name).num_chunks else pa.array([], pa.string())
         if pa.types.is_list(column.type):
             inner = field(pc.cast(column.values, pa.string()))  # the offsets index the child array as it is
             joined = pc.binary_join(pa.ListArray.from_arrays(column.offsets, inner), "")
@@ -330,8 +333,12 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     an earlier attempt's or are being replaced one by one, so they need not describe the same cells.
     A run in this process reads its own tables (for its report)."""
     root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"{root}: is a file, not a run folder")
     if not root.is_dir():
         raise StoreError(f"{root}: no such run folder")
+    if not (root / "manifest.json").is_file():
+        raise StoreError(f"{root}: not a run folder (no manifest.json)")
     if in_use(root) and not held_here(root):
         raise StoreError(f"{root}: a run is still working in this folder (it holds {root / LOCK_NAME}); wait for it to finish")
     tables = {}
