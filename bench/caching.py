@@ -2,7 +2,11 @@
 
 Given the longest common token prefix with the previous request of the same cell, the provider's
 rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
-- OpenAI: nothing below `min_prefix` (1,024) tokens; above it, whole `block`s (128 tokens).
+- OpenAI: nothing below `min_prefix` (1,024) tokens; above it, whole `block`s (128 tokens). A model
+  with a write premium (GPT-5.6 and later, `write_multiplier` > 0) writes what the request newly
+  caches: its whole blocks (from `min_prefix` on) after the part it read. Which tokens OpenAI counts
+  as written is not documented in the spec (§7 "unverified"); this is the cacheable part not already
+  cached, the same rule as Anthropic's with the provider's granularity.
 - Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them,
   placed as coding agents commonly place them: the end of the leading system prompt and the ends
   of the last messages). A read is the longest entry of the previous request that lies
@@ -173,10 +177,10 @@ def cache_outcome(
         )
         write = total_tokens - cached if total_tokens >= policy.min_prefix else 0
         return CacheOutcome(prefix_tokens, cached, max(write, 0))
-    if prefix_tokens < policy.min_prefix:
-        return CacheOutcome(prefix_tokens, 0, 0)
-    cached = prefix_tokens // policy.block * policy.block
-    return CacheOutcome(prefix_tokens, cached, 0)
+    cached = prefix_tokens // policy.block * policy.block if prefix_tokens >= policy.min_prefix else 0
+    cacheable = total_tokens // policy.block * policy.block if total_tokens >= policy.min_prefix else 0
+    write = max(cacheable - cached, 0) if policy.write_multiplier > 0 else 0
+    return CacheOutcome(prefix_tokens, cached, write)
 
 
 def rebilled_tokens(message_tokens: Sequence[int], known: Sequence[bool], cached_tokens: int) -> int:

@@ -13,16 +13,21 @@ prices and cache rules come from the map; the provider family decides the rest:
   one context that the input and the requested `max_tokens` share: a request with **input +
   max_tokens** over it is refused (rule `input+output`).
 - Prompt caching follows the model for Claude and Gemini (`model_family`): Claude models
-  (Anthropic, Vertex AI, Bedrock) cache at breakpoints with 1.25× writes and refuse an overflow
-  with Anthropic's message; Gemini 2.5+ from the model's minimum (the map's
-  `prompt_cache_min_tokens`, else 2,048, 4,096 for 3.x). Other models cache as the API serving them
-  does: OpenAI's (and Azure OpenAI's) automatically from gpt-4o on (gpt-4-turbo, gpt-3.5 not at
-  all); DeepSeek's and Mistral's by their own documented rules (64-token units, `DEEPSEEK_CACHE`,
-  `MISTRAL_CACHE`); any other OpenAI-compatible API with OpenAI's rules standing in if the map
-  prices its cache hits, else not at all.
+  (Anthropic, Vertex AI, Bedrock) cache at breakpoints with 1.25× writes (Claude 1, 2 and
+  Instant, which predate prompt caching, not at all) and refuse an overflow with Anthropic's
+  message; Gemini 2.5+ from the model's minimum (the map's `prompt_cache_min_tokens`, else 2,048,
+  4,096 for 3.x). Other models cache as the API serving them does: OpenAI's (and Azure OpenAI's)
+  automatically from gpt-4o on (gpt-4-turbo, gpt-3.5 not at all), with writes billed only where
+  the map prices a write premium (GPT-5.6 and later); DeepSeek's and Mistral's by their own
+  documented rules (64-token units, `DEEPSEEK_CACHE`, `MISTRAL_CACHE`); Fireworks' with half-price
+  hits where the map prices none, as litellm bills them (`FIREWORKS_DEFAULT_CACHE`); any other
+  OpenAI-compatible API with OpenAI's rules standing in if the map prices its cache hits, else
+  not at all.
 - Prices: the map's per-token prices, with its tiers applied per request by its input tokens as
-  litellm does (`Prices.at`): `*_above_<N>k_tokens` thresholds, or the `tiered_pricing` table of
-  input ranges some entries have instead.
+  litellm does (`Prices.at`): `*_above_<N>k_tokens` thresholds (for xAI's models from N itself), or
+  the `tiered_pricing` table of input ranges some entries have instead. A cached-input price the map
+  gives as 0 is a free hit; where it gives none, the family's discount stands in (`metrics/cost.py`),
+  or, for an API the map only flags as caching, the input price (litellm's rule).
 - Tokenizer: o200k_base for OpenAI's GPT-4o and later, else cl100k_base (for Anthropic and
   DeepSeek an approximation: the offline tokenizers are the two tiktoken encodings).
 
@@ -58,11 +63,14 @@ class CachePolicy:
     """A provider's prompt-caching rules (docs/specs/evaluation.md §7).
 
     OpenAI: automatic for prompts of at least `min_prefix` (1,024) tokens, hits in `block`
-    (128)-token increments. Anthropic: a hit ends at a cache breakpoint (message boundaries of
+    (128)-token increments; cache hits at the family's discount where the map has no cached price
+    (`read_multiplier`), and writes only for models the map prices a write premium for (GPT-5.6 and
+    later: `write_multiplier` > 0). Anthropic: a hit ends at a cache breakpoint (message boundaries of
     earlier requests, at most `breakpoints` per request) of at least `min_prefix` tokens, writes
     cost `write_multiplier` × the input price. `ttl_seconds` expires entries when timestamps are
     recorded. Gemini (2.5 and later): implicit hits from the model's minimum prefix, token-exact
-    (`block` 1), no write fee. DeepSeek and Mistral: like OpenAI with 64-token units from 64 tokens
+    (`block` 1), no write fee; how long an implicit entry lives is not documented (§7 gives the
+    explicit cache's default, 1 hour, which stands in). DeepSeek and Mistral: like OpenAI with 64-token units from 64 tokens
     (`DEEPSEEK_CACHE`, `MISTRAL_CACHE`). `none`: no caching (OpenAI models before gpt-4o, Gemini
     before 2.5, APIs that bill no cache hits). Claude and Gemini cache by the model's family
     (`model_family`: Claude on Vertex AI or Bedrock caches like Anthropic), other models by the API
@@ -104,6 +112,10 @@ DEEPSEEK_CACHE = CachePolicy(provider="deepseek", min_prefix=64, block=64, ttl_s
 #: documented: OpenAI's 10 minutes stand in. (The same page says `prompt_cache_key` raises the chance
 #: of a hit without guaranteeing one; the simulation assumes the hit.)
 MISTRAL_CACHE = CachePolicy(provider="mistral", min_prefix=64, block=64, ttl_seconds=600, read_multiplier=0.1)
+#: Fireworks' serverless models the map gives no cached price: litellm bills their cached prompt tokens at half
+#: the input price (`FIREWORKS_AI_DEFAULT_CACHE_READ_RATE_RATIO`, from https://docs.fireworks.ai/guides/prompt-caching);
+#: how Fireworks matches prefixes is not recorded here, so OpenAI's rules stand in.
+FIREWORKS_DEFAULT_CACHE = replace(OPENAI_CACHE, read_multiplier=0.5)
 #: The APIs that cache with OpenAI's own rules (Azure OpenAI serves OpenAI's models).
 OPENAI_APIS = ("openai", "azure", "text-completion-openai")
 #: OpenAI-compatible APIs with documented rules of their own, by litellm's provider name (the API's,
@@ -134,27 +146,31 @@ class PriceTier:
 
 @dataclass(frozen=True)
 class Prices:
-    """Dollars per token; `tiers`: other prices for requests with more input tokens (`at`)."""
+    """Dollars per token; `tiers`: other prices for requests with more input tokens (`at`);
+    `inclusive_thresholds`: a threshold tier already applies to a request of exactly its threshold (xAI's
+    rule, which litellm applies to the `xai` provider's entries), not only above it."""
 
     input: float = 0.0
     output: float = 0.0
     cached_input: float = 0.0
     cache_write: float = 0.0
     tiers: tuple[PriceTier, ...] = ()
+    inclusive_thresholds: bool = False
 
     def at(self, input_tokens: int) -> Prices:
         """The flat prices of a request of `input_tokens` (cached and written tokens included), as
         litellm bills it (`litellm_core_utils/llm_cost_calc/utils.py`, `_get_token_base_cost`): the row
         of a `tiered_pricing` table the request falls in, if it has one (`row`), prices the whole
-        request; else every threshold tier whose threshold the input exceeds (strictly), lowest first,
-        replaces the prices it names (input, output, cached reads and cache writes alike)."""
+        request; else every threshold tier whose threshold the input exceeds (strictly, or reaches with
+        `inclusive_thresholds`), lowest first, replaces the prices it names (input, output, cached reads and
+        cache writes alike)."""
         row = self.row(input_tokens)
         if row is not None:
             return Prices(input=cast(float, row.input), output=row.output or 0.0, cached_input=row.cached_input or 0.0,
                           cache_write=row.cache_write or 0.0)
-        prices = replace(self, tiers=())
+        prices = replace(self, tiers=(), inclusive_thresholds=False)
         for tier in sorted((t for t in self.tiers if t.upto is None), key=lambda t: t.above):
-            if input_tokens > tier.above:
+            if input_tokens > tier.above or (self.inclusive_thresholds and input_tokens == tier.above):
                 prices = Prices(
                     input=prices.input if tier.input is None else tier.input,
                     output=prices.output if tier.output is None else tier.output,
@@ -272,6 +288,7 @@ def entry_prices(entry: dict[str, Any]) -> Prices:
         cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
         cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
         tiers=price_tiers(entry) + table_tiers(entry),
+        inclusive_thresholds=entry.get("litellm_provider") == "xai",
     )
 
 
@@ -372,9 +389,15 @@ def model_family(provider: str, bare: str) -> str:
     return "openai"
 
 
+def _openai_model_name(bare: str) -> str:
+    """The OpenAI model a map key names: without a deployment path (`eu/gpt-4o`, `global-standard/gpt-4o-mini`
+    on Azure) or a fine-tune's `ft:` mark (`ft:gpt-3.5-turbo` is gpt-3.5-turbo)."""
+    return bare.lower().rpartition("/")[2].removeprefix("ft:")
+
+
 def _openai_caches(bare: str) -> bool:
     """OpenAI's automatic caching applies to gpt-4o and newer (evaluation.md §7), not gpt-4 / gpt-3.5."""
-    name = bare.lower()
+    name = _openai_model_name(bare)
     older = name.startswith(("gpt-3.5", "gpt-35")) or (name.startswith("gpt-4") and not name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")))
     return not older
 
@@ -387,6 +410,8 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
     name = bare.lower().replace(".", "-")  # `claude-haiku-4.5` (a gateway's spelling) is `claude-haiku-4-5`
     minimum = _map_minimum(entry or {})
     if family == "anthropic":
+        if any(tag in name for tag in ("claude-instant", "claude-v1", "claude-v2", "claude-2")):
+            return NO_CACHE  # prompt caching came with the Claude 3 models
         if minimum is None and any(tag in name for tag in ("opus-4-5", "opus-4-6", "haiku-4-5")):
             minimum = 4096
         elif minimum is None and any(tag in name for tag in ("3-5-haiku", "3-haiku", "haiku-3")):
@@ -403,14 +428,42 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
             minimum = 4096 if version >= (3, 0) else 2048  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
         return replace(GEMINI_CACHE, min_prefix=minimum)
     if provider in OPENAI_APIS:
-        return OPENAI_CACHE if _openai_caches(bare) else NO_CACHE
+        return _openai_policy(bare, entry or {}) if _openai_caches(bare) else NO_CACHE
     documented = PROVIDER_CACHES.get(provider)
     if documented is not None:
         return documented
     # Any other OpenAI-compatible API: whether it bills cache hits at all is what the map knows. One
     # that does keeps OpenAI's rules as a stand-in (its own are not recorded here); one that does not
-    # caches nothing (litellm would bill its cached tokens at the input price anyway).
-    return OPENAI_CACHE if _bills_cache_reads(entry or {}) else NO_CACHE
+    # caches nothing (litellm would bill its cached tokens at the input price anyway). One the map says
+    # caches (`supports_prompt_caching`) without pricing a hit has its hits billed at the input price, as
+    # litellm bills them: its discount is not known.
+    if provider == "fireworks_ai" and not _prices_cache_reads(entry or {}):
+        return FIREWORKS_DEFAULT_CACHE
+    if not _bills_cache_reads(entry or {}):
+        return NO_CACHE
+    return OPENAI_CACHE if _prices_cache_reads(entry or {}) else replace(OPENAI_CACHE, read_multiplier=1.0)
+
+
+def _openai_read_multiplier(bare: str) -> float:
+    """What a cache hit costs in input prices by OpenAI model family (evaluation.md §7: GPT-5 90% off, GPT-4.1
+    75% off, GPT-4o and the o-series 50% off); used only where the map gives the model no cached-input price."""
+    name = _openai_model_name(bare)
+    if name.startswith(("gpt-4o", "o1", "o3", "o4")):
+        return 0.5
+    if name.startswith(("gpt-4.1", "gpt-4-1")):
+        return 0.25
+    return 0.1
+
+
+def _openai_policy(bare: str, entry: dict[str, Any]) -> CachePolicy:
+    """OpenAI's rules for a model that caches. A model whose map entry prices cache writes above its input price
+    (GPT-5.6 and later: a write premium, evaluation.md §7) writes what it newly caches (`caching.cache_outcome`);
+    the others write nothing and pay no write fee."""
+    policy = replace(OPENAI_CACHE, read_multiplier=_openai_read_multiplier(bare))
+    written, plain = _rate(entry.get("cache_creation_input_token_cost")), _rate(entry.get("input_cost_per_token"))
+    if plain > 0 and written > plain:
+        policy = replace(policy, write_multiplier=written / plain)
+    return policy
 
 
 def _map_minimum(entry: dict[str, Any]) -> int | None:
@@ -422,9 +475,13 @@ def _map_minimum(entry: dict[str, Any]) -> int | None:
 
 
 def _bills_cache_reads(entry: dict[str, Any]) -> bool:
-    """Whether a map entry prices cache hits: a cached-input price (flat or in a `tiered_pricing` row)
-    or `supports_prompt_caching`."""
-    if entry.get("cache_read_input_token_cost") is not None or entry.get("supports_prompt_caching") is True:
+    """Whether a map entry bills cache hits: a cached-input price (`_prices_cache_reads`) or `supports_prompt_caching`."""
+    return entry.get("supports_prompt_caching") is True or _prices_cache_reads(entry)
+
+
+def _prices_cache_reads(entry: dict[str, Any]) -> bool:
+    """Whether a map entry gives a cached-input price, flat or in a `tiered_pricing` row."""
+    if entry.get("cache_read_input_token_cost") is not None:
         return True
     table = entry.get("tiered_pricing")
     return isinstance(table, list) and any(isinstance(row, dict) and row.get("cache_read_input_token_cost") is not None for row in table)
@@ -443,9 +500,13 @@ def model_profile(model_id: str) -> ModelProfile:
     max_input = int(entry["max_input_tokens"])
     max_output = int(entry.get("max_output_tokens") or entry.get("max_tokens") or 0) or 4096
     prices = entry_prices(entry)
+    cache = _cache_policy(provider, bare, entry)
+    free_hits = entry.get("cache_read_input_token_cost")
+    if isinstance(free_hits, int | float) and not isinstance(free_hits, bool) and free_hits == 0 and prices.input > 0:
+        cache = replace(cache, read_multiplier=0.0)  # the map prices a hit at $0, which litellm keeps (not a missing price)
     shared = ModelProfile(
         name=model_id, model=bare, provider=provider, context_window=max_input, max_output=max_output,
-        tokenizer=_tokenizer(provider, bare), cache=_cache_policy(provider, bare, entry), prices=prices,
+        tokenizer=_tokenizer(provider, bare), cache=cache, prices=prices,
         image_tokens=1_600 if model_family(provider, bare) == "anthropic" else 765, overflow="input+output",
         description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
     )

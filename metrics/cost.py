@@ -2,10 +2,12 @@
 
 Prices come from the profile (litellm's bundled cost map, `compaction_bench.profiles`). Where the map has no
 cached-input or cache-write price, the cache policy's multipliers of the input price stand in
-(docs/specs/evaluation.md §7: reads 0.1×, Anthropic 5-minute writes 1.25×). The map's cache-write price
-is Anthropic's 5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the
-input price instead. Only Anthropic's policy writes tokens (`caching.cache_outcome`). Summary requests are
-priced like any other request (upstream agents summarize with the session's model); when the
+(docs/specs/evaluation.md §7: reads 0.1× for Claude and GPT-5, 0.25× for GPT-4.1 and Gemini, 0.5× for
+GPT-4o and the o-series; Anthropic 5-minute writes 1.25×). The map's cache-write price is Anthropic's
+5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the input price instead.
+Anthropic's policy writes tokens, and OpenAI's for the models the map prices a write premium for (GPT-5.6
+and later, at the map's write price); no other policy does (`caching.cache_outcome`). Summary requests
+are priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a real model litellm can price, its own cost of that call replaces it ($0 for a model
 the map lists as free; a model it cannot price is priced here, at the profile's prices).
 
