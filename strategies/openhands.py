@@ -26,7 +26,10 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
 `ConversationWindowCondenser` (only on a context-window request, no summary, §5.2) →
 `BrowserOutputCondenser(attention_window=2)` (§5.4) → `LLMSummarizingCondenser(keep_first=4,
 max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
-middle truncation, forgetting an inclusive id range, newest summary only). Messages are built as V0
+middle truncation, forgetting an inclusive id range, newest summary only). An event's block is V0's
+`str(event)` (`_event_str`): the `__str__` (or dataclass repr) of the action class CodeActAgent makes of the
+tool call (its name: `execute_bash`, `str_replace_editor`, `think`, `finish`, …; any other an MCP tool) and
+of the observation the runtime answers it with. Messages are built as V0
 does (§7): an assistant message is emitted only once every call of it has its observation, and
 orphaned calls or observations are dropped silently; a recorded command's result is rendered with its
 metadata as V0 renders it (`v0_observation_text`); observations are cut at 30,000 characters, an
@@ -48,6 +51,7 @@ prefixes from one rendering that adds an event per count.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -93,6 +97,9 @@ class Event:
     thinking: tuple[Item, ...] = ()
     is_error: bool = False
     masked: bool = False
+    #: an observation's action: the first action logged with its call id (V0's `cause`), what V0's
+    #: `str(event)` of the observation reads the call's tool and arguments from (`_event_str`)
+    cause: Event | None = field(default=None, repr=False)
     #: the event's own messages, built once by the strategy that renders it (an event is never changed
     #: once built; a masked copy is a new event)
     rendered: tuple[Message, ...] | None = field(default=None, init=False, repr=False)
@@ -112,6 +119,8 @@ class EventLog:
         self._next = 0
         #: the actions of each model response, by the id of each of them (V0 sends the whole response)
         self.batch_of: dict[int, tuple[Event, ...]] = {}
+        #: the first action logged with each call id
+        self.first_action: dict[str, Event] = {}
 
     def new(self, kind: str, **fields: Any) -> Event:
         event = Event(id=self._next, kind=kind, **fields)
@@ -126,7 +135,8 @@ class EventLog:
             return self.new("message", items=(item,), text=item.text, source="user")
         if item.kind == "tool_result":
             return self.new("observation", items=(item,), text=item.text, call_id=item.call_id or "",
-                            tool_name=item.tool_name or "", is_error=item.is_error, source="environment")
+                            tool_name=item.tool_name or "", is_error=item.is_error, source="environment",
+                            cause=self.first_action.get(item.call_id or ""))
         return None
 
     def response(self, items: Sequence[Item]) -> list[Event]:
@@ -148,6 +158,8 @@ class EventLog:
                                 arguments=call.arguments or "", thinking=thinking if n == 0 else ()))
         batch = tuple(out)
         self.batch_of.update((a.id, batch) for a in batch)
+        for action in batch:
+            self.first_action.setdefault(action.call_id, action)
         return out
 
 
@@ -634,10 +646,9 @@ class OpenHandsV0(Strategy):
         self.summary: tuple[str, int] | None = None
         self.unhandled_request = False
         self.browser = {t.strip() for t in self.options.browser_tools.split(",") if t.strip()}
-        #: the log's events not forgotten, in order, and the first action of each call id: both
-        #: extended from the log's new events (`_sync`), so a view never walks the whole log
+        #: the log's events not forgotten, in order: extended from the log's new events (`_sync`), so a
+        #: view never walks the whole log
         self._live: list[Event] = []
-        self._first_action: dict[str, Event] = {}
         self._synced = 0
         #: built once: the summary's event (for the summary it shows), each browser observation's masked
         #: copy (by event id and URL), each batch's assistant message (by its actions' ids)
@@ -669,8 +680,6 @@ class OpenHandsV0(Strategy):
     # ------------------------------------------------------------ view (§2.1)
     def _sync(self) -> None:
         for e in self.log.events[self._synced:]:
-            if e.kind == "action":
-                self._first_action.setdefault(e.call_id, e)
             if e.id not in self.forgotten:
                 self._live.append(e)
                 self._browsers += self._is_browser(e)
@@ -704,7 +713,7 @@ class OpenHandsV0(Strategy):
             if self._is_browser(e):
                 seen += 1
                 if seen > self.options.browser_attention_window:
-                    url = _url(self._first_action.get(e.call_id))
+                    url = _url(self.log.first_action.get(e.call_id))
                     copy = self._masked_copies.get((e.id, url))
                     if copy is None:
                         copy = self._masked_copies[(e.id, url)] = replace(e, text=BROWSER_MASK.format(url=url), masked=True)
@@ -850,25 +859,49 @@ def _is_condensation_observation(e: Event) -> bool:
     return e.kind == "summary" or e.masked
 
 
-def v0_observation_text(e: Event) -> str:
-    """The text V0 sends for a result before its 30,000-character cut: a command's (`run`) whose recording
-    kept its metadata (the OpenHands importer's `command_metadata`) is `CmdOutputObservation.to_agent_observation`
-    (`commands.py@156d0686`): prefix, content and suffix, then a working-directory line, a Python-interpreter
-    line when they are set, and an exit-code line unless the code is -1 (the cut applies to all of it,
-    `conversation_memory.py@156d0686` L388-399); any other result is its content. Not in the spec; upstream
-    followed."""
+#: `CmdOutputMetadata`'s fields and defaults, in its order (`openhands/events/observation/commands.py@156d0686
+#: L25-35`): what `model_dump()` gives for a command whose recording kept none of them.
+V0_COMMAND_METADATA: Mapping[str, Any] = {
+    "exit_code": -1, "pid": -1, "username": None, "hostname": None, "working_dir": None,
+    "py_interpreter_path": None, "prefix": "", "suffix": "",
+}
+#: `MAX_CMD_OUTPUT_SIZE` (`commands.py@156d0686 L22`): a command's output is cut to it when its observation is made.
+V0_MAX_CMD_OUTPUT = 30_000
+
+
+def v0_command_metadata(e: Event) -> dict[str, Any]:
+    """A command result's `CmdOutputMetadata` as a dict: the recorded fields (the OpenHands importer's
+    `command_metadata`), upstream's defaults for the others (`V0_COMMAND_METADATA`)."""
     recorded = e.items[0].meta.get("command_metadata") if e.items else None
     if not isinstance(recorded, Mapping):
-        return e.text
-    text = f"{recorded.get('prefix') or ''}{e.text}{recorded.get('suffix') or ''}"
-    if recorded.get("working_dir"):
-        text += f"\n[Current working directory: {recorded['working_dir']}]"
-    if recorded.get("py_interpreter_path"):
-        text += f"\n[Python interpreter: {recorded['py_interpreter_path']}]"
-    exit_code = recorded.get("exit_code", -1)
+        return dict(V0_COMMAND_METADATA)
+    return {name: recorded.get(name, default) for name, default in V0_COMMAND_METADATA.items()}
+
+
+def _to_agent_observation(content: str, metadata: Mapping[str, Any]) -> str:
+    """`CmdOutputObservation.to_agent_observation` (`commands.py@156d0686 L196-204`): prefix, content and
+    suffix, then a working-directory line, a Python-interpreter line when they are set, and an exit-code line
+    unless the code is -1."""
+    text = f"{metadata['prefix'] or ''}{content}{metadata['suffix'] or ''}"
+    if metadata["working_dir"]:
+        text += f"\n[Current working directory: {metadata['working_dir']}]"
+    if metadata["py_interpreter_path"]:
+        text += f"\n[Python interpreter: {metadata['py_interpreter_path']}]"
+    exit_code = metadata["exit_code"]
     if isinstance(exit_code, int) and exit_code != -1:
         text += f"\n[Command finished with exit code {exit_code}]"
     return text
+
+
+def v0_observation_text(e: Event) -> str:
+    """The text V0 sends for a result before its 30,000-character cut: a command's (`run`) whose recording
+    kept its metadata (the OpenHands importer's `command_metadata`) is `CmdOutputObservation.to_agent_observation`
+    (the cut applies to all of it, `conversation_memory.py@156d0686` L388-399); any other result is its content.
+    Not in the spec; upstream followed."""
+    recorded = e.items[0].meta.get("command_metadata") if e.items else None
+    if not isinstance(recorded, Mapping):
+        return e.text
+    return _to_agent_observation(e.text, v0_command_metadata(e))
 
 
 def v0_error_observation(e: Event) -> bool:
@@ -892,16 +925,20 @@ def v0_tool_images(e: Event) -> tuple[Attachment, ...]:
     return images[:1] if e.tool_name == "browser" else ()
 
 
-def _url(action: Event | None) -> str:
-    import json
-
+def _arguments(action: Event | None) -> dict[str, Any]:
+    """A call's arguments as `response_to_actions` reads them, `json.loads` (`function_calling.py@156d0686
+    L94-99`); arguments that are no JSON object (upstream refuses such a call) count as none."""
     if action is None:
-        return ""
+        return {}
     try:
-        args = json.loads(action.arguments or "{}")
+        parsed = json.loads(action.arguments or "{}")
     except json.JSONDecodeError:
-        return ""
-    return str(args.get("url", "")) if isinstance(args, dict) else ""
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _url(action: Event | None) -> str:
+    return str(_arguments(action).get("url", ""))
 
 
 def v0_images(item: Item) -> tuple[Attachment, ...]:
@@ -933,15 +970,218 @@ def v0_user_message(item: Item) -> Message:
     return Message("user", text, item_ids=(item.id,), attachments=images)
 
 
+# ===================================================================== V0 str(event)
+# What V0's summariser reads of a forgotten event: `str(event)` (`llm_summarizing_condenser.py@156d0686 L134-136`),
+# the `__str__` of the event's class, or the dataclass `__repr__` where the class has none. The class is the one
+# V0's CodeActAgent makes of the model's tool call (`response_to_actions`, `function_calling.py@156d0686 L73-338`)
+# and the one its runtime answers it with. The event as V0 holds it has been through `event_to_dict` and
+# `event_from_dict` (`stream.py@156d0686 L177-179`): the fields an action's constructor defaults keep their enum
+# members (`action`, `impl_source`), `security_risk` is an `ActionSecurityRisk` again, and an observation's
+# `observation` is its class default (`serialization/action.py L100-156`, `serialization/observation.py L101-142`).
+# An enum member shows as `<ActionType.READ: 'read'>` in a repr, and as `EventSource.AGENT` in an f-string
+# (OpenHands 0.62 runs on Python 3.12-3.13, `pyproject.toml@156d0686 L28`, where a `(str, Enum)` member formats as
+# `Class.NAME`).
+
+#: `RISK_LEVELS` (`codeact_agent/tools/security_utils.py@156d0686 L10`) and `ActionSecurityRisk`'s values
+#: (`events/action/action.py@156d0686 L14-18`).
+_RISKS = {"LOW": 0, "MEDIUM": 1, "HIGH": 2}
+#: The observation types V0 renders here (`ObservationType`, `core/schema/observation.py@156d0686`).
+_V0_OBSERVATIONS = frozenset({"run", "run_ipython", "read", "edit", "browse", "think", "mcp", "task_tracking",
+                              "delegate", "null", "error"})
+#: The observation type the runtime answers each CodeAct tool's action with: `CmdRunAction` → `CmdOutputObservation`,
+#: `IPythonRunCellAction` → `IPythonRunCellObservation`, `FileEditAction` → `FileEditObservation`,
+#: `BrowseInteractiveAction` → `BrowserOutputObservation` (`action_execution_server.py@156d0686`), `AgentThinkAction`
+#: → `AgentThinkObservation`, `TaskTrackingAction` → `TaskTrackingObservation` (`runtime/base.py@156d0686
+#: L966-1027`), `AgentDelegateAction` → `AgentDelegateObservation`, and any other action that is not runnable
+#: (`AgentFinishAction`, `CondensationRequestAction`) → `NullObservation` (L1028). `str_replace_editor`'s `view` is a
+#: `FileReadAction` (`read`); any tool V0 does not know is an MCP tool (`mcp`).
+_V0_RESULT_OF = {"execute_bash": "run", "execute_ipython_cell": "run_ipython", "str_replace_editor": "edit",
+                 "edit_file": "edit", "browser": "browse", "think": "think", "task_tracker": "task_tracking",
+                 "delegate_to_browsing_agent": "delegate", "finish": "null", "request_condensation": "null"}
+
+
+def _thought_line(thought: Any) -> str:
+    """The `THOUGHT: …` line of an action's `__str__`, present when the thought is not empty."""
+    return f"THOUGHT: {thought}\n" if thought else ""
+
+
+def _combine_thought(text: str, own: Any) -> Any:
+    """`combine_thought` (`function_calling.py@156d0686 L49-56`): the response's text (on the first action of a
+    response only, L311-313) before the action's own thought."""
+    if text and own:
+        return f"{text}\n{own}"
+    return text or own
+
+
+def _risk(arguments: Mapping[str, Any]) -> str:
+    """The repr of an action's `security_risk`: the argument's level when it is one of `RISK_LEVELS`
+    (`set_security_risk`, `function_calling.py@156d0686 L59-70`), else the default `UNKNOWN`."""
+    level = arguments.get("security_risk")
+    if isinstance(level, str) and level in _RISKS:
+        return f"<ActionSecurityRisk.{level}: {_RISKS[level]}>"
+    return "<ActionSecurityRisk.UNKNOWN: -1>"
+
+
+def _file_edit_str(arguments: Mapping[str, Any], thought: Any, llm_based: bool) -> str:
+    """`FileEditAction.__repr__` (`events/action/files.py@156d0686 L117-138`; `str()` falls back to it)."""
+    text = f"**FileEditAction**\nPath: [{arguments.get('path', '')}]\nThought: {thought}\n"
+    if llm_based:  # `edit_file` (L164-172): start 1 and end -1 by default
+        return text + (f"Range: [L{arguments.get('start', 1)}:L{arguments.get('end', -1)}]\n"
+                       f"Content:\n```\n{arguments.get('content', '')}\n```\n")
+    command = arguments.get("command", "")
+    text += f"Command: {command}\n"
+    if command == "create":
+        text += f"Created File with Text:\n```\n{arguments.get('file_text')}\n```\n"
+    elif command == "str_replace":
+        text += f"Old String: ```\n{arguments.get('old_str')}\n```\nNew String: ```\n{arguments.get('new_str')}\n```\n"
+    elif command == "insert":
+        text += f"Insert Line: {arguments.get('insert_line')}\nNew String: ```\n{arguments.get('new_str')}\n```\n"
+    elif command == "undo_edit":
+        text += "Undo Edit\n"
+    return text
+
+
+def _task_list(arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`task_tracker`'s normalised task list (`function_calling.py@156d0686 L266-291`); what is not a list of
+    dicts (upstream refuses the call) counts as no task."""
+    tasks = arguments.get("task_list", [])
+    return [{"id": t.get("id", f"task-{n + 1}"), "title": t.get("title", "Untitled task"),
+             "status": t.get("status", "todo"), "notes": t.get("notes", "")}
+            for n, t in enumerate(tasks if isinstance(tasks, list) else []) if isinstance(t, dict)]
+
+
+def _v0_action_str(e: Event) -> str:
+    """`str()` of the action V0 makes of a tool call (`response_to_actions`, `function_calling.py@156d0686
+    L101-309`), with the response's text as the first action's thought. An argument the call lacks takes the
+    field's default (a required one, which upstream would refuse the call without, is empty)."""
+    arguments = _arguments(e)
+    name = e.tool_name
+    if name == "execute_bash":
+        # `CmdRunAction.__str__` (events/action/commands.py L34-39); `is_input` is the string "true" (L111)
+        is_input = arguments.get("is_input", "false") == "true"
+        return (f"**CmdRunAction (source=EventSource.AGENT, is_input={is_input})**\n{_thought_line(e.text)}"
+                f"COMMAND:\n{arguments.get('command', '')}")
+    if name == "execute_ipython_cell":  # `IPythonRunCellAction.__str__` (commands.py L55-60)
+        return f"**IPythonRunCellAction**\n{_thought_line(e.text)}CODE:\n{arguments.get('code', '')}"
+    if name == "browser":  # `BrowseInteractiveAction.__str__` (events/action/browse.py L43-48)
+        return f"**BrowseInteractiveAction**\n{_thought_line(e.text)}BROWSER_ACTIONS: {arguments.get('code', '')}"
+    if name == "str_replace_editor" and arguments.get("command") == "view":
+        # `FileReadAction` has no `__str__`: its dataclass repr (events/action/files.py L9-28; L191-196)
+        return (f"FileReadAction(path={arguments.get('path', '')!r}, start=0, end=-1, thought={e.text!r}, "
+                f"action=<ActionType.READ: 'read'>, security_risk={_risk(arguments)}, "
+                f"impl_source=<FileReadSource.OH_ACI: 'oh_aci'>, view_range={arguments.get('view_range')!r})")
+    if name == "str_replace_editor":
+        return _file_edit_str(arguments, e.text, llm_based=False)
+    if name == "edit_file":
+        return _file_edit_str(arguments, e.text, llm_based=arguments.get("impl_source", "llm_based_edit") == "llm_based_edit")
+    if name == "think":  # `AgentThinkAction`'s dataclass repr (events/action/agent.py L45-59)
+        thought = _combine_thought(e.text, arguments.get("thought", ""))
+        return f"AgentThinkAction(thought={thought!r}, action=<ActionType.THINK: 'think'>)"
+    if name == "finish":  # `AgentFinishAction`'s dataclass repr (agent.py L22-42)
+        return (f"AgentFinishAction(final_thought={arguments.get('message', '')!r}, outputs={{}}, thought={e.text!r}, "
+                "action=<ActionType.FINISH: 'finish'>)")
+    if name == "request_condensation":  # no thought field: the response's text is not kept (agent.py L191-203)
+        return "CondensationRequestAction(action=<ActionType.CONDENSATION_REQUEST: 'condensation_request'>)"
+    if name == "task_tracker":
+        # `TaskTrackingAction`'s dataclass repr (agent.py L206-228). The loop over the tasks (function_calling.py
+        # L274) reuses the index of the loop over the calls (L91): after two tasks or more it is not 0, and the
+        # response's text is not made the thought (L312-313). (A later call of one task gets it: its event holds
+        # no text, that case is not reproduced.)
+        tasks = arguments.get("task_list", [])
+        thought = "" if isinstance(tasks, list) and len(tasks) > 1 else e.text
+        return (f"TaskTrackingAction(command={arguments.get('command', '')!r}, task_list={_task_list(arguments)!r}, "
+                f"thought={thought!r}, action=<ActionType.TASK_TRACKING: 'task_tracking'>)")
+    if name == "delegate_to_browsing_agent":  # `AgentDelegateAction`'s dataclass repr (agent.py L76-85)
+        return (f"AgentDelegateAction(agent='BrowsingAgent', inputs={arguments!r}, thought={e.text!r}, "
+                "action=<ActionType.DELEGATE: 'delegate'>)")
+    # `MCPAction.__str__` (events/action/mcp.py L26-32)
+    return f"**MCPAction**\n{_thought_line(e.text)}NAME: {name}\nARGUMENTS: {arguments}"
+
+
+def _v0_observation_type(e: Event, tool: str, arguments: Mapping[str, Any]) -> str:
+    """The observation type of a result: the one an OpenHands recording names, else an error when the transcript
+    says so (`v0_error_observation`), else what the runtime answers its call's action with (`_V0_RESULT_OF`)."""
+    recorded = e.items[0].meta.get("observation") if e.items else None
+    if isinstance(recorded, str) and recorded in _V0_OBSERVATIONS:
+        return recorded
+    if v0_error_observation(e):
+        return "error"
+    if tool == "str_replace_editor" and arguments.get("command") == "view":
+        return "read"
+    return _V0_RESULT_OF.get(tool, "mcp")
+
+
+def _v0_observation_str(e: Event) -> str:
+    """`str()` of the observation V0 holds for a result, its content the result's text. Fields no transcript
+    records take their dataclass defaults: a browser output's open pages, page index, last action and error
+    (`BrowserOutputObservation`, `events/observation/browse.py@156d0686 L8-35`; its URL, which has no default, is
+    the call's `url` argument or empty, as for the masked output), a delegate's outputs; a command's metadata
+    fields the recording lacks take `CmdOutputMetadata`'s (`V0_COMMAND_METADATA`). An `edit_file` edit's
+    observation shows a diff of the file's old and new content (`files.py L183-195`), which no transcript records:
+    its content stands for it."""
+    action = e.cause
+    arguments = _arguments(action)
+    tool = action.tool_name if action is not None else e.tool_name
+    kind = _v0_observation_type(e, tool, arguments)
+    content = e.text
+    if kind == "run":
+        # `CmdOutputObservation.__str__` (events/observation/commands.py L187-194) of an observation whose content
+        # was cut to `MAX_CMD_OUTPUT_SIZE` when it was made (L116-120, L138-165); its source is its action's,
+        # the agent (runtime/base.py L404-408)
+        metadata = v0_command_metadata(e)
+        agent_observation = _to_agent_observation(_clip(content, V0_MAX_CMD_OUTPUT, V0_TRUNCATION), metadata)
+        return (f"**CmdOutputObservation (source=EventSource.AGENT, exit code={metadata['exit_code']}, "
+                f"metadata={json.dumps(metadata, indent=2)})**\n"
+                f"--BEGIN AGENT OBSERVATION--\n{agent_observation}\n--END AGENT OBSERVATION--")
+    if kind == "run_ipython":  # `IPythonRunCellObservation.__str__` (commands.py L227-231)
+        images = [a for a in e.items[0].attachments if a.is_image] if e.items else []
+        return f"**IPythonRunCellObservation**\n{content}" + (f"\nImages: {len(images)}" if images else "")
+    if kind == "read":  # `FileReadObservation.__str__` (events/observation/files.py L24-26), the action's path
+        return f"[Read from {arguments.get('path', '')} is successful.]\n{content}"
+    if kind == "edit":  # `FileEditObservation.__str__` of an OH_ACI edit: its content (files.py L183-186)
+        return content
+    if kind == "browse":  # `BrowserOutputObservation.__str__` (browse.py L41-56)
+        return (f"**BrowserOutputObservation**\nURL: {_url(action)}\nError: False\nOpen pages: []\n"
+                "Active page index: -1\nLast browser action: \nLast browser action error: \nFocused element bid: \n"
+                f"--- Agent Observation ---\n{content}")
+    if kind == "think":  # dataclass repr (events/observation/agent.py L32-44)
+        return f"AgentThinkObservation(content={content!r}, observation=<ObservationType.THINK: 'think'>)"
+    if kind == "mcp":  # dataclass repr (events/observation/mcp.py L8-20); name and arguments are the call's
+        return (f"MCPObservation(content={content!r}, observation=<ObservationType.MCP: 'mcp'>, name={tool!r}, "
+                f"arguments={arguments!r})")
+    if kind == "task_tracking":  # dataclass repr (events/observation/task_tracking.py); a plan's list (base.py L993-1031)
+        command = arguments.get("command", "")
+        tasks = _task_list(arguments) if command == "plan" else []
+        return (f"TaskTrackingObservation(content={content!r}, observation=<ObservationType.TASK_TRACKING: "
+                f"'task_tracking'>, command={command!r}, task_list={tasks!r})")
+    if kind == "delegate":  # dataclass repr (events/observation/delegate.py L7-22)
+        return f"AgentDelegateObservation(content={content!r}, outputs={{}}, observation=<ObservationType.DELEGATE: 'delegate'>)"
+    if kind == "null":  # dataclass repr (events/observation/empty.py L7-17)
+        return f"NullObservation(content={content!r}, observation=<ObservationType.NULL: 'null'>)"
+    return f"**ErrorObservation**\n{content}"  # `ErrorObservation.__str__` (events/observation/error.py L22-23)
+
+
 def _event_str(event: Event) -> str:
-    """V0 `str(event)`: the event with its content (V0 summaries see full text, cut at 10,000 chars). A user
-    message lists its images' URLs (`MessageAction.__str__`, `openhands/events/action/message.py@156d0686
-    L31-40`): the URL the transcript recorded (`uri`; the OpenHands importer keeps an `image_urls` entry as the
-    attachment's name)."""
+    """V0 `str(event)` of an event the summariser forgets (see the section's comment). Besides the actions and
+    observations:
+
+    - a message is `MessageAction.__str__` (`events/action/message.py@156d0686 L31-40`): its source, its content,
+      and for a user message each image's URL (the URL the transcript recorded, `uri`; the OpenHands importer
+      keeps an `image_urls` entry as the attachment's name); no `file_urls` are recorded (default None);
+    - an error the OpenHands importer turned into a user message (an `ErrorObservation` linked to no call) is
+      `ErrorObservation.__str__`;
+    - a system prompt is `SystemMessageAction.__str__` (`message.py L59-66`) from the agent
+      (`controller/agent.py L84-88`); no transcript records its tools or agent class (defaults None: no lines)."""
     if event.kind == "action":
-        return f"**{event.tool_name}** (source=agent)\nTHOUGHT: {event.text}\nARGUMENTS: {event.arguments}"
+        return _v0_action_str(event)
     if event.kind == "observation":
-        return f"**{event.tool_name}Observation** (source=environment)\n{event.text}"
-    images = v0_images(event.items[0]) if event.kind == "message" and event.source == "user" and event.items else ()
+        return _v0_observation_str(event)
+    if event.kind == "system":
+        return f"**SystemMessageAction** (source=EventSource.AGENT)\nCONTENT: {event.text}"
+    item = event.items[0] if event.items else None
+    if item is not None and item.meta.get("observation") == "error":
+        return f"**ErrorObservation**\n{event.text}"
+    source = "EventSource.USER" if event.source == "user" else "EventSource.AGENT"
+    images = v0_images(item) if event.source == "user" and item is not None else ()
     urls = "".join(f"\nIMAGE_URL: {a.uri or a.name}" for a in images)
-    return f"**MessageAction** (source={event.source})\nCONTENT: {event.text}{urls}"
+    return f"**MessageAction** (source={source})\nCONTENT: {event.text}{urls}"

@@ -404,7 +404,8 @@ def test_v0_user_images_are_sent_after_image_labels():
       and `Session.dispatch` (openhands/server/session/session.py L355-371) refuses a user message with images
       unless `llm.vision_is_active()`: a message with images that is in the history always goes with vision on;
     - `MessageAction.__str__` (openhands/events/action/message.py L31-40), what the summariser reads of a
-      forgotten message, adds "\\nIMAGE_URL: {url}" per image.
+      forgotten message, adds "\\nIMAGE_URL: {url}" per image; its source, an `EventSource` member in an
+      f-string, shows as "EventSource.USER" (Python 3.12, which OpenHands 0.62 runs on).
 
     The web client puts image files in `image_urls` and uploads other files (chat-interface.tsx L186-211), so a
     PDF attachment is no image of the message. Expected: text, "Image 1:", "Image 2:" (joined as V0's string form
@@ -429,5 +430,5 @@ def test_v0_user_images_are_sent_after_image_labels():
         v0.on_response([Item(id=f"c{k}", kind="tool_call", call_id=f"c{k}", tool_name="bash", arguments="{}", response=k)], None, True)
         v0.on_input(Item(id=f"r{k}", kind="tool_result", call_id=f"c{k}", tool_name="bash", text=f"out {k}"))
     v0.request()
-    assert ("<EVENT id=14>\n**MessageAction** (source=user)\nCONTENT: And this one:\nIMAGE_URL: data:image/png;base64,AAA\n</EVENT>"
+    assert ("<EVENT id=14>\n**MessageAction** (source=EventSource.USER)\nCONTENT: And this one:\nIMAGE_URL: data:image/png;base64,AAA\n</EVENT>"
             in ctx.prompts[0])

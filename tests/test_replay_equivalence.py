@@ -74,6 +74,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: are unchanged, only the summary requests' prompt text differs.
 #: codex-local (accuracy audit): its summary request carries no estimate, as upstream's local path makes none
 #: (codex.md §2.1); with the summary requests' estimates left out of both digests, old and new code agree.
+#: openhands-v0 (faithfulness audit, same requests and compactions): each forgotten event in the summary prompt is
+#: V0's `str(event)` of its action or observation class (`_event_str`), so the summary requests and the offline
+#: summaries differ; with the former `_event_str` patched back in, both replays give the digests recorded before.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -112,8 +115,8 @@ GOLDEN = {
     ("gemini-cli", "pi"): (526, 36, "ea930556a6910044"),
     ("openhands", "synthetic"): (447, 20, "57793d252dbaad60"),
     ("openhands", "pi"): (477, 23, "51af5f9d7e3e330b"),
-    ("openhands-v0", "synthetic"): (440, 13, "38429ae63d0eefd5"),
-    ("openhands-v0", "pi"): (468, 14, "1c12877479acdf30"),
+    ("openhands-v0", "synthetic"): (440, 13, "7f3d2ef6ee35725b"),
+    ("openhands-v0", "pi"): (468, 14, "cb74592426187b51"),
     ("aider", "synthetic"): (472, 28, "3bec1b28350de7b2"),
     ("aider", "pi"): (550, 51, "255b9f1bfb26b09a"),
     ("hybrid", "synthetic"): (435, 194, "a4c8dc94802191eb"),
