@@ -58,6 +58,7 @@ class _Run:
         self.responses: dict[str, int] = {}
         self.calls_by_event: dict[str, str] = {}
         self.unanswered: list[str] = []
+        self.spoken: set[int] = set()  # the responses whose text is imported (`_spoken`)
 
     def events(self, events: list[Any]) -> None:
         for n, event in enumerate(events):
@@ -84,6 +85,21 @@ class _Run:
             self.builder.model = self.builder.model or (model if isinstance(model, str) else None)
         return self.responses[key]
 
+    def _spoken(self, metadata: Mapping[str, Any], response: int, thought: Any) -> str:
+        """The text the model wrote with a tool call, what V0 sends as the assistant message's content: the
+        recorded response's `content`, once per response (on its first action), else the action's
+        `args.thought`. The two differ for a `think` call, whose thought is the content and the tool's own
+        thought joined (`combine_thought`, `function_calling.py@156d0686 L49-56`)."""
+        choice = next(iter(mapping_of(metadata.get("model_response")).get("choices") or []), None)
+        message = choice.get("message") if isinstance(choice, Mapping) else None
+        if not isinstance(message, Mapping) or "content" not in message:
+            return thought if isinstance(thought, str) else ""
+        if response in self.spoken:
+            return ""
+        self.spoken.add(response)
+        content = message["content"]
+        return content if isinstance(content, str) else ""
+
     def action(self, n: int, event: Mapping[str, Any]) -> None:
         b = self.builder
         kind = str(event.get("action"))
@@ -108,8 +124,8 @@ class _Run:
             b.add("marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": kind, "source": str(source)})
         else:
             response = self._response(metadata)
-            thought = args.get("thought")
-            if isinstance(thought, str) and thought.strip():
+            thought = self._spoken(metadata, response, args.get("thought"))
+            if thought.strip():
                 b.add("assistant", thought, id=f"{ident}:thought", response=response, timestamp=ts)
             call_id = str(metadata.get("tool_call_id") or ident)
             b.add(
@@ -161,9 +177,10 @@ class _Run:
             b.add("tool_result", text, id=ident, call_id=f"event-{cause}", timestamp=ts, meta=observation_meta(kind, event))
 
 
-#: The fields of a command observation's `extras.metadata` that V0 renders around its content
-#: (`CmdOutputObservation.to_agent_observation`, `openhands/events/observation/commands.py@156d0686`).
-COMMAND_METADATA = ("prefix", "suffix", "working_dir", "py_interpreter_path", "exit_code")
+#: The fields of a command observation's `extras.metadata` (`CmdOutputMetadata`,
+#: `openhands/events/observation/commands.py@156d0686 L25-35`): V0 renders some around its content
+#: (`to_agent_observation`) and all of them in `str(event)`, which its summary prompt shows.
+COMMAND_METADATA = ("exit_code", "pid", "username", "hostname", "working_dir", "py_interpreter_path", "prefix", "suffix")
 
 
 def observation_meta(kind: str, event: Mapping[str, Any]) -> dict[str, Any]:

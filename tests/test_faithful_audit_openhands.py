@@ -117,4 +117,32 @@ def test_the_importer_keeps_a_recorded_commands_metadata():
                 raw.append(event["extras"]["metadata"])
     kept = [i.meta["command_metadata"] for t in load_transcripts(path) for i in t.items if "command_metadata" in i.meta]
     assert raw and len(kept) == len(raw)
-    assert all(k == {f: m[f] for f in ("prefix", "suffix", "working_dir", "py_interpreter_path", "exit_code")} for k, m in zip(kept, raw, strict=True))
+    # all of `CmdOutputMetadata`'s fields (commands.py@156d0686 L25-35): V0's `str(event)` shows them all
+    fields = ("exit_code", "pid", "username", "hostname", "working_dir", "py_interpreter_path", "prefix", "suffix")
+    assert all(k == {f: m[f] for f in fields if f in m} for k, m in zip(kept, raw, strict=True))
+    assert any(k.get("hostname") for k in kept) and any(k.get("username") for k in kept)
+
+
+def test_a_think_calls_text_is_the_responses_content_not_the_joined_thought():
+    # V0 sends a tool call's assistant text from the model response's `content`; a `think` action's recorded
+    # `args.thought` is that content and the tool's own thought joined (`combine_thought`,
+    # function_calling.py@156d0686 L49-56): event 47 of the corpus's ponyc-4595 run
+    import json
+
+    from compaction_bench.importing import load_transcripts
+    from tests.conftest import CORPORA
+
+    path = CORPORA / "openhands-events/All-Hands-AI__OpenHands/multi_swe_bench_examples_output.jsonl"
+    sessions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    transcripts = load_transcripts(path)
+    assert len(transcripts) == len(sessions)
+    checked = 0
+    for session, transcript in zip(sessions, transcripts, strict=True):
+        items = {i.id: i for i in transcript.items}
+        for event in session.get("history") or []:
+            if event.get("action") == "think":
+                content = event["tool_call_metadata"]["model_response"]["choices"][0]["message"]["content"]
+                assert event["args"]["thought"].startswith(content + "\n")
+                assert items[f"event-{event['id']}:thought"].text == content
+                checked += 1
+    assert checked == 2
