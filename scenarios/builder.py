@@ -11,6 +11,8 @@ rules DESIGN §2 sets for every format, so no importer re-implements them:
   response, or with interleaved items, still lands on the right item);
 - tool results whose call is missing are kept and listed in `meta["orphans"]`; problems met while
   reading are listed in `meta["problems"]`;
+- an importer whose format sets its own turns and responses (Pi) builds its items itself and hands
+  them over with `adopt`, so the pairing rules below still run on them in `finish`;
 - results are paired with calls in order, by call id. A call id reused after its call was answered
   (call c1, result, call c1, result: some recorders do this) pairs unambiguously and is no problem;
   a call id repeated while an earlier call with it is still unanswered (which result answers which
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -136,6 +138,12 @@ class TranscriptBuilder:
             self.problem(f"item {item.id}: {changed} string(s) with lone UTF-16 surrogates; replaced with U+FFFD")
         self.items.append(item)
         return item
+
+    def adopt(self, items: Iterable[Item]) -> None:
+        """Append items an importer built itself, exactly as they are (ids, turns, responses and usage kept)."""
+        for item in items:
+            self._ids.add(item.id)
+            self.items.append(item)
 
     # ----------------------------------------------------------------- result
     def finish(

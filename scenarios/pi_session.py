@@ -23,7 +23,10 @@ Follows docs/specs/pi.md §1 (session storage) and §8 (fixtures):
   (`tokensBefore`, `firstKeptEntryId`, `summary`, `details`, `fromHook`, `fromId`); settings,
   label, session-info and extension entries become markers too (they are cut-point material, §3.3).
 
-Malformed lines are skipped (as Pi does) and listed in `meta["problems"]`.
+Malformed lines are skipped (as Pi does) and listed in `meta["problems"]`. The items, built here with
+Pi's own turn numbering, go through `TranscriptBuilder.adopt` / `finish` unchanged, so tool results
+without a call are listed in `meta["orphans"]` and ambiguous call/result pairings in `meta["problems"]`
+as for every other format.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
+from compaction_bench.scenarios.builder import TranscriptBuilder
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Attachment, Item, Transcript, Usage
 
@@ -316,11 +320,12 @@ class PiSessionImporter(Importer):
             "entries": len(entries),
             "problems": problems,
         }
-        model = header.get("modelId") or next(
-            (i.meta.get("model") for i in builder.items if i.meta.get("model")), None
-        )
-        source = {"format": "pi", "path": str(path), "session_id": header.get("id"), "provider": header.get("provider")}
-        return [Transcript(id=str(header.get("id") or path.stem), items=tuple(builder.items), source=source, model=model, meta=meta)]
+        pairing = TranscriptBuilder(path, "pi")
+        pairing.adopt(builder.items)
+        pairing.problems.extend(problems)
+        pairing.model = header.get("modelId") or next((i.meta.get("model") for i in builder.items if i.meta.get("model")), None)
+        source = {"session_id": header.get("id"), "provider": header.get("provider")}
+        return [pairing.finish(str(header.get("id") or path.stem), source=source, meta=meta)]
 
 
 def _with_previous(entries: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any]]]:
