@@ -174,7 +174,7 @@ class _Entry:
     its number of leading system messages, the index of its last real user message (where hidden
     reasoning starts to bill) and, built only when asked, its messages as a set."""
 
-    __slots__ = ("_base", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "time", "visible")
+    __slots__ = ("_base", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "reads", "time", "visible")
 
     def __init__(
         self, messages: Sequence[Message], visible: Cumulative, boundaries: Cumulative, time: float | None, last_user: int,
@@ -182,6 +182,8 @@ class _Entry:
     ) -> None:
         self.messages, self.visible, self.boundaries, self.time, self.last_user = messages, visible, boundaries, time, last_user
         self.n = len(messages)
+        #: later reads of this entry: the tokens each read, by the time it was last read (`SimulatedProvider._live`)
+        self.reads: dict[int, float] = {}
         self._system: int | None = None
         self._set: frozenset[Message] | None = None
         self._tail: frozenset[Message] | None = None  # the own tail of a `LogView` request, as a set
@@ -314,7 +316,8 @@ class SimulatedProvider(MessageCounter):
         self._accepted = 0
         # What `withdraw` restores: the kept entries and the newest turn entry before the last accepted request
         # (None when the last request sent was not accepted, or was withdrawn already).
-        self._undo: tuple[list[_Entry], _Entry | None] | None = None
+        #: what `withdraw` restores: the kept entries, the turn entry, and the entry a read refreshed with its former reads
+        self._undo: tuple[list[_Entry], _Entry | None, tuple[_Entry, dict[int, float]] | None] | None = None
 
     def message_tokens(self, message: Message) -> int:
         """`MessageCounter.message_tokens`, remembering when a message was first counted."""
@@ -514,6 +517,17 @@ class SimulatedProvider(MessageCounter):
         return rebilled_tokens(counts, [True, *known] if top > first else known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending
+    def _live(self, kept: _Entry, now: float | None) -> int | None:
+        """How much of a cache entry the provider still holds at `now`: all of it (None) while it is within the
+        TTL of being written; after that, the most tokens a later request read of it within the TTL (0: none).
+        A read refreshes what it read (Anthropic: the cache "is refreshed for no additional cost each time the
+        cached content is used"; OpenAI clears prefixes after minutes of inactivity, evaluation.md §7), not the
+        rest of the entry. Without timestamps nothing expires."""
+        ttl = self.profile.cache.ttl_seconds
+        if now is None or kept.time is None or now - kept.time <= ttl:
+            return None
+        return max((tokens for tokens, time in kept.reads.items() if now - time <= ttl), default=0)
+
     def _outcome(self, kept: _Entry | None, prefix: int, total: int, entry: _Entry) -> CacheOutcome:
         """The provider's rules (`caching.cache_outcome`) for a request (`entry`, of `total` billed tokens) that
         shares `prefix` tokens with the live cache entry `kept` (None: no live entry)."""
@@ -570,10 +584,13 @@ class SimulatedProvider(MessageCounter):
         best_prefix = 0
         alive: list[tuple[_Entry, int]] = []
         for kept, common in reversed(list(zip(self._recent, shared, strict=True))):
-            if now is not None and kept.time is not None and now - kept.time > policy.ttl_seconds:
+            held = self._live(kept, now)
+            if held == 0:
                 continue
             prefix, alike = self._billed_prefix(kept, common, messages, last_user)
-            if alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, boundaries, visible):
+            if held is not None:  # only a part of it that a later request read is still held
+                prefix = min(prefix, held)
+            elif alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, boundaries, visible):
                 previous, current = kept.messages[common], messages[common]
                 if best is None or prefix + self._inside_bound(previous, current) > best_prefix:
                     prefix += self._inside(previous, current)
@@ -582,6 +599,7 @@ class SimulatedProvider(MessageCounter):
                 best, best_prefix = kept, prefix
         entry = _Entry(messages, visible, boundaries, now, last_user, None)
         cache = self._outcome(best, best_prefix, true_tokens, entry)
+        served = best  # the entry the read comes from
         if policy.provider == "anthropic":
             # Anthropic serves the longest entry written at a breakpoint of any earlier request it holds: the one
             # sharing the longest prefix may have no breakpoint inside it. Only a prefix longer than the read
@@ -590,7 +608,7 @@ class SimulatedProvider(MessageCounter):
                 if kept is not best and prefix > cache.cached_tokens:
                     other = self._outcome(kept, prefix, true_tokens, entry)
                     if other.cached_tokens > cache.cached_tokens:
-                        cache = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens)
+                        cache, served = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens), kept
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
@@ -602,7 +620,10 @@ class SimulatedProvider(MessageCounter):
         if base is not None and base_shared == base.n and base.has_set:
             entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
-        self._undo = (list(self._recent), self._turn)
+        refreshed = (served, dict(served.reads)) if served is not None and cache.cached_tokens and now is not None else None
+        self._undo = (list(self._recent), self._turn, refreshed)
+        if refreshed is not None and now is not None:
+            refreshed[0].reads[cache.cached_tokens] = now
         self._keep(entry, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
@@ -623,11 +644,13 @@ class SimulatedProvider(MessageCounter):
     def withdraw(self) -> None:
         """Take back the cache entry of the last request `send` accepted: the model behind the provider refused
         it (its own count found it too long), so its prompt was never processed and nothing of it was cached.
-        The kept entries (an older one it had pushed out included) and the newest turn entry are what they
-        were before it was sent, and it no longer counts as accepted (a message first counted for it is in no
+        The kept entries (an older one it had pushed out included), the newest turn entry and the reads of the
+        entry it read from are what they were before it was sent, and it no longer counts as accepted (a message first counted for it is in no
         entry). Its counts stay known as a counting base: they are the same messages' counts all the same."""
         if self._undo is None:
             raise RuntimeError("no accepted request to withdraw: the last request sent was refused or withdrawn already")
-        self._recent, self._turn = self._undo
+        self._recent, self._turn, refreshed = self._undo
+        if refreshed is not None:
+            refreshed[0].reads = refreshed[1]
         self._undo = None
         self._accepted -= 1

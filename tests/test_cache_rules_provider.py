@@ -3,8 +3,9 @@ hand-made request sequences whose right answers are worked out in each test's do
 
 Rules used:
 - a cache entry lives for the TTL after its last use (OpenAI: cleared after 5 to 10 minutes of
-  inactivity, `ttl_seconds` 600; Anthropic: 5 minutes, refreshed on each use, 300); an entry that has
-  expired is gone, but another one that has not still serves its prefix;
+  inactivity, `ttl_seconds` 600; Anthropic: 5 minutes, refreshed on each use, 300): a read refreshes the
+  prefix it read, not the rest of the entry; an entry that has expired is gone, but another one that has
+  not still serves its prefix;
 - a provider keeps every prefix it cached until that prefix expires: how many other requests came
   after it does not matter;
 - Anthropic serves the longest cached prefix that ends at a breakpoint of an earlier request, is at
@@ -82,6 +83,34 @@ def test_openai_an_expired_entry_leaves_a_live_one_serving_its_prefix():
     third = provider.send(Request((S, A, C)), timestamp=_at(700))
     assert third.cache.prefix_tokens == tok(S) + MESSAGE_OVERHEAD
     assert third.cached_tokens == (tok(S) + MESSAGE_OVERHEAD) // 128 * 128 >= 1024
+
+
+def test_anthropic_a_read_refreshes_the_prefix_it_read_and_only_that():
+    """claude-sonnet (TTL 300 s, refreshed on each use).
+
+    - t=0: R1 = (S, A) writes entries at the ends of S and of A.
+    - t=200: R2 = (S, A, D1, D2, D3, D4) reads R1's entry at the end of A (200 s: alive), which refreshes it.
+      R2's own breakpoints are the end of S and its last three messages: none at the end of A.
+    - t=400: R3 = (S, A, C). R1 was written 400 s ago, but its entry at the end of A was used 200 s ago: alive.
+      Right answer: R3 reads tok(S) + tok(A). (Before: R1 had expired, and R2 holds only S at a breakpoint
+      inside the prefix, so R3 read tok(S).)
+    - t=650: R4 = (S, A, C, D1). The read at 400 came from R1 (its entry at the end of A, now used 250 s ago) or
+      R3 (written 250 s ago): tok(S) + tok(A) + tok(C), R3's breakpoint at the end of C.
+    And a read refreshes only what it read: at t=0 R1 = (S, A, B), t=250 R2 = (S, C) reads S alone; t=400
+    R3 = (S, A, B, C) finds R1's entries at the ends of A and B unused for 400 s and reads tok(S)."""
+    d = [Message("user", f"step {n} " * 50) for n in range(1, 5)]
+    provider = SimulatedProvider(get_profile("claude-sonnet"))
+    tok = provider.message_tokens
+    provider.send(Request((S, A)), timestamp=_at(0))
+    assert provider.send(Request((S, A, *d)), timestamp=_at(200)).cached_tokens == tok(S) + tok(A)
+    third = provider.send(Request((S, A, C)), timestamp=_at(400))
+    assert (third.cached_tokens, third.cache.cache_write_tokens) == (tok(S) + tok(A), tok(C))
+    assert provider.send(Request((S, A, C, d[0])), timestamp=_at(650)).cached_tokens == tok(S) + tok(A) + tok(C)
+
+    provider = SimulatedProvider(get_profile("claude-sonnet"))
+    provider.send(Request((S, A, B)), timestamp=_at(0))
+    assert provider.send(Request((S, C)), timestamp=_at(250)).cached_tokens == tok(S)
+    assert provider.send(Request((S, A, B, C)), timestamp=_at(400)).cached_tokens == tok(S)
 
 
 def test_ttl_boundary_and_sessions_without_timestamps():
