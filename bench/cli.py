@@ -223,6 +223,7 @@ def list_profiles(
     model: Annotated[Optional[list[str]], typer.Argument(help="Also show these profiles (any litellm model id, MODEL@WINDOW).")] = None,
 ) -> None:
     """Model profiles: every limit, the overflow rule, tokenizer, cache rules and prices."""
+    from compaction_bench.metrics.cost import cached_input_price
     from compaction_bench.profiles import ALIASES, PROFILES, get_profile
 
     table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
@@ -233,7 +234,8 @@ def list_profiles(
         table.add_row(
             name, p.model, f"{p.context_window:,}", f"{p.context_limit or p.context_window:,}",
             f"{p.input_limit:,}" if p.input_limit else "-", f"{p.max_output:,}", p.overflow_text(), p.tokenizer, cache,
-            f"{p.prices.input * 1e6:.2f}", f"{p.prices.cached_input * 1e6:.3f}", f"{p.prices.output * 1e6:.2f}",
+            f"{p.prices.input * 1e6:.2f}", "-" if p.cache.provider == "none" else f"{cached_input_price(p) * 1e6:.3f}",
+            f"{p.prices.output * 1e6:.2f}",
         )
     console.print(table)
     console.print("Any chat model of litellm's bundled map is a profile too (-p openai/gpt-5, -p anthropic/claude-sonnet-4-5, "
