@@ -475,7 +475,8 @@ def _render(
     pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES)}
     page_template = env.get_template("scenario.html.j2")
     for section, scenario in zip(sections, scenarios, strict=True):
-        pages[f"{PAGES}/{scenario.page}"] = page_template.render(manifest=manifest, section=section, index="../report.html")
+        pages[f"{PAGES}/{scenario.page}"] = page_template.render(manifest=manifest, section=section, index="../report.html",
+                                                                offline_note=context["offline_note"])
     report(steps, steps, f"report.html + {len(sections)} pages")
     return pages
 

@@ -116,6 +116,9 @@ def test_a_large_run_becomes_a_folder(run, monkeypatch, tmp_path):
     assert 'class="cdata"' not in index and 'class="cdata"' in scenario
     compactions = pd.read_parquet(root / "compactions.parquet")
     assert index.count("<tr data-scenario=") == len(compactions) == scenario.count("<tr data-scenario=")
+    # a scenario page shows the offline summarizer's summaries: it says so, as the index does
+    assert "offline/extractive" in index.split('class="note">', 1)[1].split("</p>", 1)[0]
+    assert "offline/extractive" in scenario.split('class="note">', 1)[1].split("</p>", 1)[0]
 
 
 def test_chromium_runs_no_transcript_script(run):
