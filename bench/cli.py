@@ -497,10 +497,16 @@ def probes_mine(
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.importing import load_transcripts
     from compaction_bench.probes import probes_text
+    from compaction_bench.progress import shown
     from compaction_bench.scenarios.mining import mine_transcripts
 
     check_output(output, replace=force)
-    mined = mine_transcripts(load_transcripts(file, format=format, **_import_options(import_option)))
+    sessions = load_transcripts(file, format=format, **_import_options(import_option))
+    mined = mine_transcripts(sessions)
+    if not mined:
+        items = sum(len(t.items) for t in sessions)
+        errors.print(f"note: {shown(str(file))}: no probe mined ({len(sessions)} session(s), {items} item(s): no fact a rule "
+                     "recognises; see the mining rules in the README)", markup=False)
     if output:
         console.print(f"wrote {len(mined)} probes to {write_output(output, probes_text(mined, output.suffix), replace=force)}")
     else:

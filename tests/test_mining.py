@@ -526,3 +526,13 @@ def test_mined_questions_are_unambiguous_and_answers_new_on_real_files(name):
             evidence = anchor(p, "\n".join(t for t in (source.text, source.arguments) if t))
             before = normalize(context_text([message_from_item(i) for i in items[:position] if i.kind != "marker"]))
             assert not presence(p, "", before, evidence).present, (name, p.id, p.meta["rule"])
+
+
+def test_mine_cli_says_when_nothing_was_mined(tmp_path):
+    # a Pi header with no message: nothing to mine, said on stderr; stdout stays the (empty) probe list
+    path = tmp_path / "header.jsonl"
+    path.write_text('{"type":"session","version":3,"id":"x","timestamp":"2025-01-01T00:00:00Z","cwd":"/"}\n', encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "compaction_bench.cli", "probes", "mine", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and yaml.safe_load(proc.stdout) == []
+    assert "no probe mined (1 session(s), 0 item(s)" in proc.stderr and "Traceback" not in proc.stderr
