@@ -24,6 +24,38 @@ occurs there verbatim (a `regex` probe's pattern matches there).
 
 Shapes (`SHAPES`) differ in how the work is laid out; every shape plants every family. Sizes are
 in true tokens of the `gpt-5` profile's tokenizer; `default_suite()` holds one scenario per shape.
+
+Balanced facts (`balanced_facts=True`; `default_suite()`, the run `bench run` makes without a
+transcript, uses them; plain `generate` keeps the sessions recorded replays were made from). The
+plain sessions favour strategies that keep user and assistant messages: every tool-output fact is
+restated verbatim by the next assistant message, so no answer lives in tool outputs alone (on the
+coding corpora 26% of mined probes do: errors 97%, recall facts 68%), 7 of 10 facts are in user
+messages, the decision's options are named before the user picks one (its regex is present before
+its source), 73% of the sources lie in the first quarter of the session's tokens (corpora: about a
+third), and seven scenarios drawing from pools of four or five answers repeat them. Balanced facts
+change that: the assistant points at the error and the stuck batch instead of quoting them, the
+staging port comes from a `cat deploy/staging.env` output, a commit hash seen in passing in `git log`
+(at 56% of the session) and a late failing export test (84%) are planted in outputs only, the
+trade-offs describe the options in other words (the option's own words first appear in the user's
+choice), and the pooled answers are the pools' entry `seed` in turn (a suite's consecutive seeds
+never share one; line limits before and after a change never coincide). Then 5 of 12 facts are in
+tool outputs only, every answer but one is first stated at its source by the grader's own presence
+rule, and 3 or more sources lie in the second half of each session.
+
+Defensible but not neutral (both modes):
+- the files a turn modified are paths, which every listing, `rg` hit and `git status` holds: a
+  context that kept such outputs holds the set without the assistant's statement of it (the one
+  probe not first stated at its source);
+- the protected folder is the same AGENTS.md rule in every scenario, and the modified-file sets are
+  three of five files of the same repository, so those two answers recur across scenarios;
+- AGENTS.md is injected context, which strategies that re-inject it after a compaction keep;
+- shapes differ from the recorded sessions (o200k tokens of every item, seeds 0, 7 and 14 against
+  the corpora):
+  tool outputs are 92% of a session's tokens (corpora sessions of 50k tokens or more: 49%), tool
+  calls 4% (32%: real edits and writes carry whole files), an output's median 198 tokens (42:
+  real sessions have many tiny outputs), assistant texts 18 tokens on average (124), and about 58
+  real user turns per session (6.5). Masking old outputs therefore frees more of a synthetic
+  session than of a recorded one.
 """
 
 from __future__ import annotations
@@ -125,8 +157,61 @@ GENERIC_ERRORS = (
     "TypeError: unsupported operand type(s) for +: 'int' and 'NoneType'",
 )
 LINE_LIMITS = ((88, 100), (100, 120), (79, 99), (120, 100))
-LINE_LIMIT_QUESTION = "What line-length limit (in characters) did the user set?"
 TENANTS = ("acme", "globex", "initech", "umbrella", "hooli")
+
+# Balanced facts (`generate(..., balanced_facts=True)`, the default suite) draw from these longer
+# pools, one entry per seed in turn, so the seven scenarios of a suite share no answer.
+BALANCED_DECISIONS = DECISIONS + (
+    ("storing webhook secrets", ("an envelope-encrypted column in the tenants table", r"envelope-encrypted column"), ("a per-tenant entry in HashiCorp Vault", r"HashiCorp Vault")),
+    ("deduplicating bank callbacks", ("an idempotency key on (bank_ref, attempt)", r"idempotency key"), ("a unique index on bank_ref alone", r"unique index on bank_ref")),
+    ("scheduling the nightly sync", ("a cron entry at 02:15 UTC", r"02:15 UTC"), ("a Celery beat schedule", r"Celery beat")),
+    ("rounding fees", ("banker's rounding (ROUND_HALF_EVEN)", r"ROUND_HALF_EVEN"), ("rounding half up (ROUND_HALF_UP)", r"ROUND_HALF_UP")),
+)
+#: How the assistant describes each option before the user names one: the option's own words (its
+#: regex) first appear in the user's choice, so a context that kept only the trade-offs does not
+#: hold the answer.
+OPTION_DESCRIPTIONS = {
+    "exponential backoff with full jitter": "each wait doubles and is drawn at random below that bound",
+    "a fixed two-second delay between attempts": "every attempt waits the same short time",
+    "a Postgres advisory lock per tenant": "the database holds a per-tenant lock for the session",
+    "a lease row in the settlement_leases table": "a row with an expiry marks who owns the batch",
+    "keyset pagination on (created_at, id)": "each page starts after the last row of the previous one",
+    "OFFSET/LIMIT pagination": "pages are counted from the start of the result each time",
+    "an LRU cache keyed by tenant": "the least recently used tenants fall out when the cache is full",
+    "a TTL cache with a 30-second expiry": "entries expire after half a minute whatever their use",
+    "an envelope-encrypted column in the tenants table": "the secret stays in our database, encrypted with a data key",
+    "a per-tenant entry in HashiCorp Vault": "the secret lives in an external secret store",
+    "an idempotency key on (bank_ref, attempt)": "each callback carries a key we remember and refuse twice",
+    "a unique index on bank_ref alone": "the database rejects a second row for the same bank reference",
+    "a cron entry at 02:15 UTC": "the host's scheduler starts the sync at a fixed time each night",
+    "a Celery beat schedule": "the task queue's own scheduler starts it",
+    "banker's rounding (ROUND_HALF_EVEN)": "a half cent goes to the even neighbour",
+    "rounding half up (ROUND_HALF_UP)": "a half cent always goes up",
+}
+BALANCED_CONTINUATIONS = CONTINUATIONS + (
+    ("add a Prometheus counter settlement_retries_total to ledger/retry.py", "settlement_retries_total"),
+    ("delete the unused preview_settlement endpoint from ledger/api.py", "preview_settlement endpoint"),
+    ("bump httpx to 0.28 in pyproject.toml", "httpx to 0.28"),
+    ("split ledger/sync/worker.py into a reader and a poster module", "reader and a poster module"),
+)
+BALANCED_ERRORS = ERRORS + (
+    "ZeroDivisionError: division by zero in fee tier 'enterprise-eu'",
+    "OverflowError: amount_cents 9223372036854775808 does not fit in int64",
+)
+#: Errors of the late failing test (`error-export-failure`), none shared with `BALANCED_ERRORS`.
+EXPORT_ERRORS = (
+    "UnicodeEncodeError: 'latin-1' codec can't encode character '\\u20ac' in position 14",
+    "csv.Error: need to escape, but no escapechar set",
+    "KeyError: 'posted_at'",
+    "ValueError: time data '2026-02-30' does not match format '%Y-%m-%d'",
+    "AttributeError: 'LedgerEntry' object has no attribute 'fee_cents'",
+    "PermissionError: [Errno 13] Permission denied: '/var/exports/acme.csv'",
+    "sqlite3.IntegrityError: UNIQUE constraint failed: exports.batch_id",
+)
+#: (limit at kickoff, limit after the change): no new limit is another pair's first one.
+BALANCED_LINE_LIMITS = ((88, 104), (100, 115), (79, 92), (120, 108), (110, 84), (99, 127), (96, 132), (72, 98))
+LINE_LIMIT_QUESTION = "What line-length limit (in characters) did the user set?"
+PORT_QUESTION = "On which port does the staging settlement service listen?"
 
 
 @dataclass
@@ -141,6 +226,8 @@ class _Facts:
     failing_test: str
     stuck_batch: str
     sync_since: str
+    export_error: str = ""
+    revert_commit: str = ""
 
     @classmethod
     def draw(cls, rng: random.Random) -> _Facts:
@@ -159,6 +246,24 @@ class _Facts:
             failing_test=f"test_apply_fees_{rng.choice(('uses_tenant_rate', 'rounds_half_even', 'skips_held_entries'))}",
             stuck_batch=f"batch_{rng.randrange(16**8):08x}",
             sync_since=f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+        )
+
+    @classmethod
+    def draw_balanced(cls, rng: random.Random, seed: int) -> _Facts:
+        """`draw`, but the pooled facts (decision, continuation, errors, line limits) are the pools'
+        entry `seed` in turn, so consecutive seeds (a suite's scenarios) never share one."""
+        facts = cls.draw(rng)
+        topic, a, b = BALANCED_DECISIONS[seed % len(BALANCED_DECISIONS)]
+        if rng.random() < 0.5:
+            a, b = b, a
+        return replace(
+            facts,
+            decision=(topic, a, b),
+            continuation=BALANCED_CONTINUATIONS[seed % len(BALANCED_CONTINUATIONS)],
+            error=BALANCED_ERRORS[seed % len(BALANCED_ERRORS)],
+            line_limit=BALANCED_LINE_LIMITS[seed % len(BALANCED_LINE_LIMITS)],
+            export_error=EXPORT_ERRORS[seed % len(EXPORT_ERRORS)],
+            revert_commit=f"{rng.randrange(16**7):07x}",
         )
 
 
@@ -225,11 +330,12 @@ def _screenshot(rng: random.Random, clock: datetime) -> Attachment:
 class _Session:
     """Builds one session item by item, keeping the running context size and the probes."""
 
-    def __init__(self, shape: Shape, seed: int, target: int) -> None:
+    def __init__(self, shape: Shape, seed: int, target: int, balanced_facts: bool = False) -> None:
         self.shape = shape
         self.target = target
+        self.balanced = balanced_facts
         self.rng = random.Random(f"{shape.name}:{seed}")
-        self.facts = _Facts.draw(self.rng)
+        self.facts = _Facts.draw_balanced(self.rng, seed) if balanced_facts else _Facts.draw(self.rng)
         self.repo = VirtualRepo.generate(self.rng, line_length=self.facts.line_limit[0])
         self.provider = SimulatedProvider(get_profile(MODEL))
         self.items: list[Item] = []
@@ -437,16 +543,20 @@ class _Session:
     def kickoff(self) -> None:
         f = self.facts
         old_limit = f.line_limit[0]
+        staging = (
+            "The staging settings are in deploy/staging.env" if self.balanced
+            else f"The staging settlement service listens on port {f.port} (host stg-ledger-07.internal)"
+        )
         item = self.user(
             f"We're picking up ticket {f.ticket}: settlement retries are hammering the bank API and some batches "
-            f"end up double-posted. The staging settlement service listens on port {f.port} "
-            f"(host stg-ledger-07.internal) if you need to reproduce. Work on the branch `{f.branch}` and never push to main. "
+            f"end up double-posted. {staging} if you need to reproduce. Work on the branch `{f.branch}` and never push to main. "
             f"Keep the line-length limit at {old_limit} characters. First get oriented in the repo and tell me where the retry logic lives."
         )
         self.probe("recall-ticket", "recall", "Which ticket is this work tracked under?", f.ticket, "contains", item, first=True)
-        self.probe("recall-port", "recall", "On which port does the staging settlement service listen?", str(f.port), "number", item)
+        if not self.balanced:
+            self.probe("recall-port", "recall", PORT_QUESTION, str(f.port), "number", item)
         self.probe("constraint-branch", "constraint", "On which git branch must the work be done?", f.branch, "exact", item, first=True)
-        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(old_limit), "number", item)
+        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(old_limit), "number", item, first=self.balanced)
         self.step([_shell("rg --files", directory_listing(self.repo), 0, 0.1)], text="I'll start with the layout of the repo.")
         calls = [self.read("ledger/retry.py"), self.read("ledger/settlement.py")]
         if self.shape.parallel < 0.5:
@@ -463,25 +573,43 @@ class _Session:
         result = self.step([self.tests("tests/test_settlement.py", [failure])], text="Running the settlement tests.")[-1]
         self.probe("error-first-failure", "error", f"What exact error did {f.failing_test} fail with?", f.error, "contains", result, first=True)
         self.step([self.read("ledger/settlement.py")], reasoning="**Reading apply_fees**\n\nThe traceback points into apply_fees; read it.")
-        self.step(text=f"One failure: {f.failing_test} fails inside apply_fees in ledger/settlement.py with {f.error}. Everything else passes.")
+        if self.balanced:  # the error stays in the tool output only, as most real errors do
+            self.step(text=f"One failure: {f.failing_test} fails inside apply_fees in ledger/settlement.py (traceback above). Everything else passes.")
+        else:
+            self.step(text=f"One failure: {f.failing_test} fails inside apply_fees in ledger/settlement.py with {f.error}. Everything else passes.")
 
     def stuck_batch(self) -> None:
         f = self.facts
         self.user("The sync worker on staging got stuck overnight. Check the worker log and tell me which batch is stuck.")
+        if self.balanced:
+            env = (
+                f"SETTLEMENT_HOST=stg-ledger-07.internal\nSETTLEMENT_PORT={f.port}\nBANK_API_URL=https://bank-sandbox.example/v2\n"
+                f"RETRY_MAX_ATTEMPTS=5\nSYNC_WORKERS=4\nLOG_LEVEL=debug"
+            )
+            result = self.step([_shell("cat deploy/staging.env", env, 0, 0.1)], reasoning="**Finding the worker**\n\nCheck the staging settings before reading its log.")[-1]
+            self.probe("recall-port", "recall", PORT_QUESTION, str(f.port), "number", result, first=True)
         huge = self.huge_left > 0
         self.huge_left -= huge
         planted = f"ERROR   ledger.sync.worker {f.stuck_batch} stuck in state=settling for 41m; holding lock settlement:{self.rng.choice(TENANTS)}"
         result = self.step([self.log(planted, huge=huge)], reasoning="**Reading the log**\n\nLook for ERROR lines near the end.")[-1]
         self.probe("recall-stuck-batch", "recall", "Which batch id was stuck in state=settling according to the worker log?", f.stuck_batch, "contains", result, first=True)
-        self.step(text=f"The stuck batch id is {f.stuck_batch}: it has been in state=settling for 41 minutes and still holds its tenant lock.")
+        if self.balanced:
+            self.step(text="One batch has been in state=settling for 41 minutes and still holds its tenant lock (the ERROR line above).")
+        else:
+            self.step(text=f"The stuck batch id is {f.stuck_batch}: it has been in state=settling for 41 minutes and still holds its tenant lock.")
 
     def decide(self) -> None:
         topic, (chosen, pattern), (other, _) = self.facts.decision
-        self.user(f"For {topic}: should we go with {chosen} or {other}? Give me the trade-offs before changing anything.")
-        self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
-        self.step(text=f"Option 1, {chosen}: simple to reason about, fits the current code. Option 2, {other}: more moving parts. Either works; tell me which.")
+        if self.balanced:  # the options' own words first appear in the user's choice
+            self.user(f"For {topic}: what are our options? Give me the trade-offs before changing anything.")
+            self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
+            self.step(text=f"Option 1: {OPTION_DESCRIPTIONS[chosen]}. Option 2: {OPTION_DESCRIPTIONS[other]}. Either works; tell me which.")
+        else:
+            self.user(f"For {topic}: should we go with {chosen} or {other}? Give me the trade-offs before changing anything.")
+            self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
+            self.step(text=f"Option 1, {chosen}: simple to reason about, fits the current code. Option 2, {other}: more moving parts. Either works; tell me which.")
         pick = self.user(f"For {topic}, let's go with {chosen}. It matches what the payments team runs elsewhere.")
-        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", pattern, "regex", pick)
+        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", pattern, "regex", pick, first=self.balanced)
         self.step(text=f"Understood: {chosen}. I'll implement it next.")
 
     def implement(self) -> None:
@@ -504,14 +632,14 @@ class _Session:
     def change_constraint(self) -> None:
         old, new = self.facts.line_limit
         item = self.user(f"Change of plan on formatting: the team agreed on a line-length limit of {new} characters instead of {old}. Update pyproject.toml and reflow what you touched.")
-        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(new), "number", item)
+        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(new), "number", item, first=self.balanced)
         self.step([_shell(f"sed -i 's/line-length = {old}/line-length = {new}/' pyproject.toml && ruff format ledger", "4 files reformatted, 27 files left unchanged", 0, 0.8)])
         self.step(text=f"The line-length limit is now {new} characters; pyproject.toml updated and the touched files reformatted.")
 
     def reverse_decision(self) -> None:
         topic, (_, _), (other, other_pattern) = self.facts.decision
         item = self.user(f"I changed my mind on {topic}: switch to {other} instead. The bank asked us to keep it predictable.")
-        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", other_pattern, "regex", item)
+        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", other_pattern, "regex", item, first=self.balanced)
         self.step([self.patch("ledger/retry.py", f"switch to {other}")], reasoning="**Switching approach**\n\nReplace the earlier choice in retry.py.")
         self.step(text=f"Switched to {other} in ledger/retry.py.")
 
@@ -526,6 +654,32 @@ class _Session:
         self.user("Reproduce the double-posting against staging with a full sync.")
         call = self.abort([_shell(command, "")], "**Reproducing**\n\nA run over every tenant should show the double-posting.")
         self.probe("recall-interrupted-command", "recall", "Which sync command did the user say they interrupted?", command, "contains", call, first=True)
+
+    def lock_history(self) -> None:
+        """Balanced facts: a commit hash seen in passing in `git log` (a fact only the output holds)."""
+        self.user("Did anyone touch the settlement locking recently? Check the history before we go further.")
+        subjects = (
+            "settlement: log batch ids at debug", "retry: cap attempts at five", "api: validate tenant slugs",
+            "storage: close the store on shutdown", "sync: drain the queue before exit", "export: quote every csv field",
+            "tests: make_batch takes a tenant", "cli: add --tenant to export",
+        )
+        lines = [f"{self.rng.randrange(16**7):07x} {subject}" for subject in self.rng.sample(subjects, 7)]
+        lines.insert(self.rng.randrange(2, 6), f'{self.facts.revert_commit} Revert "settlement: take the tenant lock before posting"')
+        result = self.step([_shell("git log --oneline -8 -- ledger/settlement.py", "\n".join(lines), 0, 0.1)])[-1]
+        self.probe(
+            "recall-revert-commit", "recall", "What is the short hash of the commit that reverted taking the tenant lock before posting?",
+            self.facts.revert_commit, "contains", result, first=True,
+        )
+        self.step(text="Yes: the tenant lock before posting was added and then reverted a few commits back; nothing else touched locking since.")
+
+    def export_tests(self) -> None:
+        """Balanced facts: a late failing test whose error only its output states."""
+        name = f"test_export_csv_{self.rng.choice(('quotes_fields', 'writes_header', 'skips_held'))}"
+        self.user("Before we wrap up, run the export tests too.")
+        failure = Failure("tests/test_export.py", name, "ledger/reports/export.py", "export_csv", self.facts.export_error)
+        result = self.step([self.tests("tests/test_export.py", [failure])], text="Running the export tests.")[-1]
+        self.probe("error-export-failure", "error", f"What exact error did {name} fail with?", self.facts.export_error, "contains", result, first=True)
+        self.step(text=f"One failure, {name}, inside export_csv (traceback above); it is unrelated to the retry work, so I left it.")
 
     def closing(self) -> None:
         self.user("Let's stop here for today. Where are we?")
@@ -545,6 +699,9 @@ class _Session:
         if self.shape.constraint_change:
             schedule += [(0.5, self.change_constraint), (0.62, self.reverse_decision)]
         schedule.append((0.9 if self.shape.long_loop else 0.72, self.queue_next))
+        if self.balanced:
+            schedule += [(0.56, self.lock_history), (0.84, self.export_tests)]
+            schedule.sort(key=lambda entry: entry[0])
         while schedule or self.progress < 1:
             if schedule and (self.progress >= schedule[0][0] or self.progress >= 1):
                 schedule.pop(0)[1]()
@@ -560,7 +717,7 @@ def _check_shape(shape: str) -> Shape:
         raise ValueError(f"unknown synthetic shape {shape!r}; known: {', '.join(SHAPES)}") from None
 
 
-def generate(shape: str, seed: int = 0, *, target_tokens: int | None = None) -> Scenario:
+def generate(shape: str, seed: int = 0, *, target_tokens: int | None = None, balanced_facts: bool = False) -> Scenario:
     """One synthetic session of `shape` (see `SHAPES`); the same arguments give the same session.
 
     `target_tokens` (true tokens of the whole session; default: the shape's size) is reached or
@@ -570,14 +727,14 @@ def generate(shape: str, seed: int = 0, *, target_tokens: int | None = None) -> 
     target = spec.target_tokens if target_tokens is None else target_tokens
     if target <= 0:
         raise ValueError(f"target_tokens must be positive, got {target}")
-    session = _Session(spec, seed, target)
+    session = _Session(spec, seed, target, balanced_facts)
     session.build()
     name = f"synthetic-{shape}-s{seed}"
     probes = tuple(session.probes)
     transcript = Transcript(
         id=name,
         items=tuple(session.items),
-        source={"format": "synthetic", "generator": GENERATOR, "shape": shape, "seed": seed},
+        source={"format": "synthetic", "generator": GENERATOR, "shape": shape, "seed": seed, **({"facts": "balanced"} if balanced_facts else {})},
         model=MODEL,
         meta={
             "description": spec.description,
@@ -590,5 +747,6 @@ def generate(shape: str, seed: int = 0, *, target_tokens: int | None = None) -> 
 
 
 def default_suite(seed: int = 0) -> list[Scenario]:
-    """The embedded default corpus: one scenario of every shape, at each shape's default size."""
-    return [generate(shape, seed + n) for n, shape in enumerate(SHAPES)]
+    """The embedded default corpus: one scenario of every shape, at each shape's default size, with
+    balanced facts (consecutive seeds: no two scenarios share a pooled answer)."""
+    return [generate(shape, seed + n, balanced_facts=True) for n, shape in enumerate(SHAPES)]
