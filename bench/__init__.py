@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Offline by default: no cost-map fetch, no tokenizer downloads (a remote model still works).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -43,8 +46,22 @@ def score(*args: Any, **kwargs: Any) -> Path:
     return _score(*args, **kwargs)
 
 
-def load_run(path: str | Path) -> dict[str, Any]:
-    """A finished run's tables as pandas DataFrames (see `compaction_bench.store.load_run`)."""
+def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
+    """A finished run's tables as DataFrames, by name: `requests` (one row per request: turns, their retries,
+    summary requests, the final context), `compactions` (one per compaction), `probes` (one per probe per
+    probe point) and `summary` (one per scenario, strategy and profile, repeats pooled), each with a plain
+    RangeIndex; every table but `summary` starts with scenario, strategy, profile, repeat (the README's run
+    layout lists the columns). A run with failed cells loads with a `RuntimeWarning` naming them. Raises
+    `StoreError` for a path that is no run folder, an unfinished run or a folder a run is working in
+    (`compaction_bench.store.load_run`)."""
+    import warnings
+
+    from compaction_bench.store import failed_cells
     from compaction_bench.store import load_run as _load_run
 
-    return _load_run(path)
+    tables = _load_run(path)
+    failed = failed_cells(path)
+    if failed:
+        warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0].get('cell')}: {failed[0].get('error')}); the tables "
+                      "hold the finished cells only; `bench run --resume` redoes the failed ones", RuntimeWarning, stacklevel=2)
+    return tables

@@ -327,11 +327,19 @@ class RunStore:
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
-    """A finished run's tables: `requests`, `compactions`, `probes`, `summary` as DataFrames.
+    """A finished run's tables as DataFrames, by name, each with a plain RangeIndex:
 
-    A folder another process is running in (it holds the folder's lock) is refused: its tables are
-    an earlier attempt's or are being replaced one by one, so they need not describe the same cells.
-    A run in this process reads its own tables (for its report)."""
+    - `requests`: one row per request of every cell (turn requests and their retries, summary requests,
+      the final context);
+    - `compactions`: one row per compaction;
+    - `probes`: one row per probe per probe point;
+    - `summary`: one row per (scenario, strategy, profile), repeats pooled (counts are per repeat).
+
+    Every table but `summary` starts with scenario, strategy, profile, repeat; the README's run layout
+    lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError` for a path that is no run folder, an unfinished
+    run (a table missing) or a folder another process's run is working in (its tables are an earlier
+    attempt's or are being replaced one by one); a run in this process reads its own tables (for its
+    report)."""
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise StoreError(f"{root}: is a file, not a run folder")
@@ -348,3 +356,9 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
         tables[name] = pd.read_parquet(file)
     return tables
+
+
+def failed_cells(path: str | Path) -> list[dict[str, Any]]:
+    """The cells of a run that failed (`cell`, `error`), from its manifest: its tables hold the others only."""
+    manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
+    return list(manifest.get("cells", {}).get("failed") or [])

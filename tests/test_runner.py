@@ -110,6 +110,9 @@ def test_a_failing_cell_is_reported_and_the_others_kept(tmp_path, cases):
     tables = load_run(tmp_path / "r")
     assert set(tables["requests"]["strategy"]) == {"none"}
     assert "ZeroDivisionError: boom" in (tmp_path / "r" / "errors.log").read_text()
+    # from the Python API, a run with a failed cell says so: its tables hold the finished cells only
+    with pytest.warns(RuntimeWarning, match=r"1 cell\(s\) failed \(first: .*exploding.*ZeroDivisionError: boom\)"):
+        assert set(bench.load_run(tmp_path / "r")["requests"]["strategy"]) == {"none"}
 
 
 def test_worker_processes_and_ray_give_the_same_tables_with_transcripts_sent_with_the_task(tmp_path):
