@@ -31,6 +31,29 @@ leading space (`Commands.matching_commands` keeps it), the text after `!`. A dec
 marker only. A `/test` whose output is not logged again was not added. Later Aider versions log the
 output only line by line (2024-08-31) or not at all (`run_cmd` prints it), and reply `Ok.` themselves
 (late 2024): their prompts are not recognised, and such outputs stay markers.
+
+Messages Aider sends itself. After a reply, a "yes" to one of three `confirm_ask` questions makes Aider send
+its own user message (`reflected_message`, sent by `run_one` unless "Only N reflections allowed, stopping."
+follows); the model answers it. `confirm_ask` logs the question and the answer (the raw answer until
+2024-08-08, a yes being one starting with `y`; `y`/`n` after; ` [Y/n]` after the question from 2024-08-21).
+The wording below holds from v0.47.0 to 2024-08-22 (`8c47b5e63` reorders the checks, not the messages); each
+is imported as a synthetic user item after its question, `meta["line"]` the question's line:
+- "Attempt to fix lint errors?" (`event` "aider-lint-errors"): the message is `lint_edited`'s text, one
+  `Linter.lint` result (from `# Fix any errors below, if possible.`) between newlines per file, which
+  `tool_error` logged one stripped line at a time: it is rebuilt from those lines, so each line's leading
+  and trailing spaces are lost (`meta["approximate"]`). When a session header comes between the errors and
+  the question (another Aider logged to the file meanwhile), the errors are taken from before it.
+- "Attempt to fix test errors?" (`--auto-test`, "aider-test-errors"): `prompts.run_output` of the test
+  command and its output, taken as for `/test` (ends stripped). The command is `--test-cmd` in the
+  session's launch line, which is `sys.argv` joined by spaces: read as the words up to the next `--`
+  option (approximate); when the launch line has none (a config file), it is empty and a problem says so.
+- "Add these files to the chat?" ("aider-added-files") after a reply: `prompts.added_files`, "I added
+  these files to the chat: {names}\nLet me know if there are others we should add.", the names joined by
+  `, ` in the order they were logged just before the question (one line each; one message from 2024-08-21).
+  The files' contents are not in the message: Aider puts them in the chat-files part of every later
+  prompt, which the log does not record, and neither does this import. The same question right after the
+  user's message (files the user named) adds the files and sends nothing.
+Other messages Aider sends itself (edit-format errors, URLs added to the user's message) are not imported.
 """
 
 from __future__ import annotations
@@ -56,6 +79,21 @@ RUN_PROMPT_RE = re.compile(
 )
 #: `aider/prompts.py` `run_output`: the user message that carries a command's output to the model.
 RUN_OUTPUT = "I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}\n"
+LINT_QUESTION = "Attempt to fix lint errors?"
+TEST_QUESTION = "Attempt to fix test errors?"
+FILES_QUESTION = "Add these files to the chat?"
+#: `confirm_ask`'s log line for the questions whose "yes" makes Aider send its own user message (`reflected_message`).
+REFLECTION_RE = re.compile(
+    rf"^(?P<question>{re.escape(LINT_QUESTION)}|{re.escape(TEST_QUESTION)}|{re.escape(FILES_QUESTION)})(?: \[[yY]/[nN]\])?(?: (?P<answer>.*))?$"
+)
+#: `run_one` when the reflection budget is spent: the accepted message is not sent.
+REFLECTION_LIMIT_RE = re.compile(r"^Only \d+ reflections allowed, stopping\.$")
+#: `Linter.lint`'s first line, per file with errors.
+LINT_HEADER = "# Fix any errors below, if possible."
+#: `aider/prompts.py` `added_files`.
+ADDED_FILES = "I added these files to the chat: {fnames}\nLet me know if there are others we should add."
+#: `--test-cmd` in the launch line (`" ".join(sys.argv)`): its words up to the next option.
+TEST_CMD_RE = re.compile(r"^> \S*aider .*? --test-cmd (?P<command>.+?)(?= --[a-z]| *$)")
 
 
 def token_count(text: str) -> int:
@@ -109,21 +147,20 @@ class AiderImporter(Importer):
             # Forced onto a file that is not a chat history: nothing here is Aider's, so nothing is imported.
             raise ImportFailure(f"{path}: no Aider chat content (no '# aider chat started at' line and no '#### ' user line)")
         out = []
-        # A command's output can follow a session header: the command ran an Aider that logged to the same file.
-        command: _Command | None = None
+        # What an Aider started on the screen can end after a session header: another Aider logged to the same file.
+        carry = _Carry()
         for index, (start, started, body) in enumerate(sessions):
             if started is None and not any(line.strip() for line in body):
                 continue
-            transcript, command = self._session(path, index, start, started, body, problems, command)
-            out.append(transcript)
+            out.append(self._session(path, index, start, started, body, problems, carry))
         return out
 
     def _session(
-        self, path: Path, index: int, start: int, started: str | None, body: list[str], problems: list[str],
-        command: _Command | None,
-    ) -> tuple[Transcript, _Command | None]:
-        """One session's transcript, and the `/run`, `!` or `/test` command still waiting for its output."""
+        self, path: Path, index: int, start: int, started: str | None, body: list[str], problems: list[str], carry: _Carry
+    ) -> Transcript:
+        """One session's transcript; `carry` holds what is still waiting when it ends (read and updated)."""
         builder = TranscriptBuilder(path, FORMAT)
+        test_cmd = next((m["command"] for line in body if (m := TEST_CMD_RE.match(line))), None)
         builder.problems.extend(p for p in problems if start <= _line_of(p, path) <= start + len(body))
         first = start + 1 if started is not None else start
         response: int | None = None
@@ -153,34 +190,97 @@ class AiderImporter(Importer):
                 # Aider ends every logged line with two spaces (a Markdown line break): not user text.
                 text = "\n".join((line[5:] if line.startswith("#### ") else line[4:]).removesuffix("  ") for line in block)
                 builder.add("user", text, meta={"line": number})
-                command = _command_of(text, number)
+                carry.command = _command_of(text, number)
+                carry.lint_errors, carry.after_reply = None, False
                 response = None
             elif kind == "assistant":
                 response = builder.new_response()
                 builder.add("assistant", "\n".join(block).strip("\n"), response=response, meta={"line": number})
+                carry.lint_errors, carry.after_reply = None, True
             else:
                 kept = {n for b, n in verbatim if b == position}
                 lines = [line if n in kept else _unquote(line) for n, line in enumerate(block)]
-                added = _command_output(command, lines, _messages(block, kept)) if command else None
-                if added is None or added.message is None:
-                    self._output(builder, number, lines, response)
-                else:
-                    self._output(builder, number, lines[: added.end], response)
-                    meta = {"event": "aider-run-output", "line": number + added.output_offset, "command_line": added.command_line, "answer": added.answer}
-                    builder.add("user", added.message, synthetic=True, meta=meta)
-                    if command and not command.args.strip():
-                        builder.problem(f"/{command.name} without a command: the command that ran is not in the log", added.command_line)
-                    if any(line.strip() for line in lines[added.end :]):
-                        self._output(builder, number + added.end, lines[added.end :], None)
-                if added is not None:
-                    command = None  # its output is met: a command's output is asked about once
+                messages = _messages(block, kept)
+                events = self._reflections(builder, number, lines, messages, carry, test_cmd)
+                command = carry.command
+                added = _command_output(command, lines, messages) if command else None
+                if command and added is not None:
+                    carry.command = None  # its output is met: a command's output is asked about once
+                    if added.message is not None:
+                        meta = {"event": "aider-run-output", "line": number + added.output_offset, "command_line": added.command_line, "answer": added.answer}
+                        events.append((added.end, added.message, meta))
+                        if not command.args.strip():
+                            builder.problem(f"/{command.name} without a command: the command that ran is not in the log", added.command_line)
+                done = 0
+                for end, message, meta in sorted(events, key=lambda event: event[0]):
+                    self._output(builder, number + done, lines[done:end], response)
+                    builder.add("user", message, synthetic=True, meta=meta)
+                    done, response = end, None
+                if not done or any(line.strip() for line in lines[done:]):
+                    self._output(builder, number + done, lines[done:], response)
                 response = None
-        transcript = builder.finish(
+        return builder.finish(
             f"{path.stem}:{index}",
             source={"session": index, "line": start, "started": started},
             meta={"headerless": True} if started is None else {},
         )
-        return transcript, command
+
+    @staticmethod
+    def _reflections(
+        builder: TranscriptBuilder, number: int, lines: list[str], messages: list[tuple[int, int]], carry: _Carry,
+        test_cmd: str | None,
+    ) -> list[tuple[int, str, dict[str, Any]]]:
+        """The messages Aider sent as the user after a "yes" to one of its own questions in an output block
+        starting at file line `number`: (block line they follow, text, meta). Lint errors logged without
+        their question are left in `carry` for the block that asks it."""
+        texts = ["\n".join(lines[begin:end]) for begin, end in messages]
+        events: list[tuple[int, str, dict[str, Any]]] = []
+        lint_from: int | None = None  # the message that starts lint errors not yet asked about
+        for n, text in enumerate(texts):
+            if text == LINT_HEADER and lint_from is None:
+                lint_from = n - 1 if n and texts[n - 1] == "" else n
+            asked = REFLECTION_RE.match(text)
+            if not asked:
+                continue
+            question_line = number + messages[n][0]
+            errors = texts[lint_from:n] if lint_from is not None else carry.lint_errors
+            lint_from, carry.lint_errors = None, None
+            limited = n + 1 < len(texts) and REFLECTION_LIMIT_RE.match(texts[n + 1])
+            if not (asked["answer"] or "").strip().lower().startswith("y") or limited:
+                continue
+            meta: dict[str, Any] = {"line": question_line}
+            if asked["question"] == LINT_QUESTION:
+                if errors is None:
+                    builder.problem("lint errors accepted but not in the log: the message the model got is unknown", question_line)
+                    continue
+                # tool_error logged each line stripped: indentation and trailing spaces are lost.
+                message = "\n".join(errors) + "\n"
+                meta |= {"event": "aider-lint-errors", "approximate": "each line stripped"}
+            elif asked["question"] == TEST_QUESTION:
+                output = next((j for j in range(n - 1, -1, -1) if _copy_end(texts, j + 1, texts[j]) == n), None)
+                if output is None:
+                    builder.problem("test errors accepted but their output is not in the log", question_line)
+                    continue
+                message = RUN_OUTPUT.format(command=test_cmd or "", output=texts[output])
+                meta |= {"event": "aider-test-errors", "output_line": number + messages[output][0], "approximate": "output ends stripped"}
+                if test_cmd is None:
+                    builder.problem("auto-test errors sent, but the test command is not in the session's launch line", question_line)
+                else:
+                    meta["approximate"] += "; command from the space-joined launch line"
+            else:
+                if not carry.after_reply:
+                    continue  # files named in the user's own message are added, and nothing is sent
+                names: list[str] = []
+                for previous in reversed(texts[:n]):
+                    if not previous or any(not line.strip() or len(line.split()) > 1 for line in previous.split("\n")):
+                        break
+                    names[:0] = [line.strip() for line in previous.split("\n")]
+                message = ADDED_FILES.format(fnames=", ".join(names))
+                meta |= {"event": "aider-added-files", "files": names}
+            events.append((messages[n][1], message, meta))
+        if lint_from is not None:
+            carry.lint_errors = texts[lint_from:]
+        return events
 
     @staticmethod
     def _output(builder: TranscriptBuilder, number: int, block: list[str], response: int | None) -> None:
@@ -201,6 +301,16 @@ class AiderImporter(Importer):
             meta.setdefault("tokens_lines", []).append(line.strip())
             response = None
         builder.add("marker", text.strip("\n"), meta=meta)
+
+
+@dataclass
+class _Carry:
+    """What a session leaves waiting: a command whose output is still to come, lint errors whose question is
+    still to come, and whether the last model input was answered by a reply (Aider asks about files a reply names)."""
+
+    command: _Command | None = None
+    lint_errors: list[str] | None = None
+    after_reply: bool = False
 
 
 @dataclass(frozen=True)
