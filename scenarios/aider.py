@@ -24,7 +24,8 @@ asking and adds the output when the command fails. An added output is logged aga
 line stripped) and the message
 `prompts.run_output` (`I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}\n`, with
 the instructions and a blank line before it) is sent to the model as a user message, answered by the
-model (no `Ok.`): it is imported as a synthetic user item (`meta["event"] = "aider-run-output"`) after
+model (no `Ok.`): it is imported as a synthetic user item (`meta["event"] = "aider-run-output"`; every such
+message Aider composed itself, this one and those below, has `meta["from_agent"]`: no user wrote it) after
 the logged copy, its output the first logging (which keeps indentation; Aider strips the output's ends
 when logging it, so they cannot be restored). `{command}` is the text after `/run` or `/test` with its
 leading space (`Commands.matching_commands` keeps it), the text after `!`. A declined output stays a
@@ -214,7 +215,7 @@ class AiderImporter(Importer):
                 done = 0
                 for end, message, meta in sorted(events, key=lambda event: event[0]):
                     self._output(builder, number + done, lines[done:end], response)
-                    builder.add("user", message, synthetic=True, meta=meta)
+                    builder.add("user", message, synthetic=True, meta={**meta, "from_agent": True})
                     done, response = end, None
                 if not done or any(line.strip() for line in lines[done:]):
                     self._output(builder, number + done, lines[done:], response)

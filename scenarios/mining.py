@@ -18,7 +18,8 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
 - constraint: instruction sentences of user and injected messages (of a demonstration of another
   task, only those the session's own messages say too: `_demonstration`): modal (must, never, only,
   always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
-  `**Label**:` or an `If …,` clause) and version pins; a lead-in to a one-line code block (`You MUST use
+  `**Label**:` or an `If …,` clause) and version pins, not of a message the agent program composed
+  itself (`meta["from_agent"]`); a lead-in to a one-line code block (`You MUST use
   this EXACT command to submit:`) asks for that line, and a title in capitals with no verb is none;
 - recall: facts of tool outputs: a short output whole, lines with versions, hashes, ids, ports,
   URLs, counts, test summaries, grep hits and traceback frames, non-zero exit codes, and the exact
@@ -617,7 +618,9 @@ def _introduced(text: str, sentence: str) -> str | None:
 
 
 def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
-    users = [i for i in transcript.items if i.kind == "user"]
+    # a message the agent program composed itself (`meta["from_agent"]`: Aider's command output or lint errors
+    # sent as a user message) carries tool output and the program's boilerplate, no one's instructions
+    users = [i for i in transcript.items if i.kind == "user" and not i.meta.get("from_agent")]
     own = {normalize(s) for i in users if not _demonstration(i) for s in _sentences(i.text)}
     for item in users:
         who = "the user" if item.is_real_user else "the injected instructions"

@@ -536,3 +536,15 @@ def test_mine_cli_says_when_nothing_was_mined(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and yaml.safe_load(proc.stdout) == []
     assert "no probe mined (1 session(s), 0 item(s)" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_message_the_agent_program_composed_states_no_instruction():
+    # Aider sends lint errors and command output as user messages of its own (`meta["from_agent"]`, its importer);
+    # "Fix any errors below, if possible." heads every lint message and pytest's banner pins versions: neither is
+    # anyone's instruction. The same text typed by the user is one.
+    text = "# Fix any errors below, if possible.\n\nplatform darwin -- Python 3.12.4, pytest-8.3.2, pluggy-1.5.0"
+    s = Session().user("Add a retry to the client.")
+    s.items.append(Item("lint", "user", text, turn=0, synthetic=True, meta={"event": "aider-lint-errors", "from_agent": True}))
+    assert answers(s.transcript(), "constraint") == {"Add a retry to the client.": "constraint.imperative"}
+    s.user(text)
+    assert {"Fix any errors below, if possible.", "platform darwin -- Python 3.12.4, pytest-8.3.2, pluggy-1.5.0"} <= set(answers(s.transcript(), "constraint"))
