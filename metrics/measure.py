@@ -159,6 +159,14 @@ def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int,
     return rows, compaction_billed
 
 
+#: The columns of a compactions row (`_compaction_rows`), in order: what a run's table holds even when no cell compacted.
+COMPACTION_COLUMNS = (
+    "compaction", "step", "turn", "trigger", "tokens_before", "tokens_after", "estimate_tokens", "estimate_error", "threshold",
+    "summary", "summarized_ids", "kept_ids", "dropped_ids", "silent_loss", "llm_calls", "llm_input_tokens", "llm_output_tokens",
+    "llm_cost_usd", "summary_requests", "premature", "estimate_on_recorded_usage", "next_request",
+)
+
+
 def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]) -> list[dict[str, Any]]:
     nothing = _Billed()
     held = _held_usage(result)

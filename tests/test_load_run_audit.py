@@ -121,3 +121,12 @@ def test_a_path_that_is_no_run_folder_is_refused_with_what_it_is(tmp_path, what)
     expected = {"missing": "no such run folder", "file": "is a file, not a run folder", "no manifest": r"not a run folder \(no manifest.json\)"}
     with pytest.raises(StoreError, match=expected[what]):
         bench.load_run(path)
+
+
+def test_a_run_in_which_nothing_compacted_has_a_compactions_table_with_its_columns(tmp_path, compacting_run):
+    # the tiny session fits the window: no strategy compacts, and the table still has every column a compacting
+    # run's has (a notebook reading `tables["compactions"]["step"]` gets an empty column, not a KeyError)
+    empty = bench.load_run(tiny_run(tmp_path, "nothing"))["compactions"]
+    full = bench.load_run(compacting_run)["compactions"]
+    assert empty.empty and len(full)
+    assert list(empty.columns) == list(full.columns)
