@@ -120,17 +120,24 @@ def test_a_strategy_without_an_estimate_is_left_out_not_exact(strategy):
     assert math.isnan(combine(summary, "estimate_ape", "mean"))
 
 
+def _recorded(total: int) -> Session:
+    """The two-turn session with recorded usage totals `total` and `total` + 100 (what the recording's own
+    system prompt and tools make them, beyond the replayed messages)."""
+    s = Session()
+    s.user(FIRST)
+    s.assistant(REPLY, total=total)
+    s.user(SECOND)
+    s.assistant("Έγινε.", total=total + 100)
+    return s
+
+
 def test_an_estimate_built_on_recorded_usage_gets_no_error_and_no_verdict():
     # With `--usage recorded` the recording's usage counts its own system prompt and tool schemas, which the
     # replayed messages lack: here 20,000 tokens of them (the first response's recorded total). Pi's estimate of
     # the second request is that usage + chars/4 of SECOND (pi.md §2.3), 20,000 over the true count on nothing
     # the estimator did; the row is flagged and has no error. The first request was made before any usage:
     # its chars/4 estimate is measured as with simulated usage.
-    s = Session()
-    s.user(FIRST)
-    s.assistant(REPLY, total=20_000)
-    s.user(SECOND)
-    s.assistant("Έγινε.", total=20_100)
+    s = _recorded(20_000)
     result = replay(s.transcript(), "pi", profile="64k", usage="recorded")
     first, second = _turns(result)
     assert first.usage_source == "recorded" and second.estimate_tokens == 20_000 + math.ceil(len(SECOND) / 4)
@@ -152,11 +159,7 @@ def test_a_compaction_decided_on_recorded_usage_is_not_called_premature():
     # reserve (pi.md §2.1; 64k − 16,384 here). The recording's 50,000 includes a system prompt the replay lacks,
     # so the true count before the compaction is under a hundred tokens: "premature" would blame Pi for the
     # recording's prompt. With simulated usage there is no compaction.
-    s = Session()
-    s.user(FIRST)
-    s.assistant(REPLY, total=50_000)
-    s.user(SECOND)
-    s.assistant("Έγινε.", total=50_100)
+    s = _recorded(50_000)
     result = replay(s.transcript(), "pi-2025-12", profile="64k", usage="recorded")
     assert result.compactions and result.compactions[0].tokens_before < 100
     assert result.compactions[0].estimate_tokens >= 50_000
