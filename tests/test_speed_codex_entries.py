@@ -1,8 +1,8 @@
 """Shortcuts of `codex-local`'s summary request and OpenCode V2's entries against the straightforward computation.
 
-- `CodexLocal.summary_request(..., whole=True)` (the prompt view's messages and running estimate
-  behind the compaction prompt) against `render` and `estimate_history` of the same items, on
-  random histories;
+- `CodexLocal.summary_request(..., whole=True)` (the prompt view's messages behind the compaction
+  prompt) against `render` of the same items, and the view's running estimate against
+  `estimate_history`, on random histories;
 - `Entries` (OpenCode V2's serialized entries, each record serialized once per version) against
   `serialize_record`; counting the texts that join entries as the summary prompt and the checkpoint
   do gives tiktoken's count of the whole text.
@@ -54,8 +54,10 @@ def test_summary_request_from_the_prompt_view_is_the_rendering_of_the_items():
             request = strategy.summary_request(items, "codex_summary.j2", whole=True)
             assert list(request.messages) == [*render(items, strategy.base, FoldMemo()), *strategy.summary_request(items, "t").messages[-1:]]
             assert request.messages[-1].role == "user" and request.messages[-1].content == PROMPT
-            assert request.estimate_tokens == estimate_history(items, strategy.base) + approx_tokens(PROMPT)
-            assert request.kind == "summary"
+            # no estimate on the local path's summary request (codex.md §2.1); the view's running estimate, which
+            # the remote pre-trim decides on, is `estimate_history` of its items
+            assert request.estimate_tokens is None and request.kind == "summary"
+            assert approx_tokens(strategy.base) + strategy.prompt.items_estimate == estimate_history(items, strategy.base)
 
 
 def _session(rng: random.Random) -> SessionStore:
