@@ -54,7 +54,18 @@ is imported as a synthetic user item after its question, `meta["line"]` the ques
   The files' contents are not in the message: Aider puts them in the chat-files part of every later
   prompt, which the log does not record, and neither does this import. The same question right after the
   user's message (files the user named) adds the files and sends nothing.
-Other messages Aider sends itself (edit-format errors, URLs added to the user's message) are not imported.
+- A reply whose edit blocks do not parse or match (`apply_updates` catching the coder's `ValueError`): Aider
+  logs "The LLM did not conform to the edit format.", the troubleshooting URL and the error text (`tool_error(
+  str(err), strip=False)`: each line quoted as written, a one-line text stripped), and the error text is the
+  `reflected_message`, sent without a question ("aider-edit-format-error", `meta["line"]` the notice's line).
+  It is the quoted lines after the URL up to what Aider logs next (a stripped blank line of a `^C` notice,
+  the reflection limit, a `Tokens:` line, or the reply). `splitlines` drops its last line break: the
+  SEARCH/REPLACE failure text (`# N SEARCH/REPLACE block(s) failed to match!` ...) ends with one, a parse
+  error (`^^^ ...` last) and the whole-file coder's "No filename provided before ``` in file listing" with
+  none; any other text is marked `meta["approximate"]`.
+  Not sent: when the limit line follows, and under `--apply` in the launch line (`main` applies the file's
+  edits and exits). A sent error whose request was interrupted has no reply after it.
+Other messages Aider sends itself (URLs added to the user's message) are not imported.
 """
 
 from __future__ import annotations
@@ -93,8 +104,17 @@ REFLECTION_LIMIT_RE = re.compile(r"^Only \d+ reflections allowed, stopping\.$")
 LINT_HEADER = "# Fix any errors below, if possible."
 #: `aider/prompts.py` `added_files`.
 ADDED_FILES = "I added these files to the chat: {fnames}\nLet me know if there are others we should add."
+#: `apply_updates`'s notice when a reply's edit blocks raise `ValueError`, and `urls.edit_errors` logged after it.
+EDIT_FORMAT_NOTICE = "The LLM did not conform to the edit format."
+EDIT_ERRORS_URL = "https://aider.chat/docs/troubleshooting/edit-errors.html"
+#: `EditBlockCoder.apply_edits`'s first line: its text ends with a line break, which the log loses.
+SEARCH_REPLACE_FAILED_RE = re.compile(r"^# \d+ SEARCH/REPLACE blocks? failed to match!$")
+#: `WholeFileCoder.get_edits`'s one-line error (no line break, no spaces at its ends).
+NO_FILENAME_RE = re.compile(r"^No filename provided before \S+ in file listing$")
+#: `--apply FILE` in the launch line: `main` applies the file's edit blocks and exits, sending nothing.
+APPLY_RE = re.compile(r"^> \S*aider(?: .*)? --apply ")
 #: `--test-cmd` in the launch line (`" ".join(sys.argv)`): its words up to the next option.
-TEST_CMD_RE = re.compile(r"^> \S*aider .*? --test-cmd (?P<command>.+?)(?= --[a-z]| *$)")
+TEST_CMD_RE = re.compile(r"^> \S*aider(?: .*?)? --test-cmd (?P<command>.+?)(?= --[a-z]| *$)")
 
 
 def token_count(text: str) -> int:
@@ -162,6 +182,7 @@ class AiderImporter(Importer):
         """One session's transcript; `carry` holds what is still waiting when it ends (read and updated)."""
         builder = TranscriptBuilder(path, FORMAT)
         test_cmd = next((m["command"] for line in body if (m := TEST_CMD_RE.match(line))), None)
+        applying = any(APPLY_RE.match(line) for line in body)
         builder.problems.extend(p for p in problems if start <= _line_of(p, path) <= start + len(body))
         first = start + 1 if started is not None else start
         response: int | None = None
@@ -203,6 +224,8 @@ class AiderImporter(Importer):
                 lines = [line if n in kept else _unquote(line) for n, line in enumerate(block)]
                 messages = _messages(block, kept)
                 events = self._reflections(builder, number, lines, messages, carry, test_cmd)
+                if not applying:
+                    events += _edit_format_errors(number, block, kept)
                 command = carry.command
                 added = _command_output(command, lines, messages) if command else None
                 if command and added is not None:
@@ -334,6 +357,32 @@ class _AddedOutput:
     output_offset: int
     answer: str | None
     command_line: int
+
+
+def _edit_format_errors(number: int, block: list[str], kept: set[int]) -> list[tuple[int, str, dict[str, Any]]]:
+    """The edit-format errors an output block starting at file line `number` sent back to the model:
+    (block line they follow, text, meta). `block` holds the lines as written (`kept`: continuation lines)."""
+    events: list[tuple[int, str, dict[str, Any]]] = []
+    for n, line in enumerate(block):
+        if n in kept or _unquote(line) != EDIT_FORMAT_NOTICE or n + 1 >= len(block) or _unquote(block[n + 1]) != EDIT_ERRORS_URL:
+            continue
+        end = n + 2
+        # The error's lines were logged unstripped: a stripped blank (`>  `) or the limit is Aider's next message.
+        while end < len(block) and block[end].startswith("> ") and block[end] != ">  " and end not in kept:
+            if REFLECTION_LIMIT_RE.match(_unquote(block[end])) or TOKENS_RE.match(block[end]):
+                break
+            end += 1
+        if end == n + 2 or (end < len(block) and REFLECTION_LIMIT_RE.match(_unquote(block[end]))):
+            continue  # nothing logged to send, or the reflection budget is spent: not sent
+        error = [line[2:].removesuffix("  ") for line in block[n + 2 : end]]
+        meta: dict[str, Any] = {"event": "aider-edit-format-error", "line": number + n}
+        text = "\n".join(error)
+        if SEARCH_REPLACE_FAILED_RE.match(error[0]):
+            text += "\n"
+        elif not (error[-1].startswith("^^^ ") or NO_FILENAME_RE.match(text)):
+            meta["approximate"] = "final line break unknown" + ("; ends stripped" if len(error) == 1 else "")
+        events.append((end, text, meta))
+    return events
 
 
 def _command_of(text: str, line: int) -> _Command | None:

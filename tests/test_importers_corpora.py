@@ -21,6 +21,7 @@ from compaction_bench.importing import detect, formats, load_transcripts
 from compaction_bench.transcript import Transcript
 from tests.conftest import CORPORA, corpus_files
 from tests.test_import_audit_aider_output import raw_command_outputs
+from tests.test_import_audit_aider_edit_errors import raw_edit_errors
 from tests.test_import_audit_aider_prompts import raw_reflections
 
 #: corpus folder → importer format that must claim its files by content.
@@ -234,7 +235,8 @@ def raw_openhands(path: Path) -> Counter[str]:
 def raw_aider(path: Path) -> Counter[str]:
     """MANIFEST: sessions start at `# aider chat started`; a user message is a run of `####` lines, and a
     command output added to the chat is one more (`raw_command_outputs`, by Aider's logging rules), and so
-    is a message Aider sent itself after a yes (`raw_reflections`);
+    is a message Aider sent itself after a yes (`raw_reflections`) or an edit-format error it sent back
+    (`raw_edit_errors`);
     each `> Tokens:` line is one LLM request (its reply is the text before it, if any)."""
     lines = path.read_text(encoding="utf-8").split("\n")
     c = counts(transcripts=sum(1 for line in lines if line.startswith("# aider chat started at ")))
@@ -253,6 +255,7 @@ def raw_aider(path: Path) -> Counter[str]:
         previous = line
     c["user"] += sum(case["added"] for case in raw_command_outputs(lines))
     c["user"] += sum(case["sent"] for case in raw_reflections(lines))
+    c["user"] += sum(case["sent"] for case in raw_edit_errors(lines))
     return c
 
 
