@@ -7,14 +7,25 @@ their source (`compaction_bench.metrics.retention`, which `metrics` grades).
 
 Probe files are checked against a schema before any replay (errors name file, probe and field):
 `answer` is a string (a list of strings for `match: set`; an integer is read as its digits),
-`accept` a list of strings, `meta` a mapping; a free `note` field and any `x-…` field are kept in
-`meta`. YAML is read with YAML 1.2 booleans: `answer: yes` stays the string "yes", while
+`accept` a list of strings, `reject` a list of strings, `meta` a mapping; a free `note` field and any
+`x-…` field are kept in `meta`. YAML is read with YAML 1.2 booleans: `answer: yes` stays the string "yes", while
 `answer: true` and `answer: 3.10` (which YAML reads as a boolean and the number 3.1) are errors
 asking for quotes. Aliases may expand to at most `MAX_ALIAS_EXPANSION` nodes (no alias bombs).
 Regex probes are compiled and matched with RE2 (linear time: `(a+)+$` cannot hang grading); a
 pattern RE2 cannot compile is an error naming the probe. A `number` probe's answer must state a
 number as `numbers_in` reads one (a whole token: `42`, `1,024`, `-1`, `3.12`, `42 ms`; not the `001`
 of `L001`, a version `1.2.3` or an ordinal `1st`), else no reply could ever match it.
+
+`reject` lists wrong answers a hedging reply might name beside the right one (the option the user did
+not choose, a limit the user later changed): a reply that states one is wrong whatever else it says
+(`compaction_bench.metrics.grading.grade_reply`; a context may hold them, presence ignores them). Each
+is read as the probe's answers are: a pattern for `regex` (compiled by RE2), a number for `number`
+(it must state one), a term otherwise. A reject that is an answer (the same text up to case and
+spacing; for `number`, a number within the tolerance of an answer's) is an error, as no reply could
+be right; a reject only inside an answer (answer `port 5432`, reject `5432`) is not caught here (the
+whole-token rule belongs to the graders, which this module may not import) and fails every reply
+that states that answer. `reject` on a `judge` probe is an error (the judge rubrics have no place
+for rejected answers, so the field would be ignored).
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ if TYPE_CHECKING:
 
 KINDS = ("recall", "artifact", "continuation", "decision", "constraint", "error")
 MATCHES = ("exact", "contains", "regex", "set", "number", "judge")
-FIELDS = ("id", "kind", "question", "answer", "match", "accept", "source", "source_text", "meta", "evidence")
+FIELDS = ("id", "kind", "question", "answer", "match", "accept", "reject", "source", "source_text", "meta", "evidence")
 LOG = logging.getLogger(__name__)
 #: A number as a whole token: not preceded by a word character or a point (`L001`, `-B5`, `v2`, the `3` of
 #: `1.2.3`), thousands only in groups of three (`1,024`; `1,2,3` is three numbers), and not followed by a
@@ -85,6 +96,8 @@ class Probe:
     answer: str | list[str]
     match: str = "contains"
     accept: tuple[str, ...] = ()
+    #: Wrong answers: a reply stating one is wrong even if it states an answer too (module docstring).
+    reject: tuple[str, ...] = ()
     source: str | None = None
     source_text: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
@@ -106,6 +119,7 @@ class Probe:
         if not self.source and not self.source_text:
             raise ProbeError(f"probe {self.id!r}: needs 'source' (an item id) or 'source_text'")
         object.__setattr__(self, "accept", tuple(self.accept))
+        object.__setattr__(self, "reject", tuple(self.reject))
         if isinstance(self.answer, list):
             object.__setattr__(self, "answer", tuple(self.answer))
         if self.evidence is not None:
@@ -114,11 +128,40 @@ class Probe:
             except ProbeError as exc:
                 raise ProbeError(f"probe {self.id!r}: field 'evidence': {exc}") from None
         if self.match == "regex":
-            for pattern in self.answers:
-                try:
-                    _compiled(pattern)
-                except ProbeError as exc:
-                    raise ProbeError(f"probe {self.id!r}: field 'answer': {exc}") from None
+            for name, patterns in (("answer", self.answers), ("reject", self.reject)):
+                for pattern in patterns:
+                    try:
+                        _compiled(pattern)
+                    except ProbeError as exc:
+                        raise ProbeError(f"probe {self.id!r}: field {name!r}: {exc}") from None
+        if self.reject:
+            self._check_reject()
+
+    def _check_reject(self) -> None:
+        """Refuse rejects no reply could be graded by: any on a judge probe, a number probe's reject that
+        states no number or that its answer's number matches, and a reject equal to an answer."""
+        if self.match == "judge":
+            raise ProbeError(f"probe {self.id!r}: field 'reject' has no effect on a 'judge' probe (the judge rubrics take no rejected answers)")
+        for wrong in self.reject:
+            if not wrong.strip():
+                raise ProbeError(f"probe {self.id!r}: field 'reject' holds an empty string")
+            if self.match == "number" and not numbers_in(wrong):
+                raise ProbeError(f"probe {self.id!r}: field 'reject': {wrong!r} states no number (a whole token such as 42 or 1,024)")
+        if self.match == "number":
+            try:
+                tolerance = float(self.meta.get("tolerance", 0.0))
+            except (TypeError, ValueError):
+                raise ProbeError(f"probe {self.id!r}: meta 'tolerance' must be a number, got {self.meta.get('tolerance')!r}") from None
+            wanted = {answer: numbers_in(answer)[0] for answer in self.answers if numbers_in(answer)}
+            for wrong in self.reject:
+                for answer, number in wanted.items():
+                    if abs(numbers_in(wrong)[0] - number) <= tolerance:
+                        raise ProbeError(f"probe {self.id!r}: field 'reject': {wrong!r} rejects the answer {answer!r} itself, so no reply could be right")
+        elif self.match != "regex":
+            answers = {_folded(answer): answer for answer in self.answers}
+            for wrong in self.reject:
+                if _folded(wrong) in answers:
+                    raise ProbeError(f"probe {self.id!r}: field 'reject': {wrong!r} is the answer {answers[_folded(wrong)]!r} itself, so no reply could be right")
 
     @property
     def answers(self) -> tuple[str, ...]:
@@ -130,6 +173,7 @@ class Probe:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["accept"] = list(self.accept)
+        data["reject"] = list(self.reject)
         data["answer"] = list(self.answer) if isinstance(self.answer, tuple) else self.answer
         data["meta"] = dict(self.meta)
         return {k: v for k, v in data.items() if v not in (None, [], {})}
@@ -159,6 +203,11 @@ class Probe:
         except ProbeError as exc:
             own = f"probe {kw['id']!r}: "
             raise ProbeError(prefix + str(exc).removeprefix(own)) from None
+
+
+def _folded(text: str) -> str:
+    """A text up to case and spacing (how a reject is compared with the answers it must differ from)."""
+    return " ".join(text.casefold().split())
 
 
 def _field_type_error(name: str, value: Any, wanted: str) -> ProbeError:
@@ -192,11 +241,12 @@ def _checked_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         kw["answer"] = _text("answer", answer, integer_ok=True)
         if not kw["answer"].strip():
             raise ProbeError("field 'answer' is empty")
-    accept = data.get("accept")
-    if accept is not None:
-        if not isinstance(accept, list):
-            raise _field_type_error("accept", accept, "a list of strings")
-        kw["accept"] = tuple(_text(f"accept[{n}]", a, integer_ok=True) for n, a in enumerate(accept))
+    for name in ("accept", "reject"):
+        listed = data.get(name)
+        if listed is not None:
+            if not isinstance(listed, list):
+                raise _field_type_error(name, listed, "a list of strings")
+            kw[name] = tuple(_text(f"{name}[{n}]", a, integer_ok=True) for n, a in enumerate(listed))
     meta = data.get("meta")
     if meta is not None:
         if not isinstance(meta, Mapping):

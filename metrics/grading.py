@@ -35,6 +35,19 @@ Answered, by the probe's `match`:
   the probe is unscored (None), never passed. A verdict is the `VERDICT: CORRECT|INCORRECT` the
   judge wrote; none, or both (a judge quoting the two options of the rubric, or changing its
   mind), leaves that rubric unscored.
+
+Rejected answers (the probe's `reject`): a reply that states one is wrong whatever else it says, so
+a reply that hedges ("5432 or 5433", "we could use A or B") scores as a wrong one. A reject is
+stated by the rule the probe's match uses for its answers: whole-token `occurs` (``contains``),
+a number of the reply within the tolerance (``number``), an RE2 pattern search (``regex``), the
+whole reply (``exact``: a reply equals one text, so there a reject changes a verdict only when it
+normalizes to an answer, which the probe schema refuses up to case and spacing). In a ``set`` reply an item that states a rejected member is a wrong item even when it
+names a right one too ("a.py or d.py"), which lowers precision rather than failing the reply.
+The rule is strict by design: it reads no negation, so "not 5433 but 5432" is wrong too (naming
+the wrong option at all is what a hedge does, and telling a correction from a hedge would need a
+judge). Only replies are judged: a context may hold a rejected answer (the discussion before a
+choice), so presence ignores `reject`. Judge probes take no `reject` (the rubrics have no place for
+it; the probe schema refuses it).
 """
 
 from __future__ import annotations
@@ -235,7 +248,8 @@ def presence(probe: Probe, context: str, normalized_context: str | None = None, 
     return Presence(all(hits), share)
 
 
-def set_f1(members: Sequence[str], reply: str) -> float:
+def set_f1(members: Sequence[str], reply: str, rejected: Sequence[str] = ()) -> float:
+    """F1 of a reply's items against the members; an item stating a `rejected` member is a wrong item."""
     gold = [normalize(m) for m in members]
     text = normalize(reply)
     items = [normalize(i).strip(EDGE_PUNCTUATION) for i in SET_SPLIT.split(reply)]
@@ -243,7 +257,7 @@ def set_f1(members: Sequence[str], reply: str) -> float:
     if not gold or not items:
         return 0.0
     recalled = sum(1 for m in members if occurs(m, text))
-    precise = sum(1 for i in items if any(occurs(m, i) for m in members))
+    precise = sum(1 for i in items if any(occurs(m, i) for m in members) and not any(occurs(r, i) for r in rejected))
     precision, recall = precise / len(items), recalled / len(gold)
     return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
@@ -256,26 +270,36 @@ class Grade:
     judge_lenient: bool | None = None
 
 
-def grade_reply(probe: Probe, reply: str) -> Grade:
-    """Grade a reply by the probe's deterministic rule (judge probes: `judge_reply`)."""
-    text = normalize(reply)
-    answers = probe.answers
+def _states_any(probe: Probe, candidates: Sequence[str], reply: str) -> bool:
+    """Whether a reply states one of `candidates` by the probe's match rule (not `set`, not `judge`)."""
     if probe.match == "exact":
-        ok = text.strip(EDGE_PUNCTUATION) in {normalize(a).strip(EDGE_PUNCTUATION) for a in answers}
-    elif probe.match == "contains":
-        ok = any(occurs(a, text) for a in answers)
-    elif probe.match == "regex":
-        ok = any(regex_search(p, reply) for p in answers)
-    elif probe.match == "set":
-        f1 = set_f1(answers, reply)
-        return Grade(f1 >= float(probe.meta.get("min_f1", SET_PASS_F1)), f1)
-    elif probe.match == "number":
+        return normalize(reply).strip(EDGE_PUNCTUATION) in {normalize(c).strip(EDGE_PUNCTUATION) for c in candidates}
+    if probe.match in ("contains", "set"):
+        text = normalize(reply)
+        return any(occurs(c, text) for c in candidates)
+    if probe.match == "regex":
+        return any(regex_search(pattern, reply) for pattern in candidates)
+    if probe.match == "number":
         tolerance = float(probe.meta.get("tolerance", 0.0))
-        wanted = [n for a in answers for n in numbers_in(a)[:1]]
-        ok = any(abs(got - want) <= tolerance for got in numbers_in(reply) for want in wanted)
-    else:
-        raise ValueError(f"probe {probe.id!r}: match {probe.match!r} needs a judge")
-    return Grade(bool(ok), 1.0 if ok else 0.0)
+        wanted = [n for c in candidates for n in numbers_in(c)[:1]]
+        return any(abs(got - want) <= tolerance for got in numbers_in(reply) for want in wanted)
+    raise ValueError(f"probe {probe.id!r}: match {probe.match!r} needs a judge")
+
+
+def states_rejected(probe: Probe, reply: str) -> bool:
+    """Whether a reply states one of the probe's rejected answers (a set probe: one of its rejected
+    members anywhere), by the rule the probe's match uses for its answers (module docstring)."""
+    return bool(probe.reject) and _states_any(probe, probe.reject, reply)
+
+
+def grade_reply(probe: Probe, reply: str) -> Grade:
+    """Grade a reply by the probe's deterministic rule (judge probes: `judge_reply`); a reply stating a
+    rejected answer is wrong (a set reply: each item stating a rejected member is a wrong item)."""
+    if probe.match == "set":
+        f1 = set_f1(probe.answers, reply, probe.reject)
+        return Grade(f1 >= float(probe.meta.get("min_f1", SET_PASS_F1)), f1)
+    ok = _states_any(probe, probe.answers, reply) and not states_rejected(probe, reply)
+    return Grade(ok, 1.0 if ok else 0.0)
 
 
 def _verdict(text: str) -> bool | None:

@@ -20,7 +20,9 @@ a log), artifact (the set of files a turn modified), continuation (the task the 
 after the merge), decision (the option the user chose, or switched to), constraint (branch,
 line-length limit, the vendored folder AGENTS.md protects) and error (the exact error of a failing
 test); each probe's `source` is the item where its fact first appears in full, and its answer
-occurs there verbatim (a `regex` probe's pattern matches there).
+occurs there verbatim (a `regex` probe's pattern matches there). The decision probe rejects the
+other option's pattern (the one not chosen, or, after a reversal, the one first chosen) and the
+line-limit probe after a change the old limit, so a reply naming both options or both limits is wrong.
 
 Shapes (`SHAPES`) differ in how the work is laid out; every shape plants every family. Sizes are
 in true tokens of the `gpt-5` profile's tokenizer; `default_suite()` holds one scenario per shape.
@@ -411,10 +413,16 @@ class _Session:
         self._add("marker", 5, 40, meta={"event": "aborted", "reason": "interrupted by the user"})
         return [i for i in items if i.kind == "tool_call"][-1]
 
-    def probe(self, id: str, kind: str, question: str, answer: str | list[str], match: str, source: Item, *, first: bool = False) -> None:
-        """Plant a probe; `first` claims the answer occurs nowhere before `source`."""
+    def probe(
+        self, id: str, kind: str, question: str, answer: str | list[str], match: str, source: Item, *,
+        first: bool = False, reject: tuple[str, ...] = (),
+    ) -> None:
+        """Plant a probe; `first` claims the answer occurs nowhere before `source`; `reject` lists the
+        wrong answers the session also states (a reply naming one is wrong)."""
         self.probes = [p for p in self.probes if p.id != id]
-        self.probes.append(Probe(id=id, kind=kind, question=question, answer=answer, match=match, source=source.id, meta={"first_occurrence": first}))
+        self.probes.append(
+            Probe(id=id, kind=kind, question=question, answer=answer, match=match, reject=reject, source=source.id, meta={"first_occurrence": first})
+        )
 
     @property
     def progress(self) -> float:
@@ -599,7 +607,7 @@ class _Session:
             self.step(text=f"The stuck batch id is {f.stuck_batch}: it has been in state=settling for 41 minutes and still holds its tenant lock.")
 
     def decide(self) -> None:
-        topic, (chosen, pattern), (other, _) = self.facts.decision
+        topic, (chosen, pattern), (other, other_pattern) = self.facts.decision
         if self.balanced:  # the options' own words first appear in the user's choice
             self.user(f"For {topic}: what are our options? Give me the trade-offs before changing anything.")
             self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
@@ -609,7 +617,10 @@ class _Session:
             self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
             self.step(text=f"Option 1, {chosen}: simple to reason about, fits the current code. Option 2, {other}: more moving parts. Either works; tell me which.")
         pick = self.user(f"For {topic}, let's go with {chosen}. It matches what the payments team runs elsewhere.")
-        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", pattern, "regex", pick, first=self.balanced)
+        self.probe(
+            "decision-approach", "decision", f"Which approach did the user choose for {topic}?", pattern, "regex", pick,
+            first=self.balanced, reject=(other_pattern,),
+        )
         self.step(text=f"Understood: {chosen}. I'll implement it next.")
 
     def implement(self) -> None:
@@ -632,14 +643,17 @@ class _Session:
     def change_constraint(self) -> None:
         old, new = self.facts.line_limit
         item = self.user(f"Change of plan on formatting: the team agreed on a line-length limit of {new} characters instead of {old}. Update pyproject.toml and reflow what you touched.")
-        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(new), "number", item, first=self.balanced)
+        self.probe("constraint-line-length", "constraint", LINE_LIMIT_QUESTION, str(new), "number", item, first=self.balanced, reject=(str(old),))
         self.step([_shell(f"sed -i 's/line-length = {old}/line-length = {new}/' pyproject.toml && ruff format ledger", "4 files reformatted, 27 files left unchanged", 0, 0.8)])
         self.step(text=f"The line-length limit is now {new} characters; pyproject.toml updated and the touched files reformatted.")
 
     def reverse_decision(self) -> None:
-        topic, (_, _), (other, other_pattern) = self.facts.decision
+        topic, (_, first_pattern), (other, other_pattern) = self.facts.decision
         item = self.user(f"I changed my mind on {topic}: switch to {other} instead. The bank asked us to keep it predictable.")
-        self.probe("decision-approach", "decision", f"Which approach did the user choose for {topic}?", other_pattern, "regex", item, first=self.balanced)
+        self.probe(
+            "decision-approach", "decision", f"Which approach did the user choose for {topic}?", other_pattern, "regex", item,
+            first=self.balanced, reject=(first_pattern,),
+        )
         self.step([self.patch("ledger/retry.py", f"switch to {other}")], reasoning="**Switching approach**\n\nReplace the earlier choice in retry.py.")
         self.step(text=f"Switched to {other} in ledger/retry.py.")
 

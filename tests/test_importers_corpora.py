@@ -20,8 +20,8 @@ import pytest
 from compaction_bench.importing import detect, formats, load_transcripts
 from compaction_bench.transcript import Transcript
 from tests.conftest import CORPORA, corpus_files
-from tests.test_import_audit_aider_output import raw_command_outputs
 from tests.test_import_audit_aider_edit_errors import raw_edit_errors
+from tests.test_import_audit_aider_output import raw_command_outputs
 from tests.test_import_audit_aider_prompts import raw_reflections
 
 #: corpus folder → importer format that must claim its files by content.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -16,9 +17,10 @@ from hypothesis import strategies as st
 
 from compaction_bench.metrics import grading
 from compaction_bench.probes import KINDS as PROBE_KINDS
+from compaction_bench.probes import Probe
 from compaction_bench.registry import strategies
 from compaction_bench.replay import replay
-from compaction_bench.scenarios.synthetic import SHAPES, Scenario, default_suite, generate
+from compaction_bench.scenarios.synthetic import BALANCED_DECISIONS, SHAPES, Scenario, default_suite, generate
 from compaction_bench.tokens import TokenCounter
 from compaction_bench.transcript import Item, Transcript, thaw
 
@@ -177,6 +179,49 @@ def test_planted_facts_and_their_probes(suite):
         assert sum(bool(p.meta.get("first_occurrence")) for p in scenario.probes) >= 5
         assert [p.to_dict() for p in scenario.probes] == thaw(t.meta["probes"])
     assert {"contains", "exact", "set", "regex", "number"} <= matches
+
+
+def test_every_decision_pool_entry_names_one_option_only():
+    # A right reply naming the chosen option in full is never rejected (the other pattern misses it),
+    # and a reply naming both options is wrong, whichever of the two was chosen.
+    for topic, first, second in BALANCED_DECISIONS:  # the plain pool's entries come first
+        for (chosen, pattern), (other, other_pattern) in ((first, second), (second, first)):
+            decision = Probe(id="d", kind="decision", question="?", answer=pattern, match="regex", reject=(other_pattern,), source="x")
+            assert grading.grade_reply(decision, f"For {topic}: {chosen}.").correct is True, chosen
+            assert grading.grade_reply(decision, f"Either {chosen} or {other}.").correct is False, chosen
+
+
+@pytest.mark.parametrize("balanced", [False, True])
+def test_decision_and_changed_limit_probes_reject_the_other_answer(balanced):
+    for seed in (0, 5):
+        scenario = generate("constraint-change", seed, target_tokens=20_000, balanced_facts=balanced)
+        t, probes = scenario.transcript, {p.id: p for p in scenario.probes}
+        kickoff = t.real_user_messages()[0]
+        old = re.search(r"line-length limit at (\d+) characters", kickoff.text).group(1)
+        limit = probes["constraint-line-length"]
+        assert limit.reject == (old,) and limit.answer != old
+        assert grading.grade_reply(limit, f"{limit.answer} characters").correct is True
+        assert grading.grade_reply(limit, f"{limit.answer} characters (it was {old})").correct is False
+        # The first choice is the reversal's rejected answer: the user named both in the session.
+        decision = probes["decision-approach"]
+        (first,) = decision.reject
+        assert any(re.search(first, i.text, re.I) for i in t.real_user_messages()), first
+        assert grading.grade_reply(decision, t.by_id[decision.source].text).correct is True
+        # Only replies are judged: a context holding both options still holds the answer.
+        assert grading.presence(decision, "\n".join(i.text for i in t.items)).present is True
+        assert [p.to_dict() for p in scenario.probes] == thaw(t.meta["probes"])
+
+        unchanged = generate("short-turns", seed, target_tokens=20_000, balanced_facts=balanced)
+        kept = {p.id: p for p in unchanged.probes}
+        assert kept["constraint-line-length"].reject == ()  # the limit never changed: nothing to reject
+        pick = kept["decision-approach"]
+        (other,) = pick.reject
+        assert not re.search(other, unchanged.transcript.by_id[pick.source].text, re.I)
+        assert grading.grade_reply(pick, unchanged.transcript.by_id[pick.source].text).correct is True
+        if not balanced:  # the user's question names both options: quoted as a reply, it is a hedge
+            asked = next(i for i in unchanged.transcript.real_user_messages() if "should we go with" in i.text)
+            assert grading.grade_reply(pick, asked.text).correct is False
+            assert grading.grade_reply(replace(pick, reject=()), asked.text).correct is True
 
 
 def test_same_seed_same_session_other_seed_other_session():
