@@ -9,12 +9,25 @@ checks the reply rule on the maintainer's own history, read line by line.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from compaction_bench.importing import load_transcripts
+from compaction_bench.transcript import Item
 from tests.conftest import corpus_files
+
+
+def corpus_history() -> tuple[Path, list[str]]:
+    """The corpus's Aider chat history and its lines, as the raw readers of these audits read them."""
+    (path,) = corpus_files("aider-chat-history-md")
+    return path, path.read_text(encoding="utf-8").split("\n")
+
+
+def reply_after(items: Sequence[Item], index: int) -> Item | None:
+    """The first item after `items[index]` that is not a marker: what the model answered a message with."""
+    return next((i for i in items[index + 1 :] if i.kind != "marker"), None)
 
 
 class AiderLog:
@@ -90,8 +103,7 @@ def test_multiline_tool_output_stays_output(tmp_path: Path, newline: str):
 def test_corpus_replies_sit_between_blank_lines():
     """Every imported reply of the corpus history is what `ai_output` writes: its first line comes
     after a blank line. (The old reading made 329 replies out of tool output's continuation lines.)"""
-    (path,) = corpus_files("aider-chat-history-md")
-    raw = path.read_text(encoding="utf-8").split("\n")
+    path, raw = corpus_history()
     transcripts = load_transcripts(path)
     replies = [i for t in transcripts for i in t.items if i.kind == "assistant" and not i.meta.get("no_reply")]
     not_after_blank = [i.meta["line"] for i in replies if i.meta["line"] > 1 and raw[i.meta["line"] - 2].strip()]

@@ -21,8 +21,7 @@ import pytest
 
 from compaction_bench.importing import load_transcripts
 from compaction_bench.transcript import Item, Transcript
-from tests.conftest import corpus_files
-from tests.test_import_audit_aider import AiderLog
+from tests.test_import_audit_aider import AiderLog, corpus_history, reply_after
 
 EVENT = "aider-edit-format-error"
 URL = "https://aider.chat/docs/troubleshooting/edit-errors.html"
@@ -110,9 +109,6 @@ def history() -> tuple[str, list[str]]:
     return log.text, [no_match(), no_match(passed=1), PARSE_ERROR, NO_FILENAME, OTHER.removesuffix("\n")]
 
 
-def _reply_after(items: list[Item], index: int) -> Item | None:
-    return next((i for i in items[index + 1 :] if i.kind != "marker"), None)
-
 
 def _sent(transcripts: list[Transcript]) -> list[tuple[Transcript, int, Item]]:
     return [(t, n, i) for t in transcripts for n, i in enumerate(t.items) if i.meta.get("event") == EVENT]
@@ -132,7 +128,7 @@ def test_edit_format_errors_are_the_messages_the_model_got(tmp_path: Path):
     assert [i.meta.get("approximate") for _, _, i in sent] == [None, None, None, None, "final line break unknown"]
     notices = [n + 1 for n, line in enumerate(text.split("\n")) if line == "> The LLM did not conform to the edit format.  "]
     assert len(notices) == 7 and [i.meta["line"] for _, _, i in sent] == notices[:5]
-    replies = [_reply_after(list(t.items), n) for t, n, _ in sent]
+    replies = [reply_after(list(t.items), n) for t, n, _ in sent]
     assert [(r.kind, r.text) for r in replies if r is not None] == [
         ("assistant", "Sorry, the line has trailing spaces."),
         ("assistant", "Here is the fixed bl"),
@@ -196,8 +192,7 @@ def raw_edit_errors(lines: list[str]) -> list[dict]:
 
 @pytest.mark.corpora
 def test_corpus_edit_format_errors_item_by_item():
-    (path,) = corpus_files("aider-chat-history-md")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    path, lines = corpus_history()
     raw = raw_edit_errors(lines)
     # 57 errors: 3 cut by the reflection limit, 2 in `--apply` runs, 52 sent.
     assert (len(raw), sum(c["sent"] for c in raw)) == (57, 52)
@@ -211,7 +206,7 @@ def test_corpus_edit_format_errors_item_by_item():
             if item.meta.get("event") == EVENT:
                 assert item.synthetic and item.meta["from_agent"] and "approximate" not in item.meta
                 got[item.meta["line"]] = item.text
-                replies[item.meta["line"]] = _reply_after(items, index)
+                replies[item.meta["line"]] = reply_after(items, index)
     assert got == expected
     # The model's answer follows: the next unquoted text of the file, except where the request was cut.
     without_text = []

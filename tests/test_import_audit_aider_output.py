@@ -22,9 +22,7 @@ from pathlib import Path
 import pytest
 
 from compaction_bench.importing import load_transcripts
-from compaction_bench.transcript import Item
-from tests.conftest import corpus_files
-from tests.test_import_audit_aider import AiderLog
+from tests.test_import_audit_aider import AiderLog, corpus_history, reply_after
 
 WRAPPER = "I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}\n"
 ASK_CONFIRM = "Add the output to the chat?"  # confirm_ask, to 2024-07-28
@@ -81,10 +79,6 @@ def history() -> str:
     return log.text
 
 
-def _reply_after(items: list[Item], index: int) -> Item | None:
-    """The first item after `items[index]` that is not a marker."""
-    return next((i for i in items[index + 1 :] if i.kind != "marker"), None)
-
 
 def test_added_outputs_are_the_user_messages_the_model_got(tmp_path: Path):
     path = tmp_path / ".aider.chat.history.md"
@@ -111,7 +105,7 @@ def test_added_outputs_are_the_user_messages_the_model_got(tmp_path: Path):
     replies = []
     for item in added:
         typed = next(i for i in reversed(items[: items.index(item)]) if i.kind == "user")
-        reply = _reply_after(items, items.index(item))
+        reply = reply_after(items, items.index(item))
         assert item.turn == typed.turn and typed.text in ("/run pytest tests/x.py", "!ls", "/test pytest tests/x.py", "/run  make", "/run make lint")
         assert reply is not None and reply.kind == "assistant"
         replies.append((reply.text, reply.meta.get("no_reply", False)))
@@ -173,8 +167,7 @@ def raw_command_outputs(lines: list[str]) -> list[dict]:
 
 @pytest.mark.corpora
 def test_corpus_command_outputs_item_by_item():
-    (path,) = corpus_files("aider-chat-history-md")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    path, lines = corpus_history()
     raw = raw_command_outputs(lines)
     asked = [c for c in raw if c["answer"] is not None]
     tests = [c for c in raw if c["name"] == "/test"]
@@ -197,7 +190,7 @@ def test_corpus_command_outputs_item_by_item():
         items = list(transcript.items)
         for index, item in enumerate(items):
             if item.meta.get("event") == "aider-run-output":
-                reply = _reply_after(items, index)
+                reply = reply_after(items, index)
                 assert item.synthetic and reply is not None and reply.kind == "assistant"
                 got[item.meta["command_line"]] = (item.text, reply.meta["line"])
     assert got == expected

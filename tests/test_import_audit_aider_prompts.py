@@ -27,9 +27,7 @@ from pathlib import Path
 import pytest
 
 from compaction_bench.importing import load_transcripts
-from compaction_bench.transcript import Item
-from tests.conftest import corpus_files
-from tests.test_import_audit_aider import AiderLog
+from tests.test_import_audit_aider import AiderLog, corpus_history, reply_after
 
 RUN_OUTPUT = "I ran this command:\n\n{command}\n\nAnd got this output:\n\n{output}\n"
 ADDED_FILES = "I added these files to the chat: {fnames}\nLet me know if there are others we should add."
@@ -118,9 +116,6 @@ def _stripped(text: str) -> str:
     return "\n".join(line.strip() for line in text.splitlines()) + "\n"
 
 
-def _reply_after(items: list[Item], index: int) -> Item | None:
-    return next((i for i in items[index + 1 :] if i.kind != "marker"), None)
-
 
 def test_messages_aider_sends_itself_are_imported(tmp_path: Path):
     text, errors = history()
@@ -144,9 +139,9 @@ def test_messages_aider_sends_itself_are_imported(tmp_path: Path):
     for transcript, item in sent:
         items = list(transcript.items)
         assert item.synthetic and item.kind == "user"
-        reply = _reply_after(items, items.index(item))
+        reply = reply_after(items, items.index(item))
         assert reply is not None and reply.kind == "assistant"
-    assert [_reply_after(list(t.items), list(t.items).index(i)).text for t, i in sent] == [  # type: ignore[union-attr]
+    assert [reply_after(list(t.items), list(t.items).index(i)).text for t, i in sent] == [  # type: ignore[union-attr]
         "Defining x.", "f must return 2; see app.py and lib/util.py for where it is called.", "Now I can see both files.", "Renaming y too."
     ]
     # Every question stays in the output markers with its answer; no turn is added.
@@ -267,8 +262,7 @@ def raw_reflections(lines: list[str]) -> list[dict]:
 
 @pytest.mark.corpora
 def test_corpus_reflected_messages_item_by_item():
-    (path,) = corpus_files("aider-chat-history-md")
-    lines = path.read_text(encoding="utf-8").split("\n")
+    path, lines = corpus_history()
     raw = raw_reflections(lines)
     by_question = {q: [c for c in raw if c["question"] == q] for q in {c["question"] for c in raw}}
     lint, test, files = (by_question[q] for q in ("Attempt to fix lint errors?", "Attempt to fix test errors?", "Add these files to the chat?"))
@@ -283,7 +277,7 @@ def test_corpus_reflected_messages_item_by_item():
         items = list(transcript.items)
         for index, item in enumerate(items):
             if item.meta.get("event") in EVENTS:
-                reply = _reply_after(items, index)
+                reply = reply_after(items, index)
                 assert item.synthetic and reply is not None and reply.kind == "assistant"
                 got[item.meta["line"]] = (item.text, reply.meta["line"])
     assert got == expected
