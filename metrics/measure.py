@@ -108,12 +108,11 @@ def _decided_on_recorded(result: ReplayResult, compaction: CompactionRecord, hel
     return source == "recorded" and compaction.estimate_tokens is not None
 
 
-def _request_rows(result: ReplayResult) -> tuple[list[dict[str, Any]], dict[int, _Billed]]:
+def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[dict[str, Any]], dict[int, _Billed]]:
     rows: list[dict[str, Any]] = []
     compaction_billed: dict[int, _Billed] = {}
     owners = _summary_calls(result)
     inherited = integrity.recorded_orphans(result.transcript)
-    held = _held_usage(result)
     for request in result.requests:
         violations = integrity.check(request.messages)
         on_recorded = held[request.index] == "recorded" and request.estimate_tokens is not None
@@ -167,9 +166,8 @@ COMPACTION_COLUMNS = (
 )
 
 
-def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]) -> list[dict[str, Any]]:
+def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed], held: list[str | None]) -> list[dict[str, Any]]:
     nothing = _Billed()
-    held = _held_usage(result)
     rows = []
     for c in result.compactions:
         on_recorded = _decided_on_recorded(result, c, held)
@@ -214,9 +212,10 @@ def measure_cell(
     records (the engine's provider computed them); only the facts' ages need a token count here,
     made as the provider counts (`MessageCounter`)."""
     provider = MessageCounter(result.profile, hidden=HiddenTokens.of(result.transcript))
-    requests, compaction_billed = _request_rows(result)
+    held = _held_usage(result)  # the usage the strategy held at each request, for both tables
+    requests, compaction_billed = _request_rows(result, held)
     return CellTables(
         requests=requests,
-        compactions=_compaction_rows(result, compaction_billed),
+        compactions=_compaction_rows(result, compaction_billed, held),
         probes=retention.probe_rows(result, probes, provider, answerer, judge, repeat),
     )
