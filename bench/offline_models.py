@@ -10,8 +10,11 @@ best-matching span.
   max_tokens) capped at `SUMMARY_TARGET_TOKENS` (about a real model's summary length; `bench
   calibrate` compares it with the real summaries in the corpora). The selection never looks at the
   template's section titles: they only decide the layout (a line goes under the first heading
-  whose title fits its category, else the first), so renaming headings does not change which
-  facts fit. It cannot read instructions beyond headings (an instruction to drop everything or to
+  whose title fits its category, else the first), so headings renamed to titles of the same
+  length and section rule change no summary of a whole replay (tests/test_offline_summarizer.py).
+  Two things of a title do count: its characters take their share of the budget (a shorter title
+  leaves room for a line more, which a session that compacts many times carries on), and in
+  update mode a previous summary's lines are scored by their section's rule. It cannot read instructions beyond headings (an instruction to drop everything or to
   be vague has no effect), which is why `bench gate` refuses template-only comparisons with it.
   The request's last user message and its system messages are instructions; a tag block in them holds
   conversation unless the prompt names its tag in a sentence ("inside <summary> tags"): then it is an

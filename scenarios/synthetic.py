@@ -44,6 +44,21 @@ never share one; line limits before and after a change never coincide). Then 5 o
 tool outputs only, every answer but one is first stated at its source by the grader's own presence
 rule, and 3 or more sources lie in the second half of each session.
 
+Balanced sessions are also laid out like recorded ones (plain sessions keep their layout). Work
+comes in long tool loops: the kickoff's orientation, the decision's exploration, the implementation
+and each user request run until the next planted turn is due, so a session has 14 to 23 real user
+turns (`short-turns`: 69 to 80, its loops 5 to 12 steps). The calls mix as recorded sessions mix
+them: edits whose `apply_patch` arguments carry whole rewritten functions, new modules and test
+files written whole, many calls with tiny outputs (`git add`, `ruff check`, `ls`, `rg -l`, `wc -l`,
+one test, `git diff --stat`), and reads of a function's neighbourhood rather than whole files. The
+agent explains its next step in a few sentences. Measured with o200k tokens of every item on seeds
+0, 7 and 14 (21 sessions) against the corpora's 18 coding sessions of 50k tokens or more
+(tests/test_synthetic_shape.py keeps each figure within 30% of the corpora's): tool outputs are 53% of
+a session's tokens (corpora: 49%), tool calls 31% (32%), an output's median 42 tokens (42),
+assistant texts 121 tokens on average (124); user turns median 17 (corpora median 6.5, mean 20:
+eight sessions have one or two, the other ten 6 to 88). Before, these sessions had the
+plain layout: 92%, 4%, 195, 18 and about 60.
+
 Defensible but not neutral (both modes):
 - the files a turn modified are paths, which every listing, `rg` hit and `git status` holds: a
   context that kept such outputs holds the set without the assistant's statement of it (the one
@@ -51,13 +66,14 @@ Defensible but not neutral (both modes):
 - the protected folder is the same AGENTS.md rule in every scenario, and the modified-file sets are
   three of five files of the same repository, so those two answers recur across scenarios;
 - AGENTS.md is injected context, which strategies that re-inject it after a compaction keep;
-- shapes differ from the recorded sessions (o200k tokens of every item, seeds 0, 7 and 14 against
-  the corpora):
-  tool outputs are 92% of a session's tokens (corpora sessions of 50k tokens or more: 49%), tool
-  calls 4% (32%: real edits and writes carry whole files), an output's median 198 tokens (42:
-  real sessions have many tiny outputs), assistant texts 18 tokens on average (124), and about 58
-  real user turns per session (6.5). Masking old outputs therefore frees more of a synthetic
-  session than of a recorded one.
+- plain sessions' shapes differ from the recorded sessions (o200k tokens of every item, seeds 0,
+  7 and 14 against the corpora): tool outputs are 92% of a session's tokens (49%), tool calls 4%
+  (32%), an output's median 198 tokens (42), assistant texts 18 tokens on average (124), and about
+  58 real user turns per session (6.5), so masking old outputs frees more of a plain session than
+  of a recorded one; balanced sessions match the corpora on the first four and have 14 to 23 turns
+  (above the corpora's median: ten to thirteen of them carry planted facts);
+- the generated code is a vocabulary's recombination: edits rewrite whole functions and new files
+  are generated modules, so an edit's size matches recorded ones but its content is not a real fix.
 """
 
 from __future__ import annotations
@@ -74,6 +90,7 @@ from compaction_bench.profiles import get_profile
 from compaction_bench.provider import SimulatedProvider
 from compaction_bench.request import message_from_item
 from compaction_bench.scenarios.synthetic_repo import (
+    NOUNS,
     ROOT,
     Failure,
     VirtualRepo,
@@ -106,12 +123,15 @@ class Shape:
     huge_outputs: int = 0  # tool outputs larger than HUGE_OUTPUT_TOKENS
     long_loop: bool = False  # the implementation turn is one huge tool loop
     constraint_change: bool = False  # the user changes a constraint and reverses a decision
+    #: Tool steps of a work turn with balanced facts (min, max): recorded sessions work in long
+    #: loops between few user messages; the loop also ends where the next planted turn is due.
+    loop_steps: tuple[int, int] = (40, 120)
 
 
 SHAPE_SPECS: dict[str, Shape] = {
     s.name: s
     for s in (
-        Shape("short-turns", "many short turns: quick questions and one- or two-step tool loops", 190_000, (1, 2), chat=0.45),
+        Shape("short-turns", "many short turns: quick questions and one- or two-step tool loops", 190_000, (1, 2), chat=0.45, loop_steps=(5, 12)),
         Shape("long-loop", "one huge tool loop in a single turn (most of the session)", 210_000, (2, 5), long_loop=True),
         Shape("parallel-calls", "most responses issue several tool calls at once", 200_000, (2, 5), parallel=0.75),
         Shape("aborted-calls", "the user interrupts running tool calls, which never get a result", 190_000, (2, 5), abort=0.35),
@@ -349,6 +369,9 @@ class _Session:
         self.clock = datetime(2026, 3, 2, 8, 30, tzinfo=UTC) + timedelta(seconds=self.rng.randrange(4 * 3600))
         self.huge_left = shape.huge_outputs
         self.interrupted: _Call | None = None
+        self.aborted = 0  # calls interrupted so far
+        self.due = 1.0  # share of the target size at which the next planted turn is due
+        self.screenshots = 0  # user messages with a screenshot so far
 
     # ------------------------------------------------------------- items
     def _stamp(self, low: float, high: float) -> str:
@@ -409,6 +432,7 @@ class _Session:
         """A response whose last call the user interrupted: no result, an `aborted` marker."""
         calls[-1].output = None
         items = self.step(calls, reasoning=reasoning)
+        self.aborted += 1
         self.interrupted = calls[-1]
         self._add("marker", 5, 40, meta={"event": "aborted", "reason": "interrupted by the user"})
         return [i for i in items if i.kind == "tool_call"][-1]
@@ -501,8 +525,11 @@ class _Session:
             preface = "" if n else self.rng.choice(("", f"Looking at {fn} in {path} first.", f"Let me check {path}."))
             self.step(list(calls.values()), text=preface, reasoning=self._thought(path, fn))
 
-    def work_turn(self) -> None:
+    def work_turn(self, until: float = 1.0) -> None:
         """An ordinary user request: a question, a tool loop, maybe interrupted or with a screenshot."""
+        if self.balanced:
+            self._recorded_work_turn(until)
+            return
         path, fn = self._focus()
         rng = self.rng
         if rng.random() < self.shape.chat:
@@ -547,6 +574,159 @@ class _Session:
             + ("I patched it." if path in self.repo.edits else "No changes made yet."),
         )))
 
+    # ------------------------------------------------------------- recorded-session layout (balanced facts)
+    def _real_action(self, path: str, fn: str, edits: str) -> _Call:
+        """One tool call as recorded coding sessions mix them: many tiny outputs (staging, lint,
+        listings, one test), edits and new files whose arguments carry the code, and fewer reads,
+        greps and test runs. `edits`: "any" (the focus file, or a new file), "focus" (only `path`)
+        or "none"."""
+        rng, repo = self.rng, self.repo
+        if self.huge_left > 0 and self.progress > 0.5:
+            self.huge_left -= 1
+            return self.log(huge=True)
+        test_path = "tests/test_" + path.rsplit("/", 1)[-1]
+        tests = repo.functions(test_path) if test_path in repo.files else []
+        kinds = ("edit", "write", "stage", "lint", "compile", "ls", "files", "count", "test-one", "slice", "read", "grep", "test", "diffstat", "status")
+        weights = (22 if edits != "none" else 0, 5 if edits == "any" else 0, 3, 5, 1, 6, 8, 1, 5 if tests else 0, 10, 11, 9, 5 if tests else 0, 5, 2)
+        choice = rng.choices(kinds, weights)[0]
+        if choice == "edit":
+            if rng.random() < 0.75:
+                text = repo.rewrite(rng, path, rng.choice((fn, fn, *repo.functions(path))))
+            else:
+                text = repo.patch(rng, path, f"guard {fn} against a batch settled twice")
+            return _Call("apply_patch", {"input": text}, shell_output(f"Success. Updated the following files:\nM {path}", 0, 0.0))
+        if choice == "write":
+            if rng.random() < 0.6:
+                new, tested = f"tests/test_{fn}_{rng.choice(('regressions', 'edge_cases', 'held_entries', 'tenants'))}.py", path
+            else:
+                new, tested = f"ledger/{rng.choice(NOUNS)}_{rng.choice(('helpers', 'guards', 'checks', 'rules'))}.py", ""
+            if new in repo.files:
+                return _shell(f"git add {new}", "", 0, 0.1)
+            return _Call("apply_patch", {"input": repo.add_file(rng, new, tested)}, shell_output(f"Success. Updated the following files:\nA {new}", 0, 0.0))
+        if choice == "stage":
+            return _shell(f"git add {path}", "", 0, 0.1)
+        if choice == "lint":
+            found = rng.random() < 0.25
+            output = f"{path}:{rng.randint(3, 14)}:1: F401 [*] `typing.Any` imported but unused\nFound 1 error.\n[*] 1 fixable with the `--fix` option." if found else "All checks passed!"
+            return _shell(f"ruff check {path}", output, int(found), 0.2)
+        if choice == "compile":
+            return _shell(f"python -m py_compile {path}", "", 0, 0.3)
+        if choice == "ls":
+            folder = path.rsplit("/", 1)[0]
+            return _shell(f"ls {folder}", repo.listing(folder), 0, 0.1)
+        if choice == "files":
+            return _shell(f"rg -l '\\b{fn}\\b' ledger tests", repo.files_matching(rf"\b{fn}\b"), 0, 0.1)
+        if choice == "count":
+            return _shell(f"wc -l {path}", f"{len(repo.files[path]):>5} {path}", 0, 0.1)
+        if choice == "test-one":
+            return _shell(f"pytest -q {test_path}::{rng.choice(tests)}", f".{' ' * 71}[100%]\n1 passed in {rng.uniform(0.1, 0.9):.2f}s", 0, 1.2)
+        if choice == "slice":
+            start = max(1, repo.definition(path, fn) - rng.randint(0, 4))
+            end = start + rng.randint(4, 20)
+            return _shell(f"sed -n '{start},{end}p' {path}", "\n".join(repo.files[path][start - 1 : end]), 0, 0.1)
+        if choice == "read":
+            if rng.random() < 0.15:
+                return self.read(path)
+            start = max(1, repo.definition(path, fn) - rng.randint(0, 20))
+            limit = rng.randint(20, 60)
+            return _Call("read_file", {"path": path, "offset": start, "limit": limit}, repo.numbered(path, start, limit))
+        if choice == "grep":
+            pattern = rf"\b{fn}\b" if rng.random() < 0.7 else rng.choice(("TODO", "logger.debug", "amount_cents", "tenant_id"))
+            hits = repo.grep(pattern, limit=25)
+            return _shell(f"rg -n '{pattern}' ledger tests | head -n 25", hits, 0 if hits else 1, 0.1)
+        if choice == "diffstat":
+            changed = repo.edits.get(path, 0)
+            stat = f" {path} | {2 * changed} {'+' * changed}{'-' * (changed // 2)}\n 1 file changed, {2 * changed} insertions(+), {changed} deletions(-)"
+            return _shell(f"git diff --stat -- {path}", stat if changed else "", 0, 0.1)
+        if choice == "test":
+            failing = [Failure(test_path, f"test_{fn}_regression", path, fn, rng.choice(GENERIC_ERRORS))] if rng.random() < 0.3 else []
+            return self.tests(test_path, failing)
+        return _shell("git status --short && git diff --stat", git_status(repo), 0, 0.1)
+
+    def _narration(self, path: str, fn: str) -> str:
+        """What the agent says before its next calls: what it found and what it will do, in a few sentences."""
+        rng = self.rng
+        attr = rng.choice(("amount_cents", "tenant_id", "status", "entries", "posted_at"))
+        test_path = "tests/test_" + path.rsplit("/", 1)[-1]
+        findings = (
+            f"{fn} in {path} reads {attr} straight off each entry and never checks whether the entry is held, so a held entry can still end up in the batch total.",
+            f"The callers of {fn} all pass in the batch they loaded at the start of the request, which means a second call in the same request sees a stale {attr}.",
+            f"Nothing in {path} stops a batch from being settled twice: the status check runs after the amounts are summed, not before.",
+            f"The existing tests only cover the happy path of {fn}; none of them builds a batch with held or refunded entries, which is exactly the case that breaks.",
+            f"{fn} does two jobs at once: it normalizes {attr} and it decides whether an entry is posted, which is why every earlier fix landed in the wrong place.",
+            f"The diff so far is small and stays inside {path}; the public signature of {fn} has not changed, so the API layer needs nothing.",
+            f"{attr} is set in two places, once when the entry is created and again in {fn}, and the second write wins even when it carries an older value.",
+        )
+        plans = (
+            f"Next I'll read the rest of {path} around {fn} to see where {attr} gets its value before I change anything.",
+            f"I'll rewrite {fn} so the check comes first and the sum only covers posted entries, then run {test_path} to confirm nothing else moved.",
+            f"After that I'll search for the other callers of {fn} across ledger/ and tests/, since a change in what it returns would ripple into them.",
+            "Then I'll add a regression test that builds a batch with one held entry and asserts the total, so this stays fixed.",
+            "Once the tests pass I'll stage the file and run ruff on it, as AGENTS.md asks before a change counts as done.",
+            "I'm keeping the change small: no new dependencies, no renames, and the behaviour for tenants without held entries stays the same.",
+            f"If the tests for {path} are slow I'll run the single failing case first and the whole file once at the end.",
+        )
+        sentences = rng.sample(findings, rng.randint(1, 3)) + rng.sample(plans, rng.randint(2, 3))
+        return " ".join(sentences)
+
+    def _recorded_loop(self, path: str, fn: str, steps: int, edits: str, until: float | None = None) -> None:
+        """`steps` tool steps (or fewer, once the session reaches `until` of its size) on one area of
+        the code, the agent explaining its next move now and then."""
+        for n in range(steps):
+            if n and until is not None and self.progress >= until:
+                return
+            width = self.rng.randint(2, 4) if self.rng.random() < self.shape.parallel else 1
+            calls: dict[str, _Call] = {}
+            for _ in range(width):
+                call = self._real_action(path, fn, edits)
+                calls.setdefault(json.dumps(call.arguments), call)
+            text = self._narration(path, fn) if n == 0 or self.rng.random() < 0.3 else ""
+            self.step(list(calls.values()), text=text, reasoning=self._thought(path, fn))
+
+    def _recorded_work_turn(self, until: float) -> None:
+        """A user request answered by one long tool loop that runs until the next planted turn is due
+        (short-turns: a question or a short loop); screenshots and interruptions by the shape's odds,
+        and at least three of each in the shapes that have them."""
+        path, fn = self._focus()
+        rng = self.rng
+        if rng.random() < self.shape.chat:
+            self.user(rng.choice((
+                f"Quick question: what does {fn} return when the batch has no entries?",
+                f"Is {fn} in {path} safe to call twice for the same batch?",
+                f"ok. and who calls {fn}?",
+                "thanks, that makes sense. keep going",
+            )))
+            self._recorded_loop(path, fn, max(1, rng.randint(*self.shape.loop_steps) // 3), "none", until)
+            self.step(text=self._narration(path, fn))
+            return
+        screenshot = self.shape.images > 0 and (self.screenshots < 3 or rng.random() < self.shape.images)
+        attachments = (_screenshot(rng, self.clock),) if screenshot else ()
+        request = rng.choice((
+            f"Can you look at how {fn} in {path} handles held entries? Something is off with the amounts.",
+            f"Please add debug logging around {fn} in {path}, and tests for it.",
+            f"Run the tests for {path} and fix whatever fails.",
+            f"Why does {fn} take the tenant? Explain, and clean it up if it's unused.",
+            f"Review {path} for places that could double-post a batch and fix what you find.",
+        ))
+        if attachments:
+            self.screenshots += 1
+            request = f"This is what the settlement dashboard shows after the last deploy (screenshot attached). {request}"
+        self.user(request, attachments)
+        if attachments and (self.screenshots == 1 or rng.random() < 0.5):
+            shot = _Call("view_image", {"path": "screenshots/settlement-dashboard.png"}, "Attached image: screenshots/settlement-dashboard.png (1440x900)", (_screenshot(rng, self.clock),))
+            self.step([shot], reasoning="**Looking at the screenshot**\n\nCompare the dashboard totals with the stored screenshot from before the deploy.")
+        self._recorded_loop(path, fn, rng.randint(*self.shape.loop_steps), "any", until)
+        if self.shape.abort and (self.aborted < 3 or rng.random() < self.shape.abort):
+            command = "pytest -q" if rng.random() < 0.5 else f"ledger export --tenant {rng.choice(TENANTS)}"
+            calls = [self.read(path), _shell(command, "")] if rng.random() < self.shape.parallel + 0.3 else [_shell(command, "")]
+            self.abort(calls, f"**Reproducing**\n\nRun `{command}` to reproduce the issue end to end.")
+            return
+        self.step(text=(
+            f"Done with {fn} in {path}: the check on held entries now runs before the amounts are summed, and the new "
+            f"test covers a batch with one held entry. The tests for {path} pass and ruff is clean; I left everything "
+            "outside it alone. Tell me if you want the same treatment for the other settlement paths."
+        ))
+
     # ------------------------------------------------------------- planted turns
     def kickoff(self) -> None:
         f = self.facts
@@ -572,6 +752,8 @@ class _Session:
             self.step(calls[1:])
         else:
             self.step(calls, reasoning="**Finding the retry logic**\n\nRead retry.py and settlement.py together.")
+        if self.balanced:  # recorded sessions orient themselves at length before the first answer
+            self._recorded_loop("ledger/retry.py", "compute_delay", self.rng.randint(*self.shape.loop_steps), "none", self.due)
         self.step(text="The retry logic lives in ledger/retry.py (compute_delay and call_with_retry); ledger/settlement.py calls it from settle_batch_entries.")
 
     def failing_tests(self) -> None:
@@ -610,7 +792,7 @@ class _Session:
         topic, (chosen, pattern), (other, other_pattern) = self.facts.decision
         if self.balanced:  # the options' own words first appear in the user's choice
             self.user(f"For {topic}: what are our options? Give me the trade-offs before changing anything.")
-            self._loop("ledger/retry.py", "call_with_retry", 1, allow_patch=False)
+            self._recorded_loop("ledger/retry.py", "call_with_retry", self.rng.randint(*self.shape.loop_steps), "none", self.due)
             self.step(text=f"Option 1: {OPTION_DESCRIPTIONS[chosen]}. Option 2: {OPTION_DESCRIPTIONS[other]}. Either works; tell me which.")
         else:
             self.user(f"For {topic}: should we go with {chosen} or {other}? Give me the trade-offs before changing anything.")
@@ -628,14 +810,21 @@ class _Session:
         self.user(f"Implement that for {topic} now. Touch only what you need.")
         files = self.rng.sample(["ledger/retry.py", "ledger/api.py", "ledger/sync/worker.py", "ledger/settlement.py", "tests/test_retry.py"], 3)
         touched: list[str] = []
+        start = self.progress
         for n, path in enumerate(files):
             fn = self.rng.choice(self.repo.functions(path))
             self.step([self.read(path)], reasoning=self._thought(path, fn))
             self.step([self.patch(path, chosen)], text="" if n else "Patching now.")
             touched.append(path)
+            if self.balanced and not self.shape.long_loop:  # a long loop up to the next planted turn
+                steps = self.rng.randint(*self.shape.loop_steps) // len(files)
+                self._recorded_loop(path, fn, steps, "focus", start + (self.due - start) * (n + 1) / len(files))
             if self.shape.long_loop:
                 while self.progress < 0.2 + 0.65 * (n + 1) / len(files):
-                    self._loop(path, fn, 1, allow_patch=False)
+                    if self.balanced:  # edits of this file only: the set of files modified stays `files`
+                        self._recorded_loop(path, fn, 1, "focus")
+                    else:
+                        self._loop(path, fn, 1, allow_patch=False)
         self.step([self.tests("tests/test_retry.py")])
         done = self.step(text=f"Implemented {chosen} for {topic}. Files modified: {', '.join(touched)}. All retry tests pass.")[-1]
         self.probe("artifact-files-modified", "artifact", f"Which files were modified to implement {topic}?", touched, "set", done)
@@ -706,7 +895,6 @@ class _Session:
         agents = self._add("user", 0, 1, text=AGENTS_MD.format(root=ROOT), synthetic=True)
         self.probe("constraint-vendor", "constraint", "Under which folder must files never be edited?", "ledger/vendor/", "contains", agents, first=True)
         self._add("user", 0, 1, text=ENVIRONMENT.format(root=ROOT), synthetic=True)
-        self.kickoff()
         schedule: list[tuple[float, Any]] = [(0.06, self.failing_tests), (0.14, self.stuck_batch), (0.22, self.decide), (0.3, self.implement)]
         if self.shape.abort:
             schedule.append((0.45, self.interrupted_sync))
@@ -716,11 +904,15 @@ class _Session:
         if self.balanced:
             schedule += [(0.56, self.lock_history), (0.84, self.export_tests)]
             schedule.sort(key=lambda entry: entry[0])
+        self.due = schedule[0][0]
+        self.kickoff()
         while schedule or self.progress < 1:
             if schedule and (self.progress >= schedule[0][0] or self.progress >= 1):
-                schedule.pop(0)[1]()
+                planted = schedule.pop(0)[1]
+                self.due = schedule[0][0] if schedule else 1.0
+                planted()
             else:
-                self.work_turn()
+                self.work_turn(until=schedule[0][0] if schedule else 1.0)
         self.closing()
 
 

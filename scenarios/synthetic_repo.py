@@ -213,6 +213,46 @@ class VirtualRepo:
         )
         return f"*** Begin Patch\n*** Update File: {path}\n@@\n{body}\n*** End Patch"
 
+    def rewrite(self, rng: random.Random, path: str, name: str) -> str:
+        """Replace the body of function `name` in `path` with a new one (in place) and return the
+        apply_patch text of the change: a whole-function hunk, as recorded edits carry."""
+        lines = self.files[path]
+        start = self.definition(path, name) - 1
+        end = next((n for n in range(start + 1, len(lines)) if not lines[n].strip()), len(lines))
+        old = lines[start:end]
+        indent = old[0][: len(old[0]) - len(old[0].lstrip())]
+        new = _function(rng, name, indent=indent)
+        for _ in range(rng.randint(1, 5)):  # a longer body: the change usually adds handling
+            new[-1:-1] = _statement(rng, rng.sample(NOUNS, 2), indent + "    ")
+        lines[start:end] = new
+        self.edits[path] = self.edits.get(path, 0) + 1
+        context = lines[max(0, start - 3) : start]
+        body = "\n".join([*(f" {c}" for c in context), *(f"-{o}" for o in old), *(f"+{n}" for n in new)])
+        return f"*** Begin Patch\n*** Update File: {path}\n@@ def {name}(\n{body}\n*** End Patch"
+
+    def add_file(self, rng: random.Random, path: str, tested: str = "") -> str:
+        """Create `path` (tests of module `tested` when given, else a new module) and return the
+        apply_patch text that writes it whole."""
+        if tested:
+            functions = self.functions(tested)
+            self.files[path] = test_file(rng, tested, rng.sample(functions, min(3, len(functions))))
+        else:
+            self.files[path] = python_module(rng, path, ())
+        self.edits[path] = self.edits.get(path, 0) + 1
+        body = "\n".join(f"+{line}" for line in self.files[path])
+        return f"*** Begin Patch\n*** Add File: {path}\n{body}\n*** End Patch"
+
+    def listing(self, folder: str) -> str:
+        """`ls folder`: the names directly inside it."""
+        prefix = folder.rstrip("/") + "/"
+        names = {p[len(prefix) :].split("/", 1)[0] + ("/" if "/" in p[len(prefix) :] else "") for p in self.files if p.startswith(prefix)}
+        return "\n".join(sorted(names))
+
+    def files_matching(self, pattern: str) -> str:
+        """`rg -l pattern`: the paths holding a match."""
+        regex = re.compile(pattern)
+        return "\n".join(p for p, lines in self.files.items() if any(regex.search(line) for line in lines))
+
 
 # ------------------------------------------------------------------- tool output shapes
 def shell_output(output: str, exit_code: int = 0, seconds: float = 0.4) -> str:
