@@ -25,9 +25,16 @@ prices and cache rules come from the map; the provider family decides the rest:
   not at all.
 - Prices: the map's per-token prices, with its tiers applied per request by its input tokens as
   litellm does (`Prices.at`): `*_above_<N>k_tokens` thresholds (for xAI's models from N itself), or
-  the `tiered_pricing` table of input ranges some entries have instead. A cached-input price the map
-  gives as 0 is a free hit; where it gives none, the family's discount stands in (`metrics/cost.py`),
-  or, for an API the map only flags as caching, the input price (litellm's rule).
+  the `tiered_pricing` table of input ranges some entries have instead. A price the map gives as 0 is
+  free; one it does not give at all is unknown: a model without an input or output price (Bedrock's
+  commitment entries, Snowflake's, GitHub Copilot's, ...) is **unpriced** (`Prices.missing`), and its
+  requests cost NaN dollars, not $0. A cached-input price the map gives as 0 is a free hit; where it
+  gives none (`Prices.cached_input` None), the family's discount stands in (`metrics/cost.py`), or,
+  for an API the map only flags as caching, the input price (litellm's rule). Claude and Gemini
+  served by a third party (DeepInfra, GMI, OCI, ... : not Anthropic, Google or Bedrock) follow that
+  API's billing, not the family's discount: litellm bills a cache hit or write the map does not
+  price there at the input price, so such a model caches only where the map says the API caches
+  (hits at the input price), and writes what Anthropic's rules write at the input price.
 - Tokenizer: o200k_base for OpenAI's GPT-4o and later, else cl100k_base (for Anthropic and
   DeepSeek an approximation: the offline tokenizers are the two tiktoken encodings).
 
@@ -46,6 +53,7 @@ import importlib.util
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -148,14 +156,24 @@ class PriceTier:
 class Prices:
     """Dollars per token; `tiers`: other prices for requests with more input tokens (`at`);
     `inclusive_thresholds`: a threshold tier already applies to a request of exactly its threshold (xAI's
-    rule, which litellm applies to the `xai` provider's entries), not only above it."""
+    rule, which litellm applies to the `xai` provider's entries), not only above it. `cached_input` None:
+    the map states no cached-input price (the cache policy's multiplier of the input price stands in),
+    0.0: a free hit. `missing`: the prices the map does not state that every request needs (`unpriced`).
+    A profile stored by an older version is read into these terms by `stored_profile`."""
 
     input: float = 0.0
     output: float = 0.0
-    cached_input: float = 0.0
+    cached_input: float | None = None
     cache_write: float = 0.0
     tiers: tuple[PriceTier, ...] = ()
     inclusive_thresholds: bool = False
+    missing: tuple[str, ...] = ()
+
+    @property
+    def unpriced(self) -> bool:
+        """Whether a request's dollars are unknown: the map does not state a price it needs (`missing`
+        names them, "input" or "output"); `input`/`output` then hold 0.0, which is no price."""
+        return bool(self.missing)
 
     def at(self, input_tokens: int) -> Prices:
         """The flat prices of a request of `input_tokens` (cached and written tokens included), as
@@ -171,7 +189,8 @@ class Prices:
         prices = replace(self, tiers=(), inclusive_thresholds=False)
         for tier in sorted((t for t in self.tiers if t.upto is None), key=lambda t: t.above):
             if input_tokens > tier.above or (self.inclusive_thresholds and input_tokens == tier.above):
-                prices = Prices(
+                prices = replace(
+                    prices,
                     input=prices.input if tier.input is None else tier.input,
                     output=prices.output if tier.output is None else tier.output,
                     cached_input=prices.cached_input if tier.cached_input is None else tier.cached_input,
@@ -281,15 +300,30 @@ def table_tiers(entry: dict[str, Any]) -> tuple[PriceTier, ...]:
 
 
 def entry_prices(entry: dict[str, Any]) -> Prices:
-    """The prices of a map entry, tiers of both kinds included (`price_tiers`, `table_tiers`)."""
+    """The prices of a map entry, tiers of both kinds included (`price_tiers`, `table_tiers`). A price the
+    entry states, 0 included, is kept; a cached-input price it does not state is None; an input or output
+    price it does not state, with no `tiered_pricing` row to price requests instead, is `missing`."""
+    tiers = price_tiers(entry) + table_tiers(entry)
+    tabled = any(tier.upto is not None and tier.input is not None for tier in tiers)
+    cached = entry.get("cache_read_input_token_cost")
     return Prices(
         input=float(entry.get("input_cost_per_token") or 0.0),
         output=float(entry.get("output_cost_per_token") or 0.0),
-        cached_input=float(entry.get("cache_read_input_token_cost") or 0.0),
+        cached_input=None if cached is None else _rate(cached),
         cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
-        tiers=price_tiers(entry) + table_tiers(entry),
+        tiers=tiers,
         inclusive_thresholds=entry.get("litellm_provider") == "xai",
+        missing=() if tabled else tuple(name for name in ("input", "output") if entry.get(f"{name}_cost_per_token") is None),
     )
+
+
+@lru_cache(maxsize=256)
+def stated_prices(model_id: str) -> bool | None:
+    """Whether litellm's map states the input and output prices of `model_id` (a summarizer or answerer model):
+    None where the map has no chat entry for it. litellm bills a call to a model whose entry states none at
+    $0 (`cost_per_token` gives 0.0), which is no price."""
+    found = _map_entry(model_id)
+    return None if found is None else not entry_prices(found[1]).unpriced
 
 
 OVERFLOW_RULES = ("input", "input+output")
@@ -337,7 +371,37 @@ class ModelProfile:
 
         out = asdict(self)
         out["prices"]["tiers"] = [dict(tier) for tier in out["prices"]["tiers"]]
+        out["prices"]["missing"] = list(out["prices"]["missing"])
         return out
+
+
+def stored_profile(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A manifest's stored profile (`ModelProfile.to_dict`) in today's terms: one stored before `Prices.missing`
+    existed gets its prices read by that version's rule (`_stored_cached_price`), so the run rescores with the
+    dollars it had and two runs' definitions compare alike."""
+    out = dict(data)
+    prices = dict(out.get("prices") or {})
+    if prices.get("missing") is None:
+        prices["cached_input"] = _stored_cached_price(prices.get("cached_input"))
+    prices["missing"] = list(prices.get("missing") or ())
+    out["prices"] = prices
+    return out
+
+
+def profile_from_dict(data: Mapping[str, Any]) -> ModelProfile:
+    """A profile as a run recorded it (`manifest["profiles"][name]`, `ModelProfile.to_dict`), older runs' included
+    (`stored_profile`)."""
+    data = stored_profile(data)
+    stored = data["prices"]
+    prices = Prices(**{**stored, "tiers": tuple(PriceTier(**tier) for tier in stored.get("tiers", ())), "missing": tuple(stored["missing"])})
+    return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": prices})
+
+
+def _stored_cached_price(value: float | None) -> float | None:
+    """The cached-input price of a profile stored before `Prices.missing` existed. Such a profile said 0.0 for a
+    price the map did not state and let the cache policy's multiplier stand in (set to 0 for a hit the map
+    priced at $0), so its 0.0 reads as None: every hit is priced as it was when the run was made."""
+    return None if value == 0.0 else value
 
 
 @lru_cache(maxsize=1)
@@ -403,10 +467,38 @@ def _openai_caches(bare: str) -> bool:
 
 
 def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None) -> CachePolicy:
-    """The prompt-cache rules of a model (evaluation.md §7), decided by the model, not its provider. The
-    minimum cacheable prefix is the map's `prompt_cache_min_tokens` where it has one (an integer or a
-    float such as 6144.0), else the spec's values by the model's name."""
+    """The prompt-cache rules of a model (evaluation.md §7), decided by the model's family (`_family_cache`),
+    except for Claude and Gemini served by a third party whose map entry prices no cache hit: those follow
+    litellm's billing of that API (hits and writes at the input price, caching only where the map says the
+    API caches). The minimum cacheable prefix is the map's `prompt_cache_min_tokens` where it has one (an
+    integer or a float such as 6144.0), else the spec's values by the model's name."""
     family = model_family(provider, bare)
+    policy = _family_cache(family, provider, bare, entry)
+    if family == "openai" or _family_api(family, provider) or policy.provider == "none":
+        return policy
+    # a third party serving Claude or Gemini: litellm bills a cache hit or write the map does not price there
+    # at the input price, so the family's discount (and Anthropic's write premium) is not what the API charges
+    if not _prices_cache_reads(entry or {}):
+        if not _bills_cache_reads(entry or {}):
+            return NO_CACHE
+        policy = replace(policy, read_multiplier=1.0)
+    if policy.provider == "anthropic" and (entry or {}).get("cache_creation_input_token_cost") is None:
+        policy = replace(policy, write_multiplier=1.0)
+    return policy
+
+
+#: The APIs of a family's own maker, or of the clouds that sell its models at its maker's cache prices.
+FAMILY_APIS = {"anthropic": ("anthropic", "vertex_ai", "bedrock"), "gemini": ("gemini", "vertex_ai")}
+
+
+def _family_api(family: str, provider: str) -> bool:
+    """Whether `provider` (litellm's name: `vertex_ai-anthropic_models`, `bedrock_converse`, ...) is one of the
+    family's own APIs (`FAMILY_APIS`)."""
+    return provider.startswith(FAMILY_APIS.get(family, ()))
+
+
+def _family_cache(family: str, provider: str, bare: str, entry: dict[str, Any] | None) -> CachePolicy:
+    """The cache rules of a model by its family (Claude, Gemini), else by the API serving it (`_cache_policy`)."""
     name = bare.lower().replace(".", "-")  # `claude-haiku-4.5` (a gateway's spelling) is `claude-haiku-4-5`
     minimum = _map_minimum(entry or {})
     if family == "anthropic":
@@ -501,9 +593,6 @@ def model_profile(model_id: str) -> ModelProfile:
     max_output = int(entry.get("max_output_tokens") or entry.get("max_tokens") or 0) or 4096
     prices = entry_prices(entry)
     cache = _cache_policy(provider, bare, entry)
-    free_hits = entry.get("cache_read_input_token_cost")
-    if isinstance(free_hits, int | float) and not isinstance(free_hits, bool) and free_hits == 0 and prices.input > 0:
-        cache = replace(cache, read_multiplier=0.0)  # the map prices a hit at $0, which litellm keeps (not a missing price)
     shared = ModelProfile(
         name=model_id, model=bare, provider=provider, context_window=max_input, max_output=max_output,
         tokenizer=_tokenizer(provider, bare), cache=cache, prices=prices,

@@ -23,7 +23,7 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   (some step never got a request through, after the strategy's retries, or the final context
   does not fit), integrity per wire format, estimate error (`estimate_ape` and its count
   `estimate_ape_n`, no interval: one cell's requests are not independent), missed triggers, overflows, cache hit
-  rate, cached / re-billed / written tokens, dollars;
+  rate, cached / re-billed / written tokens, dollars (NaN, not $0, for a model without a price: `cost.UNPRICED`);
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
 The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
 profile finished its cell, every repeat of it (`shared_scenarios`): a failed cell, or a failed
@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from compaction_bench.metrics.cost import DOLLAR_COLUMNS
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, p_best, signflip_p
 
@@ -405,7 +406,7 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
     out["input_tokens"] = int(true.sum()) / repeats
     out["output_tokens"] = int(cell["output_tokens"][sent].sum()) / repeats
     out["tokens_per_task"] = out["input_tokens"] + out["output_tokens"]
-    out["cost_usd"] = float(np.nansum(cell["cost_usd"])) / repeats
+    out["cost_usd"] = float(np.sum(cell["cost_usd"])) / repeats  # an unpriced request (NaN) leaves the sum unknown
     out["requests"] = int(sent.sum()) / repeats
     return out
 
@@ -428,7 +429,7 @@ def _compaction_metrics(cell: Cell | None, repeats: int) -> dict[str, Any]:
         "premature_triggers": int(cell["premature"].astype(bool).sum()) / repeats,
         "summarizer_calls": int(cell["llm_calls"].sum()) / repeats,
         "summarizer_tokens": int((cell["llm_input_tokens"] + cell["llm_output_tokens"]).sum()) / repeats,
-        "summarizer_cost_usd": float(np.nansum(cell["llm_cost_usd"])) / repeats,
+        "summarizer_cost_usd": float(np.sum(cell["llm_cost_usd"])) / repeats,
     }
 
 
@@ -440,13 +441,13 @@ RATE_WEIGHTS = {"cache_hit_rate": "cache_eligible_tokens", "estimate_ape": "esti
 
 def combine(frame: pd.DataFrame, column: str, how: str) -> float:
     """`column` of several summary rows (scenarios, of one strategy and profile) as one figure: their
-    sum (`how` "sum"), or their mean; for a rate of `RATE_WEIGHTS`, the pooled ratio (tables written
+    sum (`how` "sum"; dollars with an unpriced part stay unknown, NaN), or their mean; for a rate of `RATE_WEIGHTS`, the pooled ratio (tables written
     before the weights existed: the mean)."""
     if column not in frame.columns:
         return float("nan")
     values = pd.to_numeric(frame[column], errors="coerce")
     if how == "sum":
-        return float(values.sum())
+        return float(values.sum(skipna=column not in DOLLAR_COLUMNS))
     weight = RATE_WEIGHTS.get(column)
     if weight is not None and weight in frame.columns:
         weights = pd.to_numeric(frame[weight], errors="coerce").fillna(0)

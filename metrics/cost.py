@@ -3,13 +3,18 @@
 Prices come from the profile (litellm's bundled cost map, `compaction_bench.profiles`). Where the map has no
 cached-input or cache-write price, the cache policy's multipliers of the input price stand in
 (docs/specs/evaluation.md §7: reads 0.1× for Claude and GPT-5, 0.25× for GPT-4.1 and Gemini, 0.5× for
-GPT-4o and the o-series; Anthropic 5-minute writes 1.25×). The map's cache-write price is Anthropic's
+GPT-4o and the o-series; Anthropic 5-minute writes 1.25×); a cached-input price the map gives as $0 is a
+free hit. The map's cache-write price is Anthropic's
 5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the input price instead.
 Anthropic's policy writes tokens, and OpenAI's for the models the map prices a write premium for (GPT-5.6
 and later, at the map's write price); no other policy does (`caching.cache_outcome`). Summary requests
 are priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a real model litellm can price, its own cost of that call replaces it ($0 for a model
 the map lists as free; a model it cannot price is priced here, at the profile's prices).
+
+A profile whose model has no input or output price in the map (`Prices.unpriced`) prices every request at
+NaN: its dollars are unknown, not $0, and sums over them stay unknown (`UNPRICED` is the word the reports
+show for them).
 
 Tiered prices (the map's `*_above_<N>k_tokens`, e.g. GPT-5.4 above 272k input tokens, Gemini 2.5 Pro
 and Claude on Vertex above 200k) apply per request by its input tokens, as litellm bills them
@@ -18,18 +23,27 @@ and Claude on Vertex above 200k) apply per request by its input tokens, as litel
 
 from __future__ import annotations
 
+import math
+
 from compaction_bench.profiles import ModelProfile
 
 #: Anthropic's default cache lifetime; its writes cost 1.25× the input price (the map's cache-write price).
 ANTHROPIC_5M_TTL = 300
 #: What a write to Anthropic's 1-hour cache costs, in input prices (evaluation.md §7).
 ANTHROPIC_1H_WRITE_MULTIPLIER = 2.0
+#: What tables and reports show for dollars that are not known (a model without a price in the map).
+UNPRICED = "unpriced"
+#: Columns of dollars: summed with an unknown part they stay unknown (`known_sum`).
+DOLLAR_COLUMNS = ("cost_usd", "summarizer_cost_usd", "llm_cost_usd")
 
 
 def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:
-    """Dollars per cached input token of a request of `input_tokens`."""
+    """Dollars per cached input token of a request of `input_tokens`: the map's price ($0 a free hit), or the
+    policy's multiplier of the input price where the map states none; NaN for an unpriced model."""
+    if profile.prices.unpriced:
+        return math.nan
     prices = profile.prices.at(input_tokens)
-    return prices.cached_input or prices.input * profile.cache.read_multiplier
+    return prices.cached_input if prices.cached_input is not None else prices.input * profile.cache.read_multiplier
 
 
 def cache_write_price(profile: ModelProfile, input_tokens: int = 0) -> float:
@@ -45,7 +59,9 @@ def request_cost(
     profile: ModelProfile, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int
 ) -> float:
     """Dollars of one request: `input_tokens` includes the cached and the written tokens, and picks
-    the price tier."""
+    the price tier; NaN for a model the map gives no price (`Prices.unpriced`)."""
+    if profile.prices.unpriced:
+        return math.nan
     prices = profile.prices.at(input_tokens)
     uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
     return (

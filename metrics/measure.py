@@ -21,7 +21,8 @@ Each violation in `integrity_detail` says whether the recorded session already h
 
 A sent request's tokens and dollars are one set (`_billed`): a summarizer call whose own price is
 known (a real model with a price in litellm's map, free ones at $0) is priced on the usage that
-model reported;
+model reported, and one whose map entry states no price (litellm's $0 for it is no price) costs NaN,
+unknown, as an unpriced profile's requests do (`metrics/cost.py`);
 every other request, the offline summarizer's included, on the simulated provider's count of it
 (the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
 compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
@@ -32,12 +33,14 @@ on, and the summary's `summarizer_tokens` their sum; the offline summarizer's ow
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.llm import LLMClient
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
+from compaction_bench.profiles import stated_prices
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
 from compaction_bench.tokens import HiddenTokens
@@ -78,7 +81,8 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     if not request.sent:
         return _Billed(0, output, 0.0)
     if call is not None and call.cost is not None:
-        return _Billed(call.input_tokens, output, call.cost)
+        # litellm bills a model whose map entry states no price at $0, which is no price (`Prices.unpriced`)
+        return _Billed(call.input_tokens, output, call.cost if stated_prices(call.model) is not False else math.nan)
     dollars = cost.request_cost(
         result.profile,
         input_tokens=request.true_tokens,

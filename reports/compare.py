@@ -3,7 +3,8 @@
 For every (strategy, profile) both runs hold, over the scenarios they share:
 - the change in retention (candidate − baseline) at the paired checkpoints with a 95% interval
   (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
-  (`reports/gate.py::compare_runs`). A row is tagged better or worse only when its interval excludes
+  (`reports/gate.py::compare_runs`; a cost either run cannot know, its model having no price, shows as
+  unpriced and its change as "cannot compare"). A row is tagged better or worse only when its interval excludes
   0 and its two-sided sign-flip p-value, adjusted by Holm's method over all the rows the page tags
   (`retention_changes`), is below 0.05: a page of twenty strategies at 5% each would otherwise tag
   one by chance in most comparisons of two equivalent runs; the page says so;
@@ -24,8 +25,9 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
+from compaction_bench.metrics.cost import UNPRICED
 from compaction_bench.metrics.stats import holm
-from compaction_bench.reports.gate import METRICS, Run, compare_runs
+from compaction_bench.reports.gate import METRICS, NOT_COMPARABLE, UNKNOWABLE, Run, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
@@ -145,6 +147,15 @@ def _describe(record: dict[str, Any] | None) -> str:
             f"kept {_count(record.get('kept_ids'))}, summarized {_count(record.get('summarized_ids'))}, dropped {_count(record.get('dropped_ids'))}")
 
 
+def _metric_cell(metric: str, values: pd.Series) -> dict[str, Any]:
+    """One gate metric of a (strategy, profile) row: both runs' values and the change; an unknown cost (a model
+    without a price) as `UNPRICED`, and its change as `NOT_COMPARABLE`."""
+    base, cand, change = (_clean(values.get(f"{metric}_{part}")) for part in ("baseline", "candidate", "change"))
+    if metric in UNKNOWABLE and (base is None or cand is None):
+        base, cand, change = base if base is not None else UNPRICED, cand if cand is not None else UNPRICED, NOT_COMPARABLE
+    return {"metric": metric, "baseline": base, "candidate": cand, "change": change, "better": METRICS[metric][1]}
+
+
 def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     a_root, b_root = Path(baseline), Path(candidate)
     runs = (Run.load(a_root), Run.load(b_root))
@@ -158,11 +169,7 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     changes = retention_changes(a_probes, b_probes, keys) if not a_probes.empty and not b_probes.empty else {}
     for (strategy, profile), (_, values) in zip(keys, compared.iterrows(), strict=True):
         change = changes.get((strategy, profile))
-        metrics = [
-            {"metric": m, "baseline": _clean(values.get(f"{m}_baseline")), "candidate": _clean(values.get(f"{m}_candidate")),
-             "change": _clean(values.get(f"{m}_change")), "better": METRICS[m][1]}
-            for m in METRICS if f"{m}_change" in values
-        ]
+        metrics = [_metric_cell(m, values) for m in METRICS if f"{m}_change" in values]
         rows.append({"strategy": strategy, "profile": profile, "retention": change, "metrics": metrics})
     questions = {**_questions(a_root), **_questions(b_root)}
     flips = flipped_probes(a_probes, b_probes, questions) if not a_probes.empty and not b_probes.empty else []
@@ -173,7 +180,7 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["points"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:+.1f}"
     env.filters["num"] = lambda v: "–" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # a value
-    env.filters["change"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else f"{v:+d}")  # a change, signed
+    env.filters["change"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else v if isinstance(v, str) else f"{v:+d}")  # a change, signed
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
         offline_notes=[*offline_notes(a_root, b_root), *filter(None, [adjustment_note(changes)])],

@@ -35,7 +35,8 @@ probes than the sign-flip test needs (the table's "min. probes"), does not fail 
 fewer probes than that cannot fail whatever the candidate does, and is listed as such, not as a
 pass (a gate of such rows alone is untested). The flipped probes are named by scenario and probe.
 Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
-counted, not sampled); a metric without a value in one run is untested. The probe metrics' baseline
+counted, not sampled); a metric without a value in one run is untested, and so is a cost either run
+cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare"). The probe metrics' baseline
 and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
 A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
 table for a pull-request comment, with what the decision rests on: the tests, and the summarizer
@@ -56,7 +57,9 @@ import pandas as pd
 from compaction_bench.errors import BenchError
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
+from compaction_bench.metrics.cost import UNPRICED
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
+from compaction_bench.profiles import stored_profile
 from compaction_bench.store import load_run
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -73,6 +76,10 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "rebilled_tokens": (("rebilled_tokens",), False, "sum"),
     "cost": (("cost_usd",), False, "sum"),
 }
+#: Metrics whose value is unknown, not missing, where a run's model has no price (`cost.UNPRICED`).
+UNKNOWABLE = ("cost",)
+#: What a change of such a metric is when either run's value is unknown.
+NOT_COMPARABLE = "cannot compare"
 #: probe metric -> probe-table column tested
 PROBE_METRICS = {"retention": "present", "summarized_source": "in_summary", "answered": "correct"}
 #: probe metric -> its pooled column (`aggregate.overall`)
@@ -197,7 +204,7 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
             differences.append(f"scenario {name!r}: the probes differ (probes_sha256 {probes_a[:12]} vs {probes_b[:12]})")
     profiles_a, profiles_b = baseline.manifest.get("profiles") or {}, candidate.manifest.get("profiles") or {}
     for name in sorted(set(profiles_a) & set(profiles_b)):
-        left, right = dict(profiles_a[name] or {}), dict(profiles_b[name] or {})
+        left, right = stored_profile(profiles_a[name] or {}), stored_profile(profiles_b[name] or {})  # an older run's prices in today's form
         changed = sorted(k for k in set(left) | set(right) if k not in PROFILE_WORDING and left.get(k) != right.get(k))
         if changed:
             differences.append(f"profile {name!r} is defined differently ({_shown(changed)})")
@@ -422,8 +429,8 @@ class GateResult:
             status = row.get("status") or (FAIL if row["failed"] else OK)
             shown = {FAIL: "**fail**", OK: "ok", CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
             lines.append(
-                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {_number(row['baseline'])} | {_number(row['candidate'])} | "
-                f"{_number(row['change'], '+.4g')} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
+                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {_number(row['baseline'], metric=row['metric'])} | "
+                f"{_number(row['candidate'], metric=row['metric'])} | {_number(row['change'], '+.4g', row['metric'], NOT_COMPARABLE)} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         if not self.tested:
@@ -438,8 +445,20 @@ class GateResult:
         return "\n".join(out)
 
 
-def _number(value: Any, fmt: str = ".4g") -> str:
-    return "–" if _missing(value) else format(value, fmt)
+def _number(value: Any, fmt: str = ".4g", metric: str = "", unknown: str = UNPRICED) -> str:
+    """A figure of the gate's table; a missing one as an en dash, an unknown cost as `unknown`."""
+    if _missing(value):
+        return unknown if metric in UNKNOWABLE else "–"
+    return format(value, fmt)
+
+
+def _untested_note(strategy: str, profile: str, metric: str, base: Any, cand: Any) -> str:
+    """Why a rule of an exact metric could not be applied: a run without a value for it, or an unpriced cost."""
+    lacking = "both runs" if _missing(base) and _missing(cand) else "the baseline" if _missing(base) else "the candidate"
+    if metric in UNKNOWABLE:
+        return (f"untested: {strategy} {profile} {metric}: {UNPRICED} in {lacking} (a model without a price in litellm's map), "
+                "so the costs cannot be compared")
+    return f"untested: {strategy} {profile} {metric}: no value in {lacking}"
 
 
 def _models(runs: tuple[Run, Run], key: str) -> list[str]:
@@ -538,7 +557,7 @@ def gate(
                 base, cand, change = values[f"{rule.metric}_baseline"], values[f"{rule.metric}_candidate"], values[f"{rule.metric}_change"]
                 if _missing(change):
                     status = UNTESTED
-                    notes.append(f"untested: {strategy} {profile} {rule.metric}: no value in {'the baseline' if _missing(base) else 'the candidate'}")
+                    notes.append(_untested_note(strategy, profile, rule.metric, base, cand))
             rows.append(
                 {
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,

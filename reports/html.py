@@ -34,6 +34,7 @@ from markupsafe import Markup
 
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
+from compaction_bench.metrics.cost import DOLLAR_COLUMNS, UNPRICED
 from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
@@ -110,7 +111,8 @@ GLOSSARY: dict[str, str] = {
     "input_tokens": "input tokens of the requests sent",
     "output_tokens": "output tokens of the requests sent",
     "tokens_per_task": "input plus output tokens",
-    "cost_usd": "dollars for all requests sent, summaries included, at the profile's prices (a priced summarizer model's calls at its own)",
+    "cost_usd": "dollars for all requests sent, summaries included, at the profile's prices (a priced summarizer model's calls at its own); "
+                "unpriced: the model (or the summarizer model) has no price in litellm's map, so the dollars are unknown",
     "requests": "requests sent (turns and summaries; overflowed ones are not sent)",
     "compactions": "compactions made (masking rewrites included)",
     "silent_loss": "items a compaction removed without keeping or summarizing them",
@@ -119,7 +121,9 @@ GLOSSARY: dict[str, str] = {
     "summarizer_calls": "summarizer model calls",
     "summarizer_tokens": "input plus output tokens of the summary requests, the tokens their cost is priced on: a priced "
                          "model's own usage, else the profile's count of each request (always so for the offline summarizer)",
-    "summarizer_cost_usd": "dollars spent on summaries: a summarizer model litellm prices at its own prices ($0 if listed as free), the offline summarizer's and an unpriced model's at the profile's, as that model would bill them",
+    "summarizer_cost_usd": "dollars spent on summaries: a summarizer model litellm prices at its own prices ($0 if listed as free), the offline "
+                           "summarizer's and a model litellm does not know at the profile's, as that model would bill them; unpriced: a "
+                           "model whose map entry states no price",
     "pair errors": "tool-call/result pairing violations the strategy caused, per wire format (chat / responses / anthropic / gemini)",
 }
 AGES = {"lt8k": "under 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "128k or more"}
@@ -189,7 +193,9 @@ def scenario_table(summary: pd.DataFrame) -> Table:
         row = []
         for column in columns:
             value = _clean(record[column])
-            if value is None or isinstance(value, (bool, str)):
+            if value is None and column in DOLLAR_COLUMNS and _clean(record.get("requests")) is not None:
+                row.append(UNPRICED)  # the cell sent requests: its dollars are unknown, not missing
+            elif value is None or isinstance(value, (bool, str)):
                 row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):
                 fmt = "{:.1%}" if column in PERCENT else "{:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
@@ -356,6 +362,7 @@ def _environment() -> jinja2.Environment:
     env.filters["json_script"] = lambda data: Markup(json_script(data))
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
     env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else fmt.format(v)
+    env.filters["dollars"] = lambda v: UNPRICED if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.2f}"
     return env
 
 
@@ -408,7 +415,7 @@ def _render(
         cache = drawn_figures.pop(CACHE_FIGURE, None)
         figs = list(drawn_figures.items())
         points = _verdict_points(verdict)
-        if points["retention"].notna().any():
+        if points["retention"].notna().any() and points["cost_usd"].notna().all():  # no cost axis for unpriced dollars
             figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}", order)))
         if cache is not None:
             figs.append((CACHE_FIGURE, cache))

@@ -10,7 +10,8 @@ kept and summary parts, the summary-dependent retention, the number of pairs, P(
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
-Counts, tokens and dollars are summed over scenarios (each a cell's mean over its repeats); the cache hit
+Counts, tokens and dollars are summed over scenarios (each a cell's mean over its repeats; dollars with an
+unknown part, a model without a price in litellm's map, show as `unpriced`, never as $0); the cache hit
 rate and the estimate error are pooled (each scenario's rate weighted by what it is a share of,
 `aggregate.combine`). Given the
 requests table, every column covers the scenarios in which each strategy of the profile finished
@@ -27,6 +28,7 @@ import pandas as pd
 
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
+from compaction_bench.metrics.cost import DOLLAR_COLUMNS, UNPRICED
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -64,10 +66,11 @@ TERMINAL_PRIORITY = (
 )
 
 
-def format_value(value: object, fmt: str) -> str:
-    """A number formatted for a table; missing values as an en dash."""
+def format_value(value: object, fmt: str, column: str = "") -> str:
+    """A number formatted for a table; missing values as an en dash, unknown dollars (`column` one of
+    `DOLLAR_COLUMNS`) as `UNPRICED`."""
     if value is None or (isinstance(value, float) and pd.isna(value)):
-        return "–"
+        return UNPRICED if column in DOLLAR_COLUMNS else "–"
     try:
         return fmt.format(value)
     except (ValueError, TypeError):
@@ -134,7 +137,7 @@ def leaderboard(
         row = [str(strategy), str(profile), str(frame["scenario"].nunique()), window, _interval(values)]
         row += [format_value(values.get(column), fmt) for _, column, fmt in headline]
         for _, column, fmt, how in columns:
-            row.append(format_value(combine(frame, column, how), fmt))
+            row.append(format_value(combine(frame, column, how), fmt, column))
         retention = values.get("retention", float("nan"))
         rows.append(((str(profile), -retention if not pd.isna(retention) else float("inf")), row))
     profiles = list(dict.fromkeys(str(p) for p in summary["profile"]))

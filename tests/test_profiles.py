@@ -170,7 +170,7 @@ def test_the_simulated_provider_caches_by_the_models_family():
 
 def test_a_tiered_profile_survives_the_run_manifest():
     # `bench score` prices again from the manifest's profile: the tiers must come back as tiers.
-    from compaction_bench.runner import profile_from_dict
+    from compaction_bench.profiles import profile_from_dict
 
     tiered = next(get_profile(m) for m in ("openai/gpt-5.4", "gemini/gemini-2.5-pro") if get_profile(m).prices.tiers)
     again = profile_from_dict(json.loads(json.dumps(tiered.to_dict())))

@@ -62,7 +62,7 @@ def test_the_rows_come_from_the_map():
 
 
 def test_a_tabled_profile_survives_the_run_manifest():
-    from compaction_bench.runner import profile_from_dict
+    from compaction_bench.profiles import profile_from_dict
 
     tabled = get_profile("dashscope/qwen3-coder-plus")
     again = profile_from_dict(json.loads(json.dumps(tabled.to_dict())))
