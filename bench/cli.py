@@ -1,7 +1,10 @@
-"""The `bench` command line: run, list, import, inspect, report, probes and fidelity.
+"""The `bench` command line: run, list, import, inspect, report, score, compare, gate, calibrate,
+probes, fidelity and cache.
 
 Errors a user can cause (a missing or malformed file, an unknown strategy, profile, option or
-format) end in one line on stderr and exit status 2, never a traceback.
+format) end in one line on stderr and exit status 2, never a traceback; a misspelled name gets the
+closest registered one suggested. Output meant for files and other programs (tables, YAML, markdown,
+paths) goes to stdout whole, one message a line; progress and warnings go to stderr.
 """
 
 from __future__ import annotations
@@ -26,8 +29,25 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 list_app = typer.Typer(help="List strategies, profiles or transcript formats.", no_args_is_help=True)
-probes_app = typer.Typer(help="Probe questions: mine them from transcripts.", no_args_is_help=True)
+probes_app = typer.Typer(help="Probe questions: mine them from a transcript, check a probe file, measure mining against labels.", no_args_is_help=True)
 fidelity_app = typer.Typer(help="Compare a strategy's decisions with a real agent's recorded ones.", no_args_is_help=True)
+
+
+def _show_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import version
+
+        print(f"compaction-bench {version('compaction-bench')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """`bench --version`; the group's help is the Typer's own."""
+
+
 app.add_typer(list_app, name="list")
 app.add_typer(probes_app, name="probes")
 app.add_typer(fidelity_app, name="fidelity")
@@ -46,7 +66,7 @@ def cache_export(
 
     with _reading_runs(run_dir):  # not while a run is still storing responses in it
         count = export_responses(run_dir, out, replace=force)
-    console.print(f"{count} responses written to {out}")
+    console.print(f"{count} responses written to {out}", markup=False, soft_wrap=True)
 
 # Piped output is not wrapped at 80 columns: tables stay whole for files and other programs.
 console = Console(width=None if sys.stdout.isatty() else 220)
@@ -64,6 +84,7 @@ _claimed: list[Path] = []
 
 #: `bench run`'s exit status when cells failed (the finished ones are in the run's tables and report)
 EXIT_FAILED_CELLS = 1
+FORMAT_HELP = "Read the file as this format (see `bench list formats`) instead of detecting it from the content."
 IMPORT_OPTION_HELP = "Importer option KEY=VALUE, e.g. branch=<leaf id> (Pi), chain=sidechains (Claude Code); repeatable."
 
 
@@ -139,7 +160,7 @@ def run(
         _claimed.clear()  # every cell finished: nothing is left to resume
     _print_summary(root, report=report)
     if report:
-        console.print(f"report: {root / 'report.html'}", markup=False)
+        console.print(f"report: {root / 'report.html'}", markup=False, soft_wrap=True)
     missing = _warn_missing_metrics(root)
     if failed is not None:
         errors.print(f"error: {failed}", markup=False)
@@ -196,9 +217,10 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
 
     note = offline_note(root)
     if note:
-        console.print(note, markup=False)
+        console.print(note, markup=False, soft_wrap=True)
     for (scenario, profile), missing in unfinished(cells).items():
-        console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish", markup=False)
+        console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",
+                      markup=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- list
@@ -215,7 +237,7 @@ def list_strategies() -> None:
         table.add_row(name, info.description, info.spec, options)
     console.print(table)
     for name, reason in broken().get("compaction_bench.strategies", {}).items():
-        errors.print(f"[yellow]strategy {name} failed to load: {reason}")
+        errors.print(f"strategy {name} failed to load: {reason}", markup=False, style="yellow")
 
 
 @list_app.command("profiles")
@@ -223,7 +245,7 @@ def list_profiles(
     model: Annotated[Optional[list[str]], typer.Argument(help="Also show these profiles (any litellm model id, MODEL@WINDOW).")] = None,
 ) -> None:
     """Model profiles: every limit, the overflow rule, tokenizer, cache rules and prices."""
-    from compaction_bench.metrics.cost import cached_input_price
+    from compaction_bench.metrics.cost import UNPRICED, cached_input_price
     from compaction_bench.profiles import ALIASES, PROFILES, get_profile
 
     table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
@@ -234,12 +256,13 @@ def list_profiles(
         table.add_row(
             name, p.model, f"{p.context_window:,}", f"{p.context_limit or p.context_window:,}",
             f"{p.input_limit:,}" if p.input_limit else "-", f"{p.max_output:,}", p.overflow_text(), p.tokenizer, cache,
-            f"{p.prices.input * 1e6:.2f}", "-" if p.cache.provider == "none" else f"{cached_input_price(p) * 1e6:.3f}",
-            f"{p.prices.output * 1e6:.2f}",
+            *((UNPRICED,) * 3 if p.prices.unpriced else (
+                f"{p.prices.input * 1e6:.2f}", "-" if p.cache.provider == "none" else f"{cached_input_price(p) * 1e6:.3f}",
+                f"{p.prices.output * 1e6:.2f}")),
         )
     console.print(table)
     console.print("Any chat model of litellm's bundled map is a profile too (-p openai/gpt-5, -p anthropic/claude-sonnet-4-5, "
-                  "-p deepseek/deepseek-chat), and MODEL@WINDOW shrinks one proportionately (-p openai/gpt-5@64k).")
+                  "-p deepseek/deepseek-chat), and MODEL@WINDOW shrinks one proportionately (-p openai/gpt-5@64k).", markup=False, soft_wrap=True)
 
 
 @list_app.command("formats")
@@ -253,7 +276,7 @@ def list_formats() -> None:
         table.add_row(name, cls.description, " ".join(cls.suffixes))
     console.print(table)
     for name, reason in broken().get("compaction_bench.importers", {}).items():
-        errors.print(f"[yellow]importer {name} failed to load: {reason}")
+        errors.print(f"importer {name} failed to load: {reason}", markup=False, style="yellow")
 
 
 # --------------------------------------------------------------------------- import / inspect
@@ -261,7 +284,7 @@ def list_formats() -> None:
 def import_(
     file: Annotated[str, typer.Argument(help="A transcript file in any supported format (kept as typed: `./org/name` is a path, `org/name` may be a dataset id).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
-    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
@@ -270,13 +293,13 @@ def import_(
     transcripts = load_transcripts(file, format=format, **_import_options(import_option))
     # File names come from session ids inside the file: sanitized, kept inside -o, never overwriting.
     for path in write_transcripts(transcripts, output):
-        console.print(f"wrote {path}", markup=False)
+        console.print(f"wrote {path}", markup=False, soft_wrap=True)
 
 
 @app.command()
 def inspect(
     file: Annotated[str, typer.Argument(help="A transcript file in any supported format (kept as typed: `./org/name` is a path, `org/name` may be a dataset id).")],
-    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Show what a transcript holds: format, items by kind, turns, steps, usage, compactions, problems."""
@@ -366,7 +389,7 @@ def report(
             written = write_report(run_dir, jobs=jobs, progress=lambda done, total, label: display(ProgressEvent("report", done, total, label)))
     finally:
         display.close()
-    console.print(f"report: {written}", markup=False)
+    console.print(f"report: {written}", markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -379,12 +402,14 @@ def score(
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3, as `bench run`.")] = False,
 ) -> None:
     """Measure a finished run again from its folder (stored contexts and transcripts), without replaying."""
+    from compaction_bench.progress import display_for
     from compaction_bench.runner import score as score_run
 
     with _reading_runs(run_dir):
-        root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place)
+        root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place,
+                         progress=display_for())  # every cell is measured again: minutes on a large run
     _print_summary(root)
-    console.print(f"report: {root / 'report.html'}", markup=False)
+    console.print(f"report: {root / 'report.html'}", markup=False, soft_wrap=True)
     if _warn_missing_metrics(root) and not allow_missing_metrics:
         from compaction_bench.missing_metrics import EXIT_MISSING_METRICS
 
@@ -425,12 +450,12 @@ def compare(
     from compaction_bench.reports.leaderboard import offline_notes
 
     for note in offline_notes(baseline, candidate):
-        console.print(note, markup=False)
+        console.print(note, markup=False, soft_wrap=True)
     if html:
         from compaction_bench.reports.compare import write_compare
 
         with _reading_runs(baseline, candidate):
-            console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force)}")
+            console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force)}", markup=False, soft_wrap=True)
 
 
 @app.command("gate")
@@ -488,8 +513,8 @@ def calibrate(files: Annotated[list[Path], typer.Argument(help="Transcripts with
 @probes_app.command("mine")
 def probes_mine(
     file: Annotated[Path, typer.Argument(help="A transcript file.")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to a .yaml or .jsonl file.")] = None,
-    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to this file: JSONL when it ends in .jsonl, YAML otherwise (default: YAML on stdout).")] = None,
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
@@ -508,18 +533,17 @@ def probes_mine(
         errors.print(f"note: {shown(str(file))}: no probe mined ({len(sessions)} session(s), {items} item(s): no fact a rule "
                      "recognises; see the mining rules in the README)", markup=False)
     if output:
-        console.print(f"wrote {len(mined)} probes to {write_output(output, probes_text(mined, output.suffix), replace=force)}")
+        written = write_output(output, probes_text(mined, output.suffix), replace=force)
+        console.print(f"wrote {len(mined)} probes to {written}", markup=False, soft_wrap=True)
     else:
-        import yaml
-
-        console.print(yaml.safe_dump([p.to_dict() for p in mined], sort_keys=False, allow_unicode=True), markup=False)
+        print(probes_text(mined, ".yaml"), end="")  # plain: YAML for a pipe, never wrapped to the terminal's width
 
 
 @probes_app.command("check")
 def probes_check(
     file: Annotated[Path, typer.Argument(help="A transcript file.")],
     probes: Annotated[Path, typer.Option("--probes", help="The probe file (YAML/JSONL) to check against the transcript.")],
-    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Validate a probe file and check each probe against each session of a transcript (exit 1 on a problem)."""
@@ -548,7 +572,7 @@ def probes_eval(
     file: Annotated[Path, typer.Argument(help="The transcript the labelled probes were written for.")],
     labelled: Annotated[Path, typer.Option("--labelled", help="Hand-labelled probes (YAML/JSONL) of that transcript.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON (for CI).")] = False,
-    format: Annotated[str, typer.Option("--format", help="Force a format.")] = "auto",
+    format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Mining recall by kind against hand-labelled probes, and the share of mined probes located where they say."""
@@ -573,7 +597,7 @@ def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL wi
     """Pi's recorded compactions next to the `pi`, `pi-2026-03` and `pi-2025-12` replays (markdown table)."""
     from compaction_bench.fidelity import fidelity_table
 
-    console.print(fidelity_table(file), markup=False)
+    print(fidelity_table(file))  # a markdown table: plain lines, never wrapped to the terminal's width
 
 
 @fidelity_app.command("claude-code")

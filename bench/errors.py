@@ -2,12 +2,15 @@
 
 The command line turns a `BenchError` into one `error: …` line and exit status 2; anything else
 is a bug and keeps its traceback. `json_problem` says what is wrong with a line of JSON in words
-that read whole in such a line.
+that read whole in such a line. `did_you_mean` and `with_guesses` add the known name a misspelled
+one most likely meant to the message that refuses it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from difflib import get_close_matches
 
 
 class BenchError(Exception):
@@ -19,3 +22,22 @@ def json_problem(exc: json.JSONDecodeError) -> str:
     decoder's messages that end in "at" already name the place (never "starting at at column")."""
     joint = " " if exc.msg.endswith(" at") else " at "
     return f"{exc.msg}{joint}column {exc.colno}"
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name `name` most likely misspells (case aside), if one is close enough and is not `name` itself."""
+    by_folded = {k.casefold(): k for k in known}
+    found = get_close_matches(name.casefold(), list(by_folded), n=1, cutoff=0.6)
+    return by_folded[found[0]] if found and by_folded[found[0]] != name else None
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean 'X'?)" after a refused name close to a known one (`closest`), else ""."""
+    guess = closest(name, known)
+    return "" if guess is None else f" (did you mean {guess!r}?)"
+
+
+def with_guesses(names: Iterable[str], known: Iterable[str]) -> str:
+    """Refused names joined by ", ", each close to a known one followed by "(did you mean X?)"."""
+    known = list(known)
+    return ", ".join(f"{n} (did you mean {guess}?)" if (guess := closest(n, known)) else n for n in names)

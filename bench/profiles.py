@@ -59,7 +59,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, did_you_mean
 
 
 class ProfileError(BenchError, LookupError):
@@ -584,7 +584,7 @@ def model_profile(model_id: str) -> ModelProfile:
     found = _map_entry(model_id)
     if found is None:
         raise ProfileError(
-            f"unknown profile {model_id!r}; known: {', '.join(PROFILES)}, or any chat model in litellm's bundled model map "
+            f"unknown profile {model_id!r}{did_you_mean(model_id, _profile_names())}; known: {', '.join(PROFILES)}, or any chat model in litellm's bundled model map "
             "(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, deepseek/deepseek-chat), optionally MODEL@WINDOW"
         )
     bare, entry = found
@@ -606,6 +606,14 @@ def model_profile(model_id: str) -> ModelProfile:
             "OpenAI refuses input over the input limit",
         )
     return shared
+
+
+def _profile_names() -> list[str]:
+    """Every name `get_profile` takes without a window: the built-in profiles, their models and the map's chat models
+    (as `provider/name`), for guessing what a misspelled one meant."""
+    chat = [key if "/" in key else f"{entry.get('litellm_provider')}/{key}"
+            for key, entry in bundled_cost_map().items() if isinstance(entry, dict) and entry.get("mode") == "chat"]
+    return [*PROFILES, *ALIASES.values(), *chat]
 
 
 def parse_window(text: str) -> int:

@@ -21,7 +21,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, did_you_mean
 
 STRATEGY_GROUP = "compaction_bench.strategies"
 IMPORTER_GROUP = "compaction_bench.importers"
@@ -111,7 +111,7 @@ def _lookup(group: str, kind: str, name: str) -> Any:
         sources = " and ".join(f"{e.source} ({e.target})" for e in _ambiguous[group][name])
         choices = ", ".join(f"{e.source}/{name}" for e in _ambiguous[group][name])
         raise RegistryError(f"{kind} {name!r} is provided by {sources}; name one of: {choices}")
-    raise RegistryError(f"unknown {kind} {name!r}; known: {', '.join(_entries[group]) or '(none)'}")
+    raise RegistryError(f"unknown {kind} {name!r}{did_you_mean(name, _entries[group])}; known: {', '.join(_entries[group]) or '(none)'}")
 
 
 def _all(group: str) -> dict[str, Any]:

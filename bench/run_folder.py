@@ -225,16 +225,22 @@ def _check_usable(path: Path, *, resume: bool) -> None:
         )
 
 
-def _check_runs_root(root: Path) -> None:
-    """Refuse an `--out` that exists but is not a folder (a file of the user's): runs go inside it."""
+def _check_runs_root(root: Path, *, resume: bool) -> None:
+    """Refuse an `--out` that exists but is not a folder (a file of the user's), or that is a run folder itself
+    (`-o runs/first`): runs go inside it, so a new run would be made inside that run and `--resume` would look
+    for runs inside it. The refusal says how to name the run instead."""
     if root.exists() and not root.is_dir():
         raise RunFolderError(f"--out {root}: is a file, not a folder (runs are written inside --out); choose a folder")
+    if (root / "manifest.json").is_file():
+        fix = (f"to finish it, pass --resume --run-id {root.name} -o {root.parent}" if resume
+               else f"for a new run, pass -o {root.parent} (or another folder); to finish this one, --resume --run-id {root.name} -o {root.parent}")
+        raise RunFolderError(f"--out {root}: is itself a run folder (it holds manifest.json), and runs are written inside --out; {fix}")
 
 
 def precheck(root: Path, run_id: str | None, *, resume: bool) -> None:
     """The refusals `claim` would make of this run id, made now without creating or locking anything:
     a run checks them before importing its transcripts, which can take minutes (`claim` checks again)."""
-    _check_runs_root(root)
+    _check_runs_root(root, resume=resume)
     if run_id is None and resume:
         run_id = newest_run(root)
     if run_id is None:
@@ -256,7 +262,7 @@ def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFo
     check the folder is free for a run (`_check_usable`), create it, take its exclusive lock, and
     check that a new run does not land on an old one. A folder that cannot be created (a read-only
     or full file system) is one `RunFolderError` naming it."""
-    _check_runs_root(root)
+    _check_runs_root(root, resume=resume)
     if run_id is None and resume:
         run_id = newest_run(root)
     if run_id is None:  # a run id of our choosing never lands on another run's folder

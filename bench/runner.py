@@ -46,12 +46,13 @@ import pyarrow.parquet as pq
 
 from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, did_you_mean, with_guesses
 from compaction_bench.executors import EXECUTORS, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
+from compaction_bench.metrics.cost import UNPRICED
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
-from compaction_bench.profiles import DEFAULT_PROFILE, CachePolicy, ModelProfile, Prices, PriceTier, get_profile
+from compaction_bench.profiles import DEFAULT_PROFILE, get_profile, profile_from_dict, stated_prices
 from compaction_bench.progress import ProgressEvent, ProgressHook, display_for, shown
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
@@ -163,7 +164,7 @@ def parse_prompt_flags(flags: Iterable[str]) -> dict[str, str]:
         if not eq or not name or not path:
             raise RunError(f"--prompt {flag!r}: expected TEMPLATE=FILE (e.g. codex_summary.j2=my_prompt.j2)")
         if name not in known:
-            raise RunError(f"--prompt {flag!r}: no template named {name!r}; templates: {', '.join(known)}")
+            raise RunError(f"--prompt {flag!r}: no template named {name!r}{did_you_mean(name, known)}; templates: {', '.join(known)}")
         out[name] = path
     return out
 
@@ -453,11 +454,17 @@ def validate(config: RunConfig) -> None:
     for spec in config.strategies:
         name, options = strategy_variant(spec, config.options)
         strategy_class(name).parse_options(options)
-    unknown = sorted(set(config.options) - {strategy_variant(s, {})[0] for s in config.strategies})
+    in_run = {strategy_variant(s, {})[0] for s in config.strategies}
+    unknown = sorted(set(config.options) - in_run)
     if unknown:
-        raise RunError(f"--option names strategies that are not in this run: {', '.join(unknown)}")
+        raise RunError(f"--option names strategies that are not in this run: {with_guesses(unknown, in_run)}")
     for profile in config.profiles:
-        get_profile(profile)
+        if get_profile(profile).prices.unpriced:
+            LOG.warning("warning: profile %s: litellm's model map states no price for %s; its dollars are reported as %s",
+                        profile, get_profile(profile).model, UNPRICED)
+    if stated_prices(config.summarizer) is False:
+        LOG.warning("warning: summarizer %s: litellm's model map states no price for it; its calls' dollars are reported as %s",
+                    config.summarizer, UNPRICED)
     if config.usage not in USAGE_MODES:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
     if config.repeats < 1:
@@ -796,7 +803,7 @@ def _run_claimed(
     started = time.monotonic()
 
     def label(key: CellKey) -> str:
-        return f"{key.scenario} · {key.strategy} · {key.profile}" + (f" · r{key.repeat}" if config.repeats > 1 else "")
+        return cell_label(key, config.repeats)
 
     def failed(key: CellKey, exc: BaseException) -> None:
         failures.append({"cell": key.slug, "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(traceback.format_exception(exc))})
@@ -1023,12 +1030,6 @@ def template_texts(prompts: Mapping[str, str], hashes: Mapping[str, str]) -> dic
     return out
 
 
-def profile_from_dict(data: Mapping[str, Any]) -> ModelProfile:
-    """A profile as the run recorded it (`manifest["profiles"][name]`)."""
-    prices = {**data["prices"], "tiers": tuple(PriceTier(**tier) for tier in data["prices"].get("tiers", ()))}
-    return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": Prices(**prices)})
-
-
 def scenario_transcript(root: Path, entry: Mapping[str, Any]) -> Transcript:
     """Import a run's scenario again from its file, after checking the file is the one the run read."""
     name = entry["name"]
@@ -1065,6 +1066,7 @@ def score(
     out: str | Path | None = None,
     in_place: bool = False,
     report: bool = True,
+    progress: ProgressHook | None = None,
 ) -> Path:
     """Measure a finished run again from its folder, without replaying, and return the folder written.
 
@@ -1073,7 +1075,8 @@ def score(
     checked; then the metrics run as in `bench run`. `probes` replaces every scenario's probes
     (those whose source is not in a transcript are skipped, as in a run), `answerer` the answer
     model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
-    the run's own tables with `in_place`.
+    the run's own tables with `in_place`. `progress` receives a `cells` event per cell measured, then the
+    `finalize` events, as in `run`.
     """
     from compaction_bench.metrics.measure import measure_cell
 
@@ -1117,8 +1120,10 @@ def score(
             _copy(source.root / name, target / name)
     write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
     frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
-
-    for rows in source.replays():
+    emit = progress or (lambda event: None)
+    total = len(source.archived()) + len(source.cell_folders())
+    emit(ProgressEvent("cells", 0, total, "starting"))
+    for done, rows in enumerate(source.replays(), 1):
         key = CellKey(**rows["replay"]["key"])
         case = cases[key.scenario]
         result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
@@ -1127,10 +1132,16 @@ def score(
         tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
         for name in TABLES:  # as a cell's table reads back from its file in a run
             frames[name][key.slug] = as_stored(cell_frame(key, getattr(tables, name)))
+        emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
     if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
         store.write_archive(list(source.cell_records()))
-    finalize(store, scored, {name: merge_frames(frames[name]) for name in TABLES}, report=report, compact=in_place)
+    finalize(store, scored, {name: merge_frames(frames[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
     return store.root
+
+
+def cell_label(key: CellKey, repeats: int) -> str:
+    """How progress names a cell: scenario · strategy · profile, and its repeat when a run repeats."""
+    return f"{key.scenario} · {key.strategy} · {key.profile}" + (f" · r{key.repeat}" if repeats > 1 else "")
 
 
 def _copy(source: Path, target: Path) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, with_guesses
 from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.provider import ProviderError
@@ -227,7 +227,7 @@ class Strategy(abc.ABC):
         unknown = sorted(set(values) - set(known))
         if unknown:
             listing = ", ".join(f"{n}={f.default!r}" for n, f in known.items()) or "(none)"
-            raise OptionError(f"unknown option(s) for strategy {cls.name!r}: {', '.join(unknown)}; valid: {listing}")
+            raise OptionError(f"unknown option(s) for strategy {cls.name!r}: {with_guesses(unknown, known)}; valid: {listing}")
         hints = typing.get_type_hints(cls.Options) if values else {}  # resolving them costs more than a short replay
         converted = {k: _coerce(f"{cls.name}.{k}", v, hints.get(k, str)) for k, v in values.items()}
         for k, v in converted.items():

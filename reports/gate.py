@@ -54,7 +54,7 @@ from typing import Any, cast
 
 import pandas as pd
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, did_you_mean
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
 from compaction_bench.metrics.cost import UNPRICED
@@ -108,7 +108,7 @@ class Rule:
         metric, colon, value = text.partition(":")
         metric = ALIASES.get(metric, metric)
         if metric not in METRICS:
-            raise GateError(f"--fail-on {text!r}: unknown metric {metric!r}; metrics: {', '.join(METRICS)}")
+            raise GateError(f"--fail-on {text!r}: unknown metric {metric!r}{did_you_mean(metric, METRICS)}; metrics: {', '.join(METRICS)}")
         if not colon or not value.strip():
             raise GateError(f"--fail-on {text!r}: a rule needs a tolerance, METRIC:TOLERANCE (e.g. {metric}:0.02, or {metric}:0 for any worsening)")
         try:

@@ -193,7 +193,7 @@ def test_score_with_a_failing_answerer_warns_and_exits_3_as_run_does(finished_ru
     try:
         proc = bench_cli("score", str(copy), "--answerer", "openai/gpt-4o-mini", "--out", str(tmp_path / "scored"), env=env)
         assert proc.returncode == 3, proc.stderr
-        assert re.search(r"^warning: metric not computed: answered \(the answerer openai/gpt-4o-mini failed on all \d+ calls", proc.stderr)
+        assert re.search(r"^warning: metric not computed: answered \(the answerer openai/gpt-4o-mini failed on all \d+ calls", proc.stderr, re.M)  # after the progress lines
         assert "invalid api key" in proc.stderr
         proc = bench_cli("score", str(copy), "--answerer", "openai/gpt-4o-mini", "--out", str(tmp_path / "scored2"),
                          "--allow-missing-metrics", env=env)

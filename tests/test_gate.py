@@ -198,7 +198,7 @@ def test_python_dash_m_keeps_the_exit_status(served_runs):
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--prompt", "codex_sumary.j2=new.j2"], "no template named 'codex_sumary.j2'; templates: "),
+        (["--prompt", "codex_sumary.j2=new.j2"], "no template named 'codex_sumary.j2' (did you mean 'codex_summary.j2'?); templates: "),
         (["-j", "-1"], "greater than or equal to 0"),
     ],
 )

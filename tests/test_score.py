@@ -81,7 +81,13 @@ def test_each_request_keeps_its_item_ids_and_summary_links(finished):
 
 def test_score_reproduces_the_tables_exactly(finished, tmp_path):
     run_dir, _, _ = finished
-    again = score(run_dir, out=tmp_path / "again", report=False)
+    events = []
+    again = score(run_dir, out=tmp_path / "again", report=False, progress=events.append)
+    # progress as a run gives it: a cells event per cell measured (2 scenarios x 2 strategies), then the finalize steps
+    cells = [e for e in events if e.phase == "cells"]
+    assert [(e.done, e.total) for e in cells] == [(n, 4) for n in range(5)]
+    assert sorted(e.label for e in cells[1:]) == sorted(f"{s} · {t} · 32k" for s in ("memory", "session.jsonl") for t in ("codex-local", "truncate"))
+    assert events[-1].phase == "finalize"
     original, scored = load_run(run_dir), load_run(again)
     assert len(original["compactions"]) > 0 and original["compactions"]["llm_calls"].sum() > 0
     for name in TABLES:
