@@ -525,6 +525,15 @@ class _Session:
             preface = "" if n else self.rng.choice(("", f"Looking at {fn} in {path} first.", f"Let me check {path}."))
             self.step(list(calls.values()), text=preface, reasoning=self._thought(path, fn))
 
+    def _quick_question(self, path: str, fn: str) -> str:
+        """A short question a user asks between requests (the `chat` share of ordinary turns)."""
+        return self.rng.choice((
+            f"Quick question: what does {fn} return when the batch has no entries?",
+            f"Is {fn} in {path} safe to call twice for the same batch?",
+            f"ok. and who calls {fn}?",
+            "thanks, that makes sense. keep going",
+        ))
+
     def work_turn(self, until: float = 1.0) -> None:
         """An ordinary user request: a question, a tool loop, maybe interrupted or with a screenshot."""
         if self.balanced:
@@ -533,12 +542,7 @@ class _Session:
         path, fn = self._focus()
         rng = self.rng
         if rng.random() < self.shape.chat:
-            self.user(rng.choice((
-                f"Quick question: what does {fn} return when the batch has no entries?",
-                f"Is {fn} in {path} safe to call twice for the same batch?",
-                f"ok. and who calls {fn}?",
-                "thanks, that makes sense. keep going",
-            )))
+            self.user(self._quick_question(path, fn))
             self.step(text=rng.choice((
                 f"{fn} returns its first argument unchanged in that case; the loop over entries simply never runs.",
                 f"Yes — {fn} only reads the batch, so calling it twice is harmless.",
@@ -690,12 +694,7 @@ class _Session:
         path, fn = self._focus()
         rng = self.rng
         if rng.random() < self.shape.chat:
-            self.user(rng.choice((
-                f"Quick question: what does {fn} return when the batch has no entries?",
-                f"Is {fn} in {path} safe to call twice for the same batch?",
-                f"ok. and who calls {fn}?",
-                "thanks, that makes sense. keep going",
-            )))
+            self.user(self._quick_question(path, fn))
             self._recorded_loop(path, fn, max(1, rng.randint(*self.shape.loop_steps) // 3), "none", until)
             self.step(text=self._narration(path, fn))
             return
