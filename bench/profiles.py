@@ -59,7 +59,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
-from compaction_bench.errors import BenchError, did_you_mean
+from compaction_bench.errors import BenchError, closest, did_you_mean
 
 
 class ProfileError(BenchError, LookupError):
@@ -584,7 +584,7 @@ def model_profile(model_id: str) -> ModelProfile:
     found = _map_entry(model_id)
     if found is None:
         raise ProfileError(
-            f"unknown profile {model_id!r}{did_you_mean(model_id, _profile_names())}; known: {', '.join(PROFILES)}, or any chat model in litellm's bundled model map "
+            f"unknown profile {model_id!r}{_profile_guess(model_id)}; known: {', '.join(PROFILES)}, or any chat model in litellm's bundled model map "
             "(e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, deepseek/deepseek-chat), optionally MODEL@WINDOW"
         )
     bare, entry = found
@@ -608,12 +608,17 @@ def model_profile(model_id: str) -> ModelProfile:
     return shared
 
 
-def _profile_names() -> list[str]:
-    """Every name `get_profile` takes without a window: the built-in profiles, their models and the map's chat models
-    (as `provider/name`), for guessing what a misspelled one meant."""
-    chat = [key if "/" in key else f"{entry.get('litellm_provider')}/{key}"
+def _profile_guess(model_id: str) -> str:
+    """`did_you_mean` for an unknown profile: a `provider/name` among that provider's chat models of the map (by the
+    name: the shared provider would make any two ids of it look alike), else among the built-in profiles, their
+    models and the map's chat models."""
+    chat = [(str(entry.get("litellm_provider")), key.rpartition("/")[2])
             for key, entry in bundled_cost_map().items() if isinstance(entry, dict) and entry.get("mode") == "chat"]
-    return [*PROFILES, *ALIASES.values(), *chat]
+    provider, slash, bare = model_id.partition("/")
+    if slash:
+        guess = closest(bare, {name for owner, name in chat if owner == provider})
+        return "" if guess is None else f" (did you mean {provider + '/' + guess!r}?)"
+    return did_you_mean(model_id, [*PROFILES, *ALIASES.values(), *(f"{owner}/{name}" for owner, name in chat)])
 
 
 def parse_window(text: str) -> int:
