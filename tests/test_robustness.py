@@ -537,8 +537,10 @@ def three_sessions(tmp_path_factory) -> list[Path]:
     from compaction_bench.scenarios.synthetic import generate
 
     folder = tmp_path_factory.mktemp("sessions")
-    transcript = generate("parallel-calls", seed=3, target_tokens=20_000).transcript
-    return [transcript.write(folder / f"{name}.jsonl") for name in ("a", "b", "c")]
+    # three different sessions: a run keeps one of identical ones (one scenario, 2 cells), and the tests interrupt it
+    # after its first cell while the workers still have others to run (six cells)
+    return [generate("parallel-calls", seed=seed, target_tokens=20_000).transcript.write(folder / f"{name}.jsonl")
+            for seed, name in ((3, "a"), (4, "b"), (5, "c"))]
 
 
 def start_run(sessions: list[Path], out: Path, run_id: str) -> subprocess.Popen:
@@ -587,6 +589,7 @@ def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sess
     whole = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
                       "--run-id", "whole", "--no-report")
     assert whole.returncode == 0, whole.stderr
+    assert pd.read_parquet(tmp_path / "whole" / "summary.parquet")["scenario"].nunique() == 3  # six cells to interrupt
     for name in ("requests", "compactions", "probes", "summary"):
         got = pd.read_parquet(tmp_path / "k" / f"{name}.parquet").drop(columns=["answer_cached"], errors="ignore")
         expected = pd.read_parquet(tmp_path / "whole" / f"{name}.parquet").drop(columns=["answer_cached"], errors="ignore")
