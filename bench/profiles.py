@@ -478,11 +478,12 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
         return policy
     # a third party serving Claude or Gemini: litellm bills a cache hit or write the map does not price there
     # at the input price, so the family's discount (and Anthropic's write premium) is not what the API charges
-    if not _prices_cache_reads(entry or {}):
-        if not _bills_cache_reads(entry or {}):
+    stated = entry or {}
+    if not _prices_cache_reads(stated):
+        if not _bills_cache_reads(stated):
             return NO_CACHE
         policy = replace(policy, read_multiplier=1.0)
-    if policy.provider == "anthropic" and (entry or {}).get("cache_creation_input_token_cost") is None:
+    if policy.provider == "anthropic" and stated.get("cache_creation_input_token_cost") is None:
         policy = replace(policy, write_multiplier=1.0)
     return policy
 

@@ -459,9 +459,10 @@ def validate(config: RunConfig) -> None:
     if unknown:
         raise RunError(f"--option names strategies that are not in this run: {with_guesses(unknown, in_run)}")
     for profile in config.profiles:
-        if get_profile(profile).prices.unpriced:
+        model = get_profile(profile)
+        if model.prices.unpriced:
             LOG.warning("warning: profile %s: litellm's model map states no price for %s; its dollars are reported as %s",
-                        profile, get_profile(profile).model, UNPRICED)
+                        profile, model.model, UNPRICED)
     if stated_prices(config.summarizer) is False:
         LOG.warning("warning: summarizer %s: litellm's model map states no price for it; its calls' dollars are reported as %s",
                     config.summarizer, UNPRICED)

@@ -33,7 +33,7 @@ ANTHROPIC_5M_TTL = 300
 ANTHROPIC_1H_WRITE_MULTIPLIER = 2.0
 #: What tables and reports show for dollars that are not known (a model without a price in the map).
 UNPRICED = "unpriced"
-#: Columns of dollars: summed with an unknown part they stay unknown (`known_sum`).
+#: Columns of dollars: summed with an unknown part they stay unknown (`aggregate.combine`).
 DOLLAR_COLUMNS = ("cost_usd", "summarizer_cost_usd", "llm_cost_usd")
 
 
