@@ -1054,6 +1054,7 @@ class ReaderContext:
             self.where.setdefault(id(part), []).append(total)
             total += len(part.lines)
         self.total = total
+        self._weighted: dict[str, tuple[float, list[tuple[int, tuple[int, ...]]]]] = {}  # `_weighted_lines`, by word
 
     def line(self, n: int) -> str:
         k = bisect.bisect_right(self.offsets, n) - 1
@@ -1066,6 +1067,16 @@ class ReaderContext:
             return [(offset, part.postings[word]) for part in known for offset in self.where.get(id(part), ())]
         return [(offset, holders) for offset, part in zip(self.offsets, self.parts, strict=True) if (holders := part.postings.get(word))]
 
+    def _weighted_lines(self, word: str) -> tuple[float, list[tuple[int, tuple[int, ...]]]]:
+        """The weight of `word` here and where its lines are (`_found`), kept for the context's next
+        questions (a probe set's questions share about half their words)."""
+        known = self._weighted.get(word)
+        if known is None:
+            found = self._found(word)
+            weight = math.log(1 + self.total / sum(len(holders) for _, holders in found)) if found else 0.0
+            known = self._weighted[word] = (weight, found)
+        return known
+
     def answer(self, question: str) -> str:
         """The best-matching line (the last one on a tie), with the next line when it is short."""
         if not self.total:
@@ -1075,12 +1086,10 @@ class ReaderContext:
             return self.line(self.total - 1)
         scores: dict[int, float] = {}
         for word in query:
-            found = self._found(word)
-            if found:
-                weight = math.log(1 + self.total / sum(len(holders) for _, holders in found))
-                for offset, holders in found:
-                    for n in holders:
-                        scores[offset + n] = scores.get(offset + n, 0.0) + weight
+            weight, found = self._weighted_lines(word)
+            for offset, holders in found:
+                for n in holders:
+                    scores[offset + n] = scores.get(offset + n, 0.0) + weight
         if not scores:
             return "I don't know."
         best_score = max(scores.values())

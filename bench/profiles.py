@@ -181,7 +181,9 @@ class Prices:
         of a `tiered_pricing` table the request falls in, if it has one (`row`), prices the whole
         request; else every threshold tier whose threshold the input exceeds (strictly, or reaches with
         `inclusive_thresholds`), lowest first, replaces the prices it names (input, output, cached reads and
-        cache writes alike)."""
+        cache writes alike). Prices without tiers (most models) are their own flat prices."""
+        if not self.tiers and not self.inclusive_thresholds:
+            return self
         row = self.row(input_tokens)
         if row is not None:
             return Prices(input=cast(float, row.input), output=row.output or 0.0, cached_input=row.cached_input or 0.0,

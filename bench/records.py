@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.llm import LLMResult
+from compaction_bench.log_view import first_difference
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, ToolCall, message_item_ids
 from compaction_bench.transcript import Attachment, Transcript, Usage
@@ -196,7 +197,15 @@ COMPACTION_FIELDS = (
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, sort_keys=True, default=str)
+    if value is None:
+        return None
+    return "[]" if value == [] else json.dumps(value, sort_keys=True, default=str)  # most messages have no calls and no attachments
+
+
+def id_list(ids: Sequence[str]) -> list[str]:
+    """A compaction's ids as a list, read once: `list()` asks a `KeptIds` for its length first, which
+    reads its context as iterating does."""
+    return list(iter(ids))
 
 
 def _message_row(message: Message) -> dict[str, Any]:
@@ -241,11 +250,23 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
             messages.append(_message_row(message))
         return n
 
+    previous: tuple[Sequence[Message], list[int]] = ((), [])
+
+    def message_refs(request: Sequence[Message]) -> list[int]:
+        """The rows of a request's messages: those it shares with the request before it (`first_difference`,
+        equal messages have one row) are that request's, so a context that only grows is looked up once."""
+        nonlocal previous
+        before, before_refs = previous
+        shared = first_difference(before, request)
+        out = before_refs[:shared] + [ref(m) for m in request[shared:]]
+        previous = (request, out)
+        return out
+
     requests = [
         {
             **{name: getattr(r, name) for name in REQUEST_FIELDS},
             "item_ids": r.item_ids(),
-            "messages": [ref(m) for m in r.messages],
+            "messages": message_refs(r.messages),
             "error": _json(r.error),
             "usage": _json(r.usage.to_dict() if r.usage is not None else None),
             "meta": _json(r.meta),
@@ -263,7 +284,7 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
             {
                 **{name: getattr(c, name) for name in COMPACTION_FIELDS},
                 "summarized_ids": list(c.summarized_ids),
-                "kept_ids": list(c.kept_ids),
+                "kept_ids": id_list(c.kept_ids),
                 "dropped_ids": list(c.dropped_ids),
                 "llm_calls": [call.to_dict() for call in c.llm_calls],
                 "summary_request_indices": list(c.summary_request_indices),

@@ -315,17 +315,22 @@ class Transcript:
 
     # ----------------------------------------------------------------- structure
     def steps(self) -> list[Step]:
-        """Recorded model responses in order (items grouped by their `response` index)."""
-        groups: dict[int, list[Item]] = {}
-        for item in self.items:
-            if item.response is not None and item.is_model_output:
-                groups.setdefault(item.response, []).append(item)
-        steps = []
-        for index, response in enumerate(sorted(groups)):
-            items = tuple(groups[response])
-            usage = next((i.usage for i in reversed(items) if i.usage is not None), None)
-            steps.append(Step(index=index, items=items, usage=usage, turn=items[0].turn))
-        return steps
+        """Recorded model responses in order (items grouped by their `response` index); found once per
+        transcript (the replay and every metric of a cell ask for them)."""
+        steps = self.__dict__.get("_steps")
+        if steps is None:
+            groups: dict[int, list[Item]] = {}
+            for item in self.items:
+                if item.response is not None and item.is_model_output:
+                    groups.setdefault(item.response, []).append(item)
+            found = []
+            for index, response in enumerate(sorted(groups)):
+                items = tuple(groups[response])
+                usage = next((i.usage for i in reversed(items) if i.usage is not None), None)
+                found.append(Step(index=index, items=items, usage=usage, turn=items[0].turn))
+            steps = tuple(found)
+            object.__setattr__(self, "_steps", steps)
+        return list(steps)
 
     def turns(self) -> list[Turn]:
         """Items split at each real user message; items before the first one form turn 0's prefix."""

@@ -37,6 +37,7 @@ whole call is converted in one pass.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -79,8 +80,10 @@ def _parse_dict(entry: Mapping[str, Any]) -> Message:
     )
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def wire_arguments(arguments: str) -> str:
-    """Arguments as a JSON-object string (raw text wrapped as {"input": text})."""
+    """Arguments as a JSON-object string (raw text wrapped as {"input": text}). Memoized: every
+    context a probe is asked in sends the same calls again."""
     if not arguments.strip():
         return "{}"
     try:

@@ -152,13 +152,29 @@ def _matcher(answer: str) -> tuple[str, re.Pattern[str] | None]:
     return text, (_token_pattern(text) if " " not in text or is_short(answer) else None)
 
 
+def find_token(text: str, token: re.Pattern[str], normalized: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:
+    """`token.search(normalized, pos, endpos)` for a `_token_pattern(text)`: the occurrences of `text` are
+    found with `str.find` and each is tried with `token.match` (its look-behind still reads the text
+    before it). The same first match, found faster: a pattern that opens with a look-behind has no
+    literal prefix for `re` to scan for, so `search` tries the pattern at every position of a long
+    context (about 30 times as slow as `find` on 250,000 characters)."""
+    end = len(normalized) if endpos is None else min(endpos, len(normalized))
+    at = normalized.find(text, pos, end)
+    while at >= 0:
+        found = token.match(normalized, at, end)
+        if found is not None:
+            return found
+        at = normalized.find(text, at + 1, end)
+    return None
+
+
 def occurs(answer: str, normalized: str) -> bool:
     """Whether `answer` occurs in a normalized text: as a whole token if it is one token or short, else
     as a substring (module docstring)."""
     text, token = _matcher(answer)
     if token is None:
         return text in normalized
-    return text in normalized and token.search(normalized) is not None
+    return find_token(text, token, normalized) is not None
 
 
 def source_sentence(text: str, answer: str) -> str | None:
@@ -226,7 +242,7 @@ def _term_present(term: str, normalized: str, evidence: Anchor) -> bool:
     for start, end in evidence.spans(normalized):
         # The first whole-token occurrence that ends after the passage starts; its boundaries are judged
         # on the whole text (the pattern looks behind `pos`; `endpos` leaves room for its look-ahead).
-        found = token.search(normalized, max(0, start - len(text) + 1), end + len(text) + 2)
+        found = find_token(text, token, normalized, max(0, start - len(text) + 1), end + len(text) + 2)
         if found is not None and found.start() < end:
             return True
     return False

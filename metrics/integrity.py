@@ -76,10 +76,12 @@ The formats (docs/specs/evaluation.md §6: "our validator must run on each provi
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from compaction_bench.log_view import first_difference
 from compaction_bench.request import Message
 from compaction_bench.transcript import Transcript
 
@@ -339,42 +341,90 @@ CHECKS = {
 }
 
 
-def strictly_paired(messages: Sequence[Message]) -> bool:
-    """The layout every format accepts: each assistant's calls (unique, non-empty ids) answered by
-    the tool messages right after it, no other tool message, and a user or compaction message
-    before the first call (Gemini refuses ``contents`` that open with a call turn). One cheap pass;
-    most requests are like this."""
-    seen: set[str] = set()
-    pending: set[str] | None = None
-    opened = False
-    for m in messages:
-        if m.role == "tool":
-            if pending is None or m.tool_call_id not in pending:
-                return False
-            pending.discard(m.tool_call_id)
-            continue
-        if pending:
-            return False
-        pending = None
-        if m.tool_calls:
-            if not opened:
-                return False
-            ids = {c.id for c in m.tool_calls}
-            # a call without an id is matched by name under Gemini's rules: left to the full checks
-            if m.role != "assistant" or len(ids) != len(m.tool_calls) or not seen.isdisjoint(ids) or "" in ids:
-                return False
-            seen |= ids
-            pending = set(ids)
-        elif m.role in ("user", "compaction"):
-            opened = True
-    return not pending
+class _Pairing:
+    """The state of `unanswered_calls`'s pass after a request's first `position` messages."""
+
+    __slots__ = ("opened", "pending", "position", "seen", "unanswered", "valid")
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.pending: dict[str, int] = {}  # the calls of the last assistant message not answered yet, by id
+        self.unanswered: list[tuple[str, int]] = []
+        self.opened = False
+        self.position = 0
+        self.valid = True  # False once the layout left the fast path: so does every request that extends it
+
+    def read(self, messages: Sequence[Message]) -> None:
+        """Go on over `messages[self.position:]`."""
+        seen, pending, unanswered, opened = self.seen, self.pending, self.unanswered, self.opened
+        for index, m in enumerate(itertools.islice(messages, self.position, None), self.position):
+            if m.role == "tool":
+                if pending.pop(m.tool_call_id or "", None) is None:
+                    self.valid = False
+                    return
+                continue
+            if pending:
+                unanswered.extend(pending.items())
+                pending.clear()
+            if m.tool_calls:
+                ids = {c.id for c in m.tool_calls}
+                # a call without an id is matched by name under Gemini's rules: left to the full checks
+                if not opened or m.role != "assistant" or len(ids) != len(m.tool_calls) or not seen.isdisjoint(ids) or "" in ids:
+                    self.valid = False
+                    return
+                seen |= ids
+                pending.update((c.id, index) for c in m.tool_calls)
+            elif m.role in ("user", "compaction"):
+                opened = True
+        self.opened, self.position = opened, len(messages)
+
+    def result(self) -> list[tuple[str, int]] | None:
+        return [*self.unanswered, *self.pending.items()] if self.valid else None
+
+
+def unanswered_calls(messages: Sequence[Message]) -> list[tuple[str, int]] | None:
+    """The calls no result answers, as (call id, message index), in a layout every format reads alike,
+    else None (left to the full checks). The layout: each assistant's calls (unique, non-empty ids)
+    answered by tool messages right after it, or by none at all; no other tool message; a user or
+    compaction message before the first call (Gemini refuses ``contents`` that open with a call turn).
+    There a call without a result has its id nowhere else in the request, and every format reports
+    it as one ``orphan_call`` and nothing more; a request without one (most requests) is valid
+    everywhere. One cheap pass, where the full checks cost about 20 times as much: an aborted call
+    the recording already had (a session's first Ctrl-C) would otherwise send every later request
+    of its session to them."""
+    pairing = _Pairing()
+    pairing.read(messages)
+    return pairing.result()
+
+
+def _violations(messages: Sequence[Message], unanswered: list[tuple[str, int]] | None) -> dict[str, list[Violation]]:
+    if unanswered is None:
+        return {fmt: CHECKS[fmt](messages) for fmt in FORMATS}
+    return {fmt: [Violation(fmt, "orphan_call", call_id, (index,)) for call_id, index in unanswered] for fmt in FORMATS}
 
 
 def check(messages: Sequence[Message]) -> dict[str, list[Violation]]:
     """Violations of one request under every wire format."""
-    if strictly_paired(messages):
-        return {fmt: [] for fmt in FORMATS}
-    return {fmt: CHECKS[fmt](messages) for fmt in FORMATS}
+    return _violations(messages, unanswered_calls(messages))
+
+
+class RequestChecks:
+    """`check` for a cell's requests in order: a request that extends the one before (same leading
+    messages, `first_difference`) resumes `unanswered_calls`'s pass where that one ended, so a
+    session whose context only grows is read once, not once per request."""
+
+    def __init__(self) -> None:
+        self._messages: Sequence[Message] = ()
+        self._pairing = _Pairing()
+
+    def check(self, messages: Sequence[Message]) -> dict[str, list[Violation]]:
+        previous = self._messages
+        if not (len(previous) <= len(messages) and first_difference(previous, messages) == len(previous)):
+            self._pairing = _Pairing()
+        self._messages = messages
+        if self._pairing.valid:
+            self._pairing.read(messages)
+        return _violations(messages, self._pairing.result())
 
 
 ANY_KIND = "*"

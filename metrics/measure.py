@@ -42,7 +42,7 @@ from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import stated_prices
 from compaction_bench.provider import MessageCounter
-from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
+from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord, id_list
 from compaction_bench.tokens import HiddenTokens
 
 
@@ -117,8 +117,9 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
     compaction_billed: dict[int, _Billed] = {}
     owners = _summary_calls(result)
     inherited = integrity.recorded_orphans(result.transcript)
+    checks = integrity.RequestChecks()
     for request in result.requests:
-        violations = integrity.check(request.messages)
+        violations = checks.check(request.messages)
         on_recorded = held[request.index] == "recorded" and request.estimate_tokens is not None
         error = accuracy.NO_ERROR if on_recorded else accuracy.estimate_error(request)
         billed = _billed(result, request)
@@ -187,7 +188,7 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "threshold": c.threshold,
             "summary": c.summary,
             "summarized_ids": list(c.summarized_ids),
-            "kept_ids": list(c.kept_ids),
+            "kept_ids": id_list(c.kept_ids),
             "dropped_ids": list(c.dropped_ids),
             "silent_loss": len(c.dropped_ids),
             "llm_calls": len(c.llm_calls),

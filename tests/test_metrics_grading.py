@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction_bench.llm import LLMResult
 from compaction_bench.metrics.grading import (
     Anchor,
+    _token_pattern,
     anchor,
     context_messages,
     context_text,
+    find_token,
     grade_reply,
     judge_reply,
     normalize,
@@ -242,3 +246,25 @@ def test_a_token_ending_in_a_separator_has_no_boundary_to_keep_there():
     assert presence(probe("ledger/vendor/"), "edited ledger/vendor/x.py").present is True
     assert presence(probe("ledger/vendor/"), "edited oldledger/vendor/x.py").present is False
     assert grade_reply(probe("ledger/vendor/"), "Never under ledger/vendor/.").correct is True
+
+
+WORDS = st.sampled_from(["344", "13445", "3.44", "1.344.2", "-1", "2-1", "view", "review", "_view", "view_", "x.py",
+                         "ledger/vendor/", "ledger/vendor/x.py", ".", "a", "é", " ", "\n", "344.", ".344", "344a"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    answer=st.sampled_from(["344", "view", "-1", "x.py", "ledger/vendor/", "1.344", ".", "a"]),
+    words=st.lists(WORDS, max_size=30),
+    pos=st.integers(0, 80),
+    span=st.one_of(st.none(), st.integers(0, 80)),
+)
+def test_find_token_finds_what_the_whole_token_pattern_searches(answer, words, pos, span):
+    """`find_token` is `re.search` with the whole-token pattern, found by `str.find`: the same first
+    match for every text, start and end (the pattern's look-arounds read beyond both)."""
+    text = normalize("".join(words))
+    token = _token_pattern(answer)
+    endpos = None if span is None else pos + span
+    expected = token.search(text, pos) if endpos is None else token.search(text, pos, endpos)
+    found = find_token(answer, token, text, pos, endpos)
+    assert (found and found.span()) == (expected and expected.span())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction_bench.metrics.integrity import CHECKS, Violation, check, strictly_paired
+from compaction_bench.metrics.integrity import CHECKS, RequestChecks, Violation, check, unanswered_calls
 from compaction_bench.request import Message, ToolCall
 
 
@@ -78,18 +78,55 @@ def test_a_mid_conversation_system_message_breaks_the_pair_for_chat_and_anthropi
 
 
 MESSAGES = st.one_of(
-    st.sampled_from([Message("user", "u"), Message("assistant", "a"), Message("reasoning", "r"), Message("system", "s")]),
+    st.sampled_from([Message("user", "u"), Message("assistant", "a"), Message("reasoning", "r"), Message("system", "s"),
+                     Message("compaction", "c"), Message("developer", "d")]),
     st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True).map(lambda ids: call(*ids)),
     st.sampled_from("abcz").map(result),
 )
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.lists(MESSAGES, max_size=10))
-def test_the_fast_path_only_passes_layouts_every_format_accepts(messages):
-    if strictly_paired(messages):
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(MESSAGES, max_size=12))
+def test_the_fast_path_reports_what_every_format_reports(messages):
+    """Where the one-pass reading accepts a layout, each format's full check finds exactly its
+    unanswered calls, as orphans, in order (and nothing for a layout without one)."""
+    unanswered = unanswered_calls(messages)
+    if unanswered is not None:
         for fmt, check_format in CHECKS.items():
-            assert check_format(messages) == [], fmt
+            assert check_format(messages) == [Violation(fmt, "orphan_call", i, (n,)) for i, n in unanswered], fmt
+
+
+def test_the_fast_path_agrees_with_the_full_checks_on_replayed_requests():
+    """Replays that keep, cut and summarize around aborted calls (the synthetic session whose
+    recording has them): `check` equals the four full checks (on every third request), the checks
+    of a cell's requests in order (`RequestChecks`, which resumes where the request before ended)
+    equal `check` of each request alone, and the fast path took most of them."""
+    from compaction_bench import replay
+    from compaction_bench.scenarios.synthetic import generate
+
+    transcript = generate("aborted-calls", 3, balanced_facts=True).transcript
+    fast = total = 0
+    for strategy in ("none", "truncate", "claude-code", "opencode-v1"):
+        in_order = RequestChecks()
+        for request in replay(transcript, strategy, profile="64k").requests:
+            total += 1
+            fast += unanswered_calls(request.messages) is not None
+            alone = check(request.messages)
+            assert in_order.check(request.messages) == alone, (strategy, request.index)
+            if request.index % 3 == 0:
+                assert alone == {fmt: CHECKS[fmt](request.messages) for fmt in CHECKS}, (strategy, request.index)
+    assert fast > total / 2
+
+
+def test_checks_in_order_resume_only_where_a_request_extends_the_one_before():
+    """A request that drops, rewrites or reorders what the one before held is read from its start."""
+    opening = [Message("user", "go"), call("a")]
+    answered = [*opening, result("a"), Message("user", "next")]
+    rewritten = [Message("user", "go"), call("b"), result("b")]
+    orphaned = [*opening, Message("user", "next"), call("c")]
+    checks = RequestChecks()
+    for messages in (opening, answered, rewritten, orphaned, [*orphaned, result("c")], [result("c")], opening):
+        assert checks.check(messages) == check(messages), messages
 
 
 def test_a_call_id_the_recording_reused_is_not_blamed_on_the_strategy():
