@@ -67,7 +67,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from compaction_bench.errors import BenchError, json_problem
+from compaction_bench.errors import BenchError, closest, json_problem
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
@@ -216,6 +216,26 @@ def default_cache_dir() -> Path:
 
 def is_offline(model: str) -> bool:
     return model.startswith(OFFLINE_PROVIDER + "/")
+
+
+def model_problem(model: str, offline: Sequence[str], api_base: str | None = None) -> str | None:
+    """Why `model` cannot be called in a role whose offline models are `offline` (the first is the one
+    a name beginning with "offline" is taken to mean; none for the judge), told before a run starts
+    (None: nothing known against it): an `offline/` name that is not one of them, or a name litellm
+    cannot route to a provider (`offline` alone, a bare name it does not know), which would otherwise
+    fail on every call of the run. Naming a real model imports litellm (routing is its own rule)."""
+    guess = closest(model, offline) or (offline[0] if offline and model.casefold().startswith(OFFLINE_PROVIDER) else None)
+    hint = f" (did you mean {guess!r}?)" if guess and guess != model else ""
+    if is_offline(model):
+        if model in offline:
+            return None
+        return f"no such offline model{hint}; offline models: {', '.join(offline)}" if offline else "no offline model writes a verdict; name a real model"
+    try:
+        _litellm().get_llm_provider(model, api_base=api_base)
+    except Exception as exc:  # litellm's BadRequestError ("LLM Provider NOT provided") and kin
+        reason = str(exc).splitlines()[0].removeprefix("litellm.BadRequestError: ")
+        return f"litellm cannot route it to a provider{hint}; name it as provider/model (e.g. openai/gpt-5-mini): {reason}"
+    return None
 
 
 def redact(text: str) -> str:

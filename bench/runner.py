@@ -49,7 +49,7 @@ from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
 from compaction_bench.executors import EXECUTORS, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
-from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient
+from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient, model_problem
 from compaction_bench.metrics.cost import UNPRICED
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
 from compaction_bench.profiles import DEFAULT_PROFILE, get_profile, profile_from_dict, stated_prices
@@ -466,6 +466,11 @@ def validate(config: RunConfig) -> None:
     if stated_prices(config.summarizer) is False:
         LOG.warning("warning: summarizer %s: litellm's model map states no price for it; its calls' dollars are reported as %s",
                     config.summarizer, UNPRICED)
+    for flag, model, offline in (("--summarizer", config.summarizer, (DEFAULT_SUMMARIZER,)),
+                                 ("--answerer", config.answerer, (DEFAULT_ANSWERER,)), ("--judge", config.judge, ())):
+        problem = model_problem(model, offline, config.api_base) if model else None
+        if problem:
+            raise RunError(f"{flag} {model}: {problem}")
     if config.usage not in USAGE_MODES:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
     if config.repeats < 1:
@@ -1088,6 +1093,9 @@ def score(
         raise RunError(f"{source.root}: the run does not describe its inputs (it predates self-describing runs); replay it with `bench run`")
     if in_place and out is not None:
         raise RunError("--out and --in-place exclude each other")
+    problem = model_problem(answerer, (DEFAULT_ANSWERER,), manifest.get("config", {}).get("api_base")) if answerer else None
+    if problem:
+        raise RunError(f"--answerer {answerer}: {problem}")
     target = source.root if in_place else Path(out) if out is not None else source.root.with_name(f"{source.root.name}-scored-{new_run_id()}")
     if not in_place and target.exists():
         raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")

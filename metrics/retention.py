@@ -124,12 +124,26 @@ def checkpoints(
 
 
 def _cumulative_tokens(transcript: Transcript, provider: MessageCounter) -> list[int]:
-    """cum[p]: true tokens of the model-visible items before position p."""
+    """cum[p]: true tokens of the model-visible items before position p. Kept per process for the
+    transcripts measured last (every strategy's cell of a scenario asks): a message's count depends on
+    the profile's tokenizer and image price alone (`MessageCounter.message_tokens`)."""
+    key = (id(transcript), provider.counter.encoding_name, provider.profile.image_tokens)
+    kept = _cumulative_kept.get(key)
+    if kept is not None and kept[0] is transcript:
+        return kept[1]
     out = [0]
     for item in transcript.items:
         tokens = 0 if item.kind == "marker" else provider.message_tokens(message_from_item(item))
         out.append(out[-1] + tokens)
+    if len(_cumulative_kept) >= CUMULATIVE_KEPT:
+        _cumulative_kept.clear()
+    _cumulative_kept[key] = (transcript, out)  # the transcript is held: its id is not reused while it is a key
     return out
+
+
+#: Transcripts whose cumulative token counts are kept per process (`_cumulative_tokens`).
+CUMULATIVE_KEPT = 16
+_cumulative_kept: dict[tuple[int, str, int], tuple[Transcript, list[int]]] = {}
 
 
 def _source_text(transcript: Transcript, position: int) -> str:
