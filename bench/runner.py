@@ -466,11 +466,11 @@ def validate(config: RunConfig) -> None:
     if stated_prices(config.summarizer) is False:
         LOG.warning("warning: summarizer %s: litellm's model map states no price for it; its calls' dollars are reported as %s",
                     config.summarizer, UNPRICED)
-    for flag, model, offline in (("--summarizer", config.summarizer, (DEFAULT_SUMMARIZER,)),
-                                 ("--answerer", config.answerer, (DEFAULT_ANSWERER,)), ("--judge", config.judge, ())):
-        problem = model_problem(model, offline, config.api_base) if model else None
+    for flag, model_id, offline in (("--summarizer", config.summarizer, (DEFAULT_SUMMARIZER,)),
+                                    ("--answerer", config.answerer, (DEFAULT_ANSWERER,)), ("--judge", config.judge, ())):
+        problem = model_problem(model_id, offline, config.api_base) if model_id else None
         if problem:
-            raise RunError(f"{flag} {model}: {problem}")
+            raise RunError(f"{flag} {model_id}: {problem}")
     if config.usage not in USAGE_MODES:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
     if config.repeats < 1:
