@@ -23,7 +23,10 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
   this EXACT command to submit:`) asks for that line, and a title in capitals with no verb is none;
 - recall: facts of tool outputs: a short output whole, lines with versions, hashes, ids, ports,
   URLs, counts, test summaries, grep hits and traceback frames, non-zero exit codes, and the exact
-  command behind a described shell call;
+  command behind a described shell call. An exit code's evidence is its command followed either by the
+  tool's own line (`Exit code: 1`, `<returncode>1</returncode>`) or, as a summary words it, by the code
+  in words close after it in the same sentence (`exited with 1`, `exit code 1`, `returned 1`,
+  `status 1`; `_stated_code_evidence`);
 - decision: assistant and reasoning sentences that give a reason or choose (because, instead of,
   for consistency, we need to, I plan to, …), and the items of an assistant's closing summary;
 - continuation: stated next steps (I'll, let me, now I, next step, …) and the items of a plan or
@@ -167,6 +170,26 @@ REVOKE = re.compile(r"\b(?:no longer|any ?more)\b", re.I)
 CHANGE_WORD = re.compile(r"(?:change|move|update)[sd]?|(?:chang|mov|updat)ing|switch(?:es|ed|ing)?")
 #: How far (normalized characters) a call's command may be from the output it anchors (RE2 repeats at most 1000).
 MAX_GAP = 800
+#: How much of a command's first line (normalized characters) names it in evidence.
+COMMAND_HEAD = 60
+#: How a summary words an exit code just before the number (normalized): `exit code 1`, `exit code: 1`, `exited with 1`,
+#: `exited with code 1`, `returned 1`, `returned non-zero exit status 1`, `return code 1`, `status 1`, `(exit 1)`,
+#: `rc=1`. A verb that names no code by itself needs a code word (`failed with exit code 1`, not `failed 1`).
+CODE_WORD = r"(?:an? )?(?:non-?zero )?(?:exit |return |status )?(?:code|status)"
+CODE_STATEMENT = (
+    rf"\b(?:(?:exit(?:ed|s)?|return(?:ed|s)?)(?: with)?(?: {CODE_WORD})?|(?:failed|finished|ended|terminated)(?: with)? {CODE_WORD}"
+    rf"|{CODE_WORD}|returncode|rc)(?: (?:of|was|is|=))?[:=]? ?\(?"
+)
+#: What may follow a stated code: the end, punctuation, a non-letter or a word that opens a clause, not a noun the
+#: number counts (`returned 1 match`, `exited with 1 error`).
+CODE_END = r"(?:$|[^\w\s.]|\.(?:$|\W)|\s(?:[^a-z\s]|(?:and|but|so|then|after|because|since|while|when|as|on|in|with|due|from|at|for)\b))"
+#: Between a command (and its closing backtick) and the statement of its code: at most this many characters (or
+#: pairs), none a backtick (another quoted command) and no sentence or list-item end (`. `, `! `, `? `, `- `).
+STATED_GAP = 60
+#: At most this much of a command after its head may come before its code (a longer command is cut short in a summary).
+STATED_REST = 300
+STATED_LINK = rf"(?:[^`.!?-]|[.!?-][^\s`]){{0,{STATED_GAP}}}?"
+CD_PREFIX = re.compile(r"^cd\s+\S+\s*(?:&&|;)\s*")
 STOPWORDS = frozenset(
     "this that with from have will would should could there their them then than what when where which while "
     "your yours into about just also only must never always don't make sure like want need here some more "
@@ -292,10 +315,10 @@ def _call_part(call: Item) -> str:
 def _call_anchor(call: Item) -> str:
     """A distinctive normalized piece of a call as a model reads it: its command (first line), else its name and arguments."""
     part = _call_part(call)
-    command = normalize(_command(call).split("\n")[0])[:60].strip()
+    command = normalize(_command(call).split("\n")[0])[:COMMAND_HEAD].strip()
     if len(command) >= 4 and command in part:
         return command
-    return part[:60].strip()
+    return part[:COMMAND_HEAD].strip()
 
 
 def _output_evidence(transcript: Transcript, call: Item | None, result: Item, phrase: str) -> str | None:
@@ -311,6 +334,21 @@ def _output_evidence(transcript: Transcript, call: Item | None, result: Item, ph
     if found is None or found.start() - (at + len(head)) > MAX_GAP:
         return None
     return f"{re.escape(head)}.{{0,{min(1000, found.start() - at - len(head) + 200)}}}?{_token_regex(phrase)}"
+
+
+def _stated_code_evidence(call: Item, code: str) -> str | None:
+    """The evidence of an exit code stated in words, as a summary keeps it: the command (the start of its first line,
+    without a leading `cd DIR &&`), the rest of it and a closing backtick, then `STATED_LINK` and a statement of the
+    code (`CODE_STATEMENT`, then the code as a whole number, `CODE_END`). The code stays tied to its command: the `1` of
+    `line 1`, or of `exit code 1` after another quoted command or in the next sentence, is not in it. None: no command."""
+    line = _command(call).split("\n")[0].strip()
+    line = CD_PREFIX.sub("", line) or line
+    command = normalize(line)
+    head = command[:COMMAND_HEAD].strip()
+    if len(head) < 4:
+        return None
+    rest = min(STATED_REST, len(command) - len(head))
+    return f"{re.escape(head)}[^`]{{0,{rest}}}`?{STATED_LINK}{CODE_STATEMENT}{re.escape(code)}{CODE_END}"
 
 
 def _request_label(user: Item | None) -> str:
@@ -699,6 +737,9 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
             value = code and (code.group(1) or code.group(2))
             if code and value and value != "0" and not _has_token(code.group(0), call.arguments or ""):
                 evidence = _output_evidence(transcript, call, result, code.group(0))  # `exit code: 1` of this command
+                stated = _stated_code_evidence(call, value)  # `pytest -x` exited with 1, as a summary says it
+                if evidence and stated:
+                    evidence = f"(?:{evidence})|(?:{stated})"
                 if evidence:
                     yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id,
                                      match="number", evidence=evidence, strength=0)
