@@ -28,6 +28,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
+import matplotlib.font_manager
+import matplotlib.patches
+import matplotlib.path
+import matplotlib.textpath
 import matplotlib.ticker
 import numpy as np
 import pandas as pd
@@ -42,9 +46,14 @@ AGE_ORDER = ["lt8k", "8k_32k", "32k_128k", "ge128k"]
 AGE_LABELS = {"lt8k": "< 8k", "8k_32k": "8k–32k", "32k_128k": "32k–128k", "ge128k": "≥ 128k"}
 
 
-#: Geometry attributes whose numbers are rounded to 2 decimals (a third of the size; text content is never touched).
-_COORDINATES = re.compile(r'\b(d|x|y|x1|x2|y1|y2|transform|points)="([^"]*)"')
+#: Geometry attributes whose numbers are cut to 2 decimals (a third of the size; text content is never touched).
+_COORDINATES = re.compile(r'\b(x|y|x1|x2|y1|y2|transform|points)="([^"]*)"')
 _DIGITS = re.compile(r"(\d+\.\d\d)\d+")
+#: A path's data as matplotlib writes it: absolute commands (M, L, Q, C, z) and plain decimal numbers.
+_PATH_DATA = re.compile(r'\bd="([^"]*)"')
+_PATH_TOKEN = re.compile(r"[MLQCz]|-?(?:\d+\.?\d*|\.\d+)")
+#: How many coordinate pairs each command takes.
+_PAIRS = {"M": 1, "L": 1, "Q": 2, "C": 3, "z": 0}
 
 
 def _thousands(value: float, _: object = None) -> str:
@@ -60,16 +69,60 @@ def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
 
 def to_svg(fig: Figure, crop: bool = True) -> str:
     """The figure as an SVG string, cropped to what it draws (`bbox_inches="tight"`, a layout pass of
-    its own) unless `crop` is False (a figure laid out by `tight_layout` already fits its canvas)."""
+    its own) unless `crop` is False (a figure laid out to fit already fits its canvas); its paths'
+    data written relative (`relative_path`), other coordinates cut to 2 decimals."""
     buffer = io.StringIO()
     with matplotlib.rc_context(STYLE):
         fig.savefig(buffer, format="svg", bbox_inches="tight" if crop else None, metadata={"Date": None})
     svg = buffer.getvalue()
-    return _COORDINATES.sub(_rounded, svg[svg.index("<svg"):])
+    svg = _PATH_DATA.sub(lambda match: 'd="' + relative_path(match.group(1)) + '"', svg[svg.index("<svg"):])
+    return _COORDINATES.sub(_rounded, svg)
 
 
 def _rounded(match: re.Match[str]) -> str:
     return match.group(1) + '="' + _DIGITS.sub(r"\1", match.group(2)) + '"'
+
+
+def _hundredths(value: int) -> str:
+    """`value` hundredths as the shortest decimal: 150 → "1.5", -5 → "-.05", 0 → "0"."""
+    sign, whole, part = "-" if value < 0 else "", abs(value) // 100, abs(value) % 100
+    fraction = f"{part:02d}".rstrip("0")
+    return sign + (str(whole) if whole or not fraction else "") + ("." + fraction if fraction else "")
+
+
+def relative_path(data: str) -> str:
+    """SVG path data of absolute M/L/Q/C/z commands rewritten with relative commands, each point to 0.01
+    (under half the size; the same shape): a point is written as its distance from the one before, both
+    rounded first, so no rounding error adds up along the path; a command repeated is written once."""
+    tokens = _PATH_TOKEN.findall(data)
+    out: list[str] = []
+    x = y = start_x = start_y = 0
+    previous = ""
+    n = 0
+    while n < len(tokens):
+        command = tokens[n]
+        n += 1
+        if command == "z":
+            out.append("z")
+            x, y, previous = start_x, start_y, "z"
+            continue
+        pairs = []
+        for _ in range(_PAIRS[command]):
+            pairs.append((round(float(tokens[n]) * 100), round(float(tokens[n + 1]) * 100)))
+            n += 2
+        numbers = [_hundredths(v) for px, py in pairs for v in (px - x, py - y)]
+        text = numbers[0]
+        for number in numbers[1:]:
+            text += number if number.startswith("-") else " " + number
+        if command == previous and command != "M":
+            out.append(text if text.startswith("-") else " " + text)
+        else:
+            out.append(command.lower() + text)
+        x, y = pairs[-1]
+        if command == "M":
+            start_x, start_y = x, y
+        previous = command
+    return "".join(out)
 
 
 def _figure(rows: int, cols: int, width: float, height: float, **kw) -> tuple[Figure, np.ndarray]:
@@ -82,12 +135,24 @@ def _figure(rows: int, cols: int, width: float, height: float, **kw) -> tuple[Fi
 def context_timeline(
     requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None = None
 ) -> str:
+    """`timeline_figure` as an SVG string."""
+    return to_svg(timeline_figure(requests, compactions, window, title, order), crop=False)  # laid out to fit its canvas
+
+
+def timeline_figure(
+    requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None = None
+) -> Figure:
     """Small multiples: true context tokens per turn request, one panel per strategy, shared axes.
 
     ▼ marks a compaction (tokens before it; masking rewrites, which happen at every step, are
     ticks along the bottom), × an overflowed request, the dashed line the window. The y axis stops
     at 1.3 × the window (the window line always shows); points above it are drawn on the top edge as ▲.
     A run with repeats draws its first (`timeline_rows`), and the title says which.
+
+    Drawn for size and speed: the dense marks of a panel (its ▲, × and masking ticks, thousands in a
+    default run's scenario) are one path each (`_marks`) rather than one SVG element per mark, and
+    the panels are placed by `_grid_layout`, computed once from the texts' sizes, rather than by
+    `tight_layout`, which measures every panel's ticks.
     """
     turns, compactions, shown = timeline_rows(requests, compactions)
     if shown:
@@ -96,50 +161,139 @@ def context_timeline(
     strategies = [s for s in (order or turns["strategy"].unique()) if s in present]
     cols = min(4, max(1, len(strategies)))
     rows = max(1, math.ceil(len(strategies) / cols))
-    # Shared axes by equal limits, not by matplotlib's axis sharing: with 20 panels sharing spends
-    # seconds per figure keeping the panels' limits in step (a minute of a default run's report).
-    fig, axes = _figure(rows, cols, 2.7 * cols + 0.4, 1.55 * rows + 0.5)
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
     top = min(max(peak, window) * 1.08, window * 1.3) if window else peak * 1.05
     first, last = (float(turns["step"].min()), float(turns["step"].max())) if len(turns) else (0.0, 1.0)
     margin = (last - first) * 0.05 or 0.5  # matplotlib's default autoscale margin
     palette = colours(strategies)
+    by_strategy = dict(iter(turns.groupby("strategy", sort=False)))
+    marks = dict(iter(compactions.groupby("strategy", sort=False))) if not compactions.empty else {}
+    panel_titles = {s: f"{s} · {int(by_strategy[s]['overflow'].astype(bool).sum())} overflows" for s in strategies}
     with matplotlib.rc_context(STYLE):
-        for n, ax in enumerate(axes.flat):
-            if n >= len(strategies):
-                ax.set_visible(False)
-                continue
-            strategy = strategies[n]
-            frame = turns[turns["strategy"] == strategy].sort_values("request")
-            ax.plot(frame["step"], frame["true_tokens"].clip(upper=top), linewidth=0.9, color=palette[strategy])
-            above = frame[frame["true_tokens"] > top]
-            if len(above):
-                ax.scatter(above["step"], [top] * len(above), marker="^", s=6, color=palette[strategy], clip_on=False)
-            over = frame[frame["overflow"].astype(bool)]
-            if len(over):
-                ax.scatter(over["step"], over["true_tokens"].clip(upper=top), marker="x", s=14, color="#b00", linewidths=0.8, zorder=4)
-            if not compactions.empty:
-                mine = compactions[compactions["strategy"] == strategy]
-                masking = mine[mine["trigger"] == "masking"]
-                other = mine[mine["trigger"] != "masking"]
-                if len(other):
-                    ax.scatter(other["step"], other["tokens_before"].clip(upper=top), marker="v", s=16, color="black", zorder=3)
-                if len(masking):
-                    ax.plot(masking["step"], [0] * len(masking), "|", color="#777", markersize=4)
-            if window:
-                ax.axhline(window, color="#b00", linestyle="--", linewidth=0.8)
+        # Shared axes by equal limits, not by matplotlib's axis sharing: with 20 panels sharing spends
+        # seconds per figure keeping the panels' limits in step (a minute of a default run's report).
+        fig = Figure(figsize=(2.7 * cols + 0.4, 1.55 * rows + 0.5))
+        axes = [fig.add_subplot(rows, cols, n + 1) for n in range(len(strategies))] or [fig.add_subplot(1, 1, 1, visible=False)]
+        for ax, strategy in zip(axes, strategies, strict=False):
             ax.set_xlim(first - margin, last + margin)
             ax.set_ylim(0, top)
-            ax.label_outer()
-            ax.set_title(f"{strategy} · {len(over)} overflows", fontsize=7.5)
-            ax.grid(alpha=0.25)
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+            ax.set_title(panel_titles[strategy], fontsize=7.5, y=1.0)  # placed: no search for ticks above the panel
+            ax.label_outer()
         fig.suptitle(title, fontsize=9)
         fig.supxlabel("step (recorded model response)", fontsize=7.5)
         fig.supylabel("context tokens", fontsize=7.5)
+        width, height = _grid_layout(fig, axes, rows, cols, list(panel_titles.values()))
+        per_point = ((last - first + 2 * margin) / width, top / height)  # data units per point of a panel
+        for ax, strategy in zip(axes, strategies, strict=False):
+            frame = by_strategy[strategy].sort_values("request")
+            colour = palette[strategy]
+            ax.plot(frame["step"], frame["true_tokens"].clip(upper=top), linewidth=0.9, color=colour)
+            above = frame[frame["true_tokens"] > top]
+            if len(above):
+                _marks(ax, above["step"], np.full(len(above), top), _ABOVE, per_point, label="_above", facecolor=colour, edgecolor=colour, zorder=1, clip_on=False)
+            over = frame[frame["overflow"].astype(bool)]
+            if len(over):
+                _marks(ax, over["step"], over["true_tokens"].clip(upper=top), _OVERFLOW, per_point, label="_overflow", fill=False, edgecolor="#b00", linewidth=0.8, zorder=4)
+            mine = marks.get(strategy)
+            if mine is not None:
+                masking = mine["trigger"] == "masking"
+                other = mine[~masking]
+                if len(other):
+                    ax.scatter(other["step"], other["tokens_before"].clip(upper=top), marker="v", s=16, color="black", zorder=3)
+                if masking.any():
+                    _marks(ax, mine["step"][masking], np.zeros(int(masking.sum())), _MASKING, per_point, label="_masking", fill=False, edgecolor="#777", zorder=2)
+            if window:
+                ax.axhline(window, color="#b00", linestyle="--", linewidth=0.8)
+            ax.grid(alpha=0.25)
+    return fig
+
+
+#: `tight_layout`'s padding (1.08 × the 8 pt font) around the figure's texts, panels and edges, in points.
+_PAD = 1.08 * 8
+#: A tick mark's length, and the gap from it to its label, and from a panel to its title (matplotlib's defaults), in points.
+_TICK = 3.5
+_TICK_PAD = 3.5
+_TITLE_PAD = 6.0
+
+
+def _text_size(text: str, size: float) -> tuple[float, float]:
+    """Width and height in points of one line of `text` at `size` points, as the SVG backend lays it out."""
+    font = matplotlib.font_manager.FontProperties(size=size)
+    width, height, _ = matplotlib.textpath.text_to_path.get_text_width_height_descent(text, font, ismath=False)
+    _, line, _ = matplotlib.textpath.text_to_path.get_text_width_height_descent("lp", font, ismath=False)
+    return width, max(height, line)
+
+
+def _fixed_ticks(axis: Any) -> tuple[list[float], list[str]]:
+    """The ticks `axis`'s locator puts inside its view limits and their labels; the axis keeps them (located once)."""
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * (high - low)
+    ticks = [float(t) for t in axis.get_majorticklocs() if low - slack <= t <= high + slack]
+    axis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    return ticks, list(axis.get_major_formatter().format_ticks(ticks))
+
+
+def _grid_layout(fig: Figure, axes: list[Any], rows: int, cols: int, titles: list[str]) -> tuple[float, float]:
+    """Place a regular grid of panels with equal limits as `tight_layout` would, from the sizes of the texts
+    alone: the figure's title and axis labels, the outer panels' tick labels (the first panel's ticks, which
+    every panel is given) and the panels' `titles`, each padded by `_PAD`; titles wider than the grid leaves
+    them are laid out by `tight_layout` itself. Returns a panel's width and height in points."""
+    fig_width, fig_height = (float(v) * 72 for v in fig.get_size_inches())
+    _, line = _text_size("lp", 7.5)  # a panel title's, the axis labels' height (the y label turned on its side)
+    _, suptitle = _text_size(fig.get_suptitle(), 9)
+    _, tick_label = _text_size("0", 8)
+    top = _PAD + suptitle + _PAD + line + _TITLE_PAD
+    bottom = _PAD + line + _PAD + tick_label + _TICK_PAD + _TICK
+    row_gap = _TICK + _PAD + _TITLE_PAD + line  # an upper panel's tick marks, then the lower one's title
+    height = (fig_height - top - bottom - (rows - 1) * row_gap) / rows
+    fig.subplots_adjust(top=1 - top / fig_height, bottom=bottom / fig_height, hspace=row_gap / height)
+    first = axes[0]
+    _, y_labels = _fixed_ticks(first.yaxis)  # the y ticks depend on the panels' height alone
+    left = _PAD + line + _PAD + max((_text_size(t, 8)[0] for t in y_labels), default=0.0) + _TICK_PAD + _TICK
+    column_gap = _TICK + _PAD  # an inner panel's tick marks on its left
+
+    def place(right: float) -> float:
+        width = (fig_width - left - right - (cols - 1) * column_gap) / cols
+        fig.subplots_adjust(left=left / fig_width, right=1 - right / fig_width, wspace=column_gap / width)
+        return width
+
+    right = _PAD
+    width = place(right)
+    x_ticks, x_labels = _fixed_ticks(first.xaxis)
+    if x_labels:  # the last tick's label, centred on it, may reach past the panel's right edge
+        low, high = first.get_xlim()
+        overhang = _text_size(x_labels[-1], 8)[0] / 2 - (high - x_ticks[-1]) / (high - low) * width
+        if overhang > 0:
+            right += overhang
+            width = place(right)
+    for ax in axes[1:]:
+        ax.xaxis.set_major_locator(first.xaxis.get_major_locator())
+        ax.yaxis.set_major_locator(first.yaxis.get_major_locator())
+    title_overhang = (max((_text_size(t, 7.5)[0] for t in titles), default=0.0) - width) / 2  # each side of a panel
+    if (cols > 1 and 2 * title_overhang + _PAD > column_gap) or title_overhang + _PAD > min(left, right):
         fig.tight_layout()
-    # laid out to fit: cropping it again would draw each of its panels' ticks once more (about a sixth of its time)
-    return to_svg(fig, crop=False)
+        box = first.get_position()
+        return box.width * fig_width, box.height * fig_height
+    return width, height
+
+
+#: The dense marks' shapes, in points around the point they mark: matplotlib's scatter markers they were
+#: drawn with (▲ of area 6 pt², × of 14 pt²) and the `|` marker of 4 pt.
+_ABOVE = matplotlib.path.Path(np.array([[0, 1], [-1, -1], [1, -1], [0, 1]]) * (6**0.5 / 2), closed=True)
+_OVERFLOW = matplotlib.path.Path(np.array([[-1, -1], [1, 1], [-1, 1], [1, -1]]) * (14**0.5 / 2), [1, 2, 1, 2])
+_MASKING = matplotlib.path.Path(np.array([[0, -1], [0, 1]]) * 2.0, [1, 2])
+
+
+def _marks(ax: Any, x: Any, y: Any, shape: matplotlib.path.Path, per_point: tuple[float, float], **style: Any) -> None:
+    """`shape` at every (x, y) as one path (one SVG element), the shape's points scaled to data units by
+    `per_point` (a panel's data units per point, which `_grid_layout` fixed)."""
+    offsets = np.column_stack([np.asarray(x, dtype=float), np.asarray(y, dtype=float)])
+    outline = np.asarray(shape.vertices, dtype=float) * np.asarray(per_point)
+    vertices = (offsets[:, None, :] + outline[None, :, :]).reshape(-1, 2)
+    path = matplotlib.path.Path(vertices, np.tile(np.asarray(shape.codes), len(offsets)))
+    path.should_simplify = False  # every mark kept, however close to the next
+    ax.add_artist(matplotlib.patches.PathPatch(path, joinstyle="round", capstyle="butt", **style))  # the limits are set: no autoscaling
 
 
 def timeline_rows(requests: pd.DataFrame, compactions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, str]:
