@@ -14,13 +14,16 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional, cast
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from compaction_bench.errors import BenchError
+
+if TYPE_CHECKING:
+    from compaction_bench.profiles import ModelProfile
 
 app = typer.Typer(
     help="compaction-bench: replay agent transcripts through context-compaction strategies and measure them.",
@@ -224,41 +227,87 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
 
 
 # --------------------------------------------------------------------------- list
+LIST_JSON_HELP = ("Print a JSON array of objects instead of the table, one per row with the table's fields (numbers as numbers, "
+                  "an unknown price as null), and nothing else on stdout.")
+
+
+def _print_records(records: list[dict[str, Any]]) -> None:
+    """A list's rows as one JSON array on stdout, for other programs (strict JSON: no NaN)."""
+    import json
+
+    print(json.dumps(records, ensure_ascii=False, indent=2, allow_nan=False, default=str))
+
+
 @list_app.command("strategies")
-def list_strategies() -> None:
+def list_strategies(as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_HELP)] = False) -> None:
     """Registered strategies with their spec and options."""
     from compaction_bench.registry import broken, strategies
     from compaction_bench.strategy import StrategyInfo
 
-    table = Table("id", "what", "spec", "options (defaults)")
+    records: list[dict[str, Any]] = []
     for name, cls in strategies().items():
         info = StrategyInfo.of(cls)
-        options = ", ".join(f"{k}={v!r}" for k, v in info.options.items())
-        table.add_row(name, info.description, info.spec, options)
-    console.print(table)
+        records.append({"id": name, "what": info.description, "spec": info.spec, "options": dict(info.options)})
+    if as_json:
+        _print_records(records)
+    else:
+        table = Table("id", "what", "spec", "options (defaults)")
+        for record in records:
+            table.add_row(record["id"], record["what"], record["spec"], ", ".join(f"{k}={v!r}" for k, v in record["options"].items()))
+        console.print(table)
     for name, reason in broken().get("compaction_bench.strategies", {}).items():
         errors.print(f"strategy {name} failed to load: {reason}", markup=False, style="yellow")
+
+
+def _per_million(price_per_token: float) -> float:
+    """Dollars per million tokens, without the float noise of the multiplication (1.25e-06 × 1e6 = 1.2499…)."""
+    return round(price_per_token * 1e6, 9)
+
+
+def _profile_record(profile: ModelProfile) -> dict[str, Any]:
+    """A profile's row of `bench list profiles` as plain values: counts as integers, prices in dollars per
+    million tokens (null when the map has no price; the cached price null too when the profile has no cache)."""
+    from compaction_bench.metrics.cost import cached_input_price
+    from compaction_bench.profiles import ALIASES
+
+    cache = profile.cache
+    priced = not profile.prices.unpriced
+    return {
+        "name": profile.name, "alias_of": ALIASES.get(profile.name), "model": profile.model, "window": profile.context_window,
+        "context": profile.context_limit or profile.context_window, "input_limit": profile.input_limit or None,
+        "max_output": profile.max_output, "overflow_when": profile.overflow_text(), "tokenizer": profile.tokenizer,
+        "cache": None if cache.provider == "none" else {"provider": cache.provider, "min_prefix": cache.min_prefix, "block": cache.block},
+        "usd_per_mtok_in": _per_million(profile.prices.input) if priced else None,
+        "usd_per_mtok_cached": _per_million(cached_input_price(profile)) if priced and cache.provider != "none" else None,
+        "usd_per_mtok_out": _per_million(profile.prices.output) if priced else None,
+    }
 
 
 @list_app.command("profiles")
 def list_profiles(
     model: Annotated[Optional[list[str]], typer.Argument(help="Also show these profiles (any litellm model id, MODEL@WINDOW).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_HELP)] = False,
 ) -> None:
     """Model profiles: every limit, the overflow rule, tokenizer, cache rules and prices."""
-    from compaction_bench.metrics.cost import UNPRICED, cached_input_price
-    from compaction_bench.profiles import ALIASES, PROFILES, get_profile
+    from compaction_bench.metrics.cost import format_dollars
+    from compaction_bench.profiles import PROFILES, get_profile
 
+    records = [_profile_record(p) for p in [*PROFILES.values(), *(get_profile(m) for m in model or ())]]
+    if as_json:
+        _print_records(records)
+        return
     table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
                   "$/Mtok in", "$/Mtok cached", "$/Mtok out")
-    for p in [*PROFILES.values(), *(get_profile(m) for m in model or ())]:
-        cache = "none" if p.cache.provider == "none" else f"{p.cache.provider} ≥{p.cache.min_prefix}" + (f" /{p.cache.block}" if p.cache.block > 1 else "")
-        name = f"{p.name} (= {ALIASES[p.name]})" if p.name in ALIASES else p.name
+    for r in records:
+        cache = r["cache"]
+        unpriced = r["usd_per_mtok_in"] is None
         table.add_row(
-            name, p.model, f"{p.context_window:,}", f"{p.context_limit or p.context_window:,}",
-            f"{p.input_limit:,}" if p.input_limit else "-", f"{p.max_output:,}", p.overflow_text(), p.tokenizer, cache,
-            *((UNPRICED,) * 3 if p.prices.unpriced else (
-                f"{p.prices.input * 1e6:.2f}", "-" if p.cache.provider == "none" else f"{cached_input_price(p) * 1e6:.3f}",
-                f"{p.prices.output * 1e6:.2f}")),
+            f"{r['name']} (= {r['alias_of']})" if r["alias_of"] else r["name"], r["model"], f"{r['window']:,}", f"{r['context']:,}",
+            f"{r['input_limit']:,}" if r["input_limit"] else "-", f"{r['max_output']:,}", r["overflow_when"], r["tokenizer"],
+            "none" if cache is None else f"{cache['provider']} ≥{cache['min_prefix']}" + (f" /{cache['block']}" if cache["block"] > 1 else ""),
+            format_dollars(r["usd_per_mtok_in"]),
+            "-" if cache is None and not unpriced else format_dollars(r["usd_per_mtok_cached"], "{:.3f}"),
+            format_dollars(r["usd_per_mtok_out"]),
         )
     console.print(table)
     console.print("Any chat model of litellm's bundled map is a profile too (-p openai/gpt-5, -p anthropic/claude-sonnet-4-5, "
@@ -266,15 +315,21 @@ def list_profiles(
 
 
 @list_app.command("formats")
-def list_formats() -> None:
+def list_formats(as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_HELP)] = False) -> None:
     """Transcript formats that can be imported (auto-detected from content)."""
     from compaction_bench.importing import formats
     from compaction_bench.registry import broken
 
-    table = Table("format", "description", "file names")
-    for name, cls in sorted(formats().items()):
-        table.add_row(name, cls.description, " ".join(cls.suffixes))
-    console.print(table)
+    records: list[dict[str, Any]] = [
+        {"format": name, "description": cls.description, "file_names": list(cls.suffixes)} for name, cls in sorted(formats().items())
+    ]
+    if as_json:
+        _print_records(records)
+    else:
+        table = Table("format", "description", "file names")
+        for record in records:
+            table.add_row(record["format"], record["description"], " ".join(record["file_names"]))
+        console.print(table)
     for name, reason in broken().get("compaction_bench.importers", {}).items():
         errors.print(f"importer {name} failed to load: {reason}", markup=False, style="yellow")
 
@@ -427,7 +482,7 @@ def compare(
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
     from compaction_bench.atomic import check_output
-    from compaction_bench.reports.gate import METRICS, Run, check_comparable, compare_runs
+    from compaction_bench.reports.gate import METRICS, Run, change_figure, check_comparable, compare_runs, metric_figure
 
     check_output(html, replace=force)
 
@@ -443,8 +498,8 @@ def compare(
         for metric in METRICS:
             if f"{metric}_change" in values:
                 table.add_row(
-                    strategy_name, profile_name, metric, f"{values[f'{metric}_baseline']:.4g}",
-                    f"{values[f'{metric}_candidate']:.4g}", f"{values[f'{metric}_change']:+.4g}",
+                    strategy_name, profile_name, metric, metric_figure(values[f"{metric}_baseline"], metric),
+                    metric_figure(values[f"{metric}_candidate"], metric), change_figure(values[f"{metric}_change"], metric),
                 )
     console.print(table)
     from compaction_bench.reports.leaderboard import offline_notes

@@ -20,7 +20,7 @@ import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PosixPath
 from typing import Any, BinaryIO, ClassVar
 
 from compaction_bench import registry
@@ -39,6 +39,24 @@ MAX_DECOMPRESSED_ENV = "COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES"
 #: Exceptions that malformed content raises inside parsers and sniffers (too deep, too large a number,
 #: an infinite count); they become an `ImportFailure` naming the file, never a traceback.
 CONTENT_ERRORS = (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OverflowError)
+
+
+class TypedPath(PosixPath):
+    """A transcript's path that prints as the user typed it. pathlib normalizes `./x` to `x` and `a//b` to
+    `a/b`, so every message about the file (an error, a problem line of `bench inspect`, the transcript's
+    `source["path"]`) would name it otherwise than the user did. It is the same path for every other purpose
+    (opening, comparing, hashing); paths derived from it (`.parent`, `/ name`) print as pathlib's do."""
+
+    typed = ""
+
+    @classmethod
+    def of(cls, text: str) -> TypedPath:
+        path = cls(text)
+        path.typed = text
+        return path
+
+    def __str__(self) -> str:
+        return self.typed or super().__str__()
 
 
 class ImportFailure(TranscriptError):
@@ -126,7 +144,7 @@ def _refuse_special(path: Path, mode: int) -> None:
 def check_input(path: str | Path) -> os.stat_result:
     """The status of a transcript file that may be read: a regular file (symlinks followed), else one
     `ImportFailure` naming the path and what it is (missing, a symlink loop, a folder, a FIFO, a device)."""
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # a `TypedPath` keeps its spelling
     try:
         status = os.stat(path)
     except OSError as exc:
@@ -147,7 +165,7 @@ def open_input(path: str | Path) -> BinaryIO:
     Checked twice: by `check_input` before opening (so a FIFO or a device is never opened), and on
     the open descriptor (opened non-blocking, so a path swapped for a FIFO in between cannot hang).
     """
-    path = Path(path)
+    path = path if isinstance(path, Path) else Path(path)  # a `TypedPath` keeps its spelling
     check_input(path)
     try:
         fd = os.open(path, _OPEN_FLAGS)
@@ -386,7 +404,7 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
     file. A forced `format` that finds nothing of its kind in the file is an error too.
     """
     given = str(path)
-    path = Path(path)
+    path = TypedPath.of(given)  # messages name the file as the user typed it
     if format == "auto":
         cls = None
     else:

@@ -326,6 +326,37 @@ class RunStore:
         return json.loads(self.manifest_path.read_text(encoding="utf-8"))
 
 
+#: Columns whose rows may hold None, by table and by the kind of value they hold: `load_run` gives each the same
+#: dtype in every run. Parquet stores them typed, but pandas reads a column of booleans with a null, and a column
+#: of nulls only (no row of the run had a value: no judge, no answerer, no summary, no compaction), as Python objects.
+NULLABLE_BOOLEANS = {"probes": ("correct", "ceiling_correct", "judge_strict", "judge_lenient", "answer_cached")}
+NULLABLE_NUMBERS = {
+    "requests": ("estimate_tokens", "threshold", "estimate_error", "estimate_ape"),
+    "compactions": ("estimate_tokens", "estimate_error", "threshold", "next_request"),
+    "probes": ("compaction", "score"),
+}
+NULLABLE_TEXTS = {"requests": ("timestamp", "usage_source"), "compactions": ("trigger", "summary"), "probes": ("answer", "answer_error")}
+#: The dtype pandas reads a text column as (`str` from pandas 3, Python objects before).
+TEXT_DTYPE = pd.Series([""]).dtype
+
+
+def typed(name: str, frame: pd.DataFrame) -> pd.DataFrame:
+    """Table `name` of a run with its nullable columns typed: booleans as pandas' nullable `boolean` (None as NA),
+    numbers as float64 (None as NaN, as pandas reads an integer column with a null), text as `TEXT_DTYPE`; the
+    key columns of a table without rows (no cell compacted) as those of one with rows. Values are unchanged."""
+    frame = frame.copy()
+    for column in NULLABLE_BOOLEANS.get(name, ()):
+        values = frame.get(column)
+        if values is not None and (values.dtype in (bool, object) or values.isna().all()):
+            frame[column] = values.astype("boolean")
+    for columns, dtype in ((NULLABLE_NUMBERS.get(name, ()), np.dtype("float64")), (NULLABLE_TEXTS.get(name, ()), TEXT_DTYPE),
+                           (("scenario", "strategy", "profile"), TEXT_DTYPE), (("repeat",), np.dtype("int64"))):
+        for column in columns:
+            if column in frame.columns and frame[column].dtype == object and frame[column].isna().all():
+                frame[column] = frame[column].astype(dtype)
+    return frame
+
+
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     """A finished run's tables as DataFrames, by name, each with a plain RangeIndex:
 
@@ -334,6 +365,9 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     - `compactions`: one row per compaction;
     - `probes`: one row per probe per probe point;
     - `summary`: one row per (scenario, strategy, profile), repeats pooled (counts are per repeat).
+
+    A column that may hold None has one dtype whatever the run holds (`typed`): `correct` and the other
+    answer grades are `boolean` with NA where unscored, unknown numbers NaN, missing text NaN (pandas 3).
 
     Every table but `summary` starts with scenario, strategy, profile, repeat; the README's run layout
     lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError` for a path that is no run folder, an unfinished
@@ -354,7 +388,7 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
         file = root / f"{name}.parquet"
         if not file.is_file():
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
-        tables[name] = pd.read_parquet(file)
+        tables[name] = typed(name, pd.read_parquet(file))
     return tables
 
 

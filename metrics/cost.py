@@ -13,8 +13,9 @@ summarizer is a real model litellm can price, its own cost of that call replaces
 the map lists as free; a model it cannot price is priced here, at the profile's prices).
 
 A profile whose model has no input or output price in the map (`Prices.unpriced`) prices every request at
-NaN: its dollars are unknown, not $0, and sums over them stay unknown (`UNPRICED` is the word the reports
-show for them).
+NaN: its dollars are unknown, not $0, and sums over them stay unknown. Every table shows such a figure
+the same way, by `format_dollars`: the word `UNPRICED` where the value is NaN or None, else the number in the
+table's own format.
 
 Tiered prices (the map's `*_above_<N>k_tokens`, e.g. GPT-5.4 above 272k input tokens, Gemini 2.5 Pro
 and Claude on Vertex above 200k) apply per request by its input tokens, as litellm bills them
@@ -24,6 +25,9 @@ and Claude on Vertex above 200k) apply per request by its input tokens, as litel
 from __future__ import annotations
 
 import math
+import numbers
+
+import pandas as pd
 
 from compaction_bench.profiles import ModelProfile
 
@@ -35,6 +39,18 @@ ANTHROPIC_1H_WRITE_MULTIPLIER = 2.0
 UNPRICED = "unpriced"
 #: Columns of dollars: summed with an unknown part they stay unknown (`aggregate.combine`).
 DOLLAR_COLUMNS = ("cost_usd", "summarizer_cost_usd", "llm_cost_usd")
+
+
+def dollars_unknown(value: object) -> bool:
+    """True for a dollar figure that is not known: None, NaN (what an unpriced model's requests cost) or
+    pandas' NA (a nullable column's missing value)."""
+    return value is None or value is pd.NA or (isinstance(value, numbers.Real) and math.isnan(value))
+
+
+def format_dollars(value: object, fmt: str = "{:.2f}") -> str:
+    """A dollar figure for a table: `value` in `fmt` (a `str.format` pattern, e.g. "{:.4g}"), or `UNPRICED`
+    where it is unknown (`dollars_unknown`), never a $0 or a "nan"."""
+    return UNPRICED if dollars_unknown(value) else fmt.format(value)
 
 
 def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
-from compaction_bench.metrics.cost import UNPRICED
+from compaction_bench.metrics.cost import format_dollars
 from compaction_bench.metrics.stats import holm
 from compaction_bench.reports.gate import METRICS, NOT_COMPARABLE, UNKNOWABLE, Run, compare_runs
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
@@ -33,6 +33,8 @@ from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
 
 CELL = ["scenario", "strategy", "profile", "repeat"]
+#: How the page shows a run's value of a gate metric that is a fraction (an integer shows whole).
+VALUE_FORMAT = "{:.4g}"
 POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
 
 
@@ -128,16 +130,21 @@ def changed_compactions(base: pd.DataFrame, cand: pd.DataFrame) -> list[dict[str
         row = dict(zip(keys, key, strict=True))
         if left is None or right is None:
             out.append({**row, "what": "only in " + ("candidate" if left is None else "baseline"), "baseline": _describe(left), "candidate": _describe(right),
-                        "summary_a": str((left or {}).get("summary") or "")[:4000], "summary_b": str((right or {}).get("summary") or "")[:4000]})
+                        "summary_a": _summary(left)[:4000], "summary_b": _summary(right)[:4000]})
             continue
         diffs = [f for f in fields if _clean(left.get(f)) != _clean(right.get(f))]
         diffs += [f"{n} items" for n in ("kept", "summarized", "dropped") if _count(left.get(f"{n}_ids")) != _count(right.get(f"{n}_ids"))]
-        if (left.get("summary") or "") != (right.get("summary") or ""):
+        if _summary(left) != _summary(right):
             diffs.append("summary")
         if diffs:
             out.append({**row, "what": ", ".join(diffs), "baseline": _describe(left), "candidate": _describe(right),
-                        "summary_a": str(left.get("summary") or "")[:4000], "summary_b": str(right.get("summary") or "")[:4000]})
+                        "summary_a": _summary(left)[:4000], "summary_b": _summary(right)[:4000]})
     return out
+
+
+def _summary(record: dict[str, Any] | None) -> str:
+    """A compaction's summary text; "" for none (a compaction that summarizes nothing stores a missing value, NaN or None)."""
+    return str(_clean((record or {}).get("summary")) or "")
 
 
 def _describe(record: dict[str, Any] | None) -> str:
@@ -148,11 +155,13 @@ def _describe(record: dict[str, Any] | None) -> str:
 
 
 def _metric_cell(metric: str, values: pd.Series) -> dict[str, Any]:
-    """One gate metric of a (strategy, profile) row: both runs' values and the change; an unknown cost (a model
-    without a price) as `UNPRICED`, and its change as `NOT_COMPARABLE`."""
+    """One gate metric of a (strategy, profile) row: both runs' values and the change; a cost shown by the
+    dollars rule (`cost.format_dollars`: an unknown one, a model without a price, as `unpriced`), and its
+    change as `NOT_COMPARABLE` when either run's is unknown."""
     base, cand, change = (_clean(values.get(f"{metric}_{part}")) for part in ("baseline", "candidate", "change"))
-    if metric in UNKNOWABLE and (base is None or cand is None):
-        base, cand, change = base if base is not None else UNPRICED, cand if cand is not None else UNPRICED, NOT_COMPARABLE
+    if metric in UNKNOWABLE:
+        change = NOT_COMPARABLE if base is None or cand is None else change
+        base, cand = format_dollars(base, VALUE_FORMAT), format_dollars(cand, VALUE_FORMAT)
     return {"metric": metric, "baseline": base, "candidate": cand, "change": change, "better": METRICS[metric][1]}
 
 
@@ -179,7 +188,7 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     )
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["points"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:+.1f}"
-    env.filters["num"] = lambda v: "–" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))  # a value
+    env.filters["num"] = lambda v: "–" if v is None else (VALUE_FORMAT.format(v) if isinstance(v, float) else str(v))  # a value
     env.filters["change"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else v if isinstance(v, str) else f"{v:+d}")  # a change, signed
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,

@@ -57,7 +57,7 @@ import pandas as pd
 from compaction_bench.errors import BenchError, did_you_mean
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
-from compaction_bench.metrics.cost import UNPRICED
+from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.profiles import stored_profile
 from compaction_bench.store import load_run
@@ -429,8 +429,8 @@ class GateResult:
             status = row.get("status") or (FAIL if row["failed"] else OK)
             shown = {FAIL: "**fail**", OK: "ok", CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
             lines.append(
-                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {_number(row['baseline'], metric=row['metric'])} | "
-                f"{_number(row['candidate'], metric=row['metric'])} | {_number(row['change'], '+.4g', row['metric'], NOT_COMPARABLE)} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
+                f"| {row['strategy']} | {row['profile']} | {row['metric']} | {metric_figure(row['baseline'], row['metric'])} | "
+                f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         if not self.tested:
@@ -445,11 +445,19 @@ class GateResult:
         return "\n".join(out)
 
 
-def _number(value: Any, fmt: str = ".4g", metric: str = "", unknown: str = UNPRICED) -> str:
-    """A figure of the gate's table; a missing one as an en dash, an unknown cost as `unknown`."""
-    if _missing(value):
-        return unknown if metric in UNKNOWABLE else "–"
-    return format(value, fmt)
+def metric_figure(value: Any, metric: str, fmt: str = "{:.4g}") -> str:
+    """A run's value of a gate metric for a table (`fmt` a `str.format` pattern): a cost by the dollars rule
+    (`cost.format_dollars`, an unknown one as `unpriced`), any other missing value as an en dash."""
+    if metric in UNKNOWABLE:
+        return format_dollars(value, fmt)
+    return "–" if _missing(value) else fmt.format(value)
+
+
+def change_figure(change: Any, metric: str) -> str:
+    """The change of a gate metric between two runs, signed; `NOT_COMPARABLE` where either run's cost is unknown."""
+    if metric in UNKNOWABLE and _missing(change):
+        return NOT_COMPARABLE
+    return metric_figure(change, metric, "{:+.4g}")
 
 
 def _untested_note(strategy: str, profile: str, metric: str, base: Any, cand: Any) -> str:

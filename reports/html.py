@@ -34,7 +34,7 @@ from markupsafe import Markup
 
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
-from compaction_bench.metrics.cost import DOLLAR_COLUMNS, UNPRICED
+from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
 from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
@@ -62,7 +62,8 @@ def json_script(data: Any) -> str:
 
 
 def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
+    """A table's value as plain Python: None for a missing one (NaN, infinite, pandas' NA), numpy scalars unwrapped."""
+    if value is pd.NA or (isinstance(value, float) and not math.isfinite(value)):
         return None
     if isinstance(value, np.generic):
         return _clean(value.item())
@@ -186,6 +187,14 @@ WITHDRAWN = ("estimate_ape_lo", "estimate_ape_hi")
 PERCENT = ("estimate_ape",)
 
 
+def _figure_format(column: str, value: float | None) -> str:
+    """The per-scenario table's format of a number: a percentage for `PERCENT` columns, whole numbers
+    with separators for whole or large values, else three decimals."""
+    if column in PERCENT:
+        return "{:.1%}"
+    return "{:,.0f}" if value is None or float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
+
+
 def scenario_table(summary: pd.DataFrame) -> Table:
     columns = [c for c in summary.columns if c not in WITHDRAWN]
     rows = []
@@ -193,13 +202,12 @@ def scenario_table(summary: pd.DataFrame) -> Table:
         row = []
         for column in columns:
             value = _clean(record[column])
-            if value is None and column in DOLLAR_COLUMNS and _clean(record.get("requests")) is not None:
-                row.append(UNPRICED)  # the cell sent requests: its dollars are unknown, not missing
+            if column in DOLLAR_COLUMNS and (value is not None or _clean(record.get("requests")) is not None):
+                row.append(format_dollars(value, _figure_format(column, value)))  # a cell that sent requests: missing dollars are unknown
             elif value is None or isinstance(value, (bool, str)):
                 row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):
-                fmt = "{:.1%}" if column in PERCENT else "{:,.0f}" if float(value).is_integer() or abs(value) >= 1000 else "{:.3f}"
-                row.append(format_value(value, fmt))
+                row.append(format_value(value, _figure_format(column, value)))
             else:
                 row.append(str(value))
         rows.append(row)
@@ -362,7 +370,7 @@ def _environment() -> jinja2.Environment:
     env.filters["json_script"] = lambda data: Markup(json_script(data))
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
     env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else fmt.format(v)
-    env.filters["dollars"] = lambda v: UNPRICED if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.2f}"
+    env.filters["dollars"] = format_dollars
     return env
 
 

@@ -28,7 +28,7 @@ import pandas as pd
 
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
-from compaction_bench.metrics.cost import DOLLAR_COLUMNS, UNPRICED
+from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -67,10 +67,12 @@ TERMINAL_PRIORITY = (
 
 
 def format_value(value: object, fmt: str, column: str = "") -> str:
-    """A number formatted for a table; missing values as an en dash, unknown dollars (`column` one of
-    `DOLLAR_COLUMNS`) as `UNPRICED`."""
+    """A number formatted for a table; missing values as an en dash, dollars (`column` one of
+    `DOLLAR_COLUMNS`) by `cost.format_dollars` (unknown ones as `unpriced`)."""
+    if column in DOLLAR_COLUMNS:
+        return format_dollars(value, fmt)
     if value is None or (isinstance(value, float) and pd.isna(value)):
-        return UNPRICED if column in DOLLAR_COLUMNS else "–"
+        return "–"
     try:
         return fmt.format(value)
     except (ValueError, TypeError):

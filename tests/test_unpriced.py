@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from compaction_bench.metrics.aggregate import combine
-from compaction_bench.metrics.cost import UNPRICED, cached_input_price, request_cost
+from compaction_bench.metrics.cost import UNPRICED, cached_input_price, format_dollars, request_cost
 from compaction_bench.profiles import (
     FAMILY_APIS,
     bundled_cost_map,
@@ -26,6 +27,7 @@ from compaction_bench.profiles import (
     stated_prices,
 )
 from compaction_bench.reports.leaderboard import leaderboard
+from tests.conftest import bench_cli
 
 M = 1e-6
 
@@ -85,6 +87,19 @@ def test_a_summarizer_model_without_a_price_is_told_apart_from_a_free_one():
     assert stated_prices("snowflake/mistral-large") is False
     assert stated_prices("openai/gpt-5") is True
     assert stated_prices("no-such-provider/no-such-model") is None
+
+
+def test_one_rule_shows_dollars_unpriced_where_unknown_and_in_the_table_format_where_known():
+    """Every table (leaderboard, report, gate, compare, `bench compare`) shows dollars by this rule."""
+    for unknown in (None, float("nan"), np.float64("nan"), pd.NA):
+        assert format_dollars(unknown) == UNPRICED == "unpriced"
+        assert format_dollars(unknown, "{:,.0f}") == UNPRICED
+    assert format_dollars(0.0) == "0.00"  # a free model's dollars are known: $0, never unpriced
+    assert format_dollars(np.float64(14.6149)) == "14.61"
+    assert format_dollars(1234.5, "{:,.0f}") == "1,234" and format_dollars(0.0226812, "{:.4g}") == "0.02268"
+    assert format_dollars(-0.5, "{:+.4g}") == "-0.5"
+    priced_and_not = pd.DataFrame({"cost_usd": [0.25, float("nan")]})
+    assert format_dollars(combine(priced_and_not, "cost_usd", "sum")) == UNPRICED  # a sum with an unknown part
 
 
 def test_the_leaderboard_shows_unpriced_not_zero_dollars():
@@ -210,6 +225,16 @@ def test_gate_and_compare_cannot_compare_an_unpriced_cost(unpriced_run):
     text = result.markdown()
     assert "| unpriced | unpriced | cannot compare |" in text and "so the costs cannot be compared" in text
     assert "unpriced → unpriced (cannot compare)" in render_compare(unpriced_run, unpriced_run)
+
+
+def test_bench_compare_prints_unpriced_not_nan(unpriced_run):
+    proc = bench_cli("compare", str(unpriced_run), str(unpriced_run))
+    assert proc.returncode == 0, proc.stderr
+    rows = {(cells[2], cells[3]): cells[4:7] for line in proc.stdout.splitlines() if len(cells := [c.strip() for c in line.split("│")]) == 8}
+    assert rows[("snowflake/mistral-large@32k", "cost")] == [UNPRICED, UNPRICED, "cannot compare"]
+    assert rows[("32k", "cost")][2] == "+0" and float(rows[("32k", "cost")][0]) > 0
+    assert rows[("32k", "summarized_source")] == ["–", "–", "–"]  # truncate summarizes nothing: missing, not unknown
+    assert "nan" not in proc.stdout
 
 
 @pytest.mark.parametrize(("model", "unknown"), [("snowflake/mistral-large", True), ("openai/gpt-4o-mini", False)])

@@ -1,0 +1,86 @@
+"""`bench list strategies|profiles|formats --json`: one JSON array on stdout and nothing else, one object per
+row with the table's fields as plain values (counts as integers, prices in dollars per million tokens, an
+unknown price as null), checked against the registry, the profiles and the importers themselves, and against
+prices known from the providers' price lists (GPT-5: $1.25 in, $0.125 cached, $10 out per million tokens)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction_bench.importing import formats
+from compaction_bench.profiles import ALIASES, PROFILES
+from compaction_bench.registry import strategies
+from compaction_bench.strategy import StrategyInfo
+from tests.conftest import bench_cli
+
+#: A Bedrock commitment entry of litellm's map: limits, no per-token price.
+UNPRICED_MODEL = "bedrock/us-east-1/1-month-commitment/anthropic.claude-v2:1@32k"
+
+
+def _refuse_nan(constant: str) -> None:
+    raise AssertionError(f"{constant} is not JSON")
+
+
+def listed(*args: str) -> list[dict]:
+    """The parsed stdout of `bench list ARGS --json`: the whole of it is one strict JSON array."""
+    proc = bench_cli("list", *args, "--json")
+    assert proc.returncode == 0, proc.stderr
+    records = json.loads(proc.stdout, parse_constant=_refuse_nan)
+    assert isinstance(records, list) and all(isinstance(r, dict) for r in records)
+    return records
+
+
+def test_strategies_are_the_registry_with_their_option_defaults():
+    records = listed("strategies")
+    assert [r["id"] for r in records] == list(strategies())
+    for record in records:
+        info = StrategyInfo.of(strategies()[record["id"]])
+        assert record == {"id": record["id"], "what": info.description, "spec": info.spec, "options": dict(info.options)}
+    by_id = {r["id"]: r for r in records}
+    assert by_id["none"]["options"] == {} and by_id["none"]["spec"] == "baseline"
+    assert by_id["truncate"]["options"] == {"trigger_ratio": 0.9, "target_ratio": 0.6}
+
+
+def test_profiles_give_numbers_as_numbers_and_known_prices():
+    records = listed("profiles")
+    assert [r["name"] for r in records] == list(PROFILES)
+    by_name = {r["name"]: r for r in records}
+    assert by_name["gpt-5"]["alias_of"] == ALIASES["gpt-5"] == "openai/gpt-5"
+    assert by_name["64k"]["alias_of"] is None
+    gpt5 = by_name["gpt-5"]
+    assert (gpt5["window"], gpt5["context"], gpt5["input_limit"], gpt5["max_output"]) == (272_000, 400_000, 272_000, 128_000)
+    assert gpt5["overflow_when"] == "input > 272,000" and gpt5["tokenizer"] == "o200k_base"
+    assert gpt5["cache"] == {"provider": "openai", "min_prefix": 1024, "block": 128}
+    small = by_name["64k"]
+    assert (small["window"], small["input_limit"]) == (64_000, None)
+    for record in (gpt5, small):
+        assert (record["usd_per_mtok_in"], record["usd_per_mtok_cached"], record["usd_per_mtok_out"]) == (1.25, 0.125, 10.0)
+    assert all(type(r["window"]) is int and type(r["max_output"]) is int for r in records)
+
+
+@pytest.mark.parametrize(("model", "prices", "cache"), [
+    (UNPRICED_MODEL, (None, None, None), None),  # no price in the map: unknown, not $0
+    ("bedrock/anthropic.claude-v2:1", (8.0, None, 24.0), None),  # Claude 2: $8 / $24, no prompt cache, so no cached price
+])
+def test_an_unknown_or_inapplicable_price_is_null(model, prices, cache):
+    record = listed("profiles", model)[-1]
+    assert record["name"] == model
+    assert (record["usd_per_mtok_in"], record["usd_per_mtok_cached"], record["usd_per_mtok_out"]) == prices
+    assert record["cache"] is cache
+
+
+def test_formats_are_the_importers_with_their_file_names():
+    records = listed("formats")
+    assert [r["format"] for r in records] == sorted(formats())
+    for record in records:
+        cls = formats()[record["format"]]
+        assert record == {"format": record["format"], "description": cls.description, "file_names": list(cls.suffixes)}
+    assert {r["format"]: r["file_names"] for r in records}["codex"] == [".jsonl", ".jsonl.zst"]
+
+
+def test_the_help_names_the_option():
+    for what in ("strategies", "profiles", "formats"):
+        proc = bench_cli("list", what, "--help")
+        assert proc.returncode == 0 and "--json" in proc.stdout and "JSON array" in proc.stdout
