@@ -449,6 +449,13 @@ def check_no_import_settings(probes: str | None, format: str, import_options: Ma
         )
 
 
+def _refuse_unusable_model(flag: str, model: str | None, offline: tuple[str, ...], api_base: str | None) -> None:
+    """`RunError` naming `flag` for a model that cannot be called in its role (`llm.model_problem`); None: no model named."""
+    problem = model_problem(model, offline, api_base) if model else None
+    if problem:
+        raise RunError(f"{flag} {model}: {problem}")
+
+
 def validate(config: RunConfig) -> None:
     """Fail before any work on an unknown strategy, profile, option, usage mode or prompt file."""
     for spec in config.strategies:
@@ -468,9 +475,7 @@ def validate(config: RunConfig) -> None:
                     config.summarizer, UNPRICED)
     for flag, model_id, offline in (("--summarizer", config.summarizer, (DEFAULT_SUMMARIZER,)),
                                     ("--answerer", config.answerer, (DEFAULT_ANSWERER,)), ("--judge", config.judge, ())):
-        problem = model_problem(model_id, offline, config.api_base) if model_id else None
-        if problem:
-            raise RunError(f"{flag} {model_id}: {problem}")
+        _refuse_unusable_model(flag, model_id, offline, config.api_base)
     if config.usage not in USAGE_MODES:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
     if config.repeats < 1:
@@ -1093,9 +1098,7 @@ def score(
         raise RunError(f"{source.root}: the run does not describe its inputs (it predates self-describing runs); replay it with `bench run`")
     if in_place and out is not None:
         raise RunError("--out and --in-place exclude each other")
-    problem = model_problem(answerer, (DEFAULT_ANSWERER,), manifest.get("config", {}).get("api_base")) if answerer else None
-    if problem:
-        raise RunError(f"--answerer {answerer}: {problem}")
+    _refuse_unusable_model("--answerer", answerer, (DEFAULT_ANSWERER,), manifest.get("config", {}).get("api_base"))
     target = source.root if in_place else Path(out) if out is not None else source.root.with_name(f"{source.root.name}-scored-{new_run_id()}")
     if not in_place and target.exists():
         raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
