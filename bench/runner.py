@@ -57,7 +57,7 @@ from compaction_bench.progress import ProgressEvent, ProgressHook, display_for, 
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
-from compaction_bench.store import KEY_COLUMNS, TABLES, CellKey, RunStore, as_stored, cell_frame, merge_frames, write_parquet
+from compaction_bench.store import KEY_DTYPES, TABLES, CellKey, RunStore, as_stored, cell_frame, merge_frames, write_parquet
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Transcript
 
@@ -924,7 +924,7 @@ def finalize(
     pages, the archive), numbered over the steps this call takes.
     """
     from compaction_bench.metrics.aggregate import summarize
-    from compaction_bench.metrics.measure import COMPACTION_COLUMNS
+    from compaction_bench.metrics.measure import COMPACTION_DTYPES
 
     steps = ["tables", "summary", *(["report", "pages"] if report else []), *(["archive"] if compact else [])]
     emit = progress or (lambda event: None)
@@ -942,8 +942,9 @@ def finalize(
         step("tables", "writing tables")
         for name in ("summary.parquet", *(["report.html"] if report else [])):
             (store.root / name).unlink(missing_ok=True)
-        if tables["compactions"].empty:  # no cell compacted: the table still has its columns (`load_run` users read them)
-            tables = {**tables, "compactions": tables["compactions"].reindex(columns=[*KEY_COLUMNS, *COMPACTION_COLUMNS])}
+        if tables["compactions"].empty:  # no cell compacted: the table still has its columns, typed (`load_run` users read them)
+            dtypes = {**KEY_DTYPES, **COMPACTION_DTYPES}
+            tables = {**tables, "compactions": pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})}
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")
         store.write_manifest(manifest)

@@ -53,7 +53,9 @@ from compaction_bench.errors import BenchError
 from compaction_bench.run_folder import LOCK_NAME, held_here, in_use
 
 TABLES = ("requests", "compactions", "probes")
-KEY_COLUMNS = ["scenario", "strategy", "profile", "repeat"]
+#: The key columns that start every table but `summary`, with their dtypes ("str" is pandas' text dtype, `TEXT_DTYPE`).
+KEY_DTYPES = {"scenario": "str", "strategy": "str", "profile": "str", "repeat": "int64"}
+KEY_COLUMNS = list(KEY_DTYPES)
 #: A cell's replay record files, as `write_replay` writes them into its folder.
 REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
 ARCHIVE = "replays"

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.store import TEXT_DTYPE
+from compaction_bench.store import NULLABLE_NUMBERS, NULLABLE_TEXTS, TEXT_DTYPE
 from tests.conftest import CORPORA
 
 SESSION = CORPORA / "claude-code-jsonl" / "d-kimuson__claude-code-viewer" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -84,3 +84,21 @@ def test_unscored_probes_count_as_before(runs):
     graded = [v for v in stored if v is not None]
     assert probes["correct"].sum() == sum(graded) and probes["correct"].count() == len(graded)
     assert probes["correct"].mean() == pytest.approx(sum(graded) / len(graded))
+
+
+def test_a_run_in_which_nothing_compacted_types_its_compactions_as_a_run_that_compacted(runs):
+    """The empty table has every column, each with the dtype the table with rows reads back as; a number that
+    may be None (`NULLABLE_NUMBERS`) is float64, what pandas reads an integer column with a null as."""
+    with_rows, without = (bench.load_run(runs[run])["compactions"] for run in ("graded", "roomy"))
+    assert len(with_rows) and without.empty
+    assert list(without.columns) == list(with_rows.columns)
+    nullable = set(NULLABLE_NUMBERS["compactions"])
+    for column in with_rows.columns:
+        expected = "float64" if column in nullable else str(with_rows[column].dtype)
+        assert str(without[column].dtype) == expected, column
+    # as stored, too, but for the columns whose every row may be None (truncate writes no summary: stored as nulls)
+    # and the lists (Python objects, which pandas gives no element type)
+    stored = {run: pq.read_schema(runs[run] / "compactions.parquet") for run in ("graded", "roomy")}
+    for column in with_rows.columns:
+        if column not in nullable | set(NULLABLE_TEXTS["compactions"]) | LISTS:
+            assert stored["roomy"].field(column).type == stored["graded"].field(column).type, column
