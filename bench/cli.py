@@ -338,17 +338,18 @@ def list_formats(as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_
 @app.command("import")
 def import_(
     file: Annotated[str, typer.Argument(help="A transcript file in any supported format (kept as typed: `./org/name` is a path, `org/name` may be a dataset id).")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the canonical JSONL (a folder when the file holds several sessions).")],
     format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
-    from compaction_bench.importing import load_transcripts, write_transcripts
+    from compaction_bench.importing import TypedPath, load_transcripts, write_transcripts
 
     transcripts = load_transcripts(file, format=format, **_import_options(import_option))
+    target = TypedPath.of(output)  # `-o ./out.jsonl` is named as typed
     # File names come from session ids inside the file: sanitized, kept inside -o, never overwriting.
-    for path in write_transcripts(transcripts, output):
-        console.print(f"wrote {path}", markup=False, soft_wrap=True)
+    for path in write_transcripts(transcripts, target):
+        console.print(f"wrote {target if path == target else path}", markup=False, soft_wrap=True)
 
 
 @app.command()

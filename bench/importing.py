@@ -481,7 +481,7 @@ def output_paths(transcripts: Sequence[Transcript], output: Path) -> list[Path]:
 def write_transcripts(transcripts: Sequence[Transcript], output: Path) -> list[Path]:
     """Write canonical files (`output_paths`) without ever replacing an existing file: any name
     already taken is an error before anything is written, and each write is exclusive."""
-    paths = output_paths(transcripts, Path(output))
+    paths = output_paths(transcripts, output if isinstance(output, Path) else Path(output))  # a `TypedPath` keeps its spelling
     existing = [str(p) for p in paths if p.exists() or p.is_symlink()]
     if existing:
         raise ImportFailure(f"{existing[0]}: already exists; not overwritten (remove it or choose another -o)")

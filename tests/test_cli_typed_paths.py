@@ -54,3 +54,13 @@ def test_a_typed_path_is_the_same_path_for_everything_but_its_spelling(tmp_path)
     assert str(typed) == f"{tmp_path}//./a.jsonl"
     assert typed == tmp_path / "a.jsonl" and hash(typed) == hash(tmp_path / "a.jsonl")
     assert str(typed.parent) == str(tmp_path) and typed.name == "a.jsonl"  # what derives from it prints as pathlib's
+
+
+def test_import_names_its_output_as_typed(tmp_path):
+    """`bench import ... -o ./out.jsonl` says it wrote `./out.jsonl`, and refuses to replace it under that name."""
+    proc = bench_cli("import", str(SESSION), "-o", "./out.jsonl", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["wrote ./out.jsonl"]
+    assert (tmp_path / "out.jsonl").read_text(encoding="utf-8").startswith("{")
+    assert_user_error(bench_cli("import", str(SESSION), "-o", ".//out.jsonl", cwd=tmp_path),
+                      ".//out.jsonl: already exists; not overwritten")
