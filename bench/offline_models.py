@@ -6,7 +6,8 @@ best-matching span.
 
 - extractive: scores every line of the conversation by salience (`SALIENCE`: user requests and
   constraints, errors, decisions, paths, next steps, progress; newer lines a little more) and
-  keeps the best that fit its output budget: the strategy's own summary limit (the request's
+  keeps the best that fit its output budget (a line's categories are its patterns' matches, the four
+  word-bounded ones found in one scan, `BOUNDED_WORDS`): the strategy's own summary limit (the request's
   max_tokens) capped at `SUMMARY_TARGET_TOKENS` (about a real model's summary length; `bench
   calibrate` compares it with the real summaries in the corpora). The selection never looks at the
   template's section titles: they only decide the layout (a line goes under the first heading
@@ -82,6 +83,9 @@ SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another l
 SLASHED_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+")
 FILE_NAME = re.compile(r"\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
 PATH = re.compile(f"{SLASHED_PATH.pattern}|{FILE_NAME.pattern}")
+#: Where `SLASHED_PATH` matches: a "/" between two of its characters (its last "/" has them on both sides, and
+#: such a "/" is a match). Found without the pattern's backtracking through every run of them that has no "/".
+PATH_SLASH = re.compile(r"[\w.-]/[\w.-]")
 ERROR = re.compile(r"(error|exception|traceback|failed|failure|fatal|assert|exit code [1-9]|not found|denied|panic)", re.I)
 CONSTRAINT = re.compile(r"\b(must|never|don't|do not|always|only|should not|shouldn't|avoid|required?|prefer)\b", re.I)
 DECISION = re.compile(r"\b(decided|decision|chose|choose|instead|because|since|so that|we'll use|will use|went with|opted)\b", re.I)
@@ -102,6 +106,41 @@ LOWERED = tuple(re.compile(p.pattern, p.flags & ~re.I) for p in CASELESS)
 #: The characters for which that does not hold, found over every code point (tests/test_speed_summarizer.py): "İ"
 #: lowers to two characters, and "ı" and "ſ" match "i" and "s" case-insensitively but lower to themselves.
 LOWERING_DIFFERS = re.compile("[\u0130\u0131\u017f]")
+#: The word-bounded patterns (each a word boundary, an alternation of words, a word boundary) by category, caseless and
+#: lowered: `_bounded_categories` finds all four in one scan of a line (`BOUNDED_WORDS`) instead of four.
+BOUNDED = (("constraint", CONSTRAINT, LOWERED[1]), ("decision", DECISION, LOWERED[2]), ("progress", PROGRESS, LOWERED[3]), ("next", NEXT, LOWERED[4]))
+#: A character a word boundary (`\b`) counts as part of a word.
+WORD_CHARACTER = re.compile(r"\w")
+
+
+def _bounded_words(pattern: re.Pattern[str]) -> tuple[str, ...]:
+    """The texts the words of a word-bounded pattern match: each word is literal but for an optional last
+    letter ("required?" is "require" or "required")."""
+    words = pattern.pattern.removeprefix(r"\b(").removesuffix(r")\b").split("|")
+    return tuple(form for word in words for form in ((word[:-2], word[:-1]) if word.endswith("?") else (word,)))
+
+
+def _word_categories() -> dict[str, frozenset[str]]:
+    """`WORD_CATEGORIES`: each word's categories, with those of the words that begin it and end at a word
+    boundary inside it."""
+    own: dict[str, set[str]] = {}
+    for category, _, lowered in BOUNDED:
+        for word in _bounded_words(lowered):
+            own.setdefault(word, set()).add(category)
+    return {
+        word: frozenset().union(*(said for other, said in own.items() if word == other or (word.startswith(other) and WORD_CHARACTER.match(word, len(other)) is None)))
+        for word in own
+    }
+
+
+#: What each word the scan can report says. The scan reports only the longest word starting at a place, so a
+#: word counts the categories of the shorter words bounded there too ("will use" is a decision and, by "will",
+#: a next step).
+WORD_CATEGORIES = _word_categories()
+#: At every word boundary of a lowered line, the longest of the word-bounded patterns' words that starts there
+#: and ends at a word boundary (zero-width, so words that overlap are all found): a pattern matches a line
+#: exactly where the scan reports one of its words or a longer word that begins with one (`WORD_CATEGORIES`).
+BOUNDED_WORDS = re.compile(r"\b(?=(" + "|".join(map(re.escape, sorted(WORD_CATEGORIES, key=len, reverse=True))) + r")\b)")
 
 STOPWORDS = frozenset(
     "a an the of to in on at for and or is are was were be been what which who whom whose when where why how "
@@ -183,35 +222,43 @@ def _category(title: str) -> str:
 def _categories(text: str, role: str) -> tuple[str, ...]:
     """A line's salience categories (memoized per process: later summaries of a session read the
     same lines again)."""
-    if text.isascii() or LOWERING_DIFFERS.search(text) is None:
-        subject, (error, constraint, decision, progress, following) = text.lower(), LOWERED
-    else:
-        subject, (error, constraint, decision, progress, following) = text, CASELESS
+    lowered = text.isascii() or LOWERING_DIFFERS.search(text) is None
+    subject, error = (text.lower(), LOWERED[0]) if lowered else (text, ERROR)
     categories = []
     # a line of an earlier summary has no speaker: it is what its words say (its section adds the rest, `_earlier_lines`)
     summary = role == SUMMARY_ROLE
+    spoken = role == "assistant" or summary
+    said = _bounded_categories(subject, lowered) if spoken or role == "user" else frozenset()
     if role == "user":
         categories.append("goal")
-    if (role == "user" or summary) and constraint.search(subject):
+    if (role == "user" or summary) and "constraint" in said:
         categories.insert(0, "constraint")
     if (role in ("tool", "user", "assistant") or summary) and error.search(subject):
         categories.append("error")
-    spoken = role == "assistant" or summary
-    if spoken and decision.search(subject):
+    if spoken and "decision" in said:
         categories.append("decision")
     if _has_path(text):
         categories.append("artifact")
-    if spoken and following.search(subject):
+    if spoken and "next" in said:
         categories.append("next")
-    if spoken and progress.search(subject):
+    if spoken and "progress" in said:
         categories.append("progress")
     return tuple(categories)
 
 
+def _bounded_categories(subject: str, lowered: bool) -> frozenset[str]:
+    """The categories of the word-bounded patterns (`BOUNDED`) that match `subject`: a lowered line in one
+    scan (`BOUNDED_WORDS`), else by the caseless patterns."""
+    if lowered:
+        found = BOUNDED_WORDS.findall(subject)
+        return frozenset().union(*map(WORD_CATEGORIES.__getitem__, found)) if found else frozenset()
+    return frozenset(category for category, caseless, _ in BOUNDED if caseless.search(subject))
+
+
 def _has_path(text: str) -> bool:
-    """Whether `PATH` matches in `text`."""
-    if "/" in text:
-        return PATH.search(text) is not None
+    """Whether `PATH` matches in `text`: a `SLASHED_PATH` (`PATH_SLASH`) or a `FILE_NAME`."""
+    if "/" in text and PATH_SLASH.search(text) is not None:
+        return True
     return "." in text and FILE_NAME.search(text) is not None
 
 
@@ -325,7 +372,7 @@ def _namings(text: str) -> list[tuple[int, str]]:
     it (`_spoken`: a tag a speaker names, such as code's `Promise<void> {`, is the speaker's own words).
     A previous-summary tag always opens a block."""
     namings = []
-    conversation = [m.start() for m in (SPEAKER_HEADING.search(text), LABELLED_TURN.search(text)) if m is not None]
+    conversation = [m.start() for m in (next(_line_starts(p, text), None) for p in (SPEAKER_HEADING_TEXT, LABELLED_TURN_TEXT)) if m is not None]
     for match in OPENING_TAG.finditer(text, 0, min(conversation, default=len(text))):
         line_end = text.find("\n", match.end())
         after = text[match.end() : len(text) if line_end < 0 else line_end]
@@ -374,6 +421,16 @@ LABELLED_TURN = re.compile(
 )
 #: The role `_spoken` gives a labelled conversation: read by paragraph, each line's label its speaker (`_conversation_parts`).
 CONVERSATION_ROLE = "conversation"
+#: `SPEAKER_HEADING` and `LABELLED_TURN` without their "^": a pattern that starts with "^" has the engine try
+#: every position of a long prompt, one that starts with "# " or "[" only where those are (`_line_starts`).
+SPEAKER_HEADING_TEXT = re.compile(SPEAKER_HEADING.pattern.removeprefix("^"), re.M)
+LABELLED_TURN_TEXT = re.compile(LABELLED_TURN.pattern.removeprefix("^"), re.M)
+
+
+def _line_starts(pattern: re.Pattern[str], text: str) -> Iterator[re.Match[str]]:
+    """The matches of `pattern` in `text` that begin a line: those the pattern finds with "^" before it in
+    multi-line mode. (No match holds a newline, so one that begins no line hides none that does.)"""
+    return (match for match in pattern.finditer(text) if not match.start() or text[match.start() - 1] == "\n")
 
 
 @functools.lru_cache(maxsize=1 << 6)
@@ -384,12 +441,12 @@ def _spoken(text: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     each message under a `SPEAKER_HEADING` (a pair per message); OpenCode V2 appends its labelled
     conversation to its prompt (from the first `LABELLED_TURN` on: one pair, `CONVERSATION_ROLE`).
     Memoized: the same text is read apart in every request."""
-    headings = list(SPEAKER_HEADING.finditer(text))
+    headings = list(_line_starts(SPEAKER_HEADING_TEXT, text))
     if headings:
         ends = [h.start() for h in headings[1:]] + [len(text)]
         said = tuple((h.group(1).lower(), text[h.end() : end].removeprefix("\n")) for h, end in zip(headings, ends, strict=True))
         return text[: headings[0].start()], said
-    turn = LABELLED_TURN.search(text)
+    turn = next(_line_starts(LABELLED_TURN_TEXT, text), None)
     if turn is not None:
         return text[: turn.start()], ((CONVERSATION_ROLE, text[turn.start() :]),)
     return text, ()
@@ -885,6 +942,22 @@ def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
     return next(itertools.compress(range(k - 1, low - 1, -1), map(limit.__ge__, itertools.islice(reversed(lengths), skipped, None))), low - 1)
 
 
+def _summary_buckets(earlier: Sequence[_EarlierLine]) -> list[tuple[float, list[int], list[str], list[tuple[str, ...]], list[int], int]]:
+    """An earlier summary's lines by salience, as `_select` holds a bucket: (salience, positions from
+    -len(earlier) to -1, lines, categories, lengths, 0)."""
+    grouped: dict[float, tuple[list[int], list[str], list[tuple[str, ...]], list[int]]] = {}
+    for n, line in enumerate(earlier, -len(earlier)):
+        columns = grouped.get(line.salience)
+        if columns is None:
+            columns = grouped[line.salience] = ([], [], [], [])
+        positions, lines, categories, lengths = columns
+        positions.append(n)
+        lines.append(line.text)
+        categories.append(line.categories)
+        lengths.append(len(line.text))
+    return [(salience, *columns, 0) for salience, columns in grouped.items()]
+
+
 def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine] = ()) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
     (position, line, categories) in conversation order, each text once (a line said twice is chosen
@@ -897,7 +970,7 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
 
     Greedily, as if every line were scored and sorted: the lines of one salience come newest first
     (their scores only grow with their position), so the buckets of the request's lines by salience
-    (`_Chain`, and the earlier summary's) are merged by score on a heap of their heads, and a
+    (`_Chain`, and the earlier summary's, `_summary_buckets`) are merged by score on a heap of their heads, and a
     bucket's head skips the lines too long to fit what is left of the budget (it only shrinks, so
     such a line is never chosen)."""
     with _CHAIN_LOCK:
@@ -905,23 +978,17 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
         last = max(_CHAIN.end - base - 1, 0) or 1
         # the earlier summary's lines lose at most `RECENCY` however few new lines there are
         spans = (last, max(last, len(earlier)))
-        buckets = list(_CHAIN.buckets.items())
+        # (salience, positions, lines, categories, lengths, what a position is counted from), the chain's first
+        buckets = [(salience, b.positions, b.lines, b.categories, b.lengths, base) for salience, b in _CHAIN.buckets.items()]
         chained = len(buckets)
         if earlier:
-            summary_buckets: dict[float, _Bucket] = {}
-            for n, line in enumerate(earlier, base - len(earlier)):
-                bucket = summary_buckets.setdefault(line.salience, _Bucket())
-                bucket.positions.append(n)
-                bucket.lines.append(line.text)
-                bucket.categories.append(line.categories)
-                bucket.lengths.append(len(line.text))
-            buckets += summary_buckets.items()
+            buckets += _summary_buckets(earlier)
         heap = []
-        for key, (salience, bucket) in enumerate(buckets):
-            low = bisect.bisect_left(bucket.positions, base) if key < chained else 0
-            k = _fitting(bucket.lengths, low, len(bucket.positions) - 1, budget - 3)
+        for key, (salience, positions, _, _, lengths, offset) in enumerate(buckets):
+            low = bisect.bisect_left(positions, base) if key < chained else 0
+            k = _fitting(lengths, low, len(positions) - 1, budget - 3)
             if k >= low:
-                position = bucket.positions[k] - base
+                position = positions[k] - offset
                 heap.append((-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
         heapq.heapify(heap)
         chosen = []
@@ -929,15 +996,17 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
         used = 0
         while heap and used + SHORTEST_LINE <= budget:
             _, position, key, k, low = heap[0]
-            salience, bucket = buckets[key]
-            text = bucket.lines[k]
-            if used + len(text) + 3 <= budget and text not in seen:
-                chosen.append((-position, text, bucket.categories[k]))
+            salience, positions, lines, categories, lengths, offset = buckets[key]
+            text = lines[k]
+            if used + lengths[k] + 3 <= budget and text not in seen:
+                chosen.append((-position, text, categories[k]))
                 seen.add(text)
-                used += len(text) + 3
-            k = _fitting(bucket.lengths, low, k - 1, budget - used - 3)
+                used += lengths[k] + 3
+            k -= 1
+            if k >= low and lengths[k] > budget - used - 3:  # the bucket's next line mostly fits: `_fitting` only when not
+                k = _fitting(lengths, low, k, budget - used - 3)
             if k >= low:
-                position = bucket.positions[k] - base
+                position = positions[k] - offset
                 heapq.heapreplace(heap, (-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
             else:
                 heapq.heappop(heap)
