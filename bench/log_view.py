@@ -51,8 +51,16 @@ class LogView(Sequence["Message"]):
     @overload
     def __getitem__(self, index: slice) -> tuple[Message, ...]: ...
     def __getitem__(self, index: int | slice) -> Message | tuple[Message, ...]:
-        if index.__class__ is int and 0 <= index < self.length:  # the common case first: a message of the log part
-            return self.log[index]
+        if index.__class__ is int:  # the common case first: a message of the log part, then one of the tail
+            length = self.length
+            if 0 <= index < length:
+                return self.log[index]
+            n = index + length + len(self.tail) if index < 0 else index
+            if 0 <= n < length:
+                return self.log[n]
+            if length <= n < length + len(self.tail):
+                return self.tail[n - length]
+            raise IndexError("LogView index out of range")
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
@@ -226,7 +234,8 @@ class Cumulative(Sequence[int]):
         return itertools.islice(itertools.chain.from_iterable(self._chunks), self._n)
 
     def last(self, default: int = 0) -> int:
-        return self[self._n - 1] if self._n else default
+        """The last total (`default` when empty): the last chunk's last count, as no chunk holds counts past `len`."""
+        return self._chunks[-1][-1] if self._n else default
 
     def prefix(self, n: int) -> Cumulative:
         """A new list of the first `n` totals: full chunks shared, the partial one copied (it is appended to)."""

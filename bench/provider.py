@@ -431,16 +431,15 @@ class SimulatedProvider(MessageCounter):
                 return (kept.boundaries[n - 1] if n else 0), False
         return kept.boundaries[common - 1], True
 
-    def _bills_hidden(self, kept: _Entry, n: int, messages: Sequence[Message], boundaries: Cumulative, visible: Cumulative) -> bool:
-        """Whether `kept` or the request bills hidden reasoning for its message `n` (where hidden tokens sit
-        inside a message is not modelled, so no common prefix inside such a message is counted)."""
-        if self.hidden is None or not self.hidden.reasoning:
+    def _bills_hidden(self, kept: _Entry, n: int, messages: Sequence[Message], last_user: int) -> bool:
+        """Whether `kept` or the request (whose last real user message is at `last_user`) bills hidden reasoning
+        for its message `n` (where hidden tokens sit inside a message is not modelled, so no common prefix inside
+        such a message is counted): a message bills its reasoning when it comes after its request's last real
+        user message (`HiddenTokens.billed`), read from the message, not from the two requests' counts."""
+        hidden = self.hidden
+        if hidden is None or not hidden.reasoning:
             return False
-
-        def hidden(billed: Sequence[int], shown: Sequence[int]) -> int:
-            return (billed[n] - billed[n - 1]) - (shown[n] - shown[n - 1]) if n else billed[0] - shown[0]
-
-        return bool(hidden(kept.boundaries, kept.visible) or hidden(boundaries, visible))
+        return bool((n > kept.last_user and hidden.of_message(kept.messages[n])) or (n > last_user and hidden.of_message(messages[n])))
 
     def common_prefix_tokens(self, previous: Sequence[Message], current: Sequence[Message]) -> int:
         """Longest common token prefix: whole equal messages, then tokens inside the first differing one."""
@@ -590,7 +589,7 @@ class SimulatedProvider(MessageCounter):
             prefix, alike = self._billed_prefix(kept, common, messages, last_user)
             if held is not None:  # only a part of it that a later request read is still held
                 prefix = min(prefix, held)
-            elif alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, boundaries, visible):
+            elif alike and common < kept.n and common < len(messages) and not self._bills_hidden(kept, common, messages, last_user):
                 previous, current = kept.messages[common], messages[common]
                 if best is None or prefix + self._inside_bound(previous, current) > best_prefix:
                     prefix += self._inside(previous, current)

@@ -142,44 +142,43 @@ LINES_FROM = 1024
 LINES_KEPT = 4096
 
 
-def line_pieces(text: str) -> list[str]:
-    """`LINE_CUT.split(text)`, without the regular expression's scan of every position (several times
-    slower): a cut follows each newline whose next character is neither whitespace nor "/". Each piece is
-    one slice of `text` (joining its lines back one at a time would copy a run of indented lines once per line)."""
-    parts = text.split("\n")
+#: A newline right before a `LINE_CUT` (the cut is where it ends). Led by a literal, so the search jumps from
+#: newline to newline in C (`LINE_CUT`'s look-behind is tried at every position, several times slower).
+LINE_END = re.compile(r"\n(?=[^\s/])")
+#: The blank line right before a `PARAGRAPH_CUT` (the cut is where it ends), searched as `LINE_END` is.
+PARAGRAPH_END = re.compile(r"\n\n(?=[^\s/])")
+
+
+def _pieces(text: str, ends: re.Pattern[str]) -> list[str]:
+    """`text` cut where each match of `ends` ends: one slice of `text` per piece."""
     pieces: list[str] = []
-    start, offset = 0, len(parts[0]) + 1  # where the current piece and the next line begin
-    for part in parts[1:]:
-        if part and not part[0].isspace() and part[0] != "/":
-            pieces.append(text[start:offset])
-            start = offset
-        offset += len(part) + 1
+    start = 0
+    for match in ends.finditer(text):
+        cut = match.end()
+        pieces.append(text[start:cut])
+        start = cut
     pieces.append(text[start:])
     return pieces
+
+
+def line_pieces(text: str) -> list[str]:
+    """`LINE_CUT.split(text)`: a cut follows each newline whose next character is neither whitespace nor "/"
+    (found with `LINE_END`). Each piece is one slice of `text`."""
+    return _pieces(text, LINE_END)
 
 
 def paragraph_pieces(text: str) -> list[str]:
-    """`PARAGRAPH_CUT.split(text)`, without the regular expression's scan of every position: the cuts of
-    `line_pieces` that follow an empty line (a newline right after the text's first line or another newline)."""
-    parts = text.split("\n")
-    pieces: list[str] = []
-    start, offset, after_blank = 0, len(parts[0]) + 1, False
-    for part in parts[1:]:
-        if after_blank and part and not part[0].isspace() and part[0] != "/":
-            pieces.append(text[start:offset])
-            start = offset
-        after_blank = not part
-        offset += len(part) + 1
-    pieces.append(text[start:])
-    return pieces
+    """`PARAGRAPH_CUT.split(text)`: the cuts of `line_pieces` that follow an empty line (found with `PARAGRAPH_END`)."""
+    return _pieces(text, PARAGRAPH_END)
 
 
 class TokenCounter:
     """True token counts with one encoding, memoized per text (items repeat across requests).
 
-    A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized: a summary
-    request that serializes a conversation into one new text costs the tokenizer only the
-    paragraphs it has not seen, and the count is the same as the whole text's. A new text of a few
+    A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized, and the
+    whole text too (a text met again is not split again): a summary request that serializes a
+    conversation into one new text costs the tokenizer only the paragraphs it has not seen, and the
+    count is the same as the whole text's. A new text of a few
     lines or more is counted from its lines (`_count_by_lines`): a summary wrapped into the next
     request is one new text made of the summary's lines, counted before."""
 
@@ -197,8 +196,9 @@ class TokenCounter:
         cached = memo.get(text)
         if cached is None:
             if len(text) >= PARAGRAPHS_FROM and len(parts := paragraph_pieces(text)) > 1:
-                return sum(map(self.count, parts))  # the parts are memoized, not the whole
-            cached = self._count_by_lines(text) if len(text) >= LINES_FROM else len(self.encode(text))
+                cached = sum(map(self.count, parts))  # the parts are memoized, and the whole (it is not split again)
+            else:
+                cached = self._count_by_lines(text) if len(text) >= LINES_FROM else len(self.encode(text))
             self._remember(text, cached)
         return cached
 
