@@ -173,7 +173,6 @@ COMPACTION_DTYPES = {
     "llm_input_tokens": "int64", "llm_output_tokens": "int64", "llm_cost_usd": "float64", "summary_requests": "object",
     "premature": "bool", "estimate_on_recorded_usage": "bool", "next_request": "float64",
 }
-COMPACTION_COLUMNS = tuple(COMPACTION_DTYPES)
 
 
 def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed], held: list[str | None]) -> list[dict[str, Any]]:

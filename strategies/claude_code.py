@@ -410,7 +410,6 @@ class _File:
     restored: tuple[bool, int, tuple[Message, ...]] | None = field(default=None, compare=False, repr=False)
 
 
-
 class MemoryFiles:
     """The files a compaction never restores (`ClaudeCode._memory_files`): `exact` paths, and the paths the
     pattern `source` matches whole. Each of the pattern's alternatives ends with a literal text (`tails`), so a
@@ -432,6 +431,7 @@ class MemoryFiles:
         if self._pattern is None:
             self._pattern = re.compile(self.source)
         return self._pattern.fullmatch(normal) is not None
+
 
 class ClaudeCode(Strategy):
     name = "claude-code"
