@@ -351,11 +351,12 @@ def typed(name: str, frame: pd.DataFrame) -> pd.DataFrame:
         values = frame.get(column)
         if values is not None and (values.dtype in (bool, object) or values.isna().all()):
             frame[column] = values.astype("boolean")
-    for columns, dtype in ((NULLABLE_NUMBERS.get(name, ()), np.dtype("float64")), (NULLABLE_TEXTS.get(name, ()), TEXT_DTYPE),
-                           (("scenario", "strategy", "profile"), TEXT_DTYPE), (("repeat",), np.dtype("int64"))):
-        for column in columns:
-            if column in frame.columns and frame[column].dtype == object and frame[column].isna().all():
-                frame[column] = frame[column].astype(dtype)
+    targets: list[tuple[str, Any]] = [(column, np.dtype("float64")) for column in NULLABLE_NUMBERS.get(name, ())]
+    targets += [(column, TEXT_DTYPE) for column in NULLABLE_TEXTS.get(name, ())]
+    targets += [(column, TEXT_DTYPE if kind == "str" else np.dtype(kind)) for column, kind in KEY_DTYPES.items()]
+    for column, dtype in targets:
+        if column in frame.columns and frame[column].dtype == object and frame[column].isna().all():
+            frame[column] = frame[column].astype(dtype)
     return frame
 
 
