@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from compaction_bench.errors import BenchError, closest, json_problem
+from compaction_bench.log_view import as_messages, iter_from
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
@@ -312,10 +313,10 @@ class PreparedContext:
         return self._tokens
 
 
-#: The offline completions kept per process (oldest dropped first), by model, wire provider, max_tokens and
-#: the messages' identities: (the messages, the text, the input tokens).
+#: The offline completions kept per process (oldest dropped first), by model, wire provider, max_tokens, the
+#: number of messages and the identities of the first and the last: (the messages, the text, the input tokens).
 OFFLINE_COMPLETIONS_KEPT = 64
-_offline_completions: dict[tuple[Any, ...], tuple[tuple[WireInput, ...], str, int]] = {}
+_offline_completions: dict[tuple[Any, ...], tuple[Sequence[Message], str, int]] = {}
 
 
 def _offline_text(model: str, payload: list[dict[str, Any]], max_tokens: int | None) -> str:
@@ -338,18 +339,36 @@ class _Run(NamedTuple):
 
 class _Sent(NamedTuple):
     """The last request `_WireRuns` read for a model and provider: its messages (kept alive, so their
-    identities stay theirs), their ids, whether the last message the conversion keeps is an
-    assistant's after each, the first message of each run (then the number of messages), the runs,
-    their readings, their input tokens, and the summarizer's `Split` of the runs once it is made."""
+    identities stay theirs), their ids once `position` needed them, whether the last message the
+    conversion keeps is an assistant's after each, the first message of each run (then the number of
+    messages), the runs, their readings, their input tokens, and the summarizer's `Split` of the runs
+    once it is made."""
 
-    messages: tuple[Message, ...]
-    ids: tuple[int, ...]
+    messages: Sequence[Message]
+    ids: list[tuple[int, ...]]
     after: list[bool]
     starts: list[int]
     runs: list[_Run]
     readings: list[Reading]
     tokens: int
     split: list[Split]
+
+    def position(self, message: Message) -> int:
+        """The first position of this very message object among `messages`, else -1: looked for among the
+        first `FIRST_TRIED` by identity (where a request that shares a piece with this one finds it), else
+        among all of their ids (made once)."""
+        messages = self.messages
+        for q in range(min(FIRST_TRIED, len(messages))):
+            if messages[q] is message:
+                return q
+        if len(messages) <= FIRST_TRIED:
+            return -1
+        if not self.ids:
+            self.ids.append(tuple(map(id, messages)))
+        try:
+            return self.ids[0].index(id(message), FIRST_TRIED)
+        except ValueError:
+            return -1
 
 
 class _Read(NamedTuple):
@@ -389,27 +408,33 @@ class _WireRuns:
     def __init__(self) -> None:
         self.sent: dict[tuple[str, str], _Sent] = {}
 
-    def read_request(self, messages: Sequence[WireInput], model: str, provider: str, ids: tuple[int, ...] | None = None) -> _Read | None:
+    def read_request(self, messages: Sequence[WireInput], model: str, provider: str) -> _Read | None:
         """The request read (its runs in order: `sent.runs`) with the runs it shares with the last request of the same model and
-        provider, or None unless its messages are all `Message`s (`ids`: their identities, if known). Its
-        input tokens and readings are the last request's less those of its runs outside the shared ones,
-        plus those of its own other runs."""
-        sequence = cast("tuple[Message, ...]", tuple(messages))
+        provider, or None unless its messages are all `Message`s. Its input tokens and readings are the
+        last request's less those of its runs outside the shared ones, plus those of its own other runs."""
+        sequence = cast("Sequence[Message]", as_messages(cast("Sequence[Message]", messages)))  # a `LogView` is not copied
         size = len(sequence)
         last = self.sent.get((model, provider))
         if not size:
-            return _Read(_Sent(sequence, (), [], [], [], [], 0, []), last, 0, 0, 0)
-        ids = tuple(map(id, sequence)) if ids is None else ids
+            return _Read(_Sent(sequence, [], [], [], [], [], 0, []), last, 0, 0, 0)
         start = shared = k = 0  # sequence[start:start + shared] is last.messages[k:k + shared]
         if last is not None:
-            for p in range(min(FIRST_TRIED, size)):
-                with contextlib.suppress(ValueError):
-                    k = last.ids.index(ids[p])
-                    # Equal ids are the same message: both requests' messages are alive.
-                    different = map(operator.ne, itertools.islice(last.ids, k, None), itertools.islice(ids, p, None))
-                    shared = next(itertools.compress(itertools.count(), different), min(len(last.ids) - k, size - p))
-                    start = p
-                    break
+            # the longest piece that starts among the first messages (the same system message may come
+            # first and the shared run of history after a few new messages)
+            p, tried = 0, min(FIRST_TRIED, size)
+            while p < tried:
+                at = last.position(sequence[p])
+                if at < 0:
+                    p += 1
+                    continue
+                # compared by identity (no message is looked at): both requests' messages are alive
+                different = map(operator.is_not, iter_from(last.messages, at), iter_from(sequence, p))
+                length = next(itertools.compress(itertools.count(), different), min(len(last.messages) - at, size - p))
+                if length > shared:
+                    start, shared, k = p, length, at
+                if length >= size - p - length:
+                    break  # no later piece can be longer
+                p += length
         starts: list[int] = []
         after: list[bool] = []
         adopted = (0, 0, 0)  # (where in `starts`, from, to): the runs last.runs[from:to] start at starts[where:]
@@ -464,7 +489,7 @@ class _WireRuns:
                 i = bisect.bisect_left(last.starts, a + k - start)
                 if last.starts[i] == a + k - start and last.starts[i + 1] == b + k - start:
                     return last.runs[i]
-            messages = sequence[a:b]
+            messages = tuple(sequence[a:b])  # a tuple already (a `LogView`'s slice is one): not copied
             held = found.get(id(sequence[a]))
             if held is not None and held.messages[0] is sequence[a] and len(held.messages) == b - a and all(map(operator.is_, held.messages, messages)):
                 return held
@@ -489,7 +514,7 @@ class _WireRuns:
             readings += map(_READING, new[1])
         else:
             readings = list(map(_READING, runs))
-        sent = self.sent[model, provider] = _Sent(sequence, ids, after, starts, runs, readings, tokens, [])
+        sent = self.sent[model, provider] = _Sent(sequence, [], after, starts, runs, readings, tokens, [])
         return _Read(sent, last, where, first, count)
 
 
@@ -840,12 +865,15 @@ class LLMClient:
         the work (the memo holds the messages, so their identities stay theirs), and a new request
         costs its runs of messages that are new (`_WireRuns`, which also tells whether its messages
         are all `Message`s)."""
-        sent = tuple(messages)
-        ids = tuple(map(id, sent))
-        same_request = (self.model, self.provider, max_tokens, ids)
+        sent = as_messages(cast("Sequence[Message]", messages))  # a `LogView` is not copied
+        # the memo's entry for a request of this length that starts and ends with the same objects, if it
+        # holds these very messages (compared by identity: the entry keeps its messages alive)
+        same_request = (self.model, self.provider, max_tokens, len(sent), id(sent[0]) if sent else 0, id(sent[-1]) if sent else 0)
         done = _offline_completions.get(same_request)
+        if done is not None and not all(map(operator.is_, done[0], sent)):
+            done = None
         if done is None:
-            read = _wire_runs.read_request(sent, self.model, self.provider, ids)
+            read = _wire_runs.read_request(sent, self.model, self.provider)
             if read is None:
                 return None
             request, earlier, where, first, count = read

@@ -86,6 +86,16 @@ class LogView(Sequence["Message"]):
             self._hash = hash(tuple(self))
         return self._hash
 
+    def iter_from(self, start: int) -> Iterator[Message]:
+        """The messages from position `start` on, without copying any (the log's part read in place)."""
+        if start >= self.length:
+            return iter(self.tail[start - self.length :])
+        return itertools.chain(itertools.islice(self.log, start, self.length), self.tail)
+
+    def followed_by(self, *messages: Message) -> LogView:
+        """This view with `messages` after it: a view of the same log (built in O(len(tail)), no copy)."""
+        return LogView(self.log, self.length, (*self.tail, *messages))
+
     def __add__(self, other: Sequence[Message]) -> tuple[Message, ...]:
         return (*self, *other)
 
@@ -94,6 +104,11 @@ class LogView(Sequence["Message"]):
 
     def __repr__(self) -> str:
         return f"LogView({len(self)} messages: {self.length} of a shared log, {len(self.tail)} own)"
+
+
+def iter_from(messages: Sequence[Message], start: int) -> Iterator[Message]:
+    """`messages[start:]` as an iterator, without copying a tuple's, a list's or a `LogView`'s messages."""
+    return messages.iter_from(start) if isinstance(messages, LogView) else itertools.islice(messages, start, None)
 
 
 def as_messages(messages: Sequence[Message]) -> tuple[Message, ...] | LogView:

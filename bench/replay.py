@@ -57,7 +57,7 @@ from typing import Any, NoReturn
 
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
-from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference
+from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, iter_from
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, ProviderError, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
@@ -240,16 +240,10 @@ class _Carried:
 
 def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message], where: int, end: int) -> int:
     """How many messages from `after[at]` on are the very objects from `before[where]` on, up to `before[end]`:
-    compared in C, in chunks that double (a short run costs about what it holds)."""
-    length, step, limit = 0, 8, end - where
-    while length < limit:
-        chunk = min(step, limit - length)
-        same = list(map(operator.is_, after[at + length : at + length + chunk], before[where + length : where + length + chunk]))
-        if len(same) < chunk or False in same:
-            return length + (same.index(False) if False in same else len(same))
-        length += chunk
-        step *= 2
-    return length
+    compared by identity in C, up to the first that differs, without copying either side."""
+    limit = min(end - where, len(after) - at)
+    different = map(operator.is_not, itertools.islice(iter_from(after, at), limit), iter_from(before, where))
+    return next(itertools.compress(itertools.count(), different), limit)
 
 
 def summary_profile(summarizer: LLMClient, session: ModelProfile) -> ModelProfile | None:
@@ -310,6 +304,7 @@ class _Engine:
         # Whether the strategy's `request()` runs, and the failure of a summary it sent as an iteration of the request
         # it returns (`summarize(in_request=True)`): (error, prefix tokens, purpose), which that request fails with.
         self._in_request = False
+        self._instruction_messages: dict[str, Message] = {}
         self._request_failure: tuple[ProviderError, int, str] | None = None
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
@@ -356,7 +351,10 @@ class _Engine:
         if outcome.overflow:
             assert outcome.error is not None
             raise SummaryOverflow(outcome.error, outcome.true_tokens)
-        sent = (*request.messages, Message(role="user", content=instructions)) if instructions else request.messages
+        sent: Sequence[Message] = request.messages
+        if instructions:
+            instruction = self._instructions_message(instructions)
+            sent = sent.followed_by(instruction) if isinstance(sent, LogView) else (*sent, instruction)
         tokens = outcome.true_tokens + extra
         try:
             result = self.summarizer.complete(sent, max_tokens=request.max_output_tokens, purpose=purpose)
@@ -374,6 +372,14 @@ class _Engine:
         record.usage_source = "simulated"
         self._pending_calls.append((record.index, result))
         return result
+
+    def _instructions_message(self, instructions: str) -> Message:
+        """The user message that carries an emulated server's `instructions` to the summarizer: one object
+        per text, so that the offline models read it once (`llm._WireRuns` knows runs by their messages)."""
+        message = self._instruction_messages.get(instructions)
+        if message is None:
+            message = self._instruction_messages[instructions] = Message(role="user", content=instructions)
+        return message
 
     def _fail_request(self, error: ProviderError, tokens: int, prefix_tokens: int, purpose: str) -> NoReturn:
         """A summary sent `in_request` did not fit. It is an iteration of the request the running `request()`
@@ -398,8 +404,10 @@ class _Engine:
         probe: bool = True,
     ) -> None:
         before, after = as_messages(before), as_messages(after)
-        summarized_once = dict.fromkeys(summarized_ids)
-        summarized = tuple(summarized_once)
+        summarized = tuple(summarized_ids)
+        summarized_once = set(summarized)  # a set is made faster than a dict: the order is `summarized`'s
+        if len(summarized_once) < len(summarized):
+            summarized = tuple(dict.fromkeys(summarized))
         # a new context, not a view of the old one's log (Codex's remote compaction keeps runs of the old one's
         # messages in a new history): read from the last such compaction's context after it (`_Carried`) when this
         # one starts from it, else from both contexts (a view of the same log costs what it changed there)

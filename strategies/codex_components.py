@@ -391,6 +391,9 @@ class PromptView(_Follower):
         super().__init__()
         self.make, self.folds = make, folds
         self._base: str | None = None
+        #: the system message of the base instructions, one object while they stay the same (every request
+        #: and summary request after a compaction starts with it, so what reads requests recognises it)
+        self._system: Message | None = None
 
     def _restart(self) -> None:
         self.items: list[CodexItem] = []
@@ -401,8 +404,11 @@ class PromptView(_Follower):
         self._outputs: set[str | None] = set()
         self._aborted: set[str | None] = set()  # call ids given a synthetic output
         self._orphans: set[str | None] = set()  # call ids of dropped outputs
-        base = self._base or ""
-        self._log: list[Message] = [Message(role="system", content=base)] if base else []
+        self._log: list[Message] = []
+        if self._base:
+            if self._system is None or self._system.content != self._base:
+                self._system = Message(role="system", content=self._base)
+            self._log.append(self._system)
         self._group: list[Message] = []
 
     def messages(self, history: list[CodexItem], base: str) -> LogView:

@@ -10,7 +10,8 @@
   the walk one message at a time, on random candidates and budgets;
 - `PromptView` over histories a compaction replaces by plain messages (rendered in bulk, no call or
   output among them) and that then grow again, against `render(for_prompt(history))`, and its running
-  estimates against the sums over `for_prompt(history)` and `history`.
+  estimates against the sums over `for_prompt(history)` and `history`; its system message is one object
+  while the base instructions stay the same (what reads requests recognises it).
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ def test_prompt_view_follows_histories_replaced_by_plain_messages():
         rng = random.Random(seed)
         view = PromptView(make, FoldMemo())
         history: list[CodexItem] = []
+        systems: set[int] = set()
         for n in range(40):
             if rng.random() < 0.15:
                 # a remote compaction: the real user and agent messages kept, then the compaction item
@@ -148,5 +150,11 @@ def test_prompt_view_follows_histories_replaced_by_plain_messages():
             else:
                 history.extend(_codex_item(rng, 10 * n + k) for k in range(rng.randrange(1, 6)))
             expected = for_prompt(history, make)
-            assert list(view.messages(history, "base")) == render(expected, "base", FoldMemo())
+            messages = view.messages(history, "base")
+            assert list(messages) == render(expected, "base", FoldMemo())
             assert (view.items_estimate, view.history_estimate) == (sum(i.estimate for i in expected), sum(i.estimate for i in history))
+            # one system message object for the same base instructions, however often the view starts again
+            systems.add(id(messages[0]))
+            assert len(systems) == 1
+        other = view.messages(history, "other base")
+        assert other[0].content == "other base" and list(other[1:]) == list(messages[1:])

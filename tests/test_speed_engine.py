@@ -9,6 +9,7 @@
   of the two previous accepted requests (the newest on a tie), tokenized from scratch here, and the
   re-billed tokens are those of every message after the cached part that one of them holds (an equal
   message of another object as well, wherever it stands in the entry's log).
+- The engine gives an emulated server's instructions to the summarizer as one message object per text.
 - `Message.__init__` is written out (it stores each field through its slot): it takes the declared
   fields, in order, with their defaults, and the instances stay frozen.
 """
@@ -21,10 +22,14 @@ import random
 import pytest
 
 from compaction_bench.caching import cache_outcome, leading_system, rebilled_tokens
+from compaction_bench.llm import DEFAULT_SUMMARIZER, LLMClient
 from compaction_bench.log_view import LogView, SharedPrefixes
 from compaction_bench.profiles import get_profile
 from compaction_bench.provider import MESSAGE_OVERHEAD, RECENT_ENTRIES, MessageCounter, SimulatedProvider
+from compaction_bench.registry import strategy_class
+from compaction_bench.replay import _Engine, _prompt_set
 from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.tokens import HiddenTokens
 from tests.test_log_view import plain_first_difference
 
@@ -211,3 +216,15 @@ def test_a_message_holds_the_fields_it_was_built_with_as_the_dataclass_declares_
         Message("user").content = "x"
     with pytest.raises(ValueError, match="unknown message role"):
         Message("narrator")
+
+
+def test_an_emulated_servers_instructions_reach_the_summarizer_as_one_message_per_text():
+    """A remote compaction's instructions go to the summarizer as a user message after the request: one
+    object per text, so that the offline models read it once (they know runs of messages by identity)."""
+    transcript = generate("short-turns", seed=0, target_tokens=5_000).transcript
+    cls = strategy_class("codex-remote-v2")
+    engine = _Engine(transcript, cls, get_profile("64k"), LLMClient(DEFAULT_SUMMARIZER), cls.parse_options(None), "simulated", _prompt_set(None))
+    first, again, other = (engine._instructions_message(text) for text in ("Compact this.", "Compact this.", "Compact that."))
+    assert (first.role, first.content, other.content) == ("user", "Compact this.", "Compact that.")
+    assert again is first and other is not first
+

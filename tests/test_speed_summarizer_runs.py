@@ -203,3 +203,37 @@ def test_consecutive_requests_keep_the_runs_they_share():
             kept += len(inside)
         last = runs
     assert kept > 100
+
+
+def test_the_longest_shared_piece_is_adopted_after_the_same_first_message():
+    """A remote Codex compaction sends the same system message, then the last one's retained messages less
+    the oldest, then new ones: the piece shared with the last request is the long run of retained
+    messages, not the system message alone (which also starts both requests), and the request still
+    reads as whole."""
+    system, prompt = Message("system", "You are a coding agent."), Message("user", PROMPT)
+    retained = [Message("user", f"Request {n}: fix src/m{n}.py, keep setup.cfg") for n in range(40)]
+    summary = Message("compaction", "Summary of the conversation so far: src/m3.py is fixed.")
+    first = [system, *retained, summary, prompt]
+    second = [system, *retained[3:], Message("user", "Request 40: now src/m40.py"), summary, prompt]
+    for request, shared in ((first, None), (second, len(retained) - 3)):
+        read = _wire_runs.read_request(request, DEFAULT_SUMMARIZER, "offline")
+        assert read is not None
+        if shared is not None:
+            # the retained messages both hold, one run each, less the piece's first (walked, the piece adopted after
+            # it) and its last (which might run on past the piece)
+            assert read.length == shared - 2
+            assert read.sent.runs[read.where : read.where + read.length] == read.earlier.runs[read.first : read.first + read.length]
+        check(request)
+
+
+def test_a_request_is_answered_from_the_memo_only_for_the_very_same_messages():
+    """The client's memo of offline completions finds a request by its length and its first and last
+    message objects, then compares every message by identity: a request of other messages between the
+    same first and last gets its own completion (the one plain dicts, never memoized, get)."""
+    client = LLMClient(DEFAULT_SUMMARIZER)
+    system, prompt = Message("system", "You are a coding agent."), Message("user", PROMPT)
+    first = [system, Message("user", "Fix the failing test in src/a.py; never push to main."), prompt]
+    second = [system, Message("user", "Decision: keep setup.cfg as it is. Next: port src/b.py to the new API."), prompt]
+    texts = [client.complete(request, max_tokens=300).text for request in (first, second, first, second)]
+    assert texts[:2] == [client.complete(as_dicts(request), max_tokens=300).text for request in (first, second)]
+    assert texts[0] != texts[1] and texts[2:] == texts[:2]
