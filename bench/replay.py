@@ -238,6 +238,52 @@ class _Carried:
         return removed, len(serial) == total
 
 
+#: How many of the last compaction's summarized ids may be gone, and how many new ones added, for `_SummarizedIds`
+#: to derive the next compaction's from them instead of reading them all.
+SUMMARIZED_CHANGES = 256
+
+
+class _SummarizedIds:
+    """The last compaction's summarized ids, each once in order and as a set, for the next compaction's.
+
+    A compaction that summarizes the last one's ids but a few of the first and a few after them, then a
+    few new ones (Codex's remote compaction before every turn, whose summary covers the retained
+    messages again), shares one run of the very id strings with the last one: that run is found by
+    identity (in C, no string is read), its ids are distinct as the last ones were, and the set is
+    the last one's less the ids outside the run, plus the new ones (a new one already there is an id
+    said twice: then everything is read again)."""
+
+    __slots__ = ("ids", "once")
+
+    def __init__(self) -> None:
+        self.ids: tuple[str, ...] = ()
+        self.once: set[str] = set()
+
+    def distinct(self, ids: Sequence[str]) -> tuple[tuple[str, ...], set[str]]:
+        """`ids` each once, in order, and as a set (which the caller does not change)."""
+        ids = tuple(ids)
+        last = self.ids
+        start = next((n for n in range(min(CARRIED_CHANGES, len(last))) if ids and last[n] is ids[0]), -1)
+        if start >= 0:
+            length = next(itertools.compress(itertools.count(), map(operator.is_not, itertools.islice(last, start, None), ids)),
+                          min(len(last) - start, len(ids)))
+            gone, new = len(last) - length, ids[length:]
+            if gone + len(new) <= SUMMARIZED_CHANGES:
+                once = self.once
+                once.difference_update(last[:start])
+                once.difference_update(last[start + length :])
+                fresh = set(new)
+                if len(fresh) == len(new) and once.isdisjoint(fresh):
+                    once |= fresh
+                    self.ids = ids
+                    return ids, once
+        once = set(ids)
+        if len(once) < len(ids):
+            ids = tuple(dict.fromkeys(ids))
+        self.ids, self.once = ids, once
+        return ids, once
+
+
 def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message], where: int, end: int) -> int:
     """How many messages from `after[at]` on are the very objects from `before[where]` on, up to `before[end]`:
     compared by identity in C, up to the first that differs, without copying either side."""
@@ -301,6 +347,8 @@ class _Engine:
         self._removed: dict[int, KeysView[str]] = {}
         # The last reported compaction's context after it, for the next one's `removed_ids`.
         self._carried: _Carried | None = None
+        # The last reported compaction's summarized ids, for the next one's.
+        self._summarized = _SummarizedIds()
         # Whether the strategy's `request()` runs, and the failure of a summary it sent as an iteration of the request
         # it returns (`summarize(in_request=True)`): (error, prefix tokens, purpose), which that request fails with.
         self._in_request = False
@@ -404,10 +452,7 @@ class _Engine:
         probe: bool = True,
     ) -> None:
         before, after = as_messages(before), as_messages(after)
-        summarized = tuple(summarized_ids)
-        summarized_once = set(summarized)  # a set is made faster than a dict: the order is `summarized`'s
-        if len(summarized_once) < len(summarized):
-            summarized = tuple(dict.fromkeys(summarized))
+        summarized, summarized_once = self._summarized.distinct(summarized_ids)
         # a new context, not a view of the old one's log (Codex's remote compaction keeps runs of the old one's
         # messages in a new history): read from the last such compaction's context after it (`_Carried`) when this
         # one starts from it, else from both contexts (a view of the same log costs what it changed there)

@@ -8,6 +8,7 @@
   messages, messages without ids, empty contexts) its answer, order included, is `removed_ids`'
   (a plain set difference here), and whenever it says it describes the new context, its counts and
   positions are that context's.
+- `_SummarizedIds` derives a compaction's summarized ids, each once in order, from the last one's.
 - `_surely_carries` answers True only when every item id of the one context is in the other.
 - `common_prefix_length` (compaction_bench.log_view), which compares a first block before the rest, counts the
   equal leading elements of tuples, lists and strings.
@@ -21,7 +22,7 @@ import random
 import pytest
 
 from compaction_bench.log_view import FIRST_BLOCK, LogView, common_prefix_length
-from compaction_bench.replay import _Carried, _surely_carries, removed_ids
+from compaction_bench.replay import _Carried, _SummarizedIds, _surely_carries, removed_ids
 from compaction_bench.request import Message
 
 
@@ -149,3 +150,27 @@ def test_common_prefix_length_is_the_count_of_equal_leading_elements():
         assert common_prefix_length(a, b) == expected
         assert common_prefix_length("".join(map(str, a)), "".join(map(str, b))) == expected
 
+
+
+def test_summarized_ids_derived_from_the_last_compactions_are_each_id_once_in_order():
+    """`_SummarizedIds` against `dict.fromkeys` of each compaction's ids, on random chains: each list the
+    last one's less a few of its first and last ids, with new ids (some said twice, some the last
+    one's gone ones again, some equal strings of other objects), or a list unrelated to the last."""
+    pool = [f"item-{n}" for n in range(400)]
+    for seed in range(200):
+        rng = random.Random(seed)
+        state = _SummarizedIds()
+        ids: list[str] = rng.sample(pool, rng.randrange(0, 40))
+        for _ in range(30):
+            distinct, once = state.distinct(ids)
+            assert distinct == tuple(dict.fromkeys(ids)) and once == set(ids)
+            if rng.random() < 0.1:
+                ids = rng.sample(pool, rng.randrange(0, 60))  # unrelated
+                continue
+            kept = list(distinct[rng.randrange(0, 4) : len(distinct) - rng.randrange(0, 4)])
+            new = rng.sample(pool, rng.randrange(0, 6))
+            if new and rng.random() < 0.3:
+                new.append(new[0])  # an id said twice
+            if rng.random() < 0.3:
+                new = ["".join(i) for i in new]  # equal strings, other objects
+            ids = kept + new
