@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from compaction_bench.caching import CacheOutcome
+from compaction_bench.collector import spaced_collections
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, iter_from
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
@@ -755,7 +756,8 @@ def replay(
     client = summarizer if isinstance(summarizer, LLMClient) else LLMClient(summarizer)
     prompt_set = prompts if isinstance(prompts, PromptSet) else _prompt_set(prompts)
     engine = _Engine(transcript, strategy_cls, get_profile(profile), client, parsed, usage, prompt_set, strict=strict)
-    return engine.run()
+    with spaced_collections():  # the collector's pace while it runs (compaction_bench.collector)
+        return engine.run()
 
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "USAGE_MODES", "CompactionRecord", "ProbePoint", "ReplayError", "ReplayResult", "RequestRecord", "replay"]

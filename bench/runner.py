@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
+from compaction_bench.collector import spaced_collections
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
 from compaction_bench.executors import EXECUTORS, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
@@ -490,19 +491,20 @@ def _run_cell(case: Case, key: CellKey, config: RunConfig) -> tuple[dict[str, An
     from compaction_bench.metrics.measure import measure_cell
 
     name, options = strategy_variant(key.strategy, config.options)
-    result = replay(
-        case.transcript,
-        name,
-        profile=key.profile,
-        summarizer=LLMClient(config.summarizer, config.call_settings(), repeat=key.repeat),
-        options=options,
-        usage=config.usage,
-        prompts=config.prompts,
-    )
-    settings = config.call_settings()
-    answerer = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
-    judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
-    tables = measure_cell(result, list(case.probes), answerer=answerer, judge=judge, repeat=key.repeat)
+    with spaced_collections():  # the measurement's allocations too (compaction_bench.collector)
+        result = replay(
+            case.transcript,
+            name,
+            profile=key.profile,
+            summarizer=LLMClient(config.summarizer, config.call_settings(), repeat=key.repeat),
+            options=options,
+            usage=config.usage,
+            prompts=config.prompts,
+        )
+        settings = config.call_settings()
+        answerer = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
+        judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
+        tables = measure_cell(result, list(case.probes), answerer=answerer, judge=judge, repeat=key.repeat)
     cell: dict[str, Any] = {"requests": tables.requests, "compactions": tables.compactions, "probes": tables.probes, "replay": to_rows(result)}
     return cell, result.template_hashes
 
