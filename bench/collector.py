@@ -24,16 +24,18 @@ REPLAY_YOUNG_THRESHOLD = 100_000
 
 _lock = threading.Lock()
 _active = 0
-_saved: tuple[int, int, int] = (0, 0, 0)
+#: the process's thresholds while a replay runs; changed in place, so that no object a caller froze
+#: (`gc.freeze`) before a replay is freed by it
+_saved = [0, 0, 0]
 
 
 @contextmanager
 def spaced_collections() -> Iterator[None]:
     """Run the block with young collections at most every `REPLAY_YOUNG_THRESHOLD` allocations."""
-    global _active, _saved
+    global _active
     with _lock:
         if not _active:
-            _saved = gc.get_threshold()
+            _saved[:] = gc.get_threshold()
             if _saved[0] and _saved[0] < REPLAY_YOUNG_THRESHOLD:
                 gc.set_threshold(REPLAY_YOUNG_THRESHOLD, *_saved[1:])
         _active += 1
