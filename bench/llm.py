@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from compaction_bench.errors import BenchError, closest, json_problem
-from compaction_bench.log_view import as_messages, iter_from
+from compaction_bench.log_view import as_messages, identical_run, iter_from
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
@@ -428,8 +428,7 @@ class _WireRuns:
                     p += 1
                     continue
                 # compared by identity (no message is looked at): both requests' messages are alive
-                different = map(operator.is_not, iter_from(last.messages, at), iter_from(sequence, p))
-                length = next(itertools.compress(itertools.count(), different), min(len(last.messages) - at, size - p))
+                length = identical_run(iter_from(last.messages, at), iter_from(sequence, p), min(len(last.messages) - at, size - p))
                 if length > shared:
                     start, shared, k = p, length, at
                 if length >= size - p - length:

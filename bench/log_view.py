@@ -18,7 +18,8 @@ reuse its predecessor's in O(len / CHUNK) and store only what is new.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+import operator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
@@ -104,6 +105,12 @@ class LogView(Sequence["Message"]):
 
     def __repr__(self) -> str:
         return f"LogView({len(self)} messages: {self.length} of a shared log, {len(self.tail)} own)"
+
+
+def identical_run(a: Iterable[Any], b: Iterable[Any], limit: int) -> int:
+    """How many leading elements of `a` and `b` are the very same objects, up to `limit` (neither may end
+    before it): compared by identity in C, up to the first that differs, no element is read."""
+    return next(itertools.compress(itertools.count(), map(operator.is_not, itertools.islice(a, limit), b)), limit)
 
 
 def iter_from(messages: Sequence[Message], start: int) -> Iterator[Message]:

@@ -59,6 +59,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from compaction_bench.log_view import identical_run
+
 HEADING_PATTERNS = (
     re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
     re.compile(r"^\s*\d+[.)]\s+\*\*(?P<title>[^*\n]{2,80})\*\*"),
@@ -886,8 +888,7 @@ class _Chain:
         if parts and self.first < start:
             with contextlib.suppress(ValueError):
                 start = self.ids.index(id(parts[0]), self.first)
-        held = itertools.islice(self.parts, start, None)
-        same = next(itertools.compress(itertools.count(), map(operator.is_not, held, parts)), min(len(self.parts) - start, len(parts)))
+        same = identical_run(itertools.islice(self.parts, start, None), parts, min(len(self.parts) - start, len(parts)))
         if start + same < len(self.parts):
             self._cut(start + same)
         self._drop(start)

@@ -49,7 +49,6 @@ from __future__ import annotations
 import collections
 import copy
 import itertools
-import operator
 from collections.abc import KeysView, Mapping, Sequence
 from functools import cache
 from pathlib import Path
@@ -58,7 +57,7 @@ from typing import Any, NoReturn
 from compaction_bench.caching import CacheOutcome
 from compaction_bench.collector import spaced_collections
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
-from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, iter_from
+from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, identical_run, iter_from
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
 from compaction_bench.provider import Outcome, ProviderError, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
@@ -264,10 +263,9 @@ class _SummarizedIds:
         """`ids` each once, in order, and as a set (which the caller does not change)."""
         ids = tuple(ids)
         last = self.ids
-        start = next((n for n in range(min(CARRIED_CHANGES, len(last))) if ids and last[n] is ids[0]), -1)
+        start = next((n for n in range(min(SUMMARIZED_CHANGES, len(last))) if ids and last[n] is ids[0]), -1)
         if start >= 0:
-            length = next(itertools.compress(itertools.count(), map(operator.is_not, itertools.islice(last, start, None), ids)),
-                          min(len(last) - start, len(ids)))
+            length = identical_run(itertools.islice(last, start, None), ids, min(len(last) - start, len(ids)))
             gone, new = len(last) - length, ids[length:]
             if gone + len(new) <= SUMMARIZED_CHANGES:
                 once = self.once
@@ -288,9 +286,7 @@ class _SummarizedIds:
 def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message], where: int, end: int) -> int:
     """How many messages from `after[at]` on are the very objects from `before[where]` on, up to `before[end]`:
     compared by identity in C, up to the first that differs, without copying either side."""
-    limit = min(end - where, len(after) - at)
-    different = map(operator.is_not, itertools.islice(iter_from(after, at), limit), iter_from(before, where))
-    return next(itertools.compress(itertools.count(), different), limit)
+    return identical_run(iter_from(after, at), iter_from(before, where), min(end - where, len(after) - at))
 
 
 def summary_profile(summarizer: LLMClient, session: ModelProfile) -> ModelProfile | None:
@@ -350,10 +346,11 @@ class _Engine:
         self._carried: _Carried | None = None
         # The last reported compaction's summarized ids, for the next one's.
         self._summarized = _SummarizedIds()
+        # The message carrying an emulated server's instructions to the summarizer, per text (`_instructions_message`).
+        self._instruction_messages: dict[str, Message] = {}
         # Whether the strategy's `request()` runs, and the failure of a summary it sent as an iteration of the request
         # it returns (`summarize(in_request=True)`): (error, prefix tokens, purpose), which that request fails with.
         self._in_request = False
-        self._instruction_messages: dict[str, Message] = {}
         self._request_failure: tuple[ProviderError, int, str] | None = None
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}

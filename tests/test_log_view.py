@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from compaction_bench.log_view import Cumulative, LogView, first_difference, iter_from
+from compaction_bench.log_view import Cumulative, LogView, first_difference, identical_run, iter_from
 from compaction_bench.records import KeptIds
 from compaction_bench.replay import removed_ids
 from compaction_bench.request import Message, Request
@@ -42,6 +42,9 @@ def test_a_view_is_the_tuple_of_its_messages():
         LogView(log, 32)
     for start in range(0, 24):  # read from a position on in place, as the tuple's slice
         assert tuple(iter_from(view, start)) == expected[start:] == tuple(iter_from(expected, start)) == tuple(iter_from(list(expected), start))
+    copy = Message(MESSAGES[3].role, MESSAGES[3].content, item_ids=MESSAGES[3].item_ids)  # equal, another object
+    assert identical_run(iter_from(view, 0), [*MESSAGES[:3], copy, *MESSAGES[4:]], 22) == 3
+    assert identical_run(iter_from(view, 1), MESSAGES[1:], 19) == 19 and identical_run(iter_from(view, 1), MESSAGES[1:], 5) == 5
     longer = view.followed_by(MESSAGES[2], MESSAGES[3])
     assert longer == (*expected, MESSAGES[2], MESSAGES[3]) and longer.log is log and view == expected
     assert Request(view).messages is view  # a request keeps the view (a list becomes a tuple)
