@@ -412,7 +412,7 @@ class _WireRuns:
         """The request read (its runs in order: `sent.runs`) with the runs it shares with the last request of the same model and
         provider, or None unless its messages are all `Message`s. Its input tokens and readings are the
         last request's less those of its runs outside the shared ones, plus those of its own other runs."""
-        sequence = cast("Sequence[Message]", as_messages(cast("Sequence[Message]", messages)))  # a `LogView` is not copied
+        sequence = as_messages(cast("Sequence[Message]", messages))  # a `LogView` is not copied
         size = len(sequence)
         last = self.sent.get((model, provider))
         if not size:
