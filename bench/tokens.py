@@ -140,6 +140,17 @@ LINE_CUT = re.compile(r"(?<=\n)(?=[^\s/])")
 LINES_FROM = 1024
 #: How many lines' token ids `TokenCounter.common_prefix` keeps (cleared when full).
 LINES_KEPT = 4096
+#: Where a long line is cut into chunks, each memoized (`TokenCounter._count_long_line`): between the
+#: comma and the space of a ", " (`CHUNK_SEPARATOR`). A space after a character that is not whitespace
+#: always starts a piece in both encodings (letter, number and contraction pieces hold no space,
+#: punctuation pieces end in punctuation, newlines or "/", whitespace pieces hold no other character), so
+#: a line's count is its chunks' sum. A chunk ends at the first separator at least `CHUNK_MIN` characters
+#: after its start, so a line that holds another (a tool call's arguments serialized behind a prefix, as
+#: summary prompts write them) is cut the same way inside it from the first separator both take on.
+#: Found with `str.find` (a literal: a regex led by a character class costs half of tiktoken's own time).
+CHUNK_SEPARATOR = ", "
+#: The fewest characters in a chunk but the last (a dense run of separators is not cut into tiny encodes).
+CHUNK_MIN = 64
 
 
 #: A newline right before a `LINE_CUT` (the cut is where it ends). Led by a literal, so the search jumps from
@@ -158,6 +169,20 @@ def _pieces(text: str, ends: re.Pattern[str]) -> list[str]:
         pieces.append(text[start:cut])
         start = cut
     pieces.append(text[start:])
+    return pieces
+
+
+def chunk_pieces(line: str) -> list[str]:
+    """`line` cut after the comma of each `CHUNK_SEPARATOR` that begins `CHUNK_MIN` characters or more after
+    the last cut: one slice of `line` per chunk."""
+    pieces: list[str] = []
+    start = 0
+    comma = line.find(CHUNK_SEPARATOR, CHUNK_MIN)
+    while comma >= 0:
+        pieces.append(line[start : comma + 1])
+        start = comma + 1
+        comma = line.find(CHUNK_SEPARATOR, start + CHUNK_MIN)
+    pieces.append(line[start:])
     return pieces
 
 
@@ -211,7 +236,7 @@ class TokenCounter:
         lines is encoded at once, so a text with no known line costs two encodes where it would cost one."""
         cut = _first_cut(text)
         if not cut:
-            return len(self.encode(text))
+            return self._count_long_line(text)
         memo, encode = self._memo, self.encode
         first, rest = text[:cut], text[cut:]
         head = memo.get(first)
@@ -242,10 +267,25 @@ class TokenCounter:
     def _encode_line(self, line: str) -> int:
         """A line's count, memoized when it has `LINES_FROM` characters or more (a file read whole, a long
         call): the next text that holds it reads it from the memo."""
-        tokens = len(self.encode(line))
         if len(line) >= LINES_FROM:
+            tokens = self._count_long_line(line)
             self._remember(line, tokens)
-        return tokens
+            return tokens
+        return len(self.encode(line))
+
+    def _count_long_line(self, line: str) -> int:
+        """A long line's count as the sum of its chunks' (`chunk_pieces`), each read from the memo or encoded
+        and memoized: a line that holds one counted before (a tool call's arguments, then the same call
+        serialized into a summary prompt) is encoded only in the chunks around it."""
+        memo, encode = self._memo, self.encode
+        total = 0
+        for chunk in chunk_pieces(line):
+            counted = memo.get(chunk)
+            if counted is None:
+                counted = len(encode(chunk))
+                self._remember(chunk, counted)
+            total += counted
+        return total
 
     def _remember(self, text: str, tokens: int) -> None:
         memo = self._memo
@@ -260,13 +300,16 @@ class TokenCounter:
 
     def common_prefix(self, a: str, b: str) -> int:
         """How many leading token ids `encode(a)` and `encode(b)` share, tokenizing only from the line
-        (`LINE_CUT`) in which the texts first differ: the text before it is the same in both and is
-        counted (memoized by paragraph). From there each side is encoded a line at a time (each line
-        memoized: a rewritten message meets its former self again), only while the ids still agree."""
+        (`LINE_CUT`) in which the texts first differ, and in that line from the last end of its chunks
+        (`chunk_pieces`) before the difference: the text before it is the same in both and is counted
+        (memoized by paragraph, line and chunk). From there each side is encoded a piece at a time, up to
+        its next cut (a `LINE_CUT`, or inside a `CHUNK_SEPARATOR`; each piece memoized: a rewritten message
+        meets its former self again), only while the ids still agree."""
         if a == b:
             return self.count(a)
         differ = common_prefix_length(a, b)
-        start = _last_cut_before(a, differ)
+        line = _last_cut_before(a, differ)
+        start = _last_chunk_cut(a, line, differ)  # in a long line, the last of its chunks' ends before the difference
         texts, at = (a, b), [start, start]
         ids: tuple[list[int], list[int]] = ([], [])
         same = 0
@@ -275,13 +318,12 @@ class TokenCounter:
             for side in (0, 1):
                 text, pos = texts[side], at[side]
                 if len(ids[side]) == same and pos < len(text):
-                    match = LINE_CUT.search(text, (differ if pos == start else pos) + 1)
-                    end = match.start() if match else len(text)
+                    end = _next_cut(text, (differ if pos == start else pos) + 1)
                     ids[side].extend(self._line_ids(text[pos:end]))
                     at[side], grown = end, True
             same = _common_length(ids[0], ids[1], same)
             if not grown or same < min(len(ids[0]), len(ids[1])):
-                return self.count(a[:start]) + same
+                return self.count(a[:line]) + (self._count_long_line(a[line:start]) if start > line else 0) + same
 
     def _line_ids(self, line: str) -> list[int]:
         lines = self._lines
@@ -303,6 +345,24 @@ def _first_cut(text: str) -> int:
             return cut
         newline = text.find("\n", cut)
     return 0
+
+
+def _next_cut(text: str, at: int) -> int:
+    """The first cut of `text` at `at` or after it, a `LINE_CUT` or inside a `CHUNK_SEPARATOR`, else `len(text)`."""
+    line = LINE_CUT.search(text, at)
+    comma = text.find(CHUNK_SEPARATOR, max(at - 1, 0))
+    return min(line.start() if line else len(text), comma + 1 if comma >= 0 else len(text))
+
+
+def _last_chunk_cut(text: str, start: int, end: int) -> int:
+    """The last cut `chunk_pieces(text[start:])` makes whose separator ends before `end` (`start` if none):
+    a cut of every text that begins with `text[:end]`."""
+    cut = start
+    comma = text.find(CHUNK_SEPARATOR, start + CHUNK_MIN, end)
+    while comma >= 0:
+        cut = comma + 1
+        comma = text.find(CHUNK_SEPARATOR, cut + CHUNK_MIN, end)
+    return cut
 
 
 def _last_cut_before(text: str, end: int) -> int:

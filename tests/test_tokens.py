@@ -133,23 +133,28 @@ def test_true_counts_match_recorded_input_on_real_codex_rollouts(capsys):
 
 @pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
 def test_a_long_text_counted_by_paragraphs_has_the_tokenizers_count(encoding):
-    """`PARAGRAPH_CUT` and `LINE_CUT` claim their cut points are pre-tokenization boundaries of both encodings, so the
-    sum of the parts' counts is the whole text's. Checked against tiktoken on random text built from
-    the characters the patterns treat specially, and on the real corpora's texts joined as a summary
-    request joins them."""
+    """`PARAGRAPH_CUT`, `LINE_CUT` and `chunk_pieces` claim their cut points are pre-tokenization boundaries of both
+    encodings, so the sum of the parts' counts is the whole text's. Checked against tiktoken on random text
+    built from the characters the patterns treat specially, on the real corpora's texts joined as a summary
+    request joins them, and on their JSON-escaped forms (one long line each) behind a prefix, as a
+    serialized tool call holds the call's arguments after they were counted alone."""
+    import json
     import random
+    import re
 
-    from compaction_bench.tokens import LINE_CUT, PARAGRAPH_CUT, PARAGRAPHS_FROM
+    from compaction_bench.tokens import LINE_CUT, PARAGRAPH_CUT, PARAGRAPHS_FROM, chunk_pieces
     from tests.conftest import CORPORA
 
     encode = get_encoding(encoding).encode
     alphabet = ["\n", "\n\n", "\n\n\n", " ", "  ", "\t", "\r", "\r\n", "/", "'", "'s", "'LL", "a", "Ab", "É", "é", "1", "1234", ".",
-                "!", "(", "{", "-", "#", "`", "😀", "中文", "\u00a0", "\u2028", "\x85", "\x0b", "<|endoftext|>", "\\n", '"']
+                "!", "(", "{", "-", "#", "`", "😀", "中文", "\u00a0", "\u2028", "\x85", "\x0b", "<|endoftext|>", "\\n", '"',
+                ",", ";", ":", ")", "]", "_", "x, y", "a) b", "1. ", '": ']
     rng = random.Random(0)
     for _ in range(20_000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 40)))
-        for cut in (PARAGRAPH_CUT, LINE_CUT):
-            parts = cut.split(text)
+        inside_each_separator = re.split(r"(?<=,)(?= )", text)  # every cut `chunk_pieces` may make
+        for parts in (PARAGRAPH_CUT.split(text), LINE_CUT.split(text), inside_each_separator):
+            assert "".join(parts) == text
             assert sum(len(encode(p, disallowed_special=())) for p in parts) == len(encode(text, disallowed_special=())), (text, parts)
     files = [p for p in sorted(CORPORA.glob("*/*/*")) if p.is_file()][:30]
     texts = [p.read_text(encoding="utf-8", errors="replace")[:30_000].strip() for p in files]
@@ -158,12 +163,20 @@ def test_a_long_text_counted_by_paragraphs_has_the_tokenizers_count(encoding):
         text = "\n\n".join(rng.sample(texts, 4))
         assert len(text) >= PARAGRAPHS_FROM and len(PARAGRAPH_CUT.split(text)) > 1
         assert counter.count(text) == len(encode(text, disallowed_special=())), n
+    chunked = 0
+    for n, text in enumerate(texts):
+        line = json.dumps({"text": text[:6_000]})  # one line: its newlines escaped
+        chunked += len(chunk_pieces(line)) > 1
+        for whole in (line, f"[Assistant tool call]: shell({line[1:-1]})", f"{n}: {line}"):
+            assert counter.count(whole) == len(encode(whole, disallowed_special=())), (n, whole[:80])
+    assert chunked >= len(texts) // 2  # most such lines are counted by chunks
 
 
 def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_they_differ():
     """`TokenCounter.common_prefix` against encoding both texts whole and comparing the ids, for edits
-    anywhere in real transcript texts (a character, a paragraph appended, removed or replaced, a
-    truncation) and around blank lines and "/"."""
+    anywhere in real transcript texts and in their JSON-escaped forms (a character, a paragraph appended,
+    removed or replaced, a truncation) and around blank lines, "/" and the chunk cuts of long lines."""
+    import json
     import random
 
     from tests.conftest import CORPORA
@@ -178,7 +191,8 @@ def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_
     files = [p for p in sorted(CORPORA.glob("*/*/*")) if p.is_file()][:12]
     texts = [p.read_text(encoding="utf-8", errors="replace")[:20_000] for p in files]
     texts += ["intro\n\nfirst paragraph\n\n/path\n\n  indented\n\nlast", "a\n\n\n\nb\n\nc", "x" * 50]
-    edits = ["", "\n\n", "\n\nnew paragraph", " ", "/", "Z", "\n\n/x", "\n\n\n", "é😀"]
+    texts += [json.dumps(text[:8_000]) for text in texts[:6]]  # long lines, compared by their chunks (`chunk_pieces`)
+    edits = ["", "\n\n", "\n\nnew paragraph", " ", "/", "Z", "\n\n/x", "\n\n\n", "é😀", ", ", "a) ", " b"]
     for text in texts:
         for _ in range(25):
             at = rng.randrange(len(text) + 1)
@@ -194,6 +208,35 @@ def test_the_common_token_prefix_of_two_texts_is_found_from_the_paragraph_where_
                  ("q\n" + "word " * 300, "q\n" + "word " * 300 + "\nnext\nline"), ("r\nab\n", "r\nab\n\n\nc")]:
         assert counter.common_prefix(a, b) == whole(a, b), (a, b)
         assert counter.common_prefix(b, a) == whole(b, a), (a, b)
+
+
+def test_a_long_line_is_cut_into_chunks_inside_separators_at_least_the_minimum_apart():
+    """`chunk_pieces` against its definition, cut by cut: each chunk but the last ends with the comma of a
+    ", " whose comma is the first at `CHUNK_MIN` characters or more after the chunk's start. And a line
+    that holds another behind a prefix shares that line's chunks from the first cut both make."""
+    import json
+    import random
+
+    from compaction_bench.tokens import CHUNK_MIN, chunk_pieces
+    from tests.conftest import CORPORA
+
+    def reference(line: str) -> list[str]:
+        cuts, start = [], 0
+        for n in range(len(line) - 1):
+            if line[n : n + 2] == ", " and n >= start + CHUNK_MIN:
+                cuts.append(n + 1)
+                start = n + 1
+        return [line[a:b] for a, b in zip([0, *cuts], [*cuts, len(line)], strict=True)]
+
+    rng = random.Random(3)
+    for _ in range(2_000):
+        line = "".join(rng.choice(["a", ", ", ",", " ", "x" * 40, ", , "]) for _ in range(rng.randrange(0, 80)))
+        assert chunk_pieces(line) == reference(line), line
+    text = json.dumps(next(p for p in sorted(CORPORA.glob("codex-rollout-jsonl/*/*")) if p.is_file()).read_text()[:20_000])
+    inner = chunk_pieces(text)
+    assert len(inner) > 20
+    outer = chunk_pieces("[Assistant tool call]: shell(" + text + ")")
+    assert len(set(inner) & set(outer)) >= len(inner) - 3  # all but the chunks around the prefix and the end
 
 
 def test_a_new_text_counted_from_the_lines_counted_before_has_the_tokenizers_count():
