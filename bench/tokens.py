@@ -205,7 +205,10 @@ class TokenCounter:
     conversation into one new text costs the tokenizer only the paragraphs it has not seen, and the
     count is the same as the whole text's. A new text of a few
     lines or more is counted from its lines (`_count_by_lines`): a summary wrapped into the next
-    request is one new text made of the summary's lines, counted before."""
+    request is one new text made of the summary's lines, counted before. A line of `LINES_FROM`
+    characters or more is counted from its chunks (`chunk_pieces`): a tool call's arguments, counted
+    when the model wrote them, are counted again only around their ends when a summary prompt
+    serializes the call onto one line behind a prefix."""
 
     def __init__(self, encoding: str = "o200k_base", memo_limit: int = 500_000) -> None:
         self.encoding_name = encoding
