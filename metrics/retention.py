@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,6 +181,8 @@ class _Contexts:
         self.signatures = [s[:SUMMARY_SIGNATURE] for s in (c.summary.strip() for c in result.compactions if c.summary) if s]
         self._is_summary: dict[Message, bool] = {}
         self._texts: dict[int, _Texts] = {}
+        #: each summarized id -> the next request of the first compaction that summarized it (made once)
+        self._summarized_at: dict[str, int] | None = None
 
     def is_summary(self, message: Message) -> bool:
         known = self._is_summary.get(message)
@@ -204,13 +206,29 @@ class _Contexts:
             )
         return cached
 
-    def summarized_before(self, request: RequestRecord) -> set[str]:
-        """Ids an earlier compaction gave to the summarizer, that the request does not hold itself."""
-        earlier: list[CompactionRecord] = [
-            c for c in self.result.compactions if c.next_request is not None and c.next_request <= request.index
-        ]
-        ids = {i for c in earlier for i in c.summarized_ids}
-        return ids - set(request.item_ids())
+    def summarized_before(self, request: RequestRecord, ids: Iterable[str]) -> set[str]:
+        """Those of `ids` that an earlier compaction (one whose next request is this one or before it) gave
+        to the summarizer, and that the request does not hold itself."""
+        summarized_at = self._summarized_at
+        if summarized_at is None:
+            summarized_at = self._summarized_at = _first_summarized(self.result.compactions)
+        earlier = {i for i in ids if summarized_at.get(i, request.index + 1) <= request.index}
+        return earlier - set(request.item_ids()) if earlier else earlier
+
+
+def _first_summarized(compactions: Sequence[CompactionRecord]) -> dict[str, int]:
+    """Each id any compaction summarized, with the lowest `next_request` of those that did (compactions
+    with none are skipped): one pass over every compaction's ids, made once per cell, so a probe point
+    asks about its probes' sources instead of uniting every earlier compaction's ids."""
+    first: dict[str, int] = {}
+    for compaction in compactions:
+        after = compaction.next_request
+        if after is None:
+            continue
+        for i in compaction.summarized_ids:
+            if first.get(i, after) >= after:
+                first[i] = after
+    return first
 
 
 def _model(client: LLMClient | None) -> object:
@@ -315,7 +333,7 @@ def probe_rows(
         texts = contexts.texts(request) if seen else NOT_SEEN
         kept_text, summary_text, whole = texts.kept, texts.summary, texts.whole
         normalized, normalized_kept, normalized_summary = texts.normalized, texts.normalized_kept, texts.normalized_summary
-        summarized = contexts.summarized_before(request)
+        summarized = contexts.summarized_before(request, (source_ids[p.id] for p in asked))
         context = PreparedContext(request.messages) if answerer is not None and seen else None
         # the answerer's own window, for the uncompacted transcript (the ceiling) and for this context
         ceiling_beyond = answerer is not None and _beyond(answerer, cumulative[position])

@@ -293,3 +293,26 @@ def test_a_context_beyond_the_answerer_s_own_window_is_unscored_without_a_call(n
     rows = measure_cell(result, [probe], answerer=LLMClient("openai/gpt-4")).probes
     assert rows and all(r["present"] and r["correct"] is None and r["ceiling_correct"] is None for r in rows)
     assert all("beyond openai/gpt-4's window" in r["answer_error"] for r in rows)
+
+
+def test_the_ids_summarized_before_a_request_are_those_of_every_earlier_compaction_it_does_not_hold():
+    """`_Contexts.summarized_before` (one map of each id's first compaction, made once) against its definition,
+    the union of the summarized ids of every compaction whose next request is this one or an earlier one less
+    the request's own items, for every request and every item id of a real Pi session replayed at `32k` by
+    `pi` (dozens of compactions), by `codex-local` (which summarizes some ids again: the first compaction
+    that did decides) and by `none` (no compaction)."""
+    from compaction_bench.importing import load_transcripts
+    from compaction_bench.metrics.retention import _Contexts
+    from tests.conftest import CORPORA
+
+    transcript = load_transcripts(CORPORA / "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl")[0]
+    ids = [item.id for item in transcript.items]
+    for strategy in ("pi", "codex-local", "none"):
+        result = bench.replay(transcript, strategy, profile="32k")
+        assert bool(result.compactions) == (strategy != "none")
+        contexts = _Contexts(result)
+        for request in result.requests[:: max(1, len(result.requests) // 150)]:
+            earlier = [c for c in result.compactions if c.next_request is not None and c.next_request <= request.index]
+            expected = {i for c in earlier for i in c.summarized_ids} - set(request.item_ids())
+            assert contexts.summarized_before(request, ids) == expected & set(ids), request.index
+            assert contexts.summarized_before(request, ids[:50]) == expected & set(ids[:50]), request.index
