@@ -199,8 +199,11 @@ class _Contexts:
         """The text of the messages that are not a summary, of the summary messages, and both normalized."""
         cached = self._texts.get(request.index)
         if cached is None:
-            kept = grading.context_parts([m for m in request.messages if not self.is_summary(m)])
-            summaries = grading.context_parts([m for m in request.messages if self.is_summary(m)])
+            kept_messages: list[Message] = []
+            summary_messages: list[Message] = []
+            for message in request.messages:  # each message judged once
+                (summary_messages if self.is_summary(message) else kept_messages).append(message)
+            kept, summaries = grading.context_parts(kept_messages), grading.context_parts(summary_messages)
             cached = self._texts[request.index] = _Texts(
                 "\n".join(kept), "\n".join(summaries), grading.normalize_joined(kept), grading.normalize_joined(summaries)
             )
