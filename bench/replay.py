@@ -49,7 +49,7 @@ from __future__ import annotations
 import collections
 import copy
 import itertools
-from collections.abc import KeysView, Mapping, Sequence
+from collections.abc import Iterable, KeysView, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
@@ -356,6 +356,7 @@ class _Engine:
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
         self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
         self._matches_recording = usage_mode in ("recorded", "recorded-always")
+        self._outputs: dict[int, int] = {}  # each step's output tokens, counted when the replay starts (`run`)
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
         self.strategy = strategy_cls(self, options)
 
@@ -617,8 +618,13 @@ class _Engine:
         return request
 
     # ------------------------------------------------------------ the loop
-    def _output_tokens(self, step: Step) -> int:
-        return self.provider.count_new([message_from_item(i) for i in step.items])
+    def _all_output_tokens(self, steps: Iterable[Step]) -> dict[int, int]:
+        """Every step's output tokens (its reply's messages, as the provider counts them), by step index,
+        counted before the replay starts: every step is run and its output counted whatever the strategy
+        does, and tiktoken counts these texts (the recording's replies and tool call arguments) faster in
+        one run of calls than between the replay's other work (the caches hold its tables)."""
+        count_new = self.provider.count_new
+        return {step.index: count_new([message_from_item(i) for i in step.items]) for step in steps}
 
     def _recorded_usage(self, step: Step, request: Request) -> Usage | None:
         """The step's recorded usage while the replayed context is the recording's, else None (simulate)."""
@@ -635,7 +641,7 @@ class _Engine:
 
     def _run_step(self, step: Step) -> None:
         self.step = step.index
-        output_tokens = self._output_tokens(step)
+        output_tokens = self._outputs.pop(step.index)
         usage: Usage | None = None
         attempt = 0
         while True:
@@ -674,6 +680,7 @@ class _Engine:
 
     def run(self) -> ReplayResult:
         steps = {s.items[0].response: s for s in self.transcript.steps()}
+        self._outputs = self._all_output_tokens(steps.values())
         done: set[int] = set()
         for item in self.transcript.items:
             self.timestamp = item.timestamp or self.timestamp

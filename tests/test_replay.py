@@ -43,6 +43,22 @@ def test_none_records_every_request_and_its_true_tokens():
     assert [p.reason for p in result.points] == ["final"]
 
 
+def test_each_request_carries_its_step_s_output_tokens_counted_before_the_replay_starts():
+    """Every step's output is counted once when the replay starts (`_Engine._all_output_tokens`); each
+    accepted request of the step carries that count, the reply's messages counted as the provider counts
+    any message (per-message and per-call overheads, the call's id, name and arguments), and an
+    overflowed one none (it reached no model)."""
+    counter = TokenCounter("o200k_base")
+    expected = {k: MESSAGE_OVERHEAD + 3 + counter.count(f"c{k}") + counter.count("read") + counter.count(f'{{"n":{k}}}') for k in range(12)}
+    expected[12] = MESSAGE_OVERHEAD + counter.count("Refactor finished.")
+    for profile, output in (("1m", BIG), ("32k", BIG * 2)):  # 48k tokens of outputs overflow `none` at 32k: retried
+        result = bench.replay(session(output=output), "none", profile=profile)
+        turns = result.turn_requests
+        assert {r.step for r in turns} == set(expected)
+        assert all(r.output_tokens == (0 if r.overflow else expected[r.step]) for r in turns), [(r.step, r.output_tokens) for r in turns]
+        assert (result.overflows > 0) == (profile == "32k") and any(not r.overflow for r in turns)
+
+
 def test_none_overflows_are_recorded_not_raised():
     result = bench.replay(session(steps=30), "none", profile="32k")
     overflowed = [r for r in result.turn_requests if r.overflow]
