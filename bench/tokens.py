@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -172,16 +172,22 @@ def _pieces(text: str, ends: re.Pattern[str]) -> list[str]:
     return pieces
 
 
+def _chunk_cuts(text: str, start: int = 0, end: int | None = None) -> Iterator[int]:
+    """The cuts that chunk `text[start:]`, in order: after the comma of each `CHUNK_SEPARATOR` that begins
+    `CHUNK_MIN` characters or more after the last cut (or `start`) and ends before `end`."""
+    comma = text.find(CHUNK_SEPARATOR, start + CHUNK_MIN, end)
+    while comma >= 0:
+        yield comma + 1
+        comma = text.find(CHUNK_SEPARATOR, comma + 1 + CHUNK_MIN, end)
+
+
 def chunk_pieces(line: str) -> list[str]:
-    """`line` cut after the comma of each `CHUNK_SEPARATOR` that begins `CHUNK_MIN` characters or more after
-    the last cut: one slice of `line` per chunk."""
+    """`line` cut at its `_chunk_cuts`: one slice of `line` per chunk."""
     pieces: list[str] = []
     start = 0
-    comma = line.find(CHUNK_SEPARATOR, CHUNK_MIN)
-    while comma >= 0:
-        pieces.append(line[start : comma + 1])
-        start = comma + 1
-        comma = line.find(CHUNK_SEPARATOR, start + CHUNK_MIN)
+    for cut in _chunk_cuts(line):
+        pieces.append(line[start:cut])
+        start = cut
     pieces.append(line[start:])
     return pieces
 
@@ -358,14 +364,9 @@ def _next_cut(text: str, at: int) -> int:
 
 
 def _last_chunk_cut(text: str, start: int, end: int) -> int:
-    """The last cut `chunk_pieces(text[start:])` makes whose separator ends before `end` (`start` if none):
+    """The last of the `_chunk_cuts` of `text[start:]` whose separator ends before `end` (`start` if none):
     a cut of every text that begins with `text[:end]`."""
-    cut = start
-    comma = text.find(CHUNK_SEPARATOR, start + CHUNK_MIN, end)
-    while comma >= 0:
-        cut = comma + 1
-        comma = text.find(CHUNK_SEPARATOR, cut + CHUNK_MIN, end)
-    return cut
+    return max(_chunk_cuts(text, start, end), default=start)  # the cuts increase: the largest is the last
 
 
 def _last_cut_before(text: str, end: int) -> int:
