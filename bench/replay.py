@@ -66,7 +66,7 @@ from compaction_bench.request import Message, Request, message_from_item, messag
 from compaction_bench.strategy import Strategy, SummaryOverflow
 from compaction_bench.templates import PromptSet
 from compaction_bench.tokens import HiddenTokens
-from compaction_bench.transcript import Step, Transcript, Usage
+from compaction_bench.transcript import INPUT_KINDS, Step, Transcript, Usage
 
 #: How often one step may be re-sent after a strategy recovered from an overflow.
 MAX_OVERFLOW_RETRIES = 3
@@ -356,7 +356,7 @@ class _Engine:
         self._recorded = recorded_contexts(transcript) if usage_mode == "recorded" else {}
         self._model_input = {i.id for i in transcript.items if i.kind != "marker"}
         self._matches_recording = usage_mode in ("recorded", "recorded-always")
-        self._outputs: dict[int, int] = {}  # each step's output tokens, counted when the replay starts (`run`)
+        self._outputs: dict[int, int] = {}  # each step's output tokens, counted when the replay starts (`_count_first`)
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
         self.strategy = strategy_cls(self, options)
 
@@ -618,11 +618,18 @@ class _Engine:
         return request
 
     # ------------------------------------------------------------ the loop
-    def _all_output_tokens(self, steps: Iterable[Step]) -> dict[int, int]:
+    def _count_first(self, steps: Iterable[Step]) -> dict[int, int]:
         """Every step's output tokens (its reply's messages, as the provider counts them), by step index,
-        counted before the replay starts: every step is run and its output counted whatever the strategy
-        does, and tiktoken counts these texts (the recording's replies and tool call arguments) faster in
-        one run of calls than between the replay's other work (the caches hold its tables)."""
+        counted before the replay starts, and, when the strategy sends them whole
+        (`Strategy.sends_inputs_verbatim`), the text of every input item: every step is run and its output
+        counted whatever the strategy does, and tiktoken counts these texts (the recording's replies, tool
+        call arguments, user messages and tool results) faster in one run of calls than between the replay's
+        other work (the caches hold its tables). The counter memoizes each text, so no count changes."""
+        if self.strategy.sends_inputs_verbatim:
+            count = self.provider.counter.count
+            for item in self.transcript.items:
+                if item.kind in INPUT_KINDS and item.text:
+                    count(item.text)
         count_new = self.provider.count_new
         return {step.index: count_new([message_from_item(i) for i in step.items]) for step in steps}
 
@@ -680,7 +687,7 @@ class _Engine:
 
     def run(self) -> ReplayResult:
         steps = {s.items[0].response: s for s in self.transcript.steps()}
-        self._outputs = self._all_output_tokens(steps.values())
+        self._outputs = self._count_first(steps.values())
         done: set[int] = set()
         for item in self.transcript.items:
             self.timestamp = item.timestamp or self.timestamp

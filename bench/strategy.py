@@ -210,6 +210,12 @@ class Strategy(abc.ABC):
     #: Where the rules come from (spec file and sections).
     spec: ClassVar[str] = ""
     Options: ClassVar[type] = NoOptions
+    #: Whether the strategy's requests carry the text of each input item (a user, tool result or system
+    #: message) whole, as one message's content, at least once. It changes no number, only speed: the
+    #: engine then counts all these texts when the replay starts (`compaction_bench.replay`), where
+    #: tiktoken runs faster than between the replay's other work. Left False by a strategy that rewrites
+    #: or cuts some of them (the count of a text never sent whole would be work for nothing).
+    sends_inputs_verbatim: ClassVar[bool] = False
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         self.ctx = ctx

@@ -24,6 +24,8 @@ FORMAT_VERSION = 1
 
 KINDS = ("system", "user", "assistant", "reasoning", "tool_call", "tool_result", "marker")
 MODEL_OUTPUT_KINDS = frozenset({"assistant", "reasoning", "tool_call"})
+#: The kinds of the messages a session gives the model besides its own outputs (a marker is no message).
+INPUT_KINDS = frozenset({"system", "user", "tool_result"})
 
 
 

@@ -92,6 +92,7 @@ class Aider(Strategy):
     description = "Aider: done/cur lists, history limit window/16 (1k-8k), recursive head/tail summary; as run the summary is discarded (applied=true: replaced)"
     spec = "docs/specs/aider.md §1-§6, §11"
     Options = AiderOptions
+    sends_inputs_verbatim = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)

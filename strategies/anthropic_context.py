@@ -78,6 +78,8 @@ MIN_COMPACT_TRIGGER = 50_000
 class _ClientHistory(Strategy):
     """The client side: every item kept, as sent; system items in front."""
 
+    sends_inputs_verbatim = True
+
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
         self.system: list[Item] = []

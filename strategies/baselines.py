@@ -36,6 +36,8 @@ from compaction_bench.transcript import Item, Usage
 class _Recording(Strategy):
     """Shared plumbing of the baselines: every observed item goes into one history."""
 
+    sends_inputs_verbatim = True
+
     def __init__(self, ctx, options=None) -> None:
         super().__init__(ctx, options)
         self.history = ItemHistory()

@@ -438,6 +438,7 @@ class ClaudeCode(Strategy):
     description = "Claude Code 2.0.57: W − R − 13,000 on the last usage, microcompact, nine-section summary + restored files and todos"
     spec = "docs/specs/claude-code.md §1-§5, §9, §11"
     Options = ClaudeCodeOptions
+    sends_inputs_verbatim = True
     #: 2.1.69+ drops the analysis from the stored summary; 2.1.90+ asks for text only.
     later = False
 

@@ -833,6 +833,7 @@ class GeminiCli(Strategy):
     description = "Gemini CLI: 0.5 × window on the last prompt count, keep 30 % split at clean user turns, state snapshot + verify, masking"
     spec = "docs/specs/gemini-cli.md §1-§10, §15"
     Options = GeminiCliOptions
+    sends_inputs_verbatim = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)

@@ -43,6 +43,7 @@ class Hybrid(Strategy):
     description = "observation masking (M = 10) while the context grows; an LLM summary of all but the last M steps when masking is not enough"
     spec = "docs/specs/evaluation.md §2"
     Options = HybridOptions
+    sends_inputs_verbatim = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)

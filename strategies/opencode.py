@@ -185,6 +185,7 @@ class OpenCodeV1(_OpenCode):
     description = "OpenCode V1: usable-window trigger, ≤2-turn verbatim tail within a token budget, anchored summary, overflow replay; prune as option"
     spec = "docs/specs/opencode.md §1-§5"
     Options = OpenCodeV1Options
+    sends_inputs_verbatim = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)

@@ -155,6 +155,7 @@ class PiStrategy(Strategy):
     """Pi's compaction on its session tree; subclasses pick the version rules."""
 
     Options = PiOptions
+    sends_inputs_verbatim = True
     rules: ClassVar[PiRules] = LATER
 
     def __init__(self, ctx, options=None) -> None:

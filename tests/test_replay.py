@@ -44,7 +44,7 @@ def test_none_records_every_request_and_its_true_tokens():
 
 
 def test_each_request_carries_its_step_s_output_tokens_counted_before_the_replay_starts():
-    """Every step's output is counted once when the replay starts (`_Engine._all_output_tokens`); each
+    """Every step's output is counted once when the replay starts (`_Engine._count_first`); each
     accepted request of the step carries that count, the reply's messages counted as the provider counts
     any message (per-message and per-call overheads, the call's id, name and arguments), and an
     overflowed one none (it reached no model)."""
