@@ -59,7 +59,7 @@ def test_a_strategy_declares_that_it_sends_inputs_whole_exactly_when_its_replays
     share = _whole_share(strategy, _sessions())
     if strategy_class(strategy).sends_inputs_verbatim:
         assert share >= WHOLE, f"{strategy} declares that it sends its inputs whole, but sent {share:.1%} of their characters whole"
-    else:  # Codex rewrites tool outputs, OpenHands cuts long ones, OpenCode V2 serializes some into its checkpoint
+    else:  # Codex re-encodes tool outputs, OpenHands adds a line to error results, OpenCode V2 serializes some into its checkpoint
         assert share < WHOLE, f"{strategy} sends {share:.1%} of its input characters whole: declare `sends_inputs_verbatim`"
 
 
