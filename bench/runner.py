@@ -216,6 +216,10 @@ class _Kept:
         return shown(self.given) + (f" session {self.index + 1}" if self.count > 1 else "")
 
 
+#: `nothing_to_replay`'s reason for a session without any item.
+NO_MESSAGE = "it holds no message"
+
+
 def nothing_to_replay(transcript: Transcript) -> str | None:
     """Why a session gives a run nothing to measure, or None when it has a recorded model response.
 
@@ -226,7 +230,7 @@ def nothing_to_replay(transcript: Transcript) -> str | None:
     if transcript.steps():
         return None
     if not transcript.items:
-        return "it holds no message"
+        return NO_MESSAGE
     kinds = Counter(item.kind for item in transcript.items)
     held = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
     return f"it holds no model response, only {held} item(s)"
@@ -237,6 +241,33 @@ def leave_out_empty(where: str, why: str, entry: dict[str, Any], empty: list[dic
     LOG.warning("warning: %s: nothing to replay (%s); left out of the run", where, why)
     if empty is not None:
         empty.append({**entry, "reason": why})
+
+
+#: The most sessions of one file with nothing to replay that get a warning line each; more get one line for the file.
+EMPTY_NAMED = 3
+#: How many of them that one line names by number (the manifest lists every one).
+EMPTY_SHOWN = 5
+
+
+def leave_out_empty_sessions(path: str | Path, sessions: Sequence[tuple[int, str]], total: int, empty: list[dict[str, Any]] | None) -> None:
+    """Leave out the `sessions` (index, reason) of the file `path` (of `total` sessions) that have nothing to replay:
+    each named in a warning line (`leave_out_empty`), or, past `EMPTY_NAMED` of them, all in one line that counts
+    them by reason and names the first `EMPTY_SHOWN` (an Aider history holds hundreds of sessions that end before
+    the model answers); every one goes to `empty`, the manifest's `nothing_to_replay`."""
+    resolved = str(Path(path).resolve())
+    if len(sessions) <= EMPTY_NAMED:
+        for index, why in sessions:
+            where = shown(str(path)) + (f" session {index + 1}" if total > 1 else "")
+            leave_out_empty(where, why, {"file": resolved, "session_index": index}, empty)
+        return
+    silent = sum(why == NO_MESSAGE for _, why in sessions)
+    reasons = ", ".join(part for part in (f"{silent} hold no message" if silent else "",
+                                          f"{len(sessions) - silent} no model response" if silent < len(sessions) else "") if part)
+    numbers = ", ".join(str(index + 1) for index, _ in sessions[:EMPTY_SHOWN]) + (", …" if len(sessions) > EMPTY_SHOWN else "")
+    LOG.warning("warning: %s: %d of its %d sessions have nothing to replay (%s; sessions %s, each listed in the run's manifest "
+                "under nothing_to_replay); left out of the run", shown(str(path)), len(sessions), total, reasons, numbers)
+    if empty is not None:
+        empty.extend({"file": resolved, "session_index": index, "reason": why} for index, why in sessions)
 
 
 def file_cases(
@@ -253,7 +284,7 @@ def file_cases(
     independent cluster in every interval and test. The first is kept; each one left out is named
     in a warning line with the one it repeats, and appended to `duplicates` (the run's manifest
     keeps that list). A session with nothing to replay (`nothing_to_replay`) is left out too, named
-    in a warning line and appended to `empty`. The same path given twice is refused, as a slip in
+    in a warning line (or counted in one for the file, `leave_out_empty_sessions`) and appended to `empty`. The same path given twice is refused, as a slip in
     the list. `hashed` collects the sha256 of each file by resolved path (`scenario_entry` reuses it
     rather than reading the file again)."""
     cases: list[Case] = []
@@ -300,11 +331,10 @@ def file_cases(
         digests = [session_digest(t) for t in transcripts]
         if sha256 is not None:
             by_bytes[sha256] = (str(path), digests)
+        reasons = [nothing_to_replay(transcript) for transcript in transcripts]
+        leave_out_empty_sessions(path, [(index, why) for index, why in enumerate(reasons) if why is not None], len(transcripts), empty)
         for index, transcript in enumerate(transcripts):
-            why = nothing_to_replay(transcript)
-            if why is not None:
-                where = shown(str(path)) + (f" session {index + 1}" if len(transcripts) > 1 else "")
-                leave_out_empty(where, why, {"file": str(Path(path).resolve()), "session_index": index}, empty)
+            if reasons[index] is not None:
                 continue
             if digests[index] in kept:
                 left_out(path, index, len(transcripts), digests[index])

@@ -107,6 +107,69 @@ def test_a_session_never_answered_is_left_out_named_and_listed_in_the_manifest(t
     assert set(bench.load_run(tmp_path / "runs" / "r")["summary"]["scenario"]) == {"tiny.jsonl"}
 
 
+#: An Aider chat history of eight sessions: one answered, the others ended before the model answered (a launch
+#: line alone, a question never answered) or empty (a header alone).
+AIDER_HISTORY = """
+# aider chat started at 2024-06-01 10:00:00
+
+> /usr/bin/aider
+
+# aider chat started at 2024-06-01 10:05:00
+
+#### Add a docstring to main.py.
+
+Here is the change:
+
+main.py
+```python
+\"\"\"Entry point.\"\"\"
+```
+
+# aider chat started at 2024-06-01 11:00:00
+
+# aider chat started at 2024-06-01 12:00:00
+
+> /usr/bin/aider
+
+# aider chat started at 2024-06-01 13:00:00
+
+#### only a question nobody answered
+
+# aider chat started at 2024-06-01 14:00:00
+
+# aider chat started at 2024-06-01 15:00:00
+
+# aider chat started at 2024-06-01 16:00:00
+"""
+
+
+def test_the_sessions_of_one_file_with_nothing_to_replay_are_counted_in_one_warning_line_and_each_listed(tmp_path):
+    """An Aider history holds hundreds of sessions that end before the model answers (660 of the corpus file's
+    1,392): past three, the file gets one warning line that counts them by reason and names the first five, not a
+    line each; the manifest still lists every one."""
+    history = tmp_path / "chat history.md"
+    history.write_text(AIDER_HISTORY)
+    proc = bench_cli("run", str(history), "-s", "none", "-o", str(tmp_path / "runs"), "--run-id", "r", "--no-report", "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in stderr_lines(proc) if "nothing to replay" in line]
+    assert warned == [f"warning: {history}: 7 of its 8 sessions have nothing to replay (4 hold no message, 3 no model response; "
+                      "sessions 1, 3, 4, 5, 6, …, each listed in the run's manifest under nothing_to_replay); left out of the run"]
+    manifest = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text())
+    listed = [(entry["session_index"], entry["reason"]) for entry in manifest["nothing_to_replay"]]
+    assert [index for index, _ in listed] == [0, 2, 3, 4, 5, 6, 7]
+    assert [why for _, why in listed].count("it holds no message") == 4
+    assert len(manifest["scenarios"]) == 1
+    # up to three get a line each, naming the session
+    short = tmp_path / "short history.md"
+    short.write_text(AIDER_HISTORY.split("# aider chat started at 2024-06-01 12:00:00")[0])
+    proc = bench_cli("run", str(short), "-s", "none", "-o", str(tmp_path / "runs"), "--run-id", "s", "--no-report", "-j", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in stderr_lines(proc) if "nothing to replay" in line] == [
+        f"warning: {short} session 1: nothing to replay (it holds no model response, only 1 marker item(s)); left out of the run",
+        f"warning: {short} session 3: nothing to replay (it holds no message); left out of the run",
+    ]
+
+
 def test_the_python_api_leaves_out_an_empty_case_and_refuses_a_run_of_only_empty_ones(tmp_path, caplog):
     empty = Case("blank", Transcript("blank", ()), ())
     with pytest.raises(RunError, match=r"no scenario to run: .*blank: it holds no message"):
