@@ -12,7 +12,8 @@ scenario first), while this process, the `jobs`-th, summarizes the run and build
 report (a worker per core starved that work: the default run's summary took twice its CPU time in
 wall time with two workers beside it on two cores); with `jobs` ≤ 1 each is drawn in this process
 when the report asks for it. This process draws as well: a figure it asks for that no worker has
-taken yet is drawn here (its task cancelled) rather than waited for. The workers are forked
+taken yet is drawn here (its task cancelled) rather than waited for, and while it waits for one a
+worker is drawing it draws the last queued figures no worker has taken, for later. The workers are forked
 (Linux only; elsewhere the figures are drawn in this process): they start with the figures module
 loaded and never re-run the caller's main module, they are forked before the run starts its archive thread, and they inherit the tables they
 draw (`_FORKED`): a task names a drawing, so no table is pickled and sent (sending them took a
@@ -135,6 +136,8 @@ class Drawings:
         workers = min((jobs if jobs > 0 else os.cpu_count() or 1) - 1, count)
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[tuple[str, str], list[Future[str]]] = {}
+        #: drawings this process made while it waited for a worker's, by (key, index), until the report asks for them
+        self._here: dict[tuple[tuple[str, str], int], str] = {}
         if workers >= 1 and sys.platform.startswith("linux"):
             # A forking pool starts every worker at the first submit, before it starts its own thread: they
             # inherit `_FORKED` as it is then. They end with this process even when it is killed
@@ -149,15 +152,36 @@ class Drawings:
             _FORKED = {}  # the workers have their copy
 
     def _drawn(self, key: tuple[str, str]) -> list[tuple[str, str]]:
-        """The drawings of `key` as (label, SVG): a worker's, waiting for it while it draws it, or drawn
-        here when no worker has taken it yet (its task is cancelled), so this process draws too
-        whenever it would otherwise wait."""
+        """The drawings of `key` as (label, SVG) (`_svg`)."""
         work = self._work.get(key, [])
         futures: list[Future[str] | None] = [*self._futures.get(key, [])] or [None] * len(work)
-        return [
-            (label, future.result() if future is not None and not future.cancel() else _drawing(figure, args))
-            for (label, figure, args), future in zip(work, futures, strict=True)
-        ]
+        return [(label, self._svg(key, n, future)) for n, ((label, _, _), future) in enumerate(zip(work, futures, strict=True))]
+
+    def _svg(self, key: tuple[str, str], n: int, future: Future[str] | None) -> str:
+        """Drawing `n` of `key`: drawn here while this process waited for another (`_help`), drawn now when no worker
+        has taken it (its task cancelled), else a worker's, this process drawing what no worker has taken yet while it
+        waits for it, so it draws whenever it would otherwise wait."""
+        if (key, n) in self._here:
+            return self._here.pop((key, n))
+        if future is None or future.cancel():
+            return self._draw_here(key, n)
+        while not future.done() and self._help():
+            pass
+        return future.result()
+
+    def _help(self) -> bool:
+        """Draw here the last queued drawing that no worker has taken yet (the report asks for the first ones first),
+        kept until the report asks for it; False when the workers have taken every one."""
+        for key, futures in reversed(self._futures.items()):
+            for n in range(len(futures) - 1, -1, -1):
+                if not futures[n].cancelled() and futures[n].cancel():
+                    self._here[key, n] = self._draw_here(key, n)
+                    return True
+        return False
+
+    def _draw_here(self, key: tuple[str, str], n: int) -> str:
+        _, figure, args = self._work[key][n]
+        return _drawing(figure, args)
 
     def timelines(self, scenario: str) -> list[str]:
         """The scenario's timelines as SVG strings, one per profile."""

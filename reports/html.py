@@ -22,7 +22,7 @@ import json
 import math
 import re
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -322,6 +322,9 @@ def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: st
     if not caused:
         return found
     items = items[items["scenario"] == scenario] if not items.empty else items
+    # each item's (kind, call id, text) by id, read once for the scenario: looking each up in the frame cost
+    # seconds of a report whose requests hold thousands of items
+    by_id = dict(zip(items["id"], zip(items["kind"], items["call_id"], items["text"], strict=True), strict=True)) if not items.empty else {}
     for row in own[own[caused_columns].sum(axis=1) > 0].to_dict("records"):
         try:
             detail = json.loads(row.get("integrity_detail") or "[]")
@@ -337,29 +340,29 @@ def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: st
             found.listed.append({
                 "strategy": row["strategy"], "profile": row["profile"], "request": row.get("request"), "step": row.get("step"),
                 "format": violation.get("format", ""), "kind": violation.get("kind", ""), "call_id": call_id,
-                "excerpt": _excerpt(items, call_id, row.get("item_ids")),
+                "excerpt": _excerpt(by_id, items["id"], call_id, row.get("item_ids")),
             })
     return found
 
 
-def _excerpt(items: pd.DataFrame, call_id: str, request_ids: Any = None) -> dict[str, Any]:
-    """Items around the orphan: from the request's own item ids when the run stored them, else from the transcript."""
-    if items.empty:
+def _excerpt(by_id: Mapping[Any, tuple[Any, Any, Any]], transcript_ids: Iterable[Any], call_id: str, request_ids: Any = None) -> dict[str, Any]:
+    """Items around the orphan: from the request's own item ids when the run stored them, else from the transcript's
+    (`transcript_ids`, in order); `by_id` holds each item's (kind, call id, text)."""
+    if not by_id:
         return {"source": "no items stored in this run", "rows": []}
-    by_id = items.set_index("id")
     if request_ids is not None and not isinstance(request_ids, float) and len(request_ids):
         sequence, source = [str(i) for i in request_ids], "the request"
     else:
-        sequence, source = [str(i) for i in items["id"]], "the transcript"
-    hits = [n for n, i in enumerate(sequence) if i in by_id.index and by_id.loc[i, "call_id"] == call_id]
+        sequence, source = [str(i) for i in transcript_ids], "the transcript"
+    hits = [n for n, i in enumerate(sequence) if i in by_id and by_id[i][1] == call_id]
     if not hits:
         return {"source": source, "rows": []}
     window = range(max(0, hits[0] - 2), min(len(sequence), hits[-1] + 3))
     rows = []
     for n in window:
-        item = by_id.loc[sequence[n]] if sequence[n] in by_id.index else None
-        text = "" if item is None or not isinstance(item["text"], str) else item["text"]
-        rows.append({"id": sequence[n], "kind": "" if item is None else item["kind"], "text": text[:600] + ("…" if len(text) > 600 else ""),
+        item = by_id.get(sequence[n])
+        text = "" if item is None or not isinstance(item[2], str) else item[2]
+        rows.append({"id": sequence[n], "kind": "" if item is None else item[0], "text": text[:600] + ("…" if len(text) > 600 else ""),
                      "hit": n in hits})
     return {"source": source, "rows": rows}
 

@@ -136,6 +136,17 @@ def test_chromium_runs_no_transcript_script(run):
     assert "{{ 7*7 }} {% if true %}jinja-ran{% endif %}" in drill
 
 
+def _three_timelines(root):
+    """The run's manifest, requests, compactions and probes, and its requests and compactions with a second scenario
+    ("twin") and a second profile (64k) added, so that there are three timelines to share out."""
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    requests, compactions = pd.read_parquet(root / "requests.parquet"), pd.read_parquet(root / "compactions.parquet")
+    probes = pd.read_parquet(root / "probes.parquet")
+    both = pd.concat([requests, requests.assign(scenario="twin"), requests.assign(profile="64k")], ignore_index=True)
+    points = pd.concat([compactions, compactions.assign(scenario="twin"), compactions.assign(profile="64k")], ignore_index=True)
+    return manifest, requests, compactions, probes, both, points
+
+
 def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     """`Drawings` with `jobs=3` (two workers) gives each scenario the SVGs `figures.context_timeline` draws in this process,
     and each profile the overview figures `figures` draws here."""
@@ -143,15 +154,8 @@ def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
     from compaction_bench.reports import figures
     from compaction_bench.reports.drawings import Drawings
 
-    root = run[0]
-    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    requests, compactions = pd.read_parquet(root / "requests.parquet"), pd.read_parquet(root / "compactions.parquet")
-    probes = pd.read_parquet(root / "probes.parquet")
-    # a second scenario and a second profile, so there are three timelines to share out
-    twin = requests.assign(scenario="twin")
-    other = requests.assign(profile="64k")
-    both = pd.concat([requests, twin, other], ignore_index=True)
-    points = pd.concat([compactions, compactions.assign(scenario="twin"), compactions.assign(profile="64k")], ignore_index=True)
+    manifest, requests, compactions, probes, both, points = _three_timelines(run[0])
+    twin, other = requests.assign(scenario="twin"), requests.assign(profile="64k")
     with Drawings(both, points, probes, manifest, jobs=3) as drawn:
         assert drawn._pool is not None  # really drawn elsewhere
         got = {name: drawn.timelines(name) for name in (NAME, "twin", "absent")}
@@ -175,3 +179,25 @@ def test_figures_drawn_in_worker_processes_are_the_ones_drawn_here(run):
         "Cache over the session": figures.cache_over_session(at_32k, "cache hit rate and re-billed tokens · 32k", order),
     }
     assert list(overview["64k"]) == ["Cache over the session"] and overview["absent"] == {}
+
+
+def test_what_this_process_draws_while_it_waits_is_kept_for_the_report_and_drawn_once(run):
+    """While the report waits for a worker's figure, this process draws the last queued ones no worker has taken
+    (`Drawings._help`): drawn here until none is left, each figure is still the one drawn without workers, each is
+    drawn at most once, and the report takes each of them back when it asks for it."""
+    from compaction_bench.reports.drawings import Drawings
+
+    manifest, _, _, probes, both, points = _three_timelines(run[0])
+    names, profiles = (NAME, "twin"), ("32k", "64k")
+    with Drawings(both, points, probes, manifest, jobs=1) as alone:
+        expected = ({name: alone.timelines(name) for name in names}, {profile: alone.overview(profile) for profile in profiles})
+    with Drawings(both, points, probes, manifest, jobs=2) as drawn:
+        assert drawn._pool is not None
+        helped = 0
+        while drawn._help():
+            helped += 1
+        queued = sum(map(len, drawn._futures.values()))
+        assert helped == len(drawn._here) <= queued  # each drawn here once (how many the worker took first is its timing)
+        got = ({name: drawn.timelines(name) for name in names}, {profile: drawn.overview(profile) for profile in profiles})
+        assert drawn._here == {}  # every one drawn here was taken back
+    assert got == expected
