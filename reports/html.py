@@ -486,10 +486,18 @@ def _render(
         "n_compactions": len(compactions), "findings_total": findings_total, "recorded_total": recorded_total, "order": order,
         "triggers": sorted({r["trigger"] for r in browser_rows}), "profiles": sorted({r["profile"] for r in browser_rows}),
     }
-    single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None)
-    if len(single.encode("utf-8")) <= SINGLE_FILE_LIMIT and len(scenarios) <= SINGLE_FILE_SCENARIOS:
-        report(steps, steps, "report.html")
-        return {"report.html": single}
+    # each scenario's body (its timelines, findings and drill-down data) rendered once: the single page and the
+    # scenario pages both show it; a single page holds every body, so bodies over the limit need no single page rendered
+    # to know it would pass it
+    body = env.get_template("_macros.html.j2").module.scenario_body  # type: ignore[attr-defined]
+    for section in sections:
+        section["body"] = body(section)
+    bodies = sum(len(str(section["body"]).encode("utf-8")) for section in sections)
+    if len(scenarios) <= SINGLE_FILE_SCENARIOS and bodies <= SINGLE_FILE_LIMIT:
+        single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None)
+        if len(single.encode("utf-8")) <= SINGLE_FILE_LIMIT:
+            report(steps, steps, "report.html")
+            return {"report.html": single}
     pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES)}
     page_template = env.get_template("scenario.html.j2")
     for section, scenario in zip(sections, scenarios, strict=True):

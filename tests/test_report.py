@@ -121,6 +121,21 @@ def test_a_large_run_becomes_a_folder(run, monkeypatch, tmp_path):
     assert "offline/extractive" in scenario.split('class="note">', 1)[1].split("</p>", 1)[0]
 
 
+def test_a_run_is_one_page_exactly_while_that_page_is_within_the_limit(run, monkeypatch):
+    """The single page is left unrendered when its scenarios' bodies alone pass the limit; the outcome is still the
+    rule's: one page while the page the run would get is at most `SINGLE_FILE_LIMIT` bytes, else a folder."""
+    root = run[0]
+    monkeypatch.setattr(report_html, "SINGLE_FILE_LIMIT", 10**12)
+    (single,) = report_html.render_pages(root).values()
+    size = len(single.encode("utf-8"))
+    for limit, one_page in ((size, True), (size - 1, False), (1, False)):
+        monkeypatch.setattr(report_html, "SINGLE_FILE_LIMIT", limit)
+        pages = report_html.render_pages(root)
+        assert (list(pages) == ["report.html"]) == one_page, limit
+        if one_page:
+            assert pages["report.html"] == single
+
+
 def test_chromium_runs_no_transcript_script(run):
     root = run[0]
     compactions = pd.read_parquet(root / "compactions.parquet")
