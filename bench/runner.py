@@ -284,9 +284,10 @@ def file_cases(
     independent cluster in every interval and test. The first is kept; each one left out is named
     in a warning line with the one it repeats, and appended to `duplicates` (the run's manifest
     keeps that list). A session with nothing to replay (`nothing_to_replay`) is left out too, named
-    in a warning line (or counted in one for the file, `leave_out_empty_sessions`) and appended to `empty`. The same path given twice is refused, as a slip in
-    the list. `hashed` collects the sha256 of each file by resolved path (`scenario_entry` reuses it
-    rather than reading the file again)."""
+    in a warning line (or counted in one for its file, `leave_out_empty_sessions`) and appended to
+    `empty`. The same path given twice is refused, as a slip in the list. `hashed` collects the
+    sha256 of each file by resolved path (`scenario_entry` reuses it rather than reading the file
+    again)."""
     cases: list[Case] = []
     names: set[str] = set()
     repeated = repeated_path(paths)  # before reading any: a mistake in the list is not found after minutes of import
