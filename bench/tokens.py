@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -160,12 +160,11 @@ LINE_END = re.compile(r"\n(?=[^\s/])")
 PARAGRAPH_END = re.compile(r"\n\n(?=[^\s/])")
 
 
-def _pieces(text: str, ends: re.Pattern[str]) -> list[str]:
-    """`text` cut where each match of `ends` ends: one slice of `text` per piece."""
+def _slices(text: str, cuts: Iterable[int]) -> list[str]:
+    """`text` cut at `cuts` (increasing positions): one slice of `text` per piece."""
     pieces: list[str] = []
     start = 0
-    for match in ends.finditer(text):
-        cut = match.end()
+    for cut in cuts:
         pieces.append(text[start:cut])
         start = cut
     pieces.append(text[start:])
@@ -183,24 +182,18 @@ def _chunk_cuts(text: str, start: int = 0, end: int | None = None) -> Iterator[i
 
 def chunk_pieces(line: str) -> list[str]:
     """`line` cut at its `_chunk_cuts`: one slice of `line` per chunk."""
-    pieces: list[str] = []
-    start = 0
-    for cut in _chunk_cuts(line):
-        pieces.append(line[start:cut])
-        start = cut
-    pieces.append(line[start:])
-    return pieces
+    return _slices(line, _chunk_cuts(line))
 
 
 def line_pieces(text: str) -> list[str]:
     """`LINE_CUT.split(text)`: a cut follows each newline whose next character is neither whitespace nor "/"
     (found with `LINE_END`). Each piece is one slice of `text`."""
-    return _pieces(text, LINE_END)
+    return _slices(text, map(re.Match.end, LINE_END.finditer(text)))
 
 
 def paragraph_pieces(text: str) -> list[str]:
     """`PARAGRAPH_CUT.split(text)`: the cuts of `line_pieces` that follow an empty line (found with `PARAGRAPH_END`)."""
-    return _pieces(text, PARAGRAPH_END)
+    return _slices(text, map(re.Match.end, PARAGRAPH_END.finditer(text)))
 
 
 class TokenCounter:
