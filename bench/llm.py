@@ -68,7 +68,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from compaction_bench.errors import BenchError, closest, json_problem
-from compaction_bench.log_view import as_messages, identical_run, iter_from
+from compaction_bench.log_view import as_messages, common_prefix_length
 from compaction_bench.offline_models import (
     ReaderContext,
     Reading,
@@ -399,7 +399,7 @@ class _WireRuns:
     request's payload is its runs' payloads in order, its input tokens their sum, and the
     summarizer's reading their readings (`split_readings`). A request sent after a compaction costs
     what is new in it: the longest piece it shares with the last request of the same model and
-    provider (found by the identity of one of its first messages, then compared by identity in C)
+    provider (found by the identity of one of its first messages, then compared in C by slices)
     keeps that request's run starts and runs from where the two agree on whether an assistant message
     came last (which is all the rule reads of earlier messages), and only the messages around it are
     walked and their runs converted, or found among the last request's runs outside that piece by the
@@ -427,8 +427,9 @@ class _WireRuns:
                 if at < 0:
                     p += 1
                     continue
-                # compared by identity (no message is looked at): both requests' messages are alive
-                length = identical_run(iter_from(last.messages, at), iter_from(sequence, p), min(len(last.messages) - at, size - p))
+                # compared in C by slices: the same objects pass without a look, and equal messages convert alike
+                end = min(len(last.messages) - at, size - p)
+                length = common_prefix_length(last.messages[at : at + end], sequence[p : p + end])
                 if length > shared:
                     start, shared, k = p, length, at
                 if length >= size - p - length:

@@ -17,6 +17,7 @@ reuse its predecessor's in O(len / CHUNK) and store only what is new.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 from collections.abc import Iterable, Iterator, Sequence
@@ -109,8 +110,12 @@ class LogView(Sequence["Message"]):
 
 def identical_run(a: Iterable[Any], b: Iterable[Any], limit: int) -> int:
     """How many leading elements of `a` and `b` are the very same objects, up to `limit` (neither may end
-    before it): compared by identity in C, up to the first that differs, no element is read."""
-    return next(itertools.compress(itertools.count(), map(operator.is_not, itertools.islice(a, limit), b)), limit)
+    before it): compared by identity in C, up to the first that differs, no element is read (`indexOf`
+    finds the first True of the `is not` flags by identity, with no Python call per element)."""
+    try:
+        return operator.indexOf(map(operator.is_not, itertools.islice(a, limit), b), True)
+    except ValueError:  # no flag is True: all `limit` are the same
+        return limit
 
 
 def iter_from(messages: Sequence[Message], start: int) -> Iterator[Message]:
@@ -258,6 +263,14 @@ class Cumulative(Sequence[int]):
     def last(self, default: int = 0) -> int:
         """The last total (`default` when empty): the last chunk's last count, as no chunk holds counts past `len`."""
         return self._chunks[-1][-1] if self._n else default
+
+    def bisect_right(self, value: int) -> int:
+        """`bisect.bisect_right(self, value)` of these non-decreasing totals: the chunk by the chunks' last
+        totals, then the place in it, both in C (`bisect` over the list itself would call `__getitem__`
+        for each look)."""
+        chunks = self._chunks
+        k = bisect.bisect_right(list(map(operator.itemgetter(-1), chunks)), value) if len(chunks) > 1 else 0
+        return self._n if k == len(chunks) else (k << _SHIFT) + bisect.bisect_right(chunks[k], value)
 
     def prefix(self, n: int) -> Cumulative:
         """A new list of the first `n` totals: full chunks shared, the partial one copied (it is appended to)."""

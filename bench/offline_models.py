@@ -59,7 +59,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from compaction_bench.log_view import identical_run
+from compaction_bench.log_view import common_prefix_length
 
 HEADING_PATTERNS = (
     re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
@@ -844,34 +844,56 @@ SHORTEST_LINE = 4 + 3
 
 class _Bucket:
     """The candidate lines of one salience in a `_Chain`, oldest first: their chain positions, texts,
-    categories and lengths."""
+    categories and lengths, and for each line the index of the nearest earlier line that is shorter
+    (`shorter`, -1 for none: `_fitting` jumps along them)."""
 
-    __slots__ = ("categories", "lengths", "lines", "positions")
+    __slots__ = ("categories", "lengths", "lines", "positions", "shorter")
 
     def __init__(self) -> None:
         self.positions: list[int] = []
         self.lines: list[str] = []
         self.categories: list[tuple[str, ...]] = []
         self.lengths: list[int] = []
+        self.shorter: list[int] = []
+
+    def add(self, position: int, text: str, categories: tuple[str, ...]) -> None:
+        """Append a line at chain position `position`."""
+        self.positions.append(position)
+        self.lines.append(text)
+        self.categories.append(categories)
+        _add_length(self.lengths, self.shorter, len(text))
 
     def cut(self, position: int) -> None:
-        """Drop the lines from chain position `position` on."""
+        """Drop the lines from chain position `position` on (the earlier lines' `shorter` stay as they are)."""
         k = bisect.bisect_left(self.positions, position)
-        del self.positions[k:], self.lines[k:], self.categories[k:], self.lengths[k:]
+        del self.positions[k:], self.lines[k:], self.categories[k:], self.lengths[k:], self.shorter[k:]
 
     def drop(self, position: int) -> None:
         """Drop the lines before chain position `position`."""
         k = bisect.bisect_left(self.positions, position)
         del self.positions[:k], self.lines[:k], self.categories[:k], self.lengths[:k]
+        self.shorter = [n - k if n >= k else -1 for n in itertools.islice(self.shorter, k, None)]
+
+
+def _add_length(lengths: list[int], shorter: list[int], length: int) -> None:
+    """Append `length` to `lengths` and the index of the nearest earlier shorter one to `shorter`: found
+    by jumping from the last along `shorter`, past lines at least as long (while lines are only
+    appended, one jumped over is never visited by a later append: amortized O(1))."""
+    n = len(lengths) - 1
+    while n >= 0 and lengths[n] >= length:
+        n = shorter[n]
+    lengths.append(length)
+    shorter.append(n)
 
 
 class _Chain:
     """The content parts of the last summary request and their candidate lines by salience
     (`_Bucket`s), at chain positions that count lines from the chain's first part. The next request's
-    parts are found in it by identity (a remote Codex compaction sends the retained messages of the
-    last one, less a few of the oldest, and a few new ones): its lines are the chain's from its first
-    part's, the shared parts keep their lines and only its new parts are read, so a line's position in
-    a request is its chain position less that of the request's first line."""
+    parts are found in it (a remote Codex compaction sends the retained messages of the last one, less
+    a few of the oldest, and a few new ones) by the identity of its first part, then compared in C by
+    slices (the same objects pass without a look; an equal part has the same lines): its lines are the
+    chain's from its first part's, the shared parts keep their lines and only its new parts are read,
+    so a line's position in a request is its chain position less that of the request's first line."""
 
     def __init__(self) -> None:
         self.parts: list[_Part] = []
@@ -888,7 +910,7 @@ class _Chain:
         if parts and self.first < start:
             with contextlib.suppress(ValueError):
                 start = self.ids.index(id(parts[0]), self.first)
-        same = identical_run(itertools.islice(self.parts, start, None), parts, min(len(self.parts) - start, len(parts)))
+        same = common_prefix_length(self.parts[start:], parts)
         if start + same < len(self.parts):
             self._cut(start + same)
         self._drop(start)
@@ -924,10 +946,7 @@ class _Chain:
             bucket = buckets.get(salience)
             if bucket is None:
                 bucket = buckets[salience] = _Bucket()
-            bucket.positions.append(start + n)
-            bucket.lines.append(text)
-            bucket.categories.append(categories)
-            bucket.lengths.append(len(text))
+            bucket.add(start + n, text, categories)
         self.end = start + part.size
 
 
@@ -935,28 +954,24 @@ _CHAIN = _Chain()
 _CHAIN_LOCK = threading.Lock()
 
 
-def _fitting(lengths: list[int], low: int, k: int, limit: int) -> int:
-    """The largest index from `low` to `k` whose length is at most `limit`, else `low` - 1."""
-    if k < low or lengths[k] <= limit:
-        return k
-    skipped = len(lengths) - k
-    return next(itertools.compress(range(k - 1, low - 1, -1), map(limit.__ge__, itertools.islice(reversed(lengths), skipped, None))), low - 1)
+def _fitting(lengths: list[int], shorter: list[int], low: int, k: int, limit: int) -> int:
+    """The largest index from `low` to `k` whose length is at most `limit`, else `low` - 1: from `k`, jumps
+    to the nearest shorter line (`shorter`) while the line is too long, as every line jumped over is at
+    least as long as one that does not fit."""
+    while k >= low and lengths[k] > limit:
+        k = shorter[k]
+    return k if k >= low else low - 1
 
 
-def _summary_buckets(earlier: Sequence[_EarlierLine]) -> list[tuple[float, list[int], list[str], list[tuple[str, ...]], list[int], int]]:
-    """An earlier summary's lines by salience, as `_select` holds a bucket: (salience, positions from
-    -len(earlier) to -1, lines, categories, lengths, 0)."""
-    grouped: dict[float, tuple[list[int], list[str], list[tuple[str, ...]], list[int]]] = {}
+def _summary_buckets(earlier: Sequence[_EarlierLine]) -> dict[float, _Bucket]:
+    """An earlier summary's lines by salience, at positions from -len(earlier) to -1."""
+    grouped: dict[float, _Bucket] = {}
     for n, line in enumerate(earlier, -len(earlier)):
-        columns = grouped.get(line.salience)
-        if columns is None:
-            columns = grouped[line.salience] = ([], [], [], [])
-        positions, lines, categories, lengths = columns
-        positions.append(n)
-        lines.append(line.text)
-        categories.append(line.categories)
-        lengths.append(len(line.text))
-    return [(salience, *columns, 0) for salience, columns in grouped.items()]
+        bucket = grouped.get(line.salience)
+        if bucket is None:
+            bucket = grouped[line.salience] = _Bucket()
+        bucket.add(n, line.text, line.categories)
+    return grouped
 
 
 def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine] = ()) -> list[tuple[int, str, tuple[str, ...]]]:
@@ -979,15 +994,15 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
         last = max(_CHAIN.end - base - 1, 0) or 1
         # the earlier summary's lines lose at most `RECENCY` however few new lines there are
         spans = (last, max(last, len(earlier)))
-        # (salience, positions, lines, categories, lengths, what a position is counted from), the chain's first
-        buckets = [(salience, b.positions, b.lines, b.categories, b.lengths, base) for salience, b in _CHAIN.buckets.items()]
+        # (salience, positions, lines, categories, lengths, shorter, what a position is counted from), the chain's first
+        buckets = [(salience, b.positions, b.lines, b.categories, b.lengths, b.shorter, base) for salience, b in _CHAIN.buckets.items()]
         chained = len(buckets)
         if earlier:
-            buckets += _summary_buckets(earlier)
+            buckets += ((salience, b.positions, b.lines, b.categories, b.lengths, b.shorter, 0) for salience, b in _summary_buckets(earlier).items())
         heap = []
-        for key, (salience, positions, _, _, lengths, offset) in enumerate(buckets):
+        for key, (salience, positions, _, _, lengths, shorter, offset) in enumerate(buckets):
             low = bisect.bisect_left(positions, base) if key < chained else 0
-            k = _fitting(lengths, low, len(positions) - 1, budget - 3)
+            k = _fitting(lengths, shorter, low, len(positions) - 1, budget - 3)
             if k >= low:
                 position = positions[k] - offset
                 heap.append((-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))
@@ -997,7 +1012,7 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
         used = 0
         while heap and used + SHORTEST_LINE <= budget:
             _, position, key, k, low = heap[0]
-            salience, positions, lines, categories, lengths, offset = buckets[key]
+            salience, positions, lines, categories, lengths, shorter, offset = buckets[key]
             text = lines[k]
             if used + lengths[k] + 3 <= budget and text not in seen:
                 chosen.append((-position, text, categories[k]))
@@ -1005,7 +1020,7 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
                 used += lengths[k] + 3
             k -= 1
             if k >= low and lengths[k] > budget - used - 3:  # the bucket's next line mostly fits: `_fitting` only when not
-                k = _fitting(lengths, low, k, budget - used - 3)
+                k = _fitting(lengths, shorter, low, k, budget - used - 3)
             if k >= low:
                 position = positions[k] - offset
                 heapq.heapreplace(heap, (-(salience + RECENCY * position / spans[position < 0]), -position, key, k, low))

@@ -36,14 +36,13 @@ entries (the engine gives a summarizer of another model a provider of its own,
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import operator
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import overload
+from typing import cast, overload
 
 from compaction_bench.caching import CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
 from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_messages, first_difference
@@ -254,8 +253,11 @@ class _LogIndex:
         if all(held):
             return held
         first, log = self.first, self.log
-        for n in range(self.indexed, len(log)):
-            first.setdefault(log[n], n)
+        if first:
+            for n in range(self.indexed, len(log)):
+                first.setdefault(log[n], n)
+        else:  # a new index in C: from the last message to the first, so a repeated one keeps its first position
+            first.update(zip(reversed(log), range(len(log) - 1, -1, -1), strict=True))
         self.indexed = len(log)
         return [h or first.get(m, length) < length for h, m in zip(held, messages, strict=True)]
 
@@ -462,7 +464,8 @@ class SimulatedProvider(MessageCounter):
         visible = base.visible.prefix(shared) if base is not None else Cumulative()
         new = messages[shared:] if shared else messages  # (all of a `LogView` without copying it)
         memo = self._message_tokens
-        tokens = [memo.get(m) or self.message_tokens(m) for m in new]  # a count is never 0 (`MESSAGE_OVERHEAD`)
+        found = list(map(memo.get, new))  # looked up in C; a count is never 0 (`MESSAGE_OVERHEAD`), a miss None
+        tokens = cast("list[int]", found) if all(found) else [t or self.message_tokens(m) for t, m in zip(found, new, strict=True)]
         visible.extend(list(itertools.accumulate(tokens, initial=visible.last()))[1:])
         if self.hidden is None or not self.hidden.reasoning:
             return visible, visible  # nothing hidden: the boundaries are the visible counts (one list, not appended to once returned)
@@ -494,7 +497,7 @@ class SimulatedProvider(MessageCounter):
         are known without a lookup (after an expired cache, most of the request) and go to the rule as
         one run of known tokens: the rule re-bills such a run's uncached tokens, as it does each of its
         messages'."""
-        first = bisect.bisect_right(boundaries, cached_tokens)
+        first = boundaries.bisect_right(cached_tokens)
         if first >= len(messages) or not self._recent:
             return 0
         top = max(first, *shared)  # messages[first:top] were sent at the same positions by an entry
@@ -512,7 +515,7 @@ class SimulatedProvider(MessageCounter):
                 known[n] = h
         start = boundaries[first - 1] if first else 0
         ends = boundaries[top - 1 if top > first else top :]  # the run's end, then the rest's messages'
-        counts = [end - begin for begin, end in zip([start, *ends[:-1]], ends, strict=True)]
+        counts = list(map(operator.sub, ends, [start, *ends[:-1]]))
         return rebilled_tokens(counts, [True, *known] if top > first else known, cached_tokens - start)
 
     # ------------------------------------------------------------- sending

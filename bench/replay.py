@@ -249,7 +249,8 @@ class _SummarizedIds:
     A compaction that summarizes the last one's ids but a few of the first and a few after them, then a
     few new ones (Codex's remote compaction before every turn, whose summary covers the retained
     messages again), shares one run of the very id strings with the last one: that run is found by
-    identity (in C, no string is read), its ids are distinct as the last ones were, and the set is
+    the identity of its first id and compared in C by slices (equal ids: the same string objects pass
+    without their text being read), its ids are distinct as the last ones were, and the set is
     the last one's less the ids outside the run, plus the new ones (a new one already there is an id
     said twice: then everything is read again)."""
 
@@ -265,7 +266,7 @@ class _SummarizedIds:
         last = self.ids
         start = next((n for n in range(min(SUMMARIZED_CHANGES, len(last))) if ids and last[n] is ids[0]), -1)
         if start >= 0:
-            length = identical_run(itertools.islice(last, start, None), ids, min(len(last) - start, len(ids)))
+            length = common_prefix_length(last[start:], ids)
             gone, new = len(last) - length, ids[length:]
             if gone + len(new) <= SUMMARIZED_CHANGES:
                 once = self.once

@@ -3,6 +3,7 @@ lists they replace, and the engine's diff of two contexts finds what a full comp
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import random
 
@@ -83,6 +84,38 @@ def test_cumulative_prefixes_share_chunks_but_never_each_others_appends():
             assert b[len(a) - 1] == a[-1] and b[-1] == a[-1] and b[1:4] == a[1:4]
             start, stop = sorted(rng.randrange(-len(a) - 2, len(a) + 2) for _ in range(2))
             assert b[start:stop] == a[start:stop] and b[stop:start] == a[stop:start] and b[start::3] == a[start::3]
+
+
+
+def test_cumulative_bisect_is_the_bisect_of_the_plain_list():
+    rng = random.Random(7)
+    for size in (0, 1, 255, 256, 257, 600, 1300):
+        # running totals with repeats (a message counted 0 more is not possible, but equal totals across a
+        # chunk edge test the rule for ties)
+        totals = list(itertools.accumulate(rng.choice([0, 1, 2, 40]) for _ in range(size)))
+        shared = Cumulative()
+        shared.extend(totals)
+        for cut in (shared, shared.prefix(size // 2)):
+            plain = list(cut)
+            values = [-1, 0, *(rng.randrange(-5, (plain[-1] if plain else 0) + 5) for _ in range(200)), *plain[::37]]
+            for value in values:
+                assert cut.bisect_right(value) == bisect.bisect_right(plain, value), (size, value)
+
+
+def test_a_log_index_finds_what_the_view_holds():
+    from compaction_bench.provider import _LogIndex
+
+    rng = random.Random(9)
+    pool = [Message("user", f"m{n % 30}") for n in range(60)]  # equal messages as other objects: m0 and m30...
+    for _ in range(40):
+        log: list[Message] = []
+        index = _LogIndex(log)
+        for _ in range(rng.randrange(1, 6)):  # the log grows between lookups: a new index, then indexed further
+            log.extend(rng.choice(pool) for _ in range(rng.randrange(1, 90)))
+            view = LogView(log, rng.randrange(len(log) + 1), tuple(rng.choice(pool) for _ in range(rng.randrange(3))))
+            asked = [rng.choice(pool) for _ in range(20)]
+            held = set(view)
+            assert index.holds(view, asked, frozenset(view.tail)) == [m in held for m in asked]
 
 
 def test_the_removed_and_kept_ids_of_a_rewrite_are_those_a_full_comparison_finds():
