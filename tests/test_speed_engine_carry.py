@@ -155,7 +155,8 @@ def test_common_prefix_length_is_the_count_of_equal_leading_elements():
 def test_summarized_ids_derived_from_the_last_compactions_are_each_id_once_in_order():
     """`_SummarizedIds` against `dict.fromkeys` of each compaction's ids, on random chains: each list the
     last one's less a few of its first and last ids, with new ids (some said twice, some the last
-    one's gone ones again, some equal strings of other objects), or a list unrelated to the last."""
+    one's gone ones again, some equal strings of other objects), some kept ids as equal strings of other
+    objects, or a list unrelated to the last."""
     pool = [f"item-{n}" for n in range(400)]
     for seed in range(200):
         rng = random.Random(seed)
@@ -168,6 +169,8 @@ def test_summarized_ids_derived_from_the_last_compactions_are_each_id_once_in_or
                 ids = rng.sample(pool, rng.randrange(0, 60))  # unrelated
                 continue
             kept = list(distinct[rng.randrange(0, 4) : len(distinct) - rng.randrange(0, 4)])
+            if rng.random() < 0.2:  # some kept ids as equal strings of other objects (compared by value)
+                kept = ["".join(i) if rng.random() < 0.3 else i for i in kept]
             new = rng.sample(pool, rng.randrange(0, 6))
             if new and rng.random() < 0.3:
                 new.append(new[0])  # an id said twice
