@@ -132,6 +132,13 @@ def test_runs_are_read_once_and_requests_of_new_objects_alike(rollout):
     assert all(all(map(operator.is_, r.messages, copies[n : n + len(r.messages)])) for n, r in zip(_starts(fresh), fresh, strict=True))
     assert all(a.payload is b.payload and a.reading is b.reading and a.tokens == b.tokens for a, b in zip(first, fresh, strict=True))
     check(copies)
+    # the very first message, then equal copies: the piece shared with the last request is compared by value, so
+    # its runs are the last request's (equal messages convert and read alike), and the result is the whole request's
+    last = _runs_of(window, DEFAULT_SUMMARIZER, "offline")
+    mixed = [window[0], *copies[1:]]
+    mixed_runs = _runs_of(mixed, DEFAULT_SUMMARIZER, "offline")
+    assert last is not None and mixed_runs is not None and all(a is b for a, b in zip(last, mixed_runs, strict=True))
+    check(mixed)
     # a message that differs in one field is converted anew
     changed = [*copies[:-1], Message("user", PROMPT + " Keep it short.")]
     runs = _runs_of(changed, DEFAULT_SUMMARIZER, "offline")
