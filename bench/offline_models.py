@@ -55,7 +55,7 @@ import math
 import operator
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -83,7 +83,11 @@ SUMMARY_MARKERS = ("<summary>", "summary of the conversation so far", "another l
 
 #: A path (needs a "/") or a file name (needs a "."): `_has_path` searches only the alternatives a line can match.
 SLASHED_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+")
-FILE_NAME = re.compile(r"\b[\w-]+\.(?:py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql)\b")
+FILE_EXTENSIONS = "py|ts|js|tsx|rs|go|md|json|yaml|yml|toml|txt|cfg|sh|java|c|h|cpp|rb|sql"
+FILE_NAME = re.compile(rf"\b[\w-]+\.(?:{FILE_EXTENSIONS})\b")
+#: The end of a `FILE_NAME` match (its "." and extension, then a word boundary): where there is none, `FILE_NAME`
+#: matches nowhere, and looking for it is a scan for "." where `FILE_NAME` tries a name at every word.
+FILE_EXTENSION = re.compile(rf"\.(?:{FILE_EXTENSIONS})\b")
 PATH = re.compile(f"{SLASHED_PATH.pattern}|{FILE_NAME.pattern}")
 #: Where `SLASHED_PATH` matches: a "/" between two of its characters (its last "/" has them on both sides, and
 #: such a "/" is a match). Found without the pattern's backtracking through every run of them that has no "/".
@@ -139,10 +143,35 @@ def _word_categories() -> dict[str, frozenset[str]]:
 #: word counts the categories of the shorter words bounded there too ("will use" is a decision and, by "will",
 #: a next step).
 WORD_CATEGORIES = _word_categories()
+
+
+def longest_first(words: Iterable[str]) -> str:
+    """An alternation that matches the same texts as the `words` (literals), written as their trie: at each
+    character the branches that continue a word, each tried before the word that ends there (a greedy
+    optional tail), so the longest word that lets the rest of the pattern match is taken, as an alternation
+    of the words sorted longest first takes it. At each place the engine follows one branch per character
+    instead of trying every word."""
+    trie: dict[str, Any] = {}  # a character's node, "" where a word ends
+    for word in words:
+        node = trie
+        for character in word:
+            node = node.setdefault(character, {})
+        node[""] = {}
+
+    def branches(node: dict[str, Any]) -> str:
+        alternatives = [re.escape(character) + branches(child) for character, child in sorted(node.items()) if character]
+        if len(alternatives) == 1:
+            return f"(?:{alternatives[0]})?" if "" in node else alternatives[0]
+        group = f"(?:{'|'.join(alternatives)})" if alternatives else ""
+        return f"{group}?" if group and "" in node else group
+
+    return branches(trie)
+
+
 #: At every word boundary of a lowered line, the longest of the word-bounded patterns' words that starts there
 #: and ends at a word boundary (zero-width, so words that overlap are all found): a pattern matches a line
 #: exactly where the scan reports one of its words or a longer word that begins with one (`WORD_CATEGORIES`).
-BOUNDED_WORDS = re.compile(r"\b(?=(" + "|".join(map(re.escape, sorted(WORD_CATEGORIES, key=len, reverse=True))) + r")\b)")
+BOUNDED_WORDS = re.compile(r"\b(?=(" + longest_first(WORD_CATEGORIES) + r")\b)")
 
 STOPWORDS = frozenset(
     "a an the of to in on at for and or is are was were be been what which who whom whose when where why how "
@@ -261,7 +290,7 @@ def _has_path(text: str) -> bool:
     """Whether `PATH` matches in `text`: a `SLASHED_PATH` (`PATH_SLASH`) or a `FILE_NAME`."""
     if "/" in text and PATH_SLASH.search(text) is not None:
         return True
-    return "." in text and FILE_NAME.search(text) is not None
+    return "." in text and FILE_EXTENSION.search(text) is not None and FILE_NAME.search(text) is not None
 
 
 #: Salience weight of each line category (`_categories`); a line scores the sum of its categories.

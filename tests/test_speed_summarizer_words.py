@@ -3,8 +3,10 @@
 - the four word-bounded patterns (CONSTRAINT, DECISION, PROGRESS, NEXT) are found in one zero-width scan
   of a lowered line (`BOUNDED_WORDS`), which reports the longest of their words at each word boundary, a
   word counting the categories of the shorter words bounded inside it (`WORD_CATEGORIES`);
+  The scan's alternation is the words' trie (`longest_first`), which takes the longest word that fits
+  as an alternation of the words sorted longest first does;
 - a slashed path is a "/" between two of its characters (`PATH_SLASH`), found without `SLASHED_PATH`'s
-  backtracking.
+  backtracking; a file name is looked for only where its end, a "." and an extension, is (`FILE_EXTENSION`).
 
 Each is checked against the module's patterns searched as written (`reference_categories`), on every line
 of a real session, on generated lines made of the patterns' words, their pieces and the characters around
@@ -29,6 +31,7 @@ from compaction_bench.offline_models import (
     _bounded_words,
     _categories,
     _has_path,
+    longest_first,
 )
 from tests.test_speed_summarizer import conversation, reference_categories, reference_lines
 
@@ -123,3 +126,32 @@ def test_a_slashed_path_is_a_slash_between_two_of_its_characters(line):
 def test_hand_worked_paths():
     assert all(PATH_SLASH.search(line) for line in ("src/a", "./x", "a/-", "é/3", "see a/b/c now"))
     assert not any(PATH_SLASH.search(line) for line in ("/", "a/", "/b", "a / b", "and /x", "\u00a0/\u00a0"))
+
+
+#: Words over a small alphabet, so that many are prefixes of others, and texts of them with separators
+SMALL_WORDS = st.lists(st.text(alphabet="ab '", min_size=1, max_size=5), min_size=1, max_size=12)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(words=SMALL_WORDS, text=st.text(alphabet="ab '-_\u00e9", max_size=30))
+def test_the_trie_alternation_takes_the_word_an_alternation_sorted_longest_first_takes(words, text):
+    sorted_alternation = "|".join(map(re.escape, sorted(set(words), key=len, reverse=True)))
+    for template in (r"\b(?=({}){})", r"({}){}"):  # at every word boundary, and where the words end at one
+        expected = re.compile(template.format(sorted_alternation, r"\b")).findall(text)
+        assert re.compile(template.format(longest_first(words), r"\b")).findall(text) == expected
+    assert re.fullmatch(f"(?:{longest_first(words)})", words[-1])
+
+
+def test_hand_worked_trie():
+    # "ab" ends where "abc" and "abd" go on: both are tried before it; "b" is a branch of its own
+    assert longest_first(["abc", "ab", "abd", "b"]) == "(?:ab(?:c|d)?|b)"
+    assert re.findall(r"\b(?=(" + longest_first(["ab", "abc"]) + r")\b)", "abc ab abcd") == ["abc", "ab"]
+
+
+FILE_PIECES = st.sampled_from(["a", "é", "_", "-", ".", " ", "/", "py", "c", "cpp", "json", "jsonl", "x.h", ".md", "3", "\u00a0"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(line=st.lists(FILE_PIECES, max_size=10).map("".join))
+def test_a_file_name_is_found_where_its_extension_ends_a_word(line):
+    assert _has_path(line) == (PATH.search(line) is not None)
