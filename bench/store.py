@@ -19,8 +19,10 @@ Layout of a finished run::
       report.html            the self-contained report
 
 While a run works, each finished cell has its own folder `cells/<cell-key>/`: its
-requests|compactions|probes.parquet, its replay records (contexts.parquet, messages.parquet,
-replay.json) and then `DONE`. Every write is atomic (temporary file, then rename); a cell counts as
+requests|compactions|probes.parquet, its replay records (contexts.arrow, messages.arrow,
+replay.json) and then `DONE`. The records are Arrow IPC files (lz4): they live only until the archive
+reads them back, which reads them in a quarter of the CPU parquet took (folders that an earlier
+version wrote with contexts.parquet and messages.parquet are read as well). Every write is atomic (temporary file, then rename); a cell counts as
 finished once its `DONE` marker exists or the archive lists it, so `--resume` redoes exactly the
 unfinished cells. Once every cell is finished and the tables are merged, `compact()` moves the
 replay records into `replays/` and removes the cell folders; the merged tables then hold the
@@ -46,6 +48,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from compaction_bench.atomic import atomic_write, atomic_write_text
@@ -57,7 +60,10 @@ TABLES = ("requests", "compactions", "probes")
 KEY_DTYPES = {"scenario": "str", "strategy": "str", "profile": "str", "repeat": "int64"}
 KEY_COLUMNS = list(KEY_DTYPES)
 #: A cell's replay record files, as `write_replay` writes them into its folder.
-REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
+#: A cell folder's replay records: its requests' contexts, its distinct messages (Arrow IPC), its replay.json.
+REPLAY_FILES = ("contexts.arrow", "messages.arrow", "replay.json")
+#: The same records as versions before the thirtieth speed pass wrote them (parquet), still read.
+PARQUET_REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
 ARCHIVE = "replays"
 #: Message fields that identify a distinct message (every column `records.to_rows` writes).
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
@@ -98,6 +104,27 @@ def _write_table(table: pa.Table, path: Path) -> Path:
     return atomic_write(path, write)
 
 
+def _write_ipc(table: pa.Table, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: feather.write_feather(table, tmp, compression="lz4"))
+
+
+def _read_records_table(path: Path) -> pa.Table:
+    """One of a cell's replay records tables (IPC, or parquet from an earlier version), read on this thread: a
+    cell's files are small, and Arrow's thread pools cost more CPU than reading them."""
+    if path.suffix == ".arrow":
+        return feather.read_table(path, memory_map=False, use_threads=False)
+    return pq.read_table(path, use_threads=False)
+
+
+def replay_files(directory: Path) -> tuple[Path, ...] | None:
+    """The cell folder's replay records files (`REPLAY_FILES`, else `PARQUET_REPLAY_FILES`), None when neither set is whole."""
+    for names in (REPLAY_FILES, PARQUET_REPLAY_FILES):
+        files = tuple(directory / name for name in names)
+        if all(f.is_file() for f in files):
+            return files
+    return None
+
+
 def write_json(data: Any, path: Path) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
@@ -133,10 +160,13 @@ class CellRecords:
 
 
 def read_cell_records(directory: Path) -> CellRecords:
-    """A cell folder's replay records, as stored."""
-    text = (directory / "replay.json").read_text(encoding="utf-8")
+    """A cell folder's replay records, as stored (the folder must hold them: `replay_files`)."""
+    files = replay_files(directory)
+    if files is None:
+        raise StoreError(f"{directory}: no replay records")
+    text = files[2].read_text(encoding="utf-8")
     key = CellKey(**json.loads(text)["key"])
-    return CellRecords(key, pq.read_table(directory / "contexts.parquet"), pq.read_table(directory / "messages.parquet"), text)
+    return CellRecords(key, _read_records_table(files[0]), _read_records_table(files[1]), text)
 
 
 def _identity(messages: pa.Table) -> pa.Array:
@@ -201,8 +231,8 @@ class RunStore:
     def write_replay(self, key: CellKey, rows: Mapping[str, Any]) -> None:
         """A cell's replay records (`compaction_bench.records.to_rows`); written before its DONE marker."""
         directory = self.cell_dir(key)
-        for name, file in (("requests", "contexts.parquet"), ("messages", "messages.parquet")):
-            _write_table(pa.Table.from_pylist(rows[name]), directory / file)
+        for name, file in zip(("requests", "messages"), REPLAY_FILES, strict=False):
+            _write_ipc(pa.Table.from_pylist(rows[name]), directory / file)
         write_json({"key": key.columns(), **rows["replay"]}, directory / "replay.json")
 
     def cell_folders(self) -> list[Path]:
@@ -238,13 +268,13 @@ class RunStore:
     @staticmethod
     def read_replay(directory: Path) -> dict[str, Any]:
         """What `write_replay` wrote into a cell folder: `messages`, `requests` (rows) and `replay` (with the cell's `key`)."""
-        files = [directory / f for f in REPLAY_FILES]
-        missing = [f.name for f in files if not f.is_file()]
-        if missing:
+        files = replay_files(directory)
+        if files is None:
+            missing = [name for name in REPLAY_FILES if not (directory / name).is_file()]
             raise StoreError(f"{directory}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
         return {
-            "requests": pq.read_table(files[0]).to_pylist(),
-            "messages": pq.read_table(files[1]).to_pylist(),
+            "requests": _read_records_table(files[0]).to_pylist(),
+            "messages": _read_records_table(files[1]).to_pylist(),
             "replay": json.loads(files[2].read_text(encoding="utf-8")),
         }
 
@@ -310,7 +340,7 @@ class RunStore:
         folders = self.cell_folders()
         if not folders:
             return True
-        if any(not (d / name).is_file() for d in folders for name in REPLAY_FILES):
+        if any(replay_files(d) is None for d in folders):
             return False
         try:
             self.write_archive(list(self.cell_records()))

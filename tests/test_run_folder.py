@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
 from compaction_bench import run_folder
 from compaction_bench.runner import Case, RunError
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import CellKey, CellRecords, RunStore, load_run
+from compaction_bench.store import PARQUET_REPLAY_FILES, REPLAY_FILES, CellKey, CellRecords, RunStore, load_run
 from compaction_bench.transcript import Item, Transcript
 
 
@@ -91,6 +93,28 @@ def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
     assert all(RunStore(tmp_path / "r").is_done(CellKey(**r["replay"]["key"])) for r in before.values())
 
 
+def test_cell_records_an_earlier_version_wrote_as_parquet_are_read_and_archived_alike(tmp_path, case):
+    """Cell folders keep their replay records as Arrow IPC files; a folder from a version that wrote them as
+    parquet (an interrupted run resumed by this one) reads the same records, and the archive holds them."""
+    def interrupt(key, status):
+        if key.strategy == "truncate":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate", "codex-local"], on_cell=interrupt)
+    store = RunStore(tmp_path / "r")
+    written = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
+    folder = store.cell_folders()[0]
+    assert all((folder / name).is_file() for name in REPLAY_FILES)
+    for ipc, parquet in zip(REPLAY_FILES[:2], PARQUET_REPLAY_FILES[:2], strict=True):  # as the earlier version wrote them
+        pq.write_table(feather.read_table(folder / ipc), folder / parquet, compression="zstd")
+        (folder / ipc).unlink()
+    assert {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()} == written
+    assert RunStore(tmp_path / "r").compact()
+    assert not (tmp_path / "r" / "cells").exists()
+    assert {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()} == written
+
+
 def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompacted(tmp_path, case):
     """Cells written by a version that kept no replay records (then resumed by this one): the run
     finishes with every table and its report, and the cell folders stay (nothing to archive them from)."""
@@ -101,7 +125,7 @@ def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompa
     with pytest.raises(KeyboardInterrupt):
         run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], on_cell=interrupt)
     early = RunStore(tmp_path / "r").cell_folders()[0]
-    for name in ("contexts.parquet", "messages.parquet", "replay.json"):
+    for name in REPLAY_FILES:
         (early / name).unlink()
     root = run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
     assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
