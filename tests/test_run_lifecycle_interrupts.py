@@ -157,7 +157,7 @@ from compaction_bench.atomic import WriteFailed
 def full(table, path):
     raise WriteFailed(path, OSError(errno.ENOSPC, "No space left on device"))
 
-store._write_table = full
+store._write_table = store._write_ipc = full  # every table the store writes: a cell's replay records first
 sys.argv = ["bench", *sys.argv[1:]]
 from compaction_bench import cli
 cli.main()
