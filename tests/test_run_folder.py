@@ -74,14 +74,19 @@ def test_resume_without_run_id_takes_the_newest_run_not_the_last_name(tmp_path, 
     assert json.loads((newest / "manifest.json").read_text())["created"] == created
 
 
-def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
+def stopped_at_truncate(out: Path, case: Case) -> RunStore:
+    """The store of run "r" of `none`, `truncate` and `codex-local` on `case`, stopped before its `truncate` cell."""
     def interrupt(key, status):
         if key.strategy == "truncate":
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate", "codex-local"], on_cell=interrupt)
-    store = RunStore(tmp_path / "r")
+        run_cases(out, [case], run_id="r", strategies=["none", "truncate", "codex-local"], on_cell=interrupt)
+    return RunStore(out / "r")
+
+
+def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
+    store = stopped_at_truncate(tmp_path, case)
     folders = store.cell_folders()
     assert len(folders) >= 1
     before = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
@@ -96,13 +101,7 @@ def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
 def test_cell_records_an_earlier_version_wrote_as_parquet_are_read_and_archived_alike(tmp_path, case):
     """Cell folders keep their replay records as Arrow IPC files; a folder from a version that wrote them as
     parquet (an interrupted run resumed by this one) reads the same records, and the archive holds them."""
-    def interrupt(key, status):
-        if key.strategy == "truncate":
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate", "codex-local"], on_cell=interrupt)
-    store = RunStore(tmp_path / "r")
+    store = stopped_at_truncate(tmp_path, case)
     written = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
     folder = store.cell_folders()[0]
     assert all((folder / name).is_file() for name in REPLAY_FILES)
