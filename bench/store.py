@@ -21,10 +21,10 @@ Layout of a finished run::
 While a run works, each finished cell has its own folder `cells/<cell-key>/`: its
 requests|compactions|probes.parquet, its replay records (contexts.arrow, messages.arrow,
 replay.json) and then `DONE`. The records are Arrow IPC files (lz4): they live only until the archive
-reads them back, which reads them in a quarter of the CPU parquet took (folders that an earlier
-version wrote with contexts.parquet and messages.parquet are read as well). Every write is atomic (temporary file, then rename); a cell counts as
-finished once its `DONE` marker exists or the archive lists it, so `--resume` redoes exactly the
-unfinished cells. Once every cell is finished and the tables are merged, `compact()` moves the
+reads them back, in half the time it took to read parquet (folders that an earlier version wrote
+with contexts.parquet and messages.parquet are read as well). Every write is atomic (temporary
+file, then rename); a cell counts as finished once its `DONE` marker exists or the archive lists
+it, so `--resume` redoes exactly the unfinished cells. Once every cell is finished and the tables are merged, `compact()` moves the
 replay records into `replays/` and removes the cell folders; the merged tables then hold the
 cells' rows. The archive is built with Arrow, without a row of it becoming a Python object:
 messages are told apart by an identity string of all their fields (length-prefixed, so no two
@@ -59,8 +59,8 @@ TABLES = ("requests", "compactions", "probes")
 #: The key columns that start every table but `summary`, with their dtypes ("str" is pandas' text dtype, `TEXT_DTYPE`).
 KEY_DTYPES = {"scenario": "str", "strategy": "str", "profile": "str", "repeat": "int64"}
 KEY_COLUMNS = list(KEY_DTYPES)
-#: A cell's replay record files, as `write_replay` writes them into its folder.
-#: A cell folder's replay records: its requests' contexts, its distinct messages (Arrow IPC), its replay.json.
+#: A cell's replay record files, as `write_replay` writes them into its folder: its requests' contexts and its
+#: distinct messages (Arrow IPC), and its replay.json.
 REPLAY_FILES = ("contexts.arrow", "messages.arrow", "replay.json")
 #: The same records as versions before the thirtieth speed pass wrote them (parquet), still read.
 PARQUET_REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
@@ -231,9 +231,10 @@ class RunStore:
     def write_replay(self, key: CellKey, rows: Mapping[str, Any]) -> None:
         """A cell's replay records (`compaction_bench.records.to_rows`); written before its DONE marker."""
         directory = self.cell_dir(key)
-        for name, file in zip(("requests", "messages"), REPLAY_FILES, strict=False):
-            _write_ipc(pa.Table.from_pylist(rows[name]), directory / file)
-        write_json({"key": key.columns(), **rows["replay"]}, directory / "replay.json")
+        contexts, messages, replay = REPLAY_FILES
+        _write_ipc(pa.Table.from_pylist(rows["requests"]), directory / contexts)
+        _write_ipc(pa.Table.from_pylist(rows["messages"]), directory / messages)
+        write_json({"key": key.columns(), **rows["replay"]}, directory / replay)
 
     def cell_folders(self) -> list[Path]:
         """Folders of finished cells that the archive does not hold yet, in slug order."""
