@@ -1003,6 +1003,16 @@ def _summary_buckets(earlier: Sequence[_EarlierLine]) -> dict[float, _Bucket]:
     return grouped
 
 
+#: A bucket as `_select` holds it, its columns read as locals in the loop: (salience, positions, lines, categories,
+#: lengths, shorter, what a position is counted from).
+_HeldBucket = tuple[float, list[int], list[str], list[tuple[str, ...]], list[int], list[int], int]
+
+
+def _held(buckets: Mapping[float, _Bucket], offset: int) -> list[_HeldBucket]:
+    """`buckets` by salience as `_select` holds them, their positions counted from `offset`."""
+    return [(salience, b.positions, b.lines, b.categories, b.lengths, b.shorter, offset) for salience, b in buckets.items()]
+
+
 def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine] = ()) -> list[tuple[int, str, tuple[str, ...]]]:
     """The most salient lines that fit `budget` characters, by score (newer first on ties), as
     (position, line, categories) in conversation order, each text once (a line said twice is chosen
@@ -1023,11 +1033,10 @@ def _select(parts: Sequence[_Part], budget: int, earlier: Sequence[_EarlierLine]
         last = max(_CHAIN.end - base - 1, 0) or 1
         # the earlier summary's lines lose at most `RECENCY` however few new lines there are
         spans = (last, max(last, len(earlier)))
-        # (salience, positions, lines, categories, lengths, shorter, what a position is counted from), the chain's first
-        buckets = [(salience, b.positions, b.lines, b.categories, b.lengths, b.shorter, base) for salience, b in _CHAIN.buckets.items()]
+        buckets = _held(_CHAIN.buckets, base)  # the chain's first
         chained = len(buckets)
         if earlier:
-            buckets += ((salience, b.positions, b.lines, b.categories, b.lengths, b.shorter, 0) for salience, b in _summary_buckets(earlier).items())
+            buckets += _held(_summary_buckets(earlier), 0)
         heap = []
         for key, (salience, positions, _, _, lengths, shorter, offset) in enumerate(buckets):
             low = bisect.bisect_left(positions, base) if key < chained else 0
