@@ -21,11 +21,12 @@ a strategy add up to its leaderboard `re-billed tokens`.
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import matplotlib
 import matplotlib.font_manager
@@ -135,8 +136,14 @@ def _figure(rows: int, cols: int, width: float, height: float, **kw) -> tuple[Fi
 def context_timeline(
     requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None = None
 ) -> str:
-    """`timeline_figure` as an SVG string."""
-    return to_svg(timeline_figure(requests, compactions, window, title, order), crop=False)  # laid out to fit its canvas
+    """`timeline_figure` as an SVG string, drawn on a canvas of as many panels drawn on before (`_CANVASES`)."""
+    shown = _Timeline.of(requests, compactions, window, title, order)
+    panels = len(shown.strategies)
+    canvas = _CANVASES.pop(panels, None) or _canvas(panels)  # taken out while it is drawn on
+    svg = to_svg(_draw_timeline(canvas, shown).figure, crop=False)  # laid out to fit its canvas
+    _clear(canvas)
+    _CANVASES[panels] = canvas
+    return svg
 
 
 def timeline_figure(
@@ -152,15 +159,76 @@ def timeline_figure(
     Drawn for size and speed: the dense marks of a panel (its ▲, × and masking ticks, thousands in a
     default run's scenario) are one path each (`_marks`) rather than one SVG element per mark, and
     the panels are placed by `_grid_layout`, computed once from the texts' sizes, rather than by
-    `tight_layout`, which measures every panel's ticks.
+    `tight_layout`, which measures every panel's ticks; `context_timeline` draws on the canvas of the
+    last timeline of as many panels, cleared, rather than on a new figure.
     """
-    turns, compactions, shown = timeline_rows(requests, compactions)
-    if shown:
-        title = f"{title} · {shown}"
-    present = set(turns["strategy"].unique())
-    strategies = [s for s in (order or turns["strategy"].unique()) if s in present]
-    cols = min(4, max(1, len(strategies)))
-    rows = max(1, math.ceil(len(strategies) / cols))
+    shown = _Timeline.of(requests, compactions, window, title, order)
+    return _draw_timeline(_canvas(len(shown.strategies)), shown).figure
+
+
+#: A timeline's figure and its panels (`_canvas`).
+class _Canvas(NamedTuple):
+    figure: Figure
+    axes: list[Any]
+
+
+#: Timeline canvases drawn on and cleared (`_clear`), one per number of panels: a report draws hundreds of
+#: timelines of a few panel counts, and making a figure's panels and their ticks was a third of each
+#: timeline's time. A canvas is taken out while it is drawn on (a thread drawing beside it makes its own).
+_CANVASES: dict[int, _Canvas] = {}
+
+
+class _Timeline(NamedTuple):
+    """What a timeline draws: the turn requests and compactions (`timeline_rows`), the window, the title (with the
+    repeat drawn), and the strategies with a panel, in the report's order."""
+
+    turns: pd.DataFrame
+    compactions: pd.DataFrame
+    window: int | None
+    title: str
+    strategies: list[str]
+
+    @classmethod
+    def of(cls, requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None) -> _Timeline:
+        turns, marks, shown = timeline_rows(requests, compactions)
+        present = set(turns["strategy"].unique())
+        strategies = [s for s in (order or turns["strategy"].unique()) if s in present]
+        return cls(turns, marks, window, f"{title} · {shown}" if shown else title, strategies)
+
+
+def _grid(panels: int) -> tuple[int, int]:
+    """(rows, columns) of a timeline of `panels` panels: four to a row."""
+    cols = min(4, max(1, panels))
+    return max(1, math.ceil(panels / cols)), cols
+
+
+def _canvas(panels: int) -> _Canvas:
+    """A new figure with `panels` panels on `_grid(panels)`, sized for it."""
+    rows, cols = _grid(panels)
+    with matplotlib.rc_context(STYLE):
+        # Shared axes by equal limits, not by matplotlib's axis sharing: with 20 panels sharing spends
+        # seconds per figure keeping the panels' limits in step (a minute of a default run's report).
+        fig = Figure(figsize=(2.7 * cols + 0.4, 1.55 * rows + 0.5))
+        axes = [fig.add_subplot(rows, cols, n + 1) for n in range(panels)] or [fig.add_subplot(1, 1, 1, visible=False)]
+    return _Canvas(fig, axes)
+
+
+def _clear(canvas: _Canvas) -> None:
+    """Return a drawn canvas to the state `_canvas` made it in, as far as `_draw_timeline` reads or sets: its panels
+    without the lines, marks and collections drawn on them, and their axes' tick locators as a new panel's
+    (tests/test_figures_timeline.py draws on a cleared canvas and on a new one and compares their SVG)."""
+    with matplotlib.rc_context(STYLE):
+        for ax in canvas.axes:
+            for artist in [*ax.lines, *ax.collections, *ax.patches]:
+                artist.remove()
+            for axis in (ax.xaxis, ax.yaxis):
+                axis.set_major_locator(matplotlib.ticker.AutoLocator())
+
+
+def _draw_timeline(canvas: _Canvas, shown: _Timeline) -> _Canvas:
+    """`timeline_figure` of `shown` drawn on `canvas`, a new or cleared canvas of one panel per strategy it shows."""
+    turns, compactions, window, title, strategies = shown
+    rows, cols = _grid(len(strategies))
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
     top = min(max(peak, window) * 1.08, window * 1.3) if window else peak * 1.05
     first, last = (float(turns["step"].min()), float(turns["step"].max())) if len(turns) else (0.0, 1.0)
@@ -169,11 +237,8 @@ def timeline_figure(
     by_strategy = dict(iter(turns.groupby("strategy", sort=False)))
     marks = dict(iter(compactions.groupby("strategy", sort=False))) if not compactions.empty else {}
     panel_titles = {s: f"{s} · {int(by_strategy[s]['overflow'].astype(bool).sum())} overflows" for s in strategies}
+    fig, axes = canvas
     with matplotlib.rc_context(STYLE):
-        # Shared axes by equal limits, not by matplotlib's axis sharing: with 20 panels sharing spends
-        # seconds per figure keeping the panels' limits in step (a minute of a default run's report).
-        fig = Figure(figsize=(2.7 * cols + 0.4, 1.55 * rows + 0.5))
-        axes = [fig.add_subplot(rows, cols, n + 1) for n in range(len(strategies))] or [fig.add_subplot(1, 1, 1, visible=False)]
         for ax, strategy in zip(axes, strategies, strict=False):
             ax.set_xlim(first - margin, last + margin)
             ax.set_ylim(0, top)
@@ -206,7 +271,7 @@ def timeline_figure(
             if window:
                 ax.axhline(window, color="#b00", linestyle="--", linewidth=0.8)
             ax.grid(alpha=0.25)
-    return fig
+    return canvas
 
 
 #: `tight_layout`'s padding (1.08 × the 8 pt font) around the figure's texts, panels and edges, in points.
@@ -219,7 +284,13 @@ _TITLE_PAD = 6.0
 
 def _text_size(text: str, size: float) -> tuple[float, float]:
     """Width and height in points of one line of `text` at `size` points, as the SVG backend lays it out."""
-    font = matplotlib.font_manager.FontProperties(size=size)
+    return _text_size_in(text, matplotlib.font_manager.FontProperties(size=size))
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _text_size_in(text: str, font: matplotlib.font_manager.FontProperties) -> tuple[float, float]:
+    """`_text_size` in `font` (memoized by the text and the font's properties, which the rc settings in force
+    when it was made decide: a report lays out the same tick labels and panel titles in every timeline)."""
     width, height, _ = matplotlib.textpath.text_to_path.get_text_width_height_descent(text, font, ismath=False)
     _, line, _ = matplotlib.textpath.text_to_path.get_text_width_height_descent("lp", font, ismath=False)
     return width, max(height, line)

@@ -19,6 +19,7 @@ from matplotlib.collections import PathCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import PathPatch
 
+from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import Drawings
 from compaction_bench.reports.figures import context_timeline, relative_path, timeline_figure
 
@@ -217,3 +218,23 @@ def test_line_points_are_plotted_unclipped_but_for_the_top():
     fig = timeline_figure(requests, compactions, WINDOW, "s · 1k", ORDER)
     (line,) = [ln for ln in _panels(fig)["a"].get_lines() if isinstance(ln, Line2D) and len(ln.get_xdata()) > 2]
     assert list(line.get_ydata()) == [100, 400, 900, 1_200, 1_300, 1_300, 1_300, 300, 500, 1_300]
+
+
+def test_a_canvas_drawn_on_before_draws_what_a_new_figure_draws():
+    """`context_timeline` draws on a canvas of as many panels drawn on and cleared before: each timeline of a
+    sequence through one canvas (marks of every kind; a name too long for its panel, which `tight_layout` lays out;
+    other limits and no marks; the first again) is the SVG of the same timeline on a new figure."""
+    requests, compactions = tables()
+    long_names = ["a-strategy-whose-name-is-much-longer-than-its-panel-is-wide", "b", "c"]
+    other = _requests({name: [7_000 * (n + 1) for n in range(600)] for name in long_names}, {"b": {599}})
+    timelines = [
+        (requests, compactions, WINDOW, "s · 1k", ORDER),
+        (other, _compactions([]), 64_000, "synthetic-constraint-change-s6 · 64k", long_names),
+        (other.assign(true_tokens=other["true_tokens"] // 7), _compactions([("c", "threshold", 300, 2_000)]), None, "t · 64k", long_names),
+        (requests, compactions, WINDOW, "s · 1k", ORDER),
+    ]
+    figures._CANVASES.pop(3, None)
+    for drawn in timelines:
+        svg = context_timeline(*drawn)
+        assert 3 in figures._CANVASES  # cleared and kept for the next timeline of three panels
+        assert svg == figures.to_svg(timeline_figure(*drawn), crop=False), drawn[3]
