@@ -436,12 +436,14 @@ def _render(
     compactions = compactions.sort_values([c for c in ("scenario", "strategy", "profile", "repeat", "compaction") if c in compactions.columns]).reset_index(drop=True) if not compactions.empty else compactions
     flips = _flips(probes, questions)
     scenarios: list[Scenario] = []
+    items_of = _by_scenario(items)
     for n, name in enumerate(names):
-        own_items = items[items["scenario"] == name].sort_values("position") if not items.empty else items
+        own_items = items_of.get(name, items.iloc[:0]).sort_values("position")
         scenarios.append(Scenario(n, name, str(sessions.get(name, name)), _slug(n, name), own_items))
     by_name = {s.name: s for s in scenarios}
 
     browser_rows = []
+    rows_by_scenario: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
     data_by_scenario: dict[str, dict[str, Any]] = {s.name: {} for s in scenarios}
     where_by_scenario = {s.name: {str(i): int(p) for i, p in zip(s.items["id"], s.items["position"], strict=True)} for s in scenarios}
     records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in compactions.to_dict("records")]
@@ -459,23 +461,25 @@ def _render(
             "premature": bool(record.get("premature", False)), "summary": summary_text[:SUMMARY_CHARS],
             "summary_len": len(summary_text), "lists": lists, "flips": lost,
         }
-        browser_rows.append({
+        browser_rows.append(row := {
             "id": cid, "scenario": scenario, "strategy": record["strategy"], "profile": record["profile"], "step": _clean(record.get("step")),
             "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
             "kept": lists["kept"]["n"], "summarized": lists["summarized"]["n"], "dropped": lists["dropped"]["n"], "flips": len(lost),
         })
+        rows_by_scenario[scenario.name].append(row)
 
     env = _environment()
     sections = []
     findings_total = recorded_total = 0
+    requests_of = _by_scenario(requests)
     for scenario in scenarios:
         report(2 + scenario.index, steps, scenario.name)
-        findings = integrity_findings(requests, scenario.items, scenario.name)
+        findings = integrity_findings(requests_of.get(scenario.name, requests.iloc[:0]), scenario.items, scenario.name)
         findings_total += findings.caused
         recorded_total += findings.recorded
         sections.append({
             "scenario": scenario, "timelines": drawn.timelines(scenario.name), "findings": findings,
-            "rows": [r for r in browser_rows if r["scenario"] is scenario],
+            "rows": rows_by_scenario[scenario.name],
             "data": {"scenario": scenario.name, "compactions": data_by_scenario[scenario.name], "items": _item_payload(scenario.items)},
         })
 
@@ -505,6 +509,11 @@ def _render(
                                                                 offline_note=context["offline_note"])
     report(steps, steps, f"report.html + {len(sections)} pages")
     return pages
+
+
+def _by_scenario(frame: pd.DataFrame) -> dict[Any, pd.DataFrame]:
+    """`frame`'s rows by scenario, split once (a report of hundreds of scenarios filtered its tables once per scenario)."""
+    return dict(iter(frame.groupby("scenario", sort=False))) if "scenario" in frame.columns and not frame.empty else {}
 
 
 def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
