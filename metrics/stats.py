@@ -94,10 +94,20 @@ def _resampled_means(clusters: Sequence[np.ndarray], samples: int, seed: int) ->
         return _sums(clusters[0], samples, rng) / sizes[0]
     drawn = rng.integers(0, len(clusters), size=(samples, len(clusters)))
     totals = np.zeros(samples)
-    for k, values in enumerate(clusters):
-        resample = np.nonzero(drawn == k)[0]  # the resample each draw of cluster k belongs to
+    for values, resample in zip(clusters, _draws_by_cluster(drawn), strict=True):
         totals += np.bincount(resample, weights=_sums(values, resample.size, rng), minlength=samples)
     return totals / sizes[drawn].sum(axis=1)
+
+
+def _draws_by_cluster(drawn: np.ndarray) -> list[np.ndarray]:
+    """For each cluster k of `drawn` (resamples × draws, each a cluster index in `range(draws)`), the resample
+    each of its draws belongs to, in resample order: `np.nonzero(drawn == k)[0]`. Found by one stable sort
+    of the draws rather than a pass over all of them per cluster, which grew with the square of the number
+    of clusters (2.5 s for each interval of a run of 732 scenarios, 38 s of one of 3,000)."""
+    flat = drawn.ravel()
+    resamples = np.argsort(flat, kind="stable") // drawn.shape[1]  # flat positions by cluster, in order within each
+    ends = np.cumsum(np.bincount(flat, minlength=drawn.shape[1]))
+    return np.split(resamples, ends[:-1])
 
 
 def agreement_interval(value: float, units: int, bounds: tuple[float, float], confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -206,7 +216,7 @@ def p_best(
             weights = np.stack([np.bincount(row, minlength=len(members)) for row in drawn]).astype(float)  # (samples, clusters)
             totals = np.stack([values[:, m].sum(axis=1) for m in members], axis=1) @ weights.T
         else:
-            totals = sum((_paired_sums(values, m, np.nonzero(drawn == k)[0], samples, rng) for k, m in enumerate(members)), np.zeros((strategies, samples)))
+            totals = sum((_paired_sums(values, m, resample, samples, rng) for m, resample in zip(members, _draws_by_cluster(drawn), strict=True)), np.zeros((strategies, samples)))
         means = totals / sizes[drawn].sum(axis=1)
     top = np.isclose(means, means.max(axis=0, keepdims=True))
     return (top / top.sum(axis=0, keepdims=True)).mean(axis=1)
