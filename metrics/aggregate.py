@@ -459,7 +459,8 @@ def combine(frame: pd.DataFrame, column: str, how: str) -> float:
 def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
     if requests.empty or not set(PAIR) <= set(requests.columns):
         return {}
-    return {tuple(k): set(g) for k, g in requests.groupby(PAIR, sort=False)["strategy"]}
+    cells = requests[[*PAIR, "strategy"]].drop_duplicates()  # a row per strategy and pair, not per request
+    return {tuple(k): set(g) for k, g in cells.groupby(PAIR, sort=False)["strategy"]}
 
 
 def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]]:
@@ -473,7 +474,8 @@ def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]
     if requests is None or requests.empty or not set(PAIR) <= set(requests.columns):
         return {}
     level = [*PAIR, "repeat"] if "repeat" in requests.columns else PAIR
-    present = {tuple(k): set(g) for k, g in requests.groupby(level, sort=False, dropna=False)["strategy"]}
+    cells = requests[[*level, "strategy"]].drop_duplicates()  # a row per cell (and repeat), not per request
+    present = {tuple(k): set(g) for k, g in cells.groupby(level, sort=False, dropna=False)["strategy"]}
     everyone: dict[Any, set[str]] = {}
     for key, names in present.items():
         everyone.setdefault(key[1], set()).update(names)
