@@ -33,6 +33,7 @@ answer sample of a probe at a point (a cached reply is the same sample again); a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -512,18 +513,30 @@ def compared_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
 
 def _p_best(values: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
     """Per (group…, strategy): the chance it ranks first in retention within its group, from the
-    headline rows' per-probe `values` (`per_probe`)."""
+    headline rows' per-probe `values` (`per_probe`): over the probes every strategy of the group has a
+    value for, each strategy's mean `present` per probe (strategies and probes in sorted order)."""
     out: dict[tuple[Any, ...], float] = {}
     if values.empty:
         return out
-    values = values.copy()  # the caller's frame stays as it is
-    values["unit"] = list(zip(values["scenario"], values["probe_id"], strict=True))
-    for key, frame in (values.groupby(group, sort=False) if group else [((), values)]):
-        key = key if isinstance(key, tuple) else (key,)
-        table = frame.pivot_table(index="strategy", columns="unit", values="present", aggfunc="mean").dropna(axis=1)
-        scenarios = [unit[0] for unit in table.columns]
-        for strategy, chance in zip(table.index, p_best(table.to_numpy(), scenarios), strict=True):
-            out[(*key, strategy)] = float(chance)
+    # every group's means at once, and their strategies and probes numbered in sorted order once (a run of hundreds of
+    # scenarios has as many groups); each group's rows are contiguous in the sorted means
+    keys = list(dict.fromkeys([*group, "strategy", "scenario", "probe_id"]))
+    means = values.groupby(keys, sort=True, dropna=False)["present"].mean().reset_index()
+    strategy_codes, strategies = pd.factorize(means["strategy"], sort=True)
+    unit_codes, units = pd.factorize(pd.MultiIndex.from_arrays([means["scenario"], means["probe_id"]]), sort=True)
+    present = means["present"].to_numpy(dtype=float)
+    groups = means.groupby(group, sort=False, dropna=False).ngroup().to_numpy() if group else np.zeros(len(means), dtype=np.int64)
+    bounds = [0, *(np.flatnonzero(np.diff(groups)) + 1), len(means)]
+    labels = means[group].to_numpy(dtype=object) if group else np.empty((len(means), 0), dtype=object)
+    for start, end in itertools.pairwise(bounds):
+        own, rows = np.unique(strategy_codes[start:end], return_inverse=True)
+        probes, columns = np.unique(unit_codes[start:end], return_inverse=True)
+        table = np.full((len(own), len(probes)), np.nan)
+        table[rows, columns] = present[start:end]
+        every = ~np.isnan(table).any(axis=0)  # the probes every strategy of the group has a mean for
+        scenarios = [units[code][0] for code in probes[every]]
+        for strategy, chance in zip(strategies[own], p_best(table[:, every], scenarios), strict=True):
+            out[(*labels[start], strategy)] = float(chance)
     return out
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 import compaction_bench as bench
+from compaction_bench.metrics import aggregate
 from compaction_bench.metrics.aggregate import overall, paired_differences, per_probe, summarize, votes
 from compaction_bench.metrics.integrity import FORMATS
 from compaction_bench.metrics.measure import measure_cell
@@ -113,6 +114,28 @@ def test_p_best_is_one_for_a_strategy_that_wins_every_probe_and_shared_for_ident
     assert chance[0] == pytest.approx(1.0, abs=0.02) and chance.sum() == pytest.approx(1.0)
     tied = p_best(np.array([[1, 0], [1, 0]], dtype=float), ["s", "s"])
     assert tied.tolist() == [0.5, 0.5]
+
+
+
+def test_p_best_per_group_is_p_best_of_each_groups_table_of_the_probes_every_strategy_has():
+    """Two scenarios; per scenario a table of strategies (sorted) by probes (sorted by scenario, then id), each cell the
+    mean `present` of the strategy at the probe; a probe some strategy has no value for (no row, or only NaN) is left out."""
+    rows = [
+        # scenario s1: b wins p1 and p3; c has no row at p2 and only NaN at p3, so only p1 counts for s1
+        ("s1", "b", "p1", 1.0), ("s1", "b", "p1", 0.0), ("s1", "a", "p1", 0.0), ("s1", "c", "p1", 0.0),
+        ("s1", "a", "p2", 1.0), ("s1", "b", "p2", 0.0),
+        ("s1", "a", "p3", 0.0), ("s1", "b", "p3", 1.0), ("s1", "c", "p3", np.nan),
+        # scenario s0: a and b at q2 and q10 (sorted as text: "q10" before "q2")
+        ("s0", "b", "q2", 1.0), ("s0", "a", "q2", 0.0), ("s0", "a", "q10", 1.0), ("s0", "b", "q10", 1.0),
+    ]
+    values = pd.DataFrame(rows, columns=["scenario", "strategy", "probe_id", "present"]).assign(profile="32k")
+    found = aggregate._p_best(values, ["scenario", "profile"])
+    s1 = p_best(np.array([[0.0], [0.5], [0.0]]), ["s1"])  # a, b, c at p1 (b's two rows averaged)
+    s0 = p_best(np.array([[1.0, 0.0], [1.0, 1.0]]), ["s0", "s0"])  # a, b at q10, q2
+    assert found == {("s1", "32k", "a"): s1[0], ("s1", "32k", "b"): s1[1], ("s1", "32k", "c"): s1[2], ("s0", "32k", "a"): s0[0], ("s0", "32k", "b"): s0[1]}
+    # without c, a and b over both scenarios: s0's q10 and q2, then s1's p1, p2 and p3
+    overall_chance = p_best(np.array([[1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.5, 0.0, 1.0]]), ["s0", "s0", "s1", "s1", "s1"])
+    assert aggregate._p_best(values[values["strategy"] != "c"], ["profile"]) == {("32k", "a"): overall_chance[0], ("32k", "b"): overall_chance[1]}
 
 
 def probe_row(strategy: str, probe_id: str, correct, sample: int = 0, present: bool = True, kind: str = "recall",
