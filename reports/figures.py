@@ -166,8 +166,9 @@ def timeline_figure(
     return _draw_timeline(_canvas(len(shown.strategies)), shown).figure
 
 
-#: A timeline's figure and its panels (`_canvas`).
 class _Canvas(NamedTuple):
+    """A timeline's figure and its panels (`_canvas`)."""
+
     figure: Figure
     axes: list[Any]
 
