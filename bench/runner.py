@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
@@ -58,7 +57,16 @@ from compaction_bench.progress import ProgressEvent, ProgressHook, display_for, 
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
-from compaction_bench.store import KEY_DTYPES, TABLES, CellKey, RunStore, as_stored, cell_frame, merge_frames, write_parquet
+from compaction_bench.store import (
+    KEY_DTYPES,
+    TABLES,
+    CellKey,
+    RunStore,
+    StoredCell,
+    merge_frames,
+    stored_frame,
+    write_parquet,
+)
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Transcript
 
@@ -566,15 +574,10 @@ def _cell_task(work: CellWork, key: CellKey) -> CellOutcome:
         cell, hashes = _run_cell(work.cases[key.scenario], key, work.config)
         if work.store_root is None:
             return CellOutcome(key, hashes, time.process_time() - started, cell)
-        _store_cell(RunStore(Path(work.store_root)), key, cell)
+        RunStore(Path(work.store_root)).write_cell(key, cell)
     except WriteFailed as exc:  # its folder, or the responses stored in it: not this cell's fault
         raise CannotWrite(str(exc)) from None
     return CellOutcome(key, hashes, time.process_time() - started, None)
-
-
-def _store_cell(store: RunStore, key: CellKey, cell: Mapping[str, Any]) -> None:
-    store.write_replay(key, cell["replay"])
-    store.write_cell(key, cell)
 
 
 def warm(config: RunConfig) -> None:
@@ -871,10 +874,10 @@ def _run_claimed(
                     emit(ProgressEvent("cells", done, total, f"{label(key)}: {type(outcome).__name__}: {outcome}", failed=True))
                     continue
                 if outcome.cell is not None:
-                    _store_cell(store, key, outcome.cell)
+                    store.write_cell(key, outcome.cell)
                 order.finished(key, outcome.cpu_seconds)
                 manifest["template_hashes"].update(outcome.template_hashes)
-                loaded[key.slug] = store.read_cell_tables(store.cell_dir(key))  # merged while the other cells run
+                loaded[key.slug] = StoredCell(store.cell_path(key)).tables()  # merged while the other cells run
                 if on_cell:
                     on_cell(key, "done")
                 emit(ProgressEvent("cells", done, total, label(key)))
@@ -885,7 +888,9 @@ def _run_claimed(
             LOG.warning("warning: %d finished cell(s) of this run were written by another version of compaction-bench "
                         "(e.g. %s: %s); doing them again", len(stale), first.slug, why)
             for key in stale:
-                (store.cell_dir(key) / "DONE").unlink(missing_ok=True)
+                stale_cell = store.stored(key)
+                if stale_cell is not None:
+                    stale_cell.forget()
             batches.append(list(stale))
             total += len(stale)
     manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
@@ -920,13 +925,13 @@ def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[st
                 current[name] = set(frame.columns)
     stale: dict[CellKey, str] = {}
     for key in earlier:
-        folder = store.cell_dir(key)
-        if not (folder / "DONE").is_file():
+        cell = store.stored(key)
+        if cell is None:
             continue
         for name, columns in current.items():
-            metadata = pq.read_metadata(folder / f"{name}.parquet")
-            names = set(metadata.schema.to_arrow_schema().names)
-            if metadata.num_rows and names != columns:
+            rows, stored_names = cell.columns(name)
+            names = set(stored_names)
+            if rows and names != columns:
                 missing, extra = sorted(columns - names), sorted(names - columns)
                 stale[key] = f"its {name} table " + "; ".join(
                     part for part in (f"lacks {', '.join(missing)}" if missing else "", f"has {', '.join(extra)} too" if extra else "") if part
@@ -1167,7 +1172,7 @@ def score(
     write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
     frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
     emit = progress or (lambda event: None)
-    total = len(source.archived()) + len(source.cell_folders())
+    total = len(source.archived()) + len(source.stored_cells())
     emit(ProgressEvent("cells", 0, total, "starting"))
     for done, rows in enumerate(source.replays(), 1):
         key = CellKey(**rows["replay"]["key"])
@@ -1177,7 +1182,7 @@ def score(
         judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
         tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
         for name in TABLES:  # as a cell's table reads back from its file in a run
-            frames[name][key.slug] = as_stored(cell_frame(key, getattr(tables, name)))
+            frames[name][key.slug] = stored_frame(key, getattr(tables, name))
         emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
     if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
         store.write_archive(list(source.cell_records()))

@@ -18,19 +18,20 @@ Layout of a finished run::
                              cell's row), messages.parquet (each distinct message of the run once)
       report.html            the self-contained report
 
-While a run works, each finished cell has its own folder `cells/<cell-key>/`: its
-requests|compactions|probes.parquet, its replay records (contexts.arrow, messages.arrow,
-replay.json) and then `DONE`. The records are Arrow IPC files (lz4): they live only until the archive
-reads them back, in half the time it took to read parquet (folders that an earlier version wrote
-with contexts.parquet and messages.parquet are read as well). Every write is atomic (temporary
-file, then rename); a cell counts as finished once its `DONE` marker exists or the archive lists
-it, so `--resume` redoes exactly the unfinished cells. Once every cell is finished and the tables are merged, `compact()` moves the
-replay records into `replays/` and removes the cell folders; the merged tables then hold the
-cells' rows. The archive is built with Arrow, without a row of it becoming a Python object:
-messages are told apart by an identity string of all their fields (length-prefixed, so no two
-different messages share one), and `cells.parquet` is written last (it is the commit point). The
-replay records let `bench score` measure a run again without replaying
-(`compaction_bench.records.from_rows`).
+While a run works, each finished cell is one file, `cells/<cell-key>.zip`: a zip archive (members
+stored, not deflated) of its requests|compactions|probes tables and its contexts|messages replay
+records, each as an Arrow IPC file (lz4), and its replay.json. The file is written whole, fsync'd
+and renamed into place, so it is at once the cell's results and its finished mark: `--resume` redoes
+exactly the cells without one (and without a row in the archive). One file per cell rather than a
+folder of seven files: for a short session, writing and reading those took most of a cell's time.
+Versions before the thirty-second speed pass wrote such a folder, `cells/<cell-key>/` (tables as
+parquet, records as IPC or parquet files, then `DONE`); a resume reads it alike (`StoredCell`).
+Once every cell is finished and the tables are merged, `compact()` moves the replay records into
+`replays/` and removes `cells/`; the merged tables then hold the cells' rows. The archive is built
+with Arrow, without a row of it becoming a Python object: messages are told apart by an identity
+string of all their fields (length-prefixed, so no two different messages share one), and
+`cells.parquet` is written last (it is the commit point). The replay records let `bench score`
+measure a run again without replaying (`compaction_bench.records.from_rows`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +62,16 @@ TABLES = ("requests", "compactions", "probes")
 #: The key columns that start every table but `summary`, with their dtypes ("str" is pandas' text dtype, `TEXT_DTYPE`).
 KEY_DTYPES = {"scenario": "str", "strategy": "str", "profile": "str", "repeat": "int64"}
 KEY_COLUMNS = list(KEY_DTYPES)
-#: A cell's replay record files, as `write_replay` writes them into its folder: its requests' contexts and its
-#: distinct messages (Arrow IPC), and its replay.json.
+#: A cell's replay records: its requests' contexts and its distinct messages (Arrow IPC), and its replay.json; the
+#: names of these members of its cell file, and of the files in the folder of a cell an earlier version wrote.
 REPLAY_FILES = ("contexts.arrow", "messages.arrow", "replay.json")
-#: The same records as versions before the thirtieth speed pass wrote them (parquet), still read.
+#: The same records as versions before the thirtieth speed pass wrote them into a cell's folder (parquet), still read.
 PARQUET_REPLAY_FILES = ("contexts.parquet", "messages.parquet", "replay.json")
+CELLS = "cells"
+#: A finished cell's file in `cells/`, after its slug.
+CELL_SUFFIX = ".zip"
+#: What a cell's file holds: each table as `<table>.arrow`, then its replay records.
+CELL_MEMBERS = (*(f"{name}.arrow" for name in TABLES), *REPLAY_FILES)
 ARCHIVE = "replays"
 #: Message fields that identify a distinct message (every column `records.to_rows` writes).
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
@@ -104,8 +112,42 @@ def _write_table(table: pa.Table, path: Path) -> Path:
     return atomic_write(path, write)
 
 
-def _write_ipc(table: pa.Table, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: feather.write_feather(table, tmp, compression="lz4"))
+def _write_bytes(data: bytes | memoryview, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def _ipc_bytes(table: pa.Table) -> pa.Buffer:
+    """`table` as an Arrow IPC file (lz4), in memory."""
+    sink = pa.BufferOutputStream()
+    feather.write_feather(table, sink, compression="lz4")
+    return sink.getvalue()
+
+
+def _ipc_table(data: bytes) -> pa.Table:
+    """The table of an Arrow IPC file in memory, read on this thread (a cell's tables are small)."""
+    return feather.read_table(pa.BufferReader(data), use_threads=False)
+
+
+def cell_table(key: CellKey, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """One cell's rows of a table, with the cell's key columns in front, as Arrow.
+
+    Built without pandas (a `DataFrame` of a few rows, then Arrow of it, cost a short cell more than its
+    replay), yet read back (`to_pandas`) it is the frame pandas makes of the rows after a round trip through
+    Arrow or parquet: the columns in the order pandas gives them (each row's keys as first seen, the key
+    columns first), a key missing from a row as a null, each column typed as Arrow infers it from its values
+    (integers with a null read back as float64 with NaN, as pandas makes them)."""
+    keyed = [{**key.columns(), **row} for row in rows]
+    if not keyed:
+        return pa.table({name: pa.nulls(0) for name in KEY_COLUMNS})
+    names: dict[str, None] = {}
+    for row in keyed:
+        names.update(dict.fromkeys(row))
+    return pa.table({name: pa.array([row.get(name) for row in keyed]) for name in names})
+
+
+def stored_frame(key: CellKey, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One cell's rows of a table as the run reads them back from the cell's file."""
+    return cell_table(key, rows).to_pandas()
 
 
 def _read_records_table(path: Path) -> pa.Table:
@@ -117,7 +159,7 @@ def _read_records_table(path: Path) -> pa.Table:
 
 
 def replay_files(directory: Path) -> tuple[Path, ...] | None:
-    """The cell folder's replay records files (`REPLAY_FILES`, else `PARQUET_REPLAY_FILES`), None when neither set is whole."""
+    """An earlier version's cell folder's replay records files (`REPLAY_FILES`, else `PARQUET_REPLAY_FILES`), None when neither set is whole."""
     for names in (REPLAY_FILES, PARQUET_REPLAY_FILES):
         files = tuple(directory / name for name in names)
         if all(f.is_file() for f in files):
@@ -125,22 +167,13 @@ def replay_files(directory: Path) -> tuple[Path, ...] | None:
     return None
 
 
+def json_text(data: Any) -> str:
+    """How the store writes JSON (the manifest, a cell's replay.json): indented, keys sorted."""
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json(data: Any, path: Path) -> Path:
-    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def cell_frame(key: CellKey, rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One cell's rows of a table with the cell's key columns in front."""
-    rows = [{**key.columns(), **row} for row in rows]
-    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=KEY_COLUMNS)
-
-
-def as_stored(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` as it reads back from its parquet file (lists become arrays, empty columns get their stored type)."""
-    buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
-    buffer.seek(0)
-    return pd.read_parquet(buffer)
+    return atomic_write_text(path, json_text(data))
 
 
 def merge_frames(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -159,14 +192,68 @@ class CellRecords:
     replay: str
 
 
-def read_cell_records(directory: Path) -> CellRecords:
-    """A cell folder's replay records, as stored (the folder must hold them: `replay_files`)."""
-    files = replay_files(directory)
-    if files is None:
-        raise StoreError(f"{directory}: no replay records")
-    text = files[2].read_text(encoding="utf-8")
-    key = CellKey(**json.loads(text)["key"])
-    return CellRecords(key, _read_records_table(files[0]), _read_records_table(files[1]), text)
+class StoredCell:
+    """A finished cell that the archive does not hold yet, as its run stored it: the file `cells/<slug>.zip`,
+    or the folder `cells/<slug>/` that a version before the thirty-second speed pass wrote (its tables as
+    parquet, its replay records as files, then `DONE`), read alike."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.is_folder = path.suffix != CELL_SUFFIX  # a slug ends in "-<12 hex digits>", never in the suffix
+        self.slug = path.name if self.is_folder else path.name.removesuffix(CELL_SUFFIX)
+
+    def _members(self, names: Sequence[str]) -> dict[str, bytes]:
+        """Members of the cell's file, by name; a file that is not a whole cell file is a `StoreError` naming it."""
+        try:
+            with zipfile.ZipFile(self.path) as archive:
+                return {name: archive.read(name) for name in names}
+        except (OSError, zipfile.BadZipFile, KeyError) as exc:
+            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise StoreError(f"{self.path}: not a readable cell file ({reason}); delete it, and `bench run --resume` does the cell again") from None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The cell's requests, compactions and probes tables."""
+        if self.is_folder:
+            return {name: pd.read_parquet(self.path / f"{name}.parquet") for name in TABLES}
+        members = self._members([f"{name}.arrow" for name in TABLES])
+        return {name: _ipc_table(members[f"{name}.arrow"]).to_pandas() for name in TABLES}
+
+    def columns(self, name: str) -> tuple[int, list[str]]:
+        """Table `name`'s number of rows and its column names."""
+        if self.is_folder:
+            metadata = pq.read_metadata(self.path / f"{name}.parquet")
+            return metadata.num_rows, metadata.schema.to_arrow_schema().names
+        table = _ipc_table(self._members([f"{name}.arrow"])[f"{name}.arrow"])
+        return table.num_rows, table.column_names
+
+    def has_records(self) -> bool:
+        """Whether the cell kept its replay records (a cell file always does; a folder of a version that kept none does not)."""
+        return not self.is_folder or replay_files(self.path) is not None
+
+    def records(self) -> CellRecords:
+        """The cell's replay records, as stored."""
+        if self.is_folder:
+            files = replay_files(self.path)
+            if files is None:
+                missing = [name for name in REPLAY_FILES if not (self.path / name).is_file()]
+                raise StoreError(f"{self.path}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
+            text = files[2].read_text(encoding="utf-8")
+            contexts, messages = _read_records_table(files[0]), _read_records_table(files[1])
+        else:
+            members = self._members(REPLAY_FILES)
+            text = members[REPLAY_FILES[2]].decode("utf-8")
+            contexts, messages = _ipc_table(members[REPLAY_FILES[0]]), _ipc_table(members[REPLAY_FILES[1]])
+        return CellRecords(CellKey(**json.loads(text)["key"]), contexts, messages, text)
+
+    def replay_rows(self) -> dict[str, Any]:
+        """The cell's replay records as `compaction_bench.records.to_rows` made them: `messages`, `requests` (rows)
+        and `replay` (with the cell's `key`)."""
+        records = self.records()
+        return {"requests": records.contexts.to_pylist(), "messages": records.messages.to_pylist(), "replay": json.loads(records.replay)}
+
+    def forget(self) -> None:
+        """Make the cell unfinished, so that the run does it again."""
+        (self.path / "DONE" if self.is_folder else self.path).unlink(missing_ok=True)
 
 
 def _identity(messages: pa.Table) -> pa.Array:
@@ -207,8 +294,9 @@ class RunStore:
     def archive_dir(self) -> Path:
         return self.root / ARCHIVE
 
-    def cell_dir(self, key: CellKey) -> Path:
-        return self.root / "cells" / key.slug
+    def cell_path(self, key: CellKey) -> Path:
+        """The file a finished cell is stored in until the archive holds it."""
+        return self.root / CELLS / f"{key.slug}{CELL_SUFFIX}"
 
     def archived(self) -> dict[str, int]:
         """The archive's cells: slug → row of `replays/cells.parquet` (empty before `compact()`)."""
@@ -218,44 +306,60 @@ class RunStore:
             self._archived = {slug: row for row, slug in enumerate(slugs)}
         return self._archived
 
+    def stored(self, key: CellKey) -> StoredCell | None:
+        """The finished cell `key` as it is stored outside the archive (its file, or an earlier version's folder), if it is."""
+        path = self.cell_path(key)
+        if path.is_file():
+            return StoredCell(path)
+        folder = self.root / CELLS / key.slug
+        return StoredCell(folder) if (folder / "DONE").is_file() else None
+
     def is_done(self, key: CellKey) -> bool:
-        return key.slug in self.archived() or (self.cell_dir(key) / "DONE").exists()
+        return key.slug in self.archived() or self.stored(key) is not None
 
-    def write_cell(self, key: CellKey, tables: Mapping[str, list[dict[str, Any]]]) -> None:
-        """A finished cell's tables, then its `DONE` marker (its replay records must be written before)."""
-        directory = self.cell_dir(key)
-        for name in TABLES:
-            write_parquet(cell_frame(key, tables.get(name, [])), directory / f"{name}.parquet")
-        atomic_write_text(directory / "DONE", "")
-
-    def write_replay(self, key: CellKey, rows: Mapping[str, Any]) -> None:
-        """A cell's replay records (`compaction_bench.records.to_rows`); written before its DONE marker."""
-        directory = self.cell_dir(key)
+    def write_cell(self, key: CellKey, cell: Mapping[str, Any]) -> Path:
+        """A finished cell as its one file: its tables (`TABLES`, each a list of rows) and its replay records
+        (`replay`, as `compaction_bench.records.to_rows` makes them). The file appears whole or not at all, so a
+        cell with a file is a finished cell. The archive's members are dated 1980-01-01 (the same cell, the same bytes)."""
+        records = cell["replay"]
+        members: dict[str, bytes | pa.Buffer] = {f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES}
         contexts, messages, replay = REPLAY_FILES
-        _write_ipc(pa.Table.from_pylist(rows["requests"]), directory / contexts)
-        _write_ipc(pa.Table.from_pylist(rows["messages"]), directory / messages)
-        write_json({"key": key.columns(), **rows["replay"]}, directory / replay)
+        members[contexts] = _ipc_bytes(pa.Table.from_pylist(records["requests"]))
+        members[messages] = _ipc_bytes(pa.Table.from_pylist(records["messages"]))
+        members[replay] = json_text({"key": key.columns(), **records["replay"]}).encode("utf-8")
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+            for name in CELL_MEMBERS:
+                archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), memoryview(members[name]))
+        return _write_bytes(buffer.getbuffer(), self.cell_path(key))
 
-    def cell_folders(self) -> list[Path]:
-        """Folders of finished cells that the archive does not hold yet, in slug order."""
+    def stored_cells(self) -> list[StoredCell]:
+        """Finished cells that the archive does not hold yet, in slug order (a cell's file before an earlier version's folder of it)."""
         archived = self.archived()
-        return [d for d in sorted((self.root / "cells").glob("*")) if (d / "DONE").exists() and d.name not in archived]
-
-    def read_cell_tables(self, directory: Path) -> dict[str, pd.DataFrame]:
-        """A cell folder's requests, compactions and probes tables."""
-        return {name: pd.read_parquet(directory / f"{name}.parquet") for name in TABLES}
+        found: dict[str, StoredCell] = {}
+        try:
+            entries = list(os.scandir(self.root / CELLS))
+        except FileNotFoundError:
+            return []
+        for entry in entries:
+            if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "DONE")):
+                found.setdefault(entry.name, StoredCell(Path(entry.path)))
+            elif entry.name.endswith(CELL_SUFFIX) and entry.is_file():
+                cell = StoredCell(Path(entry.path))
+                found[cell.slug] = cell
+        return [found[slug] for slug in sorted(found) if slug not in archived]
 
     def merged_tables(self, loaded: Mapping[str, Mapping[str, pd.DataFrame]] | None = None) -> dict[str, pd.DataFrame]:
-        """Every finished cell's rows of each table: the archived cells' (from the merged tables) and the cell folders'.
+        """Every finished cell's rows of each table: the archived cells' (from the merged tables) and those in `cells/`.
 
         `loaded` holds tables already read (slug → table name → frame; e.g. while the cells ran), the
         other folders are read now.
         """
         frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
-        for directory in self.cell_folders():
-            tables = (loaded or {}).get(directory.name) or self.read_cell_tables(directory)
+        for cell in self.stored_cells():
+            tables = (loaded or {}).get(cell.slug) or cell.tables()
             for name in TABLES:
-                frames[name][directory.name] = tables[name]
+                frames[name][cell.slug] = tables[name]
         merged = {name: merge_frames(frames[name]) for name in TABLES}
         if not self.archived():
             return merged
@@ -266,21 +370,8 @@ class RunStore:
             out[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else before
         return out
 
-    @staticmethod
-    def read_replay(directory: Path) -> dict[str, Any]:
-        """What `write_replay` wrote into a cell folder: `messages`, `requests` (rows) and `replay` (with the cell's `key`)."""
-        files = replay_files(directory)
-        if files is None:
-            missing = [name for name in REPLAY_FILES if not (directory / name).is_file()]
-            raise StoreError(f"{directory}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
-        return {
-            "requests": _read_records_table(files[0]).to_pylist(),
-            "messages": _read_records_table(files[1]).to_pylist(),
-            "replay": json.loads(files[2].read_text(encoding="utf-8")),
-        }
-
     def replays(self) -> Iterator[dict[str, Any]]:
-        """Every finished cell's replay records (as `read_replay` returns them): the archive's, then the cell folders'."""
+        """Every finished cell's replay records (as `StoredCell.replay_rows` gives them): the archive's, then those in `cells/`."""
         if self.archived():
             cells = pq.read_table(self.archive_dir / "cells.parquet").to_pylist()
             messages = pq.read_table(self.archive_dir / "messages.parquet").to_pylist()
@@ -289,8 +380,8 @@ class RunStore:
                 by_cell[request.pop("cell")].append(request)
             for row, cell in enumerate(cells):
                 yield {"requests": by_cell[row], "messages": [messages[n] for n in cell["messages"]], "replay": json.loads(cell["replay"])}
-        for directory in self.cell_folders():
-            yield self.read_replay(directory)
+        for cell in self.stored_cells():
+            yield cell.replay_rows()
 
     def cell_records(self) -> Iterator[CellRecords]:
         """Every finished cell's replay records as stored (Arrow tables and the replay JSON text): the archive's, then the folders'."""
@@ -305,8 +396,8 @@ class RunStore:
                     CellKey(cell["scenario"], cell["strategy"], cell["profile"], cell["repeat"]),
                     contexts.filter(pa.array(rows == row)), messages.take(pa.array(cell["messages"], pa.int64())), cell["replay"],
                 )
-        for directory in self.cell_folders():
-            yield read_cell_records(directory)
+        for cell in self.stored_cells():
+            yield cell.records()
 
     def write_archive(self, records: Sequence[CellRecords]) -> None:
         """Write `replays/` from cells' stored replay records, `cells.parquet` last."""
@@ -330,24 +421,24 @@ class RunStore:
         self._archived = None
 
     def compact(self) -> bool:
-        """Move every finished cell's replay records into `replays/` and remove the cell folders; True when done.
+        """Move every finished cell's replay records into `replays/` and remove `cells/`; True when done.
 
         Call it only once the merged tables hold every finished cell's rows (after `finalize`).
         Cells whose records do not share one schema (a column of integers in one cell and of floats
         in another), or a cell without replay records (written by a version that kept none, then
-        resumed), are left in their folders rather than converted: the run stays complete, only not
+        resumed), are left in `cells/` rather than converted: the run stays complete, only not
         compacted.
         """
-        folders = self.cell_folders()
-        if not folders:
+        cells = self.stored_cells()
+        if not cells:
             return True
-        if any(replay_files(d) is None for d in folders):
+        if not all(cell.has_records() for cell in cells):
             return False
         try:
             self.write_archive(list(self.cell_records()))
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return False
-        shutil.rmtree(self.root / "cells")
+        shutil.rmtree(self.root / CELLS)
         return True
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:

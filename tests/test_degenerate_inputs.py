@@ -53,8 +53,7 @@ def test_the_archive_keeps_cells_that_stored_no_message(tmp_path, with_messages)
     cells = {"blank": empty, "blank too": empty, **({"answered": rows} if with_messages else {})}
     for name, records in cells.items():
         key = CellKey(name, "none", "64k", 0)
-        store.write_replay(key, records)
-        store.write_cell(key, {})
+        store.write_cell(key, {"replay": records})
     assert pa.Table.from_pylist([]).num_columns == 0  # what an empty cell stores: a table without schema
     store.write_archive(list(store.cell_records()))
     by_cell = {r["replay"]["key"]["scenario"]: r["messages"] for r in store.replays()}

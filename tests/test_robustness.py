@@ -556,7 +556,7 @@ def interrupt_after_first_cell(proc: subprocess.Popen, run: Path, sig: int) -> s
     workers: set[int] = set()
     while time.monotonic() < deadline and proc.poll() is None:
         workers |= workers_of(proc.pid)
-        if list(run.glob("cells/*/DONE")) and workers:
+        if list(run.glob("cells/*.zip")) and workers:
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted"
@@ -581,7 +581,7 @@ def test_a_killed_run_leaves_no_worker_and_resumes_to_the_same_tables(three_sess
     for pid in survivors:  # clean up before failing
         os.kill(pid, signal.SIGKILL)
     assert len(workers) == 2 and not survivors, f"workers {sorted(survivors)} outlived their killed parent"
-    done = len(list((tmp_path / "k").glob("cells/*/DONE")))
+    done = len(list((tmp_path / "k").glob("cells/*.zip")))
     assert 1 <= done < 6
     resumed = bench_cli("run", *map(str, three_sessions), "-s", "none", "-s", "truncate", "-p", "32k", "-j", "2", "-o", str(tmp_path),
                         "--resume", "--run-id", "k", "--no-report")
@@ -636,7 +636,7 @@ def test_sigterm_stops_the_run_cleanly_keeping_finished_cells(three_sessions, tm
     assert proc.returncode == 130, stderr
     assert "interrupted; finish the run with `bench run --resume`" in stderr and "Traceback" not in stderr
     assert not wait_gone(workers, 5)
-    cells = list((tmp_path / "t").glob("cells/*/DONE"))
+    cells = list((tmp_path / "t").glob("cells/*.zip"))
     assert 1 <= len(cells) < 6
 
 
@@ -662,7 +662,7 @@ def test_sigterm_stops_a_ray_run_cleanly_and_leaves_no_ray_process(three_session
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and proc.poll() is None and not list(tmp_path.glob("r/cells/*/DONE")):
+    while time.monotonic() < deadline and proc.poll() is None and not list(tmp_path.glob("r/cells/*.zip")):
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted"
     os.kill(proc.pid, signal.SIGTERM)
@@ -674,7 +674,7 @@ def test_sigterm_stops_a_ray_run_cleanly_and_leaves_no_ray_process(three_session
     while session_members(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert session_members(proc.pid) == []
-    assert 1 <= len(list(tmp_path.glob("r/cells/*/DONE"))) < 6
+    assert 1 <= len(list(tmp_path.glob("r/cells/*.zip"))) < 6
 
 
 def run_module(tmp_path: Path, source: str) -> subprocess.CompletedProcess:

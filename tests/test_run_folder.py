@@ -4,22 +4,23 @@ injective cell folders, and no stale error log (issue 17 items 2, 4, 5, 6, 19)."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
-import pyarrow.feather as feather
-import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
 from compaction_bench import run_folder
 from compaction_bench.runner import Case, RunError
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import PARQUET_REPLAY_FILES, REPLAY_FILES, CellKey, CellRecords, RunStore, load_run
+from compaction_bench.store import CELL_MEMBERS, CellKey, CellRecords, RunStore, StoreError, load_run
 from compaction_bench.transcript import Item, Transcript
+from tests.earlier_cells import as_earlier_folder
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +86,22 @@ def stopped_at_truncate(out: Path, case: Case) -> RunStore:
     return RunStore(out / "r")
 
 
+def stopped_after_one(out: Path, case: Case, strategies: list[str]) -> RunStore:
+    """The store of run "r" of `strategies` on `case`, stopped right after its first cell."""
+    def interrupt(key, status):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_cases(out, [case], run_id="r", strategies=strategies, on_cell=interrupt)
+    return RunStore(out / "r")
+
+
 def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
     store = stopped_at_truncate(tmp_path, case)
-    folders = store.cell_folders()
-    assert len(folders) >= 1
+    cells = store.stored_cells()
+    assert len(cells) >= 1
     before = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
-    assert len(before) == len(folders)
+    assert len(before) == len(cells)
     store.compact()
     assert not (tmp_path / "r" / "cells").exists()
     after = {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()}
@@ -98,34 +109,73 @@ def test_compacting_keeps_every_cells_replay_records_exactly(tmp_path, case):
     assert all(RunStore(tmp_path / "r").is_done(CellKey(**r["replay"]["key"])) for r in before.values())
 
 
-def test_cell_records_an_earlier_version_wrote_as_parquet_are_read_and_archived_alike(tmp_path, case):
-    """Cell folders keep their replay records as Arrow IPC files; a folder from a version that wrote them as
-    parquet (an interrupted run resumed by this one) reads the same records, and the archive holds them."""
-    store = stopped_at_truncate(tmp_path, case)
+def test_a_finished_cell_is_one_file_of_its_tables_and_replay_records(tmp_path, case):
+    """A cell is stored as one zip file named by its slug: its three tables and its replay records, nothing
+    else in `cells/` (no temporary file left), and two runs of the same cell store the same bytes."""
+    store = stopped_after_one(tmp_path, case, ["none"])
+    (cell,) = store.stored_cells()
+    assert [p.name for p in (tmp_path / "r" / "cells").iterdir()] == [cell.path.name] == [f"{cell.slug}.zip"]
+    with zipfile.ZipFile(cell.path) as archive:
+        assert archive.namelist() == list(CELL_MEMBERS)
+        assert all(info.compress_type == zipfile.ZIP_STORED for info in archive.infolist())
+    key = CellKey(case.name, "none", "32k", 0)
+    assert cell.slug == key.slug and store.is_done(key) and not store.is_done(CellKey(case.name, "none", "32k", 1))
+    again = stopped_after_one(tmp_path / "again", case, ["none"])
+    assert again.stored_cells()[0].path.read_bytes() == cell.path.read_bytes()
+
+
+@pytest.mark.parametrize("records", ["arrow", "parquet"])
+def test_cells_an_earlier_version_wrote_as_folders_are_read_and_archived_alike(tmp_path, case, records):
+    """A cell folder from a version before cell files (records as Arrow IPC or, earlier, parquet files; an
+    interrupted run resumed by this one) reads the same tables and records as the cell's file, and the archive
+    holds them."""
+    store = stopped_after_one(tmp_path, case, ["none", "truncate"])
+    (cell,) = store.stored_cells()
     written = {json.dumps(r["replay"]["key"]): r for r in store.replays()}
-    folder = store.cell_folders()[0]
-    assert all((folder / name).is_file() for name in REPLAY_FILES)
-    for ipc, parquet in zip(REPLAY_FILES[:2], PARQUET_REPLAY_FILES[:2], strict=True):  # as the earlier version wrote them
-        pq.write_table(feather.read_table(folder / ipc), folder / parquet, compression="zstd")
-        (folder / ipc).unlink()
+    tables = cell.tables()
+    folder = as_earlier_folder(cell.path, records=records)
+    (earlier,) = RunStore(tmp_path / "r").stored_cells()
+    assert earlier.path == folder and earlier.slug == cell.slug and earlier.is_folder
+    for name in tables:
+        pd.testing.assert_frame_equal(earlier.tables()[name], tables[name], check_exact=True)
     assert {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()} == written
     assert RunStore(tmp_path / "r").compact()
     assert not (tmp_path / "r" / "cells").exists()
     assert {json.dumps(r["replay"]["key"]): r for r in RunStore(tmp_path / "r").replays()} == written
 
 
+def test_a_run_resumed_over_an_earlier_versions_cell_folder_has_the_tables_of_a_run_without_a_break(tmp_path, case):
+    three = ["none", "truncate", "codex-local"]
+    whole = load_run(run_cases(tmp_path, [case], run_id="whole", strategies=three))
+    store = stopped_after_one(tmp_path, case, three)
+    (cell,) = store.stored_cells()
+    first = cell.slug
+    as_earlier_folder(cell.path)
+    done = []
+    root = run_cases(tmp_path, [case], run_id="r", strategies=three, resume=True, on_cell=lambda key, status: done.append(key.slug))
+    assert len(done) == 2 and first not in done  # the folder's cell was not done again
+    resumed = load_run(root)
+    for name in ("requests", "compactions", "probes", "summary"):
+        pd.testing.assert_frame_equal(resumed[name], whole[name], check_exact=True, obj=name)
+    assert not (root / "cells").exists()
+
+
+def test_a_cell_file_that_is_not_whole_is_named_with_what_to_do(tmp_path, case):
+    store = stopped_after_one(tmp_path, case, ["none", "truncate"])
+    (cell,) = store.stored_cells()
+    cell.path.write_bytes(cell.path.read_bytes()[: cell.path.stat().st_size // 2])
+    with pytest.raises(StoreError, match=rf"{re.escape(str(cell.path))}: not a readable cell file \(.*\); delete it, and `bench run --resume` does the cell again"):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
+    cell.path.unlink()
+    root = run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
+    assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
+
+
 def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompacted(tmp_path, case):
     """Cells written by a version that kept no replay records (then resumed by this one): the run
     finishes with every table and its report, and the cell folders stay (nothing to archive them from)."""
-    def interrupt(key, status):
-        if key.strategy == "truncate":
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], on_cell=interrupt)
-    early = RunStore(tmp_path / "r").cell_folders()[0]
-    for name in REPLAY_FILES:
-        (early / name).unlink()
+    (early,) = stopped_after_one(tmp_path, case, ["none", "truncate"]).stored_cells()
+    as_earlier_folder(early.path, records=None)
     root = run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
     assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
     assert (root / "cells").is_dir() and not (root / "replays").exists()

@@ -148,16 +148,16 @@ def test_load_run_refuses_a_folder_another_process_is_running_in(tmp_path):
         folder.release()
 
 
-#: `bench ARGS` on a disk that fills up once the run's own files are written: every cell's replay records fail.
+#: `bench ARGS` on a disk that fills up once the run's own files are written: every cell's file fails.
 FULL_DISK = """
 import errno, sys
 from compaction_bench import store
 from compaction_bench.atomic import WriteFailed
 
-def full(table, path):
+def full(data, path):
     raise WriteFailed(path, OSError(errno.ENOSPC, "No space left on device"))
 
-store._write_table = store._write_ipc = full  # every table the store writes: a cell's replay records first
+store._write_table = store._write_bytes = full  # a cell's file, and the archive's tables
 sys.argv = ["bench", *sys.argv[1:]]
 from compaction_bench import cli
 cli.main()

@@ -17,6 +17,7 @@ from compaction_bench.runner import RunError
 from compaction_bench.store import RunStore, load_run
 from compaction_bench.templates import default_prompt_dir
 from tests.conftest import write_tiny_session
+from tests.earlier_cells import as_earlier_folder
 
 
 def stop_after_first_cell(key, status):
@@ -44,7 +45,7 @@ def test_resume_after_the_prompt_template_file_changed_is_refused_and_writes_not
         run_tiny(tmp_path, "r", strategies=["codex-local", "truncate"], prompts=prompts, resume=True)
     assert (tmp_path / "runs" / "r" / "manifest.json").read_text() == manifest
     assert "--prompt codex_summary.j2" in json.loads(manifest)["input_sha256"]  # what the run's cells read
-    assert len(RunStore(tmp_path / "runs" / "r").cell_folders()) == 1
+    assert len(RunStore(tmp_path / "runs" / "r").stored_cells()) == 1
     # The same text again: the resume proceeds.
     template.write_text(template.read_text(encoding="utf-8").replace("## What happened", "## Progress and key decisions"), encoding="utf-8")
     root = run_tiny(tmp_path, "r", strategies=["codex-local", "truncate"], prompts=prompts, resume=True)
@@ -82,12 +83,15 @@ def test_cells_an_older_version_wrote_are_done_again_not_merged(tmp_path, caplog
     whole = load_run(run_tiny(tmp_path, "whole", paths=[session, other]))
     with pytest.raises(KeyboardInterrupt):
         run_tiny(tmp_path, "r", paths=[session, other], on_cell=stop_after_first_cell)
-    (early,) = RunStore(tmp_path / "runs" / "r").cell_folders()
-    requests = pd.read_parquet(early / "requests.parquet")  # as a version before these two columns wrote it
-    requests.drop(columns=["rebilled_tokens", "cache_write_tokens"]).to_parquet(early / "requests.parquet", index=False)
+    (early,) = RunStore(tmp_path / "runs" / "r").stored_cells()
+
+    def without_two_columns(name: str, frame: pd.DataFrame) -> pd.DataFrame:  # as a version before these two columns wrote it
+        return frame.drop(columns=["rebilled_tokens", "cache_write_tokens"]) if name == "requests" else frame
+
+    as_earlier_folder(early.path, edit=without_two_columns)
     done = []
     root = run_tiny(tmp_path, "r", paths=[session, other], resume=True, on_cell=lambda key, status: done.append(key.slug))
-    assert done.count(early.name) == 1 and len(done) == 4  # the three left, then the old one again
+    assert done.count(early.slug) == 1 and len(done) == 4  # the three left, then the old one again
     assert "written by another version of compaction-bench" in caplog.text and "lacks cache_write_tokens, rebilled_tokens" in caplog.text
     resumed = load_run(root)
     for name in ("requests", "compactions", "probes", "summary"):
