@@ -1159,12 +1159,20 @@ def _text_index(text: str) -> _TextIndex:
 
 _TEXTS = _Texts()
 
+#: A reader's word weight in these units: `ReaderContext` adds weights as integers (exact, in any order).
+WEIGHT_UNITS = 2**40
+
 
 class ReaderContext:
     """A context's lines, indexed per message text, for answering many questions about it.
 
     Its lines are the non-empty stripped lines of every message in order; a question scores each
-    line by the sum of log(1 + lines / lines-with-word) over the question's words the line holds."""
+    line by the sum of log(1 + lines / lines-with-word) over the question's words the line holds.
+    Each weight is rounded to a multiple of 2**-40 (`WEIGHT_UNITS`) and the sums are taken in those
+    units, as integers: exact, so a line's score does not depend on the order its words are added in.
+    (In floating point it did, by a last bit, and the question's words are a set, whose order changes
+    with each process's string hashes: lines whose sums were equal in exact arithmetic tied in one
+    process and not in another, and a run's answers changed from one run to the next.)"""
 
     def __init__(self, messages: Sequence[Mapping[str, Any]]) -> None:
         self.generation = _TEXTS.generation
@@ -1177,7 +1185,7 @@ class ReaderContext:
             self.where.setdefault(id(part), []).append(total)
             total += len(part.lines)
         self.total = total
-        self._weighted: dict[str, tuple[float, list[tuple[int, tuple[int, ...]]]]] = {}  # `_weighted_lines`, by word
+        self._weighted: dict[str, tuple[int, list[tuple[int, tuple[int, ...]]]]] = {}  # `_weighted_lines`, by word
 
     def line(self, n: int) -> str:
         k = bisect.bisect_right(self.offsets, n) - 1
@@ -1190,13 +1198,13 @@ class ReaderContext:
             return [(offset, part.postings[word]) for part in known for offset in self.where.get(id(part), ())]
         return [(offset, holders) for offset, part in zip(self.offsets, self.parts, strict=True) if (holders := part.postings.get(word))]
 
-    def _weighted_lines(self, word: str) -> tuple[float, list[tuple[int, tuple[int, ...]]]]:
-        """The weight of `word` here and where its lines are (`_found`), kept for the context's next
-        questions (a probe set's questions share about half their words)."""
+    def _weighted_lines(self, word: str) -> tuple[int, list[tuple[int, tuple[int, ...]]]]:
+        """The weight of `word` here (in `WEIGHT_UNITS`) and where its lines are (`_found`), kept for the
+        context's next questions (a probe set's questions share about half their words)."""
         known = self._weighted.get(word)
         if known is None:
             found = self._found(word)
-            weight = math.log(1 + self.total / sum(len(holders) for _, holders in found)) if found else 0.0
+            weight = round(math.log(1 + self.total / sum(len(holders) for _, holders in found)) * WEIGHT_UNITS) if found else 0
             known = self._weighted[word] = (weight, found)
         return known
 
@@ -1207,12 +1215,12 @@ class ReaderContext:
         query = set(_words(question))
         if not query:
             return self.line(self.total - 1)
-        scores: dict[int, float] = {}
+        scores: dict[int, int] = {}
         for word in query:
             weight, found = self._weighted_lines(word)
             for offset, holders in found:
                 for n in holders:
-                    scores[offset + n] = scores.get(offset + n, 0.0) + weight
+                    scores[offset + n] = scores.get(offset + n, 0) + weight
         if not scores:
             return "I don't know."
         best_score = max(scores.values())

@@ -3,6 +3,12 @@ summary, and the same paired rows for every strategy of a run."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
 from dataclasses import replace
 
 import pandas as pd
@@ -155,6 +161,32 @@ def test_the_reader_quotes_the_best_line_and_the_last_one_on_a_tie():
     assert context.answer("zebra") == "I don't know."
     assert context.answer("?") == "The database port is 5433 on staging."  # no informative word: the last line
     assert ReaderContext([]).answer("port") == "I don't know."
+
+
+#: Lines whose words' weights tie two lines exactly: alpha and delta are on 1 line each, bravo and echo on 2,
+#: charlie and foxtrot on 3, of 8 lines; "alpha bravo charlie" and "delta echo foxtrot" each hold one word of each.
+TIED_LINES = ["bravo zulu", "echo zulu", "charlie yankee", "charlie xray", "foxtrot yankee", "foxtrot xray",
+              "alpha bravo charlie", "delta echo foxtrot"]
+ANSWER_TIED = """
+import json, sys
+from compaction_bench.offline_models import ReaderContext
+print(json.dumps(ReaderContext([{"role": "user", "content": sys.argv[1]}]).answer("alpha bravo charlie delta echo foxtrot?")))
+"""
+
+
+def test_the_readers_answer_does_not_change_with_the_processs_string_hashes():
+    """Regression: the scores were float sums over the question's words, a set whose order changes with
+    PYTHONHASHSEED; two lines whose sums are equal in exact arithmetic differed by a last bit in some orders,
+    and a run's answers changed from one run to the next (two runs over all the corpora, `none` and `truncate` at
+    64k, differed in 3 of their 32,392 answers)."""
+    weights = [math.log(1 + 8 / holders) for holders in (1, 2, 3)]
+    assert len({(a + b) + c for a, b, c in itertools.permutations(weights)}) > 1  # in floats, the order matters here
+    answers = {
+        seed: json.loads(subprocess.run([sys.executable, "-c", ANSWER_TIED, "\n".join(TIED_LINES)], capture_output=True, text=True,
+                                        check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout)
+        for seed in range(8)
+    }
+    assert set(answers.values()) == {"delta echo foxtrot"}, answers  # the tie goes to the later line in every process
 
 
 def test_prepared_contexts_answer_as_the_whole_payload_does():
