@@ -37,7 +37,6 @@ measure a run again without replaying (`compaction_bench.records.from_rows`).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -112,8 +111,15 @@ def _write_table(table: pa.Table, path: Path) -> Path:
     return atomic_write(path, write)
 
 
-def _write_bytes(data: bytes | memoryview, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_bytes(data))
+def _write_zip(members: Mapping[str, bytes | pa.Buffer], path: Path) -> Path:
+    """`members` (name → bytes) as a zip archive at `path`, stored, each dated 1980-01-01 (the same members, the same bytes)."""
+
+    def write(tmp: Path) -> None:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
+            for name, data in members.items():
+                archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), memoryview(data))
+
+    return atomic_write(path, write)
 
 
 def _ipc_bytes(table: pa.Table) -> pa.Buffer:
@@ -320,18 +326,14 @@ class RunStore:
     def write_cell(self, key: CellKey, cell: Mapping[str, Any]) -> Path:
         """A finished cell as its one file: its tables (`TABLES`, each a list of rows) and its replay records
         (`replay`, as `compaction_bench.records.to_rows` makes them). The file appears whole or not at all, so a
-        cell with a file is a finished cell. The archive's members are dated 1980-01-01 (the same cell, the same bytes)."""
+        cell with a file is a finished cell."""
         records = cell["replay"]
-        members: dict[str, bytes | pa.Buffer] = {f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES}
         contexts, messages, replay = REPLAY_FILES
+        members: dict[str, bytes | pa.Buffer] = {f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES}
         members[contexts] = _ipc_bytes(pa.Table.from_pylist(records["requests"]))
         members[messages] = _ipc_bytes(pa.Table.from_pylist(records["messages"]))
         members[replay] = json_text({"key": key.columns(), **records["replay"]}).encode("utf-8")
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-            for name in CELL_MEMBERS:
-                archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), memoryview(members[name]))
-        return _write_bytes(buffer.getbuffer(), self.cell_path(key))
+        return _write_zip(members, self.cell_path(key))  # in the order of CELL_MEMBERS
 
     def stored_cells(self) -> list[StoredCell]:
         """Finished cells that the archive does not hold yet, in slug order (a cell's file before an earlier version's folder of it)."""
