@@ -183,7 +183,7 @@ def write_json(data: Any, path: Path) -> Path:
 
 
 def merge_frames(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Cells' frames of one table (by cell slug) as one table, in slug order (the order of a run's folders)."""
+    """Cells' frames of one table (by cell slug) as one table, in slug order (the order of `RunStore.stored_cells`)."""
     kept = [frames[slug] for slug in sorted(frames) if not frames[slug].empty]
     return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=KEY_COLUMNS)
 
