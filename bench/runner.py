@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
@@ -63,8 +64,8 @@ from compaction_bench.store import (
     CellKey,
     RunStore,
     StoredCell,
-    merge_frames,
-    stored_frame,
+    cell_table,
+    merge_tables,
     write_parquet,
 )
 from compaction_bench.templates import PromptSet
@@ -857,7 +858,7 @@ def _run_claimed(
         if on_cell:
             on_cell(key, f"failed: {type(exc).__name__}: {exc}")
 
-    loaded: dict[str, dict[str, pd.DataFrame]] = {}
+    loaded: dict[str, dict[str, pa.Table]] = {}
     shared = CellWork(by_name, config, str(store.root) if executor == "local" else None)
     batches, done, total = [todo], 0, len(todo)
     emit(ProgressEvent("cells", 0, total, "starting"))
@@ -910,7 +911,7 @@ def _run_claimed(
     return store.root
 
 
-def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[str, Mapping[str, pd.DataFrame]]) -> dict[CellKey, str]:
+def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[str, Mapping[str, pa.Table]]) -> dict[CellKey, str]:
     """Cells an earlier attempt finished whose tables do not have the columns the cells this process
     wrote have (a version with other metrics wrote them; merged, their rows would hold NaN in the new
     columns and the summary fail or mislead): cell → what differs. Empty tables (no compaction, no
@@ -920,18 +921,18 @@ def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[st
         return {}
     current: dict[str, set[str]] = {}
     for tables in loaded.values():
-        for name, frame in tables.items():
-            if len(frame) and name not in current:
-                current[name] = set(frame.columns)
+        for name, table in tables.items():
+            if table.num_rows and name not in current:
+                current[name] = set(table.column_names)
     stale: dict[CellKey, str] = {}
     for key in earlier:
         cell = store.stored(key)
         if cell is None:
             continue
+        tables = cell.tables()
         for name, columns in current.items():
-            rows, stored_names = cell.columns(name)
-            names = set(stored_names)
-            if rows and names != columns:
+            names = set(tables[name].column_names)
+            if tables[name].num_rows and names != columns:
                 missing, extra = sorted(columns - names), sorted(names - columns)
                 stale[key] = f"its {name} table " + "; ".join(
                     part for part in (f"lacks {', '.join(missing)}" if missing else "", f"has {', '.join(extra)} too" if extra else "") if part
@@ -1170,7 +1171,7 @@ def score(
         if not in_place and (source.root / name).is_file():
             _copy(source.root / name, target / name)
     write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
-    frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
+    by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
     emit = progress or (lambda event: None)
     total = len(source.archived()) + len(source.stored_cells())
     emit(ProgressEvent("cells", 0, total, "starting"))
@@ -1182,11 +1183,11 @@ def score(
         judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
         tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
         for name in TABLES:  # as a cell's table reads back from its file in a run
-            frames[name][key.slug] = stored_frame(key, getattr(tables, name))
+            by_name[name][key.slug] = cell_table(key, getattr(tables, name))
         emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
     if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
         store.write_archive(list(source.cell_records()))
-    finalize(store, scored, {name: merge_frames(frames[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
+    finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
     return store.root
 
 

@@ -151,11 +151,6 @@ def cell_table(key: CellKey, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     return pa.table({name: pa.array([row.get(name) for row in keyed]) for name in names})
 
 
-def stored_frame(key: CellKey, rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One cell's rows of a table as the run reads them back from the cell's file."""
-    return cell_table(key, rows).to_pandas()
-
-
 def _read_records_table(path: Path) -> pa.Table:
     """One of a cell's replay records tables (IPC, or parquet from an earlier version), read on this thread: a
     cell's files are small, and Arrow's thread pools cost more CPU than reading them."""
@@ -182,10 +177,30 @@ def write_json(data: Any, path: Path) -> Path:
     return atomic_write_text(path, json_text(data))
 
 
-def merge_frames(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Cells' frames of one table (by cell slug) as one table, in slug order (the order of `RunStore.stored_cells`)."""
-    kept = [frames[slug] for slug in sorted(frames) if not frames[slug].empty]
-    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=KEY_COLUMNS)
+def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
+    """Cells' tables of one table (Arrow, by cell slug) as one frame, in slug order (the order of
+    `RunStore.stored_cells`), tables without rows left out: the frame `pd.concat` makes of each table's
+    `to_pandas()`, made with one `to_pandas()` per schema instead of one per cell.
+
+    Converting a table costs about half a millisecond whatever its rows (a run's parent did it three times per
+    cell, more than a short cell's replay). The cells that share a schema are concatenated by Arrow and
+    converted at once, which gives their rows the dtype pandas gives the concatenated frames (a column with
+    a null in any of them reads as float64, or as objects for booleans, as pandas' concatenation makes it);
+    the schemas' frames are concatenated by pandas, which types a column across them as before, and the
+    rows are put back in slug order."""
+    kept = [(slug, tables[slug]) for slug in sorted(tables) if tables[slug].num_rows]
+    if not kept:
+        return pd.DataFrame(columns=KEY_COLUMNS)
+    groups: dict[pa.Schema, list[int]] = {}
+    for index, (_, table) in enumerate(kept):
+        groups.setdefault(table.schema, []).append(index)
+    if len(groups) == 1:
+        return pa.concat_tables([table for _, table in kept]).to_pandas()
+    frame = pd.concat([pa.concat_tables([kept[i][1] for i in members]).to_pandas() for members in groups.values()], ignore_index=True)
+    starts = np.cumsum([0] + [kept[i][1].num_rows for members in groups.values() for i in members])
+    where = dict(zip((i for members in groups.values() for i in members), starts[:-1], strict=True))  # cell index -> its first row in `frame`
+    order = np.concatenate([np.arange(where[i], where[i] + kept[i][1].num_rows) for i in range(len(kept))])
+    return frame.take(order).reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -217,20 +232,12 @@ class StoredCell:
             reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise StoreError(f"{self.path}: not a readable cell file ({reason}); delete it, and `bench run --resume` does the cell again") from None
 
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """The cell's requests, compactions and probes tables."""
+    def tables(self) -> dict[str, pa.Table]:
+        """The cell's requests, compactions and probes tables, as Arrow (`merge_tables` makes a run's frames of them)."""
         if self.is_folder:
-            return {name: pd.read_parquet(self.path / f"{name}.parquet") for name in TABLES}
+            return {name: pq.read_table(self.path / f"{name}.parquet", use_threads=False) for name in TABLES}
         members = self._members([f"{name}.arrow" for name in TABLES])
-        return {name: _ipc_table(members[f"{name}.arrow"]).to_pandas() for name in TABLES}
-
-    def columns(self, name: str) -> tuple[int, list[str]]:
-        """Table `name`'s number of rows and its column names."""
-        if self.is_folder:
-            metadata = pq.read_metadata(self.path / f"{name}.parquet")
-            return metadata.num_rows, metadata.schema.to_arrow_schema().names
-        table = _ipc_table(self._members([f"{name}.arrow"])[f"{name}.arrow"])
-        return table.num_rows, table.column_names
+        return {name: _ipc_table(members[f"{name}.arrow"]) for name in TABLES}
 
     def has_records(self) -> bool:
         """Whether the cell kept its replay records (a cell file always does; a folder of a version that kept none does not)."""
@@ -351,18 +358,18 @@ class RunStore:
                 found[cell.slug] = cell
         return [found[slug] for slug in sorted(found) if slug not in archived]
 
-    def merged_tables(self, loaded: Mapping[str, Mapping[str, pd.DataFrame]] | None = None) -> dict[str, pd.DataFrame]:
+    def merged_tables(self, loaded: Mapping[str, Mapping[str, pa.Table]] | None = None) -> dict[str, pd.DataFrame]:
         """Every finished cell's rows of each table: the archived cells' (from the merged tables) and those in `cells/`.
 
-        `loaded` holds tables already read (slug → table name → frame; e.g. while the cells ran), the
-        other folders are read now.
+        `loaded` holds tables already read (slug → table name → `StoredCell.tables`; e.g. while the cells
+        ran), the other cells are read now.
         """
-        frames: dict[str, dict[str, pd.DataFrame]] = {name: {} for name in TABLES}
+        by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
         for cell in self.stored_cells():
             tables = (loaded or {}).get(cell.slug) or cell.tables()
             for name in TABLES:
-                frames[name][cell.slug] = tables[name]
-        merged = {name: merge_frames(frames[name]) for name in TABLES}
+                by_name[name][cell.slug] = tables[name]
+        merged = {name: merge_tables(by_name[name]) for name in TABLES}
         if not self.archived():
             return merged
         out = {}

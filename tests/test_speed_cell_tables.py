@@ -1,7 +1,9 @@
 """A cell's tables built as Arrow without pandas (`store.cell_table`) read back as the frames pandas made of the
 same rows when cells were stored as parquet: a `DataFrame` of the rows, written with `to_parquet` and read with
-`read_parquet` (the store of versions before the thirty-second speed pass). Right answers: pandas' own round
-trip, on hand-built rows with every kind of value the metrics write, and on the rows of real cells."""
+`read_parquet` (the store of versions before the thirty-second speed pass); and cells' tables merged with one
+conversion per schema (`store.merge_tables`) give the frame pandas' concatenation of those frames gave. Right
+answers: pandas' own round trip and concatenation, on hand-built rows with every kind of value the metrics
+write, and on the rows of real cells."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pytest
 import compaction_bench as bench
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import KEY_COLUMNS, TABLES, CellKey, RunStore, StoredCell, stored_frame
+from compaction_bench.store import KEY_COLUMNS, TABLES, CellKey, RunStore, StoredCell, cell_table, merge_tables
 
 KEY = CellKey("scenario · one", "none", "32k", 2)
 
@@ -51,7 +53,7 @@ HAND_BUILT = {
 
 @pytest.mark.parametrize("rows", HAND_BUILT.values(), ids=HAND_BUILT.keys())
 def test_a_cell_table_reads_back_as_pandas_frame_of_its_rows_did(rows):
-    assert_same(through_parquet(KEY, rows), stored_frame(KEY, rows))
+    assert_same(through_parquet(KEY, rows), cell_table(KEY, rows).to_pandas())
 
 
 def test_a_cell_files_tables_read_back_as_pandas_frames_of_real_cells_rows_did(tmp_path):
@@ -67,4 +69,30 @@ def test_a_cell_files_tables_read_back_as_pandas_frames_of_real_cells_rows_did(t
         assert tables.requests and tables.probes  # the real rows are there to compare
         read = StoredCell(store.write_cell(key, cell)).tables()
         for name in TABLES:
-            assert_same(through_parquet(key, cell[name]), read[name])
+            assert_same(through_parquet(key, cell[name]), read[name].to_pandas())
+
+
+def concatenated(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """What the earlier store merged: the cells' frames without rows left out, concatenated by pandas."""
+    kept = [frame for frame in frames if not frame.empty]
+    return pd.concat(kept, ignore_index=True) if kept else pd.DataFrame(columns=KEY_COLUMNS)
+
+
+#: Cells of one table by scenario name (their slugs sort as the names do), in an order that is not the slugs':
+#: three schemas interleaved (a column of integers, of integers with a null, of nulls only; booleans with and
+#: without a null; a column one schema lacks), and a cell without rows.
+CELLS = {
+    "c": [{"step": 0, "estimate": 5, "flag": True}],
+    "a": [{"step": 0, "estimate": None, "flag": None}, {"step": 1, "estimate": None, "flag": None}],
+    "e": [],
+    "b": [{"step": 0, "estimate": 7, "flag": False}, {"step": 1, "estimate": None, "flag": True}],
+    "d": [{"step": 0, "estimate": 3, "flag": True, "extra": "x"}],
+    "f": [{"step": 0, "estimate": None, "flag": None}],
+}
+
+
+@pytest.mark.parametrize("names", [["c"], ["a", "f"], ["c", "b"], list(CELLS), ["e"]], ids=["one", "one schema", "nulls in one", "all", "no rows"])
+def test_merged_cells_are_pandas_concatenation_of_their_frames_in_slug_order(names):
+    keys = {name: CellKey(name, "none", "32k", 0) for name in names}
+    expected = concatenated([through_parquet(keys[name], CELLS[name]) for name in sorted(names, key=lambda n: keys[n].slug)])
+    assert_same(expected, merge_tables({keys[name].slug: cell_table(keys[name], CELLS[name]) for name in names}))
