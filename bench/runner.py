@@ -889,9 +889,7 @@ def _run_claimed(
             LOG.warning("warning: %d finished cell(s) of this run were written by another version of compaction-bench "
                         "(e.g. %s: %s); doing them again", len(stale), first.slug, why)
             for key in stale:
-                stale_cell = store.stored(key)
-                if stale_cell is not None:
-                    stale_cell.forget()
+                store.forget(key)
             batches.append(list(stale))
             total += len(stale)
     manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]

@@ -264,10 +264,6 @@ class StoredCell:
         records = self.records()
         return {"requests": records.contexts.to_pylist(), "messages": records.messages.to_pylist(), "replay": json.loads(records.replay)}
 
-    def forget(self) -> None:
-        """Make the cell unfinished, so that the run does it again."""
-        (self.path / "DONE" if self.is_folder else self.path).unlink(missing_ok=True)
-
 
 def _identity(messages: pa.Table) -> pa.Array:
     """One string per message that equals another's exactly when every field does: each field as
@@ -329,6 +325,12 @@ class RunStore:
 
     def is_done(self, key: CellKey) -> bool:
         return key.slug in self.archived() or self.stored(key) is not None
+
+    def forget(self, key: CellKey) -> None:
+        """Make the finished cell `key` unfinished (its file removed, or an earlier version's folder's `DONE`), so
+        that the run does it again."""
+        self.cell_path(key).unlink(missing_ok=True)
+        (self.root / CELLS / key.slug / "DONE").unlink(missing_ok=True)
 
     def write_cell(self, key: CellKey, cell: Mapping[str, Any]) -> Path:
         """A finished cell as its one file: its tables (`TABLES`, each a list of rows) and its replay records
