@@ -882,7 +882,10 @@ def _run_claimed(
                 if on_cell:
                     on_cell(key, "done")
                 emit(ProgressEvent("cells", done, total, label(key)))
-        stale = _stale_cells(store, earlier, loaded)
+        # an earlier attempt's cells, read once: to compare with this process's, then merged as read
+        earlier_tables = {key: cell.tables() for key in earlier if (cell := store.stored(key)) is not None} if loaded else {}
+        stale = _stale_cells(earlier_tables, loaded)
+        loaded.update((key.slug, tables) for key, tables in earlier_tables.items() if key not in stale)
         earlier = []
         if stale:  # cells of another version: their tables would be merged with this version's, columns missing
             first, why = next(iter(stale.items()))
@@ -909,12 +912,12 @@ def _run_claimed(
     return store.root
 
 
-def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[str, Mapping[str, pa.Table]]) -> dict[CellKey, str]:
-    """Cells an earlier attempt finished whose tables do not have the columns the cells this process
-    wrote have (a version with other metrics wrote them; merged, their rows would hold NaN in the new
-    columns and the summary fail or mislead): cell → what differs. Empty tables (no compaction, no
-    probe) have only the key columns and are not compared; archived cells are not either (an archive
-    holds every cell of a run, so nothing is left to resume beside them)."""
+def _stale_cells(earlier: Mapping[CellKey, Mapping[str, pa.Table]], loaded: Mapping[str, Mapping[str, pa.Table]]) -> dict[CellKey, str]:
+    """Cells an earlier attempt finished (`earlier`: their tables) whose tables do not have the columns the
+    cells this process wrote (`loaded`) have (a version with other metrics wrote them; merged, their rows would
+    hold NaN in the new columns and the summary fail or mislead): cell → what differs. Empty tables (no
+    compaction, no probe) have only the key columns and are not compared; archived cells are not either (an
+    archive holds every cell of a run, so nothing is left to resume beside them)."""
     if not earlier or not loaded:
         return {}
     current: dict[str, set[str]] = {}
@@ -923,11 +926,7 @@ def _stale_cells(store: RunStore, earlier: Sequence[CellKey], loaded: Mapping[st
             if table.num_rows and name not in current:
                 current[name] = set(table.column_names)
     stale: dict[CellKey, str] = {}
-    for key in earlier:
-        cell = store.stored(key)
-        if cell is None:
-            continue
-        tables = cell.tables()
+    for key, tables in earlier.items():
         for name, columns in current.items():
             names = set(tables[name].column_names)
             if tables[name].num_rows and names != columns:
