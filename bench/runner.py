@@ -1078,24 +1078,39 @@ def template_texts(prompts: Mapping[str, str], hashes: Mapping[str, str]) -> dic
     return out
 
 
-def scenario_transcript(root: Path, entry: Mapping[str, Any]) -> Transcript:
-    """Import a run's scenario again from its file, after checking the file is the one the run read."""
-    name = entry["name"]
-    file = Path(entry["file"])
-    path = file if file.is_absolute() else root / file
-    if entry.get("sha256") is not None:
-        if not path.is_file():
-            raise RunError(f"scenario {name!r}: its transcript {path} is gone")
-        if sha256_file(path) != entry["sha256"]:
-            raise RunError(f"scenario {name!r}: {path} changed since the run (sha256 differs); scores would not match the replay")
-    transcripts = load_transcripts(path, format=entry["format"] or "auto", **entry.get("import_options", {}))
-    same_id = [t for t in transcripts if t.id == entry["session_id"]]
-    if len(same_id) == 1:
-        return same_id[0]
-    index = entry.get("session_index", 0)
-    if index >= len(transcripts) or transcripts[index].id != entry["session_id"]:
-        raise RunError(f"scenario {name!r}: session {entry['session_id']!r} is not in {path}")
-    return transcripts[index]
+def scenario_transcripts(root: Path, entries: Sequence[Mapping[str, Any]]) -> dict[str, Transcript]:
+    """Import a run's scenarios again from their files (scenario name → transcript), after checking each file is
+    the one the run read. A file is hashed and imported once, however many of the run's scenarios it holds (an
+    Aider history or a tau-bench file holds hundreds): importing it once per scenario made `bench score` quadratic."""
+    digests: dict[Path, str] = {}
+    imported: dict[tuple[Path, str, str], tuple[list[Transcript], dict[str, list[int]]]] = {}
+    out: dict[str, Transcript] = {}
+    for entry in entries:
+        name = entry["name"]
+        file = Path(entry["file"])
+        path = file if file.is_absolute() else root / file
+        if entry.get("sha256") is not None:
+            if path not in digests:
+                if not path.is_file():
+                    raise RunError(f"scenario {name!r}: its transcript {path} is gone")
+                digests[path] = sha256_file(path)
+            if digests[path] != entry["sha256"]:
+                raise RunError(f"scenario {name!r}: {path} changed since the run (sha256 differs); scores would not match the replay")
+        options = entry.get("import_options", {})
+        source = (path, entry["format"] or "auto", json.dumps(options, sort_keys=True))
+        if source not in imported:
+            transcripts = load_transcripts(path, format=source[1], **options)
+            by_id: dict[str, list[int]] = {}
+            for index, transcript in enumerate(transcripts):
+                by_id.setdefault(transcript.id, []).append(index)
+            imported[source] = (transcripts, by_id)
+        transcripts, by_id = imported[source]
+        same_id = by_id.get(entry["session_id"], [])
+        index = same_id[0] if len(same_id) == 1 else entry.get("session_index", 0)
+        if index >= len(transcripts) or transcripts[index].id != entry["session_id"]:
+            raise RunError(f"scenario {name!r}: session {entry['session_id']!r} is not in {path}")
+        out[name] = transcripts[index]
+    return out
 
 
 def _config_from_manifest(manifest: Mapping[str, Any]) -> RunConfig:
@@ -1120,9 +1135,10 @@ def score(
 
     Each cell's replay is rebuilt from its stored records (`compaction_bench.records.from_rows`)
     and the scenario's transcript, imported again from the recorded file after its sha256 is
-    checked; then the metrics run as in `bench run`. `probes` replaces every scenario's probes
-    (those whose source is not in a transcript are skipped, as in a run), `answerer` the answer
-    model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
+    checked (a file of many sessions is imported once); then the metrics run as in `bench run`.
+    `probes` replaces every scenario's probes (those whose source is not in a transcript are
+    skipped, as in a run; without it the run's probe files are carried over as they are),
+    `answerer` the answer model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
     the run's own tables with `in_place`. `progress` receives a `cells` event per cell measured, then the
     `finalize` events, as in `run`.
     """
@@ -1141,8 +1157,9 @@ def score(
         raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
     given = load_probes(probes) if probes is not None else None
     cases: dict[str, Case] = {}
+    transcripts = scenario_transcripts(source.root, scenarios)
     for entry in scenarios:
-        transcript = scenario_transcript(source.root, entry)
+        transcript = transcripts[entry["name"]]
         if given is not None:
             case_probes = tuple(usable_probes(transcript, given, origin=str(probes)))
         else:
@@ -1162,7 +1179,10 @@ def score(
         case = cases[entry["name"]]
         if not in_place and not Path(entry["file"]).is_absolute():
             _copy(source.root / entry["file"], target / entry["file"])
-        write_probes(case.probes, target / entry["probes_file"])
+        if given is not None:
+            write_probes(case.probes, target / entry["probes_file"])
+        elif not in_place:  # the run's own probes: its file, as it is
+            _copy(source.root / entry["probes_file"], target / entry["probes_file"])
         scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
     for name in ("items.parquet",):
         if not in_place and (source.root / name).is_file():
@@ -1183,7 +1203,7 @@ def score(
             by_name[name][key.slug] = cell_table(key, getattr(tables, name))
         emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
     if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
-        store.write_archive(list(source.cell_records()))
+        store.archive_from(source)
     finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
     return store.root
 

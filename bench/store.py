@@ -31,11 +31,13 @@ Once every cell is finished and the tables are merged, `compact()` moves the rep
 with Arrow, without a row of it becoming a Python object: messages are told apart by an identity
 string of all their fields (length-prefixed, so no two different messages share one), and
 `cells.parquet` is written last (it is the commit point). The replay records let `bench score`
-measure a run again without replaying (`compaction_bench.records.from_rows`).
+measure a run again without replaying (`compaction_bench.records.from_rows`), one cell's records
+at a time; its new folder gets a copy of the archive's files.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -72,6 +74,8 @@ CELL_SUFFIX = ".zip"
 #: What a cell's file holds: each table as `<table>.arrow`, then its replay records.
 CELL_MEMBERS = (*(f"{name}.arrow" for name in TABLES), *REPLAY_FILES)
 ARCHIVE = "replays"
+#: The archive's files, in the order they are written: `cells.parquet` last, the commit point (`RunStore.archived`)
+ARCHIVE_FILES = ("messages.parquet", "contexts.parquet", "cells.parquet")
 #: Message fields that identify a distinct message (every column `records.to_rows` writes).
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
 
@@ -382,30 +386,28 @@ class RunStore:
         return out
 
     def replays(self) -> Iterator[dict[str, Any]]:
-        """Every finished cell's replay records (as `StoredCell.replay_rows` gives them): the archive's, then those in `cells/`."""
-        if self.archived():
-            cells = pq.read_table(self.archive_dir / "cells.parquet").to_pylist()
-            messages = pq.read_table(self.archive_dir / "messages.parquet").to_pylist()
-            by_cell: dict[int, list[dict[str, Any]]] = {row: [] for row in range(len(cells))}
-            for request in pq.read_table(self.archive_dir / "contexts.parquet").to_pylist():
-                by_cell[request.pop("cell")].append(request)
-            for row, cell in enumerate(cells):
-                yield {"requests": by_cell[row], "messages": [messages[n] for n in cell["messages"]], "replay": json.loads(cell["replay"])}
-        for cell in self.stored_cells():
-            yield cell.replay_rows()
+        """Every finished cell's replay records (as `StoredCell.replay_rows` gives them): the archive's, then those in `cells/`.
+        One cell's rows at a time become Python objects."""
+        for records in self.cell_records():
+            yield {"requests": records.contexts.to_pylist(), "messages": records.messages.to_pylist(), "replay": json.loads(records.replay)}
 
     def cell_records(self) -> Iterator[CellRecords]:
-        """Every finished cell's replay records as stored (Arrow tables and the replay JSON text): the archive's, then the folders'."""
+        """Every finished cell's replay records as stored (Arrow tables and the replay JSON text): the archive's, then the
+        folders'. The archive is read once; each of its cells gets its own rows (a run writes a cell's requests together,
+        in cell order, but any order is read right)."""
         if self.archived():
             cells = pq.read_table(self.archive_dir / "cells.parquet")
             messages = pq.read_table(self.archive_dir / "messages.parquet")
             contexts = pq.read_table(self.archive_dir / "contexts.parquet")
             rows = contexts.column("cell").to_numpy()
+            order = np.argsort(rows, kind="stable")  # a cell's requests in their order, cell after cell
+            bounds = np.searchsorted(rows[order], np.arange(cells.num_rows + 1))
             contexts = contexts.drop_columns(["cell"])
-            for row, cell in enumerate(cells.to_pylist()):
+            for row in range(cells.num_rows):
+                cell = cells.slice(row, 1).to_pylist()[0]
                 yield CellRecords(
                     CellKey(cell["scenario"], cell["strategy"], cell["profile"], cell["repeat"]),
-                    contexts.filter(pa.array(rows == row)), messages.take(pa.array(cell["messages"], pa.int64())), cell["replay"],
+                    contexts.take(order[bounds[row]:bounds[row + 1]]), messages.take(pa.array(cell["messages"], pa.int64())), cell["replay"],
                 )
         for cell in self.stored_cells():
             yield cell.records()
@@ -426,9 +428,19 @@ class RunStore:
             "replay": [r.replay for r in records],
             "messages": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(ids, pa.int64())),
         })
-        _write_table(messages.take(pa.array(first)), self.archive_dir / "messages.parquet")
-        _write_table(contexts, self.archive_dir / "contexts.parquet")
-        _write_table(cells, self.archive_dir / "cells.parquet")
+        for table, name in zip((messages.take(pa.array(first)), contexts, cells), ARCHIVE_FILES, strict=True):
+            _write_table(table, self.archive_dir / name)
+        self._archived = None
+
+    def archive_from(self, source: RunStore) -> None:
+        """Give this run the replay records of `source` (the run `bench score` measures again): the files of its
+        archive copied as they are when the archive holds every one of its cells, else an archive written from
+        its cells' records."""
+        if not source.archived() or source.stored_cells():
+            self.write_archive(list(source.cell_records()))
+            return
+        for name in ARCHIVE_FILES:
+            atomic_write(self.archive_dir / name, functools.partial(shutil.copyfile, source.archive_dir / name))
         self._archived = None
 
     def compact(self) -> bool:

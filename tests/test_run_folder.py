@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
@@ -254,6 +255,52 @@ def test_the_archive_keeps_messages_apart_that_differ_only_in_where_a_field_ends
     assert len(pd.read_parquet(tmp_path / "replays" / "messages.parquet")) == len(variants) - 1
     for replayed in store.replays():
         assert replayed["messages"] == variants and replayed["requests"] == [{"index": 0, "messages": list(range(len(variants)))}]
+
+
+def hand_built_records(scenario: str, requests: int) -> CellRecords:
+    """A cell's records with `requests` requests, each naming its cell and place, over two messages of the cell's own."""
+    key = CellKey(scenario, "none", "32k", 0)
+    messages = [{"role": "user", "content": f"{scenario} question", "is_error": False}, {"role": "assistant", "content": f"{scenario} answer", "is_error": False}]
+    contexts = [{"index": n, "label": f"{scenario}/{n}", "messages": [0, 1][: n % 2 + 1]} for n in range(requests)]
+    return CellRecords(key, pa.Table.from_pylist(contexts), pa.Table.from_pylist(messages), json.dumps({"key": key.columns()}))
+
+
+def test_each_archived_cell_reads_back_its_own_requests_in_order_however_the_archive_orders_them(tmp_path):
+    """The archive's requests name their cell by its row; a run writes each cell's together, but a cell is read by that
+    row, not by where its requests sit: interleaved, every cell still reads back exactly its own, in their order."""
+    cells = [hand_built_records(name, n) for name, n in (("a", 3), ("b", 0), ("c", 5), ("d", 1))]
+    store = RunStore(tmp_path)
+    store.write_archive(cells)
+    contexts = tmp_path / "replays" / "contexts.parquet"
+    table = pq.read_table(contexts)
+    shuffled = table.take(pa.array([3, 0, 4, 8, 1, 5, 6, 2, 7]))  # c0 a0 c1 d0 a1 c2 c3 a2 c4: "a" and "c" interleaved, "d" among them
+    assert shuffled.column("cell").to_pylist() != sorted(shuffled.column("cell").to_pylist())
+    pq.write_table(shuffled, contexts)
+    for read, written in zip(RunStore(tmp_path).cell_records(), cells, strict=True):
+        assert read.key == written.key
+        assert read.contexts.to_pylist() == written.contexts.to_pylist()
+        assert read.messages.to_pylist() == written.messages.to_pylist()
+    assert [r["requests"] for r in RunStore(tmp_path).replays()] == [c.contexts.to_pylist() for c in cells]
+
+
+def test_a_scored_copy_of_a_run_gets_its_archive_as_it_is_or_written_from_its_cells(tmp_path):
+    """`archive_from`: the files of an archive that holds every cell are copied byte for byte; a run with cells
+    outside its archive (or none in it) gets an archive written from all of them, which reads back the same."""
+    whole = RunStore(tmp_path / "whole")
+    whole.write_archive([hand_built_records("a", 3), hand_built_records("c", 2)])
+    copy = RunStore(tmp_path / "copy")
+    copy.archive_from(whole)
+    for name in ("messages.parquet", "contexts.parquet", "cells.parquet"):
+        assert (copy.archive_dir / name).read_bytes() == (whole.archive_dir / name).read_bytes()
+    assert list(copy.archived()) == [CellKey(s, "none", "32k", 0).slug for s in "ac"]
+    # a cell outside the archive too: the new archive holds all three
+    whole.write_cell(CellKey("e", "none", "32k", 0), {"replay": {"requests": hand_built_records("e", 1).contexts.to_pylist(),
+                                                                "messages": hand_built_records("e", 1).messages.to_pylist(), "replay": {}}})
+    mixed = RunStore(tmp_path / "mixed")
+    mixed.archive_from(whole)
+    assert [(r["replay"]["key"]["scenario"], r["requests"]) for r in mixed.replays()] == [
+        (r["replay"]["key"]["scenario"], r["requests"]) for r in whole.replays()] == [
+        (s, hand_built_records(s, n).contexts.to_pylist()) for s, n in (("a", 3), ("c", 2), ("e", 1))]
 
 
 # --------------------------------------------------------------------------- 5: lock

@@ -171,3 +171,62 @@ def test_score_in_place_replaces_the_runs_own_tables_with_equal_ones(finished, t
     for name in TABLES:
         pd.testing.assert_frame_equal(load_run(copy)[name], load_run(run_dir)[name], check_exact=True)
     assert json.loads((copy / "manifest.json").read_text())["scored"]["from"] == str(copy.resolve())
+
+
+#: An Aider history of four sessions, the second with nothing to replay: three scenarios from one file, each
+#: session about a different file and name (a scenario scored against another's session would not match).
+AIDER_SESSIONS = "".join(
+    f"""# aider chat started at 2024-06-0{day} 10:00:00
+
+> /usr/bin/aider {name}.py
+
+#### Rename the function `{old}` in {name}.py to `{new}`, keep the port at {port}.
+
+I renamed `{old}` to `{new}` in {name}.py; the port stays {port}.
+
+{name}.py
+```python
+def {new}(port={port}):
+    return port
+```
+
+#### Also add a docstring to `{new}` saying it serves on port {port}.
+
+Added the docstring to `{new}`.
+
+"""
+    if name else f"# aider chat started at 2024-06-0{day} 09:00:00\n\n"
+    for day, name, old, new, port in ((1, "alpha", "start", "launch", 8081), (2, "", "", "", 0),
+                                      (3, "beta", "stop", "halt", 9092), (4, "gamma", "load", "fetch", 7073))
+)
+
+
+def test_score_reads_a_file_of_many_sessions_once_and_scores_each_against_its_own(tmp_path, monkeypatch):
+    """A file that holds several sessions (an Aider history holds hundreds) is imported once when a run is scored,
+    not once per scenario, which made scoring such a run quadratic; every scenario is still measured against its
+    own session: the tables equal the run's exactly. The run's own probe files are carried over as they are."""
+    from compaction_bench import runner
+    from compaction_bench.runner import file_cases
+
+    history = tmp_path / "chat history.md"
+    history.write_text(AIDER_SESSIONS)
+    cases = file_cases([history], "auto")
+    assert [case.name for case in cases] == ["chat history.md #1", "chat history.md #3", "chat history.md #4"]
+    run_dir = bench.run(strategies=["none", "truncate"], profiles=["32k"], cases=cases, out=tmp_path, run_id="r", jobs=1,
+                        progress=False, report=False)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    probe_files = [run_dir / entry["probes_file"] for entry in manifest["scenarios"]]
+    assert all(load_probes(path) for path in probe_files)
+    for path in probe_files:  # a probe file as a user may have edited it: its bytes must reach the scored run unchanged
+        path.write_text("# checked by hand\n" + path.read_text())
+    imported = []
+    load = runner.load_transcripts
+    monkeypatch.setattr(runner, "load_transcripts", lambda path, **options: imported.append(path) or load(path, **options))
+    scored = score(run_dir, out=tmp_path / "scored", report=False)
+    assert imported == [history]
+    original, again = load_run(run_dir), load_run(scored)
+    assert sorted(set(original["probes"]["scenario"])) == [case.name for case in cases]
+    for name in TABLES:
+        pd.testing.assert_frame_equal(again[name], original[name], check_exact=True)
+    for path in probe_files:
+        assert (scored / path.relative_to(run_dir)).read_bytes() == path.read_bytes()
