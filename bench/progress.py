@@ -1,6 +1,7 @@
 """Progress of a run: events, and the displays that show them (terminal bar, notebook bar, plain lines).
 
-`compaction_bench.runner.run` emits a `ProgressEvent` when the cells start, after every cell and at
+`compaction_bench.runner.run` emits a `ProgressEvent` for every transcript file read and every
+scenario's probes mined (once that has taken a while), when the cells start, after every cell and at
 each step of the finalize phase (merging the tables, the summary, the report's pages). A caller
 passes its own callback to receive them; `progress=True` also shows them with `display_for()`:
 a rich bar on a terminal, an HTML `<progress>` element updated in place in a Jupyter notebook
@@ -20,7 +21,7 @@ from typing import Any, Protocol, TextIO
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """`phase` is `cells` or `finalize`; `done` of `total` steps of that phase; `label` says what just happened."""
+    """`phase` is `scenarios`, `probes`, `cells` or `finalize`; `done` of `total` steps of that phase; `label` says what just happened."""
 
     phase: str
     done: int

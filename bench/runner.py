@@ -282,10 +282,11 @@ def leave_out_empty_sessions(path: str | Path, sessions: Sequence[tuple[int, str
 def file_cases(
     paths: Sequence[str | Path], probes: str | None, format: str = "auto", import_options: Mapping[str, Any] | None = None,
     progress: ProgressHook | None = None, duplicates: list[dict[str, Any]] | None = None, hashed: dict[str, str] | None = None,
-    empty: list[dict[str, Any]] | None = None,
+    empty: list[dict[str, Any]] | None = None, jobs: int = 1,
 ) -> list[Case]:
-    """Cases from transcript files; probes from a file, mined (`auto`), or none. Once the import has
-    taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per file read.
+    """Cases from transcript files; probes from a file, mined (`auto`; in `jobs` processes, `mined_probes`),
+    or none. Once the import has taken `SLOW_IMPORT_SECONDS`, `progress` gets a `scenarios` event per
+    file read, then a `probes` event per scenario mined.
 
     A session is one scenario however often it is given: a file with the same bytes as one read
     before (a copy under another path), or a session with the same content as one already taken
@@ -298,6 +299,7 @@ def file_cases(
     sha256 of each file by resolved path (`scenario_entry` reuses it rather than reading the file
     again)."""
     cases: list[Case] = []
+    given_as: list[str] = []  # each case's file, as the user gave it
     names: set[str] = set()
     repeated = repeated_path(paths)  # before reading any: a mistake in the list is not found after minutes of import
     if repeated is not None:
@@ -352,20 +354,74 @@ def file_cases(
             name = scenario_name(Path(path), transcript, index, len(transcripts), names)
             kept[digests[index]] = _Kept(str(path), str(Path(path).resolve()), index, len(transcripts), name)
             names.add(name)
-            if given is not None:
-                case_probes = tuple(given)
-            elif probes == "auto":
-                from compaction_bench.scenarios.mining import mine_probes
-
-                case_probes = tuple(mine_probes(transcript))
-            else:
-                case_probes = ()
-            usable = usable_probes(transcript, case_probes, origin=str(path))
-            cases.append(Case(name, transcript, usable, str(Path(path).resolve()), detected, dict(import_options or {}), index))
+            cases.append(Case(name, transcript, (), str(Path(path).resolve()), detected, dict(import_options or {}), index))
+            given_as.append(str(path))
         if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
             sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
             progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
-    return cases
+    def slow(event: ProgressEvent) -> None:
+        if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
+            progress(event)
+
+    mined: Sequence[Sequence[Probe]] = mined_probes(cases, jobs, slow) if probes == "auto" else [given or ()] * len(cases)
+    return [dataclasses.replace(case, probes=tuple(usable_probes(case.transcript, found, origin=path)))
+            for case, found, path in zip(cases, mined, given_as, strict=True)]
+
+
+#: Characters of transcripts (`transcript_characters`) from which `mined_probes` mines in worker processes: about half a
+#: second of mining on one core (0.27 s per MB of the corpora's files); less is mined here, as workers would cost more.
+PARALLEL_MINING_FROM = 2_000_000
+
+
+def transcript_characters(transcript: Transcript) -> int:
+    """The characters of a transcript's item texts and call arguments, which its replay's and its mining's work grow with."""
+    return sum(len(item.text or "") + len(item.arguments or "") for item in transcript.items)
+
+
+class _Largest:
+    """The `Priority` of work on transcripts (compaction_bench.executors): the largest first, so that one long
+    session does not finish last."""
+
+    def __init__(self, sizes: Sequence[int]) -> None:
+        self.sizes = sizes
+
+    def group(self, index: int) -> None:
+        return None
+
+    def weight(self, index: int) -> float:
+        return self.sizes[index]
+
+    def rate(self, group: Hashable) -> float:
+        return 1.0
+
+
+def _import_mining() -> None:
+    import compaction_bench.scenarios.mining  # noqa: F401  (forked workers start with it)
+
+
+def _mine_task(cases: Sequence[Case], index: int) -> list[Probe]:
+    from compaction_bench.scenarios.mining import mine_probes
+
+    return mine_probes(cases[index].transcript)
+
+
+def mined_probes(cases: Sequence[Case], jobs: int = 1, progress: ProgressHook | None = None) -> list[list[Probe]]:
+    """Each case's transcript's mined probes (`mine_probes`), in order. Once the transcripts hold
+    `PARALLEL_MINING_FROM` characters, they are mined in `jobs` local worker processes (0: one per
+    core), the largest first; mining gives the same probes in any process (it does not depend on
+    string hashes). `progress` gets a `probes` event per case mined."""
+    sizes = [transcript_characters(case.transcript) for case in cases]
+    workers = jobs if sum(sizes) >= PARALLEL_MINING_FROM else 1
+    out: list[list[Probe]] = [[] for _ in cases]
+    with closing(execute(_mine_task, [(index,) for index in range(len(cases))], shared=list(cases), jobs=workers,
+                         priority=_Largest(sizes), warm=_import_mining)) as outcomes:
+        for done, (index, outcome) in enumerate(outcomes, start=1):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            out[index] = outcome
+            if progress is not None:
+                progress(ProgressEvent("probes", done, len(cases), cases[index].name))
+    return out
 
 
 def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]], empty: list[dict[str, Any]] | None = None) -> list[Case]:
@@ -600,8 +656,7 @@ class LargestFirst:
 
     def __init__(self, cells: Sequence[CellKey], cases: Mapping[str, Case]) -> None:
         self.cells = cells
-        self.size = {name: max(sum(len(item.text or "") + len(item.arguments or "") for item in case.transcript.items), 1)
-                     for name, case in cases.items()}
+        self.size = {name: max(transcript_characters(case.transcript), 1) for name, case in cases.items()}
         self.seconds: dict[tuple[str, str], list[float]] = {}
         self._all = [0.0, 0.0]  # seconds and characters over every finished cell
 
@@ -753,7 +808,7 @@ def run(
             cases = distinct_cases(cases, duplicates, empty)
         else:
             cases = (file_cases(paths, probes if probes is not None else "auto", format, import_options, progress=emit,
-                                duplicates=duplicates, hashed=hashed, empty=empty)
+                                duplicates=duplicates, hashed=hashed, empty=empty, jobs=jobs)
                      if paths else synthetic_cases(seed))
         if not cases and empty:
             first = empty[0]

@@ -37,12 +37,15 @@ def test_a_long_import_reports_each_file_read(tmp_path, monkeypatch):
               progress=False, callback=events.append)
     assert [(e.phase, e.done, e.total, e.label) for e in events if e.phase == "scenarios"] == [
         ("scenarios", 1, 2, "tiny.jsonl"), ("scenarios", 2, 2, "second.jsonl")]
+    # then each scenario's probes as they are mined, the larger session first
+    assert [(e.phase, e.done, e.total, e.label) for e in events if e.phase == "probes"] == [
+        ("probes", 1, 2, "tiny.jsonl"), ("probes", 2, 2, "second.jsonl")]
     # A short import stays silent (a refusal right after it is one error line).
     events.clear()
     monkeypatch.setattr(runner, "SLOW_IMPORT_SECONDS", 3600.0)
     bench.run([first], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", run_id="s", jobs=1, report=False,
               progress=False, callback=events.append)
-    assert not [e for e in events if e.phase == "scenarios"]
+    assert not [e for e in events if e.phase in ("scenarios", "probes")]
 
 
 def test_bench_report_shows_its_pages_as_it_builds_them(tmp_path):

@@ -1,10 +1,11 @@
-"""Reading a large run back: `bench.load_run` (pytest-benchmark) and rendering its report (issue 18).
+"""Reading a large run back: `bench.load_run` (pytest-benchmark), rendering its report and scoring it again (issue 18).
 
 The run is `COMPACTION_BENCH_SCALE_RUN` when set (the run over all 57 corpus files that
 `test_report_scale.py` describes: 1,392 sessions, 2,784 cells), else the README's first command's
 run, made here once (`bench run` on the embedded default, 147 cells, `-j 2`, about a minute).
 `load_run` is timed over several rounds; the report is rendered once, into a copy of the run's
-tables, so the named run is never written to. Printed, not asserted: these are timings.
+tables, and the run is scored once (`bench.score`) into a new folder, so the named run is never
+written to. Printed, not asserted: these are timings.
 
     .venv/bin/python -m pytest tests/benchmarks/test_load_run.py -m benchmarks --benchmark-enable -s -n 0
     COMPACTION_BENCH_SCALE_RUN=runs/all57 .venv/bin/python -m pytest tests/benchmarks/test_load_run.py ...
@@ -63,3 +64,13 @@ def test_report_rendering(large_run, tmp_path):
     print(f"\nreport of {large_run.name}: {wall:.1f} s wall, {cpu:.1f} s CPU (this process), {len(pages):,} pages, "
           f"{sum(p.stat().st_size for p in pages) / 1e6:.1f} MB")
     assert (copy / "report.html").is_file()
+
+
+def test_score(large_run, tmp_path):
+    """`bench score` of the run: every cell measured again from its stored records, into a new folder (no report)."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    scored = bench.score(large_run, out=tmp_path / "scored", report=False)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    cells = len(bench.load_run(scored)["summary"])
+    print(f"\nscore of {large_run.name}: {wall:.1f} s wall, {cpu:.1f} s CPU, {cells:,} cells ({1000 * cpu / cells:.1f} ms CPU per cell)")
+    assert cells > 0
