@@ -118,7 +118,7 @@ def run(
     judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
     run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp); an existing folder that holds anything but a run is refused.")] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes (0: one per core); with --executor ray, the CPUs of the local Ray it starts (none with --address).")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes, for the cells and for mining probes (0: one per core); with --executor ray, the CPUs of the local Ray it starts (none with --address) and the processes mining here.")] = 0,
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster address HOST:PORT, with --executor ray (default: start a local Ray).")] = None,
     resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id) with the same arguments, redoing only unfinished cells; other settings, transcripts or prompt files, or a folder without a run, are refused.")] = False,
