@@ -28,9 +28,10 @@ Versions before the thirty-second speed pass wrote such a folder, `cells/<cell-k
 parquet, records as IPC or parquet files, then `DONE`); a resume reads it alike (`StoredCell`).
 Once every cell is finished and the tables are merged, `compact()` moves the replay records into
 `replays/` and removes `cells/`; the merged tables then hold the cells' rows. The archive is built
-with Arrow, without a row of it becoming a Python object: messages are told apart by an identity
-string of all their fields (length-prefixed, so no two different messages share one), and
-`cells.parquet` is written last (it is the commit point). The replay records let `bench score`
+with Arrow a batch of cells at a time (their schemas made one first, from the files' schemas alone),
+so it holds a batch of records, not the run's: messages are told apart by an identity string of all
+their fields (length-prefixed, so no two different messages share one), and `cells.parquet` is
+written last (it is the commit point). The replay records let `bench score`
 measure a run again without replaying (`compaction_bench.records.from_rows`), one cell's records
 at a time; its new folder gets a copy of the archive's files.
 """
@@ -43,7 +44,8 @@ import json
 import os
 import shutil
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +57,7 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from compaction_bench.atomic import atomic_write, atomic_write_text
+from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
 from compaction_bench.run_folder import LOCK_NAME, held_here, in_use
 
@@ -76,6 +78,8 @@ CELL_MEMBERS = (*(f"{name}.arrow" for name in TABLES), *REPLAY_FILES)
 ARCHIVE = "replays"
 #: The archive's files, in the order they are written: `cells.parquet` last, the commit point (`RunStore.archived`)
 ARCHIVE_FILES = ("messages.parquet", "contexts.parquet", "cells.parquet")
+#: About how many bytes of cells' records (Arrow) `RunStore.write_archive` holds before it writes them
+ARCHIVE_BATCH_BYTES = 16 * 2**20
 #: Message fields that identify a distinct message (every column `records.to_rows` writes).
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
 
@@ -163,6 +167,27 @@ def _read_records_table(path: Path) -> pa.Table:
     return pq.read_table(path, use_threads=False)
 
 
+def _records_schema(path: Path) -> pa.Schema:
+    """The schema of one of an earlier version's cell folder's records files (`_read_records_table`), without its rows."""
+    return pa.ipc.open_file(path).schema if path.suffix == ".arrow" else pq.read_schema(path)
+
+
+def archive_schemas(schemas: Iterable[tuple[pa.Schema, pa.Schema]]) -> tuple[pa.Schema, pa.Schema]:
+    """The contexts and messages schemas of an archive of cells whose records have these schemas: each unified as
+    Arrow's concatenation unifies them (a column of nulls in one cell takes another's type; a column of integers in
+    one and of floats in another is an `ArrowTypeError`), without metadata."""
+    contexts, messages = zip(*schemas, strict=True)
+    return tuple(pa.unify_schemas(list(group), promote_options="default").remove_metadata() for group in (contexts, messages))
+
+
+def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """`table` with `schema` (one of `archive_schemas`' unified from its own): its columns in the schema's order, a
+    column it lacks as nulls, a column of nulls cast to the schema's type."""
+    present = set(table.column_names)
+    columns = [table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
 def replay_files(directory: Path) -> tuple[Path, ...] | None:
     """An earlier version's cell folder's replay records files (`REPLAY_FILES`, else `PARQUET_REPLAY_FILES`), None when neither set is whole."""
     for names in (REPLAY_FILES, PARQUET_REPLAY_FILES):
@@ -247,13 +272,18 @@ class StoredCell:
         """Whether the cell kept its replay records (a cell file always does; a folder of a version that kept none does not)."""
         return not self.is_folder or replay_files(self.path) is not None
 
+    def _replay_files(self) -> tuple[Path, ...]:
+        """An earlier version's folder's replay records files; a `StoreError` naming those missing when it kept none."""
+        files = replay_files(self.path)
+        if files is None:
+            missing = [name for name in REPLAY_FILES if not (self.path / name).is_file()]
+            raise StoreError(f"{self.path}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
+        return files
+
     def records(self) -> CellRecords:
         """The cell's replay records, as stored."""
         if self.is_folder:
-            files = replay_files(self.path)
-            if files is None:
-                missing = [name for name in REPLAY_FILES if not (self.path / name).is_file()]
-                raise StoreError(f"{self.path}: no replay records ({', '.join(missing)} missing; a run made before runs kept them)")
+            files = self._replay_files()
             text = files[2].read_text(encoding="utf-8")
             contexts, messages = _read_records_table(files[0]), _read_records_table(files[1])
         else:
@@ -261,6 +291,15 @@ class StoredCell:
             text = members[REPLAY_FILES[2]].decode("utf-8")
             contexts, messages = _ipc_table(members[REPLAY_FILES[0]]), _ipc_table(members[REPLAY_FILES[1]])
         return CellRecords(CellKey(**json.loads(text)["key"]), contexts, messages, text)
+
+    def record_schemas(self) -> tuple[pa.Schema, pa.Schema]:
+        """The schemas of the cell's contexts and messages records (`records`), read without decoding their rows."""
+        if self.is_folder:
+            files = self._replay_files()
+            return _records_schema(files[0]), _records_schema(files[1])
+        members = self._members(REPLAY_FILES[:2])
+        contexts, messages = (pa.ipc.open_file(pa.BufferReader(members[name])).schema for name in REPLAY_FILES[:2])
+        return contexts, messages
 
     def replay_rows(self) -> dict[str, Any]:
         """The cell's replay records as `compaction_bench.records.to_rows` made them: `messages`, `requests` (rows)
@@ -292,6 +331,87 @@ def _identity(messages: pa.Table) -> pa.Array:
         else:
             parts.append(field(column))
     return pc.binary_join_element_wise(*parts, ";")
+
+
+#: The schema of the archive's `cells.parquet`: one row per cell, its key, its replay.json text and its messages' rows.
+CELLS_SCHEMA = pa.schema([
+    ("cell", pa.string()), ("scenario", pa.string()), ("strategy", pa.string()), ("profile", pa.string()), ("repeat", pa.int64()),
+    ("replay", pa.string()), ("messages", pa.list_(pa.int64())),
+])
+
+
+class ArchiveWriter:
+    """Writes the archive's three files from cells' records (`RunStore.write_archive`), holding a batch of about
+    `ARCHIVE_BATCH_BYTES` of them at a time, however many cells there are.
+
+    A message is stored once however many cells sent it, numbered in order of first appearance: messages are
+    told apart by their identity (`_identity`), and one seen before is found by its 128-bit BLAKE2b digest, so
+    what is kept across batches is 16 bytes per distinct message (two different identities with one digest are
+    as unlikely as in any content-addressed store). Every cell's records are given `schemas` (`_conformed`). A
+    file that cannot be written is a `WriteFailed` naming the archive's folder (the files' folder)."""
+
+    def __init__(self, schemas: tuple[pa.Schema, pa.Schema], messages: Path, contexts: Path, cells: Path) -> None:
+        self.folder = messages.parent
+        self.contexts_schema = schemas[0].append(pa.field("cell", pa.int64()))
+        self.messages_schema = schemas[1]
+        with self._writing():
+            self.messages = pq.ParquetWriter(messages, self.messages_schema, compression="zstd")
+            self.contexts = pq.ParquetWriter(contexts, self.contexts_schema, compression="zstd")
+            self.cells = pq.ParquetWriter(cells, CELLS_SCHEMA, compression="zstd")
+        self.numbers: dict[bytes, int] = {}  # a message's identity's digest -> its row of messages.parquet
+        self.batch: list[CellRecords] = []
+        self.size = 0
+        self.written = 0  # cells written
+
+    def __enter__(self) -> ArchiveWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._writing():
+            try:
+                if exc[0] is None:
+                    self._flush()
+            finally:
+                for writer in (self.messages, self.contexts, self.cells):
+                    writer.close()
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise WriteFailed(self.folder, exc) from exc
+
+    def add(self, cell: CellRecords) -> None:
+        self.batch.append(cell)
+        self.size += cell.messages.nbytes + cell.contexts.nbytes
+        if self.size >= ARCHIVE_BATCH_BYTES:
+            with self._writing():
+                self._flush()
+
+    def _flush(self) -> None:
+        batch, self.batch, self.size = self.batch, [], 0
+        if not batch:
+            return
+        messages = pa.concat_tables([_conformed(r.messages, self.messages_schema) for r in batch])
+        known = len(self.numbers)
+        encoded = pc.dictionary_encode(_identity(messages))  # the batch's distinct identities, in order of first appearance
+        number = np.fromiter((self.numbers.setdefault(hashlib.blake2b(identity, digest_size=16).digest(), len(self.numbers))
+                              for identity in encoded.dictionary.cast(pa.binary()).to_pylist()), np.int64, len(encoded.dictionary))
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        _, first = np.unique(indices, return_index=True)  # each distinct identity's first row in the batch
+        self.messages.write_table(messages.take(pa.array(first[number >= known])))  # those not seen before, in their numbers' order
+        offsets = np.cumsum([0] + [r.messages.num_rows for r in batch])
+        self.cells.write_table(pa.table({
+            "cell": [r.key.slug for r in batch], "scenario": [r.key.scenario for r in batch], "strategy": [r.key.strategy for r in batch],
+            "profile": [r.key.profile for r in batch], "repeat": [r.key.repeat for r in batch], "replay": [r.replay for r in batch],
+            "messages": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(number[indices], pa.int64())),
+        }, schema=CELLS_SCHEMA))
+        self.contexts.write_table(pa.concat_tables([
+            _conformed(r.contexts.append_column("cell", pa.array(np.full(r.contexts.num_rows, self.written + n, np.int64))), self.contexts_schema)
+            for n, r in enumerate(batch)
+        ]))
+        self.written += len(batch)
 
 
 class RunStore:
@@ -400,36 +520,48 @@ class RunStore:
             messages = pq.read_table(self.archive_dir / "messages.parquet")
             contexts = pq.read_table(self.archive_dir / "contexts.parquet")
             rows = contexts.column("cell").to_numpy()
-            order = np.argsort(rows, kind="stable")  # a cell's requests in their order, cell after cell
-            bounds = np.searchsorted(rows[order], np.arange(cells.num_rows + 1))
-            contexts = contexts.drop_columns(["cell"])
+            if not np.all(rows[:-1] <= rows[1:]):  # a cell's requests in their order, cell after cell
+                order = np.argsort(rows, kind="stable")
+                contexts, rows = contexts.take(order), rows[order]
+            bounds = np.searchsorted(rows, np.arange(cells.num_rows + 1))
+            contexts = contexts.drop_columns(["cell"]).combine_chunks()  # one chunk: a cell's rows are a slice, a take reads one array
+            messages = messages.combine_chunks()
             for row in range(cells.num_rows):
                 cell = cells.slice(row, 1).to_pylist()[0]
                 yield CellRecords(
                     CellKey(cell["scenario"], cell["strategy"], cell["profile"], cell["repeat"]),
-                    contexts.take(order[bounds[row]:bounds[row + 1]]), messages.take(pa.array(cell["messages"], pa.int64())), cell["replay"],
+                    contexts.slice(bounds[row], bounds[row + 1] - bounds[row]), messages.take(pa.array(cell["messages"], pa.int64())),
+                    cell["replay"],
                 )
         for cell in self.stored_cells():
             yield cell.records()
 
-    def write_archive(self, records: Sequence[CellRecords]) -> None:
-        """Write `replays/` from cells' stored replay records, `cells.parquet` last."""
-        messages = pa.concat_tables([r.messages for r in records], promote_options="default")
-        ids = pc.dictionary_encode(_identity(messages)).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        _, first = np.unique(ids, return_index=True)  # ids number distinct messages in order of first appearance
-        offsets = np.cumsum([0] + [r.messages.num_rows for r in records])
-        contexts = pa.concat_tables(
-            [r.contexts.append_column("cell", pa.array(np.full(r.contexts.num_rows, row, np.int64))) for row, r in enumerate(records)],
-            promote_options="default",
-        )
-        cells = pa.table({
-            "cell": [r.key.slug for r in records], "scenario": [r.key.scenario for r in records], "strategy": [r.key.strategy for r in records],
-            "profile": [r.key.profile for r in records], "repeat": pa.array([r.key.repeat for r in records], pa.int64()),
-            "replay": [r.replay for r in records],
-            "messages": pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), pa.array(ids, pa.int64())),
-        })
-        for table, name in zip((messages.take(pa.array(first)), contexts, cells), ARCHIVE_FILES, strict=True):
-            _write_table(table, self.archive_dir / name)
+    def record_schemas(self) -> Iterator[tuple[pa.Schema, pa.Schema]]:
+        """The schemas of `cell_records`' contexts and messages, read without their rows: the archive's once, then each cell's in `cells/`."""
+        if self.archived():
+            contexts = pq.read_schema(self.archive_dir / "contexts.parquet")
+            yield contexts.remove(contexts.get_field_index("cell")), pq.read_schema(self.archive_dir / "messages.parquet")
+        for cell in self.stored_cells():
+            yield cell.record_schemas()
+
+    def write_archive(self, records: Iterable[CellRecords], schemas: tuple[pa.Schema, pa.Schema] | None = None) -> None:
+        """Write `replays/` from cells' stored replay records (`ArchiveWriter`), `cells.parquet` last.
+
+        `schemas` are the cells' contexts and messages schemas made one (`archive_schemas`); given them,
+        `records` are read once, a batch at a time (without them, `records` are listed first to find them)."""
+        if schemas is None:
+            records = list(records)
+            schemas = archive_schemas((r.contexts.schema, r.messages.schema) for r in records)
+        messages_path, contexts_path, cells_path = (self.archive_dir / name for name in ARCHIVE_FILES)
+
+        def write(messages: Path, contexts: Path, cells: Path) -> None:
+            with ArchiveWriter(schemas, messages, contexts, cells) as archive:
+                for cell in records:
+                    archive.add(cell)
+
+        # nested so that each file is renamed into place in the order of ARCHIVE_FILES once all three are written
+        atomic_write(cells_path, lambda cells: atomic_write(messages_path, lambda messages: atomic_write(
+            contexts_path, lambda contexts: write(messages, contexts, cells))))
         self._archived = None
 
     def archive_from(self, source: RunStore) -> None:
@@ -437,7 +569,7 @@ class RunStore:
         archive copied as they are when the archive holds every one of its cells, else an archive written from
         its cells' records."""
         if not source.archived() or source.stored_cells():
-            self.write_archive(list(source.cell_records()))
+            self.write_archive(source.cell_records(), archive_schemas(source.record_schemas()))
             return
         for name in ARCHIVE_FILES:
             atomic_write(self.archive_dir / name, functools.partial(shutil.copyfile, source.archive_dir / name))
@@ -458,9 +590,10 @@ class RunStore:
         if not all(cell.has_records() for cell in cells):
             return False
         try:
-            self.write_archive(list(self.cell_records()))
+            schemas = archive_schemas(self.record_schemas())
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return False
+        self.write_archive(self.cell_records(), schemas)
         shutil.rmtree(self.root / CELLS)
         return True
 

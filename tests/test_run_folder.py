@@ -17,6 +17,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench import run_folder
+from compaction_bench import store as store_module
 from compaction_bench.runner import Case, RunError
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.store import CELL_MEMBERS, CellKey, CellRecords, RunStore, StoreError, load_run
@@ -281,6 +282,82 @@ def test_each_archived_cell_reads_back_its_own_requests_in_order_however_the_arc
         assert read.contexts.to_pylist() == written.contexts.to_pylist()
         assert read.messages.to_pylist() == written.messages.to_pylist()
     assert [r["requests"] for r in RunStore(tmp_path).replays()] == [c.contexts.to_pylist() for c in cells]
+
+
+def varied_records(scenario: str, own: int, shared: int, calls: bool) -> CellRecords:
+    """A cell's records: `shared` messages every such cell sends, then `own` of its own; with `calls`, a column of
+    tool calls (text), else none at all; its requests refer to every message."""
+    key = CellKey(scenario, "none", "32k", 0)
+    messages = [{"role": "user", "content": f"shared {n}", "is_error": False} for n in range(shared)]
+    messages += [{"role": "assistant", "content": f"{scenario} {n}", "is_error": n % 2 == 0} for n in range(own)]
+    if calls:
+        messages = [{**m, "tool_calls": f'[{{"name": "{m["content"]}"}}]'} for m in messages]
+    contexts = [{"index": n, "messages": list(range(n + 1))} for n in range(len(messages))]
+    return CellRecords(key, pa.Table.from_pylist(contexts), pa.Table.from_pylist(messages), json.dumps({"key": key.columns()}))
+
+
+def test_the_archive_is_written_a_batch_of_cells_at_a_time_with_the_same_contents(tmp_path, monkeypatch):
+    """Written a cell per batch, the archive holds what it holds written in one batch: a message sent by cells
+    of different batches once, the messages in order of first appearance, each cell's own rows; the cells'
+    schemas made one (a cell without a tool calls column reads back with none)."""
+    cells = [varied_records(f"s{n}", own=n, shared=3 if n % 2 else 1, calls=n % 3 == 0) for n in range(6)]
+    RunStore(tmp_path / "whole").write_archive(cells)
+    monkeypatch.setattr(store_module, "ARCHIVE_BATCH_BYTES", 1)
+    RunStore(tmp_path / "batched").write_archive(cells)
+    for name in ("messages", "contexts", "cells"):
+        whole, batched = (pq.read_table(tmp_path / run / "replays" / f"{name}.parquet") for run in ("whole", "batched"))
+        assert batched.equals(whole)
+    assert len(pq.ParquetFile(tmp_path / "batched" / "replays" / "cells.parquet").metadata.to_dict()["row_groups"]) == len(cells)
+    stored = pq.read_table(tmp_path / "batched" / "replays" / "messages.parquet")
+    # in order of first appearance: cell 0's "shared 0" with a call, then cell 1's shared messages without one and its own
+    contents, calls = stored.column("content").to_pylist(), stored.column("tool_calls").to_pylist()
+    assert contents[:5] == ["shared 0", "shared 0", "shared 1", "shared 2", "s1 0"] and calls[1:5] == [None] * 4 and calls[0]
+    # each distinct message once: "shared 0" and "shared 1" and "shared 2" with and without a call (cells 0 and 3 have
+    # calls), and each cell's own 0 + 1 + ... + 5
+    assert len(contents) == len(set(zip(contents, calls, strict=True))) == 2 + 4 + sum(range(6))
+    for read, written in zip(RunStore(tmp_path / "batched").replays(), cells, strict=True):
+        rows = written.messages.to_pylist()
+        assert read["messages"] == [{**dict.fromkeys(stored.column_names), **row} for row in rows]
+        assert read["requests"] == written.contexts.to_pylist()
+
+
+def test_cells_whose_records_cannot_share_a_schema_stay_where_they_are(tmp_path):
+    """A column of integers in one cell and of floats in another cannot be one archive column: `compact` leaves
+    the cells in `cells/` (the run complete, only not compacted), their records as they were."""
+    store = RunStore(tmp_path / "r")
+    for scenario, estimate in (("a", 12), ("b", 12.5)):
+        rows = {"requests": [{"index": 0, "estimate_tokens": estimate, "messages": [0]}], "messages": [{"role": "user", "content": scenario}],
+                "replay": {}}
+        store.write_cell(CellKey(scenario, "none", "32k", 0), {"replay": rows})
+    assert store.compact() is False
+    assert sorted(p.name for p in (tmp_path / "r" / "cells").iterdir()) == sorted(f"{CellKey(s, 'none', '32k', 0).slug}.zip" for s in "ab")
+    assert not (tmp_path / "r" / "replays").exists()
+    assert [r["requests"][0]["estimate_tokens"] for r in store.replays()] == [12, 12.5]
+
+
+def test_an_archive_that_cannot_be_written_is_one_error_naming_its_folder_and_the_cells_stay(tmp_path, monkeypatch):
+    """The disk fills while the archive is written: one `WriteFailed` naming `replays/`, no file of it left behind
+    (not even a temporary one), and every cell still in `cells/` for the next attempt."""
+    import errno
+
+    from compaction_bench.atomic import WriteFailed
+
+    store = RunStore(tmp_path / "r")
+    for scenario in "ab":
+        rows = {"requests": [{"index": 0, "messages": [0]}], "messages": [{"role": "user", "content": scenario}], "replay": {}}
+        store.write_cell(CellKey(scenario, "none", "32k", 0), {"replay": rows})
+
+    def full(self, table, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    with pytest.raises(WriteFailed) as failed:
+        store.compact()
+    assert str(failed.value) == f"{tmp_path / 'r' / 'replays'}: cannot write (No space left on device)"
+    assert list((tmp_path / "r" / "replays").iterdir()) == []
+    assert len(list((tmp_path / "r" / "cells").iterdir())) == 2
+    monkeypatch.undo()
+    assert RunStore(tmp_path / "r").compact() and [r["messages"][0]["content"] for r in RunStore(tmp_path / "r").replays()] == ["a", "b"]
 
 
 def test_a_scored_copy_of_a_run_gets_its_archive_as_it_is_or_written_from_its_cells(tmp_path):
