@@ -359,6 +359,7 @@ def file_cases(
         if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
             sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
             progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
+
     def slow(event: ProgressEvent) -> None:
         if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
             progress(event)

@@ -76,9 +76,9 @@ CELL_SUFFIX = ".zip"
 #: What a cell's file holds: each table as `<table>.arrow`, then its replay records.
 CELL_MEMBERS = (*(f"{name}.arrow" for name in TABLES), *REPLAY_FILES)
 ARCHIVE = "replays"
-#: The archive's files, in the order they are written: `cells.parquet` last, the commit point (`RunStore.archived`)
+#: The archive's files; `cells.parquet`, renamed into place last, is the commit point (`RunStore.archived`)
 ARCHIVE_FILES = ("messages.parquet", "contexts.parquet", "cells.parquet")
-#: About how many bytes of cells' records (Arrow) `RunStore.write_archive` holds before it writes them
+#: About how many bytes of cells' records (Arrow) `ArchiveWriter` holds before it writes them
 ARCHIVE_BATCH_BYTES = 16 * 2**20
 #: Message fields that identify a distinct message (every column `records.to_rows` writes).
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "item_ids", "attachments", "name", "is_error")
@@ -181,8 +181,8 @@ def archive_schemas(schemas: Iterable[tuple[pa.Schema, pa.Schema]]) -> tuple[pa.
 
 
 def _conformed(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """`table` with `schema` (one of `archive_schemas`' unified from its own): its columns in the schema's order, a
-    column it lacks as nulls, a column of nulls cast to the schema's type."""
+    """`table` with `schema` (which `archive_schemas` made from this table's schema among others): its columns in the
+    schema's order, a column it lacks as nulls, a column of nulls cast to the schema's type."""
     present = set(table.column_names)
     columns = [table.column(f.name).cast(f.type) if f.name in present else pa.nulls(table.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)
@@ -559,7 +559,7 @@ class RunStore:
                 for cell in records:
                     archive.add(cell)
 
-        # nested so that each file is renamed into place in the order of ARCHIVE_FILES once all three are written
+        # nested: the three files are renamed into place only once all are written, `cells.parquet` last (the commit point)
         atomic_write(cells_path, lambda cells: atomic_write(messages_path, lambda messages: atomic_write(
             contexts_path, lambda contexts: write(messages, contexts, cells))))
         self._archived = None
