@@ -455,6 +455,7 @@ def score(
     answerer: Annotated[Optional[str], typer.Option("--answerer", help="Answer model (litellm id; default: the run's; \"\" grades presence only).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>).")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace the run's own tables instead.")] = False,
+    report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3, as `bench run`.")] = False,
 ) -> None:
     """Measure a finished run again from its folder (stored contexts and transcripts), without replaying."""
@@ -463,9 +464,10 @@ def score(
 
     with _reading_runs(run_dir):
         root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place,
-                         progress=display_for())  # every cell is measured again: minutes on a large run
-    _print_summary(root)
-    console.print(f"report: {root / 'report.html'}", markup=False, soft_wrap=True)
+                         report=report, progress=display_for())  # every cell is measured again: minutes on a large run
+    _print_summary(root, report=report)
+    if report:
+        console.print(f"report: {root / 'report.html'}", markup=False, soft_wrap=True)
     if _warn_missing_metrics(root) and not allow_missing_metrics:
         from compaction_bench.missing_metrics import EXIT_MISSING_METRICS
 

@@ -161,6 +161,20 @@ def test_bench_score_command(finished, tmp_path):
     assert json.loads((tmp_path / "cli" / "manifest.json").read_text())["config"]["answerer"] == ""
 
 
+def test_bench_score_without_the_report_writes_the_tables_only(finished, tmp_path):
+    """As `bench run --no-report`: scoring a large run need not spend its time on the report; the summary says how to
+    render it later."""
+    from typer.testing import CliRunner
+
+    run_dir, _, _ = finished
+    result = CliRunner().invoke(app, ["score", str(run_dir), "--out", str(tmp_path / "tables"), "--no-report"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "tables" / "report.html").exists() and not (tmp_path / "tables" / "report").exists()
+    assert "report: " not in result.output and f"bench report {tmp_path / 'tables'}" in " ".join(result.output.split())
+    for name in TABLES:
+        pd.testing.assert_frame_equal(load_run(tmp_path / "tables")[name], load_run(run_dir)[name], check_exact=True)
+
+
 def test_score_in_place_replaces_the_runs_own_tables_with_equal_ones(finished, tmp_path):
     import shutil
 
