@@ -241,6 +241,11 @@ class CellRecords:
     messages: pa.Table
     replay: str
 
+    def rows(self) -> dict[str, Any]:
+        """The records as `compaction_bench.records.to_rows` made them: `messages`, `requests` (rows) and `replay`
+        (with the cell's `key`)."""
+        return {"requests": self.contexts.to_pylist(), "messages": self.messages.to_pylist(), "replay": json.loads(self.replay)}
+
 
 class StoredCell:
     """A finished cell that the archive does not hold yet, as its run stored it: the file `cells/<slug>.zip`,
@@ -300,12 +305,6 @@ class StoredCell:
         members = self._members(REPLAY_FILES[:2])
         contexts, messages = (pa.ipc.open_file(pa.BufferReader(members[name])).schema for name in REPLAY_FILES[:2])
         return contexts, messages
-
-    def replay_rows(self) -> dict[str, Any]:
-        """The cell's replay records as `compaction_bench.records.to_rows` made them: `messages`, `requests` (rows)
-        and `replay` (with the cell's `key`)."""
-        records = self.records()
-        return {"requests": records.contexts.to_pylist(), "messages": records.messages.to_pylist(), "replay": json.loads(records.replay)}
 
 
 def _identity(messages: pa.Table) -> pa.Array:
@@ -506,10 +505,10 @@ class RunStore:
         return out
 
     def replays(self) -> Iterator[dict[str, Any]]:
-        """Every finished cell's replay records (as `StoredCell.replay_rows` gives them): the archive's, then those in `cells/`.
+        """Every finished cell's replay records as rows (`CellRecords.rows`): the archive's, then those in `cells/`.
         One cell's rows at a time become Python objects."""
         for records in self.cell_records():
-            yield {"requests": records.contexts.to_pylist(), "messages": records.messages.to_pylist(), "replay": json.loads(records.replay)}
+            yield records.rows()
 
     def cell_records(self) -> Iterator[CellRecords]:
         """Every finished cell's replay records as stored (Arrow tables and the replay JSON text): the archive's, then the
