@@ -331,7 +331,7 @@ class _Cells:
             order, counts = np.arange(len(frame)), np.asarray([len(frame)] if len(frame) else [], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         ordered = frame.iloc[order]
-        self.columns = {name: ordered[name].to_numpy() for name in columns if name in frame.columns}
+        self.columns = {name: _array(ordered[name]) for name in columns if name in frame.columns}
         firsts = ordered[keys].iloc[starts[:-1]].itertuples(index=False, name=None) if keys and len(frame) else [() for _ in counts]
         self.ranges = {tuple(key): (int(a), int(b)) for key, a, b in zip(firsts, starts[:-1], starts[1:], strict=True)}
 
@@ -343,6 +343,14 @@ class _Cells:
     def size(self, key: tuple[Any, ...]) -> int:
         start, end = self.ranges.get(key, (0, 0))
         return end - start
+
+
+def _array(column: pd.Series) -> np.ndarray:
+    """A column as a NumPy array; a column of pandas' nullable booleans or numbers (`load_run` types the answer
+    grades so) as floats with NaN for NA, as the metrics read None in a run's own tables."""
+    if isinstance(column.dtype, pd.api.extensions.ExtensionDtype) and column.dtype.kind in "biuf":
+        return column.to_numpy(dtype=float, na_value=np.nan)
+    return column.to_numpy()
 
 
 def _repeats(cell: Cell) -> int:

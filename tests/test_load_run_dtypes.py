@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
+from compaction_bench.metrics.aggregate import summarize
 from compaction_bench.store import NULLABLE_NUMBERS, NULLABLE_TEXTS, TEXT_DTYPE
 from tests.conftest import CORPORA
 
@@ -102,3 +103,13 @@ def test_a_run_in_which_nothing_compacted_types_its_compactions_as_a_run_that_co
     for column in with_rows.columns:
         if column not in nullable | set(NULLABLE_TEXTS["compactions"]) | LISTS:
             assert stored["roomy"].field(column).type == stored["graded"].field(column).type, column
+
+
+@pytest.mark.parametrize("run", ["graded", "presence", "roomy"])
+def test_the_tables_load_run_gives_summarize_to_the_runs_own_summary(runs, run):
+    """A notebook that filters `load_run`'s tables and summarizes them again gets what the run computed from its
+    own rows: an NA grade is read as the None it was (it raised a TypeError before)."""
+    tables = bench.load_run(runs[run])
+    again = summarize(tables["requests"], tables["compactions"], tables["probes"])
+    assert tables["probes"][GRADES].isna().any().any()  # the NAs the summary has to read
+    pd.testing.assert_frame_equal(again, tables["summary"], check_dtype=False)
