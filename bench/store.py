@@ -263,15 +263,34 @@ class StoredCell:
             with zipfile.ZipFile(self.path) as archive:
                 return {name: archive.read(name) for name in names}
         except (OSError, zipfile.BadZipFile, KeyError) as exc:
-            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise StoreError(f"{self.path}: not a readable cell file ({reason}); delete it, and `bench run --resume` does the cell again") from None
+            raise self._unreadable(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc) from None
+
+    def _unreadable(self, reason: object) -> StoreError:
+        """The error for a cell file that cannot be read, with what to do about it."""
+        kind = "cell folder" if self.is_folder else "cell file"
+        return StoreError(f"{self.path}: not a readable {kind} ({reason}); delete it, and `bench run --resume` does the cell again")
+
+    @contextmanager
+    def _decoding(self, member: str) -> Iterator[None]:
+        """Reading `member` of the cell's file (or folder): one that is missing or is not what a cell holds (Arrow IPC
+        or parquet, the replay's JSON) is a `StoreError` naming the cell, as a file that is not whole is."""
+        try:
+            yield
+        except (OSError, pa.ArrowException, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+            raise self._unreadable(f"{member}: {exc}") from None
 
     def tables(self) -> dict[str, pa.Table]:
         """The cell's requests, compactions and probes tables, as Arrow (`merge_tables` makes a run's frames of them)."""
         if self.is_folder:
-            return {name: pq.read_table(self.path / f"{name}.parquet", use_threads=False) for name in TABLES}
+            with self._decoding("its tables"):
+                return {name: pq.read_table(self.path / f"{name}.parquet", use_threads=False) for name in TABLES}
         members = self._members([f"{name}.arrow" for name in TABLES])
-        return {name: _ipc_table(members[f"{name}.arrow"]) for name in TABLES}
+        return {name: self._table(members, f"{name}.arrow") for name in TABLES}
+
+    def _table(self, members: Mapping[str, bytes], name: str) -> pa.Table:
+        """Member `name` (Arrow IPC) of the cell's file as a table; one that is not IPC is a `StoreError` naming the file."""
+        with self._decoding(name):
+            return _ipc_table(members[name])
 
     def has_records(self) -> bool:
         """Whether the cell kept its replay records (a cell file always does; a folder of a version that kept none does not)."""
@@ -289,22 +308,28 @@ class StoredCell:
         """The cell's replay records, as stored."""
         if self.is_folder:
             files = self._replay_files()
-            text = files[2].read_text(encoding="utf-8")
-            contexts, messages = _read_records_table(files[0]), _read_records_table(files[1])
-        else:
-            members = self._members(REPLAY_FILES)
+            with self._decoding("its replay records"):
+                text = files[2].read_text(encoding="utf-8")
+                contexts, messages = _read_records_table(files[0]), _read_records_table(files[1])
+                return CellRecords(CellKey(**json.loads(text)["key"]), contexts, messages, text)
+        members = self._members(REPLAY_FILES)
+        with self._decoding(REPLAY_FILES[2]):
             text = members[REPLAY_FILES[2]].decode("utf-8")
-            contexts, messages = _ipc_table(members[REPLAY_FILES[0]]), _ipc_table(members[REPLAY_FILES[1]])
-        return CellRecords(CellKey(**json.loads(text)["key"]), contexts, messages, text)
+            key = CellKey(**json.loads(text)["key"])
+        return CellRecords(key, self._table(members, REPLAY_FILES[0]), self._table(members, REPLAY_FILES[1]), text)
 
     def record_schemas(self) -> tuple[pa.Schema, pa.Schema]:
         """The schemas of the cell's contexts and messages records (`records`), read without decoding their rows."""
         if self.is_folder:
             files = self._replay_files()
-            return _records_schema(files[0]), _records_schema(files[1])
+            with self._decoding("its replay records"):
+                return _records_schema(files[0]), _records_schema(files[1])
         members = self._members(REPLAY_FILES[:2])
-        contexts, messages = (pa.ipc.open_file(pa.BufferReader(members[name])).schema for name in REPLAY_FILES[:2])
-        return contexts, messages
+        schemas = []
+        for name in REPLAY_FILES[:2]:
+            with self._decoding(name):
+                schemas.append(pa.ipc.open_file(pa.BufferReader(members[name])).schema)
+        return schemas[0], schemas[1]
 
 
 def _identity(messages: pa.Table) -> pa.Array:

@@ -175,6 +175,33 @@ def test_a_cell_file_that_is_not_whole_is_named_with_what_to_do(tmp_path, case):
     assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
 
 
+#: A member as a hostile or damaged writer could leave it in a zip that is itself whole (its CRCs right).
+DAMAGED = {"requests.arrow": b"ARROW1 but not", "compactions.arrow": b"\xff\xfe", "probes.arrow": b"", "contexts.arrow": b"\x00" * 64,
+           "messages.arrow": b"PAR1", "replay.json": b'{"key": {"scenario": "x"}}'}
+
+
+@pytest.mark.parametrize("member", CELL_MEMBERS)
+def test_a_whole_cell_file_with_a_damaged_member_is_named_with_the_member_and_what_to_do(tmp_path, case, member):
+    """Each member of a cell file that is not what it should be (not Arrow IPC, a replay without its key) is one
+    `StoreError` naming the file and the member, whether the resumed run reads it for its tables or for the archive;
+    once the file is deleted the run does the cell again."""
+    store = stopped_after_one(tmp_path, case, ["none", "truncate"])
+    (cell,) = store.stored_cells()
+    with zipfile.ZipFile(cell.path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    assert list(members) == list(CELL_MEMBERS)
+    members[member] = DAMAGED[member]
+    with zipfile.ZipFile(cell.path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    message = rf"{re.escape(str(cell.path))}: not a readable cell file \({re.escape(member)}: .*\); delete it, and `bench run --resume` does the cell again"
+    with pytest.raises(StoreError, match=message):
+        run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
+    cell.path.unlink()
+    root = run_cases(tmp_path, [case], run_id="r", strategies=["none", "truncate"], resume=True)
+    assert set(load_run(root)["summary"]["strategy"]) == {"none", "truncate"}
+
+
 def test_a_resumed_run_whose_early_cells_kept_no_replay_records_finishes_uncompacted(tmp_path, case):
     """Cells written by a version that kept no replay records (then resumed by this one): the run
     finishes with every table and its report, and the cell folders stay (nothing to archive them from)."""
