@@ -453,7 +453,7 @@ def score(
     run_dir: Annotated[Path, typer.Argument(help="A finished run folder (runs/<id>).")],
     probes: Annotated[Optional[Path], typer.Option("--probes", help="Grade these probes instead of the run's.")] = None,
     answerer: Annotated[Optional[str], typer.Option("--answerer", help="Answer model (litellm id; default: the run's; \"\" grades presence only).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>; removed again if scoring fails).")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace the run's own tables instead.")] = False,
     report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3, as `bench run`.")] = False,

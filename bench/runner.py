@@ -28,13 +28,14 @@ import logging
 import math
 import os
 import platform
+import shutil
 import subprocess
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, closing
+from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -1195,7 +1196,8 @@ def score(
     `probes` replaces every scenario's probes (those whose source is not in a transcript are
     skipped, as in a run; without it the run's probe files are carried over as they are),
     `answerer` the answer model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
-    the run's own tables with `in_place`. `progress` receives a `cells` event per cell measured, then the
+    the run's own tables with `in_place`; a new folder is removed when scoring fails or is interrupted, and a run
+    without a finished cell is a `RunError`. `progress` receives a `cells` event per cell measured, then the
     `finalize` events, as in `run`.
     """
     from compaction_bench.metrics.measure import measure_cell
@@ -1211,6 +1213,9 @@ def score(
     target = source.root if in_place else Path(out) if out is not None else source.root.with_name(f"{source.root.name}-scored-{new_run_id()}")
     if not in_place and target.exists():
         raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
+    total = len(source.archived()) + len(source.stored_cells())
+    if not total:
+        raise RunError(f"{source.root}: no finished cell to score (a failed cell's error is in errors.log); `bench run --resume` runs the rest")
     given = load_probes(probes) if probes is not None else None
     cases: dict[str, Case] = {}
     transcripts = scenario_transcripts(source.root, scenarios)
@@ -1230,38 +1235,50 @@ def score(
     scored = dict(manifest)
     scored["config"] = {**manifest["config"], "answerer": config.answerer, "probes": str(probes) if probes is not None else manifest["config"].get("probes")}
     scored["scored"] = {"from": str(source.root.resolve()), "at": datetime.now(UTC).isoformat(), "probes": str(probes) if probes else None}
-    scored["scenarios"] = []
-    for entry in scenarios:
-        case = cases[entry["name"]]
-        if not in_place and not Path(entry["file"]).is_absolute():
-            _copy(source.root / entry["file"], target / entry["file"])
-        if given is not None:
-            write_probes(case.probes, target / entry["probes_file"])
-        elif not in_place:  # the run's own probes: its file, as it is
-            _copy(source.root / entry["probes_file"], target / entry["probes_file"])
-        scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
-    for name in ("items.parquet",):
-        if not in_place and (source.root / name).is_file():
-            _copy(source.root / name, target / name)
-    write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
-    by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
-    emit = progress or (lambda event: None)
-    total = len(source.archived()) + len(source.stored_cells())
-    emit(ProgressEvent("cells", 0, total, "starting"))
-    for done, rows in enumerate(source.replays(), 1):
-        key = CellKey(**rows["replay"]["key"])
-        case = cases[key.scenario]
-        result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
-        client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
-        judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
-        tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
-        for name in TABLES:  # as a cell's table reads back from its file in a run
-            by_name[name][key.slug] = cell_table(key, getattr(tables, name))
-        emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
-    if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
-        store.archive_from(source)
-    finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
+    with _removed_on_failure(target, not in_place):  # a scored folder is whole or not there
+        scored["scenarios"] = []
+        for entry in scenarios:
+            case = cases[entry["name"]]
+            if not in_place and not Path(entry["file"]).is_absolute():
+                _copy(source.root / entry["file"], target / entry["file"])
+            if given is not None:
+                write_probes(case.probes, target / entry["probes_file"])
+            elif not in_place:  # the run's own probes: its file, as it is
+                _copy(source.root / entry["probes_file"], target / entry["probes_file"])
+            scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
+        for name in ("items.parquet",):
+            if not in_place and (source.root / name).is_file():
+                _copy(source.root / name, target / name)
+        write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
+        by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
+        emit = progress or (lambda event: None)
+        emit(ProgressEvent("cells", 0, total, "starting"))
+        for done, rows in enumerate(source.replays(), 1):
+            key = CellKey(**rows["replay"]["key"])
+            case = cases[key.scenario]
+            result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
+            client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
+            judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
+            tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
+            for name in TABLES:  # as a cell's table reads back from its file in a run
+                by_name[name][key.slug] = cell_table(key, getattr(tables, name))
+            emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
+        if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
+            store.archive_from(source)
+        finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
     return store.root
+
+
+@contextmanager
+def _removed_on_failure(folder: Path, enabled: bool) -> Iterator[None]:
+    """Remove `folder`, which the work inside writes from nothing, when that work fails or is interrupted (`enabled`):
+    a scored folder left half written would read as a run with tables missing or stale."""
+    try:
+        yield
+    except BaseException:
+        if enabled:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def cell_label(key: CellKey, repeats: int) -> str:

@@ -18,6 +18,7 @@ from compaction_bench.runner import Case, RunError, score
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.store import RunStore, load_run
 from compaction_bench.strategy import Strategy
+from tests.conftest import assert_user_error, bench_cli
 
 TABLES = ("requests", "compactions", "probes", "summary")
 
@@ -244,3 +245,49 @@ def test_score_reads_a_file_of_many_sessions_once_and_scores_each_against_its_ow
         pd.testing.assert_frame_equal(again[name], original[name], check_exact=True)
     for path in probe_files:
         assert (scored / path.relative_to(run_dir)).read_bytes() == path.read_bytes()
+
+
+def test_a_score_interrupted_halfway_leaves_no_folder_and_the_next_one_scores(finished, tmp_path):
+    """A scored folder is written from nothing: stopped after its first cell (or failing anywhere after the first
+    file was written), it is removed rather than left as a run whose tables are missing; the run is untouched."""
+    run_dir, _, _ = finished
+    before = {path: path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()}
+
+    def interrupt(event):
+        if event.phase == "cells" and event.done == 1:
+            assert (tmp_path / "half" / "questions.parquet").is_file()  # it was half written
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        score(run_dir, out=tmp_path / "half", report=False, progress=interrupt)
+    assert not (tmp_path / "half").exists()
+    assert {path: path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()} == before
+    again = score(run_dir, out=tmp_path / "half", report=False)
+    for name in TABLES:
+        pd.testing.assert_frame_equal(load_run(again)[name], load_run(run_dir)[name], check_exact=True)
+
+
+RAISER = """
+from compaction_bench.strategies.baselines import NoCompaction
+
+
+class Raiser(NoCompaction):
+    def request(self):
+        raise ZeroDivisionError("boom in the plug-in")
+"""
+
+
+def test_a_run_without_a_finished_cell_has_nothing_to_score(finished, tmp_path):
+    """Every cell failed: scoring says so and where the errors are (it raised an unpacking `ValueError` from the
+    empty archive before, after writing half a folder)."""
+    from compaction_bench.runner import CellsFailed
+
+    _, path, _ = finished
+    (tmp_path / "raiser.py").write_text(RAISER)
+    with pytest.raises(CellsFailed):
+        bench.run([path], strategies=[f"{tmp_path / 'raiser.py'}:Raiser"], profiles=["32k"], out=tmp_path, run_id="failed", jobs=1,
+                  report=False, progress=False)
+    with pytest.raises(RunError, match=r"failed: no finished cell to score \(a failed cell's error is in errors\.log\)"):
+        score(tmp_path / "failed", out=tmp_path / "scored")
+    assert_user_error(bench_cli("score", str(tmp_path / "failed")), f"{tmp_path / 'failed'}: no finished cell to score")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["failed", "raiser.py"]
