@@ -67,6 +67,7 @@ from compaction_bench.store import (
     StoredCell,
     cell_table,
     merge_tables,
+    read_manifest,
     write_parquet,
 )
 from compaction_bench.templates import PromptSet
@@ -1203,8 +1204,8 @@ def score(
     from compaction_bench.metrics.measure import measure_cell
 
     source = RunStore(Path(run_dir))
-    manifest = source.read_manifest()
-    scenarios = manifest.get("scenarios") or []
+    manifest = read_manifest(source.root, required=("config", "scenarios"))
+    scenarios = manifest["scenarios"]
     if "profiles" not in manifest or not all({"file", "sha256", "format", "probes_file"} <= set(s) for s in scenarios):
         raise RunError(f"{source.root}: the run does not describe its inputs (it predates self-describing runs); replay it with `bench run`")
     if in_place and out is not None:

@@ -624,10 +624,39 @@ class RunStore:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(manifest, self.manifest_path)
 
-    def read_manifest(self) -> dict[str, Any]:
-        if not self.manifest_path.is_file():
-            raise StoreError(f"{self.root}: not a run folder (no manifest.json)")
-        return json.loads(self.manifest_path.read_text(encoding="utf-8"))
+
+#: The fields of a run's manifest that its readers rely on (the report, score, gate), with their JSON types.
+MANIFEST_FIELDS: dict[str, type] = {"run_id": str, "created": str, "config": dict, "profiles": dict, "scenarios": list, "cells": dict}
+#: The JSON name of each type `json.loads` gives.
+JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+def read_manifest(root: str | Path, required: Iterable[str] = ()) -> dict[str, Any]:
+    """The manifest of the run folder `root`: a `StoreError` naming the file when it is missing, unreadable, not JSON (or
+    not UTF-8) or not an object, when it lacks a field of `required`, or when a field of `MANIFEST_FIELDS` it holds is
+    of another type (each scenario an object with its name, `cells` with its total and failed cells)."""
+    path = Path(root) / "manifest.json"
+    if not path.is_file():
+        raise StoreError(f"{root}: not a run folder (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise StoreError(f"{path}: malformed JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise StoreError(f"{path}: not a JSON object")
+    for name in required:
+        if name not in manifest:
+            raise StoreError(f"{path}: not a run manifest this version reads ('{name}' is missing)")
+    for name, kind in MANIFEST_FIELDS.items():
+        if name in manifest and not isinstance(manifest[name], kind):
+            found = JSON_TYPES.get(type(manifest[name]), "value")
+            raise StoreError(f"{path}: not a run manifest this version reads ('{name}' is a JSON {found}, not a JSON {JSON_TYPES[kind]})")
+    if not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in manifest.get("scenarios", [])):
+        raise StoreError(f"{path}: not a run manifest this version reads (a scenario is not an object with its name)")
+    cells = manifest.get("cells", {"total": 0, "failed": []})
+    if not isinstance(cells.get("total"), int) or not isinstance(cells.get("failed"), list):
+        raise StoreError(f"{path}: not a run manifest this version reads ('cells' lacks its total or its failed cells)")
+    return manifest
 
 
 #: Columns whose rows may hold None, by table and by the kind of value they hold: `load_run` gives each the same
@@ -676,7 +705,7 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
 
     Every table but `summary` starts with scenario, strategy, profile, repeat; the README's run layout
     lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError` for a path that is no run folder, an unfinished
-    run (a table missing) or a folder another process's run is working in (its tables are an earlier
+    run (a table missing), a damaged table or manifest (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its tables are an earlier
     attempt's or are being replaced one by one); a run in this process reads its own tables (for its
     report)."""
     root = Path(path)
@@ -693,11 +722,13 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
         file = root / f"{name}.parquet"
         if not file.is_file():
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
-        tables[name] = typed(name, pd.read_parquet(file))
+        try:
+            tables[name] = typed(name, pd.read_parquet(file))
+        except pa.ArrowException as exc:
+            raise StoreError(f"{file}: not a readable table ({exc})") from None
     return tables
 
 
 def failed_cells(path: str | Path) -> list[dict[str, Any]]:
     """The cells of a run that failed (`cell`, `error`), from its manifest: its tables hold the others only."""
-    manifest = json.loads((Path(path) / "manifest.json").read_text(encoding="utf-8"))
-    return list(manifest.get("cells", {}).get("failed") or [])
+    return list(read_manifest(path).get("cells", {}).get("failed", []))

@@ -45,7 +45,6 @@ and answerer the probe metrics measure (an offline heuristic said to be one).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,7 +59,7 @@ from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall,
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.profiles import stored_profile
-from compaction_bench.store import load_run
+from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
 METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
@@ -134,16 +133,7 @@ class Run:
     @classmethod
     def load(cls, root: str | Path) -> Run:
         path = Path(root)
-        manifest_path = path / "manifest.json"
-        if not manifest_path.is_file():
-            raise GateError(f"{path}: not a run folder (no manifest.json)")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise GateError(f"{manifest_path}: malformed JSON ({exc})") from None
-        if not isinstance(manifest, dict):
-            raise GateError(f"{manifest_path}: not a JSON object")
-        return cls(path, manifest, load_run(path))
+        return cls(path, read_manifest(path), load_run(path))
 
     @property
     def config(self) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
-from compaction_bench.store import load_run
+from compaction_bench.store import load_run, read_manifest
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 #: A single-file report larger than this becomes a folder (index + one page per scenario).
@@ -385,6 +385,10 @@ def _verdict_points(verdict: ProfileVerdict) -> pd.DataFrame:
     ).set_index("strategy")
 
 
+#: The manifest fields the report's pages show.
+REPORT_FIELDS = ("run_id", "created", "config", "scenarios", "cells")
+
+
 def render_pages(
     run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> dict[str, str]:
@@ -395,7 +399,7 @@ def render_pages(
     else by `jobs` processes, this one included (0: one per core; `Drawings`) while the rest is built."""
     root = Path(run_dir)
     tables = load_run(root)
-    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    manifest = read_manifest(root, required=REPORT_FIELDS)
     with drawings or Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs) as drawn:
         return _render(root, manifest, tables, drawn, progress)
 

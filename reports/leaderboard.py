@@ -20,7 +20,6 @@ its cell (`aggregate.shared_scenarios`), as the verdict does.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import cast
 
@@ -29,6 +28,7 @@ import pandas as pd
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
+from compaction_bench.store import read_manifest
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
 HEADLINE = (
@@ -171,8 +171,7 @@ def terminal_columns(header: list[str], rows: list[list[str]], width: int) -> li
 
 def offline_note(run_dir: str | Path) -> str | None:
     """What the figures measure when the run's summarizer or answerer is an offline heuristic, else None."""
-    manifest = Path(run_dir) / "manifest.json"
-    config = json.loads(manifest.read_text(encoding="utf-8")).get("config", {}) if manifest.is_file() else {}
+    config = read_manifest(run_dir).get("config", {}) if (Path(run_dir) / "manifest.json").is_file() else {}
     summarizer = str(config.get("summarizer") or DEFAULT_SUMMARIZER)
     answerer = str(config.get("answerer", DEFAULT_ANSWERER) or "")
     notes = []

@@ -24,6 +24,7 @@ import zstandard
 import compaction_bench as bench
 from compaction_bench.importing import ImportFailure, detect, formats, load_transcripts, read_head
 from compaction_bench.metrics.grading import PROMPT_DIR as JUDGE_PROMPT_DIR
+from compaction_bench.store import StoreError
 from compaction_bench.templates import PromptSet, TemplateError
 from compaction_bench.transcript import Item, Transcript, TranscriptError
 from tests.conftest import BENCH, CORPORA, assert_user_error, bench_cli, write_tiny_session
@@ -356,19 +357,54 @@ def damaged_copy(run: Path, tmp_path: Path, damage: str) -> Path:
         (copy / "summary.parquet").write_bytes(data[: len(data) // 2])
     elif damage == "malformed manifest":
         (copy / "manifest.json").write_text('{"run_id": "ok", "config": ')
+    elif damage == "manifest not UTF-8":
+        (copy / "manifest.json").write_bytes(b'{"run_id": "caf\xe9"}')
+    elif damage == "manifest without its scenarios":
+        manifest = json.loads((copy / "manifest.json").read_text())
+        del manifest["scenarios"]
+        (copy / "manifest.json").write_text(json.dumps(manifest))
+    elif damage == "manifest with a scenario that is not an object":
+        manifest = json.loads((copy / "manifest.json").read_text())
+        manifest["scenarios"].append("tiny")
+        (copy / "manifest.json").write_text(json.dumps(manifest))
     else:
         assert damage == "manifest not an object"
         (copy / "manifest.json").write_text("[1, 2]")
     return copy
 
 
-@pytest.mark.parametrize("damage", ["truncated parquet", "malformed manifest", "manifest not an object"])
+MANIFEST_DAMAGES = {"malformed manifest": "malformed JSON", "manifest not UTF-8": "malformed JSON", "manifest not an object": "not a JSON object",
+                    "manifest with a scenario that is not an object": "a scenario is not an object with its name"}
+
+
+@pytest.mark.parametrize("damage", ["truncated parquet", *MANIFEST_DAMAGES])
 def test_report_compare_and_gate_on_a_damaged_run_exit_2(finished_run, tmp_path, damage):
+    """Each command that reads a run says in one line which file of it is damaged and how (a manifest without its
+    scenarios made `bench report` end in a template's traceback, exit 1)."""
     bad = damaged_copy(finished_run, tmp_path, damage)
-    for args in (["report", str(bad)], ["compare", str(finished_run), str(bad)],
-                 ["gate", "--baseline", str(finished_run), "--candidate", str(bad), "--fail-on", "presence:0.02"]):
-        proc = bench_cli(*args)
-        assert_user_error(proc, str(bad))
+    what = (f"{bad / 'manifest.json'}: ", MANIFEST_DAMAGES[damage]) if damage in MANIFEST_DAMAGES else (str(bad),)
+    commands = [["report", str(bad)], ["compare", str(finished_run), str(bad)],
+                ["gate", "--baseline", str(finished_run), "--candidate", str(bad), "--fail-on", "presence:0.02"]]
+    for args in commands + ([["score", str(bad)]] if damage in MANIFEST_DAMAGES else []):  # score reads no table of the run
+        assert_user_error(bench_cli(*args), *what)
+    if damage in MANIFEST_DAMAGES:
+        with pytest.raises(StoreError, match=r"manifest\.json: .*" + re.escape(MANIFEST_DAMAGES[damage])):
+            bench.load_run(bad)
+    else:
+        with pytest.raises(StoreError, match=re.escape(f"{bad / 'summary.parquet'}: not a readable table (")):
+            bench.load_run(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name]  # score left no folder
+
+
+def test_a_manifest_without_its_scenarios_is_named_by_the_commands_that_show_them(finished_run, tmp_path):
+    """The report lists the run's scenarios and score re-imports them: both name the manifest and the missing field (the
+    report ended in a template's traceback, exit 1). Compare and gate find the runs measured different scenarios."""
+    bad = damaged_copy(finished_run, tmp_path, "manifest without its scenarios")
+    for args in (["report", str(bad)], ["score", str(bad)]):
+        assert_user_error(bench_cli(*args), f"{bad / 'manifest.json'}: not a run manifest this version reads ('scenarios' is missing)")
+    for args in (["compare", str(finished_run), str(bad)], ["gate", "--baseline", str(finished_run), "--candidate", str(bad), "--fail-on", "presence:0.02"]):
+        assert_user_error(bench_cli(*args), "are not comparable: scenarios differ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [bad.name]
 
 
 def test_a_full_output_folder_is_one_error_line(tiny_session, tmp_path):
