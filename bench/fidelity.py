@@ -240,9 +240,9 @@ def _uuid_lines(path: Path) -> dict[str, int]:
     lines: dict[str, int] = {}
     raw, _ = read_input(path)  # a regular file only (never blocks on a FIFO), `.zst` decompressed
     for number, line in enumerate(raw.split(b"\n"), start=1):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
+        try:  # invalid UTF-8 replaced as the importer replaces it, so a uuid reads as the transcript's
+            data = json.loads(line.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):  # a line the importer reports as a problem
             continue
         if isinstance(data, dict) and data.get("uuid"):
             lines[str(data["uuid"])] = number

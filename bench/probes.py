@@ -10,7 +10,8 @@ Probe files are checked against a schema before any replay (errors name file, pr
 `accept` a list of strings, `reject` a list of strings, `meta` a mapping; a free `note` field and any
 `x-…` field are kept in `meta`. YAML is read with YAML 1.2 booleans: `answer: yes` stays the string "yes", while
 `answer: true` and `answer: 3.10` (which YAML reads as a boolean and the number 3.1) are errors
-asking for quotes. Aliases may expand to at most `MAX_ALIAS_EXPANSION` nodes (no alias bombs).
+asking for quotes. Aliases may expand to at most `MAX_ALIAS_EXPANSION` nodes (no alias bombs), and a file nested deeper than the YAML reader
+recurses is an error too.
 Regex probes are compiled and matched with RE2 (linear time: `(a+)+$` cannot hang grading); a
 pattern RE2 cannot compile is an error naming the probe. A `number` probe's answer must state a
 number as `numbers_in` reads one (a whole token: `42`, `1,024`, `-1`, `3.12`, `42 ms`; not the `001`
@@ -308,6 +309,8 @@ def _load_yaml(text: str, origin: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark else ""
         raise ProbeError(f"{origin}{line}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:  # the composer and the alias count recurse once per level of nesting
+        raise ProbeError(f"{origin}: YAML nested too deeply to read (a probe file is a list of flat mappings)") from None
     finally:
         loader.dispose()
 

@@ -314,6 +314,21 @@ def test_fidelity_cli_prints_the_table():
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "Claude Code" in bad.stderr
 
 
+@pytest.mark.skipif(not SMARTAGENT.is_dir(), reason="shared corpora not present")
+def test_fidelity_reads_past_lines_the_importer_keeps_out(tmp_path):
+    """A line nested deeper than Python's JSON parser recurses, and one of invalid UTF-8, were a RecursionError and a
+    UnicodeDecodeError traceback in the fidelity table's line numbering: they are problems the importer reports, and
+    the recorded boundaries keep their lines."""
+    from compaction_bench.fidelity import claude_code_fidelity_rows
+
+    path = SMARTAGENT / "703e4528-dfb0-4257-a888-e10b7d3e39a8.jsonl"
+    damaged = tmp_path / path.name
+    damaged.write_bytes(path.read_bytes() + b"[" * 200_000 + b"]" * 200_000 + b'\n{"note": "caf\xff"}\n')
+    options = {"max_output_tokens_env": 64_000}
+    assert [(r.line, r.recorded_trigger, r.replay_trigger) for r in claude_code_fidelity_rows(damaged, options=options)] == [
+        (r.line, r.recorded_trigger, r.replay_trigger) for r in claude_code_fidelity_rows(path, options=options)] == [(233, "auto", "auto")]
+
+
 def _scan_session(turns: int = 1) -> Session:
     s = Session()
     for turn in range(turns):

@@ -6,6 +6,7 @@ of issue 17 (#7–#9) or issue 13, and each fails on the code before these chang
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ from compaction_bench.metrics.grading import grade_reply, presence
 from compaction_bench.probes import MAX_ALIAS_EXPANSION, Probe, ProbeError, load_probes
 from compaction_bench.store import load_run
 from compaction_bench.transcript import Item, Transcript
+from tests.conftest import assert_user_error, bench_cli, write_tiny_session
 
 HEAD = "- id: p1\n  kind: recall\n  question: Which port does the server use?\n  source_text: port 8080\n"
 
@@ -82,6 +84,16 @@ def test_a_yaml_alias_bomb_is_rejected_before_it_expands(tmp_path):
     # a few ordinary aliases are fine
     (probe,) = load_probes(write(tmp_path, HEAD + "  answer: &p '8080'\n  accept: [*p]\n"))
     assert probe.accept == ("8080",)
+
+
+@pytest.mark.parametrize("nesting", ["[" * 50_000 + "]" * 50_000, "- " * 5_000 + "x"], ids=["flow", "block"])
+def test_a_probe_file_nested_too_deeply_is_one_clear_error(tmp_path, nesting):
+    """The YAML composer recurses once per level: a hostile file ended in a RecursionError traceback (exit 1)."""
+    path = tmp_path / "deep.yaml"
+    path.write_text(nesting + "\n")
+    with pytest.raises(ProbeError, match=f"{re.escape(str(path))}: YAML nested too deeply to read"):
+        load_probes(path)
+    assert_user_error(bench_cli("probes", "check", str(write_tiny_session(tmp_path)), "--probes", str(path)), f"{path}: YAML nested too deeply")
 
 
 def test_a_probe_file_that_is_not_utf8_is_one_clear_error(tmp_path):
