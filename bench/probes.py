@@ -326,7 +326,7 @@ def load_probes(path: str | Path) -> list[Probe]:
         raise ProbeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     entries: list[tuple[str, Any]] = []
     if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
+        for number, line in enumerate(text.split("\n"), start=1):  # not `splitlines`: a JSON string may hold U+2028 or NEL as they are
             if line.strip():
                 try:
                     entries.append((f"{path}:{number}", json.loads(line)))
@@ -413,11 +413,24 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _ProbeDumper(yaml.SafeDumper):
+    """SafeDumper that writes a text holding NEL (U+0085) double-quoted, the one style whose writer escapes it (`\\N`):
+    PyYAML writes it as it is in the other styles, and a reader takes it for a line break (a space or a newline)."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style='"' if "\x85" in text else None)
+
+
+_ProbeDumper.add_representer(str, _represent_text)
+
+
 def probes_text(probes: Iterable[Probe], suffix: str = ".yaml") -> str:
-    """What `write_probes` writes to a file with this suffix (JSONL for `.jsonl`, else YAML)."""
+    """What `write_probes` writes to a file with this suffix (JSONL for `.jsonl`, else YAML); `load_probes` reads back
+    every text as it was."""
     if suffix == ".jsonl":
         return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
-    return yaml.safe_dump([p.to_dict() for p in probes], sort_keys=False, allow_unicode=True)
+    return yaml.dump([p.to_dict() for p in probes], Dumper=_ProbeDumper, sort_keys=False, allow_unicode=True)
 
 
 def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:

@@ -16,7 +16,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics.grading import grade_reply, presence
-from compaction_bench.probes import MAX_ALIAS_EXPANSION, Probe, ProbeError, load_probes
+from compaction_bench.probes import MAX_ALIAS_EXPANSION, Probe, ProbeError, load_probes, write_probes
 from compaction_bench.store import load_run
 from compaction_bench.transcript import Item, Transcript
 from tests.conftest import assert_user_error, bench_cli, write_tiny_session
@@ -94,6 +94,22 @@ def test_a_probe_file_nested_too_deeply_is_one_clear_error(tmp_path, nesting):
     with pytest.raises(ProbeError, match=f"{re.escape(str(path))}: YAML nested too deeply to read"):
         load_probes(path)
     assert_user_error(bench_cli("probes", "check", str(write_tiny_session(tmp_path)), "--probes", str(path)), f"{path}: YAML nested too deeply")
+
+
+#: Characters some reader takes for a line break: YAML's NEL, line and paragraph separators; `str.splitlines`'s too,
+#: with the vertical tab, form feed and the file, group and record separators; and a carriage return.
+BREAKS = "\x85\u2028\u2029\x0b\x0c\x1c\x1d\x1e\r"
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".jsonl"])
+def test_probes_written_with_any_line_break_character_read_back_as_they_were(tmp_path, suffix):
+    """A mined probe's texts come from a transcript. A NEL was written as it is into YAML, which reads it back as a
+    space; a U+2028 or NEL in JSONL split its line (`splitlines`), a malformed-JSON error: `bench score` would have
+    graded other answers than the run did."""
+    probes = [Probe(id=f"p{n}", kind="recall", question=f"what follows{c}here?", answer=f"x{c}y", source_text=f"x{c}y and more{c}",
+                    accept=(f"{c}x",)) for n, c in enumerate(BREAKS)]
+    path = write_probes(probes, tmp_path / f"probes{suffix}")
+    assert load_probes(path) == probes
 
 
 def test_a_probe_file_that_is_not_utf8_is_one_clear_error(tmp_path):
