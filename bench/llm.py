@@ -602,14 +602,16 @@ def _recorded(path: str) -> dict[str, dict[str, Any]]:
     """A responses file (JSONL of stored responses) by request key."""
     out: dict[str, dict[str, Any]] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = Path(path).read_bytes().splitlines()
     except OSError as exc:
         raise LLMError(f"--responses {path}: {exc.strerror or exc}") from None
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise LLMError(f"--responses {path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
         except json.JSONDecodeError as exc:
             raise LLMError(f"--responses {path}:{number}: not JSON ({json_problem(exc)})") from None
         except RecursionError:
@@ -639,13 +641,17 @@ def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
     folder = Path(run_dir) / "responses"
     records: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("responses-*.jsonl")):
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
+            try:  # a killed run's half-written last line may end inside a character: each line is decoded on its own
+                record = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise LLMError(f"{path}:{number}: not a stored response, not UTF-8 (byte {exc.start + 1} of the line); remove the line to export the rest") from None
             except json.JSONDecodeError as exc:  # e.g. the half-written last line of a killed run
                 raise LLMError(f"{path}:{number}: not a stored response, not JSON ({json_problem(exc)}); remove the line to export the rest") from None
+            except RecursionError:
+                raise LLMError(f"{path}:{number}: not a stored response (nested too deeply); remove the line to export the rest") from None
             if not isinstance(record, dict) or not isinstance(record.get("key"), str):
                 raise LLMError(f"{path}:{number}: not a stored response (a JSON object with a 'key'); remove the line to export the rest")
             records[record["key"]] = record

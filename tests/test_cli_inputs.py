@@ -166,6 +166,13 @@ def test_a_malformed_responses_file_is_refused_at_the_start_naming_its_line(sess
         proc = bench_cli(*run_args(session, tmp_path / "runs", "--responses", str(responses)))
         assert_user_error(proc, message)
         assert not (tmp_path / "runs").exists()
+    # invalid UTF-8 (a traceback before) is named by its line; a record whose text holds U+2028 or NEL as they are
+    # (as `bench cache export` writes them) is one line, not two
+    separators = json.dumps({"key": "k2", "text": "one\u2028two\x85three", "model": "openai/m"}, ensure_ascii=False)
+    responses.write_bytes(f"{good}\n{separators}\n".encode() + b'{"key": "caf\xe9", "text": "t", "model": "m"}\n')
+    assert_user_error(bench_cli(*run_args(session, tmp_path / "runs", "--responses", str(responses))),
+                      f"--responses {responses}:3: not UTF-8 text (byte 13 of the line)")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_json_problems_read_whole():
@@ -348,6 +355,11 @@ def test_cache_export_waits_for_the_run_and_names_a_half_written_line(finished_r
     assert_user_error(bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl")),
                       f"{stored}:2: not a stored response, not JSON (Unterminated string starting at column 23)")
     assert not (tmp_path / "x.jsonl").exists()
+    # a run killed while writing a character of its last line: named, as a half-written line is
+    separators = json.dumps({"key": "k0", "text": "one\u2028two\x85three", "model": "m"}, ensure_ascii=False)
+    stored.write_bytes(f"{separators}\n".encode() + '{"key": "k2", "text": "é'.encode()[:-1])
+    assert_user_error(bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl")),
+                      f"{stored}:2: not a stored response, not UTF-8 (byte 24 of the line); remove the line to export the rest")
     stored.write_text(json.dumps({"key": "k1", "text": "t", "model": "m"}) + "\n")
     proc = bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl"))
     assert proc.returncode == 0 and "1 responses written" in proc.stdout, proc.stderr
