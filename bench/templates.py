@@ -103,6 +103,8 @@ class PromptSet:
                 template = self._env.from_string(text)
             except jinja2.TemplateSyntaxError as exc:
                 raise TemplateError(f"{self.path(name)}:{exc.lineno}: prompt template {name!r} does not parse: {exc.message}") from None
+            except (RecursionError, SyntaxError, MemoryError):  # Jinja's parser, or Python compiling what it made of the text
+                raise TemplateError(f"{self.path(name)}: prompt template {name!r} does not parse: nested too deeply") from None
             self._texts[name] = text
             self._compiled[name] = template
         return template
@@ -112,5 +114,5 @@ class PromptSet:
         self.hashes[name] = hashlib.sha256(self._texts[name].encode("utf-8")).hexdigest()
         try:
             return template.render(**variables).strip()
-        except jinja2.TemplateError as exc:
+        except (jinja2.TemplateError, RecursionError) as exc:  # a macro that calls itself without end
             raise TemplateError(f"{self.path(name)}: prompt template {name!r} failed to render: {type(exc).__name__}: {exc}") from None

@@ -443,6 +443,26 @@ def test_a_broken_template_is_named_before_the_run(tiny_session, tmp_path):
         PromptSet({"codex_sumary.j2": broken})
 
 
+@pytest.mark.parametrize("nesting", ["(" * 5_000 + "1" + ")" * 5_000, "[" * 50_000 + "]" * 50_000], ids=["parentheses", "lists"])
+def test_a_template_nested_too_deeply_is_named_before_the_run(tiny_session, tmp_path, nesting):
+    """Jinja's parser recurses once per level (a RecursionError traceback, exit 1, before)."""
+    deep = tmp_path / "deep.j2"
+    deep.write_text("{{ " + nesting + " }}\n")
+    with pytest.raises(TemplateError, match=rf"{deep}: prompt template 'pi_summary.j2' does not parse: nested too deeply"):
+        PromptSet({"pi_summary.j2": deep})
+    assert_user_error(bench_cli("run", str(tiny_session), "-s", "pi", "-p", "32k", "-o", str(tmp_path / "runs"), "--prompt",
+                                f"pi_summary.j2={deep}"), f"{deep}: prompt template 'pi_summary.j2' does not parse")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_template_whose_macro_calls_itself_fails_to_render_as_a_template_error(tmp_path):
+    endless = tmp_path / "endless.j2"
+    endless.write_text("{% macro again() %}{{ again() }}{% endmacro %}{{ again() }}\n")
+    prompts = PromptSet({"pi_summary.j2": endless})
+    with pytest.raises(TemplateError, match=rf"{endless}: prompt template 'pi_summary.j2' failed to render: RecursionError"):
+        prompts.render("pi_summary.j2")
+
+
 @pytest.mark.parametrize("directory", [None, JUDGE_PROMPT_DIR], ids=["strategies", "judge"])
 def test_every_shipped_template_parses_and_a_broken_one_is_named_by_parse_all(tmp_path, directory):
     shipped = PromptSet(directory=directory)
