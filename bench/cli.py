@@ -126,7 +126,7 @@ def run(
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable. The file may use the variables the stock template uses, no other.")] = None,
     probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files). Transcript files only: the synthetic suite has its own probes.")] = None,
     usage: Annotated[str, typer.Option(help="'simulated' usage; 'recorded': the transcript's own usage while the replayed context is the recording's; 'recorded-always': at every step.")] = "simulated",
-    repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote).")] = 1,
+    repeat: Annotated[int, typer.Option(help="Repeats per cell (answer samples vote), 1 to 1,000.")] = 1,
     format: Annotated[str, typer.Option("--format", help="Force a transcript format (see `bench list formats`); transcript files only.")] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP + " Transcript files only.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the synthetic suite.")] = 0,

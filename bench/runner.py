@@ -73,6 +73,9 @@ from compaction_bench.store import (
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Transcript
 
+#: The most repeats a run takes: each replays every cell again, and a run lists its cells before the first starts
+#: (a mistyped `--repeat 100000000` filled the memory with cell keys instead of refusing).
+MAX_REPEATS = 1_000
 #: Columns of `items.parquet`: one row per transcript item of every scenario.
 ITEM_COLUMNS = ["scenario", "position", "id", "kind", "call_id", "text"]
 #: Columns of `questions.parquet`: one row per probe of every scenario.
@@ -578,8 +581,8 @@ def validate(config: RunConfig) -> None:
         _refuse_unusable_model(flag, model_id, offline, config.api_base)
     if config.usage not in USAGE_MODES:
         raise RunError(f"--usage {config.usage!r}: expected one of {', '.join(USAGE_MODES)}")
-    if config.repeats < 1:
-        raise RunError("--repeat must be at least 1")
+    if not 1 <= config.repeats <= MAX_REPEATS:
+        raise RunError(f"--repeat {config.repeats}: expected 1 to {MAX_REPEATS:,} (each repeat replays every cell again)")
     if not math.isfinite(config.model_timeout):
         raise RunError(f"--model-timeout must be a finite number of seconds, got {config.model_timeout}")
     PromptSet(config.prompts)

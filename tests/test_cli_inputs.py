@@ -155,6 +155,14 @@ def test_the_strategies_render_each_template_with_exactly_the_variables_its_stoc
         assert seen == {frozenset(meta.find_undeclared_variables(env.parse(stock.source(name))))}, name
 
 
+@pytest.mark.parametrize("repeat", ["0", "1001", "100000000"])
+def test_a_repeat_count_out_of_range_is_refused_before_any_folder(session, tmp_path, repeat):
+    """A mistyped `--repeat 100000000` filled the memory with cell keys (1.8 GB within 20 s) instead of refusing."""
+    proc = bench_cli(*run_args(session, tmp_path / "runs", "--repeat", repeat))
+    assert_user_error(proc, f"--repeat {repeat}: expected 1 to 1,000 (each repeat replays every cell again)")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_malformed_responses_file_is_refused_at_the_start_naming_its_line(session, tmp_path):
     responses = tmp_path / "responses.jsonl"
     good = json.dumps({"key": "k1", "text": "a summary", "model": "openai/m"})
