@@ -712,9 +712,9 @@ ProgressCallback = Callable[[CellKey, str], None]
 
 
 def run(
-    paths: Sequence[str | Path] = (),
-    strategies: Sequence[str] = (),
-    profiles: Sequence[str] = (DEFAULT_PROFILE,),
+    paths: str | Path | Sequence[str | Path] = (),
+    strategies: str | Sequence[str] = (),
+    profiles: str | Sequence[str] = (DEFAULT_PROFILE,),
     *,
     out: str | Path = "runs",
     run_id: str | None = None,
@@ -749,6 +749,7 @@ def run(
 ) -> Path:
     """Run a benchmark and return the run folder.
 
+    `paths`, `strategies` and `profiles` are lists, or one alone (`run("session.jsonl", strategies="pi")`).
     With no `paths` and no `cases`, the embedded synthetic suite is the corpus; `cases` are
     scenarios built in memory, each session once (`distinct_cases`). `probes` is a
     probe file, `"auto"` (mine them; the default for transcript files) or None; it, `format` and
@@ -763,6 +764,7 @@ def run(
     read-only) stops the run at once (`CannotWrite`). With `resume`, cells an earlier attempt finished
     whose tables have other columns than this version's (another version wrote them) are done again.
     """
+    paths, strategies, profiles = _listed(paths), _listed(strategies), _listed(profiles)
     config = RunConfig(
         strategies=tuple(dict.fromkeys(strategies)) or default_strategies(),
         profiles=tuple(profiles) or (DEFAULT_PROFILE,),
@@ -831,6 +833,12 @@ def run(
             on_claim(folder.path)
         return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address, report=report,
                             on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed, empty=empty)
+
+
+def _listed(value: str | Path | Iterable[Any]) -> tuple[Any, ...]:
+    """A list argument of `run` as a tuple: one name or path given alone is the list of it (iterating a string would
+    give its characters: strategy 'p', file 'o')."""
+    return (value,) if isinstance(value, str | Path) else tuple(value)
 
 
 def _input_files(config: RunConfig) -> dict[str, str]:

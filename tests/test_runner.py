@@ -198,3 +198,17 @@ def test_strategy_variants_compare_a_strategy_with_itself(tmp_path, cases):
     assert summary.loc["truncate@trigger_ratio=0.5,target_ratio=0.3", "compactions"] > summary.loc["truncate", "compactions"]
     with pytest.raises(Exception, match="unknown option"):
         run_small(tmp_path, cases, run_id="w", strategies=["truncate@colour=red"])
+
+
+def test_one_path_strategy_or_profile_given_alone_is_the_list_of_it(tmp_path):
+    """`bench.run("session.jsonl", strategies="pi")` in a notebook: a string was iterated by its characters (unknown
+    strategy 'p', file 'o' given twice); alone, each is the one-item list, with the same tables."""
+    from tests.conftest import write_tiny_session
+
+    session = write_tiny_session(tmp_path)
+    common = {"out": tmp_path / "runs", "jobs": 1, "report": False, "progress": False, "probes": str(session.parent / "probes.yaml")}
+    listed = load_run(bench.run([session], strategies=["truncate"], profiles=["32k"], run_id="listed", **common))
+    alone = load_run(bench.run(str(session), strategies="truncate", profiles="32k", run_id="alone", **common))
+    assert set(alone["summary"]["strategy"]) == {"truncate"} and set(alone["summary"]["profile"]) == {"32k"}
+    for name in ("requests", "compactions", "probes", "summary"):
+        pd.testing.assert_frame_equal(alone[name], listed[name], check_exact=True, obj=name)
