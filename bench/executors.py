@@ -43,6 +43,7 @@ import os
 import pickle
 import re
 import signal
+import socket
 import sys
 import threading
 import time
@@ -399,6 +400,35 @@ def _connect_error(address: str, exc: BaseException) -> ClusterUnreachable:
     return ClusterUnreachable(message)
 
 
+#: Seconds a cluster address is given to accept a connection before Ray is asked to join it (`check_reachable`).
+CONNECT_TIMEOUT = 10.0
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """The host and port of a cluster address (`HOST:PORT`, `[IPv6]:PORT`, `ray://HOST:PORT`); None for a form Ray
+    resolves itself (`auto`, `local`, an address without a port)."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return None
+    return host.removeprefix("[").removesuffix("]"), int(port)
+
+
+def check_reachable(address: str) -> None:
+    """Refuse at once an address where nothing accepts a connection: `ray.init` retries such an address for
+    minutes (a closed port, a head that is down, a mistyped host) instead of failing."""
+    where = _host_port(address)
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterUnreachable(
+            f"--address {address}: nothing accepts a connection at {where[0]}:{where[1]} ({reason}); start the cluster's head "
+            "there (`ray start --head`) or check the address"
+        ) from None
+
+
 def run_ray(
     function: Callable[..., Any], shared: Any, work: Sequence[tuple[Any, ...]], queue: _Queue, workers: int, address: str | None
 ) -> Outcomes:
@@ -410,6 +440,8 @@ def run_ray(
     if started_here:
         if not address:  # a private local cluster; a cluster at an address keeps its own authentication (`_connect_error`)
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        else:
+            check_reachable(address)
         try:
             ray.init(
                 address=address,

@@ -49,7 +49,7 @@ from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.collector import spaced_collections
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
-from compaction_bench.executors import EXECUTORS, execute, sigterm_interrupts
+from compaction_bench.executors import EXECUTORS, check_reachable, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient, model_problem
 from compaction_bench.metrics.cost import UNPRICED
@@ -790,6 +790,8 @@ def run(
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise RunError(f"--address {address!r} names a Ray cluster: pass --executor ray with it (cells would run on this machine)")
+    if address:
+        check_reachable(address)  # before any folder: Ray itself retries an address where nothing listens for minutes
     if paths and cases is not None:
         raise RunError("give transcript paths or cases, not both (the paths would not be read)")
     if not paths:

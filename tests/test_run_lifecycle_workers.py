@@ -4,7 +4,9 @@ reaches a Ray cluster. Each case was a reproduced defect; see the test's docstri
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import sys
 import time
 
@@ -161,16 +163,18 @@ def test_a_cluster_address_keeps_its_authentication_and_a_refusal_says_what_to_s
     """Before: the driver set RAY_AUTH_MODE=disabled for every cluster it joined, so it could never join
     one started with `ray start --head` (Ray 2.59+ turns token authentication on when a token exists):
     20 s of retries, then "Failed to connect to Ray cluster at …" and nothing about why."""
+    head = socket.create_server(("127.0.0.1", 0))  # the head's port accepts connections; Ray then refuses the driver
+    address = f"127.0.0.1:{head.getsockname()[1]}"
     auth = RuntimeError("ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing")
-    refused = ConnectionError("Failed to connect to Ray cluster at 10.0.0.5:6379")
+    refused = ConnectionError(f"Failed to connect to Ray cluster at {address}")
     refused.__cause__ = auth
     fake = _FakeRay(refused)
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    with pytest.raises(executors.ClusterUnreachable) as caught:
-        list(execute(_suicidal, [(0,)], executor="ray", address="10.0.0.5:6379"))
+    with head, pytest.raises(executors.ClusterUnreachable) as caught:
+        list(execute(_suicidal, [(0,)], executor="ray", address=address))
     assert fake.seen == [None] and "RAY_AUTH_MODE" not in os.environ
-    assert "--address 10.0.0.5:6379: cannot connect" in str(caught.value) and "RAY_AUTH_MODE=token" in str(caught.value)
+    assert f"--address {address}: cannot connect" in str(caught.value) and "RAY_AUTH_MODE=token" in str(caught.value)
     assert isinstance(caught.value, OSError)  # the command line's user errors: one line, exit 2
     # A local cluster of its own (no address) still runs without authentication, as before.
     local = _FakeRay(RuntimeError("stop here"))
@@ -178,6 +182,21 @@ def test_a_cluster_address_keeps_its_authentication_and_a_refusal_says_what_to_s
     with pytest.raises(RuntimeError, match="stop here"):
         list(execute(_suicidal, [(0,)], executor="ray"))
     assert local.seen == ["disabled"]
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:{closed}", "ray://127.0.0.1:{closed}", "[::1]:{closed}"])
+def test_an_address_where_nothing_listens_is_refused_at_once_before_any_folder(tmp_path, address):
+    """Before: `ray.init` retried a closed port for minutes (more than 300 s here), logging "Failed to get cluster ID
+    from GCS server", and the run's folder was already made."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        closed = probe.getsockname()[1]  # a port nothing listens on once this socket is closed
+    address = address.format(closed=closed)
+    session = write_tiny_session(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(executors.ClusterUnreachable, match=re.escape(f"--address {address}: nothing accepts a connection at ")):
+        bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", executor="ray", address=address, progress=False,
+                  probes=str(tmp_path / "probes.yaml"))
+    assert time.monotonic() - started < executors.CONNECT_TIMEOUT + 5 and not (tmp_path / "runs").exists()
 
 
 def test_an_address_without_the_ray_executor_is_refused(tmp_path):
