@@ -2,8 +2,8 @@
 atomically; a stream is written into as a shell's redirection would, and a link keeps pointing at its file.
 
 Before, every output was an atomic rename onto the name itself: `-o /dev/stdout` was refused as "already exists",
-and with `--force` the rename put a regular file where the device or the link had been (as root, `/dev/full` and
-`/dev/stdout` themselves)."""
+and with `--force` the rename put a regular file where the device or the link had been (as root, `/dev/full`
+itself)."""
 
 from __future__ import annotations
 
