@@ -415,7 +415,8 @@ def _host_port(address: str) -> tuple[str, int] | None:
 
 def check_reachable(address: str) -> None:
     """Refuse at once an address where nothing accepts a connection: `ray.init` retries such an address for
-    minutes (a closed port, a head that is down, a mistyped host) instead of failing."""
+    minutes (a closed port, a head that is down, a mistyped host) instead of failing. `runner.run` calls it before
+    the run's folder is made, so `run_ray` does not connect a second time."""
     where = _host_port(address)
     if where is None:
         return
@@ -440,8 +441,6 @@ def run_ray(
     if started_here:
         if not address:  # a private local cluster; a cluster at an address keeps its own authentication (`_connect_error`)
             os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        else:
-            check_reachable(address)
         try:
             ray.init(
                 address=address,
