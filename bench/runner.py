@@ -311,6 +311,12 @@ def file_cases(
         raise RunError(repeated)
     given = load_probes(probes) if probes and probes != "auto" else None
     began = time.monotonic()
+
+    def slow(event: ProgressEvent) -> None:
+        """`event` to `progress`, once the import has taken `SLOW_IMPORT_SECONDS` (a quick one shows nothing)."""
+        if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
+            progress(event)
+
     kept: dict[str, _Kept] = {}  # session digest → where it was first given
     by_bytes: dict[str, tuple[str, list[str]]] = {}  # file sha256 → (the path first given with it, its sessions' digests)
 
@@ -339,8 +345,7 @@ def file_cases(
                         shown(str(path)), shown(by_bytes[sha256][0]), "session is" if len(digests) == 1 else f"{len(digests)} sessions are")
             for index, digest in enumerate(digests):
                 listed(path, index, digest)
-            if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
-                progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name} (a copy)"))
+            slow(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name} (a copy)"))
             continue
         transcripts = load_transcripts(path, format=format, **dict(import_options or {}))
         warn_import_problems(path, transcripts)
@@ -361,13 +366,8 @@ def file_cases(
             names.add(name)
             cases.append(Case(name, transcript, (), str(Path(path).resolve()), detected, dict(import_options or {}), index))
             given_as.append(str(path))
-        if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
-            sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
-            progress(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
-
-    def slow(event: ProgressEvent) -> None:
-        if progress is not None and time.monotonic() - began >= SLOW_IMPORT_SECONDS:
-            progress(event)
+        sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
+        slow(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
 
     mined: Sequence[Sequence[Probe]] = mined_probes(cases, jobs, slow) if probes == "auto" else [given or ()] * len(cases)
     return [dataclasses.replace(case, probes=tuple(usable_probes(case.transcript, found, origin=path)))
