@@ -630,7 +630,7 @@ def parse_window(text: str) -> int:
     scale = {"k": 1_000, "m": 1_000_000}.get(raw[-1:], 1)
     try:
         value = int(float(raw[:-1] if scale > 1 else raw) * scale)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a number past float's range
         raise ProfileError(f"window {text!r}: expected a token count such as 64k, 1m or 200000") from None
     if value < 1_000:
         raise ProfileError(f"window {text!r}: at least 1,000 tokens")
@@ -638,7 +638,13 @@ def parse_window(text: str) -> int:
 
 
 def windowed(base: ModelProfile, window: int, name: str) -> ModelProfile:
-    """`MODEL@WINDOW`: the input window set to `window`, context and output limits scaled alike."""
+    """`MODEL@WINDOW`: the input window set to `window`, context and output limits scaled alike. A
+    window above the model's own is refused: limits and prices past it are ones the API does not offer."""
+    if window > base.context_window:
+        raise ProfileError(
+            f"profile {name!r}: {window:,} tokens is more than {base.model}'s own {base.context_window:,}-token window; "
+            "MODEL@WINDOW only shrinks a window"
+        )
     factor = window / base.context_window
     scale = (lambda n: None if n is None else max(1, round(n * factor)))  # noqa: E731
     max_output = max(1, round(base.max_output * factor))

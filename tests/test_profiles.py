@@ -51,6 +51,19 @@ def test_model_at_window_scales_every_limit_and_says_so():
         get_profile("openai/gpt-5@lots")
 
 
+def test_model_at_window_only_shrinks_and_refuses_numbers_past_any_window():
+    """GPT-5's input window is 272,000 tokens: `@272k` is the model itself, one token more is a
+    window the API does not offer (at GPT-5's prices and limits scaled up), and a window past float's
+    range is a malformed count, not a traceback."""
+    assert get_profile("openai/gpt-5@272k").context_window == GPT5_INPUT
+    assert get_profile("32k@8000").context_window == 8_000
+    for name in ("openai/gpt-5@272001", "openai/gpt-5@1m", "64k@65k", "claude-sonnet@99999999999999999999999k"):
+        with pytest.raises(ProfileError, match="MODEL@WINDOW only shrinks a window"):
+            get_profile(name)
+    with pytest.raises(ProfileError, match="expected a token count"):
+        get_profile("openai/gpt-5@" + "9" * 400)
+
+
 def test_the_simulated_provider_applies_each_family_rule():
     request = Request((Message("user", "word " * 500),), max_output_tokens=10_000)
     tokens = SimulatedProvider(get_profile("64k")).count(request.messages)
