@@ -3,18 +3,30 @@
 The command line turns a `BenchError` into one `error: …` line and exit status 2; anything else
 is a bug and keeps its traceback. `json_problem` says what is wrong with a line of JSON in words
 that read whole in such a line. `did_you_mean` and `with_guesses` add the known name a misspelled
-one most likely meant to the message that refuses it.
+one most likely meant to the message that refuses it; `shown` quotes a refused value, cut short when
+it is long.
 """
 
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Iterable
 from difflib import get_close_matches
 
 
 class BenchError(Exception):
     """A mistake in what the user gave: the message says what and where, in one line."""
+
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxlong = 60
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for an error message, a string or integer longer than 60 characters cut in its
+    middle (`'999...999'`), so a refused value of any size keeps its message one readable line."""
+    return _SHOWN.repr(value)
 
 
 def json_problem(exc: json.JSONDecodeError) -> str:

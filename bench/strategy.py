@@ -17,9 +17,9 @@ Through its `StrategyContext` a strategy sends summary requests (`summarize`, wh
 `SummaryOverflow` when the summary request itself does not fit; with `in_request=True` the summary is
 an iteration of the request being built, which then fails in its place) and records each compaction
 (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
-A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite
-and inside its `Range`, which a field declares with `metadata={"range": Range(...)}` or gets from
-its name (`NAMED_RANGES`: token and character counts are not negative, ratios lie in (0, 1], …).
+A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite,
+at most `MAX_NUMBER` either way, and inside its `Range`, which a field declares with
+`metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts are not negative, ratios lie in (0, 1], …).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
-from compaction_bench.errors import BenchError, with_guesses
+from compaction_bench.errors import BenchError, shown, with_guesses
 from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.provider import ProviderError
@@ -116,12 +116,12 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
                 return _coerce(name, value, arg)
             except OptionError:
                 continue
-        raise OptionError(f"option {name}: cannot read {value!r} as {annotation}")
+        raise OptionError(f"option {name}: cannot read {shown(value)} as {annotation}")
     if not isinstance(value, str):
         if annotation is float and isinstance(value, int):
             return float(value)
         if annotation in (int, float, bool, str) and not isinstance(value, annotation):
-            raise OptionError(f"option {name}: expected {annotation.__name__}, got {value!r}")
+            raise OptionError(f"option {name}: expected {annotation.__name__}, got {shown(value)}")
         return value
     try:
         if annotation is bool:
@@ -138,7 +138,7 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         if annotation is str:
             return value
     except ValueError:
-        raise OptionError(f"option {name}: expected {getattr(annotation, '__name__', annotation)}, got {value!r}") from None
+        raise OptionError(f"option {name}: expected {getattr(annotation, '__name__', annotation)}, got {shown(value)}") from None
     raise OptionError(f"option {name}: unsupported option type {annotation}")
 
 
@@ -177,6 +177,12 @@ NAMED_RANGES: tuple[tuple[frozenset[str], Range], ...] = (
 )
 
 
+#: The largest magnitude of a number option: up to it every integer is exactly a float, and the run's
+#: tables hold counts as 64-bit numbers (a threshold of 10**22 tokens failed every cell as its tables
+#: were written, after the replay).
+MAX_NUMBER = 2**53
+
+
 def option_range(name: str, spec: dataclasses.Field) -> Range | None:
     """The declared range of an option field (`metadata["range"]`), else the one its name gives, else None."""
     declared = spec.metadata.get("range")
@@ -187,11 +193,14 @@ def option_range(name: str, spec: dataclasses.Field) -> Range | None:
 
 
 def check_value(name: str, value: Any, allowed: Range | None) -> None:
-    """`OptionError` for a number that is not finite (NaN, infinity) or outside `allowed`."""
+    """`OptionError` for a number that is not finite (NaN, infinity), past `MAX_NUMBER` either way,
+    or outside `allowed`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         raise OptionError(f"option {name}={value}: not a finite number")
+    if abs(value) > MAX_NUMBER:
+        raise OptionError(f"option {name}={shown(value)}: too large; a number option is at most 2**53 = {MAX_NUMBER:,} either way")
     if allowed is not None and value not in allowed:
         what = f" ({allowed.what})" if allowed.what else ""
         raise OptionError(f"option {name}={value}: out of range; expected a value {allowed}{what}")

@@ -64,6 +64,12 @@ def test_import_settings_without_transcript_files_are_refused(tmp_path, flags, n
     (["--option", "truncate.target_ratio=5"], "option truncate.target_ratio=5.0: out of range; expected a value in (0, 1]"),
     (["-s", "pi", "--option", "pi.keep_recent_tokens=-100000"], "option pi.keep_recent_tokens=-100000: out of range; expected a value ≥ 0"),
     (["-s", "opencode-v2@tools_json_chars=-100"], "option opencode-v2.tools_json_chars=-100: out of range; expected a value ≥ 0"),
+    # Past 2**53 a count is no count the tables hold: 10**22 tokens failed every cell after its replay.
+    (["-s", "pi", "--option", "pi.reserve_tokens=" + "9" * 22], "option pi.reserve_tokens=" + "9" * 22 + ": too large; a number option is at most 2**53"),
+    (["-s", "pi", "--option", "pi.reserve_tokens=" + "9" * 400], "option pi.reserve_tokens=" + "9" * 28 + "...9"),  # cut short
+    (["-s", "pi", "--option", f"pi.reserve_tokens={2**53 + 1}"], "at most 2**53 = 9,007,199,254,740,992 either way"),
+    (["-s", "pi", "--option", "pi.reserve_tokens=" + "1" * 5000], "option pi.reserve_tokens: expected int, got '" + "1" * 27 + "...1"),  # past int()'s 4,300 digits
+    (["-s", "aider", "--option", "aider.max_chat_history_tokens=1e300"], "aider.max_chat_history_tokens=1e+300: too large"),
     (["--model-timeout", "nan"], "--model-timeout must be a finite number of seconds, got nan"),
     (["--model-timeout", "inf"], "--model-timeout must be a finite number of seconds, got inf"),
 ])
