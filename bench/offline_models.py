@@ -208,14 +208,10 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
-def section_titles(instructions: str) -> list[str]:
-    """Section headings a prompt asks for, in order, without duplicates."""
-    return list(_section_titles(instructions))
-
-
 @functools.lru_cache(maxsize=1 << 10)
 def _section_titles(instructions: str) -> tuple[str, ...]:
-    """`section_titles`, memoized per process (a strategy sends the same template with every summary request)."""
+    """Section headings a prompt asks for, in order, without duplicates (memoized per process: a strategy
+    sends the same template with every summary request)."""
     titles: list[str] = []
     seen = set(PREVIOUS_SUMMARY_TAGS)  # lowered titles already taken, and the tags that are never titles
     for line in instructions.splitlines():

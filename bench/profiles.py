@@ -328,9 +328,6 @@ def stated_prices(model_id: str) -> bool | None:
     return None if found is None else not entry_prices(found[1]).unpriced
 
 
-OVERFLOW_RULES = ("input", "input+output")
-
-
 @dataclass(frozen=True)
 class ModelProfile:
     """A simulated model. `context_window` is what the agent may fill with input (the input limit
@@ -417,10 +414,6 @@ def bundled_cost_map() -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
-
-
-def prices_for(model: str) -> Prices:
-    return entry_prices(bundled_cost_map().get(model) or {})
 
 
 def _map_entry(model_id: str) -> tuple[str, dict[str, Any]] | None:

@@ -34,8 +34,6 @@ from compaction_bench.transcript import Attachment, Transcript, Usage
 
 #: Request kinds the provider accepts and bills (a final context is only probed, never sent).
 SENT_KINDS = ("turn", "summary")
-#: `RequestRecord.usage_source`: the usage the strategy was given after this request.
-USAGE_SOURCES = ("recorded", "simulated")
 #: The trigger of a compaction the engine found but the strategy did not report.
 UNREPORTED = "unreported"
 

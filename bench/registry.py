@@ -146,12 +146,6 @@ def importer_class(name: str) -> Any:
     return _lookup(IMPORTER_GROUP, "format", name)
 
 
-def source_of(group: str, name: str) -> str:
-    """Who provides a registered id ("built-in" or a distribution name)."""
-    _scan(group)
-    return _entries[group][name].source
-
-
 def broken() -> dict[str, dict[str, str]]:
     """Registered classes that failed to load, by group, with the reason."""
     _all(STRATEGY_GROUP)

@@ -112,13 +112,6 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
-def _write_table(table: pa.Table, path: Path) -> Path:
-    def write(tmp: Path) -> None:
-        pq.write_table(table, tmp, compression="zstd")
-
-    return atomic_write(path, write)
-
-
 def _write_zip(members: Mapping[str, bytes | pa.Buffer], path: Path) -> Path:
     """`members` (name → bytes) as a zip archive at `path`, stored, each dated 1980-01-01 (the same members, the same bytes)."""
 

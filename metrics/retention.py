@@ -65,8 +65,6 @@ from compaction_bench.transcript import Transcript
 DEFAULT_EVERY_STEPS = 25
 #: At most this many checkpoints per scenario besides the end (evenly spaced).
 DEFAULT_MAX_CHECKPOINTS = 24
-POINT_KINDS = ("checkpoint", "compaction", "final")
-FOUND = ("kept", "summary", "absent")
 #: The leading characters of a summary that identify a message carrying it.
 SUMMARY_SIGNATURE = 200
 #: A shorter summary marks only a message that ends with it (a few words occur anywhere).

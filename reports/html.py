@@ -526,11 +526,6 @@ def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
     return [(c, describe(c)) for c in columns]
 
 
-def render_report(run_dir: str | Path) -> str:
-    """The index page (the whole report for a run that fits one file)."""
-    return render_pages(run_dir)["report.html"]
-
-
 def write_report(
     run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> Path:
