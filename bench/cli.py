@@ -122,7 +122,7 @@ def run(
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
     address: Annotated[Optional[str], typer.Option(help="Ray cluster address HOST:PORT, with --executor ray (default: start a local Ray).")] = None,
     resume: Annotated[bool, typer.Option(help="Finish an interrupted run (the newest, or --run-id) with the same arguments, redoing only unfinished cells; other settings, transcripts or prompt files, or a folder without a run, are refused.")] = False,
-    option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable. Numbers must be finite and in range: token and character counts ≥ 0, ratios in (0, 1], fractions in (0, 1), percentages in (0, 100].")] = None,
+    option: Annotated[Optional[list[str]], typer.Option("--option", help="Strategy option STRATEGY.KEY=VALUE; repeatable. Numbers must be finite, at most 2**53 either way, and in the option's range (token and character counts ≥ 0, ratios in (0, 1], fractions in (0, 1), percentages in (0, 100], …).")] = None,
     prompt: Annotated[Optional[list[str]], typer.Option("--prompt", help="Replace a prompt template TEMPLATE=FILE; repeatable. The file may use the variables the stock template uses, no other.")] = None,
     probes: Annotated[Optional[str], typer.Option(help="Probe file (YAML/JSONL), or 'auto' to mine probes (default for transcript files). Transcript files only: the synthetic suite has its own probes.")] = None,
     usage: Annotated[str, typer.Option(help="'simulated' usage; 'recorded': the transcript's own usage while the replayed context is the recording's; 'recorded-always': at every step.")] = "simulated",

@@ -34,12 +34,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import litellm_messages_tokens, shared_counter
 from compaction_bench.transcript import Item, Usage
 
@@ -75,12 +75,12 @@ class AiderOptions:
     max_chat_history_tokens: float | None = None
     min_history_tokens: int = 1_024
     max_history_tokens_cap: int = 8_192
-    window_divisor: int = 16
-    min_split: int = 4
-    max_depth: int = 3
+    window_divisor: int = field(default=16, metadata={"range": Range(1, what="a divisor")})
+    min_split: int = field(default=4, metadata={"range": Range(0, what="a number of messages")})
+    max_depth: int = field(default=3, metadata={"range": Range(0, what="a recursion depth")})
     #: the weak model's max_input_tokens (None: the profile's window)
     summarizer_max_input_tokens: int | None = None
-    summarizer_head_margin: int = 512
+    summarizer_head_margin: int = field(default=512, metadata={"range": Range(0, what="a number of tokens")})
 
 
 class AiderSummaryFailed(Exception):

@@ -122,10 +122,11 @@ class ClearToolUsesOptions:
 
     #: input_tokens | tool_uses
     trigger_type: str = "input_tokens"
-    trigger_value: int = 100_000
-    keep_tool_uses: int = 3
-    #: None: no minimum
-    clear_at_least: int | None = None
+    #: input tokens or tool uses, as `trigger_type` says
+    trigger_value: int = field(default=100_000, metadata={"range": Range(0, what="a number of input tokens or tool uses")})
+    keep_tool_uses: int = field(default=3, metadata={"range": Range(0, what="a number of tool uses")})
+    #: input tokens; None: no minimum
+    clear_at_least: int | None = field(default=None, metadata={"range": Range(0, what="a number of input tokens")})
     #: comma-separated tool names never cleared
     exclude_tools: str = ""
     clear_tool_inputs: bool = False
@@ -247,7 +248,7 @@ class ClearToolUses(_ClientHistory):
         else:  # a call answered since, placed before calls cleared then
             ids = set(cleared)
             kept = [pair for pair, call_id in zip(self._clearable, self._clearable_ids, strict=True) if call_id not in ids]
-        end = min(body.length, *(self._positions[result.id] for _, result in kept))
+        end = min([body.length, *(self._positions[result.id] for _, result in kept)])  # nothing kept with `keep_tool_uses=0`
         kept_ids = {result.id for _, result in kept}
         results, placeholder = self._clearable_results, self.options.placeholder
         tail = tuple(
@@ -364,7 +365,7 @@ class ClearToolUses(_ClientHistory):
 class CompactOptions:
     """`compact_20260112` with the documented defaults (§4.1)."""
 
-    trigger: int = 150_000
+    trigger: int = field(default=150_000, metadata={"range": Range(MIN_COMPACT_TRIGGER, what="a number of input tokens; the API accepts no fewer, §4.1")})
     pause_after_compaction: bool = False
     #: custom summarisation prompt; replaces the default entirely
     instructions: str | None = None
@@ -381,8 +382,6 @@ class ServerCompact(_ClientHistory):
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
-        if self.options.trigger < MIN_COMPACT_TRIGGER:
-            raise OptionError(f"option {self.name}.trigger: the API requires at least {MIN_COMPACT_TRIGGER:,}, got {self.options.trigger:,}")
         self.block: Message | None = None
         #: index into the client's history of the first item after the latest compaction block
         self.start = 0

@@ -24,12 +24,12 @@ count such a request against them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
 from compaction_bench.strategies.history import ItemHistory, pair_safe_units
-from compaction_bench.strategy import Strategy
+from compaction_bench.strategy import Range, Strategy
 from compaction_bench.transcript import Item, Usage
 
 
@@ -124,7 +124,8 @@ class Truncate(_Recording):
 
 @dataclass(frozen=True)
 class MaskingOptions:
-    keep_last: int = 10
+    #: M, in agent steps (model responses); 0 masks every output older than the current step
+    keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
     placeholder: str = "[Old tool output omitted: {lines} lines]"
 
 

@@ -62,7 +62,7 @@ from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import FoldMemo, ItemHistory
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 #: §4.1 wrapper prefix (BASE) and the auto-only continuation sentence: protocol strings.
@@ -250,7 +250,7 @@ class ClaudeCodeOptions:
     #: CLAUDE_CODE_MAX_OUTPUT_TOKENS (None: unset)
     max_output_tokens_env: int | None = None
     #: CLAUDE_AUTOCOMPACT_PCT_OVERRIDE (lower-only)
-    autocompact_pct_override: float | None = None
+    autocompact_pct_override: float | None = field(default=None, metadata={"range": Range(0, 100, low_open=True, what="a percentage of the effective window")})
     #: global config autoCompactEnabled
     auto_compact: bool = True
     #: DISABLE_COMPACT (auto and manual)
@@ -260,18 +260,18 @@ class ClaudeCodeOptions:
     #: the model for the output cap; None: the profile's model
     model: str | None = None
     #: the window W; None: the profile's window (200,000 for the Claude profiles, as upstream)
-    context_window: int | None = None
-    autocompact_buffer: int = 13_000
-    warning_buffer: int = 20_000
-    default_max_output: int = 32_000
-    max_output_ceiling: int = 64_000
-    summary_max_output: int = 20_000
-    microcompact_keep_recent: int = 3
+    context_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
+    autocompact_buffer: int = field(default=13_000, metadata={"range": Range(0, what="a number of tokens")})
+    warning_buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    default_max_output: int = field(default=32_000, metadata={"range": Range(0, what="a number of output tokens")})
+    max_output_ceiling: int = field(default=64_000, metadata={"range": Range(0, what="a number of output tokens")})
+    summary_max_output: int = field(default=20_000, metadata={"range": Range(0, what="a number of output tokens")})
+    microcompact_keep_recent: int = field(default=3, metadata={"range": Range(0, what="a number of tool results")})
     microcompact_keep_tokens: int = 40_000
-    microcompact_min_saving: int = 20_000
+    microcompact_min_saving: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
     microcompact_image_tokens: int = 2_000
     microcompact_tools: str = "Read,Bash,Grep,Glob,WebSearch,WebFetch,Edit,Write"
-    restore_max_files: int = 5
+    restore_max_files: int = field(default=5, metadata={"range": Range(0, what="a number of files")})
     restore_file_tokens: int = 5_000
     restore_total_tokens: int = 50_000
     #: replay option: a manual /compact where the recording has a manual compact_boundary
@@ -291,13 +291,14 @@ class ClaudeCodeOptions:
 class ClaudeCode21Options(ClaudeCodeOptions):
     """§8 (2.1.112): reserve cap 20,000, auto-compact window, breakers, prompt-too-long retries."""
 
-    reserve_cap: int = 20_000
+    reserve_cap: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
     #: CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow (None: unset), clamped to 100,000–1,000,000
-    auto_compact_window: int | None = None
-    max_consecutive_failures: int = 3
-    refill_turns: int = 3
-    max_rapid_refills: int = 3
-    ptl_retries: int = 3
+    auto_compact_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
+    #: the breakers (§8.3): 0 failures or 0 rapid refills stop auto-compaction before its first try
+    max_consecutive_failures: int = field(default=3, metadata={"range": Range(0, what="a number of failures")})
+    refill_turns: int = field(default=3, metadata={"range": Range(0, what="a number of turns")})
+    max_rapid_refills: int = field(default=3, metadata={"range": Range(0, what="a number of refills")})
+    ptl_retries: int = field(default=3, metadata={"range": Range(0, what="a number of retries")})
     ptl_drop_fraction: float = 0.2
     image_tokens: int = 2_000
     #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.log_view import LogView
@@ -76,7 +76,7 @@ from compaction_bench.strategies.codex_components import (
     with_window_section,
 )
 from compaction_bench.strategies.history import FoldMemo
-from compaction_bench.strategy import Strategy, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 SPEC = "docs/specs/codex.md"
@@ -87,7 +87,7 @@ class CodexOptions:
     """Options shared by the four Codex strategies (upstream defaults)."""
 
     #: `model_context_window` config override; None = the marker's window or the profile window.
-    model_context_window: int | None = None
+    model_context_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
     effective_context_window_percent: int = 95
     #: The 90% clamp of the auto-compact limit (`context_window * 9 / 10`).
     auto_compact_percent: int = 90
@@ -99,11 +99,12 @@ class CodexOptions:
     #: Tool-output truncation policy (§9): `tokens` (all bundled models but gpt-5.2) or `bytes`.
     truncation_mode: str = "tokens"
     tool_output_token_limit: int = 10_000
-    history_truncation_multiplier: float = 1.2
+    #: The history-insertion budget is the policy's limit × this, rounded up (§9).
+    history_truncation_multiplier: float = field(default=1.2, metadata={"range": Range(0, low_open=True, what="a multiplier")})
     #: Bytes counted for an inline image (§6).
-    image_bytes_estimate: int = 7_373
+    image_bytes_estimate: int = field(default=7_373, metadata={"range": Range(0, what="a number of bytes")})
     #: Bytes of encryption envelope subtracted from encrypted reasoning/compaction items (§6).
-    encrypted_overhead_bytes: int = 650
+    encrypted_overhead_bytes: int = field(default=650, metadata={"range": Range(0, what="a number of bytes")})
     #: Seed of the thread id used for window ids.
     thread_id: str = "thread"
 

@@ -73,7 +73,7 @@ from typing import Any, NamedTuple
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, ToolCall
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Attachment, Item, Usage
 
 #: §10.2 fixed estimates of an image and a PDF (upstream `tokenCalculation.ts` L21, L24).
@@ -807,10 +807,12 @@ def response_position(parts: Sequence[Part], index: int) -> int:
 class GeminiCliOptions:
     """Upstream defaults at BASE (§2.2, §3, §4, §8, §9)."""
 
-    compression_threshold: float = 0.5
+    #: `model.compressionThreshold`, a fraction of `tokenLimit(model)` (§2.2; 0 is "unset" upstream)
+    compression_threshold: float = field(default=0.5, metadata={"range": Range(0, 1, low_open=True, what="a fraction of the window")})
     preserve_fraction: float = 0.3
     function_response_token_budget: int = 50_000
-    truncate_tool_output_threshold: int = 40_000
+    #: characters; 0 turns the truncation at tool execution off (§9)
+    truncate_tool_output_threshold: int = field(default=40_000, metadata={"range": Range(0, what="a number of characters")})
     #: `tokenLimit(model)`; None: the profile's window (upstream 1,048,576 for Gemini models)
     token_limit: int | None = None
     mask_protection_tokens: int = 50_000

@@ -17,14 +17,14 @@ share (compaction_bench.log_view).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
 from compaction_bench.strategies.components import keep_last_steps_start
 from compaction_bench.strategies.history import ItemHistory
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 
@@ -32,8 +32,8 @@ from compaction_bench.transcript import Item, Usage
 class HybridOptions:
     """M = 10 and N = 43 from the paper (evaluation.md §2); the token trigger is this project's."""
 
-    keep_last: int = 10
-    summarize_steps: int = 43
+    keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
+    summarize_steps: int = field(default=43, metadata={"range": Range(0, what="a number of agent steps")})
     trigger_ratio: float = 0.9
     placeholder: str = "[Old tool output omitted: {lines} lines]"
 

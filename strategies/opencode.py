@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.provider import ProviderError
@@ -58,7 +58,7 @@ from compaction_bench.strategies.opencode_components import (
     usable_window,
     usage_count,
 )
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
 from compaction_bench.transcript import Item, Usage
 
@@ -67,6 +67,9 @@ OVERFLOW_NOTE = (
     "The previous request was larger than the provider accepts, most likely because of large media "
     "attachments; those attachments have been taken out of the conversation."
 )
+
+#: The range of a models.dev limit option: a token count, where 0 is models.dev's "unknown" (§1.1, §6.6).
+MODEL_LIMIT = Range(0, what="a model limit in tokens")
 
 
 class _OpenCode(Strategy):
@@ -120,23 +123,24 @@ class OpenCodeV1Options:
 
     auto: bool = True
     prune: bool = False
-    tail_turns: int = 2
+    tail_turns: int = field(default=2, metadata={"range": Range(0, what="a number of turns")})
     preserve_recent_tokens: int | None = None
-    reserved: int | None = None
+    reserved: int | None = field(default=None, metadata={"range": Range(0, what="a number of tokens")})
     output_token_max: int = 32_000
-    compaction_buffer: int = 20_000
+    compaction_buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
     min_preserve_recent_tokens: int = 2_000
     max_preserve_recent_tokens: int = 8_000
     preserve_recent_ratio: float = 0.25
     tool_output_max_chars: int = 2_000
-    prune_protect: int = 40_000
-    prune_minimum: int = 20_000
+    prune_protect: int = field(default=40_000, metadata={"range": Range(0, what="a number of tokens")})
+    prune_minimum: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
     #: comma-separated tool names prune never clears
     prune_protected_tools: str = "skill"
-    #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit
-    context_limit: int | None = None
-    output_limit: int | None = None
-    input_limit: int | None = None
+    #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit;
+    #: 0 as models.dev's 0 (§1.1): context 0 turns the overflow check off, output 0 means `output_token_max`, input 0 none
+    context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    output_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    input_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
 
 
 def filter_compacted(records: Sequence[Record]) -> list[Record]:
@@ -419,15 +423,16 @@ class OpenCodeV2Options:
     """
 
     auto: bool = True
-    buffer: int = 20_000
+    buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
     keep_tokens: int = 8_000
     tool_output_max_chars: int = 2_000
     summary_output_tokens: int = 4_096
     #: §6.6: UTF-16 length of ``JSON.stringify(request.tools)`` in the trigger estimate (2: no tools, ``[]``)
     tools_json_chars: int = 32_375
-    #: models.dev limits; None: the profile's window and its max output (capped at half the window)
-    context_limit: int | None = None
-    output_limit: int | None = None
+    #: models.dev limits; None: the profile's window and its max output (capped at half the window); a context
+    #: of 0 turns the trigger off (§6.6), an output of 0 counts as none
+    context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    output_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
 
 
 @dataclass(frozen=True)

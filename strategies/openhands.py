@@ -59,7 +59,7 @@ from typing import Any
 from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
-from compaction_bench.strategy import Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import OptionError, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Attachment, Item, Usage
 
 N_CHAR_PREVIEW = 500
@@ -314,20 +314,39 @@ def sdk_tool_text(e: Event) -> str:
     return SDK_ERROR_HEADER + text if e.is_error else text
 
 
+#: The ranges of the condenser sizes both pipelines have, as both `LLMSummarizingCondenser`s check them: the SDK's
+#: `max_size` `Field(gt=0)` and `keep_first` `Field(ge=0)`, V0's `max_size >= 1` and `keep_first >= 0` (§5.1). The
+#: rule between the two is each Options class's `__post_init__`.
+MAX_SIZE = Range(1, what="a number of events")
+KEEP_FIRST = Range(0, what="a number of events")
+
+
 # ===================================================================== SDK
 @dataclass(frozen=True)
 class OpenHandsOptions:
-    """`get_default_agent` preset (80, 4) and the SDK class defaults for the rest (§1, §4)."""
+    """`get_default_agent` preset (80, 4) and the SDK class defaults for the rest (§1, §4); the ranges are the
+    SDK's own `Field` constraints."""
 
-    max_size: int = 80
-    keep_first: int = 4
+    max_size: int = field(default=80, metadata={"range": MAX_SIZE})
+    keep_first: int = field(default=4, metadata={"range": KEEP_FIRST})
     #: condenser max_tokens (None: unset; the model's input window applies, §4.1)
     max_tokens: int | None = None
-    minimum_progress: float = 0.1
-    hard_context_reset_max_retries: int = 5
-    hard_context_reset_context_scaling: float = 0.8
+    minimum_progress: float = field(default=0.1, metadata={"range": Range(0, 1, low_open=True, high_open=True, what="a fraction of the view")})
+    hard_context_reset_max_retries: int = field(default=5, metadata={"range": Range(1, what="a number of attempts")})
+    hard_context_reset_context_scaling: float = field(
+        default=0.8, metadata={"range": Range(0, 1, low_open=True, high_open=True, what="a scaling factor")}
+    )
     #: `N_CHAR_PREVIEW` of the event previews the summariser reads
     preview_chars: int = N_CHAR_PREVIEW
+
+    def __post_init__(self) -> None:
+        """The SDK's `validate_keep_first_vs_max_size` (`llm_summarizing_condenser.py@611629e6`): an EVENTS
+        condensation must keep at least one event from the tail, `max_size // 2 - keep_first - 1 > 0`."""
+        if self.max_size // 2 - self.keep_first - 1 <= 0:
+            raise OptionError(
+                f"options openhands.keep_first={self.keep_first} and openhands.max_size={self.max_size}: keep_first must be "
+                "less than max_size // 2 - 1, as the SDK requires, to leave room for condensation"
+            )
 
 
 @dataclass
@@ -624,13 +643,25 @@ class _V0Messages:
 class OpenHandsV0Options:
     """V0 server pipeline defaults (§1, §5.1, §5.4, §6)."""
 
-    keep_first: int = 4
-    max_size: int = 120
-    max_event_length: int = 10_000
-    browser_attention_window: int = 2
+    keep_first: int = field(default=4, metadata={"range": KEEP_FIRST})
+    max_size: int = field(default=120, metadata={"range": MAX_SIZE})
+    #: characters (0: event strings are not cut)
+    max_event_length: int = field(default=10_000, metadata={"range": Range(0, what="a number of characters")})
+    browser_attention_window: int = field(default=2, metadata={"range": Range(0, what="a number of browser observations")})
     max_message_chars: int = 30_000
     #: tool names whose observations are browser output (§5.4)
     browser_tools: str = "browser,browse,browse_interactive,web_read,browser_navigate"
+
+    def __post_init__(self) -> None:
+        """V0's `LLMSummarizingCondenser` checks `keep_first < max_size // 2` when built, and its first condensation
+        raises when `max_size // 2 - keep_first - 1` is 0 (`min()` of no forgotten event, §5.1 edge cases): both
+        are refused here, the rule the SDK's condenser states."""
+        if self.max_size // 2 - self.keep_first - 1 <= 0:
+            raise OptionError(
+                f"options openhands-v0.keep_first={self.keep_first} and openhands-v0.max_size={self.max_size}: keep_first "
+                "must be less than max_size // 2 - 1 (V0's condenser refuses keep_first >= max_size // 2 and fails at its "
+                "first condensation at max_size // 2 - 1)"
+            )
 
 
 class OpenHandsV0(Strategy):

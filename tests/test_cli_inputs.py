@@ -70,6 +70,15 @@ def test_import_settings_without_transcript_files_are_refused(tmp_path, flags, n
     (["-s", "pi", "--option", f"pi.reserve_tokens={2**53 + 1}"], "at most 2**53 = 9,007,199,254,740,992 either way"),
     (["-s", "pi", "--option", "pi.reserve_tokens=" + "1" * 5000], "option pi.reserve_tokens: expected int, got '" + "1" * 27 + "...1"),  # past int()'s 4,300 digits
     (["-s", "aider", "--option", "aider.max_chat_history_tokens=1e300"], "aider.max_chat_history_tokens=1e+300: too large"),
+    # Ranges the option fields declare (tests/test_option_ranges.py): these failed every cell (an IndexError, a division
+    # by zero, the API's minimum trigger checked only as the cell ran) or never compacted (a threshold past the window).
+    (["-s", "openhands-v0", "--option", "openhands-v0.keep_first=-1"],
+     "option openhands-v0.keep_first=-1: out of range; expected a value ≥ 0 (a number of events)"),
+    (["-s", "aider@window_divisor=0"], "option aider.window_divisor=0: out of range; expected a value ≥ 1 (a divisor)"),
+    (["-s", "anthropic-compact", "--option", "anthropic-compact.trigger=1000"],
+     "option anthropic-compact.trigger=1000: out of range; expected a value ≥ 50000 (a number of input tokens; the API accepts no fewer, §4.1)"),
+    (["-s", "gemini-cli", "--option", "gemini-cli.compression_threshold=2"],
+     "option gemini-cli.compression_threshold=2.0: out of range; expected a value in (0, 1] (a fraction of the window)"),
     (["--model-timeout", "nan"], "--model-timeout must be a finite number of seconds, got nan"),
     (["--model-timeout", "inf"], "--model-timeout must be a finite number of seconds, got inf"),
 ])
