@@ -19,7 +19,9 @@ an iteration of the request being built, which then fails in its place) and reco
 (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
 A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite,
 at most `MAX_NUMBER` either way, and inside its `Range`, which a field declares with
-`metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts are not negative, ratios lie in (0, 1], …).
+`metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts
+are not negative, ratios lie in (0, 1], …); a rule between two options is the Options class's
+`__post_init__`, raising `OptionError`.
 """
 
 from __future__ import annotations
