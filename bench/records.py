@@ -13,9 +13,15 @@ context at which probes are asked; `ReplayResult` holds them all. The engine
 
 `to_rows` / `from_rows` turn one replay's records into plain rows and back, so a run folder can
 keep them (`compaction_bench.store`) and `bench score` can measure again without replaying:
-`messages` holds each distinct message once, `requests` one row per request with its item ids,
-its message references and its summarizer call, `replay` the compactions (without their
-before/after messages, which no metric reads), the probe points and the cell's settings.
+`messages` holds each distinct message once, `requests` one row per request with its messages as
+`shared` (how many leading messages it shares with the request before it) and `messages` (the
+references of the rest), and its summarizer call, `replay` the compactions (without their
+before/after messages, which no metric reads), the probe points and the cell's settings. Stored
+whole, each request's context made the records quadratic in a session's length wherever contexts
+only grow (`none` on the 4M-token session: 67 M references, 1.8 GB); stored by difference they are
+as long as what the requests add, and `from_rows` rebuilds them as `LogView`s of shared logs. Rows
+written before `shared` existed (each request's references whole, with its `item_ids`) read as
+sharing nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.llm import LLMResult
-from compaction_bench.log_view import first_difference
+from compaction_bench.log_view import LogView, first_difference, iter_from
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, ToolCall, message_item_ids
 from compaction_bench.transcript import Attachment, Transcript, Usage
@@ -248,23 +254,20 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
             messages.append(_message_row(message))
         return n
 
-    previous: tuple[Sequence[Message], list[int]] = ((), [])
+    previous: Sequence[Message] = ()
 
-    def message_refs(request: Sequence[Message]) -> list[int]:
-        """The rows of a request's messages: those it shares with the request before it (`first_difference`,
-        equal messages have one row) are that request's, so a context that only grows is looked up once."""
+    def difference(request: Sequence[Message]) -> dict[str, Any]:
+        """A request's messages as the number it shares with the request before it (`first_difference`)
+        and the rows of the rest (equal messages have one row)."""
         nonlocal previous
-        before, before_refs = previous
-        shared = first_difference(before, request)
-        out = before_refs[:shared] + [ref(m) for m in request[shared:]]
-        previous = (request, out)
-        return out
+        shared = first_difference(previous, request)
+        previous = request
+        return {"shared": shared, "messages": [ref(m) for m in iter_from(request, shared)]}
 
     requests = [
         {
             **{name: getattr(r, name) for name in REQUEST_FIELDS},
-            "item_ids": r.item_ids(),
-            "messages": message_refs(r.messages),
+            **difference(r.messages),
             "error": _json(r.error),
             "usage": _json(r.usage.to_dict() if r.usage is not None else None),
             "meta": _json(r.meta),
@@ -295,19 +298,40 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
     return {"messages": messages, "requests": requests, "replay": replay}
 
 
+def _next_context(previous: LogView, shared: int, new: list[Message]) -> LogView:
+    """The request whose first `shared` messages are `previous`'s and the rest `new`, sharing their storage: a
+    request that extends its log's end appends to that log; one that keeps part of the log and adds others holds
+    those as its tail; one that keeps part of the previous request's tail starts a new log with it."""
+    log, length = previous.log, previous.length
+    if shared <= length:
+        if shared == len(log):
+            log.extend(new)
+            return LogView(log, len(log))
+        return LogView(log, shared, tuple(new))
+    kept = previous.tail[: shared - length]
+    if length == len(log):
+        log.extend(kept)
+        log.extend(new)
+        return LogView(log, len(log))
+    fresh = [*log[:length], *kept, *new]
+    return LogView(fresh, len(fresh))
+
+
 def from_rows(
     transcript: Transcript, profile: ModelProfile, messages: list[dict[str, Any]], requests: list[dict[str, Any]], replay: dict[str, Any]
 ) -> ReplayResult:
     """The `ReplayResult` that `to_rows` stored (compactions without their before/after messages)."""
     built = [_message(row) for row in messages]
     result = ReplayResult(transcript, replay["strategy"], profile, replay.get("options"), replay["usage_mode"])
+    context = LogView([], 0)
     for row in requests:
+        context = _next_context(context, row.get("shared") or 0, [built[n] for n in row["messages"]])
         usage = json.loads(row["usage"]) if row["usage"] else None
         call = json.loads(row["llm_call"]) if row["llm_call"] else None
         result.requests.append(
             RequestRecord(
                 **{name: row[name] for name in REQUEST_FIELDS},
-                messages=tuple(built[n] for n in row["messages"]),
+                messages=context,
                 error=json.loads(row["error"]) if row["error"] else None,
                 usage=Usage.from_dict(usage) if usage is not None else None,
                 meta=json.loads(row["meta"] or "{}"),

@@ -14,10 +14,13 @@ import compaction_bench as bench
 from compaction_bench.cli import app
 from compaction_bench.probes import Probe, load_probes, write_probes
 from compaction_bench.profiles import get_profile
-from compaction_bench.runner import Case, RunError, score
+from compaction_bench.records import ReplayResult, from_rows
+from compaction_bench.replay import replay as replay_anew
+from compaction_bench.runner import Case, RunError, scenario_transcripts, score
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.store import RunStore, load_run
 from compaction_bench.strategy import Strategy
+from compaction_bench.transcript import Transcript
 from tests.conftest import assert_user_error, bench_cli
 
 TABLES = ("requests", "compactions", "probes", "summary")
@@ -60,7 +63,18 @@ def test_the_run_folder_describes_its_inputs(finished):
         assert template["sha256"] == hashlib.sha256(template["text"].encode()).hexdigest() == manifest["template_hashes"][name]
 
 
-def test_each_request_keeps_its_item_ids_and_summary_links(finished):
+def cell_transcript(run_dir: Path, record: dict) -> Transcript:
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return scenario_transcripts(run_dir, manifest["scenarios"])[record["replay"]["key"]["scenario"]]
+
+
+def rebuilt(run_dir: Path, record: dict) -> ReplayResult:
+    """A stored cell's replay rebuilt from its records."""
+    profile = get_profile(record["replay"]["key"]["profile"])
+    return from_rows(cell_transcript(run_dir, record), profile, record["messages"], record["requests"], record["replay"])
+
+
+def test_each_request_keeps_its_context_and_summary_links(finished):
     run_dir, _, _ = finished
     requests = load_run(run_dir)["requests"]
     # A finished run keeps the replay records in its archive (no folder per cell).
@@ -73,7 +87,12 @@ def test_each_request_keeps_its_item_ids_and_summary_links(finished):
         key = replay["key"]
         mine = requests[(requests.scenario == key["scenario"]) & (requests.strategy == key["strategy"])]
         assert list(contexts["index"]) == list(mine["request"])
-        assert all(isinstance(ids, (list, type(contexts["item_ids"].iloc[0]))) for ids in contexts["item_ids"])
+        # Each context is stored by its difference from the one before: the messages a request shares with it,
+        # and the rest; rebuilt, every request holds the messages and item ids a new replay of the cell sends.
+        back, again = rebuilt(run_dir, record), replay_anew(cell_transcript(run_dir, record), key["strategy"], profile=key["profile"])
+        assert [tuple(r.messages) for r in back.requests] == [tuple(r.messages) for r in again.requests]
+        assert [r.item_ids() for r in back.requests] == [r.item_ids() for r in again.requests]
+        assert sum(map(len, contexts["messages"])) < sum(len(r.messages) for r in again.requests)
         for compaction in replay["compactions"]:
             for index, call in zip(compaction["summary_request_indices"], compaction["llm_calls"], strict=True):
                 row = contexts[contexts["index"] == index].iloc[0]
@@ -113,11 +132,11 @@ def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path
     # Wherever the stored context still holds the first user message verbatim, the probe is present.
     for record in RunStore(new).replays():
         key = record["replay"]["key"]
-        contexts = pd.DataFrame(record["requests"]).set_index("index")
+        contexts = {r.index: r for r in rebuilt(new, record).requests}
         rows = probes[(probes.scenario == key["scenario"]) & (probes.strategy == key["strategy"])]
         assert len(rows) > 0
         for request, present in zip(rows["request"], rows["present"], strict=True):
-            if first.id in list(contexts.loc[request, "item_ids"]):
+            if first.id in contexts[request].item_ids():
                 assert present
     original = load_run(run_dir)
     assert set(original["probes"]["probe_id"]) != {"first-ask"}

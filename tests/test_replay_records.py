@@ -1,0 +1,71 @@
+"""A cell's replay records store each request's context by its difference from the request before it
+(`records.to_rows`): as long as what the requests add, not quadratic in the session's length where
+contexts only grow, and `from_rows` gives every request's messages back, from rows written either way."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compaction_bench.importing import load_transcript
+from compaction_bench.records import from_rows, to_rows
+from compaction_bench.replay import replay
+from compaction_bench.request import message_item_ids
+from compaction_bench.transcript import Transcript
+
+TURNS = 300
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Transcript:
+    """Many short turns as OpenAI chat messages, each a question, a tool call, its output and an answer (about
+    45 tokens a turn): at `32k@1000` a context never compacted outgrows the window within the first 30 turns."""
+    messages: list[dict] = []
+    for n in range(TURNS):
+        call = {"id": f"c{n}", "type": "function", "function": {"name": "read", "arguments": json.dumps({"path": f"file_{n}.py"})}}
+        messages += [
+            {"role": "user", "content": f"question {n}: what does file_{n}.py do?"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"def parse_{n}(row):\n    return row[{n}]"},
+            {"role": "assistant", "content": f"file_{n}.py parses column {n}"},
+        ]
+    path = tmp_path_factory.mktemp("chat") / "chat.json"
+    path.write_text(json.dumps(messages))
+    return load_transcript(path)
+
+
+def as_earlier_versions_stored(rows: dict) -> list[dict]:
+    """The requests' rows as versions before `shared` wrote them: each request's references whole, and its item ids."""
+    built = [row["item_ids"] for row in rows["messages"]]
+    whole: list[int] = []
+    out = []
+    for row in rows["requests"]:
+        whole = whole[: row["shared"]] + row["messages"]
+        legacy = {k: v for k, v in row.items() if k != "shared"}
+        out.append({**legacy, "messages": list(whole), "item_ids": [i for n in whole for i in built[n]]})
+    return out
+
+
+def test_a_context_that_only_grows_stores_each_message_once(chat: Transcript) -> None:
+    result = replay(chat, "none", profile="32k@1000")
+    assert len(result.requests) > TURNS and sum(r.overflow for r in result.requests) > TURNS
+    rows = to_rows(result)
+    # Every request is the one before it and its new messages: the shared part is the whole of the one before.
+    lengths = [len(r.messages) for r in result.requests]
+    assert [row["shared"] for row in rows["requests"]] == [0, *(min(a, b) for a, b in zip(lengths, lengths[1:], strict=False))]
+    # So each of the session's 1,200 messages is referenced once, where whole contexts held about 600 each.
+    assert sum(len(row["messages"]) for row in rows["requests"]) == len(rows["messages"]) == 4 * TURNS
+    whole = sum(lengths)
+    assert whole > 100 * len(rows["messages"])
+
+
+def test_every_request_reads_back_from_rows_written_now_and_by_earlier_versions(chat: Transcript) -> None:
+    for strategy in ("none", "truncate", "observation-masking", "codex-local"):  # grows; cuts the front; edits; summarizes
+        result = replay(chat, strategy, profile="32k@1000")
+        assert result.compactions or strategy == "none"
+        rows = to_rows(result)
+        for requests in (rows["requests"], as_earlier_versions_stored(rows)):
+            back = from_rows(result.transcript, result.profile, rows["messages"], requests, rows["replay"])
+            assert [tuple(r.messages) for r in back.requests] == [tuple(r.messages) for r in result.requests], strategy
+            assert [list(message_item_ids(r.messages)) for r in back.requests] == [r.item_ids() for r in result.requests]
