@@ -165,23 +165,33 @@ def merge_assistant(messages: list[Message]) -> list[Message]:
     of the folded messages are joined with a newline.
     """
     out: list[Message] = []
+    run: list[Message] = []  # an assistant message and the messages with tool calls that follow it
     for message in messages:
-        if (
-            out
-            and message.role == "assistant"
-            and out[-1].role == "assistant"
-            and message.tool_calls
-        ):
-            prev = out[-1]
-            out[-1] = replace(
-                prev,
-                content="\n".join(t for t in (prev.content, message.content) if t),
-                tool_calls=prev.tool_calls + message.tool_calls,
-                item_ids=prev.item_ids + message.item_ids,
-            )
+        if run and message.role == "assistant" and message.tool_calls:
+            run.append(message)
+            continue
+        if run:
+            out.append(fold_run(run))
+            run = []
+        if message.role == "assistant":
+            run = [message]
         else:
             out.append(message)
+    if run:
+        out.append(fold_run(run))
     return out
+
+
+def fold_run(run: Sequence[Message]) -> Message:
+    """`merge_assistant`'s fold of one run, built once (a run of n calls folded pairwise copied its calls n times)."""
+    if len(run) == 1:
+        return run[0]
+    return replace(
+        run[0],
+        content="\n".join(m.content for m in run if m.content),
+        tool_calls=tuple(chain.from_iterable(m.tool_calls for m in run)),
+        item_ids=tuple(chain.from_iterable(m.item_ids for m in run)),
+    )
 
 
 

@@ -14,19 +14,24 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from compaction_bench.log_view import LogView
-from compaction_bench.request import Message, ToolCall, merge_assistant, message_from_item
+from compaction_bench.request import Message, ToolCall, fold_run, message_from_item
 from compaction_bench.transcript import Item
 
 
 class FoldMemo:
     """`merge_assistant` with each fold built once: folds are keyed by the identities of the messages
     they fold (kept alive here, so an identity is never reused), so a strategy that renders the same
-    messages on every request gets the same folded objects back."""
+    messages on every request gets the same folded objects back. At `MESSAGES_KEPT` messages held the
+    memo starts anew: a history rendered with one more message cut from a long run at each of its
+    retries (Codex's compaction, §2) would otherwise keep every shortened run."""
+
+    MESSAGES_KEPT = 1 << 20
 
     def __init__(self, combine: Callable[[Sequence[Message]], Message] | None = None) -> None:
         self._folds: dict[tuple[int, ...], tuple[tuple[Message, ...], Message]] = {}
+        self._held = 0
         #: how a group of two or more messages becomes one (default: `merge_assistant`'s fold)
-        self._combine = combine or (lambda group: merge_assistant(list(group))[0])
+        self._combine = combine or fold_run
 
     def fold(self, group: Sequence[Message]) -> Message:
         if len(group) == 1:
@@ -34,7 +39,10 @@ class FoldMemo:
         key = tuple(map(id, group))
         hit = self._folds.get(key)
         if hit is None:
+            if self._held + len(key) > self.MESSAGES_KEPT:
+                self._folds, self._held = {}, 0
             hit = self._folds[key] = (tuple(group), self._combine(group))
+            self._held += len(key)
         return hit[1]
 
     def merge(self, messages: Iterable[Message]) -> list[Message]:

@@ -12,6 +12,9 @@
 - The engine gives an emulated server's instructions to the summarizer as one message object per text.
 - `Message.__init__` is written out (it stores each field through its slot): it takes the declared
   fields, in order, with their defaults, and the instances stay frozen.
+- `merge_assistant` folds each run of assistant messages once, as the pairwise fold it replaced did
+  (which copied a run's calls once per call: a step of 4,000 parallel calls re-rendered at each of
+  Codex's compaction retries took 90 s of a 4,000-call replay, 16 s now).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from compaction_bench.profiles import get_profile
 from compaction_bench.provider import MESSAGE_OVERHEAD, RECENT_ENTRIES, MessageCounter, SimulatedProvider
 from compaction_bench.registry import strategy_class
 from compaction_bench.replay import _Engine, _prompt_set
-from compaction_bench.request import Message, Request, ToolCall
+from compaction_bench.request import Message, Request, ToolCall, merge_assistant
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.tokens import HiddenTokens
 from tests.test_log_view import plain_first_difference
@@ -228,3 +231,40 @@ def test_an_emulated_servers_instructions_reach_the_summarizer_as_one_message_pe
     assert (first.role, first.content, other.content) == ("user", "Compact this.", "Compact that.")
     assert again is first and other is not first
 
+
+
+def pairwise_fold(messages: list[Message]) -> list[Message]:
+    """`merge_assistant` as it was written: each tool-call message folded into the message before it, one at a time."""
+    out: list[Message] = []
+    for message in messages:
+        if out and message.role == "assistant" and out[-1].role == "assistant" and message.tool_calls:
+            prev = out[-1]
+            out[-1] = dataclasses.replace(
+                prev,
+                content="\n".join(t for t in (prev.content, message.content) if t),
+                tool_calls=prev.tool_calls + message.tool_calls,
+                item_ids=prev.item_ids + message.item_ids,
+            )
+        else:
+            out.append(message)
+    return out
+
+
+def test_merge_assistant_folds_every_run_as_the_pairwise_fold_did():
+    rng = random.Random(7)
+    kinds = ["user", "tool", "text", "call", "text+call", "empty", "reasoning"]
+    for trial in range(2_000):
+        messages = []
+        for n in range(rng.randrange(0, 14)):
+            kind, ids = rng.choice(kinds), (f"i{trial}-{n}",)
+            call = (ToolCall(f"c{n}", "read", "{}"),)
+            messages.append({
+                "user": Message("user", f"ask {n}", item_ids=ids),
+                "tool": Message("tool", f"out {n}", tool_call_id=f"c{n}", item_ids=ids),
+                "text": Message("assistant", f"say {n}", item_ids=ids),
+                "call": Message("assistant", tool_calls=call, item_ids=ids),
+                "text+call": Message("assistant", f"and {n}", tool_calls=call, item_ids=ids),
+                "empty": Message("assistant", "", item_ids=ids),
+                "reasoning": Message("reasoning", f"think {n}", item_ids=ids),
+            }[kind])
+        assert merge_assistant(list(messages)) == pairwise_fold(list(messages)), messages
