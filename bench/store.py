@@ -14,8 +14,9 @@ Layout of a finished run::
       summary.parquet        one row per (scenario, strategy, profile)
       replays/               every cell's replay records, merged: cells.parquet (one row per cell: its key,
                              its replay.json text, the ids of its messages), contexts.parquet (every
-                             request with its item ids, message references and summarizer call, and its
-                             cell's row), messages.parquet (each distinct message of the run once)
+                             request with its message references as `records.to_rows` keeps them, by
+                             difference from the request before, its summarizer call and its cell's
+                             row), messages.parquet (each distinct message of the run once)
       report.html            the self-contained report
 
 While a run works, each finished cell is one file, `cells/<cell-key>.zip`: a zip archive (members
