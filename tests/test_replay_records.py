@@ -12,6 +12,7 @@ from compaction_bench.importing import load_transcript
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.replay import replay
 from compaction_bench.request import message_item_ids
+from compaction_bench.store import CellKey, RunStore
 from compaction_bench.transcript import Transcript
 
 TURNS = 300
@@ -69,3 +70,21 @@ def test_every_request_reads_back_from_rows_written_now_and_by_earlier_versions(
             back = from_rows(result.transcript, result.profile, rows["messages"], requests, rows["replay"])
             assert [tuple(r.messages) for r in back.requests] == [tuple(r.messages) for r in result.requests], strategy
             assert [list(message_item_ids(r.messages)) for r in back.requests] == [r.item_ids() for r in result.requests]
+
+
+def test_an_archive_of_cells_written_either_way_rebuilds_every_request(chat: Transcript, tmp_path) -> None:
+    """A run resumed over cells an earlier version wrote (contexts whole, with item ids) archives them beside
+    this version's (contexts by difference): the two schemas made one, each cell's requests read back whole."""
+    results = {strategy: replay(chat, strategy, profile="32k@1000") for strategy in ("none", "codex-local")}
+    store = RunStore(tmp_path)
+    for n, (strategy, result) in enumerate(results.items()):
+        rows = to_rows(result)
+        if n == 0:
+            rows = {**rows, "requests": as_earlier_versions_stored(rows)}
+        store.write_cell(CellKey("chat", strategy, "32k@1000", 0), {"replay": rows})
+    assert store.compact()
+    read = {record["replay"]["key"]["strategy"]: record for record in RunStore(tmp_path).replays()}
+    for strategy, result in results.items():
+        record = read[strategy]
+        back = from_rows(chat, result.profile, record["messages"], record["requests"], record["replay"])
+        assert [tuple(r.messages) for r in back.requests] == [tuple(r.messages) for r in result.requests], strategy
