@@ -23,7 +23,7 @@ class FoldMemo:
     they fold (kept alive here, so an identity is never reused), so a strategy that renders the same
     messages on every request gets the same folded objects back. At `MESSAGES_KEPT` messages held the
     memo starts anew: a history rendered with one more message cut from a long run at each of its
-    retries (Codex's compaction, §2) would otherwise keep every shortened run."""
+    retries (Codex's compaction, codex.md §2.1) would otherwise keep every shortened run."""
 
     MESSAGES_KEPT = 1 << 20
 
