@@ -2,7 +2,7 @@
 of its name) that holds its upstream default, a value outside it is refused when parsed, and a replay at
 each end of it completes and its tables are written: no value a user may set fails the cells mid-run (an
 `aider.window_divisor` of 0 was a ZeroDivisionError in every cell, a `gemini-cli.compression_threshold` of
-2**53 an OverflowError as the tables were written)."""
+1e300 an OverflowError as the tables were written)."""
 
 from __future__ import annotations
 
