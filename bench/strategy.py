@@ -168,6 +168,11 @@ class Range:
         return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
 
+#: Ranges several strategies' fields declare: a token count whose name does not say so (a buffer, a
+#: reserve), and a context window.
+TOKEN_COUNT = Range(0, what="a number of tokens")
+CONTEXT_WINDOW = Range(1, what="a context window in tokens")
+
 #: The range an option gets from a word of its name (split at "_") when its field declares none: only
 #: values that are clearly invalid are kept out (a negative count; a ratio, fraction or percentage of
 #: something that is more than all of it or none of it).

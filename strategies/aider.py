@@ -39,7 +39,7 @@ from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
-from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import litellm_messages_tokens, shared_counter
 from compaction_bench.transcript import Item, Usage
 
@@ -80,7 +80,7 @@ class AiderOptions:
     max_depth: int = field(default=3, metadata={"range": Range(0, what="a recursion depth")})
     #: the weak model's max_input_tokens (None: the profile's window)
     summarizer_max_input_tokens: int | None = None
-    summarizer_head_margin: int = field(default=512, metadata={"range": Range(0, what="a number of tokens")})
+    summarizer_head_margin: int = field(default=512, metadata={"range": TOKEN_COUNT})
 
 
 class AiderSummaryFailed(Exception):

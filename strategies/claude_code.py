@@ -62,7 +62,7 @@ from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import FoldMemo, ItemHistory
-from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import CONTEXT_WINDOW, TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 #: §4.1 wrapper prefix (BASE) and the auto-only continuation sentence: protocol strings.
@@ -260,15 +260,15 @@ class ClaudeCodeOptions:
     #: the model for the output cap; None: the profile's model
     model: str | None = None
     #: the window W; None: the profile's window (200,000 for the Claude profiles, as upstream)
-    context_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
-    autocompact_buffer: int = field(default=13_000, metadata={"range": Range(0, what="a number of tokens")})
-    warning_buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    context_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
+    autocompact_buffer: int = field(default=13_000, metadata={"range": TOKEN_COUNT})
+    warning_buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     default_max_output: int = field(default=32_000, metadata={"range": Range(0, what="a number of output tokens")})
     max_output_ceiling: int = field(default=64_000, metadata={"range": Range(0, what="a number of output tokens")})
     summary_max_output: int = field(default=20_000, metadata={"range": Range(0, what="a number of output tokens")})
     microcompact_keep_recent: int = field(default=3, metadata={"range": Range(0, what="a number of tool results")})
     microcompact_keep_tokens: int = 40_000
-    microcompact_min_saving: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    microcompact_min_saving: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     microcompact_image_tokens: int = 2_000
     microcompact_tools: str = "Read,Bash,Grep,Glob,WebSearch,WebFetch,Edit,Write"
     restore_max_files: int = field(default=5, metadata={"range": Range(0, what="a number of files")})
@@ -291,9 +291,9 @@ class ClaudeCodeOptions:
 class ClaudeCode21Options(ClaudeCodeOptions):
     """§8 (2.1.112): reserve cap 20,000, auto-compact window, breakers, prompt-too-long retries."""
 
-    reserve_cap: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    reserve_cap: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow (None: unset), clamped to 100,000–1,000,000
-    auto_compact_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
+    auto_compact_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
     #: the breakers (§8.3): 0 failures or 0 rapid refills stop auto-compaction before its first try
     max_consecutive_failures: int = field(default=3, metadata={"range": Range(0, what="a number of failures")})
     refill_turns: int = field(default=3, metadata={"range": Range(0, what="a number of turns")})

@@ -76,7 +76,7 @@ from compaction_bench.strategies.codex_components import (
     with_window_section,
 )
 from compaction_bench.strategies.history import FoldMemo
-from compaction_bench.strategy import Range, Strategy, SummaryOverflow
+from compaction_bench.strategy import CONTEXT_WINDOW, Range, Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 SPEC = "docs/specs/codex.md"
@@ -87,7 +87,7 @@ class CodexOptions:
     """Options shared by the four Codex strategies (upstream defaults)."""
 
     #: `model_context_window` config override; None = the marker's window or the profile window.
-    model_context_window: int | None = field(default=None, metadata={"range": Range(1, what="a context window in tokens")})
+    model_context_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
     effective_context_window_percent: int = 95
     #: The 90% clamp of the auto-compact limit (`context_window * 9 / 10`).
     auto_compact_percent: int = 90

@@ -58,7 +58,7 @@ from compaction_bench.strategies.opencode_components import (
     usable_window,
     usage_count,
 )
-from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
 from compaction_bench.transcript import Item, Usage
 
@@ -125,15 +125,15 @@ class OpenCodeV1Options:
     prune: bool = False
     tail_turns: int = field(default=2, metadata={"range": Range(0, what="a number of turns")})
     preserve_recent_tokens: int | None = None
-    reserved: int | None = field(default=None, metadata={"range": Range(0, what="a number of tokens")})
+    reserved: int | None = field(default=None, metadata={"range": TOKEN_COUNT})
     output_token_max: int = 32_000
-    compaction_buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    compaction_buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     min_preserve_recent_tokens: int = 2_000
     max_preserve_recent_tokens: int = 8_000
     preserve_recent_ratio: float = 0.25
     tool_output_max_chars: int = 2_000
-    prune_protect: int = field(default=40_000, metadata={"range": Range(0, what="a number of tokens")})
-    prune_minimum: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    prune_protect: int = field(default=40_000, metadata={"range": TOKEN_COUNT})
+    prune_minimum: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: comma-separated tool names prune never clears
     prune_protected_tools: str = "skill"
     #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit;
@@ -423,7 +423,7 @@ class OpenCodeV2Options:
     """
 
     auto: bool = True
-    buffer: int = field(default=20_000, metadata={"range": Range(0, what="a number of tokens")})
+    buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     keep_tokens: int = 8_000
     tool_output_max_chars: int = 2_000
     summary_output_tokens: int = 4_096

@@ -84,7 +84,7 @@ from compaction_bench.strategies.pi_session_tree import (
     retimed,
     to_wire_2025,
 )
-from compaction_bench.strategy import Range, Strategy, SummaryOverflow
+from compaction_bench.strategy import CONTEXT_WINDOW, TOKEN_COUNT, Range, Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 #: Transient errors that Pi retries before any compaction check (§2.3).
@@ -111,7 +111,7 @@ class PiOptions:
     keep_recent_tokens: int = 20000
     branch_reserve_tokens: int = 16384
     #: contextWindow used for the branch budget when the model has none.
-    branch_default_window: int = field(default=128000, metadata={"range": Range(1, what="a context window in tokens")})
+    branch_default_window: int = field(default=128000, metadata={"range": CONTEXT_WINDOW})
     branch_summary_max_tokens: int = 2048
     branch_summary_ratio: float = 0.9
     tool_result_max_chars: int = 2000
@@ -122,10 +122,10 @@ class PiOptions:
     #: Whether the model reasons (BASE asks for "high" reasoning in history summaries).
     model_reasoning: bool = True
     #: thinking budgets in tokens, added to a summary request's max tokens by level (§4.2)
-    thinking_budget_minimal: int = field(default=1024, metadata={"range": Range(0, what="a number of tokens")})
-    thinking_budget_low: int = field(default=2048, metadata={"range": Range(0, what="a number of tokens")})
-    thinking_budget_medium: int = field(default=8192, metadata={"range": Range(0, what="a number of tokens")})
-    thinking_budget_high: int = field(default=16384, metadata={"range": Range(0, what="a number of tokens")})
+    thinking_budget_minimal: int = field(default=1024, metadata={"range": TOKEN_COUNT})
+    thinking_budget_low: int = field(default=2048, metadata={"range": TOKEN_COUNT})
+    thinking_budget_medium: int = field(default=8192, metadata={"range": TOKEN_COUNT})
+    thinking_budget_high: int = field(default=16384, metadata={"range": TOKEN_COUNT})
     #: `/compact <instructions>` for the manual compactions of `compact_at_recorded`.
     custom_instructions: str = ""
     #: Replay option: run a manual /compact at each recorded compaction the trigger did not fire for.
