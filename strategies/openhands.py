@@ -321,6 +321,16 @@ MAX_SIZE = Range(1, what="a number of events")
 KEEP_FIRST = Range(0, what="a number of events")
 
 
+def _check_room(strategy: str, keep_first: int, max_size: int, why: str) -> None:
+    """The rule between the two sizes: an EVENTS condensation keeps at least one event from the tail,
+    `max_size // 2 - keep_first - 1 > 0`; `why` says whose rule it is."""
+    if max_size // 2 - keep_first - 1 <= 0:
+        raise OptionError(
+            f"options {strategy}.keep_first={keep_first} and {strategy}.max_size={max_size}: keep_first must be less than "
+            f"max_size // 2 - 1{why}"
+        )
+
+
 # ===================================================================== SDK
 @dataclass(frozen=True)
 class OpenHandsOptions:
@@ -342,11 +352,7 @@ class OpenHandsOptions:
     def __post_init__(self) -> None:
         """The SDK's `validate_keep_first_vs_max_size` (`llm_summarizing_condenser.py@611629e6`): an EVENTS
         condensation must keep at least one event from the tail, `max_size // 2 - keep_first - 1 > 0`."""
-        if self.max_size // 2 - self.keep_first - 1 <= 0:
-            raise OptionError(
-                f"options openhands.keep_first={self.keep_first} and openhands.max_size={self.max_size}: keep_first must be "
-                "less than max_size // 2 - 1, as the SDK requires, to leave room for condensation"
-            )
+        _check_room("openhands", self.keep_first, self.max_size, ", as the SDK requires, to leave room for condensation")
 
 
 @dataclass
@@ -656,12 +662,10 @@ class OpenHandsV0Options:
         """V0's `LLMSummarizingCondenser` checks `keep_first < max_size // 2` when built, and its first condensation
         raises when `max_size // 2 - keep_first - 1` is 0 (`min()` of no forgotten event, §5.1 edge cases): both
         are refused here, the rule the SDK's condenser states."""
-        if self.max_size // 2 - self.keep_first - 1 <= 0:
-            raise OptionError(
-                f"options openhands-v0.keep_first={self.keep_first} and openhands-v0.max_size={self.max_size}: keep_first "
-                "must be less than max_size // 2 - 1 (V0's condenser refuses keep_first >= max_size // 2 and fails at its "
-                "first condensation at max_size // 2 - 1)"
-            )
+        _check_room(
+            "openhands-v0", self.keep_first, self.max_size,
+            " (V0's condenser refuses keep_first >= max_size // 2 and fails at its first condensation at max_size // 2 - 1)",
+        )
 
 
 class OpenHandsV0(Strategy):
