@@ -597,32 +597,39 @@ def call_slot(settings: CallSettings) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ stored responses
-@functools.cache
-def _recorded(path: str) -> dict[str, dict[str, Any]]:
-    """A responses file (JSONL of stored responses) by request key."""
-    out: dict[str, dict[str, Any]] = {}
-    try:
-        lines = Path(path).read_bytes().splitlines()
-    except OSError as exc:
-        raise LLMError(f"--responses {path}: {exc.strerror or exc}") from None
-    for number, line in enumerate(lines, 1):
+def _response_lines(path: Path, where: str, fields: tuple[str, ...], fix: str) -> Iterator[dict[str, Any]]:
+    """The stored responses of one JSONL file, a line at a time (blank lines skipped): each a JSON object whose
+    `fields` are strings. A line that is not is refused as `{where}:{line}: not a stored response, …; {fix}`; each
+    line is decoded on its own, so a killed run's half-written last line, which may end inside a character, is named
+    by its number."""
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
         if not line.strip():
             continue
+        place = f"{where}:{number}: not a stored response"
         try:
             record = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise LLMError(f"--responses {path}:{number}: not UTF-8 text (byte {exc.start + 1} of the line)") from None
+            raise LLMError(f"{place}, not UTF-8 (byte {exc.start + 1} of the line); {fix}") from None
         except json.JSONDecodeError as exc:
-            raise LLMError(f"--responses {path}:{number}: not JSON ({json_problem(exc)})") from None
+            raise LLMError(f"{place}, not JSON ({json_problem(exc)}); {fix}") from None
         except RecursionError:
-            raise LLMError(f"--responses {path}:{number}: not a stored response (nested too deeply)") from None
-        if not (isinstance(record, dict) and all(isinstance(record.get(f), str) for f in ("key", "text", "model"))):
-            raise LLMError(
-                f"--responses {path}:{number}: not a stored response (expected a JSON object with 'key', 'text' and 'model'; "
-                "write the file with `bench cache export RUN -o FILE`)"
-            )
-        out[record["key"]] = record
-    return out
+            raise LLMError(f"{place} (nested too deeply); {fix}") from None
+        if not (isinstance(record, dict) and all(isinstance(record.get(f), str) for f in fields)):
+            quoted = [f"'{f}'" for f in fields]
+            names = " and ".join(filter(None, (", ".join(quoted[:-1]), quoted[-1])))
+            raise LLMError(f"{place} (expected a JSON object with {names} as {'strings' if len(fields) > 1 else 'a string'}); {fix}")
+        yield record
+
+
+@functools.cache
+def _recorded(path: str) -> dict[str, dict[str, Any]]:
+    """A responses file (JSONL of stored responses) by request key."""
+    where = f"--responses {path}"
+    fix = "write the file with `bench cache export RUN -o FILE`"
+    try:
+        return {r["key"]: r for r in _response_lines(Path(path), where, ("key", "text", "model"), fix)}
+    except OSError as exc:
+        raise LLMError(f"{where}: {exc.strerror or exc}") from None
 
 
 _append_lock = threading.Lock()
@@ -641,19 +648,7 @@ def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
     folder = Path(run_dir) / "responses"
     records: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("responses-*.jsonl")):
-        for number, line in enumerate(path.read_bytes().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:  # a killed run's half-written last line may end inside a character: each line is decoded on its own
-                record = json.loads(line.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                raise LLMError(f"{path}:{number}: not a stored response, not UTF-8 (byte {exc.start + 1} of the line); remove the line to export the rest") from None
-            except json.JSONDecodeError as exc:  # e.g. the half-written last line of a killed run
-                raise LLMError(f"{path}:{number}: not a stored response, not JSON ({json_problem(exc)}); remove the line to export the rest") from None
-            except RecursionError:
-                raise LLMError(f"{path}:{number}: not a stored response (nested too deeply); remove the line to export the rest") from None
-            if not isinstance(record, dict) or not isinstance(record.get("key"), str):
-                raise LLMError(f"{path}:{number}: not a stored response (a JSON object with a 'key'); remove the line to export the rest")
+        for record in _response_lines(path, str(path), ("key",), "remove the line to export the rest"):
             records[record["key"]] = record
     return [records[k] for k in sorted(records)]
 

@@ -181,8 +181,8 @@ def test_a_repeat_count_out_of_range_is_refused_before_any_folder(session, tmp_p
 def test_a_malformed_responses_file_is_refused_at_the_start_naming_its_line(session, tmp_path):
     responses = tmp_path / "responses.jsonl"
     good = json.dumps({"key": "k1", "text": "a summary", "model": "openai/m"})
-    for lines, message in (([good, "not json"], f"--responses {responses}:2: not JSON (Expecting value at column 1)"),
-                           ([good, "", '{"a": 1}'], f"--responses {responses}:3: not a stored response"),
+    for lines, message in (([good, "not json"], f"--responses {responses}:2: not a stored response, not JSON (Expecting value at column 1); write the file with"),
+                           ([good, "", '{"a": 1}'], f"--responses {responses}:3: not a stored response (expected a JSON object with 'key', 'text' and 'model' as strings)"),
                            (['{"key": "k", "text": 3, "model": "m"}'], f"--responses {responses}:1: not a stored response")):
         responses.write_text("\n".join(lines) + "\n")
         # offline models never read it: the run is refused all the same, before any folder
@@ -194,7 +194,7 @@ def test_a_malformed_responses_file_is_refused_at_the_start_naming_its_line(sess
     separators = json.dumps({"key": "k2", "text": "one\u2028two\x85three", "model": "openai/m"}, ensure_ascii=False)
     responses.write_bytes(f"{good}\n{separators}\n".encode() + b'{"key": "caf\xe9", "text": "t", "model": "m"}\n')
     assert_user_error(bench_cli(*run_args(session, tmp_path / "runs", "--responses", str(responses))),
-                      f"--responses {responses}:3: not UTF-8 text (byte 13 of the line)")
+                      f"--responses {responses}:3: not a stored response, not UTF-8 (byte 13 of the line)")
     assert not (tmp_path / "runs").exists()
 
 
@@ -383,6 +383,9 @@ def test_cache_export_waits_for_the_run_and_names_a_half_written_line(finished_r
     stored.write_bytes(f"{separators}\n".encode() + '{"key": "k2", "text": "é'.encode()[:-1])
     assert_user_error(bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl")),
                       f"{stored}:2: not a stored response, not UTF-8 (byte 24 of the line); remove the line to export the rest")
+    stored.write_text(json.dumps({"key": "k1", "text": "t", "model": "m"}) + "\n" + json.dumps({"key": 2}) + "\n")
+    assert_user_error(bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl")),
+                      f"{stored}:2: not a stored response (expected a JSON object with 'key' as a string); remove the line to export the rest")
     stored.write_text(json.dumps({"key": "k1", "text": "t", "model": "m"}) + "\n")
     proc = bench_cli("cache", "export", str(copy), "-o", str(tmp_path / "x.jsonl"))
     assert proc.returncode == 0 and "1 responses written" in proc.stdout, proc.stderr
