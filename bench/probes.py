@@ -2,8 +2,17 @@
 
 A probe asks for one recorded fact (DESIGN §6). `source` names the transcript item where the
 fact first appears, or `source_text` a string whose first occurrence locates it; `evidence` (a
-regex) is the passage a short answer must sit in. Probes are asked at the paired checkpoints after
-their source (`compaction_bench.metrics.retention`, which `metrics` grades).
+regex) is the passage a short answer must sit in; `session` (optional) the id of the session it was
+written for. Probes are asked at the paired checkpoints after their source
+(`compaction_bench.metrics.retention`, which `metrics` grades).
+
+Which session asks a probe (`assign_probes`): the one its `session` names, else each session of the
+run that holds its source. The sessions of one file (a tau-bench or Aider history) number their items
+alike (`user-5` in each), so a probe without a `session` whose `source` id is in several sessions is
+asked in none: its fact is in one of them, and elsewhere the id names another item, whose later
+context may not hold the answer for any strategy. `probes mine` names the session of every probe it
+mines from a file of several. A probe is asked only where its answer is where its source says
+(`answer_after_source`). Each probe left out is named once, with why.
 
 Probe files are checked against a schema before any replay (errors name file, probe and field):
 `answer` is a string (a list of strings for `match: set`; an integer is read as its digits),
@@ -51,7 +60,7 @@ if TYPE_CHECKING:
 
 KINDS = ("recall", "artifact", "continuation", "decision", "constraint", "error")
 MATCHES = ("exact", "contains", "regex", "set", "number", "judge")
-FIELDS = ("id", "kind", "question", "answer", "match", "accept", "reject", "source", "source_text", "meta", "evidence")
+FIELDS = ("id", "kind", "question", "answer", "match", "accept", "reject", "source", "source_text", "session", "meta", "evidence")
 LOG = logging.getLogger(__name__)
 #: A number as a whole token: not preceded by a word character or a point (`L001`, `-B5`, `v2`, the `3` of
 #: `1.2.3`), thousands only in groups of three (`1,024`; `1,2,3` is three numbers), and not followed by a
@@ -102,6 +111,8 @@ class Probe:
     reject: tuple[str, ...] = ()
     source: str | None = None
     source_text: str | None = None
+    #: The id of the session (`Transcript.id`) the probe was written for: asked there only (module docstring).
+    session: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
     #: A regex (RE2, case-insensitive) of the passage that states the fact; a short or numeric answer
     #: counts as present only inside a match of it (`metrics/grading.py`). None: the source sentence.
@@ -229,8 +240,8 @@ def _text(name: str, value: Any, *, integer_ok: bool = False) -> str:
 
 def _checked_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     kw: dict[str, Any] = {"id": _text("id", data["id"], integer_ok=True)}
-    for name in ("kind", "question", "match", "source", "source_text", "evidence"):
-        if name in data and not (data[name] is None and name in ("source", "source_text", "evidence")):
+    for name in ("kind", "question", "match", "source", "source_text", "session", "evidence"):
+        if name in data and not (data[name] is None and name in ("source", "source_text", "session", "evidence")):
             kw[name] = _text(name, data[name])
     if not kw["question"].strip():
         raise ProbeError("field 'question' is empty")
@@ -372,18 +383,65 @@ def unlocatable(transcript: Transcript, probe: Probe) -> str | None:
     return f"source_text {_clip(probe.source_text or '')!r} occurs nowhere in the imported view"
 
 
-def usable_probes(transcript: Transcript, probes: Sequence[Probe], *, origin: str = "") -> tuple[Probe, ...]:
-    """The probes whose source is in this transcript view; each other one is reported once (a warning
-    naming probe, transcript and why) and left out, so it cannot fail a cell after its replay."""
-    kept = []
+@dataclass(frozen=True)
+class LeftOut:
+    """A probe left out of a session (`session`: that session's id) or of every session (`session` None), and why."""
+
+    probe: Probe
+    session: str | None
+    why: str
+
+
+def assign_probes(transcripts: Sequence[Transcript], probes: Sequence[Probe]) -> tuple[list[tuple[Probe, ...]], list[LeftOut]]:
+    """Which probes each of a run's sessions asks (in order, one tuple per transcript), and the probes left out
+    (module docstring): a probe goes to the session its `session` names, else to each session holding its source,
+    but a `source` id held by several sessions goes to none; in a session it goes to, it is asked only when its
+    answer is where its source says."""
+    assigned: list[list[Probe]] = [[] for _ in transcripts]
+    left_out: list[LeftOut] = []
     for probe in probes:
-        why = unlocatable(transcript, probe)
-        if why is None:
-            kept.append(probe)
+        if probe.session is not None:
+            targets = [n for n, t in enumerate(transcripts) if t.id == probe.session]
+            if not targets:
+                left_out.append(LeftOut(probe, None, f"its session {probe.session!r} is not among the {_sessions(transcripts)}"))
         else:
-            where = f"{origin} ({transcript.id})" if origin else transcript.id
-            LOG.warning("warning: probe %r skipped for %s: %s", probe.id, where, why)
-    return tuple(kept)
+            targets = [n for n, t in enumerate(transcripts) if source_index(t, probe) is not None]
+            if not targets and len(transcripts) > 1:
+                left_out.append(LeftOut(probe, None, f"its source is in none of the {_sessions(transcripts)}"))
+            elif not targets:
+                left_out.append(LeftOut(probe, transcripts[0].id, unlocatable(transcripts[0], probe) or ""))
+            elif probe.source and len(targets) > 1:
+                named = ", ".join(repr(transcripts[n].id) for n in targets[:3]) + (", …" if len(targets) > 3 else "")
+                left_out.append(LeftOut(probe, None, f"its source item {probe.source!r} is in {len(targets)} sessions ({named}), "
+                                                     "each numbering its items alike; give the probe a 'session' naming its own"))
+                targets = []
+        for n in targets:
+            why = unlocatable(transcripts[n], probe) or _misplaced(transcripts[n], probe)
+            if why is None:
+                assigned[n].append(probe)
+            else:
+                left_out.append(LeftOut(probe, transcripts[n].id, why))
+    return [tuple(found) for found in assigned], left_out
+
+
+def _misplaced(transcript: Transcript, probe: Probe) -> str | None:
+    why = answer_after_source(transcript, probe)
+    return f"not where its source says: {why}" if why is not None else None
+
+
+def _sessions(transcripts: Sequence[Transcript]) -> str:
+    return f"{len(transcripts)} sessions" if len(transcripts) != 1 else f"1 session ({transcripts[0].id!r})"
+
+
+def usable_probes(transcripts: Sequence[Transcript], probes: Sequence[Probe], *, origin: str = "") -> list[tuple[Probe, ...]]:
+    """`assign_probes`, each probe left out reported once (a warning naming probe, session and why), so that none can
+    fail a cell after its replay; `origin` (the probe file) leads the warnings."""
+    assigned, left_out = assign_probes(transcripts, probes)
+    for gone in left_out:
+        where = f"{origin}: " if origin else ""
+        session = f" for session {gone.session!r}" if gone.session is not None else ""
+        LOG.warning("warning: %sprobe %r skipped%s: %s", where, gone.probe.id, session, gone.why)
+    return assigned
 
 
 def answer_after_source(transcript: Transcript, probe: Probe) -> str | None:

@@ -369,9 +369,12 @@ def file_cases(
         sessions = f" ({len(transcripts)} sessions)" if len(transcripts) > 1 else ""
         slow(ProgressEvent("scenarios", done, len(paths), f"{Path(path).name}{sessions}"))
 
-    mined: Sequence[Sequence[Probe]] = mined_probes(cases, jobs, slow) if probes == "auto" else [given or ()] * len(cases)
-    return [dataclasses.replace(case, probes=tuple(usable_probes(case.transcript, found, origin=path)))
-            for case, found, path in zip(cases, mined, given_as, strict=True)]
+    if probes == "auto":  # each session's own probes
+        asked = [usable_probes([case.transcript], found, origin=f"probes mined from {path}")[0]
+                 for case, found, path in zip(cases, mined_probes(cases, jobs, slow), given_as, strict=True)]
+    else:
+        asked = usable_probes([case.transcript for case in cases], given or (), origin=str(probes))
+    return [dataclasses.replace(case, probes=found) for case, found in zip(cases, asked, strict=True)]
 
 
 #: Characters of transcripts (`transcript_characters`) from which `mined_probes` mines in worker processes: about half a
@@ -1233,13 +1236,13 @@ def score(
     given = load_probes(probes) if probes is not None else None
     cases: dict[str, Case] = {}
     transcripts = scenario_transcripts(source.root, scenarios)
-    for entry in scenarios:
-        transcript = transcripts[entry["name"]]
-        if given is not None:
-            case_probes = tuple(usable_probes(transcript, given, origin=str(probes)))
-        else:
-            case_probes = tuple(load_probes(source.root / entry["probes_file"]))
-        cases[entry["name"]] = Case(entry["name"], transcript, case_probes)
+    names = [entry["name"] for entry in scenarios]
+    if given is not None:
+        asked = usable_probes([transcripts[name] for name in names], given, origin=str(probes))
+    else:
+        asked = [tuple(load_probes(source.root / entry["probes_file"])) for entry in scenarios]
+    for name, case_probes in zip(names, asked, strict=True):
+        cases[name] = Case(name, transcripts[name], case_probes)
     profiles = {name: profile_from_dict(data) for name, data in manifest["profiles"].items()}
     config = _config_from_manifest(manifest)
     config.answerer = config.answerer if answerer is None else answerer

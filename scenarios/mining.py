@@ -1077,7 +1077,8 @@ def mine_probes(transcript: Transcript, *, per_bucket: int = PER_BUCKET) -> list
 
 
 def mine_transcripts(transcripts: Sequence[Transcript], *, per_bucket: int = PER_BUCKET) -> list[Probe]:
-    """Probes of every session of a file; with several sessions each id is prefixed by its session's id."""
+    """Probes of every session of a file; with several sessions each names its session (`session`, which a run
+    asks it in: the sessions of one file number their items alike) and its id is prefixed by the session's id."""
     if len(transcripts) == 1:
         return mine_probes(transcripts[0], per_bucket=per_bucket)
-    return [replace(p, id=f"{t.id}/{p.id}") for t in transcripts for p in mine_probes(t, per_bucket=per_bucket)]
+    return [replace(p, id=f"{t.id}/{p.id}", session=t.id) for t in transcripts for p in mine_probes(t, per_bucket=per_bucket)]

@@ -197,7 +197,7 @@ def test_probes_check_names_each_unusable_probe(tmp_path):
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert any(line.startswith("elsewhere\tskipped in a run: source item 'no-such-item'") for line in lines)
-    assert any(line.startswith("absent\tnot where its source says: answer 'Segmentation fault'") for line in lines)
+    assert any(line.startswith("absent\tskipped in a run: not where its source says: answer 'Segmentation fault'") for line in lines)
     assert "3 probes checked: 2 problem(s)" in proc.stdout
     broken = check(write(tmp_path, HEAD + "  answer: '8080'\n  accept: oops\n", "broken.yaml"))
     assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "'accept'" in broken.stderr

@@ -115,7 +115,7 @@ def test_score_reproduces_the_tables_exactly(finished, tmp_path):
 
 
 def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path, monkeypatch):
-    run_dir, _, small = finished
+    run_dir, path, small = finished
 
     def no_replay(*args, **kwargs):
         raise AssertionError("bench score replayed")
@@ -124,16 +124,21 @@ def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path
     monkeypatch.setattr(Strategy, "__init__", no_replay)
     first = next(i for i in small.transcript.items if i.kind == "user")
     word = max(first.text.split(), key=len)
-    other = [Probe("first-ask", "recall", "What did the user ask first?", word, source=first.id)]
+    # the other session numbers its items alike: the probe names its own
+    assert first.id in bench.load_transcript(path).by_id and small.transcript.id != bench.load_transcript(path).id
+    other = [Probe("first-ask", "recall", "What did the user ask first?", word, source=first.id, session=small.transcript.id)]
     write_probes(other, tmp_path / "other.yaml")
     new = score(run_dir, probes=str(tmp_path / "other.yaml"), out=tmp_path / "other-run", report=False)
     probes = load_run(new)["probes"]
-    assert set(probes["probe_id"]) == {"first-ask"} and probes["scenario"].nunique() == 2
+    assert set(probes["probe_id"]) == {"first-ask"} and set(probes["scenario"]) == {"memory"}
     # Wherever the stored context still holds the first user message verbatim, the probe is present.
     for record in RunStore(new).replays():
         key = record["replay"]["key"]
         contexts = {r.index: r for r in rebuilt(new, record).requests}
         rows = probes[(probes.scenario == key["scenario"]) & (probes.strategy == key["strategy"])]
+        if key["scenario"] != "memory":
+            assert rows.empty
+            continue
         assert len(rows) > 0
         for request, present in zip(rows["request"], rows["present"], strict=True):
             if first.id in contexts[request].item_ids():
@@ -142,7 +147,7 @@ def test_score_with_other_probes_grades_them_without_a_replay(finished, tmp_path
     assert set(original["probes"]["probe_id"]) != {"first-ask"}
     pd.testing.assert_frame_equal(load_run(new)["requests"], original["requests"])
     manifest = json.loads((new / "manifest.json").read_text())
-    assert manifest["scored"]["from"] == str(run_dir.resolve()) and manifest["scenarios"][0]["probes"] == 1
+    assert manifest["scored"]["from"] == str(run_dir.resolve()) and [s["probes"] for s in manifest["scenarios"]] == [0, 1]
 
 
 def test_score_never_overwrites_silently(finished, tmp_path):

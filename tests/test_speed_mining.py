@@ -47,7 +47,7 @@ def test_mining_in_workers_gives_each_scenario_the_probes_mined_here(miners, mon
     cases = runner.file_cases(FILES, "auto", jobs=2)
     workers = miners()[len(here):]
     assert len(workers) == len(cases) == len(expected) and os.getpid() not in workers and len(set(workers)) == 2
-    assert [list(case.probes) for case in cases] == [list(runner.usable_probes(case.transcript, probes)) for case, probes in zip(cases, expected, strict=True)]
+    assert [list(case.probes) for case in cases] == [list(runner.usable_probes([case.transcript], probes)[0]) for case, probes in zip(cases, expected, strict=True)]
     assert [list(case.probes) for case in cases] == [list(case.probes) for case in runner.file_cases(FILES, "auto", jobs=1)]
 
 
