@@ -543,13 +543,13 @@ def gate_command(
     print(text)
     if output:
         write_output(output, text + "\n", replace=force)
-    if not result.tested:
-        raise UsageFailure(
-            "no --fail-on rule could be tested on these runs (the notes under the table say why for each); "
-            "the gate neither passes nor fails"
-        )
     if not result.passed:
         raise typer.Exit(1)
+    if not result.tested:
+        untested = ", ".join(result.untested_rules) or "no --fail-on rule"
+        raise UsageFailure(
+            f"{untested} could not be tested on these runs (the notes under the table say why); the gate neither passes nor fails"
+        )
 
 
 # --------------------------------------------------------------------------- calibrate

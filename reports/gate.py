@@ -89,6 +89,10 @@ SHARES = ("retention", "summarized_source", "answered", "cache_hit_rate")
 #: Manifest `config` entries that must agree (prompts are the change a gate is usually about).
 SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api_base", "usage", "repeats", "options", "probes", "seed")
 FLIPPED_SHOWN = 10
+#: A change of a summed or averaged metric no larger than this share of its values is rounding, not a change.
+ROUNDING = 1e-9
+#: The smallest `--alpha`: the probe tests resample 2 × tests / alpha times, each over every probe.
+MIN_ALPHA = 1e-3
 #: Profile fields that describe it in words (the others define what a run measured).
 PROFILE_WORDING = ("description",)
 
@@ -114,8 +118,8 @@ class Rule:
             tolerance = float(value)
         except ValueError:
             raise GateError(f"--fail-on {text!r}: tolerance {value!r} is not a number") from None
-        if tolerance < 0 or tolerance != tolerance:
-            raise GateError(f"--fail-on {text!r}: the tolerance must be a number ≥ 0")
+        if not (math.isfinite(tolerance) and tolerance >= 0):
+            raise GateError(f"--fail-on {text!r}: the tolerance must be a finite number ≥ 0")
         if metric in SHARES and tolerance >= 1:
             raise GateError(f"--fail-on {text!r}: {metric} is a share, so its tolerance is too (0.02 for 2 points); {tolerance:g} could never fail")
         return cls(metric, tolerance)
@@ -291,7 +295,10 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
     right = _metric_values(candidate.tables, shared, columns_of_both)
     both = left.add_suffix("_baseline").join(right.add_suffix("_candidate"), how="inner")
     for name in left.columns.intersection(right.columns):
-        both[f"{name}_change"] = both[f"{name}_candidate"] - both[f"{name}_baseline"]
+        before, after = both[f"{name}_baseline"], both[f"{name}_candidate"]
+        change = after - before
+        # sums of the same costs added in another order (repeats averaged, cells merged) differ in their last bits
+        both[f"{name}_change"] = change.mask(change.abs() <= ROUNDING * pd.concat([before.abs(), after.abs()], axis=1).max(axis=1), 0.0)
     return both
 
 
@@ -303,6 +310,8 @@ class ProbeTest:
     change: float
     p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
     probes: int
+    #: the probes whose mean difference is not 0: the sign-flip test's sample, whose size alone bounds its p from below
+    changed: int
     pairs: int
     min_probes: int  # the fewest probes that must worsen before the sign-flip test can reject
     lost: tuple[str, ...]  # scenario/probe present (or right) in the baseline and absent (or wrong) in the candidate somewhere
@@ -367,6 +376,7 @@ def probe_test(
             signflip_p(diffs["difference"].tolist(), samples=max(SAMPLES, math.ceil(2 * family / alpha))),
         ),
         probes=len(diffs),
+        changed=int((diffs["difference"] != 0).sum()),
         pairs=int(diffs["pairs"].sum()),
         min_probes=min_probes(alpha),
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
@@ -391,6 +401,8 @@ class GateResult:
     flipped: list[str] = field(default_factory=list)
     #: what the decision rests on: the tests and the models the probe metrics measure
     basis: list[str] = field(default_factory=list)
+    #: the rules (`METRIC:TOLERANCE`) that no row could test, or that could fail on none (see `notes`)
+    untested_rules: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -398,13 +410,9 @@ class GateResult:
 
     @property
     def tested(self) -> bool:
-        """Whether any row could have failed: not when every rule was untested, or could not fail on
-        these runs (too few probes; see `notes`)."""
-        if self.table.empty:
-            return False
-        if "status" not in self.table.columns:
-            return True
-        return bool(self.table["status"].isin([OK, FAIL]).any())
+        """Whether every rule could have failed on some row: a rule untested on every row, or that could
+        fail on none (too few probes; see `notes`), leaves the gate undecided unless another rule failed."""
+        return not self.table.empty and not self.untested_rules
 
     def markdown(self) -> str:
         tests = int(self.table["p_value"].notna().sum()) if "p_value" in self.table.columns else 0
@@ -423,8 +431,9 @@ class GateResult:
                 f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
-        if not self.tested:
-            verdict = "untested (no rule could be applied to these runs, or none could fail on them)"
+        if self.passed and not self.tested:
+            verdict = (f"untested ({', '.join(self.untested_rules)} could not be applied to these runs, or could fail on none of their rows)"
+                       if self.untested_rules else "untested (no rule could be applied to these runs)")
         out = [f"**compaction-bench gate: {verdict}**", "", *lines]
         if self.flipped:
             out += ["", "Flipped probes (baseline → candidate):", *[f"- {line}" for line in self.flipped]]
@@ -518,8 +527,17 @@ def gate(
     """Check the runs are comparable, then apply the rules to every (strategy, profile) both hold."""
     if not rules:
         raise GateError("no --fail-on rule given")
-    if not 0 < alpha < 1:
-        raise GateError(f"--alpha {alpha}: must be between 0 and 1")
+    tolerances: dict[str, float] = {}
+    for rule in rules:
+        if rule.metric in tolerances:
+            aliases = "".join(f"; {alias} is {rule.metric}" for alias, metric in ALIASES.items() if metric == rule.metric)
+            raise GateError(
+                f"--fail-on: two rules for {rule.metric} (tolerances {tolerances[rule.metric]:g} and {rule.tolerance:g}{aliases}): give "
+                "each metric one tolerance (a second rule tests nothing the stricter one does not, and adds a test the adjustment pays for)"
+            )
+        tolerances[rule.metric] = rule.tolerance
+    if not MIN_ALPHA <= alpha < 1:
+        raise GateError(f"--alpha {alpha:g}: must be at least {MIN_ALPHA:g} (the probe tests resample 2 × tests / alpha times) and below 1")
     runs = (Run.load(baseline), Run.load(candidate))
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(*runs)
@@ -561,15 +579,20 @@ def gate(
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
                     "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
                     "probes": test.probes if test else None, "pairs": test.pairs if test else None,
-                    "min_probes": test.min_probes if test else None, "worse_by": -change if higher_is_better else change, "status": status,
+                    "min_probes": test.min_probes if test else None, "changed": test.changed if test else 0,
+                    "worse_by": -change if higher_is_better else change, "status": status,
                 }
             )
     # The probe tests are one family: the gate fails if any of them does, so their p-values are adjusted
-    # together. A row too small to reach alpha at all can never fail, so it is no member (Tarone's argument).
-    tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL]
+    # together. A row whose changed probes are too few to reach alpha (0.5^changed ≥ alpha, all in one
+    # direction) can never fail, so it is no member (Tarone's argument): the sign-flip test is conditional on
+    # which probes changed, so leaving such rows out (the strategies a change did not touch among them) keeps
+    # the family's error at alpha and does not dilute the rows that did change.
+    tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["changed"] < alpha]
     adjusted = dict(zip(tested, holm([rows[k]["p_test"] for k in tested]), strict=True))
     failures = []
     for k, row in enumerate(rows):
+        row.pop("changed")
         worse_by = float(row.pop("worse_by"))
         p_value = adjusted.get(k, row["p_test"])
         row["p_value"] = p_value
@@ -581,4 +604,6 @@ def gate(
             failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {row['change']:+.4g}")
     columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "probes", "pairs",
                "min_probes", "status", "failed"]
-    return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha))
+    decided = {row["metric"] for row in rows if row["status"] in (OK, FAIL)}
+    untested = [f"{rule.metric}:{rule.tolerance:g}" for rule in rules if rule.metric not in decided]
+    return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)

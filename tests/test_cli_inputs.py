@@ -354,10 +354,13 @@ def test_a_gate_whose_every_rule_is_untested_exits_2(finished_run, tmp_path):
     proc = bench_cli("gate", "--baseline", str(finished_run), "--candidate", str(copy), "--fail-on", "summarized_source:0")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "gate: untested" in proc.stdout and "untested: none 32k summarized_source" in proc.stdout
-    assert proc.stderr.startswith("error: no --fail-on rule could be tested on these runs") and proc.stderr.count("\n") == 1
-    # One rule tested is a verdict: a pass.
+    assert proc.stderr.startswith("error: summarized_source:0 could not be tested on these runs") and proc.stderr.count("\n") == 1
+    # Another rule tested is no pass of this one: still untested, naming it.
     proc = bench_cli("gate", "--baseline", str(finished_run), "--candidate", str(copy), "--fail-on", "summarized_source:0",
                      "--fail-on", "integrity:0")
+    assert proc.returncode == 2 and "gate: untested (summarized_source:0 could not be applied" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("error: summarized_source:0 could not be tested on these runs")
+    proc = bench_cli("gate", "--baseline", str(finished_run), "--candidate", str(copy), "--fail-on", "integrity:0")
     assert proc.returncode == 0 and "gate: passed" in proc.stdout, proc.stdout + proc.stderr
 
 

@@ -137,6 +137,66 @@ def test_a_rule_with_too_few_probes_to_fail_is_no_pass(tmp_path):
     assert row["change"] == -1.0 and not row["failed"]
 
 
+def test_strategies_a_change_did_not_touch_do_not_dilute_the_one_it_did(tmp_path):
+    """Three strategies; the candidate loses probe p0 of each of five scenarios for `x` and changes no probe of
+    `y` or `z`. The sign-flip test is conditional on which probes changed: `y` and `z` changed none, so their
+    smallest possible p is 1 and they can never fail; in the family they only multiplied `x`'s p = 1/32 by 3
+    (0.094: "ok", exit 0, with all five facts lost). Left out (Tarone's argument), `x` fails at 1/32."""
+    base, cand = [], []
+    for strategy in ("x", "y", "z"):
+        base += probe_rows(strategy, 5, 10)
+        cand += probe_rows(strategy, 5, 10, lost={(k, 0) for k in range(5)} if strategy == "x" else frozenset())
+    result = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0")])
+    rows = {row["strategy"]: row for row in result.table.to_dict("records")}
+    assert rows["x"]["failed"] and rows["x"]["p_value"] == pytest.approx(1 / 32)
+    assert rows["y"]["status"] == rows["z"]["status"] == "ok" and rows["y"]["change"] == 0
+    assert result.failures == ["x 32k retention: -0.1"] and result.tested
+
+
+def test_a_second_rule_for_one_metric_is_refused(tmp_path):
+    """A looser second rule for the same metric tests nothing the stricter does not, but it was a member of the
+    family: `retention:0` failed alone and passed beside `presence:0.5` (`presence` is `retention`)."""
+    runs = write_run(tmp_path / "a", probe_rows("x", 5, 10)), write_run(tmp_path / "b", probe_rows("x", 5, 10))
+    for rules in (["retention:0", "presence:0.5"], ["retention:0", "retention:0"]):
+        with pytest.raises(GateError, match=r"two rules for retention \(tolerances 0 and 0\.?5?"):
+            gate(*runs, [Rule.parse(r) for r in rules])
+    for text in ("cost:inf", "cost:1e999", "cost:nan", "cost:-1"):
+        with pytest.raises(GateError, match="finite number ≥ 0"):
+            Rule.parse(text)
+    with pytest.raises(GateError, match=r"--alpha 1e-06: must be at least 0.001"):
+        gate(*runs, [Rule.parse("retention:0")], alpha=1e-6)
+
+
+def test_the_same_costs_summed_in_another_order_are_no_change(tmp_path):
+    """0.1 + 0.2 and 0.3 are the same dollars; as floats they differ by 5.6e-17, which failed `cost:0`."""
+    rows = probe_rows("x", 1, 10)
+    runs = []
+    for name, costs in (("a", [0.3]), ("b", [0.1 + 0.2])):
+        root = write_run(tmp_path / name, rows)
+        pd.read_parquet(root / "summary.parquet").assign(cost_usd=costs).to_parquet(root / "summary.parquet")
+        runs.append(root)
+    assert 0.1 + 0.2 != 0.3
+    result = gate(*runs, [Rule.parse("cost:0")])
+    (row,) = result.table.to_dict("records")
+    assert row["change"] == 0 and result.passed and result.tested
+    # a real change of a cent still fails
+    root = runs[1]
+    pd.read_parquet(root / "summary.parquet").assign(cost_usd=[0.31]).to_parquet(root / "summary.parquet")
+    assert not gate(*runs, [Rule.parse("cost:0")]).passed
+
+
+def test_a_rule_no_row_could_test_leaves_the_gate_undecided_unless_another_failed(tmp_path):
+    """No answerer: `answered` has no grade to test. Beside a passing `retention:0` the gate is not "passed"
+    (that read as answers checked); beside a failing rule it fails."""
+    same = probe_rows("x", 5, 10)
+    result = gate(write_run(tmp_path / "a", same), write_run(tmp_path / "b", same), [Rule.parse("retention:0"), Rule.parse("answered:0")])
+    assert result.passed and not result.tested and result.untested_rules == ["answered:0"]
+    assert "gate: untested (answered:0 could not be applied" in result.markdown()
+    lost = probe_rows("x", 5, 10, lost={(k, 0) for k in range(5)})
+    failed = gate(write_run(tmp_path / "c", same), write_run(tmp_path / "d", lost), [Rule.parse("retention:0"), Rule.parse("answered:0")])
+    assert not failed.passed and "gate: failed (1 regression)" in failed.markdown()
+
+
 # ---------------------------------------------------------------------------- what the decision rests on
 def test_the_gate_says_when_its_decision_rests_on_offline_heuristics(tmp_path):
     """An `answered` rule graded by offline/reader and probes over offline/extractive summaries: the
