@@ -436,12 +436,13 @@ def report(
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes drawing the figures, this one included (0: one per core).")] = 0,
 ) -> None:
     """Render report.html again from a run's tables."""
+    from compaction_bench.executors import sigterm_interrupts
     from compaction_bench.progress import ProgressEvent, display_for
     from compaction_bench.reports.html import write_report
 
     display = display_for()  # a large run's pages take minutes: show them as they are built, as `bench run` does
     try:
-        with _reading_runs(run_dir):
+        with sigterm_interrupts(), _reading_runs(run_dir):  # SIGTERM stops it as Ctrl-C does (exit 130)
             written = write_report(run_dir, jobs=jobs, progress=lambda done, total, label: display(ProgressEvent("report", done, total, label)))
     finally:
         display.close()

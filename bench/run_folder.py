@@ -6,7 +6,7 @@ Owns what must hold before a run writes anything into its folder:
   absolute, no control character, at most 128 characters), so a run never writes outside `--out`
   or nested inside it;
 - `newest_run`: `--resume` without `--run-id` finishes the newest run under `--out`, by the
-  `created` time in its manifest (not the alphabetically last folder);
+  `created` time in its manifest (not the alphabetically last folder, nor a copy `bench score` wrote);
 - `claim`: an exclusive `flock` on `<run folder>/.lock`, held for the whole run, so two processes
   given the same `--run-id` cannot both proceed (the second fails at once with one line), and the
   check "this folder already holds a run" is made under the lock. A new run goes only into a folder
@@ -71,16 +71,20 @@ def validate_run_id(run_id: str) -> str:
 
 
 def _created(manifest_path: Path) -> datetime | None:
+    """When the run of this manifest was created; None for no readable time, and for a folder `bench score`
+    wrote (its manifest is a copy of its run's, `created` included, and it is no run to finish)."""
     try:
-        created = json.loads(manifest_path.read_text(encoding="utf-8")).get("created")
-        stamp = datetime.fromisoformat(str(created))
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        if "scored" in manifest:
+            return None
+        stamp = datetime.fromisoformat(str(manifest.get("created")))
     except (OSError, ValueError, AttributeError, TypeError, RecursionError):
         return None
     return stamp if stamp.tzinfo is not None else None
 
 
 def newest_run(root: Path) -> str:
-    """The id of the run under `root` whose manifest was created last."""
+    """The id of the run under `root` whose manifest was created last (not a folder `bench score` wrote)."""
     dated = []
     for folder in root.glob("*") if root.is_dir() else ():
         created = _created(folder / "manifest.json")

@@ -1025,7 +1025,7 @@ def finalize(
     `compact`, at the same time in a thread) the archive of the cells' replay records.
 
     `summary.parquet` is written after the tables and the manifest and removed before them (with the
-    report it summarizes): a finalize that is stopped or killed part-way never leaves a summary or
+    report it summarizes, whether or not a new one is written): a finalize that is stopped or killed part-way never leaves a summary or
     report beside tables it does not describe (`load_run` then calls the run unfinished).
     With `jobs` > 1 (0: one per core) the report's figures that read the tables alone (`Drawings`) are
     drawn in `jobs` − 1 worker processes from the start, while the summary is computed and the rest of
@@ -1035,6 +1035,7 @@ def finalize(
     """
     from compaction_bench.metrics.aggregate import summarize
     from compaction_bench.metrics.measure import COMPACTION_DTYPES
+    from compaction_bench.reports.report_files import remove_report
 
     steps = ["tables", "summary", *(["report", "pages"] if report else []), *(["archive"] if compact else [])]
     emit = progress or (lambda event: None)
@@ -1050,8 +1051,8 @@ def finalize(
 
             drawings = cleanup.enter_context(Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs))
         step("tables", "writing tables")
-        for name in ("summary.parquet", *(["report.html"] if report else [])):
-            (store.root / name).unlink(missing_ok=True)
+        (store.root / "summary.parquet").unlink(missing_ok=True)
+        remove_report(store.root)  # with or without a new one: an old report describes the old tables
         if tables["compactions"].empty:  # no cell compacted: the table still has its columns, typed (`load_run` users read them)
             dtypes = {**KEY_DTYPES, **COMPACTION_DTYPES}
             tables = {**tables, "compactions": pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})}
@@ -1217,9 +1218,16 @@ def score(
     without a finished cell is a `RunError`. `progress` receives a `cells` event per cell measured, then the
     `finalize` events, as in `run`.
     """
+    source = RunStore(Path(run_dir))
+    with sigterm_interrupts(), ExitStack() as cleanup:  # SIGTERM stops it as Ctrl-C does: a new folder removed, exit 130
+        return _score(source, probes, answerer, out, in_place, report, progress, cleanup)
+
+
+def _score(source: RunStore, probes: str | Path | None, answerer: str | None, out: str | Path | None, in_place: bool, report: bool,
+           progress: ProgressHook | None, cleanup: ExitStack) -> Path:
+    """`score`, its claim on the folder it writes released by `cleanup`."""
     from compaction_bench.metrics.measure import measure_cell
 
-    source = RunStore(Path(run_dir))
     manifest = read_manifest(source.root, required=("config", "scenarios"))
     scenarios = manifest["scenarios"]
     if "profiles" not in manifest or not all({"file", "sha256", "format", "probes_file"} <= set(s) for s in scenarios):
@@ -1227,13 +1235,25 @@ def score(
     if in_place and out is not None:
         raise RunError("--out and --in-place exclude each other")
     _refuse_unusable_model("--answerer", answerer, (DEFAULT_ANSWERER,), manifest.get("config", {}).get("api_base"))
-    target = source.root if in_place else Path(out) if out is not None else source.root.with_name(f"{source.root.name}-scored-{new_run_id()}")
-    if not in_place and target.exists():
-        raise RunError(f"{target} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
+    if not in_place and out is not None and Path(out).exists():
+        raise RunError(f"{out} already exists; choose another --out (the run's own tables are replaced only with --in-place)")
     total = len(source.archived()) + len(source.stored_cells())
     if not total:
         raise RunError(f"{source.root}: no finished cell to score (a failed cell's error is in errors.log); `bench run --resume` runs the rest")
     given = load_probes(probes) if probes is not None else None
+    # The folder written is claimed as a run's is (`run_folder.claim`): the run itself with --in-place (no run or
+    # other score works in it meanwhile), else a new folder made atomically, `<run>-scored-<time>` (`-2`, `-3`, …
+    # for scores started in the same second) unless --out names it.
+    resolved = source.root.resolve()
+    chosen = resolved if in_place else Path(out) if out is not None else None
+    where = chosen.parent if chosen is not None else resolved.parent
+    try:
+        claimed = run_folder.claim(where, chosen.name if chosen is not None else None, resume=in_place,
+                                   new_id=f"{resolved.name}-scored-{new_run_id()}")
+    except run_folder.RunFolderError as exc:
+        raise RunError(str(exc)) from None
+    cleanup.callback(claimed.release)
+    target = claimed.path if not in_place else source.root
     cases: dict[str, Case] = {}
     transcripts = scenario_transcripts(source.root, scenarios)
     names = [entry["name"] for entry in scenarios]
@@ -1253,20 +1273,6 @@ def score(
     scored["config"] = {**manifest["config"], "answerer": config.answerer, "probes": str(probes) if probes is not None else manifest["config"].get("probes")}
     scored["scored"] = {"from": str(source.root.resolve()), "at": datetime.now(UTC).isoformat(), "probes": str(probes) if probes else None}
     with _removed_on_failure(target, not in_place):  # a scored folder is whole or not there
-        scored["scenarios"] = []
-        for entry in scenarios:
-            case = cases[entry["name"]]
-            if not in_place and not Path(entry["file"]).is_absolute():
-                _copy(source.root / entry["file"], target / entry["file"])
-            if given is not None:
-                write_probes(case.probes, target / entry["probes_file"])
-            elif not in_place:  # the run's own probes: its file, as it is
-                _copy(source.root / entry["probes_file"], target / entry["probes_file"])
-            scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
-        for name in ("items.parquet",):
-            if not in_place and (source.root / name).is_file():
-                _copy(source.root / name, target / name)
-        write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
         by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
         emit = progress or (lambda event: None)
         emit(ProgressEvent("cells", 0, total, "starting"))
@@ -1280,6 +1286,20 @@ def score(
             for name in TABLES:  # as a cell's table reads back from its file in a run
                 by_name[name][key.slug] = cell_table(key, getattr(tables, name))
             emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
+        # Only now, every cell measured, is anything of the run's own replaced (--in-place): stopped before, it is as it was.
+        scored["scenarios"] = []
+        for entry in scenarios:
+            case = cases[entry["name"]]
+            if not in_place and not Path(entry["file"]).is_absolute():
+                _copy(source.root / entry["file"], target / entry["file"])
+            if given is not None:
+                write_probes(case.probes, target / entry["probes_file"])
+            elif not in_place:  # the run's own probes: its file, as it is
+                _copy(source.root / entry["probes_file"], target / entry["probes_file"])
+            scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
+        if not in_place and (source.root / "items.parquet").is_file():
+            _copy(source.root / "items.parquet", target / "items.parquet")
+        write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
         if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
             store.archive_from(source)
         finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)

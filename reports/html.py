@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
 from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
+from compaction_bench.reports.report_files import PAGES, page_name, pages_folder, remove_pages
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run, read_manifest
 
@@ -50,7 +50,6 @@ ITEM_CHARS = 2_000
 SUMMARY_CHARS = 40_000
 #: Integrity findings shown with an excerpt per page (all are counted; all are in requests.parquet).
 MAX_FINDINGS = 300
-PAGES = "report"
 
 ReportProgress = Callable[[int, int, str], None]
 
@@ -282,11 +281,6 @@ def _item_payload(items: pd.DataFrame) -> list[list[Any]]:
     return out
 
 
-def _slug(index: int, name: str) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60].strip("_") or "scenario"
-    return f"{index:04d}-{safe}.html"
-
-
 # --------------------------------------------------------------------------- integrity
 @dataclass
 class Findings:
@@ -443,7 +437,7 @@ def _render(
     items_of = _by_scenario(items)
     for n, name in enumerate(names):
         own_items = items_of.get(name, items.iloc[:0]).sort_values("position")
-        scenarios.append(Scenario(n, name, str(sessions.get(name, name)), _slug(n, name), own_items))
+        scenarios.append(Scenario(n, name, str(sessions.get(name, name)), page_name(n, name), own_items))
     by_name = {s.name: s for s in scenarios}
 
     browser_rows = []
@@ -529,13 +523,12 @@ def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
 def write_report(
     run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> Path:
-    """Write `report.html` (and `report/` for a large run; a stale `report/` folder is removed) and
-    return its path. `jobs` and `drawings` as in `render_pages`."""
+    """Write `report.html` (and `report/` for a large run; the pages of an earlier report it does not have
+    are removed, `report_files.remove_pages`) and return its path. `jobs` and `drawings` as in `render_pages`."""
     root = Path(run_dir)
+    pages_folder(root)  # refused before the rendering
     pages = render_pages(root, progress, jobs=jobs, drawings=drawings)
-    folder = root / PAGES
-    if folder.is_dir():
-        shutil.rmtree(folder)
+    remove_pages(root, keep={Path(name).name for name in pages if name.startswith(f"{PAGES}/")})
     for name, html in pages.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -279,7 +279,7 @@ def test_a_score_interrupted_halfway_leaves_no_folder_and_the_next_one_scores(fi
 
     def interrupt(event):
         if event.phase == "cells" and event.done == 1:
-            assert (tmp_path / "half" / "questions.parquet").is_file()  # it was half written
+            assert (tmp_path / "half").is_dir()  # it was made (and claimed) before the first cell
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
