@@ -3,8 +3,8 @@
 `exclusive=True` never replaces an existing file: the finished file is hard-linked into place,
 which fails with `FileExistsError` when the name is taken (also by a concurrent writer).
 `write_output` writes a file the user named on the command line: one already there is replaced
-only when they said so (`--force`), a stream such as `/dev/stdout` is written into, and a link keeps
-pointing at the file it names. A write that fails (a read-only folder, a full disk) is a
+only when they said so (`--force`), never inside a run folder the command reads (`check_output`), a
+stream such as `/dev/stdout` is written into, and a link keeps pointing at the file it names. A write that fails (a read-only folder, a full disk) is a
 `WriteFailed` naming the file, whatever raised it (Python's own messages and Arrow's often name no
 path, or only the temporary one).
 """
@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compaction_bench.errors import BenchError
@@ -26,6 +26,10 @@ class OutputExists(BenchError, FileExistsError):
 
     def __init__(self, path: Path) -> None:
         super().__init__(f"{path}: already exists; not overwritten (pass --force to replace it, or choose another path)")
+
+
+class OutputInsideRun(BenchError, ValueError):
+    """An output file named inside a run folder the same command reads."""
 
 
 class WriteFailed(BenchError, OSError):
@@ -108,10 +112,18 @@ def _names_a_descriptor(path: Path) -> bool:
     return False
 
 
-def check_output(path: Path | None, *, replace: bool = False) -> None:
-    """Refuse an output file that exists unless `replace`: called before a command's work, so the
+def check_output(path: Path | None, *, replace: bool = False, reads: Sequence[Path] = ()) -> None:
+    """Refuse an output file that exists unless `replace`, and one inside a folder in `reads` (the run folders the
+    command reads: `--force` is no licence to replace a run's own files): called before a command's work, so the
     refusal comes first (`write_output` checks again as it writes). A stream (`is_stream`) is not refused."""
-    if path is not None and not replace and Path(path).exists() and not is_stream(Path(path)):
+    if path is None or is_stream(Path(path)):
+        return
+    target = Path(path).resolve()
+    for folder in reads:
+        if target.is_relative_to(Path(folder).resolve()):
+            raise OutputInsideRun(f"{path}: is inside the run folder {folder}, which this command reads; write it elsewhere "
+                                  "(a run's own files are never replaced, --force or not)")
+    if not replace and Path(path).exists():
         raise OutputExists(Path(path))
 
 

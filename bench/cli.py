@@ -65,8 +65,10 @@ def cache_export(
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Write every model response a run stored to one file, so CI can re-run it with zero calls."""
+    from compaction_bench.atomic import check_output
     from compaction_bench.llm import export_responses
 
+    check_output(out, replace=force, reads=(run_dir,))
     with _reading_runs(run_dir):  # not while a run is still storing responses in it
         count = export_responses(run_dir, out, replace=force)
     console.print(f"{count} responses written to {out}", markup=False, soft_wrap=True)
@@ -488,7 +490,7 @@ def compare(
     from compaction_bench.atomic import check_output
     from compaction_bench.reports.gate import METRICS, Run, change_figure, check_comparable, compare_runs, metric_figure
 
-    check_output(html, replace=force)
+    check_output(html, replace=force, reads=(baseline, candidate))
 
     with _reading_runs(baseline, candidate):
         runs = (Run.load(baseline), Run.load(candidate))
@@ -532,7 +534,7 @@ def gate_command(
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
 
-    check_output(output, replace=force)
+    check_output(output, replace=force, reads=(baseline, candidate))
 
     rules = [Rule.parse(r) for r in fail_on]
     with _reading_runs(baseline, candidate):

@@ -45,6 +45,7 @@ and answerer the probe metrics measure (an offline heuristic said to be one).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall,
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.profiles import stored_profile
+from compaction_bench.registry import strategy_class
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -204,7 +206,7 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
             differences.append(f"profile {name!r} is defined differently ({_shown(changed)})")
     config_a, config_b = baseline.config, candidate.config
     for key in SAME_CONFIG:
-        if config_a.get(key) != config_b.get(key):
+        if not _same_setting(key, config_a.get(key), config_b.get(key), _probes_hashed(a, b)):
             differences.append(f"{key} differs: baseline {config_a.get(key)!r}, candidate {config_b.get(key)!r}")
     ids_a, ids_b = baseline.probe_ids(), candidate.probe_ids()
     shared_cells = baseline.cells() & candidate.cells()
@@ -222,6 +224,38 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
     return differences, templates
 
 
+def _probes_hashed(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> bool:
+    """Whether every scenario both runs hold records its probes' sha256 in both (then they are compared by content)."""
+    shared = set(a) & set(b)
+    return bool(shared) and all(a[name].get("probes_sha256") and b[name].get("probes_sha256") for name in shared)
+
+
+def _same_setting(key: str, left: Any, right: Any, probes_hashed: bool) -> bool:
+    """Whether two runs' `config[key]` mean the same run: strategies and profiles in any order; options as the
+    strategies read them (`0.50` is `.5`, a default given is the default); the probe file by its content where
+    every scenario records it (`probes_sha256`, compared apart), not by the path it was given as."""
+    if left == right:
+        return True
+    if key in ("strategies", "profiles") and isinstance(left, list) and isinstance(right, list):
+        return sorted(map(str, left)) == sorted(map(str, right))
+    if key == "probes":
+        return probes_hashed
+    if key == "options" and isinstance(left, dict) and isinstance(right, dict):
+        return all(_parsed_options(name, left.get(name)) == _parsed_options(name, right.get(name)) for name in set(left) | set(right))
+    return False
+
+
+def _parsed_options(strategy: str, values: Any) -> Any:
+    """A strategy's options as it reads them, or the values as written when they cannot be read here (a strategy
+    loaded from a file, which the gate does not run; an unknown strategy or option)."""
+    if ".py:" in strategy:
+        return values
+    try:
+        return dataclasses.asdict(strategy_class(strategy).parse_options(values))
+    except BenchError:
+        return values
+
+
 def check_comparable(
     baseline: Run, candidate: Run, *, allow_different_inputs: bool = False, allow_offline_summarizer: bool = False
 ) -> list[str]:
@@ -234,6 +268,11 @@ def check_comparable(
         )
     notes = [f"allowed difference: {d}" for d in differences]
     summarizer = str(baseline.config.get("summarizer") or "")
+    if templates and differences:  # the change a gate is usually about is named beside the differences it was allowed
+        notes += [f"summary templates differ: {t}" for t in templates]
+        if is_offline(summarizer):
+            notes.append(f"the summarizer is {summarizer}, which does not read instruction wording: "
+                         "what the template change does is not what these runs measure")
     if templates and not differences and is_offline(summarizer):
         explanation = (
             f"the runs differ only in summary templates ({'; '.join(templates)}) and the summarizer is {summarizer}, "

@@ -249,6 +249,51 @@ def test_runs_whose_profile_of_the_same_name_differs_are_not_comparable(tmp_path
         gate(write_run(tmp_path / "a", rows, profiles=small), write_run(tmp_path / "b", rows, profiles=large), [Rule.parse("retention:0")])
 
 
+def test_runs_that_differ_only_in_how_their_settings_were_written_are_comparable(tmp_path):
+    """The same strategies and profiles in another order, an option written `0.50` and `.5`, a default given
+    explicitly, the same probe file given by another path (its content is compared, `probes_sha256`): the same
+    run, which the gate refused as "not comparable" (exit 2). A different option value is still refused."""
+    from compaction_bench.registry import strategy_class
+
+    rows = probe_rows("truncate", 2, 10) + probe_rows("none", 2, 10)
+    default = strategy_class("truncate").Options().target_ratio
+    left = {"strategies": ["none", "truncate"], "options": {"truncate": {"target_ratio": "0.50"}}, "probes": "probes.yaml"}
+    right = {"strategies": ["truncate", "none"], "options": {"truncate": {"target_ratio": ".5"}}, "probes": "/ci/checkout/probes.yaml"}
+    result = gate(write_run(tmp_path / "a", rows, config=left), write_run(tmp_path / "b", rows, config=right), [Rule.parse("retention:0")])
+    assert result.passed and not [n for n in result.notes if "differ" in n]
+    explicit = gate(write_run(tmp_path / "c", rows, config={**left, "options": {}}),
+                    write_run(tmp_path / "d", rows, config={**right, "options": {"truncate": {"target_ratio": str(default)}}}),
+                    [Rule.parse("retention:0")])
+    assert explicit.passed
+    other = {**right, "options": {"truncate": {"target_ratio": "0.7"}}}
+    with pytest.raises(GateError, match=r"options differs"):
+        gate(write_run(tmp_path / "e", rows, config=left), write_run(tmp_path / "f", rows, config=other), [Rule.parse("retention:0")])
+
+
+def test_allowed_differences_still_name_a_template_change(tmp_path):
+    """With --allow-different-inputs the notes listed only the allowed differences: the template change, usually
+    the point of the gate, and what the offline summarizer makes of it, vanished."""
+    rows = probe_rows("x", 2, 10)
+    base = write_run(tmp_path / "a", rows, config={"summarizer": "offline/extractive", "options": {"x": {"k": "1"}}})
+    cand = write_run(tmp_path / "b", rows, config={"summarizer": "offline/extractive", "prompts": {"pi_summary.j2": "mine.j2"}})
+    result = gate(base, cand, [Rule.parse("retention:0")], allow_different_inputs=True)
+    assert any(n.startswith("allowed difference: options differs") for n in result.notes)
+    assert any(n.startswith("summary templates differ: --prompt overrides") for n in result.notes)
+    assert any("does not read instruction wording" in n for n in result.notes)
+
+
+def test_an_output_inside_a_run_it_reads_is_refused_even_with_force(tmp_path):
+    from tests.conftest import assert_user_error, bench_cli
+
+    run = write_run(tmp_path / "a", probe_rows("x", 2, 10))
+    manifest = (run / "manifest.json").read_bytes()
+    for args in (["gate", "--baseline", str(run), "--candidate", str(run), "--fail-on", "integrity:0", "--markdown", str(run / "manifest.json")],
+                 ["compare", str(run), str(run), "--html", str(run / "manifest.json")],
+                 ["cache", "export", str(run), "-o", str(run / "manifest.json")]):
+        assert_user_error(bench_cli(*args, "--force"), f"{run / 'manifest.json'}: is inside the run folder {run}, which this command reads")
+    assert (run / "manifest.json").read_bytes() == manifest
+
+
 # ---------------------------------------------------------------------------- bench compare
 def test_compare_adjusts_its_better_and_worse_tags_for_the_rows_it_tags(tmp_path):
     """Eight strategies, each with six probes moved, one per scenario: four lose theirs, four gain.
