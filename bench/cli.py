@@ -644,9 +644,19 @@ def probes_eval(
     from compaction_bench.scenarios.probe_eval import evaluate, markdown_table
 
     wanted = load_probes(labelled)
+    if not wanted:
+        raise UsageFailure(f"{labelled}: holds no labelled probe, so there is no recall to measure")
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
     # The session the labels were written for: the one where most of their sources are found.
-    transcript = max(sessions, key=lambda t: sum(source_index(t, p) is not None for p in wanted))
+    located = [sum(source_index(t, p) is not None for p in wanted) for t in sessions]
+    best = max(range(len(sessions)), key=located.__getitem__)
+    if not located[best]:  # a recall of 0% would read as a measurement of the miner
+        raise UsageFailure(f"{labelled}: none of its {len(wanted)} labelled probes has its source in {file}; "
+                           "the labels were written for another transcript")
+    if located[best] < len(wanted):
+        errors.print(f"note: {len(wanted) - located[best]} of the {len(wanted)} labelled probes have no source in "
+                     f"{file}{f' (session {sessions[best].id})' if len(sessions) > 1 else ''}; they count as not recalled", markup=False)
+    transcript = sessions[best]
     result = evaluate(transcript, wanted, mine_probes(transcript))
     print(json.dumps(result.to_dict(), indent=2) if as_json else markdown_table(result))
 
@@ -673,6 +683,9 @@ def fidelity_claude_code(
 
     options = {"max_output_tokens_env": max_output_tokens} if max_output_tokens is not None else {}
     rows = [row for file in files for row in claude_code_fidelity_rows(file, strategies=strategy, options=options)]
+    if not rows:  # an empty table would read as agreement
+        raise UsageFailure(f"no recorded compaction (a compact_boundary) in {', '.join(map(str, files))} to set the replays beside; "
+                           "`bench inspect` counts a file's compactions")
     print(claude_code_fidelity_table(rows))
 
 

@@ -131,6 +131,9 @@ def fidelity_table(
 ) -> str:
     """Markdown table: each recorded compaction of a Pi session next to each strategy's replay."""
     rows = fidelity_rows(path, strategies=strategies, profile=profile)
+    if not rows:  # an empty table would read as agreement
+        raise FidelityError(f"{path}: no recorded compaction (a Pi `compaction` entry) to set the replays beside; "
+                            "`bench inspect` counts a file's compactions")
     header = (
         "| recorded compaction | recorded tokensBefore | recorded cut (firstKeptEntryId) | recorded kept (est.) "
         "| strategy | trigger decision | tokensBefore | cut (firstKeptEntryId) | kept (est.) |\n"
