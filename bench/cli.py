@@ -347,6 +347,8 @@ def import_(
     """Write a transcript in the canonical compaction-bench JSONL form."""
     from compaction_bench.importing import TypedPath, load_transcripts, write_transcripts
 
+    if not output.strip():
+        raise UsageFailure("-o is empty; name the file (or the folder) to write")
     transcripts = load_transcripts(file, format=format, **_import_options(import_option))
     target = TypedPath.of(output)  # `-o ./out.jsonl` is named as typed
     # File names come from session ids inside the file: sanitized, kept inside -o, never overwriting.

@@ -386,7 +386,7 @@ def detect(path: Path) -> type[Importer]:
         else:  # a JSON document whose first record holds a long text: the keys that tell its format come after it
             raw = _read_head_bytes(path, FIRST_LINE_BYTES)
         matches = [cls for cls in table.values() if _sniffs(cls, path, raw.decode("utf-8", errors="replace"))]
-        if b"\n" not in raw:
+        if b"\n" not in raw and len(raw) >= FIRST_LINE_BYTES:  # detection stopped inside the line (a shorter file has no newline at all)
             long_line = f"; its first line is longer than {FIRST_LINE_BYTES:,} bytes, beyond what detection reads"
     if not matches:
         raise ImportFailure(
@@ -459,9 +459,10 @@ def safe_file_stem(session_id: str) -> str:
 
 def output_paths(transcripts: Sequence[Transcript], output: Path) -> list[Path]:
     """Where `bench import` writes each transcript: `output` itself for one session (or
-    `output/<stem>.jsonl` when it is a folder), else `output/<stem>.jsonl` per session, the stem from
-    `safe_file_stem` and a `-2`, `-3`… suffix for sessions whose ids give the same stem."""
-    if len(transcripts) == 1 and not output.is_dir():
+    `output/<stem>.jsonl` when it is a folder, or typed as one with a trailing `/`), else
+    `output/<stem>.jsonl` per session, the stem from `safe_file_stem` and a `-2`, `-3`… suffix for
+    sessions whose ids give the same stem."""
+    if len(transcripts) == 1 and not output.is_dir() and not str(output).endswith("/"):
         return [output]
     if output.exists() and not output.is_dir():
         raise ImportFailure(f"{output}: is a file, but the input holds {len(transcripts)} sessions; pass a folder with -o")
@@ -485,6 +486,11 @@ def write_transcripts(transcripts: Sequence[Transcript], output: Path) -> list[P
     existing = [str(p) for p in paths if p.exists() or p.is_symlink()]
     if existing:
         raise ImportFailure(f"{existing[0]}: already exists; not overwritten (remove it or choose another -o)")
+    if paths[0] != output:  # a folder: made when it is not there yet
+        try:
+            Path(output).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ImportFailure(f"{output}: cannot create the folder ({exc.strerror or exc})") from None
     written = []
     for transcript, path in zip(transcripts, paths, strict=True):
         try:

@@ -337,7 +337,7 @@ def load_probes(path: str | Path) -> list[Probe]:
     except UnicodeDecodeError as exc:
         raise ProbeError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     entries: list[tuple[str, Any]] = []
-    if path.suffix == ".jsonl":
+    if path.suffix.lower() == ".jsonl":
         for number, line in enumerate(text.split("\n"), start=1):  # not `splitlines`: a JSON string may hold U+2028 or NEL as they are
             if line.strip():
                 try:
@@ -485,9 +485,9 @@ _ProbeDumper.add_representer(str, _represent_text)
 
 
 def probes_text(probes: Iterable[Probe], suffix: str = ".yaml") -> str:
-    """What `write_probes` writes to a file with this suffix (JSONL for `.jsonl`, else YAML); `load_probes` reads back
+    """What `write_probes` writes to a file with this suffix (JSONL for `.jsonl` in any case, else YAML); `load_probes` reads back
     every text as it was."""
-    if suffix == ".jsonl":
+    if suffix.lower() == ".jsonl":
         return "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in probes)
     return yaml.dump([p.to_dict() for p in probes], Dumper=_ProbeDumper, sort_keys=False, allow_unicode=True)
 

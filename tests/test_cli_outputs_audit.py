@@ -1,0 +1,37 @@
+"""Small input and output slips an audit found, each checked against what the user typed.
+
+`bench import F -o newdir/` wrote a file named `newdir`; `-o ""` wrote into the current folder; `probes mine
+-o probes.JSONL` wrote YAML; and a 300 KB file of one line was said to have a first line longer than 8 MiB."""
+
+from __future__ import annotations
+
+import json
+
+from compaction_bench.probes import load_probes
+from tests.conftest import CORPORA, assert_user_error, bench_cli
+
+SESSION = CORPORA / "claude-code-jsonl" / "d-kimuson__claude-code-viewer" / "1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+
+
+def test_an_output_typed_as_a_folder_is_made_a_folder(tmp_path):
+    proc = bench_cli("import", str(SESSION), "-o", "newdir/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "newdir").is_dir() and [p.name for p in (tmp_path / "newdir").iterdir()] == [SESSION.name]
+    assert_user_error(bench_cli("import", str(SESSION), "-o", "", cwd=tmp_path), "-o is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["newdir"]
+
+
+def test_a_jsonl_suffix_in_capitals_writes_jsonl(tmp_path):
+    out = tmp_path / "probes.JSONL"
+    proc = bench_cli("probes", "mine", str(SESSION), "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = out.read_text().splitlines()
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+    assert len(load_probes(out)) == len(lines)
+
+
+def test_a_short_file_of_one_line_is_not_said_to_exceed_the_detection_limit(tmp_path):
+    one_line = tmp_path / "one_line.txt"
+    one_line.write_text("x" * 300_000)
+    line = assert_user_error(bench_cli("inspect", str(one_line)), f"{one_line}: unrecognised transcript format")
+    assert "longer than" not in line
