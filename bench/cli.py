@@ -99,6 +99,8 @@ def _import_options(flags: list[str] | None) -> dict[str, str]:
         key, eq, value = flag.partition("=")
         if not eq or not key:
             raise UsageFailure(f"--import-option {flag!r}: expected KEY=VALUE")
+        if key in out:
+            raise UsageFailure(f"--import-option {key}: given twice ({out[key]!r} and {value!r}); give it once")
         out[key] = value
     return out
 

@@ -163,7 +163,10 @@ def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
         strategy, dot, key = target.partition(".")
         if not eq or not dot or not strategy or not key:
             raise RunError(f"--option {flag!r}: expected STRATEGY.KEY=VALUE (e.g. pi.keep_recent_tokens=30000)")
-        out.setdefault(strategy, {})[key] = value
+        given = out.setdefault(strategy, {})
+        if key in given:
+            raise RunError(f"--option {strategy}.{key}: given twice ({given[key]!r} and {value!r}); give it once")
+        given[key] = value
     return out
 
 
@@ -309,7 +312,7 @@ def file_cases(
     repeated = repeated_path(paths)  # before reading any: a mistake in the list is not found after minutes of import
     if repeated is not None:
         raise RunError(repeated)
-    given = load_probes(probes) if probes and probes != "auto" else None
+    given = given_probes(probes) if probes and probes != "auto" else None
     began = time.monotonic()
 
     def slow(event: ProgressEvent) -> None:
@@ -412,6 +415,15 @@ def _mine_task(cases: Sequence[Case], index: int) -> list[Probe]:
     from compaction_bench.scenarios.mining import mine_probes
 
     return mine_probes(cases[index].transcript)
+
+
+def given_probes(path: str | Path) -> list[Probe]:
+    """The probes of a `--probes` file; one that holds none is refused (a run of it would measure no retention,
+    and say nothing of why)."""
+    probes = load_probes(path)
+    if not probes:
+        raise RunError(f"--probes {path}: holds no probe; drop --probes to mine them from each session")
+    return probes
 
 
 def mined_probes(cases: Sequence[Case], jobs: int = 1, progress: ProgressHook | None = None) -> list[list[Probe]]:
@@ -1240,7 +1252,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     total = len(source.archived()) + len(source.stored_cells())
     if not total:
         raise RunError(f"{source.root}: no finished cell to score (a failed cell's error is in errors.log); `bench run --resume` runs the rest")
-    given = load_probes(probes) if probes is not None else None
+    given = given_probes(probes) if probes is not None else None
     # The folder written is claimed as a run's is (`run_folder.claim`): the run itself with --in-place (no run or
     # other score works in it meanwhile), else a new folder made atomically, `<run>-scored-<time>` (`-2`, `-3`, …
     # for scores started in the same second) unless --out names it.

@@ -1,7 +1,8 @@
 """Small input and output slips an audit found, each checked against what the user typed.
 
 `bench import F -o newdir/` wrote a file named `newdir`; `-o ""` wrote into the current folder; `probes mine
--o probes.JSONL` wrote YAML; and a 300 KB file of one line was said to have a first line longer than 8 MiB."""
+-o probes.JSONL` wrote YAML; a 300 KB file of one line was said to have a first line longer than 8 MiB; a
+setting given twice kept its last value silently; and an empty probe file ran a run that measured nothing."""
 
 from __future__ import annotations
 
@@ -35,3 +36,17 @@ def test_a_short_file_of_one_line_is_not_said_to_exceed_the_detection_limit(tmp_
     one_line.write_text("x" * 300_000)
     line = assert_user_error(bench_cli("inspect", str(one_line)), f"{one_line}: unrecognised transcript format")
     assert "longer than" not in line
+
+
+def test_a_setting_given_twice_and_an_empty_probe_file_are_refused(tmp_path):
+    """`--import-option KEY=` and `--option S.KEY=` given twice kept the last value without a word, and a probe
+    file of no probe ran a whole run that measured no retention."""
+    assert_user_error(bench_cli("inspect", str(SESSION), "--import-option", "a=1", "--import-option", "a=2"),
+                      "--import-option a: given twice ('1' and '2')")
+    runs = tmp_path / "runs"
+    assert_user_error(bench_cli("run", str(SESSION), "-s", "pi", "--option", "pi.reserve_tokens=1", "--option", "pi.reserve_tokens=2",
+                                "-o", str(runs)), "--option pi.reserve_tokens: given twice ('1' and '2')")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    assert_user_error(bench_cli("run", str(SESSION), "-s", "none", "--probes", str(empty), "-o", str(runs)), f"--probes {empty}: holds no probe")
+    assert not runs.exists()
