@@ -118,3 +118,19 @@ def test_tables_written_without_a_report_remove_the_old_one(run_copy):
     assert (run_copy / "report.html").is_file()
     score(run_copy, in_place=True, report=False)
     assert not (run_copy / "report.html").exists()
+
+
+def test_a_manifest_naming_files_outside_the_run_is_refused(run_copy, tmp_path):
+    """`probes_file` edited to name a file of the user's: `bench score` wrote the new probes over it."""
+    import json
+
+    precious = tmp_path / "precious.yaml"
+    precious.write_text("USER DATA\n")
+    manifest = json.loads((run_copy / "manifest.json").read_text())
+    for key, value in (("probes_file", str(precious)), ("probes_file", "../../precious.yaml"), ("file", "../elsewhere.jsonl")):
+        edited = json.loads(json.dumps(manifest))
+        edited["scenarios"][0][key] = value
+        (run_copy / "manifest.json").write_text(json.dumps(edited))
+        with pytest.raises(runner.RunError, match=f"its {key} '{value}' is outside the run folder"):
+            score(run_copy, probes=str(run_copy / "probes" / manifest["scenarios"][0]["probes_file"].split("/")[-1]), report=False)
+    assert precious.read_text() == "USER DATA\n"
