@@ -790,7 +790,7 @@ def run(
         repeats=repeats,
         options={k: dict(v) for k, v in (options or {}).items()},
         prompts=dict(prompts or {}),
-        probes=probes,
+        probes=None if probes == "auto" else probes,  # the default spelled out is the default: a resume may name it or not
         seed=seed,
         api_base=api_base,
         max_retries=max_retries,

@@ -50,3 +50,13 @@ def test_a_setting_given_twice_and_an_empty_probe_file_are_refused(tmp_path):
     empty.write_text("[]\n")
     assert_user_error(bench_cli("run", str(SESSION), "-s", "none", "--probes", str(empty), "-o", str(runs)), f"--probes {empty}: holds no probe")
     assert not runs.exists()
+
+
+def test_a_resume_may_spell_out_the_default_probes(tmp_path):
+    """`--probes auto` is the default: a run started without it was refused on `--resume --probes auto`
+    ("probes: null then, "auto" now")."""
+    runs = tmp_path / "runs"
+    first = bench_cli("run", str(SESSION), "-s", "none", "-p", "32k", "-o", str(runs), "--run-id", "r", "--no-report")
+    assert first.returncode == 0, first.stderr
+    again = bench_cli("run", str(SESSION), "-s", "none", "-p", "32k", "-o", str(runs), "--run-id", "r", "--no-report", "--resume", "--probes", "auto")
+    assert again.returncode == 0, again.stderr
