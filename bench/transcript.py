@@ -5,14 +5,16 @@ also owns the helpers every strategy needs: turns, model responses (replay steps
 result lookup, and the distinction between real and synthetic user messages.
 
 Canonical file: JSONL, first line the header ``{"format": "compaction-bench/transcript",
-"version": 1, ...}``, then one item per line. `dumps`/`loads` round-trip losslessly.
+"version": 1, ...}``, then one item per line. `dumps`/`loads` round-trip losslessly. Reading checks every
+field's type (`HEADER_FIELDS`, `ITEM_FIELDS`, `ATTACHMENT_FIELDS`, usage counts) and refuses a wrong one naming
+the line and the field, so a hand-written file never reaches a strategy with, say, a number for a text.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -83,6 +85,88 @@ class TranscriptError(BenchError, ValueError):
     """A transcript (file or object) that cannot be used; the message names the place."""
 
 
+def json_type(value: Any) -> str:
+    """The JSON type of a parsed value, as messages name it: null, bool, int, float, string, list, object."""
+    if value is None:
+        return "null"
+    for kind, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "string"), (Mapping, "object"), ((list, tuple), "list")):
+        if isinstance(value, kind):
+            return name
+    return type(value).__name__
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_optional_text(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_optional_index(value: Any) -> bool:
+    return value is None or _is_whole(value)
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_flag(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_optional_object(value: Any) -> bool:
+    return value is None or isinstance(value, Mapping)
+
+
+#: What each field of a canonical item line may hold (a test, and the words a refusal uses).
+ITEM_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "id": (_is_text, "a string"),
+    "kind": (_is_text, "a string"),
+    "text": (_is_text, "a string"),
+    "call_id": (_is_optional_text, "a string or null"),
+    "tool_name": (_is_optional_text, "a string or null"),
+    "arguments": (_is_optional_text, "a string (the arguments' JSON text) or null"),
+    "is_error": (_is_flag, "true or false"),
+    "attachments": (_is_list, "a list"),
+    "synthetic": (_is_flag, "true or false"),
+    "usage": (_is_optional_object, "an object or null"),
+    "response": (_is_optional_index, "a whole number or null"),
+    "turn": (_is_optional_index, "a whole number or null"),
+    "timestamp": (_is_optional_text, "a string or null"),
+    "meta": (_is_object, "an object"),
+}
+#: What each field of an attachment (an entry of an item's `attachments`) may hold; `mime` is required.
+ATTACHMENT_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "mime": (_is_text, "a string"),
+    "name": (_is_text, "a string"),
+    "size": (_is_whole, "a whole number"),
+    "uri": (_is_text, "a string"),
+}
+#: What each field of the header line may hold (besides `format` and `version`, checked first).
+HEADER_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "id": (_is_optional_text, "a string or null"),
+    "model": (_is_optional_text, "a string or null"),
+    "source": (_is_optional_object, "an object or null"),
+    "meta": (_is_optional_object, "an object or null"),
+}
+
+
+def check_fields(data: Mapping[str, Any], rules: Mapping[str, tuple[Callable[[Any], bool], str]], what: str = "field") -> None:
+    """Refuse the first field of `data` whose value `rules` does not allow: `field 'text' must be a string, got int`."""
+    for name, (allowed, expected) in rules.items():
+        if name in data and not allowed(data[name]):
+            raise TranscriptError(f"{what} {name!r} must be {expected}, got {json_type(data[name])}")
+
+
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON-like data: dicts become read-only mappings, lists become tuples."""
     if isinstance(value, Mapping):
@@ -141,15 +225,19 @@ class Usage:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TranscriptError(f"unknown usage field(s): {', '.join(sorted(map(str, unknown)))}")
         return cls(**{f.name: _count(data.get(f.name), f.name) for f in fields(cls)})
 
 
 def _count(value: Any, name: str) -> int:
-    """A token count of a canonical usage dict: a whole, finite number (an error names the field)."""
+    """A token count of a canonical usage dict: a whole number of at least 0 (`3.0` too; an error names the field)."""
     if value is None:
         return 0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")):
-        raise TranscriptError(f"usage field {name!r} is {value!r}, expected a token count")
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 0:
+        raise TranscriptError(f"usage field {name!r} is {value!r}, expected a token count (a whole number of at least 0)")
     return int(value)
 
 
@@ -216,18 +304,33 @@ class Item:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Item:
-        known = {f.name for f in fields(cls)}
-        unknown = set(data) - known
+        """An item line of a canonical file; a field of the wrong type is refused, naming it (`ITEM_FIELDS`)."""
+        unknown = set(data) - set(ITEM_FIELDS)
         if unknown:
             raise TranscriptError(f"unknown item field(s): {', '.join(sorted(unknown))}")
         if "id" not in data or "kind" not in data:
             raise TranscriptError("an item needs 'id' and 'kind'")
+        check_fields(data, ITEM_FIELDS)
         kw = dict(data)
-        kw["attachments"] = tuple(Attachment(**a) for a in kw.get("attachments") or ())
+        kw["attachments"] = tuple(_attachment(n, a) for n, a in enumerate(kw.get("attachments") or (), start=1))
         if kw.get("usage") is not None:
             kw["usage"] = Usage.from_dict(kw["usage"])
         kw["meta"] = freeze(kw.get("meta") or {})
         return cls(**kw)
+
+
+def _attachment(number: int, data: Any) -> Attachment:
+    """Entry `number` (from 1) of an item line's `attachments`, its fields checked (`ATTACHMENT_FIELDS`)."""
+    where = f"attachment {number}"
+    if not isinstance(data, Mapping):
+        raise TranscriptError(f"{where} must be an object, got {json_type(data)}")
+    unknown = set(data) - set(ATTACHMENT_FIELDS)
+    if unknown:
+        raise TranscriptError(f"{where}: unknown field(s): {', '.join(sorted(unknown))}")
+    if "mime" not in data:
+        raise TranscriptError(f"{where} needs 'mime'")
+    check_fields(data, ATTACHMENT_FIELDS, f"{where} field")
+    return Attachment(**data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,7 +501,12 @@ class Transcript:
             raise TranscriptError(f"{origin}:1: not a compaction-bench transcript header")
         if header.get("version") != FORMAT_VERSION:
             raise TranscriptError(f"{origin}:1: unsupported transcript version {header.get('version')!r}")
+        try:
+            check_fields(header, HEADER_FIELDS, "header field")
+        except TranscriptError as exc:
+            raise TranscriptError(f"{origin}:1: {exc}") from None
         items = []
+        line_of: dict[str, int] = {}
         for number, line in enumerate(lines[1:], start=2):
             if not line.strip():
                 continue
@@ -408,7 +516,11 @@ class Transcript:
                     raise TranscriptError("an item line must be a JSON object")
                 if may_hold_surrogates(line) and scrub_surrogates(data)[1]:
                     raise TranscriptError("a lone UTF-16 surrogate escape (not valid Unicode text)")
-                items.append(Item.from_dict(data))
+                item = Item.from_dict(data)
+                if item.id in line_of:
+                    raise TranscriptError(f"duplicate item id {item.id!r} (first on line {line_of[item.id]})")
+                line_of[item.id] = number
+                items.append(item)
             except json.JSONDecodeError as exc:
                 raise TranscriptError(f"{origin}:{number}: malformed JSON ({json_problem(exc)})") from None
             except RecursionError:

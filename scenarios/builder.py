@@ -11,6 +11,9 @@ rules DESIGN §2 sets for every format, so no importer re-implements them:
   response, or with interleaved items, still lands on the right item);
 - tool results whose call is missing are kept and listed in `meta["orphans"]`; problems met while
   reading are listed in `meta["problems"]`;
+- a recorded usage is read by `token_counts`: a count that is no whole number of at least 0 (text,
+  `Infinity`, a negative number), or a usage object of another shape, is a problem naming the field,
+  and that response's usage is unknown (None), never 0;
 - an importer whose format sets its own turns and responses (Pi) builds its items itself and hands
   them over with `adopt`, so the pairing rules below still run on them in `finish`;
 - results are paired with calls in order, by call id. A call id reused after its call was answered
@@ -24,12 +27,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage, scrub_surrogates
+from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage, json_type, scrub_surrogates
 
 
 def as_text(value: Any) -> str:
@@ -51,6 +54,17 @@ def as_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def text_of(value: Any, what: str, report: Callable[[str], None]) -> str:
+    """A recorded text field: a string as it is, null as ""; anything else is reported (`what` names the
+    field) and kept as its JSON text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    report(f"{what} is a JSON {json_type(value)}, not a string; kept as its JSON text")
+    return json.dumps(value, ensure_ascii=False)
+
+
 def mapping_of(value: Any) -> Mapping[str, Any]:
     """`value` when it is a JSON object, else an empty one (recorded fields may hold anything)."""
     return value if isinstance(value, Mapping) else {}
@@ -68,15 +82,61 @@ def as_arguments(value: Any) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
-def as_int(value: Any) -> int:
-    """A token count from recorded JSON; anything that is not a finite number (`Infinity`, `NaN`, text) counts as 0."""
+def shown(value: Any, limit: int = 40) -> str:
+    """A recorded value as a problem quotes it: its JSON text (`"10"`, `Infinity`), cut at `limit` characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _token_count(value: Any) -> int | None:
+    """A recorded token count: a whole number of at least 0 (`3.0` too); None for anything else (text,
+    `Infinity`, a fraction, a negative number, true/false, an object)."""
     if isinstance(value, bool):
-        return 0
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    return 0
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    return value if isinstance(value, int) and value >= 0 else None
+
+
+def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]) -> dict[str, int] | None:
+    """The token counts `names` of a recorded usage object (a dotted name reaches into a nested object:
+    `prompt_tokens_details.cached_tokens`); an absent or null count is 0.
+
+    None, the usage unknown rather than zero, when `usage` is null or `{}` (nothing recorded), and, each
+    said through `report` (a problem naming the field), when it is not an object, records none of
+    `names`, or holds a count that is no token count (`_token_count`) or a nested part that is no object.
+    """
+    if usage is None or (isinstance(usage, Mapping) and not usage):
+        return None
+    if not isinstance(usage, Mapping):
+        report(f"usage is a JSON {json_type(usage)}, not an object of token counts; the usage is left unknown")
+        return None
+    counts: dict[str, int] = {}
+    bad: dict[str, str] = {}  # field -> what is wrong; a nested part that is no object is one field however many names pass it
+    for name in names:
+        value: Any = usage
+        reached: list[str] = []
+        for key in name.split("."):
+            if not isinstance(value, Mapping):
+                break
+            reached.append(key)
+            value = value.get(key)
+        if value is None:  # absent or null, here or on the way
+            continue
+        if len(reached) <= name.count("."):
+            bad[".".join(reached)] = f"is {shown(value)}, not an object of token counts"
+        elif (count := _token_count(value)) is None:
+            bad[name] = f"is {shown(value)}, not a token count (a whole number of at least 0)"
+        else:
+            counts[name] = count
+    for field, wrong in bad.items():
+        report(f"usage field {field!r} {wrong}; the usage is left unknown")
+    if bad:
+        return None
+    if not counts:
+        report(f"usage records none of the token counts {', '.join(names)} (its fields: {shown(list(usage))}); the usage is left unknown")
+        return None
+    return {name: counts.get(name, 0) for name in names}
 
 
 def image_attachment(mime: str, data: Any, name: str = "") -> Attachment:
@@ -104,6 +164,10 @@ class TranscriptBuilder:
     def problem(self, message: str, line: int | None = None) -> None:
         where = f"{self.path}:{line}" if line is not None else str(self.path)
         self.problems.append(f"{where}: {message}")
+
+    def reporter(self, line: int | None = None, place: str = "") -> Callable[[str], None]:
+        """`problem` bound to one place: its line of the file and, where the format has no lines, its name (`messages[3]`)."""
+        return lambda message: self.problem(f"{place}: {message}" if place else message, line)
 
     def new_response(self) -> int:
         """Open a new model response and return its index."""

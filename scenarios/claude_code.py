@@ -11,7 +11,8 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
   every line is a sidechain (a subagent transcript, `agent-*.jsonl`) imports its sidechains;
 - assistant lines are grouped by `message.id` into one model response whose usage counts once
   (the last copy wins: streamed copies grow); Anthropic usage becomes `Usage(input = input +
-  cache_read + cache_creation, cached_input = cache_read, cache_write = cache_creation, output)`;
+  cache_read + cache_creation, cached_input = cache_read, cache_write = cache_creation, output)`
+  (a count that is no token count is a problem, and that copy's usage is not used: `builder.token_counts`);
 - `tool_use` blocks are tool calls, `tool_result` blocks in user lines their results (placed
   before the line's own text, which opens a new turn: the results answer the previous response);
   `isMeta` user lines (command caveats, injected notes) are synthetic;
@@ -36,13 +37,20 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment, mapping_of
+from compaction_bench.scenarios.builder import (
+    TranscriptBuilder,
+    as_arguments,
+    as_text,
+    image_attachment,
+    mapping_of,
+    token_counts,
+)
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Item, Transcript, Usage
 
@@ -53,17 +61,17 @@ NODE_TYPES = ("user", "assistant", "system")
 OWN_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation"})
 
 
-def anthropic_usage(data: Any) -> Usage | None:
-    if not isinstance(data, Mapping) or not data:
+#: The token counts of an Anthropic `usage` object that `anthropic_usage` reads.
+ANTHROPIC_COUNTS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")
+
+
+def anthropic_usage(data: Any, report: Callable[[str], None]) -> Usage | None:
+    """Anthropic usage as `Usage`; None when none is recorded or a count is unusable (said through `report`)."""
+    counts = token_counts(data, ANTHROPIC_COUNTS, report)
+    if counts is None:
         return None
-    read = as_int(data.get("cache_read_input_tokens"))
-    write = as_int(data.get("cache_creation_input_tokens"))
-    return Usage(
-        input=as_int(data.get("input_tokens")) + read + write,
-        cached_input=read,
-        cache_write=write,
-        output=as_int(data.get("output_tokens")),
-    )
+    read, write = counts["cache_read_input_tokens"], counts["cache_creation_input_tokens"]
+    return Usage(input=counts["input_tokens"] + read + write, cached_input=read, cache_write=write, output=counts["output_tokens"])
 
 
 def _first_text(branch: list[_Line], field: str) -> str | None:
@@ -251,7 +259,7 @@ class ClaudeCodeImporter(Importer):
         model = message.get("model")
         if isinstance(model, str) and not model.startswith("<"):
             builder.model = builder.model or model
-        builder.set_usage(response, anthropic_usage(message.get("usage")))
+        builder.set_usage(response, anthropic_usage(message.get("usage"), builder.reporter(node.number)))
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list) or not blocks:

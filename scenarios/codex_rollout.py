@@ -6,7 +6,9 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   (first line ``{id, timestamp, instructions, git}``, then bare response items and
   ``{"record_type": "state"}`` lines);
 - ``response_item`` messages: ``developer``/``system`` roles become system items (developer ones
-  with ``meta.role = "developer"``); user messages that are contextual fragments (AGENTS.md
+  with ``meta.role = "developer"``); a content part of a kind Codex does not write is a problem, kept
+  in ``meta.unknown_content`` (its text, if any, in the message), and so is a text that is no string
+  (kept as its JSON text); user messages that are contextual fragments (AGENTS.md
   instructions, ``<environment_context>``, ...) are ``synthetic``; assistant messages, reasoning
   (encrypted size in ``meta.encrypted_len``), function/custom/local-shell calls and their outputs
   (an output that is a JSON string ``{"output": ..., "metadata": ...}`` is decoded: the text is the
@@ -15,8 +17,9 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   every item keeps the Codex payload type in ``meta.codex_type``;
 - model responses: consecutive model-output items; a new ``token_count`` (a changed cumulative
   total) starts a new response. Its ``last_token_usage`` becomes the `Usage` of the response it
-  belongs to: Codex ≤0.58 writes the event before the response's items, newer versions after
-  them; the file's own order decides (``meta.usage_alignment``);
+  belongs to (a count that is no token count is a problem and leaves that usage unknown): Codex
+  ≤0.58 writes the event before the response's items, newer versions after them; the file's own
+  order decides (``meta.usage_alignment``);
 - ``turn_context`` model changes become ``marker`` items (``event: "model_switch"``, ``model``,
   ``previous_model``, ``comp_hash``/``context_window`` when recorded), placed before the user
   message of the turn they configure; ``compacted`` lines become markers (``event:
@@ -29,13 +32,14 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_int, image_attachment, list_of
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_text, image_attachment, list_of, text_of, token_counts
 from compaction_bench.scenarios.readers import read_jsonl
-from compaction_bench.transcript import Attachment, Transcript, Usage
+from compaction_bench.transcript import Attachment, Transcript, Usage, json_type
 
 ENVELOPE_TYPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
@@ -54,6 +58,9 @@ CONTEXTUAL_PREFIXES = (
     "<subagent_notification>",
     "<codex_internal_context",
 )
+#: The parts of a message's `content` Codex writes (`ContentItem`): text, and images (attachments).
+TEXT_PARTS = frozenset({"input_text", "output_text"})
+MESSAGE_PARTS = TEXT_PARTS | {"input_image"}
 CALL_TYPES = {"function_call": "function_call", "custom_tool_call": "custom_tool_call", "local_shell_call": "local_shell_call"}
 OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output"})
 MARKER_ITEM_TYPES = frozenset({"ghost_snapshot", "compaction", "compaction_summary", "context_compaction", "web_search_call",
@@ -99,18 +106,21 @@ def _data_url_mime(url: Any) -> str:
     return "image/unknown"
 
 
-def _usage(info: dict[str, Any]) -> Usage | None:
-    last = info.get("last_token_usage")
-    if not isinstance(last, dict):
-        return None
-    return Usage(
-        input=as_int(last.get("input_tokens")),
-        cached_input=as_int(last.get("cached_input_tokens")),
-        cache_write=as_int(last.get("cache_write_input_tokens")),
-        output=as_int(last.get("output_tokens")),
-        reasoning=as_int(last.get("reasoning_output_tokens")),
-        total=as_int(last.get("total_tokens")),
-    )
+#: `Usage` field -> the token count of Codex's `last_token_usage` it is read from.
+CODEX_COUNTS = {
+    "input": "input_tokens",
+    "cached_input": "cached_input_tokens",
+    "cache_write": "cache_write_input_tokens",
+    "output": "output_tokens",
+    "reasoning": "reasoning_output_tokens",
+    "total": "total_tokens",
+}
+
+
+def _usage(info: dict[str, Any], report: Callable[[str], None]) -> Usage | None:
+    """A token_count's `last_token_usage`; None when there is none or a count is unusable (said through `report`)."""
+    counts = token_counts(info.get("last_token_usage"), tuple(CODEX_COUNTS.values()), report)
+    return None if counts is None else Usage(**{field: counts[name] for field, name in CODEX_COUNTS.items()})
 
 
 def _legacy_to_envelope(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
@@ -140,7 +150,7 @@ def _is_real_user_line(data: Any) -> bool:
     if not isinstance(data, dict) or data.get("type") != "response_item" or not isinstance(data.get("payload"), dict):
         return False
     payload = data["payload"]
-    return payload.get("type") == "message" and payload.get("role") == "user" and not is_contextual(_message_text(payload))
+    return payload.get("type") == "message" and payload.get("role") == "user" and not is_contextual(_message_content(payload, _ignore)[0])
 
 
 def _hoist_turn_contexts(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
@@ -161,12 +171,38 @@ def _hoist_turn_contexts(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
     return out
 
 
-def _message_text(payload: dict[str, Any]) -> str:
+def _ignore(message: str) -> None:
+    """The `report` of a look at a message that is read again, and reported, when its item is made."""
+
+
+def _message_content(payload: dict[str, Any], report: Callable[[str], None]) -> tuple[str, list[Any]]:
+    """A message's text (its `content` string, or its text parts joined as Codex joins them) and the parts
+    of a kind Codex does not write (`MESSAGE_PARTS`), for the item's `meta["unknown_content"]`: their text,
+    if they have some, is in the message too. Each such part, and a text that is no string (kept as its
+    JSON text), is reported (`report`)."""
     content = payload.get("content")
-    if isinstance(content, str):
-        return content
-    parts = content if isinstance(content, list) else []
-    return "".join(p.get("text", "") for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+    if content is None or isinstance(content, str):
+        return content or "", []
+    if not isinstance(content, list):
+        return text_of(content, "message content", report), []
+    texts, unknown = [], []
+    for n, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in TEXT_PARTS:
+            texts.append(text_of(part.get("text"), f"the text of content part {n} ({kind})", report))
+        elif kind not in MESSAGE_PARTS:
+            what = repr(kind) if isinstance(part, dict) else f"(a JSON {json_type(part)}, not an object)"
+            kept = as_text([part])
+            report(f"unknown {payload.get('role')} content part {what}; kept in the item's meta (unknown_content)"
+                   + (", its text in the message" if kept else ""))
+            texts.append(kept)
+            unknown.append(part)
+    return "".join(texts), unknown
+
+
+def _with_unknown(meta: dict[str, Any], unknown: list[Any]) -> dict[str, Any]:
+    """An item's meta holding the content parts of its message that no field holds."""
+    return meta | {"unknown_content": unknown} if unknown else meta
 
 
 def _message_images(payload: dict[str, Any]) -> list[Attachment]:
@@ -218,7 +254,7 @@ class _RolloutReader:
                 self.pending_usage = None
         return self.response
 
-    def token_count(self, payload: dict[str, Any]) -> None:
+    def token_count(self, number: int, payload: dict[str, Any]) -> None:
         info = payload.get("info")
         if not isinstance(info, dict):
             self.skipped["token_count without info"] += 1
@@ -228,7 +264,7 @@ class _RolloutReader:
             self.skipped["token_count repeated"] += 1
             return
         self.last_total = total
-        usage = _usage(info)
+        usage = _usage(info, self.b.reporter(number))
         if "model_context_window" in info:
             self.meta["model_context_window"] = info["model_context_window"]
         self.close_response()
@@ -258,7 +294,7 @@ class _RolloutReader:
             elif kind == "response_item":
                 self.response_item(number, payload, ts)
             elif kind == "event_msg":
-                self.event(payload, ts)
+                self.event(number, payload, ts)
             elif kind == "turn_context":
                 self.turn_context(payload, ts)
             elif kind == "compacted":
@@ -307,10 +343,10 @@ class _RolloutReader:
         self.model = model
         self.b.add("marker", f"model: {model}", timestamp=ts, meta=meta)
 
-    def event(self, payload: dict[str, Any], ts: str | None) -> None:
+    def event(self, number: int, payload: dict[str, Any], ts: str | None) -> None:
         kind = payload.get("type")
         if kind == "token_count":
-            self.token_count(payload)
+            self.token_count(number, payload)
         elif kind == "turn_aborted":
             self.close_response()
             self.b.add("marker", str(payload.get("reason") or ""), timestamp=ts, meta={"event": "turn_aborted"})
@@ -322,17 +358,18 @@ class _RolloutReader:
         source_id = p.get("id") if isinstance(p.get("id"), str) else None
         if kind == "message":
             role = p.get("role")
-            text = _message_text(p)
+            text, unknown = _message_content(p, self.b.reporter(number))
             if role == "assistant":
                 said: dict[str, Any] = {"codex_type": "message"} | ({"phase": p["phase"]} if p.get("phase") else {})
-                self.b.add("assistant", text, id=source_id, response=self.model_response(), timestamp=ts, meta=said)
+                self.b.add("assistant", text, id=source_id, response=self.model_response(), timestamp=ts, meta=_with_unknown(said, unknown))
                 return
             self.close_response()
             if role in ("developer", "system"):
-                self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts, meta={"codex_type": "message", "role": role})
+                self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts,
+                           meta=_with_unknown({"codex_type": "message", "role": role}, unknown))
             elif role == "user":
                 self.b.add("user", text, id=source_id, synthetic=is_contextual(text), attachments=tuple(_message_images(p)),
-                           timestamp=ts, meta={"codex_type": "message"})
+                           timestamp=ts, meta=_with_unknown({"codex_type": "message"}, unknown))
             else:
                 self.b.problem(f"message with unknown role {role!r}; line kept out", number)
         elif kind == "reasoning":
@@ -371,7 +408,8 @@ class _RolloutReader:
         elif kind == "agent_message":
             self.close_response()
             message = p.get("message")
-            self.b.add("user", message if isinstance(message, str) else _message_text(p), id=source_id, synthetic=True, timestamp=ts, meta={"codex_type": "agent_message"})
+            text, unknown = (message, []) if isinstance(message, str) else _message_content(p, self.b.reporter(number))
+            self.b.add("user", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown({"codex_type": "agent_message"}, unknown))
         elif kind in MARKER_ITEM_TYPES:
             self.b.add("marker", "", id=source_id, timestamp=ts, meta={"event": kind, "codex_type": kind})
         else:

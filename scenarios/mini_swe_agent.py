@@ -10,7 +10,7 @@ conversion itself is `compaction_bench.scenarios.openai_style`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,10 @@ def bash_block(message: Mapping[str, Any]) -> tuple[str, str] | None:
     return ("bash", match.group(2).strip()) if match else None
 
 
-def message_usage(message: Mapping[str, Any]) -> Usage | None:
+def message_usage(message: Mapping[str, Any], report: Callable[[str], None]) -> Usage | None:
     extra = message.get("extra")
     response = extra.get("response") if isinstance(extra, Mapping) else None
-    return openai_usage(response.get("usage")) if isinstance(response, Mapping) else None
+    return openai_usage(response.get("usage"), report) if isinstance(response, Mapping) else None
 
 
 class MiniSweAgentImporter(Importer):
@@ -63,7 +63,7 @@ class MiniSweAgentImporter(Importer):
         config = info.get("config") if isinstance(info, Mapping) else None
         model = config.get("model") if isinstance(config, Mapping) else None
         builder.model = model.get("model_name") if isinstance(model, Mapping) else None
-        add_messages(builder, actions_to_tool_calls(messages, bash_block), usage_of=message_usage)
+        add_messages(builder, actions_to_tool_calls(messages, bash_block), usage_of=message_usage, marker_roles=("exit",))
         meta: dict[str, Any] = {"trajectory_format": data.get("trajectory_format") if isinstance(data, Mapping) else "legacy"}
         if isinstance(info, Mapping):
             meta.update({k: info[k] for k in ("model_stats", "exit_status", "mini_version") if k in info})

@@ -1,20 +1,29 @@
 """OpenAI-style chat messages → canonical items: the one conversion every OpenAI-shaped format uses.
 
-Owns `add_messages` (system/user/assistant/tool messages with `tool_calls` and `tool_call_id`,
-content as a string or a list of parts, `reasoning_content`), `openai_usage` (OpenAI and LiteLLM
-usage dicts, DeepSeek and Anthropic cache fields) and `sniff_messages`. Used by the
-mini-swe-agent, OpenAI-messages (and tau-bench), Hugging Face dataset and OpenHands importers.
+Owns `add_messages` (system/user/assistant/tool messages with `tool_calls` and `tool_call_id`, legacy
+`function_call` / `function` messages paired by name, content as a string or a list of parts,
+`reasoning_content`), `openai_usage` (OpenAI and LiteLLM usage dicts, DeepSeek and Anthropic cache
+fields; a count that is no token count is a problem and leaves the usage unknown) and
+`sniff_messages`. Used by the mini-swe-agent, OpenAI-messages (and tau-bench), Hugging Face dataset
+and OpenHands importers.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text, image_attachment, mapping_of
-from compaction_bench.transcript import Attachment, Usage
+from compaction_bench.scenarios.builder import (
+    TranscriptBuilder,
+    as_arguments,
+    as_text,
+    image_attachment,
+    mapping_of,
+    token_counts,
+)
+from compaction_bench.transcript import Attachment, Item, Usage
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -22,22 +31,33 @@ ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_RE = re.compile(r'"role"\s*:\s*"(system|developer|user|assistant|tool)"')
 
 
-def openai_usage(data: Any) -> Usage | None:
-    """Usage from an OpenAI / LiteLLM `usage` dict (`prompt_tokens` includes the cached part)."""
-    if not isinstance(data, Mapping) or not data:
+#: The token counts of an OpenAI / LiteLLM `usage` object that `openai_usage` reads (DeepSeek's and
+#: Anthropic's names for the cached part among them).
+OPENAI_COUNTS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "prompt_tokens_details.cached_tokens",
+    "prompt_cache_hit_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "completion_tokens_details.reasoning_tokens",
+)
+
+
+def openai_usage(data: Any, report: Callable[[str], None]) -> Usage | None:
+    """Usage from an OpenAI / LiteLLM `usage` dict (`prompt_tokens` includes the cached part); None when there
+    is none or a count is unusable (said through `report`)."""
+    counts = token_counts(data, OPENAI_COUNTS, report)
+    if counts is None:
         return None
-    details = mapping_of(data.get("prompt_tokens_details"))
-    out_details = mapping_of(data.get("completion_tokens_details"))
-    cached = as_int(details.get("cached_tokens")) or as_int(data.get("prompt_cache_hit_tokens")) or as_int(
-        data.get("cache_read_input_tokens")
-    )
     return Usage(
-        input=as_int(data.get("prompt_tokens")),
-        cached_input=cached,
-        cache_write=as_int(data.get("cache_creation_input_tokens")),
-        output=as_int(data.get("completion_tokens")),
-        reasoning=as_int(out_details.get("reasoning_tokens")),
-        total=as_int(data.get("total_tokens")),
+        input=counts["prompt_tokens"],
+        cached_input=counts["prompt_tokens_details.cached_tokens"] or counts["prompt_cache_hit_tokens"] or counts["cache_read_input_tokens"],
+        cache_write=counts["cache_creation_input_tokens"],
+        output=counts["completion_tokens"],
+        reasoning=counts["completion_tokens_details.reasoning_tokens"],
+        total=counts["total_tokens"],
     )
 
 
@@ -73,18 +93,25 @@ def add_messages(
     builder: TranscriptBuilder,
     messages: Sequence[Any],
     *,
-    usage_of: Callable[[Mapping[str, Any]], Usage | None] = lambda m: openai_usage(m.get("usage")),
+    usage_of: Callable[[Mapping[str, Any], Callable[[str], None]], Usage | None] = lambda m, report: openai_usage(m.get("usage"), report),
     where: Callable[[int], str] = lambda n: f"message {n}",
     line_of: Callable[[int], int | None] = lambda n: None,
     is_demonstration: Callable[[Mapping[str, Any]], bool] = lambda m: False,
+    marker_roles: Collection[str] = (),
 ) -> None:
     """Append OpenAI-style messages to `builder`.
 
-    `usage_of` finds a message's usage (formats keep it in different places); `where`/`line_of`
-    name a message in problem reports; `is_demonstration` tells a demonstration (an example of
-    another task shown to the agent): a synthetic user message marked `meta["demonstration"]`, whose
-    sentences are no fact of this session (the miner asks nothing from it).
+    `usage_of` finds a message's usage (formats keep it in different places) and says what is wrong
+    with it through the report it is given; `where`/`line_of` name a message in problem reports;
+    `is_demonstration` tells a demonstration (an example of another task shown to the agent): a
+    synthetic user message marked `meta["demonstration"]`, whose sentences are no fact of this session
+    (the miner asks nothing from it).
+
+    A legacy `role: "function"` message (no `tool_call_id`) answers the most recent unanswered
+    `function_call` of its `name`. A message of another role is kept as a marker: one of
+    `marker_roles` (the format's own messages that are no model input) as it is, any other reported.
     """
+    functions: dict[str, list[str]] = {}  # name -> call ids of the legacy function_calls not answered yet
     for n, message in enumerate(messages):
         if not isinstance(message, Mapping):
             builder.problem(f"{where(n)}: expected a message object, got {type(message).__name__}; kept as a marker", line_of(n))
@@ -103,7 +130,7 @@ def add_messages(
             if isinstance(reasoning, str) and reasoning:
                 builder.add("reasoning", reasoning, response=response)
             calls = message.get("tool_calls") or []
-            if text or attachments or not calls:
+            if text or attachments or not (calls or message.get("function_call")):
                 builder.add("assistant", text, response=response, attachments=attachments)
             if not isinstance(calls, list):
                 builder.problem(f"{where(n)}: tool_calls is not a list; kept as one call", line_of(n))
@@ -111,29 +138,36 @@ def add_messages(
             for call in calls:
                 add_tool_call(builder, call, response, where(n), line_of(n))
             if message.get("function_call"):
-                add_tool_call(builder, {"function": message["function_call"]}, response, where(n), line_of(n))
-            builder.set_usage(response, usage_of(message))
+                legacy = add_tool_call(builder, {"function": message["function_call"]}, response, where(n), line_of(n))
+                functions.setdefault(legacy.tool_name or "", []).append(legacy.call_id or "")
+            builder.set_usage(response, usage_of(message, builder.reporter(line_of(n), where(n))))
         elif role in ("tool", "function"):
-            call_id = message.get("tool_call_id") or message.get("name") or ""
+            call_id = message.get("tool_call_id")
+            name = str(message.get("name") or "")
+            if not call_id and role == "function" and functions.get(name):
+                call_id = functions[name].pop()
+            call_id = call_id or name
             if not call_id:
-                builder.problem(f"{where(n)}: tool message without tool_call_id; kept as an orphan result", line_of(n))
+                missing = "tool_call_id" if role == "tool" else "name"
+                builder.problem(f"{where(n)}: {role} message without {missing}; kept as an orphan result", line_of(n))
                 call_id = f"missing-call-{n}"
             builder.add("tool_result", text, call_id=str(call_id), tool_name=message.get("name"), attachments=attachments)
         else:
             if not isinstance(role, str):
                 builder.problem(f"{where(n)}: message without a role; kept as a marker", line_of(n))
+            elif role not in marker_roles:
+                builder.problem(f"{where(n)}: unknown role {role!r} (expected one of {', '.join(ROLES)}); kept as a marker", line_of(n))
             builder.add("marker", text, meta={"event": "message", "role": str(role)})
 
 
-def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: str, line: int | None) -> None:
-    """One OpenAI `tool_calls` entry (or legacy `function_call`) as a tool_call item."""
+def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: str, line: int | None) -> Item:
+    """One OpenAI `tool_calls` entry (or legacy `function_call`) as a tool_call item (the item added)."""
     if not isinstance(call, Mapping):
         builder.problem(f"{where}: a tool call is not an object; kept as a marker", line)
-        builder.add("marker", json.dumps(call, ensure_ascii=False), meta={"event": "unreadable-tool-call"})
-        return
+        return builder.add("marker", json.dumps(call, ensure_ascii=False), meta={"event": "unreadable-tool-call"})
     function = mapping_of(call.get("function"))
     call_id = call.get("id") or f"call-{len(builder.items)}"
-    builder.add(
+    return builder.add(
         "tool_call",
         id=str(call_id),
         call_id=str(call_id),

@@ -23,7 +23,7 @@ Reading rules:
   completed call (``meta["compacted"]`` when prune cleared it), the error text of a failed one,
   none for a call still pending or running; the ``step-finish`` tokens are the response's usage,
   on its last item (``input`` includes cache reads and writes, ``output`` includes reasoning:
-  DESIGN §2);
+  DESIGN §2; a count that is no token count is a problem and leaves the usage unknown);
 - a summary assistant (``summary: true``, OpenCode's own compaction) is a marker
   ``{"event": "compaction-summary"}`` holding the summary text; an assistant ``error`` is a marker
   ``{"event": "error"}``;
@@ -50,13 +50,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure, open_input
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_int, as_text
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text, token_counts
 from compaction_bench.scenarios.readers import read_json_reported
 from compaction_bench.transcript import Attachment, Transcript, Usage
 
@@ -64,20 +64,24 @@ FORMAT = "opencode"
 SQLITE_MAGIC = "SQLite format 3"
 
 
-def opencode_usage(tokens: Any) -> Usage | None:
-    """OpenCode's normalized `tokens` (§1.2: input without cache, output without reasoning) as `Usage`."""
-    if not isinstance(tokens, Mapping):
+#: The token counts of OpenCode's `tokens` that `opencode_usage` reads.
+OPENCODE_COUNTS = ("input", "output", "reasoning", "total", "cache.read", "cache.write")
+
+
+def opencode_usage(tokens: Any, report: Callable[[str], None]) -> Usage | None:
+    """OpenCode's normalized `tokens` (§1.2: input without cache, output without reasoning) as `Usage`; None
+    when they are all 0, absent, or one is unusable (said through `report`)."""
+    counts = token_counts(tokens, OPENCODE_COUNTS, report)
+    if counts is None:
         return None
-    cache = _mapping(tokens.get("cache"))
-    read, write = as_int(cache.get("read")), as_int(cache.get("write"))
-    reasoning = as_int(tokens.get("reasoning"))
+    read, write, reasoning = counts["cache.read"], counts["cache.write"], counts["reasoning"]
     usage = Usage(
-        input=as_int(tokens.get("input")) + read + write,
+        input=counts["input"] + read + write,
         cached_input=read,
         cache_write=write,
-        output=as_int(tokens.get("output")) + reasoning,
+        output=counts["output"] + reasoning,
         reasoning=reasoning,
-        total=as_int(tokens.get("total")),
+        total=counts["total"],
     )
     return usage if usage.total else None
 
@@ -116,7 +120,7 @@ class _Session:
             text = "\n\n".join(str(p.get("text") or "").strip() for p in parts if p.get("type") == "text")
             b.add("marker", text, id=info.get("id"), timestamp=stamp, meta={"event": "compaction-summary", "parent": info.get("parentID")})
         else:
-            self._assistant(info, parts, stamp)
+            self._assistant(where, info, parts, stamp)
 
     def _usable_part(self, where: str, part: Any) -> bool:
         if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
@@ -153,7 +157,7 @@ class _Session:
             else:
                 self.ignored[kind] += 1
 
-    def _assistant(self, info: Mapping[str, Any], parts: list[Mapping[str, Any]], stamp: str | None) -> None:
+    def _assistant(self, where: str, info: Mapping[str, Any], parts: list[Mapping[str, Any]], stamp: str | None) -> None:
         b = self.builder
         if info.get("modelID"):
             b.model = str(info["modelID"])
@@ -175,7 +179,7 @@ class _Session:
                 continue
             if kind == "step-finish":
                 if response is not None:
-                    b.set_usage(response, opencode_usage(part.get("tokens")))
+                    b.set_usage(response, opencode_usage(part.get("tokens"), b.reporter(place=where)))
                     usage_seen = True
                 close()
                 self.ignored[kind] += 1
@@ -202,7 +206,7 @@ class _Session:
                 )
                 results.append(part)
         if response is not None and not usage_seen:
-            b.set_usage(response, opencode_usage(info.get("tokens")))
+            b.set_usage(response, opencode_usage(info.get("tokens"), b.reporter(place=where)))
         close()
         error = info.get("error")
         if isinstance(error, Mapping):
@@ -280,7 +284,7 @@ class _Session:
                 tools.append((pid, part, state))
             else:
                 self.ignored[str(part.get("type"))] += 1
-        b.set_usage(response, opencode_usage(row.get("tokens")))
+        b.set_usage(response, opencode_usage(row.get("tokens"), b.reporter(place=where)))
         for pid, part, state in tools:
             status = state.get("status")
             if status not in ("completed", "error"):

@@ -1,8 +1,9 @@
 """Importer for OpenHands (OpenDevin) event streams (MANIFEST "openhands-events").
 
 Owns the containers (a bare event list `*.json`; evaluation output JSONL with one run per line
-under `history`, one transcript per line; the 2024 resolver output with flat action/observation
-dicts) and the event rules:
+under `history`, one transcript per line, where a line that is no run is a problem of every
+transcript of the file; the 2024 resolver output with flat action/observation dicts) and the event
+rules:
 
 - `system` and user `message` actions are system and user items; an agent `message` is an
   assistant reply; `recall` actions, `change_agent_state` and `agent_state_changed` / `null`
@@ -27,7 +28,7 @@ from compaction_bench.importing import Importer, ImportFailure, read_head
 from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text, mapping_of
 from compaction_bench.scenarios.openai_style import openai_usage
 from compaction_bench.scenarios.readers import read_json_reported, read_jsonl
-from compaction_bench.transcript import Attachment, Transcript
+from compaction_bench.transcript import Attachment, Transcript, json_type
 
 FORMAT = "openhands"
 NON_TOOL_ACTIONS = frozenset({"message", "system", "recall", "change_agent_state"})
@@ -73,14 +74,14 @@ class _Run:
                 self.builder.problem(f"{self.where} event {n}: neither action nor observation; kept as a marker", self.line)
                 self.builder.add("marker", as_text(event.get("message")), meta={"event": "unknown-event"})
 
-    def _response(self, metadata: Mapping[str, Any]) -> int:
+    def _response(self, n: int, metadata: Mapping[str, Any]) -> int:
         raw = mapping_of(metadata.get("model_response"))
         key = str(raw.get("id") or "")
         if not key:
             return self.builder.new_response()
         if key not in self.responses:
             self.responses[key] = self.builder.new_response()
-            self.builder.set_usage(self.responses[key], openai_usage(raw.get("usage")))
+            self.builder.set_usage(self.responses[key], openai_usage(raw.get("usage"), self.builder.reporter(self.line, f"{self.where} event {n}")))
             model = raw.get("model")
             self.builder.model = self.builder.model or (model if isinstance(model, str) else None)
         return self.responses[key]
@@ -118,12 +119,12 @@ class _Run:
             attachments = tuple(Attachment(mime="image/url", name=str(u)) for u in images if isinstance(u, str))
             b.add("user", as_text(args.get("content") or event.get("message")), id=ident, attachments=attachments, timestamp=ts)
         elif kind == "message":
-            response = self._response(metadata)
+            response = self._response(n, metadata)
             b.add("assistant", as_text(args.get("content") or event.get("message")), id=ident, response=response, timestamp=ts)
         elif kind in NON_TOOL_ACTIONS:
             b.add("marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": kind, "source": str(source)})
         else:
-            response = self._response(metadata)
+            response = self._response(n, metadata)
             thought = self._spoken(metadata, response, args.get("thought"))
             if thought.strip():
                 b.add("assistant", thought, id=f"{ident}:thought", response=response, timestamp=ts)
@@ -208,11 +209,17 @@ class OpenHandsImporter(Importer):
             events, problems = read_json_reported(path)
             return [self._run(path, events, problems, path.stem, None, {}, None)]
         lines = read_jsonl(path)
+        runs: list[tuple[int, Mapping[str, Any]]] = []
+        for number, record in lines.lines:  # every line is looked at before any run is built: all carry the file's problems
+            if isinstance(record, Mapping) and isinstance(record.get("history"), list):
+                runs.append((number, record))
+            else:
+                what = "no 'history' list" if isinstance(record, Mapping) else f"a JSON {json_type(record)}, not an object"
+                lines.problems.append(f"{path}:{number}: not an OpenHands run ({what}); line kept out")
+        if not runs:
+            raise ImportFailure(f"{path}: no OpenHands run in the file" + (f" ({lines.problems[0]})" if lines.problems else ""))
         out = []
-        for number, record in lines.lines:
-            if not isinstance(record, Mapping) or not isinstance(record.get("history"), list):
-                lines.problems.append(f"{path}:{number}: not an OpenHands run (no 'history' list); line kept out")
-                continue
+        for number, record in runs:
             issue = mapping_of(record.get("issue"))
             name = record.get("instance_id") or issue.get("number") or number
             meta = {k: record[k] for k in ("metrics", "error", "success", "test_result") if k in record}
@@ -220,8 +227,6 @@ class OpenHandsImporter(Importer):
             config = mapping_of(metadata.get("llm_config"))
             model = config.get("model") if isinstance(config.get("model"), str) else None
             out.append(self._run(path, record["history"], lines.problems, f"{path.stem}:{name}", number, meta, model))
-        if not out:
-            raise ImportFailure(f"{path}: no OpenHands run in the file" + (f" ({lines.problems[0]})" if lines.problems else ""))
         return out
 
     @staticmethod

@@ -23,6 +23,12 @@ Follows docs/specs/pi.md §1 (session storage) and §8 (fixtures):
   (`tokensBefore`, `firstKeptEntryId`, `summary`, `details`, `fromHook`, `fromId`); settings,
   label, session-info and extension entries become markers too (they are cut-point material, §3.3).
 
+What Pi does not write is a problem naming its line, and kept: a content block of another kind (on a user,
+tool result or custom message its text stays in the item's text and the block in `meta["unknown_content"]`;
+on an assistant message it is a marker `{"event": "unknown-block"}` holding the block), a list nested in a
+content list (its blocks are read in its place), a text that is no string (kept as its JSON text); a usage
+count that is no token count leaves the response's usage unknown.
+
 Malformed lines are skipped (as Pi does) and listed in `meta["problems"]`. The items, built here with
 Pi's own turn numbering, go through `TranscriptBuilder.adopt` / `finish` unchanged, so tool results
 without a call are listed in `meta["orphans"]` and ambiguous call/result pairings in `meta["problems"]`
@@ -32,15 +38,15 @@ as for every other format.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_text, text_of, token_counts
 from compaction_bench.scenarios.readers import read_jsonl
-from compaction_bench.transcript import Attachment, Item, Transcript, Usage
+from compaction_bench.transcript import Attachment, Item, Transcript, Usage, json_type
 
 CURRENT_SESSION_VERSION = 3
 ENTRY_TYPES = frozenset(
@@ -83,21 +89,53 @@ def render_bash_execution(message: Mapping[str, Any]) -> str:
     return text
 
 
-def content_parts(content: Any) -> tuple[list[str], list[Attachment]]:
-    """Text blocks and image attachments of a Pi `content` (a string or a list of blocks)."""
+def content_blocks(content: Any, report: Callable[[str], None]) -> list[Mapping[str, Any]]:
+    """The blocks of a Pi `content` list. What Pi does not write there is reported and kept: a list inside
+    the list gives its blocks in its place, a block that is no object becomes a text block of its text,
+    and a `content` that is no list (an object: one block; anything else: a text block of its JSON text)."""
+    if content is None:
+        return []
+    if isinstance(content, Mapping):
+        report("content is a JSON object, not a list of blocks; read as one block")
+        return [content]
+    if not isinstance(content, list):
+        report(f"content is a JSON {json_type(content)}, not a list of blocks; kept as a text block")
+        return [{"type": "text", "text": as_text(content)}]
+    blocks: list[Mapping[str, Any]] = []
+    pending = content[::-1]
+    while pending:
+        block = pending.pop()
+        if isinstance(block, Mapping):
+            blocks.append(block)
+        elif isinstance(block, list):
+            report("a content block is a JSON list, not an object; the blocks in it are read in its place")
+            pending.extend(block[::-1])
+        else:
+            report(f"a content block is a JSON {json_type(block)}, not an object; kept as a text block")
+            blocks.append({"type": "text", "text": as_text(block)})
+    return blocks
+
+
+def content_parts(content: Any, report: Callable[[str], None]) -> tuple[list[str], list[Attachment], list[Mapping[str, Any]]]:
+    """Text blocks, image attachments and blocks of other kinds (reported; their text is kept with the
+    text blocks) of a Pi `content` (a string or a list of blocks, `content_blocks`)."""
     if isinstance(content, str):
-        return [content], []
+        return [content], [], []
     texts: list[str] = []
     images: list[Attachment] = []
-    for block in content or ():
-        if not isinstance(block, Mapping):
-            continue
+    unknown: list[Mapping[str, Any]] = []
+    for block in content_blocks(content, report):
         if block.get("type") == "text":
-            texts.append(str(block.get("text") or ""))
+            texts.append(text_of(block.get("text"), "a text block's text", report))
         elif block.get("type") == "image":
             data = block.get("data") or ""
             images.append(Attachment(mime=str(block.get("mimeType") or "image/png"), size=len(data) * 3 // 4))
-    return texts, images
+        else:
+            kept = as_text([block])
+            report(f"unknown content block {block.get('type')!r}; kept in the item's meta (unknown_content)" + (", its text in the message" if kept else ""))
+            texts.append(kept)
+            unknown.append(block)
+    return texts, images, unknown
 
 
 def migrate(header: dict[str, Any], entries: list[dict[str, Any]]) -> int:
@@ -124,8 +162,11 @@ def migrate(header: dict[str, Any], entries: list[dict[str, Any]]) -> int:
 
 @dataclass
 class _Builder:
-    """Turns entries into items, numbering turns and model responses."""
+    """Turns entries into items, numbering turns and model responses; what it meets that Pi does not
+    write goes to `problems`, naming the entry's line."""
 
+    path: Path
+    problems: list[str]
     items: list[Item] = field(default_factory=list)
     turn: int = -1
     response: int = -1
@@ -134,6 +175,17 @@ class _Builder:
 
     def base_meta(self, entry: Mapping[str, Any]) -> dict[str, Any]:
         return {"entry": entry["id"], "parent": entry.get("parentId"), "type": entry["type"], "line": self.line_of.get(id(entry))}
+
+    def reporter(self, entry: Mapping[str, Any]) -> Callable[[str], None]:
+        """A problem of `entry`, named by its line."""
+        return lambda message: self.problems.append(f"{self.path}:{self.line_of.get(id(entry))}: {message}")
+
+    def parts(self, entry: Mapping[str, Any], content: Any, meta: dict[str, Any]) -> tuple[str, tuple[Attachment, ...]]:
+        """The text and attachments of a user-side `content`; blocks of other kinds go to `meta["unknown_content"]`."""
+        texts, images, unknown = content_parts(content, self.reporter(entry))
+        if unknown:
+            meta["unknown_content"] = unknown
+        return "".join(texts), tuple(images)
 
     def add(self, **kw: Any) -> None:
         self.items.append(Item(turn=self.turn if self.turn >= 0 else None, **kw))
@@ -145,9 +197,9 @@ class _Builder:
         if kind == "message":
             self.message(entry, meta, ts)
         elif kind == "custom_message":
-            texts, images = content_parts(entry.get("content"))
             meta |= {"role": "custom", "customType": entry.get("customType"), "display": entry.get("display")}
-            self.add(id=entry["id"], kind="user", text="".join(texts), attachments=tuple(images), synthetic=True, timestamp=ts, meta=meta)
+            text, images = self.parts(entry, entry.get("content"), meta)
+            self.add(id=entry["id"], kind="user", text=text, attachments=images, synthetic=True, timestamp=ts, meta=meta)
         else:
             meta |= {"event": kind} | {k: entry[k] for k in MARKER_FIELDS.get(kind, ()) if k in entry}
             self.add(id=entry["id"], kind="marker", text=str(entry.get("summary") or ""), timestamp=ts, meta=meta)
@@ -159,20 +211,20 @@ class _Builder:
         eid = entry["id"]
         if role == "user":
             self.turn += 1
-            texts, images = content_parts(message.get("content"))
-            self.add(id=eid, kind="user", text="".join(texts), attachments=tuple(images), timestamp=ts, meta=meta)
+            text, images = self.parts(entry, message.get("content"), meta)
+            self.add(id=eid, kind="user", text=text, attachments=images, timestamp=ts, meta=meta)
         elif role == "assistant":
-            self.assistant(eid, message, meta, ts)
+            self.assistant(entry, message, meta, ts)
         elif role == "toolResult":
-            texts, images = content_parts(message.get("content"))
+            text, images = self.parts(entry, message.get("content"), meta)
             self.add(
                 id=eid,
                 kind="tool_result",
-                text="".join(texts),
+                text=text,
                 call_id=str(message.get("toolCallId") or f"missing-{eid}"),
                 tool_name=message.get("toolName"),
                 is_error=bool(message.get("isError")),
-                attachments=tuple(images),
+                attachments=images,
                 timestamp=ts,
                 meta=meta,
             )
@@ -184,11 +236,13 @@ class _Builder:
             else:
                 self.add(id=eid, kind="user", text=render_bash_execution(message), synthetic=True, timestamp=ts, meta=meta)
         else:  # custom (legacy hook message)
-            texts, images = content_parts(message.get("content"))
             meta |= {"customType": message.get("customType")}
-            self.add(id=eid, kind="user", text="".join(texts), attachments=tuple(images), synthetic=True, timestamp=ts, meta=meta)
+            text, images = self.parts(entry, message.get("content"), meta)
+            self.add(id=eid, kind="user", text=text, attachments=images, synthetic=True, timestamp=ts, meta=meta)
 
-    def assistant(self, eid: str, message: Mapping[str, Any], meta: dict[str, Any], ts: str | None) -> None:
+    def assistant(self, entry: Mapping[str, Any], message: Mapping[str, Any], meta: dict[str, Any], ts: str | None) -> None:
+        eid = entry["id"]
+        report = self.reporter(entry)
         self.response += 1
         meta |= {
             "stopReason": message.get("stopReason"),
@@ -197,13 +251,12 @@ class _Builder:
             "model": message.get("model"),
             "api": message.get("api"),
         }
-        blocks = [b for b in message.get("content") or () if isinstance(b, Mapping)]
         specs: list[dict[str, Any]] = []
-        for block in blocks:
+        for block in content_blocks(message.get("content"), report):
             if block.get("type") == "thinking":
-                specs.append({"kind": "reasoning", "text": str(block.get("thinking") or "")})
+                specs.append({"kind": "reasoning", "text": text_of(block.get("thinking"), "a thinking block's thinking", report)})
             elif block.get("type") == "text":
-                specs.append({"kind": "assistant", "text": str(block.get("text") or "")})
+                specs.append({"kind": "assistant", "text": text_of(block.get("text"), "a text block's text", report)})
             elif block.get("type") == "toolCall":
                 specs.append(
                     {
@@ -213,33 +266,37 @@ class _Builder:
                         "arguments": json.dumps(block.get("arguments") or {}, ensure_ascii=False, separators=(",", ":")),
                     }
                 )
-        if not specs:
+            else:  # no model output: a marker, which holds no usage and which Pi's tree leaves out (no "entry")
+                report(f"unknown assistant content block {block.get('type')!r}; kept as a marker")
+                specs.append({"kind": "marker", "text": json.dumps(block, ensure_ascii=False), "meta": {"event": "unknown-block"}})
+        outputs = [n for n, spec in enumerate(specs) if spec["kind"] != "marker"]
+        if not outputs:
+            outputs.append(len(specs))
             specs.append({"kind": "assistant", "text": ""})
-        usage = pi_usage(message.get("usage"))
+        usage = pi_usage(message.get("usage"), report)
         for n, spec in enumerate(specs):
-            last = n == len(specs) - 1
-            self.add(
-                id=f"{eid}.{n}",
-                response=self.response,
-                usage=usage if last else None,
-                timestamp=ts,
-                meta=meta if n == 0 else {"entry": eid, "parent": meta["parent"], "type": "message", "role": "assistant"},
-                **spec,
-            )
+            if spec["kind"] != "marker":
+                first = n == outputs[0]
+                spec |= {
+                    "response": self.response,
+                    "usage": usage if n == outputs[-1] else None,
+                    "meta": meta if first else {"entry": eid, "parent": meta["parent"], "type": "message", "role": "assistant"},
+                }
+            self.add(id=f"{eid}.{n}", timestamp=ts, **spec)
 
 
-def pi_usage(raw: Any) -> Usage | None:
-    """Pi's usage {input, output, cacheRead, cacheWrite, totalTokens} in canonical form."""
-    if not isinstance(raw, Mapping):
+#: The token counts of a Pi assistant message's `usage` that `pi_usage` reads.
+PI_COUNTS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+
+
+def pi_usage(raw: Any, report: Callable[[str], None]) -> Usage | None:
+    """Pi's usage {input, output, cacheRead, cacheWrite, totalTokens} in canonical form; None when there is
+    none or a count is unusable (said through `report`)."""
+    counts = token_counts(raw, PI_COUNTS, report)
+    if counts is None:
         return None
-    read, write = int(raw.get("cacheRead") or 0), int(raw.get("cacheWrite") or 0)
-    return Usage(
-        input=int(raw.get("input") or 0) + read + write,
-        cached_input=read,
-        cache_write=write,
-        output=int(raw.get("output") or 0),
-        total=int(raw.get("totalTokens") or 0),
-    )
+    read, write = counts["cacheRead"], counts["cacheWrite"]
+    return Usage(input=counts["input"] + read + write, cached_input=read, cache_write=write, output=counts["output"], total=counts["totalTokens"])
 
 
 class PiSessionImporter(Importer):
@@ -292,7 +349,7 @@ class PiSessionImporter(Importer):
                 problems.append(f"{path}:{line_of[id(entry)]}: parentId {parent!r} not in the file; entry treated as a root")
                 entry["parentId"] = None
         leaves = sorted(set(by_id) - {e.get("parentId") for e in entries})
-        builder = _Builder(line_of=line_of)
+        builder = _Builder(path, problems, line_of=line_of)
         if branch == "tree":
             for previous, entry in _with_previous(entries):
                 if previous is not None and entry.get("parentId") != previous["id"]:

@@ -199,7 +199,8 @@ def test_huge_integers_and_infinity_in_usage(tmp_path):
         chat_line("assistant", "bye", usage={"prompt_tokens": 12, "completion_tokens": 3}),
     ]) + "\n")
     transcript = load_transcripts(path)[0]
-    assert [u.input for u in transcript.recorded_usage()] == [0, 12]  # Infinity is not a count
+    assert [u.input for u in transcript.recorded_usage()] == [12]  # Infinity is not a count: that usage is unknown, and named
+    assert any(p.startswith(f"{path}:2: line 2: usage field 'prompt_tokens' is Infinity") for p in transcript.meta["problems"])
     assert any(p.startswith(f"{path}:3: unusable JSON") for p in transcript.meta["problems"])
     # In a canonical file, a usage that is not a count is an error naming file and line.
     canonical = tmp_path / "canonical.jsonl"
