@@ -605,7 +605,9 @@ class PairedDifference:
     """`column` of strategy `b` minus strategy `a` on the probe points both have: the mean over probes
     of each probe's mean difference (each probe weighs one), its 95% interval (probes clustered by
     scenario), the two-sided sign-flip p-value of the per-probe differences, and how many points and
-    probes it covers. `detectable` only when the interval excludes 0 and the test rejects at 5%."""
+    probes it covers, and how many of those probes differ (`changed`: the sign-flip test's sample, whose
+    size alone bounds its p from below). `detectable` only when the interval excludes 0 and the test
+    rejects at 5%."""
 
     mean: float
     lo: float
@@ -613,6 +615,7 @@ class PairedDifference:
     p_value: float
     pairs: int
     probes: int
+    changed: int = 0
 
     @property
     def detectable(self) -> bool:
@@ -627,7 +630,8 @@ def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "p
     clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
     low, high = cluster_bootstrap_ci(clusters, bounds=DIFFERENCE)
     p_value = signflip_p(diffs["difference"].tolist(), two_sided=True)
-    return PairedDifference(float(diffs["difference"].mean()), low, high, p_value, int(diffs["pairs"].sum()), len(diffs))
+    return PairedDifference(float(diffs["difference"].mean()), low, high, p_value, int(diffs["pairs"].sum()), len(diffs),
+                            int((diffs["difference"] != 0).sum()))
 
 
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:

@@ -36,6 +36,8 @@ CELL = ["scenario", "strategy", "profile", "repeat"]
 #: How the page shows a run's value of a gate metric that is a fraction (an integer shows whole).
 VALUE_FORMAT = "{:.4g}"
 POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
+#: The level of the page's better and worse tags (`verdict.Difference.detectable`).
+TAG_ALPHA = 0.05
 
 
 def _questions(root: Path) -> dict[tuple[str, str], tuple[str, str]]:
@@ -61,20 +63,25 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
 
 def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Difference | None]:
     """`retention_change` of every (strategy, profile) in `keys`, their p-values adjusted together
-    (`stats.holm`): the tags of one page are one family of claims."""
+    (`stats.holm`): the tags of one page are one family of claims. A row whose changed probes are too few for the
+    two-sided sign-flip test ever to reach 0.05 (2 × 0.5^changed ≥ 0.05; no probe changed, say) is no member: it can
+    be tagged neither way, and the test is conditional on which probes changed (Tarone's argument), so leaving it out
+    keeps the page's error at 0.05 without diluting the rows that did change."""
     changes = {key: retention_change(base, cand, *key) for key in keys}
-    tested = [(key, change) for key, change in changes.items() if change is not None]
+    tested = [(key, change) for key, change in changes.items() if change is not None and 2 * 0.5 ** change.changed < TAG_ALPHA]
     for (key, change), adjusted in zip(tested, holm([change.p_value for _, change in tested]), strict=True):
         changes[key] = replace(change, p_adjusted=adjusted)
     return changes
 
 
 def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | None:
-    """What the page's "better" and "worse" tags claim, in words (None without a tagged row)."""
-    rows = sum(change is not None for change in changes.values())
-    if not rows:
+    """What the page's "better" and "worse" tags claim, in words (None without a compared row)."""
+    compared = [change for change in changes.values() if change is not None]
+    if not compared:
         return None
-    family = f"adjusted by Holm's method over the {rows} rows compared" if rows > 1 else "of the one row compared"
+    rows = sum(change.p_adjusted is not None for change in compared)
+    family = (f"adjusted by Holm's method over the {rows} rows whose changed probes could reach it" if rows > 1
+              else "of the one row whose changed probes could reach it" if rows else "of no row: none changed enough probes to reach it")
     return (
         "note: a retention change is tagged better or worse only when its 95% interval excludes 0 and its two-sided "
         f"sign-flip p-value, {family}, is below 0.05 (the intervals shown are each row's own)."

@@ -59,6 +59,8 @@ class Difference:
     probes: int = 0
     scenarios: int = 0
     p_adjusted: float | None = None
+    #: the probes whose difference is not 0 (`PairedDifference.changed`)
+    changed: int = 0
 
     @property
     def detectable(self) -> bool:
@@ -128,7 +130,8 @@ class ProfileVerdict:
 def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
     """Retention of `a` minus retention of `b` on the pairs both have (`paired_differences`, which gives b − a reversed)."""
     change = paired_differences(probes, b, a)
-    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value, change.probes, _scenarios(probes, a, b))
+    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value, change.probes, _scenarios(probes, a, b),
+                      changed=change.changed)
 
 
 def _scenarios(probes: pd.DataFrame, a: str, b: str) -> int:

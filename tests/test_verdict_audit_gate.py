@@ -313,3 +313,16 @@ def test_compare_adjusts_its_better_and_worse_tags_for_the_rows_it_tags(tmp_path
     # one strategy alone with the same six losses: a family of one, tagged worse
     alone = render_compare(write_run(tmp_path / "c", base[:60]), write_run(tmp_path / "d", cand[:60]))
     assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', alone) == ["worse"]
+
+
+def test_compare_tags_a_change_beside_strategies_it_did_not_touch(tmp_path):
+    """The same six losses for `x0`, beside three strategies with no probe changed: their smallest two-sided
+    p is 1, so they can be tagged neither way and leave the family (Tarone's argument). `x0` alone is the
+    family, p = 2 × 0.5^6 = 0.031 < 0.05: tagged worse (over four rows, 4 × 0.031 = 0.125 hid it)."""
+    base, cand = [], []
+    for k in range(4):
+        base += probe_rows(f"x{k}", 6, 10)
+        cand += probe_rows(f"x{k}", 6, 10, lost={(s, 0) for s in range(6)} if k == 0 else set())
+    page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
+    assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page) == ["worse"]
+    assert "of the one row whose changed probes could reach it" in page
