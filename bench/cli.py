@@ -94,7 +94,7 @@ IMPORT_OPTION_HELP = "Importer option KEY=VALUE, e.g. branch=<leaf id> (Pi), cha
 
 
 def _import_options(flags: list[str] | None) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for flag in flags or ():
         key, eq, value = flag.partition("=")
         if not eq or not key:

@@ -1245,11 +1245,11 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     if "profiles" not in manifest or not all({"file", "sha256", "format", "probes_file"} <= set(s) for s in scenarios):
         raise RunError(f"{source.root}: the run does not describe its inputs (it predates self-describing runs); replay it with `bench run`")
     for entry in scenarios:  # the files a score writes are the run's own: a manifest edited to name others is refused
-        for key in ("file", "probes_file"):
-            named = Path(str(entry[key]))
-            if ".." in named.parts or (key == "probes_file" and named.is_absolute()):
-                raise RunError(f"{source.root / 'manifest.json'}: scenario {entry.get('name')!r}: its {key} {str(named)!r} is outside the run "
-                               "folder, where the run's own files are")
+        for field_name in ("file", "probes_file"):
+            named = Path(str(entry[field_name]))
+            if ".." in named.parts or (field_name == "probes_file" and named.is_absolute()):
+                raise RunError(f"{source.root / 'manifest.json'}: scenario {entry.get('name')!r}: its {field_name} {str(named)!r} is outside "
+                               "the run folder, where the run's own files are")
     if in_place and out is not None:
         raise RunError("--out and --in-place exclude each other")
     _refuse_unusable_model("--answerer", answerer, (DEFAULT_ANSWERER,), manifest.get("config", {}).get("api_base"))
