@@ -51,9 +51,11 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     summary requests, the final context), `compactions` (one per compaction), `probes` (one per probe per
     probe point) and `summary` (one per scenario, strategy and profile, repeats pooled), each with a plain
     RangeIndex; every table but `summary` starts with scenario, strategy, profile, repeat (the README's run
-    layout lists the columns). A run with failed cells loads with a `RuntimeWarning` naming them. Raises
-    `StoreError` for a path that is no run folder, an unfinished run or a folder a run is working in
-    (`compaction_bench.store.load_run`)."""
+    layout lists the columns), each column with the dtype its name has in every run. A run with failed cells
+    loads with a `RuntimeWarning` naming them. Raises `StoreError`, naming the file, for a path that is no run
+    folder, an unfinished run, a folder a run is working in, a damaged table (a column it needs missing or of
+    another type) or manifest (its failed cells not objects with their cell and error, …) and a file or folder
+    the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`)."""
     import warnings
 
     from compaction_bench.store import failed_cells
@@ -62,6 +64,6 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     tables = _load_run(path)
     failed = failed_cells(path)
     if failed:
-        warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0].get('cell')}: {failed[0].get('error')}); the tables "
+        warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0]['cell']}: {failed[0]['error']}); the tables "
                       "hold the finished cells only; `bench run --resume` redoes the failed ones", RuntimeWarning, stacklevel=2)
     return tables

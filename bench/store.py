@@ -27,14 +27,20 @@ exactly the cells without one (and without a row in the archive). One file per c
 folder of seven files: for a short session, writing and reading those took most of a cell's time.
 Versions before the thirty-second speed pass wrote such a folder, `cells/<cell-key>/` (tables as
 parquet, records as IPC or parquet files, then `DONE`); a resume reads it alike (`StoredCell`).
+A file or folder in `cells/` that is no cell of the run's manifest, or that holds another cell than
+its name says (its replay.json's key), is refused naming it, never merged (`RunStore.stored_cells`).
 Once every cell is finished and the tables are merged, `compact()` moves the replay records into
-`replays/` and removes `cells/`; the merged tables then hold the cells' rows. The archive is built
+`replays/` and removes `cells/` (only the link, when it is one); the merged tables then hold the cells' rows. The archive is built
 with Arrow a batch of cells at a time (their schemas made one first, from the files' schemas alone),
 so it holds a batch of records, not the run's: messages are told apart by an identity string of all
 their fields (length-prefixed, so no two different messages share one), and `cells.parquet` is
 written last (it is the commit point). The replay records let `bench score`
 measure a run again without replaying (`compaction_bench.records.from_rows`), one cell's records
 at a time; its new folder gets a copy of the archive's files.
+
+`load_run` reads the four tables by a declared schema (`SCHEMA`: each column's dtype by its name,
+whatever the run holds); a table without a column it cannot be read without, or with a column stored
+as another type, is a `StoreError` naming the file and the column, as is a file the system refuses to read.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ import json
 import os
 import shutil
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,6 +318,18 @@ class StoredCell:
             key = CellKey(**json.loads(text)["key"])
         return CellRecords(key, self._table(members, REPLAY_FILES[0]), self._table(members, REPLAY_FILES[1]), text)
 
+    def key(self) -> CellKey | None:
+        """The key the cell's replay.json gives it (the cell it holds, whatever its name); None for the folder of a
+        version that kept no replay records."""
+        if self.is_folder:
+            if replay_files(self.path) is None:
+                return None
+            with self._decoding(REPLAY_FILES[2]):
+                return CellKey(**json.loads((self.path / REPLAY_FILES[2]).read_text(encoding="utf-8"))["key"])
+        text = self._members(REPLAY_FILES[2:])[REPLAY_FILES[2]]
+        with self._decoding(REPLAY_FILES[2]):
+            return CellKey(**json.loads(text.decode("utf-8"))["key"])
+
     def record_schemas(self) -> tuple[pa.Schema, pa.Schema]:
         """The schemas of the cell's contexts and messages records (`records`), read without decoding their rows."""
         if self.is_folder:
@@ -436,6 +454,9 @@ class RunStore:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self._archived: dict[str, int] | None = None
+        self._run_cells: dict[str, CellKey] | None = None  # `_expected`
+        self._checked: set[str] = set()  # the names in `cells/` found to be cells of this run (`_check`), or written here
+        self._listed = False  # whether `is_done` checked `cells/`
 
     @property
     def manifest_path(self) -> Path:
@@ -466,6 +487,11 @@ class RunStore:
         return StoredCell(folder) if (folder / "DONE").is_file() else None
 
     def is_done(self, key: CellKey) -> bool:
+        """Whether the cell `key` is finished (archived, or stored outside the archive). The first call checks every cell
+        in `cells/` (`stored_cells`), so a resume refuses a file that is no cell of the run before it runs a cell."""
+        if not self._listed:
+            self.stored_cells()
+            self._listed = True
         return key.slug in self.archived() or self.stored(key) is not None
 
     def forget(self, key: CellKey) -> None:
@@ -484,10 +510,13 @@ class RunStore:
         members[contexts] = _ipc_bytes(pa.Table.from_pylist(records["requests"]))
         members[messages] = _ipc_bytes(pa.Table.from_pylist(records["messages"]))
         members[replay] = json_text({"key": key.columns(), **records["replay"]}).encode("utf-8")
-        return _write_zip(members, self.cell_path(key))  # in the order of CELL_MEMBERS
+        path = _write_zip(members, self.cell_path(key))  # in the order of CELL_MEMBERS
+        self._checked.add(path.name)  # named by the key it holds
+        return path
 
     def stored_cells(self) -> list[StoredCell]:
-        """Finished cells that the archive does not hold yet, in slug order (a cell's file before an earlier version's folder of it)."""
+        """Finished cells that the archive does not hold yet, in slug order (a cell's file before an earlier version's folder
+        of it), each one of this run's (`_check`: a file or folder of `cells/` that is not is a `StoreError` naming it)."""
         archived = self.archived()
         found: dict[str, StoredCell] = {}
         try:
@@ -500,7 +529,44 @@ class RunStore:
             elif entry.name.endswith(CELL_SUFFIX) and entry.is_file():
                 cell = StoredCell(Path(entry.path))
                 found[cell.slug] = cell
-        return [found[slug] for slug in sorted(found) if slug not in archived]
+        cells = [found[slug] for slug in sorted(found) if slug not in archived]
+        for cell in cells:
+            self._check(cell)
+        return cells
+
+    def _expected(self) -> dict[str, CellKey] | None:
+        """The run's cells by slug, from its manifest (every scenario × strategy × profile × repeat, as the runner makes
+        them; read once); None for a store without a manifest (cells written by themselves, as tests do)."""
+        if self._run_cells is not None or not self.manifest_path.exists():
+            return self._run_cells
+        manifest = read_manifest(self.root, required=("config", "scenarios"))
+        config = manifest["config"]
+        strategies, profiles, repeats = config.get("strategies"), config.get("profiles"), config.get("repeats", 1)
+        if not (isinstance(strategies, list) and isinstance(profiles, list) and isinstance(repeats, int)):
+            raise StoreError(f"{self.manifest_path}: not a run manifest this version reads ('config' lacks its strategies, profiles or repeats)")
+        keys = (CellKey(s["name"], strategy, profile, repeat)
+                for s in manifest["scenarios"] for strategy in strategies for profile in profiles for repeat in range(repeats))
+        self._run_cells = {key.slug: key for key in keys}
+        return self._run_cells
+
+    def _check(self, cell: StoredCell) -> None:
+        """Refuse a cell of `cells/` that is not this run's: named as no cell of its manifest (e.g. copied from another
+        run), or holding another cell than its name says (its replay.json's key; a copy of a cell under another
+        cell's name). Merged, either would add rows that are no cell of the run, or a cell's rows twice. A
+        `StoreError` naming the file rather than a warning and the cell left out: the file is what a user put
+        there, and only they know whether it belongs elsewhere. Each name is checked once (a cell this store
+        wrote is not read back)."""
+        if cell.path.name in self._checked:
+            return
+        expected = self._expected()
+        move = f"move it out of {cell.path.parent}, then try again"
+        if expected is not None and cell.slug not in expected:
+            raise StoreError(f"{cell.path}: not a cell of this run (its manifest has no cell of this name); {move}")
+        key = cell.key()
+        if key is not None and key.slug != cell.slug:
+            held = f"{key.scenario} · {key.strategy} · {key.profile} · repeat {key.repeat}"
+            raise StoreError(f"{cell.path}: holds the cell {held}, not the one its name says (a copy of another cell's file?); {move}")
+        self._checked.add(cell.path.name)
 
     def merged_tables(self, loaded: Mapping[str, Mapping[str, pa.Table]] | None = None) -> dict[str, pd.DataFrame]:
         """Every finished cell's rows of each table: the archived cells' (from the merged tables) and those in `cells/`.
@@ -600,7 +666,8 @@ class RunStore:
         Cells whose records do not share one schema (a column of integers in one cell and of floats
         in another), or a cell without replay records (written by a version that kept none, then
         resumed), are left in `cells/` rather than converted: the run stays complete, only not
-        compacted.
+        compacted. A `cells/` that is a symbolic link (the cells kept on another disk) is removed as a
+        link: the folder it points to, and the cell files in it, are left as they are.
         """
         cells = self.stored_cells()
         if not cells:
@@ -612,7 +679,11 @@ class RunStore:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return False
         self.write_archive(self.cell_records(), schemas)
-        shutil.rmtree(self.root / CELLS)
+        folder = self.root / CELLS
+        if folder.is_symlink():  # the cells kept elsewhere (another disk): the link goes, what it points to stays
+            folder.unlink()
+        else:
+            shutil.rmtree(folder)
         return True
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -625,15 +696,23 @@ MANIFEST_FIELDS: dict[str, type] = {"run_id": str, "created": str, "config": dic
 JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 
+def _cannot_read(path: str | Path, exc: OSError) -> StoreError:
+    """The error for a file or folder of a run, `path`, that the system refuses to read (no permission, an I/O error)."""
+    return StoreError(f"{path}: cannot be read ({os.strerror(exc.errno) if exc.errno else exc})")
+
+
 def read_manifest(root: str | Path, required: Iterable[str] = ()) -> dict[str, Any]:
     """The manifest of the run folder `root`: a `StoreError` naming the file when it is missing, unreadable, not JSON (or
     not UTF-8) or not an object, when it lacks a field of `required`, or when a field of `MANIFEST_FIELDS` it holds is
-    of another type (each scenario an object with its name, `cells` with its total and failed cells)."""
+    of another type (each scenario an object with its name, `cells` with its total and its failed cells, each an
+    object with its cell and error)."""
     path = Path(root) / "manifest.json"
-    if not path.is_file():
-        raise StoreError(f"{root}: not a run folder (no manifest.json)")
     try:
+        if not path.is_file():
+            raise StoreError(f"{root}: not a run folder (no manifest.json)")
         manifest = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _cannot_read(path, exc) from None
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise StoreError(f"{path}: malformed JSON ({exc})") from None
     if not isinstance(manifest, dict):
@@ -650,38 +729,164 @@ def read_manifest(root: str | Path, required: Iterable[str] = ()) -> dict[str, A
     cells = manifest.get("cells", {"total": 0, "failed": []})
     if not isinstance(cells.get("total"), int) or not isinstance(cells.get("failed"), list):
         raise StoreError(f"{path}: not a run manifest this version reads ('cells' lacks its total or its failed cells)")
+    if not all(isinstance(f, dict) and isinstance(f.get("cell"), str) and isinstance(f.get("error"), str) for f in cells["failed"]):
+        raise StoreError(f"{path}: not a run manifest this version reads (a failed cell is not an object with its cell and error)")
     return manifest
 
 
-#: Columns whose rows may hold None, by table and by the kind of value they hold: `load_run` gives each the same
-#: dtype in every run. Parquet stores them typed, but pandas reads a column of booleans with a null, and a column
-#: of nulls only (no row of the run had a value: no judge, no answerer, no summary, no compaction), as Python objects.
+#: Columns whose value may be unknown, by table and by the kind of value they hold (where each is written says when:
+#: `metrics/measure.py` for requests and compactions, `metrics/retention.py` for probes, `metrics/aggregate.py` for
+#: the summary). `load_run` gives each, in every run, a dtype that holds a missing value: booleans pandas' nullable
+#: `boolean` (NA); numbers float64 (NaN), integers too: the README promises NaN for an unknown number, which is how
+#: pandas reads an integer column with a null and what the metrics test for (`np.isnan`), not the NA of pandas'
+#: nullable Int64, and every count here is far below 2**53, exact as a float; text `TEXT_DTYPE` (NaN). Parquet stores a
+#: column as what the run's rows held: integers without a null as integers, nulls only (no judge, no answerer, no
+#: summary, no compaction) as nulls, which pandas reads as Python objects; hence a declared dtype, not the stored one.
 NULLABLE_BOOLEANS = {"probes": ("correct", "ceiling_correct", "judge_strict", "judge_lenient", "answer_cached")}
 NULLABLE_NUMBERS = {
-    "requests": ("estimate_tokens", "threshold", "estimate_error", "estimate_ape"),
-    "compactions": ("estimate_tokens", "estimate_error", "threshold", "next_request"),
+    # None where there is none: a transcript without turns, a request or compaction without the strategy's estimate or
+    # threshold, an error not measured (no estimate, or one made on recorded usage), a compaction no request followed,
+    # a probe row at a checkpoint (no compaction) or unscored; NaN: dollars of a model without a price
+    "requests": ("turn", "estimate_tokens", "threshold", "estimate_error", "estimate_ape", "cost_usd"),
+    "compactions": ("turn", "estimate_tokens", "estimate_error", "threshold", "next_request", "llm_cost_usd"),
     "probes": ("compaction", "score"),
+    # NaN for a cell without paired probe rows (`unscored` and `summarized_source_pairs` are not counted then), without
+    # a grade, a judge, a summarized source, a compaction point, an estimate or a request that could hit the cache,
+    # and dollars without a price
+    "summary": (
+        "retention", "retention_lo", "retention_hi", "retention_kept", "retention_summary", "answered", "answered_lo", "answered_hi",
+        "answered_ceiling", "answered_rel", "unscored", "retention_summarized_source", "summarized_source_pairs", "judge_strict",
+        "judge_lenient", "retention_compaction_points", "p_best", "estimate_error", "estimate_ape", "cache_hit_rate", "cost_usd",
+        "summarizer_cost_usd",
+    ),
 }
-NULLABLE_TEXTS = {"requests": ("timestamp", "usage_source"), "compactions": ("trigger", "summary"), "probes": ("answer", "answer_error")}
+NULLABLE_TEXTS = {"requests": ("timestamp", "usage_source"), "compactions": ("summary",), "probes": ("answer", "answer_error")}
+#: The other columns of each table, which every row has a value in, with their dtypes ("str" is `TEXT_DTYPE`, "list"
+#: a list per row, as Python objects): a count or index is int64, a share float64, and so is each of the summary's
+#: sums, a mean over the cell's repeats (a fraction with several).
+COLUMN_DTYPES: dict[str, dict[str, str]] = {
+    "requests": {
+        "request": "int64", "step": "int64", "kind": "str", "attempt": "int64", "true_tokens": "int64", "missed_trigger": "bool",
+        "estimate_on_recorded_usage": "bool", "overflow": "bool", "prefix_tokens": "int64", "cached_tokens": "int64",
+        "cache_write_tokens": "int64", "rebilled_tokens": "int64", "output_tokens": "int64", "n_messages": "int64", "integrity_detail": "str",
+    },
+    "compactions": {
+        "compaction": "int64", "step": "int64", "trigger": "str", "tokens_before": "int64", "tokens_after": "int64", "summarized_ids": "list",
+        "kept_ids": "list", "dropped_ids": "list", "silent_loss": "int64", "llm_calls": "int64", "llm_input_tokens": "int64",
+        "llm_output_tokens": "int64", "summary_requests": "list", "premature": "bool", "estimate_on_recorded_usage": "bool",
+    },
+    "probes": {
+        "probe_id": "str", "kind": "str", "match": "str", "point_kind": "str", "step": "int64", "request": "int64", "status": "str",
+        "present": "bool", "present_share": "float64", "found": "str", "source_summarized": "bool", "in_summary": "bool", "sample": "int64",
+        "fact_age_tokens": "int64",
+    },
+    "summary": {
+        "paired_pairs": "int64", "paired_probes": "int64", "compaction_point_rows": "int64", "estimate_ape_n": "int64", "cannot_serve": "bool",
+        **dict.fromkeys((
+            "missed_triggers", "overflows", "failed_requests", "cache_eligible_tokens", "cached_tokens", "rebilled_tokens", "cache_write_tokens",
+            "input_tokens", "output_tokens", "tokens_per_task", "requests", "compactions", "silent_loss", "premature_triggers", "summarizer_calls",
+            "summarizer_tokens",
+        ), "float64"),
+    },
+}
+#: Every column of each table `load_run` knows, with the dtype it gives it whatever the run holds: the keys
+#: (`KEY_DTYPES`; the summary's cells have no repeat), `COLUMN_DTYPES`, then the nullable columns by kind.
+SCHEMA: dict[str, dict[str, str]] = {
+    name: {
+        **{k: v for k, v in KEY_DTYPES.items() if name in TABLES or k != "repeat"}, **COLUMN_DTYPES[name],
+        **{c: kind for kind, columns in (("boolean", NULLABLE_BOOLEANS), ("float64", NULLABLE_NUMBERS), ("str", NULLABLE_TEXTS))
+           for c in columns.get(name, ())},
+    }
+    for name in (*TABLES, "summary")
+}
+#: Families of columns named by a prefix, with their dtype: one per wire format (`integrity_<format>`,
+#: `integrity_recorded_<format>`), probe family (`retention_<kind>`, `answered_<kind>`) or fact-age bucket
+#: (`retention_age_<bucket>`). The metrics own those lists (the kernel imports no plug-in), so a format or family
+#: added later is typed too; a name `SCHEMA` gives (`integrity_detail`) is typed as it says.
+PREFIXED_DTYPES = {"requests": {"integrity_": "int64"}, "summary": {"integrity_": "float64", "retention_": "float64", "answered_": "float64"}}
+#: The columns without which a table is not read, by table: its keys and what every reader of its rows starts from
+#: (a request's number, kind and overflow; a probe row's probe, point, presence and grade), which every version of
+#: the run store wrote. A run of an older version may lack any other column, and reads as it is.
+REQUIRED_COLUMNS = {
+    "requests": (*KEY_COLUMNS, "request", "kind", "overflow"),
+    "compactions": tuple(KEY_COLUMNS),
+    "probes": (*KEY_COLUMNS, "probe_id", "step", "request", "present", "correct"),
+    "summary": tuple(KEY_COLUMNS[:3]),
+}
 #: The dtype pandas reads a text column as (`str` from pandas 3, Python objects before).
 TEXT_DTYPE = pd.Series([""]).dtype
+#: The pandas dtype of each of `SCHEMA`'s dtypes.
+PANDAS_DTYPES: dict[str, Any] = {
+    "str": TEXT_DTYPE, "int64": np.dtype("int64"), "float64": np.dtype("float64"), "bool": np.dtype(bool), "boolean": pd.BooleanDtype(),
+    "list": np.dtype(object),
+}
 
 
-def typed(name: str, frame: pd.DataFrame) -> pd.DataFrame:
-    """Table `name` of a run with its nullable columns typed: booleans as pandas' nullable `boolean` (None as NA),
-    numbers as float64 (None as NaN, as pandas reads an integer column with a null), text as `TEXT_DTYPE`; the
-    key columns of a table without rows (no cell compacted) as those of one with rows. Values are unchanged."""
-    frame = frame.copy()
-    for column in NULLABLE_BOOLEANS.get(name, ()):
-        values = frame.get(column)
-        if values is not None and (values.dtype in (bool, object) or values.isna().all()):
-            frame[column] = values.astype("boolean")
-    targets: list[tuple[str, Any]] = [(column, np.dtype("float64")) for column in NULLABLE_NUMBERS.get(name, ())]
-    targets += [(column, TEXT_DTYPE) for column in NULLABLE_TEXTS.get(name, ())]
-    targets += [(column, TEXT_DTYPE if kind == "str" else np.dtype(kind)) for column, kind in KEY_DTYPES.items()]
-    for column, dtype in targets:
-        if column in frame.columns and frame[column].dtype == object and frame[column].isna().all():
-            frame[column] = frame[column].astype(dtype)
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+
+def _is_list(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+
+
+#: Whether a column stored as an Arrow type is read as each of `SCHEMA`'s dtypes (integers widen to numbers, never the
+#: reverse); a column of nulls only is read as any dtype that holds a missing value.
+STORED_AS: dict[str, Callable[[pa.DataType], bool]] = {
+    "str": _is_text, "int64": pa.types.is_integer, "float64": lambda kind: pa.types.is_integer(kind) or pa.types.is_floating(kind),
+    "bool": pa.types.is_boolean, "boolean": pa.types.is_boolean, "list": _is_list,
+}
+
+
+def _type_name(kind: pa.DataType) -> str:
+    """A stored column's type in pandas' words (str, int64, float64, boolean, list), else in Arrow's (null, timestamp[ns], …)."""
+    if _is_text(kind):
+        return "str"
+    if pa.types.is_floating(kind):
+        return f"float{kind.bit_width}"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    return "list" if _is_list(kind) else str(kind)
+
+
+def column_dtype(name: str, column: str) -> str | None:
+    """The dtype `load_run` gives `column` of table `name` (`SCHEMA`, else its family's, `PREFIXED_DTYPES`); None for a
+    column it does not know."""
+    dtype = SCHEMA[name].get(column)
+    if dtype is None:
+        dtype = next((d for prefix, d in PREFIXED_DTYPES.get(name, {}).items() if column.startswith(prefix)), None)
+    return dtype
+
+
+def typed(name: str, frame: pd.DataFrame, stored: pa.Schema, file: Path) -> pd.DataFrame:
+    """Table `name` of a run as pandas read it from `file` (`frame`; `stored`, the file's schema), each column
+    `column_dtype` knows given its dtype there, whatever the run holds; values unchanged. A `StoreError` naming the
+    file and the column when a column of `REQUIRED_COLUMNS` is missing, when a column is stored as a type that is not
+    read as its dtype (`STORED_AS`: text for a number, a boolean for text, …) or when a column whose dtype holds no
+    missing value (int64, bool) lacks one. A table without rows is typed alike whatever its columns were stored as,
+    and gets the required columns it lacks (it has no row for them to be wrong in), so every table has its keys. A
+    column this version does not know (a later version's) is left as pandas reads it."""
+    for position, column in enumerate(REQUIRED_COLUMNS[name]):
+        if column not in frame.columns:
+            if len(frame):
+                raise StoreError(f"{file}: column {column!r} is missing")
+            frame.insert(min(position, len(frame.columns)), column, pd.Series(dtype=PANDAS_DTYPES[SCHEMA[name][column]]))
+    kinds = dict(zip(stored.names, stored.types, strict=True))
+    for label, read_as in frame.dtypes.items():  # a column is taken from the frame only to be cast (each take costs)
+        column = str(label)
+        dtype = column_dtype(name, column)
+        if dtype is None:
+            continue
+        kind, expected = kinds.get(column), "boolean" if dtype == "bool" else dtype
+        if len(frame) and kind is not None and not (STORED_AS[dtype](kind) or (pa.types.is_null(kind) and dtype not in ("int64", "bool"))):
+            raise StoreError(f"{file}: column {column!r} is {_type_name(kind)}, not {expected}")
+        if read_as == PANDAS_DTYPES[dtype]:
+            continue
+        values = frame[column]
+        if dtype in ("int64", "bool") and values.isna().any():  # integers or booleans with a null: pandas reads floats or objects
+            row = int(np.flatnonzero(values.isna().to_numpy())[0])
+            raise StoreError(f"{file}: column {column!r} has no value in row {row} ({expected}: every row has one)")
+        frame[column] = values.astype(PANDAS_DTYPES[dtype])
     return frame
 
 
@@ -694,32 +899,40 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     - `probes`: one row per probe per probe point;
     - `summary`: one row per (scenario, strategy, profile), repeats pooled (counts are per repeat).
 
-    A column that may hold None has one dtype whatever the run holds (`typed`): `correct` and the other
+    Each column has the dtype its name has in `SCHEMA` whatever the run holds (`typed`): `correct` and the other
     answer grades are `boolean` with NA where unscored, unknown numbers NaN, missing text NaN (pandas 3).
 
     Every table but `summary` starts with scenario, strategy, profile, repeat; the README's run layout
-    lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError` for a path that is no run folder, an unfinished
-    run (a table missing), a damaged table or manifest (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its tables are an earlier
-    attempt's or are being replaced one by one); a run in this process reads its own tables (for its
-    report)."""
+    lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError`
+    for a path that is no run folder, an unfinished run (a table missing), a damaged table (not parquet, a required
+    column missing or of another type: `typed`), a file or folder the system refuses to read, a damaged manifest
+    (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its
+    tables are an earlier attempt's or are being replaced one by one); a run in this process reads its own tables
+    (for its report)."""
     root = Path(path)
-    if root.exists() and not root.is_dir():
-        raise StoreError(f"{root}: is a file, not a run folder")
-    if not root.is_dir():
-        raise StoreError(f"{root}: no such run folder")
-    if not (root / "manifest.json").is_file():
-        raise StoreError(f"{root}: not a run folder (no manifest.json)")
-    if in_use(root) and not held_here(root):
-        raise StoreError(f"{root}: a run is still working in this folder (it holds {root / LOCK_NAME}); wait for it to finish")
+    try:
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"{root}: is a file, not a run folder")
+        if not root.is_dir():
+            raise StoreError(f"{root}: no such run folder")
+        if not (root / "manifest.json").is_file():
+            raise StoreError(f"{root}: not a run folder (no manifest.json)")
+        if in_use(root) and not held_here(root):
+            raise StoreError(f"{root}: a run is still working in this folder (it holds {root / LOCK_NAME}); wait for it to finish")
+    except OSError as exc:  # looking up the folder or a file in it: the folder is what cannot be read
+        raise _cannot_read(root, exc) from None
     tables = {}
     for name in (*TABLES, "summary"):
         file = root / f"{name}.parquet"
-        if not file.is_file():
-            raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
         try:
-            tables[name] = typed(name, pd.read_parquet(file))
+            if not file.is_file():
+                raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
+            stored, frame = pq.read_schema(file), pd.read_parquet(file)
         except pa.ArrowException as exc:
             raise StoreError(f"{file}: not a readable table ({exc})") from None
+        except OSError as exc:
+            raise _cannot_read(file, exc) from None
+        tables[name] = typed(name, frame, stored, file)
     return tables
 
 
