@@ -167,7 +167,7 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
 #: (a run in which no cell compacted: it still has every column, typed as a table with rows is). A number that may be
 #: None is float64 (how pandas reads an integer column with a null); "str" is pandas' text dtype (`store.TEXT_DTYPE`).
 COMPACTION_DTYPES = {
-    "compaction": "int64", "step": "int64", "turn": "int64", "trigger": "str", "tokens_before": "int64", "tokens_after": "int64",
+    "compaction": "int64", "step": "int64", "turn": "float64", "trigger": "str", "tokens_before": "int64", "tokens_after": "int64",
     "estimate_tokens": "float64", "estimate_error": "float64", "threshold": "float64", "summary": "str",
     "summarized_ids": "object", "kept_ids": "object", "dropped_ids": "object", "silent_loss": "int64", "llm_calls": "int64",
     "llm_input_tokens": "int64", "llm_output_tokens": "int64", "llm_cost_usd": "float64", "summary_requests": "object",
