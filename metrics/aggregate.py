@@ -386,10 +386,11 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
     asked = (kind == "turn") | (kind == "summary")
     sent = asked & ~overflowed
     for fmt in FORMATS:  # a format added after a run was measured has no column in its tables
+        # of the requests sent (a rejected one too): the final context is only probed, never sent to an API
         if f"integrity_{fmt}" in cell:
-            out[f"integrity_{fmt}"] = int(cell[f"integrity_{fmt}"].sum()) / repeats
+            out[f"integrity_{fmt}"] = int(cell[f"integrity_{fmt}"][asked].sum()) / repeats
         if f"integrity_recorded_{fmt}" in cell:
-            out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"].sum()) / repeats
+            out[f"integrity_recorded_{fmt}"] = int(cell[f"integrity_recorded_{fmt}"][asked].sum()) / repeats
     out["estimate_error"] = _mean(cell["estimate_error"])
     # no interval: a cell's requests are consecutive contexts of one replay, not independent draws
     apes = _known(cell["estimate_ape"])

@@ -36,7 +36,15 @@ from compaction_bench.metrics.aggregate import overall
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
 from compaction_bench.reports import figures
 from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
-from compaction_bench.reports.leaderboard import COLUMNS, HEADLINE, format_value, leaderboard, offline_note
+from compaction_bench.reports.leaderboard import (
+    COLUMNS,
+    HEADLINE,
+    WHOLE_FORMATS,
+    count_text,
+    format_value,
+    leaderboard,
+    offline_note,
+)
 from compaction_bench.reports.report_files import PAGES, page_name, pages_folder, remove_pages
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run, read_manifest
@@ -88,7 +96,7 @@ GLOSSARY: dict[str, str] = {
     "retention_compaction_points": "retention at the points right after a compaction (a diagnostic, not paired)",
     "window": "whether the strategy serves the window: `cannot serve (n of m)` when it overflowed and never recovered in n of m scenarios",
     "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
-    "p_best": "probability that the strategy has the highest retention (bootstrap)",
+    "p_best": "probability that the strategy has the highest retention (bootstrap); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the leader on any probe can still read above 0",
     "failed_requests": "turn and summary requests that overflowed the window and so reached no model; tool-call pairing "
                        "violations are not counted here but in the pair errors columns (integrity_<wire format>)",
     "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
@@ -240,8 +248,11 @@ def _id_lists(record: dict[str, Any], where: dict[str, int]) -> dict[str, Any]:
 
 def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> dict[tuple, list[list[str]]]:
     """(scenario, strategy, profile, repeat, compaction) -> probes absent at that compaction's point that were present
-    at their previous point (or asked there for the first time). A point is a request: a checkpoint at the same
-    request as a compaction point reads the same context, so it is that point, never the one before it."""
+    at their previous point, or asked there for the first time (its source came after the previous point, so the
+    context the compaction started from held it). A point is a request: a checkpoint at the same request as a
+    compaction point reads the same context, so it is that point, never the one before it. Not counted: a point whose
+    request overflowed (`status` `not_seen`: its context reached no model; absent is what retention calls it, not
+    what the compaction kept)."""
     if probes.empty or "compaction" not in probes.columns:
         return {}
     keys = ["scenario", "strategy", "profile", "repeat", "probe_id"]
@@ -249,7 +260,8 @@ def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str
     contexts = frame.drop_duplicates([*keys, "request"])[[*keys, "request", "present"]]
     contexts = contexts.assign(previous=contexts.groupby(keys, sort=False)["present"].shift(1)).drop(columns="present")
     points = frame[frame["compaction"].notna()].drop_duplicates([*keys, "compaction"]).merge(contexts, on=[*keys, "request"], how="left")
-    went = points[~points["present"].astype(bool) & points["previous"].fillna(True).astype(bool)]
+    seen = points["status"] != "not_seen" if "status" in points.columns else pd.Series(True, index=points.index)
+    went = points[~points["present"].astype(bool) & points["previous"].fillna(True).astype(bool) & seen]
     out: dict[tuple, list[list[str]]] = {}
     for row in went.itertuples(index=False):
         question, answer = questions.get((str(row.scenario), str(row.probe_id)), ("", ""))
@@ -287,12 +299,14 @@ class Findings:
     """One scenario's pairing violations: those the strategy caused (`caused`, the `integrity_<format>`
     columns), the first `MAX_FINDINGS` of them listed with an excerpt around the call id, and those the
     recorded session already had (`recorded`, the `integrity_recorded_<format>` columns: counted apart,
-    never listed as the strategy's). `unmarked`: violations of a run measured before each was marked
-    as one or the other, in a request holding both kinds, so neither list can claim them."""
+    never listed as the strategy's), each counted in every request sent that holds it (the final context,
+    never sent, left out) and per repeat, so a mean over repeats when they differ. `unmarked`: violations
+    of a run measured before each was marked as one or the other, in a request holding both kinds, so
+    neither list can claim them."""
 
     listed: list[dict[str, Any]]
-    caused: int
-    recorded: int
+    caused: float
+    recorded: float
     unmarked: int
 
 
@@ -309,9 +323,13 @@ def _is_recorded(violation: dict[str, Any], row: Mapping[Any, Any]) -> bool | No
 def integrity_findings(requests: pd.DataFrame, items: pd.DataFrame, scenario: str) -> Findings:
     """One scenario's pairing violations (`Findings`): the strategy's own listed, each with an excerpt around the call id."""
     own = requests[requests["scenario"] == scenario] if not requests.empty else requests
+    if "kind" in own.columns:  # the requests sent: a final context is only probed, never sent to an API
+        own = own[own["kind"] != "final"]
     caused_columns = [c for c in own.columns if c.startswith("integrity_") and not c.startswith("integrity_recorded_") and c != "integrity_detail"]
     recorded_columns = [c for c in own.columns if c.startswith("integrity_recorded_")]
-    caused, recorded = (int(own[columns].fillna(0).to_numpy().sum()) for columns in (caused_columns, recorded_columns))
+    # per repeat, as the leaderboard counts them: a repeated replay finds its violations again
+    repeats = max(1, own["repeat"].nunique()) if "repeat" in own.columns else 1
+    caused, recorded = (float(own[columns].fillna(0).to_numpy().sum()) / repeats for columns in (caused_columns, recorded_columns))
     found = Findings([], caused, recorded, 0)
     if not caused:
         return found
@@ -366,7 +384,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["json_script"] = lambda data: Markup(json_script(data))
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
-    env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else fmt.format(v)
+    env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else count_text(v, fmt) if fmt in WHOLE_FORMATS else fmt.format(v)
     env.filters["dollars"] = format_dollars
     return env
 
@@ -468,7 +486,7 @@ def _render(
 
     env = _environment()
     sections = []
-    findings_total = recorded_total = 0
+    findings_total = recorded_total = 0.0
     requests_of = _by_scenario(requests)
     for scenario in scenarios:
         report(2 + scenario.index, steps, scenario.name)

@@ -21,8 +21,9 @@ its cell (`aggregate.shared_scenarios`), as the verdict does.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
@@ -74,9 +75,24 @@ def format_value(value: object, fmt: str, column: str = "") -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
     try:
-        return fmt.format(value)
+        return count_text(value, fmt) if fmt in WHOLE_FORMATS else fmt.format(value)
     except (ValueError, TypeError):
         return str(value)
+
+
+#: Formats of whole numbers: counts and token totals.
+WHOLE_FORMATS = ("{:.0f}", "{:,.0f}")
+
+
+def count_text(value: Any, fmt: str = "{:,.0f}") -> str:
+    """A count in a whole-number format, unless it is a mean over repeats that is not whole: then its fraction
+    shows (one decimal; two significant digits below 0.1), as a count of 0.5 printed "0" would say a failure never
+    happened. Past 1,000 a fraction changes nothing a reader compares, and the count shows whole."""
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if not number.is_integer() and abs(number) < 1000:
+            return f"{number:.2g}" if abs(number) < 0.1 else f"{number:,.1f}"
+    return fmt.format(value)
 
 
 def _from_summary(frame: pd.DataFrame) -> dict[str, float]:

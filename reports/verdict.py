@@ -173,7 +173,8 @@ def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
     if not (np.isfinite(a) and np.isfinite(b)):
         return ""
     if a > 0 and b > 0:
-        return f" at {a / b:.1f}× the re-billed tokens"
+        ratio = a / b  # two significant digits below 1: 0.137 read "0.1×"
+        return f" at {ratio:.1f}× the re-billed tokens" if ratio >= 1 else f" at {ratio:.2g}× the re-billed tokens"
     if a == 0 and b == 0:
         return ", neither re-billing any tokens"
     return f", re-billing {a:,.0f} tokens against {b:,.0f}"
@@ -181,9 +182,8 @@ def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
 
 def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> str:
     """One sentence stating the profile's finding from the numbers; no claim without an interval excluding 0."""
-    unserved = [r.strategy for r in rows if r.cannot_serve > 0]
     rejected = [r.strategy for r in rows if r.rejected]
-    tail = f" {', '.join(unserved)} cannot serve the {profile} window (overflows never recovered)." if unserved else ""
+    tail = _unserved_clause(profile, [r for r in rows if r.cannot_serve > 0])
     tail += f" {', '.join(rejected)} {'sends' if len(rejected) == 1 else 'send'} requests that break tool pairs in every wire format (every API rejects them)." if rejected else ""
     if diff is None or not np.isfinite(diff.mean):
         if rows and np.isfinite(rows[0].retention):
@@ -205,6 +205,20 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         f"At {profile}, {first.strategy} keeps {_points(diff.mean)} points more facts than {second.strategy} "
         f"({_interval(diff.lo, diff.hi)}{basis}){_cost_clause(first, second)}." + tail
     )
+
+
+def _unserved_clause(profile: str, unserved: list[StrategyRow]) -> str:
+    """The strategies that cannot serve the window, each with how many of its scenarios when not all: a strategy
+    that fails one scenario of three serves the other two, which "cannot serve the window" alone would deny."""
+    if not unserved:
+        return ""
+    everywhere = [r.strategy for r in unserved if r.cannot_serve >= r.scenarios]
+    partly = [f"{r.strategy} in {r.cannot_serve} of its {r.scenarios} scenarios" for r in unserved if r.cannot_serve < r.scenarios]
+    if everywhere:
+        named = f"{', '.join(everywhere)} cannot serve the {profile} window" + "".join(f", {p}" for p in partly)
+    else:
+        named = f"{partly[0].replace(' in ', f' cannot serve the {profile} window in ', 1)}" + "".join(f", {p}" for p in partly[1:])
+    return f" {named} (overflows never recovered)."
 
 
 def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:

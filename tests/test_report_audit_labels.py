@@ -114,3 +114,14 @@ def test_the_verdicts_pair_errors_sort_by_their_sum():
 
     assert row((3, 0, 0, 0)).pair_error_total == 3 < row((0, 0, 9, 9)).pair_error_total == 18
     assert row((1, 2, float("nan"), 0)).pair_error_total == 3
+
+
+def test_a_point_whose_request_overflowed_loses_no_fact_to_its_compaction():
+    """p1 present at request 1 and absent at compaction 0's point, request 5, which overflowed: its context reached
+    no model, so retention counts p1 absent there, but the compaction dropped nothing that anyone measured (an audit
+    found 125 of a run's 185 "facts lost" were such points, all 102 of claude-code's). A seen point still counts."""
+    rows = [_probe("p1", 1, True), {**_probe("p1", 5, False, compaction=0), "status": "not_seen"},
+            _probe("p2", 1, True), {**_probe("p2", 5, False, compaction=1), "status": "seen"}]
+    rows[0]["status"] = rows[2]["status"] = "seen"
+    lost = _flips(pd.DataFrame(rows), {})
+    assert {key: [p[0] for p in probes] for key, probes in lost.items()} == {("s", "a", "64k", 0, 1): ["p2"]}

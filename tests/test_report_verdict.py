@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -223,3 +224,21 @@ def test_a_bound_just_below_zero_reads_as_a_number_not_minus_zero():
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.76, 100_000)]
     text = finding("64k", rows, Difference("pi", "codex-local", 0.04, -0.0004, 0.09, 1494, 0.2))
     assert "95% CI -0.04 to 9" in text and "-0.0 " not in text
+
+
+def test_sentence_says_in_how_many_scenarios_a_strategy_cannot_serve_the_window():
+    """`none` fails one scenario of three and serves the other two; "none cannot serve the 32k window" alone said
+    it serves none (an audit found the sentence naming a strategy that failed 1 of 7)."""
+    rows = [row("truncate", 0.5, 10), row("codex-local", 0.4, 10), row("none", 1.0, 0), row("pi", 0.9, 0)]
+    rows[2] = replace(rows[2], scenarios=3, cannot_serve=1)
+    rows[3] = replace(rows[3], scenarios=3, cannot_serve=3)
+    diff = Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001)
+    assert finding("32k", rows, diff).endswith("pi cannot serve the 32k window, none in 1 of its 3 scenarios (overflows never recovered).")
+    only_partly = [r for r in rows if r.strategy != "pi"]
+    assert finding("32k", only_partly, diff).endswith("none cannot serve the 32k window in 1 of its 3 scenarios (overflows never recovered).")
+
+
+def test_a_cost_ratio_below_one_keeps_two_significant_digits():
+    rows = [row("truncate", 0.5, 201_793), row("codex-local", 0.4, 1_477_395)]
+    text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001))
+    assert "at 0.14× the re-billed tokens" in text  # 201,793 / 1,477,395 = 0.137 read "0.1×"
