@@ -1226,8 +1226,9 @@ def score(
     `probes` replaces every scenario's probes (those whose source is not in a transcript are
     skipped, as in a run; without it the run's probe files are carried over as they are),
     `answerer` the answer model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
-    the run's own tables with `in_place`; a new folder is removed when scoring fails or is interrupted, and a run
-    without a finished cell is a `RunError`. `progress` receives a `cells` event per cell measured, then the
+    the run's own tables with `in_place`, which holds the run's lock and replaces nothing of the run's before every cell
+    is measured; a new folder is removed when scoring fails or is interrupted (Ctrl-C or SIGTERM), and a run without a
+    finished cell is a `RunError`. `progress` receives a `cells` event per cell measured, then the
     `finalize` events, as in `run`.
     """
     source = RunStore(Path(run_dir))
