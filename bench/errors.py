@@ -4,7 +4,7 @@ The command line turns a `BenchError` into one `error: …` line and exit status
 is a bug and keeps its traceback. `json_problem` says what is wrong with a line of JSON in words
 that read whole in such a line. `did_you_mean` and `with_guesses` add the known name a misspelled
 one most likely meant to the message that refuses it; `shown` quotes a refused value, cut short when
-it is long.
+it is long; `one_line` makes another program's message (a provider's error, with its traceback) one line.
 """
 
 from __future__ import annotations
@@ -27,6 +27,17 @@ def shown(value: object) -> str:
     """`repr(value)` for an error message, a string or integer longer than 60 characters cut in its
     middle (`'999...999'`), so a refused value of any size keeps its message one readable line."""
     return _SHOWN.repr(value)
+
+
+#: The most of another program's message `one_line` keeps.
+ONE_LINE_CHARACTERS = 500
+
+
+def one_line(text: str) -> str:
+    """`text` (a provider's error, which may hold a traceback and the raw response) as one line: its lines joined by
+    " | ", blank ones left out, cut at `ONE_LINE_CHARACTERS` with an ellipsis."""
+    joined = " | ".join(line.strip() for line in text.splitlines() if line.strip())
+    return joined if len(joined) <= ONE_LINE_CHARACTERS else joined[: ONE_LINE_CHARACTERS - 1] + "…"
 
 
 def json_problem(exc: json.JSONDecodeError) -> str:

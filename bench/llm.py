@@ -33,10 +33,11 @@ What a call does, in order:
    exhausted; the cell fails) or `LLMError` (the provider refused the request), both with the
    provider's message. A refusal because the request does not fit the model's context, in any of
    the wordings OpenAI, Anthropic and Gemini use (`OVERFLOW_MARKERS`), is a `ContextOverflow` (an
-   `LLMError`) that carries the refusal as a `ProviderError` in the provider's own words. An empty
-   reply cut off at `max_tokens` (finish_reason `length`: the model spent its budget, e.g. on
-   reasoning, and wrote nothing) is an `EmptyReply` (an `LLMError`), never cached: an unscored
-   answer or judge verdict, a failed summary.
+   `LLMError`) that carries the refusal as a `ProviderError` in the provider's own words. A reply with
+   nothing to score (no choice; no text, e.g. cut off at `max_tokens` after the model spent its budget
+   on reasoning; a refusal; a stop by the content filter) is an `EmptyReply` (an `LLMError`), never
+   cached: an unscored answer or judge verdict, a failed summary. The backoff between retries doubles
+   up to `max_retry_after` seconds, as a `Retry-After` wait does, and an error's text is one line.
 5. The response is cached and appended to the run folder (`responses/*.jsonl`), so re-grading
    and reports never need the model again.
 
@@ -58,16 +59,17 @@ import hashlib
 import itertools
 import json
 import logging
+import math
 import operator
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from compaction_bench.errors import BenchError, closest, json_problem
+from compaction_bench.errors import BenchError, closest, json_problem, one_line
 from compaction_bench.log_view import as_messages, common_prefix_length
 from compaction_bench.offline_models import (
     ReaderContext,
@@ -101,6 +103,10 @@ RETRYABLE_STATUS = (408, 409, 429)
 #: The default bound on a wait a `Retry-After` header asks for (OpenAI's Python SDK and litellm obey
 #: the header up to 60 seconds).
 MAX_RETRY_AFTER_SECONDS = 60.0
+#: The most `--max-retries` (at `MAX_RETRY_AFTER_SECONDS` between retries, about 1.7 hours of waiting for one call).
+MAX_RETRIES = 100
+#: The longest `--model-timeout` (a day; Python's clock cannot schedule a wait near float's range).
+MAX_TIMEOUT_SECONDS = 86_400
 #: How each API words a refusal of a request that does not fit the model's context (lower case):
 #: OpenAI's error code and its two messages; Anthropic's two messages ("prompt is too long: N tokens >
 #: M maximum", and input + `max_tokens` over the context); Gemini's 400 INVALID_ARGUMENT "The input
@@ -152,7 +158,8 @@ class LLMError(BenchError, RuntimeError):
 
 
 class EmptyReply(LLMError):
-    """A completion with no text that stopped at its token limit (finish_reason `length`)."""
+    """A completion with nothing to score: no choice, no text (say cut off at its token limit), a refusal, or a stop by
+    the provider's content filter."""
 
 
 class ContextOverflow(LLMError):
@@ -197,12 +204,12 @@ class CallSettings:
     slots_dir: str | None = None  # lock files limiting concurrent calls across processes
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise LLMError(f"--max-retries must be ≥ 0, got {self.max_retries}")
+        if not 0 <= self.max_retries <= MAX_RETRIES:
+            raise LLMError(f"--max-retries must be 0 to {MAX_RETRIES}, got {self.max_retries}")
         if self.max_concurrency < 1:
             raise LLMError(f"--max-concurrency must be ≥ 1, got {self.max_concurrency}")
-        if self.timeout <= 0:
-            raise LLMError(f"--model-timeout must be > 0 seconds, got {self.timeout}")
+        if not 0 < self.timeout <= MAX_TIMEOUT_SECONDS:
+            raise LLMError(f"--model-timeout must be more than 0 and at most {MAX_TIMEOUT_SECONDS:,} seconds, got {self.timeout:g}")
         if self.max_retry_after < 0:
             raise LLMError(f"the longest Retry-After wait must be ≥ 0 seconds, got {self.max_retry_after}")
         if self.responses and not Path(self.responses).is_file():
@@ -597,6 +604,15 @@ def call_slot(settings: CallSettings) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ stored responses
+#: The numbers of a stored response, with what each must be when present (a count, a price or none).
+STORED_NUMBERS: dict[str, Callable[[Any], bool]] = {
+    "input_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "output_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "cost": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0),
+}
+STORED_NUMBER_WORDS = {"input_tokens": "a token count", "output_tokens": "a token count", "cost": "a price in dollars or null"}
+
+
 def _response_lines(path: Path, where: str, fields: tuple[str, ...], fix: str) -> Iterator[dict[str, Any]]:
     """The stored responses of one JSONL file, a line at a time (blank lines skipped): each a JSON object whose
     `fields` are strings. A line that is not is refused as `{where}:{line}: not a stored response, …; {fix}`; each
@@ -618,6 +634,9 @@ def _response_lines(path: Path, where: str, fields: tuple[str, ...], fix: str) -
             quoted = [f"'{f}'" for f in fields]
             names = " and ".join(filter(None, (", ".join(quoted[:-1]), quoted[-1])))
             raise LLMError(f"{place} (expected a JSON object with {names} as {'strings' if len(fields) > 1 else 'a string'}); {fix}")
+        wrong = next((f for f, ok in STORED_NUMBERS.items() if f in record and not ok(record[f])), None)
+        if wrong is not None:  # read back, it would fail a cell mid-run (a count of null added to another)
+            raise LLMError(f"{place} ('{wrong}' is {json.dumps(record[wrong])[:40]}, not {STORED_NUMBER_WORDS[wrong]}); {fix}")
         yield record
 
 
@@ -681,7 +700,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
     OpenAI's `retry-after-ms` (milliseconds) first, then `Retry-After` (RFC 9110 §10.2.3): a number of
     seconds, or an HTTP date (`now`, a Unix time, defaults to the clock). None when neither header is
     present and readable, or when it asks for no positive wait (0, or a date already past): then our
-    own backoff applies, as in OpenAI's SDK."""
+    own backoff applies, as in OpenAI's SDK. An endless wait (`1e400`) is `inf`, which the caller cuts."""
     if not headers:
         return None
     lowered = {str(k).lower(): str(v).strip() for k, v in headers.items()}
@@ -689,7 +708,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
     if millis:
         with contextlib.suppress(ValueError):
             wait = float(millis) / 1000
-            if 0 < wait < float("inf"):
+            if wait > 0:  # an endless one (`1e400`) is cut to the longest wait obeyed, as any long one is
                 return wait
     value = lowered.get("retry-after")
     if not value:
@@ -704,7 +723,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
         if when.tzinfo is None:  # "-0000": a UTC time
             when = when.replace(tzinfo=datetime.UTC)
         wait = when.timestamp() - (time.time() if now is None else now)
-    return wait if 0 < wait < float("inf") else None
+    return wait if wait > 0 else None  # NaN is no wait
 
 
 def _response_headers(exc: Exception) -> Mapping[str, str] | None:
@@ -918,6 +937,32 @@ class LLMClient:
                 return cast(Mapping[str, Any], hit)
         return None
 
+    def _reply_text(self, response: Any, params: Mapping[str, Any], purpose: str) -> str:
+        """The reply's text; an `EmptyReply` (never cached: an unscored answer or verdict, a failed summary) when there is
+        none to score: no choice, no text, a refusal or a stop by the provider's content filter. Scored, such a reply
+        read as a wrong answer, or as a summary that kept nothing, and its cached copy repeated that on every re-run."""
+        who = f"{self.model} ({purpose})"
+        choices = getattr(response, "choices", None) or ()
+        if not choices:
+            raise EmptyReply(f"{who} returned no choice (a response without `choices`); not cached")
+        choice = choices[0]
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None)
+        reason = getattr(choice, "finish_reason", None)
+        refusal = getattr(message, "refusal", None)
+        if refusal:
+            raise EmptyReply(f"{who} refused to answer ({one_line(str(refusal))}); not cached")
+        if reason == "content_filter":
+            raise EmptyReply(f"{who} was stopped by the provider's content filter (finish_reason 'content_filter'); not cached")
+        if content is not None and not isinstance(content, str):
+            raise EmptyReply(f"{who} returned content that is no text ({type(content).__name__}); not cached")
+        text = content or ""
+        if not text.strip():
+            cut = (f"the reply was cut off at max_tokens={params.get('max_tokens')} (finish_reason 'length') before any text"
+                   if reason == "length" else f"an empty reply (finish_reason {reason!r})")
+            raise EmptyReply(f"{who} returned no text: {cut}; not cached")
+        return text
+
     def _call(self, payload: list[dict[str, Any]], params: dict[str, Any], purpose: str) -> LLMResult:
         litellm = _litellm()
         settings = self.settings
@@ -933,7 +978,7 @@ class LLMClient:
                 break
             except Exception as exc:  # litellm maps provider errors onto many classes
                 attempt += 1
-                message = redact(f"{type(exc).__name__}: {exc}")
+                message = one_line(redact(f"{type(exc).__name__}: {exc}"))
                 if not _retryable(litellm, exc):
                     refused = f"{self.model} ({purpose}) refused the request: {message}"
                     family = model_family(self._litellm_provider(), self.model.rpartition("/")[2])
@@ -943,20 +988,14 @@ class LLMClient:
                     raise LLMError(refused) from None
                 if attempt > settings.max_retries:
                     raise ModelUnavailable(f"{self.model} ({purpose}) failed after {attempt} attempts: {message}") from None
-                delay, why = settings.backoff_seconds * 2 ** (attempt - 1), ""
+                delay, why = min(settings.backoff_seconds * 2.0 ** min(attempt - 1, 60), settings.max_retry_after), ""
                 asked = retry_after_seconds(_response_headers(exc))
                 if asked is not None:
                     delay = min(asked, settings.max_retry_after)
                     why = f" (Retry-After {asked:g} s" + (f", cut to {settings.max_retry_after:g} s)" if asked > delay else ")")
                 log.warning("%s (%s): %s; retry %d/%d in %.1f s%s", self.model, purpose, message, attempt, settings.max_retries, delay, why)
                 time.sleep(delay)
-        choice = response.choices[0]
-        text = choice.message.content or ""
-        if not text.strip() and getattr(choice, "finish_reason", None) == "length":
-            raise EmptyReply(
-                f"{self.model} ({purpose}) returned no text: the reply was cut off at max_tokens={params.get('max_tokens')} "
-                "(finish_reason 'length') before any text; not cached"
-            )
+        text = self._reply_text(response, params, purpose)
         usage = getattr(response, "usage", None)
         cost: float | None
         try:
