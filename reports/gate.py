@@ -3,7 +3,9 @@
 First the two runs must be comparable (`comparability`): the same scenarios with the same
 transcripts and probe files (sha256 from the manifests), the same strategies, profiles (each name's
 definition too: window, tokenizer, prices, cache rules), answerer, judge, summarizer, probes,
-options, usage mode, repeats and seed, and every cell present in both. A difference
+options, usage mode, repeats and seed, and every cell present in both; settings compared as they are
+read (strategies and profiles in any order, options as the strategy parses them, the probe file by
+its content). A difference
 is a `GateError` naming it (exit 2) unless allowed (`allow_different_inputs`). Runs that differ
 only in their summary templates while the summarizer is the offline one are refused too (unless
 `allow_offline_summarizer`): the offline extractive summarizer does not read instruction wording,
@@ -33,9 +35,14 @@ that a gate fails on some row without a real regression there stays at alpha how
 strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
 probes than the sign-flip test needs (the table's "min. probes"), does not fail a rule; a row with
 fewer probes than that cannot fail whatever the candidate does, and is listed as such, not as a
-pass (a gate of such rows alone is untested). The flipped probes are named by scenario and probe.
+pass. A row whose changed probes are too few to reach alpha is no member of the family (Tarone's
+argument: the sign-flip test is conditional on which probes changed), so the strategies a change did
+not touch do not dilute the one it did. A rule that no row could test, or that could fail on none,
+leaves the gate undecided (untested) unless another rule failed; each metric takes one rule. The
+flipped probes are named by scenario and probe.
 Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
-counted, not sampled); a metric without a value in one run is untested, and so is a cost either run
+counted, not sampled; a change within `ROUNDING` of the values is none: the same costs summed in
+another order); a metric without a value in one run is untested, and so is a cost either run
 cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare"). The probe metrics' baseline
 and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
 A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
