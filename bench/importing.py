@@ -430,7 +430,7 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
         raise ImportFailure(f"{path}: cannot import as {cls.format}: {type(exc).__name__}: {exc}") from None
     if not transcripts:
         raise ImportFailure(f"{path}: no session found in the file")
-    if format != "auto" and not any(t.items for t in transcripts):
+    if format != "auto" and not any(item.kind != "marker" for t in transcripts for item in t.items):  # markers only: lines it did not read
         raise ImportFailure(f"{path}: nothing in the file is {cls.format} content (forced with --format {format})")
     return transcripts
 

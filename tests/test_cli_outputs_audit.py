@@ -60,3 +60,10 @@ def test_a_resume_may_spell_out_the_default_probes(tmp_path):
     assert first.returncode == 0, first.stderr
     again = bench_cli("run", str(SESSION), "-s", "none", "-p", "32k", "-o", str(runs), "--run-id", "r", "--no-report", "--resume", "--probes", "auto")
     assert again.returncode == 0, again.stderr
+
+
+def test_a_format_forced_on_another_formats_file_is_refused_not_read_as_markers():
+    """`--format openai-messages` on a Claude Code file read its 29 lines as markers (roles it does not know) and
+    exited 0: a transcript with nothing in it but what the importer could not read."""
+    proc = bench_cli("inspect", str(SESSION), "--format", "openai-messages")
+    assert_user_error(proc, f"{SESSION}: nothing in the file is openai-messages content (forced with --format openai-messages)")
