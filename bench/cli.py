@@ -498,7 +498,7 @@ def compare(
 
     with _reading_runs(baseline, candidate):
         runs = (Run.load(baseline), Run.load(candidate))
-        notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True)
+        notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=True, by="comparison")
         compared = compare_runs(*runs)
     for note in notes:
         errors.print(f"note: {note}", markup=False)

@@ -264,9 +264,10 @@ def _parsed_options(strategy: str, values: Any) -> Any:
 
 
 def check_comparable(
-    baseline: Run, candidate: Run, *, allow_different_inputs: bool = False, allow_offline_summarizer: bool = False
+    baseline: Run, candidate: Run, *, allow_different_inputs: bool = False, allow_offline_summarizer: bool = False, by: str = "gate"
 ) -> list[str]:
-    """Raise `GateError` when the runs cannot be compared; return notes on what was allowed."""
+    """Raise `GateError` when the runs cannot be compared; return notes on what was allowed (`by`: what compares them,
+    "gate" or "comparison", as the notes name it)."""
     differences, templates = comparability(baseline, candidate)
     if differences and not allow_different_inputs:
         raise GateError(
@@ -284,7 +285,7 @@ def check_comparable(
         explanation = (
             f"the runs differ only in summary templates ({'; '.join(templates)}) and the summarizer is {summarizer}, "
             "which does not read instruction wording (it takes section headings and its budget from the request), "
-            "so this gate cannot see what the prompt change does; use a real summarizer (--summarizer MODEL, responses cached)"
+            f"so this {by} cannot see what the prompt change does; use a real summarizer (--summarizer MODEL, responses cached)"
         )
         if not allow_offline_summarizer:
             raise GateError(explanation + " or pass --allow-offline-summarizer")

@@ -326,3 +326,15 @@ def test_compare_tags_a_change_beside_strategies_it_did_not_touch(tmp_path):
     page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
     assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page) == ["worse"]
     assert "of the one row whose changed probes could reach it" in page
+
+
+def test_a_comparison_names_itself_in_its_note_on_an_offline_summarizer(tmp_path):
+    """`bench compare` of runs differing only in a template borrowed the gate's words ("this gate cannot see")."""
+    from compaction_bench.reports.gate import check_comparable
+
+    rows = probe_rows("x", 2, 10)
+    base = write_run(tmp_path / "a", rows, config={"summarizer": "offline/extractive"})
+    cand = write_run(tmp_path / "b", rows, config={"summarizer": "offline/extractive", "prompts": {"pi_summary.j2": "mine.j2"}})
+    notes = check_comparable(Run.load(base), Run.load(cand), allow_offline_summarizer=True, by="comparison")
+    assert any("so this comparison cannot see what the prompt change does" in n for n in notes)
+    assert not any("gate" in n for n in notes)
