@@ -228,6 +228,12 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     for (scenario, profile), missing in unfinished(cells).items():
         console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",
                       markup=False, soft_wrap=True)
+    from compaction_bench.store import read_manifest
+
+    config = read_manifest(root).get("config") or {}
+    finished = set(cells["strategy"].astype(str)) if cells is not None else set()
+    for strategy in (str(s) for s in config.get("strategies") or () if str(s) not in finished):  # the report's verdict names it too
+        console.print(f"note: not in the comparison: {_plain(strategy)}, which finished no cell (see errors.log)", markup=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- list

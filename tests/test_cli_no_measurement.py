@@ -1,4 +1,5 @@
-"""A command with nothing to measure says so (exit 2) instead of printing a table that reads as a result.
+"""A command with nothing to measure says so (exit 2) instead of printing a table that reads as a result, and the
+terminal names what its table leaves out.
 
 Found by an audit, each on recorded corpus files: `probes eval` with the labels of another transcript printed
 a recall of 0% for every kind, and `fidelity pi` / `fidelity claude-code` on a session without a recorded
@@ -32,3 +33,16 @@ def test_fidelity_of_a_session_without_a_recorded_compaction_is_refused(command,
     proc = bench_cli("fidelity", command, str(path))
     assert_user_error(proc, message)
     assert proc.stdout == ""
+
+
+def test_the_terminal_names_a_strategy_that_finished_no_cell(tmp_path):
+    """A strategy that failed every cell has no leaderboard row; the terminal said nothing of it (the report's
+    verdict and the error line did), so the table read as if it had not been asked for."""
+    raiser = tmp_path / "raiser.py"
+    raiser.write_text("from compaction_bench.strategies.baselines import NoCompaction\n\n\nclass Raiser(NoCompaction):\n"
+                      "    def request(self):\n        raise ZeroDivisionError('boom')\n")
+    proc = bench_cli("run", str(CLAUDE_CODE), "-s", "none", "-s", f"{raiser}:Raiser", "-p", "32k", "-o", str(tmp_path / "runs"),
+                     "--no-report", "--answerer", "")
+    assert proc.returncode == 1, proc.stderr  # a failed cell
+    assert f"note: not in the comparison: {raiser}:Raiser, which finished no cell (see errors.log)" in proc.stdout, proc.stdout
+    assert "not in the comparison: none" not in proc.stdout
