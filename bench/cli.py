@@ -230,7 +230,7 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
                       markup=False, soft_wrap=True)
     from compaction_bench.store import read_manifest
 
-    config = read_manifest(root).get("config") or {}
+    config = read_manifest(root).get("config") or {} if (root / "manifest.json").is_file() else {}  # tables alone: no run's list
     finished = set(cells["strategy"].astype(str)) if cells is not None else set()
     for strategy in (str(s) for s in config.get("strategies") or () if str(s) not in finished):  # the report's verdict names it too
         console.print(f"note: not in the comparison: {_plain(strategy)}, which finished no cell (see errors.log)", markup=False, soft_wrap=True)
