@@ -65,6 +65,18 @@ def text_of(value: Any, what: str, report: Callable[[str], None]) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+#: The meta key of an item holding the content blocks of its message of kinds its format does not write.
+UNKNOWN_CONTENT = "unknown_content"
+
+
+def unknown_block_text(block: Any, what: str, report: Callable[[str], None]) -> str:
+    """The text of a content block of a kind the format does not write (`as_text`), which the message keeps, with
+    the block itself kept in the item's `meta[UNKNOWN_CONTENT]` by the caller; reported as `what`."""
+    kept = as_text([block])
+    report(f"{what}; kept in the item's meta ({UNKNOWN_CONTENT})" + (", its text in the message" if kept else ""))
+    return kept
+
+
 def mapping_of(value: Any) -> Mapping[str, Any]:
     """`value` when it is a JSON object, else an empty one (recorded fields may hold anything)."""
     return value if isinstance(value, Mapping) else {}

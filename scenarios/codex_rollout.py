@@ -37,7 +37,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_text, image_attachment, list_of, text_of, token_counts
+from compaction_bench.scenarios.builder import (
+    UNKNOWN_CONTENT,
+    TranscriptBuilder,
+    image_attachment,
+    list_of,
+    text_of,
+    token_counts,
+    unknown_block_text,
+)
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Attachment, Transcript, Usage, json_type
 
@@ -192,17 +200,14 @@ def _message_content(payload: dict[str, Any], report: Callable[[str], None]) -> 
             texts.append(text_of(part.get("text"), f"the text of content part {n} ({kind})", report))
         elif kind not in MESSAGE_PARTS:
             what = repr(kind) if isinstance(part, dict) else f"(a JSON {json_type(part)}, not an object)"
-            kept = as_text([part])
-            report(f"unknown {payload.get('role')} content part {what}; kept in the item's meta (unknown_content)"
-                   + (", its text in the message" if kept else ""))
-            texts.append(kept)
+            texts.append(unknown_block_text(part, f"unknown {payload.get('role')} content part {what}", report))
             unknown.append(part)
     return "".join(texts), unknown
 
 
 def _with_unknown(meta: dict[str, Any], unknown: list[Any]) -> dict[str, Any]:
     """An item's meta holding the content parts of its message that no field holds."""
-    return meta | {"unknown_content": unknown} if unknown else meta
+    return meta | {UNKNOWN_CONTENT: unknown} if unknown else meta
 
 
 def _message_images(payload: dict[str, Any]) -> list[Attachment]:

@@ -44,7 +44,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_text, text_of, token_counts
+from compaction_bench.scenarios.builder import (
+    UNKNOWN_CONTENT,
+    TranscriptBuilder,
+    as_text,
+    text_of,
+    token_counts,
+    unknown_block_text,
+)
 from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.transcript import Attachment, Item, Transcript, Usage, json_type
 
@@ -131,9 +138,7 @@ def content_parts(content: Any, report: Callable[[str], None]) -> tuple[list[str
             data = block.get("data") or ""
             images.append(Attachment(mime=str(block.get("mimeType") or "image/png"), size=len(data) * 3 // 4))
         else:
-            kept = as_text([block])
-            report(f"unknown content block {block.get('type')!r}; kept in the item's meta (unknown_content)" + (", its text in the message" if kept else ""))
-            texts.append(kept)
+            texts.append(unknown_block_text(block, f"unknown content block {block.get('type')!r}", report))
             unknown.append(block)
     return texts, images, unknown
 
@@ -184,7 +189,7 @@ class _Builder:
         """The text and attachments of a user-side `content`; blocks of other kinds go to `meta["unknown_content"]`."""
         texts, images, unknown = content_parts(content, self.reporter(entry))
         if unknown:
-            meta["unknown_content"] = unknown
+            meta[UNKNOWN_CONTENT] = unknown
         return "".join(texts), tuple(images)
 
     def add(self, **kw: Any) -> None:
