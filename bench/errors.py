@@ -4,7 +4,7 @@ The command line turns a `BenchError` into one `error: …` line and exit status
 is a bug and keeps its traceback. `json_problem` says what is wrong with a line of JSON in words
 that read whole in such a line. `did_you_mean` and `with_guesses` add the known name a misspelled
 one most likely meant to the message that refuses it; `shown` quotes a refused value, cut short when
-it is long; `one_line` makes another program's message (a provider's error, with its traceback) one line.
+it is long (`json_shown` as its JSON text); `one_line` makes another program's message (a provider's error, with its traceback) one line.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ def one_line(text: str) -> str:
     " | ", blank ones left out, cut at `ONE_LINE_CHARACTERS` with an ellipsis."""
     joined = " | ".join(line.strip() for line in text.splitlines() if line.strip())
     return joined if len(joined) <= ONE_LINE_CHARACTERS else joined[: ONE_LINE_CHARACTERS - 1] + "…"
+
+
+def json_shown(value: object, limit: int = 40) -> str:
+    """A value read from JSON as a message quotes it: its JSON text (`"10"`, `Infinity`), cut at `limit` characters."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def json_problem(exc: json.JSONDecodeError) -> str:

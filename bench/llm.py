@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from compaction_bench.errors import BenchError, closest, json_problem, one_line
+from compaction_bench.errors import BenchError, closest, json_problem, json_shown, one_line
 from compaction_bench.log_view import as_messages, common_prefix_length
 from compaction_bench.offline_models import (
     ReaderContext,
@@ -636,7 +636,7 @@ def _response_lines(path: Path, where: str, fields: tuple[str, ...], fix: str) -
             raise LLMError(f"{place} (expected a JSON object with {names} as {'strings' if len(fields) > 1 else 'a string'}); {fix}")
         wrong = next((f for f, ok in STORED_NUMBERS.items() if f in record and not ok(record[f])), None)
         if wrong is not None:  # read back, it would fail a cell mid-run (a count of null added to another)
-            raise LLMError(f"{place} ('{wrong}' is {json.dumps(record[wrong])[:40]}, not {STORED_NUMBER_WORDS[wrong]}); {fix}")
+            raise LLMError(f"{place} ('{wrong}' is {json_shown(record[wrong])}, not {STORED_NUMBER_WORDS[wrong]}); {fix}")
         yield record
 
 

@@ -32,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from compaction_bench.errors import json_shown
 from compaction_bench.transcript import MODEL_OUTPUT_KINDS, Attachment, Item, Transcript, Usage, json_type, scrub_surrogates
 
 
@@ -94,12 +95,6 @@ def as_arguments(value: Any) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
-def shown(value: Any, limit: int = 40) -> str:
-    """A recorded value as a problem quotes it: its JSON text (`"10"`, `Infinity`), cut at `limit` characters."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _token_count(value: Any) -> int | None:
     """A recorded token count: a whole number of at least 0 (`3.0` too); None for anything else (text,
     `Infinity`, a fraction, a negative number, true/false, an object)."""
@@ -136,9 +131,9 @@ def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]
         if value is None:  # absent or null, here or on the way
             continue
         if len(reached) <= name.count("."):
-            bad[".".join(reached)] = f"is {shown(value)}, not an object of token counts"
+            bad[".".join(reached)] = f"is {json_shown(value)}, not an object of token counts"
         elif (count := _token_count(value)) is None:
-            bad[name] = f"is {shown(value)}, not a token count (a whole number of at least 0)"
+            bad[name] = f"is {json_shown(value)}, not a token count (a whole number of at least 0)"
         else:
             counts[name] = count
     for field, wrong in bad.items():
@@ -146,7 +141,7 @@ def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]
     if bad:
         return None
     if not counts:
-        report(f"usage records none of the token counts {', '.join(names)} (its fields: {shown(list(usage))}); the usage is left unknown")
+        report(f"usage records none of the token counts {', '.join(names)} (its fields: {json_shown(list(usage))}); the usage is left unknown")
         return None
     return {name: counts.get(name, 0) for name in names}
 
