@@ -61,6 +61,8 @@ from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
 from compaction_bench.store import (
     KEY_DTYPES,
+    PANDAS_DTYPES,
+    SCHEMA,
     TABLES,
     CellKey,
     RunStore,
@@ -1046,7 +1048,7 @@ def finalize(
     pages, the archive), numbered over the steps this call takes.
     """
     from compaction_bench.metrics.aggregate import summarize
-    from compaction_bench.metrics.measure import COMPACTION_DTYPES
+    from compaction_bench.metrics.measure import COMPACTION_COLUMNS
     from compaction_bench.reports.report_files import remove_report
 
     steps = ["tables", "summary", *(["report", "pages"] if report else []), *(["archive"] if compact else [])]
@@ -1066,7 +1068,7 @@ def finalize(
         (store.root / "summary.parquet").unlink(missing_ok=True)
         remove_report(store.root)  # with or without a new one: an old report describes the old tables
         if tables["compactions"].empty:  # no cell compacted: the table still has its columns, typed (`load_run` users read them)
-            dtypes = {**KEY_DTYPES, **COMPACTION_DTYPES}
+            dtypes = {column: PANDAS_DTYPES[SCHEMA["compactions"][column]] for column in (*KEY_DTYPES, *COMPACTION_COLUMNS)}
             tables = {**tables, "compactions": pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})}
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")

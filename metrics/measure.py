@@ -163,16 +163,13 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
     return rows, compaction_billed
 
 
-#: The columns of a compactions row (`_compaction_rows`), in order, with the dtype each has in a table without rows
-#: (a run in which no cell compacted: it still has every column, typed as a table with rows is). A number that may be
-#: None is float64 (how pandas reads an integer column with a null); "str" is pandas' text dtype (`store.TEXT_DTYPE`).
-COMPACTION_DTYPES = {
-    "compaction": "int64", "step": "int64", "turn": "float64", "trigger": "str", "tokens_before": "int64", "tokens_after": "int64",
-    "estimate_tokens": "float64", "estimate_error": "float64", "threshold": "float64", "summary": "str",
-    "summarized_ids": "object", "kept_ids": "object", "dropped_ids": "object", "silent_loss": "int64", "llm_calls": "int64",
-    "llm_input_tokens": "int64", "llm_output_tokens": "int64", "llm_cost_usd": "float64", "summary_requests": "object",
-    "premature": "bool", "estimate_on_recorded_usage": "bool", "next_request": "float64",
-}
+#: The columns of a compactions row (`_compaction_rows`), in order: a table without rows (a run in which no cell
+#: compacted) still has every column, in this order, typed as `store.SCHEMA` types a table with rows.
+COMPACTION_COLUMNS = (
+    "compaction", "step", "turn", "trigger", "tokens_before", "tokens_after", "estimate_tokens", "estimate_error", "threshold", "summary",
+    "summarized_ids", "kept_ids", "dropped_ids", "silent_loss", "llm_calls", "llm_input_tokens", "llm_output_tokens", "llm_cost_usd",
+    "summary_requests", "premature", "estimate_on_recorded_usage", "next_request",
+)
 
 
 def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed], held: list[str | None]) -> list[dict[str, Any]]:
