@@ -401,32 +401,31 @@ def assign_probes(transcripts: Sequence[Transcript], probes: Sequence[Probe]) ->
     left_out: list[LeftOut] = []
     for probe in probes:
         if probe.session is not None:
-            targets = [n for n, t in enumerate(transcripts) if t.id == probe.session]
-            if not targets:
+            starts = {n: source_index(t, probe) for n, t in enumerate(transcripts) if t.id == probe.session}
+            if not starts:
                 left_out.append(LeftOut(probe, None, f"its session {probe.session!r} is not among the {_sessions(transcripts)}"))
         else:
-            targets = [n for n, t in enumerate(transcripts) if source_index(t, probe) is not None]
-            if not targets and len(transcripts) > 1:
+            starts = {n: start for n, t in enumerate(transcripts) if (start := source_index(t, probe)) is not None}
+            if not starts and len(transcripts) > 1:
                 left_out.append(LeftOut(probe, None, f"its source is in none of the {_sessions(transcripts)}"))
-            elif not targets:
-                left_out.append(LeftOut(probe, transcripts[0].id, unlocatable(transcripts[0], probe) or ""))
-            elif probe.source and len(targets) > 1:
-                named = ", ".join(repr(transcripts[n].id) for n in targets[:3]) + (", …" if len(targets) > 3 else "")
-                left_out.append(LeftOut(probe, None, f"its source item {probe.source!r} is in {len(targets)} sessions ({named}), "
+            elif not starts:
+                starts = {0: None}  # named below, as unlocatable
+            elif probe.source and len(starts) > 1:
+                named = ", ".join(repr(transcripts[n].id) for n in list(starts)[:3]) + (", …" if len(starts) > 3 else "")
+                left_out.append(LeftOut(probe, None, f"its source item {probe.source!r} is in {len(starts)} sessions ({named}), "
                                                      "each numbering its items alike; give the probe a 'session' naming its own"))
-                targets = []
-        for n in targets:
-            why = unlocatable(transcripts[n], probe) or _misplaced(transcripts[n], probe)
+                starts = {}
+        for n, start in starts.items():
+            if start is None:
+                why = unlocatable(transcripts[n], probe)
+            else:
+                misplaced = _answer_at(transcripts[n], probe, start)
+                why = f"not where its source says: {misplaced}" if misplaced is not None else None
             if why is None:
                 assigned[n].append(probe)
             else:
                 left_out.append(LeftOut(probe, transcripts[n].id, why))
     return [tuple(found) for found in assigned], left_out
-
-
-def _misplaced(transcript: Transcript, probe: Probe) -> str | None:
-    why = answer_after_source(transcript, probe)
-    return f"not where its source says: {why}" if why is not None else None
 
 
 def _sessions(transcripts: Sequence[Transcript]) -> str:
@@ -449,8 +448,11 @@ def answer_after_source(transcript: Transcript, probe: Probe) -> str | None:
     source. A set is stated once its last member has been: every member occurs at or before its source (which
     states one of them), so that a checkpoint after the source never asks for a member not yet stated."""
     start = source_index(transcript, probe)
-    if start is None:
-        return unlocatable(transcript, probe)
+    return unlocatable(transcript, probe) if start is None else _answer_at(transcript, probe, start)
+
+
+def _answer_at(transcript: Transcript, probe: Probe, start: int) -> str | None:
+    """`answer_after_source` of a probe whose source is the item at `start`."""
     if probe.match in ("regex", "judge"):
         return None
     if probe.match == "set":
