@@ -39,8 +39,6 @@ from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import (
     COLUMNS,
     HEADLINE,
-    WHOLE_FORMATS,
-    count_text,
     format_value,
     leaderboard,
     offline_note,
@@ -384,7 +382,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["json_script"] = lambda data: Markup(json_script(data))
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
-    env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else count_text(v, fmt) if fmt in WHOLE_FORMATS else fmt.format(v)
+    env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format_value(v, fmt)
     env.filters["dollars"] = format_dollars
     return env
 
