@@ -25,16 +25,13 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
-from compaction_bench.metrics.cost import format_dollars
 from compaction_bench.metrics.stats import holm
-from compaction_bench.reports.gate import METRICS, NOT_COMPARABLE, UNKNOWABLE, Run, compare_runs
+from compaction_bench.reports.gate import METRICS, Run, change_figure, compare_runs, metric_figure
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
 
 CELL = ["scenario", "strategy", "profile", "repeat"]
-#: How the page shows a run's value of a gate metric that is a fraction (an integer shows whole).
-VALUE_FORMAT = "{:.4g}"
 POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
 #: The level of the page's better and worse tags (`verdict.Difference.detectable`).
 TAG_ALPHA = 0.05
@@ -162,14 +159,12 @@ def _describe(record: dict[str, Any] | None) -> str:
 
 
 def _metric_cell(metric: str, values: pd.Series) -> dict[str, Any]:
-    """One gate metric of a (strategy, profile) row: both runs' values and the change; a cost shown by the
-    dollars rule (`cost.format_dollars`: an unknown one, a model without a price, as `unpriced`), and its
-    change as `NOT_COMPARABLE` when either run's is unknown."""
-    base, cand, change = (_clean(values.get(f"{metric}_{part}")) for part in ("baseline", "candidate", "change"))
-    if metric in UNKNOWABLE:
-        change = NOT_COMPARABLE if base is None or cand is None else change
-        base, cand = format_dollars(base, VALUE_FORMAT), format_dollars(cand, VALUE_FORMAT)
-    return {"metric": metric, "baseline": base, "candidate": cand, "change": change, "better": METRICS[metric][1]}
+    """One gate metric of a (strategy, profile) row: both runs' values and the change, shown as the terminal's
+    `bench compare` shows them (`gate.metric_figure`, `gate.change_figure`: a cost by the dollars rule, a count
+    whole, a change of an unknown cost as `NOT_COMPARABLE`)."""
+    base, cand, change = (values.get(f"{metric}_{part}") for part in ("baseline", "candidate", "change"))
+    return {"metric": metric, "baseline": metric_figure(base, metric), "candidate": metric_figure(cand, metric),
+            "change": change_figure(change, metric), "better": METRICS[metric][1]}
 
 
 def render_compare(baseline: str | Path, candidate: str | Path) -> str:
@@ -195,8 +190,6 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     )
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["points"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:+.1f}"
-    env.filters["num"] = lambda v: "–" if v is None else (VALUE_FORMAT.format(v) if isinstance(v, float) else str(v))  # a value
-    env.filters["change"] = lambda v: "–" if v is None else (f"{v:+.4g}" if isinstance(v, float) else v if isinstance(v, str) else f"{v:+d}")  # a change, signed
     return env.get_template("compare.html.j2").render(
         baseline=a_root.name, candidate=b_root.name, shared=shared, rows=rows, flips=flips, changed=changed,
         offline_notes=[*offline_notes(a_root, b_root), *filter(None, [adjustment_note(changes)])],

@@ -68,6 +68,7 @@ from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
+from compaction_bench.reports.leaderboard import count_text
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -86,6 +87,8 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 }
 #: Metrics whose value is unknown, not missing, where a run's model has no price (`cost.UNPRICED`).
 UNKNOWABLE = ("cost",)
+#: Metrics that are counts summed over a strategy's cells (requests, overflows, tokens): shown whole.
+COUNTS = tuple(name for name, (_, _, how) in METRICS.items() if how == "sum" and name not in UNKNOWABLE)
 #: What a change of such a metric is when either run's value is unknown.
 NOT_COMPARABLE = "cannot compare"
 #: probe metric -> probe-table column tested
@@ -475,7 +478,7 @@ class GateResult:
             shown = {FAIL: "**fail**", OK: "ok", CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
             lines.append(
                 f"| {row['strategy']} | {row['profile']} | {row['metric']} | {metric_figure(row['baseline'], row['metric'])} | "
-                f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:g} | {p} | {probes} | {needed} | {shown} |"
+                f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:,.15g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         if self.passed and not self.tested:
@@ -493,16 +496,21 @@ class GateResult:
 
 def metric_figure(value: Any, metric: str, fmt: str = "{:.4g}") -> str:
     """A run's value of a gate metric for a table (`fmt` a `str.format` pattern): a cost by the dollars rule
-    (`cost.format_dollars`, an unknown one as `unpriced`), any other missing value as an en dash."""
+    (`cost.format_dollars`, an unknown one as `unpriced`), a count (`COUNTS`) whole with thousands separators
+    (`leaderboard.count_text`: 1,234,567 tokens, not 1.235e+06), any other missing value as an en dash."""
     if metric in UNKNOWABLE:
         return format_dollars(value, fmt)
-    return "–" if _missing(value) else fmt.format(value)
+    if _missing(value):
+        return "–"
+    return count_text(value) if metric in COUNTS else fmt.format(value)
 
 
 def change_figure(change: Any, metric: str) -> str:
     """The change of a gate metric between two runs, signed; `NOT_COMPARABLE` where either run's cost is unknown."""
     if metric in UNKNOWABLE and _missing(change):
         return NOT_COMPARABLE
+    if metric in COUNTS and not _missing(change):
+        return ("-" if change < 0 else "+") + count_text(abs(change))
     return metric_figure(change, metric, "{:+.4g}")
 
 
@@ -579,7 +587,7 @@ def gate(
         if rule.metric in tolerances:
             aliases = "".join(f"; {alias} is {rule.metric}" for alias, metric in ALIASES.items() if metric == rule.metric)
             raise GateError(
-                f"--fail-on: two rules for {rule.metric} (tolerances {tolerances[rule.metric]:g} and {rule.tolerance:g}{aliases}): give "
+                f"--fail-on: two rules for {rule.metric} (tolerances {tolerances[rule.metric]:.15g} and {rule.tolerance:.15g}{aliases}): give "
                 "each metric one tolerance (a second rule tests nothing the stricter one does not, and adds a test the adjustment pays for)"
             )
         tolerances[rule.metric] = rule.tolerance
@@ -648,9 +656,9 @@ def gate(
             row["status"] = FAIL if beyond and (p_value is None or p_value < alpha) else OK
         row["failed"] = row["status"] == FAIL
         if row["failed"]:
-            failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {row['change']:+.4g}")
+            failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {change_figure(row['change'], row['metric'])}")
     columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "probes", "pairs",
                "min_probes", "status", "failed"]
     decided = {row["metric"] for row in rows if row["status"] in (OK, FAIL)}
-    untested = [f"{rule.metric}:{rule.tolerance:g}" for rule in rules if rule.metric not in decided]
+    untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]
     return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)

@@ -7,6 +7,7 @@ A run compared with itself changes nothing.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -89,3 +90,19 @@ def test_values_are_plain_and_changes_signed(runs):
         assert not baseline.startswith("+") and not candidate.startswith("+"), (baseline, candidate)
         assert change == "–" or change[0] in "+-", change
     assert any(float(b.replace(",", "")) > 0 for b, _, _ in cells if b != "–")  # a positive value is shown without a sign
+
+
+def test_token_counts_show_whole_with_separators_in_the_page_and_the_terminal(runs):
+    """12,695 rebilled tokens read "12,695", not "1.27e+04", in both places a comparison is shown; the
+    right answer is each run's summary summed over its cells."""
+    base, cand = runs
+    totals = [int(bench.load_run(run)["summary"]["rebilled_tokens"].sum()) for run in runs]
+    assert min(totals) >= 10_000  # past where four significant digits turn to exponents
+    expected = (f"{totals[0]:,}", f"{totals[1]:,}", f"{totals[1] - totals[0]:+,}")
+    page = render_compare(base, cand)
+    assert f"<td>{expected[0]} → {expected[1]} ({expected[2]})</td>" in page
+    done = subprocess.run([*BENCH, "compare", str(base), str(cand), "--allow-different-inputs"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if "rebilled_tokens" in line)
+    assert [cell.strip() for cell in row.split("│")[4:7]] == list(expected)
