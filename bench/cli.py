@@ -61,13 +61,14 @@ app.add_typer(cache_app, name="cache")
 @cache_app.command("export")
 def cache_export(
     run_dir: Annotated[Path, typer.Argument(help="A run folder.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (use it with `bench run --responses FILE`).")],
+    out_text: Annotated[str, typer.Option("--out", "-o", metavar="<path>", help="The JSONL file to write (use it with `bench run --responses FILE`).")],
     force: Annotated[bool, typer.Option("--force", help="Replace --out if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Write every model response a run stored to one file, so CI can re-run it with zero calls."""
     from compaction_bench.atomic import check_output
     from compaction_bench.llm import export_responses
 
+    out = cast(Path, _output_file(out_text, "--out"))
     check_output(out, replace=force, reads=(run_dir,))
     with _reading_runs(run_dir):  # not while a run is still storing responses in it
         count = export_responses(run_dir, out, replace=force)
@@ -81,6 +82,18 @@ errors = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 class UsageFailure(BenchError):
     """Raised inside commands for a user error that is not one of the library's error classes."""
+
+
+def _output_file(text: str | None, option: str) -> Path | None:
+    """The file an output option names (`None` when it is not given). An empty name, one ending in a slash or an
+    existing folder is refused: pathlib drops a trailing slash, so `-o out/` would write a file named `out`."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageFailure(f"{option} is empty; name the file to write")
+    if text.endswith("/") or Path(text).is_dir():
+        raise UsageFailure(f"{option} {text}: names a folder; name the file to write in it")
+    return Path(text)
 
 
 #: Run folders `bench run` claimed in this process: an interrupted run says how to finish the one it left.
@@ -492,7 +505,7 @@ def score(
 def compare(
     baseline: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a comparison report (deltas with intervals, flipped probes, changed compactions).")] = None,
+    html_text: Annotated[Optional[str], typer.Option("--html", metavar="<path>", help="Also write a comparison report (deltas with intervals, flipped probes, changed compactions).")] = None,
     allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --html file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
@@ -500,6 +513,7 @@ def compare(
     from compaction_bench.atomic import check_output
     from compaction_bench.reports.gate import METRICS, Run, change_figure, check_comparable, compare_runs, metric_figure
 
+    html = _output_file(html_text, "--html")
     check_output(html, replace=force, reads=(baseline, candidate))
 
     with _reading_runs(baseline, candidate):
@@ -535,7 +549,7 @@ def gate_command(
     candidate: Annotated[Path, typer.Option(help="The candidate run folder.")],
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. presence:0.02, integrity:0; repeatable.")],
     alpha: Annotated[float, typer.Option(help="Significance level of the paired probe tests.")] = 0.05,
-    output: Annotated[Optional[Path], typer.Option("--markdown", "--output", "-o", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
+    output_text: Annotated[Optional[str], typer.Option("--markdown", "--output", "-o", metavar="<path>", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
     allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
     allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --markdown file if it exists (default: refuse, leaving it as it is).")] = False,
@@ -544,6 +558,7 @@ def gate_command(
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
 
+    output = _output_file(output_text, "--markdown")
     check_output(output, replace=force, reads=(baseline, candidate))
 
     rules = [Rule.parse(r) for r in fail_on]
@@ -584,7 +599,7 @@ def calibrate(files: Annotated[list[Path], typer.Argument(help="Transcripts with
 @probes_app.command("mine")
 def probes_mine(
     file: Annotated[Path, typer.Argument(help="A transcript file.")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write the probes to this file: JSONL when it ends in .jsonl, YAML otherwise (default: YAML on stdout).")] = None,
+    output_text: Annotated[Optional[str], typer.Option("--output", "-o", metavar="<path>", help="Write the probes to this file: JSONL when it ends in .jsonl, YAML otherwise (default: YAML on stdout).")] = None,
     format: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace --output if it exists (default: refuse, leaving it as it is).")] = False,
@@ -596,6 +611,7 @@ def probes_mine(
     from compaction_bench.progress import shown
     from compaction_bench.scenarios.mining import mine_transcripts
 
+    output = _output_file(output_text, "--output")
     check_output(output, replace=force)
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
     mined = mine_transcripts(sessions)

@@ -67,3 +67,21 @@ def test_a_format_forced_on_another_formats_file_is_refused_not_read_as_markers(
     exited 0: a transcript with nothing in it but what the importer could not read."""
     proc = bench_cli("inspect", str(SESSION), "--format", "openai-messages")
     assert_user_error(proc, f"{SESSION}: nothing in the file is openai-messages content (forced with --format openai-messages)")
+
+
+def test_a_single_file_output_typed_as_a_folder_is_refused_and_nothing_written(tmp_path):
+    """`probes mine -o out/` wrote a file named `out` (pathlib drops the slash), `-o ""` and an existing folder
+    with `--force` failed only at the write. The four options that name one file refuse all three first."""
+    (tmp_path / "existing").mkdir()
+    runs = tmp_path / "none"  # the run folders are never reached: the output is refused first
+    commands = {
+        "--output": ["probes", "mine", str(SESSION)],
+        "--out": ["cache", "export", str(runs)],
+        "--markdown": ["gate", "--baseline", str(runs), "--candidate", str(runs), "--fail-on", "integrity:0"],
+        "--html": ["compare", str(runs), str(runs)],
+    }
+    for option, command in commands.items():
+        for typed, message in (("out/", "names a folder"), ("existing", "names a folder"), ("", "is empty")):
+            shown = f"{option} {typed}: {message}" if typed else f"{option} {message}"
+            assert_user_error(bench_cli(*command, option, typed, "--force", cwd=tmp_path), shown)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"] and not any((tmp_path / "existing").iterdir())
