@@ -13,7 +13,8 @@ no pre-prompt check). The rest implements docs/specs/pi.md:
   become entries in order. Recorded compactions are not installed (the strategy compacts on its
   own); their ids are mapped to the strategy's own leaf so later entries attach correctly.
 - §2: the trigger `contextTokens > contextWindow - reserveTokens` after each agent run and before
-  each user prompt (and, LATER, between tool execution and the next call), the staleness guard,
+  each user prompt, never between tool calls inside a run (§2.3, issue #8833: upstream still had no
+  such check at 0.84.1, earendil-works/pi#7821, so LATER has none either), the staleness guard,
   the error-message path via `estimateContextTokens`; a transient error skips the check only while
   a retry is scheduled (at most `maxRetries`, upstream #1834), the pre-prompt check has no retry.
 - §3/§4: `prepareCompaction`, history summary (initial or update prompt), split-turn prefix
@@ -171,7 +172,6 @@ class PiStrategy(Strategy):
         #: The agent's current (provider, model id): the last model_change or successful assistant.
         self.current_model: tuple[str, str] | None = None
         self.removed: set[int] = set()
-        self.check_before_next_call = False
         self.navigated_from: str | None = None
         self._own_ids = 0
         #: Converted messages by object identity (hashing a message's fields on every request is
@@ -323,8 +323,15 @@ class PiStrategy(Strategy):
         return view
 
     @property
+    def context_window(self) -> int:
+        """Pi's `model.contextWindow` (§2.1): the model's whole context, which pi-ai gives GPT-5 as 400,000
+        (`models.generated.ts@83378aad`), where the profile's window is GPT-5's 272,000-token input limit."""
+        profile = self.ctx.profile
+        return profile.context_limit or profile.context_window
+
+    @property
     def threshold(self) -> int:
-        return self.ctx.profile.context_window - self.options.reserve_tokens
+        return self.context_window - self.options.reserve_tokens
 
     @property
     def reported_threshold(self) -> int | None:
@@ -427,9 +434,6 @@ class PiStrategy(Strategy):
             self._append_recorded(item, str(event), None, data=data)
 
     def request(self) -> Request:
-        if self.check_before_next_call and self.rules.check_between_tool_calls:
-            self._check(self._last_assistant(), post_run=True)
-        self.check_before_next_call = False
         estimate = self._reported_estimate()
         return Request(self.wire(), estimate_tokens=estimate, threshold=self.reported_threshold)
 
@@ -441,9 +445,7 @@ class PiStrategy(Strategy):
             self.retry_attempt = 0
             if message.model is not None:
                 self.current_model = message.model
-        if needs_follow_up:
-            self.check_before_next_call = True
-        elif not self._retry_scheduled(message):
+        if not needs_follow_up and not self._retry_scheduled(message):
             self._check(message, post_run=True)
 
     def _retry_scheduled(self, message: PiMessage) -> bool:
@@ -452,7 +454,7 @@ class PiStrategy(Strategy):
         retries are off) does the compaction check run, on the error path."""
         if message.stop_reason != "error" or not message.error_message or not self.options.retry_enabled:
             return False
-        if is_context_overflow(message, self.ctx.profile.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
+        if is_context_overflow(message, self.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
             return False
         if not RETRYABLE_ERROR.search(message.error_message):
             return False
@@ -524,8 +526,7 @@ class PiStrategy(Strategy):
         latest = self._latest_compaction()
         if latest is not None and message.timestamp <= latest.timestamp:
             return None
-        window = self.ctx.profile.context_window
-        if self._same_model(message) and is_context_overflow(message, window, self.rules, length_ratio=self.options.overflow_length_ratio):
+        if self._same_model(message) and is_context_overflow(message, self.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
             return self._recover_overflow(message)
         decision = self.decision(message)
         if decision is not None and decision.fires and self.compact("threshold", decision=decision):
@@ -773,7 +774,7 @@ class PiStrategy(Strategy):
         generated = old is not None and old != parent
         if old is not None and generated:
             o = self.options
-            window = self.ctx.profile.context_window or o.branch_default_window
+            window = self.context_window or o.branch_default_window
             prep = prepare_branch_summary(
                 entries_to_summarize(self.tree, old, parent),
                 budget=window - o.branch_reserve_tokens,

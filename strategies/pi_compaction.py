@@ -84,8 +84,6 @@ class PiRules:
     clamp_to_model_max: bool
     #: LATER (7d08c81a): nothing to compact when both message lists are empty.
     skip_empty: bool
-    #: LATER: the threshold is also checked between tool execution and the next model call.
-    check_between_tool_calls: bool
     #: LATER: older compaction entries inside the kept range are emitted as summaries (§10).
     nested_compactions: bool
     #: LATER overflow.ts: extra patterns, the exclusion list and the `length` case.
@@ -104,7 +102,6 @@ _LATER_FLAGS = {
     "user_images": True,
     "clamp_to_model_max": True,
     "skip_empty": True,
-    "check_between_tool_calls": True,
     "nested_compactions": True,
     "later_overflow": True,
     "generic_system_prompt": True,

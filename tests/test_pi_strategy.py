@@ -237,7 +237,10 @@ def test_length_stop_with_no_output_is_overflow_only_later(strategy, trigger):
     assert [c.trigger for c in run(s, strategy).compactions] == [trigger]
 
 
-def test_between_tool_calls_check_only_later():
+def test_no_version_checks_the_threshold_between_tool_calls():
+    """§2.3 and issue #8833: the threshold is checked after an agent run, not between its tool calls; LATER
+    (ee24a9ec, July 2026) had no such check either (upstream still had none at 0.84.1, earendil-works/pi#7821).
+    The run crosses the 8,000 threshold at its first call (9,000) and compacts only after its last answer."""
     s = Session()
     s.user("earlier request")
     s.assistant("earlier answer", total=100)
@@ -245,10 +248,9 @@ def test_between_tool_calls_check_only_later():
     s.assistant(calls=[("c1", "read", {"path": "a.py"})], total=9000)
     s.result("c1", "x" * 40)
     s.assistant("done", total=9100)
-    later, base = run(s, "pi"), run(s, "pi-2026-03")
-    assert later.compactions[0].step == 2  # before the second call of the run
-    assert base.compactions[0].step == 2 and base.compactions[0].details["contextTokens"] == 9100  # after the run
-    assert later.compactions[0].details["contextTokens"] == 9000
+    for strategy in ("pi", "pi-2026-03"):
+        (compaction,) = run(s, strategy).compactions
+        assert compaction.step == 2 and compaction.details["contextTokens"] == 9100, strategy  # after the run
 
 
 def test_2608_previous_kept_tail_lost_only_at_base():
@@ -281,3 +283,20 @@ def test_request_reports_estimate_and_threshold(strategy):
     second = [r for r in result.requests if r.kind == "turn"][1]
     assert second.threshold == 8001  # `contextTokens > 8,000` (§2.2): 8,001 is the smallest that compacts
     assert second.estimate_tokens == 500 + 2
+
+
+@pytest.mark.parametrize("strategy", [*BOTH, "pi-2025-12"])
+def test_gpt5_is_read_with_its_400k_context_window(strategy):
+    """Pi's threshold is `model.contextWindow - reserveTokens` (§2.1), and pi-ai gives GPT-5 a 400,000-token
+    contextWindow (models.dev's `limit.context`), not the 272,000-token input limit that is the profile's
+    window: 383,616. A session at 260,000 tokens does not compact; the provider refuses above 272,000."""
+    s = Session()
+    s.user("first")
+    s.assistant("one", total=100_000)
+    s.user("second")
+    s.assistant("two", total=260_000)
+    s.user("third")
+    s.assistant("three", total=262_000)
+    result = run(s, strategy, profile="gpt-5", reserve_tokens=16_384, keep_recent_tokens=20_000)
+    assert not result.compactions
+    assert {r.threshold for r in result.requests if r.kind == "turn"} == {400_000 - 16_384 + 1}
