@@ -76,7 +76,8 @@ def _trigger(record: CompactionRecord) -> str:
     tokens, threshold = recorded.get("contextTokens"), record.threshold
     if tokens is None:
         return "no usable usage → manual"
-    sign = ">" if recorded.get("triggerFires") else "≤"
+    # `record.threshold` is the smallest count that fires (`Request.threshold`: Pi's strict `>` of T is `≥ T + 1`)
+    sign = "≥" if recorded.get("triggerFires") else "<"
     verdict = "fires" if recorded.get("triggerFires") else "does not fire → manual"
     return f"{verdict} ({_number(tokens)} {sign} {_number(threshold)})"
 
@@ -292,12 +293,14 @@ def claude_code_fidelity_rows(
                 record = by_marker.get(marker.id)
                 count = record.details.get("count") if record else (after.estimate_tokens if after else None)
                 threshold = record.threshold if record else (after.threshold if after else None)
+                over = count is not None and threshold is not None and count >= threshold
+                relation = f"({_number(count)} {'≥' if over else '<'} {_number(threshold)})"
                 if record is not None and record.trigger == "auto":
-                    decision = f"fires ({_number(count)} ≥ {_number(threshold)})"
-                elif record is not None:
-                    decision = f"does not fire → {record.trigger} ({_number(count)} < {_number(threshold)})"
+                    decision = f"fires {relation}"
+                elif record is not None:  # a manual compaction: the user's /compact came before any auto check
+                    decision = f"{'over the threshold' if over else 'does not fire'} → {record.trigger} {relation}"
                 else:
-                    decision = f"does not fire ({_number(count)} < {_number(threshold)})"
+                    decision = f"{'over the threshold, not compacted' if over else 'does not fire'} {relation}"
                 rows.append(
                     ClaudeCodeFidelityRow(
                         file=path.name, line=lines.get(marker.id), recorded_trigger=marker.meta.get("trigger"),

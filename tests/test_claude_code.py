@@ -821,3 +821,40 @@ def test_later_retry_rounds_split_at_each_response(tmp_path):
     assert rounds == [["let me think", "c1", "step 2", "step 3"], ["let me think", "c1", "step 2", "step 3"],
                       ["c1", "step 2", "step 3"], ["step 2", "step 3"]]
     assert [body[0].content for body in bodies] == ["a long task", PTL_RETRY_MARKER, PTL_RETRY_MARKER, PTL_RETRY_MARKER]
+
+
+def _line(uuid: str, parent: str | None, kind: str, second: int, **fields) -> dict:
+    return {"parentUuid": parent, "isSidechain": False, "userType": "external", "cwd": "/repo", "sessionId": "s1", "version": "2.0.57",
+            "type": kind, "uuid": uuid, "timestamp": f"2025-12-01T00:00:{second:02d}.000Z", **fields}
+
+
+def _reply(uuid: str, parent: str, second: int, text: str, input_tokens: int, output_tokens: int) -> dict:
+    usage = {"input_tokens": input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": output_tokens}
+    message = {"id": f"m{second}", "role": "assistant", "model": "claude-opus-4-5-20251101", "content": [{"type": "text", "text": text}], "usage": usage}
+    return _line(uuid, parent, "assistant", second, message=message)
+
+
+def test_fidelity_states_the_relation_a_manual_compaction_over_the_threshold_had(tmp_path):
+    """A user's `/compact` after a response of 125,000 tokens, over the 123,000 threshold (200,000 − 64,000 output
+    − 13,000): the table printed "does not fire → manual (125,000 < 123,000)", a false inequality."""
+    from compaction_bench.fidelity import claude_code_fidelity_rows
+
+    summary = "This session is being continued from a previous conversation that ran out of context. The conversation is summarized below:\nSummary:\nx."
+    lines = [
+        _line("u1", None, "user", 1, message={"role": "user", "content": "Please refactor the parser."}),
+        _reply("u2", "u1", 2, "Working on it.", 100_000, 500),
+        _line("u3", "u2", "user", 3, message={"role": "user", "content": "Now add tests."}),
+        _reply("u4", "u3", 4, "Tests added.", 124_000, 1_000),
+        _line("u5", None, "system", 5, subtype="compact_boundary", content="Conversation compacted", isMeta=False, level="info",
+              logicalParentUuid="u4", compactMetadata={"trigger": "manual", "preTokens": 125_000}),
+        _line("u6", "u5", "user", 6, isCompactSummary=True, isVisibleInTranscriptOnly=True, message={"role": "user", "content": summary}),
+        _line("u7", "u6", "user", 7, message={"role": "user", "content": "<command-name>/compact</command-name>\n<command-message>compact</command-message>\n<command-args></command-args>"}),
+        _line("u8", "u7", "user", 8, message={"role": "user", "content": "<local-command-stdout>Compacted (ctrl+o to see full summary)</local-command-stdout>"}),
+        _line("u9", "u8", "user", 9, message={"role": "user", "content": "continue"}),
+        _reply("u10", "u9", 10, "ok", 30_000, 10),
+    ]
+    path = tmp_path / "manual-over.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (row,) = claude_code_fidelity_rows(path, strategies=("claude-code",), options={"max_output_tokens_env": 64_000})
+    assert row.replay_trigger == "manual" and row.count == 125_000
+    assert row.decision == "over the threshold → manual (125,000 ≥ 123,000)"

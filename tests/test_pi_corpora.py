@@ -70,5 +70,9 @@ def test_fidelity_against_the_recorded_compactions():
         assert [r.tokens_before for r in mine] == recorded
         # 200k window - 16,384 reserve = 183,616: the first (manual) compaction was under it
         assert [r.trigger.split(" (")[0] for r in mine] == ["does not fire → manual", "fires"]
+        # the relation each decision states holds (the threshold shown is the smallest count that fires)
+        for row in mine:
+            count, sign, threshold = row.trigger.split(" (")[1].rstrip(")").split(" ")
+            assert (int(count.replace(",", "")) >= int(threshold.replace(",", ""))) == (sign == "≥"), row.trigger
     table = fidelity_table(FOLDER / "before-compaction.jsonl", strategies=("pi-2026-03",))
     assert table.count("\n") == 1 + len(recorded) and table.startswith("| recorded compaction |")
