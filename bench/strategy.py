@@ -107,6 +107,10 @@ def _coerce(name: str, value: Any, annotation: Any) -> Any:
         annotation = eval(annotation, {"__builtins__": {}}, {"int": int, "float": float, "bool": bool, "str": str, "None": None})
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Literal:  # one of a few words: anything else would run as the default's rule under its own label
+        if value in args:
+            return value
+        raise OptionError(f"option {name}: expected one of {', '.join(map(str, args))}, got {shown(value)}")
     if origin in (typing.Union, types.UnionType):
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null", "")):
             if type(None) in args:

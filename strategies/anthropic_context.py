@@ -63,12 +63,12 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.history import ItemHistory
-from compaction_bench.strategy import OptionError, Range, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 #: §4.1 the smallest trigger the API accepts.
@@ -120,8 +120,7 @@ class _ClientHistory(Strategy):
 class ClearToolUsesOptions:
     """`clear_tool_uses_20250919` with the documented defaults (§2.1)."""
 
-    #: input_tokens | tool_uses
-    trigger_type: str = "input_tokens"
+    trigger_type: Literal["input_tokens", "tool_uses"] = "input_tokens"
     #: input tokens or tool uses, as `trigger_type` says
     trigger_value: int = field(default=100_000, metadata={"range": Range(0, what="a number of input tokens or tool uses")})
     keep_tool_uses: int = field(default=3, metadata={"range": Range(0, what="a number of tool uses")})
@@ -146,8 +145,6 @@ class ClearToolUses(_ClientHistory):
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
         o = self.options
-        if o.trigger_type not in ("input_tokens", "tool_uses"):
-            raise OptionError(f"option {self.name}.trigger_type: expected input_tokens or tool_uses, got {o.trigger_type!r}")
         self.exclude = {t.strip() for t in o.exclude_tools.split(",") if t.strip()}
         self.clear_inputs_for = {t.strip() for t in o.clear_tool_inputs_for.split(",") if t.strip()}
         self._applied: tuple[str, ...] = ()

@@ -40,7 +40,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
@@ -76,7 +76,7 @@ from compaction_bench.strategies.codex_components import (
     with_window_section,
 )
 from compaction_bench.strategies.history import FoldMemo
-from compaction_bench.strategy import CONTEXT_WINDOW, Range, Strategy, SummaryOverflow
+from compaction_bench.strategy import CONTEXT_WINDOW, OptionError, Range, Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
 SPEC = "docs/specs/codex.md"
@@ -93,12 +93,14 @@ class CodexOptions:
     auto_compact_percent: int = 90
     model_auto_compact_token_limit: int | None = None
     #: `total` or `body_after_prefix` (§1.1).
-    auto_compact_token_limit_scope: str = "total"
+    auto_compact_token_limit_scope: Literal["total", "body_after_prefix"] = "total"
     #: True when the server sends `X-Reasoning-Included: true` (§1.3).
     reasoning_included: bool = False
     #: Tool-output truncation policy (§9): `tokens` (all bundled models but gpt-5.2) or `bytes`.
-    truncation_mode: str = "tokens"
-    tool_output_token_limit: int = 10_000
+    truncation_mode: Literal["tokens", "bytes"] = "tokens"
+    #: Config `tool_output_token_limit`: N tokens, or 4N bytes in bytes mode (§9, `model_info.rs` L38-50);
+    #: None = the model's own policy, a limit of 10,000 in its mode's unit.
+    tool_output_token_limit: int | None = None
     #: The history-insertion budget is the policy's limit × this, rounded up (§9).
     history_truncation_multiplier: float = field(default=1.2, metadata={"range": Range(0, low_open=True, what="a multiplier")})
     #: Bytes counted for an inline image (§6).
@@ -127,8 +129,8 @@ class RemoteOptions(CodexOptions):
 
 @dataclass(frozen=True)
 class TokenBudgetOptions(CodexOptions):
-    #: The `Agent name:` line of the `<context_window>` section.
-    agent_name: str = "main"
+    #: The `Agent name:` line of the `<context_window>` section: the root agent's path (`AgentPath::root()`).
+    agent_name: str = "/root"
     #: No upstream default (config or model defaults); None = no reminders.
     reminder_threshold_tokens: int | None = None
     reminder_template: str = "codex_token_budget_reminder.j2"
@@ -137,6 +139,13 @@ class TokenBudgetOptions(CodexOptions):
     #: Text an MCP `notes.thread_hint` would return (external in Codex).
     thread_hint: str | None = None
     guidance_message: str | None = None
+
+    def __post_init__(self) -> None:
+        """Codex's config check (§5.3 "Validation", `config/mod.rs@3aae5d8` L1152-1244): a fallback prompt
+        needs a positive buffer; with none the window would reset at the check that should send the prompt."""
+        if self.auto_compact_fallback_prompt and self.auto_compact_fallback_buffer_tokens <= 0:
+            raise OptionError("option codex-token-budget.auto_compact_fallback_prompt: needs a positive "
+                              "auto_compact_fallback_buffer_tokens (Codex's config refuses the prompt without one)")
 
 
 @dataclass
@@ -166,7 +175,7 @@ class _Codex(Strategy):
         super().__init__(ctx, options)
         o = self.options
         self.converter = ItemConverter(
-            TruncationPolicy(o.truncation_mode, o.tool_output_token_limit),
+            TruncationPolicy.of(o.truncation_mode, o.tool_output_token_limit),
             o.history_truncation_multiplier,
             o.encrypted_overhead_bytes,
             o.image_bytes_estimate,

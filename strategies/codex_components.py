@@ -119,6 +119,14 @@ class TruncationPolicy:
     mode: str = "tokens"
     limit: int = 10_000
 
+    @classmethod
+    def of(cls, mode: str, configured_tokens: int | None) -> TruncationPolicy:
+        """The policy of a model in `mode` (its own limit 10,000 in that unit), overridden by the config's
+        `tool_output_token_limit` as Codex reads it (§9): N tokens, or 4N bytes in bytes mode."""
+        if configured_tokens is None:
+            return cls(mode)
+        return cls(mode, configured_tokens * 4 if mode == "bytes" else configured_tokens)
+
     def history_budget_bytes(self, multiplier: float) -> int:
         """The history-insertion budget: policy × multiplier, rounded up, in bytes."""
         scaled = math.ceil(self.limit * multiplier)
@@ -1003,9 +1011,10 @@ def update_context(context: Sequence[CodexItem], updates: Sequence[CodexItem]) -
 
 
 def with_window_section(context: Sequence[CodexItem], window: CodexItem, guidance: CodexItem | None) -> list[CodexItem]:
-    """Token-budget initial context (§5.1; `token_budget_context.rs`): the developer bundle with
-    the `<context_window_guidance>` fragment at its end, then `<context_window>` (a fragment that
-    requires its own developer message), then the contextual user messages (environment, AGENTS.md)."""
+    """Token-budget initial context (§5.1; `token_budget_context.rs`): the developer bundle, then
+    `<context_window>` (a fragment that requires its own developer message) and right after it the
+    `<context_window_guidance>` fragment (upstream's `token_budget_guidance_follows_context_window`
+    test), then the contextual user messages (environment, AGENTS.md)."""
     developer = [i for i in context if i.role == "developer"]
-    bundle = [*developer, guidance] if guidance is not None else developer
-    return [*bundle, window, *(i for i in context if i.role != "developer")]
+    section = [window, guidance] if guidance is not None else [window]
+    return [*developer, *section, *(i for i in context if i.role != "developer")]

@@ -303,3 +303,12 @@ def test_v2_filters_drop_final_answers_large_agent_messages_contextual_and_assis
     ]
     kept = retain_for_remote(items, budget=64_000, max_agent_message_tokens=10_000)
     assert [k.item_ids for k in kept] == [("agent",), ("u",)]
+
+
+def test_a_configured_tool_output_token_limit_is_four_bytes_a_token_in_bytes_mode():
+    """§9: config `tool_output_token_limit` N overrides a model's policy as N tokens, or 4N bytes for a bytes-mode
+    model (gpt-5.2); without it the policy is the model's own, 10,000 in its unit. It was read as N bytes."""
+    assert TruncationPolicy.of("bytes", 2_500).history_budget_bytes(1.2) == 12_000  # Bytes(10,000) × 1.2
+    assert TruncationPolicy.of("tokens", 2_500).history_budget_bytes(1.2) == 12_000  # Tokens(3,000) = 12,000 bytes
+    assert TruncationPolicy.of("bytes", None) == TruncationPolicy("bytes", 10_000)
+    assert TruncationPolicy.of("tokens", None) == TruncationPolicy("tokens", 10_000)

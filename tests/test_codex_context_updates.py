@@ -67,14 +67,16 @@ def test_local_summary_text_is_the_prefix_newline_and_the_reply_as_returned(text
     assert summary == prefix + expected and "(no summary available)" not in summary
 
 
-def test_token_budget_guidance_sits_in_the_developer_bundle_on_lines_of_its_own():
+def test_token_budget_guidance_follows_the_context_window_on_lines_of_its_own():
+    """Upstream's `token_budget_guidance_follows_context_window`: the guidance is the developer text right after
+    `<context_window>`; the window names the root agent, `/root` (`AgentPath::root()`)."""
     s = start().user("u1", "work").reply("a1", "ok", 100)
     result = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded", options={"guidance_message": "Save notes first."})
     messages = turn(result, 0).messages
     w0 = window_uuid("thread", 0)
     assert [m.role for m in messages] == ["developer", "developer", "developer", "user", "user", "user"]
-    assert messages[1].content == "<context_window_guidance>\nSave notes first.\n</context_window_guidance>"
-    assert messages[2].content == f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
+    assert messages[1].content == f"<context_window>\nAgent name: /root\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
+    assert messages[2].content == "<context_window_guidance>\nSave notes first.\n</context_window_guidance>"
     assert [m.item_ids for m in messages[3:]] == [("agents",), ("env",), ("u1",)]
 
 

@@ -285,7 +285,7 @@ def test_token_budget_new_window_has_only_initial_context_and_window_section():
     first = turn_request(result, 0).messages
     # upstream order: the developer bundle, the separate <context_window> developer message, then the environment
     assert layout(first) == [("developer", ("dev",)), ("developer", ()), ("user", ("env",)), ("user", ("u1",))]
-    assert first[1].content == f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
+    assert first[1].content == f"<context_window>\nAgent name: /root\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
     # one reminder in window 0 (after the first step, not again after the second)
     before = turn_request(result, 2).messages
     assert sum("tokens are left" in m.content for m in before) == 1
@@ -293,7 +293,7 @@ def test_token_budget_new_window_has_only_initial_context_and_window_section():
     assert [c.trigger for c in result.compactions] == ["mid-turn"]
     assert layout(after) == [("developer", ("dev",)), ("developer", ()), ("user", ("env",))]
     assert after[1].content == (
-        f"<context_window>\nAgent name: main\nFirst context window id: {w0}\nCurrent context window id: {w1}\n"
+        f"<context_window>\nAgent name: /root\nFirst context window id: {w0}\nCurrent context window id: {w1}\n"
         f"Previous context window id: {w0}\n</context_window>"
     )
     assert result.compactions[0].summary is None

@@ -38,7 +38,8 @@ BASE_OPTIONS: dict[str, dict[str, typing.Any]] = {
     "anthropic-compact": {"trigger": 50_000, "pause_after_compaction": True},
     "anthropic-clear-tool-uses": {"trigger_value": 10_000},
     "opencode-v1": {"prune": True},
-    "codex-token-budget": {"auto_compact_fallback_prompt": "The context window is full.", "reminder_threshold_tokens": 2_000},
+    "codex-token-budget": {"auto_compact_fallback_prompt": "The context window is full.", "auto_compact_fallback_buffer_tokens": 1_000,
+                           "reminder_threshold_tokens": 2_000},
 }
 
 
@@ -117,7 +118,9 @@ def test_a_replay_at_each_end_of_an_option_range_completes_and_its_tables_are_wr
     try:
         strategies()[strategy].parse_options(options)
     except OptionError as refused:  # an end only the rule between two options refuses, with the other's default
-        assert strategy in ("openhands", "openhands-v0") and "keep_first must be less than max_size // 2" in str(refused)
+        assert (strategy in ("openhands", "openhands-v0") and "keep_first must be less than max_size // 2" in str(refused)) or (
+            (strategy, key, value) == ("codex-token-budget", "auto_compact_fallback_buffer_tokens", 0) and "needs a positive" in str(refused)
+        )
         return
     result = replay(session, strategy, profile=profile, options=options)
     tables = measure_cell(result, [], answerer=None)
@@ -143,3 +146,26 @@ def test_openhands_keep_first_and_max_size_follow_upstreams_rule_between_them(se
         return
     result = replay(session, strategy, profile=PROFILE, options=options)
     assert result.compactions
+
+
+@pytest.mark.parametrize("strategy, key, value, allowed", [
+    ("codex-local", "auto_compact_token_limit_scope", "body-after-prefix", "total, body_after_prefix"),
+    ("codex-remote-v2", "truncation_mode", "Tokens", "tokens, bytes"),
+    ("anthropic-clear-tool-uses", "trigger_type", "tokens", "input_tokens, tool_uses"),
+])
+def test_a_word_option_refuses_a_word_its_rule_does_not_know(strategy, key, value, allowed) -> None:
+    """`body-after-prefix` ran as `total` and `Tokens` as `bytes` (12,000 bytes where Codex keeps 48,000), each
+    under the label the user gave: the code compares with one exact word and takes anything else for the other."""
+    with pytest.raises(OptionError, match=rf"option {strategy}\.{key}: expected one of {allowed}, got '{value}'"):
+        strategies()[strategy].parse_options({key: value})
+    for word in allowed.split(", "):
+        assert getattr(strategies()[strategy].parse_options({key: word}), key) == word
+
+
+def test_a_token_budget_fallback_prompt_needs_a_positive_buffer() -> None:
+    """codex.md §5.3 "Validation": Codex's config refuses a fallback prompt without a positive buffer (with 0 the
+    window resets at the very check that would send the prompt, so it was never sent)."""
+    parse = strategies()["codex-token-budget"].parse_options
+    with pytest.raises(OptionError, match="needs a positive auto_compact_fallback_buffer_tokens"):
+        parse({"auto_compact_fallback_prompt": "The window is full."})
+    assert parse({"auto_compact_fallback_prompt": "The window is full.", "auto_compact_fallback_buffer_tokens": 500}).auto_compact_fallback_buffer_tokens == 500

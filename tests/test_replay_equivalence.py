@@ -81,6 +81,8 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: (ee24a9ec) did not have either (upstream still had none at 0.84.1, earendil-works/pi#7821), so a run's
 #: compaction comes after its last assistant: fewer requests and compactions on Pi's session, the same
 #: count but other contexts on the synthetic one.
+#: codex-token-budget (same audit, same requests and compactions): its `<context_window>` names the root agent
+#: `/root`, as upstream's snapshots do (it said `main`), so every request's text differs by that word.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -105,8 +107,8 @@ GOLDEN = {
     ("codex-remote-v1", "pi"): (459, 5, "645df239f39a8e39"),
     ("codex-remote-v2", "synthetic"): (430, 3, "7d238d25a246a439"),
     ("codex-remote-v2", "pi"): (459, 5, "645df239f39a8e39"),
-    ("codex-token-budget", "synthetic"): (427, 3, "f70003cf946be316"),
-    ("codex-token-budget", "pi"): (454, 5, "4c7c8fac8e9d4fff"),
+    ("codex-token-budget", "synthetic"): (427, 3, "7cc96e94fe3ae737"),
+    ("codex-token-budget", "pi"): (454, 5, "44cb191b4fb67ab1"),
     ("claude-code", "synthetic"): (437, 10, "5f88822c65962e37"),
     ("claude-code", "pi"): (908, 9, "1d5587398a54ae28"),
     ("claude-code-2.1", "synthetic"): (433, 6, "3a9f7a23ac472610"),
