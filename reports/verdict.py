@@ -168,16 +168,32 @@ def _interval(lo: float, hi: float) -> str:
     return f"95% CI {_points(lo)}{joiner}{_points(hi)}"
 
 
+def _ratio(value: float) -> str:
+    """A ratio of two costs: two decimals from 0.1 to 10 (1.04×, 0.14×; "1.0×" would hide a 4% difference),
+    two significant digits below, whole above."""
+    if value < 0.1:
+        return f"{value:.2g}"
+    return f"{value:.2f}" if value < 10 else f"{value:,.0f}"
+
+
 def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
+    """What the first strategy costs against the second: in dollars where both are priced, as a user pays
+    them; re-billed tokens only where a model has no price, and named so. Re-billed tokens alone could point
+    the other way: they leave out cached reads, output, and history sent again inside a new text (a serialized
+    summary input), so a strategy re-billing 0.13× the tokens cost 1.04× the dollars in an audit's run."""
+    a, b = first.cost_usd, second.cost_usd
+    if np.isfinite(a) and np.isfinite(b):
+        if a > 0 and b > 0:
+            return f" at {_ratio(a / b)}× the cost"
+        return ", neither costing anything" if a == b == 0 else f", costing ${a:.4g} against ${b:.4g}"
     a, b = first.rebilled_tokens, second.rebilled_tokens
     if not (np.isfinite(a) and np.isfinite(b)):
         return ""
     if a > 0 and b > 0:
-        ratio = a / b  # two significant digits below 1: 0.137 read "0.1×"
-        return f" at {ratio:.1f}× the re-billed tokens" if ratio >= 1 else f" at {ratio:.2g}× the re-billed tokens"
+        return f" at {_ratio(a / b)}× the re-billed tokens (a model without a price)"
     if a == 0 and b == 0:
-        return ", neither re-billing any tokens"
-    return f", re-billing {a:,.0f} tokens against {b:,.0f}"
+        return ", neither re-billing any tokens (a model without a price)"
+    return f", re-billing {a:,.0f} tokens against {b:,.0f} (a model without a price)"
 
 
 def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> str:

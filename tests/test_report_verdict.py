@@ -11,10 +11,11 @@ import pytest
 from compaction_bench.reports.verdict import Difference, StrategyRow, finding, verdicts
 
 
-def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0) -> StrategyRow:
+def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0, cost: float = float("nan")) -> StrategyRow:
+    """A strategy's row; its cost unknown (a model without a price) unless given, so the sentence states re-billed tokens."""
     return StrategyRow(
         strategy=name, retention=retention, lo=retention - 0.05, hi=retention + 0.05, p_best=0.5, points=100, scenarios=1,
-        cost_usd=1.0, cache_hit_rate=0.9, rebilled_tokens=rebilled, failed_requests=0, overflows=0, compactions=3,
+        cost_usd=cost, cache_hit_rate=0.9, rebilled_tokens=rebilled, failed_requests=0, overflows=0, compactions=3,
         pair_errors=(0, 0, 0), cannot_serve=cannot_serve,
     )
 
@@ -22,7 +23,7 @@ def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0) -> 
 def test_sentence_states_a_difference_whose_interval_excludes_zero():
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.68, 100_000)]
     text = finding("64k", rows, Difference("pi", "codex-local", 0.12, 0.06, 0.18, 240, 0.001))
-    assert text == "At 64k, pi keeps 12 points more facts than codex-local (95% CI 6–18) at 1.8× the re-billed tokens."
+    assert text == "At 64k, pi keeps 12 points more facts than codex-local (95% CI 6–18) at 1.80× the re-billed tokens (a model without a price)."
 
 
 @pytest.mark.parametrize("lo, hi", [(-0.02, 0.18), (0.0, 0.2), (-0.3, 0.0)])
@@ -45,7 +46,7 @@ def test_sentence_names_strategies_that_cannot_serve_the_window():
     rows = [row("truncate", 0.5, 10), row("codex-local", 0.4, 10), row("none", 1.0, 0, cannot_serve=2)]
     text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001))
     assert text.endswith("none cannot serve the 32k window (overflows never recovered).")
-    assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.0× the re-billed tokens." in text
+    assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.00× the re-billed tokens (a model without a price)." in text
 
 
 def _tables():
@@ -102,7 +103,7 @@ def test_verdict_claims_a_clear_difference():
     diff = verdict.difference
     assert diff is not None and diff.mean == pytest.approx(0.5) and diff.lo > 0.25 and diff.n == 40
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")
-    assert verdict.sentence.endswith("at 2.0× the re-billed tokens.")
+    assert verdict.sentence.endswith("at 1.00× the cost.")  # both cost $1.00 (the tables' cost_usd)
     assert not math.isnan(verdict.rows[0].p_best)
 
 
@@ -242,3 +243,14 @@ def test_a_cost_ratio_below_one_keeps_two_significant_digits():
     rows = [row("truncate", 0.5, 201_793), row("codex-local", 0.4, 1_477_395)]
     text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001))
     assert "at 0.14× the re-billed tokens" in text  # 201,793 / 1,477,395 = 0.137 read "0.1×"
+
+
+def test_the_sentence_states_the_cost_in_dollars_where_both_are_priced():
+    """An audit's run: codex-local re-billed 0.13× opencode-v1's tokens but cost $18.52 against $17.89, and the
+    sentence said "at 0.13× the re-billed tokens", as if it were the cheaper one. Re-billed tokens leave out history
+    sent again inside a new text, cached reads and output; the dollars are what a user pays."""
+    rows = [row("codex-local", 0.8, 196_000, cost=18.52), row("opencode-v1", 0.73, 1_550_000, cost=17.89)]
+    text = finding("64k", rows, Difference("codex-local", "opencode-v1", 0.07, 0.02, 0.12, 300, 0.001))
+    assert text == "At 64k, codex-local keeps 7 points more facts than opencode-v1 (95% CI 2–12) at 1.04× the cost."
+    free = [replace(r, cost_usd=0.0) for r in rows]
+    assert finding("64k", free, Difference("codex-local", "opencode-v1", 0.07, 0.02, 0.12, 300, 0.001)).endswith(", neither costing anything.")
