@@ -112,8 +112,9 @@ GLOSSARY: dict[str, str] = {
     "cache_hit_rate": "cached input tokens over input tokens of the requests sent, after each cell's first request; over several scenarios the ratio of the sums",
     "cache_eligible_tokens": "input tokens of the requests the cache hit rate is a share of (sent, after each cell's first)",
     "cached_tokens": "input tokens served from the prompt cache",
-    "rebilled_tokens": "uncached input tokens the cell had already sent before (churn the cache could have saved)",
-    "cache_write_tokens": "tokens written to the cache (Anthropic rules)",
+    "rebilled_tokens": "uncached input tokens the cell had already sent before as the same messages (churn the cache could have "
+                       "saved; history sent again inside a new text, such as a serialized summary input, is not counted)",
+    "cache_write_tokens": "tokens written to the cache, where the provider bills writes (Anthropic; OpenAI's GPT-5.6 and later)",
     "input_tokens": "input tokens of the requests sent",
     "output_tokens": "output tokens of the requests sent",
     "tokens_per_task": "input plus output tokens",
