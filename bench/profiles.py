@@ -430,10 +430,20 @@ def _map_entry(model_id: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+#: Where OpenAI's own models are served under OpenAI's API rules (the input limit of GPT-5 models).
+OPENAI_APIS = ("openai", "azure", "azure_ai")
+#: OpenAI models counted with o200k_base whoever serves them (GPT-4o and later).
+O200K_MODELS = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
+
+
 def _tokenizer(provider: str, bare: str) -> str:
-    if provider in ("openai", "azure") and not bare.startswith(("gpt-4-", "gpt-3.5")) and bare != "gpt-4":
+    """o200k_base for OpenAI's GPT-4o and later, by the model's name without a deployment path (Azure's
+    `eu/gpt-5`) and whoever serves it (Azure AI, Databricks); OpenAI's API's other models but GPT-4 and
+    GPT-3.5 too; cl100k_base otherwise."""
+    name = _openai_model_name(bare)
+    if provider in ("openai", "azure") and not name.startswith(("gpt-4-", "gpt-3.5")) and name != "gpt-4":
         return "o200k_base"
-    return "cl100k_base"
+    return "o200k_base" if name.startswith(O200K_MODELS) else "cl100k_base"
 
 
 def model_family(provider: str, bare: str) -> str:
@@ -595,7 +605,7 @@ def model_profile(model_id: str) -> ModelProfile:
         image_tokens=1_600 if model_family(provider, bare) == "anthropic" else 765, overflow="input+output",
         description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
     )
-    if provider in ("openai", "azure") and bare.startswith("gpt-5"):
+    if provider in OPENAI_APIS and _openai_model_name(bare).startswith("gpt-5"):
         return replace(
             shared, overflow="input", context_limit=max_input + max_output, input_limit=max_input,
             description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; "

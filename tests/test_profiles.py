@@ -188,3 +188,13 @@ def test_a_tiered_profile_survives_the_run_manifest():
     tiered = next(get_profile(m) for m in ("openai/gpt-5.4", "gemini/gemini-2.5-pro") if get_profile(m).prices.tiers)
     again = profile_from_dict(json.loads(json.dumps(tiered.to_dict())))
     assert again == tiered and again.prices.at(300_000) == tiered.prices.at(300_000) != tiered.prices.at(1_000)
+
+
+def test_gpt5_keeps_openai_rules_under_a_deployment_path_or_another_openai_api():
+    """The README's GPT-5 rule (refused when the input exceeds 272,000; 400,000 context) and its o200k_base
+    tokenizer went by the API name: Azure's regional `eu/` deployment got a 272,000 context shared with the output,
+    and GPT-5 served by Azure AI was counted with cl100k_base."""
+    for name in ("azure/gpt-5-2025-08-07", "azure/eu/gpt-5-2025-08-07", "azure_ai/gpt-5.4-mini", "openai/gpt-5.4-mini"):
+        profile = get_profile(name)
+        assert (profile.overflow, profile.context_limit, profile.tokenizer) == ("input", 400_000, "o200k_base"), name
+        assert not profile.overflows(200_000, 128_000) and profile.overflows(272_001, 0), name
