@@ -406,6 +406,8 @@ class _File:
     order: int
     content: str | None
     source: str | None
+    #: whether `content` is the file's own text (a Write's), not a Read result's numbered lines
+    raw: bool = False
     #: §4.2 how it is restored (whether it fits its own budget, its size in the total budget, its messages),
     #: built once per file version: a file kept by one compaction is restored by the next with the same messages
     restored: tuple[bool, int, tuple[Message, ...]] | None = field(default=None, compare=False, repr=False)
@@ -577,19 +579,23 @@ class ClaudeCode(Strategy):
             # the arguments are read only for the tools whose input the compaction uses (a read's at its result)
             if item.tool_name in WRITE_TOOLS:
                 args = _arguments(item)
-                if isinstance(path := args.get("file_path"), str):
-                    content = args.get("content") if item.tool_name == "Write" and isinstance(args.get("content"), str) else None
-                    self._touch_file(path, content, item.id if content is not None else None)
+                if not isinstance(path := args.get("file_path"), str):
+                    continue
+                if item.tool_name == "Write":
+                    content = args.get("content") if isinstance(args.get("content"), str) else None
+                    self._touch_file(path, content, item.id if content is not None else None, raw=True)
+                else:
+                    known = self.files.get(path)
+                    edited = _edited(known.content, known.raw, item.tool_name, args) if known is not None else None
+                    self._touch_file(path, edited, item.id if edited is not None else None, raw=known is not None and known.raw)
 
-    def _touch_file(self, path: Any, content: str | None, source: str | None) -> None:
-        """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is ignored)."""
+    def _touch_file(self, path: Any, content: str | None, source: str | None, raw: bool = False) -> None:
+        """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is
+        ignored), with what a re-read would show where that is known (None: restored as a reference to read it)."""
         if not isinstance(path, str):
             return
         self._clock += 1
-        known = self.files.get(path)
-        if content is None and known is not None:
-            content, source = known.content, known.source
-        self.files[path] = _File(path, self._clock, content, source)
+        self.files[path] = _File(path, self._clock, content, source, raw)
 
     def _new_history(self) -> ResponseHistory:
         """The history as the API normaliser sends it (`ResponseHistory`): 2.1.112 also drops blank text blocks."""
@@ -927,6 +933,25 @@ class ClaudeCode(Strategy):
     def _file_result(self, content: str) -> str:
         """§4.2 BASE (`KSA`): the Read result as its JSON string."""
         return FILE_RESULT + _js_json(content)
+
+
+def _edited(content: str | None, raw: bool, tool: str, args: dict[str, Any]) -> str | None:
+    """What a re-read shows after an Edit or MultiEdit (§4.2: the restore reads the file from disk, so after the
+    edit): each `old_string` replaced by its `new_string` (every occurrence with `replace_all`). None where that
+    is not known: no content, a NotebookEdit, an edit that does not apply (its text absent, or found twice
+    without `replace_all`), or one that adds or removes lines of a Read result, whose line numbers would move."""
+    edits = [args] if tool == "Edit" else args.get("edits") if tool == "MultiEdit" else None
+    if content is None or not isinstance(edits, list):
+        return None
+    for edit in edits:
+        old, new = (edit.get("old_string"), edit.get("new_string")) if isinstance(edit, dict) else (None, None)
+        if not isinstance(old, str) or not isinstance(new, str) or not old or (not raw and ("\n" in old or "\n" in new)):
+            return None
+        found = content.count(old)
+        if found == 0 or (found > 1 and edit.get("replace_all") is not True):
+            return None
+        content = content.replace(old, new) if edit.get("replace_all") is True else content.replace(old, new, 1)
+    return content
 
 
 def _reminder(text: str) -> str:

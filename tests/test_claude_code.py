@@ -858,3 +858,40 @@ def test_fidelity_states_the_relation_a_manual_compaction_over_the_threshold_had
     (row,) = claude_code_fidelity_rows(path, strategies=("claude-code",), options={"max_output_tokens_env": 64_000})
     assert row.replay_trigger == "manual" and row.count == 125_000
     assert row.decision == "over the threshold → manual (125,000 ≥ 123,000)"
+
+
+def _restored_after_edit(edit_args: dict, first: tuple[str, dict], result_text: str) -> list[str]:
+    """The contents of the compaction's messages after a session that reads or writes /repo/config.py, edits it and
+    crosses the 123,000 threshold of claude-opus with a 64,000-token output."""
+    s = Session()
+    s.user("Set the retry limit in /repo/config.py to 7.")
+    s.assistant("first", calls=[("r1", first[0], first[1])], total=10_000)
+    s.result("r1", result_text, name=first[0])
+    s.assistant("editing", calls=[("e1", edit_args.pop("tool", "Edit"), {"file_path": "/repo/config.py", **edit_args})], total=11_000)
+    s.result("e1", "The file /repo/config.py has been updated.", name="Edit")
+    s.assistant("done", total=170_000)
+    s.user("next")
+    s.assistant("ok", total=40_000)
+    result = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded",
+                    options={"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000})
+    (compaction,) = [c for c in result.compactions if c.trigger == "auto"]
+    return [m.content for m in compaction.after[1:]]
+
+
+def test_a_restored_file_shows_its_contents_after_an_edit_or_is_named_for_reading_again():
+    """§4.2: the restore re-reads each file from disk, so after an Edit it shows the edited text. The file was
+    restored with its contents from before the edit (`RETRY_LIMIT = 3` after the edit set 7)."""
+    read = ("Read", {"file_path": "/repo/config.py"})
+    numbered = "     1→RETRY_LIMIT = 3\n     2→TIMEOUT = 30\n"
+    after = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7"}, read, numbered)
+    assert any('"     1→RETRY_LIMIT = 7\\n     2→TIMEOUT = 30\\n"' in text for text in after)
+    assert not any("RETRY_LIMIT = 3" in text for text in after)
+    # an edit adding a line to a Read result moves its line numbers: what a re-read shows is not known here
+    grown = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2"}, read, numbered)
+    assert not any("RETRY_LIMIT = 3" in text for text in grown)
+    assert any("/repo/config.py was read before the conversation was summarized" in text for text in grown)
+    # a file the session wrote is its own text: any edit of it applies
+    write = ("Write", {"file_path": "/repo/config.py", "content": "RETRY_LIMIT = 3\nTIMEOUT = 30\n"})
+    written = _restored_after_edit({"tool": "MultiEdit", "edits": [{"old_string": "RETRY_LIMIT = 3\n", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2\n"}]},
+                                   write, "File created successfully at: /repo/config.py")
+    assert any('"RETRY_LIMIT = 7\\nBACKOFF = 2\\nTIMEOUT = 30\\n"' in text for text in written)
