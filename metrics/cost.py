@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import SupportsFloat, cast
 
 import pandas as pd
 
@@ -47,10 +48,18 @@ def dollars_unknown(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, numbers.Real) and math.isnan(value))
 
 
-def format_dollars(value: object, fmt: str = "{:.2f}") -> str:
-    """A dollar figure for a table: `value` in `fmt` (a `str.format` pattern, e.g. "{:.4g}"), or `UNPRICED`
-    where it is unknown (`dollars_unknown`), never a $0 or a "nan"."""
-    return UNPRICED if dollars_unknown(value) else fmt.format(value)
+def format_dollars(value: object, fmt: str | None = None) -> str:
+    """A dollar figure for a table, or `UNPRICED` where it is unknown (`dollars_unknown`), never a $0 or a "nan":
+    in `fmt` (a `str.format` pattern, e.g. "{:.4g}") where one is given, else in cents from $1 up and to three
+    significant digits below (a cheap model's $0.0176 and $0.0213 both read "0.02" in cents)."""
+    if dollars_unknown(value):
+        return UNPRICED
+    if fmt is not None:
+        return fmt.format(value)
+    number = float(cast(SupportsFloat, value))
+    if number == 0 or abs(number) >= 1:
+        return f"{number:,.2f}"
+    return f"{number:.{2 - math.floor(math.log10(abs(number)))}f}"
 
 
 def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:

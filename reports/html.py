@@ -209,7 +209,7 @@ def scenario_table(summary: pd.DataFrame) -> Table:
         for column in columns:
             value = _clean(record[column])
             if column in DOLLAR_COLUMNS and (value is not None or _clean(record.get("requests")) is not None):
-                row.append(format_dollars(value, _figure_format(column, value)))  # a cell that sent requests: missing dollars are unknown
+                row.append(format_dollars(value))  # a cell that sent requests: missing dollars are unknown
             elif value is None or isinstance(value, (bool, str)):
                 row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):

@@ -57,7 +57,7 @@ COLUMNS = (
     ("cache hit", "cache_hit_rate", "{:.3f}", "mean"),
     ("re-billed tokens", "rebilled_tokens", "{:,.0f}", "sum"),
     ("summarizer tokens", "summarizer_tokens", "{:,.0f}", "sum"),
-    ("cost $", "cost_usd", "{:.2f}", "sum"),
+    ("cost $", "cost_usd", "", "sum"),  # dollars: `cost.format_dollars`'s own rule (cents, or three digits below $1)
 )
 CANNOT_SERVE = "cannot serve"
 #: The terminal's choice among the columns, most telling first (`terminal_columns`); the others follow in table order.
@@ -71,7 +71,7 @@ def format_value(value: object, fmt: str, column: str = "") -> str:
     """A number formatted for a table; missing values as an en dash, dollars (`column` one of
     `DOLLAR_COLUMNS`) by `cost.format_dollars` (unknown ones as `unpriced`)."""
     if column in DOLLAR_COLUMNS:
-        return format_dollars(value, fmt)
+        return format_dollars(value, fmt or None)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
     try:

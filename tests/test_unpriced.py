@@ -96,6 +96,8 @@ def test_one_rule_shows_dollars_unpriced_where_unknown_and_in_the_table_format_w
         assert format_dollars(unknown, "{:,.0f}") == UNPRICED
     assert format_dollars(0.0) == "0.00"  # a free model's dollars are known: $0, never unpriced
     assert format_dollars(np.float64(14.6149)) == "14.61"
+    # below $1, three significant digits: $0.0176 and $0.0213 (a cheap model's runs) both read "0.02" in cents
+    assert [format_dollars(v) for v in (0.0176, 0.0213, 0.5, 0.00004)] == ["0.0176", "0.0213", "0.500", "0.0000400"]
     assert format_dollars(1234.5, "{:,.0f}") == "1,234" and format_dollars(0.0226812, "{:.4g}") == "0.02268"
     assert format_dollars(-0.5, "{:+.4g}") == "-0.5"
     priced_and_not = pd.DataFrame({"cost_usd": [0.25, float("nan")]})
@@ -109,7 +111,7 @@ def test_the_leaderboard_shows_unpriced_not_zero_dollars():
     })
     header, rows = leaderboard(summary)
     shown = {row[0]: row[header.index("cost $")] for row in rows}
-    assert shown == {"a": UNPRICED, "b": "0.50"}
+    assert shown == {"a": UNPRICED, "b": "0.500"}
 
 
 # Claude and Gemini served by a third party (not the family's own API: Anthropic, Google, Vertex AI, Bedrock), priced
