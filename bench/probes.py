@@ -269,14 +269,17 @@ def _checked_fields(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _ProbeLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans (only true/false): `yes`, `no`, `on`, `off` stay strings."""
+    """SafeLoader with YAML 1.2 booleans (only true/false: `yes`, `no`, `on`, `off` stay strings) and only plain
+    decimal integers: YAML 1.1's other integer forms would change an answer as written (`007` read 7, `017` 15,
+    `12:30` 750, `0x1F` 31, `1_000` 1000, `+12` 12), so they stay the strings they are."""
 
 
 _ProbeLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _ProbeLoader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_ProbeLoader.add_implicit_resolver("tag:yaml.org,2002:int", re.compile(r"^-?(?:0|[1-9][0-9]*)$"), list("-0123456789"))
 
 
 def _expanded_size(root: yaml.Node, origin: str) -> int:

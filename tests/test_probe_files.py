@@ -49,6 +49,14 @@ def test_yes_stays_the_string_yes_and_true_is_an_error(tmp_path):
     assert number.answer == "8080"  # an integer reads as its digits, exactly
 
 
+@pytest.mark.parametrize("written", ["007", "017", "12:30", "190:20:30", "0x1F", "0b101", "1_000", "+12"])
+def test_an_unquoted_answer_is_kept_as_written_not_read_by_yaml_1_1_number_rules(tmp_path, written):
+    """YAML 1.1 reads `007` as 7, `017` as 15 (octal), `12:30` as 750 (base 60), `0x1F` as 31: the probe then asked
+    for "7", which a transcript saying "7 passed" but never "007" matched (retention 1.000 for a fact not there)."""
+    (probe,) = load_probes(write(tmp_path, HEAD + f"  answer: {written}\n  accept: [{written}]\n"))
+    assert probe.answer == written and probe.accept == (written,)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "wanted"),
     [("question", "[1, 2]", "a string"), ("meta", "[1]", "a mapping"), ("source_text", "{a: 1}", "a string"), ("kind", "recal", "one of")],
