@@ -95,14 +95,19 @@ def as_arguments(value: Any) -> str:
     return json.dumps(value if value is not None else {}, ensure_ascii=False)
 
 
+#: More tokens than any request holds (no model's window comes near): a recorded count above it is damage. The
+#: run's tables hold counts as 64-bit numbers, and a count of 10**20 failed every cell as they were written.
+MAX_TOKEN_COUNT = 2**31
+
+
 def _token_count(value: Any) -> int | None:
-    """A recorded token count: a whole number of at least 0 (`3.0` too); None for anything else (text,
-    `Infinity`, a fraction, a negative number, true/false, an object)."""
+    """A recorded token count: a whole number from 0 to `MAX_TOKEN_COUNT` (`3.0` too); None for anything else
+    (text, `Infinity`, a fraction, a negative or impossibly large number, true/false, an object)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
-    return value if isinstance(value, int) and value >= 0 else None
+    return value if isinstance(value, int) and 0 <= value <= MAX_TOKEN_COUNT else None
 
 
 def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]) -> dict[str, int] | None:
@@ -133,7 +138,7 @@ def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]
         if len(reached) <= name.count("."):
             bad[".".join(reached)] = f"is {json_shown(value)}, not an object of token counts"
         elif (count := _token_count(value)) is None:
-            bad[name] = f"is {json_shown(value)}, not a token count (a whole number of at least 0)"
+            bad[name] = f"is {json_shown(value)}, not a token count (a whole number from 0 to {MAX_TOKEN_COUNT:,})"
         else:
             counts[name] = count
     for field, wrong in bad.items():

@@ -250,3 +250,17 @@ def test_a_message_of_an_unknown_role_is_a_reported_marker(tmp_path):
         {"role": "user", "content": "fix"}, {"role": "assistant", "content": "done"}, {"role": "exit", "content": "diff"}]}), encoding="utf-8")
     (run,) = load_transcripts(trajectory)
     assert run.items[-1].meta["role"] == "exit" and "problems" not in run.meta
+
+
+def test_an_impossibly_large_count_is_a_problem_and_the_usage_unknown(tmp_path):
+    """A count of 10**20 tokens was read as it stood: `inspect` showed it with no problem, and every cell that used
+    it failed as its tables were written (a 64-bit overflow), so the strategies using it left the verdict."""
+    path = write_lines(
+        tmp_path / "chat.jsonl",
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "one", "usage": {"prompt_tokens": 10**20, "completion_tokens": 5}},
+        {"role": "assistant", "content": "two", "usage": {"prompt_tokens": 2**31, "completion_tokens": 4}},
+    )
+    (transcript,) = load_transcripts(path)
+    assert step_usages(transcript) == [None, Usage(input=2**31, output=4)]
+    assert len(problems_at(transcript, f"{path}:2: line 2: usage field 'prompt_tokens' is 100000000000000000000, not a token count")) == 1
