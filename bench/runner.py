@@ -158,11 +158,12 @@ class RunConfig:
 
 
 def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
-    """`strategy.key=value` flags → {strategy: {key: value}}."""
+    """`strategy.key=value` flags → {strategy: {key: value}}; split at the last dot before `=`, as an option's
+    name has none and a strategy's may (`claude-code-2.1`, a plug-in's `file.py:Class`)."""
     out: dict[str, dict[str, str]] = {}
     for flag in flags:
         target, eq, value = flag.partition("=")
-        strategy, dot, key = target.partition(".")
+        strategy, dot, key = target.rpartition(".")
         if not eq or not dot or not strategy or not key:
             raise RunError(f"--option {flag!r}: expected STRATEGY.KEY=VALUE (e.g. pi.keep_recent_tokens=30000)")
         given = out.setdefault(strategy, {})

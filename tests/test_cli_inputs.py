@@ -79,6 +79,8 @@ def test_import_settings_without_transcript_files_are_refused(tmp_path, flags, n
      "option anthropic-compact.trigger=1000: out of range; expected a value ≥ 50000 (a number of input tokens; the API accepts no fewer, §4.1)"),
     (["-s", "gemini-cli", "--option", "gemini-cli.compression_threshold=2"],
      "option gemini-cli.compression_threshold=2.0: out of range; expected a value in (0, 1] (a fraction of the window)"),
+    # a strategy whose name has a dot: split at the last dot before '=' (it read strategy "claude-code-2", key "1.ptl_retries")
+    (["-s", "claude-code-2.1", "--option", "claude-code-2.1.ptl_retries=-1"], "option claude-code-2.1.ptl_retries=-1: out of range"),
     (["--model-timeout", "nan"], "--model-timeout must be a finite number of seconds, got nan"),
     (["--model-timeout", "inf"], "--model-timeout must be a finite number of seconds, got inf"),
 ])
