@@ -776,6 +776,13 @@ def main() -> None:
 
         print(f"error: {shown(str(exc))}", file=sys.stderr)
         sys.exit(2)
+    except RuntimeError as exc:
+        if not str(exc).startswith("Symlink loop"):  # pathlib's resolve() of a link loop before Python 3.13 (an OSError since)
+            raise
+        from compaction_bench.progress import shown
+
+        print(f"error: {shown(str(exc))}", file=sys.stderr)
+        sys.exit(2)
     except (typer.Abort, KeyboardInterrupt):
         errors.print(_interrupted(), markup=False)
         sys.exit(130)

@@ -85,3 +85,15 @@ def test_a_single_file_output_typed_as_a_folder_is_refused_and_nothing_written(t
             shown = f"{option} {typed}: {message}" if typed else f"{option} {message}"
             assert_user_error(bench_cli(*command, option, typed, "--force", cwd=tmp_path), shown)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing"] and not any((tmp_path / "existing").iterdir())
+
+
+def test_a_symlink_loop_is_one_error_line_and_exit_2(tmp_path):
+    """pathlib's resolve() of a link loop raised RuntimeError (Python < 3.13): a traceback and exit 1, which
+    `bench gate` uses for "the candidate regressed"."""
+    (tmp_path / "loop1").symlink_to(tmp_path / "loop2")
+    (tmp_path / "loop2").symlink_to(tmp_path / "loop1")
+    loop = str(tmp_path / "loop1")
+    assert_user_error(bench_cli("probes", "mine", str(SESSION), "-o", loop), "loop1")
+    assert_user_error(bench_cli("run", loop, "-s", "none", "-o", str(tmp_path / "runs")), "loop1")
+    runs = str(tmp_path / "none")  # the output is checked first
+    assert_user_error(bench_cli("gate", "--baseline", runs, "--candidate", runs, "--fail-on", "integrity:0", "-o", loop), "loop1")
