@@ -84,6 +84,16 @@ class UsageFailure(BenchError):
     """Raised inside commands for a user error that is not one of the library's error classes."""
 
 
+def _output_folder(text: str | None, option: str) -> Path | None:
+    """The folder an output option names (`None` when it is not given); an empty name is refused, where pathlib
+    would read it as the current folder (`-o ""`, an unset shell variable, wrote the run there)."""
+    if text is None:
+        return None
+    if not text.strip():
+        raise UsageFailure(f"{option} is empty; name the folder to write (`.` for this one)")
+    return Path(text)
+
+
 def _output_file(text: str | None, option: str) -> Path | None:
     """The file an output option names (`None` when it is not given). An empty name, one ending in a slash or an
     existing folder is refused: pathlib drops a trailing slash, so `-o out/` would write a file named `out`."""
@@ -133,7 +143,7 @@ def run(
     summarizer: Annotated[str, typer.Option(help="litellm model id of the summarizer.")] = "offline/extractive",
     answerer: Annotated[str, typer.Option(help="litellm model id that answers probe questions.")] = "offline/reader",
     judge: Annotated[Optional[str], typer.Option(help="litellm model id of the judge for `judge` probes (unscored without one).")] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder that holds runs.")] = Path("runs"),
+    out_text: Annotated[str, typer.Option("--out", "-o", metavar="<path>", help="Folder that holds runs.")] = "runs",
     run_id: Annotated[Optional[str], typer.Option(help="Name of the run folder (default: a timestamp); an existing folder that holds anything but a run is refused.")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Worker processes, for the cells and for mining probes (0: one per core); with --executor ray, the CPUs of the local Ray it starts (none with --address) and the processes mining here.")] = 0,
     executor: Annotated[str, typer.Option(help="'local' (processes on this machine) or 'ray' (a Ray cluster; needs the `ray` extra).")] = "local",
@@ -167,7 +177,7 @@ def run(
             paths or (),
             strategy or (),
             profile or (),
-            out=out, run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
+            out=cast(Path, _output_folder(out_text, "--out")), run_id=run_id, jobs=jobs, executor=executor, address=address, resume=resume, summarizer=summarizer, answerer=answerer,
             judge=judge, usage=usage, repeats=repeat, options=parse_option_flags(option or ()),
             prompts=parse_prompt_flags(prompt or ()), probes=probes, format=format, seed=seed,
             import_options=_import_options(import_option), progress=True, api_base=api_base, max_retries=max_retries,
@@ -479,7 +489,7 @@ def score(
     run_dir: Annotated[Path, typer.Argument(help="A finished run folder (runs/<id>).")],
     probes: Annotated[Optional[Path], typer.Option("--probes", help="Grade these probes instead of the run's.")] = None,
     answerer: Annotated[Optional[str], typer.Option("--answerer", help="Answer model (litellm id; default: the run's; \"\" grades presence only).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="New run folder (default: <run>-scored-<time>; removed again if scoring fails).")] = None,
+    out_text: Annotated[Optional[str], typer.Option("--out", metavar="<path>", help="New run folder (default: <run>-scored-<time>; removed again if scoring fails).")] = None,
     in_place: Annotated[bool, typer.Option("--in-place", help="Replace the run's own tables instead.")] = False,
     report: Annotated[bool, typer.Option(help="Render report.html at the end (--no-report: tables only; `bench report RUN` renders it later).")] = True,
     allow_missing_metrics: Annotated[bool, typer.Option(help="Exit 0 even when a whole metric could not be computed (e.g. the answerer failed on every call); default: exit 3, as `bench run`.")] = False,
@@ -489,7 +499,7 @@ def score(
     from compaction_bench.runner import score as score_run
 
     with _reading_runs(run_dir):
-        root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=out, in_place=in_place,
+        root = score_run(run_dir, probes=str(probes) if probes else None, answerer=answerer, out=_output_folder(out_text, "--out"), in_place=in_place,
                          report=report, progress=display_for())  # every cell is measured again: minutes on a large run
     _print_summary(root, report=report)
     if report:
@@ -612,6 +622,8 @@ def probes_mine(
     from compaction_bench.scenarios.mining import mine_transcripts
 
     output = _output_file(output_text, "--output")
+    if output is not None and output.exists() and Path(file).exists() and output.samefile(file):
+        raise UsageFailure(f"--output {output_text}: is the transcript this command reads; write the probes elsewhere (--force or not)")
     check_output(output, replace=force)
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
     mined = mine_transcripts(sessions)

@@ -97,3 +97,14 @@ def test_a_symlink_loop_is_one_error_line_and_exit_2(tmp_path):
     assert_user_error(bench_cli("run", loop, "-s", "none", "-o", str(tmp_path / "runs")), "loop1")
     runs = str(tmp_path / "none")  # the output is checked first
     assert_user_error(bench_cli("gate", "--baseline", runs, "--candidate", runs, "--fail-on", "integrity:0", "-o", loop), "loop1")
+
+
+def test_probes_mine_never_writes_over_the_transcript_it_reads_and_run_refuses_an_empty_out(tmp_path):
+    """`probes mine S -o S --force` replaced the transcript with YAML; `run -o ""` wrote its run into the
+    current folder (pathlib reads "" as ".")."""
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes(SESSION.read_bytes())
+    assert_user_error(bench_cli("probes", "mine", str(transcript), "-o", str(transcript), "--force"), "is the transcript this command reads")
+    assert transcript.read_bytes() == SESSION.read_bytes()
+    assert_user_error(bench_cli("run", str(transcript), "-s", "none", "-o", "", cwd=tmp_path), "--out is empty")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
