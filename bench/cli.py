@@ -660,6 +660,9 @@ def probes_check(
             print(f"{gone.probe.id}\tskipped in a run: {gone.why}{session}")
             problems += 1
             asked.add(gone.probe.id)  # named once
+    if not loaded:
+        print(f"{_plain(str(probes))}\tholds no probe: `bench run --probes` refuses it")
+        problems += 1
     print(f"{len(loaded)} probes checked: {problems} problem(s)")
     if problems:
         raise typer.Exit(1)

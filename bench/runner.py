@@ -379,7 +379,7 @@ def file_cases(
         asked = [usable_probes([case.transcript], found, origin=f"probes mined from {path}")[0]
                  for case, found, path in zip(cases, mined_probes(cases, jobs, slow), given_as, strict=True)]
     else:
-        asked = usable_probes([case.transcript for case in cases], given or (), origin=str(probes))
+        asked = asked_somewhere(usable_probes([case.transcript for case in cases], given or (), origin=str(probes)), given, probes)
     return [dataclasses.replace(case, probes=found) for case, found in zip(cases, asked, strict=True)]
 
 
@@ -418,6 +418,15 @@ def _mine_task(cases: Sequence[Case], index: int) -> list[Probe]:
     from compaction_bench.scenarios.mining import mine_probes
 
     return mine_probes(cases[index].transcript)
+
+
+def asked_somewhere(asked: list[tuple[Probe, ...]], given: Sequence[Probe] | None, path: str | Path | None) -> list[tuple[Probe, ...]]:
+    """`asked`, the probes each session asks of a `--probes` file (`given`), unless none asks any: a file written for
+    other sessions is refused as an empty one is (`given_probes`), its probes each named in a warning before."""
+    if given and not any(asked):
+        raise RunError(f"--probes {path}: none of its {len(given)} probe(s) applies to these sessions (the warnings above say why); "
+                       "a run would measure no retention")
+    return asked
 
 
 def given_probes(path: str | Path) -> list[Probe]:
@@ -1280,7 +1289,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     transcripts = scenario_transcripts(source.root, scenarios)
     names = [entry["name"] for entry in scenarios]
     if given is not None:
-        asked = usable_probes([transcripts[name] for name in names], given, origin=str(probes))
+        asked = asked_somewhere(usable_probes([transcripts[name] for name in names], given, origin=str(probes)), given, probes)
     else:
         asked = [tuple(load_probes(source.root / entry["probes_file"])) for entry in scenarios]
     for name, case_probes in zip(names, asked, strict=True):

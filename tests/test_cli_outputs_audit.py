@@ -108,3 +108,20 @@ def test_probes_mine_never_writes_over_the_transcript_it_reads_and_run_refuses_a
     assert transcript.read_bytes() == SESSION.read_bytes()
     assert_user_error(bench_cli("run", str(transcript), "-s", "none", "-o", "", cwd=tmp_path), "--out is empty")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["session.jsonl"]
+
+
+def test_a_probe_file_for_other_sessions_is_refused_as_an_empty_one_is(tmp_path):
+    """Probes written for another transcript were each skipped with a warning, and the run went on to a leaderboard
+    with no retention, exit 0; an empty file is refused for that reason. `probes check` passed an empty file."""
+    other = tmp_path / "other.yaml"
+    other.write_text("- id: p1\n  kind: recall\n  question: Which port?\n  answer: '48213'\n  source_text: port 48213\n")
+    runs = tmp_path / "runs"
+    proc = bench_cli("run", str(SESSION), "-s", "none", "--probes", str(other), "-o", str(runs))
+    *warnings, line = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and not runs.exists()
+    assert len(warnings) == 1 and "probe 'p1' skipped" in warnings[0]  # why, before the refusal
+    assert line.startswith(f"error: --probes {other}: none of its 1 probe(s) applies to these sessions") and "no retention" in line
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("[]\n")
+    checked = bench_cli("probes", "check", str(SESSION), "--probes", str(empty))
+    assert checked.returncode == 1 and "holds no probe" in checked.stdout and "0 probes checked: 1 problem(s)" in checked.stdout
