@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
-from compaction_bench.errors import BenchError, shown, with_guesses
+from compaction_bench.errors import BenchError, did_you_mean, shown, with_guesses
 from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.provider import ProviderError
@@ -217,6 +217,31 @@ def check_value(name: str, value: Any, allowed: Range | None) -> None:
         raise OptionError(f"option {name}={value}: out of range; expected a value {allowed}{what}")
 
 
+def check_pattern(name: str, value: Any, fields: Sequence[str] | None) -> None:
+    """`OptionError` for a `str.format` pattern option (its field declares `metadata={"format_fields": (...)}`)
+    that does not format with those fields: `{nope}`, `{0}` or a lone `{` failed every cell as it ran."""
+    if fields is None or not isinstance(value, str):
+        return
+    try:
+        value.format(**dict.fromkeys(fields, 0))
+    except (KeyError, IndexError, ValueError) as exc:
+        named = ", ".join(f"{{{f}}}" for f in fields)
+        raise OptionError(f"option {name}={shown(value)}: not a pattern of {named} ({type(exc).__name__}: {exc}); "
+                          "write a literal brace as {{ or }}") from None
+
+
+def check_template(name: str, value: Any) -> None:
+    """`OptionError` for a template option (`metadata={"template": True}`) that names no shipped prompt template:
+    a path such as `/etc/hostname` was read as the prompt, past the checks `--prompt` gets, and a misspelt name
+    failed every cell as it ran. A user's own text replaces a template with `--prompt NAME=FILE`."""
+    from compaction_bench.templates import default_prompt_dir
+
+    known = sorted(p.name for p in default_prompt_dir().glob("*.j2"))
+    if value not in known:
+        raise OptionError(f"option {name}={shown(value)}: names no prompt template{did_you_mean(str(value), known)}; "
+                          "to use your own text, replace a template with --prompt NAME=FILE")
+
+
 @dataclass(frozen=True)
 class NoOptions:
     """A strategy without options."""
@@ -258,6 +283,9 @@ class Strategy(abc.ABC):
         converted = {k: _coerce(f"{cls.name}.{k}", v, hints.get(k, str)) for k, v in values.items()}
         for k, v in converted.items():
             check_value(f"{cls.name}.{k}", v, option_range(k, known[k]))
+            check_pattern(f"{cls.name}.{k}", v, known[k].metadata.get("format_fields"))
+            if known[k].metadata.get("template"):
+                check_template(f"{cls.name}.{k}", v)
         return cls.Options(**converted)
 
     # ----------------------------------------------------------------- protocol

@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 from jinja2 import meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
 
 from compaction_bench.errors import BenchError
 
@@ -50,7 +51,9 @@ class PromptSet:
                 known = ", ".join(sorted(p.name for p in self.directory.glob("*.j2")))
                 raise TemplateError(f"--prompt {name}={path}: there is no template {name!r} to replace; known: {known}")
         self.hashes: dict[str, str] = {}
-        self._env = jinja2.Environment(
+        # Sandboxed: a user's template reaches no Python internals, and `range` stops at 100,000 items (an override
+        # looping over range(10**12) hung the run).
+        self._env = SandboxedEnvironment(
             undefined=jinja2.StrictUndefined, keep_trailing_newline=False, trim_blocks=True, lstrip_blocks=True
         )
         self._compiled: dict[str, jinja2.Template] = {}
@@ -114,5 +117,5 @@ class PromptSet:
         self.hashes[name] = hashlib.sha256(self._texts[name].encode("utf-8")).hexdigest()
         try:
             return template.render(**variables).strip()
-        except (jinja2.TemplateError, RecursionError) as exc:  # a macro that calls itself without end
+        except (jinja2.TemplateError, RecursionError, OverflowError) as exc:  # a macro calling itself without end, a range too big
             raise TemplateError(f"{self.path(name)}: prompt template {name!r} failed to render: {type(exc).__name__}: {exc}") from None

@@ -126,7 +126,7 @@ class Truncate(_Recording):
 class MaskingOptions:
     #: M, in agent steps (model responses); 0 masks every output older than the current step
     keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
-    placeholder: str = "[Old tool output omitted: {lines} lines]"
+    placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 
 class ObservationMasking(_Recording):

@@ -114,8 +114,8 @@ class CodexOptions:
 @dataclass(frozen=True)
 class LocalOptions(CodexOptions):
     compact_user_message_max_tokens: int = 20_000
-    summary_template: str = "codex_summary.j2"
-    summary_prefix_template: str = "codex_summary_prefix.j2"
+    summary_template: str = field(default="codex_summary.j2", metadata={"template": True})
+    summary_prefix_template: str = field(default="codex_summary_prefix.j2", metadata={"template": True})
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class RemoteOptions(CodexOptions):
     max_retained_agent_message_tokens: int = 10_000
     trimmed_output_text: str = "Output exceeded the available model context and was truncated"
     #: The emulated server's summary instructions (the real ones are not visible).
-    summary_template: str = "codex_summary.j2"
+    summary_template: str = field(default="codex_summary.j2", metadata={"template": True})
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class TokenBudgetOptions(CodexOptions):
     agent_name: str = "/root"
     #: No upstream default (config or model defaults); None = no reminders.
     reminder_threshold_tokens: int | None = None
-    reminder_template: str = "codex_token_budget_reminder.j2"
+    reminder_template: str = field(default="codex_token_budget_reminder.j2", metadata={"template": True})
     auto_compact_fallback_prompt: str | None = None
     auto_compact_fallback_buffer_tokens: int = 0
     #: Text an MCP `notes.thread_hint` would return (external in Codex).

@@ -35,7 +35,7 @@ class HybridOptions:
     keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
     summarize_steps: int = field(default=43, metadata={"range": Range(0, what="a number of agent steps")})
     trigger_ratio: float = 0.9
-    placeholder: str = "[Old tool output omitted: {lines} lines]"
+    placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 
 class Hybrid(Strategy):

@@ -432,3 +432,31 @@ def test_a_malformed_line_says_where_in_whole_words(tmp_path):
     with pytest.raises(TranscriptError) as caught:
         Transcript.read(path)
     assert "Unterminated string starting at column" in str(caught.value) and "at at" not in str(caught.value)
+
+
+def test_a_prompt_override_is_rendered_in_a_sandbox(tmp_path):
+    """A loop over range(10**12) in a `--prompt` file hung the run; the sandbox stops ranges at 100,000 items
+    and keeps Python's internals out of reach."""
+    looping = tmp_path / "loop.j2"
+    looping.write_text("{% for i in range(10**12) %}x{% endfor %}\n")
+    with pytest.raises(TemplateError, match="failed to render: OverflowError: Range too big"):
+        PromptSet({"pi_summary.j2": looping}).render("pi_summary.j2", update=False)
+    prying = tmp_path / "pry.j2"
+    prying.write_text("{{ update.__class__.__mro__ }}\n")
+    with pytest.raises(TemplateError, match="failed to render: SecurityError"):
+        PromptSet({"pi_summary.j2": prying}).render("pi_summary.j2", update=False)
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("observation-masking.placeholder", "{nope}", "not a pattern of {lines} (KeyError"),
+    ("hybrid.placeholder", "{0}", "not a pattern of {lines} (IndexError"),
+    ("observation-masking.placeholder", "[{lines} lines {", "not a pattern of {lines} (ValueError"),
+    ("codex-local.summary_template", "/etc/hostname", "names no prompt template"),
+    ("codex-local.summary_template", "codex_sumary.j2", "names no prompt template (did you mean 'codex_summary.j2'?)"),
+])
+def test_a_pattern_or_template_option_is_checked_before_the_run(session, tmp_path, option, value, message):
+    """These failed every cell as it ran (exit 1, a run folder made), and a template option naming a path read
+    that file as the prompt, past the checks `--prompt` gets."""
+    strategy = option.split(".")[0]
+    assert_user_error(bench_cli(*run_args(session, tmp_path / "runs", "-s", strategy, "--option", f"{option}={value}")), message)
+    assert not (tmp_path / "runs").exists()
