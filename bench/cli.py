@@ -272,19 +272,31 @@ def _print_records(records: list[dict[str, Any]]) -> None:
 
 
 @list_app.command("strategies")
-def list_strategies(as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_HELP)] = False) -> None:
-    """Registered strategies with their spec and options."""
-    from compaction_bench.registry import broken, strategies
+def list_strategies(
+    ids: Annotated[Optional[list[str]], typer.Argument(help="Show these strategies' options one per row: type, default, the values each accepts and what it does.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=LIST_JSON_HELP)] = False,
+) -> None:
+    """Registered strategies with their spec and options (with IDs, each option explained)."""
+    from compaction_bench.registry import broken, strategies, strategy_class
     from compaction_bench.strategy import StrategyInfo
 
+    chosen = {name: strategy_class(name) for name in ids} if ids else strategies()
     records: list[dict[str, Any]] = []
-    for name, cls in strategies().items():
-        info = StrategyInfo.of(cls)
-        records.append({"id": name, "what": info.description, "spec": info.spec, "options": dict(info.options)})
+    for name, cls in chosen.items():
+        info = StrategyInfo.of(cls, details=bool(ids))
+        record: dict[str, Any] = {"id": name, "what": info.description, "spec": info.spec, "options": dict(info.options)}
+        records.append(record | ({"option_details": info.details} if ids else {}))
     if as_json:
         _print_records(records)
+    elif ids:
+        for record in records:
+            table = Table("option", "type", "default", "accepts", "what it does", title=_plain(f"{record['id']}: {record['what']} ({record['spec']})"))
+            for row in record["option_details"]:
+                table.add_row(row["option"], row["type"], repr(row["default"]), row["accepts"], row["meaning"])
+            console.print(table if record["option_details"] else f"{_plain(record['id'])}: no options")
     else:
-        table = Table("id", "what", "spec", "options (defaults)")
+        table = Table("id", "what", "spec", "options (defaults; `bench list strategies ID` explains each)")
+        table.columns[3].overflow = "fold"  # an option's name and default are never cut short
         for record in records:
             table.add_row(record["id"], record["what"], record["spec"], ", ".join(f"{k}={v!r}" for k, v in record["options"].items()))
         console.print(table)

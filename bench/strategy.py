@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 import math
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -313,20 +315,82 @@ class Strategy(abc.ABC):
         return False
 
 
+#: An option field's line in its class's source: `name: type` at the class body's indentation.
+_FIELD_LINE = re.compile(r"^\s{4}(\w+)\s*:")
+
+
+def option_comments(options: type) -> dict[str, str]:
+    """Each option's `#:` comment lines above its field (Sphinx's attribute-comment convention), from the Options
+    class and the dataclasses it extends, joined into one text; an option without one (or a class whose source
+    cannot be read) is left out."""
+    found: dict[str, str] = {}
+    for klass in reversed(options.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            lines = inspect.getsource(klass).splitlines()
+        except (OSError, TypeError):
+            continue
+        comment: list[str] = []
+        for line in lines:
+            stripped = line.strip()
+            if stripped.startswith("#:"):
+                comment.append(stripped[2:].strip())
+                continue
+            named = _FIELD_LINE.match(line)
+            if named and comment:
+                found[named.group(1)] = " ".join(comment)
+            comment = []
+    return found
+
+
+def allowed_values(name: str, spec: dataclasses.Field, annotation: Any) -> str:
+    """What an option accepts, in words: its words (`Literal`), its range (`option_range`), a template's or a
+    pattern's rule; "" for anything of its type."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return " | ".join(map(str, typing.get_args(annotation)))
+    if spec.metadata.get("template"):
+        return "a shipped prompt template's name (strategies/prompts/*.j2)"
+    if fields := spec.metadata.get("format_fields"):
+        return "a pattern of " + ", ".join(f"{{{f}}}" for f in fields)
+    allowed = option_range(name, spec)
+    if allowed is None:
+        return ""
+    return f"{allowed}" + (f" ({allowed.what})" if allowed.what else "")
+
+
+def _type_text(annotation: Any) -> str:
+    if typing.get_origin(annotation) is typing.Literal:
+        return "word"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("NoneType", "None")
+
+
 @dataclass
 class StrategyInfo:
-    """What `bench list strategies` shows."""
+    """What `bench list strategies` shows: each option's default, and for one strategy (`details`) its type, the
+    values it accepts and what it does (the `#:` comment above its field)."""
 
     name: str
     description: str
     spec: str
     options: dict[str, Any] = field(default_factory=dict)
+    details: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, strategy: type[Strategy]) -> StrategyInfo:
+    def of(cls, strategy: type[Strategy], *, details: bool = False) -> StrategyInfo:
+        fields_ = strategy.option_fields()
+        rows = []
+        if details and fields_:
+            hints = typing.get_type_hints(strategy.Options)
+            comments = option_comments(strategy.Options)
+            rows = [{"option": n, "type": _type_text(hints.get(n)), "default": f.default, "accepts": allowed_values(n, f, hints.get(n)),
+                     "meaning": comments.get(n, "")} for n, f in fields_.items()]
         return cls(
             name=strategy.name,
             description=strategy.description,
             spec=strategy.spec,
-            options={n: f.default for n, f in strategy.option_fields().items()},
+            options={n: f.default for n, f in fields_.items()},
+            details=rows,
         )

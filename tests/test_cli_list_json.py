@@ -43,6 +43,22 @@ def test_strategies_are_the_registry_with_their_option_defaults():
     assert by_id["truncate"]["options"] == {"trigger_ratio": 0.9, "target_ratio": 0.6}
 
 
+def test_a_strategy_named_lists_each_option_with_what_it_accepts():
+    """`bench list strategies ID`: the words a choice option takes were only in the error after a wrong guess, and
+    the one-line table cut option names and defaults short ("truncation_mode='toke…'")."""
+    (record,) = listed("strategies", "codex-local")
+    rows = {row["option"]: row for row in record["option_details"]}
+    assert list(rows) == list(record["options"])  # every option, in the class's order
+    assert rows["truncation_mode"]["accepts"] == "tokens | bytes" and rows["truncation_mode"]["default"] == "tokens"
+    assert rows["auto_compact_percent"]["accepts"] == "in (0, 100] (a percentage)"
+    assert rows["summary_template"]["accepts"].startswith("a shipped prompt template's name")
+    assert "4N bytes in bytes mode" in rows["tool_output_token_limit"]["meaning"]  # the `#:` comment above the field
+    shown = bench_cli("list", "strategies", "observation-masking", env={"COLUMNS": "100"})
+    assert shown.returncode == 0 and "a pattern of {lines}" in shown.stdout and "…" not in shown.stdout
+    wide = bench_cli("list", "strategies")
+    assert wide.returncode == 0 and "…" not in wide.stdout  # folded onto more lines, never cut
+
+
 def test_profiles_give_numbers_as_numbers_and_known_prices():
     records = listed("profiles")
     assert [r["name"] for r in records] == list(PROFILES)
