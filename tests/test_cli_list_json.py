@@ -100,3 +100,13 @@ def test_the_help_names_the_option():
     for what in ("strategies", "profiles", "formats"):
         proc = bench_cli("list", what, "--help")
         assert proc.returncode == 0 and "--json" in proc.stdout and "JSON array" in proc.stdout
+
+
+def test_gate_help_names_every_metric_a_rule_may_use():
+    """`--fail-on` listed no metric, and its example used `presence`, an alias its own error's list left out."""
+    from compaction_bench.reports.gate import ALIASES, METRICS
+
+    shown = " ".join(bench_cli("gate", "--help", env={"COLUMNS": "400"}).stdout.split())
+    named = shown.split("Metrics:", 1)[1]
+    for metric in (*METRICS, *ALIASES):
+        assert metric in named, metric
