@@ -274,6 +274,22 @@ class _ProbeLoader(yaml.SafeLoader):
     `12:30` 750, `0x1F` 31, `1_000` 1000, `+12` 12), so they stay the strings they are."""
 
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping, refusing a key written twice in it (PyYAML keeps the last silently: a second `answer:` replaced
+        the first); keys a merge (`<<`) brings in may be overridden, as YAML intends."""
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                continue  # a probe's keys are strings; the schema names any other
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"the key {key!r} is given twice in one mapping", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 _ProbeLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int")]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -330,6 +346,16 @@ def _load_yaml(text: str, origin: str) -> Any:
         loader.dispose()
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing a key written twice in it (`json` keeps the last silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        out[key] = value
+    return out
+
+
 def load_probes(path: str | Path) -> list[Probe]:
     """Probes from a YAML list or a JSONL file (one probe per line), validated (module docstring)."""
     path = Path(path)
@@ -344,7 +370,7 @@ def load_probes(path: str | Path) -> list[Probe]:
         for number, line in enumerate(text.split("\n"), start=1):  # not `splitlines`: a JSON string may hold U+2028 or NEL as they are
             if line.strip():
                 try:
-                    entries.append((f"{path}:{number}", json.loads(line)))
+                    entries.append((f"{path}:{number}", json.loads(line, object_pairs_hook=_unique_keys)))
                 except (json.JSONDecodeError, RecursionError, ValueError) as exc:
                     raise ProbeError(f"{path}:{number}: malformed JSON ({getattr(exc, 'msg', exc)})") from None
     else:

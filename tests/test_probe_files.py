@@ -209,3 +209,14 @@ def test_probes_check_names_each_unusable_probe(tmp_path):
     assert "3 probes checked: 2 problem(s)" in proc.stdout
     broken = check(write(tmp_path, HEAD + "  answer: '8080'\n  accept: oops\n", "broken.yaml"))
     assert broken.returncode == 2 and broken.stderr.startswith("error: ") and "'accept'" in broken.stderr
+
+
+def test_a_key_written_twice_in_one_probe_is_refused_not_overwritten(tmp_path):
+    """YAML and JSON keep a repeated key's last value silently: a probe's second `answer:` replaced its first."""
+    with pytest.raises(ProbeError, match=r"probes.yaml:6: malformed YAML \(the key 'answer' is given twice"):
+        load_probes(write(tmp_path, HEAD + "  answer: '8080'\n  answer: '9090'\n"))
+    line = '{"id": "p1", "kind": "recall", "question": "Which port?", "answer": "8080", "answer": "9090", "source_text": "port 8080"}'
+    with pytest.raises(ProbeError, match=r"probes.jsonl:1: malformed JSON \(the key 'answer' is given twice"):
+        load_probes(write(tmp_path, line + "\n", name="probes.jsonl"))
+    merged = "- &base\n  id: p1\n  kind: recall\n  question: Which port?\n  answer: '8080'\n  source_text: port 8080\n- <<: *base\n  id: p2\n"
+    assert [p.id for p in load_probes(write(tmp_path, merged))] == ["p1", "p2"]  # a merge's keys may be overridden
