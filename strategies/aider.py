@@ -73,13 +73,21 @@ class AiderOptions:
     applied: bool = False
     #: --max-chat-history-tokens (None: min(max(window/16, 1024), 8192))
     max_chat_history_tokens: float | None = None
+    #: Floor of the default history limit, min(max(window / `window_divisor`, this), `max_history_tokens_cap`) (§3).
     min_history_tokens: int = 1_024
+    #: Cap of the default history limit (§3).
     max_history_tokens_cap: int = 8_192
+    #: The default history limit starts from the window divided by this (true division), then floor and cap (§3).
     window_divisor: int = field(default=16, metadata={"range": Range(1, what="a divisor")})
+    #: Summarize everything in one call when there are at most this many messages, or the head before the tail would
+    #: hold at most this many (§5).
     min_split: int = field(default=4, metadata={"range": Range(0, what="a number of messages")})
+    #: Past this recursion depth, whatever is left is summarized in one call (§5).
     max_depth: int = field(default=3, metadata={"range": Range(0, what="a recursion depth")})
     #: the weak model's max_input_tokens (None: the profile's window)
     summarizer_max_input_tokens: int | None = None
+    #: Tokens kept free in the summarizer's input: the head sent holds the oldest messages within its max input minus
+    #: this; later head messages are dropped (§5).
     summarizer_head_margin: int = field(default=512, metadata={"range": TOKEN_COUNT})
 
 

@@ -120,19 +120,24 @@ class _ClientHistory(Strategy):
 class ClearToolUsesOptions:
     """`clear_tool_uses_20250919` with the documented defaults (§2.1)."""
 
+    #: `trigger.type`: the edit fires when the prompt's input tokens, or its answered tool uses, exceed
+    #: `trigger_value` (§2.1).
     trigger_type: Literal["input_tokens", "tool_uses"] = "input_tokens"
     #: input tokens or tool uses, as `trigger_type` says
     trigger_value: int = field(default=100_000, metadata={"range": Range(0, what="a number of input tokens or tool uses")})
+    #: `keep`: the newest this many tool use/result pairs of clearable tools stay intact; 0 clears them all (§2.1).
     keep_tool_uses: int = field(default=3, metadata={"range": Range(0, what="a number of tool uses")})
     #: input tokens; None: no minimum
     clear_at_least: int | None = field(default=None, metadata={"range": Range(0, what="a number of input tokens")})
     #: comma-separated tool names never cleared
     exclude_tools: str = ""
+    #: `clear_tool_inputs: true`: the cleared tool uses also get their input replaced by `cleared_input` (§2.1).
     clear_tool_inputs: bool = False
     #: comma-separated tools whose inputs are cleared (the list form of clear_tool_inputs)
     clear_tool_inputs_for: str = ""
     #: the placeholder is not documented (§8.1)
     placeholder: str = "[Old tool result content cleared]"
+    #: What a cleared tool use's input becomes (JSON text); the API's replacement is not documented (§8).
     cleared_input: str = "{}"
 
 
@@ -362,7 +367,11 @@ class ClearToolUses(_ClientHistory):
 class CompactOptions:
     """`compact_20260112` with the documented defaults (§4.1)."""
 
+    #: `trigger`, in input tokens: compact before sampling once the request's input (system, messages, tools)
+    #: exceeds this (§4.1, §4.2).
     trigger: int = field(default=150_000, metadata={"range": Range(MIN_COMPACT_TRIGGER, what="a number of input tokens; the API accepts no fewer, §4.1")})
+    #: Stop right after the summary (`stop_reason: "compaction"`); the client then resends the block and its newest
+    #: `pause_keep_messages` messages (§4.1, §4.4).
     pause_after_compaction: bool = False
     #: custom summarisation prompt; replaces the default entirely
     instructions: str | None = None

@@ -67,7 +67,9 @@ class NoCompaction(_Recording):
 
 @dataclass(frozen=True)
 class TruncateOptions:
+    #: Truncate once the true token count exceeds this fraction of the context window (strict `>`); a baseline rule.
     trigger_ratio: float = 0.9
+    #: Once fired, drop the oldest pair-safe units until the true count is at most this fraction of the window.
     target_ratio: float = 0.6
 
 
@@ -126,6 +128,7 @@ class Truncate(_Recording):
 class MaskingOptions:
     #: M, in agent steps (model responses); 0 masks every output older than the current step
     keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
+    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2).
     placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 

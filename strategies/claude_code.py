@@ -261,18 +261,35 @@ class ClaudeCodeOptions:
     model: str | None = None
     #: the window W; None: the profile's window (200,000 for the Claude profiles, as upstream)
     context_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
+    #: Auto-compact fires at T = E - this tokens, E the effective window W - R (`b00`; §2.1, §8.1).
     autocompact_buffer: int = field(default=13_000, metadata={"range": TOKEN_COUNT})
+    #: Microcompact runs only at or above the warning line, T - this (E - this with auto-compact off); 2.0.57 only
+    #: (§2.1, §5).
     warning_buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
+    #: CLAUDE_CODE_MAX_OUTPUT_TOKENS value taken when it is unset or ≤ 0, before the per-model cap of the output
+    #: reserve R; 2.0.57 only (§2.1).
     default_max_output: int = field(default=32_000, metadata={"range": Range(0, what="a number of output tokens")})
+    #: Upper clamp of CLAUDE_CODE_MAX_OUTPUT_TOKENS in the output reserve R; 2.0.57 only (§2.1).
     max_output_ceiling: int = field(default=64_000, metadata={"range": Range(0, what="a number of output tokens")})
+    #: max_tokens of the summary request (`o_A`, §3.1); 2.1 sends min(this, the model's max output) (§8.4).
     summary_max_output: int = field(default=20_000, metadata={"range": Range(0, what="a number of output tokens")})
+    #: Microcompact never clears the results of the newest this many eligible tool calls (`zV5`, §5).
     microcompact_keep_recent: int = field(default=3, metadata={"range": Range(0, what="a number of tool results")})
+    #: Microcompact clears the oldest eligible results while more than this many estimated tokens of them would
+    #: remain (`EV5`, §5).
     microcompact_keep_tokens: int = 40_000
+    #: Microcompact applies only when it would clear at least this many estimated tokens (`CV5`, §5).
     microcompact_min_saving: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
+    #: Tokens an image in a tool result counts in microcompact's result sizes (§5).
     microcompact_image_tokens: int = 2_000
+    #: Comma-separated tool names whose results microcompact may clear (`UV5`, §5).
     microcompact_tools: str = "Read,Bash,Grep,Glob,WebSearch,WebFetch,Edit,Write"
+    #: After a compaction, re-read at most this many recently read files, newest first; 0 restores none (`IV5`, §4.2).
     restore_max_files: int = field(default=5, metadata={"range": Range(0, what="a number of files")})
+    #: A restored file over this many chars/4 tokens is attached as a path-only reference instead (`JV5`, §4.2).
     restore_file_tokens: int = 5_000
+    #: Restored-file attachments are added while their chars/4 total stays ≤ this; one that would pass it is skipped
+    #: (`YV5`, §4.2).
     restore_total_tokens: int = 50_000
     #: replay option: a manual /compact where the recording has a manual compact_boundary
     manual_compact_at_recorded: bool = True
@@ -291,15 +308,25 @@ class ClaudeCodeOptions:
 class ClaudeCode21Options(ClaudeCodeOptions):
     """§8 (2.1.112): reserve cap 20,000, auto-compact window, breakers, prompt-too-long retries."""
 
+    #: Cap of the output reserve in the threshold: R = min(the model's max output, this) (§8.1).
     reserve_cap: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow (None: unset), clamped to 100,000–1,000,000
     auto_compact_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
     #: the breakers (§8.3): 0 failures or 0 rapid refills stop auto-compaction before its first try
     max_consecutive_failures: int = field(default=3, metadata={"range": Range(0, what="a number of failures")})
+    #: An auto-compaction fewer than this many turns (API requests) after the previous one in the same query is a
+    #: rapid refill (§8.3).
     refill_turns: int = field(default=3, metadata={"range": Range(0, what="a number of turns")})
+    #: At this many rapid refills in a row auto-compaction stops ("Autocompact is thrashing") until the next
+    #: user prompt (§8.3).
     max_rapid_refills: int = field(default=3, metadata={"range": Range(0, what="a number of refills")})
+    #: Retries of a summary request refused as prompt-too-long, each dropping the oldest API rounds; 0 = none
+    #: (`qLK`, §8.3).
     ptl_retries: int = field(default=3, metadata={"range": Range(0, what="a number of retries")})
+    #: Share of the API rounds (at least one) a retry drops when the error does not say by how much the prompt is over
+    #: (§8.3).
     ptl_drop_fraction: float = 0.2
+    #: Tokens an image counts in 2.1's chars/4 estimates: the count's tail and the retry's rounds (§8.2).
     image_tokens: int = 2_000
     #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed
     #: session's, `<config_dir>/projects/<project folder of cwd>/<session id>.jsonl` (an unknown cwd as "/")

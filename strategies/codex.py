@@ -88,9 +88,13 @@ class CodexOptions:
 
     #: `model_context_window` config override; None = the marker's window or the profile window.
     model_context_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
+    #: Usable window as a percent of the context window (`window * pct // 100`, 95% = 258,400 of 272k): the full-limit
+    #: check, the remote pre-trim target and the overflow fill all use it (§1.1).
     effective_context_window_percent: int = 95
     #: The 90% clamp of the auto-compact limit (`context_window * 9 / 10`).
     auto_compact_percent: int = 90
+    #: Config `model_auto_compact_token_limit`, in tokens: the auto-compact limit is min(this, the 90% clamp), or this
+    #: unclamped in `body_after_prefix` scope; None = the clamp alone (§1.1).
     model_auto_compact_token_limit: int | None = None
     #: `total` or `body_after_prefix` (§1.1).
     auto_compact_token_limit_scope: Literal["total", "body_after_prefix"] = "total"
@@ -113,15 +117,26 @@ class CodexOptions:
 
 @dataclass(frozen=True)
 class LocalOptions(CodexOptions):
+    #: Budget, in ceil(UTF-8 bytes / 4) tokens, for the real user messages kept newest first after a summary; the one
+    #: that crosses it is middle-truncated; 0 keeps none (§2.2 step 3, `COMPACT_USER_MESSAGE_MAX_TOKENS`).
     compact_user_message_max_tokens: int = 20_000
+    #: Compaction prompt appended as the last user message of the summary request (§2.1).
     summary_template: str = field(default="codex_summary.j2", metadata={"template": True})
+    #: `SUMMARY_PREFIX` put before the summary text (with a newline); user messages starting with it are earlier
+    #: summaries and are not kept (§2.2 steps 1-2).
     summary_prefix_template: str = field(default="codex_summary_prefix.j2", metadata={"template": True})
 
 
 @dataclass(frozen=True)
 class RemoteOptions(CodexOptions):
+    #: Budget, in ceil(UTF-8 bytes / 4) tokens of text, for retained messages, newest first; the crossing message is
+    #: truncated to the remainder; 0 retains none (§4.3 step 3, `RETAINED_MESSAGE_TOKEN_BUDGET`).
     retained_message_token_budget: int = 64_000
+    #: Agent messages whose estimate exceeds this many tokens are not retained (§4.3 step 1,
+    #: `MAX_RETAINED_AGENT_MESSAGE_TOKENS`).
     max_retained_agent_message_tokens: int = 10_000
+    #: Body that replaces each trailing tool output the pre-trim rewrites while the estimate exceeds the usable window
+    #: (§3.1).
     trimmed_output_text: str = "Output exceeded the available model context and was truncated"
     #: The emulated server's summary instructions (the real ones are not visible).
     summary_template: str = field(default="codex_summary.j2", metadata={"template": True})
@@ -133,11 +148,19 @@ class TokenBudgetOptions(CodexOptions):
     agent_name: str = "/root"
     #: No upstream default (config or model defaults); None = no reminders.
     reminder_threshold_tokens: int | None = None
+    #: Developer reminder sent once per window when remaining tokens ≤ `reminder_threshold_tokens`; it gets
+    #: `n_remaining` (§5.3).
     reminder_template: str = field(default="codex_token_budget_reminder.j2", metadata={"template": True})
+    #: Developer message sent once per window when no tokens remain; None (or "") = none, and no fallback buffer
+    #: (§5.3, §1.1).
     auto_compact_fallback_prompt: str | None = None
+    #: Tokens added to the auto-compact limit while a fallback prompt is set, so the prompt is sent before the
+    #: rollover; must then be > 0 (§1.1, §5.3).
     auto_compact_fallback_buffer_tokens: int = 0
     #: Text an MCP `notes.thread_hint` would return (external in Codex).
     thread_hint: str | None = None
+    #: Text of a `<context_window_guidance>` developer message after the `<context_window>` section; None = none
+    #: (§5.1).
     guidance_message: str | None = None
 
     def __post_init__(self) -> None:

@@ -809,15 +809,25 @@ class GeminiCliOptions:
 
     #: `model.compressionThreshold`, a fraction of `tokenLimit(model)` (§2.2; 0 is "unset" upstream)
     compression_threshold: float = field(default=0.5, metadata={"range": Range(0, 1, low_open=True, what="a fraction of the window")})
+    #: Share of the history kept verbatim: the split is the first clean user message at or after (1 - this) of the
+    #: contents' JSON characters (§4).
     preserve_fraction: float = 0.3
+    #: `COMPRESSION_FUNCTION_RESPONSE_TOKEN_BUDGET`: walking newest first, a function response that would take the
+    #: running estimate past this many tokens is truncated and saved to a file (§3).
     function_response_token_budget: int = 50_000
     #: characters; 0 turns the truncation at tool execution off (§9)
     truncate_tool_output_threshold: int = field(default=40_000, metadata={"range": Range(0, what="a number of characters")})
     #: `tokenLimit(model)`; None: the profile's window (upstream 1,048,576 for Gemini models)
     token_limit: int | None = None
+    #: `protectionThresholdTokens`: the newest this many estimated tokens of tool output are never masked; the part
+    #: that crosses it and every older one may be (§8).
     mask_protection_tokens: int = 50_000
+    #: `minPrunableThresholdTokens`: mask only when the maskable tool output adds up to at least this many estimated
+    #: tokens (§8).
     mask_min_prunable_tokens: int = 30_000
+    #: `protectLatestTurn`: the newest content is never masked (the walk starts at the one before it) (§8).
     mask_protect_latest_turn: bool = True
+    #: Comma-separated tool names whose outputs are never masked (§8).
     mask_exempt_tools: str = "activate_skill,ask_user,enter_plan_mode,exit_plan_mode"
     #: tools whose output is truncated when it runs (§9) and gets the line preview when masked (§8)
     shell_tools: str = "run_shell_command,Bash,bash,shell,exec_command"

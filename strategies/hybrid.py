@@ -32,9 +32,15 @@ from compaction_bench.transcript import Item, Usage
 class HybridOptions:
     """M = 10 and N = 43 from the paper (evaluation.md §2); the token trigger is this project's."""
 
+    #: M, in agent steps (model responses): tool outputs older than the last M steps are masked, and a summary keeps
+    #: the last M steps verbatim; 0 masks all but the current step's outputs and summarizes all (evaluation.md §2).
     keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
+    #: N, in agent steps: summarize once N + M steps have accumulated since the last summary (evaluation.md §2).
     summarize_steps: int = field(default=43, metadata={"range": Range(0, what="a number of agent steps")})
+    #: Also summarize when the masked context's true token count exceeds this fraction of the window (strict `>`;
+    #: this project's rule, not the paper's).
     trigger_ratio: float = 0.9
+    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2).
     placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 

@@ -121,25 +121,50 @@ class _OpenCode(Strategy):
 class OpenCodeV1Options:
     """Upstream defaults (§1.1, §1.5, §2.1, §5). Model limits default to the profile's."""
 
+    #: `compaction.auto`: False turns off the usable-window triggers, and a provider overflow becomes a hard error
+    #: instead of a compaction (§1.3, §1.5).
     auto: bool = True
+    #: `compaction.prune`: clear old tool outputs at the end of each prompt loop; opt-in upstream (§1.5, §5).
     prune: bool = False
+    #: `tail_turns`: at most this many newest turns are kept verbatim after a summary; 0 = no tail, all is summarized
+    #: (§2.5).
     tail_turns: int = field(default=2, metadata={"range": Range(0, what="a number of turns")})
+    #: `preserve_recent_tokens`: token budget of the verbatim tail; None = the usable window × `preserve_recent_ratio`,
+    #: bounded by the min/max options below (§2.1).
     preserve_recent_tokens: int | None = None
+    #: `compaction.reserved`: tokens kept below `limit.input` (usable = input - this) when the model has an input
+    #: limit; None = min(`compaction_buffer`, max output) (§1.1).
     reserved: int | None = field(default=None, metadata={"range": TOKEN_COUNT})
+    #: `OUTPUT_TOKEN_MAX`: max output = min(output limit, this), or this when the limit is 0; it is subtracted from
+    #: the window and is the summary's maxOutputTokens (§1.1, §2.6).
     output_token_max: int = 32_000
+    #: `COMPACTION_BUFFER`: the default reserve below `limit.input`, capped at the max output; unused without an
+    #: input limit (§1.1).
     compaction_buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
+    #: `MIN_PRESERVE_RECENT_TOKENS`: lower bound of the default tail budget (§2.1).
     min_preserve_recent_tokens: int = 2_000
+    #: `MAX_PRESERVE_RECENT_TOKENS`: upper bound of the default tail budget (§2.1).
     max_preserve_recent_tokens: int = 8_000
+    #: Share of the usable window (floored) that is the default tail budget, before the min/max bounds (§2.1).
     preserve_recent_ratio: float = 0.25
+    #: `TOOL_OUTPUT_MAX_CHARS`: tool outputs in the summary input are cut to this many characters, with a note of
+    #: how many were omitted (§2.6).
     tool_output_max_chars: int = 2_000
+    #: `PRUNE_PROTECT`: of the tool outputs older than the newest two user turns, the newest this many estimated tokens
+    #: are never pruned (§5).
     prune_protect: int = field(default=40_000, metadata={"range": TOKEN_COUNT})
+    #: `PRUNE_MINIMUM`: prune only when the candidates add up to more than this many estimated tokens (§5).
     prune_minimum: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: comma-separated tool names prune never clears
     prune_protected_tools: str = "skill"
     #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit;
     #: 0 as models.dev's 0 (§1.1): context 0 turns the overflow check off, output 0 means `output_token_max`, input 0 none
     context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    #: models.dev `limit.output`, in tokens, capped by `output_token_max`; None = the profile's max output capped at
+    #: half the window; 0 = none, so `output_token_max` (§1.1).
     output_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    #: models.dev `limit.input`, in tokens: when set, usable = input - reserve instead of context - max output;
+    #: None = the profile's input limit, if it has one; 0 = none (§1.1).
     input_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
 
 
@@ -422,16 +447,27 @@ class OpenCodeV2Options:
     not be read; these are the nearest stored versions, so the size is approximate.
     """
 
+    #: `compaction.auto`: False turns off the pre-call trigger; a provider overflow still compacts once (§6.6, §6.7).
     auto: bool = True
+    #: `compaction.buffer`: compact before a call when the request's estimate exceeds context - max(output limit,
+    #: this) (§6.1, §6.6).
     buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
+    #: `keep.tokens`: the newest serialized history kept as `recent` text, in round(chars / 4) tokens; the entry that
+    #: crosses it is split by characters; 0 keeps none (§6.1, §6.4).
     keep_tokens: int = 8_000
+    #: `TOOL_OUTPUT_MAX_CHARS`: tool results in the serialized history are cut to this many characters, plus
+    #: "\n[truncated]" (§6.3).
     tool_output_max_chars: int = 2_000
+    #: `SUMMARY_OUTPUT_TOKENS`: summary maxTokens = min(output limit or this, this), which the fit check also keeps
+    #: free of the context (§6.5 steps 6-7).
     summary_output_tokens: int = 4_096
     #: §6.6: UTF-16 length of ``JSON.stringify(request.tools)`` in the trigger estimate (2: no tools, ``[]``)
     tools_json_chars: int = 32_375
     #: models.dev limits; None: the profile's window and its max output (capped at half the window); a context
     #: of 0 turns the trigger off (§6.6), an output of 0 counts as none
     context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    #: models.dev `limit.output`, in tokens: in the trigger's max(output, buffer) and the summary's output cap; None =
+    #: the profile's max output capped at half the window; 0 = none (§6.5, §6.6).
     output_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
 
 

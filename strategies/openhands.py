@@ -337,12 +337,21 @@ class OpenHandsOptions:
     """`get_default_agent` preset (80, 4) and the SDK class defaults for the rest (§1, §4); the ranges are the
     SDK's own `Field` constraints."""
 
+    #: EVENTS reason: condense when the view holds more than this many events; the tail kept is then at most
+    #: max_size // 2 - keep_first - 1 events (§4.1, §4.3).
     max_size: int = field(default=80, metadata={"range": MAX_SIZE})
+    #: The first this many view events are never forgotten; forgetting (and the summary) starts at the first valid
+    #: cut at or after it (§4.3).
     keep_first: int = field(default=4, metadata={"range": KEEP_FIRST})
     #: condenser max_tokens (None: unset; the model's input window applies, §4.1)
     max_tokens: int | None = None
+    #: No condensation when it would forget fewer than this fraction of the view's events (too little progress; §4.3).
     minimum_progress: float = field(default=0.1, metadata={"range": Range(0, 1, low_open=True, high_open=True, what="a fraction of the view")})
+    #: Attempts of the hard context reset (a summary of the whole view) after a HARD requirement found no condensation
+    #: (§4.6).
     hard_context_reset_max_retries: int = field(default=5, metadata={"range": Range(1, what="a number of attempts")})
+    #: After each failed hard-reset attempt the event-string limit (first the longest event string) is multiplied by
+    #: this (§4.6).
     hard_context_reset_context_scaling: float = field(
         default=0.8, metadata={"range": Range(0, 1, low_open=True, high_open=True, what="a scaling factor")}
     )
@@ -649,11 +658,17 @@ class _V0Messages:
 class OpenHandsV0Options:
     """V0 server pipeline defaults (§1, §5.1, §5.4, §6)."""
 
+    #: The first this many view events are kept; the summary goes right after them (`summary_offset`, §5.1).
     keep_first: int = field(default=4, metadata={"range": KEEP_FIRST})
+    #: Summarize, by count alone, when the view holds more than this many events; keep_first events, the summary and
+    #: the newest max_size // 2 - keep_first - 1 events remain (§5.1).
     max_size: int = field(default=120, metadata={"range": MAX_SIZE})
     #: characters (0: event strings are not cut)
     max_event_length: int = field(default=10_000, metadata={"range": Range(0, what="a number of characters")})
+    #: Browser observations older than the newest this many become "Visited URL <url>\nContent omitted" (§5.4).
     browser_attention_window: int = field(default=2, metadata={"range": Range(0, what="a number of browser observations")})
+    #: `max_message_chars`: observation and condensation texts longer than this keep their head and tail halves around
+    #: a truncation notice; 0 = no cut (§6, §7).
     max_message_chars: int = 30_000
     #: tool names whose observations are browser output (§5.4)
     browser_tools: str = "browser,browse,browse_interactive,web_read,browser_navigate"

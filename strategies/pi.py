@@ -107,25 +107,50 @@ BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
 class PiOptions:
     """Pi settings and constants, with the upstream defaults (docs/specs/pi.md §2.1, §3–§6)."""
 
+    #: `compaction.enabled`: False turns off automatic compaction, threshold and overflow alike; a manual /compact
+    #: still runs (§2.1, §2.3).
     enabled: bool = True
+    #: `compaction.reserveTokens`: compact when contextTokens > contextWindow - this (strict); the summary output
+    #: limits are fractions of it (§2.1, §2.2, §4.2).
     reserve_tokens: int = 16384
+    #: `compaction.keepRecentTokens`: the newest messages kept verbatim, walked back until their chars/4 estimates
+    #: reach this many tokens, then cut at the next valid cut point (§2.1, §3.3).
     keep_recent_tokens: int = 20000
+    #: `branchSummary.reserveTokens`: a branch summary's input budget is the context window minus this, in chars/4
+    #: tokens; a budget ≤ 0 has no limit (§2.1, §6).
     branch_reserve_tokens: int = 16384
     #: contextWindow used for the branch budget when the model has none.
     branch_default_window: int = field(default=128000, metadata={"range": CONTEXT_WINDOW})
+    #: maxTokens of a branch summary request, fixed upstream (§6).
     branch_summary_max_tokens: int = 2048
+    #: A compaction or branch summary message past the branch budget is still kept while the running total is below
+    #: this × the budget (§6).
     branch_summary_ratio: float = 0.9
+    #: Tool results longer than this many characters (UTF-16 units) are cut in the serialized transcript, with a
+    #: "[... N more characters truncated]" note (§4.1).
     tool_result_max_chars: int = 2000
+    #: History summary maxTokens = floor(this × reserve_tokens), clamped to the model's max output in LATER (§4.2).
     summary_output_ratio: float = 0.8
+    #: Split-turn prefix summary maxTokens = floor(this × reserve_tokens), clamped to the model's max output in LATER
+    #: (§4.3).
     turn_prefix_output_ratio: float = 0.5
+    #: Characters an image counts in the chars/4 estimate: tool-result and custom images, and user images in LATER
+    #: (§2.5).
     image_chars: int = 4800
+    #: LATER's third overflow case: a `length` stop with 0 output tokens and input + cacheRead ≥ this × the context
+    #: window (§5.1).
     overflow_length_ratio: float = 0.99
     #: Whether the model reasons (BASE asks for "high" reasoning in history summaries).
     model_reasoning: bool = True
     #: thinking budgets in tokens, added to a summary request's max tokens by level (§4.2)
     thinking_budget_minimal: int = field(default=1024, metadata={"range": TOKEN_COUNT})
+    #: Tokens added to a summary request's max tokens at the `low` thinking level on Anthropic/Bedrock (LATER, §4.2).
     thinking_budget_low: int = field(default=2048, metadata={"range": TOKEN_COUNT})
+    #: Tokens added to a summary request's max tokens at the `medium` thinking level on Anthropic/Bedrock
+    #: (LATER, §4.2).
     thinking_budget_medium: int = field(default=8192, metadata={"range": TOKEN_COUNT})
+    #: Tokens added to a summary request's max tokens at `high` (BASE's only level; LATER's `high` and `xhigh`) on
+    #: Anthropic/Bedrock, capped at the model's max output (§4.2).
     thinking_budget_high: int = field(default=16384, metadata={"range": TOKEN_COUNT})
     #: `/compact <instructions>` for the manual compactions of `compact_at_recorded`.
     custom_instructions: str = ""
@@ -133,6 +158,8 @@ class PiOptions:
     compact_at_recorded: bool = False
     #: Auto-retry of transient errors (settings `retry.enabled`, `retry.maxRetries`; §2.3).
     retry_enabled: bool = True
+    #: `retry.maxRetries`: transient errors retried at most this many times in a row before the compaction check runs
+    #: on the error; 0 retries none (§2.3).
     max_retries: int = field(default=3, metadata={"range": Range(0, what="a number of retries")})
 
 
