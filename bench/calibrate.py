@@ -188,7 +188,8 @@ def calibrate(files: Iterable[str | Path]) -> Calibrations:
     for path in paths:
         transcripts = load_transcripts(path)
         for number, transcript in enumerate(transcripts, start=1):
-            label = f"{path.parent.name}/{path.name}" + (f" session {number}" if len(transcripts) > 1 else "")
+            folder = f"{path.parent.name}/" if path.parent.name else ""  # a file of this folder is named alone, not "/name"
+            label = f"{folder}{path.name}" + (f" session {number}" if len(transcripts) > 1 else "")
             digest = session_digest(transcript)
             if digest in taken:
                 out.notes.append(f"{label}: the same session as {taken[digest]}; counted once")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
@@ -723,6 +723,14 @@ def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL wi
     print(fidelity_table(file))  # a markdown table: plain lines, never wrapped to the terminal's width
 
 
+def _once_each(files: Sequence[Path]) -> None:
+    """Refuse a file named twice, as `run` and `calibrate` do (its rows would be in the table twice)."""
+    from compaction_bench.runner import repeated_path
+
+    if (repeated := repeated_path(files)) is not None:
+        raise UsageFailure(repeated)
+
+
 @fidelity_app.command("claude-code")
 def fidelity_claude_code(
     files: Annotated[list[Path], typer.Argument(help="Claude Code session JSONL files.")],
@@ -734,6 +742,7 @@ def fidelity_claude_code(
     """Every recorded compact_boundary next to the replay's trigger decision with recorded usage (markdown table)."""
     from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table
 
+    _once_each(files)
     options = {"max_output_tokens_env": max_output_tokens} if max_output_tokens is not None else {}
     rows = [row for file in files for row in claude_code_fidelity_rows(file, strategies=strategy, options=options)]
     if not rows:  # an empty table would read as agreement
@@ -752,6 +761,7 @@ def fidelity_cache(
     from compaction_bench.importing import load_transcripts
     from compaction_bench.profiles import get_profile
 
+    _once_each(files)
     if profile != "auto":
         get_profile(profile)  # an unknown profile is refused before any output
     rows = []  # every file is read before the table starts: an unreadable one is an error, not half a table

@@ -125,3 +125,15 @@ def test_a_probe_file_for_other_sessions_is_refused_as_an_empty_one_is(tmp_path)
     empty.write_text("[]\n")
     checked = bench_cli("probes", "check", str(SESSION), "--probes", str(empty))
     assert checked.returncode == 1 and "holds no probe" in checked.stdout and "0 probes checked: 1 problem(s)" in checked.stdout
+
+
+def test_fidelity_refuses_a_file_named_twice_and_calibrate_names_a_file_of_this_folder_alone(tmp_path):
+    """`fidelity claude-code F F` printed every row twice (run and calibrate refuse the same file twice), and
+    calibrate labelled a file of the current folder "/name"."""
+    line = assert_user_error(bench_cli("fidelity", "claude-code", str(SESSION), str(SESSION)), "given twice")
+    assert str(SESSION) in line
+    assert_user_error(bench_cli("fidelity", "cache", str(SESSION), str(SESSION)), "given twice")
+    local = tmp_path / SESSION.name
+    local.write_bytes(SESSION.read_bytes())
+    proc = bench_cli("calibrate", SESSION.name, cwd=tmp_path)
+    assert f"/{SESSION.name}" not in proc.stdout + proc.stderr, proc.stdout
