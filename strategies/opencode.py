@@ -157,8 +157,8 @@ class OpenCodeV1Options:
     prune_minimum: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: comma-separated tool names prune never clears
     prune_protected_tools: str = "skill"
-    #: models.dev limits; None: the profile's window, its max output (capped at half the window), no input limit;
-    #: 0 as models.dev's 0 (§1.1): context 0 turns the overflow check off, output 0 means `output_token_max`, input 0 none
+    #: models.dev `limit.context`, in tokens; None = the profile's whole context (GPT-5: 400,000) or its window;
+    #: 0 as models.dev's 0 turns the overflow check off (§1.1)
     context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
     #: models.dev `limit.output`, in tokens, capped by `output_token_max`; None = the profile's max output capped at
     #: half the window; 0 = none, so `output_token_max` (§1.1).
