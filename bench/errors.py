@@ -53,6 +53,19 @@ def json_problem(exc: json.JSONDecodeError) -> str:
     return f"{exc.msg}{joint}column {exc.colno}"
 
 
+def no_file(path: object) -> str:
+    """Why a path given for a file to read is none: "no such file", or what it is instead (a folder, a pipe, a
+    device, a link that leads nowhere), which "no such file" would deny."""
+    from pathlib import Path
+
+    given = Path(str(path))
+    if given.is_dir():
+        return "is a folder, not a file"
+    if given.exists():
+        return "is not a regular file (a pipe, a socket or a device)"
+    return "is a link that leads to no file" if given.is_symlink() else "no such file"
+
+
 def closest(name: str, known: Iterable[str]) -> str | None:
     """The known name `name` most likely misspells (case aside), if one is close enough and is not `name` itself."""
     by_folded = {k.casefold(): k for k in known}

@@ -69,7 +69,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from compaction_bench.errors import BenchError, closest, json_problem, json_shown, one_line
+from compaction_bench.errors import BenchError, closest, json_problem, json_shown, no_file, one_line
 from compaction_bench.log_view import as_messages, common_prefix_length
 from compaction_bench.offline_models import (
     ReaderContext,
@@ -213,7 +213,7 @@ class CallSettings:
         if self.max_retry_after < 0:
             raise LLMError(f"the longest Retry-After wait must be ≥ 0 seconds, got {self.max_retry_after}")
         if self.responses and not Path(self.responses).is_file():
-            raise LLMError(f"--responses {self.responses}: no such file (write one with `bench cache export RUN -o FILE`)")
+            raise LLMError(f"--responses {self.responses}: {no_file(self.responses)} (write one with `bench cache export RUN -o FILE`)")
         if self.responses:
             _recorded(self.responses)  # read whole now: a malformed line is named before any cell, not at a call
 

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 import re2
 import yaml
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, no_file
 
 if TYPE_CHECKING:
     from compaction_bench.transcript import Transcript
@@ -360,7 +360,7 @@ def load_probes(path: str | Path) -> list[Probe]:
     """Probes from a YAML list or a JSONL file (one probe per line), validated (module docstring)."""
     path = Path(path)
     if not path.is_file():
-        raise ProbeError(f"{path}: no such probe file")
+        raise ProbeError(f"{path}: {no_file(path)}; a probe file is a YAML or JSONL file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

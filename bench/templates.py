@@ -20,7 +20,7 @@ import jinja2
 from jinja2 import meta, nodes
 from jinja2.sandbox import SandboxedEnvironment
 
-from compaction_bench.errors import BenchError
+from compaction_bench.errors import BenchError, no_file
 
 
 class TemplateError(BenchError, LookupError):
@@ -46,7 +46,7 @@ class PromptSet:
         self.overrides = {name: Path(path) for name, path in (overrides or {}).items()}
         for name, path in self.overrides.items():
             if not path.is_file():
-                raise TemplateError(f"--prompt {name}={path}: no such file")
+                raise TemplateError(f"--prompt {name}={path}: {no_file(path)}")
             if not (self.directory / name).is_file():
                 known = ", ".join(sorted(p.name for p in self.directory.glob("*.j2")))
                 raise TemplateError(f"--prompt {name}={path}: there is no template {name!r} to replace; known: {known}")

@@ -137,3 +137,17 @@ def test_fidelity_refuses_a_file_named_twice_and_calibrate_names_a_file_of_this_
     local.write_bytes(SESSION.read_bytes())
     proc = bench_cli("calibrate", SESSION.name, cwd=tmp_path)
     assert f"/{SESSION.name}" not in proc.stdout + proc.stderr, proc.stdout
+
+
+def test_a_folder_or_pipe_given_as_an_input_file_is_called_what_it_is(tmp_path):
+    """A folder or a named pipe given to --probes, --prompt or --responses was reported as "no such file"."""
+    import os
+
+    folder, pipe = tmp_path / "folder", tmp_path / "pipe"
+    folder.mkdir()
+    os.mkfifo(pipe)
+    runs = str(tmp_path / "runs")
+    for given, said in ((folder, "is a folder, not a file"), (pipe, "is not a regular file")):
+        assert_user_error(bench_cli("run", str(SESSION), "-s", "none", "--probes", str(given), "-o", runs), f"{given}: {said}")
+        assert_user_error(bench_cli("run", str(SESSION), "-s", "none", "--prompt", f"codex_summary.j2={given}", "-o", runs), said)
+        assert_user_error(bench_cli("run", str(SESSION), "-s", "none", "--responses", str(given), "-o", runs), said)
