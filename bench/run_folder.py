@@ -14,8 +14,9 @@ Owns what must hold before a run writes anything into its folder:
   and no run manifest (the user's own files) is refused before anything is written into it, and
   `--resume` of a folder without a manifest is refused (nothing to resume);
 - `config_difference`: `--resume` with a configuration other than the one the folder's tables were
-  made with is refused, naming the first settings that differ: the settings, the scenarios' content
-  and the content of the files the settings name (`--prompt` templates, strategies loaded from a file);
+  made with is refused, naming the first settings that differ: the settings, the scenarios' content,
+  the content of the files the settings name (`--prompt` templates, strategies loaded from a file) and
+  what made the cells (the profiles' definitions, the measuring packages' versions, the git revision);
 - `precheck`: the same refusals, made before a run spends minutes importing its transcripts;
 - `held_here`: whether this process holds a folder's lock (a run reading its own tables), as opposed
   to `in_use` by any process.
@@ -128,11 +129,40 @@ def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changed = [key for key in SCENARIO_IDENTITY if key in before and key in now and before[key] != now[key]]
         if changed:
             differences.append(f"scenario {now.get('name')!r}: {', '.join(changed)} changed (its transcript or probes are not the run's)")
+    differences += _code_difference(old, new)
     old_files, new_files = old.get(INPUT_FILES), new.get(INPUT_FILES)
     if isinstance(old_files, dict) and isinstance(new_files, dict):  # runs before this record: nothing to compare
         for flag in sorted(set(old_files) & set(new_files)):
             if old_files[flag] != new_files[flag]:
                 differences.append(f"{flag}: the file changed since the run's cells read it (sha256 differs)")
+    return differences
+
+
+#: Packages whose version changes what a cell computes: this one, and those that supply its profiles and counts.
+MEASURING_PACKAGES = ("compaction-bench", "litellm", "tiktoken")
+
+
+def _code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What made the cells, where it differs between two manifests: the profiles' definitions (limits, prices,
+    cache rules: litellm's map supplies them), the measuring packages' versions, and the git revision of the
+    code where both recorded one. A resume after an upgrade merged cells of two versions without a word."""
+    differences = []
+    old_profiles, new_profiles = old.get("profiles"), new.get("profiles")
+    if isinstance(old_profiles, dict) and isinstance(new_profiles, dict):
+        for name in sorted(set(old_profiles) & set(new_profiles)):
+            if _normal(old_profiles[name]) != _normal(new_profiles[name]):
+                changed = sorted(k for k in set(old_profiles[name]) | set(new_profiles[name])
+                                 if isinstance(old_profiles[name], dict) and isinstance(new_profiles[name], dict)
+                                 and _normal(old_profiles[name].get(k)) != _normal(new_profiles[name].get(k)))
+                differences.append(f"profile {name}: its definition changed ({', '.join(changed) or 'its form'})")
+    old_versions, new_versions = old.get("versions"), new.get("versions")
+    if isinstance(old_versions, dict) and isinstance(new_versions, dict):
+        for package in MEASURING_PACKAGES:
+            if package in old_versions and package in new_versions and old_versions[package] != new_versions[package]:
+                differences.append(f"{package}: {old_versions[package]} then, {new_versions[package]} now")
+    old_revision, new_revision = old.get("git_revision"), new.get("git_revision")
+    if old_revision and new_revision and old_revision != new_revision:
+        differences.append(f"code: git revision {str(old_revision)[:12]} then, {str(new_revision)[:12]} now")
     return differences
 
 

@@ -6,6 +6,7 @@ refusals. Each case was a reproduced defect."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -129,3 +130,24 @@ def test_a_file_of_several_sessions_is_hashed_once(tmp_path, monkeypatch):
     scenarios = json.loads((root / "manifest.json").read_text())["scenarios"]
     assert len(scenarios) == 4 and {s["sha256"] for s in scenarios} == {real(path)}
     assert hashed.count(path) == 1
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda m: m["versions"].update({"litellm": "0.0.1"}), "litellm: 0.0.1 then, "),
+    (lambda m: m["profiles"]["32k"].update({"context_window": 128_000}), "profile 32k: its definition changed (context_window)"),
+    (lambda m: m.update({"git_revision": "0123456789abcdef"}), "code: git revision 0123456789ab then, "),
+])
+def test_a_resume_with_other_code_or_profiles_is_refused(tmp_path, edit, said):
+    """A resume after an upgrade (litellm supplies the profiles) or a code change merged cells two versions made,
+    and the manifest was overwritten with the new versions: one run, two implementations, no trace of it."""
+    with pytest.raises(KeyboardInterrupt):
+        run_tiny(tmp_path, "r", on_cell=stop_after_first_cell)
+    path = tmp_path / "runs" / "r" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    if "git_revision" in said and not manifest.get("git_revision"):
+        pytest.skip("no git revision here to differ from (an installed copy outside git records none)")
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+    with pytest.raises(RunError, match=rf"the run was made with another configuration \(.*{re.escape(said)}"):
+        run_tiny(tmp_path, "r", resume=True)
+    assert json.loads(path.read_text()) == manifest  # the record of what made the finished cells stays
