@@ -413,10 +413,10 @@ def _host_port(address: str) -> tuple[str, int] | None:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
-def check_reachable(address: str) -> None:
+def check_reachable(address: str, given_as: str = "--address") -> None:
     """Refuse at once an address where nothing accepts a connection: `ray.init` retries such an address for
     minutes (a closed port, a head that is down, a mistyped host) instead of failing. `runner.run` calls it before
-    the run's folder is made, so `run_ray` does not connect a second time."""
+    the run's folder is made, so `run_ray` does not connect a second time; `given_as` is where the address came from."""
     where = _host_port(address)
     if where is None:
         return
@@ -425,7 +425,7 @@ def check_reachable(address: str) -> None:
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise ClusterUnreachable(
-            f"--address {address}: nothing accepts a connection at {where[0]}:{where[1]} ({reason}); start the cluster's head "
+            f"{given_as} {address}: nothing accepts a connection at {where[0]}:{where[1]} ({reason}); start the cluster's head "
             "there (`ray start --head`) or check the address"
         ) from None
 

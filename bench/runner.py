@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import logging
 import math
@@ -817,8 +818,13 @@ def run(
         raise RunError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
     if address is not None and executor != "ray":
         raise RunError(f"--address {address!r} names a Ray cluster: pass --executor ray with it (cells would run on this machine)")
-    if address:
-        check_reachable(address)  # before any folder: Ray itself retries an address where nothing listens for minutes
+    if executor == "ray":  # before any folder: a run that cannot start leaves nothing to --resume
+        if importlib.util.find_spec("ray") is None:
+            raise RunError("--executor ray needs Ray: pip install 'compaction-bench[ray]'")
+        given_as = "--address" if address else "RAY_ADDRESS"
+        address = address or os.environ.get("RAY_ADDRESS") or None  # Ray's own variable (a Ray Job's entry point has it)
+        if address:
+            check_reachable(address, given_as)  # before any folder: Ray itself retries an address where nothing listens for minutes
     if paths and cases is not None:
         raise RunError("give transcript paths or cases, not both (the paths would not be read)")
     if not paths:
@@ -903,7 +909,7 @@ def _run_claimed(
     the sessions given again that `file_cases` left out and `empty` those with nothing to replay (the
     manifest lists both), `hashed` the transcript files' sha256 it already computed."""
     store = RunStore(folder.path)
-    config.run_dir = str(store.root)
+    config.run_dir = str(store.root.resolve())  # absolute: a Ray worker resolves a relative path from its own folder
     keys = [
         CellKey(case.name, strategy, profile, repeat)
         for case in cases

@@ -3,12 +3,15 @@ reaches a Ray cluster. Each case was a reproduced defect; see the test's docstri
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import re
 import signal
 import socket
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -203,3 +206,34 @@ def test_an_address_without_the_ray_executor_is_refused(tmp_path):
     with pytest.raises(RunError, match="--address '10.0.0.5:6379' names a Ray cluster: pass --executor ray"):
         bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", address="10.0.0.5:6379", progress=False)
     assert not (tmp_path / "runs").exists()
+
+
+def test_ray_address_in_the_environment_is_the_cluster_and_a_missing_ray_is_refused_before_any_folder(tmp_path, monkeypatch):
+    """RAY_ADDRESS (which a Ray Job's entry point has) made `ray.init` refuse the num_cpus a local cluster is given,
+    a 50-line traceback after the run's folder was made; without Ray installed, a RuntimeError's traceback did too."""
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        closed = probe.getsockname()[1]
+    session = write_tiny_session(tmp_path)
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{closed}")
+    with pytest.raises(executors.ClusterUnreachable, match=re.escape(f"RAY_ADDRESS 127.0.0.1:{closed}: nothing accepts a connection at ")):
+        bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", executor="ray", progress=False,
+                  probes=str(tmp_path / "probes.yaml"))
+    assert not (tmp_path / "runs").exists()
+    monkeypatch.delenv("RAY_ADDRESS")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real_find_spec(name, *a))
+    with pytest.raises(RunError, match=re.escape("--executor ray needs Ray: pip install 'compaction-bench[ray]'")):
+        bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", executor="ray", progress=False,
+                  probes=str(tmp_path / "probes.yaml"))
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_run_folder_the_cells_write_into_is_absolute(tmp_path, monkeypatch):
+    """With a relative `-o`, a Ray worker resolved the run folder from its own working folder (where `ray start`
+    ran): a real model's responses went to another folder, and `cache export` of the run found none."""
+    session = write_tiny_session(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    root = bench.run([session], strategies=["none"], profiles=["32k"], out="runs", run_id="r", jobs=1, report=False, progress=False,
+                     probes=str(tmp_path / "probes.yaml"))
+    run_dir = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text())["config"]["run_dir"]
+    assert Path(run_dir).is_absolute() and Path(run_dir) == (tmp_path / "runs" / "r").resolve() == Path(root).resolve()
