@@ -941,6 +941,11 @@ def _run_claimed(
         except run_folder.RunFolderError as exc:
             raise RunError(str(exc)) from None
         manifest.update(created=previous.get("created", manifest["created"]), template_hashes=previous.get("template_hashes", {}))
+        # the earlier attempt's failed cells stay on record until this attempt has done them again: an interrupted
+        # resume otherwise left a run whose manifest named no failed cell while its tables lacked them
+        earlier_failed = (previous.get("cells") or {}).get("failed") if isinstance(previous.get("cells"), dict) else None
+        if isinstance(earlier_failed, list):
+            manifest["cells"]["failed"] = earlier_failed
     for relative, text in (pair for scenario in files for pair in scenario.items()):
         atomic_write_text(store.root / relative, text)
     store.write_manifest(manifest)

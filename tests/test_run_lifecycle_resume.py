@@ -151,3 +151,32 @@ def test_a_resume_with_other_code_or_profiles_is_refused(tmp_path, edit, said):
     with pytest.raises(RunError, match=rf"the run was made with another configuration \(.*{re.escape(said)}"):
         run_tiny(tmp_path, "r", resume=True)
     assert json.loads(path.read_text()) == manifest  # the record of what made the finished cells stays
+
+
+FLAKY = """
+from compaction_bench.strategies.baselines import Truncate
+
+
+class Flaky(Truncate):
+    def on_user_turn(self, item):
+        raise RuntimeError("boom")
+"""
+
+
+def test_an_interrupted_resume_keeps_the_record_of_the_cells_that_failed(tmp_path):
+    """A resume wrote `cells.failed: []` as it started; interrupted, it left a run whose manifest named no failed
+    cell (`failed_cells` returned []) while its tables lacked that strategy's cell."""
+    from compaction_bench.runner import CellsFailed
+    from compaction_bench.store import failed_cells
+
+    plugin = tmp_path / "flaky.py"
+    plugin.write_text(FLAKY)
+    strategies = ["none", f"{plugin}:Flaky"]
+    with pytest.raises(CellsFailed):
+        run_tiny(tmp_path, "r", strategies=strategies)
+    root = tmp_path / "runs" / "r"
+    (failed,) = failed_cells(root)
+    assert "Flaky" in failed["cell"] and "boom" in failed["error"]
+    with pytest.raises(KeyboardInterrupt):
+        run_tiny(tmp_path, "r", strategies=strategies, resume=True, on_cell=stop_after_first_cell)
+    assert failed_cells(root) == [failed]
