@@ -50,7 +50,7 @@ from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.collector import spaced_collections
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
-from compaction_bench.executors import EXECUTORS, check_reachable, execute, sigterm_interrupts
+from compaction_bench.executors import EXECUTORS, WorkerDied, check_reachable, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient, model_problem
 from compaction_bench.metrics.cost import UNPRICED
@@ -450,6 +450,8 @@ def mined_probes(cases: Sequence[Case], jobs: int = 1, progress: ProgressHook | 
     with closing(execute(_mine_task, [(index,) for index in range(len(cases))], shared=list(cases), jobs=workers,
                          priority=_Largest(sizes), warm=_import_mining)) as outcomes:
         for done, (index, outcome) in enumerate(outcomes, start=1):
+            if isinstance(outcome, WorkerDied):  # one line, exit 2, as any cell's worker (it was a traceback)
+                raise RunError(f"mining the probes of {shown(cases[index].name)}: {outcome}")
             if isinstance(outcome, BaseException):
                 raise outcome
             out[index] = outcome

@@ -31,6 +31,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
 
@@ -167,7 +168,10 @@ class Drawings:
             return self._draw_here(key, n)
         while not future.done() and self._help():
             pass
-        return future.result()
+        try:
+            return future.result()
+        except BrokenProcessPool:  # a worker died (the out-of-memory killer, a signal): drawn here, the report still whole
+            return self._draw_here(key, n)
 
     def _help(self) -> bool:
         """Draw here the last queued drawing that no worker has taken yet (the report asks for the first ones first),

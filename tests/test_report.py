@@ -3,6 +3,7 @@ progress of `bench.run()`, and what headless Chromium makes of a transcript full
 
 from __future__ import annotations
 
+import os
 import contextlib
 import io
 import json
@@ -215,4 +216,28 @@ def test_what_this_process_draws_while_it_waits_is_kept_for_the_report_and_drawn
         assert helped == len(drawn._here) <= queued  # each drawn here once (how many the worker took first is its timing)
         got = ({name: drawn.timelines(name) for name in names}, {profile: drawn.overview(profile) for profile in profiles})
         assert drawn._here == {}  # every one drawn here was taken back
+    assert got == expected
+
+
+def _killed(*_args: object) -> str:
+    """A drawing task whose worker process is killed as it starts it (as the out-of-memory killer would)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return ""
+
+
+def test_a_drawing_worker_that_dies_leaves_the_report_whole(run, monkeypatch):
+    """A drawing worker killed (the out-of-memory killer; they plot whole tables) ended the run in a
+    BrokenProcessPool traceback with no report; its figures are now drawn here, the same as without workers."""
+    from compaction_bench.reports import drawings
+    from compaction_bench.reports.drawings import Drawings
+
+    manifest, _, _, probes, both, points = _three_timelines(run[0])
+    with Drawings(both, points, probes, manifest, jobs=1) as alone:
+        expected = {name: alone.timelines(name) for name in (NAME, "twin")}
+    monkeypatch.setattr(drawings, "_draw", _killed)  # what the forked workers run
+    with Drawings(both, points, probes, manifest, jobs=3) as drawn:
+        assert drawn._pool is not None
+        got = {name: drawn.timelines(name) for name in (NAME, "twin")}
     assert got == expected

@@ -237,3 +237,23 @@ def test_the_run_folder_the_cells_write_into_is_absolute(tmp_path, monkeypatch):
                      probes=str(tmp_path / "probes.yaml"))
     run_dir = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text())["config"]["run_dir"]
     assert Path(run_dir).is_absolute() and Path(run_dir) == (tmp_path / "runs" / "r").resolve() == Path(root).resolve()
+
+
+def _killed_mining(*_args: object) -> list:
+    os.kill(os.getpid(), signal.SIGKILL)
+    return []
+
+
+def test_a_mining_worker_that_dies_is_one_error_naming_the_session(tmp_path, monkeypatch):
+    """A probe-mining worker killed ended the run in a WorkerDied traceback (exit 1); a cell's worker that dies is
+    one line."""
+    from compaction_bench import runner
+    from compaction_bench.runner import Case, mined_probes
+    from compaction_bench.scenarios.synthetic import generate
+
+    scenario = generate("short-turns", seed=0, target_tokens=5_000)
+    cases = [Case("first", scenario.transcript, ()), Case("second", scenario.transcript, ())]
+    monkeypatch.setattr(runner, "PARALLEL_MINING_FROM", 0)  # mined in worker processes
+    monkeypatch.setattr(runner, "_mine_task", _killed_mining)
+    with pytest.raises(RunError, match=r"mining the probes of (first|second): "):
+        mined_probes(cases, jobs=2)
