@@ -3,10 +3,10 @@ progress of `bench.run()`, and what headless Chromium makes of a transcript full
 
 from __future__ import annotations
 
-import os
 import contextlib
 import io
 import json
+import os
 import re
 from dataclasses import replace
 
