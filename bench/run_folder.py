@@ -287,7 +287,11 @@ def precheck(root: Path, run_id: str | None, *, resume: bool) -> None:
         raise RunFolderError(f"{path} already holds a run; pass --resume to finish it or choose another --run-id")
 
 
-def _cannot_create(path: Path, exc: OSError) -> RunFolderError:
+def _cannot_create(path: Path, exc: OSError, *, existing: bool = False) -> RunFolderError:
+    """A run folder that cannot be created, or (`existing`: a resume, a score in place) not written in: the fix
+    for the one is another --out, for the other the folder's permissions (its run's files are there)."""
+    if existing and path.is_dir():
+        return RunFolderError(f"{exc.filename or path}: cannot write in the run folder ({exc.strerror or exc}); make it writable")
     return RunFolderError(f"{exc.filename or path}: cannot create the run folder ({exc.strerror or exc}); choose another --out")
 
 
@@ -312,7 +316,7 @@ def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFo
         path.mkdir(parents=True, exist_ok=True)
         lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
     except OSError as exc:
-        raise _cannot_create(path, exc) from None
+        raise _cannot_create(path, exc, existing=resume) from None
     try:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

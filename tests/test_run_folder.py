@@ -530,3 +530,23 @@ def test_resume_of_a_folder_without_a_run_is_refused_and_creates_nothing(tmp_pat
     # A real run still resumes (nothing left to do: the same folder back).
     root = run_cases(tmp_path, [case], run_id="real")
     assert run_cases(tmp_path, [case], run_id="real", resume=True) == root
+
+
+def test_a_run_folder_that_cannot_be_written_in_asks_for_its_permissions_not_another_out(tmp_path, monkeypatch):
+    """`score --in-place` (or `--resume`) of a read-only run said "cannot create the run folder; choose another --out",
+    an option that cannot go with --in-place and would not finish the run."""
+    import errno
+
+    from compaction_bench import run_folder
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "manifest.json").write_text("{}")  # a run to resume or score in place
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(tmp_path / "r" / run_folder.LOCK_NAME))
+
+    monkeypatch.setattr(run_folder, "open", read_only, raising=False)  # the lock file is the first thing written
+    with pytest.raises(run_folder.RunFolderError, match=r"cannot write in the run folder \(Read-only file system\); make it writable"):
+        run_folder.claim(tmp_path, "r", resume=True, new_id="unused")
+    with pytest.raises(run_folder.RunFolderError, match=r"cannot create the run folder \(Read-only file system\); choose another --out"):
+        run_folder.claim(tmp_path, "new", resume=False, new_id="unused")
