@@ -20,8 +20,12 @@ an iteration of the request being built, which then fails in its place) and reco
 A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite,
 at most `MAX_NUMBER` either way, and inside its `Range`, which a field declares with
 `metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts
-are not negative, ratios lie in (0, 1], …); a rule between two options is the Options class's
-`__post_init__`, raising `OptionError`.
+are not negative, ratios lie in (0, 1], …); an option of a few words (`Literal`) takes only those, a
+`str.format` pattern (`metadata={"format_fields": ...}`) must format with its fields, and a template option
+(`metadata={"template": True}`) must name a shipped template; a rule between two options is the Options
+class's `__post_init__`, raising `OptionError`. What each option does is the `#:` comment above its field
+(`option_comments`), which `bench list strategies ID` shows with its type, default and accepted values
+(`StrategyInfo`).
 """
 
 from __future__ import annotations
