@@ -945,7 +945,8 @@ def _run_claimed(
         manifest.update(created=previous.get("created", manifest["created"]), template_hashes=previous.get("template_hashes", {}))
         # the earlier attempt's failed cells stay on record until this attempt has done them again: an interrupted
         # resume otherwise left a run whose manifest named no failed cell while its tables lacked them
-        earlier_failed = (previous.get("cells") or {}).get("failed") if isinstance(previous.get("cells"), dict) else None
+        cells = previous.get("cells")
+        earlier_failed = cells.get("failed") if isinstance(cells, dict) else None
         if isinstance(earlier_failed, list):
             manifest["cells"]["failed"] = earlier_failed
     for relative, text in (pair for scenario in files for pair in scenario.items()):
