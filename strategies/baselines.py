@@ -8,9 +8,11 @@
   request reads as an answer to nothing and the Gemini API refuses contents whose function call
   turn does not follow a user turn (`compaction_bench.metrics.integrity`, ``gemini``). It never
   separates a tool call from its result.
-- `observation-masking` (JetBrains, "The Complexity Trap", docs/specs/evaluation.md §2): tool outputs
-  older than the last `keep_last` agent steps become a one-line placeholder; reasoning and actions
-  stay. SWE-agent counts M in agent steps (model responses), so this does too; M = 10. Every
+- `observation-masking` (JetBrains, "The Complexity Trap", docs/specs/evaluation.md §2): the tool outputs
+  of all but the newest `keep_last` (M = 10) agent steps that produced outputs become a one-line
+  placeholder; reasoning and actions stay. SWE-agent's `LastNObservations` keeps its last n observations,
+  one a step, so this keeps exactly M steps' outputs (`components.masking_cutoff`; parallel outputs of one
+  step count once, a step without outputs not at all). Every
   masking rewrite is recorded (it moves the cache prefix) but, being continuous, is not a probe
   point: masking's retention is probed on the final context.
 
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
+from compaction_bench.strategies.components import masking_cutoff
 from compaction_bench.strategies.history import ItemHistory, pair_safe_units
 from compaction_bench.strategy import Range, Strategy
 from compaction_bench.transcript import Item, Usage
@@ -126,15 +129,16 @@ class Truncate(_Recording):
 
 @dataclass(frozen=True)
 class MaskingOptions:
-    #: M, in agent steps (model responses); 0 masks every output older than the current step
-    keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
+    #: M: the outputs of the newest M agent steps that produced outputs stay, older ones are masked (SWE-agent's
+    #: `LastNObservations` keeps exactly its n observations, one a step, and refuses n < 1; evaluation.md §2)
+    keep_last: int = field(default=10, metadata={"range": Range(1, what="a number of agent steps")})
     #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2).
     placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 
 class ObservationMasking(_Recording):
     name = "observation-masking"
-    description = "replaces tool outputs older than the last M agent steps with a placeholder"
+    description = "replaces tool outputs but those of the newest M agent steps with a placeholder"
     spec = "docs/specs/evaluation.md §2"
     Options = MaskingOptions
 
@@ -143,6 +147,8 @@ class ObservationMasking(_Recording):
         self._steps = 0
         self._masked: set[str] = set()
         self._result_step: dict[str, int] = {}
+        #: each step at which tool outputs arrived, once, ascending (`masking_cutoff`)
+        self._output_steps: list[int] = []
         #: tool results in the order they arrived (so in step order); those before `_next_unmasked` are masked
         self._results: list[str] = []
         self._next_unmasked = 0
@@ -160,6 +166,8 @@ class ObservationMasking(_Recording):
             if item.id not in self._result_step:
                 self._results.append(item.id)
             self._result_step[item.id] = self._steps
+            if not self._output_steps or self._output_steps[-1] != self._steps:
+                self._output_steps.append(self._steps)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         super().on_response(items, usage, needs_follow_up)
@@ -205,7 +213,7 @@ class ObservationMasking(_Recording):
                 self._out[position] = self._placeholder(item, self._out[position])
 
     def request(self) -> Request:
-        cutoff = self._steps - self.options.keep_last
+        cutoff = masking_cutoff(self._output_steps, self.options.keep_last)
         start = self._next_unmasked
         while self._next_unmasked < len(self._results) and self._result_step[self._results[self._next_unmasked]] < cutoff:
             self._next_unmasked += 1

@@ -8,7 +8,9 @@ Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
 - `js_round`, `chars_div4`: JavaScript's `Math.round(len / 4)` estimate;
 - `tool_pairs`: tool calls in order with the result answering each (None while unanswered);
 - `keep_last_steps_start`: the pair-safe start of the verbatim tail that holds the newest N model
-  responses (hybrid, evaluation.md §2).
+  responses (hybrid, evaluation.md §2);
+- `masking_cutoff`: the oldest step whose tool outputs observation masking keeps (observation-masking and the
+  hybrid, evaluation.md §2).
 """
 
 from __future__ import annotations
@@ -61,3 +63,11 @@ def keep_last_steps_start(items: Sequence[Item], keep_steps: int) -> int:
         start -= len(unit)
     return start
 
+
+def masking_cutoff(output_steps: Sequence[int], keep: int) -> int:
+    """Observation masking's line (evaluation.md §2, SWE-agent's `LastNObservations`): the outputs of the newest
+    `keep` steps that produced any stay, older ones are masked, so this returns the oldest kept step of
+    `output_steps` (each step that produced an output, ascending, once); 0, masking nothing, while there are fewer.
+    A step of several parallel outputs counts once; a step of none (an answer without a tool call) does not count,
+    as SWE-agent has one observation per step."""
+    return output_steps[-keep] if 0 < keep <= len(output_steps) else 0

@@ -1,10 +1,10 @@
 """The Complexity Trap's hybrid as the `hybrid` strategy (docs/specs/evaluation.md §2).
 
-Observation masking while the context grows: tool outputs older than the last `keep_last` (M = 10)
-agent steps become a one-line placeholder, as `observation-masking` does. An LLM summary runs only
+Observation masking while the context grows: the tool outputs of all but the newest `keep_last` (M = 10)
+agent steps that produced outputs become a one-line placeholder, as `observation-masking` does. An LLM summary runs only
 when masking is not enough: when the masked context still crosses `trigger_ratio` of the window,
 or, as in the paper's deferred summary, once `summarize_steps + keep_last` (N + M = 43 + 10) agent
-steps have accumulated since the last summary. The summary (OpenHands-style, the paper's
+steps are unsummarized (the M a summary keeps count: the next one comes N steps later and covers N). The summary (OpenHands-style, the paper's
 LLM-Summary) covers everything before the newest M steps, the previous summary included; the
 newest M steps stay verbatim from a pair-safe boundary, so no call loses its result.
 
@@ -22,7 +22,7 @@ from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
-from compaction_bench.strategies.components import keep_last_steps_start
+from compaction_bench.strategies.components import keep_last_steps_start, masking_cutoff
 from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
@@ -32,10 +32,11 @@ from compaction_bench.transcript import Item, Usage
 class HybridOptions:
     """M = 10 and N = 43 from the paper (evaluation.md §2); the token trigger is this project's."""
 
-    #: M, in agent steps (model responses): tool outputs older than the last M steps are masked, and a summary keeps
-    #: the last M steps verbatim; 0 masks all but the current step's outputs and summarizes all (evaluation.md §2).
-    keep_last: int = field(default=10, metadata={"range": Range(0, what="a number of agent steps")})
-    #: N, in agent steps: summarize once N + M steps have accumulated since the last summary (evaluation.md §2).
+    #: M, in agent steps: the outputs of the newest M steps that produced outputs stay and older ones are masked, and
+    #: a summary keeps the newest M steps verbatim; at least 1, as SWE-agent's masking refuses 0 (evaluation.md §2).
+    keep_last: int = field(default=10, metadata={"range": Range(1, what="a number of agent steps")})
+    #: N, in agent steps: once N + M steps are unsummarized, summarize all but the newest M, so every summary after
+    #: the first covers N steps (the paper's `SummarizeEveryNTurns`; evaluation.md §2).
     summarize_steps: int = field(default=43, metadata={"range": Range(0, what="a number of agent steps")})
     #: Also summarize when the masked context's true token count exceeds this fraction of the window (strict `>`;
     #: this project's rule, not the paper's).
@@ -61,6 +62,8 @@ class Hybrid(Strategy):
         #: and how many of them are masked: the masked ones are always a prefix
         self.result_step: list[tuple[str, int]] = []
         self._masked_upto = 0
+        #: each step at which tool outputs arrived, once, ascending (`masking_cutoff`)
+        self.output_steps: list[int] = []
         self.steps = 0
         self.steps_since_summary = 0
         #: the rendering: what it renders (the history's item list, the system items, the summary
@@ -83,6 +86,8 @@ class Hybrid(Strategy):
         self.history.append(item)
         if item.kind == "tool_result":
             self.result_step.append((item.id, self.steps))
+            if not self.output_steps or self.output_steps[-1] != self.steps:
+                self.output_steps.append(self.steps)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.history.extend(items)
@@ -144,7 +149,7 @@ class Hybrid(Strategy):
 
     def request(self) -> Request:
         o = self.options
-        cutoff = self.steps - o.keep_last
+        cutoff = masking_cutoff(self.output_steps, o.keep_last)
         start = self._masked_upto
         while self._masked_upto < len(self.result_step) and self.result_step[self._masked_upto][1] < cutoff:
             self._masked_upto += 1
@@ -184,7 +189,9 @@ class Hybrid(Strategy):
             return False
         self.summary = result.text
         self.history.items = list(items[cut:])
-        self.steps_since_summary = 0
+        # the newest M steps it kept are not summarized yet: the next summary comes N steps later and covers N (the
+        # paper's `SummarizeEveryNTurns` leaves them unprocessed), not N + M
+        self.steps_since_summary = self.options.keep_last
         self.ctx.record_compaction(trigger=trigger, before=before, after=self.messages(), summary=result.text,
                                    summarized_ids=[i.id for i in head], estimate_tokens=tokens, threshold=threshold,
                                    details={"kept_steps": self.options.keep_last})

@@ -3,7 +3,10 @@ not enough (the masked context crosses the threshold, or N + M steps since the l
 
 from __future__ import annotations
 
+import pytest
+
 from compaction_bench.replay import replay
+from compaction_bench.strategy import OptionError
 from tests.pi_builders import Session, small_profile
 from tests.test_gemini_cli import strategy_pair_errors
 
@@ -48,3 +51,40 @@ def test_deferred_summary_after_n_plus_m_steps():
     summaries = [c for c in result.compactions if c.trigger == "steps"]
     assert [c.step for c in summaries] == [53]
     assert strategy_pair_errors(result) == 0
+
+
+def _tool_steps(n: int, text_only_after: int | None = None) -> Session:
+    s = Session()
+    s.user("task")
+    for k in range(n):
+        s.assistant(f"step {k}", calls=[(f"c{k}", "read", {"p": k})])
+        s.result(f"c{k}", f"OUTPUT-{k}", name="read")
+        if k == text_only_after:
+            s.assistant("thinking aloud, no tool")  # a step that produced no output
+            s.user("go on")
+    s.assistant("done")
+    return s
+
+
+@pytest.mark.parametrize("strategy", ["observation-masking", "hybrid"])
+def test_masking_keeps_the_outputs_of_exactly_the_newest_m_steps_that_produced_one(strategy):
+    """SWE-agent's `LastNObservations(n)` keeps its last n observations, one a step (evaluation.md §2). With M = 2 the
+    last request kept OUTPUT-3, 4 and 5, the M + 1 newest steps' (the answering step counted as one of them)."""
+    options = {"keep_last": 2} | ({"summarize_steps": 100} if strategy == "hybrid" else {})
+    for session, kept in ((_tool_steps(6), ["OUTPUT-4", "OUTPUT-5"]), (_tool_steps(6, text_only_after=4), ["OUTPUT-4", "OUTPUT-5"])):
+        result = replay(session.transcript(), strategy, profile=small_profile(64_000), options=options)
+        last = [r for r in result.requests if r.kind == "turn"][-1]
+        assert [m.content for m in last.messages if m.role == "tool" and not m.content.startswith("[Old")] == kept
+    with pytest.raises(OptionError, match=rf"option {strategy}.keep_last=0: out of range; expected a value ≥ 1"):
+        replay(_tool_steps(2).transcript(), strategy, profile="64k", options={"keep_last": 0})
+
+
+def test_after_the_first_summary_each_comes_n_steps_later_and_covers_n_steps():
+    """The paper's `SummarizeEveryNTurns` leaves the M turns a summary keeps unprocessed, so the next summary comes N
+    turns later and covers N (evaluation.md §2: "once N + M turns have accumulated, summarizes N"). With N = 3, M = 2
+    the summaries came at steps 5, 10, 15, 20 and covered 15 items each after the first."""
+    result = replay(_tool_steps(20).transcript(), "hybrid", profile="1m", options={"keep_last": 2, "summarize_steps": 3})
+    summaries = [c for c in result.compactions if c.trigger == "steps"]
+    assert [c.step for c in summaries] == [5, 8, 11, 14, 17, 20]
+    # each covers 3 steps of 3 items (the response's text, its call, the result); the first also the user's message
+    assert [len(c.summarized_ids) for c in summaries] == [10, 9, 9, 9, 9, 9]
