@@ -5,9 +5,10 @@
   turn); requests are `system, done, cur`. Aider has no tool-call protocol: tool calls are replayed
   as assistant text and tool output as user text, as Aider feeds shell output back (§9), so no
   pair can break. `cur` moves to `done` only after an edited turn (an `aider-output` marker saying
-  an edit was applied, or, in other formats, a finished turn whose tool calls edited files); then
-  `summarize_start` runs and *then* the commit-message pair is appended (`move_back_cur_messages`);
-  `/clear` empties both lists and leaves a pending summary to the next request;
+  an edit was applied, or, in other formats, a finished turn whose tool calls edited files, a to-do
+  list's tool not counting); then `summarize_start` runs and *then* the commit-message pair is appended
+  (`move_back_cur_messages`); `/clear` and `/reset` (or a prefix Aider runs as one, `/cle`, `/res`)
+  empty both lists and leave a pending summary to the next request;
 - §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
   per-message token counts of `json.dumps(message)`; §4 a list (the summary in §5's acceptance test) is
   counted as `litellm.token_counter(messages=...)` counts it, reproduced offline (`messages_token_count`);
@@ -51,6 +52,14 @@ OK = "Ok."
 APPLIED_EDIT = re.compile(r"^Applied edit to ", re.M)
 COMMIT_LINE = re.compile(r"^Commit ([0-9a-f]{7,40}) (.+)$", re.M)
 EDIT_TOOL = re.compile(r"edit|write|apply_patch|str_replace|create_file|insert", re.I)
+#: Tools whose names look like an edit's but edit no file: a to-do list (Claude Code's `TodoWrite`, OpenCode's
+#: `todowrite`, Gemini CLI's `write_todos`); a turn of only these moves nothing (§1).
+NOT_FILE_EDITS = re.compile(r"todo", re.I)
+#: Commands that clear the history (`_clear_chat_history`, `commands.py@5dc9490b` L435-443: `/clear`, and `/reset`,
+#: which also drops the files), as Aider runs any prefix no other command shares: from `/cle` and from `/res`.
+CLEARING_COMMANDS = ("/clear", "/reset")
+#: The shortest prefix of each that no other Aider command starts with (`/cl` was `/clipboard` too, `/re` `/report`).
+SHORTEST_UNIQUE = 4
 #: summary requests kept for reuse (`Aider._summary_request`)
 SUMMARY_REQUESTS_KEPT = 8
 
@@ -147,7 +156,7 @@ class Aider(Strategy):
     # ------------------------------------------------------------ observing (§1)
     def on_user_turn(self, item: Item) -> None:
         text = item.text.strip()
-        if text == "/clear":
+        if clears_history(text):
             before = self.messages()
             # `_clear_chat_history` (`commands.py@5dc9490b L435-437`) empties both lists and nothing else: a
             # summary still pending is resolved at the next request, discarded as run (the snapshot is not the
@@ -180,7 +189,8 @@ class Aider(Strategy):
                 parts.append(item.text)
             elif item.kind == "tool_call":
                 parts.append(f"{item.tool_name}({item.arguments or ''})")
-                self._turn_edited = self._turn_edited or bool(EDIT_TOOL.search(item.tool_name or ""))
+                name = item.tool_name or ""
+                self._turn_edited = self._turn_edited or bool(EDIT_TOOL.search(name) and not NOT_FILE_EDITS.search(name))
             else:
                 continue
             ids.append(item.id)
@@ -338,6 +348,13 @@ class Aider(Strategy):
     def request(self) -> Request:
         self.summarize_end()
         return Request(self.messages(), meta={"done_tokens": self._done_tokens, "history_limit": self.max_tokens})
+
+
+def clears_history(text: str) -> bool:
+    """Whether a user's message is a command that clears the chat history: `/clear` or `/reset`, or a prefix of
+    either that Aider runs as it (`CLEARING_COMMANDS`, `SHORTEST_UNIQUE`); its arguments do not matter."""
+    word = text.split(maxsplit=1)[0] if text.startswith("/") else ""
+    return len(word) >= SHORTEST_UNIQUE and any(command.startswith(word) for command in CLEARING_COMMANDS)
 
 
 def summary_transcript(messages: Sequence[ChatMessage]) -> str:

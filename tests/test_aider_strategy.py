@@ -147,3 +147,46 @@ def test_the_summary_is_measured_as_a_message_list():
     out = Aider(ctx, Aider.parse_options({"max_chat_history_tokens": 1_000})).summarize(messages)
     assert ctx.calls == 1  # accepted at depth 0, no second summary
     assert len(out) == 37 and out[0].content == SUMMARY_PREFIX + text and out[1].content == "Message 32"
+
+
+def _after_command(command: str):
+    s = Session()
+    s.user("change foo")
+    s.assistant("edit for foo")
+    s.items.append(Item(id="o0", kind="marker", text="Applied edit to f.py\nCommit abc1234 feat: foo", meta={"event": "aider-output"}))
+    s.user(command)
+    s.user("new topic")
+    s.assistant("answer")
+    return replay(s.transcript(), "aider", profile=small_profile(64_000))
+
+
+def test_reset_and_the_prefixes_aider_runs_as_clear_empty_the_history():
+    """Aider runs a prefix no other command shares (`Commands.run`), and `/reset` clears the history too
+    (`commands.py@5dc9490b` L439-443); only the exact `/clear` did here (6 of the 68 clears of the Aider corpus file
+    were missed: `/reset` 3, `/clea` 2, `/cle` 1), and the old history stayed in the context."""
+    for command in ("/clear", "/reset", "/clea", "/cle", "/res", "/reset --all"):
+        result = _after_command(command)
+        assert [c.trigger for c in result.compactions] == ["clear"], command
+        assert [m.content for m in result.final.messages if m.role != "system"] == ["new topic", "answer"], command
+    for command in ("/cl", "/re", "/code", "/clearly not a command"):  # ambiguous, another command, or no command
+        assert not [c for c in _after_command(command).compactions if c.trigger == "clear"], command
+
+
+def test_a_to_do_list_tool_is_not_a_file_edit():
+    """A turn whose only tool call was TodoWrite counted as an edited turn: `cur` moved to `done` with a made-up
+    "I updated the files." / "Ok." pair, which Aider only adds after an edit (§1)."""
+    for tool in ("TodoWrite", "todowrite", "write_todos"):
+        s = Session()
+        s.user("plan the work")
+        s.assistant("planning", calls=[("t1", tool, {"todos": []})])
+        s.result("t1", "ok", name=tool)
+        s.assistant("planned")
+        result = replay(s.transcript(), "aider", profile=small_profile(64_000))
+        contents = [m.content for m in result.final.messages]
+        assert "I updated the files." not in contents and OK not in contents, tool
+    s = Session()
+    s.user("fix it")
+    s.assistant("editing", calls=[("e1", "Edit", {"file_path": "a.py"})])
+    s.result("e1", "ok", name="Edit")
+    s.assistant("fixed")
+    assert "I updated the files." in [m.content for m in replay(s.transcript(), "aider", profile=small_profile(64_000)).final.messages]
