@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction_bench.log_view import LogView
+from compaction_bench.profiles import model_family
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import OptionError, Range, Strategy, StrategyContext, SummaryOverflow
@@ -224,8 +225,11 @@ def event_preview(event: Event, n: int = N_CHAR_PREVIEW, tools: int = 0) -> str:
     return f"CondensationSummaryEvent ({event.source})\n  user: {_generic_preview(event.text, n)}"
 
 
-def manipulation_indices(view: Sequence[Event]) -> list[int]:
-    """§4.4: cut points 0..len that split no batch, no open call and no thinking tool loop."""
+def manipulation_indices(view: Sequence[Event], thinking_blocks: bool = True) -> list[int]:
+    """§4.4: cut points 0..len that split no batch, no open call and no thinking tool loop. A tool loop starts at an
+    action with thinking blocks, which the SDK fills only from litellm's Anthropic-specific `thinking_blocks`
+    (`ToolLoopAtomicityProperty`, `llm/message.py@611629e6` L482-537): `thinking_blocks` False (another model's
+    reasoning, sent as `reasoning_content`) forms no loop."""
     n = len(view)
     valid = [True] * (n + 1)
     result_at = {e.call_id: i for i, e in enumerate(view) if e.kind == "observation"}
@@ -241,7 +245,7 @@ def manipulation_indices(view: Sequence[Event]) -> list[int]:
                 valid[j] = False  # ToolCallMatching: no cut while the call is open
     in_loop = False
     for i, e in enumerate(view):
-        if e.kind == "action" and e.thinking:
+        if e.kind == "action" and e.thinking and thinking_blocks:
             in_loop = True
         elif e.kind in ("action", "observation"):
             if in_loop:
@@ -549,7 +553,8 @@ class OpenHands(Strategy):
 
     def _condense(self, reasons: _Reasons) -> None:
         o = self.options
-        indices = manipulation_indices(self.view)
+        profile = self.ctx.profile
+        indices = manipulation_indices(self.view, thinking_blocks=model_family(profile.provider, profile.model) == "anthropic")
         naive_end = len(self.view) - self._events_from_tail(reasons)
         try:
             start = find_next(indices, o.keep_first)

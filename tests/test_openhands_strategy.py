@@ -19,7 +19,7 @@ from compaction_bench.strategies.openhands import (
     sdk_truncate,
 )
 from compaction_bench.templates import PromptSet
-from compaction_bench.transcript import Attachment, Item
+from compaction_bench.transcript import Attachment, Item, Transcript
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
 from tests.test_gemini_cli import strategy_pair_errors
@@ -163,7 +163,8 @@ def test_sdk_on_a_real_session_with_thinking_keeps_pairs():
 
 def test_sdk_hard_reset_when_one_thinking_loop_spans_the_view():
     # §4.4/§4.6: the first action carries thinking, so every later action and observation belongs to one tool
-    # loop and no cut exists after keep_first; TOKENS is HARD, so everything is summarised at offset 0.
+    # loop and no cut exists after keep_first; TOKENS is HARD, so everything is summarised at offset 0. An Anthropic
+    # model: only its thinking blocks make a loop (`test_only_anthropic_thinking_blocks_make_a_tool_loop`).
     s = Session()
     s.user("Migrate the database schema.")
     s.response += 1
@@ -174,7 +175,7 @@ def test_sdk_hard_reset_when_one_thinking_loop_spans_the_view():
         s.assistant(calls=[(f"c{k}", "execute_bash", {"command": f"step {k}"})])
         s.result(f"c{k}", f"out {k} " + "w " * 1_000, name="execute_bash")
     s.assistant("done")
-    result = replay(s.transcript(), "openhands", profile="64k", options={"max_tokens": 3_000})
+    result = replay(s.transcript(), "openhands", profile="claude-sonnet", options={"max_tokens": 3_000})
     first = result.compactions[0]
     assert first.trigger == "hard-reset" and first.details["summary_offset"] == 0
     assert "TOKENS" in first.details["reasons"]
@@ -432,3 +433,29 @@ def test_v0_user_images_are_sent_after_image_labels():
     v0.request()
     assert ("<EVENT id=14>\n**MessageAction** (source=EventSource.USER)\nCONTENT: And this one:\nIMAGE_URL: data:image/png;base64,AAA\n</EVENT>"
             in ctx.prompts[0])
+
+
+def _reasoning_session(reasoning: bool) -> Transcript:
+    """60 tool steps, a reasoning item on every sixth response when `reasoning`."""
+    items = [Item(id="u", kind="user", text="task", turn=0)]
+    for k in range(60):
+        if reasoning and k % 6 == 0:
+            items.append(Item(id=f"t{k}", kind="reasoning", text="thinking...", response=k + 1, turn=0))
+        items.append(Item(id=f"c{k}", kind="tool_call", call_id=f"c{k}", tool_name="execute_bash", arguments='{"command":"ls"}',
+                          response=k + 1, turn=0))
+        items.append(Item(id=f"o{k}", kind="tool_result", call_id=f"c{k}", tool_name="execute_bash", text="out " * 20, turn=0))
+    items.append(Item(id="end", kind="assistant", text="done", response=61, turn=0))
+    return Transcript(id="x", items=tuple(items))
+
+
+def test_only_anthropic_thinking_blocks_make_a_tool_loop():
+    """The SDK's `ToolLoopAtomicityProperty` keys on `thinking_blocks`, which litellm fills only for Anthropic models;
+    an OpenAI model's reasoning forms no loop. Every reasoning item started one here, moving the cut on OpenAI profiles
+    (42 events forgotten without reasoning, 36 with)."""
+    def first(reasoning: bool, profile: str) -> tuple[int, int]:
+        (compaction, *_) = replay(_reasoning_session(reasoning), "openhands", profile=profile).compactions
+        return compaction.details["forgotten_events"], compaction.details["summary_offset"]
+
+    assert first(True, "64k") == first(False, "64k")  # gpt-5 at 64k: reasoning changes nothing
+    claude = get_profile("claude-sonnet").with_window("claude-64k", 64_000, "Claude at a 64k window")
+    assert first(True, claude) != first(False, claude)  # Anthropic thinking blocks do hold a loop together
