@@ -18,7 +18,7 @@
 - §7 the truncation-only path of the latch;
 - §8 tool-output masking after every check (newest content protected, 50,000 protected tokens,
   30,000 minimum batch, exempt tools, `<tool_output_masked>` snippet, kept only if it saves tokens);
-- §9 truncation of shell outputs when the tool runs; §10.2 the estimator;
+- §9 truncation of shell outputs and of MCP tools' one-text-part results when the tool runs; §10.2 the estimator;
 - a failed tool's response is `{error: message}` (`ToolExecutor.createErrorResult`, `tool-executor.ts@5411f113
   L148-166, L451-476`; the transcript's error flag stands for `toolResult.error`): no nested parts and no §9
   truncation; §3 reads it as `JSON.stringify(response, null, 2)` and, once past the budget, rewrites it as
@@ -831,6 +831,9 @@ class GeminiCliOptions:
     mask_exempt_tools: str = "activate_skill,ask_user,enter_plan_mode,exit_plan_mode"
     #: tools whose output is truncated when it runs (§9) and gets the line preview when masked (§8)
     shell_tools: str = "run_shell_command,Bash,bash,shell,exec_command"
+    #: Comma-separated name prefixes of MCP tools, whose result of one text part is truncated when it runs like a
+    #: shell's (§9); the convention of the recorded agents (Claude Code's and Codex's `mcp__server__tool`).
+    mcp_tool_prefixes: str = "mcp__"
     #: the global Gemini folder, `<home>/.gemini` (`Storage.getGlobalGeminiDir`, `storage.ts@5411f113 L54-60`), which
     #: holds the projects' temp folders and so the saved outputs' paths; "~" stands for the recording's home
     #: folder, which is not known
@@ -858,6 +861,7 @@ class GeminiCli(Strategy):
         self.failed_latch = False
         self.exempt = {t.strip() for t in o.mask_exempt_tools.split(",") if t.strip()}
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
+        self.mcp_prefixes = tuple(t.strip() for t in o.mcp_tool_prefixes.split(",") if t.strip())
         # Where the outputs are saved (`saveTruncatedToolOutput`, `fileUtils.ts@5411f113 L731-755`;
         # `toolOutputMaskingService.ts@5411f113 L163-172`): `<projectTempDir>/tool-outputs` (§3), and its
         # `session-<id>` folder (§8, §9), the session being the recording's.
@@ -918,9 +922,11 @@ class GeminiCli(Strategy):
             self._response(item, item.text, (), error=True)
         elif item.kind == "tool_result":
             text, attachments = tool_output(item.tool_name or "", item.text, item.attachments)
-            if item.tool_name in self.shell and not item.attachments:
-                # §9 (`tool-executor.ts@5411f113 L217-246`): a shell tool's string output (a result with attachments
-                # was a list of parts), when `threshold > 0` and its length is over it
+            name = item.tool_name or ""
+            if (name in self.shell or name.startswith(self.mcp_prefixes)) and not item.attachments:
+                # §9 (`tool-executor.ts@5411f113 L217-290`): a shell tool's string output, or an MCP tool's result of
+                # exactly one text part (a result with attachments was a list of parts), when `threshold > 0` and
+                # its length is over it
                 threshold = min(4 * (self.limit - self.last_prompt_tokens), self.options.truncate_tool_output_threshold)
                 if threshold > 0 and _utf16(text) > threshold:
                     text = format_truncated_output(text, self._executor_path(item.tool_name or "", item.call_id or ""), threshold)

@@ -476,3 +476,22 @@ def test_masked_output_path_is_in_the_session_folder_and_advances_no_counter():
     gemini.history = [Content("user", [Part("response", text="r" * 250_000, name="read_file", call_id="c1")])]
     [part] = gemini.plan_truncation().contents()[0].parts
     assert part.text.split("\n", 1)[0].endswith("For full output see: ~/.gemini/tmp/project/tool-outputs/read_file_1.txt")
+
+
+def test_an_mcp_tools_one_text_part_result_is_truncated_when_it_runs_as_a_shells_is():
+    """§9 (`tool-executor.ts@5411f113` L217-290): a shell's output and an MCP tool's result of exactly one text part
+    are cut to min(40,000, 4 × remaining) characters, 20% head and 80% tail under the header; only the shell's was."""
+    sent = {}
+    for tool in ("run_shell_command", "mcp__github__get_file_contents", "read_file"):
+        s = Session()
+        s.user("look")
+        s.assistant("", calls=[("c1", tool, {"q": "x"})])
+        s.result("c1", "x" * 60_000, name=tool)
+        s.assistant("done")
+        result = replay(s.transcript(), "gemini-cli", profile="64k")
+        (message,) = [m for m in result.requests[-1].messages if m.role == "tool"]
+        sent[tool] = message.content
+    assert sent["mcp__github__get_file_contents"].startswith("Output too large. Showing first 8,000 and last 32,000 characters.")
+    for tool in ("mcp__github__get_file_contents", "run_shell_command"):  # 40,000 kept, the header naming the saved file
+        assert 40_000 < len(sent[tool]) < 40_300 and sent[tool].endswith("x" * 32_000), tool
+    assert sent["read_file"] == "x" * 60_000  # no other tool is truncated here
