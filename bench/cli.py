@@ -777,7 +777,7 @@ def fidelity_cache(
             ]
             rows.append("| " + " | ".join(cells) + " |")
     print("| file | profile | requests | not compared (after the recording's compaction) | with recorded cache | recorded hit rate "
-          "| modelled hit rate | MAE (share of input) | MAE tokens / recorded input | unrecorded tokens (median) |")
+          "| modelled hit rate | MAE (share of input) | MAE tokens / recorded input (the unrecorded prefix included) | unrecorded tokens (median) |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 
