@@ -11,7 +11,8 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
   count > min(max_tokens, input window)), EVENTS (`len(view) > max_size`); TOKENS and REQUEST are
   HARD, EVENTS alone SOFT (a SOFT failure proceeds uncondensed);
 - §4.3 `events_from_tail` = the minimum over the reasons' targets, both ends moved to the next
-  valid manipulation index (§4.4 batch atomicity, tool-call matching, thinking tool loops), the 10 %
+  valid manipulation index (§4.4 batch atomicity, tool-call matching, tool loops of an Anthropic model's
+  thinking blocks), the 10 %
   minimum progress; a negative target (REQUEST on a view under 10 events) leaves no valid end, so the
   HARD requirement goes to the hard reset, as upstream;
 - §4.5 the summary prompt with `<EVENT>` blocks built from the 500-character display previews,
