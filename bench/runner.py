@@ -177,9 +177,9 @@ def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
 def parse_prompt_flags(flags: Iterable[str]) -> dict[str, str]:
     """`TEMPLATE=FILE` flags → {template: file}; TEMPLATE must be a shipped template (a misspelt
     name would silently run the stock prompt)."""
-    from compaction_bench.templates import default_prompt_dir
+    from compaction_bench.templates import shipped_templates
 
-    known = sorted(p.name for p in default_prompt_dir().glob("*.j2"))
+    known = shipped_templates()
     out = {}
     for flag in flags:
         name, eq, path = flag.partition("=")

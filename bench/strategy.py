@@ -240,9 +240,9 @@ def check_template(name: str, value: Any) -> None:
     """`OptionError` for a template option (`metadata={"template": True}`) that names no shipped prompt template:
     a path such as `/etc/hostname` was read as the prompt, past the checks `--prompt` gets, and a misspelt name
     failed every cell as it ran. A user's own text replaces a template with `--prompt NAME=FILE`."""
-    from compaction_bench.templates import default_prompt_dir
+    from compaction_bench.templates import shipped_templates
 
-    known = sorted(p.name for p in default_prompt_dir().glob("*.j2"))
+    known = shipped_templates()
     if value not in known:
         raise OptionError(f"option {name}={shown(value)}: names no prompt template{did_you_mean(str(value), known)}; "
                           "to use your own text, replace a template with --prompt NAME=FILE")

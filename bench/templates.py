@@ -31,6 +31,12 @@ def default_prompt_dir() -> Path:
     return Path(str(importlib.resources.files("compaction_bench.strategies") / "prompts"))
 
 
+def shipped_templates() -> list[str]:
+    """The names of the prompt templates the package ships, sorted: what `--prompt NAME=FILE` may replace and a
+    template option may name."""
+    return sorted(p.name for p in default_prompt_dir().glob("*.j2"))
+
+
 class PromptSet:
     """Templates by name, with per-run overrides, remembering the hash of each one used.
 
