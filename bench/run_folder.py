@@ -150,11 +150,12 @@ def _code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     old_profiles, new_profiles = old.get("profiles"), new.get("profiles")
     if isinstance(old_profiles, dict) and isinstance(new_profiles, dict):
         for name in sorted(set(old_profiles) & set(new_profiles)):
-            if _normal(old_profiles[name]) != _normal(new_profiles[name]):
-                changed = sorted(k for k in set(old_profiles[name]) | set(new_profiles[name])
-                                 if isinstance(old_profiles[name], dict) and isinstance(new_profiles[name], dict)
-                                 and _normal(old_profiles[name].get(k)) != _normal(new_profiles[name].get(k)))
-                differences.append(f"profile {name}: its definition changed ({', '.join(changed) or 'its form'})")
+            before, now = old_profiles[name], new_profiles[name]
+            if _normal(before) == _normal(now):
+                continue
+            both = isinstance(before, dict) and isinstance(now, dict)
+            changed = sorted(k for k in set(before) | set(now) if _normal(before.get(k)) != _normal(now.get(k))) if both else []
+            differences.append(f"profile {name}: its definition changed ({', '.join(changed) or 'its form'})")
     old_versions, new_versions = old.get("versions"), new.get("versions")
     if isinstance(old_versions, dict) and isinstance(new_versions, dict):
         for package in MEASURING_PACKAGES:

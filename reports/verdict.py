@@ -36,6 +36,7 @@ from compaction_bench.metrics.aggregate import (
     shared_scenarios,
     unfinished,
 )
+from compaction_bench.metrics.cost import format_dollars
 from compaction_bench.metrics.stats import detectable
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini")
@@ -185,7 +186,7 @@ def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
     if np.isfinite(a) and np.isfinite(b):
         if a > 0 and b > 0:
             return f" at {_ratio(a / b)}× the cost"
-        return ", neither costing anything" if a == b == 0 else f", costing ${a:.4g} against ${b:.4g}"
+        return ", neither costing anything" if a == b == 0 else f", costing ${format_dollars(a)} against ${format_dollars(b)}"
     a, b = first.rebilled_tokens, second.rebilled_tokens
     if not (np.isfinite(a) and np.isfinite(b)):
         return ""

@@ -254,3 +254,6 @@ def test_the_sentence_states_the_cost_in_dollars_where_both_are_priced():
     assert text == "At 64k, codex-local keeps 7 points more facts than opencode-v1 (95% CI 2–12) at 1.04× the cost."
     free = [replace(r, cost_usd=0.0) for r in rows]
     assert finding("64k", free, Difference("codex-local", "opencode-v1", 0.07, 0.02, 0.12, 300, 0.001)).endswith(", neither costing anything.")
+    one_free = [replace(rows[0], cost_usd=0.0), replace(rows[1], cost_usd=0.0213)]  # dollars as the tables show them
+    assert finding("64k", one_free, Difference("codex-local", "opencode-v1", 0.07, 0.02, 0.12, 300, 0.001)).endswith(
+        ", costing $0.00 against $0.0213.")
