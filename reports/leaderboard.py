@@ -57,7 +57,7 @@ COLUMNS = (
     ("cache hit", "cache_hit_rate", "{:.3f}", "mean"),
     ("re-billed tokens", "rebilled_tokens", "{:,.0f}", "sum"),
     ("summarizer tokens", "summarizer_tokens", "{:,.0f}", "sum"),
-    ("cost $", "cost_usd", "", "sum"),  # dollars: `cost.format_dollars`'s own rule (cents, or three digits below $1)
+    ("cost $", "cost_usd", "", "sum"),  # dollars: `format_value` formats them by `cost.format_dollars`' own rule
 )
 CANNOT_SERVE = "cannot serve"
 #: The terminal's choice among the columns, most telling first (`terminal_columns`); the others follow in table order.
@@ -69,9 +69,9 @@ TERMINAL_PRIORITY = (
 
 def format_value(value: object, fmt: str, column: str = "") -> str:
     """A number formatted for a table; missing values as an en dash, dollars (`column` one of
-    `DOLLAR_COLUMNS`) by `cost.format_dollars` (unknown ones as `unpriced`)."""
+    `DOLLAR_COLUMNS`) by `cost.format_dollars`'s own rule, whatever `fmt` (unknown ones as `unpriced`)."""
     if column in DOLLAR_COLUMNS:
-        return format_dollars(value, fmt or None)
+        return format_dollars(value)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
     try:
