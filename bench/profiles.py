@@ -8,7 +8,12 @@ prices and cache rules come from the map; the provider family decides the rest:
   an output limit (`max_output_tokens`); their context is the sum (400,000 for GPT-5, as
   models.dev lists it and OpenCode reads it). OpenAI refuses a request whose **input** exceeds
   the input limit, whatever `max_tokens` asks (overflow rule `input`).
-- **Every other model** (Anthropic, older OpenAI models such as gpt-4o whose map entry gives the
+- **Claude 4.5 and newer** (Sonnet 4.5, Opus 4.5, Haiku 4.5 and later, on any provider) refuse only a request
+  whose **input** is over the context window (rule `input`): one whose input + `max_tokens` pass it is accepted
+  and its answer stops at the window (`stop_reason` `model_context_window_exceeded`; Anthropic's
+  context-windows guide, "Context window overflow behavior"). The recorded Pi sessions show it: 58 accepted
+  requests on claude-sonnet-4-5 and claude-opus-4-5 whose input and Pi's 32,000 `max_tokens` passed 200,000.
+- **Every other model** (Claude before 4.5, older OpenAI models such as gpt-4o whose map entry gives the
   whole context as `max_input_tokens`, OpenAI-compatible servers such as vLLM and DeepSeek) has
   one context that the input and the requested `max_tokens` share: a request with **input +
   max_tokens** over it is refused (rule `input+output`).
@@ -611,7 +616,37 @@ def model_profile(model_id: str) -> ModelProfile:
             description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; "
             "OpenAI refuses input over the input limit",
         )
+    if model_family(provider, bare) == "anthropic" and stops_at_window(bare):
+        return replace(
+            shared, overflow="input",
+            description=f"{bare}: {max_input:,}-token context; refused only when the input is over it (an answer that "
+            "would pass it stops there)",
+        )
     return shared
+
+
+#: The first Claude version that accepts a request whose input + max_tokens pass the context window and stops the
+#: answer at the window (stop reason `model_context_window_exceeded`); earlier ones refuse it with a validation
+#: error. Anthropic's context-windows guide, "Context window overflow behavior": "Claude 4.5 models and newer";
+#: both SDKs added the stop reason on 2025-09-29, the day Claude Sonnet 4.5 came out.
+CLAUDE_STOPS_AT_WINDOW = (4, 5)
+#: A Claude model's version in a map key: `claude-3-7-sonnet-…` (version first) or `claude-sonnet-4-5-…`,
+#: `claude-opus-4-…` (family first). A minor version is one or two digits: `-20250514` after it is a date.
+_CLAUDE_VERSION = re.compile(r"claude-(?:(\d+)(?:[-.](\d{1,2}))?-[a-z]+|[a-z]+-(\d+)(?:[-.](\d{1,2}))?)(?!\d)")
+#: The Claude models named without a version of that form that predate it: Claude 1, 2 and Instant.
+_CLAUDE_LEGACY = re.compile(r"claude-(?:v\d|instant|[12](?![\d]))")
+
+
+def stops_at_window(bare: str) -> bool:
+    """Whether a Claude model (a map key, any provider's) is 4.5 or newer (`CLAUDE_STOPS_AT_WINDOW`): only the input
+    can overflow its window. A name without a version is a newer model (`claude-mythos-preview`) unless it is one of
+    Claude 1, 2 or Instant."""
+    name = bare.lower()
+    found = _CLAUDE_VERSION.search(name)
+    if found is None:
+        return _CLAUDE_LEGACY.search(name) is None
+    major, minor = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    return (int(major), int(minor or 0)) >= CLAUDE_STOPS_AT_WINDOW
 
 
 def _profile_guess(model_id: str) -> str:

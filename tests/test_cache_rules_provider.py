@@ -213,7 +213,7 @@ def test_an_overflowed_request_costs_nothing_and_caches_nothing():
     """A request over the window is refused: cached 0, written 0, and the cache the next request reads is
     the one before it (the next request, the first one again, reads all of it: tok(S) + tok(A) on
     Anthropic, an entry at the end of A)."""
-    provider = SimulatedProvider(get_profile("claude-sonnet"))
+    provider = SimulatedProvider(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"))  # refuses input + max_tokens over 200,000
     tok = provider.message_tokens
     provider.send(Request((S, A)))
     refused = provider.send(Request((S, B), max_output_tokens=provider.profile.context_window))

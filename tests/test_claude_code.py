@@ -281,7 +281,7 @@ def test_failed_compactions_base_retries_every_request_later_breaks_after_three(
     # before every request (no breaker, §2.3 step 6); 2.1 retries each failure with the oldest rounds
     # dropped (§8.3) and stops auto-compacting after 3 consecutive failures.
     prompt = tmp_path / "huge.j2"
-    prompt.write_text("padding " * 190_000)
+    prompt.write_text("padding " * 210_000)
     s = Session()
     s.user("a long task")
     for n in range(8):
@@ -365,7 +365,7 @@ def test_later_breakers_start_over_with_each_user_prompt(tmp_path):
     # summary prompt too long for any request: 3 failed attempts in each prompt (steps 1-3 and 5-7; the first
     # request, step 0, has no usage yet), not 3 for the whole replay.
     prompt = tmp_path / "huge.j2"
-    prompt.write_text("padding " * 190_000)
+    prompt.write_text("padding " * 210_000)
     s = Session()
     for turn in range(2):
         s.user(f"task {turn}")
@@ -390,7 +390,7 @@ def test_later_manual_compact_leaves_the_breakers_alone(tmp_path):
     # (`vI6`) directly. Three failing manual compactions inside a prompt must not count as the auto path's three
     # consecutive failures: the auto attempts still come at steps 1, 2 and 3.
     prompt = tmp_path / "huge.j2"
-    prompt.write_text("padding " * 190_000)
+    prompt.write_text("padding " * 210_000)
     s = Session()
     s.user("a long task")
     s.assistant("step 0", calls=[("c0", "Bash", {"command": "ls"})], total=170_000)

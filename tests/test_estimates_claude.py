@@ -67,7 +67,7 @@ def test_later_request_after_auto_compaction_carries_the_chars4_estimate_of_the_
 
 def test_failed_compaction_reports_the_count_it_sent_on():
     # §2.3 step 6: a failed compaction sends the original messages; the count the check read is the count of
-    # those messages, and the threshold stays (the next request checks again). A 1,000-token window of its own
+    # those messages, and the threshold stays (the next request checks again). A 100-token window of its own
     # for the summarizer makes every summary request overflow.
     from compaction_bench.llm import LLMClient
     from compaction_bench.profiles import get_profile
@@ -77,7 +77,7 @@ def test_failed_compaction_reports_the_count_it_sent_on():
         def limits(self):
             from dataclasses import replace
 
-            return replace(get_profile("claude-opus"), context_window=1_000, max_output=100)
+            return replace(get_profile("claude-opus"), context_window=100, max_output=100)
 
     result = replay(_session([100_000, 123_500, 124_000]).transcript(), "claude-code", profile="claude-opus", usage="recorded",
                     options=OPUS, summarizer=Tiny())

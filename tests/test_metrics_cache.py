@@ -56,7 +56,7 @@ def test_common_prefix_ends_inside_the_first_differing_message():
 
 def test_rebilled_tokens_are_known_messages_behind_a_broken_prefix():
     """The simulated provider computes re-billed tokens on every request it accepts."""
-    provider = SimulatedProvider(get_profile("claude-sonnet"))
+    provider = SimulatedProvider(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"))  # refuses input + max_tokens over 200,000
     s, a, b = Message("system", "rules " * 1500), Message("user", "alpha " * 200), Message("assistant", "beta " * 200)
     x, c = Message("user", "inserted note"), Message("user", "new question")
     tokens = provider.message_tokens

@@ -29,7 +29,11 @@ def test_real_models_carry_their_limits_prices_and_rule():
     assert gpt5.overflow == "input" and gpt5.tokenizer == "o200k_base" and gpt5.cache.provider == "openai"
     assert gpt5.prices.input == pytest.approx(1.25e-6) and gpt5.prices.cached_input == pytest.approx(0.125e-6)
     sonnet = get_profile("anthropic/claude-sonnet-4-5")
-    assert (sonnet.context_window, sonnet.max_output, sonnet.overflow, sonnet.input_limit) == (200_000, 64_000, "input+output", None)
+    # Claude 4.5 and newer refuse only input over the window; earlier Claude models input + max_tokens over it
+    # (Anthropic's context-windows guide, "Context window overflow behavior").
+    assert (sonnet.context_window, sonnet.max_output, sonnet.overflow, sonnet.input_limit) == (200_000, 64_000, "input", None)
+    assert get_profile("anthropic.claude-sonnet-4-20250514-v1:0").overflow == "input+output"
+    assert get_profile("anthropic.claude-opus-4-1-20250805-v1:0").overflow == "input+output"
     assert sonnet.cache.provider == "anthropic" and sonnet.prices.cache_write == pytest.approx(3.75e-6)
     deepseek = get_profile("deepseek/deepseek-chat")
     assert deepseek.overflow == "input+output" and deepseek.provider == "deepseek" and deepseek.max_output > 0
@@ -68,10 +72,14 @@ def test_the_simulated_provider_applies_each_family_rule():
     request = Request((Message("user", "word " * 500),), max_output_tokens=10_000)
     tokens = SimulatedProvider(get_profile("64k")).count(request.messages)
     openai = replace(get_profile("openai/gpt-5"), context_window=tokens)  # input exactly at the input limit
-    anthropic = replace(get_profile("anthropic/claude-sonnet-4-5"), context_window=tokens + 9_999)
+    claude_4 = replace(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"), context_window=tokens + 9_999)
     assert not SimulatedProvider(openai).send(request).overflow  # OpenAI ignores max_tokens for the limit
-    refused = SimulatedProvider(anthropic).send(request)  # input + 10,000 > input + 9,999
+    refused = SimulatedProvider(claude_4).send(request)  # input + 10,000 > input + 9,999
     assert refused.overflow and refused.error is not None and refused.error.message.startswith("prompt is too long")
+    # Claude 4.5 accepts it (its answer would stop at the window), and refuses input over the window alone.
+    claude_45 = replace(get_profile("anthropic/claude-sonnet-4-5"), context_window=tokens + 9_999)
+    assert not SimulatedProvider(claude_45).send(request).overflow
+    assert SimulatedProvider(replace(claude_45, context_window=tokens - 1)).send(request).overflow
     assert SimulatedProvider(replace(openai, context_window=tokens - 1)).send(request).overflow
 
 
