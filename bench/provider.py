@@ -556,6 +556,21 @@ class SimulatedProvider(MessageCounter):
             turn = self._turn
             self._recent = [kept for kept in recent[:-RECENT_ENTRIES] if kept is turn] + recent[-RECENT_ENTRIES:]
 
+    def _written(self, request: Request, entry: _Entry) -> _Entry:
+        """The cache entry an accepted request leaves: all of it, or, for a `skip_cache_write` request on Anthropic,
+        its messages before the last (its one breakpoint is on the message before it: nothing after that message
+        is written, and its lookback starts there). It bills the same reasoning it did as the whole request."""
+        n = entry.n
+        if not request.skip_cache_write or self.profile.cache.provider != "anthropic" or n < 2:
+            return entry
+        messages = entry.messages
+        head = (
+            LogView(messages.log, messages.length, messages.tail[: n - 1 - messages.length])
+            if isinstance(messages, LogView) and messages.length < n
+            else as_messages(messages[: n - 1])
+        )
+        return _Entry(head, entry.visible.prefix(n - 1), entry.boundaries.prefix(n - 1), entry.time, entry.last_user, None)
+
     def send(
         self,
         request: Request,
@@ -600,7 +615,8 @@ class SimulatedProvider(MessageCounter):
             if best is None or prefix > best_prefix:
                 best, best_prefix = kept, prefix
         entry = _Entry(messages, visible, boundaries, now, last_user, None)
-        cache = self._outcome(best, best_prefix, true_tokens, entry)
+        written = self._written(request, entry)  # the part of the request its breakpoints write
+        cache = self._outcome(best, best_prefix, written.boundaries.last(), written)
         served = best  # the entry the read comes from
         if policy.provider == "anthropic":
             # Anthropic serves the longest entry written at a breakpoint of any earlier request it holds: the one
@@ -608,7 +624,7 @@ class SimulatedProvider(MessageCounter):
             # found can read more.
             for kept, prefix in alive:
                 if kept is not best and prefix > cache.cached_tokens:
-                    other = self._outcome(kept, prefix, true_tokens, entry)
+                    other = self._outcome(kept, prefix, written.boundaries.last(), written)
                     if other.cached_tokens > cache.cached_tokens:
                         cache, served = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens), kept
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
@@ -626,7 +642,7 @@ class SimulatedProvider(MessageCounter):
         self._undo = (list(self._recent), self._turn, refreshed)
         if refreshed is not None and now is not None:
             refreshed[0].reads[cache.cached_tokens] = now
-        self._keep(entry, request.kind)
+        self._keep(written, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
         for gone in self._indexes.keys() - live:

@@ -50,6 +50,7 @@ import collections
 import copy
 import itertools
 from collections.abc import Iterable, KeysView, Mapping, Sequence
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any, NoReturn
@@ -373,9 +374,7 @@ class _Engine:
     ) -> LLMResult:
         if in_request and not self._in_request:
             raise ReplayError(f"strategy {self.result.strategy!r} sent a summary in_request outside request() at step {self.step}")
-        request = request if request.kind == "summary" else Request(
-            request.messages, request.estimate_tokens, request.threshold, "summary", request.max_output_tokens, request.meta
-        )
+        request = request if request.kind == "summary" else replace(request, kind="summary")
         provider = self._summary_provider
         if provider is None:  # a summarizer of another model: its own cache (`summary_profile`)
             assert self._summary_model is not None
@@ -615,7 +614,7 @@ class _Engine:
         if not isinstance(request, Request):
             raise ReplayError(f"strategy {self.result.strategy!r} returned {type(request).__name__} from request() at step {self.step}")
         if kind != request.kind:
-            request = Request(request.messages, request.estimate_tokens, request.threshold, kind, request.max_output_tokens, request.meta)
+            request = replace(request, kind=kind)
         return request
 
     # ------------------------------------------------------------ the loop

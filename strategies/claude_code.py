@@ -31,7 +31,9 @@ the whole max output (upstream `Z97`), an optional auto-compact window, the coun
 estimate of every message after the newest response's first line (§8.2), the consecutive-failure
 and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
 the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
-(§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), files but no todo list after a compaction (§8.5), no
+(§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), the summary asked first of a fork of the turn's
+request that reads the cached prefix and writes no cache of its own (`skipCacheWrite`), the summariser's own
+request only when the fork gives no summary (§8.4), files but no todo list after a compaction (§8.5), no
 count-based microcompact (§8.6), and the API rounds of `AR6` (one per response) for the retry.
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
@@ -58,7 +60,6 @@ from functools import cache
 from typing import Any
 
 from compaction_bench.log_view import LogView
-from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import FoldMemo, ItemHistory
@@ -328,6 +329,10 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     ptl_drop_fraction: float = 0.2
     #: Tokens an image counts in 2.1's chars/4 estimates: the count's tail and the retry's rounds (§8.2).
     image_tokens: int = 2_000
+    #: The remote flag `tengu_compact_cache_prefix` (default on, §8.4): the summary is first asked of a fork of the
+    #: turn's request, which reads its prefix from the cache and writes none; off, or when the fork gives no summary,
+    #: the summariser's own request with its prompt-too-long retries.
+    compact_cache_prefix: bool = True
     #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed
     #: session's, `<config_dir>/projects/<project folder of cwd>/<session id>.jsonl` (an unknown cwd as "/")
     transcript_path: str | None = None
@@ -796,24 +801,27 @@ class ClaudeCode(Strategy):
 
     # ------------------------------------------------------------ compaction (§3, §4)
     def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:
+        system, prompt = self._summary_prompts(instructions)
+        return Request([system, *messages, prompt], kind="summary", max_output_tokens=self._summary_max_output())
+
+    def _summary_prompts(self, instructions: str | None) -> tuple[Message, Message]:
+        """The summariser's system message and the compaction prompt (§3.1, §3.2), rendered once per
+        instructions: the same variables give the same text."""
         prompts = self._prompts.get(instructions)
-        if prompts is None:  # rendered once: the same variables give the same text
+        if prompts is None:
             system = self.ctx.render_prompt("claude_code_system.j2")
             prompt = self.ctx.render_prompt("claude_code_summary.j2", instructions=instructions, text_only=self.later)
             prompts = self._prompts[instructions] = (Message("system", system), Message("user", prompt))
-        return Request(
-            [prompts[0], *messages, prompts[1]],
-            kind="summary",
-            max_output_tokens=self._summary_max_output(),
-        )
+        return prompts
 
     def _summary_max_output(self) -> int:
         return self.options.summary_max_output
 
-    def _summarize(self, messages: Sequence[Message], instructions: str | None) -> str | None:
-        """One summary call; None on failure (§3.4)."""
+    def _summary_text(self, before: Sequence[Message], body: Sequence[Message], instructions: str | None) -> str | None:
+        """The summary of a compaction of the context `before`, whose messages after the system prompt are `body`;
+        None when it failed (§3.4). BASE asks the summariser once, with `body` (§3.1)."""
         try:
-            result = self.ctx.summarize(self.summary_request(messages, instructions))
+            result = self.ctx.summarize(self.summary_request(body, instructions))
         except SummaryOverflow:
             return None
         text = result.text.strip()
@@ -829,7 +837,7 @@ class ClaudeCode(Strategy):
         if not body:
             return False  # "No messages to compact" / "Not enough messages to compact." (§2.4)
         count = self.count()
-        text = self._summarize(body, instructions)
+        text = self._summary_text(before, body, instructions)
         if text is None:
             return False
         summarized = [i for m in body for i in m.item_ids]
@@ -990,6 +998,14 @@ def _js_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _js_arguments(arguments: str) -> str:
+    """A tool call's recorded arguments as `JSON.stringify` writes their value (`_js_json`); text that is not JSON as it is."""
+    try:
+        return _js_json(json.loads(arguments or "{}"))
+    except json.JSONDecodeError:
+        return arguments
+
+
 def stored_todos(todos: list[Any]) -> list[Any]:
     """The list the TodoWrite tool stores (2.0.57 `call`): empty when every item is completed, else the
     items as its schema parsed them (`content`, `status`, `activeForm`, in that order, nothing else)."""
@@ -1051,12 +1067,7 @@ class ClaudeCode21(ClaudeCode):
     def _estimate(self, item: Item) -> int:
         if item.kind == "tool_call":
             # `round(len(name + JSON.stringify(input)) / 4)`: the input as JavaScript writes it, without spaces
-            arguments = item.arguments or ""
-            try:
-                arguments = _js_json(json.loads(arguments or "{}"))
-            except json.JSONDecodeError:
-                pass
-            return chars_div4((item.tool_name or "") + arguments)
+            return chars_div4((item.tool_name or "") + _js_arguments(item.arguments or ""))
         return chars_div4(item.text) + self.options.image_tokens * sum(1 for a in item.attachments if a.is_image)
 
     def count(self) -> int:
@@ -1114,28 +1125,59 @@ class ClaudeCode21(ClaudeCode):
         self._failures += 1
         return False
 
-    def _summarize(self, messages: Sequence[Message], instructions: str | None) -> str | None:
-        """§8.3: on prompt-too-long, drop the oldest API rounds (enough for the reported excess, else
-        the oldest 20%) and retry, up to 3 times."""
-        body = list(messages)
+    def _summary_text(self, before: Sequence[Message], body: Sequence[Message], instructions: str | None) -> str | None:
+        """§8.3, §8.4: the prompt-too-long retry loop (`vI6`, cc@2.1.112 cli.js L4991) around one summary call each
+        time (`ALK`, L4994). With `compact_cache_prefix` on, a call is first a fork of the request the turn would send
+        (`_forked_summary`); when the fork gives no summary, the summariser's own request follows (the BASE-style
+        call). A prompt-too-long answer of that one (its request did not fit, or its text says so) drops the oldest
+        API rounds and tries again, up to `ptl_retries` times, the fork first again on the shortened messages.
+        Any other answer without text, or an API error, fails the compaction."""
+        system = tuple(before[: len(before) - len(body)])
+        current: Sequence[Message] = body
         for attempt in range(self.options.ptl_retries + 1):
+            if self.options.compact_cache_prefix:
+                text = self._forked_summary(before if current is body else (*system, *current), instructions)
+                if text is not None:
+                    return text
             try:
-                result = self.ctx.summarize(self.summary_request(body, instructions))
+                result = self.ctx.summarize(self.summary_request(current, instructions))
             except SummaryOverflow as overflow:
-                if attempt == self.options.ptl_retries:
+                too_long = overflow.error.message
+            else:
+                text = result.text.strip()
+                if not text or text.startswith("API Error"):
                     return None
-                trimmed = self._drop_oldest_rounds(body, overflow.error)
-                if trimmed is None:
-                    return None
-                body = trimmed
-                continue
-            text = result.text.strip()
-            if not text or text.startswith("API Error"):
+                if not text.startswith("Prompt is too long"):
+                    return text
+                too_long = text
+            if attempt == self.options.ptl_retries:
                 return None
-            return text
+            trimmed = self._drop_oldest_rounds(list(current), too_long)
+            if trimmed is None:
+                return None
+            current = trimmed
         return None
 
-    def _drop_oldest_rounds(self, body: list[Message], error: ProviderError) -> list[Message] | None:
+    def _forked_summary(self, context: Sequence[Message], instructions: str | None) -> str | None:
+        """§8.4 the fork (`tengu_compact_cache_prefix`): the turn's system prompt, tools and messages (`context`),
+        then the compaction prompt, at most `min(20,000, lc(model))` output tokens, `skipCacheWrite`: it reads the
+        main conversation's cached prefix and writes nothing of its own. None when its answer is not a summary
+        (no text, an API error, or "Prompt is too long", as when its request does not fit)."""
+        prompt = self._summary_prompts(instructions)[1]
+        messages = context.followed_by(prompt) if isinstance(context, LogView) else (*context, prompt)
+        request = Request(
+            messages, kind="summary", max_output_tokens=self._summary_max_output(), meta={"fork": "compact"}, skip_cache_write=True,
+        )
+        try:
+            result = self.ctx.summarize(request)
+        except SummaryOverflow:
+            return None
+        text = result.text.strip()
+        if not text or text.startswith("API Error") or text.startswith("Prompt is too long"):
+            return None
+        return text
+
+    def _drop_oldest_rounds(self, body: list[Message], too_long: str) -> list[Message] | None:
         """§8.3 `KLK`: a leading retry marker (the previous retry's) is taken off first, then the rest is cut
         into API rounds; the oldest rounds go whose chars/4 estimates (`qT`) reach the excess the error
         reports ("N tokens > M"), else the oldest 20% (at least one); one round always stays. The marker goes
@@ -1145,7 +1187,7 @@ class ClaudeCode21(ClaudeCode):
         groups = _rounds(body, self._response_of)
         if len(groups) < 2:
             return None
-        reported = TOO_LONG.search(error.message)
+        reported = TOO_LONG.search(too_long)
         excess = int(reported.group(1)) - int(reported.group(2)) if reported else 0
         if excess > 0:
             drop = freed = 0
@@ -1163,8 +1205,9 @@ class ClaudeCode21(ClaudeCode):
         return rest
 
     def _message_estimate(self, message: Message) -> int:
-        """§8.2 `qT` of one wire message: its text, each tool call's name and input, 2,000 per image."""
-        calls = sum(chars_div4(c.name + c.arguments) for c in message.tool_calls)
+        """§8.2 `qT` of one wire message: its text, each tool call's name and input (as JavaScript writes it, as
+        `_estimate` reads it), 2,000 per image."""
+        calls = sum(chars_div4(c.name + _js_arguments(c.arguments)) for c in message.tool_calls)
         images = self.options.image_tokens * sum(1 for a in message.attachments if a.is_image)
         return chars_div4(message.content) + calls + images
 

@@ -152,6 +152,45 @@ def test_anthropic_reads_the_longest_breakpoint_entry_of_any_kept_request():
     assert (third.cached_tokens, third.cache.cache_write_tokens) == (tok(S) + tok(h1), total - tok(S) - tok(h1))
 
 
+# ------------------------------------------------------------------ a fork that writes no cache of its own
+def test_anthropic_a_skip_cache_write_fork_writes_nothing_after_the_message_before_its_last():
+    """claude-sonnet, no timestamps. Claude Code's summary fork (`skipCacheWrite`, claude-code.md §8.4) puts its
+    one message breakpoint on the message before its last (upstream `addCacheBreakpoints`: `markerIndex =
+    skipCacheWrite ? messages.length - 2 : messages.length - 1`), "so the fork doesn't leave its own tail".
+
+    - T = (S, A), a turn: entries at the ends of S and of A.
+    - F = (S, A, B, P), the fork: reads tok(S) + tok(A) from T and writes up to its breakpoint at the end of
+      B: tok(B). Without the flag it writes tok(B) + tok(P).
+    - G = (S, A, B, P, C) next: F left no entry at the end of P, so G reads tok(S) + tok(A) + tok(B) (the
+      entry F wrote at B's end) and writes tok(P) + tok(C). Without the flag G reads through P."""
+    tok = SimulatedProvider(get_profile("claude-sonnet")).message_tokens
+    p = Message("user", "Summarize the conversation. " * 40)
+    outcomes = {}
+    for skip in (True, False):
+        provider = SimulatedProvider(get_profile("claude-sonnet"))
+        provider.send(Request((S, A)))
+        fork = provider.send(Request((S, A, B, p), kind="summary", skip_cache_write=skip))
+        after = provider.send(Request((S, A, B, p, C)))
+        outcomes[skip] = [(o.cached_tokens, o.cache.cache_write_tokens) for o in (fork, after)]
+    read = tok(S) + tok(A)
+    assert outcomes[True] == [(read, tok(B)), (read + tok(B), tok(p) + tok(C))]
+    assert outcomes[False] == [(read, tok(B) + tok(p)), (read + tok(B) + tok(p), tok(C))]
+
+
+def test_openai_caches_a_skip_cache_write_fork_as_any_request():
+    """gpt-5: OpenAI caches every prefix by itself, with no breakpoint to move, so the flag changes nothing:
+    the same sequence as above gives the same outcomes with and without it."""
+    outcomes = {}
+    for skip in (True, False):
+        provider = SimulatedProvider(get_profile("gpt-5"))
+        provider.send(Request((S, A)))
+        fork = provider.send(Request((S, A, B, Message("user", "Summarize. " * 200)), kind="summary", skip_cache_write=skip))
+        after = provider.send(Request((S, A, B, Message("user", "Summarize. " * 200), C)))
+        outcomes[skip] = [(o.cached_tokens, o.cache.cache_write_tokens, o.cache.prefix_tokens) for o in (fork, after)]
+    assert outcomes[True] == outcomes[False]
+    assert outcomes[True][1][0] > outcomes[True][0][0]  # the next request read the fork's whole prefix
+
+
 # ------------------------------------------------------------------ entries are not evicted by count
 @pytest.mark.parametrize("profile", ["gpt-5", "claude-sonnet"])
 def test_summary_calls_do_not_evict_the_turns_cache_entry(profile):

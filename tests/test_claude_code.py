@@ -12,6 +12,8 @@ from dataclasses import replace
 import pytest
 
 from compaction_bench.metrics.integrity import check
+from compaction_bench.profiles import get_profile
+from compaction_bench.provider import SimulatedProvider
 from compaction_bench.replay import replay
 from compaction_bench.strategies.claude_code import (
     CLEARED_RESULT,
@@ -469,6 +471,70 @@ def test_later_requests_ask_for_the_models_whole_max_output():
     assert {r.threshold for r in base.requests if r.kind == "turn" and not r.meta["count"] >= 123_000} == {200_000 - 64_000 - 13_000}
 
 
+def test_later_summary_is_first_asked_of_a_fork_that_reads_the_turns_cache():
+    """§8.4 (2.1.112 `ALK`; the remote flag `tengu_compact_cache_prefix`, on by default): the summary is first
+    asked of a fork of the request the turn would send (the same messages, then the compaction prompt) with
+    `skipCacheWrite`, which puts its one cache breakpoint on the message before the prompt
+    (`addCacheBreakpoints`). Right answers, on claude-opus: the fork's messages are the last turn request's,
+    then the response and tool result after it, then the prompt; it reads the whole last turn request from
+    the cache and writes only the two messages after it (the prompt is past its breakpoint); its answer is the
+    summary, so no other summary request is sent. With the flag off, the summariser's own request is sent
+    (its own system prompt first: nothing to read from the cache, all of it written)."""
+    s = Session()
+    s.user("Build the report generator; the output must stay under 80 columns.")
+    s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/report.py"})], total=10_000)
+    s.result("r1", "def report():\n" + "    width = 80\n" * 2_000, name="Read")  # over opus's 4,096-token cache minimum
+    s.assistant("testing", calls=[("b1", "Bash", {"command": "pytest"})], total=170_000)
+    s.result("b1", "3 passed", name="Bash")
+    s.assistant("next", total=40_000)
+    summarizer = RecordingSummarizer()
+    result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS, summarizer=summarizer)
+    assert [c.trigger for c in result.compactions] == ["auto"]
+    summaries = [r for r in result.requests if r.kind == "summary"]
+    assert len(summaries) == 1
+    assert summarizer.max_tokens == [20_000]  # min(20,000, lc(opus-4-5) = 64,000)
+    fork = summaries[0]
+    turn = [r for r in result.requests if r.kind == "turn" and r.index < fork.index][-1]
+    assert fork.meta == {"fork": "compact"}
+    assert tuple(fork.messages[: len(turn.messages)]) == tuple(turn.messages)
+    assert [(m.role, m.content) for m in fork.messages[len(turn.messages) : -1]] == [("assistant", "testing"), ("tool", "3 passed")]
+    prompt = fork.messages[-1]
+    assert prompt.role == "user" and "<summary>" in prompt.content
+    assert fork.cached_tokens == turn.true_tokens
+    prompt_tokens = SimulatedProvider(get_profile("claude-opus")).message_tokens(prompt)
+    assert fork.cache_write_tokens == fork.true_tokens - turn.true_tokens - prompt_tokens > 0
+
+    own = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options={**OPUS, "compact_cache_prefix": False})
+    (request,) = [r for r in own.requests if r.kind == "summary"]
+    assert request.messages[0].role == "system" and "summary of the conversation" in request.messages[0].content
+    assert request.messages[-1] == prompt
+    assert (request.cached_tokens, request.cache_write_tokens) == (0, request.true_tokens)
+
+
+def test_later_falls_back_to_the_summarisers_request_when_the_fork_does_not_fit():
+    """§8.4: a fork answered "Prompt is too long" (its request did not fit) gives no summary; the summariser's
+    own request follows, with the same prompt and the history after the system prompt. The fork here carries
+    the session's long system prompt (a recorded `system` item), the summariser's request does not: at a
+    window the turn still fits in, the fork's request (the turn's, the prompt and 20,000 output tokens) is
+    over it and the summariser's is not (Claude Code's blocking limit is not modelled: the turn is sent)."""
+    s = Session()
+    s._add(kind="system", text="You are a careful agent. " + "Follow the house rules. " * 8_700)
+    s.user("Build the report generator.")
+    s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/report.py"})], total=10_000)
+    s.result("r1", "def report(): pass", name="Read")
+    s.assistant("testing", calls=[("b1", "Bash", {"command": "pytest"})], total=60_000)
+    s.result("b1", "3 passed", name="Bash")
+    s.assistant("next", total=2_000)
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL)
+    turn, fork, own = [r for r in result.requests if not r.overflow or r.kind == "summary"][1:4]
+    assert turn.kind == "turn" and not turn.overflow and turn.true_tokens + 20_000 <= 64_000 < fork.true_tokens + 20_000
+    assert fork.meta == {"fork": "compact"} and fork.overflow and fork.messages[0].content.startswith("You are a careful agent.")
+    assert tuple(fork.messages[: len(turn.messages)]) == tuple(turn.messages)
+    assert own.kind == "summary" and not own.overflow and "summary of the conversation" in own.messages[0].content
+    assert own.messages[1:-1] == fork.messages[1:-1] and own.messages[-1] == fork.messages[-1]
+    assert result.compactions[0].summary is not None and result.compactions[0].step == own.step
+
+
 def _files_and_todos() -> Session:
     s = Session()
     s.user("Build the report generator; the output must stay under 80 columns.")
@@ -525,6 +591,19 @@ def test_later_summary_message_names_the_transcript():
     assert result.compactions[0].after[0].content.endswith("\n\n" + TRANSCRIPT_NOTE.format(path="~/.claude/projects/-/sess-2.jsonl"))
 
 
+def _attempts(result) -> list:
+    """The summary inputs of 2.1's prompt-too-long attempts (§8.3), checking that each attempt asked the fork of
+    the same messages first (§8.4; no system item: its messages are the input, then the prompt) and that the fork
+    did not fit either (the prompt is padded past every window)."""
+    summaries = [r for r in result.requests if r.kind == "summary"]
+    forks, own = summaries[0::2], summaries[1::2]
+    assert len(forks) == len(own)
+    for fork, request in zip(forks, own, strict=True):
+        assert fork.meta == {"fork": "compact"} and fork.overflow and "fork" not in request.meta
+        assert tuple(fork.messages[:-1]) == tuple(request.messages[1:-1]) and fork.messages[-1] == request.messages[-1]
+    return [r.messages[1:-1] for r in own]
+
+
 def test_later_prompt_too_long_retries_drop_rounds_each_time(tmp_path):
     # §8.3 / 2.1.112 `KLK`: a retry first takes the previous retry's marker off, then drops the oldest 20% of
     # the API rounds (at least one; the OpenAI-style error reports no token counts) and puts the marker back in
@@ -542,7 +621,7 @@ def test_later_prompt_too_long_retries_drop_rounds_each_time(tmp_path):
     result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
                     prompts={"claude_code_summary.j2": prompt})
     assert {r.step for r in result.requests if r.kind == "summary"} == {5}
-    bodies = [r.messages[1:-1] for r in result.requests if r.kind == "summary"]
+    bodies = _attempts(result)
     assert len(bodies) == 4  # the request and 3 retries
     assistants = [[m.content for m in body if m.role == "assistant"] for body in bodies]
     assert assistants == [[f"step {n}" for n in range(first, 5)] for first in (0, 0, 1, 2)]
@@ -815,7 +894,7 @@ def test_later_retry_rounds_split_at_each_response(tmp_path):
     s.assistant("end", total=1_000)
     result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
                     prompts={"claude_code_summary.j2": prompt})
-    bodies = [r.messages[1:-1] for r in result.requests if r.kind == "summary"]
+    bodies = _attempts(result)
     assert len(bodies) == 4  # the request and 3 retries
     rounds = [[m.content or m.tool_calls[0].id for m in body if m.role == "assistant"] for body in bodies]
     assert rounds == [["let me think", "c1", "step 2", "step 3"], ["let me think", "c1", "step 2", "step 3"],

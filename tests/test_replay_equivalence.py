@@ -87,6 +87,11 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: (SWE-agent's `LastNObservations` keeps exactly its last n, one a step; the M + 1 newest steps' stayed, including
 #: steps without an output); hybrid's next summary comes N steps after one, as the paper's `SummarizeEveryNTurns`
 #: leaves the M kept steps unprocessed (it came N + M steps later).
+#: claude-code-2.1 (2026-12-05): the summary is first asked of a fork of the turn's request (§8.4,
+#: `tengu_compact_cache_prefix`), so the summary requests hold the turn's messages and the prompt after them; on
+#: Pi's session two forks do not fit, the summariser's own request follows each, and a retry with the oldest
+#: rounds dropped asks the fork first again (684 requests, was 680). With
+#: `compact_cache_prefix=False` both replays give the digests recorded before.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -115,8 +120,8 @@ GOLDEN = {
     ("codex-token-budget", "pi"): (454, 5, "44cb191b4fb67ab1"),
     ("claude-code", "synthetic"): (437, 10, "5f88822c65962e37"),
     ("claude-code", "pi"): (908, 9, "1d5587398a54ae28"),
-    ("claude-code-2.1", "synthetic"): (433, 6, "3a9f7a23ac472610"),
-    ("claude-code-2.1", "pi"): (680, 222, "b28102365a8e980d"),
+    ("claude-code-2.1", "synthetic"): (433, 6, "8f22b3a6a8bb45f5"),
+    ("claude-code-2.1", "pi"): (684, 222, "c7f6d569cb67e05a"),
     ("anthropic-clear-tool-uses", "synthetic"): (427, 98, "872c89363b8fd9de"),
     ("anthropic-clear-tool-uses", "pi"): (454, 173, "f69f60ec558d0c23"),
     ("anthropic-compact", "synthetic"): (427, 0, "fd00c76cb0031698"),
