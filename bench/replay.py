@@ -350,8 +350,9 @@ class _Engine:
         self._summarized = _SummarizedIds()
         # The message carrying an emulated server's instructions to the summarizer, per text (`_instructions_message`).
         self._instruction_messages: dict[str, Message] = {}
-        # Whether the strategy's `request()` runs, and the failure of a summary it sent as an iteration of the request
-        # it returns (`summarize(in_request=True)`): (error, prefix tokens, purpose), which that request fails with.
+        # Whether the strategy's `request()` runs, and the failure of the request it returns: a summary it sent as an
+        # iteration of it that did not fit (`summarize(in_request=True)`), or its own refusal (`refuse_request`):
+        # (error, prefix tokens, where it failed), which that request fails with.
         self._in_request = False
         self._request_failure: tuple[ProviderError, int, str] | None = None
         # With recorded usage: the recording's context per step, and whether the replay still matches it.
@@ -368,6 +369,12 @@ class _Engine:
 
     def render_prompt(self, template: str, **variables: Any) -> str:
         return self.prompts.render(template, **variables)
+
+    def refuse_request(self, message: str) -> None:
+        if not self._in_request:
+            raise ReplayError(f"strategy {self.result.strategy!r} refused a request outside request() at step {self.step}")
+        if self._request_failure is None:
+            self._request_failure = (ProviderError("agent", 0, "refused_by_agent", message), 0, "agent")
 
     def summarize(
         self, request: Request, *, purpose: str = "summary", instructions: str | None = None, in_request: bool = False

@@ -15,8 +15,8 @@ A strategy sees the transcript as an agent would, one event at a time:
 
 Through its `StrategyContext` a strategy sends summary requests (`summarize`, which raises
 `SummaryOverflow` when the summary request itself does not fit; with `in_request=True` the summary is
-an iteration of the request being built, which then fails in its place) and records each compaction
-(`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
+an iteration of the request being built, which then fails in its place), refuses to send a request itself
+(`refuse_request`, an agent's client-side limit) and records each compaction (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
 A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite,
 at most `MAX_NUMBER` either way, and inside its `Range`, which a field declares with
 `metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts
@@ -101,6 +101,12 @@ class StrategyContext(Protocol):
 
     def render_prompt(self, template: str, **variables: Any) -> str:
         """Render a summary-prompt template (user overrides from `--prompt` first)."""
+
+    def refuse_request(self, message: str) -> None:
+        """From `request()` only: the agent itself will not send the request `request()` returns (a client-side limit,
+        such as Claude Code's blocking limit). It reaches no model: it is recorded as failed with `message` (an error of
+        provider "agent", `meta["failed_in"]` "agent"), costs and caches nothing, and `on_overflow` is told as for a
+        request the provider refused."""
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """True token count (the provider's tokenizer). Strategies decide with their own estimators;

@@ -34,11 +34,12 @@ the oldest API rounds (§8.3), the new wrapper without the analysis and with the
 (§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), the summary asked first of a fork of the turn's
 request that reads the cached prefix and writes no cache of its own (`skipCacheWrite`), the summariser's own
 request only when the fork gives no summary (§8.4), files but no todo list after a compaction (§8.5), no
-count-based microcompact (§8.6), and the API rounds of `AR6` (one per response) for the retry.
+count-based microcompact (§8.6), the API rounds of `AR6` (one per response) for the retry, and the blocking
+limit (§8.1, 2.0.77+): a request the check did not compact whose count is at or over `E − 3,000` is not sent
+("Prompt is too long", auto-compact on or off; BASE has no such limit).
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
-attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts), the blocking
-limit (the simulated provider rejects what does not fit). Re-read files are the newest content the
+attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts). Re-read files are the newest content the
 transcript shows for that path (a Read result or a Write's content): the file system of the session
 is not available.
 
@@ -92,6 +93,9 @@ TRANSCRIPT_NOTE = (
 )
 #: §5 microcompact placeholder.
 CLEARED_RESULT = "[Old tool result content cleared]"
+#: §3.4, §8.1 what Claude Code answers for a prompt over a limit (`cI`): a summary starting with it failed, and the
+#: blocking limit refuses a turn with it.
+PROMPT_TOO_LONG = "Prompt is too long"
 #: §8.3 marker put in front of a retried summary input that would start with an assistant turn.
 PTL_RETRY_MARKER = "[earlier conversation truncated for compaction retry]"
 #: §2.2 interrupt and rejection placeholders (set `K00`): responses starting with these do not count.
@@ -333,6 +337,11 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     #: turn's request, which reads its prefix from the cache and writes none; off, or when the fork gives no summary,
     #: the summariser's own request with its prompt-too-long retries.
     compact_cache_prefix: bool = True
+    #: A request the check did not compact is not sent when its count is at least E − this (§8.1, `e_7`).
+    blocking_buffer: int = field(default=3_000, metadata={"range": TOKEN_COUNT})
+    #: CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE (None: unset): the count at which a request is not sent, instead of
+    #: E − `blocking_buffer` (§8.1).
+    blocking_limit_override: int | None = field(default=None, metadata={"range": Range(1, what="a token count")})
     #: §8.5 the transcript path the summary message names; None: where Claude Code keeps the replayed
     #: session's, `<config_dir>/projects/<project folder of cwd>/<session id>.jsonl` (an unknown cwd as "/")
     transcript_path: str | None = None
@@ -740,12 +749,19 @@ class ClaudeCode(Strategy):
         threshold: int | None = self.threshold if self.enabled else None  # auto-compact off: no check, no threshold
         if self.enabled and count >= self.threshold and self._auto_compact(meta):
             count, threshold = self.count(), None
+        elif (limit := self._blocking_limit()) is not None and count >= limit:
+            meta["blocking_limit"] = limit
+            self.ctx.refuse_request(PROMPT_TOO_LONG)
         if marker is not None:
             meta["after_recorded_compaction"] = marker.id
         return Request(self.messages(), estimate_tokens=count, threshold=threshold, max_output_tokens=self.max_tokens, meta=meta)
 
     def _on_request(self) -> None:
         """Hook for the 2.1 refill breaker."""
+
+    def _blocking_limit(self) -> int | None:
+        """The count at which a request the check did not compact is not sent: none in 2.0.57 (§7.1: 2.0.77+)."""
+        return None
 
     def _auto_compact(self, meta: dict[str, Any]) -> bool:
         """§2.3 steps 4-6: compact; on failure the original messages go out, no retry and no breaker. True when
@@ -825,7 +841,7 @@ class ClaudeCode(Strategy):
         except SummaryOverflow:
             return None
         text = result.text.strip()
-        if not text or text.startswith("API Error") or text.startswith("Prompt is too long"):
+        if not text or text.startswith("API Error") or text.startswith(PROMPT_TOO_LONG):
             return None
         return text
 
@@ -1053,6 +1069,11 @@ class ClaudeCode21(ClaudeCode):
         cap is only the threshold's reserve; upstream wins where §8.1 does not say)."""
         return self._later_max_output(model)
 
+    def _blocking_limit(self) -> int | None:
+        """§8.1 (2.1.112 `UM6`, `e_7=3000`): `E − 3,000`, or CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE where set. The query
+        loop applies it whether auto-compact is on or off, to a request the check did not compact."""
+        return self.options.blocking_limit_override or self.effective - self.options.blocking_buffer
+
     def _compact_window(self) -> int:
         configured = self.options.auto_compact_window
         if configured is None or configured <= 0:
@@ -1147,7 +1168,7 @@ class ClaudeCode21(ClaudeCode):
                 text = result.text.strip()
                 if not text or text.startswith("API Error"):
                     return None
-                if not text.startswith("Prompt is too long"):
+                if not text.startswith(PROMPT_TOO_LONG):
                     return text
                 too_long = text
             if attempt == self.options.ptl_retries:
@@ -1162,7 +1183,7 @@ class ClaudeCode21(ClaudeCode):
         """§8.4 the fork (`tengu_compact_cache_prefix`): the turn's system prompt, tools and messages (`context`),
         then the compaction prompt, at most `min(20,000, lc(model))` output tokens, `skipCacheWrite`: it reads the
         main conversation's cached prefix and writes nothing of its own. None when its answer is not a summary
-        (no text, an API error, or "Prompt is too long", as when its request does not fit)."""
+        (no text, an API error, or `PROMPT_TOO_LONG`, as when its request does not fit)."""
         prompt = self._summary_prompts(instructions)[1]
         messages = context.followed_by(prompt) if isinstance(context, LogView) else (*context, prompt)
         request = Request(
@@ -1173,7 +1194,7 @@ class ClaudeCode21(ClaudeCode):
         except SummaryOverflow:
             return None
         text = result.text.strip()
-        if not text or text.startswith("API Error") or text.startswith("Prompt is too long"):
+        if not text or text.startswith("API Error") or text.startswith(PROMPT_TOO_LONG):
             return None
         return text
 

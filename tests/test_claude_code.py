@@ -345,6 +345,9 @@ def _scan_session(turns: int = 1) -> Session:
 #: Window 40,000, CLAUDE_CODE_MAX_OUTPUT_TOKENS 20,000 (the requests ask for 20,000, as with the old reserve) →
 #: reserve min(20,000, 20,000), T = 40,000 − 20,000 − 13,000 = 7,000.
 REFILL = {"max_output_tokens_env": 20_000}
+#: The blocking limit out of the way (§8.1: at 64,000, E − 3,000 = 41,000 refuses the request after a failed
+#: compaction, whose response then brings no usage, and the final context's check compacts again).
+UNBLOCKED = {**REFILL, "blocking_limit_override": 10**6}
 
 
 def test_later_rapid_refill_breaker_stops_after_three_refills():
@@ -535,6 +538,32 @@ def test_later_falls_back_to_the_summarisers_request_when_the_fork_does_not_fit(
     assert result.compactions[0].summary is not None and result.compactions[0].step == own.step
 
 
+def test_later_blocking_limit_refuses_what_the_check_did_not_compact():
+    """§8.1 (2.1.112 `UM6`: `E − 3,000`; the query loop refuses with "Prompt is too long", terminal reason
+    `blocking_limit`, whether auto-compact is on or off). On claude-opus with the env max output 64,000:
+    R = min(64,000, 20,000) = 20,000, E = 180,000, the limit 177,000. With auto-compact off, a request whose
+    count is 176,999 is sent and one at 177,000 is refused by the agent: it reaches no model (the provider would
+    have taken it: Claude 4.5 refuses only input over 200,000). 2.0.57 has no such limit (§7.1: 2.0.77+), and
+    CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE moves it."""
+    s = _session([100_000, 176_950, 177_000, 50_000])
+    options = {**OPUS, "auto_compact": False}
+    result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=options)
+    turns = [r for r in result.requests if r.kind == "turn"]
+    counts = [r.meta["count"] for r in turns]  # the usage, plus chars/4 of what followed the response's first block
+    assert counts[2] < 177_000 <= counts[3]
+    # the refused request gets no usage (its step's 50,000 is never read), so the next check reads the same count: refused too
+    assert [r.overflow for r in turns] == [False, False, False, True, True]
+    refused = turns[3]
+    assert refused.error == {"provider": "agent", "status": 0, "code": "refused_by_agent", "message": "Prompt is too long"}
+    assert refused.meta["failed_in"] == "agent" and refused.meta["blocking_limit"] == 177_000
+    assert (refused.cached_tokens, refused.cache_write_tokens, refused.usage) == (0, 0, None)
+    base = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=options)
+    assert not any(r.overflow for r in base.requests)
+    moved = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded",
+                   options={**options, "blocking_limit_override": 178_000})
+    assert not any(r.overflow for r in moved.requests)
+
+
 def _files_and_todos() -> Session:
     s = Session()
     s.user("Build the report generator; the output must stay under 80 columns.")
@@ -618,7 +647,7 @@ def test_later_prompt_too_long_retries_drop_rounds_each_time(tmp_path):
         s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": f"ls {n}"})], total=50_000 if n == 4 else 10_000)
         s.result(f"c{n}", f"out {n}", name="Bash")
     s.assistant("end", total=1_000)
-    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=UNBLOCKED,
                     prompts={"claude_code_summary.j2": prompt})
     assert {r.step for r in result.requests if r.kind == "summary"} == {5}
     bodies = _attempts(result)
@@ -892,7 +921,7 @@ def test_later_retry_rounds_split_at_each_response(tmp_path):
         s.assistant(f"step {n}", calls=[(f"c{n}", "Bash", {"command": f"ls {n}"})], total=50_000 if n == 3 else 10_000)
         s.result(f"c{n}", f"out {n}", name="Bash")
     s.assistant("end", total=1_000)
-    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=REFILL,
+    result = replay(s.transcript(), "claude-code-2.1", profile=small_profile(64_000), usage="recorded", options=UNBLOCKED,
                     prompts={"claude_code_summary.j2": prompt})
     bodies = _attempts(result)
     assert len(bodies) == 4  # the request and 3 retries
