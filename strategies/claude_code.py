@@ -52,6 +52,7 @@ same object, and so is a summary message whose text the summarizer gave last tim
 from __future__ import annotations
 
 import json
+import math
 import posixpath
 import re
 from collections import Counter
@@ -91,6 +92,10 @@ TRANSCRIPT_NOTE = (
     "Should you need exact details from before this compaction (code snippets, error messages, text you wrote), "
     "the complete transcript can be read at: {path}"
 )
+#: What 2.1.86+ answers to a Read of a file it read before and that did not change since (2.1.112 `z44`, and `Y44`
+#: behind a flag), instead of the file: the read cache keeps its entry (the content read earlier), and a compaction
+#: re-reads the file from disk, never this text.
+UNCHANGED_READS = ("File unchanged since last read.", "Wasted call — file unchanged since your last Read.")
 #: §5 microcompact placeholder.
 CLEARED_RESULT = "[Old tool result content cleared]"
 #: §3.4, §8.1 what Claude Code answers for a prompt over a limit (`cI`): a summary starting with it failed, and the
@@ -208,10 +213,12 @@ def project_dir_name(cwd: str) -> str:
 
 
 def auto_compact_threshold(effective: int, buffer: int, pct_override: float | None) -> int:
-    """§2.1 `T = E − 13,000`, or `min(floor(E·p/100), E − 13,000)` for `0 < p ≤ 100`."""
+    """§2.1 `T = E − 13,000`, or `min(floor(E·p/100), E − 13,000)` for `0 < p ≤ 100`, in JavaScript's arithmetic:
+    `Math.floor(E * (p / 100))` (2.0.57 and 2.1.112), so E = 180,000 and p = 70 give 125,999 (70 / 100 is a
+    little under 0.7), not 126,000."""
     threshold = effective - buffer
     if pct_override is not None and 0 < pct_override <= 100:
-        threshold = min(int(effective * pct_override // 100), threshold)
+        threshold = min(math.floor(effective * (pct_override / 100)), threshold)
     return threshold
 
 
@@ -230,7 +237,11 @@ def _replace_block(text: str, tag: str, heading: str | None) -> str:
     `heading=None`), by two searches: the leftmost match opens at the first `<tag>` and closes at the first
     `</tag>` after it, and when that opening has no closing after it no later one has. The regular
     expression tried the lazy group at every opening, each time to the end of the text: a summary that
-    quotes its prompt ("inside <summary> tags") without closing it cost a scan per `<tag>` it holds."""
+    quotes its prompt ("inside <summary> tags") without closing it cost a scan per `<tag>` it holds.
+
+    Upstream writes the block's text into the replacement string of JavaScript's `String.prototype.replace`
+    (2.0.57 `tF5`, 2.1.112 `d0z`: `` `Summary:\n${content.trim()}` ``), so its `$` patterns are read as such
+    (`_js_replacement`)."""
     opening, closing = f"<{tag}>", f"</{tag}>"
     start = text.find(opening)
     if start < 0:
@@ -238,8 +249,23 @@ def _replace_block(text: str, tag: str, heading: str | None) -> str:
     end = text.find(closing, start + len(opening))
     if end < 0:
         return text
-    block = "" if heading is None else heading + text[start + len(opening) : end].strip()
-    return text[:start] + block + text[end + len(closing) :]
+    stop = end + len(closing)
+    block = "" if heading is None else _js_replacement(heading + text[start + len(opening) : end].strip(), text, start, stop)
+    return text[:start] + block + text[stop:]
+
+
+#: A replacement pattern of `String.prototype.replace` whose regular expression has no groups: `$$`, `$&`, `` $` ``, `$'`.
+_JS_PATTERN = re.compile(r"\$[$&`']")
+
+
+def _js_replacement(replacement: str, text: str, start: int, stop: int) -> str:
+    """`replacement` as JavaScript's `replace` inserts it for the match `text[start:stop]` of a regular expression
+    without groups: `$$` is `$`, `$&` the match, `` $` `` the text before it, `$'` the text after it; any other
+    `$` stays (ECMA-262 GetSubstitution)."""
+    if "$" not in replacement:
+        return replacement
+    parts = {"$$": "$", "$&": text[start:stop], "$`": text[:start], "$'": text[stop:]}
+    return _JS_PATTERN.sub(lambda m: parts[m.group()], replacement)
 
 
 @cache
@@ -444,11 +470,15 @@ class ResponseHistory(ItemHistory):
 @dataclass
 class _File:
     path: str
+    #: when the file was last read or written (the replay's own clock)
     order: int
     content: str | None
     source: str | None
     #: whether `content` is the file's own text (a Write's), not a Read result's numbered lines
     raw: bool = False
+    #: when the session last wrote or edited it (the same clock; 0: never, its modification time is older than the
+    #: session): the read cache's timestamp is the file's mtime, which a Read does not change
+    modified: int = 0
     #: §4.2 how it is restored (whether it fits its own budget, its size in the total budget, its messages),
     #: built once per file version: a file kept by one compaction is restored by the next with the same messages
     restored: tuple[bool, int, tuple[Message, ...]] | None = field(default=None, compare=False, repr=False)
@@ -586,7 +616,7 @@ class ClaudeCode(Strategy):
         self.history.append(item)
         if item.kind == "tool_result" and not item.is_error:
             call = self._calls.get(item.call_id or "")
-            if call is not None and call.tool_name in READ_TOOLS:
+            if call is not None and call.tool_name in READ_TOOLS and not item.text.startswith(UNCHANGED_READS):
                 self._touch_file(_arguments(call).get("file_path"), item.text, item.id)
             elif call is not None and call.tool_name == TODO_TOOL and isinstance(todos := _arguments(call).get("todos"), list):
                 self.todos = stored_todos(todos)
@@ -624,19 +654,22 @@ class ClaudeCode(Strategy):
                     continue
                 if item.tool_name == "Write":
                     content = args.get("content") if isinstance(args.get("content"), str) else None
-                    self._touch_file(path, content, item.id if content is not None else None, raw=True)
+                    self._touch_file(path, content, item.id if content is not None else None, raw=True, written=True)
                 else:
                     known = self.files.get(path)
                     edited = _edited(known.content, known.raw, item.tool_name, args) if known is not None else None
-                    self._touch_file(path, edited, item.id if edited is not None else None, raw=known is not None and known.raw)
+                    self._touch_file(path, edited, item.id if edited is not None else None, raw=known is not None and known.raw, written=True)
 
-    def _touch_file(self, path: Any, content: str | None, source: str | None, raw: bool = False) -> None:
+    def _touch_file(self, path: Any, content: str | None, source: str | None, raw: bool = False, *, written: bool = False) -> None:
         """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is
-        ignored), with what a re-read would show where that is known (None: restored as a reference to read it)."""
+        ignored), with what a re-read would show where that is known (None: restored as a reference to read it).
+        `written`: a Write or an Edit, which sets the file's modification time."""
         if not isinstance(path, str):
             return
         self._clock += 1
-        self.files[path] = _File(path, self._clock, content, source, raw)
+        known = self.files.get(path)
+        modified = self._clock if written else known.modified if known is not None else 0
+        self.files[path] = _File(path, self._clock, content, source, raw, modified)
 
     def _new_history(self) -> ResponseHistory:
         """The history as the API normaliser sends it (`ResponseHistory`): 2.1.112 also drops blank text blocks."""
@@ -938,7 +971,7 @@ class ClaudeCode(Strategy):
         """§4.2: the newest files within their budgets (then the read cache holds only them), the todo list;
         the messages and the restored paths."""
         o = self.options
-        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=lambda f: -f.order)
+        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=_newest_first)
         out: list[Message] = []
         kept: dict[str, _File] = {}
         total = 0
@@ -1012,6 +1045,26 @@ def _reminder(text: str) -> str:
 def _js_json(value: Any) -> str:
     """`JSON.stringify(value)`: no spaces after the separators, characters beyond ASCII as they are."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _images_as_text(message: Message) -> Message:
+    """`message` with each image attachment turned into a text block "[image]" (2.1.112 `Ar1`; the transcripts of
+    Claude Code carry no other attachment kind); the same message when it has none."""
+    images = sum(1 for a in message.attachments if a.is_image)
+    if not images:
+        return message
+    text = "\n".join([message.content] * bool(message.content) + ["[image]"] * images)
+    others = tuple(a for a in message.attachments if not a.is_image)
+    return replace(message, content=text, attachments=others)
+
+
+def _newest_first(file: _File) -> tuple[int, int]:
+    """§4.2 the restore's order, "newest timestamp first" (2.0.57 `FV5`, 2.1.112 `Nx8`): the read cache's timestamp
+    is the file's modification time (`Math.ceil(statSync(path).mtimeMs)` in 2.0.57, `Math.floor` in 2.1.112, stored
+    by Read, Edit and Write alike), so the files the session wrote or edited come first, the last written first.
+    A file it only read keeps the modification time it had before the session, which no transcript records: those
+    come after, the last read first (a stand-in for their order on disk)."""
+    return -file.modified, -file.order
 
 
 def _js_arguments(arguments: str) -> str:
@@ -1178,6 +1231,11 @@ class ClaudeCode21(ClaudeCode):
                 return None
             current = trimmed
         return None
+
+    def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:
+        """§8.4 the summariser's own request (`ALK`'s standard call) sends each image as the text "[image]" (`Ar1`,
+        cc@2.1.112 cli.js L4989); the fork sends them as the turn does."""
+        return super().summary_request([_images_as_text(m) for m in messages], instructions)
 
     def _forked_summary(self, context: Sequence[Message], instructions: str | None) -> str | None:
         """§8.4 the fork (`tengu_compact_cache_prefix`): the turn's system prompt, tools and messages (`context`),

@@ -146,6 +146,90 @@ def test_restored_file_budgets():
     assert "content of f1" not in after and "content of f0" not in after
 
 
+@pytest.mark.parametrize("strategy", ["claude-code", "claude-code-2.1"])
+def test_restored_files_are_the_newest_by_modification_time(strategy):
+    """§4.2 "sort by timestamp, newest first": the read cache's timestamp is the file's modification time, which
+    Read, Edit and Write all store (2.0.57 `RD`: `Math.ceil(statSync(path).mtimeMs)`; 2.1.112 `Av`/`Math.floor`),
+    and a Read does not change. So a file written early and read by nothing since outranks five files read after
+    it, and a file edited after being read outranks one read after that edit. Right answer: the Write (/r/a.py)
+    and the Edit (/r/b.py) first, the later edit first; then three of the files only read (their order on disk is
+    unknown; the replay puts the last read first). Before, the five newest reads or writes were kept and /r/a.py
+    dropped."""
+    s = Session()
+    s.user("set up the module")
+    s.assistant("writing", calls=[("w", "Write", {"file_path": "/r/a.py", "content": "A = 1\n"})], total=1_000)
+    s.result("w", "File created successfully at: /r/a.py", name="Write")
+    s.assistant("reading", calls=[("rb", "Read", {"file_path": "/r/b.py"})], total=1_100)
+    s.result("rb", "     1→B = 1\n", name="Read")
+    s.assistant("editing", calls=[("e", "Edit", {"file_path": "/r/b.py", "old_string": "B = 1", "new_string": "B = 2"})], total=1_200)
+    s.result("e", "The file /r/b.py has been updated.", name="Edit")
+    for name in "cdefg":
+        s.assistant(f"read {name}", calls=[(f"r{name}", "Read", {"file_path": f"/r/{name}.py"})], total=1_300)
+        s.result(f"r{name}", f"     1→{name.upper()} = 1\n", name="Read")
+    s.assistant("over", total=190_000)
+    s.user("continue")
+    s.assistant("ok", total=10)
+    result = replay(s.transcript(), strategy, profile="claude-opus", usage="recorded", options=OPUS)
+    assert result.compactions[0].details["restored_files"] == ["/r/b.py", "/r/a.py", "/r/g.py", "/r/f.py", "/r/e.py"]
+
+
+def test_an_unchanged_read_stub_is_not_the_files_content():
+    """2.1.86+ answers a Read of a file read before and unchanged since with a stub (2.1.112 `z44`: "File unchanged
+    since last read. …"), and a compaction re-reads the file from disk (§4.2). Right answer: the restored file is
+    the content of the first Read, not the stub."""
+    stub = ("File unchanged since last read. The content from the earlier Read tool_result in this conversation is "
+            "still current — refer to that instead of re-reading.")
+    s = Session()
+    s.user("check b")
+    for n, text in enumerate(["     1→def b(): return 42\n", stub]):
+        s.assistant(f"read {n}", calls=[(f"r{n}", "Read", {"file_path": "/r/b.py"})], total=1_000)
+        s.result(f"r{n}", text, name="Read")
+    s.assistant("over", total=190_000)
+    s.user("continue")
+    s.assistant("ok", total=10)
+    result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded", options=OPUS)
+    restored = "\n".join(m.content for m in result.compactions[0].after[1:])
+    assert "def b(): return 42" in restored and "File unchanged" not in restored
+
+
+def test_summary_dollar_patterns_and_the_percentage_override_follow_javascript():
+    """Upstream puts the summary into the replacement string of `String.prototype.replace` (2.0.57 `tF5`, 2.1.112
+    `d0z`), so `$$`, `$&`, `` $` `` and `$'` are read as patterns; a `$1` (the expression has no group) stays. The
+    expected text is what node prints for upstream's two replace calls on this input. The percentage override is
+    `Math.floor(E * (p / 100))`: node gives 125,999 for E = 180,000 and p = 70, 62,999 for p = 35."""
+    text = "<analysis>a $$ b</analysis> x <summary>cost $$5 and $& and $` and $' end $1</summary> tail"
+    assert format_summary(text) == (
+        "Analysis:\na $ b x Summary:\ncost $5 and <summary>cost $$5 and $& and $` and $' end $1</summary> and "
+        "Analysis:\na $ b x  and  tail end $1 tail"
+    )
+    assert format_summary("<summary>echo $HOME costs $5</summary>") == "Summary:\necho $HOME costs $5"
+    assert [auto_compact_threshold(180_000, 13_000, p) for p in (70, 35, 50)] == [125_999, 62_999, 90_000]
+
+
+def test_later_summarisers_own_request_sends_images_as_text_and_the_fork_as_they_are():
+    """2.1.112 `ALK`: the standard summary call strips images (`Ar1`: an image block becomes the text block
+    "[image]"), the fork (`rP`) sends the messages as the turn does. Right answer: with the fork off, the summary
+    request holds "[image]" where the screenshot was and no image; the fork's request holds the image itself."""
+    from compaction_bench.transcript import Attachment
+
+    s = Session()
+    s.turn += 1
+    s._add(kind="user", text="the page looks wrong", attachments=(Attachment("image/png", "shot.png", 90_000),))
+    s.assistant("checking", calls=[("b1", "Bash", {"command": "ls"})], total=190_000)
+    s.result("b1", "index.html", name="Bash")
+    s.assistant("ok", total=10)
+    for fork in (False, True):
+        result = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded",
+                        options={**OPUS, "compact_cache_prefix": fork})
+        (request,) = [r for r in result.requests if r.kind == "summary"]
+        user = next(m for m in request.messages if m.item_ids == ("i0",))
+        if fork:
+            assert request.meta == {"fork": "compact"}
+            assert (user.content, [a.name for a in user.attachments]) == ("the page looks wrong", ["shot.png"])
+        else:
+            assert (user.content, user.attachments) == ("the page looks wrong\n[image]", ())
+
+
 def _marker(id_: str, trigger: str, pre: int) -> Item:
     return Item(id=id_, kind="marker", text="Conversation compacted", meta={"event": "compaction", "trigger": trigger, "preTokens": pre})
 
