@@ -45,7 +45,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from compaction_bench.log_view import LogView
 from compaction_bench.provider import ProviderError
@@ -99,6 +99,8 @@ RETRYABLE_ERROR = re.compile(
 SUMMARY_REQUESTS_KEPT = 4
 #: How the December 2025 summary request hands over the previous summary (a user message).
 PREVIOUS_SUMMARY_2025 = "Previous session summary:\n"
+#: Pi's thinking levels (`ThinkingLevel`).
+ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 #: Anthropic/Bedrock use budget-based thinking: reasoning raises a request's max tokens (§4.2).
 BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
 
@@ -152,6 +154,10 @@ class PiOptions:
     #: Tokens added to a summary request's max tokens at `high` (BASE's only level; LATER's `high` and `xhigh`) on
     #: Anthropic/Bedrock, capped at the model's max output (§4.2).
     thinking_budget_high: int = field(default=16384, metadata={"range": TOKEN_COUNT})
+    #: The session's thinking level until a `thinking_level_change` entry sets one: `DEFAULT_THINKING_LEVEL`, "medium"
+    #: since a373dce7 (v0.50.2, 2026-01-29), "off" before. Only LATER's summaries read it (§4.2); BASE and December
+    #: 2025 ask for "high".
+    default_thinking_level: ThinkingLevel = "medium"
     #: `/compact <instructions>` for the manual compactions of `compact_at_recorded`.
     custom_instructions: str = ""
     #: Replay option: run a manual /compact at each recorded compaction the trigger did not fire for.
@@ -193,7 +199,7 @@ class PiStrategy(Strategy):
         self.system: list[Message] = []
         self.aliases: dict[str, str] = {}
         self.clock = 0.0
-        self.thinking_level = "off"
+        self.thinking_level: str = self.options.default_thinking_level
         self.overflow_attempted = False
         self.retry_attempt = 0
         #: The agent's current (provider, model id): the last model_change or successful assistant.

@@ -135,6 +135,26 @@ def test_split_turn_prefix_reasons_like_the_history_request_only_later(strategy,
     assert summarizer.max_tokens == expected
 
 
+@pytest.mark.parametrize(("level", "budget"), [(None, 8192), ("off", 0), ("high", 16384)])
+def test_later_thinks_at_medium_until_the_session_sets_a_level(level, budget):
+    """Pi's `DEFAULT_THINKING_LEVEL` is "medium" since a373dce7 (v0.50.2, 2026-01-29; "off" before), so a LATER session
+    that records no `thinking_level_change` summarizes at medium: with `OPTS`' 2,000 reserve, maxTokens
+    floor(0.8 × 2,000) = 1,600 plus the medium budget 8,192 on a budget-thinking provider (before: no budget, as at
+    "off"); a recorded level replaces it."""
+    s = Session()
+    if level is not None:
+        s.items.append(Item(id="tl", kind="marker", meta={"event": "thinking_level_change", "entry": "tl", "thinkingLevel": level}))
+    s.user("please fix the parser")
+    s.assistant("looking " * 12_000, total=100)
+    s.user("go on")
+    s.assistant("done " * 12_000, total=39_000)  # > 40,000 - 2,000
+    summarizer = RecordingSummarizer()
+    profile = replace(small_profile(40_000), provider="anthropic", max_output=64_000)
+    (compaction,) = run(s, "pi", profile=profile, summarizer=summarizer).compactions
+    # a split turn: the history request, then the turn prefix's, floor(0.5 × 2,000) = 1,000 plus the same budget
+    assert compaction.details["isSplitTurn"] and summarizer.max_tokens == [1_600 + budget, 1_000 + budget]
+
+
 @pytest.mark.parametrize(("strategy", "commit"), [("pi", "ee24a9ec"), ("pi-2026-03", "83378aad"), ("pi-2025-12", "83a6c269")])
 def test_each_rule_set_names_the_commit_it_reproduces(strategy, commit):
     cls = strategies()[strategy]
