@@ -16,9 +16,10 @@ A strategy sees the transcript as an agent would, one event at a time:
 Through its `StrategyContext` a strategy sends summary requests (`summarize`, which raises
 `SummaryOverflow` when the summary request itself does not fit; with `in_request=True` the summary is
 an iteration of the request being built, which then fails in its place), refuses to send a request itself
-(`refuse_request`, an agent's client-side limit) and records each compaction (`record_compaction`). Options are a dataclass per strategy, every field with the upstream default.
-A value given for an option (`--option`, a variant) is checked when parsed: a number must be finite,
-at most `MAX_NUMBER` either way, and inside its `Range`, which a field declares with
+(`refuse_request`, an agent's client-side limit) and records each compaction (`record_compaction`).
+Options are a dataclass per strategy, every field with the upstream default. A value given for an
+option (`--option`, a variant) is checked when parsed: a number must be finite, at most
+`MAX_NUMBER` either way, and inside its `Range`, which a field declares with
 `metadata={"range": Range(...)}` or gets from its name (`NAMED_RANGES`: token and character counts
 are not negative, ratios lie in (0, 1], …); an option of a few words (`Literal`) takes only those, a
 `str.format` pattern (`metadata={"format_fields": ...}`) must format with its fields, and a template option
