@@ -39,9 +39,9 @@ limit (§8.1, 2.0.77+): a request the check did not compact whose count is at or
 ("Prompt is too long", auto-compact on or off; BASE has no such limit).
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
-attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts). Re-read files are the newest content the
-transcript shows for that path (a Read result or a Write's content): the file system of the session
-is not available.
+attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts).
+Re-read files are the newest content the transcript shows for that path (a Read result or a Write's
+content, an Edit applied to it): the file system of the session is not available.
 
 Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
 anew only at a compaction, a clearing or a late system message, so a request costs what it adds; a
