@@ -49,7 +49,8 @@ sessions; the description states the factor. The short names are aliases (`gpt-5
 `openai/gpt-5`, `claude-sonnet` = `anthropic/claude-sonnet-4-5`, `claude-opus` =
 `anthropic/claude-opus-4-5`), and the study windows `1m`, `128k`, `64k`, `32k` keep GPT-5's
 tokenizer, caching and prices with that window and the `input+output` rule (a window served the
-way vLLM serves one), which is what this project's earlier results used.
+way vLLM serves one), which is what this project's earlier results used. Such a model is not in
+litellm's map (`in_model_map`): an agent that asks litellm for its limits (OpenHands) finds none.
 """
 
 from __future__ import annotations
@@ -338,7 +339,10 @@ class ModelProfile:
     """A simulated model. `context_window` is what the agent may fill with input (the input limit
     for OpenAI models, the shared context for Anthropic); `context_limit` is the model's whole
     context when it differs (OpenAI: input + output limits; None = `context_window`), `input_limit`
-    the separate input limit (models.dev `limit.input`), `overflow` the rule that refuses a request."""
+    the separate input limit (models.dev `limit.input`), `overflow` the rule that refuses a request.
+    `in_model_map` is False for a profile that stands for a model litellm's map does not describe (the study
+    windows: a model of that window on a server of its own), so an agent that reads the model's limits from
+    litellm finds none."""
 
     name: str
     model: str
@@ -353,6 +357,7 @@ class ModelProfile:
     overflow: str = "input+output"
     context_limit: int | None = None
     input_limit: int | None = None
+    in_model_map: bool = True
 
     def with_window(self, name: str, window: int, description: str) -> ModelProfile:
         return replace(self, name=name, context_window=window, description=description)
@@ -699,7 +704,7 @@ def _builtin() -> dict[str, ModelProfile]:
     claude = replace(model_profile("anthropic/claude-sonnet-4-5"), name="claude-sonnet")
     claude_opus = replace(model_profile("anthropic/claude-opus-4-5"), name="claude-opus")
     profiles = [gpt5, claude, claude_opus]
-    study = replace(gpt5, overflow="input+output", context_limit=None, input_limit=None)
+    study = replace(gpt5, overflow="input+output", context_limit=None, input_limit=None, in_model_map=False)
     for name, window in (("1m", 1_000_000), ("128k", 128_000), ("64k", 64_000), ("32k", 32_000)):
         profiles.append(
             study.with_window(

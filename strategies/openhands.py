@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compaction_bench.log_view import LogView
-from compaction_bench.profiles import model_family
+from compaction_bench.profiles import ModelProfile, model_family
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request, ToolCall
 from compaction_bench.strategy import OptionError, Range, Strategy, StrategyContext, SummaryOverflow
@@ -81,6 +81,40 @@ BROWSER_MASK = "Visited URL {url}\nContent omitted"
 V0_ERROR_SUFFIX = "\n[Error occurred in processing last action]"
 #: V0 placeholder for the previous summary when there is none (§5.1).
 NO_SUMMARY = "No events summarized"
+#: Models whose max output the SDK sets to 64,000 whatever litellm's map says (`llm.py@611629e6 L2404-2411`).
+SDK_64K_MODELS = ("claude-3-7-sonnet", "claude-sonnet-4", "kimi-k2-thinking")
+#: The same list of V0 (`openhands/llm/llm.py@156d0686 L515-526`).
+V0_64K_MODELS = ("claude-3-7-sonnet", "claude-3.7-sonnet", "claude-sonnet-4", "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001")
+
+
+def sdk_max_output(profile: ModelProfile) -> int | None:
+    """The SDK's `effective_max_output_tokens` when the LLM config sets none (`_init_model_info_and_caps`,
+    `llm.py@611629e6 L2402-2497`), sent on every turn (`max_output_tokens` on the Responses path, L27-30 of
+    `responses_options.py`; `max_completion_tokens` else, `chat_options.py` L28-34) and by the condenser's copy
+    of the LLM: 64,000 for the models of `SDK_64K_MODELS`; else the model's max output in litellm's map, halved
+    when it is at least the input window; none when the map does not describe the model (`in_model_map`), so
+    nothing is sent; at most 100,000 for an o3 model. (A custom `base_url` caps it at 16,384: a profile of a
+    model in the map stands for the provider's own API.)"""
+    model = profile.model
+    found: int | None
+    if any(m in model for m in SDK_64K_MODELS):
+        found = 64_000
+    elif not profile.in_model_map:
+        found = None
+    else:
+        found = profile.max_output // 2 if profile.max_output >= profile.context_window else profile.max_output
+    if "o3" in model:
+        found = 100_000 if found is None else min(found, 100_000)
+    return found
+
+
+def v0_max_output(profile: ModelProfile) -> int | None:
+    """V0's `config.max_output_tokens` when unset (`init_model_info`, `openhands/llm/llm.py@156d0686 L513-535`), sent
+    as `max_completion_tokens` on every call, the condenser's too (L112-116): 64,000 for `V0_64K_MODELS`, else the
+    model's max output in litellm's map, none when the map does not describe the model (`in_model_map`)."""
+    if any(m in profile.model for m in V0_64K_MODELS):
+        return 64_000
+    return profile.max_output if profile.in_model_map else None
 
 
 @dataclass(eq=False)
@@ -362,6 +396,9 @@ class OpenHandsOptions:
     )
     #: `N_CHAR_PREVIEW` of the event previews the summariser reads
     preview_chars: int = N_CHAR_PREVIEW
+    #: The LLM config's `max_output_tokens`, the max tokens of every turn and summary request (None: the SDK's default
+    #: from the model's entry in litellm's map, `sdk_max_output`).
+    max_output_tokens: int | None = field(default=None, metadata={"range": Range(1, what="a number of output tokens")})
 
     def __post_init__(self) -> None:
         """The SDK's `validate_keep_first_vs_max_size` (`llm_summarizing_condenser.py@611629e6`): an EVENTS
@@ -385,6 +422,8 @@ class OpenHands(Strategy):
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
+        #: the max tokens of every request (§1: the agent's LLM and the condenser's copy of it)
+        self.max_output = self.options.max_output_tokens or sdk_max_output(ctx.profile)
         self.log = EventLog()
         self.view: list[Event] = []
         self.unhandled_request = False
@@ -512,7 +551,7 @@ class OpenHands(Strategy):
                 # a condensation replaced the view: the count of the view sent (`get_total_token_count`, §4.7,
                 # as the next step's reasons read it), not the one the reasons were read on
                 estimate = self.ctx.count_tokens(self.messages())
-        return Request(self.messages(), estimate_tokens=estimate, threshold=self._reported_threshold())
+        return Request(self.messages(), estimate_tokens=estimate, threshold=self._reported_threshold(), max_output_tokens=self.max_output)
 
     # ------------------------------------------------------------ window (§4.3)
     def _events_from_tail(self, reasons: _Reasons) -> int:
@@ -580,7 +619,7 @@ class OpenHands(Strategy):
     def _summarize(self, events: Sequence[Event], limit: int | None) -> str:
         texts = [sdk_truncate(self._preview(e), limit) for e in events]
         prompt = self.ctx.render_prompt("openhands_summary.j2", v0=False, events=texts, previous=None)
-        return self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
+        return self.ctx.summarize(Request([Message("user", prompt)], kind="summary", max_output_tokens=self.max_output)).text
 
     def _apply(self, forgotten: Sequence[Event], summary: str | None, offset: int, reasons: _Reasons, trigger: str) -> None:
         before = self.messages()
@@ -678,6 +717,9 @@ class OpenHandsV0Options:
     max_message_chars: int = 30_000
     #: tool names whose observations are browser output (§5.4)
     browser_tools: str = "browser,browse,browse_interactive,web_read,browser_navigate"
+    #: The LLM config's `max_output_tokens`, the max tokens of every turn and summary request (None: V0's default
+    #: from the model's entry in litellm's map, `v0_max_output`).
+    max_output_tokens: int | None = field(default=None, metadata={"range": Range(1, what="a number of output tokens")})
 
     def __post_init__(self) -> None:
         """V0's `LLMSummarizingCondenser` checks `keep_first < max_size // 2` when built, and its first condensation
@@ -697,6 +739,8 @@ class OpenHandsV0(Strategy):
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
+        #: the max tokens of every request (the agent's LLM and the condenser's copy of it)
+        self.max_output = self.options.max_output_tokens or v0_max_output(ctx.profile)
         self.log = EventLog()
         self.forgotten: set[int] = set()
         self.summary: tuple[str, int] | None = None
@@ -829,7 +873,7 @@ class OpenHandsV0(Strategy):
         # the view is built anew only when a condensation forgot events (`_forget` replaces `_live`)
         messages = self.messages(view) if self._live is live else self.messages()
         # V0 counts events, not tokens: no token estimate or token threshold to report.
-        return Request(messages, meta={"view_events": len(self._live) + (self.summary is not None)})
+        return Request(messages, max_output_tokens=self.max_output, meta={"view_events": len(self._live) + (self.summary is not None)})
 
     def _conversation_window(self, view: list[Event]) -> None:
         """§5.2: keep the system message, the first user message and the newest half of the rest; no summary."""
@@ -869,7 +913,7 @@ class OpenHandsV0(Strategy):
         prompt = self.ctx.render_prompt("openhands_summary.j2", v0=True, events=events,
                                         previous=_clip(previous, o.max_event_length, V0_TRUNCATION))
         try:
-            summary = self.ctx.summarize(Request([Message("user", prompt)], kind="summary")).text
+            summary = self.ctx.summarize(Request([Message("user", prompt)], kind="summary", max_output_tokens=self.max_output)).text
         except SummaryOverflow:
             return
         ids = [e.id for e in forgotten]

@@ -16,7 +16,9 @@ from compaction_bench.strategies.openhands import (
     OpenHandsV0,
     event_preview,
     manipulation_indices,
+    sdk_max_output,
     sdk_truncate,
+    v0_max_output,
 )
 from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Attachment, Item, Transcript
@@ -459,3 +461,34 @@ def test_only_anthropic_thinking_blocks_make_a_tool_loop():
     assert first(True, "64k") == first(False, "64k")  # gpt-5 at 64k: reasoning changes nothing
     claude = get_profile("claude-sonnet").with_window("claude-64k", 64_000, "Claude at a 64k window")
     assert first(True, claude) != first(False, claude)  # Anthropic thinking blocks do hold a loop together
+
+
+def test_every_request_asks_for_the_max_output_litellms_map_gives():
+    """Both send the LLM's `max_output_tokens` on every call, the condenser's copy too; unset, it comes from the
+    model's entry in litellm's map. SDK (`llm.py@611629e6 L2402-2497`): 64,000 for claude-3-7-sonnet,
+    claude-sonnet-4* and kimi-k2-thinking; else the map's max output, halved when it is at least the input window;
+    none for a model the map does not describe; at most 100,000 for o3. V0 (`llm.py@156d0686 L513-535`): its own
+    64,000 list, else the map's max output. A study window stands for a model on a server of its own, which the
+    map does not describe: nothing is sent, as before."""
+    opus_41 = get_profile("anthropic.claude-opus-4-1-20250805-v1:0")  # 200,000 window, 32,000 output
+    cases = {
+        "64k": (None, None), "anthropic.claude-sonnet-4-20250514-v1:0": (64_000, 64_000), "openai/o3-mini": (100_000, 100_000),
+        "deepseek/deepseek-chat": (8_192, 8_192), "gpt-5": (128_000, 128_000),
+    }
+    for name, expected in cases.items():
+        assert (sdk_max_output(get_profile(name)), v0_max_output(get_profile(name))) == expected, name
+    assert (sdk_max_output(opus_41), v0_max_output(opus_41)) == (32_000, 32_000)
+    half = replace(opus_41, context_window=32_000)  # its max output is not below its input window: the SDK halves it
+    assert (sdk_max_output(half), v0_max_output(half)) == (16_000, 32_000)
+    # On Claude Opus 4.1 (input + max_tokens over the window is refused) shrunk to 40,000: a request of more than
+    # 8,000 tokens asking for 32,000 does not fit, the SDK condenses on the error (REQUEST, §2.3) and sends again.
+    small = replace(opus_41, context_window=40_000)
+    for strategy in ("openhands", "openhands-v0"):
+        result = replay(_steps(30, chars=2_000).transcript(), strategy, profile=small)
+        refused = [r for r in result.requests if r.kind == "turn" and r.overflow]
+        assert refused and all(r.true_tokens <= 40_000 < r.true_tokens + 32_000 for r in refused), strategy
+        assert result.compactions and strategy_pair_errors(result) == 0
+        configured = replay(_steps(30, chars=2_000).transcript(), strategy, profile=small, options={"max_output_tokens": 1_000})
+        assert not any(r.overflow and r.true_tokens < 39_000 for r in configured.requests), strategy
+    study = replay(_steps(30, chars=2_000).transcript(), "openhands", profile=small_profile(40_000))
+    assert not any(r.overflow for r in study.requests)
