@@ -364,9 +364,13 @@ class ModelProfile:
 
     def overflows(self, input_tokens: int, max_output: int) -> bool:
         """Whether the provider refuses a request of `input_tokens` asking for `max_output` tokens."""
-        if self.overflow == "input":
-            return input_tokens > self.context_window
-        return input_tokens + max_output > (self.context_limit or self.context_window)
+        limit = self.context_window if self.overflow == "input" else self.context_limit or self.context_window
+        return self.overflow_count(input_tokens, max_output) > limit
+
+    def overflow_count(self, input_tokens: int, max_output: int) -> int:
+        """What the overflow rule compares with the limit, as the provider's error reports it: the input alone under
+        rule `input`, else the input and the requested `max_tokens`."""
+        return input_tokens if self.overflow == "input" else input_tokens + max_output
 
     def overflow_text(self) -> str:
         """The overflow rule in words, with its numbers."""
@@ -387,8 +391,10 @@ class ModelProfile:
 def stored_profile(data: Mapping[str, Any]) -> dict[str, Any]:
     """A manifest's stored profile (`ModelProfile.to_dict`) in today's terms: one stored before `Prices.missing`
     existed gets its prices read by that version's rule (`_stored_cached_price`), so the run rescores with the
-    dollars it had and two runs' definitions compare alike."""
+    dollars it had and two runs' definitions compare alike; one stored before `in_model_map` existed gets it by its
+    name (a study window and its shrunk copies stand for a model the map does not describe)."""
     out = dict(data)
+    out.setdefault("in_model_map", str(out.get("name") or "").partition("@")[0] not in STUDY_WINDOWS)
     prices = dict(out.get("prices") or {})
     if prices.get("missing") is None:
         prices["cached_input"] = _stored_cached_price(prices.get("cached_input"))
@@ -699,13 +705,17 @@ def windowed(base: ModelProfile, window: int, name: str) -> ModelProfile:
     )
 
 
+#: The study windows: GPT-5's tokenizer, caching and prices with a window of this size on a server of its own.
+STUDY_WINDOWS = {"1m": 1_000_000, "128k": 128_000, "64k": 64_000, "32k": 32_000}
+
+
 def _builtin() -> dict[str, ModelProfile]:
     gpt5 = replace(model_profile("openai/gpt-5"), name="gpt-5")
     claude = replace(model_profile("anthropic/claude-sonnet-4-5"), name="claude-sonnet")
     claude_opus = replace(model_profile("anthropic/claude-opus-4-5"), name="claude-opus")
     profiles = [gpt5, claude, claude_opus]
     study = replace(gpt5, overflow="input+output", context_limit=None, input_limit=None, in_model_map=False)
-    for name, window in (("1m", 1_000_000), ("128k", 128_000), ("64k", 64_000), ("32k", 32_000)):
+    for name, window in STUDY_WINDOWS.items():
         profiles.append(
             study.with_window(
                 name, window, f"GPT-5 tokenizer, caching and prices with a {window:,}-token window shared by input and max_tokens"
@@ -722,10 +732,12 @@ DEFAULT_PROFILE = "64k"
 
 @lru_cache(maxsize=256)
 def _resolve(name: str) -> ModelProfile:
+    """A built-in profile, a map model (whose id may hold an `@`: Vertex AI's `claude-sonnet-4-5@20250929`), or
+    either with `@WINDOW` after it."""
     if name in PROFILES:
         return PROFILES[name]
     base, at, window = name.rpartition("@")
-    if at and base:
+    if at and base and _map_entry(name) is None:
         return windowed(_resolve(base), parse_window(window), name)
     return model_profile(name)
 

@@ -88,7 +88,8 @@ class ProviderError:
 
 
 def overflow_error(profile: ModelProfile, tokens: int) -> ProviderError:
-    """The error text the real provider returns for a request that does not fit."""
+    """The error text the real provider returns for a request that does not fit; `tokens` is what its rule compares
+    with the limit (`ModelProfile.overflow_count`: an input-only rule reports the input alone)."""
     if profile.cache.provider == "anthropic":  # a Claude model on any provider (Anthropic, Vertex AI, Bedrock)
         return ProviderError(
             "anthropic", 400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {profile.context_window} maximum"
@@ -630,7 +631,7 @@ class SimulatedProvider(MessageCounter):
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
-            error = overflow_error(self.profile, true_tokens + reserved)
+            error = overflow_error(self.profile, self.profile.overflow_count(true_tokens, reserved))
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
         rebilled = self._rebilled(messages, boundaries, cache.cached_tokens, shared)
         cache = CacheOutcome(cache.prefix_tokens, cache.cached_tokens, cache.cache_write_tokens, rebilled)

@@ -391,8 +391,9 @@ class _Engine:
         own = self.summarizer.limits
         if own is not None:  # a summarizer model of its own: a request beyond its window reaches no model, cached nothing
             tokens = provider.count(request.messages) + extra
-            if own.overflows(tokens, request.max_output_tokens or own.max_output):
-                error = overflow_error(own, tokens)
+            reserved = request.max_output_tokens or own.max_output
+            if own.overflows(tokens, reserved):
+                error = overflow_error(own, own.overflow_count(tokens, reserved))
                 if in_request:
                     self._fail_request(error, tokens, 0, purpose)
                 self._record_request(request, Outcome(tokens - extra, True, error, CacheOutcome(0, 0, 0), Usage()), attempt=0)

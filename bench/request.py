@@ -230,9 +230,9 @@ class Request:
     kind: str = "turn"
     max_output_tokens: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    #: A fork that reads the cache and writes none of its own (Claude Code's `skipCacheWrite`): its one
-    #: Anthropic breakpoint is on the message before its last, so it writes nothing after that message and
-    #: leaves no entry of its last one. Other providers cache prefixes by themselves; there it changes nothing.
+    #: A fork that reads the cache and leaves no entry of its own tail (Claude Code's `skipCacheWrite`): its one
+    #: Anthropic breakpoint is on the message before its last, so it writes what is not cached yet up to that
+    #: message and nothing after it. Other providers cache prefixes by themselves; there it changes nothing.
     skip_cache_write: bool = False
 
     def __post_init__(self) -> None:

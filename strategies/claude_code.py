@@ -32,7 +32,7 @@ estimate of every message after the newest response's first line (§8.2), the co
 and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
 the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
 (§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), the summary asked first of a fork of the turn's
-request that reads the cached prefix and writes no cache of its own (`skipCacheWrite`), the summariser's own
+request that reads the cached prefix and caches nothing past the turn's messages (`skipCacheWrite`), the summariser's own
 request only when the fork gives no summary (§8.4), files but no todo list after a compaction (§8.5), no
 count-based microcompact (§8.6), the API rounds of `AR6` (one per response) for the retry, and the blocking
 limit (§8.1, 2.0.77+): a request the check did not compact whose count is at or over `E − 3,000` is not sent
@@ -360,8 +360,8 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     #: Tokens an image counts in 2.1's chars/4 estimates: the count's tail and the retry's rounds (§8.2).
     image_tokens: int = 2_000
     #: The remote flag `tengu_compact_cache_prefix` (default on, §8.4): the summary is first asked of a fork of the
-    #: turn's request, which reads its prefix from the cache and writes none; off, or when the fork gives no summary,
-    #: the summariser's own request with its prompt-too-long retries.
+    #: turn's request, which reads its prefix from the cache and writes nothing past the turn's messages; off, or
+    #: when the fork gives no summary, the summariser's own request with its prompt-too-long retries.
     compact_cache_prefix: bool = True
     #: A request the check did not compact is not sent when its count is at least E − this (§8.1, `e_7`).
     blocking_buffer: int = field(default=3_000, metadata={"range": TOKEN_COUNT})
@@ -1123,9 +1123,10 @@ class ClaudeCode21(ClaudeCode):
         return self._later_max_output(model)
 
     def _blocking_limit(self) -> int | None:
-        """§8.1 (2.1.112 `UM6`, `e_7=3000`): `E − 3,000`, or CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE where set. The query
-        loop applies it whether auto-compact is on or off, to a request the check did not compact."""
-        return self.options.blocking_limit_override or self.effective - self.options.blocking_buffer
+        """§8.1 (2.1.112 `UM6`, `e_7=3000`): `E − 3,000`, E the effective window of the auto-compact window (`Yn` of
+        `Jn()`, the window the threshold starts from: `Wac − R`), or CLAUDE_CODE_BLOCKING_LIMIT_OVERRIDE where set.
+        The query loop applies it whether auto-compact is on or off, to a request the check did not compact."""
+        return self.options.blocking_limit_override or self._compact_window() - self.reserve - self.options.blocking_buffer
 
     def _compact_window(self) -> int:
         configured = self.options.auto_compact_window
@@ -1240,7 +1241,7 @@ class ClaudeCode21(ClaudeCode):
     def _forked_summary(self, context: Sequence[Message], instructions: str | None) -> str | None:
         """§8.4 the fork (`tengu_compact_cache_prefix`): the turn's system prompt, tools and messages (`context`),
         then the compaction prompt, at most `min(20,000, lc(model))` output tokens, `skipCacheWrite`: it reads the
-        main conversation's cached prefix and writes nothing of its own. None when its answer is not a summary
+        main conversation's cached prefix and writes nothing past the turn's messages. None when its answer is not a summary
         (no text, an API error, or `PROMPT_TOO_LONG`, as when its request does not fit)."""
         prompt = self._summary_prompts(instructions)[1]
         messages = context.followed_by(prompt) if isinstance(context, LogView) else (*context, prompt)

@@ -646,6 +646,11 @@ def test_later_blocking_limit_refuses_what_the_check_did_not_compact():
     moved = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded",
                    options={**options, "blocking_limit_override": 178_000})
     assert not any(r.overflow for r in moved.requests)
+    # The effective window is the auto-compact window's (`Yn(Jn())`): at 100,000 the limit is 100,000 − 20,000 − 3,000.
+    windowed = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded",
+                      options={**options, "auto_compact_window": 100_000})
+    turns = [r for r in windowed.requests if r.kind == "turn"]
+    assert turns[2].meta["blocking_limit"] == 77_000 and [r.overflow for r in turns] == [False, True, True, True, True]
 
 
 def _files_and_todos() -> Session:

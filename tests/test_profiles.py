@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from compaction_bench.profiles import ProfileError, get_profile
+from compaction_bench.profiles import ProfileError, get_profile, stored_profile
 from compaction_bench.provider import SimulatedProvider
 from compaction_bench.replay import replay
 from compaction_bench.request import Message, Request
@@ -76,10 +76,14 @@ def test_the_simulated_provider_applies_each_family_rule():
     assert not SimulatedProvider(openai).send(request).overflow  # OpenAI ignores max_tokens for the limit
     refused = SimulatedProvider(claude_4).send(request)  # input + 10,000 > input + 9,999
     assert refused.overflow and refused.error is not None and refused.error.message.startswith("prompt is too long")
-    # Claude 4.5 accepts it (its answer would stop at the window), and refuses input over the window alone.
+    assert refused.error.message == f"prompt is too long: {tokens + 10_000} tokens > {tokens + 9_999} maximum"
+    # Claude 4.5 accepts it (its answer would stop at the window), and refuses input over the window alone, whose
+    # size alone its error reports (as the API's does: "prompt is too long: 208310 tokens > 200000 maximum" for a
+    # prompt of 208,310 tokens, anthropics/claude-code#12186).
     claude_45 = replace(get_profile("anthropic/claude-sonnet-4-5"), context_window=tokens + 9_999)
     assert not SimulatedProvider(claude_45).send(request).overflow
-    assert SimulatedProvider(replace(claude_45, context_window=tokens - 1)).send(request).overflow
+    over = SimulatedProvider(replace(claude_45, context_window=tokens - 1)).send(request)
+    assert over.overflow and over.error is not None and over.error.message == f"prompt is too long: {tokens} tokens > {tokens - 1} maximum"
     assert SimulatedProvider(replace(openai, context_window=tokens - 1)).send(request).overflow
 
 
@@ -206,3 +210,23 @@ def test_gpt5_keeps_openai_rules_under_a_deployment_path_or_another_openai_api()
         profile = get_profile(name)
         assert (profile.overflow, profile.context_limit, profile.tokenizer) == ("input", 400_000, "o200k_base"), name
         assert not profile.overflows(200_000, 128_000) and profile.overflows(272_001, 0), name
+
+
+def test_a_profile_stored_before_in_model_map_reads_as_today():
+    """A run made before `in_model_map` existed stored its profiles without it. Read back (`stored_profile`), a study
+    window and its shrunk copies stand for a model litellm's map does not describe, as today, and a map model is in
+    it: the definitions compare equal, so `compare` and `gate` take such a run as a baseline."""
+    for name in ("64k", "32k@8000", "gpt-5", "claude-opus", "openai/gpt-5@64k"):
+        today = get_profile(name).to_dict()
+        before = {k: v for k, v in today.items() if k != "in_model_map"}
+        assert stored_profile(before) == stored_profile(today), name
+
+
+def test_a_map_model_whose_id_holds_an_at_sign_is_that_model():
+    """Vertex AI names Claude versions with `@` (`vertex_ai/claude-sonnet-4-5@20250929` in litellm's map), which
+    `MODEL@WINDOW` also uses: an id the map holds is that model (it was read as a 20,250,929-token window and
+    refused); `@WINDOW` after it still shrinks it."""
+    vertex = get_profile("vertex_ai/claude-sonnet-4-5@20250929")
+    assert (vertex.model, vertex.context_window, vertex.overflow) == ("claude-sonnet-4-5@20250929", 200_000, "input")
+    assert get_profile("vertex_ai/claude-sonnet-4-5@20250929@64k").context_window == 64_000
+    assert get_profile("claude-sonnet@64k").context_window == 64_000
