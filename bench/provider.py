@@ -87,6 +87,10 @@ class ProviderError:
         return {"provider": self.provider, "status": self.status, "code": self.code, "message": self.message}
 
 
+#: The `provider` of the error of a request the agent itself did not send (`StrategyContext.refuse_request`).
+AGENT_REFUSAL = "agent"
+
+
 def overflow_error(profile: ModelProfile, tokens: int) -> ProviderError:
     """The error text the real provider returns for a request that does not fit; `tokens` is what its rule compares
     with the limit (`ModelProfile.overflow_count`: an input-only rule reports the input alone)."""

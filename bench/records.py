@@ -35,6 +35,7 @@ from typing import Any
 from compaction_bench.llm import LLMResult
 from compaction_bench.log_view import LogView, first_difference, iter_from
 from compaction_bench.profiles import ModelProfile
+from compaction_bench.provider import AGENT_REFUSAL
 from compaction_bench.request import Message, ToolCall, message_item_ids
 from compaction_bench.transcript import Attachment, Transcript, Usage
 
@@ -81,6 +82,12 @@ class RequestRecord:
     def sent(self) -> bool:
         """A request the provider accepted and billed."""
         return self.kind in SENT_KINDS and not self.overflow
+
+    @property
+    def refused(self) -> bool:
+        """A request the agent itself did not send (`StrategyContext.refuse_request`): it reached no model, as an
+        overflowed one did (`overflow` is True), without the provider refusing it."""
+        return self.error is not None and self.error.get("provider") == AGENT_REFUSAL
 
     def item_ids(self) -> list[str]:
         return list(message_item_ids(self.messages))
@@ -184,7 +191,8 @@ class ReplayResult:
 
     @property
     def overflows(self) -> int:
-        return sum(1 for r in self.requests if r.overflow and r.kind == "turn")
+        """Turn requests the provider refused as too long (not those the agent refused itself)."""
+        return sum(1 for r in self.requests if r.overflow and not r.refused and r.kind == "turn")
 
 
 # ---------------------------------------------------------------------------- rows

@@ -60,7 +60,7 @@ from compaction_bench.collector import spaced_collections
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, identical_run, iter_from
 from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
-from compaction_bench.provider import Outcome, ProviderError, SimulatedProvider, overflow_error
+from compaction_bench.provider import AGENT_REFUSAL, Outcome, ProviderError, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
 from compaction_bench.request import Message, Request, message_from_item, message_item_ids
@@ -374,7 +374,7 @@ class _Engine:
         if not self._in_request:
             raise ReplayError(f"strategy {self.result.strategy!r} refused a request outside request() at step {self.step}")
         if self._request_failure is None:
-            self._request_failure = (ProviderError("agent", 0, "refused_by_agent", message), 0, "agent")
+            self._request_failure = (ProviderError(AGENT_REFUSAL, 0, "refused_by_agent", message), 0, AGENT_REFUSAL)
 
     def summarize(
         self, request: Request, *, purpose: str = "summary", instructions: str | None = None, in_request: bool = False
@@ -713,12 +713,15 @@ class _Engine:
                 self.strategy.on_input(item)
         self.step = len(steps)
         final = self._strategy_request(kind="final")
-        # The final context is probed, not sent: no error, no cache read, no usage.
+        # The final context is probed, not sent: no error (but the agent's refusal, which marks it `refused`), no cache
+        # read, no usage.
         tokens = self.provider.count(final.messages)
         # Overflowed by the provider's own rule (the profile's; the strategy's reserved output counts where it does),
-        # or not servable because a summary iteration of it did not fit (`_fail_request`).
-        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0) or self._request_failure is not None
-        unsent = Outcome(tokens, overflow, None, CacheOutcome(0, 0, 0), Usage())
+        # or not servable because a summary iteration of it did not fit (`_fail_request`) or the agent would not send it.
+        failure = self._request_failure
+        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0) or failure is not None
+        refusal = failure[0] if failure is not None and failure[2] == AGENT_REFUSAL else None
+        unsent = Outcome(tokens, overflow, refusal, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)
         self._mark_points(record)
         self.result.points.append(ProbePoint(self.step, record.index, "final"))

@@ -767,7 +767,7 @@ NULLABLE_TEXTS = {"requests": ("timestamp", "usage_source"), "compactions": ("su
 COLUMN_DTYPES: dict[str, dict[str, str]] = {
     "requests": {
         "request": "int64", "step": "int64", "kind": "str", "attempt": "int64", "true_tokens": "int64", "missed_trigger": "bool",
-        "estimate_on_recorded_usage": "bool", "overflow": "bool", "prefix_tokens": "int64", "cached_tokens": "int64",
+        "estimate_on_recorded_usage": "bool", "overflow": "bool", "refused": "bool", "prefix_tokens": "int64", "cached_tokens": "int64",
         "cache_write_tokens": "int64", "rebilled_tokens": "int64", "output_tokens": "int64", "n_messages": "int64", "integrity_detail": "str",
     },
     "compactions": {
@@ -783,7 +783,7 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
     "summary": {
         "paired_pairs": "int64", "paired_probes": "int64", "compaction_point_rows": "int64", "estimate_ape_n": "int64", "cannot_serve": "bool",
         **dict.fromkeys((
-            "missed_triggers", "overflows", "failed_requests", "cache_eligible_tokens", "cached_tokens", "rebilled_tokens", "cache_write_tokens",
+            "missed_triggers", "overflows", "refused_requests", "failed_requests", "cache_eligible_tokens", "cached_tokens", "rebilled_tokens", "cache_write_tokens",
             "input_tokens", "output_tokens", "tokens_per_task", "requests", "compactions", "silent_loss", "premature_triggers", "summarizer_calls",
             "summarizer_tokens",
         ), "float64"),

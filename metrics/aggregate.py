@@ -19,10 +19,11 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
 - per probe family and fact age: `retention_<kind>`, `retention_age_<bucket>`, `answered_<kind>`;
 - diagnostics at the strategy's own compaction points, reported apart: `retention_compaction_points`
   and `compaction_point_rows`;
-- requests: `failed_requests` (requests that overflowed and so reached no model), `cannot_serve`
+- requests: `failed_requests` (requests that reached no model: the provider refused them as too long, or the
+  agent itself did, `refused_requests`), `overflows` (turn requests the provider refused), `cannot_serve`
   (some step never got a request through, after the strategy's retries, or the final context
-  does not fit), integrity per wire format, estimate error (`estimate_ape` and its count
-  `estimate_ape_n`, no interval: one cell's requests are not independent), missed triggers, overflows, cache hit
+  does not fit or would not be sent), integrity per wire format, estimate error (`estimate_ape` and its count
+  `estimate_ape_n`, no interval: one cell's requests are not independent), missed triggers, cache hit
   rate, cached / re-billed / written tokens, dollars (NaN, not $0, for a model without a price: `cost.UNPRICED`);
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
 The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
@@ -396,7 +397,10 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
     apes = _known(cell["estimate_ape"])
     out.update(estimate_ape=_mean(apes), estimate_ape_n=len(apes))
     out["missed_triggers"] = int(cell["missed_trigger"].astype(bool).sum()) / repeats
-    out["overflows"] = int((overflowed & (kind == "turn")).sum()) / repeats
+    # a request the agent refused itself reached no model too, without the provider refusing it
+    refused = cell["refused"].astype(bool) if "refused" in cell else np.zeros(len(kind), dtype=bool)
+    out["overflows"] = int((overflowed & ~refused & (kind == "turn")).sum()) / repeats
+    out["refused_requests"] = int((refused & asked).sum()) / repeats
     out["failed_requests"] = int((overflowed & asked).sum()) / repeats
     out["cannot_serve"] = _cannot_serve(cell)
     # the cache hit rate leaves out each repeat's first request (nothing can be cached for it yet)
@@ -422,7 +426,7 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
 
 
 REQUEST_COLUMNS = (
-    "repeat", "request", "step", "kind", "overflow", "missed_trigger", "estimate_error", "estimate_ape", "cached_tokens", "true_tokens",
+    "repeat", "request", "step", "kind", "overflow", "refused", "missed_trigger", "estimate_error", "estimate_ape", "cached_tokens", "true_tokens",
     "rebilled_tokens", "cache_write_tokens", "output_tokens", "cost_usd",
     *(f"integrity{part}_{fmt}" for fmt in FORMATS for part in ("", "_recorded")),
 )

@@ -141,6 +141,7 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
             "missed_trigger": error.missed_trigger,
             "estimate_on_recorded_usage": on_recorded,
             "overflow": request.overflow,
+            "refused": request.refused,
             "usage_source": request.usage_source,
             "prefix_tokens": request.prefix_tokens,
             "cached_tokens": request.cached_tokens,

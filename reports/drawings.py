@@ -42,7 +42,7 @@ from compaction_bench.metrics.aggregate import compared_rows, shared_scenarios, 
 from compaction_bench.reports import figures
 
 #: The columns a timeline reads.
-REQUEST_COLUMNS = ["scenario", "profile", "strategy", "repeat", "kind", "request", "step", "true_tokens", "overflow"]
+REQUEST_COLUMNS = ["scenario", "profile", "strategy", "repeat", "kind", "request", "step", "true_tokens", "overflow", "refused"]
 COMPACTION_COLUMNS = ["scenario", "profile", "strategy", "repeat", "trigger", "step", "tokens_before"]
 #: The report's title of the overview figure it shows last, after the one drawn from the summary (retention against cost).
 CACHE_FIGURE = "Cache over the session"

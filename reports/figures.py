@@ -152,7 +152,8 @@ def timeline_figure(
     """Small multiples: true context tokens per turn request, one panel per strategy, shared axes.
 
     ▼ marks a compaction (tokens before it; masking rewrites, which happen at every step, are
-    ticks along the bottom), × an overflowed request, the dashed line the window. The y axis stops
+    ticks along the bottom), × a request that reached no model (it overflowed, or the agent would not send it; the
+    panel's title counts each), the dashed line the window. The y axis stops
     at 1.3 × the window (the window line always shows); points above it are drawn on the top edge as ▲.
     A run with repeats draws its first (`timeline_rows`), and the title says which.
 
@@ -237,7 +238,7 @@ def _draw_timeline(canvas: _Canvas, shown: _Timeline) -> _Canvas:
     palette = colours(strategies)
     by_strategy = dict(iter(turns.groupby("strategy", sort=False)))
     marks = dict(iter(compactions.groupby("strategy", sort=False))) if not compactions.empty else {}
-    panel_titles = {s: f"{s} · {int(by_strategy[s]['overflow'].astype(bool).sum())} overflows" for s in strategies}
+    panel_titles = {s: _panel_title(s, by_strategy[s]) for s in strategies}
     fig, axes = canvas
     with matplotlib.rc_context(STYLE):
         for ax, strategy in zip(axes, strategies, strict=False):
@@ -353,6 +354,15 @@ def _grid_layout(fig: Figure, axes: list[Any], rows: int, cols: int, titles: lis
 #: The dense marks' shapes, in points around the point they mark: matplotlib's scatter markers they were
 #: drawn with (▲ of area 6 pt², × of 14 pt²) and the `|` marker of 4 pt.
 _ABOVE = matplotlib.path.Path(np.array([[0, 1], [-1, -1], [1, -1], [0, 1]]) * (6**0.5 / 2), closed=True)
+def _panel_title(strategy: str, turns: pd.DataFrame) -> str:
+    """A timeline panel's title: the strategy, its overflows and, where there are any, the requests the agent itself
+    did not send (a run made before `refused` existed counts none)."""
+    failed = turns["overflow"].astype(bool)
+    refused = turns["refused"].astype(bool) if "refused" in turns.columns else pd.Series(False, index=turns.index)
+    title = f"{strategy} · {int((failed & ~refused).sum())} overflows"
+    return f"{title} · {int(refused.sum())} not sent" if refused.any() else title
+
+
 _OVERFLOW = matplotlib.path.Path(np.array([[-1, -1], [1, 1], [-1, 1], [1, -1]]) * (14**0.5 / 2), [1, 2, 1, 2])
 _MASKING = matplotlib.path.Path(np.array([[0, -1], [0, 1]]) * 2.0, [1, 2])
 

@@ -79,6 +79,7 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "integrity": (("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini"), False, "sum"),
     "failed_requests": (("failed_requests",), False, "sum"),
     "overflows": (("overflows",), False, "sum"),
+    "refused_requests": (("refused_requests",), False, "sum"),
     "silent_loss": (("silent_loss",), False, "sum"),
     "estimate_ape": (("estimate_ape",), False, "mean"),
     "cache_hit_rate": (("cache_hit_rate",), True, "mean"),

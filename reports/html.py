@@ -92,12 +92,15 @@ GLOSSARY: dict[str, str] = {
     "summarized_source_pairs": "paired points whose fact's source had been summarized",
     "compaction_point_rows": "probe rows at the points right after a compaction (a diagnostic, not paired)",
     "retention_compaction_points": "retention at the points right after a compaction (a diagnostic, not paired)",
-    "window": "whether the strategy serves the window: `cannot serve (n of m)` when it overflowed and never recovered in n of m scenarios",
+    "window": "whether the strategy serves the window: `cannot serve (n of m)` when a request never got through (it "
+              "overflowed, or the agent would not send it) and it never recovered in n of m scenarios",
     "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
     "p_best": "probability that the strategy has the highest retention (bootstrap); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the leader on any probe can still read above 0",
-    "failed_requests": "turn and summary requests that overflowed the window and so reached no model; tool-call pairing "
+    "failed_requests": "turn and summary requests that reached no model: the provider refused them as too long (overflows), or "
+                       "the agent itself did (refused_requests); tool-call pairing "
                        "violations are not counted here but in the pair errors columns (integrity_<wire format>)",
-    "cannot_serve": "the strategy overflowed and never recovered (its last request still did not fit)",
+    "cannot_serve": "some step's last request never got through (it did not fit, or the agent would not send it) or the "
+                    "final context would not: the strategy never recovered",
     "answered_ceiling": "answered share of the same answerer given the whole transcript at the same points: the best it can do",
     "answered_rel": "answered relative to the ceiling",
     "presence": "share of probe answers still verbatim in the context at every probe point (after each compaction and at the end)",
@@ -109,6 +112,8 @@ GLOSSARY: dict[str, str] = {
     "estimate_ape": "mean absolute percentage error of the strategy's token estimate: |estimate − true| ÷ true over the requests with an estimate, shown as a percentage",
     "missed_triggers": "requests over the strategy's threshold by the true count where its estimate did not trigger",
     "overflows": "turn requests that did not fit the window (the provider's overflow error)",
+    "refused_requests": "turn and summary requests the agent itself did not send (a limit of its own, such as Claude Code "
+                        "2.1's blocking limit): they reached no model, and no provider refused them",
     "cache_hit_rate": "cached input tokens over input tokens of the requests sent, after each cell's first request; over several scenarios the ratio of the sums",
     "cache_eligible_tokens": "input tokens of the requests the cache hit rate is a share of (sent, after each cell's first)",
     "cached_tokens": "input tokens served from the prompt cache",
@@ -181,7 +186,7 @@ def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.
 
 
 DEFAULT_COLUMNS = ("scenario", "strategy", "profile", "retention", "retention_lo", "retention_hi", "p_best", "answered", "compactions",
-                   "overflows", "failed_requests", "cannot_serve", "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
+                   "overflows", "refused_requests", "failed_requests", "cannot_serve", "silent_loss", "cache_hit_rate", "rebilled_tokens", "cost_usd")
 
 
 #: Columns older runs' summary tables have that the report no longer shows: a per-cell interval of the

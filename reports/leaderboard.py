@@ -47,6 +47,7 @@ COLUMNS = (
     ("failed requests", "failed_requests", "{:.0f}", "sum"),
     ("compactions", "compactions", "{:.0f}", "sum"),
     ("overflows", "overflows", "{:.0f}", "sum"),
+    ("refused by agent", "refused_requests", "{:.0f}", "sum"),
     ("pair errors chat", "integrity_openai_chat", "{:.0f}", "sum"),
     ("pair errors responses", "integrity_openai_responses", "{:.0f}", "sum"),
     ("pair errors anthropic", "integrity_anthropic", "{:.0f}", "sum"),

@@ -235,7 +235,7 @@ def _unserved_clause(profile: str, unserved: list[StrategyRow]) -> str:
         named = f"{', '.join(everywhere)} cannot serve the {profile} window" + "".join(f", {p}" for p in partly)
     else:
         named = f"{partly[0].replace(' in ', f' cannot serve the {profile} window in ', 1)}" + "".join(f", {p}" for p in partly[1:])
-    return f" {named} (overflows never recovered)."
+    return f" {named} (requests that never got through: overflowed, or not sent by the agent)."
 
 
 def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:

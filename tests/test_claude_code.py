@@ -641,6 +641,10 @@ def test_later_blocking_limit_refuses_what_the_check_did_not_compact():
     assert refused.error == {"provider": "agent", "status": 0, "code": "refused_by_agent", "message": "Prompt is too long"}
     assert refused.meta["failed_in"] == "agent" and refused.meta["blocking_limit"] == 177_000
     assert (refused.cached_tokens, refused.cache_write_tokens, refused.usage) == (0, 0, None)
+    # reached no model, refused by the agent (not the provider); so is the final context, which it would not send either
+    final = result.requests[-1]
+    assert refused.refused and final.kind == "final" and final.overflow and final.refused
+    assert result.overflows == 0
     base = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=options)
     assert not any(r.overflow for r in base.requests)
     moved = replay(s.transcript(), "claude-code-2.1", profile="claude-opus", usage="recorded",

@@ -164,7 +164,28 @@ def test_the_glossary_says_what_the_summary_computes():
     assert "the summary text carries" in describe("summarized-source retention") and "still present" not in describe("summarized-source retention")
     # failed requests: the overflow, not the request with two pairing violations, which the pair errors count
     assert (row["failed_requests"], row["integrity_openai_chat"]) == (1, 2)
-    assert "overflowed" in describe("failed requests") and "pair errors" in describe("failed requests")
+    assert "too long" in describe("failed requests") and "pair errors" in describe("failed requests")
+
+
+def test_requests_the_agent_would_not_send_are_failed_requests_not_overflows():
+    """Hand-built turn requests of one cell: the provider refused request 1 as too long, the agent did not send
+    request 2 (its own limit: `refused`, which the engine records as `overflow` too, since it reached no model),
+    request 3 went through, and the step's last request, 4, the agent did not send either. Right answers: one
+    overflow, two refused, three failed; the step of request 4 never got a request through: cannot serve. A run made
+    before `refused` existed (no such column) counts every failure as an overflow, as it did."""
+    from compaction_bench.metrics.aggregate import summarize
+
+    cell = {"scenario": "s", "strategy": "x", "profile": "64k", "repeat": 0}
+    flags = [(False, False), (True, False), (True, True), (False, False), (True, True)]
+    requests = pd.DataFrame([{**cell, "request": n, "step": n, "kind": "turn", "overflow": overflow, "refused": refused,
+                              "true_tokens": 100, "cached_tokens": 0, "rebilled_tokens": 0, "cache_write_tokens": 0, "output_tokens": 0,
+                              "cost_usd": 0.0, "estimate_error": 0.0, "estimate_ape": 0.0, "missed_trigger": False, "integrity_detail": "[]"}
+                             for n, (overflow, refused) in enumerate(flags)])
+    (row,) = summarize(requests, pd.DataFrame(), pd.DataFrame()).to_dict("records")
+    assert (row["overflows"], row["refused_requests"], row["failed_requests"], row["cannot_serve"]) == (1, 2, 3, True)
+    (older,) = summarize(requests.drop(columns="refused"), pd.DataFrame(), pd.DataFrame()).to_dict("records")
+    assert (older["overflows"], older["refused_requests"], older["failed_requests"]) == (3, 0, 3)
+    assert "refused_requests" in describe("failed requests") and "agent" in describe("refused by agent")
 
 
 def test_the_cache_figure_of_a_session_whose_requests_never_reached_a_model_says_so_without_a_warning():

@@ -45,7 +45,7 @@ def test_sentence_claims_nothing_the_sign_flip_test_does_not_support():
 def test_sentence_names_strategies_that_cannot_serve_the_window():
     rows = [row("truncate", 0.5, 10), row("codex-local", 0.4, 10), row("none", 1.0, 0, cannot_serve=2)]
     text = finding("32k", rows, Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001))
-    assert text.endswith("none cannot serve the 32k window (overflows never recovered).")
+    assert text.endswith("none cannot serve the 32k window (requests that never got through: overflowed, or not sent by the agent).")
     assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.00× the re-billed tokens (a model without a price)." in text
 
 
@@ -234,9 +234,9 @@ def test_sentence_says_in_how_many_scenarios_a_strategy_cannot_serve_the_window(
     rows[2] = replace(rows[2], scenarios=3, cannot_serve=1)
     rows[3] = replace(rows[3], scenarios=3, cannot_serve=3)
     diff = Difference("truncate", "codex-local", 0.1, 0.05, 0.15, 50, 0.001)
-    assert finding("32k", rows, diff).endswith("pi cannot serve the 32k window, none in 1 of its 3 scenarios (overflows never recovered).")
+    assert finding("32k", rows, diff).endswith("pi cannot serve the 32k window, none in 1 of its 3 scenarios (requests that never got through: overflowed, or not sent by the agent).")
     only_partly = [r for r in rows if r.strategy != "pi"]
-    assert finding("32k", only_partly, diff).endswith("none cannot serve the 32k window in 1 of its 3 scenarios (overflows never recovered).")
+    assert finding("32k", only_partly, diff).endswith("none cannot serve the 32k window in 1 of its 3 scenarios (requests that never got through: overflowed, or not sent by the agent).")
 
 
 def test_a_cost_ratio_below_one_keeps_two_significant_digits():
