@@ -869,8 +869,13 @@ class ClaudeCode(Strategy):
     def _summary_text(self, before: Sequence[Message], body: Sequence[Message], instructions: str | None) -> str | None:
         """The summary of a compaction of the context `before`, whose messages after the system prompt are `body`;
         None when it failed (§3.4). BASE asks the summariser once, with `body` (§3.1)."""
+        return self._summary_of(self.summary_request(body, instructions))
+
+    def _summary_of(self, request: Request) -> str | None:
+        """§3.4 one summary call: its text, or None when the request did not fit or the answer is no summary (no
+        text, an API error, or `PROMPT_TOO_LONG`)."""
         try:
-            result = self.ctx.summarize(self.summary_request(body, instructions))
+            result = self.ctx.summarize(request)
         except SummaryOverflow:
             return None
         text = result.text.strip()
@@ -1245,17 +1250,9 @@ class ClaudeCode21(ClaudeCode):
         (no text, an API error, or `PROMPT_TOO_LONG`, as when its request does not fit)."""
         prompt = self._summary_prompts(instructions)[1]
         messages = context.followed_by(prompt) if isinstance(context, LogView) else (*context, prompt)
-        request = Request(
+        return self._summary_of(Request(
             messages, kind="summary", max_output_tokens=self._summary_max_output(), meta={"fork": "compact"}, skip_cache_write=True,
-        )
-        try:
-            result = self.ctx.summarize(request)
-        except SummaryOverflow:
-            return None
-        text = result.text.strip()
-        if not text or text.startswith("API Error") or text.startswith(PROMPT_TOO_LONG):
-            return None
-        return text
+        ))
 
     def _drop_oldest_rounds(self, body: list[Message], too_long: str) -> list[Message] | None:
         """§8.3 `KLK`: a leading retry marker (the previous retry's) is taken off first, then the rest is cut
