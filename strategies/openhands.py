@@ -21,7 +21,9 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
   event strings shrunk by 0.8 per retry, up to 5 attempts;
 - §6 a tool message's text clipped at 50,000 characters by `maybe_truncate` when it is serialised, and a
   failed result's "[An error occurred during execution.]" header before it and in its preview (`sdk_tool_text`;
-  not in the spec, upstream followed).
+  not in the spec, upstream followed);
+- every turn and summary request asks for the max output the SDK reads from litellm's map (`sdk_max_output`; not in
+  the spec, upstream followed), as V0's do (`v0_max_output`).
 
 `openhands-v0` is the V0 web-server pipeline of OpenHands 0.62 (§1, §5.9):
 `ConversationWindowCondenser` (only on a context-window request, no summary, §5.2) →

@@ -99,7 +99,7 @@ RETRYABLE_ERROR = re.compile(
 SUMMARY_REQUESTS_KEPT = 4
 #: How the December 2025 summary request hands over the previous summary (a user message).
 PREVIOUS_SUMMARY_2025 = "Previous session summary:\n"
-#: Pi's thinking levels (`ThinkingLevel`).
+#: The values of Pi's `ThinkingLevel`.
 ThinkingLevel = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 #: Anthropic/Bedrock use budget-based thinking: reasoning raises a request's max tokens (§4.2).
 BUDGET_THINKING_PROVIDERS = frozenset({"anthropic", "bedrock"})
