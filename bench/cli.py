@@ -569,7 +569,7 @@ def compare(
 def gate_command(
     baseline: Annotated[Path, typer.Option(help="The baseline run folder.")],
     candidate: Annotated[Path, typer.Option(help="The candidate run folder.")],
-    fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. retention:0.02, integrity:0; repeatable. Metrics: retention (or presence), summarized_source, answered, integrity, failed_requests, overflows, silent_loss, estimate_ape, cache_hit_rate, rebilled_tokens, cost.")],
+    fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. retention:0.02, integrity:0; repeatable. Metrics: retention (or presence), summarized_source, answered, integrity, failed_requests, overflows, refused_requests, silent_loss, estimate_ape, cache_hit_rate, rebilled_tokens, cost.")],
     alpha: Annotated[float, typer.Option(help="Significance level of the paired probe tests, from 0.001 to below 1.")] = 0.05,
     output_text: Annotated[Optional[str], typer.Option("--markdown", "--output", "-o", metavar="<path>", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
     allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
