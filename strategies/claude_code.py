@@ -617,7 +617,11 @@ class ClaudeCode(Strategy):
         if item.kind == "tool_result" and not item.is_error:
             call = self._calls.get(item.call_id or "")
             if call is not None and call.tool_name in READ_TOOLS and not item.text.startswith(UNCHANGED_READS):
-                self._touch_file(_arguments(call).get("file_path"), item.text, item.id)
+                args = _arguments(call)
+                # §4.2 the restore re-reads the whole file: a Read of a part of it (an offset or a limit) does not
+                # show what that re-read would (2.0.57 `FV5` calls the Read tool with neither)
+                whole = args.get("offset") is None and args.get("limit") is None
+                self._touch_file(args.get("file_path"), item.text if whole else None, item.id if whole else None)
             elif call is not None and call.tool_name == TODO_TOOL and isinstance(todos := _arguments(call).get("todos"), list):
                 self.todos = stored_todos(todos)
 
@@ -809,7 +813,9 @@ class ClaudeCode(Strategy):
         o = self.options
         if o.disable_microcompact or self.later:
             return
-        warning_line = (self.threshold if self.enabled else self.effective) - o.warning_buffer
+        # the threshold when auto-compact is on in the settings, else the effective window: DISABLE_COMPACT does not
+        # move it (2.0.57 `L1A`: `O1A() ? T : E`, `O1A` reading `autoCompactEnabled` alone)
+        warning_line = (self.threshold if o.auto_compact else self.effective) - o.warning_buffer
         # applied only at or above the warning line (§5 step 4, `tokens >= B - 20,000`, §2.1 `OV5`): not strict,
         # so the line itself is the threshold its record reports
         if self.count() < warning_line:

@@ -273,6 +273,29 @@ def test_microcompact_clears_oldest_eligible_results_keeping_three():
     # Below the warning line (103,000) nothing is cleared.
     low = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS | {"model": "claude-3-5-haiku"})
     assert [c for c in low.compactions if c.trigger == "microcompact"] == []
+    # DISABLE_COMPACT does not move the line (2.0.57 `L1A` reads the `autoCompactEnabled` setting alone): the same
+    # clearing; with that setting off, the line is the effective window's (136,000 − 20,000), which 104,000 is under.
+    disabled = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS | {"disable_compact": True})
+    assert [(c.step, c.details["cleared_calls"]) for c in disabled.compactions if c.trigger == "microcompact"] == micro
+    off = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS | {"auto_compact": False})
+    assert [c for c in off.compactions if c.trigger == "microcompact"] == []
+
+
+def test_a_file_read_in_part_is_restored_as_a_reference():
+    """§4.2: the restore re-reads the whole file (2.0.57 `FV5` calls the Read tool without offset or limit), so a
+    Read of lines 900–901 does not show what it would: the file is named for reading again, not restored as that
+    slice (before, the slice was restored as if it were the file)."""
+    s = Session()
+    s.user("look at the end of the parser")
+    s.assistant("reading", calls=[("r1", "Read", {"file_path": "/r/parse.py", "offset": 900, "limit": 2})], total=1_000)
+    s.result("r1", "   900→def tail():\n   901→    return 1\n", name="Read")
+    s.assistant("over", total=190_000)
+    s.user("continue")
+    s.assistant("ok", total=10)
+    result = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    after = "\n".join(m.content for m in result.compactions[0].after[1:])
+    assert result.compactions[0].details["restored_files"] == [] and "/r/parse.py was read before" in after
+    assert "def tail()" not in after
 
 
 def test_format_summary():
