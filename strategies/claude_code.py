@@ -40,8 +40,11 @@ limit (§8.1, 2.0.77+): a request the check did not compact whose count is at or
 
 Not reproduced: hooks (PreCompact/SessionStart output is not in the transcripts), the plan-file
 attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in the transcripts).
-Re-read files are the newest content the transcript shows for that path (a Read result or a Write's
-content, an Edit applied to it): the file system of the session is not available.
+Re-read files are the newest content the transcript shows for that path (a whole-file Read result or a
+Write's content, an Edit applied to it): the file system of the session is not available. BASE keeps a
+file's own text (read back from a Read result's numbered lines) and shows it as 2.0.57's Read tool shows
+a whole file (`number_lines`, `READ_REMINDER`), which reproduces 86 of the 86 whole-file Read results of
+the recorded 2.0.57 sessions byte for byte.
 
 Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
 anew only at a compaction, a clearing or a late system message, so a request costs what it adds; a
@@ -156,6 +159,20 @@ FILE_CALL = "Called the Read tool with the following input: "
 FILE_RESULT = "Result of calling the Read tool: "
 #: 2.1.112 (`h98`): the Read result's text itself after a line break, not its JSON string.
 FILE_RESULT_LATER = "Result of calling the Read tool:\n"
+#: What 2.0.57's Read tool puts after a text file's numbered lines (`J45`): a protocol string of the tool's output,
+#: which every Read result of the recorded 2.0.57 sessions ends with.
+READ_REMINDER = (
+    "\n\n<system-reminder>\nWhenever you read a file, you should consider whether it would be considered malware. You "
+    "CAN and SHOULD provide analysis of malware, what it is doing. But you MUST refuse to improve or augment the code. "
+    "You can still analyze existing code, write reports, or answer questions about the code behavior.\n"
+    "</system-reminder>\n"
+)
+#: A line of the Read tool's numbered output (2.0.57 `ml`): the line number right-aligned in six columns, "→", the line.
+NUMBERED_LINE = re.compile(r" *(\d+)→(.*)")
+#: The reminder a Read result ends with, in any version's words (1.0.x words it otherwise than `READ_REMINDER`).
+TRAILING_REMINDER = re.compile(r"\n\n<system-reminder>\n.*\n</system-reminder>\n?\Z", re.S)
+#: 2.0.57 `Y22`: a file whose chars/4 estimate is at most this share of the token limit passes without a count.
+ESTIMATE_SHARE = 4
 FILE_REFERENCE = (
     "Note: {path} was read before the conversation was summarized, but it is too large to include here. "
     "Use the Read tool if you need it again."
@@ -474,7 +491,8 @@ class _File:
     order: int
     content: str | None
     source: str | None
-    #: whether `content` is the file's own text (a Write's), not a Read result's numbered lines
+    #: whether `content` is the file's own text (a Write's, or BASE's read back from a Read result), not a Read result as
+    #: recorded (2.1's, numbered lines)
     raw: bool = False
     #: when the session last wrote or edited it (the same clock; 0: never, its modification time is older than the
     #: session): the read cache's timestamp is the file's mtime, which a Read does not change
@@ -515,6 +533,9 @@ class ClaudeCode(Strategy):
     sends_inputs_verbatim = True
     #: 2.1.69+ drops the analysis from the stored summary; 2.1.90+ asks for text only.
     later = False
+    #: whether the read cache keeps a file's own text (BASE: a Read result's numbered lines read back, §4.2), so
+    #: that every Edit applies to it; 2.1 keeps a Read result as recorded (its re-read format is not traced)
+    plain_files = True
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
@@ -621,7 +642,8 @@ class ClaudeCode(Strategy):
                 # §4.2 the restore re-reads the whole file: a Read of a part of it (an offset or a limit) does not
                 # show what that re-read would (2.0.57 `FV5` calls the Read tool with neither)
                 whole = args.get("offset") is None and args.get("limit") is None
-                self._touch_file(args.get("file_path"), item.text if whole else None, item.id if whole else None)
+                content = self._read_content(item.text) if whole else None
+                self._touch_file(args.get("file_path"), content, item.id if content is not None else None, raw=self.plain_files)
             elif call is not None and call.tool_name == TODO_TOOL and isinstance(todos := _arguments(call).get("todos"), list):
                 self.todos = stored_todos(todos)
 
@@ -1014,7 +1036,7 @@ class ClaudeCode(Strategy):
     def _restored(self, f: _File) -> tuple[bool, int, tuple[Message, ...]]:
         """§4.2 whether a file fits its own budget, its size in the total budget and its messages: the
         re-read (call and result) when it fits, else a note naming it."""
-        fits = f.content is not None and chars_div4(f.content) <= self.options.restore_file_tokens
+        fits = f.content is not None and self._fits(f.content)
         payload = {"type": "file", "filename": f.path, "content": f.content} if fits else {"type": "compact_file_reference", "filename": f.path}
         size = chars_div4(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
         if fits:
@@ -1025,9 +1047,41 @@ class ClaudeCode(Strategy):
             )
         return False, size, (Message("user", _reminder(FILE_REFERENCE.format(path=f.path))),)
 
+    def _fits(self, content: str) -> bool:
+        """§4.2 the per-file limit (2.0.57 `Y22`, `maxTokens` 5,000): a file whose chars/4 estimate is at most a
+        quarter of it fits; a larger one is counted (the API's `countTokens`; here the provider's count of its text)."""
+        limit = self.options.restore_file_tokens
+        return chars_div4(content) <= limit // ESTIMATE_SHARE or self.ctx.count_tokens([Message("user", content)]) <= limit
+
+    def _read_content(self, result: str) -> str | None:
+        """§4.2 what the read cache keeps of a whole-file Read: BASE the file's text (`plain_text` of its numbered
+        lines), which a Write gives as it is and an Edit changes, and a re-read shows as the Read tool does."""
+        return plain_text(result)
+
     def _file_result(self, content: str) -> str:
-        """§4.2 BASE (`KSA`): the Read result as its JSON string."""
-        return FILE_RESULT + _js_json(content)
+        """§4.2 BASE (`KSA`): the Read result as its JSON string: the file's lines numbered, then the tool's reminder
+        (2.0.57 `ml` + `J45`), as a whole-file Read returns them."""
+        return FILE_RESULT + _js_json(number_lines(content) + READ_REMINDER)
+
+
+def number_lines(text: str) -> str:
+    """2.0.57 `ml`: each line (split at `\r?\n`) after its number, right-aligned in six columns, and "→"."""
+    if not text:
+        return ""
+    return "\n".join(f"{n:>6}→{line}" for n, line in enumerate(re.split(r"\r?\n", text), start=1))
+
+
+def plain_text(result: str) -> str | None:
+    """A file's text from a whole-file Read result (`number_lines` then the tool's reminder, `TRAILING_REMINDER`):
+    None when the result is not that (an empty file's notice, an error, lines not numbered 1, 2, 3, …)."""
+    body = TRAILING_REMINDER.sub("", result, count=1)
+    lines = []
+    for n, line in enumerate(body.split("\n"), start=1):
+        found = NUMBERED_LINE.fullmatch(line)
+        if found is None or int(found.group(1)) != n:
+            return None
+        lines.append(found.group(2))
+    return "\n".join(lines)
 
 
 def _edited(content: str | None, raw: bool, tool: str, args: dict[str, Any]) -> str | None:
@@ -1108,6 +1162,7 @@ class ClaudeCode21(ClaudeCode):
     spec = "docs/specs/claude-code.md §8"
     Options = ClaudeCode21Options
     later = True
+    plain_files = False
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         # §8.3 the breakers' state (upstream `autoCompactTracking`), started anew by every user prompt
@@ -1318,6 +1373,14 @@ class ClaudeCode21(ClaudeCode):
     def _file_result(self, content: str) -> str:
         """2.1.112 (`h98`): a string result as it is, after "Result of calling the Read tool:" and a line break."""
         return FILE_RESULT_LATER + content
+
+    def _read_content(self, result: str) -> str | None:
+        """2.1: a Read result as recorded (the re-read format of 2.1.112 is not traced)."""
+        return result
+
+    def _fits(self, content: str) -> bool:
+        """2.1: the per-file limit on the chars/4 estimate of what is restored (2.1.112's `Y22` is not traced)."""
+        return chars_div4(content) <= self.options.restore_file_tokens
 
 
 def _rounds(messages: Sequence[Message], response_of: Mapping[str, int]) -> list[list[Message]]:

@@ -20,6 +20,7 @@ from compaction_bench.strategies.claude_code import (
     CONTINUE_LATER,
     CONTINUE_SENTENCE,
     PTL_RETRY_MARKER,
+    READ_REMINDER,
     SUMMARY_PREFIX,
     SUMMARY_PREFIX_LATER,
     TRANSCRIPT_NOTE,
@@ -29,6 +30,7 @@ from compaction_bench.strategies.claude_code import (
     env_max_output,
     format_summary,
     model_output_cap,
+    number_lines,
 )
 from compaction_bench.transcript import Item, Transcript
 from tests.conftest import CORPORA
@@ -39,6 +41,11 @@ SECTIONS = (
     "Primary Request and Intent", "Key Technical Concepts", "Files and Code Sections", "Errors and fixes",
     "Problem Solving", "All user messages", "Pending Tasks", "Current Work", "Optional Next Step",
 )
+
+
+def _read(text: str) -> str:
+    """What 2.0.57's Read tool returns for a whole file of `text`: its numbered lines, then its reminder."""
+    return number_lines(text) + READ_REMINDER
 
 
 def _pair_errors(result) -> int:
@@ -94,7 +101,7 @@ def test_summary_request_and_new_context():
     s = Session()
     s.user("Build the report generator; the output must stay under 80 columns.")
     s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/report.py"})], total=10_000)
-    s.result("r1", "     1→def report():\n     2→    return 'x'\n", name="Read")
+    s.result("r1", _read("def report():\n    return 'x'"), name="Read")
     todos = [{"content": "write tests", "status": "pending", "activeForm": "Writing tests"}]
     s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": todos})], total=124_000)
     s.result("t1", "Todos have been modified successfully.", name="TodoWrite")
@@ -121,7 +128,7 @@ def test_summary_request_and_new_context():
     # §4.2 upstream writes the re-read's input with `JSON.stringify`, which puts no space after ":" (this test
     # asserted Python's spaced `{"file_path": "..."}` before; cc@2.0.57 cli.js L4256 `DSA`).
     assert 'Called the Read tool with the following input: {"file_path":"/repo/report.py"}' in restored
-    assert 'Result of calling the Read tool: "     1→def report():\\n     2→    return \'x\'\\n"' in restored
+    assert "Result of calling the Read tool: " + json.dumps(_read("def report():\n    return 'x'"), ensure_ascii=False) in restored
     assert '[{"content":"write tests","status":"pending","activeForm":"Writing tests"}]' in restored
     assert "<system-reminder>" in restored and "write tests" in restored
     assert compaction.details["restored_files"] == ["/repo/report.py"]
@@ -134,14 +141,14 @@ def test_restored_file_budgets():
     s.user("look at the files")
     for n in range(7):
         s.assistant(f"read {n}", calls=[(f"r{n}", "Read", {"file_path": f"/repo/f{n}.py"})], total=1_000 + n)
-        size = 30_000 if n == 6 else 100
-        s.result(f"r{n}", f"content of f{n} " + "y" * size, name="Read")
+        text = " ".join(str(k) for k in range(7_000)) if n == 6 else "y" * 100  # f6: over 5,000 tokens by count
+        s.result(f"r{n}", _read(f"content of f{n} " + text), name="Read")
     s.assistant("over", total=130_000)
     s.user("continue")
     s.assistant("ok", total=10)
     result = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
     after = "\n".join(m.content for m in result.compactions[0].after)
-    assert "f6.py was read before the conversation was summarized" in after  # 30,000 chars > 5,000 tokens
+    assert "f6.py was read before the conversation was summarized" in after  # its count is over 5,000 tokens
     assert result.compactions[0].details["restored_files"] == ["/repo/f5.py", "/repo/f4.py", "/repo/f3.py", "/repo/f2.py"]
     assert "content of f1" not in after and "content of f0" not in after
 
@@ -160,12 +167,12 @@ def test_restored_files_are_the_newest_by_modification_time(strategy):
     s.assistant("writing", calls=[("w", "Write", {"file_path": "/r/a.py", "content": "A = 1\n"})], total=1_000)
     s.result("w", "File created successfully at: /r/a.py", name="Write")
     s.assistant("reading", calls=[("rb", "Read", {"file_path": "/r/b.py"})], total=1_100)
-    s.result("rb", "     1→B = 1\n", name="Read")
+    s.result("rb", _read("B = 1"), name="Read")
     s.assistant("editing", calls=[("e", "Edit", {"file_path": "/r/b.py", "old_string": "B = 1", "new_string": "B = 2"})], total=1_200)
     s.result("e", "The file /r/b.py has been updated.", name="Edit")
     for name in "cdefg":
         s.assistant(f"read {name}", calls=[(f"r{name}", "Read", {"file_path": f"/r/{name}.py"})], total=1_300)
-        s.result(f"r{name}", f"     1→{name.upper()} = 1\n", name="Read")
+        s.result(f"r{name}", _read(f"{name.upper()} = 1"), name="Read")
     s.assistant("over", total=190_000)
     s.user("continue")
     s.assistant("ok", total=10)
@@ -684,7 +691,7 @@ def _files_and_todos() -> Session:
     s = Session()
     s.user("Build the report generator; the output must stay under 80 columns.")
     s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/report.py"})], total=10_000)
-    s.result("r1", "     1→def report():\n", name="Read")
+    s.result("r1", _read("def report():"), name="Read")
     todos = [{"content": "write tests", "status": "pending", "activeForm": "Writing tests"}]
     s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": todos})], total=170_000)
     s.result("t1", "Todos have been modified successfully.", name="TodoWrite")
@@ -702,7 +709,7 @@ def test_later_new_context_has_the_files_but_no_todo_list():
     attachments = [m.content for m in compaction.after[1:]]
     assert attachments == [
         '<system-reminder>\nCalled the Read tool with the following input: {"file_path":"/repo/report.py"}\n</system-reminder>',
-        "<system-reminder>\nResult of calling the Read tool:\n     1→def report():\n\n</system-reminder>",
+        "<system-reminder>\nResult of calling the Read tool:\n" + _read("def report():") + "\n</system-reminder>",
     ]
     assert compaction.details["todos"] == 0
     base = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
@@ -882,7 +889,7 @@ def test_restored_memory_files_are_the_four_upstream_ones():
     s.user("go")
     for n, path in enumerate(paths):
         s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": path})], total=10_000)
-        s.result(f"r{n}", f"     1→text {n}\n", name="Read")
+        s.result(f"r{n}", _read(f"text {n}"), name="Read")
     s.assistant("over", total=170_000)
     s.assistant("next", total=40_000)
 
@@ -902,7 +909,7 @@ def _reads(paths: list[str], source: dict[str, str]) -> Transcript:
     s.user("go")
     for n, path in enumerate(paths):
         s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": path})], total=10_000)
-        s.result(f"r{n}", f"     1→text {n}\n", name="Read")
+        s.result(f"r{n}", _read(f"text {n}"), name="Read")
     s.assistant("over", total=170_000)
     s.assistant("next", total=40_000)
     return Transcript(id="s1", items=tuple(s.items), source=source)
@@ -1103,19 +1110,46 @@ def _restored_after_edit(edit_args: dict, first: tuple[str, dict], result_text: 
 
 
 def test_a_restored_file_shows_its_contents_after_an_edit_or_is_named_for_reading_again():
-    """§4.2: the restore re-reads each file from disk, so after an Edit it shows the edited text. The file was
-    restored with its contents from before the edit (`RETRY_LIMIT = 3` after the edit set 7)."""
+    """§4.2: the restore re-reads each file from disk through the Read tool, so after an Edit it shows the edited
+    text as a Read does: numbered lines, then the tool's reminder (2.0.57 `ml` + `J45`). The read cache keeps the
+    file's own text, read back from a Read result's numbered lines, so an edit that adds a line applies too (it was
+    named for reading again), and a file the session wrote shows as a Read shows it (it was its bare text)."""
     read = ("Read", {"file_path": "/repo/config.py"})
-    numbered = "     1→RETRY_LIMIT = 3\n     2→TIMEOUT = 30\n"
-    after = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7"}, read, numbered)
-    assert any('"     1→RETRY_LIMIT = 7\\n     2→TIMEOUT = 30\\n"' in text for text in after)
+    shown = _read("RETRY_LIMIT = 3\nTIMEOUT = 30")
+    after = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7"}, read, shown)
+    assert any(json.dumps(_read("RETRY_LIMIT = 7\nTIMEOUT = 30"), ensure_ascii=False) in text for text in after)
     assert not any("RETRY_LIMIT = 3" in text for text in after)
-    # an edit adding a line to a Read result moves its line numbers: what a re-read shows is not known here
-    grown = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2"}, read, numbered)
-    assert not any("RETRY_LIMIT = 3" in text for text in grown)
-    assert any("/repo/config.py was read before the conversation was summarized" in text for text in grown)
-    # a file the session wrote is its own text: any edit of it applies
+    grown = _restored_after_edit({"old_string": "RETRY_LIMIT = 3", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2"}, read, shown)
+    assert any(json.dumps(_read("RETRY_LIMIT = 7\nBACKOFF = 2\nTIMEOUT = 30"), ensure_ascii=False) in text for text in grown)
+    # an edit whose text is not in the file leaves what a re-read shows unknown: the file is named for reading again
+    missed = _restored_after_edit({"old_string": "RETRIES = 3", "new_string": "RETRIES = 7"}, read, shown)
+    assert any("/repo/config.py was read before the conversation was summarized" in text for text in missed)
+    # a file the session wrote: its text, numbered as the Read tool numbers it (the trailing line break makes an
+    # empty last line, as `ml` splits the text)
     write = ("Write", {"file_path": "/repo/config.py", "content": "RETRY_LIMIT = 3\nTIMEOUT = 30\n"})
     written = _restored_after_edit({"tool": "MultiEdit", "edits": [{"old_string": "RETRY_LIMIT = 3\n", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2\n"}]},
                                    write, "File created successfully at: /repo/config.py")
-    assert any('"RETRY_LIMIT = 7\\nBACKOFF = 2\\nTIMEOUT = 30\\n"' in text for text in written)
+    expected = "     1→RETRY_LIMIT = 7\n     2→BACKOFF = 2\n     3→TIMEOUT = 30\n     4→" + READ_REMINDER
+    assert any(json.dumps(expected, ensure_ascii=False) in text for text in written)
+
+
+@pytest.mark.skipif(not SMARTAGENT.is_dir(), reason="shared corpora not present")
+def test_a_reread_shows_a_file_as_the_recorded_read_tool_did():
+    """The restore shows a file as 2.0.57's Read tool shows a whole file (`ml` numbering, then `J45`): read back to its
+    text and shown again, every whole-file Read result of the recorded 2.0.57 sessions is the same text, byte for
+    byte (86 of them)."""
+    import glob
+
+    from compaction_bench.importing import load_transcript
+    from compaction_bench.strategies.claude_code import plain_text
+
+    results = []
+    for path in sorted(glob.glob(str(SMARTAGENT / "*.jsonl"))):
+        transcript = load_transcript(path)
+        calls = {i.call_id: i for i in transcript.items if i.kind == "tool_call" and i.tool_name == "Read"}
+        for item in transcript.items:
+            call = calls.get(item.call_id) if item.kind == "tool_result" else None
+            if call is not None and not {"offset", "limit"} & set(json.loads(call.arguments or "{}")) and item.text.endswith(READ_REMINDER):
+                results.append(item.text)
+    assert len(results) == 86
+    assert all(number_lines(plain_text(text) or "") + READ_REMINDER == text for text in results)

@@ -26,12 +26,13 @@ from compaction_bench.strategies.claude_code import (
     CLEARED_RESULT,
     FILE_CALL,
     FILE_REFERENCE,
-    FILE_RESULT,
+    READ_REMINDER,
     TODO_NUDGE,
     TODO_REMINDER,
     ClaudeCode,
     ClaudeCode21,
     _reminder,
+    number_lines,
 )
 from compaction_bench.strategies.components import chars_div4, tool_pairs
 from compaction_bench.transcript import Item
@@ -65,12 +66,12 @@ class ReferenceClaudeCode(ClaudeCode):
 
     def _attachments(self) -> tuple[list[Message], list[str]]:
         o = self.options
-        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=lambda f: -f.order)
+        files = sorted((f for f in self.files.values() if self._restorable(f.path)), key=lambda f: (-f.modified, -f.order))
         out: list[Message] = []
         kept: dict[str, Any] = {}
         total = 0
         for f in files[: o.restore_max_files]:
-            fits = f.content is not None and chars_div4(f.content) <= o.restore_file_tokens
+            fits = f.content is not None and self._fits(f.content)
             payload = {"type": "file", "filename": f.path, "content": f.content} if fits else {"type": "compact_file_reference", "filename": f.path}
             size = chars_div4(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
             if total + size > o.restore_total_tokens:
@@ -78,7 +79,7 @@ class ReferenceClaudeCode(ClaudeCode):
             total += size
             if fits:
                 out.append(Message("user", _reminder(FILE_CALL + json.dumps({"file_path": f.path}, ensure_ascii=False, separators=(",", ":")))))
-                out.append(Message("user", _reminder(FILE_RESULT + json.dumps(f.content, ensure_ascii=False))))
+                out.append(Message("user", _reminder(self._file_result(f.content or ""))))
                 kept[f.path] = f
             else:
                 out.append(Message("user", _reminder(FILE_REFERENCE.format(path=f.path))))
@@ -249,8 +250,8 @@ def test_claude_code_restores_files_and_todos_as_built_anew():
     s.user("tidy the package")
     small = "def parse(text):\n    return text.split()\n"
     s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/a.py"}), ("r2", "Read", {"file_path": "/repo/b.py"})], total=900)
-    s.result("r1", small, name="Read")
-    s.result("r2", "lorem ipsum " * 2_100, name="Read")  # over the per-file budget: a reference
+    s.result("r1", number_lines(small) + READ_REMINDER, name="Read")  # as 2.0.57's Read tool returns a file
+    s.result("r2", number_lines(" ".join(str(k) for k in range(2_500))) + READ_REMINDER, name="Read")  # 6,500 tokens, over 5,000: a reference
     s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": [{"content": "tidy a.py", "status": "pending"}]})], total=950)
     s.result("t1", "ok", name="TodoWrite")
     for n in range(3):
