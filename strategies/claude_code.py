@@ -1088,7 +1088,8 @@ def _edited(content: str | None, raw: bool, tool: str, args: dict[str, Any]) -> 
     """What a re-read shows after an Edit or MultiEdit (§4.2: the restore reads the file from disk, so after the
     edit): each `old_string` replaced by its `new_string` (every occurrence with `replace_all`). None where that
     is not known: no content, a NotebookEdit, an edit that does not apply (its text absent, or found twice
-    without `replace_all`), or one that adds or removes lines of a Read result, whose line numbers would move."""
+    without `replace_all`), or one that adds or removes lines of a Read result kept as recorded (2.1's: not `raw`),
+    whose line numbers would move."""
     edits = [args] if tool == "Edit" else args.get("edits") if tool == "MultiEdit" else None
     if content is None or not isinstance(edits, list):
         return None
