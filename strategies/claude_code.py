@@ -43,8 +43,8 @@ attachment, the 2.1 skill/task/plan-mode/tool attachments (their state is not in
 Re-read files are the newest content the transcript shows for that path (a whole-file Read result or a
 Write's content, an Edit applied to it): the file system of the session is not available. BASE keeps a
 file's own text (read back from a Read result's numbered lines) and shows it as 2.0.57's Read tool shows
-a whole file (`number_lines`, `READ_REMINDER`), which reproduces 86 of the 86 whole-file Read results of
-the recorded 2.0.57 sessions byte for byte.
+a whole file (`number_lines`, then the reminder the session's own Read results end with), which reproduces
+86 of the 86 whole-file Read results of the recorded 2.0.57 sessions byte for byte.
 
 Requests are views of one append-only log of wire messages (compaction_bench.log_view) that starts
 anew only at a compaction, a clearing or a late system message, so a request costs what it adds; a
@@ -159,17 +159,10 @@ FILE_CALL = "Called the Read tool with the following input: "
 FILE_RESULT = "Result of calling the Read tool: "
 #: 2.1.112 (`h98`): the Read result's text itself after a line break, not its JSON string.
 FILE_RESULT_LATER = "Result of calling the Read tool:\n"
-#: What 2.0.57's Read tool puts after a text file's numbered lines (`J45`): a protocol string of the tool's output,
-#: which every Read result of the recorded 2.0.57 sessions ends with.
-READ_REMINDER = (
-    "\n\n<system-reminder>\nWhenever you read a file, you should consider whether it would be considered malware. You "
-    "CAN and SHOULD provide analysis of malware, what it is doing. But you MUST refuse to improve or augment the code. "
-    "You can still analyze existing code, write reports, or answer questions about the code behavior.\n"
-    "</system-reminder>\n"
-)
 #: A line of the Read tool's numbered output (2.0.57 `ml`): the line number right-aligned in six columns, "→", the line.
 NUMBERED_LINE = re.compile(r" *(\d+)→(.*)")
-#: The reminder a Read result ends with, in any version's words (1.0.x words it otherwise than `READ_REMINDER`).
+#: The reminder the Read tool puts after a text file's numbered lines (2.0.57 `J45`; each version words it its own
+#: way): the replay takes it from the session's own Read results, never from this project's text.
 TRAILING_REMINDER = re.compile(r"\n\n<system-reminder>\n.*\n</system-reminder>\n?\Z", re.S)
 #: 2.0.57 `Y22`: a file whose chars/4 estimate is at most this share of the token limit passes without a count.
 ESTIMATE_SHARE = 4
@@ -536,6 +529,8 @@ class ClaudeCode(Strategy):
     #: whether the read cache keeps a file's own text (BASE: a Read result's numbered lines read back, §4.2), so
     #: that every Edit applies to it; 2.1 keeps a Read result as recorded (its re-read format is not traced)
     plain_files = True
+    #: the reminder the session's Read results end with (`TRAILING_REMINDER`), for BASE's re-reads
+    _read_reminder = ""
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
@@ -1055,13 +1050,17 @@ class ClaudeCode(Strategy):
 
     def _read_content(self, result: str) -> str | None:
         """§4.2 what the read cache keeps of a whole-file Read: BASE the file's text (`plain_text` of its numbered
-        lines), which a Write gives as it is and an Edit changes, and a re-read shows as the Read tool does."""
+        lines), which a Write gives as it is and an Edit changes, and a re-read shows as the Read tool does, with the
+        reminder the session's Read results end with (the last one seen; none before any)."""
+        reminder = TRAILING_REMINDER.search(result)
+        if reminder is not None:
+            self._read_reminder = reminder.group(0)
         return plain_text(result)
 
     def _file_result(self, content: str) -> str:
         """§4.2 BASE (`KSA`): the Read result as its JSON string: the file's lines numbered, then the tool's reminder
         (2.0.57 `ml` + `J45`), as a whole-file Read returns them."""
-        return FILE_RESULT + _js_json(number_lines(content) + READ_REMINDER)
+        return FILE_RESULT + _js_json(number_lines(content) + self._read_reminder)
 
 
 def number_lines(text: str) -> str:

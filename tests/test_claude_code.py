@@ -20,7 +20,6 @@ from compaction_bench.strategies.claude_code import (
     CONTINUE_LATER,
     CONTINUE_SENTENCE,
     PTL_RETRY_MARKER,
-    READ_REMINDER,
     SUMMARY_PREFIX,
     SUMMARY_PREFIX_LATER,
     TRANSCRIPT_NOTE,
@@ -43,9 +42,13 @@ SECTIONS = (
 )
 
 
+#: A reminder after a Read result's numbered lines, as the Read tool appends one (in this test's own words)
+REMINDER = "\n\n<system-reminder>\nA note the Read tool appends to every file it shows.\n</system-reminder>\n"
+
+
 def _read(text: str) -> str:
     """What 2.0.57's Read tool returns for a whole file of `text`: its numbered lines, then its reminder."""
-    return number_lines(text) + READ_REMINDER
+    return number_lines(text) + REMINDER
 
 
 def _pair_errors(result) -> int:
@@ -1125,23 +1128,23 @@ def test_a_restored_file_shows_its_contents_after_an_edit_or_is_named_for_readin
     missed = _restored_after_edit({"old_string": "RETRIES = 3", "new_string": "RETRIES = 7"}, read, shown)
     assert any("/repo/config.py was read before the conversation was summarized" in text for text in missed)
     # a file the session wrote: its text, numbered as the Read tool numbers it (the trailing line break makes an
-    # empty last line, as `ml` splits the text)
+    # empty last line, as `ml` splits the text); no Read result in this session showed the reminder, so none
     write = ("Write", {"file_path": "/repo/config.py", "content": "RETRY_LIMIT = 3\nTIMEOUT = 30\n"})
     written = _restored_after_edit({"tool": "MultiEdit", "edits": [{"old_string": "RETRY_LIMIT = 3\n", "new_string": "RETRY_LIMIT = 7\nBACKOFF = 2\n"}]},
                                    write, "File created successfully at: /repo/config.py")
-    expected = "     1→RETRY_LIMIT = 7\n     2→BACKOFF = 2\n     3→TIMEOUT = 30\n     4→" + READ_REMINDER
+    expected = "     1→RETRY_LIMIT = 7\n     2→BACKOFF = 2\n     3→TIMEOUT = 30\n     4→"
     assert any(json.dumps(expected, ensure_ascii=False) in text for text in written)
 
 
 @pytest.mark.skipif(not SMARTAGENT.is_dir(), reason="shared corpora not present")
 def test_a_reread_shows_a_file_as_the_recorded_read_tool_did():
-    """The restore shows a file as 2.0.57's Read tool shows a whole file (`ml` numbering, then `J45`): read back to its
-    text and shown again, every whole-file Read result of the recorded 2.0.57 sessions is the same text, byte for
-    byte (86 of them)."""
+    """The restore shows a file as 2.0.57's Read tool shows a whole file (`ml` numbering, then the reminder the
+    session's Read results end with, `J45`): read back to its text and shown again, every whole-file Read result of
+    the recorded 2.0.57 sessions is the same text, byte for byte (86 of them)."""
     import glob
 
     from compaction_bench.importing import load_transcript
-    from compaction_bench.strategies.claude_code import plain_text
+    from compaction_bench.strategies.claude_code import TRAILING_REMINDER, plain_text
 
     results = []
     for path in sorted(glob.glob(str(SMARTAGENT / "*.jsonl"))):
@@ -1149,7 +1152,8 @@ def test_a_reread_shows_a_file_as_the_recorded_read_tool_did():
         calls = {i.call_id: i for i in transcript.items if i.kind == "tool_call" and i.tool_name == "Read"}
         for item in transcript.items:
             call = calls.get(item.call_id) if item.kind == "tool_result" else None
-            if call is not None and not {"offset", "limit"} & set(json.loads(call.arguments or "{}")) and item.text.endswith(READ_REMINDER):
-                results.append(item.text)
+            reminder = TRAILING_REMINDER.search(item.text) if call is not None else None
+            if reminder is not None and not {"offset", "limit"} & set(json.loads(call.arguments or "{}")):
+                results.append((item.text, reminder.group(0)))
     assert len(results) == 86
-    assert all(number_lines(plain_text(text) or "") + READ_REMINDER == text for text in results)
+    assert all(number_lines(plain_text(text) or "") + reminder == text for text, reminder in results)

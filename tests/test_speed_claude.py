@@ -26,7 +26,6 @@ from compaction_bench.strategies.claude_code import (
     CLEARED_RESULT,
     FILE_CALL,
     FILE_REFERENCE,
-    READ_REMINDER,
     TODO_NUDGE,
     TODO_REMINDER,
     ClaudeCode,
@@ -250,8 +249,8 @@ def test_claude_code_restores_files_and_todos_as_built_anew():
     s.user("tidy the package")
     small = "def parse(text):\n    return text.split()\n"
     s.assistant("reading", calls=[("r1", "Read", {"file_path": "/repo/a.py"}), ("r2", "Read", {"file_path": "/repo/b.py"})], total=900)
-    s.result("r1", number_lines(small) + READ_REMINDER, name="Read")  # as 2.0.57's Read tool returns a file
-    s.result("r2", number_lines(" ".join(str(k) for k in range(2_500))) + READ_REMINDER, name="Read")  # 6,500 tokens, over 5,000: a reference
+    s.result("r1", number_lines(small), name="Read")  # as 2.0.57's Read tool numbers a file's lines
+    s.result("r2", number_lines(" ".join(str(k) for k in range(2_500))), name="Read")  # 6,500 tokens, over 5,000: a reference
     s.assistant("planning", calls=[("t1", "TodoWrite", {"todos": [{"content": "tidy a.py", "status": "pending"}]})], total=950)
     s.result("t1", "ok", name="TodoWrite")
     for n in range(3):
