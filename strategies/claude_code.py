@@ -483,7 +483,6 @@ class _File:
     #: when the file was last read or written (the replay's own clock)
     order: int
     content: str | None
-    source: str | None
     #: whether `content` is the file's own text (a Write's, or BASE's read back from a Read result), not a Read result as
     #: recorded (2.1's, numbered lines)
     raw: bool = False
@@ -638,7 +637,7 @@ class ClaudeCode(Strategy):
                 # show what that re-read would (2.0.57 `FV5` calls the Read tool with neither)
                 whole = args.get("offset") is None and args.get("limit") is None
                 content = self._read_content(item.text) if whole else None
-                self._touch_file(args.get("file_path"), content, item.id if content is not None else None, raw=self.plain_files)
+                self._touch_file(args.get("file_path"), content, raw=self.plain_files)
             elif call is not None and call.tool_name == TODO_TOOL and isinstance(todos := _arguments(call).get("todos"), list):
                 self.todos = stored_todos(todos)
 
@@ -675,13 +674,13 @@ class ClaudeCode(Strategy):
                     continue
                 if item.tool_name == "Write":
                     content = args.get("content") if isinstance(args.get("content"), str) else None
-                    self._touch_file(path, content, item.id if content is not None else None, raw=True, written=True)
+                    self._touch_file(path, content, raw=True, written=True)
                 else:
                     known = self.files.get(path)
                     edited = _edited(known.content, known.raw, item.tool_name, args) if known is not None else None
-                    self._touch_file(path, edited, item.id if edited is not None else None, raw=known is not None and known.raw, written=True)
+                    self._touch_file(path, edited, raw=known is not None and known.raw, written=True)
 
-    def _touch_file(self, path: Any, content: str | None, source: str | None, raw: bool = False, *, written: bool = False) -> None:
+    def _touch_file(self, path: Any, content: str | None, raw: bool = False, *, written: bool = False) -> None:
         """§4.2 the read cache: a file read or written (`path` from the call's input; anything but a string is
         ignored), with what a re-read would show where that is known (None: restored as a reference to read it).
         `written`: a Write or an Edit, which sets the file's modification time."""
@@ -690,7 +689,7 @@ class ClaudeCode(Strategy):
         self._clock += 1
         known = self.files.get(path)
         modified = self._clock if written else known.modified if known is not None else 0
-        self.files[path] = _File(path, self._clock, content, source, raw, modified)
+        self.files[path] = _File(path, self._clock, content, raw, modified)
 
     def _new_history(self) -> ResponseHistory:
         """The history as the API normaliser sends it (`ResponseHistory`): 2.1.112 also drops blank text blocks."""
@@ -860,16 +859,24 @@ class ClaudeCode(Strategy):
         self._live = [c for c in self._live if c.call_id not in self.cleared]
         self._live_ids = Counter(c.call_id for c in self._live)
         self._live_total = sum(self._size(c.call_id) for c in self._live)
-        for path in [p for p, f in self.files.items() if f.source is not None and self._source_cleared(f.source)]:
-            del self.files[path]
+        self._prune_read_cache(set(marked))
         self.ctx.record_compaction(
             trigger="microcompact", before=before, after=self.messages(), summary=None,
             estimate_tokens=self.count(), threshold=warning_line, details={"cleared_calls": marked, "cleared_tokens": cleared},
         )
 
-    def _source_cleared(self, source: str) -> bool:
-        item = next((i for i in self.history.items if i.id == source), None)
-        return item is not None and item.kind == "tool_result" and item.call_id in self.cleared
+    def _prune_read_cache(self, cleared_now: set[str]) -> None:
+        """§5 (2.0.57 `$i`): a path leaves the read cache when this pass cleared a Read of it and no other Read of it
+        is in the messages (one cleared by an earlier pass still is: its call stays); an Edit or a Write of the file
+        keeps nothing."""
+        dropped, kept = set(), set()
+        for item in self.history.items:
+            if item.kind == "tool_call" and item.tool_name in READ_TOOLS:
+                path = _arguments(item).get("file_path")
+                if isinstance(path, str):
+                    (dropped if item.call_id in cleared_now else kept).add(path)
+        for path in dropped - kept:
+            self.files.pop(path, None)
 
     # ------------------------------------------------------------ compaction (§3, §4)
     def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:

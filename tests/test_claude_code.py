@@ -291,6 +291,57 @@ def test_microcompact_clears_oldest_eligible_results_keeping_three():
     assert [c for c in off.compactions if c.trigger == "microcompact"] == []
 
 
+def test_microcompact_drops_a_file_from_the_read_cache_as_2_0_57_does():
+    """§5 (2.0.57 `$i`): a pass drops a path from the read cache when it cleared a Read of that path and no other
+    Read of it is in the messages; a Read an earlier pass cleared still counts (its call stays), an Edit or a Write
+    keeps nothing. Right answers, two sessions that microcompact (six 10,000-token reads at the warning line):
+    - config.py read, then edited, then its Read cleared: dropped (before: kept, as its newest text came from the
+      Edit), so it is not restored;
+    - f.py read twice, the first Read cleared by one pass and the second by the next: kept (before: dropped, as its
+      newest source was cleared), so it is restored."""
+    big = "x" * 40_000
+
+    def session(first: list) -> Session:
+        s = Session()
+        s.user("tune the config, then read the data files")
+        for step in first:
+            s.assistant(step[0], calls=[step[1]], total=104_000)
+            s.result(step[1][0], step[2], name=step[1][1])
+        for n in range(6):
+            s.assistant(f"read d{n}", calls=[(f"d{n}", "Read", {"file_path": f"/r/d{n}.txt"})], total=104_000)
+            s.result(f"d{n}", _read(big), name="Read")
+        s.assistant("over", total=130_000)
+        s.user("continue")
+        s.assistant("ok", total=10)
+        return s
+
+    edited = session([
+        ("read config", ("rc", "Read", {"file_path": "/r/config.py"}), _read("LIMIT = 1")),
+        ("edit config", ("ec", "Edit", {"file_path": "/r/config.py", "old_string": "LIMIT = 1", "new_string": "LIMIT = 2"}),
+         "The file /r/config.py has been updated."),
+    ])
+    result = replay(edited.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    assert any("rc" in c.details["cleared_calls"] for c in result.compactions if c.trigger == "microcompact")
+    (auto,) = [c for c in result.compactions if c.trigger == "auto"]
+    assert "/r/config.py" not in auto.details["restored_files"]
+
+    twice = Session()
+    twice.user("read f and the data files")
+    reads = [("f1", "/r/f.py", "F = 1"), *((f"d{n}", f"/r/d{n}.txt", big) for n in range(3)), ("f2", "/r/f.py", "F = 1"),
+             *((f"d{n}", f"/r/d{n}.txt", big) for n in range(3, 8))]
+    for call_id, path, text in reads:
+        twice.assistant(f"read {call_id}", calls=[(call_id, "Read", {"file_path": path})], total=104_000)
+        twice.result(call_id, _read(text), name="Read")
+    twice.assistant("over", total=130_000)
+    twice.user("continue")
+    twice.assistant("ok", total=10)
+    result = replay(twice.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    passes = [c.details["cleared_calls"] for c in result.compactions if c.trigger == "microcompact"]
+    assert passes == [["f1", "d0", "d1"], ["d2", "f2", "d3"]]
+    (auto,) = [c for c in result.compactions if c.trigger == "auto"]
+    assert "/r/f.py" in auto.details["restored_files"]
+
+
 def test_a_file_read_in_part_is_restored_as_a_reference():
     """§4.2: the restore re-reads the whole file (2.0.57 `FV5` calls the Read tool without offset or limit), so a
     Read of lines 900–901 does not show what it would: the file is named for reading again, not restored as that

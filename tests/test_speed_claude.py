@@ -103,13 +103,12 @@ class ReferenceClaudeCode(ClaudeCode):
             if total - cleared > o.microcompact_keep_tokens:
                 marked.append(call.call_id or "")
                 cleared += size
-        warning_line = (self.threshold if self.enabled else self.effective) - o.warning_buffer
+        warning_line = (self.threshold if o.auto_compact else self.effective) - o.warning_buffer
         if not marked or self.count() < warning_line or cleared < o.microcompact_min_saving:
             return
         before = self.messages()
         self.cleared.update(marked)
-        for path in [p for p, f in self.files.items() if f.source is not None and self._source_cleared(f.source)]:
-            del self.files[path]
+        self._prune_read_cache(set(marked))
         self.ctx.record_compaction(
             trigger="microcompact", before=before, after=self.messages(), summary=None,
             estimate_tokens=self.count(), threshold=warning_line, details={"cleared_calls": marked, "cleared_tokens": cleared},
