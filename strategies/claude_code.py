@@ -869,7 +869,8 @@ class ClaudeCode(Strategy):
         """§5 (2.0.57 `$i`): a path leaves the read cache when this pass cleared a Read of it and no other Read of it
         is in the messages (one cleared by an earlier pass still is: its call stays); an Edit or a Write of the file
         keeps nothing."""
-        dropped, kept = set(), set()
+        dropped: set[str] = set()
+        kept: set[str] = set()
         for item in self.history.items:
             if item.kind == "tool_call" and item.tool_name in READ_TOOLS:
                 path = _arguments(item).get("file_path")
