@@ -301,25 +301,19 @@ def test_microcompact_drops_a_file_from_the_read_cache_as_2_0_57_does():
       newest source was cleared), so it is restored."""
     big = "x" * 40_000
 
-    def session(first: list) -> Session:
-        s = Session()
-        s.user("tune the config, then read the data files")
-        for step in first:
-            s.assistant(step[0], calls=[step[1]], total=104_000)
-            s.result(step[1][0], step[2], name=step[1][1])
-        for n in range(6):
-            s.assistant(f"read d{n}", calls=[(f"d{n}", "Read", {"file_path": f"/r/d{n}.txt"})], total=104_000)
-            s.result(f"d{n}", _read(big), name="Read")
-        s.assistant("over", total=130_000)
-        s.user("continue")
-        s.assistant("ok", total=10)
-        return s
-
-    edited = session([
-        ("read config", ("rc", "Read", {"file_path": "/r/config.py"}), _read("LIMIT = 1")),
-        ("edit config", ("ec", "Edit", {"file_path": "/r/config.py", "old_string": "LIMIT = 1", "new_string": "LIMIT = 2"}),
-         "The file /r/config.py has been updated."),
-    ])
+    edited = Session()
+    edited.user("tune the config, then read the data files")
+    edited.assistant("read config", calls=[("rc", "Read", {"file_path": "/r/config.py"})], total=104_000)
+    edited.result("rc", _read("LIMIT = 1"), name="Read")
+    edited.assistant("edit config", calls=[("ec", "Edit", {"file_path": "/r/config.py", "old_string": "LIMIT = 1", "new_string": "LIMIT = 2"})],
+                     total=104_000)
+    edited.result("ec", "The file /r/config.py has been updated.", name="Edit")
+    for n in range(6):
+        edited.assistant(f"read d{n}", calls=[(f"d{n}", "Read", {"file_path": f"/r/d{n}.txt"})], total=104_000)
+        edited.result(f"d{n}", _read(big), name="Read")
+    edited.assistant("over", total=130_000)
+    edited.user("continue")
+    edited.assistant("ok", total=10)
     result = replay(edited.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
     assert any("rc" in c.details["cleared_calls"] for c in result.compactions if c.trigger == "microcompact")
     (auto,) = [c for c in result.compactions if c.trigger == "auto"]
