@@ -643,21 +643,56 @@ def model_profile(model_id: str) -> ModelProfile:
 CLAUDE_STOPS_AT_WINDOW = (4, 5)
 #: A Claude model's version in a map key: `claude-3-7-sonnet-…` (version first) or `claude-sonnet-4-5-…`,
 #: `claude-opus-4-…` (family first). A minor version is one or two digits: `-20250514` after it is a date.
-_CLAUDE_VERSION = re.compile(r"claude-(?:(\d+)(?:[-.](\d{1,2}))?-[a-z]+|[a-z]+-(\d+)(?:[-.](\d{1,2}))?)(?!\d)")
+_CLAUDE_VERSION = re.compile(
+    r"claude-(?:(\d+)(?:[-.](\d{1,2}))?-([a-z]+)|([a-z]+)-(\d+)(?:[-.](\d{1,2}))?)(?!\d)"
+)
 #: The Claude models named without a version of that form that predate it: Claude 1, 2 and Instant.
 _CLAUDE_LEGACY = re.compile(r"claude-(?:v\d|instant|[12](?![\d]))")
+#: The first version of each Claude family that keeps the thinking blocks of earlier assistant turns in the
+#: context by default; earlier ones drop them server-side, as `clear_thinking_20251015` with `keep` one turn
+#: would (docs/specs/anthropic-context-management.md §3, CE-2: "Claude Opus 4.5 and later and Sonnet 4.6 and
+#: later" keep them; Opus 4.1 and earlier, Sonnet 4.5 and earlier and "all Haiku models through 4.5" do not).
+#: A later Haiku, or a family not named here, is taken to keep them, as every model newer than those does.
+CLAUDE_KEEPS_THINKING = {"opus": (4, 5), "sonnet": (4, 6), "haiku": (4, 6)}
+
+
+def claude_version(bare: str) -> tuple[str, tuple[int, int]] | None:
+    """A Claude model's family and `(major, minor)` version from its map key (`_CLAUDE_VERSION`): `("sonnet", (4, 5))`
+    for `claude-sonnet-4-5-20250929`, `("sonnet", (3, 7))` for `claude-3-7-sonnet-latest`; None when the name has
+    no version of that form (Claude 1, 2, Instant, or a newer model named without one)."""
+    found = _CLAUDE_VERSION.search(bare.lower())
+    if found is None:
+        return None
+    if found.group(1):
+        major, minor, family = found.group(1), found.group(2), found.group(3)
+    else:
+        family, major, minor = found.group(4), found.group(5), found.group(6)
+    return family, (int(major), int(minor or 0))
 
 
 def stops_at_window(bare: str) -> bool:
     """Whether a Claude model (a map key, any provider's) is 4.5 or newer (`CLAUDE_STOPS_AT_WINDOW`): only the input
     can overflow its window. A name without a version is a newer model (`claude-mythos-preview`) unless it is one of
     Claude 1, 2 or Instant."""
-    name = bare.lower()
-    found = _CLAUDE_VERSION.search(name)
-    if found is None:
-        return _CLAUDE_LEGACY.search(name) is None
-    major, minor = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
-    return (int(major), int(minor or 0)) >= CLAUDE_STOPS_AT_WINDOW
+    version = claude_version(bare)
+    if version is None:
+        return _CLAUDE_LEGACY.search(bare.lower()) is None
+    return version[1] >= CLAUDE_STOPS_AT_WINDOW
+
+
+def strips_earlier_thinking(profile: ModelProfile) -> bool:
+    """Whether the profile's model drops the thinking blocks of earlier assistant turns from a request unless the
+    request says to keep them (`CLAUDE_KEEPS_THINKING`): a Claude model, on any provider, older than its family's
+    first that keeps them. Dropped, they take no room in the window and bill nothing; the current turn's (after the
+    last real user message) stay (docs/specs/anthropic-context-management.md §3)."""
+    if profile.cache.provider != "anthropic":
+        return False
+    version = claude_version(profile.model)
+    if version is None:
+        return _CLAUDE_LEGACY.search(profile.model.lower()) is not None
+    family, number = version
+    first = CLAUDE_KEEPS_THINKING.get(family)
+    return first is not None and number < first
 
 
 def _profile_guess(model_id: str) -> str:

@@ -11,7 +11,10 @@ entry that serves the longest read at a breakpoint, else the longest prefix), co
 first and tokens only inside the first differing message (memoized per pair of messages and skipped
 for an older entry that cannot share more; `compaction_bench.caching` applies the provider's rules), in billed tokens:
 hidden reasoning is cached with the prefix that holds it, up to the first message one of the two
-requests bills reasoning for and the other does not (`_billed_prefix`), the tokens
+requests bills reasoning for and the other does not (`_billed_prefix`; on a Claude model that drops
+earlier turns' thinking, a thinking message is such reasoning: a new user message drops the last turn's,
+and the cache from the first of them on, as Anthropic's context-editing guide says clearing thinking
+does), the tokens
 written to the cache and the tokens re-billed (already-sent messages outside the cached part), and
 returns usage in the shape strategies read. These are the only cache numbers of a run: the engine
 stores them on each request record and the metrics read them there. With `recorded_usage` the
@@ -40,7 +43,7 @@ import itertools
 import operator
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import cast, overload
 
@@ -136,11 +139,20 @@ class MessageCounter:
     The provider counts with it; metrics that need a count (a fact's age) use one alone, never a
     second provider."""
 
-    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
+    def __init__(
+        self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None, *,
+        strip_thinking: bool = False,
+    ) -> None:
         self.profile = profile
         self.counter = counter or shared_counter(profile.tokenizer)
-        self.hidden = hidden  # billed reasoning the messages do not show (compaction_bench.tokens)
         self._message_tokens: dict[Message, int] = {}
+        # `strip_thinking`: the model drops earlier turns' thinking (`profiles.strips_earlier_thinking`) and the
+        # requests do not ask to keep it; a thinking message then bills as hidden reasoning does, its visible count 0.
+        self._strips = strip_thinking
+        self._thinking: dict[Message, int] = {}
+        if strip_thinking:
+            hidden = replace(hidden or HiddenTokens({}, frozenset()), thinking=self._thinking_tokens)
+        self.hidden = hidden  # billed reasoning the messages do not show (compaction_bench.tokens)
 
     def message_tokens(self, message: Message) -> int:
         cached = self._message_tokens.get(message)
@@ -152,7 +164,24 @@ class MessageCounter:
         return cached
 
     def _tokens(self, message: Message) -> int:
-        """`message_tokens` without the memo (the texts' counts are memoized by the token counter)."""
+        """`message_tokens` without the memo (the texts' counts are memoized by the token counter): a thinking
+        message dropped with earlier turns counts nothing visible (its tokens are `_thinking_tokens`, billed after
+        the last user message)."""
+        if self._strips and message.role == "reasoning":
+            return 0
+        return self._shown_tokens(message)
+
+    def _thinking_tokens(self, message: Message) -> int:
+        """A thinking message's tokens where they bill (`HiddenTokens.thinking`), memoized per message."""
+        tokens = self._thinking.get(message)
+        if tokens is None:
+            if len(self._thinking) > 200_000:
+                self._thinking.clear()
+            tokens = self._thinking[message] = self._shown_tokens(message)
+        return tokens
+
+    def _shown_tokens(self, message: Message) -> int:
+        """The tokens of a message as sent: framing, content, call id, tool calls and images."""
         count = self.counter.count
         # Every field the model reads counts, call ids included (OpenAI's counting recipe).
         tokens = MESSAGE_OVERHEAD + count(message.content) + count(message.tool_call_id or "")
@@ -175,7 +204,7 @@ class MessageCounter:
 class _Entry:
     """One accepted request kept for the cache model: its messages, the cumulative token counts at
     the end of each message without (`visible`) and with (`boundaries`) hidden reasoning, its time,
-    its number of leading system messages, the index of its last real user message (where hidden
+    its number of leading system messages, the index of its last user message (where hidden
     reasoning starts to bill) and, built only when asked, its messages as a set."""
 
     __slots__ = ("_base", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "reads", "time", "visible")
@@ -298,8 +327,11 @@ class SimulatedProvider(MessageCounter):
     most with, and counts only the messages after that: work proportional to what changed, not to the
     context. A context counted or sent again as the same object is not compared at all."""
 
-    def __init__(self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None) -> None:
-        super().__init__(profile, counter, hidden)
+    def __init__(
+        self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None, *,
+        strip_thinking: bool = False,
+    ) -> None:
+        super().__init__(profile, counter, hidden, strip_thinking=strip_thinking)
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
         self._recent: list[_Entry] = []  # oldest first (`_keep`)
@@ -386,7 +418,7 @@ class SimulatedProvider(MessageCounter):
     def _last_user(self, messages: Sequence[Message], base: _Entry | None, shared: int) -> int:
         """`HiddenTokens.last_user` of a request that shares its first `shared` messages with `base`: only the
         messages after those are read when `base` knows where its own last user message is."""
-        if self.hidden is None or not self.hidden.reasoning:
+        if self.hidden is None or not self.hidden.bills:
             return -1
         own = self.hidden.last_user(messages[shared:])
         if own >= 0:
@@ -411,7 +443,8 @@ class SimulatedProvider(MessageCounter):
         tokens = self._insides.get(key)
         if tokens is None:
             same = self.counter.common_prefix(self._body(previous), self._body(current))
-            tokens = min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1)
+            # (never below 0: a dropped thinking message shows nothing, `_tokens`)
+            tokens = max(0, min(MESSAGE_OVERHEAD + same, self.message_tokens(previous) - 1, self.message_tokens(current) - 1))
             if len(self._insides) >= INSIDES_KEPT:
                 self._insides.clear()
             self._insides[key] = tokens
@@ -421,16 +454,16 @@ class SimulatedProvider(MessageCounter):
         """An upper bound of `_inside` from the two messages' counts alone (no tokenizing)."""
         if previous.role != current.role:
             return 0
-        return min(self.message_tokens(previous), self.message_tokens(current)) - 1
+        return max(0, min(self.message_tokens(previous), self.message_tokens(current)) - 1)
 
     def _billed_prefix(self, kept: _Entry, common: int, messages: Sequence[Message], last_user: int) -> tuple[int, bool]:
         """The billed tokens (hidden reasoning included) of the first `common` messages, which `kept` and the
         request share, and whether both bill all of them alike. Reasoning bills only after a request's last
-        real user message, so between the two requests' last user messages one of them bills a message's
+        user message (`HiddenTokens.last_user`), so between the two requests' last user messages one of them bills a message's
         reasoning and the other does not: their billed prefixes part at the first such message that has any."""
         if not common:
             return 0, True
-        if self.hidden is None or not self.hidden.reasoning or kept.last_user == last_user:
+        if self.hidden is None or not self.hidden.bills or kept.last_user == last_user:
             return kept.boundaries[common - 1], True  # every shared message bills the same in both
         low, high = sorted((kept.last_user, last_user))
         for n in range(low + 1, min(high, common - 1) + 1):
@@ -439,12 +472,12 @@ class SimulatedProvider(MessageCounter):
         return kept.boundaries[common - 1], True
 
     def _bills_hidden(self, kept: _Entry, n: int, messages: Sequence[Message], last_user: int) -> bool:
-        """Whether `kept` or the request (whose last real user message is at `last_user`) bills hidden reasoning
+        """Whether `kept` or the request (whose last user message is at `last_user`) bills hidden reasoning
         for its message `n` (where hidden tokens sit inside a message is not modelled, so no common prefix inside
-        such a message is counted): a message bills its reasoning when it comes after its request's last real
+        such a message is counted): a message bills its reasoning when it comes after its request's last
         user message (`HiddenTokens.billed`), read from the message, not from the two requests' counts."""
         hidden = self.hidden
-        if hidden is None or not hidden.reasoning:
+        if hidden is None or not hidden.bills:
             return False
         return bool((n > kept.last_user and hidden.of_message(kept.messages[n])) or (n > last_user and hidden.of_message(messages[n])))
 
@@ -459,7 +492,7 @@ class SimulatedProvider(MessageCounter):
     def _counts(self, messages: Sequence[Message], base: _Entry | None, shared: int, last_user: int) -> tuple[Cumulative, Cumulative]:
         """(visible, boundaries) cumulative counts of `messages`, reusing `base`'s for its first `shared` messages.
 
-        Hidden reasoning bills after the last real user message, so `base`'s boundaries are reused only
+        Hidden reasoning bills after the last user message, so `base`'s boundaries are reused only
         as far as both requests bill the same messages' reasoning."""
         if base is not None and (base.messages is messages or shared == base.n == len(messages)):
             # the same messages (no entry's counts are ever appended to; the same messages bill the same reasoning)
@@ -472,7 +505,7 @@ class SimulatedProvider(MessageCounter):
         found = list(map(memo.get, new))  # looked up in C; a count is never 0 (`MESSAGE_OVERHEAD`), a miss None
         tokens = cast("list[int]", found) if all(found) else [t or self.message_tokens(m) for t, m in zip(found, new, strict=True)]
         visible.extend(list(itertools.accumulate(tokens, initial=visible.last()))[1:])
-        if self.hidden is None or not self.hidden.reasoning:
+        if self.hidden is None or not self.hidden.bills:
             return visible, visible  # nothing hidden: the boundaries are the visible counts (one list, not appended to once returned)
         boundaries = Cumulative()
         if base is not None:
@@ -488,7 +521,7 @@ class SimulatedProvider(MessageCounter):
         return visible, boundaries
 
     def _billed(self, tokens: list[int], messages: Sequence[Message], start: int, last_user: int, total: int) -> list[int]:
-        """Running totals from `total` of `messages`, at `start` of a request whose last real user message is
+        """Running totals from `total` of `messages`, at `start` of a request whose last user message is
         at `last_user`, whose visible counts are `tokens`: with their hidden reasoning (`HiddenTokens.billed`:
         only the messages after the last user message bill it)."""
         assert self.hidden is not None

@@ -59,7 +59,7 @@ from compaction_bench.caching import CacheOutcome
 from compaction_bench.collector import spaced_collections
 from compaction_bench.llm import DEFAULT_SUMMARIZER, ContextOverflow, LLMClient, LLMResult, is_offline
 from compaction_bench.log_view import LogView, as_messages, common_prefix_length, first_difference, identical_run, iter_from
-from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile
+from compaction_bench.profiles import DEFAULT_PROFILE, ModelProfile, get_profile, strips_earlier_thinking
 from compaction_bench.provider import AGENT_REFUSAL, Outcome, ProviderError, SimulatedProvider, overflow_error
 from compaction_bench.records import UNREPORTED, CompactionRecord, KeptIds, ProbePoint, ReplayResult, RequestRecord
 from compaction_bench.registry import strategy_class
@@ -324,7 +324,8 @@ class _Engine:
         self.transcript = transcript
         self.profile = profile
         self.session: Mapping[str, Any] = {**transcript.source, "id": transcript.id}
-        self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript))
+        self._keeps_thinking = strategy_cls.keeps_thinking
+        self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript), strip_thinking=self._strips_thinking(profile))
         self.summarizer = summarizer
         # The provider summary requests go to: the session's, or, for a summarizer of another model, that model's
         # own (made at the first summary; hidden reasoning is the session model's and is not sent to another model).
@@ -363,6 +364,11 @@ class _Engine:
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
         self.strategy = strategy_cls(self, options)
 
+    def _strips_thinking(self, profile: ModelProfile) -> bool:
+        """Whether requests to `profile`'s model lose earlier turns' thinking: the model drops it by default and the
+        strategy does not ask to keep it (`Strategy.keeps_thinking`)."""
+        return strips_earlier_thinking(profile) and not self._keeps_thinking(profile)
+
     # ------------------------------------------------------------ StrategyContext
     def count_tokens(self, messages: Sequence[Message]) -> int:
         return self.provider.count(messages)
@@ -385,7 +391,8 @@ class _Engine:
         provider = self._summary_provider
         if provider is None:  # a summarizer of another model: its own cache (`summary_profile`)
             assert self._summary_model is not None
-            provider = self._summary_provider = SimulatedProvider(self._summary_model)
+            model = self._summary_model
+            provider = self._summary_provider = SimulatedProvider(model, strip_thinking=self._strips_thinking(model))
         # `instructions`: what an emulated server applies on its side (not part of the counted request).
         extra = provider.counter.count(instructions) if instructions else 0
         own = self.summarizer.limits

@@ -275,6 +275,14 @@ class Strategy(abc.ABC):
     #: or cuts some of them (the count of a text never sent whole would be work for nothing).
     sends_inputs_verbatim: ClassVar[bool] = False
 
+    @classmethod
+    def keeps_thinking(cls, profile: ModelProfile) -> bool:
+        """Whether the agent's requests to `profile`'s model ask the API to keep the thinking of every earlier turn
+        (`clear_thinking_20251015` with `keep: "all"`, docs/specs/anthropic-context-management.md §3). On a model that
+        drops it by default (`compaction_bench.profiles.strips_earlier_thinking`) it then stays and bills; most
+        agents send no such field."""
+        return False
+
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         self.ctx = ctx
         self.options = options if options is not None else self.Options()

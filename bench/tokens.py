@@ -13,7 +13,11 @@ item (Codex; visible thinking is counted as its text) costs what the recording s
 shared by the response's reasoning items), else Codex's estimate from the encrypted length
 (`max(0, len * 3/4 - 650)` bytes, /4; docs/specs/codex.md §6). The provider bills only the
 reasoning items after the last real user message (earlier turns' reasoning is dropped server-side,
-which is why Codex adds it back on top of server usage; docs/specs/codex.md §1.3). The system
+which is why Codex adds it back on top of server usage; docs/specs/codex.md §1.3). A Claude model
+older than Opus 4.5 and Sonnet 4.6 drops the visible thinking of earlier turns the same way (see
+`compaction_bench.profiles.strips_earlier_thinking`): there a thinking message is billed as hidden
+tokens are (`HiddenTokens.thinking`), its visible count 0, after the last user message of any kind
+that is not a tool result. The system
 prompt and tool schemas that a transcript does not record are estimated once per session from
 the first recorded request (`unrecorded_tokens`) and reported separately, never added to counts.
 """
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -417,12 +421,22 @@ def encrypted_reasoning_estimate(encrypted_len: int) -> int:
 
 @dataclass(frozen=True)
 class HiddenTokens:
-    """Per session: what each reasoning item costs when billed, and which items are real user messages."""
+    """Per session: what each reasoning item costs when billed, and which items are real user messages.
+
+    `thinking`, when set, is the count of a visible thinking (`reasoning`) message on a model that drops earlier
+    turns' thinking: it bills only after the last user message (`last_user`), as encrypted reasoning does (the
+    counter that sets it counts such a message's visible tokens as 0, `compaction_bench.provider.MessageCounter`)."""
 
     reasoning: Mapping[str, int]
     user_ids: frozenset[str]
     recorded: int = 0  # reasoning items whose cost the recording gives
     estimated: int = 0  # reasoning items estimated from their encrypted length
+    thinking: Callable[[Message], int] | None = None
+
+    @property
+    def bills(self) -> bool:
+        """Whether any message can bill hidden tokens (none do when there is no reasoning and no stripped thinking)."""
+        return bool(self.reasoning) or self.thinking is not None
 
     @classmethod
     def of(cls, transcript: Transcript) -> HiddenTokens:
@@ -445,13 +459,13 @@ class HiddenTokens:
 
     def per_message(self, messages: Sequence[Message]) -> list[int]:
         """Billed hidden tokens of each message (`billed`)."""
-        if not self.reasoning:
+        if not self.bills:
             return [0] * len(messages)
         return self.billed(messages, 0, self.last_user(messages))
 
     def total(self, messages: Sequence[Message]) -> int:
         """Billed hidden tokens of a whole request (`billed`), reading only the messages after its last real user message."""
-        if not self.reasoning:
+        if not self.bills:
             return 0
         after = self.last_user(messages) + 1
         return sum(self.billed(messages[after:], after, after - 1))
@@ -465,7 +479,15 @@ class HiddenTokens:
 
     def last_user(self, messages: Sequence[Message]) -> int:
         """Index of the request's last message that holds a real user message (-1: none); only the
-        messages after it bill their reasoning. Found from the end (only the tail is read)."""
+        messages after it bill their reasoning. Found from the end (only the tail is read). Where earlier
+        turns' thinking is dropped (`thinking`), Anthropic's rule: any user message that is not a tool result,
+        an agent's own (a reminder, a summary) included ("a non-tool-result user block causes prior thinking
+        blocks to be stripped", Anthropic's prompt-caching guide)."""
+        if self.thinking is not None:
+            for n in range(len(messages) - 1, -1, -1):
+                if messages[n].role == "user":
+                    return n
+            return -1
         users = self.user_ids
         for n in range(len(messages) - 1, -1, -1):
             if not users.isdisjoint(messages[n].item_ids):
@@ -473,11 +495,16 @@ class HiddenTokens:
         return -1
 
     def of_message(self, message: Message) -> int:
-        """The hidden reasoning a message carries, billed when it comes after the last real user message."""
+        """The hidden reasoning a message carries, billed when it comes after the last real user message: its
+        encrypted reasoning's, and a thinking message's own count where earlier turns' thinking is dropped."""
         reasoning, ids = self.reasoning, message.item_ids
         if len(ids) == 1:  # most messages come from one item
-            return reasoning.get(ids[0], 0)
-        return sum(reasoning.get(i, 0) for i in ids) if reasoning else 0
+            hidden = reasoning.get(ids[0], 0)
+        else:
+            hidden = sum(reasoning.get(i, 0) for i in ids) if reasoning else 0
+        if self.thinking is not None and message.role == "reasoning":
+            hidden += self.thinking(message)
+        return hidden
 
 
 def unrecorded_tokens(recorded_input: int, counted: int) -> int:

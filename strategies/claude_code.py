@@ -65,6 +65,7 @@ from functools import cache
 from typing import Any
 
 from compaction_bench.log_view import LogView
+from compaction_bench.profiles import ModelProfile, claude_version
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import FoldMemo, ItemHistory
@@ -1183,6 +1184,15 @@ class ClaudeCode21(ClaudeCode):
         self._sums: list[int] = [0]
         self._prefix_tokens: tuple[list[Message] | None, int] = (None, 0)
         super().__init__(ctx, options)
+
+    @classmethod
+    def keeps_thinking(cls, profile: ModelProfile) -> bool:
+        """§13 (2.1.112 `C85`): a request with thinking on asks to keep every turn's thinking (`clear_thinking_20251015`
+        with `keep: "all"`) whenever it carries the context-management beta, which `iO_` adds for Claude 4 and later
+        (any name without "claude-3-" on Anthropic's API; claude-opus-4, -sonnet-4 and -haiku-4 names elsewhere).
+        BASE sends it only behind a remote flag that is off by default (§6)."""
+        version = claude_version(profile.model)
+        return version is not None and version[1] >= (4, 0)
 
     def _later_max_output(self, model: str) -> int:
         return later_max_output(model, self.options.max_output_tokens_env)
