@@ -934,7 +934,8 @@ def _run_claimed(
         "versions": _versions(),
         "git_revision": _git_revision(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "template_hashes": {},
+        "template_hashes": {},  # the templates the cells rendered (`replay`), filled as they finish
+        "template_set_hashes": PromptSet(config.prompts).text_hashes(),  # every template the cells could render
         "cells": {"total": len(keys), "failed": []},
     }
     if resume and store.manifest_path.exists():

@@ -73,6 +73,12 @@ class PromptSet:
         for name in sorted({p.name for p in self.directory.glob("*.j2")} | set(self.overrides)):
             self._compile(name)
 
+    def text_hashes(self) -> dict[str, str]:
+        """The sha256 of every template of the set (overrides applied), rendered or not: what a run records so that a
+        template only another run rendered can be compared with its text here (`reports.gate.comparability`)."""
+        names = sorted({p.name for p in self.directory.glob("*.j2")} | set(self.overrides))
+        return {name: hashlib.sha256(self.source(name).encode("utf-8")).hexdigest() for name in names}
+
     def path(self, name: str) -> Path:
         return self.overrides.get(name) or self.directory / name
 

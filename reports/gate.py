@@ -1,7 +1,8 @@
 """Comparing two runs, and gating a change on the comparison (`bench compare`, `bench gate`).
 
 First the two runs must be comparable (`comparability`): the same scenarios with the same
-transcripts and probe files (sha256 from the manifests), the same strategies, profiles (each name's
+transcripts and probe files (sha256 from the manifests; each file read as the same format, with the
+same import options, as the same session), the same strategies, profiles (each name's
 definition too: window, tokenizer, prices, cache rules), answerer, judge, summarizer, probes,
 options, usage mode, repeats and seed, and every cell present in both; settings compared as they are
 read (strategies and profiles in any order, options as the strategy parses them, the probe file by
@@ -69,6 +70,7 @@ from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
+from compaction_bench.run_folder import SCENARIO_IDENTITY
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -108,6 +110,9 @@ ROUNDING = 1e-9
 MIN_ALPHA = 1e-3
 #: Profile fields that describe it in words (the others define what a run measured).
 PROFILE_WORDING = ("description",)
+#: What a scenario's manifest entry says of how its file was read (`run_folder.SCENARIO_IDENTITY` but the hashes,
+#: compared on their own): another format, import option or session of one file is another transcript.
+IMPORT_IDENTITY = tuple(key for key in SCENARIO_IDENTITY if key not in ("sha256", "probes_sha256"))
 
 
 class GateError(BenchError, ValueError):
@@ -206,6 +211,9 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
             differences.append(f"scenario {name!r}: only one run records the transcript's sha256, so the transcripts cannot be checked")
         elif not hash_a and a[name].get("items") != b[name].get("items"):
             differences.append(f"scenario {name!r}: the transcripts differ ({a[name].get('items')} vs {b[name].get('items')} items)")
+        for key in IMPORT_IDENTITY:  # the same file read as another format, with other options, or another session of it
+            if key in a[name] and key in b[name] and a[name][key] != b[name][key]:
+                differences.append(f"scenario {name!r}: {key} differs ({a[name][key]!r} vs {b[name][key]!r}): another transcript of the same file")
         probes_a, probes_b = a[name].get("probes_sha256"), b[name].get("probes_sha256")
         if probes_a and probes_b and probes_a != probes_b:
             differences.append(f"scenario {name!r}: the probes differ (probes_sha256 {probes_a[:12]} vs {probes_b[:12]})")
@@ -228,11 +236,24 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
     templates: list[str] = []
     if (config_a.get("prompts") or {}) != (config_b.get("prompts") or {}):
         templates.append(f"--prompt overrides: baseline {config_a.get('prompts') or {}}, candidate {config_b.get('prompts') or {}}")
-    hashes_a, hashes_b = baseline.manifest.get("template_hashes") or {}, candidate.manifest.get("template_hashes") or {}
-    changed = sorted(k for k in set(hashes_a) | set(hashes_b) if hashes_a.get(k) != hashes_b.get(k))
+    # The templates either run rendered, each compared with its text in the other run: the one that run rendered, else
+    # the one its template set held (a template the other run's strategies never rendered is no change it measured)
+    names = set(baseline.manifest.get("template_hashes") or {}) | set(candidate.manifest.get("template_hashes") or {})
+    texts = {name: (_template_hash(baseline.manifest, name), _template_hash(candidate.manifest, name)) for name in sorted(names)}
+    changed = [name for name, (x, y) in texts.items() if x is not None and y is not None and x != y]
+    unknown = [name for name, (x, y) in texts.items() if x is None or y is None]
     if changed:
         templates.append(f"templates whose text differs: {', '.join(changed)}")
+    if unknown:
+        templates.append(f"templates one run rendered whose text in the other run is not recorded (a run before this record): {', '.join(unknown)}")
     return differences, templates
+
+
+def _template_hash(manifest: dict[str, Any], name: str) -> str | None:
+    """The sha256 of template `name` in a run: of the text its cells rendered, else of the text its template set held
+    (`template_set_hashes`, recorded since 2026-12-05); None when the run records neither."""
+    rendered = (manifest.get("template_hashes") or {}).get(name)
+    return rendered if rendered is not None else (manifest.get("template_set_hashes") or {}).get(name)
 
 
 def _probes_hashed(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -> bool:
@@ -466,13 +487,15 @@ class GateResult:
         return not self.table.empty and not self.untested_rules
 
     def markdown(self) -> str:
-        tests = int(self.table["p_value"].notna().sum()) if "p_value" in self.table.columns else 0
+        # Holm's adjustment is named only where it was made: rows outside the family (too few changed probes to
+        # reach alpha) show their own p-value, marked so where others were adjusted.
+        family = bool(self.table["holm"].any()) if "holm" in self.table.columns else False
         lines = [
-            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if tests > 1 else ''}) | probes (pairs) | min. probes | verdict |",
+            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if family else ''}) | probes (pairs) | min. probes | verdict |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in self.table.to_dict("records"):
-            p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}"
+            p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}" + (" (not adjusted)" if family and not row["holm"] else "")
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
             needed = "–" if _missing(row["min_probes"]) else f"{int(row['min_probes'])}"
             status = row.get("status") or (FAIL if row["failed"] else OK)
@@ -658,8 +681,10 @@ def gate(
         row["failed"] = row["status"] == FAIL
         if row["failed"]:
             failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {change_figure(row['change'], row['metric'])}")
-    columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "probes", "pairs",
-               "min_probes", "status", "failed"]
+    for k, row in enumerate(rows):
+        row["holm"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
+    columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "holm", "probes",
+               "pairs", "min_probes", "status", "failed"]
     decided = {row["metric"] for row in rows if row["status"] in (OK, FAIL)}
     untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]
     return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)
