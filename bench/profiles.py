@@ -132,6 +132,9 @@ MISTRAL_CACHE = CachePolicy(provider="mistral", min_prefix=64, block=64, ttl_sec
 FIREWORKS_DEFAULT_CACHE = replace(OPENAI_CACHE, read_multiplier=0.5)
 #: The APIs that cache with OpenAI's own rules (Azure OpenAI serves OpenAI's models).
 OPENAI_APIS = ("openai", "azure", "text-completion-openai")
+#: What Azure OpenAI's entries of the map serve besides OpenAI's models: Mistral Large and Azure's model router,
+#: whose caching their map entries describe (they price no hit), not OpenAI's rules.
+AZURE_NOT_OPENAI = ("mistral", "model-router")
 #: OpenAI-compatible APIs with documented rules of their own, by litellm's provider name (the API's,
 #: not the model's: a DeepSeek or Mistral model served elsewhere caches as that server does).
 PROVIDER_CACHES = {"deepseek": DEEPSEEK_CACHE, "mistral": MISTRAL_CACHE, "codestral": MISTRAL_CACHE}
@@ -446,8 +449,10 @@ def _map_entry(model_id: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
-#: Where OpenAI's own models are served under OpenAI's API rules (the input limit of GPT-5 models).
-OPENAI_APIS = ("openai", "azure", "azure_ai")
+#: Where OpenAI's own models are served under OpenAI's API rules (the input limit of GPT-5 models). Not the APIs
+#: that cache with OpenAI's rules (`OPENAI_APIS`): Azure AI Foundry (`azure_ai`) serves Llama, Mistral, Grok and
+#: others too, whose caching its map entries describe.
+OPENAI_LIMIT_APIS = ("openai", "azure", "azure_ai")
 #: OpenAI models counted with o200k_base whoever serves them (GPT-4o and later).
 O200K_MODELS = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
 
@@ -480,11 +485,19 @@ def _openai_model_name(bare: str) -> str:
     return bare.lower().rpartition("/")[2].removeprefix("ft:")
 
 
-def _openai_caches(bare: str) -> bool:
-    """OpenAI's automatic caching applies to gpt-4o and newer (evaluation.md §7), not gpt-4 / gpt-3.5."""
+#: The gpt-4o snapshot OpenAI's prompt caching never covered: its list at launch read "gpt-4o (excludes
+#: gpt-4o-2024-05-13)" (mirrored at portkey.ai/docs/…/prompt-caching-openai), and the map prices it no hit.
+OPENAI_UNCACHED_SNAPSHOTS = ("gpt-4o-2024-05-13",)
+
+
+def _openai_caches(bare: str, entry: dict[str, Any]) -> bool:
+    """OpenAI's automatic caching applies to gpt-4o and newer (evaluation.md §7), not gpt-4 / gpt-3.5 nor the first
+    gpt-4o snapshot (`OPENAI_UNCACHED_SNAPSHOTS`), nor a model whose map entry says it does not cache
+    (`supports_prompt_caching: false`: gpt-audio, computer-use-preview) and prices no hit."""
     name = _openai_model_name(bare)
     older = name.startswith(("gpt-3.5", "gpt-35")) or (name.startswith("gpt-4") and not name.startswith(("gpt-4o", "gpt-4.1", "gpt-4.5")))
-    return not older
+    says_not = entry.get("supports_prompt_caching") is False and not _prices_cache_reads(entry)
+    return not (older or says_not or name in OPENAI_UNCACHED_SNAPSHOTS)
 
 
 def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None) -> CachePolicy:
@@ -534,15 +547,17 @@ def _family_cache(family: str, provider: str, bare: str, entry: dict[str, Any] |
     if family == "gemini":
         # implicit caching is on for 2.5 and later: a minimum in the map says the model has it (a name without
         # a version, `gemini-flash-latest`), else the version in the name does (`gemini-2.5-…`, `…-gemini-2-5-…`)
+        # or the map's price for a hit does (`gemini-flash-lite-latest`, `gemini-robotics-er-2-preview`: no version
+        # of that form, so the larger of the spec's minimums)
         match = re.search(r"gemini-(\d+)(?:-(\d+)(?![\d]))?", name)
         version = (int(match.group(1)), int(match.group(2) or 0)) if match else (0, 0)
-        if minimum is None and version < (2, 5):
+        if minimum is None and version < (2, 5) and not (match is None and _prices_cache_reads(entry or {})):
             return NO_CACHE
         if minimum is None:
-            minimum = 4096 if version >= (3, 0) else 2048  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
+            minimum = 2048 if (2, 5) <= version < (3, 0) else 4096  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
         return replace(GEMINI_CACHE, min_prefix=minimum)
-    if provider in OPENAI_APIS:
-        return _openai_policy(bare, entry or {}) if _openai_caches(bare) else NO_CACHE
+    if provider in OPENAI_APIS and not (provider == "azure" and _openai_model_name(bare).startswith(AZURE_NOT_OPENAI)):
+        return _openai_policy(bare, entry or {}) if _openai_caches(bare, entry or {}) else NO_CACHE
     documented = PROVIDER_CACHES.get(provider)
     if documented is not None:
         return documented
@@ -621,7 +636,7 @@ def model_profile(model_id: str) -> ModelProfile:
         image_tokens=1_600 if model_family(provider, bare) == "anthropic" else 765, overflow="input+output",
         description=f"{bare}: {max_input:,}-token context shared by input and max_tokens (refused when input + max_tokens exceed it)",
     )
-    if provider in OPENAI_APIS and _openai_model_name(bare).startswith("gpt-5"):
+    if provider in OPENAI_LIMIT_APIS and _openai_model_name(bare).startswith("gpt-5"):
         return replace(
             shared, overflow="input", context_limit=max_input + max_output, input_limit=max_input,
             description=f"{bare}: {max_input:,} input + {max_output:,} output = {max_input + max_output:,} context; "
