@@ -83,8 +83,9 @@ class ProviderError:
 
     @property
     def is_overflow(self) -> bool:
-        """OpenAI's `context_length_exceeded`, or Anthropic's invalid request that says the prompt is too long."""
-        return self.code == "context_length_exceeded" or self.message.startswith("prompt is too long")
+        """OpenAI's `context_length_exceeded`, or Anthropic's invalid request that says the prompt is too long or
+        that the input and `max_tokens` exceed the context (`overflow_error`)."""
+        return self.code == "context_length_exceeded" or self.message.startswith(ANTHROPIC_OVERFLOWS)
 
     def to_dict(self) -> dict[str, object]:
         return {"provider": self.provider, "status": self.status, "code": self.code, "message": self.message}
@@ -94,13 +95,24 @@ class ProviderError:
 AGENT_REFUSAL = "agent"
 
 
-def overflow_error(profile: ModelProfile, tokens: int) -> ProviderError:
-    """The error text the real provider returns for a request that does not fit; `tokens` is what its rule compares
-    with the limit (`ModelProfile.overflow_count`: an input-only rule reports the input alone)."""
-    if profile.cache.provider == "anthropic":  # a Claude model on any provider (Anthropic, Vertex AI, Bedrock)
-        return ProviderError(
-            "anthropic", 400, "invalid_request_error", f"prompt is too long: {tokens} tokens > {profile.context_window} maximum"
-        )
+#: How Anthropic's overflow errors start: the input alone over the window, or the input and `max_tokens` together.
+ANTHROPIC_OVERFLOWS = ("prompt is too long", "input length and `max_tokens` exceed context limit")
+
+
+def overflow_error(profile: ModelProfile, input_tokens: int, max_output: int) -> ProviderError:
+    """The error text the real provider returns for a request of `input_tokens` asking for `max_output` that does not
+    fit (`ModelProfile.overflows`). Anthropic (a Claude model on any provider) says "prompt is too long" with the
+    input's count when the input alone is over the window, and, on a model that counts `max_tokens` against it
+    (before Claude 4.5), "input length and `max_tokens` exceed context limit: I + M > W" when only the two together
+    are (the text Claude Code parses to lower its `max_tokens`, docs/specs/claude-code.md §13)."""
+    if profile.cache.provider == "anthropic":
+        window = profile.context_window
+        if profile.overflow == "input+output" and input_tokens <= window:
+            message = (f"{ANTHROPIC_OVERFLOWS[1]}: {input_tokens} + {max_output} > {window}, "
+                       "decrease input length or `max_tokens` and try again")
+        else:
+            message = f"{ANTHROPIC_OVERFLOWS[0]}: {input_tokens} tokens > {window} maximum"
+        return ProviderError("anthropic", 400, "invalid_request_error", message)
     return ProviderError(
         "openai",
         400,
@@ -668,7 +680,7 @@ class SimulatedProvider(MessageCounter):
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
-            error = overflow_error(self.profile, self.profile.overflow_count(true_tokens, reserved))
+            error = overflow_error(self.profile, true_tokens, reserved)
             return Outcome(true_tokens, True, error, CacheOutcome(best_prefix, 0, 0), Usage())
         rebilled = self._rebilled(messages, boundaries, cache.cached_tokens, shared)
         cache = CacheOutcome(cache.prefix_tokens, cache.cached_tokens, cache.cache_write_tokens, rebilled)

@@ -400,7 +400,7 @@ class _Engine:
             tokens = provider.count(request.messages) + extra
             reserved = request.max_output_tokens or own.max_output
             if own.overflows(tokens, reserved):
-                error = overflow_error(own, own.overflow_count(tokens, reserved))
+                error = overflow_error(own, tokens, reserved)
                 if in_request:
                     self._fail_request(error, tokens, 0, purpose)
                 self._record_request(request, Outcome(tokens - extra, True, error, CacheOutcome(0, 0, 0), Usage()), attempt=0)

@@ -64,8 +64,10 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
+from compaction_bench.llm import LLMResult
 from compaction_bench.log_view import LogView
 from compaction_bench.profiles import ModelProfile, claude_version
+from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
 from compaction_bench.strategies.history import FoldMemo, ItemHistory
@@ -152,6 +154,13 @@ MANAGED_MEMORY = frozenset(
 )
 #: §8.3 the excess a prompt-too-long error reports (`UF1`): "prompt is too long: N tokens > M maximum".
 TOO_LONG = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
+#: §13 the error of a request whose input fits but whose input and `max_tokens` do not (Claude before 4.5), which the
+#: API call's retry loop parses (2.0.57 `TS2`, 2.1.112 `JbK`).
+MAX_TOKENS_EXCEEDED = re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)")
+#: §13 the fewest output tokens that retry asks for (2.0.57 `M60`, 2.1.112 `$A7`: FLOOR_OUTPUT_TOKENS), and what it
+#: leaves free below the context limit.
+FLOOR_OUTPUT_TOKENS = 3_000
+MAX_TOKENS_MARGIN = 1_000
 READ_TOOLS = frozenset({"Read"})
 WRITE_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
 TODO_TOOL = "TodoWrite"
@@ -184,6 +193,18 @@ def model_output_cap(model: str) -> int:
     """§2.1 `cap(model)` (per model name once per process: every replay asks it for its model)."""
     lowered = model.lower()
     return next((cap for key, cap in MODEL_OUTPUT_CAPS if key in lowered), 32_000)
+
+
+def lowered_max_tokens(error: str) -> int | None:
+    """§13 the `max_tokens` Claude Code retries a call with after `MAX_TOKENS_EXCEEDED` (2.0.57 off 8451280, 2.1.112 off
+    10049723): what the context limit leaves after the input and a 1,000-token margin (upstream takes the largest of
+    that, `FLOOR_OUTPUT_TOKENS` and a thinking budget + 1; no thinking budget is modelled); None for any other error,
+    or when less than the floor is left, where upstream gives up and the call fails."""
+    found = MAX_TOKENS_EXCEEDED.search(error)
+    if found is None:
+        return None
+    available = max(0, int(found.group(3)) - int(found.group(1)) - MAX_TOKENS_MARGIN)
+    return None if available < FLOOR_OUTPUT_TOKENS else available
 
 
 def env_max_output(value: int | None, default: int = 32_000, ceiling: int = 64_000) -> int:
@@ -558,6 +579,9 @@ class ClaudeCode(Strategy):
         self.todos: list[Any] = []
         self._clock = 0
         self._calls: dict[str, Item] = {}
+        #: the last turn request built, and its retry with a lower `max_tokens` when the provider refused it (§13)
+        self._sent: Request | None = None
+        self._retry: Request | None = None
         self._marker: Item | None = None
         self.eligible = tool_names(o.microcompact_tools)
         # What the recording says of the session: its id and working directory.
@@ -792,6 +816,9 @@ class ClaudeCode(Strategy):
         request: upstream checks once per request, and the compacted messages go out unchecked (§2.3 step 5),
         so no count of them can be a missed trigger (the compaction record keeps the threshold it fired on); nor
         on any request with auto-compact off (`auto_compact=false`, `DISABLE_COMPACT`), which nothing checks."""
+        if self._retry is not None:  # the retry of the call that failed (`on_overflow`)
+            retry, self._retry = self._retry, None
+            return retry
         self._on_request()
         marker = self._marker
         self._microcompact()
@@ -808,7 +835,18 @@ class ClaudeCode(Strategy):
             self.ctx.refuse_request(PROMPT_TOO_LONG)
         if marker is not None:
             meta["after_recorded_compaction"] = marker.id
-        return Request(self.messages(), estimate_tokens=count, threshold=threshold, max_output_tokens=self.max_tokens, meta=meta)
+        self._sent = Request(self.messages(), estimate_tokens=count, threshold=threshold, max_output_tokens=self.max_tokens, meta=meta)
+        return self._sent
+
+    def on_overflow(self, error: ProviderError) -> bool:
+        """§13: the API call retries itself with a lower `max_tokens` when only the input and `max_tokens` together
+        are over the limit (`lowered_max_tokens`): the same messages, sent again at once (no check runs between). Any
+        other overflow ends the turn's call with the error, as before."""
+        lowered = lowered_max_tokens(error.message)
+        if lowered is None or self._sent is None:
+            return False
+        self._retry = replace(self._sent, max_output_tokens=lowered, meta={**self._sent.meta, "max_tokens_override": lowered})
+        return True
 
     def _on_request(self) -> None:
         """Hook for the 2.1 refill breaker."""
@@ -907,13 +945,25 @@ class ClaudeCode(Strategy):
         """§3.4 one summary call: its text, or None when the request did not fit or the answer is no summary (no
         text, an API error, or `PROMPT_TOO_LONG`)."""
         try:
-            result = self.ctx.summarize(request)
+            result = self._summarize(request)
         except SummaryOverflow:
             return None
         text = result.text.strip()
         if not text or text.startswith("API Error") or text.startswith(PROMPT_TOO_LONG):
             return None
         return text
+
+    def _summarize(self, request: Request) -> LLMResult:
+        """One summary call through the API call's retry (§13): a request refused because its input and `max_tokens`
+        together are over the limit is sent again at once with the lower `max_tokens` (`lowered_max_tokens`); any
+        other refusal, or one that leaves less than the floor, is the call's `SummaryOverflow`."""
+        try:
+            return self.ctx.summarize(request)
+        except SummaryOverflow as overflow:
+            lowered = lowered_max_tokens(overflow.error.message)
+            if lowered is None:
+                raise
+            return self.ctx.summarize(replace(request, max_output_tokens=lowered, meta={**request.meta, "max_tokens_override": lowered}))
 
     def _compact(self, trigger: str, instructions: str | None = None) -> bool:
         """§3, §4: one compaction (`instructions`: a manual /compact's, §2.4); False when it failed. The 2.1
@@ -1299,8 +1349,10 @@ class ClaudeCode21(ClaudeCode):
                 if text is not None:
                     return text
             try:
-                result = self.ctx.summarize(self.summary_request(current, instructions))
+                result = self._summarize(self.summary_request(current, instructions))
             except SummaryOverflow as overflow:
+                if MAX_TOKENS_EXCEEDED.search(overflow.error.message):
+                    return None  # not prompt-too-long: `max_tokens` that cannot be lowered enough, an API error (§13)
                 too_long = overflow.error.message
             else:
                 text = result.text.strip()

@@ -113,8 +113,8 @@ def test_overflow_classifier(message, status, code, expected):
 
 
 def test_the_simulated_providers_errors_are_overflows():
-    assert is_context_overflow(overflow_error(get_profile("64k"), 70_000))
-    assert is_context_overflow(overflow_error(get_profile("claude-sonnet"), 250_000))
+    assert is_context_overflow(overflow_error(get_profile("64k"), 70_000, 0))
+    assert is_context_overflow(overflow_error(get_profile("claude-sonnet"), 250_000, 0))
 
 
 # ----------------------------------------------------------------- §2.5 select
