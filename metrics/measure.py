@@ -26,8 +26,9 @@ unknown, as an unpriced profile's requests do (`metrics/cost.py`);
 every other request, the offline summarizer's included, on the simulated provider's count of it
 (the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
 compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
-on, and the summary's `summarizer_tokens` their sum; the offline summarizer's own count
-(o200k_base over what it read, `compaction_bench.llm`) is not a model's usage and is not used.
+on, and the summary's `summarizer_tokens` their sum; the offline summarizer's own counts
+(o200k_base over what it read and wrote, `compaction_bench.llm`) are not a model's usage and are not
+used: its reply is counted with the profile's tokenizer too.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction_bench.llm import LLMClient
+from compaction_bench.llm import LLMClient, is_offline
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import stated_prices
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord, id_list
-from compaction_bench.tokens import HiddenTokens
+from compaction_bench.tokens import HiddenTokens, shared_counter
 
 
 @dataclass
@@ -77,7 +78,12 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     reported, any other sent request on the provider's true count at the profile's prices; a request
     the provider refused costs nothing and bills no input."""
     call = request.llm_call
-    output = call.output_tokens if call is not None else request.output_tokens
+    if call is None:
+        output = request.output_tokens
+    elif is_offline(call.model):  # its reply counted as the provider counts, not by the offline model's own o200k_base
+        output = shared_counter(result.profile.tokenizer).count(call.text)
+    else:
+        output = call.output_tokens  # the usage the model reported
     if not request.sent:
         return _Billed(0, output, 0.0)
     if call is not None and call.cost is not None:

@@ -18,16 +18,17 @@ from compaction_bench.provider import SimulatedProvider
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.replay import CompactionRecord, RequestRecord
 from compaction_bench.request import Message, Request, message_from_item
+from compaction_bench.tokens import shared_counter
 from compaction_bench.strategies.baselines import NoCompaction
 from compaction_bench.transcript import Item, Transcript
 
 FILLER = "lorem ipsum dolor sit amet " * 300  # about 1,500 tokens
 
 
-def session() -> Transcript:
+def session(request: str = "Remember: the deploy token must be ZX-4471.\nPlease read the modules.") -> Transcript:
     items = [
         Item("sys", "system", "You are a coding agent."),
-        Item("u0", "user", "Remember: the deploy token must be ZX-4471.\nPlease read the modules.", turn=0),
+        Item("u0", "user", request, turn=0),
     ]
     for k in range(4):
         items += [
@@ -124,8 +125,10 @@ def test_summary_request_and_its_call_are_counted(summarized):
 
 
 def test_summarizer_tokens_are_the_tokens_its_cost_is_priced_on():
-    # Claude is counted with cl100k_base; the offline summarizer counts what it read with o200k_base.
-    result = bench.replay(session(), SummarizeAtSecondTurn, profile="claude-sonnet")
+    # Claude is counted with cl100k_base; the offline summarizer counts what it read with o200k_base. A request in
+    # Greek, which the summary keeps, is where the two tokenizers part most.
+    greek = "Θυμήσου: το διακριτικό ανάπτυξης πρέπει να είναι ZX-4471.\nΔιάβασε όλες τις ενότητες του κώδικα."
+    result = bench.replay(session(greek), SummarizeAtSecondTurn, profile="claude-sonnet")
     cell = measure_cell(result, [], answerer=None)
     (row,) = cell.compactions
     (request,) = [r for r in cell.requests if r["kind"] == "summary"]
@@ -135,9 +138,13 @@ def test_summarizer_tokens_are_the_tokens_its_cost_is_priced_on():
     assert row["llm_input_tokens"] == request["true_tokens"] == counted
     assert call.input_tokens != counted  # the offline model's own count, which no model reports, is not used
     assert call.cost is None  # the offline summarizer has no price of its own
-    assert row["llm_output_tokens"] == call.output_tokens == request["output_tokens"] > 0
+    # its reply as the profile's tokenizer counts it, not by the offline model's o200k_base (the audit: 1,573 where
+    # the profile counts 1,616 for the same summary)
+    replied = shared_counter(result.profile.tokenizer).count(call.text)
+    assert result.profile.tokenizer != "o200k_base" and replied != call.output_tokens
+    assert row["llm_output_tokens"] == request["output_tokens"] == replied > 0
     priced = request_cost(result.profile, input_tokens=counted, cached_tokens=request["cached_tokens"],
-                          cache_write_tokens=request["cache_write_tokens"], output_tokens=call.output_tokens)
+                          cache_write_tokens=request["cache_write_tokens"], output_tokens=replied)
     assert row["llm_cost_usd"] == pytest.approx(request["cost_usd"]) == pytest.approx(priced) and priced > 0
 
 
