@@ -49,12 +49,14 @@ def test_list_profiles_shows_windows():
 
 
 def test_list_profiles_shows_the_cached_price_a_request_is_billed():
-    # gpt-4o-2024-05-13 has no cached price in litellm's map: a hit is billed at GPT-4o's 50% (evaluation.md §7),
-    # $2.50 of its $5.00 input; claude-v2 predates prompt caching (no cache, no cached price)
-    proc = bench("list", "profiles", "gpt-4o-2024-05-13", "bedrock/anthropic.claude-v2:1")
+    # ft:gpt-4o-2024-11-20 has no cached price in litellm's map: a hit is billed at GPT-4o's 50% (evaluation.md §7),
+    # $1.875 of its $3.75 input; gpt-4o-2024-05-13 is the snapshot OpenAI's caching excluded, and claude-v2 predates
+    # prompt caching (no cache, no cached price)
+    proc = bench("list", "profiles", "ft:gpt-4o-2024-11-20", "gpt-4o-2024-05-13", "bedrock/anthropic.claude-v2:1")
     assert proc.returncode == 0, proc.stderr
-    row = next(line for line in proc.stdout.splitlines() if line.startswith("│ gpt-4o-2024-05-13"))
-    assert [cell.strip() for cell in row.split("│")[-4:-1]] == ["5.00", "2.500", "15.00"]
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[-4:-1]] for line in proc.stdout.splitlines()
+            if line.startswith(("│ ft:gpt-4o", "│ gpt-4o"))}
+    assert rows == {"ft:gpt-4o-2024-11-20": ["3.75", "1.875", "15.00"], "gpt-4o-2024-05-13": ["5.00", "-", "15.00"]}
     cells = next(cells for line in proc.stdout.splitlines() if len(cells := [c.strip() for c in line.split("│")]) > 12
                  and "claude-v2:1" in cells[1])
     assert cells[9] == "none" and cells[11] == "-"

@@ -18,8 +18,8 @@ from compaction_bench.provider import SimulatedProvider
 from compaction_bench.records import from_rows, to_rows
 from compaction_bench.replay import CompactionRecord, RequestRecord
 from compaction_bench.request import Message, Request, message_from_item
-from compaction_bench.tokens import shared_counter
 from compaction_bench.strategies.baselines import NoCompaction
+from compaction_bench.tokens import shared_counter
 from compaction_bench.transcript import Item, Transcript
 
 FILLER = "lorem ipsum dolor sit amet " * 300  # about 1,500 tokens
