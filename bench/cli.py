@@ -214,12 +214,15 @@ def _warn_missing_metrics(root: Path) -> bool:
 def _print_summary(root: Path, *, report: bool = True) -> None:
     import pandas as pd
 
-    from compaction_bench.metrics.aggregate import unfinished
+    from compaction_bench.metrics.aggregate import compared_rows, overall, unfinished
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
+    from compaction_bench.reports.verdict import p_best_notes
 
-    probes, requests = root / "probes.parquet", root / "requests.parquet"
+    probes_file, requests = root / "probes.parquet", root / "requests.parquet"
     cells = pd.read_parquet(requests, columns=["scenario", "profile", "strategy", "repeat"]) if requests.is_file() else None
-    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), pd.read_parquet(probes) if probes.is_file() else None, cells)
+    probes = pd.read_parquet(probes_file) if probes_file.is_file() else None
+    pooled = overall(probes, cells) if probes is not None and not probes.empty else None
+    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), probes, cells, pooled=pooled)
     if not rows:
         console.print(f"run {root.name}: no finished cell to show", markup=False)
         return
@@ -248,15 +251,29 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     note = offline_note(root)
     if note:
         console.print(note, markup=False, soft_wrap=True)
-    for (scenario, profile), missing in unfinished(cells).items():
-        console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",
-                      markup=False, soft_wrap=True)
     from compaction_bench.store import read_manifest
 
-    config = read_manifest(root).get("config") or {} if (root / "manifest.json").is_file() else {}  # tables alone: no run's list
-    finished = set(cells["strategy"].astype(str)) if cells is not None else set()
-    for strategy in (str(s) for s in config.get("strategies") or () if str(s) not in finished):  # the report's verdict names it too
-        console.print(f"note: not in the comparison: {_plain(strategy)}, which finished no cell (see errors.log)", markup=False, soft_wrap=True)
+    manifest = read_manifest(root) if (root / "manifest.json").is_file() else {}  # tables alone: no run's lists
+    config = manifest.get("config") or {}
+    # a scenario in which every cell failed has no request: only the run's own list of scenarios names it
+    for (scenario, profile), missing in unfinished(cells, [s["name"] for s in manifest.get("scenarios", [])]).items():
+        console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",
+                      markup=False, soft_wrap=True)
+    # per profile of the run, the strategies that finished a cell there
+    finished: dict[str, set[str]] = {str(p): set() for p in config.get("profiles") or ()}
+    for profile, frame in cells.groupby("profile") if cells is not None else ():
+        finished.setdefault(str(profile), set()).update(frame["strategy"].astype(str))
+    for strategy in (str(s) for s in config.get("strategies") or ()):  # the report's verdict names it too
+        absent = [profile for profile, names in finished.items() if strategy not in names]
+        if len(absent) == len(finished):
+            console.print(f"note: not in the comparison: {_plain(strategy)}, which finished no cell (see errors.log)", markup=False, soft_wrap=True)
+            continue
+        for profile in absent:
+            console.print(f"note: not in the {profile} comparison: {_plain(strategy)}, which finished no cell at {profile} (see errors.log)",
+                          markup=False, soft_wrap=True)
+    if probes is not None and pooled is not None and "p_best" in pooled.columns and pooled["p_best"].isna().any():  # why, from the verdict's test
+        for profile, note in p_best_notes(pooled, compared_rows(probes, cells)).items():
+            console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- list

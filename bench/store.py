@@ -752,7 +752,7 @@ NULLABLE_NUMBERS = {
     "probes": ("compaction", "score"),
     # NaN for a cell without paired probe rows (`unscored` and `summarized_source_pairs` are not counted then), without
     # a grade, a judge, a summarized source, a compaction point, an estimate or a request that could hit the cache,
-    # and dollars without a price
+    # dollars without a price, and a `p_best` withheld (`stats.difference_claimed`)
     "summary": (
         "retention", "retention_lo", "retention_hi", "retention_kept", "retention_summary", "answered", "answered_lo", "answered_hi",
         "answered_ceiling", "answered_rel", "unscored", "retention_summarized_source", "summarized_source_pairs", "judge_strict",

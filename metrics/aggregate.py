@@ -10,7 +10,9 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   `retention_summarized_source` (the summary-dependent metric: on the rows whose source item had
   gone into a summary, the share whose answer the summary text carries; a copy of the fact kept
   elsewhere does not count, so this measures the summary alone), `summarized_source_pairs`, `paired_pairs` and `paired_probes` (how many rows and probes),
-  `p_best` (the chance this strategy ranks first in retention among the scenario's strategies);
+  `p_best` (the chance this strategy ranks first in retention among the scenario's strategies; NaN,
+  withheld, where the scenario's two highest retentions differ by no difference the tests may claim:
+  `stats.difference_claimed`, the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
   as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
@@ -44,7 +46,7 @@ import pandas as pd
 
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS
 from compaction_bench.metrics.integrity import FORMATS
-from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, p_best, signflip_p
+from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, difference_claimed, p_best, signflip_p
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]
@@ -477,14 +479,16 @@ def _strategies(requests: pd.DataFrame) -> dict[tuple[Any, ...], set[str]]:
     return {tuple(k): set(g) for k, g in cells.groupby(PAIR, sort=False)["strategy"]}
 
 
-def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]]:
+def unfinished(requests: pd.DataFrame | None, scenarios: Sequence[Any] = ()) -> dict[tuple[Any, Any], list[str]]:
     """Per (scenario, profile), profile by profile: the strategies of the profile without a finished
     cell there (no requests: the cell, or one of its repeats, failed). A strategy lacks a repeat when
     another strategy of the profile has requests in that repeat of the scenario and it has none (with
     no `repeat` column, cells are compared whole). The pooled figures (`overall`, the verdict, the
     leaderboard) leave such a scenario out for every strategy (`shared_scenarios`), so they compare
     strategies on the same scenarios and repeats: a strategy whose cell failed would otherwise look
-    cheaper, by a scenario's cost, and one short of repeats would be averaged over fewer of them."""
+    cheaper, by a scenario's cost, and one short of repeats would be averaged over fewer of them.
+    `scenarios` are the run's own (its manifest's): one without a request at a profile, where every
+    strategy's cell failed, lacks every strategy of the profile; the tables alone never show it."""
     if requests is None or requests.empty or not set(PAIR) <= set(requests.columns):
         return {}
     level = [*PAIR, "repeat"] if "repeat" in requests.columns else PAIR
@@ -498,6 +502,9 @@ def unfinished(requests: pd.DataFrame | None) -> dict[tuple[Any, Any], list[str]
         lacking = everyone[key[1]] - names
         if lacking:
             missing.setdefault((key[0], key[1]), set()).update(lacking)
+    requested = {key[:2] for key in present}
+    for profile, names in everyone.items():
+        missing.update(((scenario, profile), names) for scenario in scenarios if (scenario, profile) not in requested)
     return {key: sorted(names) for key, names in missing.items()}
 
 
@@ -524,10 +531,12 @@ def compared_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
     return headline_rows(shared_scenarios(probes, unfinished(requests)), requests)[0]
 
 
-def _p_best(values: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], float]:
+def _p_best(values: pd.DataFrame, group: list[str], *, judged: bool = True) -> dict[tuple[Any, ...], float]:
     """Per (group…, strategy): the chance it ranks first in retention within its group, from the
     headline rows' per-probe `values` (`per_probe`): over the probes every strategy of the group has a
-    value for, each strategy's mean `present` per probe (strategies and probes in sorted order)."""
+    value for, each strategy's mean `present` per probe (strategies and probes in sorted order).
+    `judged`: NaN for every strategy of a group whose leader's lead the tests cannot claim (`_lead_claimed`);
+    else the bootstrap's share as it is, for a caller that judges the lead itself (`overall`)."""
     out: dict[tuple[Any, ...], float] = {}
     if values.empty:
         return out
@@ -548,9 +557,34 @@ def _p_best(values: pd.DataFrame, group: list[str]) -> dict[tuple[Any, ...], flo
         table[rows, columns] = present[start:end]
         every = ~np.isnan(table).any(axis=0)  # the probes every strategy of the group has a mean for
         scenarios = [units[code][0] for code in probes[every]]
-        for strategy, chance in zip(strategies[own], p_best(table[:, every], scenarios), strict=True):
+        withheld = judged and not _lead_claimed(table[:, every], scenarios)
+        chances = np.full(len(own), np.nan) if withheld else p_best(table[:, every], scenarios)
+        for strategy, chance in zip(strategies[own], chances, strict=True):
             out[(*labels[start], strategy)] = float(chance)
     return out
+
+
+#: Per-probe means closer than this are the same.
+TIE = 1e-12
+
+
+def _lead_claimed(table: np.ndarray, scenarios: Sequence[Any]) -> bool:
+    """Whether the lead of the strategy with the highest mean over the runner-up (rows of `table`, one
+    column per probe of `scenarios`) is a difference the tests may claim (`stats.difference_claimed`,
+    probes clustered by scenario); True with one strategy, whose P(best) of 1 compares it with nothing."""
+    if table.shape[0] < 2:
+        return True
+    leader, runner_up = np.argsort(-table.mean(axis=1), kind="stable")[:2]
+    lead = table[leader] - table[runner_up]
+    lead[np.abs(lead) < TIE] = 0.0  # two means of the same values, summed in another order, are the same
+    codes, labels = pd.factorize(np.asarray(scenarios, dtype=object))
+    return difference_claimed([lead[codes == code].tolist() for code in range(len(labels))])
+
+
+def leading_pair(retention: Mapping[str, float]) -> tuple[str, str] | None:
+    """The strategies with the two highest retentions, the leader first (ties in name order); None for fewer than two."""
+    ranked = sorted((name for name, value in retention.items() if np.isfinite(value)), key=lambda name: (-retention[name], name))
+    return (ranked[0], ranked[1]) if len(ranked) >= 2 else None
 
 
 def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
@@ -585,12 +619,14 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     """One row per (strategy, profile) over all scenarios: retention (kept, summary), its interval
     (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
     `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies, over the scenarios
-    every strategy of the profile finished (`shared_scenarios`)."""
+    every strategy of the profile finished (`shared_scenarios`). `p_best` is NaN for every strategy of
+    a profile where the difference between the two highest retentions (`leading_pair`) is not
+    `detectable`: the verdict's own test (`paired_differences` on the same rows), so the two never disagree."""
     headline = compared_rows(probes, requests)
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)
-    best = _p_best(values, ["profile"])
+    best = _p_best(values, ["profile"], judged=False)
     rows = []
     for (strategy, profile), frame in values.groupby(["strategy", "profile"], sort=False):
         rows_of = headline[(headline["strategy"] == strategy) & (headline["profile"] == profile)]
@@ -602,6 +638,12 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
         row["summarized_source_pairs"] = len(summarized)
         row["p_best"] = best.get((profile, strategy), float("nan"))
         rows.append(row)
+    for profile in dict.fromkeys(row["profile"] for row in rows):
+        own = [row for row in rows if row["profile"] == profile]
+        pair = leading_pair({row["strategy"]: row["retention"] for row in own})
+        if pair and not paired_differences(headline[headline["profile"] == profile], pair[1], pair[0]).detectable:
+            for row in own:
+                row["p_best"] = float("nan")
     return pd.DataFrame(rows)
 
 

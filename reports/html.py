@@ -95,7 +95,9 @@ GLOSSARY: dict[str, str] = {
     "window": "whether the strategy serves the window: `cannot serve (n of m)` when a request never got through (it "
               "overflowed, or the agent would not send it) and it never recovered in n of m scenarios",
     "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
-    "p_best": "probability that the strategy has the highest retention (bootstrap); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the leader on any probe can still read above 0",
+    "p_best": "probability that the strategy has the highest retention (bootstrap); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the leader on any probe can still read above 0; "
+              "– (withheld) where the difference between the two highest retentions is not detectable (its interval includes 0, or the sign-flip test does not reject, "
+              "as with fewer than six probes that differ): the tests cannot tell which is best, and the verdict's notes say why",
     "failed_requests": "turn and summary requests that reached no model: the provider refused them as too long (overflows), or "
                        "the agent itself did (refused_requests); tool-call pairing "
                        "violations are not counted here but in the pair errors columns (integrity_<wire format>)",
@@ -438,7 +440,8 @@ def _render(
 
     report(0, steps, "verdict")
     pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()  # the verdict's and the leaderboard's figures
-    verdict_list = verdicts(summary, probes, requests, pooled=pooled, strategies=manifest.get("config", {}).get("strategies", ()))
+    verdict_list = verdicts(summary, probes, requests, pooled=pooled, strategies=manifest.get("config", {}).get("strategies", ()),
+                            scenarios=[s["name"] for s in manifest.get("scenarios", [])])
     report(1, steps, "figures")
     overview = []
     for verdict in verdict_list:

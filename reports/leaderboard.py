@@ -6,7 +6,8 @@ terminal shows the columns that fit its width with every cell whole, most tellin
 Within each profile, strategies are ordered by retention at the paired checkpoints
 (`compaction_bench.metrics.aggregate`: pairs every strategy has, each probe weighted equally;
 overflowed contexts count as absent), with its 95% interval (probes clustered by scenario), the
-kept and summary parts, the summary-dependent retention, the number of pairs, P(best), failed
+kept and summary parts, the summary-dependent retention, the number of pairs, P(best) ("–" where
+`aggregate.overall` withholds it: the two highest retentions differ by no detectable difference), failed
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.

@@ -6,9 +6,13 @@ profile has; each probe weighs one), its 95% interval and P(best) come from `ove
 clustered by scenario), and the difference the sentence states comes from `paired_differences()`
 on the same pairs (the headline rows every strategy of the profile has). Strategies that cannot serve the window (the summary's `cannot_serve`; without
 it, a scenario whose last turn request still overflowed) or whose requests break tool pairs in every
-wire format (no API accepts them) are flagged and ranked after the others.
+wire format (no API accepts them) are flagged and ranked after the others; the sentence says why, with
+how many of its scenarios (and requests) it concerns, as one bad request in one scenario flags it too.
 Every figure covers the scenarios in which each strategy of the profile finished its cell
-(`aggregate.shared_scenarios`); the others are named in the verdict's notes.
+(`aggregate.shared_scenarios`); the others are named in the verdict's notes, a scenario in which every
+cell failed too (from the run's own list of scenarios).
+P(best) is withheld (NaN, shown "–") where the difference between the two highest retentions is not
+detectable (`aggregate.overall`); a note says why (`p_best_note`).
 A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and claims a difference only when its interval
 excludes 0 and the two-sided sign-flip test of the per-probe differences rejects at 5%
@@ -31,13 +35,14 @@ from compaction_bench.metrics.aggregate import (
     HEADLINE_KINDS,
     combine,
     compared_rows,
+    leading_pair,
     overall,
     paired_differences,
     shared_scenarios,
     unfinished,
 )
 from compaction_bench.metrics.cost import format_dollars
-from compaction_bench.metrics.stats import detectable
+from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_probes
 
 INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini")
 BASIS = "the paired checkpoints and the final context"
@@ -94,6 +99,12 @@ class StrategyRow:
     cannot_serve: int
     #: place in the verdict's order; None for a strategy without retention, which nothing ranks
     rank: int | None = None
+    #: its scenarios with a request that breaks tool pairs in some wire format the run measured
+    pair_error_scenarios: int = 0
+    #: its turn and summary requests, and those that break tool pairs in some measured wire format (0, 0: not known,
+    #: a requests table without the integrity columns)
+    requests: int = 0
+    pair_error_requests: int = 0
 
     @property
     def measured_pair_errors(self) -> list[float]:
@@ -199,13 +210,17 @@ def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
 
 def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> str:
     """One sentence stating the profile's finding from the numbers; no claim without an interval excluding 0."""
-    rejected = [r.strategy for r in rows if r.rejected]
     tail = _unserved_clause(profile, [r for r in rows if r.cannot_serve > 0])
-    tail += f" {', '.join(rejected)} {'sends' if len(rejected) == 1 else 'send'} requests that break tool pairs in every wire format (every API rejects them)." if rejected else ""
+    tail += "".join(_rejected_clause(r) for r in rows if r.rejected)
     if diff is None or not np.isfinite(diff.mean):
-        if rows and np.isfinite(rows[0].retention):
-            return f"At {profile}, only {rows[0].strategy} can be compared: it keeps {_points(rows[0].retention)}% of the facts." + tail
-        return f"At {profile}, no probe points to compare." + tail
+        measured = [r for r in rows if np.isfinite(r.retention)]
+        if not measured:
+            return f"At {profile}, no probe points to compare." + tail
+        kept = f"it keeps {_points(measured[0].retention)}% of the facts."
+        if len(measured) == 1:
+            return f"At {profile}, only {measured[0].strategy} can be compared: {kept}" + tail
+        # the others have retention too, but each is flagged: the tail says why it is ranked after this one
+        return f"At {profile}, {measured[0].strategy} is the only strategy that serves every scenario: {kept}" + tail
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
     if not diff.detectable:
@@ -222,6 +237,49 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         f"At {profile}, {first.strategy} keeps {_points(diff.mean)} points more facts than {second.strategy} "
         f"({_interval(diff.lo, diff.hi)}{basis}){_cost_clause(first, second)}." + tail
     )
+
+
+def _count(count: int, total: int, noun: str) -> str:
+    """"1 of its 3 scenarios", "all 3 of its scenarios", "its one scenario"."""
+    if count == total:
+        return f"its one {noun}" if total == 1 else f"all {total:,} of its {noun}s"
+    return f"{count:,} of its {total:,} {noun}s"
+
+
+def _rejected_clause(row: StrategyRow) -> str:
+    """Why a strategy whose requests break tool pairs in every wire format is ranked after the others, with its
+    scope: one request of one scenario flags it as surely as all of them, and the reader needs to know which."""
+    scope = _count(row.pair_error_scenarios, row.scenarios, "scenario")
+    if row.requests:
+        scope = f"{_count(row.pair_error_requests, row.requests, 'request')}, in {scope}"
+    return (f" {row.strategy} is ranked after the strategies that serve every scenario, as every API would reject some of its requests "
+            f"(HTTP 400): they break tool pairs in every wire format ({scope}).")
+
+
+def p_best_note(lead: Difference) -> str:
+    """Why P(best) is withheld, from the difference between the two highest retentions (`lead`, not detectable)."""
+    needed = min_probes(1 - CONFIDENCE, two_sided=True)
+    pair = f"{lead.a} and {lead.b}, the two highest retentions"
+    if lead.changed < needed:
+        differ = "no probe differs" if lead.changed == 0 else f"only {lead.changed} probe{'s differ' if lead.changed > 1 else ' differs'}"
+        why = f"{differ} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart"
+    else:
+        why = (f"the difference between {pair} is not detectable ({'+' if lead.mean > 0 else ''}{_points(lead.mean)} points, "
+               f"{_interval(lead.lo, lead.hi)}, sign-flip p = {lead.p_value:.2g})")
+    return f"P(best) is not shown: {why}; a share of bootstrap resamples would claim more than the tests can."
+
+
+def p_best_notes(pooled: pd.DataFrame, paired: pd.DataFrame) -> dict[str, str]:
+    """Per profile whose P(best) `overall` withheld (`pooled`, two strategies or more with retention, P(best) NaN):
+    `p_best_note`, from the difference `overall` tested, on the same rows (`paired`: `compared_rows`)."""
+    out: dict[str, str] = {}
+    if pooled.empty or "p_best" not in pooled.columns:
+        return out
+    for profile, frame in pooled.groupby("profile", sort=False):
+        pair = leading_pair(dict(zip(frame["strategy"].astype(str), frame["retention"].astype(float), strict=True)))
+        if pair and frame["p_best"].isna().all():
+            out[str(profile)] = p_best_note(difference(paired[paired["profile"] == profile], *pair))
+    return out
 
 
 def _unserved_clause(profile: str, unserved: list[StrategyRow]) -> str:
@@ -250,23 +308,44 @@ def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
     return last["overflow"].astype(bool).groupby([last["strategy"], last["profile"]]).sum()
 
 
+def _pair_errors(requests: pd.DataFrame, summary: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """Per (strategy, profile): its scenarios with a pair error in a wire format the run measured (from `summary`),
+    and its turn and summary requests and those with a pair error (from `requests`; 0, 0 without its integrity columns)."""
+    errors = summary[[c for c in INTEGRITY if c in summary.columns]].apply(pd.to_numeric, errors="coerce").fillna(0) > 0
+    cells = pd.DataFrame({"strategy": summary["strategy"].astype(str), "profile": summary["profile"].astype(str),
+                          "scenarios": errors.any(axis=1).astype(int)}).groupby(["strategy", "profile"]).sum()
+    measured = [c for c in INTEGRITY if c in requests.columns]
+    if measured:
+        asked = requests[requests["kind"].isin(("turn", "summary"))]  # the requests `summarize` counts pair errors on
+        tally = pd.DataFrame({"strategy": asked["strategy"].astype(str), "profile": asked["profile"].astype(str), "requests": 1,
+                              "errors": (asked[measured].fillna(0) > 0).any(axis=1).astype(int)})
+        cells = cells.join(tally.groupby(["strategy", "profile"]).sum(), how="left")
+    cells = cells.reindex(columns=["scenarios", "requests", "errors"]).fillna(0).astype(int).reset_index()
+    columns = (cells[c].tolist() for c in ("strategy", "profile", "scenarios", "requests", "errors"))
+    return {(strategy, profile): (counts[0], counts[1], counts[2]) for strategy, profile, *counts in zip(*columns, strict=True)}
+
+
 def verdicts(
-    summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None, strategies: Sequence[str] = ()
+    summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None, strategies: Sequence[str] = (),
+    scenarios: Sequence[str] = (),
 ) -> list[ProfileVerdict]:
     """One verdict per profile of the run, strategies ranked (servable first, then by retention);
-    `pooled` is `overall(probes, requests)` when the caller has it, and `strategies` the run's own
-    (one that finished no cell of a profile is named in its notes)."""
+    `pooled` is `overall(probes, requests)` when the caller has it, and `strategies` and `scenarios` the
+    run's own (one that finished no cell of a profile is named in its notes: a scenario in which every
+    strategy's cell failed has no row in the tables)."""
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
     # per profile (each has a verdict, even with every scenario left out): the strategies that finished a cell
     finished = {str(profile): set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
-    left_out = unfinished(requests)  # every figure below compares the strategies on the same scenarios
-    summary, probes = shared_scenarios(summary, left_out), shared_scenarios(probes, left_out)
+    left_out = unfinished(requests, scenarios)  # every figure below compares the strategies on the same scenarios
+    summary, probes, requests = (shared_scenarios(frame, left_out) for frame in (summary, probes, requests))
     unserved = _unserved(requests, summary)
+    pair_errors = _pair_errors(requests, summary)
     if pooled is None:
         pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
     paired = compared_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
+    withheld = p_best_notes(pooled, paired)
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
     def headline(strategy: str, profile: str, column: str) -> float:
@@ -278,6 +357,7 @@ def verdicts(
         rows = []
         for strategy, frame in summary[summary["profile"] == profile].groupby("strategy", sort=False):
             strategy = str(strategy)
+            error_scenarios, requested, error_requests = pair_errors.get((strategy, profile), (0, 0, 0))
             rows.append(
                 StrategyRow(
                     strategy=strategy, retention=headline(strategy, profile, "retention"), lo=headline(strategy, profile, "retention_lo"),
@@ -287,7 +367,8 @@ def verdicts(
                     cache_hit_rate=combine(frame, "cache_hit_rate", "mean"), rebilled_tokens=combine(frame, "rebilled_tokens", "sum"),
                     failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
                     compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
-                    cannot_serve=int(unserved.get((strategy, profile), 0)),
+                    cannot_serve=int(unserved.get((strategy, profile), 0)), pair_error_scenarios=error_scenarios, requests=requested,
+                    pair_error_requests=error_requests,
                 )
             )
         rows.sort(key=lambda r: (not np.isfinite(r.retention), r.flagged, -np.nan_to_num(r.retention), r.strategy))
@@ -305,5 +386,6 @@ def verdicts(
         notes += [
             f"Not in this comparison: {s}, which finished no cell at {profile} (see errors.log)." for s in strategies if s not in finished[profile]
         ]
+        notes += [withheld[profile]] if profile in withheld else []
         out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out

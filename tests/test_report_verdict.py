@@ -75,9 +75,10 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     assert [r.rank for r in verdict.rows] == [1, 1, 3, 4]  # a and c keep the same facts: one rank, not an order by name
     by = {r.strategy: r for r in verdict.rows}
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5 and by["d"].retention == 0.5
-    # a and c are identical on every resample: P(best) split evenly, b and d never best.
-    assert by["a"].p_best == pytest.approx(0.5) and by["c"].p_best == pytest.approx(0.5)
-    assert by["b"].p_best == 0.0 and by["d"].p_best == 0.0
+    # a and c keep the same probes: no test can tell which is best, so P(best) is withheld for all, and a note says why
+    assert all(math.isnan(r.p_best) for r in verdict.rows)
+    assert verdict.notes == ["P(best) is not shown: no probe differs between a and c, the two highest retentions, and the sign-flip test "
+                             "needs 6 before it can tell two strategies apart; a share of bootstrap resamples would claim more than the tests can."]
     assert by["a"].lo == pytest.approx(0.025 ** (1 / 40)) and by["a"].hi == 1.0  # 40 probes all kept: not a certainty
     assert 0.3 < by["b"].lo < 0.5 < by["b"].hi < 0.7
     # The top two servable strategies (a, c) do not differ: the sentence says so.
@@ -195,7 +196,8 @@ def test_a_strategy_whose_requests_every_api_rejects_is_flagged_and_ranked_after
         (verdict,) = verdicts(table, frame, requests)
         assert [r.strategy for r in verdict.rows] == ["a", "c", "b"] and [r.rejected for r in verdict.rows] == [False, False, True]
         assert verdict.difference is not None and (verdict.difference.a, verdict.difference.b) == ("a", "c")
-        assert verdict.sentence.endswith("b sends requests that break tool pairs in every wire format (every API rejects them).")
+        assert verdict.sentence.endswith("b is ranked after the strategies that serve every scenario, as every API would reject some of its "
+                                         "requests (HTTP 400): they break tool pairs in every wire format (its one scenario).")
     # b's requests pass Gemini's rules: some API takes them
     (verdict,) = verdicts(summary.assign(integrity_gemini=0), frame, requests)
     assert not any(r.rejected for r in verdict.rows)
