@@ -464,7 +464,7 @@ class HiddenTokens:
         return self.billed(messages, 0, self.last_user(messages))
 
     def total(self, messages: Sequence[Message]) -> int:
-        """Billed hidden tokens of a whole request (`billed`), reading only the messages after its last real user message."""
+        """Billed hidden tokens of a whole request (`billed`), reading only the messages after its last user message (`last_user`)."""
         if not self.bills:
             return 0
         after = self.last_user(messages) + 1
@@ -472,8 +472,9 @@ class HiddenTokens:
 
     def billed(self, messages: Sequence[Message], start: int, last_user: int) -> list[int]:
         """The hidden tokens each of `messages` bills, the first of them at index `start` of a request
-        whose last real user message is at `last_user`: its reasoning after that message, nothing
-        before it (earlier turns' reasoning is dropped server-side, docs/specs/codex.md §1.3)."""
+        whose last user message (`last_user`) is at `last_user`: its reasoning after that message, nothing
+        before it (earlier turns' reasoning is dropped server-side, docs/specs/codex.md §1.3; earlier turns'
+        thinking on the Claude models that drop it, docs/specs/anthropic-context-management.md §3)."""
         before = min(max(last_user + 1 - start, 0), len(messages))
         return [0] * before + [self.of_message(m) for m in messages[before:]]
 
@@ -495,8 +496,8 @@ class HiddenTokens:
         return -1
 
     def of_message(self, message: Message) -> int:
-        """The hidden reasoning a message carries, billed when it comes after the last real user message: its
-        encrypted reasoning's, and a thinking message's own count where earlier turns' thinking is dropped."""
+        """The hidden reasoning a message carries, billed when it comes after the last user message (`last_user`):
+        its encrypted reasoning's, and a thinking message's own count where earlier turns' thinking is dropped."""
         reasoning, ids = self.reasoning, message.item_ids
         if len(ids) == 1:  # most messages come from one item
             hidden = reasoning.get(ids[0], 0)
