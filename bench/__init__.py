@@ -58,10 +58,13 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`)."""
     import warnings
 
-    from compaction_bench.store import failed_cells
+    from compaction_bench.store import failed_cells, p_best_judged
     from compaction_bench.store import load_run as _load_run
 
     tables = _load_run(path)
+    if not p_best_judged(Path(path)):
+        warnings.warn(f"{path}: its summary was written before P(best) was withheld where no difference can be claimed; "
+                      "its `p_best` is NaN here (`bench score` computes it again)", RuntimeWarning, stacklevel=2)
     failed = failed_cells(path)
     if failed:
         warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0]['cell']}: {failed[0]['error']}); the tables "

@@ -101,16 +101,18 @@ def breakpoints(boundaries: Sequence[int], system_messages: int, limit: int) -> 
     return list(range(max(n - limit, 0), n))
 
 
-def within_lookback(index: int, marks: Sequence[int], blocks: Sequence[int] | None) -> bool:
+def within_lookback(index: int, marks: Sequence[int], blocks: Sequence[int] | None, least_blocks: int = 1) -> bool:
     """Whether the boundary at the end of message `index` is found by the lookback from one of the breakpoints
     at the ends of messages `marks` (ascending): fewer than `ANTHROPIC_LOOKBACK_BLOCKS` content blocks from the
     one after it or at it, `blocks[i]` being message i's count (None: one block per message). The nearest such
-    breakpoint is the only one to try (the others are further), and at most 20 messages are read."""
+    breakpoint is the only one to try (the others are further), and at most 20 messages are read where every
+    message is at least one block (`least_blocks`); where some are none (thinking the API dropped, 0), the
+    messages are read until 20 blocks are counted."""
     at = bisect.bisect_left(marks, index)
     if at == len(marks):
         return False
     mark = marks[at]
-    if blocks is None or mark - index >= ANTHROPIC_LOOKBACK_BLOCKS:  # every message is at least one block
+    if blocks is None or (least_blocks > 0 and mark - index >= ANTHROPIC_LOOKBACK_BLOCKS):  # 20 messages are 20 blocks
         return mark - index < ANTHROPIC_LOOKBACK_BLOCKS
     distance = 0
     for n in range(index + 1, mark + 1):
@@ -128,6 +130,7 @@ def _anthropic_read(
     current_boundaries: Sequence[int] | None,
     current_system: int,
     current_blocks: Sequence[int] | None,
+    least_blocks: int,
 ) -> int:
     marks = breakpoints(current_boundaries, current_system, policy.breakpoints) if current_boundaries is not None else None
     # The longest entry that qualifies is the read: the entries are tried from the longest down, and the first one
@@ -142,7 +145,7 @@ def _anthropic_read(
             assert current_boundaries is not None
             index = bisect.bisect_left(current_boundaries, entry)
             on_boundary = index < len(current_boundaries) and current_boundaries[index] == entry
-            if not on_boundary or not within_lookback(index, marks, current_blocks):
+            if not on_boundary or not within_lookback(index, marks, current_blocks, least_blocks):
                 continue
         return entry
     return 0
@@ -159,6 +162,7 @@ def cache_outcome(
     current_boundaries: Sequence[int] | None = None,
     current_system: int = 0,
     current_blocks: Sequence[int] | None = None,
+    least_blocks: int = 1,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
@@ -168,12 +172,13 @@ def cache_outcome(
     limit is not applied. `current_blocks[i]` is how many content blocks message i of the current
     request is on Anthropic's wire (`blocks_of`; only the few messages between an entry and a
     breakpoint are read, so a lazy sequence will do); None counts one block per message.
+    `least_blocks` is the fewest any message is: 0 where the API drops some (earlier turns' thinking).
     """
     if expired:
         prefix_tokens = 0
     if policy.provider == "anthropic":
         cached = _anthropic_read(
-            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks
+            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks, least_blocks
         )
         write = total_tokens - cached if total_tokens >= policy.min_prefix else 0
         return CacheOutcome(prefix_tokens, cached, max(write, 0))

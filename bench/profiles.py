@@ -132,9 +132,12 @@ MISTRAL_CACHE = CachePolicy(provider="mistral", min_prefix=64, block=64, ttl_sec
 FIREWORKS_DEFAULT_CACHE = replace(OPENAI_CACHE, read_multiplier=0.5)
 #: The APIs that cache with OpenAI's own rules (Azure OpenAI serves OpenAI's models).
 OPENAI_APIS = ("openai", "azure", "text-completion-openai")
-#: What Azure OpenAI's entries of the map serve besides OpenAI's models: Mistral Large and Azure's model router,
-#: whose caching their map entries describe (they price no hit), not OpenAI's rules.
-AZURE_NOT_OPENAI = ("mistral", "model-router")
+#: The Azure APIs that serve OpenAI's models beside others (Azure OpenAI: Mistral Large and a model router; Azure AI
+#: Foundry: Llama, Phi, Grok, DeepSeek, …): only OpenAI's models (`OPENAI_MODEL_NAMES`) cache by OpenAI's rules there;
+#: the others as their map entries say.
+AZURE_APIS = ("azure", "azure_ai")
+#: How OpenAI's models are named (after a deployment path and `ft:`, `_openai_model_name`).
+OPENAI_MODEL_NAMES = ("gpt", "o1", "o3", "o4", "chatgpt", "chat-latest", "computer-use", "codex")
 #: OpenAI-compatible APIs with documented rules of their own, by litellm's provider name (the API's,
 #: not the model's: a DeepSeek or Mistral model served elsewhere caches as that server does).
 PROVIDER_CACHES = {"deepseek": DEEPSEEK_CACHE, "mistral": MISTRAL_CACHE, "codestral": MISTRAL_CACHE}
@@ -490,6 +493,13 @@ def _openai_model_name(bare: str) -> str:
 OPENAI_UNCACHED_SNAPSHOTS = ("gpt-4o-2024-05-13",)
 
 
+def _openai_model(bare: str) -> bool:
+    """Whether a map key names one of OpenAI's API models (`OPENAI_MODEL_NAMES`), not an open-weight gpt-oss that
+    another API serves."""
+    name = _openai_model_name(bare)
+    return name.startswith(OPENAI_MODEL_NAMES) and not name.startswith("gpt-oss")
+
+
 def _openai_caches(bare: str, entry: dict[str, Any]) -> bool:
     """OpenAI's automatic caching applies to gpt-4o and newer (evaluation.md §7), not gpt-4 / gpt-3.5 nor the first
     gpt-4o snapshot (`OPENAI_UNCACHED_SNAPSHOTS`), nor a model whose map entry says it does not cache
@@ -556,7 +566,7 @@ def _family_cache(family: str, provider: str, bare: str, entry: dict[str, Any] |
         if minimum is None:
             minimum = 2048 if (2, 5) <= version < (3, 0) else 4096  # the spec's later values: 2.5 Flash/Pro 2,048, 3.x 4,096
         return replace(GEMINI_CACHE, min_prefix=minimum)
-    if provider in OPENAI_APIS and not (provider == "azure" and _openai_model_name(bare).startswith(AZURE_NOT_OPENAI)):
+    if (provider in OPENAI_APIS and provider not in AZURE_APIS) or (provider in AZURE_APIS and _openai_model(bare)):
         return _openai_policy(bare, entry or {}) if _openai_caches(bare, entry or {}) else NO_CACHE
     documented = PROVIDER_CACHES.get(provider)
     if documented is not None:
@@ -570,7 +580,7 @@ def _family_cache(family: str, provider: str, bare: str, entry: dict[str, Any] |
         return FIREWORKS_DEFAULT_CACHE
     if not _bills_cache_reads(entry or {}):
         return NO_CACHE
-    return OPENAI_CACHE if _prices_cache_reads(entry or {}) else replace(OPENAI_CACHE, read_multiplier=1.0)
+    return _write_premium(OPENAI_CACHE if _prices_cache_reads(entry or {}) else replace(OPENAI_CACHE, read_multiplier=1.0), entry or {})
 
 
 def _openai_read_multiplier(bare: str) -> float:
@@ -588,11 +598,15 @@ def _openai_policy(bare: str, entry: dict[str, Any]) -> CachePolicy:
     """OpenAI's rules for a model that caches. A model whose map entry prices cache writes above its input price
     (GPT-5.6 and later: a write premium, evaluation.md §7) writes what it newly caches (`caching.cache_outcome`);
     the others write nothing and pay no write fee."""
-    policy = replace(OPENAI_CACHE, read_multiplier=_openai_read_multiplier(bare))
+    return _write_premium(replace(OPENAI_CACHE, read_multiplier=_openai_read_multiplier(bare)), entry)
+
+
+def _write_premium(policy: CachePolicy, entry: dict[str, Any]) -> CachePolicy:
+    """`policy` writing what a request newly caches at the map's write price where that is above the input price (a
+    write premium, as GPT-5.6 and later have wherever they are served, and some Qwen and MiniMax entries); unchanged
+    where the map prices writes at or below the input price, or not at all."""
     written, plain = _rate(entry.get("cache_creation_input_token_cost")), _rate(entry.get("input_cost_per_token"))
-    if plain > 0 and written > plain:
-        policy = replace(policy, write_multiplier=written / plain)
-    return policy
+    return replace(policy, write_multiplier=written / plain) if plain > 0 and written > plain else policy
 
 
 def _map_minimum(entry: dict[str, Any]) -> int | None:

@@ -310,15 +310,21 @@ class _LogIndex:
 
 class _BlockCounts(Sequence[int]):
     """The Anthropic content blocks of each message of a request (`caching.blocks_of`), counted when read:
-    the lookback reads at most 20 of them per check, so no list over the whole request is built."""
+    the lookback reads at most 20 of them per check, so no list over the whole request is built. A thinking
+    message before `dropped` (the request's last user message, where the model drops earlier turns' thinking;
+    -1: none) is no block: the API removed it before it placed the request's blocks."""
 
-    __slots__ = ("_messages",)
+    __slots__ = ("_dropped", "_messages")
 
-    def __init__(self, messages: Sequence[Message]) -> None:
+    def __init__(self, messages: Sequence[Message], dropped: int = -1) -> None:
         self._messages = messages
+        self._dropped = dropped
 
     def __len__(self) -> int:
         return len(self._messages)
+
+    def _of(self, n: int, message: Message) -> int:
+        return 0 if n < self._dropped and message.role == "reasoning" else blocks_of(message)
 
     @overload
     def __getitem__(self, index: int) -> int: ...
@@ -326,8 +332,9 @@ class _BlockCounts(Sequence[int]):
     def __getitem__(self, index: slice) -> list[int]: ...
     def __getitem__(self, index: int | slice) -> int | list[int]:
         if isinstance(index, slice):
-            return [blocks_of(m) for m in self._messages[index]]
-        return blocks_of(self._messages[index])
+            return [self._of(n, self._messages[n]) for n in range(*index.indices(len(self._messages)))]
+        n = index if index >= 0 else len(self._messages) + index
+        return self._of(n, self._messages[n])
 
 
 class SimulatedProvider(MessageCounter):
@@ -348,6 +355,8 @@ class SimulatedProvider(MessageCounter):
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
         self._recent: list[_Entry] = []  # oldest first (`_keep`)
         self._turn: _Entry | None = None  # the newest turn request's entry, kept while it is in `_recent`
+        # the newest accepted request that ended with a user message, kept too where earlier thinking is dropped (`_keep`)
+        self._opening: _Entry | None = None
         # Counting bases besides the cache entries: the last request sent (accepted or not), the last of
         # each kind, and the last contexts counted (`count`; a strategy may count two or three contexts
         # per request, e.g. its unedited and its edited prompt): a request reuses the counts of whichever of
@@ -365,10 +374,10 @@ class SimulatedProvider(MessageCounter):
         # new messages). None once `FIRST_COUNTED_KEPT` were remembered.
         self._first_counted: dict[Message, int] | None = {}
         self._accepted = 0
-        # What `withdraw` restores: the kept entries and the newest turn entry before the last accepted request
-        # (None when the last request sent was not accepted, or was withdrawn already).
-        #: what `withdraw` restores: the kept entries, the turn entry, and the entry a read refreshed with its former reads
-        self._undo: tuple[list[_Entry], _Entry | None, tuple[_Entry, dict[int, float]] | None] | None = None
+        # What `withdraw` restores: the kept entries, the turn and opening entries, and the entry a read refreshed with
+        # its former reads, before the last accepted request (None when the last request sent was not accepted, or was
+        # withdrawn already).
+        self._undo: tuple[list[_Entry], _Entry | None, _Entry | None, tuple[_Entry, dict[int, float]] | None] | None = None
 
     def message_tokens(self, message: Message) -> int:
         """`MessageCounter.message_tokens`, remembering when a message was first counted."""
@@ -591,7 +600,9 @@ class SimulatedProvider(MessageCounter):
             previous_system=kept.system if kept is not None else 0,
             current_boundaries=entry.boundaries,
             current_system=entry.system,
-            current_blocks=_BlockCounts(entry.messages) if self.profile.cache.provider == "anthropic" else None,
+            current_blocks=(_BlockCounts(entry.messages, entry.last_user if self._strips else -1)
+                            if self.profile.cache.provider == "anthropic" else None),
+            least_blocks=0 if self._strips else 1,
         )
 
     def _keep(self, entry: _Entry, kind: str) -> None:
@@ -600,11 +611,15 @@ class SimulatedProvider(MessageCounter):
         time, `send`, not by how many requests came after them)."""
         if kind == "turn":
             self._turn = entry
+        if self._strips and self.profile.cache.provider == "anthropic" and entry.n and entry.messages[entry.n - 1].role == "user":
+            # where earlier turns' thinking is dropped, the next user message loses the cache from this turn's first
+            # thinking on: what it can still read was written at a breakpoint of the request that opened the turn
+            self._opening = entry
         recent = self._recent
         recent.append(entry)
         if len(recent) > RECENT_ENTRIES:
-            turn = self._turn
-            self._recent = [kept for kept in recent[:-RECENT_ENTRIES] if kept is turn] + recent[-RECENT_ENTRIES:]
+            turn, opening = self._turn, self._opening
+            self._recent = [kept for kept in recent[:-RECENT_ENTRIES] if kept is turn or kept is opening] + recent[-RECENT_ENTRIES:]
 
     def _written(self, request: Request, entry: _Entry) -> _Entry:
         """The cache entry an accepted request leaves: all of it, or, for a `skip_cache_write` request on Anthropic,
@@ -689,7 +704,7 @@ class SimulatedProvider(MessageCounter):
             entry._base = (base.set(), base_shared)
         self._bases["sent"] = self._bases[request.kind] = entry
         refreshed = (served, dict(served.reads)) if served is not None and cache.cached_tokens and now is not None else None
-        self._undo = (list(self._recent), self._turn, refreshed)
+        self._undo = (list(self._recent), self._turn, self._opening, refreshed)
         if refreshed is not None and now is not None:
             refreshed[0].reads[cache.cached_tokens] = now
         self._keep(written, request.kind)
@@ -717,7 +732,7 @@ class SimulatedProvider(MessageCounter):
         entry). Its counts stay known as a counting base: they are the same messages' counts all the same."""
         if self._undo is None:
             raise RuntimeError("no accepted request to withdraw: the last request sent was refused or withdrawn already")
-        self._recent, self._turn, refreshed = self._undo
+        self._recent, self._turn, self._opening, refreshed = self._undo
         if refreshed is not None:
             refreshed[0].reads = refreshed[1]
         self._undo = None

@@ -726,7 +726,11 @@ class _Engine:
         # Overflowed by the provider's own rule (the profile's; the strategy's reserved output counts where it does),
         # or not servable because a summary iteration of it did not fit (`_fail_request`) or the agent would not send it.
         failure = self._request_failure
-        overflow = self.profile.overflows(tokens, final.max_output_tokens or 0) or failure is not None
+        reserved = final.max_output_tokens or 0
+        if self.profile.overflows(tokens, reserved):  # served all the same if the agent's call would retry it with less output
+            lowered = self.strategy.retry_max_tokens(overflow_error(self.profile, tokens, reserved))
+            reserved = lowered if lowered is not None else reserved
+        overflow = self.profile.overflows(tokens, reserved) or failure is not None
         refusal = failure[0] if failure is not None and failure[2] == AGENT_REFUSAL else None
         unsent = Outcome(tokens, overflow, refusal, CacheOutcome(0, 0, 0), Usage())
         record = self._record_request(final, unsent, attempt=0)

@@ -890,6 +890,12 @@ def typed(name: str, frame: pd.DataFrame, stored: pa.Schema, file: Path) -> pd.D
     return frame
 
 
+#: The manifest key a run's finalize sets since P(best) is withheld where the leader's lead is no difference the
+#: tests may claim (`metrics.stats.difference_claimed`): a summary written before holds P(best) that rule withholds,
+#: so `load_run` withholds all of them (`bench score` computes them again).
+P_BEST_JUDGED = "p_best_judged"
+
+
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     """A finished run's tables as DataFrames, by name, each with a plain RangeIndex:
 
@@ -908,7 +914,7 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     column missing or of another type: `typed`), a file or folder the system refuses to read, a damaged manifest
     (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its
     tables are an earlier attempt's or are being replaced one by one); a run in this process reads its own tables
-    (for its report)."""
+    (for its report). A summary written before P(best) was judged (`P_BEST_JUDGED`) has its `p_best` withheld (NaN)."""
     root = Path(path)
     try:
         if root.exists() and not root.is_dir():
@@ -933,7 +939,15 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
         except OSError as exc:
             raise _cannot_read(file, exc) from None
         tables[name] = typed(name, frame, stored, file)
+    if not p_best_judged(root):
+        tables["summary"]["p_best"] = float("nan")
     return tables
+
+
+def p_best_judged(root: Path) -> bool:
+    """Whether the run's summary withholds the P(best) its tests cannot claim (`P_BEST_JUDGED`; a run without it
+    was finalized before, and its stored P(best) may read as a certainty no test backs)."""
+    return bool(read_manifest(root).get(P_BEST_JUDGED))
 
 
 def failed_cells(path: str | Path) -> list[dict[str, Any]]:

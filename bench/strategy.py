@@ -333,6 +333,12 @@ class Strategy(abc.ABC):
         """Default: no recovery; the step is recorded as overflowed."""
         return False
 
+    def retry_max_tokens(self, error: ProviderError) -> int | None:
+        """The `max_tokens` the agent's API call sends the same request again with after `error`, without changing its
+        context (None: it does not). The engine asks it of the final context too, which is probed, not sent: a context
+        such a retry would serve is no overflow."""
+        return None
+
 
 #: An option field's line in its class's source: `name: type` at the class body's indentation.
 _FIELD_LINE = re.compile(r"^\s{4}(\w+)\s*:")

@@ -66,7 +66,7 @@ from typing import Any
 
 from compaction_bench.llm import LLMResult
 from compaction_bench.log_view import LogView
-from compaction_bench.profiles import ModelProfile, claude_version
+from compaction_bench.profiles import ModelProfile, strips_earlier_thinking
 from compaction_bench.provider import ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.components import chars_div4, usage_context_tokens
@@ -157,6 +157,9 @@ TOO_LONG = re.compile(r"prompt is too long[^0-9]*(\d+)\s*tokens?\s*>\s*(\d+)", r
 #: §13 the error of a request whose input fits but whose input and `max_tokens` do not (Claude before 4.5), which the
 #: API call's retry loop parses (2.0.57 `TS2`, 2.1.112 `JbK`).
 MAX_TOKENS_EXCEEDED = re.compile(r"input length and `max_tokens` exceed context limit: (\d+) \+ (\d+) > (\d+)")
+#: §13 litellm's names of the APIs on which 2.1.112 sends the context-management beta: Anthropic's own, and Azure AI
+#: Foundry (`$Q`); Bedrock and Vertex AI never get it.
+ANTHROPIC_API, FOUNDRY_API = "anthropic", "azure_ai"
 #: §13 the fewest output tokens that retry asks for (2.0.57 `M60`, 2.1.112 `$A7`: FLOOR_OUTPUT_TOKENS), and what it
 #: leaves free below the context limit.
 FLOOR_OUTPUT_TOKENS = 3_000
@@ -842,7 +845,7 @@ class ClaudeCode(Strategy):
         """§13: the API call retries itself with a lower `max_tokens` when only the input and `max_tokens` together
         are over the limit (`lowered_max_tokens`): the same messages, sent again at once (no check runs between). Any
         other overflow ends the turn's call with the error, as before."""
-        lowered = lowered_max_tokens(error.message)
+        lowered = self.retry_max_tokens(error)
         if lowered is None or self._sent is None:
             return False
         self._retry = replace(self._sent, max_output_tokens=lowered, meta={**self._sent.meta, "max_tokens_override": lowered})
@@ -952,6 +955,10 @@ class ClaudeCode(Strategy):
         if not text or text.startswith("API Error") or text.startswith(PROMPT_TOO_LONG):
             return None
         return text
+
+    def retry_max_tokens(self, error: ProviderError) -> int | None:
+        """§13 the API call's retry with a lower `max_tokens` (`lowered_max_tokens`)."""
+        return lowered_max_tokens(error.message)
 
     def _summarize(self, request: Request) -> LLMResult:
         """One summary call through the API call's retry (§13): a request refused because its input and `max_tokens`
@@ -1238,11 +1245,13 @@ class ClaudeCode21(ClaudeCode):
     @classmethod
     def keeps_thinking(cls, profile: ModelProfile) -> bool:
         """§13 (2.1.112 `C85`): a request with thinking on asks to keep every turn's thinking (`clear_thinking_20251015`
-        with `keep: "all"`) whenever it carries the context-management beta, which `iO_` adds for Claude 4 and later
-        (any name without "claude-3-" on Anthropic's API; claude-opus-4, -sonnet-4 and -haiku-4 names elsewhere).
-        BASE sends it only behind a remote flag that is off by default (§6)."""
-        version = claude_version(profile.model)
-        return version is not None and version[1] >= (4, 0)
+        with `keep: "all"`) whenever it carries the context-management beta. That beta is added only on Anthropic's own
+        API and its kin (`$Q`: first party, Foundry, anthropicAws, mantle), for any model without "claude-3-" in its
+        name on Anthropic's API and any model on Foundry (`iO_`); never on Bedrock or Vertex AI. BASE sends the edit only
+        behind a remote flag that is off by default (§6)."""
+        if profile.provider == FOUNDRY_API:
+            return True
+        return profile.provider == ANTHROPIC_API and "claude-3-" not in profile.model.lower()
 
     def _later_max_output(self, model: str) -> int:
         return later_max_output(model, self.options.max_output_tokens_env)
@@ -1371,8 +1380,14 @@ class ClaudeCode21(ClaudeCode):
 
     def summary_request(self, messages: Sequence[Message], instructions: str | None) -> Request:
         """§8.4 the summariser's own request (`ALK`'s standard call) sends each image as the text "[image]" (`Ar1`,
-        cc@2.1.112 cli.js L4989); the fork sends them as the turn does."""
-        return super().summary_request([_images_as_text(m) for m in messages], instructions)
+        cc@2.1.112 cli.js L4989); the fork sends them as the turn does. It also turns thinking off (`thinkingConfig:
+        {type: "disabled"}`, off 9632872), so it asks to keep no thinking (§13): on a model that drops earlier turns'
+        thinking, all of it goes (it all comes before the request's last user message, the compaction prompt). Its
+        messages are left without it: the same count, and its own system prompt shares no cached prefix with a turn."""
+        kept = [_images_as_text(m) for m in messages]
+        if strips_earlier_thinking(self.ctx.profile):
+            kept = [m for m in kept if m.role != "reasoning"]
+        return super().summary_request(kept, instructions)
 
     def _forked_summary(self, context: Sequence[Message], instructions: str | None) -> str | None:
         """§8.4 the fork (`tengu_compact_cache_prefix`): the turn's system prompt, tools and messages (`context`),

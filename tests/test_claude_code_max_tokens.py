@@ -90,3 +90,14 @@ def test_a_summary_call_is_retried_the_same_way():
     assert then.meta["max_tokens_override"] == 100_000 - first.true_tokens - 1_000 and not then.overflow
     assert tuple(then.messages) == tuple(first.messages)
     assert result.compactions and result.compactions[0].summary
+
+
+def test_a_final_context_the_retry_would_serve_is_no_overflow():
+    """The final context is probed, not sent: where Claude Code's call would retry it with a lower `max_tokens` and be
+    served, it is no overflow (it was, and `claude-code` read as unable to serve the window, its final probes absent)."""
+    s = _growing_session()
+    s.items = s.items[: 1 + 3 * 11]  # the user request and 11 tool steps (text, call and result each): about 187,000 tokens, input + 32,000 over
+    result = replay(s.transcript(), "claude-code", profile=SONNET_4, options={"auto_compact": False, "disable_microcompact": True})
+    final = result.requests[-1]
+    assert final.kind == "final" and 200_000 - final.true_tokens - 1_000 >= 3_000 and final.true_tokens + 32_000 > 200_000
+    assert not final.overflow

@@ -244,3 +244,26 @@ def test_a_gemini_model_named_without_a_version_caches_where_the_map_prices_its_
     assert entry["cache_read_input_token_cost"] < entry["input_cost_per_token"]
     assert (profile.cache.provider, profile.cache.min_prefix) == ("gemini", 4096)
     assert cached_input_price(profile) == pytest.approx(entry["cache_read_input_token_cost"], rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["azure_ai/gpt-6-astra", "coralbricks/glm-5.3-fast"])
+def test_a_write_premium_in_the_map_is_paid_wherever_the_model_is_served(model):
+    """The map prices these models' cache writes above their input price. OpenAI's own models on Azure AI Foundry lost
+    OpenAI's rules, write premium included, when Foundry's other models stopped getting them (the audit of that
+    change: `azure_ai/gpt-6-astra` wrote nothing where `openai/gpt-6-astra` wrote 32,640 tokens); an API the map only
+    prices (here GLM) never paid its premium. A request's new cache blocks are billed at the map's write price."""
+    entry = bundled_cost_map()[model]
+    profile = get_profile(model)
+    assert profile.cache.write_multiplier == pytest.approx(entry["cache_creation_input_token_cost"] / entry["input_cost_per_token"])
+    provider = SimulatedProvider(profile)
+    first = provider.send(Request((S, A)))
+    assert first.cache.cache_write_tokens == _floor(first.true_tokens)  # its whole 128-token blocks, newly cached
+
+
+def test_gpt_oss_served_by_azure_ai_is_not_one_of_openais_api_models():
+    """An open-weight model another API serves: its map entry prices no hit and says nothing of caching, so it reads
+    nothing (OpenAI's rules would give it GPT-5's 90% off)."""
+    profile = get_profile("azure_ai/gpt-oss-120b")
+    provider = SimulatedProvider(profile)
+    provider.send(Request((S, A)))
+    assert provider.send(Request((S, A, B))).cached_tokens == 0

@@ -74,9 +74,10 @@ def test_the_simulated_provider_applies_each_family_rule():
     openai = replace(get_profile("openai/gpt-5"), context_window=tokens)  # input exactly at the input limit
     claude_4 = replace(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"), context_window=tokens + 9_999)
     assert not SimulatedProvider(openai).send(request).overflow  # OpenAI ignores max_tokens for the limit
-    refused = SimulatedProvider(claude_4).send(request)  # input + 10,000 > input + 9,999
-    assert refused.overflow and refused.error is not None and refused.error.message.startswith("prompt is too long")
-    assert refused.error.message == f"prompt is too long: {tokens + 10_000} tokens > {tokens + 9_999} maximum"
+    refused = SimulatedProvider(claude_4).send(request)  # input + 10,000 > input + 9,999, the input alone within it
+    assert refused.overflow and refused.error is not None and refused.error.is_overflow
+    assert refused.error.message == (f"input length and `max_tokens` exceed context limit: {tokens} + 10000 > {tokens + 9_999}, "
+                                     "decrease input length or `max_tokens` and try again")
     # Claude 4.5 accepts it (its answer would stop at the window), and refuses input over the window alone, whose
     # size alone its error reports (as the API's does: "prompt is too long: 208310 tokens > 200000 maximum" for a
     # prompt of 208,310 tokens, anthropics/claude-code#12186).

@@ -35,11 +35,13 @@ def test_which_models_drop_earlier_turns_thinking(profile, strips):
     assert strips_earlier_thinking(get_profile(profile)) is strips
 
 
-def test_claude_code_2_1_asks_to_keep_thinking_on_claude_4_models_and_base_does_not():
-    """2.1.112 `C85`/`iO_`: `clear_thinking_20251015` keep "all" for names of Claude 4 and later; 2.0.57 only behind a
-    remote flag that is off by default."""
+def test_claude_code_2_1_asks_to_keep_thinking_on_anthropics_api_only_and_base_does_not():
+    """2.1.112 `C85`: `clear_thinking_20251015` keep "all" rides on the context-management beta, which it adds on
+    Anthropic's API (and Foundry) for names without "claude-3-", never on Bedrock or Vertex AI (`$Q`, `iO_`); 2.0.57
+    sends it only behind a remote flag that is off by default."""
     assert ClaudeCode21.keeps_thinking(get_profile("claude-sonnet"))
-    assert ClaudeCode21.keeps_thinking(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"))
+    assert not ClaudeCode21.keeps_thinking(get_profile("anthropic.claude-sonnet-4-20250514-v1:0"))  # Bedrock
+    assert not ClaudeCode21.keeps_thinking(get_profile("vertex_ai/claude-sonnet-4-5@20250929"))
     assert not ClaudeCode.keeps_thinking(get_profile("claude-sonnet"))
 
 
@@ -128,3 +130,50 @@ def test_the_replay_keeps_earlier_thinking_for_claude_code_2_1_and_on_claude_opu
         request = _second_turn(strategy, profile)
         assert any(m.role == "reasoning" for m in request.messages)
         assert request.true_tokens == MessageCounter(get_profile(profile)).count(request.messages), (strategy, profile)
+
+
+def _thinking_session(steps: int = 12) -> Transcript:
+    """One user turn whose every step thinks, then reads a 5,000-word file: enough to compact at a 64k window."""
+    items = [Item("sys", "system", S.content), Item("u1", "user", U1.content, turn=0)]
+    for n in range(steps):
+        items += [
+            Item(f"r{n}", "reasoning", f"Step {n}: the next file to read is part {n}.", response=n, turn=0),
+            Item(f"c{n}", "tool_call", call_id=f"c{n}", tool_name="Read", arguments=f'{{"file_path": "/src/part{n}.py"}}',
+                 response=n, turn=0),
+            Item(f"o{n}", "tool_result", " ".join(f"value_{n}_{k} = {k}" for k in range(1_500)), call_id=f"c{n}", turn=0),
+        ]
+    return Transcript("thinking-steps", tuple(items))
+
+
+def test_claude_code_2_1s_own_summary_call_asks_to_keep_no_thinking():
+    """2.1.112's own summary call turns thinking off, so it carries no keep-all edit: on Sonnet 4.5 all the thinking
+    before its compaction prompt is dropped (the fork, sent as the turn is, keeps it). On Opus 4.5 it stays."""
+    options = {"compact_cache_prefix": False}
+    for profile, kept in (("claude-sonnet@64k", False), ("claude-opus@64k", True)):
+        result = bench.replay(_thinking_session(), "claude-code-2.1", profile=profile, options=options)
+        summaries = [r for r in result.requests if r.kind == "summary"]
+        assert summaries and result.compactions
+        assert all(any(m.role == "reasoning" for m in r.messages) is kept for r in summaries), profile
+
+
+@pytest.mark.parametrize("steps", [2, 5, 8])
+def test_the_next_user_message_reads_what_the_turns_opening_request_wrote(steps):
+    """When a user message drops the last turn's thinking, the cache from its first thinking on is lost, and what is
+    left to read is the prefix through the turn's own user message: the request that opened the turn wrote it at its
+    breakpoint. The replay kept only the two newest entries, so after two tool steps that entry was gone and the read
+    fell to the system prompt; and a dropped thinking block still counted towards the 20-block lookback, so after seven
+    steps (22 blocks counted, 15 on the wire) it was out of reach."""
+    from compaction_bench.request import ToolCall
+
+    provider = SimulatedProvider(get_profile("claude-sonnet"), hidden=HiddenTokens({}, frozenset({"u0", "u1", "u2"})), strip_thinking=True)
+    history = [Message("system", "House rules. " * 1500), Message("user", "Earlier task " * 2000, item_ids=("u0",)),
+               Message("assistant", "Earlier answer " * 2000), Message("user", "Fix the parser.", item_ids=("u1",))]
+    through_u1 = sum(shown(provider, m) for m in history)
+    provider.send(Request(tuple(history)))
+    for n in range(steps):
+        history += [Message("reasoning", f"think {n} " * 300),
+                    Message("assistant", "", tool_calls=(ToolCall(f"c{n}", "Read", f'{{"n":{n}}}'),)),
+                    Message("tool", f"result {n} " * 200, tool_call_id=f"c{n}")]
+        provider.send(Request(tuple(history)))
+    history += [Message("reasoning", "final think " * 100), Message("assistant", "Fixed."), Message("user", "Now add a test.", item_ids=("u2",))]
+    assert provider.send(Request(tuple(history))).cached_tokens == through_u1
