@@ -61,11 +61,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
 from compaction_bench.errors import BenchError, closest, did_you_mean
+from compaction_bench.off_peak import PRICE_KEYS, OffPeak
 
 
 class ProfileError(BenchError, LookupError):
@@ -180,6 +182,8 @@ class Prices:
     tiers: tuple[PriceTier, ...] = ()
     inclusive_thresholds: bool = False
     missing: tuple[str, ...] = ()
+    #: other prices while the request's time is in one of these windows (`compaction_bench.off_peak`)
+    off_peak: OffPeak | None = None
 
     @property
     def unpriced(self) -> bool:
@@ -187,13 +191,23 @@ class Prices:
         names them, "input" or "output"); `input`/`output` then hold 0.0, which is no price."""
         return bool(self.missing)
 
-    def at(self, input_tokens: int) -> Prices:
-        """The flat prices of a request of `input_tokens` (cached and written tokens included), as
+    def at(self, input_tokens: int, when: datetime | None = None) -> Prices:
+        """The flat prices of a request of `input_tokens` (cached and written tokens included) sent at `when`, as
         litellm bills it (`litellm_core_utils/llm_cost_calc/utils.py`, `_get_token_base_cost`): the row
         of a `tiered_pricing` table the request falls in, if it has one (`row`), prices the whole
         request; else every threshold tier whose threshold the input exceeds (strictly, or reaches with
         `inclusive_thresholds`), lowest first, replaces the prices it names (input, output, cached reads and
-        cache writes alike). Prices without tiers (most models) are their own flat prices."""
+        cache writes alike). Prices without tiers (most models) are their own flat prices. Then, at a time in
+        one of the `off_peak` windows, the prices that block names replace these (a request without a time pays
+        the standard ones)."""
+        prices = self._tiered(input_tokens)
+        off_peak = self.off_peak
+        if off_peak is None or when is None or not off_peak.applies(when):
+            return prices
+        return replace(prices, **{f: getattr(off_peak, f) for f in PRICE_KEYS if getattr(off_peak, f) is not None})
+
+    def _tiered(self, input_tokens: int) -> Prices:
+        """`at` without the off-peak prices."""
         if not self.tiers and not self.inclusive_thresholds:
             return self
         row = self.row(input_tokens)
@@ -327,6 +341,7 @@ def entry_prices(entry: dict[str, Any]) -> Prices:
         cache_write=float(entry.get("cache_creation_input_token_cost") or 0.0),
         tiers=tiers,
         inclusive_thresholds=entry.get("litellm_provider") == "xai",
+        off_peak=OffPeak.of(entry.get("off_peak_pricing")),
         missing=() if tabled else tuple(name for name in ("input", "output") if entry.get(f"{name}_cost_per_token") is None),
     )
 
@@ -391,6 +406,7 @@ class ModelProfile:
         out = asdict(self)
         out["prices"]["tiers"] = [dict(tier) for tier in out["prices"]["tiers"]]
         out["prices"]["missing"] = list(out["prices"]["missing"])
+        out["prices"]["off_peak"] = self.prices.off_peak.to_dict() if self.prices.off_peak is not None else None
         return out
 
 
@@ -398,13 +414,15 @@ def stored_profile(data: Mapping[str, Any]) -> dict[str, Any]:
     """A manifest's stored profile (`ModelProfile.to_dict`) in today's terms: one stored before `Prices.missing`
     existed gets its prices read by that version's rule (`_stored_cached_price`), so the run rescores with the
     dollars it had and two runs' definitions compare alike; one stored before `in_model_map` existed gets it by its
-    name (a study window and its shrunk copies stand for a model the map does not describe)."""
+    name (a study window and its shrunk copies stand for a model the map does not describe); one stored before
+    off-peak prices were read has none."""
     out = dict(data)
     out.setdefault("in_model_map", str(out.get("name") or "").partition("@")[0] not in STUDY_WINDOWS)
     prices = dict(out.get("prices") or {})
     if prices.get("missing") is None:
         prices["cached_input"] = _stored_cached_price(prices.get("cached_input"))
     prices["missing"] = list(prices.get("missing") or ())
+    prices.setdefault("off_peak", None)  # stored before off-peak prices were read: none
     out["prices"] = prices
     return out
 
@@ -414,7 +432,9 @@ def profile_from_dict(data: Mapping[str, Any]) -> ModelProfile:
     (`stored_profile`)."""
     data = stored_profile(data)
     stored = data["prices"]
-    prices = Prices(**{**stored, "tiers": tuple(PriceTier(**tier) for tier in stored.get("tiers", ())), "missing": tuple(stored["missing"])})
+    off_peak = OffPeak.from_dict(stored["off_peak"]) if stored.get("off_peak") else None
+    prices = Prices(**{**stored, "tiers": tuple(PriceTier(**tier) for tier in stored.get("tiers", ())), "missing": tuple(stored["missing"]),
+                       "off_peak": off_peak})
     return ModelProfile(**{**data, "cache": CachePolicy(**data["cache"]), "prices": prices})
 
 

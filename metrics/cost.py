@@ -19,13 +19,16 @@ table's own format.
 
 Tiered prices (the map's `*_above_<N>k_tokens`, e.g. GPT-5.4 above 272k input tokens, Gemini 2.5 Pro
 and Claude on Vertex above 200k) apply per request by its input tokens, as litellm bills them
-(`Prices.at`): every price of a request over the threshold, output and cached tokens included.
+(`Prices.at`): every price of a request over the threshold, output and cached tokens included. Off-peak
+prices (the map's `off_peak_pricing`, DeepSeek V4's) replace them at the request's recorded time when it falls
+in one of their windows (`compaction_bench.off_peak`); a request without a recorded time pays the standard ones.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from datetime import datetime
 from typing import SupportsFloat, cast
 
 import pandas as pd
@@ -62,36 +65,39 @@ def format_dollars(value: object, fmt: str | None = None) -> str:
     return f"{number:.{2 - math.floor(math.log10(abs(number)))}f}"
 
 
-def cached_input_price(profile: ModelProfile, input_tokens: int = 0) -> float:
-    """Dollars per cached input token of a request of `input_tokens`: the map's price ($0 a free hit), or the
-    policy's multiplier of the input price where the map states none; NaN for an unpriced model."""
+def cached_input_price(profile: ModelProfile, input_tokens: int = 0, when: datetime | None = None) -> float:
+    """Dollars per cached input token of a request of `input_tokens` sent at `when`: the map's price ($0 a free hit),
+    or the policy's multiplier of the input price where the map states none; NaN for an unpriced model."""
     if profile.prices.unpriced:
         return math.nan
-    prices = profile.prices.at(input_tokens)
+    prices = profile.prices.at(input_tokens, when)
     return prices.cached_input if prices.cached_input is not None else prices.input * profile.cache.read_multiplier
 
 
-def cache_write_price(profile: ModelProfile, input_tokens: int = 0) -> float:
-    """Dollars per written (cache creation) token of a request of `input_tokens`: the map's price (Anthropic's
-    5-minute write), or the policy's multiplier of the input price; 2× the input price for a 1-hour cache."""
-    prices = profile.prices.at(input_tokens)
+def cache_write_price(profile: ModelProfile, input_tokens: int = 0, when: datetime | None = None) -> float:
+    """Dollars per written (cache creation) token of a request of `input_tokens` sent at `when`: the map's price
+    (Anthropic's 5-minute write), or the policy's multiplier of the input price; 2× the input price for a 1-hour
+    cache."""
+    prices = profile.prices.at(input_tokens, when)
     if profile.cache.provider == "anthropic" and profile.cache.ttl_seconds > ANTHROPIC_5M_TTL:
         return prices.input * ANTHROPIC_1H_WRITE_MULTIPLIER
     return prices.cache_write or prices.input * (profile.cache.write_multiplier or 1.0)
 
 
 def request_cost(
-    profile: ModelProfile, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int
+    profile: ModelProfile, *, input_tokens: int, cached_tokens: int, cache_write_tokens: int, output_tokens: int,
+    when: datetime | None = None,
 ) -> float:
-    """Dollars of one request: `input_tokens` includes the cached and the written tokens, and picks
-    the price tier; NaN for a model the map gives no price (`Prices.unpriced`)."""
+    """Dollars of one request sent at `when` (its recorded time; None: the standard prices): `input_tokens`
+    includes the cached and the written tokens, and picks the price tier; NaN for a model the map gives no price
+    (`Prices.unpriced`)."""
     if profile.prices.unpriced:
         return math.nan
-    prices = profile.prices.at(input_tokens)
+    prices = profile.prices.at(input_tokens, when)
     uncached = max(input_tokens - cached_tokens - cache_write_tokens, 0)
     return (
         uncached * prices.input
-        + cached_tokens * cached_input_price(profile, input_tokens)
-        + cache_write_tokens * cache_write_price(profile, input_tokens)
+        + cached_tokens * cached_input_price(profile, input_tokens, when)
+        + cache_write_tokens * cache_write_price(profile, input_tokens, when)
         + output_tokens * prices.output
     )
