@@ -180,6 +180,9 @@ class ReplayResult:
     compactions: list[CompactionRecord] = field(default_factory=list)
     points: list[ProbePoint] = field(default_factory=list)
     template_hashes: dict[str, str] = field(default_factory=dict)
+    #: whether the model read the requests without earlier turns' thinking (the engine's `_strips_thinking`): the
+    #: probes read them so too (`compaction_bench.metrics.retention`)
+    drops_thinking: bool = False
 
     @property
     def turn_requests(self) -> list[RequestRecord]:
@@ -289,6 +292,7 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
         "usage_mode": result.usage_mode,
         "options": _options(result.options),
         "template_hashes": dict(result.template_hashes),
+        "drops_thinking": result.drops_thinking,
         "compactions": [
             {
                 **{name: getattr(c, name) for name in COMPACTION_FIELDS},
@@ -360,4 +364,5 @@ def from_rows(
         )
     result.points = [ProbePoint(**p) for p in replay["points"]]
     result.template_hashes = dict(replay.get("template_hashes", {}))
+    result.drops_thinking = bool(replay.get("drops_thinking", False))  # replayed before it was modelled: none dropped
     return result

@@ -362,6 +362,7 @@ class _Engine:
         self._matches_recording = usage_mode in ("recorded", "recorded-always")
         self._outputs: dict[int, int] = {}  # each step's output tokens, counted when the replay starts (`_count_first`)
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
+        self.result.drops_thinking = self._strips_thinking(profile)
         self.strategy = strategy_cls(self, options)
 
     def _strips_thinking(self, profile: ModelProfile) -> bool:

@@ -23,7 +23,8 @@ present.
 Answered, by the probe's `match`:
 - ``exact``: the normalized reply, stripped of surrounding punctuation, equals an answer;
 - ``contains``: a normalized answer occurs in the normalized reply (a one-token or short answer as
-  a whole token: the reply `rows: 13445` does not contain `344`);
+  a whole token: the reply `rows: 13445` does not contain `344`; a phrase without its closing
+  punctuation, ending where a word ends: "Do NOT commit your changes." is in "- Do NOT commit your changes");
 - ``regex``: an answer pattern matches the reply (case-insensitive);
 - ``set``: F1 between the answer members and the items of the reply (split at commas,
   semicolons, newlines and a free-standing "and", not the `and` of `src/and/x.py`; an item matches a member it contains; a member is recalled
@@ -102,12 +103,29 @@ def normalize_joined(parts: Sequence[str]) -> str:
     return " ".join(n for n in map(_normalized_part, parts) if n)
 
 
+#: How a Codex tool output's JSON envelope starts on the wire (`strategies.codex_components.wire_output`).
+ENVELOPE_START = '{"output":"'
+#: A JSON string escape (`\n`, `\"`, `\u00e9`, ...).
+JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def readable(message: Message) -> str:
+    """A message's content as text: a tool output in a Codex JSON envelope read with its string escapes undone
+    (the model reads the envelope's `\n` as a line break; a fact kept word for word in it is kept), whole or cut
+    by a truncation (the escapes are undone wherever they are); any other content as it is."""
+    content = message.content
+    if message.role != "tool" or not content.startswith(ENVELOPE_START) or "\\" not in content:
+        return content
+    return JSON_ESCAPE.sub(lambda m: JSON_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), content)
+
+
 def context_parts(messages: Sequence[Message]) -> list[str]:
-    """Everything a model reads in a request, in order: contents, then each call's name and arguments."""
+    """Everything a model reads in a request, in order: contents (`readable`), then each call's name and arguments."""
     parts: list[str] = []
     for m in messages:
         if m.content:
-            parts.append(m.content)
+            parts.append(readable(m))
         parts.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
     return parts
 
@@ -144,12 +162,21 @@ def _token(answer: str) -> re.Pattern[str]:
     return _token_pattern(normalize(answer))
 
 
+#: What ends a sentence an answer was mined from, and need not follow it where it is found.
+SENTENCE_END = ".!?;:,"
+
+
 @lru_cache(maxsize=NORMALIZED_CACHE)
 def _matcher(answer: str) -> tuple[str, re.Pattern[str] | None]:
     """The normalized answer, and its whole-token pattern when it must match as a whole token (one token
-    or short); None: a phrase, matched as a substring."""
+    or short); None: a phrase, matched as a substring. A phrase's closing punctuation is not part of it: a
+    constraint mined as "Do NOT commit your changes." is stated by "- Do NOT commit your changes" too; such a
+    phrase, its full stop gone, must end where a word ends ("port is 5432." is not in "port is 54321")."""
     text = normalize(answer)
-    return text, (_token_pattern(text) if " " not in text or is_short(answer) else None)
+    if " " in text and not is_short(answer):
+        bare = text.rstrip(SENTENCE_END)
+        return (bare, _token_pattern(bare)) if bare and bare != text else (text, None)
+    return text, _token_pattern(text)
 
 
 def find_token(text: str, token: re.Pattern[str], normalized: str, pos: int = 0, endpos: int | None = None) -> re.Match[str] | None:

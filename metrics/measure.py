@@ -232,5 +232,5 @@ def measure_cell(
     return CellTables(
         requests=requests,
         compactions=_compaction_rows(result, compaction_billed, held),
-        probes=retention.probe_rows(result, probes, provider, answerer, judge, repeat),
+        probes=retention.probe_rows(result, probes, provider, answerer, judge, repeat, drops_thinking=result.drops_thinking),
     )

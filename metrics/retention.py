@@ -48,6 +48,7 @@ Per row:
 from __future__ import annotations
 
 import bisect
+import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -172,12 +173,19 @@ NOT_SEEN = _Texts("", "", "", "")
 
 
 class _Contexts:
-    """Per request of one cell: kept text, summary text and the ids it summarized away (memoized)."""
+    """Per request of one cell: kept text, summary text and the ids it summarized away (memoized).
 
-    def __init__(self, result: ReplayResult) -> None:
+    `drops_thinking`: the cell's model drops earlier turns' thinking and its requests do not ask to keep it
+    (`compaction_bench.profiles.strips_earlier_thinking`, `Strategy.keeps_thinking`): a thinking message before a
+    request's last user message is not in what the model reads (`visible`), as it is not in its count."""
+
+    def __init__(self, result: ReplayResult, drops_thinking: bool = False) -> None:
         self.result = result
-        self.signatures = [s[:SUMMARY_SIGNATURE] for s in (c.summary.strip() for c in result.compactions if c.summary) if s]
+        self.drops_thinking = drops_thinking
+        self.summaries = [s for s in (c.summary.strip() for c in result.compactions if c.summary) if s]
+        self.signatures = [s[:SUMMARY_SIGNATURE] for s in self.summaries]
         self._is_summary: dict[Message, bool] = {}
+        self._split: dict[Message, tuple[str, str] | None] = {}
         self._texts: dict[int, _Texts] = {}
         #: each summarized id -> the next request of the first compaction that summarized it (made once)
         self._summarized_at: dict[str, int] | None = None
@@ -193,15 +201,45 @@ class _Contexts:
             self._is_summary[message] = known
         return known
 
+    def visible(self, request: RequestRecord) -> Sequence[Message]:
+        """The request's messages the model reads: all of them, or, where earlier turns' thinking is dropped
+        (`drops_thinking`), all but the thinking before the last user message (a tool result is no user message)."""
+        messages = request.messages
+        if not self.drops_thinking:
+            return messages
+        last_user = next((n for n in range(len(messages) - 1, -1, -1) if messages[n].role == "user"), -1)
+        return [m for n, m in enumerate(messages) if not (n < last_user and m.role == "reasoning")]
+
+    def split(self, message: Message) -> tuple[str, str] | None:
+        """A summary message that carries a compaction's whole summary text beside other text (OpenCode V2's
+        checkpoint: the summary, then the recent messages kept verbatim): (the summary text, the rest); None when
+        it carries nothing else, or no summary text whole."""
+        if message not in self._split:
+            content = grading.readable(message)
+            found = next((summary for summary in self.summaries if summary in content), None)
+            rest = content.replace(found, "\n", 1).strip() if found is not None else ""
+            self._split[message] = (found, rest) if found is not None and rest else None
+        return self._split[message]
+
     def texts(self, request: RequestRecord) -> _Texts:
-        """The text of the messages that are not a summary, of the summary messages, and both normalized."""
+        """The text of the messages that are not a summary, of the summary messages (but what a summary message
+        carries beside its summary, `split`), and both normalized."""
         cached = self._texts.get(request.index)
         if cached is None:
             kept_messages: list[Message] = []
             summary_messages: list[Message] = []
-            for message in request.messages:  # each message judged once
-                (summary_messages if self.is_summary(message) else kept_messages).append(message)
-            kept, summaries = grading.context_parts(kept_messages), grading.context_parts(summary_messages)
+            beside: list[str] = []  # what summary messages carry besides their summary: kept text
+            carried: list[str] = []  # the summary texts of those messages
+            for message in self.visible(request):  # each message judged once
+                if not self.is_summary(message):
+                    kept_messages.append(message)
+                elif (parts := self.split(message)) is not None:
+                    carried.append(parts[0])
+                    beside.append(parts[1])
+                else:
+                    summary_messages.append(message)
+            kept = grading.context_parts(kept_messages) + beside
+            summaries = grading.context_parts(summary_messages) + carried
             cached = self._texts[request.index] = _Texts(
                 "\n".join(kept), "\n".join(summaries), grading.normalize_joined(kept), grading.normalize_joined(summaries)
             )
@@ -245,6 +283,15 @@ class _Uncompacted:
         self._messages: list[Message] = []  # the model-input messages of transcript.items[: self._upto]
         self._upto = 0
         self._built: tuple[int, PreparedContext] | None = None
+        self._digest: str | None = None
+
+    @property
+    def digest(self) -> str:
+        """The transcript's content (`transcript_digest`): what the ceiling cache is keyed by (two sessions of one id
+        and length, two runs of one task, are other contexts)."""
+        if self._digest is None:
+            self._digest = transcript_digest(self.transcript)
+        return self._digest
 
     def before(self, position: int) -> PreparedContext:
         if self._built is None or self._built[0] != position:
@@ -256,12 +303,32 @@ class _Uncompacted:
         return self._built[1]
 
 
+def transcript_digest(transcript: Transcript) -> str:
+    """A sha256 of everything of a transcript a model reads (each item's kind, text, call and arguments), computed
+    once per transcript object of the process."""
+    kept = _digests.get(id(transcript))
+    if kept is not None and kept[0] is transcript:
+        return kept[1]
+    digest = hashlib.sha256()
+    for item in transcript.items:
+        for part in (item.kind, item.text, item.call_id or "", item.tool_name or "", item.arguments or ""):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\x00")
+    if len(_digests) >= CUMULATIVE_KEPT:
+        _digests.clear()
+    _digests[id(transcript)] = (transcript, digest.hexdigest())
+    return _digests[id(transcript)][1]
+
+
+#: `transcript_digest`s kept per process, by the transcript object's id (the object is kept with it).
+_digests: dict[int, tuple[Transcript, str]] = {}
+
+
 def _ceiling(
     uncompacted: _Uncompacted, position: int, probe: Probe, answerer: LLMClient, judge: LLMClient | None, sample: int
 ) -> bool | None:
     """The answerer's grade on the uncompacted transcript before `position` (None: unscored or failed)."""
-    transcript = uncompacted.transcript
-    key = (transcript.id, len(transcript.items), position, probe.id, probe.question, probe.answers, _model(answerer), _model(judge), sample)
+    key = (uncompacted.digest, position, probe.id, probe.question, probe.answers, _model(answerer), _model(judge), sample)
     if key in _ceiling_cache:
         return _ceiling_cache[key]
     try:
@@ -300,8 +367,10 @@ def probe_rows(
     repeat: int,
     every_steps: int | None = DEFAULT_EVERY_STEPS,
     max_checkpoints: int | None = DEFAULT_MAX_CHECKPOINTS,
+    drops_thinking: bool = False,
 ) -> list[dict[str, Any]]:
-    """One row per probe per point (paired checkpoints, then compaction points) of one replayed cell."""
+    """One row per probe per point (paired checkpoints, then compaction points) of one replayed cell; where the
+    model drops earlier turns' thinking (`drops_thinking`), presence and the answerer read the context without it."""
     if not probes:
         return []
     transcript = result.transcript
@@ -310,7 +379,7 @@ def probe_rows(
     source_ids = {p.id: transcript.items[sources[p.id]].id for p in probes}
     cumulative = _cumulative_tokens(transcript, provider)
     starts = {step.index: transcript.position(step.items[0].id) for step in transcript.steps()}
-    contexts = _Contexts(result)
+    contexts = _Contexts(result, drops_thinking)
     uncompacted = _Uncompacted(transcript)
     last_attempt: dict[int, int] = {}
     for request in result.requests:
@@ -335,7 +404,7 @@ def probe_rows(
         kept_text, summary_text, whole = texts.kept, texts.summary, texts.whole
         normalized, normalized_kept, normalized_summary = texts.normalized, texts.normalized_kept, texts.normalized_summary
         summarized = contexts.summarized_before(request, (source_ids[p.id] for p in asked))
-        context = PreparedContext(request.messages) if answerer is not None and seen else None
+        context = PreparedContext(contexts.visible(request)) if answerer is not None and seen else None
         # the answerer's own window, for the uncompacted transcript (the ceiling) and for this context
         ceiling_beyond = answerer is not None and _beyond(answerer, cumulative[position])
         context_beyond = answerer is not None and seen and _beyond(answerer, request.true_tokens)
