@@ -23,7 +23,9 @@ from rich.table import Table
 from compaction_bench.errors import BenchError
 
 if TYPE_CHECKING:
+    from compaction_bench.probes import Probe
     from compaction_bench.profiles import ModelProfile
+    from compaction_bench.transcript import Transcript
 
 app = typer.Typer(
     help="compaction-bench: replay agent transcripts through context-compaction strategies and measure them.",
@@ -667,6 +669,37 @@ def probes_mine(
         print(probes_text(mined, ".yaml"), end="")  # plain: YAML for a pipe, never wrapped to the terminal's width
 
 
+def _never_present(transcript: Transcript, probe: Probe, start: int) -> str | None:
+    """Why a probe whose presence hangs on its evidence (a short or numeric answer or set member, or a
+    `meta["evidence"]` term) is graded absent even with nothing compacted (None: it is present there, or
+    nothing hangs on evidence). It is the grader's own test, `metrics.grading.presence` with the evidence
+    `metrics.retention` anchors at the source item, on the uncompacted context up to and including the source
+    (the least a checkpoint after it holds), normalized as a run normalizes a context: a passage the
+    normalization changes (an evidence regex with a newline, which whitespace collapsing makes a space) matches
+    nowhere, so the probe would be absent for every strategy, `none` too."""
+    from compaction_bench.metrics import grading, retention
+    from compaction_bench.request import message_from_item
+
+    terms = [a for a in probe.answers if grading.is_short(a)] if probe.match not in ("regex", "judge") else []
+    extra = grading._evidence(probe)
+    if not terms and not extra:
+        return None
+    parts = grading.context_parts([message_from_item(i) for i in transcript.items[: start + 1] if i.kind != "marker"])
+    normalized = grading.normalize_joined(parts)
+    evidence = grading.anchor(probe, retention._source_text(transcript, start))
+    if grading.presence(probe, "\n".join(parts), normalized, evidence).present:
+        return None
+    source = transcript.items[start].id
+    missing = [e for e in extra if not grading.occurs(e, normalized)]
+    if missing:
+        return f"never graded present: its evidence term {missing[0]!r} does not occur up to its source {source!r}"
+    if not evidence.spans(normalized):
+        what = f"evidence regex {evidence.pattern!r}" if evidence.pattern is not None else "evidence (the line of its source stating it)"
+        return (f"never graded present: its {what} matches nowhere up to its source {source!r} in the text as the "
+                "grader normalizes it (case folded, each run of whitespace, newlines too, one space)")
+    return f"never graded present: its short answer {terms[0]!r} does not occur inside its evidence up to its source {source!r}"
+
+
 @probes_app.command("check")
 def probes_check(
     file: Annotated[Path, typer.Argument(help="A transcript file.")],
@@ -676,7 +709,7 @@ def probes_check(
 ) -> None:
     """Validate a probe file and check each probe against each session of a transcript (exit 1 on a problem)."""
     from compaction_bench.importing import load_transcripts
-    from compaction_bench.probes import assign_probes, load_probes
+    from compaction_bench.probes import assign_probes, load_probes, source_index
 
     loaded = load_probes(probes)
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
@@ -689,6 +722,18 @@ def probes_check(
             print(f"{gone.probe.id}\tskipped in a run: {gone.why}{session}")
             problems += 1
             asked.add(gone.probe.id)  # named once
+    # a short or numeric answer counts only inside its evidence, as the grader normalizes the context: one that is not
+    # there at its own source is absent for every strategy, `none` too
+    absent: set[str] = set()
+    for transcript, found in zip(sessions, assigned, strict=True):
+        for probe in found:
+            start = source_index(transcript, probe)
+            why = _never_present(transcript, probe, start) if start is not None and probe.id not in absent else None
+            if why is not None:
+                where = f" (session {transcript.id})" if len(sessions) > 1 else ""
+                print(f"{probe.id}\t{why}{where}")
+                problems += 1
+                absent.add(probe.id)  # named once
     if not loaded:
         print(f"{_plain(str(probes))}\tholds no probe: `bench run --probes` refuses it")
         problems += 1

@@ -14,7 +14,9 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
   shell commands (`cat > f`, `> f`, `tee`, `touch`, `rm`, `mv`, `cp`, `mkdir`, `sed -i`, SWE-agent
   `create`), tool results that name the file (`File created successfully at:`, `Success. Updated
   the following files:`, `[File: … (N lines total)]`); plus the set of files read per user request,
-  sourced where its last member is first stated;
+  sourced at the read that completes it (the first read, within that request's turn, of its last
+  member to be read), never where a member is merely named earlier (a `write` of it, a user message),
+  so no checkpoint before that read asks it;
 - constraint: instruction sentences of user and injected messages (of a demonstration of another
   task, only those the session's own messages say too: `_demonstration`): modal (must, never, only,
   always, do not, cannot, should, …), imperative (a sentence that starts with a verb, also after a
@@ -585,12 +587,14 @@ def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
     for turn in transcript.turns():
         label = _request_label(turn.user)
         reads: list[str] = []
+        complete = ""  # the read that completed the set: the first read of its last member in this turn
         for call in (i for i in turn.items if i.kind == "tool_call"):
             name = (call.tool_name or "").lower()
             path = next((_arguments(call)[k] for k in PATH_KEYS if isinstance(_arguments(call).get(k), str)), None)
             if path and (name in READ_TOOLS or (name in EDITOR_TOOLS and _arguments(call).get("command") == "view")):
                 if path not in reads and _in(call, path):
                     reads.append(path)
+                    complete = call.id
             for verb, target in _call_artifacts(call):
                 if _in(call, target) and len(target) > 1:
                     question = _artifact_question(verb, call, label)
@@ -607,17 +611,8 @@ def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
                         yield _Candidate("artifact", f"artifact.result-{verb}", question, target, result.id, strength=0, key=target)
         if reads:
             question = f"Which files did the assistant read while working on {label}?"
-            yield _Candidate("artifact", "artifact.read-set", question, tuple(reads), _set_source(transcript, reads), match="set",
+            yield _Candidate("artifact", "artifact.read-set", question, tuple(reads), complete, match="set",
                              strength=1, key="read:" + "|".join(reads))
-
-
-def _set_source(transcript: Transcript, members: Sequence[str]) -> str:
-    """The item where a set is first stated whole: where its last member first occurs (it may be named before it is
-    read). A checkpoint before it would ask for a member not yet in the session."""
-    last = 0
-    for member in members:
-        last = max(last, next(n for n, item in enumerate(transcript.items) if _in(item, member)))
-    return transcript.items[last].id
 
 
 # --------------------------------------------------------------------------- constraints

@@ -2,7 +2,7 @@
 
 - the output of `cd DIR && cat FILE` is the file's contents: its code lines are not errors, while the output of
   a script a heredoc wrote and then ran is a program's output;
-- a read set is asked once every member is stated: its source is where its last member first occurs;
+- a read set is asked once every member is read: its source is the read that completes it in its turn;
 - a question never names a member of its own set;
 - the error of a failed edit is the error the linter names, not the tool's advice around it (the text of a
   recorded SWE-agent edit failure, marshmallow-1867 demonstration)."""
@@ -12,7 +12,7 @@ from __future__ import annotations
 from compaction_bench.metrics.grading import anchor, context_text, normalize, presence
 from compaction_bench.probes import Probe, answer_after_source
 from compaction_bench.request import message_from_item
-from compaction_bench.scenarios.mining import mine_probes
+from compaction_bench.scenarios.mining import MINERS, mine_probes
 from tests.test_mining import Session, answers
 
 CODE = "def load(path):\n    try:\n        return parse(path)\n    except ValueError:\n        return None\n"
@@ -53,7 +53,7 @@ def test_a_read_set_is_asked_once_its_last_member_is_stated():
     assert presence(probe, "", upto, anchor(probe)).present and not presence(probe, "", before, anchor(probe)).present
 
 
-def test_a_read_set_named_before_its_reads_is_stated_at_its_first_read():
+def test_a_read_set_named_before_its_reads_is_sourced_at_its_last_read():
     t = (
         Session()
         .user("Find where the settings come from.")
@@ -62,8 +62,10 @@ def test_a_read_set_named_before_its_reads_is_stated_at_its_first_read():
         .call("Read", {"file_path": "src/loader.py"}, "1\tdef load_settings(): ...")
         .transcript()
     )
-    (probe,) = [p for p in mine_probes(t) if p.meta["rule"] == "artifact.read-set"]
-    assert probe.source == "c3"  # src/loader.py was named before; the set is whole at the read of src/settings.py
+    (candidate,) = [c for c in MINERS["artifact"](t) if c.rule == "artifact.read-set"]
+    assert candidate.source == "c5"  # the read of src/loader.py completes the set, though a2 named it before
+    # both members occur before c5 (a2, c3): the set would count present from there, so no probe asks it
+    assert [p for p in mine_probes(t) if p.meta["rule"] == "artifact.read-set"] == []
 
 
 def test_a_set_is_located_where_its_last_member_is_stated():

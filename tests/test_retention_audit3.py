@@ -3,8 +3,6 @@ The right answers are hand-built transcripts and real corpus sessions read with 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 import compaction_bench as bench
