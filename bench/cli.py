@@ -681,12 +681,12 @@ def _never_present(transcript: Transcript, probe: Probe, start: int) -> str | No
     from compaction_bench.request import message_from_item
 
     terms = [a for a in probe.answers if grading.is_short(a)] if probe.match not in ("regex", "judge") else []
-    extra = grading._evidence(probe)
+    extra = grading.evidence_terms(probe)
     if not terms and not extra:
         return None
     parts = grading.context_parts([message_from_item(i) for i in transcript.items[: start + 1] if i.kind != "marker"])
     normalized = grading.normalize_joined(parts)
-    evidence = grading.anchor(probe, retention._source_text(transcript, start))
+    evidence = grading.anchor(probe, retention.source_text(transcript, start))
     if grading.presence(probe, "\n".join(parts), normalized, evidence).present:
         return None
     source = transcript.items[start].id

@@ -135,7 +135,8 @@ def context_text(messages: Sequence[Message]) -> str:
     return "\n".join(context_parts(messages))
 
 
-def _evidence(probe: Probe) -> list[str]:
+def evidence_terms(probe: Probe) -> list[str]:
+    """The terms of a probe's `meta["evidence"]` that must occur beside its answer (module docstring)."""
     evidence = probe.meta.get("evidence") or ()
     return [evidence] if isinstance(evidence, str) else [str(e) for e in evidence]
 
@@ -286,7 +287,7 @@ def presence(probe: Probe, context: str, normalized_context: str | None = None, 
         hits = [_term_present(member, normalized, evidence) for member in probe.answers]
     else:
         hits = [any(_term_present(a, normalized, evidence) for a in probe.answers)]
-    hits += [occurs(e, normalized) for e in _evidence(probe)]
+    hits += [occurs(e, normalized) for e in evidence_terms(probe)]
     share = sum(hits) / len(hits)
     return Presence(all(hits), share)
 

@@ -145,7 +145,8 @@ CUMULATIVE_KEPT = 16
 _cumulative_kept: dict[tuple[int, str, int], tuple[Transcript, list[int]]] = {}
 
 
-def _source_text(transcript: Transcript, position: int) -> str:
+def source_text(transcript: Transcript, position: int) -> str:
+    """The text of a probe's source item (its text and a call's arguments), where its evidence is anchored."""
     item = transcript.items[position]
     return "\n".join(t for t in (item.text, item.arguments) if t)
 
@@ -375,7 +376,7 @@ def probe_rows(
         return []
     transcript = result.transcript
     sources = {p.id: source_position(transcript, p) for p in probes}
-    anchors = {p.id: grading.anchor(p, _source_text(transcript, sources[p.id])) for p in probes}
+    anchors = {p.id: grading.anchor(p, source_text(transcript, sources[p.id])) for p in probes}
     source_ids = {p.id: transcript.items[sources[p.id]].id for p in probes}
     cumulative = _cumulative_tokens(transcript, provider)
     starts = {step.index: transcript.position(step.items[0].id) for step in transcript.steps()}

@@ -85,7 +85,7 @@ def test_opencode_v2s_verbatim_recent_messages_are_kept_not_summary():
     assert credited
     for row in credited:
         probe = by_id[row["probe_id"]]
-        evidence = grading.anchor(probe, retention._source_text(transcript, retention.source_position(transcript, probe)))
+        evidence = grading.anchor(probe, retention.source_text(transcript, retention.source_position(transcript, probe)))
         assert any(grading.presence(probe, s, None, evidence).present for s in summaries), row["probe_id"]
 
 
