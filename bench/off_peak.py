@@ -137,12 +137,3 @@ def _price(value: Any) -> float | None:
     except ValueError:
         return None
 
-
-def billing_time(timestamp: str | None) -> datetime | None:
-    """A request's recorded time (ISO 8601, `Z` for UTC) as the moment its prices are read at; None without one."""
-    if not timestamp:
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -44,7 +44,6 @@ import operator
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import cast, overload
 
 from compaction_bench.caching import CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
@@ -52,7 +51,7 @@ from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_me
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
 from compaction_bench.tokens import HiddenTokens, TokenCounter, shared_counter
-from compaction_bench.transcript import Usage
+from compaction_bench.transcript import Usage, parse_timestamp
 
 #: Tokens of framing per message (role markers), as in OpenAI's chat format accounting.
 MESSAGE_OVERHEAD = 4
@@ -137,12 +136,8 @@ class Outcome:
 
 
 def _timestamp_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+    moment = parse_timestamp(value)
+    return None if moment is None else moment.timestamp()
 
 
 class MessageCounter:

@@ -2,7 +2,8 @@
 
 Every importer produces a `Transcript`; every strategy consumes its items (DESIGN §2). The module
 also owns the helpers every strategy needs: turns, model responses (replay steps), tool call and
-result lookup, and the distinction between real and synthetic user messages.
+result lookup, the distinction between real and synthetic user messages, and reading an item's recorded
+time (`parse_timestamp`).
 
 Canonical file: JSONL, first line the header ``{"format": "compaction-bench/transcript",
 "version": 1, ...}``, then one item per line. `dumps`/`loads` round-trip losslessly. Reading checks every
@@ -16,6 +17,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,16 @@ _EMPTY: Mapping[str, Any] = FrozenMap()
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def parse_timestamp(value: str | None) -> datetime | None:
+    """A recorded ISO-8601 time (`Z` for UTC, as the formats write it) as a datetime; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def may_hold_surrogates(json_text: str) -> bool:

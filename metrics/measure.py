@@ -40,12 +40,12 @@ from typing import Any
 
 from compaction_bench.llm import LLMClient, is_offline
 from compaction_bench.metrics import accuracy, cost, integrity, retention
-from compaction_bench.off_peak import billing_time
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import stated_prices
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord, id_list
 from compaction_bench.tokens import HiddenTokens, shared_counter
+from compaction_bench.transcript import parse_timestamp
 
 
 @dataclass
@@ -96,7 +96,7 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
         cached_tokens=request.cached_tokens,
         cache_write_tokens=request.cache_write_tokens,
         output_tokens=output,
-        when=billing_time(request.timestamp),  # off-peak prices (`compaction_bench.off_peak`) by the recorded time
+        when=parse_timestamp(request.timestamp),  # off-peak prices (`compaction_bench.off_peak`) by the recorded time
     )
     return _Billed(request.true_tokens, output, dollars)
 

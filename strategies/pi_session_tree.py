@@ -34,7 +34,6 @@ import json
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from functools import cached_property
 from itertools import compress
 from typing import Any
@@ -42,7 +41,7 @@ from typing import Any
 from compaction_bench.log_view import common_prefix_length
 from compaction_bench.request import Message, ToolCall
 from compaction_bench.tokens import pi_estimate_units, utf16_len
-from compaction_bench.transcript import Attachment, Usage
+from compaction_bench.transcript import Attachment, Usage, parse_timestamp
 
 COMPACTION_SUMMARY_PREFIX = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 COMPACTION_SUMMARY_SUFFIX = "\n</summary>"
@@ -165,12 +164,8 @@ class Entry:
 
 def iso_to_ms(value: str | None) -> float:
     """ISO-8601 timestamp → epoch milliseconds (0 when absent or unreadable)."""
-    if not value:
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000.0
-    except ValueError:
-        return 0.0
+    moment = parse_timestamp(value)
+    return 0.0 if moment is None else moment.timestamp() * 1000.0
 
 
 class SessionTree:

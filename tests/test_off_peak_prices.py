@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from compaction_bench.metrics.cost import request_cost
-from compaction_bench.off_peak import OffPeak, billing_time
+from compaction_bench.off_peak import OffPeak
 from compaction_bench.profiles import bundled_cost_map, get_profile
+from compaction_bench.transcript import parse_timestamp
 
 #: the map's chat models with off-peak prices, by their provider-qualified keys (litellm prices a bare key of them
 #: only with the provider named)
@@ -50,8 +51,8 @@ def test_a_request_without_a_time_pays_the_standard_prices():
     profile = get_profile("deepseek/deepseek-v4-flash")
     standard = request_cost(profile, input_tokens=10_000, cached_tokens=0, cache_write_tokens=0, output_tokens=0)
     assert standard == pytest.approx(10_000 * bundled_cost_map()["deepseek/deepseek-v4-flash"]["input_cost_per_token"])
-    assert billing_time(None) is None and billing_time("not a time") is None
-    assert billing_time("2026-12-05T02:00:00.000Z") == datetime(2026, 12, 5, 2, 0, tzinfo=UTC)
+    assert parse_timestamp(None) is None and parse_timestamp("not a time") is None
+    assert parse_timestamp("2026-12-05T02:00:00.000Z") == datetime(2026, 12, 5, 2, 0, tzinfo=UTC)
 
 
 def test_windows_wrap_past_midnight_and_a_window_that_ends_where_it_starts_is_the_whole_day():
