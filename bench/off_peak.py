@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, tzinfo
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -56,11 +57,12 @@ class OffPeak:
             windows.append(OffPeakWindow(flat))
         rules = block.get("windows")
         for rule in rules if isinstance(rules, Sequence) and not isinstance(rules, str) else ():
-            if not isinstance(rule, Mapping) or not _hours(rule.get("hours_utc")):
+            hours = _hours(rule.get("hours_utc")) if isinstance(rule, Mapping) else ()
+            if not hours:
                 continue
             days = rule.get("weekdays")
             weekdays = None if days is None else tuple(d for d in map(_weekday, days if isinstance(days, Sequence) and not isinstance(days, str) else ()) if d)
-            windows.append(OffPeakWindow(_hours(rule.get("hours_utc")), weekdays))
+            windows.append(OffPeakWindow(hours, weekdays))
         prices = {field: _price(block.get(key)) for field, key in PRICE_KEYS.items()}
         if not windows or all(price is None for price in prices.values()):
             return None
@@ -93,7 +95,9 @@ def _hours(value: Any) -> tuple[str, ...]:
     return tuple(w for w in found if _bounds(w) is not None)
 
 
+@lru_cache(maxsize=64)
 def _bounds(window: str) -> tuple[time, time] | None:
+    """A window's start and end, read once (every priced request of an off-peak model tests its windows)."""
     try:
         start, end = window.split("-")
         return datetime.strptime(start.strip(), "%H:%M").time(), datetime.strptime(end.strip(), "%H:%M").time()

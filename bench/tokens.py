@@ -485,10 +485,7 @@ class HiddenTokens:
         an agent's own (a reminder, a summary) included ("a non-tool-result user block causes prior thinking
         blocks to be stripped", Anthropic's prompt-caching guide)."""
         if self.thinking is not None:
-            for n in range(len(messages) - 1, -1, -1):
-                if messages[n].role == "user":
-                    return n
-            return -1
+            return last_user_message(messages)
         users = self.user_ids
         for n in range(len(messages) - 1, -1, -1):
             if not users.isdisjoint(messages[n].item_ids):
@@ -506,6 +503,15 @@ class HiddenTokens:
         if self.thinking is not None and message.role == "reasoning":
             hidden += self.thinking(message)
         return hidden
+
+
+def last_user_message(messages: Sequence[Message]) -> int:
+    """Index of the last user-role message of a request (-1: none), found from the end: where a Claude model drops
+    earlier turns' thinking, the thinking before it is gone (a tool result, role `tool`, starts no turn)."""
+    for n in range(len(messages) - 1, -1, -1):
+        if messages[n].role == "user":
+            return n
+    return -1
 
 
 def unrecorded_tokens(recorded_input: int, counted: int) -> int:

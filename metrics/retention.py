@@ -60,6 +60,7 @@ from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
 from compaction_bench.request import Message, message_from_item
+from compaction_bench.tokens import last_user_message
 from compaction_bench.transcript import Transcript
 
 #: Inside a turn longer than this many model responses, a checkpoint every that many responses.
@@ -208,7 +209,7 @@ class _Contexts:
         messages = request.messages
         if not self.drops_thinking:
             return messages
-        last_user = next((n for n in range(len(messages) - 1, -1, -1) if messages[n].role == "user"), -1)
+        last_user = last_user_message(messages)
         return [m for n, m in enumerate(messages) if not (n < last_user and m.role == "reasoning")]
 
     def split(self, message: Message) -> tuple[str, str] | None:
