@@ -310,17 +310,18 @@ def _has_token(phrase: str, text: str) -> bool:
     return re.search(_token_regex(phrase), normalize(text)) is not None
 
 
-def _call_part(call: Item) -> str:
-    return normalize_joined(context_parts([message_from_item(call)]))
-
-
 def _call_anchor(call: Item) -> str:
-    """A distinctive normalized piece of a call as a model reads it: its command (first line), else its name and arguments."""
-    part = _call_part(call)
-    command = normalize(_command(call).split("\n")[0])[:COMMAND_HEAD].strip()
-    if len(command) >= 4 and command in part:
-        return command
-    return part[:COMMAND_HEAD].strip()
+    """A distinctive normalized piece of a call that every rendering of it holds (the transcript's `name {arguments}`,
+    Aider's `name(arguments)`): the first line of its command as the arguments hold it (as written, else JSON-escaped),
+    else the start of its arguments, else its name."""
+    arguments = normalize(call.arguments or "")
+    line = _command(call).split("\n")[0]
+    for form in (line, json.dumps(line, ensure_ascii=False)[1:-1]):
+        command = normalize(form)[:COMMAND_HEAD].strip()
+        if len(command) >= 4 and command in arguments:
+            return command
+    head = arguments[:COMMAND_HEAD].strip()
+    return head if len(head) >= 4 else normalize(call.tool_name or "")
 
 
 def _output_evidence(transcript: Transcript, call: Item | None, result: Item, phrase: str) -> str | None:

@@ -11,6 +11,7 @@ import pytest
 from compaction_bench.importing import load_transcripts
 from compaction_bench.metrics.grading import context_text, presence
 from compaction_bench.probes import Probe
+from compaction_bench.replay import replay
 from compaction_bench.request import message_from_item
 from compaction_bench.scenarios.mining import mine_probes
 from compaction_bench.transcript import Item, Transcript
@@ -115,3 +116,33 @@ def test_a_recorded_session_s_exit_codes_count_in_a_summary_that_states_them():
     # the code after another command is not this command's, nor is the code of a different run
     assert not presence(second, f"`{LINT}` first failed; `pip install -e .` then exited with 65.").present
     assert not presence(first, f"`{LINT}` exited with 65.").present
+
+
+def quoted_command_session() -> Transcript:
+    """A mini-swe-agent-like run: a `bash` call whose command holds quotes (JSON-escaped in its arguments) and whose
+    output reports `<returncode>1</returncode>`, then a closing reply."""
+    command = 'grep -rn "def id_for_label" ./django --include="*.py"'
+    items = [
+        Item("u0", "user", "Find where id_for_label is defined.", turn=0),
+        Item("c0", "tool_call", call_id="k0", tool_name="bash", arguments=json.dumps({"command": command}), response=0, turn=0),
+        Item("r0", "tool_result", "<returncode>1</returncode>\n<output>\n</output>", call_id="k0", turn=0),
+        Item("a1", "assistant", "No definition matches that pattern.", response=1, turn=0),
+    ]
+    return Transcript("quoted-command", tuple(items))
+
+
+def test_an_output_kept_verbatim_counts_in_aiders_rendering_of_the_call():
+    """Aider writes a call into its assistant text as `name(arguments)`, not as the transcript's `name {arguments}`;
+    the evidence of the output's exit code anchors on the command as the arguments hold it (quotes escaped), which
+    both renderings keep, so the code Aider keeps verbatim beside its call is present."""
+    session = quoted_command_session()
+    (probe,) = [p for p in mine_probes(session) if p.meta["rule"] == "recall.exit-code"]
+    assert probe.answer == "1"
+    own = context_text([message_from_item(i) for i in session.items])
+    final = replay(session, "aider", profile="1m").requests[-1]
+    aiders = context_text(final.messages)
+    assert 'bash({"command"' in aiders and "<returncode>1</returncode>" in aiders  # kept verbatim, in Aider's form
+    assert presence(probe, own).present and presence(probe, aiders).present
+    # still tied to its command: the code beside another call is not this one's
+    other = aiders.replace("def id_for_label", "def label_tag")
+    assert not presence(probe, other).present
