@@ -42,6 +42,9 @@ best-matching span.
 - reader: splits the context into lines and returns the line (with its neighbour when short) that
   shares the most informative words with the question. Each distinct message text is indexed once
   per process (`ReaderContext`), so many questions about overlapping contexts cost little.
+
+Both read a tool output in a Codex JSON envelope as a model reads it, its string escapes undone
+(`wire.readable_output`), not as one escaped line.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from compaction_bench.log_view import common_prefix_length
+from compaction_bench.wire import readable_output
 
 HEADING_PATTERNS = (
     re.compile(r"^\s{0,3}#{1,4}\s+(?P<title>[^#\n]{2,80}?)\s*#*\s*$"),
@@ -197,11 +201,15 @@ SUMMARY_TARGET_TOKENS = 2_000
 
 
 def _text_of(message: Mapping[str, Any]) -> str:
+    """A wire message's text as the offline models read it: its content (a tool output in a Codex JSON envelope read
+    as a model reads it, `wire.readable_output`), then each call's name and arguments."""
     content = message.get("content")
     if isinstance(content, list):
         parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
         content = "\n".join(parts)
     text = str(content or "")
+    if message.get("role") == "tool":
+        text = readable_output(text)
     for call in message.get("tool_calls") or ():
         function = call.get("function", call) if isinstance(call, Mapping) else {}
         text += f"\n{function.get('name', '')} {function.get('arguments', '')}"

@@ -53,6 +53,23 @@ MAX_ID = 64
 WireInput: TypeAlias = Message | Mapping[str, Any]
 
 
+#: How a Codex tool output's JSON envelope starts on the wire (`strategies.codex_components.wire_output`).
+ENVELOPE_START = '{"output":"'
+#: A JSON string escape (`\n`, `\"`, `\u00e9`, ...).
+JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
+JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def readable_output(content: str) -> str:
+    """A tool output as a model reads it: one in a Codex JSON envelope with its string escapes undone (the model reads
+    the envelope's `\\n` as a line break and `\\"` as a quote; a fact kept word for word in it is kept), whole or cut by
+    a truncation (the escapes are undone wherever they are); any other output as it is. Retention's presence and the
+    offline models read outputs through it."""
+    if not content.startswith(ENVELOPE_START) or "\\" not in content:
+        return content
+    return JSON_ESCAPE.sub(lambda m: JSON_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), content)
+
+
 def _parse_dict(entry: Mapping[str, Any]) -> Message:
     """A Chat-style (or internal-style) message dict as a `Message`."""
     role = str(entry.get("role", ""))

@@ -65,7 +65,7 @@ from compaction_bench.llm import LLMClient, LLMResult, PreparedContext
 from compaction_bench.probes import Probe, compiled_regex, numbers_in, regex_search
 from compaction_bench.request import Message
 from compaction_bench.templates import PromptSet
-from compaction_bench.wire import chat_messages
+from compaction_bench.wire import chat_messages, readable_output
 
 SET_PASS_F1 = 0.5
 PROMPT_DIR = Path(__file__).resolve().parent / "prompts"
@@ -103,21 +103,10 @@ def normalize_joined(parts: Sequence[str]) -> str:
     return " ".join(n for n in map(_normalized_part, parts) if n)
 
 
-#: How a Codex tool output's JSON envelope starts on the wire (`strategies.codex_components.wire_output`).
-ENVELOPE_START = '{"output":"'
-#: A JSON string escape (`\n`, `\"`, `\u00e9`, ...).
-JSON_ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
-JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-
-
 def readable(message: Message) -> str:
-    """A message's content as text: a tool output in a Codex JSON envelope read with its string escapes undone
-    (the model reads the envelope's `\n` as a line break; a fact kept word for word in it is kept), whole or cut
-    by a truncation (the escapes are undone wherever they are); any other content as it is."""
-    content = message.content
-    if message.role != "tool" or not content.startswith(ENVELOPE_START) or "\\" not in content:
-        return content
-    return JSON_ESCAPE.sub(lambda m: JSON_ESCAPES.get(m.group(1)) or chr(int(m.group(1)[1:], 16)), content)
+    """A message's content as text, a tool output in a Codex JSON envelope read as a model reads it
+    (`wire.readable_output`)."""
+    return readable_output(message.content) if message.role == "tool" else message.content
 
 
 def context_parts(messages: Sequence[Message]) -> list[str]:

@@ -3,11 +3,14 @@ The right answers are hand-built transcripts and real corpus sessions read with 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics import grading, retention
 from compaction_bench.metrics.measure import measure_cell
+from compaction_bench.offline_models import reader_answer
 from compaction_bench.probes import Probe
 from compaction_bench.request import Message
 from compaction_bench.scenarios.mining import mine_probes
@@ -105,3 +108,23 @@ def test_the_ceiling_is_keyed_by_the_transcripts_content_not_its_id():
     second = Transcript("task-1", (Item("u1", "user", "Use port 5432.", turn=0), Item("a1", "assistant", "No: 6543.", turn=0, response=0)))
     assert retention.transcript_digest(first) != retention.transcript_digest(second)
     assert retention.transcript_digest(first) == retention.transcript_digest(Transcript("other", first.items))
+
+
+def test_the_offline_reader_reads_a_codex_envelope_as_a_model_does():
+    """The offline reader quotes the context line most like the question. An output in a Codex JSON envelope is one
+    escaped line on the wire; a model reads its lines, and so does the reader: it quotes the same line from the
+    envelope as from the plain output, quotes unescaped (before, the whole envelope was one line and `"test_port"`
+    read `\\"test_port\\"`, so a codex strategy answered less than `none` on the same kept outputs)."""
+    lines = ["Ran 41 tests in 3.2s", 'FAILED: "test_port" expected 8080, got 8081', "OK: test_host, test_scheme", "exit status 1"]
+    plain = "\n".join(lines)
+    envelope = json.dumps({"output": plain, "metadata": {"exit_code": 1}}, separators=(",", ":"))
+    question = {"role": "user", "content": "Which test failed on the port, and what port did it get?"}
+
+    def answer(output: str) -> str:
+        call = {"id": "c1", "type": "function", "function": {"name": "shell", "arguments": '{"command":["pytest"]}'}}
+        context = [{"role": "user", "content": "Run the tests."}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                   {"role": "tool", "tool_call_id": "c1", "content": output}]
+        return reader_answer([*context, question])
+
+    assert answer(plain).startswith('FAILED: "test_port" expected 8080, got 8081')
+    assert answer(envelope) == answer(plain)
