@@ -10,9 +10,9 @@ that does not end that way continues, through blank and unprefixed lines, up to 
 text that does (repo maps, `--verbose` settings, pytest output, diffs, commit bodies, a confirmation's
 answer); when no such line comes before the next `####` line, the `> ` line stands alone. A CRLF line end is read as LF. Everything else is
 assistant reply text, one model response per reply; a `> Tokens: N sent, M received.` line (also with
-`cached` / `cache write` / `cache hit` parts) is the usage of the reply before it (a token line
+`cached` / `cache write` / `cache hit` parts; `input` is the whole prompt, `tokens_usage`) is the usage of the reply before it (a token line
 with no unreported reply before it is a request whose reply was not recorded: an empty response) (`1.2k`-style
-counts are expanded; the raw line is kept in the marker). The model comes from the banner's `Model:` / `Models:` / `Main model:` line.
+counts are expanded; the raw line is kept in the marker). The model comes from the banner's `Model:` / `Models:` / `Main model:` line (without the `⚡` of prompt caching).
 
 Command output the model saw. From 2023-06-23 (`f9599f87a`) to 2024-08-27 Aider's `cmd_run` (`/run X`,
 `!X`) logs the command's output as one tool message and asks "Add the output to the chat?", logged with
@@ -84,7 +84,8 @@ FORMAT = "aider"
 SESSION_RE = re.compile(r"^# aider chat started at (.*)$")
 TOKENS_RE = re.compile(r"^> Tokens: (.*?\breceived)")
 TOKEN_PART_RE = re.compile(r"([\d.,]+k?) (sent|cached|cache write|cache hit|received)")
-MODEL_RE = re.compile(r"^> (?:Main model|Models?): (\S+)")
+#: The banner's model, without the `⚡` Aider appends when prompt caching is on (`4d36518de`).
+MODEL_RE = re.compile(r"^> (?:Main model|Models?): ([^\s⚡]+)")
 #: `cmd_run`'s question as logged with its answer: `confirm_ask`'s (no options), then the four `prompt_ask` prompts.
 RUN_PROMPT_RE = re.compile(
     r"^Add the output to the chat\?(?P<options> \(y/n/instructions\):|\n[(\[]y/n/instructions[)\]])?(?: (?P<answer>.*))?$", re.I
@@ -125,13 +126,32 @@ def token_count(text: str) -> int:
     return int(float(text))
 
 
-def tokens_usage(report: str) -> Usage:
-    """Usage from `N sent[, C cached | cache write | cache hit], M received`: Aider's "sent" leaves
-    the cached prompt out, so `input` adds it back (input includes cached_input and cache_write)."""
+def tokens_usage(report: str, model: str | None = None) -> Usage:
+    """Usage from `N sent[, C cached | W cache write, H cache hit], M received`: `input` is the whole prompt,
+    with `cached_input` and `cache_write` in it (`_sent_is_whole` says whether "sent" already holds them)."""
     parts = {name: token_count(number) for number, name in TOKEN_PART_RE.findall(report)}
-    cached = parts.get("cached", 0) + parts.get("cache hit", 0)
+    hit = parts.get("cached", 0) + parts.get("cache hit", 0)
     write = parts.get("cache write", 0)
-    return Usage(input=parts.get("sent", 0) + cached + write, cached_input=cached, cache_write=write, output=parts.get("received", 0))
+    sent = parts.get("sent", 0)
+    whole = sent if _sent_is_whole(parts, sent, hit + write, model) else sent + hit + write
+    return Usage(input=whole, cached_input=hit, cache_write=write, output=parts.get("received", 0))
+
+
+def _sent_is_whole(parts: dict[str, int], sent: int, cache: int, model: str | None) -> bool:
+    """Whether Aider's "sent" already counts the cache hits and writes.
+
+    - `C cached` (Aider's reporting of August 2024, `0f2211c32`): "sent" is the API's `prompt_tokens`. DeepSeek's
+      holds the hits (prompt_cache_hit_tokens + prompt_cache_miss_tokens, as Aider's `compute_costs_from_tokens`
+      notes); Anthropic's, through litellm then, did not (`492 sent, 1,278 cached` in Aider's own chat history).
+    - `W cache write` / `H cache hit` (from `4c2c0ac87`, v0.51.0): Aider makes "sent" the whole prompt, adding the
+      hits and writes to Anthropic's `prompt_tokens` (`base_coder.py@v0.51.0` L1489-1496; from `2e97fcc47`, v0.63.0,
+      the writes only, litellm's `prompt_tokens` then holding the hits); DeepSeek's is whole already. The lines its
+      development wrote before that (`194 sent, 9,474 cache write`) left them out, which a "sent" smaller than its
+      cache parts shows. (Where v0.51–v0.62 ran on a litellm whose `prompt_tokens` held the hits, "sent" counted
+      them twice, which `2e97fcc47` fixed; the log cannot show it.)"""
+    if "cached" in parts:
+        return "deepseek" in (model or "").lower()
+    return sent >= cache
 
 
 def _kind(line: str) -> str:
@@ -321,7 +341,7 @@ class AiderImporter(Importer):
                 # A request whose reply was not recorded (API error, interrupt, a retry): an empty response.
                 response = builder.new_response()
                 builder.add("assistant", "", response=response, meta={"no_reply": True, "line": number + offset})
-            builder.set_usage(response, tokens_usage(tokens.group(1)))
+            builder.set_usage(response, tokens_usage(tokens.group(1), builder.model))
             meta.setdefault("tokens_lines", []).append(line.strip())
             response = None
         builder.add("marker", text.strip("\n"), meta=meta)

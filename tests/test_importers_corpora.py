@@ -237,20 +237,30 @@ def raw_aider(path: Path) -> Counter[str]:
     command output added to the chat is one more (`raw_command_outputs`, by Aider's logging rules), and so
     is a message Aider sent itself after a yes (`raw_reflections`) or an edit-format error it sent back
     (`raw_edit_errors`);
-    each `> Tokens:` line is one LLM request (its reply is the text before it, if any)."""
+    each `> Tokens:` line is one LLM request (its reply is the text before it, if any); its whole prompt is "sent"
+    plus the cache parts where "sent" leaves them out: beside `cached`, unless the session's model is DeepSeek's
+    (whose prompt_tokens hold the hits), and beside `cache write`/`cache hit` only where "sent" is smaller than
+    them (Aider's development lines before v0.51.0 made "sent" whole)."""
     lines = path.read_text(encoding="utf-8").split("\n")
     c = counts(transcripts=sum(1 for line in lines if line.startswith("# aider chat started at ")))
     c["transcripts"] += any(line.strip() for line in lines[: next(i for i, line in enumerate(lines) if line.startswith("# aider chat started"))])
-    previous = ""
+    previous, model = "", ""
     for line in lines:
+        if line.startswith("# aider chat started at "):
+            model = ""
+        banner = re.match(r"> (?:Main model|Models?): (\S+)", line)
+        if banner and not model:
+            model = banner.group(1)
         if line.startswith("####") and not previous.startswith("####"):
             c["user"] += 1
         match = re.match(r"> Tokens: (.*?)received", line)
         if match:
             parts = {name: n for n, name in re.findall(r"([\d.,]+k?) (sent|cached|cache write|cache hit|received)", line)}
             value = {k: int(float(v.replace(",", "").rstrip("k")) * (1000 if v.endswith("k") else 1)) for k, v in parts.items()}
+            sent, cache = value.get("sent", 0), sum(value.get(k, 0) for k in ("cached", "cache write", "cache hit"))
+            whole = "deepseek" in model if "cached" in value else sent >= cache
             c["usage_responses"] += 1
-            c["input"] += sum(value.get(k, 0) for k in ("sent", "cached", "cache write", "cache hit"))
+            c["input"] += sent if whole else sent + cache
             c["output"] += value.get("received", 0)
         previous = line
     c["user"] += sum(case["added"] for case in raw_command_outputs(lines))
