@@ -10,7 +10,7 @@
   (`move_back_cur_messages`); `/clear` and `/reset` (or a prefix Aider runs as one, `/cle`, `/res`)
   empty both lists and leave a pending summary to the next request;
 - §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
-  per-message token counts of `json.dumps(message)`; §4 a list (the summary in §5's acceptance test) is
+  per-message token counts of `json.dumps(message)`, with cl100k_base (`LITELLM_ENCODE_ENCODING`); §4 a list (the summary in §5's acceptance test) is
   counted as `litellm.token_counter(messages=...)` counts it, reproduced offline (`messages_token_count`);
 - §5 the recursive head/tail split (`min_split` 4, depth > 3, tail strictly under half, head ends
   with an assistant message, head cut to the summariser window − 512 keeping the oldest, `< max`
@@ -44,6 +44,11 @@ from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyCont
 from compaction_bench.tokens import litellm_messages_tokens, shared_counter
 from compaction_bench.transcript import Item, Usage
 
+#: §4 `litellm.encode`'s tokenizer: its default encoding, cl100k_base, for every model it maps to no tokenizer of its
+#: own (OpenAI's, GPT-5 included, and Gemini: `litellm.utils._return_openai_tokenizer`, litellm 1.110). Claude 4 and
+#: DeepSeek models get bundled Hugging Face tokenizers there, which the offline replay approximates with cl100k_base
+#: as their profiles do. `litellm.token_counter` on a list counts with the model's own encoding (the profile's).
+LITELLM_ENCODE_ENCODING = "cl100k_base"
 #: §6 the summary message prefix, and the commit / no-repo messages of §2.4 (protocol strings).
 SUMMARY_PREFIX = "I spoke to you previously about a number of things.\n"
 COMMIT_MESSAGE = "I committed the changes with git hash {hash} & commit msg: {message}"
@@ -118,6 +123,7 @@ class Aider(Strategy):
         self.max_tokens: float = o.max_chat_history_tokens or min(max(window / o.window_divisor, o.min_history_tokens), o.max_history_tokens_cap)
         self.head_limit = (o.summarizer_max_input_tokens or window) - o.summarizer_head_margin
         self.counter = shared_counter(ctx.profile.tokenizer)
+        self.message_counter = shared_counter(LITELLM_ENCODE_ENCODING)
         self.system: list[Message] = []
         self.done: list[ChatMessage] = []
         self.cur: list[ChatMessage] = []
@@ -139,11 +145,11 @@ class Aider(Strategy):
 
     # ------------------------------------------------------------ tokens (§4)
     def token_count(self, message: ChatMessage) -> int:
-        """The tokens of `json.dumps(message)` (§3), counted once per (role, content)."""
+        """The tokens of `json.dumps(message)` (§3, §4) by `litellm.encode`'s tokenizer, counted once per (role, content)."""
         key = (message.role, message.content)
         count = self._counts.get(key)
         if count is None:
-            count = self._counts[key] = self.counter.count(json.dumps(message.as_dict()))
+            count = self._counts[key] = self.message_counter.count(json.dumps(message.as_dict()))
         return count
 
     def messages_token_count(self, messages: Sequence[ChatMessage]) -> int:

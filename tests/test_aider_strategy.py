@@ -112,8 +112,8 @@ def test_applied_replaces_done_and_loses_the_pair_after_the_snapshot():
 class _FixedSummaryContext:
     """The engine's side for calling the split directly: every summary call answers `text`."""
 
-    def __init__(self, text: str) -> None:
-        self.profile = get_profile("64k")  # o200k_base, the tokenizer of litellm's `gpt-4o`
+    def __init__(self, text: str, profile: str = "64k") -> None:
+        self.profile = get_profile(profile)  # 64k: o200k_base, the tokenizer of litellm's `gpt-4o`
         self.text = text
         self.calls = 0
 
@@ -190,3 +190,18 @@ def test_a_to_do_list_tool_is_not_a_file_edit():
     s.result("e1", "ok", name="Edit")
     s.assistant("fixed")
     assert "I updated the files." in [m.content for m in replay(s.transcript(), "aider", profile=small_profile(64_000)).final.messages]
+
+
+def test_a_message_is_counted_as_litellm_encode_counts_it():
+    """§4: `token_count(dict)` is `len(litellm.encode(model, json.dumps(msg)))`, and `encode` counts with litellm's
+    default encoding (cl100k_base) for every model it maps to no tokenizer of its own, GPT-5 and Gemini included,
+    while the message list (`token_counter`) uses the model's own (o200k_base for GPT-5). Counted by litellm itself
+    here. (Claude 4 and DeepSeek get Hugging Face tokenizers there, approximated offline by cl100k_base.)"""
+    import litellm
+
+    message = ChatMessage("user", "Résumé: the “strict” parser — ünïcödé 🤖 façade déjà vu; " * 12)
+    text = json.dumps(message.as_dict())
+    for profile, model in (("gpt-5", "gpt-5"), ("64k", "gpt-5"), ("gemini-2.5-pro", "gemini/gemini-2.5-pro")):
+        aider = Aider(_FixedSummaryContext("", profile), Aider.parse_options({}))
+        assert aider.token_count(message) == len(litellm.encode(model=model, text=text)), profile
+    assert len(get_encoding("o200k_base").encode(text)) != len(get_encoding("cl100k_base").encode(text))  # the test can tell
