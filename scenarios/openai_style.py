@@ -97,6 +97,7 @@ def add_messages(
     where: Callable[[int], str] = lambda n: f"message {n}",
     line_of: Callable[[int], int | None] = lambda n: None,
     is_demonstration: Callable[[Mapping[str, Any]], bool] = lambda m: False,
+    written_by_agent: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] = lambda m: None,
     marker_roles: Collection[str] = (),
 ) -> None:
     """Append OpenAI-style messages to `builder`.
@@ -105,7 +106,10 @@ def add_messages(
     with it through the report it is given; `where`/`line_of` name a message in problem reports;
     `is_demonstration` tells a demonstration (an example of another task shown to the agent): a
     synthetic user message marked `meta["demonstration"]`, whose sentences are no fact of this session
-    (the miner asks nothing from it).
+    (the miner asks nothing from it). `written_by_agent` gives the meta of a user-role message the agent
+    program wrote itself (a format-error notice, a command's output; None for one a person wrote): a
+    synthetic user item marked `meta["from_agent"]`, sent to the model as recorded but no user turn, and
+    mined for nothing the user said (as Aider's own messages, `scenarios/aider.py`).
 
     A legacy `role: "function"` message (no `tool_call_id`) answers the most recent unanswered
     `function_call` of its `name`. A message of another role is kept as a marker: one of
@@ -122,8 +126,7 @@ def add_messages(
         if role in ("system", "developer"):
             builder.add("system", text, meta={"role": role} if role != "system" else {})
         elif role == "user":
-            demonstration = is_demonstration(message)
-            builder.add("user", text, attachments=attachments, synthetic=demonstration, meta={"demonstration": True} if demonstration else {})
+            builder.add("user", text, attachments=attachments, **user_origin(message, is_demonstration, written_by_agent))
         elif role == "assistant":
             response = builder.new_response()
             reasoning = message.get("reasoning_content") or message.get("reasoning")
@@ -160,6 +163,21 @@ def add_messages(
             builder.add("marker", text, meta={"event": "message", "role": str(role)})
 
 
+def user_origin(
+    message: Mapping[str, Any],
+    is_demonstration: Callable[[Mapping[str, Any]], bool],
+    written_by_agent: Callable[[Mapping[str, Any]], Mapping[str, Any] | None],
+) -> dict[str, Any]:
+    """`synthetic` and `meta` of a user-role message: the agent program's own (`meta["from_agent"]`), a
+    demonstration (`meta["demonstration"]`), or what a person wrote (neither)."""
+    agent_meta = written_by_agent(message)
+    if agent_meta is not None:
+        return {"synthetic": True, "meta": {**agent_meta, "from_agent": True}}
+    if is_demonstration(message):
+        return {"synthetic": True, "meta": {"demonstration": True}}
+    return {"synthetic": False, "meta": {}}
+
+
 def add_tool_call(builder: TranscriptBuilder, call: Any, response: int, where: str, line: int | None) -> Item:
     """One OpenAI `tool_calls` entry (or legacy `function_call`) as a tool_call item (the item added)."""
     if not isinstance(call, Mapping):
@@ -193,13 +211,16 @@ def without_block(text: str, command: str) -> str:
 
 
 def actions_to_tool_calls(
-    messages: Sequence[Any], command_of: Callable[[Mapping[str, Any]], tuple[str, str] | None]
+    messages: Sequence[Any],
+    command_of: Callable[[Mapping[str, Any]], tuple[str, str] | None],
+    refuses_action: Callable[[Any], bool] = lambda m: False,
 ) -> list[Any]:
     """Rewrite text-protocol agents into tool calling: an assistant message whose action
     `command_of(message)` finds (as `(tool name, command)`) gets a tool call `action-<n>`, and the
     user message that follows it becomes that call's tool result. The fenced block the command
     was written in leaves the message's text (`without_block`): the model wrote the command once,
-    so the replay counts it once, as the call."""
+    so the replay counts it once, as the call. An assistant message followed by one that
+    `refuses_action` (the agent's format error: nothing was run) keeps its text and gets no call."""
     out: list[Any] = []
     pending: str | None = None
     for n, message in enumerate(messages):
@@ -212,7 +233,8 @@ def actions_to_tool_calls(
             pending = None
             continue
         pending = None
-        found = command_of(message) if role == "assistant" and not message.get("tool_calls") else None
+        refused = n + 1 < len(messages) and refuses_action(messages[n + 1])
+        found = command_of(message) if role == "assistant" and not message.get("tool_calls") and not refused else None
         if found is not None:
             name, command = found
             pending = f"action-{n}"
