@@ -201,6 +201,20 @@ class EventLog:
         return out
 
 
+def recorded_system_fields(event: Event) -> Mapping[str, Any]:
+    """What the recording of a system prompt event keeps besides its text: the OpenHands importer puts its tool
+    definitions (`tools`, a list), `agent_class` and `openhands_version` in the system item's meta; fields of
+    another type, or none, are not returned (a transcript of another agent records none of them)."""
+    meta = event.items[0].meta if event.items else {}
+    fields: dict[str, Any] = {}
+    if isinstance(meta.get("tools"), (list, tuple)):
+        fields["tools"] = meta["tools"]
+    for name in ("agent_class", "openhands_version"):
+        if isinstance(meta.get(name), str):
+            fields[name] = meta[name]
+    return fields
+
+
 def _clip(text: str, limit: int, marker: str) -> str:
     """Keep the head and tail halves around `marker` (V0 `truncate_content`)."""
     if limit <= 0 or len(text) <= limit:
@@ -613,9 +627,12 @@ class OpenHands(Strategy):
         self._apply(forgotten, summary, start, reasons, "condensation")
 
     def _preview(self, event: Event) -> str:
-        # The system prompt event's preview counts its tools; a transcript records no tool definitions, so
-        # the tools the log has called stand for them.
-        tools = len({e.tool_name for e in self.log.events if e.kind == "action"}) if event.kind == "system" else 0
+        # The system prompt event's preview counts its tools (`len(self.tools)`, `system.py@611629e6 L95`): the
+        # tool definitions the recording keeps (`recorded_system_fields`), else the tools the log has called.
+        tools = 0
+        if event.kind == "system":
+            recorded = recorded_system_fields(event).get("tools")
+            tools = len(recorded) if recorded is not None else len({e.tool_name for e in self.log.events if e.kind == "action"})
         return event_preview(event, self.options.preview_chars, tools)
 
     def _summarize(self, events: Sequence[Event], limit: int | None) -> str:
@@ -1263,6 +1280,14 @@ def _v0_observation_str(e: Event) -> str:
     return f"**ErrorObservation**\n{content}"  # `ErrorObservation.__str__` (events/observation/error.py L22-23)
 
 
+def _v0_system_str(event: Event) -> str:
+    """`SystemMessageAction.__str__` (`events/action/message.py@156d0686 L59-66`)."""
+    recorded = recorded_system_fields(event)
+    tools = f"\nTOOLS: {len(recorded['tools'])} tools available" if recorded.get("tools") else ""
+    agent_class = f"\nAGENT_CLASS: {recorded['agent_class']}" if recorded.get("agent_class") else ""
+    return f"**SystemMessageAction** (source=EventSource.AGENT)\nCONTENT: {event.text}{tools}{agent_class}"
+
+
 def _event_str(event: Event) -> str:
     """V0 `str(event)` of an event the summariser forgets (see the section's comment). Besides the actions and
     observations:
@@ -1273,13 +1298,15 @@ def _event_str(event: Event) -> str:
     - an error the OpenHands importer turned into a user message (an `ErrorObservation` linked to no call) is
       `ErrorObservation.__str__`;
     - a system prompt is `SystemMessageAction.__str__` (`message.py L59-66`) from the agent
-      (`controller/agent.py L84-88`); no transcript records its tools or agent class (defaults None: no lines)."""
+      (`controller/agent.py L84-88`): its `TOOLS:` line counts the tools and its `AGENT_CLASS:` line names the
+      class where the recording keeps them (`recorded_system_fields`; an empty tool list has no line, as upstream's
+      `if self.tools`); a transcript that keeps neither has the defaults, None: no lines."""
     if event.kind == "action":
         return _v0_action_str(event)
     if event.kind == "observation":
         return _v0_observation_str(event)
     if event.kind == "system":
-        return f"**SystemMessageAction** (source=EventSource.AGENT)\nCONTENT: {event.text}"
+        return _v0_system_str(event)
     item = event.items[0] if event.items else None
     if item is not None and item.meta.get("observation") == "error":
         return f"**ErrorObservation**\n{event.text}"

@@ -201,9 +201,15 @@ def raw_swe_agent(path: Path) -> Counter[str]:
 
 
 def raw_openhands(path: Path) -> Counter[str]:
-    runs = [json.loads(path.read_text(encoding="utf-8"))] if path.suffix == ".json" else [r["history"] for r in jsonl(path)]
+    """A `condensation` action is the agent's compaction and a `condensation_request` without tool-call metadata the
+    controller's request for one: neither is model output. A recall observation is a user message only with prompt
+    extensions on: every evaluation harness (a run line with `instance_id`) turns them off, and the corpus's other
+    files hold no recall (V0 `conversation_memory.py@156d0686 L531-666`, `run_infer.py` L344-350)."""
+    lines = [] if path.suffix == ".json" else list(jsonl(path))
+    runs = [json.loads(path.read_text(encoding="utf-8"))] if path.suffix == ".json" else [r["history"] for r in lines]
+    extensions = [True] if path.suffix == ".json" else ["instance_id" not in r for r in lines]
     c = counts(transcripts=len(runs), responses=0)
-    for events in runs:
+    for events, extensions_on in zip(runs, extensions, strict=True):
         usage_by_response: dict[str, Any] = {}
         for n, e in enumerate(events):
             meta = e.get("tool_call_metadata") or {}
@@ -211,15 +217,21 @@ def raw_openhands(path: Path) -> Counter[str]:
                 usage_by_response[meta["model_response"]["id"]] = meta["model_response"].get("usage")
             action = e.get("action")
             source = e.get("source") or ("user" if n == 0 else "agent")
-            if action and source == "agent" and action not in ("system", "recall", "change_agent_state"):
+            if action == "condensation_request" and not meta:
+                continue
+            if action and source == "agent" and action not in ("system", "recall", "change_agent_state", "condensation"):
                 c["responses"] += "model_response" not in meta
             if action == "message" and source == "user":
                 c["user"] += 1
             elif action == "system":
                 c["system"] += 1
+            elif action == "condensation":
+                c["compactions"] += 1
             elif action and action not in ("message", "recall", "change_agent_state"):
                 c["tool_calls"] += 1
-            elif e.get("observation") == "recall" or (e.get("observation") == "error" and not meta and "cause" not in e):
+            elif e.get("observation") == "recall":
+                c["user"] += extensions_on
+            elif e.get("observation") == "error" and not meta and "cause" not in e:
                 c["user"] += 1
             elif "observation" in e and e["observation"] not in ("null", "agent_state_changed"):
                 c["tool_results"] += 1
