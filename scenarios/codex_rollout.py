@@ -24,6 +24,15 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   ``previous_model``, ``comp_hash``/``context_window`` when recorded), placed before the user
   message of the turn they configure; ``compacted`` lines become markers (``event:
   "compaction"``); ``turn_aborted`` events and ``ghost_snapshot`` items become markers;
+- ``inter_agent_communication`` lines are the ``agent_message`` item Codex gives the model for them
+  (§7.3 step 3): a user-role item with ``meta.codex_type = "agent_message"``, its text the message
+  (for an encrypted one the header Codex puts before the encrypted payload, the payload's size in
+  ``meta.encrypted_len``); one Codex cannot read is a problem naming its line;
+- ``thread_rolled_back`` events (§7.3) take the rolled-back turns out of the transcript as Codex takes
+  them out of its history (`_RollbackReplay`): the lines of those turns, their usage included, are kept
+  verbatim in the rollback's marker (``event: "thread_rolled_back"``, ``rolled_back``) and counted in
+  ``meta.off_branch``, as the Claude Code importer counts the lines off its live branch; a rollback that
+  reaches into the history a compaction left is a problem (the replay keeps that history whole);
 - everything else (UI duplicates such as ``user_message``/``agent_message`` events, world state)
   is counted in ``meta.skipped`` and malformed lines are listed in ``meta.problems``.
 """
@@ -31,8 +40,10 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
 from __future__ import annotations
 
 import json
-from collections import Counter
+import re
+from collections import Counter, defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -161,6 +172,12 @@ def _is_real_user_line(data: Any) -> bool:
     return payload.get("type") == "message" and payload.get("role") == "user" and not is_contextual(_message_content(payload, _ignore)[0])
 
 
+def _is_rollback_line(data: Any) -> bool:
+    """A `thread_rolled_back` event: a turn context after it never belongs to a turn before it."""
+    return isinstance(data, dict) and data.get("type") == "event_msg" and isinstance(data.get("payload"), dict) \
+        and data["payload"].get("type") == "thread_rolled_back"
+
+
 def _hoist_turn_contexts(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
     """Move a `turn_context` that follows its turn's user message (Codex ≤0.58 order) before it,
     so model-switch markers reach a strategy before the new user message (pre-turn checks)."""
@@ -173,7 +190,7 @@ def _hoist_turn_contexts(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
             continue
         if _is_real_user_line(data):
             user_at = len(out)
-        elif _is_model_output(data):
+        elif _is_model_output(data) or _is_rollback_line(data):
             user_at = None
         out.append((number, data))
     return out
@@ -216,12 +233,305 @@ def _message_images(payload: dict[str, Any]) -> list[Attachment]:
             for p in parts if isinstance(p, dict) and p.get("type") == "input_image"]
 
 
+# ------------------------------------------------------------------ inter-agent messages
+#: An agent path as `AgentPath` accepts it: `/morpheus`, or `/root` and agent names of lowercase letters, digits
+#: and underscores, `root` reserved (openai/codex:codex-rs/protocol/src/agent_path.rs@3aae5d8 L123-172).
+AGENT_PATH = re.compile(r"/morpheus|/root(?:/(?!root(?:/|$))[a-z0-9_]+)*")
+
+
+def _is_agent_path(value: Any) -> bool:
+    return isinstance(value, str) and AGENT_PATH.fullmatch(value) is not None
+
+
+def _communication_problem(payload: dict[str, Any]) -> str | None:
+    """Why Codex cannot read `payload` as an `InterAgentCommunication` (openai/codex:codex-rs/protocol/src/
+    protocol.rs@3aae5d8 L740-756: author, recipient, content and trigger_turn required), or None."""
+    for key in ("author", "recipient"):
+        if not _is_agent_path(payload.get(key)):
+            return f"{key} {payload.get(key)!r} is no agent path (/root/..., /morpheus)"
+    others = payload.get("other_recipients", [])
+    if not isinstance(others, list) or not all(map(_is_agent_path, others)):
+        return "other_recipients is no list of agent paths"
+    if not isinstance(payload.get("content"), str):
+        return f"content is a JSON {json_type(payload.get('content'))}, not a string"
+    if not isinstance(payload.get("trigger_turn"), bool):
+        return f"trigger_turn is a JSON {json_type(payload.get('trigger_turn'))}, not true or false"
+    if payload.get("encrypted_content") is not None and not isinstance(payload["encrypted_content"], str):
+        return "encrypted_content is no string"
+    return None
+
+
+def _communication_text(payload: dict[str, Any]) -> str:
+    """The text of the `agent_message` item Codex gives the model for a communication (`to_model_input_item`,
+    protocol.rs@3aae5d8 L817-850): its content, or for an encrypted one the header before the encrypted payload."""
+    if payload.get("encrypted_content") is None:
+        return str(payload["content"])
+    kind = "NEW_TASK" if payload["trigger_turn"] else "MESSAGE"
+    return f"Message Type: {kind}\nTask name: {payload['recipient']}\nSender: {payload['author']}\nPayload:\n"
+
+
+def _content_parts(payload: dict[str, Any]) -> list[Any]:
+    content = payload.get("content")
+    return [{"type": "input_text", "text": content}] if isinstance(content, str) else list_of(content)
+
+
+def _is_inter_agent_instruction(payload: dict[str, Any]) -> bool:
+    """An assistant message whose one text part is an `InterAgentCommunication` as JSON (`from_message_content`,
+    protocol.rs@3aae5d8 L852-864)."""
+    parts = _content_parts(payload)
+    part = parts[0] if len(parts) == 1 and isinstance(parts[0], dict) else {}
+    if part.get("type") not in TEXT_PARTS or not isinstance(part.get("text"), str):
+        return False
+    try:
+        data = json.loads(part["text"])
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and _communication_problem(data) is None
+
+
+# ------------------------------------------------------------------ thread rollbacks
+#: Developer-message fragments a rollback takes with the turn they precede (`CONTEXTUAL_DEVELOPER_PREFIXES`,
+#: openai/codex:codex-rs/core/src/event_mapping.rs@3aae5d8 L40-59, tags from protocol/src/protocol.rs L106-124
+#: and core/src/context/approved_command_prefix_saved.rs L3-4), matched case-insensitively.
+CONTEXTUAL_DEVELOPER_PREFIXES = (
+    "<permissions instructions>", "approved command prefix saved:", "<model_switch>", "<apps_instructions>",
+    "<collaboration_mode>", "<multi_agent_mode>", "<environments_instructions>", "<git_attribution>",
+    "<plugins_instructions>", "<realtime_conversation>", "<skills_instructions>", "<tools>", "<personality_spec>",
+    "<token_budget>", "<context_window>", "<context_window_guidance>", "<rollout_budget>",
+)
+#: The markers of a `<model_switch>` fragment (core/src/context/model_switch_instructions.rs@3aae5d8 L30-32).
+MODEL_SWITCH_MARKERS = ("<model_switch>", "</model_switch>")
+#: The response items Codex keeps in its history: the `ResponseItem` variants (protocol/src/models.rs@3aae5d8
+#: L814-1047; any other type reads as `Other`) that `is_api_message` accepts (core/src/context_manager/
+#: history.rs@3aae5d8 L485-505); a `system` message is not kept either.
+HISTORY_ITEM_TYPES = frozenset({
+    "additional_tools", "message", "agent_message", "reasoning", "local_shell_call", "function_call", "tool_search_call",
+    "function_call_output", "custom_tool_call", "custom_tool_call_output", "tool_search_output", "web_search_call",
+    "image_generation_call", "compaction", "compaction_summary", "context_compaction",
+})
+MAX_U32 = 2**32 - 1
+
+
+def _input_texts(payload: dict[str, Any]) -> list[str]:
+    """The `input_text` parts of a message: contextual fragments are only ever input text
+    (core/src/context/contextual_user_message.rs@3aae5d8 L39-45, event_mapping.rs L82-92)."""
+    return [p["text"] for p in _content_parts(payload)
+            if isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)]
+
+
+def _is_contextual_developer_text(text: str) -> bool:
+    head = text.lstrip().lower()
+    return any(head.startswith(prefix) for prefix in CONTEXTUAL_DEVELOPER_PREFIXES)
+
+
+def _is_model_switch_text(text: str) -> bool:
+    """`matches_marked_text` of the model-switch fragment (context-fragments/src/fragment.rs@3aae5d8 L89-103)."""
+    body = text.strip().lower()
+    return body.startswith(MODEL_SWITCH_MARKERS[0]) and body.endswith(MODEL_SWITCH_MARKERS[1])
+
+
+def _is_turn_boundary(payload: dict[str, Any]) -> bool:
+    """A user turn as a rollback counts it (`is_user_turn_boundary`, history.rs@3aae5d8 L820-830): an
+    `agent_message`, a user message without a contextual fragment, or an assistant inter-agent instruction."""
+    if payload.get("type") == "agent_message":
+        return True
+    if payload.get("type") != "message":
+        return False
+    if payload.get("role") == "user":
+        return not any(is_contextual(text) for text in _input_texts(payload))
+    return payload.get("role") == "assistant" and _is_inter_agent_instruction(payload)
+
+
+def _is_context_update(payload: dict[str, Any]) -> bool:
+    """A context update a rollback takes with the turn it precedes (`trim_pre_turn_context_updates`,
+    history.rs@3aae5d8 L432-460): a developer or user message with a contextual fragment."""
+    if payload.get("type") != "message":
+        return False
+    texts = _input_texts(payload)
+    if payload.get("role") == "developer":
+        return any(_is_contextual_developer_text(text) for text in texts)
+    return payload.get("role") == "user" and any(is_contextual(text) for text in texts)
+
+
+def _turn_id(payload: dict[str, Any]) -> str | None:
+    """`ResponseItem::turn_id` (models.rs@3aae5d8 L1122-1126): the non-empty turn id of the item's passthrough metadata."""
+    passthrough = payload.get("internal_chat_message_metadata_passthrough")
+    turn = passthrough.get("turn_id") if isinstance(passthrough, dict) else None
+    return turn if isinstance(turn, str) and turn else None
+
+
+def _model_switch_parts(payload: dict[str, Any]) -> tuple[int, ...]:
+    """The content parts of a developer message that are `<model_switch>` fragments (by index)."""
+    if payload.get("type") != "message" or payload.get("role") != "developer":
+        return ()
+    return tuple(n for n, p in enumerate(_content_parts(payload)) if isinstance(p, dict) and p.get("type") == "input_text"
+                 and isinstance(p.get("text"), str) and _is_model_switch_text(p["text"]))
+
+
+def _in_history(payload: dict[str, Any]) -> bool:
+    return payload.get("type") in HISTORY_ITEM_TYPES and not (payload.get("type") == "message" and payload.get("role") == "system")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One item of Codex's in-memory history, as much of it as a rollback reads."""
+
+    position: int | None  # the index of the rollout line that recorded it; None: an item of a compaction's history
+    boundary: bool  # a user turn (`_is_turn_boundary`)
+    context_update: bool  # taken with the turn it precedes (`_is_context_update`)
+    turn_id: str | None = None
+    model_switch_parts: tuple[int, ...] = ()
+    parts: int = 0  # how many content parts it has
+
+
+def _entry(payload: dict[str, Any], position: int | None) -> _Entry:
+    return _Entry(position, _is_turn_boundary(payload), _is_context_update(payload), _turn_id(payload),
+                  _model_switch_parts(payload), len(_content_parts(payload)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """What one rollback does to the history: the entries it keeps, the ones it drops from the cut on, and the
+    kept developer messages that lose their `<model_switch>` parts (`stripped`; `emptied`: nothing else was in them)."""
+
+    kept: list[_Entry]
+    dropped: list[_Entry] = field(default_factory=list)
+    stripped: list[_Entry] = field(default_factory=list)
+    emptied: list[_Entry] = field(default_factory=list)
+
+
+def _drop_last_user_turns(history: list[_Entry], num_turns: int) -> _Cut:
+    """Codex's `drop_last_n_user_turns` (core/src/context_manager/history.rs@3aae5d8 L212-274): no user turn, or
+    `num_turns` 0, changes nothing; otherwise the history is cut at the `num_turns`-th last user turn, or at the first
+    one when there are fewer (what came before it stays), and the context updates right before the cut go with it.
+    A cut at the first user turn also takes the `<model_switch>` parts of that turn's earlier developer messages."""
+    boundaries = [n for n, entry in enumerate(history) if entry.boundary]
+    if num_turns == 0 or not boundaries:
+        return _Cut(kept=history)
+    first = boundaries[0]
+    cut = first if num_turns >= len(boundaries) else boundaries[-num_turns]
+    while cut > first and history[cut - 1].context_update:
+        cut -= 1
+    turn = history[first].turn_id
+    if cut != first or turn is None:
+        return _Cut(kept=history[:cut], dropped=history[cut:])
+    switched = [e for e in history[:cut] if e.turn_id == turn and e.model_switch_parts]
+    emptied = [e for e in switched if len(e.model_switch_parts) == e.parts]
+    gone = set(map(id, emptied))
+    return _Cut(kept=[e for e in history[:cut] if id(e) not in gone], dropped=history[cut:],
+                stripped=[e for e in switched if id(e) not in gone], emptied=emptied)
+
+
+@dataclass
+class _RollbackPlan:
+    """What the file's `thread_rolled_back` events take out of the live history, by rollout line number."""
+
+    owner: dict[int, int] = field(default_factory=dict)  # a rolled-back line -> the line of the rollback that took it
+    stripped: dict[int, tuple[int, ...]] = field(default_factory=dict)  # a developer line -> its content parts taken out
+    num_turns: dict[int, int] = field(default_factory=dict)  # a rollback applied -> its num_turns
+    problems: dict[int, str] = field(default_factory=dict)  # a rollback line -> what the replay cannot do as Codex did
+
+
+class _RollbackReplay:
+    """Codex's history replayed line by line as `reconstruct_history_from_rollout` rebuilds it (spec §7.3 step 3;
+    openai/codex:codex-rs/core/src/session/rollout_reconstruction.rs@3aae5d8 L325-373), as far as rollbacks read it.
+
+    Codex rolls a thread back by replaying its stored lines plus the new `thread_rolled_back` event through that
+    function (core/src/session/handlers.rs@3aae5d8 L451-553), so a forward replay gives the history a rollback left:
+    a `response_item` or a readable `inter_agent_communication` adds an item, a `compacted` line replaces the
+    history with its `replacement_history` (a rollback never undoes a compaction), a rollback drops the last N user
+    turns of the history it finds (`_drop_last_user_turns`). A rollback takes out the lines from the first item it
+    drops up to itself (the turns' events and usage included; `session_meta` stays), or, when it drops items of a
+    compaction's history, every line after that compaction: the items themselves are not lines, which is a problem.
+    """
+
+    def __init__(self, lines: list[tuple[int, Any]]) -> None:
+        self.lines = lines
+        self.history: list[_Entry] = []
+        self.compaction: int | None = None  # the index of the compaction line the history starts from
+        self.plan = _RollbackPlan()
+
+    def run(self) -> _RollbackPlan:
+        for position, (_, data) in enumerate(self.lines):
+            if isinstance(data, dict) and isinstance(data.get("payload"), dict):
+                self.line(position, data.get("type"), data["payload"])
+        return self.plan
+
+    def line(self, position: int, kind: Any, payload: dict[str, Any]) -> None:
+        if kind == "response_item" and _in_history(payload):
+            self.history.append(_entry(payload, position))
+        elif kind == "inter_agent_communication" and _communication_problem(payload) is None:
+            self.history.append(_Entry(position, boundary=True, context_update=False, turn_id=_turn_id(payload)))
+        elif kind == "compacted":
+            self.compacted(position, payload)
+        elif kind == "event_msg" and payload.get("type") == "thread_rolled_back":
+            self.rolled_back(position, payload.get("num_turns"))
+
+    def compacted(self, position: int, payload: dict[str, Any]) -> None:
+        """The history a compaction leaves: its `replacement_history`; a legacy one without it, the user turns it
+        kept and its summary (§7.3 step 4; at most those turns: Codex keeps the newest within 20k tokens)."""
+        replacement = payload.get("replacement_history")
+        if isinstance(replacement, list):
+            self.history = [_entry(item, None) for item in replacement if isinstance(item, dict) and _in_history(item)]
+        else:
+            turns = [replace(entry, position=None) for entry in self.history if entry.boundary]
+            self.history = [*turns, _Entry(None, boundary=True, context_update=False)]
+        self.compaction = position
+
+    def rolled_back(self, position: int, num_turns: Any) -> None:
+        number = self.lines[position][0]
+        if isinstance(num_turns, bool) or not isinstance(num_turns, int) or not 0 <= num_turns <= MAX_U32:
+            self.plan.problems[number] = (f"thread_rolled_back with num_turns {num_turns!r}, not a whole number from 0 to "
+                                          f"{MAX_U32} (Codex's u32); the rollback is not applied")
+            return
+        cut = _drop_last_user_turns(self.history, num_turns)
+        self.history = cut.kept
+        self.plan.num_turns[number] = num_turns
+        for taken in self.lines_taken(cut, position):
+            self.plan.owner.setdefault(self.lines[taken][0], number)
+        for entry in cut.stripped:
+            if entry.position is not None:
+                self.plan.stripped[self.lines[entry.position][0]] = entry.model_switch_parts
+        self.report_compacted_items(number, num_turns, cut)
+
+    def lines_taken(self, cut: _Cut, position: int) -> list[int]:
+        taken = [e.position for e in cut.emptied if e.position is not None]
+        if not cut.dropped:
+            return taken
+        first = cut.dropped[0].position
+        start = first if first is not None else (self.compaction or 0) + 1
+        return taken + [p for p in range(start, position) if not _is_session_meta(self.lines[p][1])]
+
+    def report_compacted_items(self, number: int, num_turns: int, cut: _Cut) -> None:
+        compacted = [e for e in (*cut.dropped, *cut.stripped, *cut.emptied) if e.position is None]
+        if not compacted or self.compaction is None:
+            return
+        turns = sum(1 for e in compacted if e.boundary)
+        self.plan.problems[number] = (
+            f"thread_rolled_back (num_turns {num_turns}) also takes {len(compacted)} item(s), {turns} of them user turns, "
+            f"out of the history the compaction at line {self.lines[self.compaction][0]} left; the transcript keeps that "
+            "compaction whole, so the replayed context after this line holds more than Codex's did")
+
+
+def _is_session_meta(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("type") == "session_meta"
+
+
+def _without_parts(payload: dict[str, Any], indexes: tuple[int, ...]) -> tuple[dict[str, Any], list[Any]]:
+    """A message without the content parts at `indexes`, and those parts."""
+    parts = _content_parts(payload)
+    kept = [p for n, p in enumerate(parts) if n not in indexes]
+    return payload | {"content": kept}, [parts[n] for n in indexes]
+
+
 class _RolloutReader:
     """One pass over the lines of one rollout, feeding a `TranscriptBuilder`."""
 
-    def __init__(self, path: Path, lines: list[tuple[int, Any]], legacy: bool) -> None:
+    def __init__(self, path: Path, lines: list[tuple[int, Any]], legacy: bool, rollbacks: _RollbackPlan) -> None:
         self.path = path
         self.lines = lines
+        self.rollbacks = rollbacks
+        self.rolled_back: defaultdict[int, list[dict[str, Any]]] = defaultdict(list)  # rollback line -> the lines it took
         self.b = TranscriptBuilder(path, "codex")
         self.legacy = legacy
         self.meta: dict[str, Any] = {"variant": "legacy" if legacy else "envelope"}
@@ -292,6 +602,9 @@ class _RolloutReader:
             if not isinstance(data, dict) or not isinstance(data.get("payload"), dict) or not isinstance(data.get("type"), str):
                 self.b.problem("not a rollout line ({timestamp, type, payload}); line kept out", number)
                 continue
+            if number in self.rollbacks.owner:
+                self.rolled_back[self.rollbacks.owner[number]].append({"line": number, "rollout": data})
+                continue
             kind, payload, ts = data["type"], data["payload"], data.get("timestamp")
             if kind == "session_meta":
                 session_id = session_id or payload.get("id")
@@ -302,6 +615,8 @@ class _RolloutReader:
                 self.event(number, payload, ts)
             elif kind == "turn_context":
                 self.turn_context(payload, ts)
+            elif kind == "inter_agent_communication":
+                self.inter_agent_communication(number, payload, ts)
             elif kind == "compacted":
                 self.close_response()
                 history = payload.get("replacement_history")
@@ -318,6 +633,8 @@ class _RolloutReader:
             self.unattached += 1
         if self.unattached:
             self.meta["unattached_token_counts"] = self.unattached
+        if self.rollbacks.owner:
+            self.meta["off_branch"] = len(self.rollbacks.owner)
         if self.skipped:
             self.meta["skipped"] = dict(sorted(self.skipped.items()))
         self.b.model = self.model
@@ -355,10 +672,47 @@ class _RolloutReader:
         elif kind == "turn_aborted":
             self.close_response()
             self.b.add("marker", str(payload.get("reason") or ""), timestamp=ts, meta={"event": "turn_aborted"})
+        elif kind == "thread_rolled_back":
+            self.thread_rolled_back(number, ts)
         else:
             self.skipped[f"event_msg:{kind}"] += 1
 
+    def thread_rolled_back(self, number: int, ts: str | None) -> None:
+        """A marker holding the lines the rollback took out of the live history (`_RollbackReplay`), verbatim. A usage
+        still waiting for its response (Codex ≤0.58 order) was recorded for a response the rollback took: none after it."""
+        self.close_response()
+        if self.pending_usage is not None:
+            self.unattached += 1
+            self.pending_usage = None
+        if number in self.rollbacks.problems:
+            self.b.problem(self.rollbacks.problems[number], number)
+        taken = self.rolled_back.pop(number, [])
+        num_turns = self.rollbacks.num_turns.get(number)
+        text = f"rolled back {num_turns} user turn(s)" if num_turns is not None else "rollback not applied"
+        self.b.add("marker", text, timestamp=ts, meta={
+            "event": "thread_rolled_back", "num_turns": num_turns,
+            "rolled_back_lines": [line["line"] for line in taken], "rolled_back": taken,
+        })
+
+    def inter_agent_communication(self, number: int, p: dict[str, Any], ts: str | None) -> None:
+        """The `agent_message` item Codex gives the model for the line (§7.3 step 3; `_communication_text`)."""
+        problem = _communication_problem(p)
+        if problem is not None:
+            self.b.problem(f"inter_agent_communication Codex cannot read: {problem}; line kept out", number)
+            return
+        self.close_response()
+        meta: dict[str, Any] = {"codex_type": "agent_message", "rollout_type": "inter_agent_communication",
+                                "author": p["author"], "recipient": p["recipient"],
+                                "other_recipients": p.get("other_recipients", []), "trigger_turn": p["trigger_turn"]}
+        if p.get("encrypted_content") is not None:
+            meta["encrypted_len"] = len(p["encrypted_content"])
+        source_id = p.get("id") if isinstance(p.get("id"), str) else None
+        self.b.add("user", _communication_text(p), id=source_id, synthetic=True, timestamp=ts, meta=meta)
+
     def response_item(self, number: int, p: dict[str, Any], ts: str | None) -> None:
+        stripped: list[Any] = []
+        if number in self.rollbacks.stripped:  # a later rollback takes these parts out (`_drop_last_user_turns`)
+            p, stripped = _without_parts(p, self.rollbacks.stripped[number])
         kind = p.get("type")
         source_id = p.get("id") if isinstance(p.get("id"), str) else None
         if kind == "message":
@@ -370,8 +724,8 @@ class _RolloutReader:
                 return
             self.close_response()
             if role in ("developer", "system"):
-                self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts,
-                           meta=_with_unknown({"codex_type": "message", "role": role}, unknown))
+                said = {"codex_type": "message", "role": role} | ({"rolled_back_parts": stripped} if stripped else {})
+                self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown(said, unknown))
             elif role == "user":
                 self.b.add("user", text, id=source_id, synthetic=is_contextual(text), attachments=tuple(_message_images(p)),
                            timestamp=ts, meta=_with_unknown({"codex_type": "message"}, unknown))
@@ -449,7 +803,7 @@ class CodexRolloutImporter(Importer):
             raise ImportFailure(f"{path}:{lines[0][0]}: not a Codex rollout line (expected {{timestamp, type, payload}})")
         if legacy:
             lines = _legacy_to_envelope(lines)
-        reader = _RolloutReader(path, _hoist_turn_contexts(lines), legacy)
+        reader = _RolloutReader(path, _hoist_turn_contexts(lines), legacy, _RollbackReplay(lines).run())
         reader.b.problems.extend(jsonl.problems)
         return [reader.read()]
 
