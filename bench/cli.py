@@ -778,11 +778,21 @@ def probes_eval(
 
 # --------------------------------------------------------------------------- fidelity
 @fidelity_app.command("pi")
-def fidelity_pi(file: Annotated[Path, typer.Argument(help="A Pi session JSONL with recorded compactions.")]) -> None:
+def fidelity_pi(
+    file: Annotated[Path, typer.Argument(help="A Pi session JSONL with recorded compactions.")],
+    profile: Annotated[
+        Optional[str],
+        typer.Option("--profile", "-p", help="Model profile whose window the replays use (see `bench list profiles`; any litellm model id, "
+                     "MODEL@WINDOW). Default: the session model's, built in or from litellm's model map."),
+    ] = None,
+) -> None:
     """Pi's recorded compactions next to the `pi`, `pi-2026-03` and `pi-2025-12` replays (markdown table)."""
     from compaction_bench.fidelity import fidelity_table
+    from compaction_bench.profiles import get_profile
 
-    print(fidelity_table(file))  # a markdown table: plain lines, never wrapped to the terminal's width
+    if profile is not None:
+        get_profile(profile)  # an unknown profile is refused before the session is read
+    print(fidelity_table(file, profile=profile))  # a markdown table: plain lines, never wrapped to the terminal's width
 
 
 def _once_each(files: Sequence[Path]) -> None:
@@ -802,7 +812,7 @@ def fidelity_claude_code(
     strategy: Annotated[list[str], typer.Option("--strategy", "-s", help="Claude Code strategies to replay (claude-code, claude-code-2.1).")] = ["claude-code"],  # noqa: B006
 ) -> None:
     """Every recorded compact_boundary next to the replay's trigger decision with recorded usage (markdown table)."""
-    from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table
+    from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table, simulated_rows_note
 
     _once_each(files)
     options = {"max_output_tokens_env": max_output_tokens} if max_output_tokens is not None else {}
@@ -811,6 +821,8 @@ def fidelity_claude_code(
         raise UsageFailure(f"no recorded compaction (a compact_boundary) in {', '.join(map(str, files))} to set the replays beside; "
                            "`bench inspect` counts a file's compactions")
     print(claude_code_fidelity_table(rows))
+    if (note := simulated_rows_note(rows)) is not None:  # the table says it per row; this says why
+        errors.print(f"note: {note}", markup=False)
 
 
 @fidelity_app.command("cache")
@@ -831,17 +843,27 @@ def fidelity_cache(
         for transcript in load_transcripts(file):
             chosen = profile if profile != "auto" else _profile_for(transcript.model)
             a = recorded_agreement(transcript, chosen)
-            cells = [
-                Path(file.parent.name, file.name).as_posix(), chosen, str(a["requests"]), str(a["requests_not_compared"]),
-                str(a["requests_with_recorded_cache"]),
-                *(f"{a[k]:.3f}" if a[k] is not None else "–" for k in ("recorded_hit_rate", "modelled_hit_rate", "mae_share", "mae_tokens_share")),
-                f"{a['unrecorded_tokens_median']:,.0f}" if a["unrecorded_tokens_median"] is not None else "–",
-            ]
-            rows.append("| " + " | ".join(cells) + " |")
-    print("| file | profile | requests | not compared (after the recording's compaction) | with recorded cache | recorded hit rate "
-          "| modelled hit rate | MAE (share of input) | MAE tokens / recorded input (the unrecorded prefix included) | unrecorded tokens (median) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+            rows.append("| " + " | ".join(_agreement_cells(Path(file.parent.name, file.name).as_posix(), chosen, a)) + " |")
+    print("| file | profile | requests | not compared (after the recording's compaction) | with recorded cache "
+          "| recorded hit rate (the unrecorded prefix included) | modelled hit rate (the replayed messages) | recorded uncached tokens "
+          "| modelled uncached tokens | uncached input error (Σ abs. difference / Σ replayed tokens) "
+          "| uncached input error per request (median of abs. difference / replayed tokens) | unrecorded tokens (median) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
+
+
+def _agreement_cells(file: str, profile: str, a: dict[str, Any]) -> list[str]:
+    """One row of `fidelity cache` (`fidelity.recorded_agreement`). The uncached figures do not move with the
+    unrecorded prefix the provider cached; the recorded hit rate does, so it is labelled with it."""
+    def share(key: str) -> str:
+        return f"{a[key]:.3f}" if a[key] is not None else "–"
+
+    return [
+        file, profile, str(a["requests"]), str(a["requests_not_compared"]), str(a["requests_with_recorded_cache"]),
+        share("recorded_hit_rate"), share("modelled_hit_rate"), f"{a['recorded_uncached_tokens']:,}", f"{a['modelled_uncached_tokens']:,}",
+        share("uncached_error_share"), share("uncached_error_median"),
+        f"{a['unrecorded_tokens_median']:,.0f}" if a["unrecorded_tokens_median"] is not None else "–",
+    ]
 
 
 def _profile_for(model: str | None) -> str:
