@@ -774,6 +774,10 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
         "compaction": "int64", "step": "int64", "trigger": "str", "tokens_before": "int64", "tokens_after": "int64", "summarized_ids": "list",
         "kept_ids": "list", "dropped_ids": "list", "silent_loss": "int64", "llm_calls": "int64", "llm_input_tokens": "int64",
         "llm_output_tokens": "int64", "summary_requests": "list", "premature": "bool", "estimate_on_recorded_usage": "bool",
+        # whether the compaction has a probe point (`metrics.measure._probe_points`); a run written before the column
+        # reads without it (`REQUIRED_COLUMNS`: an older run reads as it is), and the report calls its compactions'
+        # probe points unknown (`reports.html`); a run never merges cells of two versions (`runner`: other columns, redone)
+        "probed": "bool",
     },
     "probes": {
         "probe_id": "str", "kind": "str", "match": "str", "point_kind": "str", "step": "int64", "request": "int64", "status": "str",

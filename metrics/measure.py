@@ -12,7 +12,8 @@ adds those columns itself. Rows:
 - compactions: trigger, tokens before/after, the strategy's estimate at the decision and its
   error against the true count before, the summary, the ids summarized / kept verbatim /
   dropped (silent loss: neither kept nor given to the summarizer), summarizer calls, the tokens
-  and dollars of their summary requests, and whether it was premature;
+  and dollars of their summary requests, whether it was premature, and whether it has a probe point
+  (`probed`, `_probe_points`: what it lost is measured only there);
 - probes: one row per probe per paired checkpoint and per compaction point after the probe's
   source (`compaction_bench.metrics.retention`, which owns them).
 
@@ -177,12 +178,22 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
 COMPACTION_COLUMNS = (
     "compaction", "step", "turn", "trigger", "tokens_before", "tokens_after", "estimate_tokens", "estimate_error", "threshold", "summary",
     "summarized_ids", "kept_ids", "dropped_ids", "silent_loss", "llm_calls", "llm_input_tokens", "llm_output_tokens", "llm_cost_usd",
-    "summary_requests", "premature", "estimate_on_recorded_usage", "next_request",
+    "summary_requests", "premature", "estimate_on_recorded_usage", "next_request", "probed",
 )
+
+
+def _probe_points(result: ReplayResult) -> set[int]:
+    """The compactions the replay gave a probe point: of the compactions before a request, only the newest the
+    strategy recorded as probed (bench/replay.py `_mark_points`: `probed = [c for c in self._awaiting_point if
+    c.probed]`, the point goes to `probed[-1]`). A rewrite recorded with `probe=False` (observation masking, Aider's
+    discarded summary, Anthropic's tool-use clearing) or a compaction a later one followed before the next request
+    has none: no probe was asked right after it, so what it lost is not measured (not 0)."""
+    return {p.compaction for p in result.points if p.reason == "compaction" and p.compaction is not None}
 
 
 def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed], held: list[str | None]) -> list[dict[str, Any]]:
     nothing = _Billed()
+    probed = _probe_points(result)
     rows = []
     for c in result.compactions:
         on_recorded = _decided_on_recorded(result, c, held)
@@ -209,6 +220,7 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "premature": not on_recorded and accuracy.premature(c),
             "estimate_on_recorded_usage": on_recorded,
             "next_request": c.next_request,
+            "probed": c.index in probed,
         })
     return rows
 

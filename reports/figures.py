@@ -21,6 +21,7 @@ a strategy add up to its leaderboard `re-billed tokens`.
 
 from __future__ import annotations
 
+import colorsys
 import functools
 import io
 import math
@@ -57,15 +58,81 @@ _PATH_TOKEN = re.compile(r"[MLQCz]|-?(?:\d+\.?\d*|\.\d+)")
 _PAIRS = {"M": 1, "L": 1, "Q": 2, "C": 3, "z": 0}
 
 
-def _thousands(value: float, _: object = None) -> str:
-    return f"{value / 1e6:.1f}M" if abs(value) >= 1e6 else f"{value / 1e3:.0f}k" if abs(value) >= 1e3 else f"{value:.0f}"
+class TokenTicks(matplotlib.ticker.Formatter):
+    """Token counts as tick labels, in k or M by the largest tick, with the fewest decimals (up to `MAX_DECIMALS`)
+    that tell every tick apart: 2,600 … 3,400 read 2.6k … 3.4k, not 3k three times (whole thousands did). One
+    instance per axis: the scale is its ticks' (`set_locs`, which matplotlib calls with the ticks it labels)."""
+
+    MAX_DECIMALS = 6
+
+    def __init__(self) -> None:
+        self.unit, self.suffix, self.decimals = 1.0, "", 0
+
+    def set_locs(self, locs: Sequence[float]) -> None:
+        finite = [float(v) for v in locs if math.isfinite(v)]
+        top = max((abs(v) for v in finite), default=0.0)
+        self.unit, self.suffix = (1e6, "M") if top >= 1e6 else (1e3, "k") if top >= 1e3 else (1.0, "")
+        distinct = len(set(finite))
+        self.decimals = next((d for d in range(self.MAX_DECIMALS) if len({round(v / self.unit, d) for v in finite}) == distinct), self.MAX_DECIMALS)
+
+    def _text(self, value: float, decimals: int) -> str:
+        return "0" if value == 0 else f"{value / self.unit:.{decimals}f}{self.suffix}"
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return self._text(x, self.decimals)
+
+
+#: Line styles and markers of the strategies, one pair per block of `BLOCK` strategies in the run's order
+#: (`styles`): with the colours, which never repeat, a later block's strategy also draws unlike an earlier one's.
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+BLOCK = 20
+
+
+class Style(NamedTuple):
+    """How a strategy is drawn: its colour, line style and marker."""
+
+    colour: tuple[float, ...]
+    linestyle: str
+    marker: str
+
+
+def _palette_colour(n: int) -> tuple[float, ...]:
+    """The `n`th colour of the strategies' palette: tab20's dark shades, then its light ones (the first 20), then
+    tab20b's and tab20c's (the next 40, shade by shade), then hues a golden angle apart at three lightnesses."""
+    if n < 20:
+        return tuple(matplotlib.colormaps["tab20"](2 * n if n < 10 else 2 * (n - 10) + 1))
+    if n < 60:
+        index = n - 20
+        name = "tab20b" if index < 20 else "tab20c"
+        return tuple(matplotlib.colormaps[name]((index % 20) % 5 * 4 + (index % 20) // 5))
+    hue = (n * 0.6180339887498949) % 1.0
+    return (*colorsys.hls_to_rgb(hue, (0.35, 0.5, 0.65)[n % 3], 0.75), 1.0)
 
 
 def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
-    """One stable colour per strategy (order of first appearance)."""
-    tab20 = matplotlib.colormaps["tab20"]
-    palette = [tab20(i) for i in range(20)]
-    return {s: palette[(2 * n) % 20 if n < 10 else (2 * n + 1) % 20] for n, s in enumerate(dict.fromkeys(strategies))}
+    """One colour per strategy, by its place in `strategies` (the run's order; a name given twice keeps its first
+    place), no two alike however many there are (`_palette_colour`; tab20 alone gave the 11th and the 21st one colour)."""
+    out: dict[str, tuple[float, ...]] = {}
+    used: set[tuple[float, ...]] = set()
+    n = 0
+    for strategy in dict.fromkeys(strategies):
+        colour = _palette_colour(n)
+        while colour in used:  # never for the tables' colours; a guard for the generated hues
+            n += 1
+            colour = _palette_colour(n)
+        out[strategy] = colour
+        used.add(colour)
+        n += 1
+    return out
+
+
+def styles(strategies: Sequence[str]) -> dict[str, Style]:
+    """Each strategy's `Style`, by its place in `strategies` (the run's order): its colour (`colours`), and a line style
+    and marker per block of `BLOCK` strategies."""
+    palette = colours(strategies)
+    return {s: Style(palette[s], LINE_STYLES[(n // BLOCK) % len(LINE_STYLES)], MARKERS[(n // BLOCK) % len(MARKERS)])
+            for n, s in enumerate(palette)}
 
 
 def to_svg(fig: Figure, crop: bool = True) -> str:
@@ -182,20 +249,23 @@ _CANVASES: dict[int, _Canvas] = {}
 
 class _Timeline(NamedTuple):
     """What a timeline draws: the turn requests and compactions (`timeline_rows`), the window, the title (with the
-    repeat drawn), and the strategies with a panel, in the report's order."""
+    repeat drawn), the strategies with a panel, in the report's order, and each one's colour: its colour in the
+    run's order (`colours(order)`), as in the overview figures, whichever strategies this scenario lacks."""
 
     turns: pd.DataFrame
     compactions: pd.DataFrame
     window: int | None
     title: str
     strategies: list[str]
+    palette: dict[str, tuple[float, ...]]
 
     @classmethod
     def of(cls, requests: pd.DataFrame, compactions: pd.DataFrame, window: int | None, title: str, order: Sequence[str] | None) -> _Timeline:
         turns, marks, shown = timeline_rows(requests, compactions)
         present = set(turns["strategy"].unique())
-        strategies = [s for s in (order or turns["strategy"].unique()) if s in present]
-        return cls(turns, marks, window, f"{title} · {shown}" if shown else title, strategies)
+        run_order = list(order or turns["strategy"].unique())
+        strategies = [s for s in run_order if s in present]
+        return cls(turns, marks, window, f"{title} · {shown}" if shown else title, strategies, colours(run_order))
 
 
 def _grid(panels: int) -> tuple[int, int]:
@@ -229,13 +299,12 @@ def _clear(canvas: _Canvas) -> None:
 
 def _draw_timeline(canvas: _Canvas, shown: _Timeline) -> _Canvas:
     """`timeline_figure` of `shown` drawn on `canvas`, a new or cleared canvas of one panel per strategy it shows."""
-    turns, compactions, window, title, strategies = shown
+    turns, compactions, window, title, strategies, palette = shown
     rows, cols = _grid(len(strategies))
     peak = float(turns["true_tokens"].max()) if len(turns) else 1.0
     top = min(max(peak, window) * 1.08, window * 1.3) if window else peak * 1.05
     first, last = (float(turns["step"].min()), float(turns["step"].max())) if len(turns) else (0.0, 1.0)
     margin = (last - first) * 0.05 or 0.5  # matplotlib's default autoscale margin
-    palette = colours(strategies)
     by_strategy = dict(iter(turns.groupby("strategy", sort=False)))
     marks = dict(iter(compactions.groupby("strategy", sort=False))) if not compactions.empty else {}
     panel_titles = {s: _panel_title(s, by_strategy[s]) for s in strategies}
@@ -244,7 +313,7 @@ def _draw_timeline(canvas: _Canvas, shown: _Timeline) -> _Canvas:
         for ax, strategy in zip(axes, strategies, strict=False):
             ax.set_xlim(first - margin, last + margin)
             ax.set_ylim(0, top)
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+            ax.yaxis.set_major_formatter(TokenTicks())
             ax.set_title(panel_titles[strategy], fontsize=7.5, y=1.0)  # placed: no search for ticks above the panel
             ax.label_outer()
         fig.suptitle(title, fontsize=9)
@@ -416,11 +485,13 @@ def retention_over_session(rows: pd.DataFrame, title: str, order: Sequence[str])
     table = presence_over_session(rows) if len(rows) else pd.DataFrame()
     fig, axes = _figure(1, 1, 6.4, 2.8)
     ax = axes[0, 0]
-    palette = colours(order)
+    drawn = styles(order)
     with matplotlib.rc_context(STYLE):
         for strategy in order:
             if strategy in table.columns:
-                ax.plot((table.index + 0.5) / BINS, table[strategy], marker="o", markersize=2.5, linewidth=1, label=strategy, color=palette[strategy])
+                style = drawn[strategy]
+                ax.plot((table.index + 0.5) / BINS, table[strategy], marker=style.marker, linestyle=style.linestyle, markersize=2.5, linewidth=1,
+                        label=strategy, color=style.colour)
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("position in the session (share of its steps)")
@@ -497,14 +568,15 @@ def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) ->
     optionally `flagged` (drawn hollow, named so, and off the front: `pareto_front`).
     """
     fig, axes = _figure(1, 2, 10, 3.2)
-    palette = colours([*order, *points.index])
+    drawn = styles([*order, *points.index])
     with matplotlib.rc_context(STYLE):
         for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
             data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]
             for name, row in data.iterrows():
                 flagged = bool(row.get("flagged", False))
+                style = drawn[str(name)]
                 ax.errorbar(row[column], row["retention"], yerr=[[row["retention"] - row["lo"]], [row["hi"] - row["retention"]]] if np.isfinite(row["lo"]) else None,
-                            fmt="o", markersize=4, color=palette[name], elinewidth=0.7, markerfacecolor="none" if flagged else palette[name])
+                            fmt=style.marker, markersize=4, color=style.colour, elinewidth=0.7, markerfacecolor="none" if flagged else style.colour)
                 ax.annotate(f"{name} (flagged)" if flagged else str(name), (row[column], row["retention"]), fontsize=6.5, xytext=(3, 3),
                             textcoords="offset points")
             front = data.loc[pareto_front(data, column)].sort_values(column)
@@ -513,7 +585,7 @@ def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) ->
                 ax.legend(fontsize=6.5, frameon=False, loc="lower right")
             ax.set_xlabel(label)
             if column == "rebilled_tokens":
-                ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+                ax.xaxis.set_major_formatter(TokenTicks())
             ax.set_ylabel("retention (paired points)")
             ax.grid(alpha=0.3)
         fig.suptitle(title, fontsize=9)
@@ -546,19 +618,21 @@ def cache_over_session(requests: pd.DataFrame, title: str, order: Sequence[str])
     """Cache hit rate and re-billed tokens per tenth of the session, per strategy (`cache_by_session_position`)."""
     grouped = cache_by_session_position(requests)
     fig, axes = _figure(1, 2, 10, 2.9)
-    palette = colours(order)
+    drawn = styles(order)
     with matplotlib.rc_context(STYLE):
         for strategy in order:
             if strategy not in grouped.index.get_level_values(0):
                 continue
             part = grouped.loc[strategy]
             x = (part.index + 0.5) / BINS
-            axes[0, 0].plot(x, part["hit"], linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
-            axes[0, 1].plot(x, part["rebilled_tokens"], linewidth=1, marker="o", markersize=2, color=palette[strategy], label=strategy)
+            line = {"linewidth": 1, "marker": drawn[strategy].marker, "linestyle": drawn[strategy].linestyle, "markersize": 2,
+                    "color": drawn[strategy].colour, "label": strategy}
+            axes[0, 0].plot(x, part["hit"], **line)
+            axes[0, 1].plot(x, part["rebilled_tokens"], **line)
         axes[0, 0].set_ylabel("cache hit rate")
         axes[0, 0].set_ylim(-0.02, 1.02)
         axes[0, 1].set_ylabel("re-billed tokens (per tenth)")
-        axes[0, 1].yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_thousands))
+        axes[0, 1].yaxis.set_major_formatter(TokenTicks())
         for ax in axes.flat:
             ax.set_xlim(0, 1)
             ax.set_xlabel("position in the session (share of its requests)")

@@ -4,7 +4,8 @@ Order: the verdict per profile (`reports/verdict.py`), figures that compare stra
 leaderboard and the per-scenario table (sortable, filterable, a column picker, a glossary of every
 column), the browser of every compaction (no row cap; each opens a drill-down with the kept,
 summarized and silently dropped items themselves, the summary and the probes that went absent at
-it, side by side with the other strategies' compactions nearest the same step), the integrity
+it, or "–" and why where no probe point measured that (`_unmeasured`), side by side with the other
+strategies' compactions nearest the same step), the integrity
 findings the strategy caused with a transcript excerpt around the orphan (the recorded session's own
 orphans counted apart, `Findings`), and per scenario the context timelines as small multiples. The
 glossary describes each leaderboard header by its column (`HEADERS`), so the two never differ.
@@ -43,7 +44,7 @@ from compaction_bench.reports.leaderboard import (
     leaderboard,
     offline_note,
 )
-from compaction_bench.reports.report_files import PAGES, page_name, pages_folder, remove_pages
+from compaction_bench.reports.report_files import LISTING_ID, PAGES, listed_pages, page_name, pages_folder, remove_pages
 from compaction_bench.reports.verdict import ProfileVerdict, verdicts
 from compaction_bench.store import load_run, read_manifest
 
@@ -170,16 +171,25 @@ def describe(column: str) -> str:
 
 
 # --------------------------------------------------------------------------- tables
+#: Columns of names: the page sorts them as text, never by digits a name starts with (a session id "703e4528-…").
+NAME_COLUMNS = ("scenario", "strategy", "profile", "trigger")
+
+
 @dataclass
 class Table:
-    """A table for the template: header, cell texts (the page sorts by their leading number, else as text) and
-    which columns start visible."""
+    """A table for the template: header, cell texts (the page sorts a column of names as text, `names`, any other by
+    the number a cell starts with, else as text) and which columns start visible."""
 
     id: str
     header: list[str]
     rows: list[list[str]]
     visible: list[bool]
     titles: list[str] = field(default_factory=list)
+
+    @property
+    def names(self) -> list[bool]:
+        """Per column, whether it holds names (`NAME_COLUMNS`), sorted as text."""
+        return [h in NAME_COLUMNS for h in self.header]
 
 
 def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, pooled: pd.DataFrame) -> Table:
@@ -274,6 +284,42 @@ def _flips(probes: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str
         key = (str(row.scenario), str(row.strategy), str(row.profile), int(str(row.repeat)), int(float(str(row.compaction))))
         out.setdefault(key, []).append([str(row.probe_id), str(row.kind), question, answer])
     return out
+
+
+#: Why the facts a compaction lost are not measured, by the code the drill-down's data carries (`_script.html.j2`'s
+#: `UNMEASURED` words it): no probe was asked right after it, or its point's request reached no model, or the run
+#: was written before `compactions.parquet` said which compactions have a probe point (`probed`).
+NO_POINT, NOT_SEEN, UNKNOWN = "no-point", "not-seen", "unknown"
+
+
+def _points_seen(probes: pd.DataFrame) -> dict[tuple, bool]:
+    """(scenario, strategy, profile, repeat, compaction) -> whether the probe rows at that compaction's point read a
+    context that reached a model (`status` other than `not_seen`; a run without `status` read every one), for the
+    compactions with probe rows at their point: what `_flips` counts at them is measured where this is True."""
+    if probes.empty or "compaction" not in probes.columns:
+        return {}
+    rows = probes[probes["compaction"].notna()]
+    seen = rows["status"] != "not_seen" if "status" in rows.columns else pd.Series(True, index=rows.index)
+    keys = ("scenario", "strategy", "profile", "repeat", "compaction")
+    grouped = seen.groupby([rows[c] for c in keys], sort=False).any().reset_index()
+    return {(str(s), str(t), str(p), int(r), int(c)): bool(v) for s, t, p, r, c, v in grouped.itertuples(index=False)}
+
+
+def _unmeasured(record: Mapping[str, Any], key: tuple, flips: Mapping[tuple, Any], seen: Mapping[tuple, bool]) -> str | None:
+    """Why what compaction `record` (`key`) lost is not measured (`NO_POINT`, `NOT_SEEN`, `UNKNOWN`), or None where it
+    is, so the report never shows an unmeasured compaction as having lost nothing. A compaction has a probe point only
+    if the replay gave it one (`probed`, `metrics.measure._probe_points`); where the run has no `probed` (written
+    before it), one with probe rows at its point had one, and any other is unknown. A point whose request overflowed
+    counts no loss (`_flips`): not measured either."""
+    if key in flips:
+        return None
+    point = seen.get(key)
+    if point is not None:
+        return None if point else NOT_SEEN
+    probed = _clean(record.get("probed"))
+    if probed is None:
+        return UNKNOWN
+    return None if probed else NO_POINT
 
 
 @dataclass
@@ -392,6 +438,7 @@ def _environment() -> jinja2.Environment:
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
     env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format_value(v, fmt)
     env.filters["dollars"] = format_dollars
+    env.globals["describe"] = describe  # a header's title is the glossary's words for its column, never words of its own
     return env
 
 
@@ -458,6 +505,7 @@ def _render(
     # Compactions: one global id per row, in a stable order.
     compactions = compactions.sort_values([c for c in ("scenario", "strategy", "profile", "repeat", "compaction") if c in compactions.columns]).reset_index(drop=True) if not compactions.empty else compactions
     flips = _flips(probes, questions)
+    seen = _points_seen(probes)
     scenarios: list[Scenario] = []
     items_of = _by_scenario(items)
     for n, name in enumerate(names):
@@ -476,18 +524,20 @@ def _render(
             continue
         key = (record["scenario"], record["strategy"], record["profile"], int(record.get("repeat", 0)), int(record.get("compaction", 0)))
         lost = flips.get(key, [])
+        why = _unmeasured(record, key, flips, seen)
         lists = _id_lists(record, where_by_scenario[scenario.name])
         summary_text = str(record["summary"]) if isinstance(record.get("summary"), str) else ""
         data_by_scenario[scenario.name][str(cid)] = {
             "strategy": record["strategy"], "profile": record["profile"], "repeat": key[3], "step": _clean(record.get("step")),
             "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
             "premature": bool(record.get("premature", False)), "summary": summary_text[:SUMMARY_CHARS],
-            "summary_len": len(summary_text), "lists": lists, "flips": lost,
+            "summary_len": len(summary_text), "lists": lists, "flips": None if why else lost, **({"unmeasured": why} if why else {}),
         }
         browser_rows.append(row := {
             "id": cid, "scenario": scenario, "strategy": record["strategy"], "profile": record["profile"], "step": _clean(record.get("step")),
             "trigger": str(record.get("trigger", "")), "before": _clean(record.get("tokens_before")), "after": _clean(record.get("tokens_after")),
-            "kept": lists["kept"]["n"], "summarized": lists["summarized"]["n"], "dropped": lists["dropped"]["n"], "flips": len(lost),
+            "kept": lists["kept"]["n"], "summarized": lists["summarized"]["n"], "dropped": lists["dropped"]["n"],
+            "flips": None if why else len(lost),  # "–": not measured, never 0
         })
         rows_by_scenario[scenario.name].append(row)
 
@@ -521,11 +571,12 @@ def _render(
         section["body"] = body(section)
     bodies = sum(len(str(section["body"]).encode("utf-8")) for section in sections)
     if len(scenarios) <= SINGLE_FILE_SCENARIOS and bodies <= SINGLE_FILE_LIMIT:
-        single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None)
+        single = env.get_template("report.html.j2").render(**context, sections=sections, folder=None, listed=None)
         if len(single.encode("utf-8")) <= SINGLE_FILE_LIMIT:
             report(steps, steps, "report.html")
             return {"report.html": single}
-    pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES)}
+    listed = {"id": LISTING_ID, "pages": sorted(s.page for s in scenarios)}  # what a later report removes (`report_files`)
+    pages = {"report.html": env.get_template("report.html.j2").render(**context, sections=sections, folder=PAGES, listed=listed)}
     page_template = env.get_template("scenario.html.j2")
     for section, scenario in zip(sections, scenarios, strict=True):
         pages[f"{PAGES}/{scenario.page}"] = page_template.render(manifest=manifest, section=section, index="../report.html",
@@ -548,8 +599,9 @@ def _glossary(summary: pd.DataFrame) -> list[tuple[str, str]]:
 def write_report(
     run_dir: str | Path, progress: ReportProgress | None = None, *, jobs: int = 1, drawings: Drawings | None = None
 ) -> Path:
-    """Write `report.html` (and `report/` for a large run; the pages of an earlier report it does not have
-    are removed, `report_files.remove_pages`) and return its path. `jobs` and `drawings` as in `render_pages`."""
+    """Write `report.html` (and `report/` for a large run, its pages listed in `report.html`; the pages of an
+    earlier report it does not have are removed, and nothing else, `report_files.remove_pages`) and return its path.
+    `jobs` and `drawings` as in `render_pages`."""
     root = Path(run_dir)
     pages_folder(root)  # refused before the rendering
     pages = render_pages(root, progress, jobs=jobs, drawings=drawings)
@@ -562,7 +614,7 @@ def write_report(
 
 
 def page_sizes(run_dir: str | Path) -> dict[str, int]:
-    """Bytes of every written report page (for the scale benchmark)."""
+    """Bytes of every written report page (for the scale benchmark): `report.html` and the pages it lists."""
     root = Path(run_dir)
-    paths: Sequence[Path] = [root / "report.html", *sorted((root / PAGES).glob("*.html"))]
+    paths: Sequence[Path] = [root / "report.html", *(root / PAGES / name for name in sorted(listed_pages(root)))]
     return {str(p.relative_to(root)): p.stat().st_size for p in paths if p.is_file()}

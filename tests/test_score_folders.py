@@ -99,9 +99,13 @@ def test_a_report_keeps_the_users_files_in_its_folder_and_follows_no_link(run_co
     pages = run_copy / "report"
     pages.mkdir()
     (pages / "notes.md").write_text("mine\n")
+    (pages / "2024-q3-notes.html").write_text("mine, shaped like a page\n")
     (pages / "0009-gone.html").write_text("a page of an earlier report\n")
+    # the earlier report's index lists its pages (`report_files.listed_pages`): those are removed, and only those
+    (run_copy / "report.html").write_text('<script type="application/json" id="report-pages">["0009-gone.html"]</script>')
     write_report(run_copy)
     assert (pages / "notes.md").read_text() == "mine\n" and not (pages / "0009-gone.html").exists()
+    assert (pages / "2024-q3-notes.html").read_text() == "mine, shaped like a page\n"
     shutil.rmtree(pages)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
