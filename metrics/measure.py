@@ -21,8 +21,9 @@ Each violation in `integrity_detail` says whether the recorded session already h
 (`recorded`), so a report lists the strategy's own apart from the recording's.
 
 A sent request's tokens and dollars are one set (`_billed`): a summarizer call whose own price is
-known (a real model with a price in litellm's map, free ones at $0) is priced on the usage that
-model reported, and one whose map entry states no price (litellm's $0 for it is no price) costs NaN,
+known (a real model with a price in litellm's map, free ones at $0) is priced on the input and
+output tokens that model reported, with the cache reads and writes the simulated provider gives the
+request (`_call_dollars`: the model's own cache never saw the session's turns), and one whose map entry states no price (litellm's $0 for it is no price) costs NaN,
 unknown, as an unpriced profile's requests do (`metrics/cost.py`);
 every other request, the offline summarizer's included, on the simulated provider's count of it
 (the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
@@ -39,10 +40,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction_bench.llm import LLMClient, is_offline
+from compaction_bench.llm import LLMClient, LLMResult, is_offline
 from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
-from compaction_bench.profiles import stated_prices
+from compaction_bench.profiles import ProfileError, get_profile, stated_prices
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord, id_list
 from compaction_bench.tokens import HiddenTokens, shared_counter
@@ -90,7 +91,8 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
         return _Billed(0, output, 0.0)
     if call is not None and call.cost is not None:
         # litellm bills a model whose map entry states no price at $0, which is no price (`Prices.unpriced`)
-        return _Billed(call.input_tokens, output, call.cost if stated_prices(call.model) is not False else math.nan)
+        dollars = _call_dollars(call, request, output) if stated_prices(call.model) is not False else math.nan
+        return _Billed(call.input_tokens, output, dollars)
     dollars = cost.request_cost(
         result.profile,
         input_tokens=request.true_tokens,
@@ -100,6 +102,25 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
         when=parse_timestamp(request.timestamp),  # off-peak prices (`compaction_bench.off_peak`) by the recorded time
     )
     return _Billed(request.true_tokens, output, dollars)
+
+
+def _call_dollars(call: LLMResult, request: RequestRecord, output: int) -> float:
+    """A priced summarizer call's dollars: the input and output tokens the model reported, of which the request's
+    simulated cache reads and writes (`RequestRecord.cached_tokens`, `cache_write_tokens`, at most its input), at
+    the call model's prices in litellm's map. The replay sends the turns to no model, so the model's own cache
+    never holds the session's prefix, and the reads it reports are not those of the agent's session, whose turns
+    wrote that prefix (a summary fork such as Claude Code 2.1's exists to read it). A model the map cannot name as
+    a profile keeps litellm's price of the call."""
+    try:
+        profile = get_profile(call.model)
+    except ProfileError:
+        return call.cost if call.cost is not None else math.nan
+    cached = min(request.cached_tokens, call.input_tokens)
+    written = min(request.cache_write_tokens, call.input_tokens - cached)
+    return cost.request_cost(
+        profile, input_tokens=call.input_tokens, cached_tokens=cached, cache_write_tokens=written, output_tokens=output,
+        when=parse_timestamp(request.timestamp),
+    )
 
 
 def _held_usage(result: ReplayResult) -> list[str | None]:
