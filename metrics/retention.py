@@ -48,13 +48,14 @@ Per row:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_bench.llm import LLMClient, LLMError, PreparedContext
+from compaction_bench.llm import LLMClient, LLMError, PreparedContext, effective_api_base
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
@@ -273,7 +274,13 @@ def _first_summarized(compactions: Sequence[CompactionRecord]) -> dict[str, int]
 
 
 def _model(client: LLMClient | None) -> object:
-    return None if client is None else getattr(client, "model", id(client))
+    """What decides a client's answers, for the ceiling cache, which lives as long as the process (a notebook's
+    second run): its model, its call settings (stored responses, offline) and the endpoint its calls go to, named
+    by `--api-base` or by the provider's base-URL variable (`llm.effective_api_base`)."""
+    if client is None:
+        return None
+    settings = client.settings
+    return (client.model, dataclasses.astuple(settings), effective_api_base(client.provider, settings.api_base))
 
 
 class _Uncompacted:

@@ -128,3 +128,27 @@ def test_the_offline_reader_reads_a_codex_envelope_as_a_model_does():
 
     assert answer(plain).startswith('FAILED: "test_port" expected 8080, got 8081')
     assert answer(envelope) == answer(plain)
+
+
+def test_the_ceiling_is_keyed_by_the_answerer_s_endpoint_not_only_its_model(monkeypatch, tmp_path):
+    """Two runs in one process (a notebook's) ask the same probes with answerers of one model name on two endpoints:
+    one that never knows, one that answers. The second run's ceiling is its own answerer's (before: the first's, 0)."""
+    from compaction_bench.llm import CallSettings, LLMClient
+    from tests.model_servers import ModelServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "local-key")
+    items = (Item("u0", "user", "The deploy key is ZEBRA-42. Keep it safe.", turn=0),
+             Item("a0", "assistant", "Noted.", response=0, turn=0))
+    transcript = Transcript("ceiling-endpoints", items)
+    probe = Probe("key", "recall", "What is the deploy key?", "ZEBRA-42", source="u0")
+    result = bench.replay(transcript, "none", profile="1m")
+    ceilings = []
+    for reply in (lambda call: "I do not know.", lambda call: "The deploy key is ZEBRA-42."):
+        server = ModelServer("openai", reply=reply)
+        try:
+            answerer = LLMClient("openai/gpt-4o-mini", CallSettings(api_base=server.base_url, max_retries=0, cache_dir=str(tmp_path / str(server.port))))
+            rows = measure_cell(result, [probe], answerer=answerer).probes
+        finally:
+            server.close()
+        ceilings.append({row["ceiling_correct"] for row in rows})
+    assert ceilings == [{False}, {True}]
