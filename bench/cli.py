@@ -257,6 +257,10 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
 
     manifest = read_manifest(root) if (root / "manifest.json").is_file() else {}  # tables alone: no run's lists
     config = manifest.get("config") or {}
+    repeats = config.get("repeats") or 1
+    if repeats > 1:  # as the report's leaderboard says it
+        console.print(f"note: counts, tokens and dollars are per repeat (the mean over the {repeats} repeats), summed over the scenarios",
+                      markup=False, soft_wrap=True)
     # a scenario in which every cell failed has no request: only the run's own list of scenarios names it
     for (scenario, profile), missing in unfinished(cells, [s["name"] for s in manifest.get("scenarios", [])]).items():
         console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",

@@ -264,7 +264,7 @@ def p_best_note(lead: Difference) -> str:
         differ = "no probe differs" if lead.changed == 0 else f"only {lead.changed} probe{'s differ' if lead.changed > 1 else ' differs'}"
         why = f"{differ} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart"
     else:
-        why = (f"the difference between {pair} is not detectable ({'+' if lead.mean > 0 else ''}{_points(lead.mean)} points, "
+        why = (f"the difference between {pair}, is not detectable ({'+' if lead.mean > 0 else ''}{_points(lead.mean)} points, "
                f"{_interval(lead.lo, lead.hi)}, sign-flip p = {lead.p_value:.2g})")
     return f"P(best) is not shown: {why}; a share of bootstrap resamples would claim more than the tests can."
 
