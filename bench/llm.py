@@ -23,7 +23,11 @@ What a call does, in order:
    parameters, the sample and the repeat index, so a second endpoint or a second repeat is a new call.
    The api base in the key is the one litellm actually sends to (`effective_api_base`): `--api-base`,
    else the provider's base-URL environment variable litellm reads (`OPENAI_BASE_URL`/`OPENAI_API_BASE`,
-   `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...), else the provider's default (None).
+   `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...), else the provider's default (None), without its
+   credentials (`redact_url`: a password in the URL or an `?api_key=` names no other endpoint).
+   `bench score` looks in the scored run's own `responses/` before the cache (`CallSettings.run_responses`).
+   Every request is sent with temperature 0 (litellm drops it, `drop_params`, for a model that takes no
+   other, OpenAI's reasoning models), so that a stored reply stands for what the model says again.
 4. A call takes one of `max_concurrency` slots, shared by every worker process of a run (file
    locks in the run folder), and is retried with exponential backoff on 429, 5xx, timeouts and
    connection errors, at most `max_retries` times, each retry logged on stderr. When the refusal
@@ -39,11 +43,16 @@ What a call does, in order:
    cached: an unscored answer or judge verdict, a failed summary. The backoff between retries doubles
    up to `max_retry_after` seconds, as a `Retry-After` wait does, and an error's text is one line.
 5. The response is cached and appended to the run folder (`responses/*.jsonl`), so re-grading
-   and reports never need the model again.
+   (`bench score`, which reads them) and reports never need the model again. A reply records its
+   `finish_reason` (litellm's OpenAI wording: "length" is a reply cut off at `max_tokens`) and whether
+   it reported its usage: a server that sends no usage block gets zero counts and a $0 price from
+   litellm, which are no counts (`usage_known` False, cost None: unpriced).
 
 API keys are read by litellm from the environment only (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
 ...). Nothing here writes a key: the cache and the stored responses hold the request key (a hash
-of model, endpoint and payload) and the reply only, and any error text is scrubbed of the values of secret-looking environment variables.
+of model, endpoint and payload), the endpoint without its credentials (`redact_url`) and the reply
+only, and any error text is scrubbed of the values of secret-looking environment variables and of the
+credentials of any URL in it (`redact`).
 """
 
 from __future__ import annotations
@@ -62,8 +71,10 @@ import logging
 import math
 import operator
 import os
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -126,7 +137,16 @@ class LLMResult:
     """One model call (summary, answer or judgement) and what it cost.
 
     `cost` is the dollars litellm priced the call at, 0.0 for a model its map lists as free, and
-    None where no price is known (the offline models, a model missing from the map)."""
+    None where no price is known (the offline models, a model missing from the map, a reply without usage).
+
+    `usage_known` is False for a real model's reply that reported no usage (an OpenAI-compatible server may
+    omit the `usage` block; litellm then gives 0 prompt and 0 completion tokens and prices the call at $0):
+    its `input_tokens` and `output_tokens` are then 0 as no count, not a count of 0, and its cost is None.
+    The counts stay ints (0) because the strategies read them as a usage (Codex's token account) and the
+    metrics add them; whoever prices or counts the call reads `usage_known` first.
+    `finish_reason` is why the reply ended, in litellm's OpenAI wording ("stop"; "length": cut off at
+    `max_tokens`, Anthropic's "max_tokens" mapped to it), None where unknown (the offline models, a call
+    stored before it was recorded)."""
 
     text: str
     model: str
@@ -135,6 +155,8 @@ class LLMResult:
     cost: float | None = None
     cache_hit: bool = False
     purpose: str = "summary"
+    usage_known: bool = True
+    finish_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as stored, and `priced`, which tells a free call (cost 0.0) from one without a price."""
@@ -144,11 +166,15 @@ class LLMResult:
     def from_dict(cls, data: Mapping[str, Any], **fields: Any) -> LLMResult:
         """A call stored by `to_dict` (other keys ignored), with `fields` set. One stored before
         `priced` existed said 0.0 for a call without a price, so there 0.0 is read as no price, as
-        it was priced when stored."""
+        it was priced when stored. One stored before `usage_known` existed is a reply without usage
+        when a real model's input count is 0 (no request reads nothing: that 0 was litellm's for a
+        missing usage block, priced $0), and then has no price either; its finish reason is unknown."""
         known = {f.name for f in dataclasses.fields(cls)}
         kept = {k: v for k, v in data.items() if k in known}
+        if "usage_known" not in data:
+            kept["usage_known"] = is_offline(str(data.get("model", ""))) or bool(kept.get("input_tokens"))
         priced = data.get("priced")
-        if priced is False or (priced is None and not kept.get("cost")):
+        if priced is False or (priced is None and not kept.get("cost")) or not kept["usage_known"]:
             kept["cost"] = None
         return cls(**{**kept, **fields})
 
@@ -198,6 +224,7 @@ class CallSettings:
     max_retry_after: float = MAX_RETRY_AFTER_SECONDS  # the longest `Retry-After` wait obeyed; longer ones are cut to it
     offline: bool = False
     responses: str | None = None  # a file written by `bench cache export`
+    run_responses: str | None = None  # a run folder whose `responses/` answer before the cache (`bench score` of that run)
     cache_dir: str | None = None
     use_cache: bool = True
     record_dir: str | None = None  # where every response is appended (the run folder's responses/)
@@ -247,16 +274,58 @@ def model_problem(model: str, offline: Sequence[str], api_base: str | None = Non
 
 
 def redact(text: str) -> str:
-    """`text` with the value of every secret-looking environment variable replaced."""
+    """`text` with the value of every secret-looking environment variable replaced, every URL in it without
+    its credentials (`redact_url`), and the value of any secret-looking query parameter it quotes without
+    its URL (a server echoing the path it was sent, `/v1/?api-key=...`) replaced."""
     for name, value in os.environ.items():
         if len(value) >= 8 and any(marker in name.upper() for marker in SECRET_MARKERS) and value in text:
             text = text.replace(value, "[redacted]")
-    return text
+    text = URL_IN_TEXT.sub(lambda found: redact_url(found.group(0)) or "", text)
+    return SECRET_PARAMETER_IN_TEXT.sub(r"\1\2=[redacted]", text)
+
+
+#: Query parameters whose values are credentials, by a word in their name (lower case): API keys (`?key=` is
+#: how Google's APIs take one, `?api_key=`, `?api-key=`), tokens, an Azure SAS URL's signature (`sig=`),
+#: passwords, other auth values. Azure OpenAI's `api-version` and the like name none of them and stay.
+SECRET_PARAMETER_WORDS = ("key", "token", "secret", "passw", "pwd", "sig", "auth", "credential")
+_SECRET_NAME = r"[\w.~-]*(?:" + "|".join(SECRET_PARAMETER_WORDS) + r")[\w.~-]*"
+#: A URL quoted in text (an error message): a scheme, then up to a space or a quote.
+URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+#: A secret-looking query parameter quoted in text without its URL: what follows `?`, `&` or `;`.
+SECRET_PARAMETER_IN_TEXT = re.compile(r"([?&;])(" + _SECRET_NAME + r")=[^&;#\s'\"<>]*", re.IGNORECASE)
+#: A URL's user name and password (RFC 3986 §3.2.1 userinfo): what comes before `@` in the authority.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/?#@\s]*@")
+
+
+def redact_url(url: str | None) -> str | None:
+    """`url` without its credentials, the one rule for every URL the bench writes (the manifest, the stored
+    responses, `bench cache export`, the request key) and for URLs in error text: no user name and password
+    (`http://user:secret@host/v1`, RFC 3986 §3.2.1, which says a password there is deprecated because it
+    leaks), no query parameter whose name says it holds a credential (`SECRET_PARAMETER_WORDS`). The scheme,
+    host, port, path and the other parameters stay, so two endpoints stay two; None stays None."""
+    if not url:
+        return url
+    url = _USERINFO.sub(r"\1", url, count=1)
+    head, mark, rest = url.partition("?")
+    if not mark:
+        return url
+    query, hash_mark, fragment = rest.partition("#")
+    kept = [pair for pair in re.split(r"[&;]", query) if pair and not _secret_parameter(pair.partition("=")[0])]
+    return head + ("?" + "&".join(kept) if kept else "") + hash_mark + fragment
+
+
+def _secret_parameter(name: str) -> bool:
+    """Whether a query parameter's name (percent-encoded as written) says it holds a credential."""
+    return re.fullmatch(_SECRET_NAME, urllib.parse.unquote_plus(name), re.IGNORECASE) is not None
 
 
 def request_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any], api_base: str | None = None) -> str:
+    """The sha256 naming a request: model, endpoint (without its credentials, `redact_url`: the same endpoint
+    with another key is the same request, and the key the manifest's redacted endpoint gives is the run's),
+    wire payload and parameters."""
     canonical = json.dumps(
-        {"model": model, "api_base": api_base, "messages": list(messages), "params": dict(params)}, sort_keys=True, ensure_ascii=False
+        {"model": model, "api_base": redact_url(api_base), "messages": list(messages), "params": dict(params)},
+        sort_keys=True, ensure_ascii=False,
     )
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -281,6 +350,25 @@ def effective_api_base(provider: str, api_base: str | None) -> str | None:
         return api_base
     names = BASE_URL_VARIABLES.get(provider, (f"{provider.upper().replace('-', '_')}_API_BASE",))
     return next((os.environ[name] for name in names if os.environ.get(name)), None)
+
+
+def litellm_provider(model: str) -> str:
+    """The provider litellm routes a real model to (`gpt-4o` → openai, `claude-…` → anthropic), whose base-URL
+    variables it reads; the model id's own prefix for a model litellm cannot route (its call then fails with
+    litellm's message)."""
+    try:
+        return str(_litellm().get_llm_provider(model)[1])
+    except Exception:  # litellm's BadRequestError ("LLM Provider NOT provided") and kin
+        return provider_of(model)
+
+
+def model_endpoint(model: str | None, api_base: str | None) -> str | None:
+    """The endpoint the calls to `model` go to, as the manifest records it: `effective_api_base` (`--api-base`,
+    else the provider's base-URL environment variable) without its credentials (`redact_url`); None for no
+    model, an offline one (no endpoint: litellm is not imported) and a provider's own default endpoint."""
+    if not model or is_offline(model):
+        return None
+    return redact_url(effective_api_base(litellm_provider(model), api_base))
 
 
 def _litellm() -> Any:
@@ -604,13 +692,16 @@ def call_slot(settings: CallSettings) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------ stored responses
-#: The numbers of a stored response, with what each must be when present (a count, a price or none).
+#: The numbers and flags of a stored response, with what each must be when present (a count, a price or none, ...).
 STORED_NUMBERS: dict[str, Callable[[Any], bool]] = {
     "input_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "output_tokens": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     "cost": lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0),
+    "usage_known": lambda v: isinstance(v, bool),
+    "finish_reason": lambda v: v is None or isinstance(v, str),
 }
-STORED_NUMBER_WORDS = {"input_tokens": "a token count", "output_tokens": "a token count", "cost": "a price in dollars or null"}
+STORED_NUMBER_WORDS = {"input_tokens": "a token count", "output_tokens": "a token count", "cost": "a price in dollars or null",
+                       "usage_known": "true or false", "finish_reason": "a string or null"}
 
 
 def _response_lines(path: Path, where: str, fields: tuple[str, ...], fix: str) -> Iterator[dict[str, Any]]:
@@ -662,29 +753,71 @@ def _store(record_dir: str, record: Mapping[str, Any]) -> None:
         handle.write(line)
 
 
-def stored_responses(run_dir: str | Path) -> list[dict[str, Any]]:
-    """Every model response stored in a run folder, one per request key, in key order."""
+def stored_responses(run_dir: str | Path, fields: tuple[str, ...] = ("key",), fix: str = "remove the line to export the rest") -> list[dict[str, Any]]:
+    """Every model response stored in a run folder, one per request key, in key order; each line must have
+    `fields` as strings (else an `LLMError` naming it, with `fix`)."""
     folder = Path(run_dir) / "responses"
     records: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("responses-*.jsonl")):
-        for record in _response_lines(path, str(path), ("key",), "remove the line to export the rest"):
+        for record in _response_lines(path, str(path), fields, fix):
             records[record["key"]] = record
     return [records[k] for k in sorted(records)]
 
 
+#: The responses of run folders read by `run_recorded`: folder → (its files' names, sizes and times, the records).
+_run_records: dict[str, tuple[tuple[tuple[str, int, int], ...], dict[str, dict[str, Any]]]] = {}
+_run_records_lock = threading.Lock()
+
+
+def run_recorded(run_dir: str) -> dict[str, dict[str, Any]]:
+    """The responses a run folder stored (`responses/*.jsonl`), by request key, as `bench score` looks them up:
+    read once, and again only when a file of them changed (a score `--in-place` appends to them)."""
+    files = sorted((Path(run_dir) / "responses").glob("responses-*.jsonl"))
+    signature = tuple((f.name, (st := f.stat()).st_size, st.st_mtime_ns) for f in files)
+    with _run_records_lock:
+        held = _run_records.get(run_dir)
+        if held is None or held[0] != signature:
+            fix = "remove the line (its request is then sent to the model again)"
+            held = _run_records[run_dir] = (signature, {r["key"]: r for r in stored_responses(run_dir, ("key", "text", "model"), fix)})
+        return held[1]
+
+
 def export_responses(run_dir: str | Path, out: str | Path, *, replace: bool = False) -> int:
     """`bench cache export`: write a run's stored responses to one JSONL file (an existing one only
-    with `replace`); returns how many."""
+    with `replace`); returns how many. Each endpoint is written without its credentials (`redact_url`), also
+    from a run stored before responses were written so: the README's CI recipe commits the file."""
     from compaction_bench.atomic import write_output
 
     if not (Path(run_dir) / "manifest.json").is_file():
         raise LLMError(f"{run_dir}: not a run folder (no manifest.json)")
-    records = stored_responses(run_dir)
+    records = [_without_credentials(r) for r in stored_responses(run_dir)]
     write_output(Path(out), "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records), replace=replace)
     return len(records)
 
 
+def _without_credentials(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored response with its `api_base` redacted (`redact_url`)."""
+    api_base = record.get("api_base")
+    return {**record, "api_base": redact_url(api_base)} if isinstance(api_base, str) else record
+
+
 # ------------------------------------------------------------------ the client
+def reported_usage(response: Any) -> tuple[int, int]:
+    """A reply's (prompt, completion) tokens as litellm read its usage; (0, 0) when it had none (litellm fills a
+    missing OpenAI `usage` block with zeros). A reply with text read some input and wrote some output, so a zero
+    is no count: the caller treats a reply with one as one without usage."""
+    usage = getattr(response, "usage", None)
+    return int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0)
+
+
+def finish_reason(response: Any) -> str | None:
+    """Why the reply's first choice ended, as litellm gives it (OpenAI's `finish_reason` wording, other APIs'
+    stop reasons mapped onto it: Anthropic's `max_tokens` and Gemini's `MAX_TOKENS` are "length"); None if absent."""
+    choices = getattr(response, "choices", None) or ()
+    reason = getattr(choices[0], "finish_reason", None) if choices else None
+    return str(reason) if reason else None
+
+
 def _retryable(litellm: Any, exc: Exception) -> bool:
     if isinstance(exc, (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError, litellm.InternalServerError)):
         return True
@@ -804,6 +937,8 @@ class LLMClient:
         self.provider = provider_of(model)
         self._route: str | None = None  # litellm's provider of the model (the one whose base URL it reads)
         self.calls = 0  # requests sent to the provider by this client (retries included)
+        self.stored = 0  # completions found stored (a responses file, the run's responses, the cache)
+        self.fetched = 0  # completions no store held, got from the model
         self._cache: Any = None
         if settings.use_cache and not is_offline(model):
             import diskcache
@@ -851,6 +986,7 @@ class LLMClient:
         key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, api_base)
         found = self._lookup(key)
         if found is not None:
+            self.stored += 1
             result = LLMResult.from_dict(found, cache_hit=True, purpose=purpose)
         else:
             if self.settings.offline:
@@ -859,23 +995,21 @@ class LLMClient:
                     "run once without --offline, or pass the run's export with --responses"
                 )
             result = self._call(payload, params, purpose)
+            self.fetched += 1
             if self._cache is not None:
                 self._cache.set(key, self._stored_fields(result))
         if self.settings.record_dir:
             _store(
                 self.settings.record_dir,
-                {"key": key, "api_base": api_base, "repeat": self.repeat, "sample": sample, "purpose": purpose,
+                {"key": key, "api_base": redact_url(api_base), "repeat": self.repeat, "sample": sample, "purpose": purpose,
                  **self._stored_fields(result)},
             )
         return result
 
     def _litellm_provider(self) -> str:
-        """The provider litellm routes the model to (`gpt-4o` → openai, `claude-…` → anthropic)."""
+        """The provider litellm routes the model to (`litellm_provider`), found once."""
         if self._route is None:
-            try:
-                self._route = str(_litellm().get_llm_provider(self.model)[1])
-            except Exception:  # a model litellm cannot route fails at the call, with litellm's message
-                self._route = self.provider
+            self._route = litellm_provider(self.model)
         return self._route
 
     def _offline_completion(self, messages: Sequence[WireInput], max_tokens: int | None) -> tuple[str, int] | None:
@@ -926,9 +1060,13 @@ class LLMClient:
         return {k: v for k, v in result.to_dict().items() if k not in ("cache_hit", "purpose")}
 
     def _lookup(self, key: str) -> Mapping[str, Any] | None:
-        """A stored response to the request `key`: from the responses file, else the cache."""
+        """A stored response to the request `key`: from the responses file, else the run's responses, else the cache."""
         if self.settings.responses:
             record = _recorded(self.settings.responses).get(key)
+            if record is not None:
+                return record
+        if self.settings.run_responses:
+            record = run_recorded(self.settings.run_responses).get(key)
             if record is not None:
                 return record
         if self._cache is not None:
@@ -996,17 +1134,22 @@ class LLMClient:
                 log.warning("%s (%s): %s; retry %d/%d in %.1f s%s", self.model, purpose, message, attempt, settings.max_retries, delay, why)
                 time.sleep(delay)
         text = self._reply_text(response, params, purpose)
-        usage = getattr(response, "usage", None)
-        cost: float | None
-        try:
-            cost = float(litellm.completion_cost(completion_response=response, model=self.model))
-        except Exception:  # a model without a price in litellm's map: cost unknown
-            cost = None
+        input_tokens, output_tokens = reported_usage(response)
+        known = input_tokens > 0 and output_tokens > 0  # a zero is litellm's for a missing usage block (`reported_usage`)
         return LLMResult(
             text=text,
             model=self.model,
-            input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost=cost,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost=self._price(litellm, response) if known else None,
             purpose=purpose,
+            usage_known=known,
+            finish_reason=finish_reason(response),
         )
+
+    def _price(self, litellm: Any, response: Any) -> float | None:
+        """litellm's dollars for a reply with usage; None for a model without a price in its map."""
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=self.model))
+        except Exception:  # a model without a price in litellm's map: cost unknown
+            return None

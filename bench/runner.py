@@ -16,7 +16,9 @@ Runs describe themselves: the manifest names every scenario's transcript file wi
 format, import options and session id (a transcript built in memory is kept in the run folder),
 every profile's definition and every rendered template's text; each scenario's probes and each
 cell's replay records are kept too. `score()` (`bench score`) measures a finished run again from
-that folder alone, without replaying: new probes or a new answerer, written to a new folder.
+that folder alone, without replaying: new probes or a new answerer, written to a new folder; the
+model replies the run stored answer its requests before any call. The manifest records each model
+role's endpoint (`RunConfig.endpoints`) and every URL without its credentials (`llm.redact_url`).
 """
 
 from __future__ import annotations
@@ -52,7 +54,18 @@ from compaction_bench.collector import spaced_collections
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
 from compaction_bench.executors import EXECUTORS, WorkerDied, check_reachable, execute, sigterm_interrupts
 from compaction_bench.importing import detect, load_transcripts
-from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, CallSettings, LLMClient, model_problem
+from compaction_bench.llm import (
+    DEFAULT_ANSWERER,
+    DEFAULT_SUMMARIZER,
+    CallSettings,
+    LLMClient,
+    LLMError,
+    is_offline,
+    model_endpoint,
+    model_problem,
+    redact_url,
+    stored_responses,
+)
 from compaction_bench.metrics.cost import UNPRICED
 from compaction_bench.probes import Probe, load_probes, probes_text, usable_probes, write_probes
 from compaction_bench.profiles import DEFAULT_PROFILE, get_profile, profile_from_dict, stated_prices
@@ -157,6 +170,23 @@ class RunConfig:
             offline=self.offline, responses=self.responses, record_dir=str(root / "responses") if root else None,
             slots_dir=str(root / ".model-slots") if root else None,
         )
+
+    def endpoints(self) -> dict[str, str | None]:
+        """The endpoint each model role's calls go to (`llm.model_endpoint`: `--api-base`, else the base-URL
+        environment variable litellm reads for the model's provider, without credentials; None for no model, an
+        offline one, or the provider's own endpoint). `--api-base` alone did not say it: a run pointed elsewhere
+        by `OPENAI_BASE_URL` recorded the same configuration as one that was not."""
+        return {role: model_endpoint(getattr(self, role), self.api_base) for role in MODEL_ROLES}
+
+    def manifest_entry(self) -> dict[str, Any]:
+        """The configuration as the manifest records it: every setting, `--api-base` without credentials
+        (`llm.redact_url`: the run folder is shared and its export committed), and `endpoints`."""
+        return {**self.__dict__, "strategies": list(self.strategies), "profiles": list(self.profiles),
+                "api_base": redact_url(self.api_base), "endpoints": self.endpoints()}
+
+
+#: The roles a run calls models in (`RunConfig` fields), each recorded with its endpoint (`RunConfig.endpoints`).
+MODEL_ROLES = ("summarizer", "answerer", "judge")
 
 
 def parse_option_flags(flags: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -926,7 +956,7 @@ def _run_claimed(
     manifest: dict[str, Any] = {
         "run_id": folder.run_id,
         "created": datetime.now(UTC).isoformat(),
-        "config": {**config.__dict__, "strategies": list(config.strategies), "profiles": list(config.profiles)},
+        "config": config.manifest_entry(),
         "scenarios": [scenario_entry(n, c, files[n], hashed) for n, c in enumerate(cases)],
         "duplicates": [dict(d) for d in duplicates],
         "nothing_to_replay": [dict(e) for e in empty],
@@ -1017,6 +1047,7 @@ def _run_claimed(
         (store.root / "errors.log").unlink(missing_ok=True)
     manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
     finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
+    note_unusual_replies(store.root)
     if failures:
         raise CellsFailed(
             f"{len(failures)} of {len(keys)} cells failed (first: {failures[0]['cell']}: {failures[0]['error']}); "
@@ -1024,6 +1055,37 @@ def _run_claimed(
             store.root,
         )
     return store.root
+
+
+def note_unusual_replies(root: Path) -> None:
+    """Say at the end of a run (or a score) how many of the model replies it stored (`responses/`) were cut off at
+    their `max_tokens` (finish_reason "length") or reported no usage (`LLMResult.usage_known`), by purpose: the
+    tables count a cut-off summary or answer as a complete one, and litellm's zero counts of a reply without
+    usage are no counts. Silent when there is none (offline models store no reply)."""
+    try:
+        replies = stored_responses(root)
+    except LLMError as exc:  # a line a killed run left half written: said, the run's results stand
+        LOG.warning("note: the stored model replies could not be read for their finish reasons: %s", exc)
+        return
+    cut = Counter(str(r.get("purpose")) for r in replies if r.get("finish_reason") == "length")
+    unmetered = Counter(str(r.get("purpose")) for r in replies if r.get("usage_known") is False)
+    where = root / "responses"
+    if cut:
+        LOG.warning("note: %s (%s) %s cut off at max_tokens (finish_reason 'length') and counted as complete; their lines in %s "
+                    "say so", _replies(cut), _by_purpose(cut), "was" if cut.total() == 1 else "were", where)
+    if unmetered:
+        LOG.warning("note: %s (%s) reported no token usage: their tokens and cost are unknown, not the zero counts and $0 litellm "
+                    "gives them; their lines in %s say usage_known false", _replies(unmetered), _by_purpose(unmetered), where)
+
+
+def _replies(counts: Counter[str]) -> str:
+    """`1 model reply`, `3 model replies`."""
+    return f"{counts.total()} model repl{'y' if counts.total() == 1 else 'ies'}"
+
+
+def _by_purpose(counts: Counter[str]) -> str:
+    """`3 summary, 1 answer`: counts of replies by the purpose of their call, largest first."""
+    return ", ".join(f"{n} {purpose}" for purpose, n in counts.most_common())
 
 
 def _stale_cells(earlier: Mapping[CellKey, Mapping[str, pa.Table]], loaded: Mapping[str, Mapping[str, pa.Table]]) -> dict[CellKey, str]:
@@ -1254,7 +1316,9 @@ def score(
     checked (a file of many sessions is imported once); then the metrics run as in `bench run`.
     `probes` replaces every scenario's probes (those whose source is not in a transcript are
     skipped, as in a run; without it the run's probe files are carried over as they are),
-    `answerer` the answer model. The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
+    `answerer` the answer model. A model request is answered from the run's own stored replies (its
+    `responses/`, as `bench run --responses` answers from an export), else the cache, else the model; the
+    score says on stderr how many it sent to the model (`ModelCalls`). The result goes to `out` (default: a new sibling folder `<run>-scored-<time>`), or over
     the run's own tables with `in_place`, which holds the run's lock and replaces nothing of the run's before every cell
     is measured; a new folder is removed when scoring fails or is interrupted (Ctrl-C or SIGTERM), and a run without a
     finished cell is a `RunError`. `progress` receives a `cells` event per cell measured, then the
@@ -1315,10 +1379,13 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     config = _config_from_manifest(manifest)
     config.answerer = config.answerer if answerer is None else answerer
     config.run_dir = str(target)
-    settings = config.call_settings()
+    # the run's own replies answer first: a score of a run needs no call its cells made (`llm` step 3)
+    settings = dataclasses.replace(config.call_settings(), run_responses=str(source.root))
     store = RunStore(target)
     scored = dict(manifest)
-    scored["config"] = {**manifest["config"], "answerer": config.answerer, "probes": str(probes) if probes is not None else manifest["config"].get("probes")}
+    scored["config"] = {**manifest["config"], "answerer": config.answerer, "probes": str(probes) if probes is not None else manifest["config"].get("probes"),
+                        "api_base": redact_url(config.api_base), "endpoints": _scored_endpoints(manifest["config"], config)}
+    calls = ModelCalls()
     scored["scored"] = {"from": str(source.root.resolve()), "at": datetime.now(UTC).isoformat(), "probes": str(probes) if probes else None}
     with _removed_on_failure(target, not in_place):  # a scored folder is whole or not there
         by_name: dict[str, dict[str, pa.Table]] = {name: {} for name in TABLES}
@@ -1331,6 +1398,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
             client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
             judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
             tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)
+            calls.add(client, judge)
             for name in TABLES:  # as a cell's table reads back from its file in a run
                 by_name[name][key.slug] = cell_table(key, getattr(tables, name))
             emit(ProgressEvent("cells", done, total, cell_label(key, config.repeats)))
@@ -1351,7 +1419,38 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
         if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
             store.archive_from(source)
         finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
+    calls.say(source.root)
+    note_unusual_replies(store.root)
     return store.root
+
+
+def _scored_endpoints(run_config: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:
+    """The endpoints of a scored run's manifest: the summarizer's as the run recorded it (its summaries are the run's;
+    an old run that recorded none gets none), the answerer's and the judge's as this score calls them."""
+    recorded = run_config.get("endpoints")
+    kept = {"summarizer": recorded.get("summarizer")} if isinstance(recorded, dict) and "summarizer" in recorded else {}
+    return {**kept, "answerer": model_endpoint(config.answerer, config.api_base), "judge": model_endpoint(config.judge, config.api_base)}
+
+
+@dataclass
+class ModelCalls:
+    """A score's model requests: how many a store answered (the run's `responses/`, the cache) and how many went to
+    the model (`LLMClient.stored`, `LLMClient.fetched`)."""
+
+    stored: int = 0
+    fetched: int = 0
+
+    def add(self, *clients: LLMClient | None) -> None:
+        for client in clients:
+            if client is not None and not is_offline(client.model):
+                self.stored += client.stored
+                self.fetched += client.fetched
+
+    def say(self, run: Path) -> None:
+        """One line on stderr: how many requests the score sent to a model (none when the run stored every reply)."""
+        if self.stored or self.fetched:
+            LOG.warning("note: bench score sent %d of %d model request(s) to the model; the other %d were answered by the run's "
+                        "stored replies (%s) or the cache", self.fetched, self.stored + self.fetched, self.stored, run / "responses")
 
 
 @contextmanager

@@ -778,6 +778,8 @@ COLUMN_DTYPES: dict[str, dict[str, str]] = {
         # reads without it (`REQUIRED_COLUMNS`: an older run reads as it is), and the report calls its compactions'
         # probe points unknown (`reports.html`); a run never merges cells of two versions (`runner`: other columns, redone)
         "probed": "bool",
+        # a summarizer reply of the compaction cut off at max_tokens (`LLMResult.finish_reason`); older runs read without it
+        "summary_cut": "bool",
     },
     "probes": {
         "probe_id": "str", "kind": "str", "match": "str", "point_kind": "str", "step": "int64", "request": "int64", "status": "str",

@@ -83,12 +83,18 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     call = request.llm_call
     if call is None:
         output = request.output_tokens
-    elif is_offline(call.model):  # its reply counted as the provider counts, not by the offline model's own o200k_base
+    elif is_offline(call.model) or not call.usage_known:
+        # no count of the model's own: the reply counted as the provider counts (the offline model's own counts are
+        # o200k_base's; a real reply without usage reported none)
         output = shared_counter(result.profile.tokenizer).count(call.text)
     else:
         output = call.output_tokens  # the usage the model reported
     if not request.sent:
         return _Billed(0, output, 0.0)
+    if call is not None and not is_offline(call.model) and not call.usage_known:
+        # a real model that reported no usage (`LLMResult.usage_known`): its input counted by the provider, its
+        # dollars unknown, never $0
+        return _Billed(request.true_tokens, output, math.nan)
     if call is not None and call.cost is not None:
         # litellm bills a model whose map entry states no price at $0, which is no price (`Prices.unpriced`)
         dollars = _call_dollars(call, request, output) if stated_prices(call.model) is not False else math.nan
@@ -199,7 +205,7 @@ def _request_rows(result: ReplayResult, held: list[str | None]) -> tuple[list[di
 COMPACTION_COLUMNS = (
     "compaction", "step", "turn", "trigger", "tokens_before", "tokens_after", "estimate_tokens", "estimate_error", "threshold", "summary",
     "summarized_ids", "kept_ids", "dropped_ids", "silent_loss", "llm_calls", "llm_input_tokens", "llm_output_tokens", "llm_cost_usd",
-    "summary_requests", "premature", "estimate_on_recorded_usage", "next_request", "probed",
+    "summary_requests", "premature", "estimate_on_recorded_usage", "next_request", "probed", "summary_cut",
 )
 
 
@@ -242,6 +248,8 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "estimate_on_recorded_usage": on_recorded,
             "next_request": c.next_request,
             "probed": c.index in probed,
+            # a summarizer reply cut off at its max_tokens ("length"): kept as the agent would keep it, but no whole summary
+            "summary_cut": any(call.finish_reason == "length" for call in c.llm_calls),
         })
     return rows
 

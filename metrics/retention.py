@@ -55,7 +55,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_bench.llm import LLMClient, LLMError, PreparedContext, effective_api_base
+from compaction_bench.llm import CallSettings, LLMClient, LLMError, PreparedContext, effective_api_base
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
@@ -279,7 +279,9 @@ def _model(client: LLMClient | None) -> object:
     by `--api-base` or by the provider's base-URL variable (`llm.effective_api_base`)."""
     if client is None:
         return None
-    settings = client.settings
+    settings = getattr(client, "settings", None)
+    if not isinstance(settings, CallSettings):  # a client of the caller's own making: its model names it
+        return getattr(client, "model", id(client))
     return (client.model, dataclasses.astuple(settings), effective_api_base(client.provider, settings.api_base))
 
 

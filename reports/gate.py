@@ -4,9 +4,10 @@ First the two runs must be comparable (`comparability`): the same scenarios with
 transcripts and probe files (sha256 from the manifests; each file read as the same format, with the
 same import options, as the same session), the same strategies, profiles (each name's
 definition too: window, tokenizer, prices, cache rules), answerer, judge, summarizer, probes,
-options, usage mode, repeats and seed, and every cell present in both; settings compared as they are
-read (strategies and profiles in any order, options as the strategy parses them, the probe file by
-its content). A difference
+options, usage mode, repeats and seed, the endpoint each model role was called at (`endpoints`, where
+both manifests record it: `--api-base` or a provider's base-URL environment variable), and every cell
+present in both; settings compared as they are read (strategies and profiles in any order, options as
+the strategy parses them, the probe file by its content, an endpoint without its credentials). A difference
 is a `GateError` naming it (exit 2) unless allowed (`allow_different_inputs`). Runs that differ
 only in their summary templates while the summarizer is the offline one are refused too (unless
 `allow_offline_summarizer`): the offline extractive summarizer does not read instruction wording,
@@ -63,7 +64,7 @@ from typing import Any, cast
 import pandas as pd
 
 from compaction_bench.errors import BenchError, did_you_mean
-from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline
+from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline, redact_url
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
@@ -227,6 +228,7 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
     for key in SAME_CONFIG:
         if not _same_setting(key, config_a.get(key), config_b.get(key), _probes_hashed(a, b)):
             differences.append(f"{key} differs: baseline {config_a.get(key)!r}, candidate {config_b.get(key)!r}")
+    differences += _endpoint_differences(config_a.get("endpoints"), config_b.get("endpoints"))
     ids_a, ids_b = baseline.probe_ids(), candidate.probe_ids()
     shared_cells = baseline.cells() & candidate.cells()
     for cell in sorted(shared_cells):
@@ -262,6 +264,23 @@ def _probes_hashed(a: dict[str, dict[str, Any]], b: dict[str, dict[str, Any]]) -
     return bool(shared) and all(a[name].get("probes_sha256") and b[name].get("probes_sha256") for name in shared)
 
 
+def _endpoint_differences(left: Any, right: Any) -> list[str]:
+    """The model roles whose endpoint differs between two manifests' `endpoints` (`RunConfig.endpoints`: where
+    each role's calls went, `--api-base` or the provider's base-URL environment variable; None the provider's own
+    endpoint or an offline model), compared where both record the role: a run made before the record (no
+    `endpoints`) compares by `api_base` alone, as it did."""
+    if not isinstance(left, dict) or not isinstance(right, dict):
+        return []
+    return [f"the {role}'s endpoint differs: baseline {left[role]!r}, candidate {right[role]!r} (--api-base or the provider's "
+            "base-URL environment variable, e.g. OPENAI_BASE_URL)"
+            for role in sorted(set(left) & set(right)) if _endpoint(left[role]) != _endpoint(right[role])]
+
+
+def _endpoint(value: Any) -> Any:
+    """A recorded endpoint as compared: a URL without its credentials (`redact_url`), anything else as written."""
+    return redact_url(value) if isinstance(value, str) else value
+
+
 def _same_setting(key: str, left: Any, right: Any, probes_hashed: bool) -> bool:
     """Whether two runs' `config[key]` mean the same run: strategies and profiles in any order; options as the
     strategies read them (`0.50` is `.5`, a default given is the default); the probe file by its content where
@@ -272,6 +291,8 @@ def _same_setting(key: str, left: Any, right: Any, probes_hashed: bool) -> bool:
         return sorted(map(str, left)) == sorted(map(str, right))
     if key == "probes":
         return probes_hashed
+    if key == "api_base" and isinstance(left, str | None) and isinstance(right, str | None):
+        return redact_url(left) == redact_url(right)  # a run recorded before its credentials were left out
     if key == "options" and isinstance(left, dict) and isinstance(right, dict):
         return all(_parsed_options(name, left.get(name)) == _parsed_options(name, right.get(name)) for name in set(left) | set(right))
     return False

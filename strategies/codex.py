@@ -491,7 +491,8 @@ class CodexLocal(_Codex):
         # `drain_to_completed` (`compact.rs` L692-752) feeds the summary response's usage to
         # `update_token_usage_info` like any response: it adds to the cumulative total that
         # `fill_to_context_window` reads (§1.3); the rebase (§1.5) replaces the rest.
-        self.account.observe(Usage(input=result.input_tokens, output=result.output_tokens))
+        if result.usage_known:  # `record_token_usage_info` skips a response without usage (`if let Some(token_usage)`)
+            self.account.observe(Usage(input=result.input_tokens, output=result.output_tokens))
         prefix = self.ctx.render_prompt(o.summary_prefix_template)
         # An empty summary leaves the prefix and its newline; the text is kept as returned.
         summary_text = f"{prefix}\n{result.text}"

@@ -242,7 +242,8 @@ def test_bench_compare_prints_unpriced_not_nan(unpriced_run):
 @pytest.mark.parametrize(("model", "unknown"), [("snowflake/mistral-large", True), ("openai/gpt-4o-mini", False)])
 def test_a_summarizer_call_litellm_bills_at_0_is_unknown_when_the_map_states_no_price(model, unknown, tmp_path, openai_server, monkeypatch):
     """litellm's `completion_cost` gives $0.00 for a model whose map entry states no price (Snowflake's Mistral Large):
-    that call's dollars are unknown. A priced model's call keeps the cost litellm gave it."""
+    that call's dollars are unknown. A priced model's call is priced at its map prices on the tokens it reported
+    (`measure._call_dollars`), whatever litellm said."""
     from dataclasses import replace
 
     import compaction_bench as bench
@@ -260,7 +261,7 @@ def test_a_summarizer_call_litellm_bills_at_0_is_unknown_when_the_map_states_no_
     rows = measure_cell(result, [], answerer=None).requests
     (row,) = [r for r in rows if r["kind"] == "summary"]
     assert math.isnan(row["cost_usd"]) is unknown
-    assert unknown or row["cost_usd"] == 0.0
+    assert unknown or row["cost_usd"] > 0
     assert all(r["cost_usd"] > 0 for r in rows if r["kind"] == "turn")  # the session's own requests are priced (gpt-4o)
 
 
