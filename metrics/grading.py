@@ -18,7 +18,9 @@ occurrences in the context lies in (overlaps) a passage of its evidence: the pro
 regex, else the sentence of its source that states the answer (`anchor`), else its
 `source_text`. `344` in `line 344` next to the evidence `344` does not count, nor does `1` of
 `exit code: 12` for the evidence `exit code: 1`. A short answer with no evidence at all is never
-present.
+present. A longer answer counts wherever it occurs, unless its probe gives an `evidence` regex: then
+only in a passage of it (a folder a rule forbids, which every file listing of the repository prints
+too, counts only where a sentence says so).
 
 Answered, by the probe's `match`:
 - ``exact``: the normalized reply, stripped of surrounding punctuation, equals an answer;
@@ -251,7 +253,9 @@ class Presence:
 
 def _term_present(term: str, normalized: str, evidence: Anchor) -> bool:
     if not is_short(term):
-        return occurs(term, normalized)
+        # a long answer counts anywhere, unless its probe names the passage it must lie in (an `evidence` regex: a
+        # path that file listings also print counts only in the rule that states it)
+        return occurs(term, normalized) if evidence.pattern is None else _within(normalize(term), normalized, evidence)
     text, token = _matcher(term)
     assert token is not None
     if text not in normalized:
@@ -261,6 +265,15 @@ def _term_present(term: str, normalized: str, evidence: Anchor) -> bool:
         # on the whole text (the pattern looks behind `pos`; `endpos` leaves room for its look-ahead).
         found = find_token(text, token, normalized, max(0, start - len(text) + 1), end + len(text) + 2)
         if found is not None and found.start() < end:
+            return True
+    return False
+
+
+def _within(text: str, normalized: str, evidence: Anchor) -> bool:
+    """Whether an occurrence of `text` (normalized) overlaps a passage of `evidence`."""
+    for start, end in evidence.spans(normalized):
+        at = normalized.find(text, max(0, start - len(text) + 1))
+        if 0 <= at < end:
             return True
     return False
 

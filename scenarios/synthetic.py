@@ -306,6 +306,14 @@ You can read files, search the code, run shell commands and apply patches. Keep 
 - Final answers: short, plain text, list the files you changed.
 """
 
+#: Where `constraint-vendor`'s answer counts (normalized text): in a sentence that forbids editing the folder, as
+#: AGENTS.md states it or a summary rewords it ("never edit files under ledger/vendor/", "do not modify anything in
+#: ledger/vendor/", "ledger/vendor/ is generated, read-only"), not in the file listings and grep hits that print the
+#: folder's files (`ledger/vendor/iso4217.py`) without the rule.
+VENDOR_RULE = (
+    r"(?:never|not|n't|no|avoid)\W+(?:[\w-]+\W+){0,3}?(?:edit|modif|touch|chang|alter|writ)\w*\W+(?:[\w-]+\W+){0,4}?ledger/vendor/"
+    r"|ledger/vendor/\W+(?:[\w-]+\W+){0,2}?(?:is|are|stays?)\W+(?:[\w-]+\W+){0,2}?(?:read-only|generated|off-limits|untouchable)"
+)
 AGENTS_MD = """# AGENTS.md instructions for {root}
 
 <INSTRUCTIONS>
@@ -439,13 +447,15 @@ class _Session:
 
     def probe(
         self, id: str, kind: str, question: str, answer: str | list[str], match: str, source: Item, *,
-        first: bool = False, reject: tuple[str, ...] = (),
+        first: bool = False, reject: tuple[str, ...] = (), evidence: str | None = None,
     ) -> None:
         """Plant a probe; `first` claims the answer occurs nowhere before `source`; `reject` lists the
-        wrong answers the session also states (a reply naming one is wrong)."""
+        wrong answers the session also states (a reply naming one is wrong); `evidence`, the passage the
+        answer must lie in to count as present (`metrics.grading`)."""
         self.probes = [p for p in self.probes if p.id != id]
         self.probes.append(
-            Probe(id=id, kind=kind, question=question, answer=answer, match=match, reject=reject, source=source.id, meta={"first_occurrence": first})
+            Probe(id=id, kind=kind, question=question, answer=answer, match=match, reject=reject, source=source.id,
+                  meta={"first_occurrence": first}, evidence=evidence)
         )
 
     @property
@@ -892,7 +902,8 @@ class _Session:
     def build(self) -> None:
         self._add("system", 0, 0, text=SYSTEM_PROMPT.format(root=ROOT))
         agents = self._add("user", 0, 1, text=AGENTS_MD.format(root=ROOT), synthetic=True)
-        self.probe("constraint-vendor", "constraint", "Under which folder must files never be edited?", "ledger/vendor/", "contains", agents, first=True)
+        self.probe("constraint-vendor", "constraint", "Under which folder must files never be edited?", "ledger/vendor/", "contains", agents, first=True,
+                   evidence=VENDOR_RULE)
         self._add("user", 0, 1, text=ENVIRONMENT.format(root=ROOT), synthetic=True)
         schedule: list[tuple[float, Any]] = [(0.06, self.failing_tests), (0.14, self.stuck_batch), (0.22, self.decide), (0.3, self.implement)]
         if self.shape.abort:
