@@ -119,7 +119,7 @@ class Shape:
     parallel: float = 0.1  # chance a step issues several calls at once
     abort: float = 0.0  # chance an ordinary work turn is interrupted mid-call
     images: float = 0.0  # chance an ordinary turn carries a screenshot
-    chat: float = 0.1  # chance an ordinary turn is a short question answered without tools
+    chat: float = 0.1  # chance an ordinary turn is a short question (answered without tools; with balanced facts, by a loop a third as long as a work turn's)
     huge_outputs: int = 0  # tool outputs larger than HUGE_OUTPUT_TOKENS
     long_loop: bool = False  # the implementation turn is one huge tool loop
     constraint_change: bool = False  # the user changes a constraint and reverses a decision
@@ -131,7 +131,7 @@ class Shape:
 SHAPE_SPECS: dict[str, Shape] = {
     s.name: s
     for s in (
-        Shape("short-turns", "many short turns: quick questions and one- or two-step tool loops", 190_000, (1, 2), chat=0.45, loop_steps=(5, 12)),
+        Shape("short-turns", "many short turns: quick questions and short tool loops (1–2 steps; 5–12 with balanced facts)", 190_000, (1, 2), chat=0.45, loop_steps=(5, 12)),
         Shape("long-loop", "one huge tool loop in a single turn (most of the session)", 210_000, (2, 5), long_loop=True),
         Shape("parallel-calls", "most responses issue several tool calls at once", 200_000, (2, 5), parallel=0.75),
         Shape("aborted-calls", "the user interrupts running tool calls, which never get a result", 190_000, (2, 5), abort=0.35),
