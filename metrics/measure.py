@@ -23,8 +23,10 @@ Each violation in `integrity_detail` says whether the recorded session already h
 A sent request's tokens and dollars are one set (`_billed`): a summarizer call whose own price is
 known (a real model with a price in litellm's map, free ones at $0) is priced on the input and
 output tokens that model reported, with the cache reads and writes the simulated provider gives the
-request (`_call_dollars`: the model's own cache never saw the session's turns), and one whose map entry states no price (litellm's $0 for it is no price) costs NaN,
-unknown, as an unpriced profile's requests do (`metrics/cost.py`);
+request (`_call_dollars`: the model's own cache never saw the session's turns); one whose map entry
+states no price (litellm's $0 for it is no price), or whose reply reported no usage
+(`LLMResult.usage_known`: its tokens counted as the offline summarizer's are), costs NaN, unknown,
+as an unpriced profile's requests do (`metrics/cost.py`);
 every other request, the offline summarizer's included, on the simulated provider's count of it
 (the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
 compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
