@@ -12,10 +12,10 @@ import pytest
 
 from compaction_bench.fidelity import claude_code_fidelity_rows, claude_code_fidelity_table, fidelity_rows, recorded_agreement
 from compaction_bench.profiles import bundled_cost_map, get_profile
-from compaction_bench.provider import MESSAGE_OVERHEAD, SimulatedProvider
-from compaction_bench.request import Message
-from compaction_bench.transcript import Item, Transcript, Usage
+from compaction_bench.provider import SimulatedProvider
+from compaction_bench.transcript import Transcript
 from tests.conftest import assert_user_error, bench_cli
+from tests.test_metrics_cache import replayed_tokens, two_recorded_requests
 
 #: Pi's `compaction.reserveTokens` default (docs/specs/pi.md §2.1); its trigger is `contextTokens > window − it` (§2.2).
 PI_RESERVE = 16_384
@@ -38,16 +38,8 @@ def test_the_cache_agreement_does_not_move_with_an_always_cached_unrecorded_pref
     holds the system prompt and tool schemas the transcript does not, almost always cached, so a larger prompt read
     as a larger error (the audit: 351b5d6c 0.235, 0.024 with its median prefix taken off). The uncached input is
     what no always-cached prefix is in: recorded input − cached against modelled input − cached, by hand here."""
-    big = "lorem ipsum dolor sit amet " * 400
-    items = (
-        Item("u", "user", big, turn=0),
-        Item("a0", "assistant", "first", response=0, turn=0, usage=Usage(input=3000, cached_input=0, output=5)),
-        Item("u2", "user", "and now?", turn=1),
-        Item("a1", "assistant", "second", response=1, turn=1, usage=Usage(input=3100, cached_input=2560, output=5)),
-    )
-    provider = SimulatedProvider(get_profile("gpt-5"))
-    first = MESSAGE_OVERHEAD + provider.counter.count(big)  # the replayed messages of each request
-    second = provider.count((Message("user", big), Message("assistant", "first"), Message("user", "and now?")))
+    items = two_recorded_requests()
+    first, second = replayed_tokens(SimulatedProvider(get_profile("gpt-5")))  # the replayed messages of each request
     cached = first // 128 * 128  # OpenAI: the second request extends the first, cached in 128-token steps
     misses = [abs((3000 - 0) - (first - 0)), abs((3100 - 2560) - (second - cached))]
     expected = {

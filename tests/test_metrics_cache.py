@@ -109,17 +109,29 @@ def test_replay_records_carry_the_providers_cache_numbers():
     assert [r["cached_tokens"] for r in rows if r["kind"] == "turn"] == [e.cached_tokens for e in expected]
 
 
-def test_recorded_agreement_by_hand():
-    big = "lorem ipsum dolor sit amet " * 400
-    items = (
-        Item("u", "user", big, turn=0),
+BIG = "lorem ipsum dolor sit amet " * 400
+
+
+def two_recorded_requests() -> tuple[Item, ...]:
+    """A long user message and two recorded responses: 3,000 input none cached, then 3,100 of which 2,560 cached."""
+    return (
+        Item("u", "user", BIG, turn=0),
         Item("a0", "assistant", "first", response=0, turn=0, usage=Usage(input=3000, cached_input=0, output=5)),
         Item("u2", "user", "and now?", turn=1),
         Item("a1", "assistant", "second", response=1, turn=1, usage=Usage(input=3100, cached_input=2560, output=5)),
     )
+
+
+def replayed_tokens(provider: SimulatedProvider) -> tuple[int, int]:
+    """The replayed messages' tokens of `two_recorded_requests`'s two requests (the recording's system prompt aside)."""
+    first = MESSAGE_OVERHEAD + provider.counter.count(BIG)
+    return first, provider.count((Message("user", BIG), Message("assistant", "first"), Message("user", "and now?")))
+
+
+def test_recorded_agreement_by_hand():
+    items = two_recorded_requests()
     provider = SimulatedProvider(get_profile("gpt-5"))
-    first_tokens = MESSAGE_OVERHEAD + provider.counter.count(big)
-    second_tokens = provider.count((Message("user", big), Message("assistant", "first"), Message("user", "and now?")))
+    first_tokens, second_tokens = replayed_tokens(provider)
     modelled = first_tokens // 128 * 128  # the second request extends the first one
     got = recorded_agreement(Transcript("hand", items), "gpt-5")
     assert got["requests"] == 2 and got["requests_with_recorded_cache"] == 1
