@@ -18,7 +18,7 @@ import pytest
 
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe
-from compaction_bench.scenarios.synthetic import SHAPES, Scenario, default_suite, generate
+from compaction_bench.scenarios.synthetic import SHAPE_SPECS, SHAPES, Scenario, default_suite, generate
 from compaction_bench.tokens import TokenCounter
 from compaction_bench.transcript import Item, Transcript
 
@@ -144,8 +144,11 @@ def test_small_balanced_sessions_still_plant_every_fact():
 def test_the_plain_generator_is_unchanged():
     """`generate` without balanced facts is the session tests/test_replay_equivalence.py replays,
     as the generator produced it before balanced facts existed (its sha256 recorded then, without the
-    probes in its meta: they gained `reject` answers since, which no replay reads)."""
+    probes in its meta: they gained `reject` answers since, which no replay reads; and with the shape's
+    description as it was worded then: the fortieth pass reworded it, which no replay reads either)."""
     session = generate("short-turns", seed=0, target_tokens=200_000).transcript
-    unprobed = dataclasses.replace(session, meta={k: v for k, v in session.meta.items() if k != "probes"})
+    assert session.meta["description"] == SHAPE_SPECS["short-turns"].description
+    then = {"description": "many short turns: quick questions and one- or two-step tool loops"}
+    unprobed = dataclasses.replace(session, meta={k: then.get(k, v) for k, v in session.meta.items() if k != "probes"})
     assert hashlib.sha256(unprobed.dumps().encode()).hexdigest() == "849e13e10433ab068db5628236bb79d4717fd5430c54d7657bfa95da43f66bab"
     assert "facts" not in session.source
