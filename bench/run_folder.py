@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from compaction_bench.errors import BenchError
+from compaction_bench.llm import redact_url
 
 MAX_RUN_ID = 128
 LOCK_NAME = ".lock"
@@ -116,6 +117,9 @@ def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     the scenario list, and each scenario's content (`SCENARIO_IDENTITY`)."""
     differences = []
     old_config, new_config = _normal(old.get("config") or {}), _normal(new.get("config") or {})
+    for config in (old_config, new_config):  # a run made before URLs were recorded without credentials is the same endpoint
+        if isinstance(config.get("api_base"), str):
+            config["api_base"] = redact_url(config["api_base"])
     for key in sorted((set(old_config) & set(new_config)) - OPERATIONAL_SETTINGS):
         if old_config[key] != new_config[key]:
             differences.append(f"{key}: {_short(old_config[key])} then, {_short(new_config[key])} now")

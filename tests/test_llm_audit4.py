@@ -272,3 +272,16 @@ def test_every_call_is_sent_at_temperature_0_unless_the_model_takes_none(openai_
         assert server.log[-1]["temperature"] == 0
     LLMClient("openai/gpt-5-mini", CallSettings(api_base=openai_server.base_url, max_retries=0, use_cache=False)).complete(PROMPT, max_tokens=20)
     assert "temperature" not in openai_server.log[-1] and openai_server.rejected == []
+
+
+def test_a_run_recorded_with_a_password_in_its_url_resumes_under_the_same_endpoint():
+    """A manifest written before URLs were recorded without credentials holds `http://user:secret@host/v1`; the same
+    `--api-base` now records `http://host/v1`: the same configuration, so `--resume` takes it (it refused it); another
+    host is still another configuration."""
+    from compaction_bench.run_folder import config_difference
+
+    old = {"config": {"api_base": f"http://proxyuser:{SECRET}@127.0.0.1:8080/v1", "summarizer": SUMMARIZER}}
+    same = {"config": {"api_base": "http://127.0.0.1:8080/v1", "summarizer": SUMMARIZER}}
+    other = {"config": {"api_base": "http://127.0.0.1:9090/v1", "summarizer": SUMMARIZER}}
+    assert config_difference(old, same) == []
+    assert [d.split(":")[0] for d in config_difference(old, other)] == ["api_base"]
