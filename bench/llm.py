@@ -982,7 +982,7 @@ class LLMClient:
         params = {"temperature": 0, **params}
         if max_tokens is not None:
             params["max_tokens"] = max_tokens
-        api_base = effective_api_base(self._litellm_provider(), self.settings.api_base)
+        api_base = self.endpoint()
         key = request_key(self.model, payload, {**params, "sample": sample, "repeat": self.repeat}, api_base)
         found = self._lookup(key)
         if found is not None:
@@ -1005,6 +1005,13 @@ class LLMClient:
                  **self._stored_fields(result)},
             )
         return result
+
+    def endpoint(self) -> str | None:
+        """The endpoint this client's calls go to (`effective_api_base`: `--api-base`, else the base-URL variable
+        litellm reads for the provider it routes the model to, read now), None for an offline model (no call)."""
+        if is_offline(self.model):
+            return None
+        return effective_api_base(self._litellm_provider(), self.settings.api_base)
 
     def _litellm_provider(self) -> str:
         """The provider litellm routes the model to (`litellm_provider`), found once."""

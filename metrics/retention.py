@@ -55,7 +55,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from compaction_bench.llm import CallSettings, LLMClient, LLMError, PreparedContext, effective_api_base
+from compaction_bench.llm import CallSettings, LLMClient, LLMError, PreparedContext
 from compaction_bench.metrics import grading
 from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
@@ -276,13 +276,13 @@ def _first_summarized(compactions: Sequence[CompactionRecord]) -> dict[str, int]
 def _model(client: LLMClient | None) -> object:
     """What decides a client's answers, for the ceiling cache, which lives as long as the process (a notebook's
     second run): its model, its call settings (stored responses, offline) and the endpoint its calls go to, named
-    by `--api-base` or by the provider's base-URL variable (`llm.effective_api_base`)."""
+    by `--api-base` or by the provider's base-URL variable (`LLMClient.endpoint`, as its request keys name it)."""
     if client is None:
         return None
     settings = getattr(client, "settings", None)
     if not isinstance(settings, CallSettings):  # a client of the caller's own making: its model names it
         return getattr(client, "model", id(client))
-    return (client.model, dataclasses.astuple(settings), effective_api_base(client.provider, settings.api_base))
+    return (client.model, dataclasses.astuple(settings), client.endpoint())
 
 
 class _Uncompacted:
@@ -336,10 +336,12 @@ _digests: dict[int, tuple[Transcript, str]] = {}
 
 
 def _ceiling(
-    uncompacted: _Uncompacted, position: int, probe: Probe, answerer: LLMClient, judge: LLMClient | None, sample: int
+    uncompacted: _Uncompacted, position: int, probe: Probe, answerer: LLMClient, judge: LLMClient | None, sample: int,
+    clients: tuple[object, object],
 ) -> bool | None:
-    """The answerer's grade on the uncompacted transcript before `position` (None: unscored or failed)."""
-    key = (uncompacted.digest, position, probe.id, probe.question, probe.answers, _model(answerer), _model(judge), sample)
+    """The answerer's grade on the uncompacted transcript before `position` (None: unscored or failed); `clients`:
+    `_model` of the answerer and of the judge, found once per cell."""
+    key = (uncompacted.digest, position, probe.id, probe.question, probe.answers, *clients, sample)
     if key in _ceiling_cache:
         return _ceiling_cache[key]
     try:
@@ -392,6 +394,7 @@ def probe_rows(
     starts = {step.index: transcript.position(step.items[0].id) for step in transcript.steps()}
     contexts = _Contexts(result, drops_thinking)
     uncompacted = _Uncompacted(transcript)
+    clients = (_model(answerer), _model(judge))  # the ceiling cache's names of the two models, found once
     last_attempt: dict[int, int] = {}
     for request in result.requests:
         if request.kind == "turn":
@@ -451,7 +454,7 @@ def probe_rows(
             }
             if answerer is not None:
                 if kind != "compaction" and not ceiling_beyond:
-                    row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat)
+                    row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat, clients)
                 if not seen:
                     if probe.match != "judge" or judge is not None:  # without a judge no context grades a judge probe
                         row.update(correct=False, score=0.0)  # the request reached no model: unanswered
