@@ -8,6 +8,32 @@ message list; by default the first of messages / conversations / traj / history 
 Sniffing is by content elsewhere, so this importer is chosen explicitly (`format="hf-dataset"`)
 or for Parquet files.
 
+What the mapping does not fit is an error or a problem, never an empty message (`check_fields`):
+
+- a named column (`messages`, `id_column`, `model_column`) that is not among the dataset's columns
+  is an error naming it and the columns there are;
+- a dataset in which no message is an object, no message has the `role_key` field, no message has
+  the `content_key` field, or no message has a chat role, does not fit the mapping at all: one error
+  naming the first message (row and index), the fields it does have and the option to pass (ShareGPT's
+  `from`/`value`: `role_key=from content_key=value`). `datasets` gives every message of a column the
+  same fields (null where a line had none) where it can, so "has a field" means "has a non-null value there";
+- where the mapping fits but one message lacks its content field (while holding others), or its
+  content is of a type `content_parts` does not read (a number, an object not in the parts form, a
+  part that is no text or image part), that message is a problem naming row and message, its text
+  kept as before (`content_problem`); a message without a role is a problem and a marker, as
+  `add_messages` keeps it. An assistant message with `tool_calls` or `function_call`
+  needs no content (OpenAI: "Required unless `tool_calls` or `function_call` is specified",
+  openai/openai-python:src/openai/types/chat/chat_completion_assistant_message_param.py@2dc3976).
+
+Transcript ids are `<file stem>:<id>` (`id_column`'s value, a string or number) or `<file stem>:<row>`
+(no `id_column`, or a null id; an id of another type is a problem). Ids are unique within the file:
+rows that would share one (the same value in `id_column`, or an id that equals another row's index)
+each get `#row<N>` appended, and each of those sessions carries a problem naming the rows. Two
+sessions of one id would each be asked the other's probes (`bench.probes.assign_probes` matches a
+probe's `session` by id), and `bench probes mine` would write probe ids twice, which `bench probes
+check` refuses; as the builder keeps a repeated item id with a `#n` suffix (`scenarios/builder.py`),
+nothing is dropped or refused. A model column's value that is no string is a problem (model unknown).
+
 Local files never reach the network: they are loaded with the `datasets` and `huggingface_hub`
 offline switches on (without them `datasets` makes a telemetry request even for a local file). An
 argument is a Hub id only when it is clearly not a path (`is_name`): nothing exists at it locally
@@ -18,10 +44,13 @@ Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at once wi
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -29,19 +58,164 @@ from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure, check_input
 from compaction_bench.scenarios.builder import TranscriptBuilder
-from compaction_bench.scenarios.openai_style import add_messages
+from compaction_bench.scenarios.openai_style import ROLES, add_messages
 from compaction_bench.scenarios.readers import read_text
-from compaction_bench.transcript import Transcript
+from compaction_bench.transcript import Transcript, json_type
 
 FORMAT = "hf-dataset"
 MESSAGE_COLUMNS = ("messages", "conversations", "traj", "history")
 LOADERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
-#: ShareGPT-style role names mapped to chat roles.
+#: ShareGPT-style role names mapped to chat roles (LLaMA-Factory's sharegpt tags: `from`/`value`, `human`,
+#: `gpt`, `observation`; hiyouga/LLaMA-Factory:data/README.md@2ad9871).
 ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "observation": "tool"}
+#: Fields that let an assistant message go without content (openai/openai-python:src/openai/types/chat/
+#: chat_completion_assistant_message_param.py@2dc3976: content "Required unless `tool_calls` or `function_call`").
+CONTENT_OPTIONAL_WITH = ("tool_calls", "function_call")
+#: Parts `openai_style.content_parts` takes an image from.
+IMAGE_PARTS = ("image_url", "image")
 
 
 def _where(row: int, message: int) -> str:
     return f"row {row} message {message}"
+
+
+def chat_role(message: Mapping[str, Any], role_key: str) -> Any:
+    """The message's role as a chat role (a ShareGPT name mapped by `ROLE_ALIASES`)."""
+    role = message.get(role_key)
+    return ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
+
+
+def fields_of(message: Mapping[str, Any]) -> str:
+    """The fields a message holds a value in, as an error lists them."""
+    return ", ".join(str(k) for k, v in message.items() if v is not None) or "none"
+
+
+def needs_content(message: Mapping[str, Any]) -> bool:
+    return not any(message.get(k) for k in CONTENT_OPTIONAL_WITH)
+
+
+def readable_part(part: Any) -> bool:
+    """A content part `content_parts` reads: text (a string, or an object with `text` or `content`) or an image."""
+    if isinstance(part, str):
+        return True
+    return isinstance(part, Mapping) and (
+        part.get("type") in IMAGE_PARTS or isinstance(part.get("text"), str) or isinstance(part.get("content"), (str, list))
+    )
+
+
+def describe_value(value: Any) -> str:
+    """A value as a problem names it: its JSON type and its start (an object: its fields)."""
+    if isinstance(value, Mapping):
+        return f"an object with fields {fields_of(value)}"
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return f"a JSON {json_type(value)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
+
+
+def content_problem(content: Any) -> str | None:
+    """What `content_parts` does with a content that is neither text nor a list of text/image parts, else None."""
+    if content is None or isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"content is {describe_value(content)}, not text or a list of parts; kept as its JSON text"
+    bad = [n for n, part in enumerate(content) if not readable_part(part)]
+    if not bad:
+        return None
+    if len(bad) == 1:
+        return f"content part {bad[0]} is {describe_value(content[bad[0]])}, no text or image part; left out of the message's text"
+    return (
+        f"content parts {', '.join(map(str, bad))} are no text or image parts (the first: {describe_value(content[bad[0]])}); "
+        "left out of the message's text"
+    )
+
+
+def check_fields(path: Path, chats: Sequence[list[Any]], role_key: str, content_key: str) -> None:
+    """Refuse a dataset the message mapping does not fit at all (module docstring): no message object, no
+    message with the role field or the content field, or no message with a chat role."""
+    messages = [(n, m, message) for n, chat in enumerate(chats) for m, message in enumerate(chat)]
+    if not messages:
+        return
+    objects = [(n, m, message) for n, m, message in messages if isinstance(message, Mapping)]
+    if not objects:
+        n, m, first = messages[0]
+        raise ImportFailure(
+            f"{path}: {_where(n, m)}: the messages are values like {describe_value(first)}, not objects with "
+            f"{role_key!r} and {content_key!r} fields; no row holds a message object"
+        )
+    n, m, first = objects[0]
+    missing = [key for key in (role_key, content_key) if not has_field(objects, key, content_key)]
+    if missing:
+        options = " and ".join(f"--import-option {option_of(key, role_key)}=FIELD" for key in missing)
+        hint = " (ShareGPT: role_key=from content_key=value)" if "from" in first and "value" in first else ""
+        raise ImportFailure(
+            f"{path}: {_where(n, m)}: no message of the dataset has a {' or a '.join(map(repr, missing))} field "
+            f"(this one has: {fields_of(first)}); pass {options}{hint}"
+        )
+    roles = [chat_role(message, role_key) for _, _, message in objects]
+    if not any(role in ROLES for role in roles):
+        found = ", ".join(dict.fromkeys(repr(role) for role in roles))[:200]
+        raise ImportFailure(
+            f"{path}: {_where(n, m)}: no message of the dataset has a chat role in its {role_key!r} field (found {found}; "
+            f"expected one of {', '.join(ROLES)}, or ShareGPT's {', '.join(ROLE_ALIASES)})"
+        )
+
+
+def has_field(objects: Sequence[tuple[int, int, Mapping[str, Any]]], key: str, content_key: str) -> bool:
+    """Some message holds a value in `key`; for the content field, some message that needs one
+    (messages with tool calls need none), or none needs one."""
+    if key == content_key:
+        needing = [message for _, _, message in objects if needs_content(message)]
+        return not needing or any(message.get(key) is not None for message in needing)
+    return any(message.get(key) is not None for _, _, message in objects)
+
+
+def option_of(key: str, role_key: str) -> str:
+    return "role_key" if key == role_key else "content_key"
+
+
+def adapted(message: Any, role_key: str, content_key: str, report: Callable[[str], None]) -> Any:
+    """A dataset message as `add_messages` reads it: `role` (ShareGPT names mapped) and `content` from the
+    mapped fields, null fields dropped; a missing or unreadable content reported (module docstring)."""
+    if not isinstance(message, Mapping):
+        return message  # `add_messages` keeps it as a marker and reports it
+    out = {k: v for k, v in message.items() if v is not None}
+    out["role"] = chat_role(message, role_key)
+    out["content"] = content = message.get(content_key)
+    if content is None and needs_content(message):
+        report(f"no {content_key!r} field (fields: {fields_of(message)}); its text is empty")
+    elif (problem := content_problem(content)) is not None:
+        report(problem)
+    return out
+
+
+def is_missing(value: Any) -> bool:
+    """Null, or the NaN a float column holds for a missing value."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def session_name(value: Any) -> str | None:
+    """An id column's value as a session name: a non-empty string or a number (not a bool or NaN), else None."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool) and not is_missing(value) and str(value).strip():
+        return str(value)
+    return None
+
+
+def unique_ids(ids: Sequence[str]) -> tuple[list[str], dict[int, tuple[str, list[int]]]]:
+    """`ids` made unique: every row of an id that several rows share gets `#row<N>` appended (its own row
+    index, so the new ids differ), until none is shared; and, per renamed row, the id it wanted and the
+    rows that shared it."""
+    out = list(ids)
+    renamed: dict[int, tuple[str, list[int]]] = {}
+    while True:
+        rows_of: dict[str, list[int]] = defaultdict(list)
+        for n, wanted in enumerate(out):
+            rows_of[wanted].append(n)
+        shared = {wanted: rows for wanted, rows in rows_of.items() if len(rows) > 1}
+        if not shared:
+            return out, renamed
+        for wanted, rows in shared.items():
+            for n in rows:
+                renamed.setdefault(n, (wanted, rows))
+                out[n] = f"{wanted}#row{n}"
 
 
 OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
@@ -131,37 +305,73 @@ class HFDatasetImporter(Importer):
         **options: Any,
     ) -> list[Transcript]:
         rows = self._rows(path, split)
-        if not rows.column_names:
-            raise ImportFailure(f"{path}: the dataset has no columns")
-        column = messages or next((c for c in MESSAGE_COLUMNS if c in rows.column_names), None)
-        if column not in rows.column_names:
-            raise ImportFailure(
-                f"{path}: no message column {column or '(messages/conversations/traj/history)'}; "
-                f"columns: {', '.join(rows.column_names)} (pass messages=COLUMN)"
-            )
-        out = []
-        for n, row in enumerate(rows):
-            builder = TranscriptBuilder(path, FORMAT)
-            value = row[column]
-            if not isinstance(value, list):
-                raise ImportFailure(f"{path}: row {n}: column {column!r} is a {type(value).__name__}, expected a list of messages")
-            chat = [self._message(m, role_key, content_key) for m in value]
+        column = self._message_column(path, rows.column_names, messages)
+        for option, name in (("id_column", id_column), ("model_column", model_column)):
+            if name is not None and name not in rows.column_names:
+                columns = ", ".join(rows.column_names)
+                raise ImportFailure(f"{path}: {option} {name!r} is not a column of the dataset; columns: {columns}")
+        records = list(rows)
+        chats = [self._chat(path, n, record[column], column) for n, record in enumerate(records)]
+        check_fields(path, chats, role_key, content_key)
+        builders = [TranscriptBuilder(path, FORMAT) for _ in records]
+        ids = self._session_ids(path.stem, builders, records, id_column)
+        for n, (record, chat, builder) in enumerate(zip(records, chats, builders, strict=True)):
+            report = partial(self._report, builder, n)
+            chat = [adapted(message, role_key, content_key, partial(report, m)) for m, message in enumerate(chat)]
             add_messages(builder, chat, where=partial(_where, n))
-            if model_column and isinstance(row.get(model_column), str):
-                builder.model = row[model_column]
-            name = row.get(id_column) if id_column else None
-            out.append(builder.finish(f"{path.stem}:{name if name is not None else n}", source={"row": n, "split": split}))
-        return out
+            if model_column:
+                builder.model = self._model(builder, n, record.get(model_column), model_column)
+        return [builder.finish(ids[n], source={"row": n, "split": split}) for n, builder in enumerate(builders)]
+
+    def _session_ids(self, stem: str, builders: Sequence[TranscriptBuilder], records: Sequence[Any], id_column: str | None) -> list[str]:
+        """Each row's transcript id (module docstring), unique within the file; a renamed row's builder says why."""
+        names = [self._name(builders[n], n, record, id_column) for n, record in enumerate(records)]
+        ids, renamed = unique_ids([f"{stem}:{name}" for name in names])
+        column = f" (id column {id_column!r})" if id_column else ""
+        for n, (wanted, shared) in renamed.items():
+            rows = ", ".join(map(str, shared))
+            builders[n].problem(f"row {n}: rows {rows} have the same session id {wanted!r}{column}; this one is named {ids[n]!r}")
+        return ids
 
     @staticmethod
-    def _message(message: Any, role_key: str, content_key: str) -> Any:
-        if not isinstance(message, Mapping):
-            return message
-        out = {k: v for k, v in message.items() if v is not None}
-        role = message.get(role_key)
-        out["role"] = ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
-        out["content"] = message.get(content_key)
-        return out
+    def _report(builder: TranscriptBuilder, row: int, message: int, text: str) -> None:
+        builder.problem(f"{_where(row, message)}: {text}")
+
+    @staticmethod
+    def _message_column(path: Path, columns: Sequence[str], messages: str | None) -> str:
+        if not columns:
+            raise ImportFailure(f"{path}: the dataset has no columns")
+        column = messages or next((c for c in MESSAGE_COLUMNS if c in columns), None)
+        if column is None or column not in columns:
+            raise ImportFailure(
+                f"{path}: no message column {column or '(messages/conversations/traj/history)'}; "
+                f"columns: {', '.join(columns)} (pass messages=COLUMN)"
+            )
+        return column
+
+    @staticmethod
+    def _chat(path: Path, row: int, value: Any, column: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise ImportFailure(f"{path}: row {row}: column {column!r} is a {type(value).__name__}, expected a list of messages")
+        return value
+
+    @staticmethod
+    def _name(builder: TranscriptBuilder, row: int, record: Mapping[str, Any], id_column: str | None) -> str:
+        """The row's session name: its `id_column` value, else its row index (a value of another type is a problem)."""
+        value = record.get(id_column) if id_column else None
+        name = session_name(value)
+        if name is None and not is_missing(value):
+            builder.problem(f"row {row}: id column {id_column!r} holds {describe_value(value)}, not a string or number; named by its row")
+        return name if name is not None else str(row)
+
+    @staticmethod
+    def _model(builder: TranscriptBuilder, row: int, value: Any, model_column: str) -> str | None:
+        if isinstance(value, str):
+            return value
+        if is_missing(value):
+            return None
+        builder.problem(f"row {row}: model column {model_column!r} holds {describe_value(value)}, not a model id; the model is unknown")
+        return None
 
     @staticmethod
     def _rows(path: Path, split: str) -> Any:
