@@ -8,7 +8,20 @@ part of the history its summarizer was given and did not keep verbatim:
   after the previous compaction for a compaction recorded before Pi's fix eeace797 (2026-03-27:
   until then the previous compaction's kept tail was neither summarized nor kept, issue #2608),
   from the previous compaction's first kept entry after it (docs/specs/pi.md §3, "Boundaries");
-- Claude Code and Codex: every item since the previous compaction (they summarize all of it).
+  Pi names an entry, and an assistant entry's items are `<entry>.<n>` (scenarios/pi_session.py),
+  so the cut is found by the entry id each item carries in `meta["entry"]`; a `firstKeptEntryId`
+  that is no entry between the span's start and the compaction is a problem: that compaction gets
+  no row (it is named under the table) and the next one starts after it, as Pi's own fallback does;
+- Claude Code and Codex: every item since the previous compaction (they summarize all of it). Codex
+  keeps real user messages verbatim in the new history (docs/specs/codex.md §2.2 steps 2-3): the
+  ones its `compacted` line's `replacement_history` holds (§7.2; read from the rollout file, which
+  the transcript's marker does not carry), else the newest within 20,000 tokens, the one crossing
+  the budget middle-truncated (`build_compacted_history`, §7.3 step 4). The facts mined from those
+  messages are left out (a truncated one: the facts its kept text holds): they were not the
+  summary's to keep; both summarizers are still given the messages. Claude Code keeps no message
+  verbatim (§4: the files, todo list and plan it re-attaches are read again, and not recorded in
+  the session file), except a `preservedSegment` (2.1.x, §1.2, §8.5, §8.7), which the transcript
+  does not delimit: a summary saying "Recent messages are preserved verbatim." is a problem, no row.
 A compaction without summary text (a Codex remote compaction) still ends the span of the next one.
 Probes are mined from that span (`compaction_bench.scenarios.mining`; the judged families are left
 out: they need a model to grade), the offline summarizer (`offline/extractive`) summarizes the
@@ -21,23 +34,30 @@ in another file) is counted once, the same path given twice is refused, and the 
 offline − real is given with a bootstrap interval clustered by session and the two-sided sign-flip
 test of the facts one summary keeps and the other does not (`compaction_bench.metrics.stats`); it
 is called a difference only when the interval excludes 0, the test rejects at 0.05 and there are
-two sessions at least. Sessions that yield no row are named under the table, with the reason.
+two sessions at least. Sessions that yield no row, and compactions whose span cannot be known, are named
+under the table, with the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compaction_bench.errors import BenchError
 from compaction_bench.importing import load_transcripts
 from compaction_bench.offline_models import extractive_summary
 from compaction_bench.request import message_from_item
+from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.templates import PromptSet
 from compaction_bench.tokens import shared_counter
 from compaction_bench.transcript import Item, Transcript
+
+if TYPE_CHECKING:
+    from compaction_bench.metrics.grading import Anchor
+    from compaction_bench.probes import Probe
 
 #: transcript format -> (summary template, its variables)
 TEMPLATES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -48,6 +68,14 @@ TEMPLATES: dict[str, tuple[str, dict[str, Any]]] = {
 SUMMARY_EVENTS = {"pi": "compaction", "claude-code": "compaction-summary", "codex": "compaction"}
 #: Pi's fix eeace797: from this day a compaction summarizes the previous one's kept tail too.
 PI_KEPT_TAIL_FIX = "2026-03-27"
+#: Codex's budget for the user messages a local compaction keeps, in ceil(UTF-8 bytes / 4) tokens
+#: (`COMPACT_USER_MESSAGE_MAX_TOKENS`, openai/codex:codex-rs/core/src/compact.rs@3aae5d8 L55; docs/specs/codex.md §2.2 step 3).
+CODEX_KEPT_USER_TOKENS = 20_000
+#: The mark Codex's `truncate_text` puts where it cut the middle of a text (spec §9; core/src/truncate.rs).
+CODEX_CUT = re.compile(r"…\d+ (?:tokens|chars) truncated…")
+#: What Claude Code's summary message says when it keeps recent messages verbatim after it (`preservedSegment`;
+#: docs/specs/claude-code.md §8.5, cc@2.1.112 cli.js L2461).
+CLAUDE_CODE_PRESERVED = "Recent messages are preserved verbatim."
 
 
 @dataclass(frozen=True)
@@ -64,6 +92,7 @@ class Calibration:
     real_kept: int
     offline_kept: int
     both_kept: int
+    verbatim: int = 0  # facts of the span left out: the agent kept the messages holding them verbatim
 
     def cells(self) -> list[str]:
         return [
@@ -89,29 +118,194 @@ def _pi_kept_tail_summarized(marker: Item) -> bool:
     return not marker.timestamp or marker.timestamp[:10] >= PI_KEPT_TAIL_FIX
 
 
-def spans(transcript: Transcript) -> list[tuple[list[Item], str]]:
-    """(the items a recorded summary replaced, the summary text), in order."""
+@dataclass(frozen=True)
+class Compaction:
+    """A recorded compaction with summary text: `items`, the span its summarizer was given and did not
+    keep verbatim as a whole (module docstring); `kept`, the messages of the span the agent kept verbatim
+    all the same (Codex's user messages: item id -> the text kept, middle-truncated for one)."""
+
+    number: int  # its place among the transcript's compactions with summary text, from 0
+    items: list[Item]
+    summary: str
+    kept: Mapping[str, str] = field(default_factory=dict)
+
+
+class Compactions(list[Compaction]):
+    """The compactions of a transcript that give a span, and a line for each that cannot, saying why."""
+
+    def __init__(self, compactions: Iterable[Compaction] = (), problems: Iterable[str] = ()) -> None:
+        super().__init__(compactions)
+        self.problems = list(problems)
+
+
+def _pi_entry_positions(items: Sequence[Item]) -> dict[str, int]:
+    """Each Pi entry id -> the position of its first item. An assistant entry's items are `<entry>.<n>`
+    and carry the entry id in `meta["entry"]` (scenarios/pi_session.py); an item without it is its own entry."""
+    positions: dict[str, int] = {}
+    for n, item in enumerate(items):
+        positions.setdefault(str(item.meta.get("entry", item.id)), n)
+    return positions
+
+
+def _pi_first_kept(marker: Item, positions: Mapping[str, int], start: int, end: int) -> tuple[int | None, str | None]:
+    """Where the entries a Pi compaction kept begin: a position in [start, end) (docs/specs/pi.md §3.3 step 6:
+    Pi cuts within the boundary, before the compaction entry it appends), or None and the problem."""
+    kept_id = marker.meta.get("firstKeptEntryId")
+    if not isinstance(kept_id, str) or not kept_id:
+        return None, f"compaction entry {marker.id}: no firstKeptEntryId ({kept_id!r})"
+    kept = positions.get(kept_id)
+    if kept is None:
+        return None, f"compaction entry {marker.id}: firstKeptEntryId {kept_id!r} is no entry of the session's path"
+    if not start <= kept < end:
+        return None, (f"compaction entry {marker.id}: firstKeptEntryId {kept_id!r} is not between the span's start and the "
+                      "compaction (Pi cuts there)")
+    return kept, None
+
+
+def _codex_replacement_histories(transcript: Transcript) -> list[list[Any] | None] | None:
+    """The `replacement_history` of each `compacted` line of the rollout the transcript was read from (None where
+    a line has none: a legacy compaction), in file order; None when there is no such file (a transcript built
+    in memory). The importer keeps only its length (`replacement_items`), so the file is read again here."""
+    path = transcript.source.get("path")
+    if not isinstance(path, str) or not Path(path).is_file():
+        return None
+    out: list[list[Any] | None] = []
+    for _, data in read_jsonl(Path(path)).lines:
+        if isinstance(data, dict) and data.get("type") == "compacted" and isinstance(data.get("payload"), dict):
+            history = data["payload"].get("replacement_history")
+            out.append(history if isinstance(history, list) else None)
+    return out
+
+
+def _codex_real_user_texts(history: Sequence[Any], summary: str) -> list[str]:
+    """The real user messages of a `replacement_history`, oldest first: user messages that are no contextual
+    fragment (any text part makes it one: `is_contextual_user_message_content`, core/src/event_mapping.rs@3aae5d8
+    L61-63) and not the summary (`collect_user_messages`, core/src/compact.rs@3aae5d8 L520-547); their text parts
+    joined as the importer joins them (with "")."""
+    from compaction_bench.scenarios.codex_rollout import is_contextual
+
+    texts = []
+    for entry in history:
+        if isinstance(entry, dict) and entry.get("type") == "message" and entry.get("role") == "user":
+            parts = _text_parts(entry.get("content"))
+            text = "".join(parts)
+            if not _is_summary(text, summary) and not any(map(is_contextual, parts)):
+                texts.append(text)
+    return texts
+
+
+def _is_summary(text: str, summary: str) -> bool:
+    """Whether a user message of the replacement history is the compaction's summary: its `message`, which Codex
+    writes behind `SUMMARY_PREFIX` and a line break (spec §2.2 step 1) and records with it (§7.2) or, in some
+    writers, without it."""
+    return text == summary or text.endswith("\n" + summary)
+
+
+def _text_parts(content: Any) -> list[str]:
+    """The texts of a Codex message's content: a string, or its text parts (`ContentItem`, spec §7)."""
+    if isinstance(content, str):
+        return [content]
+    parts = content if isinstance(content, list) else []
+    return [p["text"] for p in parts if isinstance(p, dict) and p.get("type") in ("input_text", "output_text") and isinstance(p.get("text"), str)]
+
+
+def _is_cut_of(kept: str, text: str) -> bool:
+    """Whether `kept` is `text` with its middle cut out by Codex's `truncate_text` (head, mark, tail)."""
+    return any(text.startswith(kept[: m.start()]) and text.endswith(kept[m.end():]) for m in CODEX_CUT.finditer(kept))
+
+
+def _codex_recorded_kept(users: Sequence[Item], recorded: list[str]) -> tuple[dict[str, str], str | None]:
+    """The span's real user messages a recorded `replacement_history` kept: Codex keeps the newest user messages
+    of the whole history (spec §2.2 step 3), so its list ends with the span's newest; only its oldest may be cut."""
+    kept: dict[str, str] = {}
+    for depth, (text, item) in enumerate(zip(reversed(recorded), reversed(users), strict=False)):
+        if text != item.text and not (depth == len(recorded) - 1 and _is_cut_of(text, item.text)):
+            return {}, (f"the compaction's replacement_history keeps user message {len(recorded) - depth} of {len(recorded)} "
+                        f"as {text[:60]!r}, which is not user message {item.id} of the span ({item.text[:60]!r})")
+        kept[item.id] = text
+    return kept, None
+
+
+def _codex_rule_kept(users: Sequence[Item]) -> dict[str, str]:
+    """The span's real user messages Codex's rule keeps when the line records no history (spec §7.3 step 4): the
+    newest within `CODEX_KEPT_USER_TOKENS`, the crossing one middle-truncated (`select_user_messages`). The span's
+    messages are the history's newest, so the rule over them alone picks the same ones of them."""
+    from compaction_bench.strategies.codex_components import ItemConverter, select_user_messages
+
+    converter = ItemConverter()
+    return {k.item_ids[0]: k.text for k in select_user_messages([converter.convert(u) for u in users], CODEX_KEPT_USER_TOKENS)}
+
+
+def _codex_kept(span: Sequence[Item], history: list[Any] | None, summary: str) -> tuple[dict[str, str], str | None]:
+    """The span's user messages Codex kept verbatim (item id -> kept text), or the problem that hides them. The
+    transcript's real user messages are its user items that are not synthetic (contextual fragments and agent
+    messages are, scenarios/codex_rollout.py)."""
+    users = [i for i in span if i.kind == "user" and not i.synthetic]
+    if history is None:
+        return _codex_rule_kept(users), None
+    return _codex_recorded_kept(users, _codex_real_user_texts(history, summary))
+
+
+def _histories_by_marker(transcript: Transcript, markers: Sequence[Item]) -> list[list[Any] | None]:
+    """Each Codex compaction marker's recorded `replacement_history` (None: not recorded, or no file to read)."""
+    histories = _codex_replacement_histories(transcript) if markers else None
+    if histories is None:
+        return [None] * len(markers)
+    if len(histories) != len(markers):
+        raise CalibrationError(f"{transcript.source.get('path')}: {len(histories)} compacted line(s), but the transcript read "
+                               f"from it has {len(markers)} compaction(s); the file changed since it was read?")
+    return histories
+
+
+def compactions(transcript: Transcript) -> Compactions:
+    """The transcript's recorded compactions with summary text and a span, in order (module docstring), and the
+    problems of those whose span cannot be known."""
     fmt = _format(transcript)
     event = SUMMARY_EVENTS.get(fmt)
+    out = Compactions()
     if event is None:
-        return []
-    out: list[tuple[list[Item], str]] = []
-    start = 0
+        return out
+    items = transcript.items
+    markers = [n for n, i in enumerate(items) if i.kind == "marker" and i.meta.get("event") == event]
+    histories = _histories_by_marker(transcript, [items[n] for n in markers]) if fmt == "codex" else [None] * len(markers)
+    positions = _pi_entry_positions(items) if fmt == "pi" else {}
+    start, number = 0, 0
     kept_from: int | None = None  # Pi: where the previous compaction's kept tail begins
-    positions = {item.id: n for n, item in enumerate(transcript.items)}
-    for n, item in enumerate(transcript.items):
-        if item.kind != "marker" or item.meta.get("event") != event:
-            continue
-        if fmt == "pi" and kept_from is not None and _pi_kept_tail_summarized(item):
-            start = kept_from
-        kept = positions.get(str(item.meta.get("firstKeptEntryId"))) if fmt == "pi" else None
-        if kept is not None and not start <= kept < n:
-            kept = None
-        span = [i for i in transcript.items[start:n if kept is None else kept] if i.kind != "marker"]
-        if span and item.text.strip():
-            out.append((span, item.text))
-        start, kept_from = n + 1, kept
+    for n, history in zip(markers, histories, strict=True):
+        marker, end, problem = items[n], n, None
+        if fmt == "pi":
+            if kept_from is not None and _pi_kept_tail_summarized(marker):
+                start = kept_from
+            kept_from, problem = _pi_first_kept(marker, positions, start, n)
+            end = n if kept_from is None else kept_from
+        if marker.text.strip():
+            span = [i for i in items[start:end] if i.kind != "marker"]
+            kept, problem = _kept_in_span(fmt, span, marker, history) if problem is None else ({}, problem)
+            if problem:
+                out.problems.append(f"compaction {number}: {problem}; no row")
+            elif span:
+                out.append(Compaction(number, span, marker.text, kept))
+            number += 1
+        start = n + 1
     return out
+
+
+def _kept_in_span(fmt: str, span: Sequence[Item], marker: Item, history: list[Any] | None) -> tuple[dict[str, str], str | None]:
+    """The messages of a span the agent kept verbatim (item id -> the text kept), or the problem that hides them."""
+    if fmt == "codex":
+        return _codex_kept(span, history, marker.text)
+    if fmt == "claude-code" and CLAUDE_CODE_PRESERVED in marker.text:
+        return {}, f"summary {marker.id} says recent messages are kept verbatim after it (a preservedSegment), which the transcript does not delimit"
+    return {}, None
+
+
+def spans(transcript: Transcript) -> list[tuple[list[Item], str]]:
+    """(the items a recorded summary replaced, the summary text), in order; a compaction whose span cannot be
+    known is an error here (`compactions` names it and goes on)."""
+    found = compactions(transcript)
+    if found.problems:
+        raise CalibrationError(f"{transcript.id}: " + "; ".join(found.problems))
+    return [(c.items, c.summary) for c in found]
 
 
 def _offline(span: Sequence[Item], fmt: str, prompts: PromptSet) -> str:
@@ -122,8 +316,9 @@ def _offline(span: Sequence[Item], fmt: str, prompts: PromptSet) -> str:
     return extractive_summary([*messages, {"role": "user", "content": prompts.render(template, **variables)}], None)
 
 
-def calibrate_transcript(transcript: Transcript, file: str) -> list[Calibration]:
-    """One row per recorded compaction of a transcript (none for formats without them)."""
+def calibrate_transcript(transcript: Transcript, file: str, found: Compactions | None = None) -> list[Calibration]:
+    """One row per recorded compaction of a transcript that gives a span (`found`, else `compactions(transcript)`;
+    none for formats without them)."""
     from compaction_bench.metrics.grading import anchor, presence
     from compaction_bench.metrics.retention import source_position
     from compaction_bench.scenarios.mining import mine_probes
@@ -131,31 +326,45 @@ def calibrate_transcript(transcript: Transcript, file: str) -> list[Calibration]
     fmt = _format(transcript)
     prompts = PromptSet()
     count = shared_counter("o200k_base").count
+    found = compactions(transcript) if found is None else found
     rows = []
-    for index, (span, real) in enumerate(spans(transcript)):
+    for compaction in found:
+        span, real = compaction.items, compaction.summary
         part = transcript.with_items(span)
-        probes = [p for p in mine_probes(part) if p.match != "judge"]
         offline = _offline(span, fmt, prompts)
-        real_kept = offline_kept = both = 0
-        for probe in probes:
+        probes = verbatim = real_kept = offline_kept = both = 0
+        for probe in (p for p in mine_probes(part) if p.match != "judge"):
             source = part.items[source_position(part, probe)]
             evidence = anchor(probe, "\n".join(t for t in (source.text, source.arguments) if t))
+            if _kept_verbatim(probe, source, compaction.kept.get(source.id), evidence):
+                verbatim += 1
+                continue
             in_real, in_offline = presence(probe, real, None, evidence).present, presence(probe, offline, None, evidence).present
+            probes += 1
             real_kept += in_real
             offline_kept += in_offline
             both += in_real and in_offline
-        rows.append(
-            Calibration(file, transcript.id, index, len(span), len(probes), count(real), count(offline), real_kept, offline_kept, both)
-        )
+        rows.append(Calibration(file, transcript.id, compaction.number, len(span), probes, count(real), count(offline),
+                                real_kept, offline_kept, both, verbatim))
     return rows
 
 
+def _kept_verbatim(probe: Probe, source: Item, kept: str | None, evidence: Anchor) -> bool:
+    """Whether the agent kept the fact verbatim: its source message is kept whole, or cut and the kept text
+    still holds the fact (graded as a summary is)."""
+    from compaction_bench.metrics.grading import presence
+
+    return kept is not None and (kept == source.text or presence(probe, kept, None, evidence).present)
+
+
 class CalibrationError(BenchError, ValueError):
-    """A list of files that cannot be calibrated as given (the same path twice)."""
+    """Files that cannot be calibrated as given (the same path twice; a rollout whose `compacted` lines are not
+    the compactions of the transcript read from it), or, from `spans`, a compaction whose span cannot be known."""
 
 
 class Calibrations(list[Calibration]):
-    """The rows of `calibrate`, and a line for each session given that yields none, saying why."""
+    """The rows of `calibrate`, and a line for each session given that yields none and each compaction whose span
+    cannot be known, saying why."""
 
     def __init__(self, rows: Iterable[Calibration] = (), notes: Iterable[str] = ()) -> None:
         super().__init__(rows)
@@ -195,9 +404,11 @@ def calibrate(files: Iterable[str | Path]) -> Calibrations:
                 out.notes.append(f"{label}: the same session as {taken[digest]}; counted once")
                 continue
             taken[digest] = label
-            rows = calibrate_transcript(transcript, label)
+            found = compactions(transcript)
+            rows = calibrate_transcript(transcript, label, found)
             out += rows
-            if not rows:
+            out.notes += [f"{label}: {problem}" for problem in found.problems]
+            if not rows and not found.problems:
                 out.notes.append(f"{label}: {_no_row(transcript)}; no row")
     return out
 
@@ -246,7 +457,11 @@ def markdown(rows: Sequence[Calibration]) -> str:
             f"{sum(r.both_kept for r in rows)} |" if probes else "| all | – | – | 0 | – | – | – | – | – |"
         )
         lines += ["", difference(rows)]
+        verbatim = sum(r.verbatim for r in rows)
+        if verbatim:
+            lines.append(f"Left out of the facts: {verbatim} mined from messages the agent kept verbatim (Codex's user messages); "
+                         "they were not the summaries' to keep.")
     notes = getattr(rows, "notes", ())
     if notes:
-        lines += ["", "Sessions without a row:", *(f"- {note}" for note in notes)]
+        lines += ["", "Sessions and compactions without a row:", *(f"- {note}" for note in notes)]
     return "\n".join(lines)
