@@ -55,17 +55,17 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     loads with a `RuntimeWarning` naming them. Raises `StoreError`, naming the file, for a path that is no run
     folder, an unfinished run, a folder a run is working in, a damaged table (a column it needs missing or of
     another type) or manifest (its failed cells not objects with their cell and error, …) and a file or folder
-    the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`)."""
+    the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`; the
+    manifest read once, `load_run_with_manifest`)."""
     import warnings
 
-    from compaction_bench.store import failed_cells, p_best_judged
-    from compaction_bench.store import load_run as _load_run
+    from compaction_bench.store import failed_cells_in, load_run_with_manifest, p_best_judged_in
 
-    tables = _load_run(path)
-    if not p_best_judged(Path(path)):
+    tables, manifest = load_run_with_manifest(path)
+    if not p_best_judged_in(manifest):
         warnings.warn(f"{path}: its summary was written before P(best) was withheld where no difference can be claimed; "
                       "its `p_best` is NaN here (`bench score` computes it again)", RuntimeWarning, stacklevel=2)
-    failed = failed_cells(path)
+    failed = failed_cells_in(manifest)
     if failed:
         warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0]['cell']}: {failed[0]['error']}); the tables "
                       "hold the finished cells only; `bench run --resume` redoes the failed ones", RuntimeWarning, stacklevel=2)

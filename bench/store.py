@@ -915,13 +915,31 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     answer grades are `boolean` with NA where unscored, unknown numbers NaN, missing text NaN (pandas 3).
 
     Every table but `summary` starts with scenario, strategy, profile, repeat; the README's run layout
-    lists the columns; a run with failed cells holds the finished cells only (`failed_cells`). Raises `StoreError`
+    lists the columns; a run with failed cells holds the finished cells only (`failed_cells_in`). Raises `StoreError`
     for a path that is no run folder, an unfinished run (a table missing), a damaged table (not parquet, a required
     column missing or of another type: `typed`), a file or folder the system refuses to read, a damaged manifest
     (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its
     tables are an earlier attempt's or are being replaced one by one); a run in this process reads its own tables
-    (for its report). A summary written before P(best) was judged (`P_BEST_JUDGED`) has its `p_best` withheld (NaN)."""
+    (for its report). A summary written before P(best) was judged (`P_BEST_JUDGED`) has its `p_best` withheld (NaN).
+    The manifest is read once; `load_run_with_manifest` gives it with the tables."""
+    return load_run_with_manifest(path)[0]
+
+
+def load_run_with_manifest(path: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """`load_run`'s tables and the run's manifest (`read_manifest`), which it reads once: a caller that needs the
+    manifest too (whether P(best) was judged, the failed cells: `p_best_judged_in`, `failed_cells_in`) takes it from
+    here rather than reading the file again, and sees the same manifest the tables were loaded by."""
     root = Path(path)
+    _check_run_folder(root)
+    tables = {name: _read_table(root, name) for name in (*TABLES, "summary")}
+    manifest = read_manifest(root)
+    if not p_best_judged_in(manifest):
+        tables["summary"]["p_best"] = float("nan")
+    return tables, manifest
+
+
+def _check_run_folder(root: Path) -> None:
+    """Refuse `root` unless it is a run folder no other process's run is working in (`load_run`'s errors)."""
     try:
         if root.exists() and not root.is_dir():
             raise StoreError(f"{root}: is a file, not a run folder")
@@ -933,29 +951,30 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
             raise StoreError(f"{root}: a run is still working in this folder (it holds {root / LOCK_NAME}); wait for it to finish")
     except OSError as exc:  # looking up the folder or a file in it: the folder is what cannot be read
         raise _cannot_read(root, exc) from None
-    tables = {}
-    for name in (*TABLES, "summary"):
-        file = root / f"{name}.parquet"
-        try:
-            if not file.is_file():
-                raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
-            stored, frame = pq.read_schema(file), pd.read_parquet(file)
-        except pa.ArrowException as exc:
-            raise StoreError(f"{file}: not a readable table ({exc})") from None
-        except OSError as exc:
-            raise _cannot_read(file, exc) from None
-        tables[name] = typed(name, frame, stored, file)
-    if not p_best_judged(root):
-        tables["summary"]["p_best"] = float("nan")
-    return tables
 
 
-def p_best_judged(root: Path) -> bool:
-    """Whether the run's summary withholds the P(best) its tests cannot claim (`P_BEST_JUDGED`; a run without it
-    was finalized before, and its stored P(best) may read as a certainty no test backs)."""
-    return bool(read_manifest(root).get(P_BEST_JUDGED))
+def _read_table(root: Path, name: str) -> pd.DataFrame:
+    """The run's table `name`, typed by its schema (`typed`); a `StoreError` naming the file when it is missing or
+    cannot be read."""
+    file = root / f"{name}.parquet"
+    try:
+        if not file.is_file():
+            raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
+        stored, frame = pq.read_schema(file), pd.read_parquet(file)
+    except pa.ArrowException as exc:
+        raise StoreError(f"{file}: not a readable table ({exc})") from None
+    except OSError as exc:
+        raise _cannot_read(file, exc) from None
+    return typed(name, frame, stored, file)
 
 
-def failed_cells(path: str | Path) -> list[dict[str, Any]]:
-    """The cells of a run that failed (`cell`, `error`), from its manifest: its tables hold the others only."""
-    return list(read_manifest(path).get("cells", {}).get("failed", []))
+def p_best_judged_in(manifest: Mapping[str, Any]) -> bool:
+    """Whether a run's `manifest` says its summary withholds the P(best) its tests cannot claim (`P_BEST_JUDGED`; a
+    run without it was finalized before, and its stored P(best) may read as a certainty no test backs)."""
+    return bool(manifest.get(P_BEST_JUDGED))
+
+
+def failed_cells_in(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The cells of a run that failed (`cell`, `error`), from its `manifest` (as `read_manifest` checked it): its
+    tables hold the others only."""
+    return list(manifest.get("cells", {}).get("failed", []))

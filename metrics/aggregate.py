@@ -622,7 +622,11 @@ def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.Da
     every strategy of the profile finished (`shared_scenarios`). `p_best` is NaN for every strategy of
     a profile where the difference between the two highest retentions (`leading_pair`) is not
     `detectable`: the verdict's own test (`paired_differences` on the same rows), so the two never disagree."""
-    headline = compared_rows(probes, requests)
+    return overall_of(compared_rows(probes, requests))
+
+
+def overall_of(headline: pd.DataFrame) -> pd.DataFrame:
+    """`overall` of the rows it compares, `headline` (`compared_rows`), for a caller that needs those rows too."""
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)

@@ -99,7 +99,12 @@ class Style(NamedTuple):
 
 def _palette_colour(n: int) -> tuple[float, ...]:
     """The `n`th colour of the strategies' palette: tab20's dark shades, then its light ones (the first 20), then
-    tab20b's and tab20c's (the next 40, shade by shade), then hues a golden angle apart at three lightnesses."""
+    tab20b's and tab20c's (the next 40, shade by shade), then hues a golden angle apart at three lightnesses.
+
+    No two are alike: the 60 table colours differ from each other; none has the generated colours' saturation (0.75
+    in HLS); two generated colours of one lightness (the same `n % 3`) have hues `(n - m) * φ` apart, never a whole
+    number for φ irrational (in floats: checked for every `n` below 2,000,000, far more strategies than a run has).
+    tests/test_cleanup_s41.py checks the table colours and a run of 100,000 strategies."""
     if n < 20:
         return tuple(matplotlib.colormaps["tab20"](2 * n if n < 10 else 2 * (n - 10) + 1))
     if n < 60:
@@ -112,19 +117,9 @@ def _palette_colour(n: int) -> tuple[float, ...]:
 
 def colours(strategies: Sequence[str]) -> dict[str, tuple[float, ...]]:
     """One colour per strategy, by its place in `strategies` (the run's order; a name given twice keeps its first
-    place), no two alike however many there are (`_palette_colour`; tab20 alone gave the 11th and the 21st one colour)."""
-    out: dict[str, tuple[float, ...]] = {}
-    used: set[tuple[float, ...]] = set()
-    n = 0
-    for strategy in dict.fromkeys(strategies):
-        colour = _palette_colour(n)
-        while colour in used:  # never for the tables' colours; a guard for the generated hues
-            n += 1
-            colour = _palette_colour(n)
-        out[strategy] = colour
-        used.add(colour)
-        n += 1
-    return out
+    place), no two alike however many there are (`_palette_colour`, whose colours never repeat; tab20 alone gave
+    the 11th and the 21st one colour)."""
+    return {strategy: _palette_colour(n) for n, strategy in enumerate(dict.fromkeys(strategies))}
 
 
 def styles(strategies: Sequence[str]) -> dict[str, Style]:

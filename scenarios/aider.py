@@ -133,12 +133,12 @@ def tokens_usage(report: str, model: str | None = None) -> Usage:
     hit = parts.get("cached", 0) + parts.get("cache hit", 0)
     write = parts.get("cache write", 0)
     sent = parts.get("sent", 0)
-    whole = sent if _sent_is_whole(parts, sent, hit + write, model) else sent + hit + write
+    whole = sent if _sent_is_whole(parts, model) else sent + hit + write
     return Usage(input=whole, cached_input=hit, cache_write=write, output=parts.get("received", 0))
 
 
-def _sent_is_whole(parts: dict[str, int], sent: int, cache: int, model: str | None) -> bool:
-    """Whether Aider's "sent" already counts the cache hits and writes.
+def _sent_is_whole(parts: dict[str, int], model: str | None) -> bool:
+    """Whether Aider's "sent" already counts the cache hits and writes (`parts`: the token line's numbers by name).
 
     - `C cached` (Aider's reporting of August 2024, `0f2211c32`): "sent" is the API's `prompt_tokens`. DeepSeek's
       holds the hits (prompt_cache_hit_tokens + prompt_cache_miss_tokens, as Aider's `compute_costs_from_tokens`
@@ -151,7 +151,7 @@ def _sent_is_whole(parts: dict[str, int], sent: int, cache: int, model: str | No
       them twice, which `2e97fcc47` fixed; the log cannot show it.)"""
     if "cached" in parts:
         return "deepseek" in (model or "").lower()
-    return sent >= cache
+    return parts.get("sent", 0) >= parts.get("cache hit", 0) + parts.get("cache write", 0)
 
 
 def _kind(line: str) -> str:

@@ -165,9 +165,9 @@ class Flaky(Truncate):
 
 def test_an_interrupted_resume_keeps_the_record_of_the_cells_that_failed(tmp_path):
     """A resume wrote `cells.failed: []` as it started; interrupted, it left a run whose manifest named no failed
-    cell (`failed_cells` returned []) while its tables lacked that strategy's cell."""
+    cell while its tables lacked that strategy's cell."""
     from compaction_bench.runner import CellsFailed
-    from compaction_bench.store import failed_cells
+    from compaction_bench.store import failed_cells_in, read_manifest
 
     plugin = tmp_path / "flaky.py"
     plugin.write_text(FLAKY)
@@ -175,8 +175,8 @@ def test_an_interrupted_resume_keeps_the_record_of_the_cells_that_failed(tmp_pat
     with pytest.raises(CellsFailed):
         run_tiny(tmp_path, "r", strategies=strategies)
     root = tmp_path / "runs" / "r"
-    (failed,) = failed_cells(root)
+    (failed,) = failed_cells_in(read_manifest(root))
     assert "Flaky" in failed["cell"] and "boom" in failed["error"]
     with pytest.raises(KeyboardInterrupt):
         run_tiny(tmp_path, "r", strategies=strategies, resume=True, on_cell=stop_after_first_cell)
-    assert failed_cells(root) == [failed]
+    assert failed_cells_in(read_manifest(root)) == [failed]
