@@ -9,11 +9,12 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   with ``meta.role = "developer"``); a content part of a kind Codex does not write is a problem, kept
   in ``meta.unknown_content`` (its text, if any, in the message), and so is a text that is no string
   (kept as its JSON text); user messages that are contextual fragments (AGENTS.md
-  instructions, ``<environment_context>``, ...) are ``synthetic``; assistant messages, reasoning
+  instructions, ``<environment_context>``, ...: ``is_contextual``) are ``synthetic``; assistant messages, reasoning
   (encrypted size in ``meta.encrypted_len``), function/custom/local-shell calls and their outputs
   (an output that is a JSON string ``{"output": ..., "metadata": ...}`` is decoded: the text is the
   output, the rest stays in ``meta.output_envelope`` so the wire form can be rebuilt exactly);
-  ``agent_message`` items are user-role items with ``meta.codex_type = "agent_message"``;
+  ``agent_message`` items are user-role items with ``meta.codex_type = "agent_message"`` (their input text the
+  text, the size of an encrypted part in ``meta.encrypted_len``);
   every item keeps the Codex payload type in ``meta.codex_type``;
 - model responses: consecutive model-output items; a new ``token_count`` (a changed cumulative
   total) starts a new response. Its ``last_token_usage`` becomes the `Usage` of the response it
@@ -64,19 +65,6 @@ ENVELOPE_TYPES = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted", "world_state",
      "inter_agent_communication", "inter_agent_communication_metadata"}
 )
-#: Start markers of contextual user fragments (contextual_user_message.rs), matched case-insensitively.
-CONTEXTUAL_PREFIXES = (
-    "# agents.md instructions for ",
-    "<environment_context>",
-    "<user_instructions>",
-    "<skill>",
-    "<plugins>",
-    "<subagents>",
-    "<user_shell_command>",
-    "<turn_aborted>",
-    "<subagent_notification>",
-    "<codex_internal_context",
-)
 #: The parts of a message's `content` Codex writes (`ContentItem`): text, and images (attachments).
 TEXT_PARTS = frozenset({"input_text", "output_text"})
 MESSAGE_PARTS = TEXT_PARTS | {"input_image"}
@@ -86,10 +74,74 @@ MARKER_ITEM_TYPES = frozenset({"ghost_snapshot", "compaction", "compaction_summa
                                "image_generation_call", "tool_search_call", "tool_search_output"})
 
 
+#: The contextual user fragments Codex injects, by the markers it recognises them with: the matchers of
+#: `CONTEXTUAL_USER_FRAGMENT_MATCHERS` and the hook prompt of `is_contextual_user_fragment` (openai/codex:
+#: codex-rs/core/src/context/contextual_user_message.rs@3aae5d8 L18-45), and the wrappers of the Codex versions
+#: before them (the versions that wrote the rollouts of the corpus: `is_session_prefix`, core/src/session_prefix.rs
+#: @07aefffb1^ L20-25, `is_user_shell_command_text`, core/src/user_shell_command.rs@07aefffb1^ L13-17, and
+#: `is_user_instructions` / `is_skill_instructions`, core/src/instructions/user_instructions.rs@07aefffb1^ L7-9,
+#: L19-24, L56-61), which matched a start marker alone; `<plugins>` and `<subagents>` were never user fragments
+#: (`<subagents>` is a section of `<environment_context>`, plugins a developer fragment). Each is
+#: `(start, end, ignore_case)`: the text, stripped, starts with `start` and ends with `end` ("" for none). Upstream
+#: files, all @3aae5d8 under codex-rs/: UserInstructions core/src/context/user_instructions.rs L18-20;
+#: EnvironmentsState core/src/context/world_state/environment.rs L165-167, L377-382 (protocol/src/protocol.rs
+#: L104-105); SkillInstructions ext/skills/src/fragments.rs L80-82; UserShellCommand core/src/context/
+#: user_shell_command.rs L38-40; TurnAborted turn_aborted.rs L28-30; SubagentNotification subagent_notification.rs
+#: L29-31; RecommendedPluginsInstructions recommended_plugins_instructions.rs L37-39 (start and end, any case:
+#: `matches_marked_text`, context-fragments/src/fragment.rs L89-103); the legacy goal context of
+#: InternalModelContextFragment internal_model_context.rs L9-10, L117-120 (start and end, exact case); the three
+#: legacy warnings legacy_unified_exec_process_limit_warning.rs L20-24, legacy_model_mismatch_warning.rs L20-24
+#: (start, exact case) and legacy_apply_patch_exec_command_warning.rs L20-24 (start and end, exact case).
+CONTEXTUAL_FRAGMENTS: tuple[tuple[str, str, bool], ...] = (
+    ("# AGENTS.md instructions", "", True),  # also the older "# AGENTS.md instructions for <dir>" header
+    ("<environment_context>", "", True),
+    ("<user_instructions>", "", True),  # the AGENTS.md wrapper before 07aefffb1 (USER_INSTRUCTIONS_OPEN_TAG_LEGACY)
+    ("<skill>", "", True),
+    ("<user_shell_command>", "", True),
+    ("<turn_aborted>", "", True),
+    ("<subagent_notification>", "", True),
+    ("<recommended_plugins>", "</recommended_plugins>", True),
+    ("<goal_context>", "</goal_context>", False),
+    ("Warning: The maximum number of unified exec processes you can keep open is", "", False),
+    ("Warning: Your account was flagged for potentially high-risk cyber activity", "", False),
+    ("Warning: apply_patch was requested via ", "Use the apply_patch tool instead of exec_command.", False),
+)
+#: `<codex_internal_context source="...">...</codex_internal_context>` with a source of `[a-z][a-z0-9_]*`
+#: (InternalModelContextFragment::matches_text, core/src/context/internal_model_context.rs@3aae5d8 L91-108, L122-129).
+INTERNAL_CONTEXT = re.compile(r'<codex_internal_context source="[a-z][a-z0-9_]*">.*</codex_internal_context>', re.S)
+#: A hook prompt: one `<hook_prompt hook_run_id="...">text</hook_prompt>` element with a run id that is not blank
+#: (`parse_hook_prompt_fragment`, protocol/src/items.rs@3aae5d8 L100-107, L639-647; its text is XML-escaped, so it
+#: holds no `<`).
+HOOK_PROMPT = re.compile(r'<hook_prompt\s+hook_run_id\s*=\s*(["\'])(?P<run>.*?)\1\s*>[^<]*</hook_prompt>', re.S)
+
+
+def _matches_fragment(text: str, start: str, end: str, ignore_case: bool) -> bool:
+    head, tail = text[:len(start)], text[len(text) - len(end):] if end else ""
+    if ignore_case:
+        return head.lower() == start.lower() and tail.lower() == end.lower()
+    return head == start and tail == end
+
+
+def _is_additional_context(text: str) -> bool:
+    """`<external_KEY>VALUE</external_KEY>` (AdditionalContextUserFragment::matches_text, context-fragments/src/
+    additional_context.rs@3aae5d8 L37-49)."""
+    if not text.startswith("<external_"):
+        return False
+    key, closed, rest = text[len("<external_"):].partition(">")
+    return bool(closed) and rest.endswith(f"</external_{key}>")
+
+
+def _is_hook_prompt(text: str) -> bool:
+    match = HOOK_PROMPT.fullmatch(text)
+    return match is not None and bool(match["run"].strip())
+
+
 def is_contextual(text: str) -> bool:
-    """A user message that is injected context rather than something the user typed."""
-    head = text.lstrip()[:64].lower()
-    return any(head.startswith(prefix) for prefix in CONTEXTUAL_PREFIXES)
+    """A text part that is a contextual user fragment Codex injected rather than something the user typed
+    (`CONTEXTUAL_FRAGMENTS`, the internal context, additional context and hook prompt fragments)."""
+    stripped = text.strip()
+    return (any(_matches_fragment(stripped, *fragment) for fragment in CONTEXTUAL_FRAGMENTS)
+            or INTERNAL_CONTEXT.fullmatch(stripped) is not None or _is_additional_context(stripped) or _is_hook_prompt(stripped))
 
 
 def encode_output(text: str, envelope: dict[str, Any]) -> str:
@@ -169,7 +221,7 @@ def _is_real_user_line(data: Any) -> bool:
     if not isinstance(data, dict) or data.get("type") != "response_item" or not isinstance(data.get("payload"), dict):
         return False
     payload = data["payload"]
-    return payload.get("type") == "message" and payload.get("role") == "user" and not is_contextual(_message_content(payload, _ignore)[0])
+    return payload.get("type") == "message" and payload.get("role") == "user" and not _is_contextual_message(payload)
 
 
 def _is_rollback_line(data: Any) -> bool:
@@ -194,10 +246,6 @@ def _hoist_turn_contexts(lines: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
             user_at = None
         out.append((number, data))
     return out
-
-
-def _ignore(message: str) -> None:
-    """The `report` of a look at a message that is read again, and reported, when its item is made."""
 
 
 def _message_content(payload: dict[str, Any], report: Callable[[str], None]) -> tuple[str, list[Any]]:
@@ -319,6 +367,12 @@ def _input_texts(payload: dict[str, Any]) -> list[str]:
             if isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)]
 
 
+def _is_contextual_message(payload: dict[str, Any]) -> bool:
+    """A message one of whose input text parts is a contextual fragment, which makes the whole message context
+    (`is_contextual_user_message_content`, core/src/event_mapping.rs@3aae5d8 L61-63: any part)."""
+    return any(is_contextual(text) for text in _input_texts(payload))
+
+
 def _is_contextual_developer_text(text: str) -> bool:
     head = text.lstrip().lower()
     return any(head.startswith(prefix) for prefix in CONTEXTUAL_DEVELOPER_PREFIXES)
@@ -338,7 +392,7 @@ def _is_turn_boundary(payload: dict[str, Any]) -> bool:
     if payload.get("type") != "message":
         return False
     if payload.get("role") == "user":
-        return not any(is_contextual(text) for text in _input_texts(payload))
+        return not _is_contextual_message(payload)
     return payload.get("role") == "assistant" and _is_inter_agent_instruction(payload)
 
 
@@ -350,7 +404,7 @@ def _is_context_update(payload: dict[str, Any]) -> bool:
     texts = _input_texts(payload)
     if payload.get("role") == "developer":
         return any(_is_contextual_developer_text(text) for text in texts)
-    return payload.get("role") == "user" and any(is_contextual(text) for text in texts)
+    return payload.get("role") == "user" and _is_contextual_message(payload)
 
 
 def _turn_id(payload: dict[str, Any]) -> str | None:
@@ -727,7 +781,7 @@ class _RolloutReader:
                 said = {"codex_type": "message", "role": role} | ({"rolled_back_parts": stripped} if stripped else {})
                 self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown(said, unknown))
             elif role == "user":
-                self.b.add("user", text, id=source_id, synthetic=is_contextual(text), attachments=tuple(_message_images(p)),
+                self.b.add("user", text, id=source_id, synthetic=_is_contextual_message(p), attachments=tuple(_message_images(p)),
                            timestamp=ts, meta=_with_unknown({"codex_type": "message"}, unknown))
             else:
                 self.b.problem(f"message with unknown role {role!r}; line kept out", number)
@@ -765,14 +819,54 @@ class _RolloutReader:
             self.b.add("tool_result", text, call_id=str(call_id), id=source_id, is_error=is_error, attachments=tuple(images),
                        timestamp=ts, meta=meta)
         elif kind == "agent_message":
-            self.close_response()
-            message = p.get("message")
-            text, unknown = (message, []) if isinstance(message, str) else _message_content(p, self.b.reporter(number))
-            self.b.add("user", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown({"codex_type": "agent_message"}, unknown))
+            self.agent_message(number, p, source_id, ts)
         elif kind in MARKER_ITEM_TYPES:
             self.b.add("marker", "", id=source_id, timestamp=ts, meta={"event": kind, "codex_type": kind})
         else:
             self.b.problem(f"unknown response item type {kind!r}; line kept out", number)
+
+    def agent_message(self, number: int, p: dict[str, Any], source_id: str | None, ts: str | None) -> None:
+        """An `agent_message` item: a user-role item (`_agent_message_content`); an encrypted part's size is in
+        `meta.encrypted_len`, as for an encrypted inter-agent communication."""
+        self.close_response()
+        message = p.get("message")
+        text, encrypted, unknown = (message, 0, []) if isinstance(message, str) else _agent_message_content(p, self.b.reporter(number))
+        meta: dict[str, Any] = {"codex_type": "agent_message"}
+        meta |= {key: p[key] for key in ("author", "recipient") if isinstance(p.get(key), str)}
+        if encrypted:
+            meta["encrypted_len"] = encrypted
+        self.b.add("user", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown(meta, unknown))
+
+
+def _agent_message_content(payload: dict[str, Any], report: Callable[[str], None]) -> tuple[str, int, list[Any]]:
+    """The text of an `agent_message` item's content, the size of its encrypted parts, and its parts of another kind.
+
+    The parts are `AgentMessageInputContent`s (protocol/src/models.rs@3aae5d8 L736-741). The `input_text` parts are
+    the text the model reads, joined by a line break as `plaintext_agent_message_content` joins them (L744-755). An
+    `encrypted_content` part is an encrypted inter-agent message that only the model provider decrypts: the model
+    reads it, so it is no unknown part, but nothing of it is readable here. `to_model_input_item` (protocol.rs
+    L817-842) puts a readable header before it (since 5b22a8e5b; from 5f4d06ef1 until then the item held the
+    encrypted part alone). The transcript keeps its size, which Codex's estimate counts as `ceil(len*9/16)` bytes
+    (core/src/context_manager/history.rs L759-795, spec §6). A part of any other kind is reported and kept
+    (`unknown_block_text`)."""
+    content = payload.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        report(f"agent_message content is a JSON {json_type(content)}, not a list of parts; kept as its JSON text")
+        return json.dumps(content, ensure_ascii=False), 0, [content]
+    texts, encrypted, unknown = [], 0, []
+    for n, part in enumerate(_content_parts(payload)):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "input_text":
+            texts.append(text_of(part.get("text"), f"the text of agent_message content part {n}", report))
+        elif kind == "encrypted_content" and isinstance(part.get("encrypted_content"), str):
+            encrypted += len(part["encrypted_content"])
+        else:
+            what = repr(kind) if isinstance(part, dict) else f"(a JSON {json_type(part)}, not an object)"
+            if kind == "encrypted_content":
+                what += " whose encrypted_content is no string"
+            texts.append(unknown_block_text(part, f"unknown agent_message content part {what}", report))
+            unknown.append(part)
+    return "\n".join(text for text in texts if text), encrypted, unknown
 
 
 class CodexRolloutImporter(Importer):
