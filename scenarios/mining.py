@@ -28,7 +28,11 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
   command behind a described shell call. An exit code's evidence is its command followed either by the
   tool's own line (`Exit code: 1`, `<returncode>1</returncode>`) or, as a summary words it, by the code
   in words close after it in the same sentence (`exited with 1`, `exit code 1`, `returned 1`,
-  `status 1`; `_stated_code_evidence`);
+  `status 1`; `_stated_code_evidence`). An edit or write tool's receipt is none of these: its fixed words
+  and what the call's own arguments state (Pi's `Successfully replaced text in f. Changed 12 characters to
+  18 characters.`, Claude Code's `File created successfully at: f`, Codex's `Success. Updated the following
+  files:` and `M f`; `RECEIPTS`) are left out, and the family takes the next outputs in their place, as
+  for any other output it leaves out; a receipt that says more (a snippet of the file, a warning) stays;
 - decision: assistant and reasoning sentences that give a reason or choose (because, instead of,
   for consistency, we need to, I plan to, …), and the items of an assistant's closing summary;
 - continuation: stated next steps (I'll, let me, now I, next step, …) and the items of a plan or
@@ -687,6 +691,98 @@ def _constraints(transcript: Transcript) -> Iterator[_Candidate]:
                 yield _Candidate("constraint", rule, question, answer, item.id, strength=strength)
 
 
+# --------------------------------------------------------------------------- receipts
+def _utf16_length(text: str) -> int:
+    """A JavaScript string's `length` (UTF-16 code units): what Pi's receipts count as characters and bytes."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _named_paths(call: Item) -> list[str]:
+    """The paths a file-tool call names: its path arguments, else the words of its command after the program
+    (SWE-agent's `create reproduce.py`)."""
+    args = _arguments(call)
+    named = [v.strip() for k in PATH_KEYS if isinstance(v := args.get(k), str) and v.strip()]
+    return named or _words(_command(call))[1:]
+
+
+def _names(call: Item, path: str) -> bool:
+    """The receipt's path is one the call names, as given or made absolute (SWE-agent prints `realpath`)."""
+    return any(path == p or path.endswith("/" + p.removeprefix("./")) for p in _named_paths(call))
+
+
+def _pi_edit_stated(call: Item, found: re.Match[str]) -> bool:
+    args = _arguments(call)
+    old, new = args.get("oldText"), args.get("newText")
+    if not _names(call, found["path"]):
+        return False
+    if found["old"] is None:
+        return True
+    return isinstance(old, str) and isinstance(new, str) and (int(found["old"]), int(found["new"])) == (_utf16_length(old), _utf16_length(new))
+
+
+def _pi_write_stated(call: Item, found: re.Match[str]) -> bool:
+    content = _arguments(call).get("content")
+    return _names(call, found["path"]) and isinstance(content, str) and int(found["size"]) == _utf16_length(content)
+
+
+def _path_stated(call: Item, found: re.Match[str]) -> bool:
+    return _names(call, found["path"])
+
+
+def _replace_all_stated(call: Item, found: re.Match[str]) -> bool:
+    return _names(call, found["path"]) and _arguments(call).get("replace_all") is True
+
+
+def _patch_stated(call: Item, found: re.Match[str]) -> bool:
+    """Every file the summary lists is a file header of the patch the call sent (`*** Update File: f` → `M f`)."""
+    headers = {(m.group(2) or m.group(3)).strip() for m in PATCH_HEADER.finditer(call.arguments or "")}
+    return all(line[2:] in headers for line in found["listed"].split("\n") if line)
+
+
+#: Edit and write tools' fixed acknowledgements (`pattern`, matched against the whole of the output's meaningful
+#: lines, `_lines`) and whether the call's arguments state all the rest of one (`stated`). Such a receipt answers
+#: nothing the call did not say: a probe on it rewards keeping raw recent tool output, not knowing a fact. One that
+#: says more (a diff or a `cat -n` snippet, a warning, a note that the user changed the edit) is no receipt.
+RECEIPTS: tuple[tuple[re.Pattern[str], Callable[[Item, re.Match[str]], bool]], ...] = (
+    # Pi `edit`: `Successfully replaced text in ${path}. Changed ${oldText.length} characters to ${newText.length}
+    # characters.` (badlogic/pi-mono packages/coding-agent/src/core/tools/edit.ts@65fb9116 L239; from 8c43a9fb on
+    # only `Successfully replaced text in ${path}.`, the diff going to `details`, edit.ts@83378aad L205)
+    (re.compile(r"Successfully replaced text in (?P<path>.+?)\.(?: Changed (?P<old>\d+) characters to (?P<new>\d+) characters\.)?"),
+     _pi_edit_stated),
+    # Pi `write`: `Successfully wrote ${content.length} bytes to ${path}` (pi-mono packages/coding-agent/src/core/tools/write.ts@83378aad L97)
+    (re.compile(r"Successfully wrote (?P<size>\d+) bytes to (?P<path>.+)"), _pi_write_stated),
+    # Claude Code `Write` of a new file: `File created successfully at: ${filePath}` (BelovedYaoo/claude-code-source
+    # src/tools/FileWriteTool/FileWriteTool.ts@1e87ff61 L405; so recorded by Claude Code 1.0.98 and 2.0.57 in the
+    # corpora); OpenHands' `str_replace_editor` `create` words it alike (OpenHands/software-agent-sdk
+    # openhands-tools/openhands/tools/file_editor/editor.py@611629e6 L128)
+    (re.compile(r"File created successfully at: (?P<path>.+)"), _path_stated),
+    # later Claude Code `Edit`/`Write` of an existing file (FileEditTool.ts@1e87ff61 L569 and L562, FileWriteTool.ts L411);
+    # before, `… has been updated. Here's the result of running `cat -n` on a snippet of the edited file:` and the
+    # snippet, which is no receipt
+    (re.compile(r"The file (?P<path>.+) has been updated successfully\."), _path_stated),
+    (re.compile(r"The file (?P<path>.+) has been updated\. All occurrences were successfully replaced\."), _replace_all_stated),
+    # Codex `apply_patch`: `Success. Updated the following files:` and a line `A|M|D path` per file (bfloat16/codex
+    # codex-rs/apply-patch/src/lib.rs@3aae5d88 L876, print_summary); `BOILERPLATE` kept it from being asked whole, not
+    # its lines (`M opk/cli/__main__.py` was asked as a line with a file name)
+    (re.compile(r"Success\. Updated the following files:(?P<listed>(?:\n[AMD] .+)+)"), _patch_stated),
+    # SWE-agent `create f`: writes one empty line and opens the file, `[File: $(realpath f) (1 lines total)]` and
+    # `1:` (SWE-agent/SWE-agent config/commands/defaults.sh@5b143857 L159-176, `_print` L3); with the cursor commands
+    # between cursor marks, the cursors moved to that line (config/commands/cursors_defaults.sh@5b143857 L6-80)
+    (re.compile(r"\[File: (?P<path>.+) \(1 lines total\)\]\n(?:<<<<< START CURSOR >>>>>\n1:\n<<<<< END CURSOR >>>>>"
+                r"(?:\n(?:START|END)_CURSOR moved to 1){0,2}|1:)"), _path_stated),
+)
+
+
+def _receipt(call: Item, lines: Sequence[str]) -> bool:
+    """The output, its meaningful lines (`_lines`), is an edit or write tool's receipt for this call (`RECEIPTS`)."""
+    body = "\n".join(lines)
+    for pattern, stated in RECEIPTS:
+        found = pattern.fullmatch(body)
+        if found and stated(call, found):
+            return True
+    return False
+
+
 # --------------------------------------------------------------------------- recall
 def _fact_lines(lines: Sequence[str]) -> Iterator[tuple[str, str]]:
     for raw in lines:
@@ -728,6 +824,9 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
             text = result.text
             if not text.strip() or result.is_error:
                 continue
+            lines = _lines(text)
+            if _receipt(call, lines):
+                continue  # an edit or write tool's acknowledgement of what the call said
             subject = _tool_label(call)
             code = _exit_code(text)
             value = code and (code.group(1) or code.group(2))
@@ -739,7 +838,6 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
                 if evidence:
                     yield _Candidate("recall", "recall.exit-code", f"What exit code did {subject} return?", value, result.id,
                                      match="number", evidence=evidence, strength=0)
-            lines = _lines(text)
             if _reads_file(call) and len(lines) > 6:
                 continue
             body = "\n".join(lines)

@@ -4,8 +4,13 @@ Two numbers per transcript, and their sums over a development set:
 - **recall** by kind: the share of labelled facts whose answer a mined probe asks for. A mined probe
   asks for a labelled answer when, after normalization (`metrics/grading.normalize`), the labelled
   answer occurs in one of the mined answer terms (the mined probe needs the fact to pass), or a
-  mined term occurs in the labelled answer and covers at least half of it. The kind of the mined
-  probe does not have to agree (a fact is recalled whatever family found it);
+  mined term occurs in the labelled answer and covers at least half of it. A labelled set (`match:
+  set`, a list of members) is asked for by one mined probe whose terms ask for at least half of its
+  members (and at least one), each member matched as a single answer is: the set counterpart of a
+  term covering half a string, so a mined set with every member, or a mined file among the two
+  files of a labelled pair, counts, and one file of three does not. (Before, the members were
+  joined into one string, which no single member could cover half of once there were three.) The
+  kind of the mined probe does not have to agree (a fact is recalled whatever family found it);
 - **located**: the share of mined probes whose every answer term occurs verbatim in the transcript
   at or after the item they name as their source (`compaction_bench.probes.answer_after_source`).
 """
@@ -19,7 +24,7 @@ from compaction_bench.metrics.grading import normalize
 from compaction_bench.probes import KINDS, Probe, answer_after_source
 from compaction_bench.transcript import Transcript
 
-COVER = 0.5  # a mined term inside the labelled answer must cover this share of it
+COVER = 0.5  # a mined term inside the labelled answer must cover this share of it (of a set: of its members)
 
 
 @dataclass
@@ -66,13 +71,25 @@ def _terms(probe: Probe) -> list[str]:
     return [normalize(a) for a in (probe.answers if probe.match == "set" else (probe.answer,)) if isinstance(a, str)]
 
 
+def _asks_for_answer(terms: Sequence[str], wanted: str) -> bool:
+    """A mined term needs the labelled answer, or is a part of it covering at least `COVER` of it."""
+    return any(wanted in term or (term in wanted and len(term) >= COVER * len(wanted)) for term in terms)
+
+
+def _wanted(labelled: Probe) -> list[str]:
+    """The normalized answers a labelled probe wants: its answer, or a set's members."""
+    return [normalize(labelled.answer)] if isinstance(labelled.answer, str) else [normalize(m) for m in labelled.answer]
+
+
 def asks_for(mined: Iterable[Probe], labelled: Probe) -> bool:
-    """Whether some mined probe asks for the labelled probe's answer (module docstring)."""
-    wanted = normalize(labelled.answer if isinstance(labelled.answer, str) else " ".join(labelled.answer))
+    """Whether some mined probe asks for the labelled probe's answer: its one answer, or at least `COVER` of a
+    labelled set's members and at least one, each as a single answer is asked for (module docstring)."""
+    members = _wanted(labelled)
     for probe in mined:
-        for term in _terms(probe):
-            if wanted in term or (term in wanted and len(term) >= COVER * len(wanted)):
-                return True
+        terms = _terms(probe)
+        asked = sum(_asks_for_answer(terms, member) for member in members)
+        if asked and asked >= COVER * len(members):
+            return True
     return False
 
 
