@@ -674,20 +674,19 @@ def probes_mine(
         print(probes_text(mined, ".yaml"), end="")  # plain: YAML for a pipe, never wrapped to the terminal's width
 
 
-def _never_present(transcript: Transcript, probe: Probe, start: int) -> str | None:
-    """Why a probe whose presence hangs on its evidence (a short or numeric answer or set member, or a
-    `meta["evidence"]` term) is graded absent even with nothing compacted (None: it is present there, or
-    nothing hangs on evidence). It is the grader's own test, `metrics.grading.presence` with the evidence
-    `metrics.retention` anchors at the source item, on the uncompacted context up to and including the source
-    (the least a checkpoint after it holds), normalized as a run normalizes a context: a passage the
-    normalization changes (an evidence regex with a newline, which whitespace collapsing makes a space) matches
-    nowhere, so the probe would be absent for every strategy, `none` too."""
+def _absent_at_source(transcript: Transcript, probe: Probe, start: int) -> str | None:
+    """Why a probe is graded absent with nothing compacted at a checkpoint right after its source: absent for every
+    strategy there, `none` too (None: it is present there, or it is a `judge` probe, whose reference answer need not
+    be verbatim). It is the grader's own test, `metrics.grading.presence` with the evidence `metrics.retention`
+    anchors at the source item, on the uncompacted context up to and including the source (the least a checkpoint
+    after it holds), normalized as a run normalizes a context. A short or numeric answer (or set member, or a
+    `meta["evidence"]` term) counts only inside its evidence, so a passage the normalization changes (an evidence
+    regex with a newline, which whitespace collapsing makes a space) matches nowhere and the probe is never present;
+    a long answer or a regex that first occurs after the source is absent at every checkpoint before it does."""
     from compaction_bench.metrics import grading, retention
     from compaction_bench.request import message_from_item
 
-    terms = [a for a in probe.answers if grading.is_short(a)] if probe.match not in ("regex", "judge") else []
-    extra = grading.evidence_terms(probe)
-    if not terms and not extra:
+    if probe.match == "judge":
         return None
     parts = grading.context_parts([message_from_item(i) for i in transcript.items[: start + 1] if i.kind != "marker"])
     normalized = grading.normalize_joined(parts)
@@ -695,9 +694,14 @@ def _never_present(transcript: Transcript, probe: Probe, start: int) -> str | No
     if grading.presence(probe, "\n".join(parts), normalized, evidence).present:
         return None
     source = transcript.items[start].id
-    missing = [e for e in extra if not grading.occurs(e, normalized)]
+    missing = [e for e in grading.evidence_terms(probe) if not grading.occurs(e, normalized)]
     if missing:
         return f"never graded present: its evidence term {missing[0]!r} does not occur up to its source {source!r}"
+    terms = [a for a in probe.answers if grading.is_short(a)] if probe.match != "regex" else []
+    if not terms:
+        what = "regex" if probe.match == "regex" else "answer"
+        return (f"graded absent for every strategy, `none` too, at a checkpoint right after its source {source!r}: its "
+                f"{what} does not occur up to it (a source should be the item that first states the fact)")
     if not evidence.spans(normalized):
         what = f"evidence regex {evidence.pattern!r}" if evidence.pattern is not None else "evidence (the line of its source stating it)"
         return (f"never graded present: its {what} matches nowhere up to its source {source!r} in the text as the "
@@ -727,13 +731,13 @@ def probes_check(
             print(f"{gone.probe.id}\tskipped in a run: {gone.why}{session}")
             problems += 1
             asked.add(gone.probe.id)  # named once
-    # a short or numeric answer counts only inside its evidence, as the grader normalizes the context: one that is not
-    # there at its own source is absent for every strategy, `none` too
+    # a probe not present (as the grader reads it) in the uncompacted context up to its own source is absent for every
+    # strategy, `none` too, at a checkpoint right after it
     absent: set[str] = set()
     for transcript, found in zip(sessions, assigned, strict=True):
         for probe in found:
             start = source_index(transcript, probe)
-            why = _never_present(transcript, probe, start) if start is not None and probe.id not in absent else None
+            why = _absent_at_source(transcript, probe, start) if start is not None and probe.id not in absent else None
             if why is not None:
                 where = f" (session {transcript.id})" if len(sessions) > 1 else ""
                 print(f"{probe.id}\t{why}{where}")
