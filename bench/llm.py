@@ -21,13 +21,19 @@ What a call does, in order:
    (diskcache under `COMPACTION_BENCH_CACHE`); with `offline=True` a miss is a `MissingResponse`
    error, never a call. The key is the sha256 of the model id, the api base, the wire payload, the
    parameters, the sample and the repeat index, so a second endpoint or a second repeat is a new call.
-   The api base in the key is the one litellm actually sends to (`effective_api_base`): `--api-base`,
-   else the provider's base-URL environment variable litellm reads (`OPENAI_BASE_URL`/`OPENAI_API_BASE`,
-   `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...), else the provider's default (None), without its
-   credentials (`redact_url`: a password in the URL or an `?api_key=` names no other endpoint).
-   `bench score` looks in the scored run's own `responses/` before the cache (`CallSettings.run_responses`).
+   The api base in the key is the one litellm actually sends to, by one rule (`model_endpoint`, which the
+   manifest, the key and the ceiling cache all use): `--api-base`, else the base-URL environment variable
+   litellm reads for the provider it routes the model to (`OPENAI_BASE_URL`/`OPENAI_API_BASE`,
+   `ANTHROPIC_API_BASE`/`ANTHROPIC_BASE_URL`, ...; a bare `claude-…` id is Anthropic's), else the provider's
+   default (None), without its credentials (`redact_url`: a password in the URL or an `?api_key=` names no
+   other endpoint). `bench score` looks in the scored run's own `responses/` before the cache
+   (`CallSettings.run_responses`), read once per score (`RunReplies`). A run's files keep no credentials, so
+   a score sends a request to an endpoint the run called with credentials in its URL only with them taken
+   from the provider's base-URL variable (`with_credentials`); without them it stops (`MissingCredentials`).
    Every request is sent with temperature 0 (litellm drops it, `drop_params`, for a model that takes no
-   other, OpenAI's reasoning models), so that a stored reply stands for what the model says again.
+   other, OpenAI's reasoning models), so that a stored reply stands for what the model says again. A
+   request to Anthropic whose history holds tool calls declares no tools (`tools=[]`), as the agents' tool
+   definitions are not recorded, rather than litellm's made-up `dummy_tool` (`anthropic_declares_no_tools`).
 4. A call takes one of `max_concurrency` slots, shared by every worker process of a run (file
    locks in the run folder), and is retried with exponential backoff on 429, 5xx, timeouts and
    connection errors, at most `max_retries` times, each retry logged on stderr. When the refusal
@@ -212,6 +218,12 @@ class MissingResponse(BenchError, LookupError):
     """`--offline`: a request whose response is neither recorded nor cached."""
 
 
+class MissingCredentials(BenchError, LookupError):
+    """`bench score`: a request no store answered, to an endpoint the run called with credentials in its URL, which no
+    file keeps and the environment does not give (`LLMClient._refuse_unsendable`). Not an `LLMError`: the score stops,
+    naming the variable to set, instead of recording a refusal as every probe's answer."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CallSettings:
     """How a run calls models (the `bench run` flags of the same names)."""
@@ -243,6 +255,12 @@ class CallSettings:
             raise LLMError(f"--responses {self.responses}: {no_file(self.responses)} (write one with `bench cache export RUN -o FILE`)")
         if self.responses:
             _recorded(self.responses)  # read whole now: a malformed line is named before any cell, not at a call
+
+    @functools.cached_property
+    def run_replies(self) -> RunReplies | None:
+        """The replies of the run `run_responses` names, read at the first lookup and kept with these settings (a score
+        makes them once: its every lookup reads no folder again); None without `run_responses`."""
+        return RunReplies(self.run_responses) if self.run_responses else None
 
 
 def default_cache_dir() -> Path:
@@ -348,27 +366,60 @@ def effective_api_base(provider: str, api_base: str | None) -> str | None:
     for others), else None (the provider's default endpoint)."""
     if api_base:
         return api_base
-    names = BASE_URL_VARIABLES.get(provider, (f"{provider.upper().replace('-', '_')}_API_BASE",))
-    return next((os.environ[name] for name in names if os.environ.get(name)), None)
+    return next((os.environ[name] for name in base_url_variables(provider) if os.environ.get(name)), None)
+
+
+def base_url_variables(provider: str) -> tuple[str, ...]:
+    """The base-URL environment variables litellm reads for `provider`, in its order (`BASE_URL_VARIABLES`)."""
+    return BASE_URL_VARIABLES.get(provider, (f"{provider.upper().replace('-', '_')}_API_BASE",))
+
+
+def has_credentials(url: str | None) -> bool:
+    """Whether `url` holds credentials `redact_url` leaves out (a user name and password, a `?api_key=`)."""
+    return bool(url) and redact_url(url) != url
+
+
+def with_credentials(provider: str, api_base: str | None) -> str | None:
+    """`api_base` as a call sends it: as given, or, when it holds no credentials, the URL of the provider's
+    base-URL variable (`base_url_variables`) that is the same endpoint with credentials (`redact_url` of it is
+    `api_base`). The bench writes every URL without its credentials, so `bench score` calls the endpoint a run
+    recorded without them; like API keys, they then come from the environment (a variable is never written)."""
+    if not api_base or has_credentials(api_base):
+        return api_base
+    for name in base_url_variables(provider):
+        url = os.environ.get(name)
+        if has_credentials(url) and redact_url(url) == api_base:
+            return url
+    return api_base
 
 
 def litellm_provider(model: str) -> str:
     """The provider litellm routes a real model to (`gpt-4o` → openai, `claude-…` → anthropic), whose base-URL
     variables it reads; the model id's own prefix for a model litellm cannot route (its call then fails with
-    litellm's message)."""
+    litellm's message). Asked each time (a few microseconds): a model registered with litellm later routes anew."""
     try:
         return str(_litellm().get_llm_provider(model)[1])
     except Exception:  # litellm's BadRequestError ("LLM Provider NOT provided") and kin
         return provider_of(model)
 
 
-def model_endpoint(model: str | None, api_base: str | None) -> str | None:
-    """The endpoint the calls to `model` go to, as the manifest records it: `effective_api_base` (`--api-base`,
-    else the provider's base-URL environment variable) without its credentials (`redact_url`); None for no
-    model, an offline one (no endpoint: litellm is not imported) and a provider's own default endpoint."""
+def endpoint_url(model: str | None, api_base: str | None) -> str | None:
+    """The URL the calls to `model` are sent to, credentials included: `effective_api_base` for the provider
+    litellm routes the model to (`litellm_provider`) of `api_base` as a call sends it (`with_credentials`); None
+    for no model, an offline one (no call: litellm is not imported) and a provider's own default endpoint. Never
+    written: `model_endpoint` is the same URL without its credentials."""
     if not model or is_offline(model):
         return None
-    return redact_url(effective_api_base(litellm_provider(model), api_base))
+    provider = litellm_provider(model)
+    return effective_api_base(provider, with_credentials(provider, api_base))
+
+
+def model_endpoint(model: str | None, api_base: str | None) -> str | None:
+    """The endpoint the calls to `model` go to, the one rule for it: `endpoint_url` (`--api-base`, else the base-URL
+    environment variable litellm reads for the provider it routes the model to) without its credentials
+    (`redact_url`). The manifest records it per role (`RunConfig.endpoints`), a request key names it
+    (`LLMClient.endpoint`), and the ceiling cache tells clients apart by it."""
+    return redact_url(endpoint_url(model, api_base))
 
 
 def _litellm() -> Any:
@@ -764,22 +815,56 @@ def stored_responses(run_dir: str | Path, fields: tuple[str, ...] = ("key",), fi
     return [records[k] for k in sorted(records)]
 
 
-#: The responses of run folders read by `run_recorded`: folder → (its files' names, sizes and times, the records).
-_run_records: dict[str, tuple[tuple[tuple[str, int, int], ...], dict[str, dict[str, Any]]]] = {}
-_run_records_lock = threading.Lock()
+class RunReplies:
+    """The replies a run folder stored (`responses/*.jsonl`), by request key, as `bench score` looks them up: the folder
+    is listed and its files read once, at the first lookup (one `RunReplies` per `CallSettings`: once per score), and the
+    replies the same score appends to that folder (`--in-place`) are added as it stores them (`add`). `credentialed`:
+    the endpoints (without credentials) the run called with credentials in the URL (`credentials_left_out`, or a line
+    written before URLs were stored without them)."""
 
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.folder = (Path(run_dir) / "responses").resolve()
+        self._records: dict[str, dict[str, Any]] | None = None
+        self._credentialed: set[str] = set()
+        self._lock = threading.Lock()
 
-def run_recorded(run_dir: str) -> dict[str, dict[str, Any]]:
-    """The responses a run folder stored (`responses/*.jsonl`), by request key, as `bench score` looks them up:
-    read once, and again only when a file of them changed (a score `--in-place` appends to them)."""
-    files = sorted((Path(run_dir) / "responses").glob("responses-*.jsonl"))
-    signature = tuple((f.name, (st := f.stat()).st_size, st.st_mtime_ns) for f in files)
-    with _run_records_lock:
-        held = _run_records.get(run_dir)
-        if held is None or held[0] != signature:
-            fix = "remove the line (its request is then sent to the model again)"
-            held = _run_records[run_dir] = (signature, {r["key"]: r for r in stored_responses(run_dir, ("key", "text", "model"), fix)})
-        return held[1]
+    def __reduce__(self) -> tuple[type[RunReplies], tuple[str]]:
+        return RunReplies, (self.run_dir,)  # a copy in another process reads the folder itself
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._read().get(key)
+
+    @property
+    def credentialed(self) -> set[str]:
+        self._read()
+        return self._credentialed
+
+    def holds(self, record_dir: str) -> bool:
+        """Whether replies stored in `record_dir` are this run's (a score `--in-place` appends to its folder)."""
+        return Path(record_dir).resolve() == self.folder
+
+    def add(self, record: dict[str, Any]) -> None:
+        """A reply appended to the folder after it was read (unread, the read will find it in its file)."""
+        with self._lock:
+            if self._records is not None:
+                self._records[record["key"]] = record
+                self._note(record)
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            if self._records is None:
+                fix = "remove the line (its request is then sent to the model again)"
+                records = {r["key"]: r for r in stored_responses(self.run_dir, ("key", "text", "model"), fix)}
+                for record in records.values():
+                    self._note(record)
+                self._records = records
+            return self._records
+
+    def _note(self, record: Mapping[str, Any]) -> None:
+        api_base = record.get("api_base")
+        if isinstance(api_base, str) and (record.get("credentials_left_out") is True or has_credentials(api_base)):
+            self._credentialed.add(cast(str, redact_url(api_base)))
 
 
 def export_responses(run_dir: str | Path, out: str | Path, *, replace: bool = False) -> int:
@@ -816,6 +901,19 @@ def finish_reason(response: Any) -> str | None:
     choices = getattr(response, "choices", None) or ()
     reason = getattr(choices[0], "finish_reason", None) if choices else None
     return str(reason) if reason else None
+
+
+def anthropic_declares_no_tools(provider: str, payload: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a request to a model litellm routes to Anthropic (`provider`) must say it declares no tools: its history
+    holds tool calls. Without a `tools` parameter litellm then adds one of its own, a `dummy_tool` with an empty schema
+    (litellm 1.110.2 `llms/anthropic/chat/transformation.py` `transform_request`: `"tools" not in optional_params and
+    has_tool_call_blocks(messages)`, `utils.add_dummy_tool`, for litellm#5388 and #5747, when Anthropic refused "Requests
+    which include `tool_use` or `tool_result` blocks must define tools"). Anthropic dropped that rule on 2025-02-27 (API
+    release notes: tools need not be given with tool_use and tool_result blocks; anthropics/anthropic-sdk-python#849),
+    and the bench records no agent's tool definitions: a tool it never had, offered to the summarizer (which may call it
+    instead of writing the summary) and billed as the tool-use prompt, is not the agent's request. An empty `tools`
+    list is what litellm sends as given (`"tools": []`), and no tool is added."""
+    return provider == "anthropic" and any(message.get("tool_calls") is not None for message in payload)
 
 
 def _retryable(litellm: Any, exc: Exception) -> bool:
@@ -935,7 +1033,6 @@ class LLMClient:
         self.settings = settings
         self.repeat = repeat
         self.provider = provider_of(model)
-        self._route: str | None = None  # litellm's provider of the model (the one whose base URL it reads)
         self.calls = 0  # requests sent to the provider by this client (retries included)
         self.stored = 0  # completions found stored (a responses file, the run's responses, the cache)
         self.fetched = 0  # completions no store held, got from the model
@@ -989,35 +1086,52 @@ class LLMClient:
             self.stored += 1
             result = LLMResult.from_dict(found, cache_hit=True, purpose=purpose)
         else:
-            if self.settings.offline:
-                raise MissingResponse(
-                    f"--offline: no recorded or cached response for a {purpose} request to {self.model} (key {key[:12]}); "
-                    "run once without --offline, or pass the run's export with --responses"
-                )
+            self._refuse_unsendable(key, purpose)
             result = self._call(payload, params, purpose)
             self.fetched += 1
             if self._cache is not None:
                 self._cache.set(key, self._stored_fields(result))
         if self.settings.record_dir:
-            _store(
-                self.settings.record_dir,
-                {"key": key, "api_base": redact_url(api_base), "repeat": self.repeat, "sample": sample, "purpose": purpose,
-                 **self._stored_fields(result)},
-            )
+            self._record({"key": key, "api_base": api_base, "repeat": self.repeat, "sample": sample, "purpose": purpose,
+                          **self._stored_fields(result)})
         return result
 
-    def endpoint(self) -> str | None:
-        """The endpoint this client's calls go to (`effective_api_base`: `--api-base`, else the base-URL variable
-        litellm reads for the provider it routes the model to, read now), None for an offline model (no call)."""
-        if is_offline(self.model):
-            return None
-        return effective_api_base(self._litellm_provider(), self.settings.api_base)
+    def _refuse_unsendable(self, key: str, purpose: str) -> None:
+        """Refuse a request no store answered that must not or cannot be sent: any with `--offline` (`MissingResponse`),
+        and, in `bench score`, one to an endpoint the scored run called with credentials in its URL when the URL now has
+        none (`MissingCredentials`: sent, it would be refused, each answer a row's error, the score a half one)."""
+        if self.settings.offline:
+            raise MissingResponse(
+                f"--offline: no recorded or cached response for a {purpose} request to {self.model} (key {key[:12]}); "
+                "run once without --offline, or pass the run's export with --responses"
+            )
+        replies = self.settings.run_replies
+        endpoint = self.endpoint() if replies is not None else None
+        if replies is None or endpoint not in replies.credentialed or has_credentials(endpoint_url(self.model, self.settings.api_base)):
+            return
+        variable = base_url_variables(litellm_provider(self.model))[0]
+        raise MissingCredentials(
+            f"{self.model} ({purpose}): the run {replies.run_dir} has no stored reply to a request (key {key[:12]}), and it called "
+            f"{endpoint} with credentials in the URL, which none of its files keeps; set {variable} to that URL with its "
+            "credentials (scheme://USER:PASSWORD@host/path, or its ?key=...) and score again: bench score then sends the request "
+            "there (the variable is read for the call and never written)"
+        )
 
-    def _litellm_provider(self) -> str:
-        """The provider litellm routes the model to (`litellm_provider`), found once."""
-        if self._route is None:
-            self._route = litellm_provider(self.model)
-        return self._route
+    def _record(self, record: dict[str, Any]) -> None:
+        """Append a reply to the run folder (`record_dir`), its endpoint without credentials, `credentials_left_out`
+        when the URL called held some; a score `--in-place` adds it to the run's replies it reads (`RunReplies.add`)."""
+        if has_credentials(endpoint_url(self.model, self.settings.api_base)):
+            record["credentials_left_out"] = True
+        record_dir = cast(str, self.settings.record_dir)
+        _store(record_dir, record)
+        replies = self.settings.run_replies
+        if replies is not None and replies.holds(record_dir):
+            replies.add(record)
+
+    def endpoint(self) -> str | None:
+        """The endpoint this client's calls go to, without credentials, as the manifest records it: `model_endpoint`
+        (the one rule) of the model and `--api-base`, the environment read now; None for an offline model (no call)."""
+        return model_endpoint(self.model, self.settings.api_base)
 
     def _offline_completion(self, messages: Sequence[WireInput], max_tokens: int | None) -> tuple[str, int] | None:
         """An offline model's (text, input tokens) for request messages, or None unless all are `Message`s.
@@ -1072,8 +1186,9 @@ class LLMClient:
             record = _recorded(self.settings.responses).get(key)
             if record is not None:
                 return record
-        if self.settings.run_responses:
-            record = run_recorded(self.settings.run_responses).get(key)
+        replies = self.settings.run_replies
+        if replies is not None:
+            record = replies.get(key)
             if record is not None:
                 return record
         if self._cache is not None:
@@ -1111,7 +1226,7 @@ class LLMClient:
     def _call(self, payload: list[dict[str, Any]], params: dict[str, Any], purpose: str) -> LLMResult:
         litellm = _litellm()
         settings = self.settings
-        extra = {"api_base": settings.api_base} if settings.api_base else {}
+        extra = self._call_options(payload, params)
         attempt = 0
         while True:
             try:
@@ -1126,7 +1241,7 @@ class LLMClient:
                 message = one_line(redact(f"{type(exc).__name__}: {exc}"))
                 if not _retryable(litellm, exc):
                     refused = f"{self.model} ({purpose}) refused the request: {message}"
-                    family = model_family(self._litellm_provider(), self.model.rpartition("/")[2])
+                    family = model_family(litellm_provider(self.model), self.model.rpartition("/")[2])
                     overflow = context_overflow(exc, family, isinstance(exc, litellm.ContextWindowExceededError))
                     if overflow is not None:
                         raise ContextOverflow(refused, dataclasses.replace(overflow, message=redact(overflow.message))) from None
@@ -1153,6 +1268,17 @@ class LLMClient:
             usage_known=known,
             finish_reason=finish_reason(response),
         )
+
+    def _call_options(self, payload: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> dict[str, Any]:
+        """What litellm gets besides the model, the payload and `params`: `--api-base` with its credentials
+        (`with_credentials`), and `tools=[]` for a request litellm sends to Anthropic's Messages API whose history holds
+        tool calls and that declares no tools (`anthropic_declares_no_tools`)."""
+        options: dict[str, Any] = {}
+        if self.settings.api_base:
+            options["api_base"] = with_credentials(litellm_provider(self.model), self.settings.api_base)
+        if "tools" not in params and anthropic_declares_no_tools(litellm_provider(self.model), payload):
+            options["tools"] = []
+        return options
 
     def _price(self, litellm: Any, response: Any) -> float | None:
         """litellm's dollars for a reply with usage; None for a model without a price in its map."""
