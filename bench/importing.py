@@ -8,7 +8,9 @@ most specific match.
 Every transcript file is opened here, by `open_input` (through `read_head`, `read_bytes` and
 `read_input`), and nowhere else: only a regular file is read (symlinks followed). A folder, a named
 pipe, a device or a socket is refused before anything is read (a FIFO would block, `/dev/zero` never
-ends), as are a missing path, a broken symlink and a symlink loop, each with one line naming it.
+ends), as are a missing path, a broken symlink and a symlink loop, each with one line naming it. The
+one folder taken is one an importer reads from a file inside it (`Importer.folder_entry`: an
+OpenHands conversation saved as `base_state.json` beside `events/`): that file is the input.
 """
 
 from __future__ import annotations
@@ -90,6 +92,13 @@ class Importer(abc.ABC):
         """True when `head` (the first bytes of the file, decoded leniently) looks like this format."""
         raise NotImplementedError
 
+    @classmethod
+    def folder_entry(cls, folder: Path) -> str | None:
+        """The name of the file inside `folder` that is the folder's transcript in this format (a session saved as a
+        folder of files, read from one of them), or None when the folder is no session of this format. A folder of
+        this format it cannot read raises an `ImportFailure` saying what to pass instead. By default None."""
+        return None
+
     @abc.abstractmethod
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         raise NotImplementedError
@@ -139,6 +148,19 @@ def _refuse_special(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
         reason = next((why for test, why in _FILE_KINDS if test(mode)), "is not a regular file")
         raise ImportFailure(f"{path}: {reason}")
+
+
+def folder_input(path: TypedPath, importer: type[Importer] | None) -> TypedPath:
+    """The file to read for `path`: `path` itself, unless it is a folder that an importer reads from a file inside it
+    (`Importer.folder_entry`; the forced `importer`'s, else that of the most specific importer that claims it). Then
+    that file, named as the folder was typed. A folder no importer claims stays: `check_input` refuses it."""
+    if not os.path.isdir(path):
+        return path
+    claims = [(cls, name) for cls in ([importer] if importer else formats().values()) if (name := cls.folder_entry(path))]
+    if not claims:
+        return path
+    _, name = max(claims, key=lambda claim: claim[0].priority)
+    return TypedPath.of(os.path.join(str(path), name))
 
 
 def check_input(path: str | Path) -> os.stat_result:
@@ -413,6 +435,7 @@ def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> 
         except registry.RegistryError as exc:
             raise ImportFailure(str(exc)) from None
     if not (cls is not None and cls.accepts_names and cls.is_name(given)):
+        path = folder_input(path, cls)  # a conversation saved as a folder: the file it is read from
         check_input(path)  # before anything reads it: missing, a loop, a folder, a FIFO, a device
     if cls is None:
         cls = detect(path)

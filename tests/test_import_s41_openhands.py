@@ -15,6 +15,7 @@ The expected items follow from what each event sends the model (`to_llm_message`
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 from compaction_bench.importing import ImportFailure, detect, load_transcript, load_transcripts
 from compaction_bench.scenarios.openhands import OpenHandsImporter
 from compaction_bench.transcript import Transcript, Usage
+from tests.conftest import assert_user_error, bench_cli
 
 TS = "2026-08-20T10:00:00.000000"
 
@@ -314,3 +316,70 @@ def test_a_recorded_token_count_that_is_no_count_leaves_that_usage_unknown(tmp_p
     assert next(i for i in t.items if i.call_id == "toolu_2" and i.kind == "tool_call").usage is None
     (problem,) = t.meta["problems"]
     assert "stats.usage_to_metrics['agent'].token_usages[0]: usage field 'prompt_tokens'" in problem
+
+
+# --------------------------------------------------------------------------- a conversation folder as the input
+def test_a_conversation_folder_is_read_from_its_state_file(tmp_path):
+    """The SDK persists a conversation as a folder, `base_state.json` beside `events/` (persistence_const.py): the
+    folder itself is the conversation, read as its `base_state.json` is."""
+    folder = write_conversation(tmp_path / "conv-1", conversation_events(), leaf_event_id="e9a10000").parent
+    (from_folder,) = load_transcripts(folder)
+    (from_state,) = load_transcripts(folder / "base_state.json")
+    assert shape(from_folder) == EXPECTED and from_folder.dumps() == from_state.dumps()
+    proc = bench_cli("inspect", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert "conv-1 (openhands)" in proc.stdout
+    assert "assistant 2, marker 1, reasoning 1, system 1, tool_call 3, tool_result 3, user 1" in proc.stdout
+
+
+def test_bench_run_takes_a_glob_of_conversation_folders(tmp_path):
+    """`bench run convs/*`: each folder is one scenario, named after it."""
+    convs = tmp_path / "convs"
+    write_conversation(convs / "first", conversation_events(), leaf_event_id="e9a10000")
+    other = [user("e1a10000", "Fix the other test", parent="e0a10000") if e["id"] == "e1a10000" else e for e in conversation_events()]
+    write_conversation(convs / "second", other, id="conv-2", leaf_event_id="e9a10000")
+    folders = sorted(str(p) for p in convs.glob("*"))  # what the shell hands over for convs/*
+    proc = bench_cli("run", *folders, "-s", "none", "-p", "32k", "-j", "1", "-o", str(tmp_path / "runs"), "--run-id", "r", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text(encoding="utf-8"))
+    assert [(s["name"], s["session_id"], s["items"]) for s in manifest["scenarios"]] == [("first", "conv-1", 12), ("second", "conv-2", 12)]
+
+
+def test_other_folders_are_refused_as_folders(tmp_path):
+    """Only a folder holding both `base_state.json` and `events/` is a conversation; a format that reads no folder
+    refuses it too."""
+    folder = write_conversation(tmp_path / "conv", conversation_events()).parent
+    no_events = tmp_path / "no-events"
+    no_events.mkdir()
+    (no_events / "base_state.json").write_text(json.dumps(state()), encoding="utf-8")
+    for path, forced in ((tmp_path / "empty", "auto"), (no_events, "auto"), (folder, "claude-code")):
+        path.mkdir(exist_ok=True)
+        with pytest.raises(ImportFailure, match="^" + re.escape(f"{path}: is a directory; pass the files inside it")):
+            load_transcripts(path, format=forced)
+
+
+def test_the_events_folder_points_at_its_conversation_folder(tmp_path):
+    folder = write_conversation(tmp_path / "conv", conversation_events()).parent
+    proc = bench_cli("inspect", str(folder / "events"))
+    assert_user_error(proc, f"{folder / 'events'}: the events of an OpenHands V1 conversation", f"its folder, {folder}")
+
+
+def app_server_folder(folder: Path) -> Path:
+    """The OpenHands app server's copy of a conversation (`FilesystemEventService._save_event_to_file`,
+    openhands/app_server/event/filesystem_event_service.py@156d0686 L56-79): one file per event named
+    `<YYYYMMDDHHMMSS>_<class>_<id hex>`, holding `json.dumps(event.model_dump(mode='json'), indent=2)`."""
+    folder.mkdir(parents=True)
+    for n, e in enumerate(conversation_events()[:3]):
+        e = {**e, "id": f"{n:032x}"}
+        (folder / f"20260820100000_{e['kind']}_{n:032x}").write_text(json.dumps(e, indent=2), encoding="utf-8")
+    return folder
+
+
+def test_an_app_server_event_folder_is_refused_saying_what_to_pass(tmp_path):
+    """Not read: ordered by file name (to the second, then by class name), so this system prompt would sort after
+    the two messages of the same second; the message names the agent server's saved conversation instead."""
+    folder = app_server_folder(tmp_path / "v1" / "events" / "6f1c")
+    assert_user_error(bench_cli("inspect", str(folder)), f"{folder}: an OpenHands app server's event files",
+                      "pass the agent server's saved conversation instead, the folder holding base_state.json and events/")
+    one = folder / f"20260820100000_SystemPromptEvent_{0:032x}"
+    assert_user_error(bench_cli("inspect", str(one)), f"{one}: one of an OpenHands app server's event files", "base_state.json")
