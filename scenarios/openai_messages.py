@@ -8,21 +8,39 @@ chat fine-tuning files, Hugging Face chat datasets), holds one session per recor
 reads its rows: transcript `<file stem>:<id>` (`line<N>` / `entry<N>` without an id). The first record or
 message decides what the file holds; a message among records, or a record among messages, is an error
 naming its line: read as a message, a record is no message (no role), and its whole session was lost.
+
+Session records' ids are unique within the file, made so as `hf-dataset` makes its rows' (`hf_dataset.unique_ids`,
+its module docstring): records that would share one each get `#row<N>` appended, N their index among the
+file's records (so a file both importers read gives the same ids), and each of those sessions carries a
+problem naming the records and their lines. Two sessions of one id would each be asked the other's probes
+(`bench.probes.assign_probes` matches a probe's `session` by id), and `bench probes mine` would write probe
+ids twice, which `bench probes check` refuses. tau-bench runs of one task and trial (two results files put
+together) still share an id: `tests/test_robustness.py::test_import_never_writes_outside_the_output_folder_nor_overwrites`
+expects them kept as they are; `distinct_ids` would make them unique as it does records.
+
+A message's content is text or a list of content parts (openai/openai-python:src/openai/types/chat/
+chat_completion_user_message_param.py@4677fff: `content: Required[Union[str, Iterable[ChatCompletionContentPartParam]]]`).
+Content of another type (a number, an object not in the parts form, a part that is no text or image
+part) is a problem naming the message and its line, its text kept as `content_parts` makes it
+(`hf_dataset.content_problem`), in every layout the importer reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
 from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of
+from compaction_bench.scenarios.hf_dataset import content_problem, unique_ids
 from compaction_bench.scenarios.openai_style import add_messages, sniff_messages
 from compaction_bench.scenarios.readers import SURROGATE_PROBLEM, parse_json, read_json_reported, read_jsonl, read_text, scrubbed
 from compaction_bench.transcript import Transcript
 
 FORMAT = "openai-messages"
+#: How a problem names one session record and several (`distinct_ids`): in JSONL, in a JSON list.
+RECORDS, ENTRIES = ("record", "records"), ("entry", "entries")
 
 
 def is_tau_run(entry: Any) -> bool:
@@ -45,6 +63,11 @@ def record_name(entry: Mapping[str, Any], origin: Mapping[str, int]) -> str:
 def place(path: Path, n: int, lines: list[int] | None) -> str:
     """Entry `n` of the file as an error names it: `file:line` in JSONL, `file: entry n` in a JSON list."""
     return f"{path}:{lines[n]}" if lines else f"{path}: entry {n}"
+
+
+def origin_of(n: int, lines: list[int] | None) -> dict[str, int]:
+    """Where entry `n` is, as a transcript's `source` keeps it: its line in JSONL, its index in a JSON list."""
+    return {"line": lines[n]} if lines else {"entry": n}
 
 
 def describe(entry: Any) -> str:
@@ -76,6 +99,82 @@ def read_chat(path: Path) -> tuple[list[Any], list[int] | None, list[str]]:
     return data, lines, problems
 
 
+def new_builder(path: Path, problems: Sequence[str]) -> TranscriptBuilder:
+    """A builder for one session of the file, holding the problems met reading the whole file."""
+    builder = TranscriptBuilder(path, FORMAT)
+    builder.problems.extend(problems)
+    return builder
+
+
+def add_chat(
+    builder: TranscriptBuilder,
+    messages: Sequence[Any],
+    where: Callable[[int], str] = lambda m: f"message {m}",
+    line_of: Callable[[int], int | None] = lambda m: None,
+) -> None:
+    """`add_messages`, each message whose content it does not read as text or parts reported first
+    (`hf_dataset.content_problem`, module docstring); `where`/`line_of` name a message as `add_messages` does."""
+    for m, message in enumerate(messages):
+        problem = content_problem(message.get("content")) if isinstance(message, Mapping) else None
+        if problem is not None:
+            builder.problem(f"{where(m)}: {problem}", line_of(m))
+    add_messages(builder, messages, where=where, line_of=line_of)
+
+
+def distinct_ids(wanted: Sequence[str], builders: Sequence[TranscriptBuilder], lines: list[int] | None) -> list[str]:
+    """The records' ids made unique within the file (`hf_dataset.unique_ids`: `#row<N>`, module docstring);
+    each renamed record's builder names the records that shared its id and, in JSONL, their lines."""
+    ids, renamed = unique_ids(wanted)
+    one, several = RECORDS if lines else ENTRIES
+    for n, (shared_id, shared) in renamed.items():
+        at = f" (lines {', '.join(str(lines[k]) for k in shared)})" if lines else ""
+        same = f"{several} {', '.join(map(str, shared))}{at} have the same session id {shared_id!r}"
+        builders[n].problem(f"{same}; this one, {one} {n}, is named {ids[n]!r}", lines[n] if lines else None)
+    return ids
+
+
+def check_no_record(path: Path, data: Sequence[Any], lines: list[int] | None) -> None:
+    """Refuse a session record among chat messages (module docstring): read as a message, its session is lost."""
+    for n, entry in enumerate(data):
+        if is_session_record(entry):
+            raise ImportFailure(
+                f"{place(path, n, lines)}: a session record {{\"messages\": [...]}} among chat messages; a file holds "
+                "either chat messages or session records, one per line"
+            )
+
+
+def session_builder(path: Path, n: int, entry: Any, lines: list[int] | None, problems: Sequence[str]) -> TranscriptBuilder:
+    """One `{"id": …, "messages": [...]}` record's messages in a builder of their own."""
+    if not is_session_record(entry):
+        raise ImportFailure(
+            f"{place(path, n, lines)}: expected a session record {{\"messages\": [...]}} as on the file's first "
+            f"{'line' if lines else 'entry'}, got {describe(entry)}; a file holds either chat messages or session records"
+        )
+    builder = new_builder(path, problems)
+    if lines is None:
+        add_chat(builder, entry["messages"], where=lambda m: f"entry {n} message {m}")
+    else:
+        line = lines[n]
+        add_chat(builder, entry["messages"], line_of=lambda m: line)
+    return builder
+
+
+def tau_builder(path: Path, n: int, entry: Mapping[str, Any], problems: Sequence[str]) -> TranscriptBuilder:
+    """One tau-bench run's `traj` in a builder of its own."""
+    builder = new_builder(path, problems)
+    add_chat(builder, entry["traj"], where=lambda m: f"run {n} message {m}")
+    return builder
+
+
+def tau_meta(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What a tau-bench run records about itself: its task, trial, reward and the simulated user's cost."""
+    info = mapping_of(entry.get("info"))
+    meta = {"container": "tau-bench", "task_id": entry.get("task_id"), "trial": entry.get("trial"), "reward": entry.get("reward")}
+    if "user_cost" in info:
+        meta["user_cost"] = info["user_cost"]
+    return meta
+
+
 class OpenAIMessagesImporter(Importer):
     format = FORMAT
     description = (
@@ -95,51 +194,32 @@ class OpenAIMessagesImporter(Importer):
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         data, lines, problems = read_chat(path)
         if data and all(is_tau_run(entry) for entry in data):
-            return [self._tau_run(path, n, entry, problems) for n, entry in enumerate(data)]
+            return self._tau_runs(path, data, problems)
         if data and is_session_record(data[0]):
-            return [self._session_record(path, n, entry, lines, problems) for n, entry in enumerate(data)]
-        for n, entry in enumerate(data):
-            if is_session_record(entry):
-                raise ImportFailure(
-                    f"{place(path, n, lines)}: a session record {{\"messages\": [...]}} among chat messages; a file holds "
-                    "either chat messages or session records, one per line"
-                )
-        builder = TranscriptBuilder(path, FORMAT)
-        builder.problems.extend(problems)
+            return self._session_records(path, data, lines, problems)
+        check_no_record(path, data, lines)
+        builder = new_builder(path, problems)
         if lines is None:
-            add_messages(builder, data)
+            add_chat(builder, data)
         else:
             numbers = lines
-            add_messages(builder, data, where=lambda n: f"line {numbers[n]}", line_of=lambda n: numbers[n])
+            add_chat(builder, data, where=lambda n: f"line {numbers[n]}", line_of=lambda n: numbers[n])
         return [builder.finish(path.stem)]
 
     @staticmethod
-    def _session_record(path: Path, n: int, entry: Any, lines: list[int] | None, problems: list[str]) -> Transcript:
-        """One `{"id": …, "messages": [...]}` record as its own transcript."""
-        if not is_session_record(entry):
-            raise ImportFailure(
-                f"{place(path, n, lines)}: expected a session record {{\"messages\": [...]}} as on the file's first "
-                f"{'line' if lines else 'entry'}, got {describe(entry)}; a file holds either chat messages or session records"
-            )
-        builder = TranscriptBuilder(path, FORMAT)
-        builder.problems.extend(problems)
-        if lines is None:
-            add_messages(builder, entry["messages"], where=lambda m: f"entry {n} message {m}")
-        else:
-            line = lines[n]
-            add_messages(builder, entry["messages"], line_of=lambda m: line)
-        origin = {"line": lines[n]} if lines else {"entry": n}
-        return builder.finish(f"{path.stem}:{record_name(entry, origin)}", source=origin)
+    def _session_records(path: Path, data: Sequence[Any], lines: list[int] | None, problems: Sequence[str]) -> list[Transcript]:
+        """Each `{"id": …, "messages": [...]}` record as its own transcript, of an id unique within the file."""
+        builders = [session_builder(path, n, entry, lines, problems) for n, entry in enumerate(data)]
+        origins = [origin_of(n, lines) for n in range(len(data))]
+        wanted = [f"{path.stem}:{record_name(entry, origin)}" for entry, origin in zip(data, origins, strict=True)]
+        ids = distinct_ids(wanted, builders, lines)
+        return [builder.finish(ids[n], source=origins[n]) for n, builder in enumerate(builders)]
 
     @staticmethod
-    def _tau_run(path: Path, n: int, entry: Mapping[str, Any], problems: list[str]) -> Transcript:
-        builder = TranscriptBuilder(path, FORMAT)
-        builder.problems.extend(problems)
-        add_messages(builder, entry["traj"], where=lambda m: f"run {n} message {m}")
-        info = mapping_of(entry.get("info"))
-        meta = {"container": "tau-bench", "task_id": entry.get("task_id"), "trial": entry.get("trial"), "reward": entry.get("reward")}
-        if "user_cost" in info:
-            meta["user_cost"] = info["user_cost"]
-        return builder.finish(
-            f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}", source={"entry": n}, meta=meta
-        )
+    def _tau_runs(path: Path, data: Sequence[Mapping[str, Any]], problems: Sequence[str]) -> list[Transcript]:
+        """Each tau-bench run as its own transcript, `<stem>:task<task_id>:trial<trial>` (not made unique: module docstring)."""
+        transcripts = []
+        for n, entry in enumerate(data):
+            name = f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}"
+            transcripts.append(tau_builder(path, n, entry, problems).finish(name, source={"entry": n}, meta=tau_meta(entry)))
+        return transcripts
