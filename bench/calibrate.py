@@ -14,8 +14,8 @@ part of the history its summarizer was given and did not keep verbatim:
   no row (it is named under the table) and the next one starts after it, as Pi's own fallback does;
 - Claude Code and Codex: every item since the previous compaction (they summarize all of it). Codex
   keeps real user messages verbatim in the new history (docs/specs/codex.md §2.2 steps 2-3): the
-  ones its `compacted` line's `replacement_history` holds (§7.2; read from the rollout file, which
-  the transcript's marker does not carry), else the newest within 20,000 tokens, the one crossing
+  ones its `compacted` line's `replacement_history` holds (§7.2; the importer keeps their texts in
+  the marker's `replacement_user_messages`), else the newest within 20,000 tokens, the one crossing
   the budget middle-truncated (`build_compacted_history`, §7.3 step 4). The facts mined from those
   messages are left out (a truncated one: the facts its kept text holds): they were not the
   summary's to keep; both summarizers are still given the messages. Claude Code keeps no message
@@ -50,7 +50,6 @@ from compaction_bench.errors import BenchError
 from compaction_bench.importing import load_transcripts
 from compaction_bench.offline_models import extractive_summary
 from compaction_bench.request import message_from_item
-from compaction_bench.scenarios.readers import read_jsonl
 from compaction_bench.templates import PromptSet
 from compaction_bench.tokens import shared_counter
 from compaction_bench.transcript import Item, Transcript
@@ -162,59 +161,12 @@ def _pi_first_kept(marker: Item, positions: Mapping[str, int], start: int, end: 
     return kept, None
 
 
-def _codex_replacement_histories(transcript: Transcript) -> list[list[Any] | None] | None:
-    """The `replacement_history` of each `compacted` line of the rollout the transcript was read from (None where
-    a line has none: a legacy compaction), in file order; None when there is no such file (a transcript built
-    in memory). The importer keeps only its length (`replacement_items`), so the file is read again here."""
-    path = transcript.source.get("path")
-    if not isinstance(path, str) or not Path(path).is_file():
-        return None
-    out: list[list[Any] | None] = []
-    for _, data in read_jsonl(Path(path)).lines:
-        if isinstance(data, dict) and data.get("type") == "compacted" and isinstance(data.get("payload"), dict):
-            history = data["payload"].get("replacement_history")
-            out.append(history if isinstance(history, list) else None)
-    return out
-
-
-def _codex_real_user_texts(history: Sequence[Any], summary: str) -> list[str]:
-    """The real user messages of a `replacement_history`, oldest first: user messages that are no contextual
-    fragment (any text part makes it one: `is_contextual_user_message_content`, core/src/event_mapping.rs@3aae5d8
-    L61-63) and not the summary (`collect_user_messages`, core/src/compact.rs@3aae5d8 L520-547); their text parts
-    joined as the importer joins them (with "")."""
-    from compaction_bench.scenarios.codex_rollout import is_contextual
-
-    texts = []
-    for entry in history:
-        if isinstance(entry, dict) and entry.get("type") == "message" and entry.get("role") == "user":
-            parts = _text_parts(entry.get("content"))
-            text = "".join(parts)
-            if not _is_summary(text, summary) and not any(map(is_contextual, parts)):
-                texts.append(text)
-    return texts
-
-
-def _is_summary(text: str, summary: str) -> bool:
-    """Whether a user message of the replacement history is the compaction's summary: its `message`, which Codex
-    writes behind `SUMMARY_PREFIX` and a line break (spec §2.2 step 1) and records with it (§7.2) or, in some
-    writers, without it."""
-    return text == summary or text.endswith("\n" + summary)
-
-
-def _text_parts(content: Any) -> list[str]:
-    """The texts of a Codex message's content: a string, or its text parts (`ContentItem`, spec §7)."""
-    if isinstance(content, str):
-        return [content]
-    parts = content if isinstance(content, list) else []
-    return [p["text"] for p in parts if isinstance(p, dict) and p.get("type") in ("input_text", "output_text") and isinstance(p.get("text"), str)]
-
-
 def _is_cut_of(kept: str, text: str) -> bool:
     """Whether `kept` is `text` with its middle cut out by Codex's `truncate_text` (head, mark, tail)."""
     return any(text.startswith(kept[: m.start()]) and text.endswith(kept[m.end():]) for m in CODEX_CUT.finditer(kept))
 
 
-def _codex_recorded_kept(users: Sequence[Item], recorded: list[str]) -> tuple[dict[str, str], str | None]:
+def _codex_recorded_kept(users: Sequence[Item], recorded: Sequence[str]) -> tuple[dict[str, str], str | None]:
     """The span's real user messages a recorded `replacement_history` kept: Codex keeps the newest user messages
     of the whole history (spec §2.2 step 3), so its list ends with the span's newest; only its oldest may be cut."""
     kept: dict[str, str] = {}
@@ -236,25 +188,15 @@ def _codex_rule_kept(users: Sequence[Item]) -> dict[str, str]:
     return {k.item_ids[0]: k.text for k in select_user_messages([converter.convert(u) for u in users], CODEX_KEPT_USER_TOKENS)}
 
 
-def _codex_kept(span: Sequence[Item], history: list[Any] | None, summary: str) -> tuple[dict[str, str], str | None]:
-    """The span's user messages Codex kept verbatim (item id -> kept text), or the problem that hides them. The
-    transcript's real user messages are its user items that are not synthetic (contextual fragments and agent
-    messages are, scenarios/codex_rollout.py)."""
+def _codex_kept(span: Sequence[Item], recorded: Sequence[str] | None) -> tuple[dict[str, str], str | None]:
+    """The span's user messages Codex kept verbatim (item id -> kept text), or the problem that hides them: those
+    `recorded` in the compaction's `replacement_history` (the marker's `replacement_user_messages`, which the
+    importer takes from it: scenarios/codex_rollout.py `replacement_user_texts`), else Codex's rule. The transcript's
+    real user messages are its user items that are not synthetic (contextual fragments and agent messages are)."""
     users = [i for i in span if i.kind == "user" and not i.synthetic]
-    if history is None:
+    if recorded is None:
         return _codex_rule_kept(users), None
-    return _codex_recorded_kept(users, _codex_real_user_texts(history, summary))
-
-
-def _histories_by_marker(transcript: Transcript, markers: Sequence[Item]) -> list[list[Any] | None]:
-    """Each Codex compaction marker's recorded `replacement_history` (None: not recorded, or no file to read)."""
-    histories = _codex_replacement_histories(transcript) if markers else None
-    if histories is None:
-        return [None] * len(markers)
-    if len(histories) != len(markers):
-        raise CalibrationError(f"{transcript.source.get('path')}: {len(histories)} compacted line(s), but the transcript read "
-                               f"from it has {len(markers)} compaction(s); the file changed since it was read?")
-    return histories
+    return _codex_recorded_kept(users, recorded)
 
 
 def compactions(transcript: Transcript) -> Compactions:
@@ -267,11 +209,10 @@ def compactions(transcript: Transcript) -> Compactions:
         return out
     items = transcript.items
     markers = [n for n, i in enumerate(items) if i.kind == "marker" and i.meta.get("event") == event]
-    histories = _histories_by_marker(transcript, [items[n] for n in markers]) if fmt == "codex" else [None] * len(markers)
     positions = _pi_entry_positions(items) if fmt == "pi" else {}
     start, number = 0, 0
     kept_from: int | None = None  # Pi: where the previous compaction's kept tail begins
-    for n, history in zip(markers, histories, strict=True):
+    for n in markers:
         marker, end, problem = items[n], n, None
         if fmt == "pi":
             if kept_from is not None and _pi_kept_tail_summarized(marker):
@@ -280,7 +221,7 @@ def compactions(transcript: Transcript) -> Compactions:
             end = n if kept_from is None else kept_from
         if marker.text.strip():
             span = [i for i in items[start:end] if i.kind != "marker"]
-            kept, problem = _kept_in_span(fmt, span, marker, history) if problem is None else ({}, problem)
+            kept, problem = _kept_in_span(fmt, span, marker) if problem is None else ({}, problem)
             if problem:
                 out.problems.append(f"compaction {number}: {problem}; no row")
             elif span:
@@ -290,10 +231,18 @@ def compactions(transcript: Transcript) -> Compactions:
     return out
 
 
-def _kept_in_span(fmt: str, span: Sequence[Item], marker: Item, history: list[Any] | None) -> tuple[dict[str, str], str | None]:
+def _recorded_user_messages(marker: Item) -> Sequence[str] | None:
+    """The real user messages a Codex compaction's `replacement_history` kept, as the importer recorded them in its
+    marker (`replacement_user_messages`); None when the line records no history (a legacy line) or the marker was
+    not read from a rollout (a transcript built in memory)."""
+    recorded = marker.meta.get("replacement_user_messages")
+    return None if recorded is None else [str(text) for text in recorded]
+
+
+def _kept_in_span(fmt: str, span: Sequence[Item], marker: Item) -> tuple[dict[str, str], str | None]:
     """The messages of a span the agent kept verbatim (item id -> the text kept), or the problem that hides them."""
     if fmt == "codex":
-        return _codex_kept(span, history, marker.text)
+        return _codex_kept(span, _recorded_user_messages(marker))
     if fmt == "claude-code" and CLAUDE_CODE_PRESERVED in marker.text:
         return {}, f"summary {marker.id} says recent messages are kept verbatim after it (a preservedSegment), which the transcript does not delimit"
     return {}, None
@@ -358,8 +307,8 @@ def _kept_verbatim(probe: Probe, source: Item, kept: str | None, evidence: Ancho
 
 
 class CalibrationError(BenchError, ValueError):
-    """Files that cannot be calibrated as given (the same path twice; a rollout whose `compacted` lines are not
-    the compactions of the transcript read from it), or, from `spans`, a compaction whose span cannot be known."""
+    """Files that cannot be calibrated as given (the same path twice), or, from `spans`, a compaction whose span
+    cannot be known."""
 
 
 class Calibrations(list[Calibration]):

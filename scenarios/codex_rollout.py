@@ -24,7 +24,9 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
 - ``turn_context`` model changes become ``marker`` items (``event: "model_switch"``, ``model``,
   ``previous_model``, ``comp_hash``/``context_window`` when recorded), placed before the user
   message of the turn they configure; ``compacted`` lines become markers (``event:
-  "compaction"``); ``turn_aborted`` events and ``ghost_snapshot`` items become markers;
+  "compaction"``, ``_RolloutReader.compacted``: the real user messages the ``replacement_history`` kept, and the
+  summary request's own response a local compaction writes before the line, which is no conversation item:
+  ``_summary_response``); ``turn_aborted`` events and ``ghost_snapshot`` items become markers;
 - ``inter_agent_communication`` lines are the ``agent_message`` item Codex gives the model for them
   (§7.3 step 3): a user-role item with ``meta.codex_type = "agent_message"``, its text the message
   (for an encrypted one the header Codex puts before the encrypted payload, the payload's size in
@@ -578,6 +580,123 @@ def _without_parts(payload: dict[str, Any], indexes: tuple[int, ...]) -> tuple[d
     return payload | {"content": kept}, [parts[n] for n in indexes]
 
 
+# ------------------------------------------------------------------ compactions
+#: A memory citation, stripped from an assistant message's visible text: literal, not nested, one left open runs to the
+#: end (`strip_citations`, openai/codex:codex-rs/utils/stream-parser/src/citation.rs@3aae5d8 L11-12, L64-77).
+MEMORY_CITATION = re.compile(r"<oai-mem-citation>.*?(?:</oai-mem-citation>|\Z)", re.S)
+
+
+def _line_payload(data: Any, kind: str) -> dict[str, Any] | None:
+    """The payload of a rollout line of type `kind`, else None."""
+    if isinstance(data, dict) and data.get("type") == kind and isinstance(data.get("payload"), dict):
+        return data["payload"]
+    return None
+
+
+def _is_token_count_line(data: Any) -> bool:
+    payload = _line_payload(data, "event_msg")
+    return payload is not None and payload.get("type") == "token_count"
+
+
+def _summary_output(data: Any) -> dict[str, Any] | None:
+    """The payload of an output item a summary request can give: a reasoning item or an assistant message (the request
+    has no tools: `Prompt{..Default}`, core/src/compact.rs@3aae5d8 L272-276), else None."""
+    payload = _line_payload(data, "response_item")
+    if payload is None:
+        return None
+    if payload.get("type") == "reasoning" or (payload.get("type") == "message" and payload.get("role") == "assistant"):
+        return payload
+    return None
+
+
+def _visible_assistant_text(payload: dict[str, Any]) -> str | None:
+    """The text Codex takes from an assistant message for a summary, or None when it skips the message
+    (`last_assistant_message_from_item`, core/src/stream_events_utils.rs@3aae5d8 L468-482: the `output_text` parts
+    joined with "" (`raw_assistant_output_text_from_item`, L60-73), memory citations stripped, None if blank)."""
+    if payload.get("type") != "message" or payload.get("role") != "assistant":
+        return None
+    parts = _content_parts(payload)
+    combined = "".join(p["text"] for p in parts if isinstance(p, dict) and p.get("type") == "output_text" and isinstance(p.get("text"), str))
+    visible = MEMORY_CITATION.sub("", combined)
+    return visible if visible.strip() else None
+
+
+@dataclass(frozen=True, slots=True)
+class _SummaryResponse:
+    """The lines a local compaction's summary request wrote before its `compacted` line (`_summary_response`)."""
+
+    items: tuple[int, ...]  # the line numbers of its output items (reasoning, assistant messages)
+    usage: int  # the line number of its token_count
+
+
+def _summary_response(lines: list[tuple[int, Any]], at: int) -> _SummaryResponse | None:
+    """The summary request's response a local compaction wrote before its `compacted` line at position `at`, or None.
+
+    Since 1c7832ffa (2026-05-28) Codex's local compaction records each output item of its summary request into the
+    history and the rollout as it is done (`drain_to_completed`, openai/codex:codex-rs/core/src/compact.rs@3aae5d8
+    L692-752: `record_conversation_items`, core/src/session/mod.rs@3aae5d8 L3042-3067), then, at `response.completed`,
+    one `token_count` event (`update_token_usage_info`, mod.rs L3830-3841), then writes the `compacted` line
+    (`replace_compacted_history`, mod.rs L3311-3357) whose `message` is `SUMMARY_PREFIX + "\n" + ` the visible text
+    of the last assistant message of the history (compact.rs L342-346; `get_last_assistant_message_from_turn`,
+    core/src/session/turn.rs@3aae5d8 L2743-2750). Remote compactions (v1, v2) write no output item and an empty
+    `message` (compact_remote.rs L286-295, compact_remote_v2.rs L312-321). So the response is the run of reasoning and
+    assistant message lines right before that one `token_count` line, and it is the summary's when the last of its
+    assistant messages Codex would take has the text the `message` ends with. A run without such a message (the
+    summary request gave none, and Codex took an older message) or with other lines between it and the
+    `compacted` line is not recognised: its lines stay conversation items."""
+    text = (_line_payload(lines[at][1], "compacted") or {}).get("message")
+    if not isinstance(text, str) or not text or at < 2 or not _is_token_count_line(lines[at - 1][1]):
+        return None
+    start = at - 1
+    while start > 0 and _summary_output(lines[start - 1][1]) is not None:
+        start -= 1
+    outputs = [_summary_output(data) or {} for _, data in lines[start:at - 1]]
+    summary = next((visible for visible in map(_visible_assistant_text, reversed(outputs)) if visible is not None), None)
+    if summary is None or not text.endswith("\n" + summary):
+        return None
+    return _SummaryResponse(tuple(number for number, _ in lines[start:at - 1]), lines[at - 1][0])
+
+
+def _summary_responses(lines: list[tuple[int, Any]]) -> dict[int, int]:
+    """Each line of a compaction's summary response (`_summary_response`) -> the line number of its `compacted` line."""
+    owner: dict[int, int] = {}
+    for at, (number, data) in enumerate(lines):
+        if _line_payload(data, "compacted") is not None:
+            found = _summary_response(lines, at)
+            if found is not None:
+                owner |= dict.fromkeys((*found.items, found.usage), number)
+    return owner
+
+
+def replacement_user_texts(history: list[Any], summary: str) -> list[str]:
+    """The real user messages of a `replacement_history`, oldest first: user messages that are no contextual fragment
+    (any text part makes one: `is_contextual_user_message_content`, core/src/event_mapping.rs@3aae5d8 L61-63) and not
+    the summary (`collect_user_messages`, core/src/compact.rs@3aae5d8 L520-547); their text parts joined with "", as
+    `_message_content` joins a user message's."""
+    texts = []
+    for entry in history:
+        if isinstance(entry, dict) and entry.get("type") == "message" and entry.get("role") == "user":
+            parts = _text_parts(entry.get("content"))
+            text = "".join(parts)
+            if not _is_summary(text, summary) and not any(map(is_contextual, parts)):
+                texts.append(text)
+    return texts
+
+
+def _is_summary(text: str, summary: str) -> bool:
+    """Whether a user message of the replacement history is the compaction's summary: its `message`, which Codex
+    writes behind `SUMMARY_PREFIX` and a line break (spec §2.2 step 1) and records with it (§7.2) or, in some
+    writers, without it."""
+    return text == summary or text.endswith("\n" + summary)
+
+
+def _text_parts(content: Any) -> list[str]:
+    """The texts of a Codex message's content: a string, or its text parts (`ContentItem`, spec §7)."""
+    if isinstance(content, str):
+        return [content]
+    return [p["text"] for p in list_of(content) if isinstance(p, dict) and p.get("type") in TEXT_PARTS and isinstance(p.get("text"), str)]
+
+
 class _RolloutReader:
     """One pass over the lines of one rollout, feeding a `TranscriptBuilder`."""
 
@@ -586,6 +705,9 @@ class _RolloutReader:
         self.lines = lines
         self.rollbacks = rollbacks
         self.rolled_back: defaultdict[int, list[dict[str, Any]]] = defaultdict(list)  # rollback line -> the lines it took
+        self.summaries = _summary_responses(lines)  # a line of a compaction's summary response -> its compacted line
+        self.summary_lines: defaultdict[int, list[dict[str, Any]]] = defaultdict(list)  # compacted line -> those lines
+        self.summary_usage: dict[int, Usage] = {}  # compacted line -> the usage of its summary request
         self.b = TranscriptBuilder(path, "codex")
         self.legacy = legacy
         self.meta: dict[str, Any] = {"variant": "legacy" if legacy else "envelope"}
@@ -659,6 +781,9 @@ class _RolloutReader:
             if number in self.rollbacks.owner:
                 self.rolled_back[self.rollbacks.owner[number]].append({"line": number, "rollout": data})
                 continue
+            if number in self.summaries:
+                self.summary_line(number, data)
+                continue
             kind, payload, ts = data["type"], data["payload"], data.get("timestamp")
             if kind == "session_meta":
                 session_id = session_id or payload.get("id")
@@ -672,15 +797,7 @@ class _RolloutReader:
             elif kind == "inter_agent_communication":
                 self.inter_agent_communication(number, payload, ts)
             elif kind == "compacted":
-                self.close_response()
-                history = payload.get("replacement_history")
-                self.b.add("marker", str(payload.get("message") or ""), timestamp=ts, meta={
-                    "event": "compaction",
-                    "window_number": payload.get("window_number"),
-                    "window_id": payload.get("window_id"),
-                    "previous_window_id": payload.get("previous_window_id"),
-                    "replacement_items": len(history) if isinstance(history, list) else None,
-                })
+                self.compacted(number, payload, ts)
             else:
                 self.skipped[kind] += 1
         if self.pending_usage is not None:
@@ -693,6 +810,46 @@ class _RolloutReader:
             self.meta["skipped"] = dict(sorted(self.skipped.items()))
         self.b.model = self.model
         return self.b.finish(str(session_id or self.path.name.split(".")[0]), source={"session_id": session_id}, meta=self.meta)
+
+    def compacted(self, number: int, payload: dict[str, Any], ts: str | None) -> None:
+        """A compaction marker: its text the `message` (the summary of a local compaction, "" for a remote one), with
+        the window ids, the size of the `replacement_history` and the texts of the real user messages it kept
+        (`replacement_user_messages`, None when the line records no history: `replacement_user_texts`), and the
+        summary request's own response (`summary_response`, its lines verbatim; `summary_usage`), which is no
+        conversation item (`_summary_response`)."""
+        self.close_response()
+        history = payload.get("replacement_history")
+        message = str(payload.get("message") or "")
+        meta: dict[str, Any] = {
+            "event": "compaction",
+            "window_number": payload.get("window_number"),
+            "window_id": payload.get("window_id"),
+            "previous_window_id": payload.get("previous_window_id"),
+            "replacement_items": len(history) if isinstance(history, list) else None,
+            "replacement_user_messages": replacement_user_texts(history, message) if isinstance(history, list) else None,
+        }
+        if number in self.summary_lines:
+            meta["summary_response"] = self.summary_lines.pop(number)
+        if number in self.summary_usage:
+            meta["summary_usage"] = self.summary_usage.pop(number).to_dict()
+        self.b.add("marker", message, timestamp=ts, meta=meta)
+
+    def summary_line(self, number: int, data: dict[str, Any]) -> None:
+        """A line of a compaction's summary response (`_summary_response`), kept for its marker. Its `token_count` ends
+        the response and, when its total is new, is the summary request's usage (a repeated one is no usage, as in
+        `token_count`), which no conversation response gets."""
+        owner = self.summaries[number]
+        self.summary_lines[owner].append({"line": number, "rollout": data})
+        if not _is_token_count_line(data):
+            return
+        self.close_response()
+        info = data["payload"].get("info")
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        if isinstance(info, dict) and (total is None or total != self.last_total):
+            self.last_total = total
+            usage = _usage(info, self.b.reporter(number))
+            if usage is not None:
+                self.summary_usage[owner] = usage
 
     def session_meta(self, payload: dict[str, Any], ts: str | None) -> None:
         for key in ("cwd", "originator", "cli_version", "model_provider", "source"):

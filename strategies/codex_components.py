@@ -230,10 +230,24 @@ class CodexItem:
 
     @cached_property
     def estimate(self) -> int:
-        """`estimate_item_token_count` (§6)."""
+        """`estimate_item_token_count` (§6): an encrypted reasoning or a compaction item by the size of its encrypted
+        content, any other item by its JSON, its images and the encrypted content of an agent message
+        (`encrypted_content_bytes`)."""
         if self.type == "compaction" or (self.type == "reasoning" and self.encrypted_len):
             return approx_tokens_from_bytes(max(0, self.encrypted_len * 3 // 4 - self.overhead_bytes))
-        return approx_tokens_from_bytes(utf8_len(compact_json(self.to_json())) + self.image_bytes * len(self.images))
+        return approx_tokens_from_bytes(utf8_len(compact_json(self.to_json())) + self.image_bytes * len(self.images)
+                                        + self.encrypted_content_bytes)
+
+    @cached_property
+    def encrypted_content_bytes(self) -> int:
+        """What an agent message's encrypted content adds to its estimate: ceil(len*9/16) bytes for its payload
+        (spec §6; `encrypted_function_output_estimate_adjustment` and `estimate_encrypted_function_output_length`,
+        openai/codex:codex-rs/core/src/context_manager/history.rs@3aae5d8 L515-517, L759-795, which take the payload
+        out of the item's JSON and add that back). The payload is no part of `to_json` here (the transcript keeps only its
+        size, `encrypted_len`), so only the ceil(len*9/16) bytes are added; `to_json` is this module's form of an agent
+        message (`{"type", "message"}`, without the parts of upstream's `content`), so the encrypted part's own JSON
+        wrapper is not counted either. 0 for any other item."""
+        return -(-self.encrypted_len * 9 // 16) if self.type == "agent_message" else 0
 
     @cached_property
     def encrypted_reasoning(self) -> int:
@@ -321,8 +335,8 @@ class ItemConverter:
         if item.kind == "system":
             return self.make(type="message", role="developer", text=item.text, contextual=True, item_ids=ids)
         if item.kind == "user":
-            if codex_type == "agent_message":
-                return self.make(type="agent_message", text=item.text, item_ids=ids)
+            if codex_type == "agent_message":  # an encrypted payload's size: `meta.encrypted_len` (scenarios/codex_rollout.py)
+                return self.make(type="agent_message", text=item.text, encrypted_len=int(item.meta.get("encrypted_len") or 0), item_ids=ids)
             return self.make(type="message", role="user", text=item.text, images=images, contextual=item.synthetic, item_ids=ids)
         if item.kind == "assistant":
             return self.make(type="message", role="assistant", text=item.text, item_ids=ids)
