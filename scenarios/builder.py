@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -149,6 +150,25 @@ def token_counts(usage: Any, names: Sequence[str], report: Callable[[str], None]
         report(f"usage records none of the token counts {', '.join(names)} (its fields: {json_shown(list(usage))}); the usage is left unknown")
         return None
     return {name: counts.get(name, 0) for name in names}
+
+
+def unique_ids(ids: Sequence[str]) -> tuple[list[str], dict[int, tuple[str, list[int]]]]:
+    """`ids` made unique: every row of an id that several rows share gets `#row<N>` appended (its own row
+    index, so the new ids differ), until none is shared; and, per renamed row, the id it wanted and the
+    rows that shared it."""
+    out = list(ids)
+    renamed: dict[int, tuple[str, list[int]]] = {}
+    while True:
+        rows_of: dict[str, list[int]] = defaultdict(list)
+        for n, wanted in enumerate(out):
+            rows_of[wanted].append(n)
+        shared = {wanted: rows for wanted, rows in rows_of.items() if len(rows) > 1}
+        if not shared:
+            return out, renamed
+        for wanted, rows in shared.items():
+            for n in rows:
+                renamed.setdefault(n, (wanted, rows))
+                out[n] = f"{wanted}#row{n}"
 
 
 def image_attachment(mime: str, data: Any, name: str = "") -> Attachment:

@@ -44,12 +44,10 @@ Offline (`HF_DATASETS_OFFLINE=1` / `HF_HUB_OFFLINE=1`) a Hub id fails at once wi
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import tempfile
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -57,10 +55,10 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure, check_input
-from compaction_bench.scenarios.builder import TranscriptBuilder
-from compaction_bench.scenarios.openai_style import ROLES, add_messages
+from compaction_bench.scenarios.builder import TranscriptBuilder, unique_ids
+from compaction_bench.scenarios.openai_style import ROLES, add_messages, content_problem, describe_value, fields_of
 from compaction_bench.scenarios.readers import read_text
-from compaction_bench.transcript import Transcript, json_type
+from compaction_bench.transcript import Transcript
 
 FORMAT = "hf-dataset"
 MESSAGE_COLUMNS = ("messages", "conversations", "traj", "history")
@@ -71,8 +69,6 @@ ROLE_ALIASES = {"human": "user", "gpt": "assistant", "model": "assistant", "obse
 #: Fields that let an assistant message go without content (openai/openai-python:src/openai/types/chat/
 #: chat_completion_assistant_message_param.py@2dc3976: content "Required unless `tool_calls` or `function_call`").
 CONTENT_OPTIONAL_WITH = ("tool_calls", "function_call")
-#: Parts `openai_style.content_parts` takes an image from.
-IMAGE_PARTS = ("image_url", "image")
 
 
 def _where(row: int, message: int) -> str:
@@ -85,47 +81,8 @@ def chat_role(message: Mapping[str, Any], role_key: str) -> Any:
     return ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
 
 
-def fields_of(message: Mapping[str, Any]) -> str:
-    """The fields a message holds a value in, as an error lists them."""
-    return ", ".join(str(k) for k, v in message.items() if v is not None) or "none"
-
-
 def needs_content(message: Mapping[str, Any]) -> bool:
     return not any(message.get(k) for k in CONTENT_OPTIONAL_WITH)
-
-
-def readable_part(part: Any) -> bool:
-    """A content part `content_parts` reads: text (a string, or an object with `text` or `content`) or an image."""
-    if isinstance(part, str):
-        return True
-    return isinstance(part, Mapping) and (
-        part.get("type") in IMAGE_PARTS or isinstance(part.get("text"), str) or isinstance(part.get("content"), (str, list))
-    )
-
-
-def describe_value(value: Any) -> str:
-    """A value as a problem names it: its JSON type and its start (an object: its fields)."""
-    if isinstance(value, Mapping):
-        return f"an object with fields {fields_of(value)}"
-    shown = json.dumps(value, ensure_ascii=False, default=str)
-    return f"a JSON {json_type(value)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
-
-
-def content_problem(content: Any) -> str | None:
-    """What `content_parts` does with a content that is neither text nor a list of text/image parts, else None."""
-    if content is None or isinstance(content, str):
-        return None
-    if not isinstance(content, list):
-        return f"content is {describe_value(content)}, not text or a list of parts; kept as its JSON text"
-    bad = [n for n, part in enumerate(content) if not readable_part(part)]
-    if not bad:
-        return None
-    if len(bad) == 1:
-        return f"content part {bad[0]} is {describe_value(content[bad[0]])}, no text or image part; left out of the message's text"
-    return (
-        f"content parts {', '.join(map(str, bad))} are no text or image parts (the first: {describe_value(content[bad[0]])}); "
-        "left out of the message's text"
-    )
 
 
 def check_fields(path: Path, chats: Sequence[list[Any]], role_key: str, content_key: str) -> None:
@@ -197,25 +154,6 @@ def session_name(value: Any) -> str | None:
     if isinstance(value, (str, int, float)) and not isinstance(value, bool) and not is_missing(value) and str(value).strip():
         return str(value)
     return None
-
-
-def unique_ids(ids: Sequence[str]) -> tuple[list[str], dict[int, tuple[str, list[int]]]]:
-    """`ids` made unique: every row of an id that several rows share gets `#row<N>` appended (its own row
-    index, so the new ids differ), until none is shared; and, per renamed row, the id it wanted and the
-    rows that shared it."""
-    out = list(ids)
-    renamed: dict[int, tuple[str, list[int]]] = {}
-    while True:
-        rows_of: dict[str, list[int]] = defaultdict(list)
-        for n, wanted in enumerate(out):
-            rows_of[wanted].append(n)
-        shared = {wanted: rows for wanted, rows in rows_of.items() if len(rows) > 1}
-        if not shared:
-            return out, renamed
-        for wanted, rows in shared.items():
-            for n in rows:
-                renamed.setdefault(n, (wanted, rows))
-                out[n] = f"{wanted}#row{n}"
 
 
 OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")

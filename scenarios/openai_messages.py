@@ -9,20 +9,19 @@ reads its rows: transcript `<file stem>:<id>` (`line<N>` / `entry<N>` without an
 message decides what the file holds; a message among records, or a record among messages, is an error
 naming its line: read as a message, a record is no message (no role), and its whole session was lost.
 
-Session records' ids are unique within the file, made so as `hf-dataset` makes its rows' (`hf_dataset.unique_ids`,
+Session records' ids are unique within the file, made so as `hf-dataset` makes its rows' (`builder.unique_ids`,
 its module docstring): records that would share one each get `#row<N>` appended, N their index among the
 file's records (so a file both importers read gives the same ids), and each of those sessions carries a
 problem naming the records and their lines. Two sessions of one id would each be asked the other's probes
 (`bench.probes.assign_probes` matches a probe's `session` by id), and `bench probes mine` would write probe
 ids twice, which `bench probes check` refuses. tau-bench runs of one task and trial (two results files put
-together) still share an id: `tests/test_robustness.py::test_import_never_writes_outside_the_output_folder_nor_overwrites`
-expects them kept as they are; `distinct_ids` would make them unique as it does records.
+together) are made unique the same way, N their index among the runs.
 
 A message's content is text or a list of content parts (openai/openai-python:src/openai/types/chat/
 chat_completion_user_message_param.py@4677fff: `content: Required[Union[str, Iterable[ChatCompletionContentPartParam]]]`).
 Content of another type (a number, an object not in the parts form, a part that is no text or image
 part) is a problem naming the message and its line, its text kept as `content_parts` makes it
-(`hf_dataset.content_problem`), in every layout the importer reads.
+(`openai_style.content_problem`), in every layout the importer reads.
 """
 
 from __future__ import annotations
@@ -32,15 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
-from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of
-from compaction_bench.scenarios.hf_dataset import content_problem, unique_ids
-from compaction_bench.scenarios.openai_style import add_messages, sniff_messages
+from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of, unique_ids
+from compaction_bench.scenarios.openai_style import add_messages, content_problem, sniff_messages
 from compaction_bench.scenarios.readers import SURROGATE_PROBLEM, parse_json, read_json_reported, read_jsonl, read_text, scrubbed
 from compaction_bench.transcript import Transcript
 
 FORMAT = "openai-messages"
 #: How a problem names one session record and several (`distinct_ids`): in JSONL, in a JSON list.
-RECORDS, ENTRIES = ("record", "records"), ("entry", "entries")
+RECORDS, ENTRIES, RUNS = ("record", "records"), ("entry", "entries"), ("run", "runs")
 
 
 def is_tau_run(entry: Any) -> bool:
@@ -113,7 +111,7 @@ def add_chat(
     line_of: Callable[[int], int | None] = lambda m: None,
 ) -> None:
     """`add_messages`, each message whose content it does not read as text or parts reported first
-    (`hf_dataset.content_problem`, module docstring); `where`/`line_of` name a message as `add_messages` does."""
+    (`openai_style.content_problem`, module docstring); `where`/`line_of` name a message as `add_messages` does."""
     for m, message in enumerate(messages):
         problem = content_problem(message.get("content")) if isinstance(message, Mapping) else None
         if problem is not None:
@@ -121,11 +119,14 @@ def add_chat(
     add_messages(builder, messages, where=where, line_of=line_of)
 
 
-def distinct_ids(wanted: Sequence[str], builders: Sequence[TranscriptBuilder], lines: list[int] | None) -> list[str]:
-    """The records' ids made unique within the file (`hf_dataset.unique_ids`: `#row<N>`, module docstring);
-    each renamed record's builder names the records that shared its id and, in JSONL, their lines."""
+def distinct_ids(
+    wanted: Sequence[str], builders: Sequence[TranscriptBuilder], lines: list[int] | None, nouns: tuple[str, str] | None = None
+) -> list[str]:
+    """The records' ids made unique within the file (`builder.unique_ids`: `#row<N>`, module docstring);
+    each renamed record's builder names the records (`nouns`: what a record is called, one and several) that
+    shared its id and, in JSONL, their lines."""
     ids, renamed = unique_ids(wanted)
-    one, several = RECORDS if lines else ENTRIES
+    one, several = nouns or (RECORDS if lines else ENTRIES)
     for n, (shared_id, shared) in renamed.items():
         at = f" (lines {', '.join(str(lines[k]) for k in shared)})" if lines else ""
         same = f"{several} {', '.join(map(str, shared))}{at} have the same session id {shared_id!r}"
@@ -217,9 +218,9 @@ class OpenAIMessagesImporter(Importer):
 
     @staticmethod
     def _tau_runs(path: Path, data: Sequence[Mapping[str, Any]], problems: Sequence[str]) -> list[Transcript]:
-        """Each tau-bench run as its own transcript, `<stem>:task<task_id>:trial<trial>` (not made unique: module docstring)."""
-        transcripts = []
-        for n, entry in enumerate(data):
-            name = f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}"
-            transcripts.append(tau_builder(path, n, entry, problems).finish(name, source={"entry": n}, meta=tau_meta(entry)))
-        return transcripts
+        """Each tau-bench run as its own transcript, `<stem>:task<task_id>:trial<trial>`, unique within the file as
+        records' ids are (`distinct_ids`: two results files put together repeat a task's trials)."""
+        builders = [tau_builder(path, n, entry, problems) for n, entry in enumerate(data)]
+        wanted = [f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}" for entry in data]
+        ids = distinct_ids(wanted, builders, None, RUNS)
+        return [builder.finish(ids[n], source={"entry": n}, meta=tau_meta(data[n])) for n, builder in enumerate(builders)]

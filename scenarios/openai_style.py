@@ -23,7 +23,7 @@ from compaction_bench.scenarios.builder import (
     mapping_of,
     token_counts,
 )
-from compaction_bench.transcript import Attachment, Item, Usage
+from compaction_bench.transcript import Attachment, Item, Usage, json_type
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -75,6 +75,49 @@ def content_parts(content: Any) -> tuple[str, tuple[Attachment, ...]]:
         else:
             texts.append(as_text([part]))
     return "\n".join(t for t in texts if t), tuple(attachments)
+
+
+#: Parts `openai_style.content_parts` takes an image from.
+IMAGE_PARTS = ("image_url", "image")
+
+
+def fields_of(message: Mapping[str, Any]) -> str:
+    """The fields a message holds a value in, as an error lists them."""
+    return ", ".join(str(k) for k, v in message.items() if v is not None) or "none"
+
+
+def readable_part(part: Any) -> bool:
+    """A content part `content_parts` reads: text (a string, or an object with `text` or `content`) or an image."""
+    if isinstance(part, str):
+        return True
+    return isinstance(part, Mapping) and (
+        part.get("type") in IMAGE_PARTS or isinstance(part.get("text"), str) or isinstance(part.get("content"), (str, list))
+    )
+
+
+def describe_value(value: Any) -> str:
+    """A value as a problem names it: its JSON type and its start (an object: its fields)."""
+    if isinstance(value, Mapping):
+        return f"an object with fields {fields_of(value)}"
+    shown = json.dumps(value, ensure_ascii=False, default=str)
+    return f"a JSON {json_type(value)} ({shown[:40]}{'…' if len(shown) > 40 else ''})"
+
+
+def content_problem(content: Any) -> str | None:
+    """What `content_parts` does with a content that is neither text nor a list of text/image parts, else None."""
+    if content is None or isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return f"content is {describe_value(content)}, not text or a list of parts; kept as its JSON text"
+    bad = [n for n, part in enumerate(content) if not readable_part(part)]
+    if not bad:
+        return None
+    if len(bad) == 1:
+        return f"content part {bad[0]} is {describe_value(content[bad[0]])}, no text or image part; left out of the message's text"
+    return (
+        f"content parts {', '.join(map(str, bad))} are no text or image parts (the first: {describe_value(content[bad[0]])}); "
+        "left out of the message's text"
+    )
 
 
 def sniff_messages(head: str) -> bool:

@@ -155,3 +155,13 @@ def test_text_image_parts_and_tool_calls_without_content_are_no_problem(tmp_path
     path = write_jsonl(tmp_path / "forms.jsonl", [{"id": "a", "messages": messages}, {"id": "b", "messages": CHAT}])
     first, _ = load_transcripts(path)
     assert [i.kind for i in first.items] == ["user", "tool_call", "tool_result"] and not problems(first)
+
+
+def test_tau_runs_of_one_task_and_trial_get_ids_of_their_own(tmp_path):
+    """Two tau-bench results files put together repeat a task's trials: each run keeps its own session (and probes)."""
+    runs = write_json(tmp_path / "runs.json", [{"task_id": 7, "trial": 0, "traj": CHAT}, {"task_id": 8, "trial": 0, "traj": CHAT},
+                                               {"task_id": 7, "trial": 0, "traj": CHAT}])
+    first, other, again = load_transcripts(runs)
+    assert [first.id, other.id, again.id] == ["runs:task7:trial0#row0", "runs:task8:trial0", "runs:task7:trial0#row2"]
+    assert problems(first) == [f"{runs}: runs 0, 2 have the same session id 'runs:task7:trial0'; this one, run 0, is named 'runs:task7:trial0#row0'"]
+    assert not problems(other)

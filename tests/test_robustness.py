@@ -66,9 +66,11 @@ def test_import_never_writes_outside_the_output_folder_nor_overwrites(tmp_path):
     written = sorted(out.iterdir())
     assert len(written) == 5 and all(p.parent == out and p.suffix == ".jsonl" for p in written)
     assert sorted(p.name for p in tmp_path.rglob("*.jsonl")) == sorted([p.name for p in written] + ["notes.jsonl"])
-    # Every session is there once: the two "same" ids got distinct names.
+    # Every session is there once: the two "same" runs got distinct ids (`#row<N>`, N their place among the runs)
+    # and so distinct file names.
     ids = sorted(Transcript.read(p).id for p in written)
-    assert ids == sorted(f"runs:task{t}:trial0" for t in ["/../../x/notes", "../../x/notes", "/etc/passwd", "same", "same"])
+    assert ids == sorted([*(f"runs:task{t}:trial0" for t in ["/../../x/notes", "../../x/notes", "/etc/passwd"]),
+                          "runs:tasksame:trial0#row3", "runs:tasksame:trial0#row4"])
     # Importing again into the same folder is an error, not a silent overwrite.
     before = {p: p.read_bytes() for p in written}
     assert_user_error(bench_cli("import", str(source), "-o", str(out)), "already exists; not overwritten")
