@@ -28,11 +28,13 @@ by family (DESIGN §6; `docs/specs/evaluation.md` §1 and §4 for the four Facto
   command behind a described shell call. An exit code's evidence is its command followed either by the
   tool's own line (`Exit code: 1`, `<returncode>1</returncode>`) or, as a summary words it, by the code
   in words close after it in the same sentence (`exited with 1`, `exit code 1`, `returned 1`,
-  `status 1`; `_stated_code_evidence`). An edit or write tool's receipt is none of these: its fixed words
-  and what the call's own arguments state (Pi's `Successfully replaced text in f. Changed 12 characters to
-  18 characters.`, Claude Code's `File created successfully at: f`, Codex's `Success. Updated the following
-  files:` and `M f`; `RECEIPTS`) are left out, and the family takes the next outputs in their place, as
-  for any other output it leaves out; a receipt that says more (a snippet of the file, a warning) stays;
+  `status 1`; `_stated_code_evidence`). A tool's receipt is none of these: its fixed words and what the
+  call's own arguments state (Pi's `Successfully replaced text in f. Changed 12 characters to 18
+  characters.`, Claude Code's `File created successfully at: f`, Codex's `Success. Updated the following
+  files:` and `M f`, and of tools that edit nothing tau-bench's `Transfer successful`, OpenHands' `Your
+  thought has been logged.`, Pi's `(no output)`, the ElevenLabs MCP's `Successfully played audio file: f`;
+  `RECEIPTS`) are left out, and the family takes the next outputs in their place, as for any other output
+  it leaves out; a receipt that says more (a snippet of the file, a warning, an id the tool made) stays;
 - decision: assistant and reasoning sentences that give a reason or choose (because, instead of,
   for consistency, we need to, I plan to, …), and the items of an assistant's closing summary;
 - continuation: stated next steps (I'll, let me, now I, next step, …) and the items of a plan or
@@ -363,10 +365,22 @@ def _request_label(user: Item | None) -> str:
 
 
 def _results(transcript: Transcript) -> dict[str, list[Item]]:
+    """The results of each call, by the call's item id. A result answers the first call before it with its call id
+    that is not answered yet, else the last such call (another result of an answered call): results pair with calls
+    in order, and a recorder may reuse a call id once its call is answered (`scenarios/builder.py`; 71 ids in
+    tau-bench's `gpt-4o-airline.json`, 8 in SWE-agent's marshmallow replays). Grouped by call id alone, each call of
+    a reused id took every result of it (`get_reservation_details` on `MUGYUB` "output" `Transfer successful`)."""
+    waiting: dict[str, list[str]] = {}
+    last: dict[str, str] = {}
     by_call: dict[str, list[Item]] = {}
     for item in transcript.items:
-        if item.kind == "tool_result" and item.call_id:
-            by_call.setdefault(item.call_id, []).append(item)
+        call_id = item.call_id or ""
+        if item.kind == "tool_call" and call_id:
+            waiting.setdefault(call_id, []).append(item.id)
+            last[call_id] = item.id
+        elif item.kind == "tool_result" and call_id in last:
+            pending = waiting[call_id]
+            by_call.setdefault(pending.pop(0) if pending else last[call_id], []).append(item)
     return by_call
 
 
@@ -374,7 +388,7 @@ def _calls(transcript: Transcript) -> Iterator[tuple[Item, list[Item]]]:
     by_call = _results(transcript)
     for item in transcript.items:
         if item.kind == "tool_call":
-            yield item, by_call.get(item.call_id or "", [])
+            yield item, by_call.get(item.id, [])
 
 
 def _tool_label(call: Item | None) -> str:
@@ -605,7 +619,7 @@ def _artifacts(transcript: Transcript) -> Iterator[_Candidate]:
                     question = _artifact_question(verb, call, label)
                     yield _Candidate("artifact", f"artifact.{'call' if _command(call) == '' else 'shell'}-{verb.split()[0]}", question,
                                      target, call.id, strength=0, key=target)
-            for result in by_call.get(call.call_id or "", []):
+            for result in by_call.get(call.id, []):
                 for match in RESULT_PATH.finditer(TAGS.sub("", result.text)):
                     if match.group("opened") and name != "edit":
                         continue
@@ -739,10 +753,18 @@ def _patch_stated(call: Item, found: re.Match[str]) -> bool:
     return all(line[2:] in headers for line in found["listed"].split("\n") if line)
 
 
-#: Edit and write tools' fixed acknowledgements (`pattern`, matched against the whole of the output's meaningful
-#: lines, `_lines`) and whether the call's arguments state all the rest of one (`stated`). Such a receipt answers
-#: nothing the call did not say: a probe on it rewards keeping raw recent tool output, not knowing a fact. One that
-#: says more (a diff or a `cat -n` snippet, a warning, a note that the user changed the edit) is no receipt.
+def _called(*names: str) -> Callable[[Item, re.Match[str]], bool]:
+    """A wording with no variable part is the acknowledgement only of the tool that words it so (by its name)."""
+    return lambda call, _found: (call.tool_name or "") in names
+
+
+#: Tools' fixed acknowledgements (`pattern`, matched against the whole of the output's meaningful lines, `_lines`,
+#: or the text of an MCP `TextContent` recorded whole, `_mcp_text`) and whether the call's arguments state all the
+#: rest of one (`stated`): edit and write receipts, and the fixed words of tools that edit nothing. Such a receipt
+#: answers nothing the call did not say: a probe on it rewards keeping raw recent tool output, not knowing a fact.
+#: One that says more (a diff or a `cat -n` snippet, a warning, a note that the user changed the edit, an id or a
+#: file name the tool made, a verdict such as tau-bench's `Error: not enough seats on flight HAT290` or EnIGMA's
+#: `Wrong flag!`) is no receipt.
 RECEIPTS: tuple[tuple[re.Pattern[str], Callable[[Item, re.Match[str]], bool]], ...] = (
     # Pi `edit`: `Successfully replaced text in ${path}. Changed ${oldText.length} characters to ${newText.length}
     # characters.` (badlogic/pi-mono packages/coding-agent/src/core/tools/edit.ts@65fb9116 L239; from 8c43a9fb on
@@ -770,16 +792,46 @@ RECEIPTS: tuple[tuple[re.Pattern[str], Callable[[Item, re.Match[str]], bool]], .
     # between cursor marks, the cursors moved to that line (config/commands/cursors_defaults.sh@5b143857 L6-80)
     (re.compile(r"\[File: (?P<path>.+) \(1 lines total\)\]\n(?:<<<<< START CURSOR >>>>>\n1:\n<<<<< END CURSOR >>>>>"
                 r"(?:\n(?:START|END)_CURSOR moved to 1){0,2}|1:)"), _path_stated),
+    # tau-bench `transfer_to_human_agents`: `Transfer successful`, whatever the summary (sierra-research/tau-bench
+    # tau_bench/envs/airline/tools/transfer_to_human_agents.py@59a200c6 L13, retail/tools/… L11)
+    (re.compile(r"Transfer successful"), _called("transfer_to_human_agents")),
+    # OpenHands `think`: `Your thought has been logged.` (All-Hands-AI/OpenHands openhands/runtime/base.py@156d0686
+    # L972, AgentThinkObservation; OpenHands/software-agent-sdk openhands-sdk/openhands/sdk/tool/builtins/think.py@611629e6 L78)
+    (re.compile(r"Your thought has been logged\."), _called("think")),
+    # Pi `bash` when the command printed nothing and exited 0 (a non-zero exit is an error result): `(no output)`
+    # (badlogic/pi-mono packages/coding-agent/src/core/tools/bash.ts@83378aad L259; src/tools/bash.ts@ffc9be88 L29),
+    # as SWE-agent's `Your command ran successfully and did not produce any output.` (`BOILERPLATE`)
+    (re.compile(r"\(no output\)"), _called("bash")),
+    # ElevenLabs MCP `play_audio`: `Successfully played audio file: {file_path}`, the `input_file_path` it was given
+    # resolved (elevenlabs/elevenlabs-mcp elevenlabs_mcp/server.py@c93b790e L1298-1301, utils.py handle_input_file L191)
+    (re.compile(r"Successfully played audio file: (?P<path>.+)"), _path_stated),
 )
 
 
+def _mcp_text(body: str) -> str | None:
+    """The text of an MCP `TextContent` recorded whole, as the corpora's Claude Code sessions record the ElevenLabs
+    server's (`{"type":"text","text":"…","annotations":null,"_meta":null}`; modelcontextprotocol/python-sdk
+    src/mcp-types/mcp_types/_types.py@57394b05 L1150), its meaningful lines; None for any other output."""
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    if isinstance(data, dict) and data.get("type") == "text" and isinstance(text := data.get("text"), str):
+        return "\n".join(_lines(text))
+    return None
+
+
 def _receipt(call: Item, lines: Sequence[str]) -> bool:
-    """The output, its meaningful lines (`_lines`), is an edit or write tool's receipt for this call (`RECEIPTS`)."""
+    """The output, its meaningful lines (`_lines`) or the text of an MCP `TextContent` they are (`_mcp_text`), is a
+    tool's fixed acknowledgement of this call (`RECEIPTS`)."""
     body = "\n".join(lines)
-    for pattern, stated in RECEIPTS:
-        found = pattern.fullmatch(body)
-        if found and stated(call, found):
-            return True
+    for text in dict.fromkeys(t for t in (body, _mcp_text(body)) if t is not None):
+        for pattern, stated in RECEIPTS:
+            found = pattern.fullmatch(text)
+            if found and stated(call, found):
+                return True
     return False
 
 
@@ -826,7 +878,7 @@ def _recalls(transcript: Transcript) -> Iterator[_Candidate]:
                 continue
             lines = _lines(text)
             if _receipt(call, lines):
-                continue  # an edit or write tool's acknowledgement of what the call said
+                continue  # a tool's fixed acknowledgement of what the call said
             subject = _tool_label(call)
             code = _exit_code(text)
             value = code and (code.group(1) or code.group(2))

@@ -170,3 +170,135 @@ def test_the_audits_labelled_set_of_three_is_recalled_on_its_recorded_session(tm
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["labelled_by_kind"]["artifact"] == 1 and data["recalled_by_kind"]["artifact"] == 1 and data["recall"] == 1.0
+
+
+# --------------------------------------------------------------------------- s41, second pass: fixed acknowledgements
+# of tools that edit nothing, and results paired with the call that made them
+
+#: The fixed acknowledgements `RECEIPTS` now leaves out besides the edit and write receipts.
+FIXED = re.compile(r"^(?:Transfer successful|Your thought has been logged\.|\(no output\)|.*Successfully played audio file: )")
+TAU = CORPORA / "tau-bench-traj" / "sierra-research__tau-bench" / "gpt-4o-airline.json"
+
+
+def _tau_call(call_id: str, name: str, args: dict) -> dict:
+    function = {"arguments": json.dumps(args), "name": name}
+    return {"content": None, "role": "assistant", "tool_calls": [{"function": function, "id": call_id, "type": "function"}]}
+
+
+def _tau_result(call_id: str, name: str, output: str) -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "name": name, "content": output}
+
+
+def _tau_file(path: Path, steps: list[tuple[str, str, dict, str]]) -> Path:
+    """A tau-bench results file (the recorded format: a list of tasks, each with its `traj` of OpenAI chat messages)
+    in which one user request is answered by a call per step, each with its result."""
+    traj: list[dict] = [{"role": "system", "content": "# Airline Agent Policy\n\nYou can help users with their reservations."},
+                        {"role": "user", "content": "My flight HAT045 was delayed and I want compensation, user id mei_brown_7075."}]
+    for call_id, name, args, output in steps:
+        traj += [_tau_call(call_id, name, args), _tau_result(call_id, name, output)]
+    traj.append({"role": "assistant", "content": "Is there anything else I can help you with?"})
+    path.write_text(json.dumps([{"task_id": 37, "reward": 0.0, "info": {}, "traj": traj, "trial": 0}]), encoding="utf-8")
+    return path
+
+
+def test_tau_bench_transfer_acknowledgement_is_no_recall_fact_and_a_certificate_it_made_is(tmp_path):
+    """`transfer_to_human_agents` returns `Transfer successful` whatever it is given (tau-bench
+    transfer_to_human_agents.py); `send_certificate` names the certificate it made, which the call did not say."""
+    (transcript,) = load_transcripts(_tau_file(tmp_path / "tau.json", [
+        ("call_1", "calculate", {"expression": "50 * 4"}, "200.0"),
+        ("call_2", "send_certificate", {"user_id": "mei_brown_7075", "amount": 200},
+         "Certificate certificate_3221322 added to user mei_brown_7075 with amount 200."),
+        ("call_3", "transfer_to_human_agents", {"summary": "Delayed flight HAT045; the user wants a refund instead."},
+         "Transfer successful"),
+    ]))
+    recall = _recall_answers(transcript)
+    assert "Transfer successful" not in recall, recall
+    assert "Certificate certificate_3221322 added to user mei_brown_7075 with amount 200." in recall, recall
+    assert "200.0" in recall, recall
+
+
+def test_openhands_think_acknowledgement_is_no_recall_fact_but_a_program_printing_such_words_is():
+    """OpenHands' `think` answers every thought with `Your thought has been logged.`; the words are the
+    acknowledgement only of the tool that words it so: a shell command's `Transfer successful` is what that program
+    reported, and is asked."""
+    transcript = _session([
+        ("think", {"thought": "The match on a one-element tuple must not be treated as a tuple."}, "Your thought has been logged."),
+        ("execute_bash", {"command": "ponyc --version"}, "0.58.9-cabe71e [release]"),
+        ("Bash", {"command": "./bank transfer --to bob --amount 20"}, "Transfer successful"),
+    ])
+    recall = _recall_answers(transcript)
+    assert "Your thought has been logged." not in recall, recall
+    assert "0.58.9-cabe71e [release]" in recall and "Transfer successful" in recall, recall
+
+
+def test_pi_bash_without_output_is_no_recall_fact(tmp_path):
+    """Pi's `bash` says `(no output)` when the command printed nothing and exited 0 (bash.ts), as SWE-agent says
+    `Your command ran successfully and did not produce any output.`, which `BOILERPLATE` already leaves out."""
+    (transcript,) = load_transcripts(_pi_session(tmp_path / "pi.jsonl", [
+        ("bash", {"command": "mkdir -p packages/coding-agent/docs"}, "(no output)"),
+        ("bash", {"command": "git rev-parse --short HEAD"}, "a1b2c3d"),
+    ]))
+    recall = _recall_answers(transcript)
+    assert "(no output)" not in recall, recall
+    assert "a1b2c3d" in recall, recall
+
+
+def _mcp(text: str, wrapped: bool = False) -> str:
+    """An MCP `TextContent` as Claude Code records the ElevenLabs server's (the corpora's `Smartagent-so` sessions)."""
+    content = {"type": "text", "text": text, "annotations": None, "_meta": None}
+    return json.dumps({"result": content} if wrapped else content, separators=(",", ":"))
+
+
+def test_elevenlabs_play_audio_acknowledgement_is_no_recall_fact_and_the_file_text_to_speech_made_is():
+    made = "/Users/u/Desktop/tts_Hello_20251203_115233.mp3"
+    transcript = _session([
+        ("mcp__elevenlabs__text_to_speech", {"text": "Hello there", "voice_name": "Some brit Assistant"},
+         _mcp(f"Success. File saved as: {made}. Voice used: Some brit Assistant", wrapped=True)),
+        ("mcp__elevenlabs__play_audio", {"input_file_path": made}, _mcp(f"Successfully played audio file: {made}")),
+        # a relative path is resolved (handle_input_file): still the file the call named
+        ("mcp__elevenlabs__play_audio", {"input_file_path": "tts_Bye_20251203_120000.mp3"},
+         _mcp("Successfully played audio file: /Users/u/Desktop/tts_Bye_20251203_120000.mp3")),
+        # a file the call did not name: the output says something of its own
+        ("mcp__elevenlabs__play_audio", {"input_file_path": "/Users/u/Desktop/a.mp3"},
+         _mcp("Successfully played audio file: /Users/u/Desktop/b.mp3")),
+    ])
+    recall = _recall_answers(transcript)
+    assert [a for a in recall if "Successfully played audio file" in a] == [_mcp("Successfully played audio file: /Users/u/Desktop/b.mp3")]
+    assert any(made in a and "Success. File saved as" in a for a in recall), recall
+
+
+def test_a_reused_call_id_pairs_each_result_with_its_own_call(tmp_path):
+    """tau-bench's gpt-4o trajectories reuse a call id once its call is answered (71 times in gpt-4o-airline.json).
+    Each result is asked about the call that made it, not every call with its id."""
+    (transcript,) = load_transcripts(_tau_file(tmp_path / "tau.json", [
+        ("call_a", "get_reservation_details", {"reservation_id": "MUGYUB"}, "Error: reservation not found"),
+        ("call_b", "get_user_details", {"user_id": "mei_brown_7075"}, '{"membership": "gold", "reservations": ["MUGYUB"]}'),
+        ("call_a", "calculate", {"expression": "1625 - (53 + 71 + 65)"}, "1436.0"),
+    ]))
+    asked = {p.answer: p.question for p in mine_probes(transcript) if p.kind == "recall"}
+    assert "`calculate`" in asked.get("1436.0", ""), asked
+    assert "`get_user_details`" in asked.get('{"membership": "gold", "reservations": ["MUGYUB"]}', ""), asked
+
+
+@pytest.mark.corpora
+def test_tau_bench_recall_probes_name_the_call_of_their_output_and_ask_no_transfer():
+    """Of the recorded tau-bench airline file: 48 recall probes were `Transfer successful`, and 6 named another call
+    than the one whose output they ask (`get_reservation_details` on `MUGYUB` "output" `Transfer successful`)."""
+    for transcript in load_transcripts(TAU):
+        for probe in mine_probes(transcript):
+            source = transcript.by_id[probe.source]
+            if probe.kind == "recall" and source.kind == "tool_result":
+                assert probe.answer != "Transfer successful", transcript.id
+                assert f"`{source.tool_name}`" in probe.question, (transcript.id, probe.question, source.tool_name)
+
+
+@pytest.mark.corpora
+@pytest.mark.parametrize("path", [
+    CORPORA / "openhands-events" / "All-Hands-AI__OpenHands" / "multi_swe_bench_examples_output.jsonl",
+    CORPORA / "claude-code-jsonl" / "Smartagent-so__Personal_AI_Infrastructure" / "24a90d02-9724-4548-9f4f-97bcb9f93ef3.jsonl",
+    CORPORA / "claude-code-jsonl" / "Smartagent-so__Personal_AI_Infrastructure" / "703e4528-dfb0-4257-a888-e10b7d3e39a8.jsonl",
+], ids=lambda p: p.name[:20])
+def test_recorded_sessions_ask_no_fixed_acknowledgement(path):
+    """OpenHands' `think` (2 probes) and the ElevenLabs `play_audio` (9) in the sessions that held them."""
+    for transcript in load_transcripts(path):
+        assert [a for a in _recall_answers(transcript) if FIXED.match(a)] == [], transcript.id
