@@ -60,7 +60,9 @@ from compaction_bench.llm import (
     CallSettings,
     LLMClient,
     LLMError,
+    base_url_variables,
     is_offline,
+    litellm_provider,
     model_endpoint,
     model_problem,
     redact_url,
@@ -1353,6 +1355,9 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     if not total:
         raise RunError(f"{source.root}: no finished cell to score (a failed cell's error is in errors.log); `bench run --resume` runs the rest")
     given = given_probes(probes) if probes is not None else None
+    config = _config_from_manifest(manifest)
+    config.answerer = config.answerer if answerer is None else answerer
+    _refuse_moved_endpoints(manifest["config"], config, answerer_named=answerer is not None)
     # The folder written is claimed as a run's is (`run_folder.claim`): the run itself with --in-place (no run or
     # other score works in it meanwhile), else a new folder made atomically, `<run>-scored-<time>` (`-2`, `-3`, …
     # for scores started in the same second) unless --out names it.
@@ -1376,8 +1381,6 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     for name, case_probes in zip(names, asked, strict=True):
         cases[name] = Case(name, transcripts[name], case_probes)
     profiles = {name: profile_from_dict(data) for name, data in manifest["profiles"].items()}
-    config = _config_from_manifest(manifest)
-    config.answerer = config.answerer if answerer is None else answerer
     config.run_dir = str(target)
     # the run's own replies answer first: a score of a run needs no call its cells made (`llm` step 3)
     settings = dataclasses.replace(config.call_settings(), run_responses=str(source.root))
@@ -1422,6 +1425,28 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     calls.say(source.root)
     note_unusual_replies(store.root)
     return store.root
+
+
+def _refuse_moved_endpoints(run_config: Mapping[str, Any], config: RunConfig, *, answerer_named: bool) -> None:
+    """`RunError` when a model the score asks as the run asked it (the judge; the answerer unless `--answerer` names
+    one) would be called at another endpoint than the run recorded for it (`RunConfig.endpoints`): a base-URL variable
+    set, unset or changed since the run. The run's replies are keyed by their endpoint, so none of them would answer,
+    and the score would ask another server without a word. A run that recorded no endpoints (before the fortieth
+    pass) is not checked."""
+    recorded = run_config.get("endpoints")
+    if not isinstance(recorded, dict):
+        return
+    for role in ("judge",) if answerer_named else ("answerer", "judge"):
+        model = getattr(config, role)
+        if not model or role not in recorded:
+            continue
+        now = model_endpoint(model, config.api_base)
+        if now != recorded[role]:
+            default = "the provider's default endpoint"
+            variables = " or ".join(base_url_variables(litellm_provider(model)))
+            other = "; to score with another endpoint on purpose, name the answerer (--answerer MODEL)" if role == "answerer" else ""
+            raise RunError(f"the run called its {role} {model} at {recorded[role] or default}, and this score would call "
+                           f"{now or default}: set {variables} as the run had it{other}")
 
 
 def _scored_endpoints(run_config: Mapping[str, Any], config: RunConfig) -> dict[str, Any]:

@@ -252,3 +252,30 @@ def test_an_agents_summary_request_reaches_anthropic_without_a_made_up_tool(comp
                   if any(b.get("type") == "tool_use" for m in p["messages"] if isinstance(m["content"], list) for b in m["content"])]
     assert with_calls  # codex-local's summary request carries the session's tool calls
     assert [p.get("tools", []) for p in with_calls] == [[]] * len(with_calls)
+
+
+# --------------------------------------------------------------------------- a score whose endpoint moved since the run
+def test_a_score_refuses_an_answerer_whose_base_url_variable_changed_since_the_run(compacting_case, monkeypatch, tmp_path):
+    """The run's answerer endpoint came from OPENAI_BASE_URL. Scored with the variable unset, its replies (keyed by
+    endpoint) answered nothing and every request went to OpenAI's own endpoint, silently; now the score stops,
+    naming both endpoints and the variable. With the variable as the run had it, the run's replies answer all."""
+    monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path / "run-cache"))
+    server = ModelServer("openai")
+    try:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        run = run_once(compacting_case, tmp_path / "runs", "env", strategies=["truncate"], answerer=SUMMARIZER)
+        assert json.loads((run / "manifest.json").read_text())["config"]["endpoints"]["answerer"] == server.base_url
+        asked = server.received
+        monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path / "empty-cache"))
+        monkeypatch.delenv("OPENAI_BASE_URL")
+        proc = bench_cli("score", str(run), "--out", str(tmp_path / "moved"), "--no-report")
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith("error: the run called its answerer openai/gpt-4o-mini at " + server.base_url), last
+        assert "the provider's default endpoint" in last and "set OPENAI_BASE_URL or OPENAI_API_BASE" in last, last
+        assert server.received == asked and not (tmp_path / "moved").exists()
+        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+        score(run, out=tmp_path / "scored", report=False)
+        assert server.received == asked  # the run's own replies answered every request
+    finally:
+        server.close()
