@@ -376,9 +376,9 @@ def file_cases(
 
     hashed = {} if hashed is None else hashed
     for done, path in enumerate(paths, start=1):
-        sha256 = None
-        if Path(path).is_file():
-            sha256 = hashed[str(Path(path).resolve())] = sha256_file(Path(path))
+        sha256 = input_sha256(Path(path))
+        if sha256 is not None:
+            hashed[str(Path(path).resolve())] = sha256
         if sha256 is not None and sha256 in by_bytes:  # a copy of a file already read: not read again
             digests = by_bytes[sha256][1]
             LOG.warning("warning: %s: the same file as %s (identical bytes); its %s run once (the copy is left out)",
@@ -1194,6 +1194,21 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def input_sha256(path: Path) -> str | None:
+    """The sha256 of a transcript input: a file's bytes; for a folder an importer reads as one session (an OpenHands
+    V1 conversation, `importing.folder_input`), of each file under it, by its path relative to the folder and its
+    bytes, in path order (symlinked folders not followed); None for a name that is neither (a Hub dataset id)."""
+    if path.is_file():
+        return sha256_file(path)
+    if not path.is_dir():
+        return None
+    files = sorted(Path(top, name) for top, _, names in os.walk(path) for name in names)
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.relative_to(path).as_posix()}\0{sha256_file(file)}\n".encode())
+    return digest.hexdigest()
+
+
 def scenario_files(index: int, case: Case) -> dict[Path, str]:
     """The files scenario `index` keeps in the run folder (relative path → text): its probes and,
     for a transcript built in memory, the transcript's canonical form."""
@@ -1209,16 +1224,16 @@ def scenario_entry(index: int, case: Case, files: Mapping[Path, str], hashed: di
     sha256 of each transcript file read so far: a file of 1,000 sessions is read once, not 1,000 times.
 
     `file` is absolute for the user's transcript files and relative to the run folder for the
-    canonical copies in `transcripts/`; `sha256` is the file's (None for a name that is no file,
-    e.g. a Hub dataset id).
+    canonical copies in `transcripts/`; `sha256` is the file's, or a folder's (`input_sha256`; None for a
+    name that is neither, e.g. a Hub dataset id).
     """
     probes_file, *copy = files
     if case.file is not None:
         file, fmt, options, session = case.file, case.format, dict(case.import_options), case.session_index
         if hashed is None:
             hashed = {}
-        if file not in hashed and Path(file).is_file():
-            hashed[file] = sha256_file(Path(file))
+        if file not in hashed and (digest := input_sha256(Path(file))) is not None:
+            hashed[file] = digest
         sha256 = hashed.get(file)
     else:
         file, fmt, options, session = str(copy[0]), "canonical", {}, 0
@@ -1271,9 +1286,10 @@ def scenario_transcripts(root: Path, entries: Sequence[Mapping[str, Any]]) -> di
         path = file if file.is_absolute() else root / file
         if entry.get("sha256") is not None:
             if path not in digests:
-                if not path.is_file():
+                digest = input_sha256(path)
+                if digest is None:
                     raise RunError(f"scenario {name!r}: its transcript {path} is gone")
-                digests[path] = sha256_file(path)
+                digests[path] = digest
             if digests[path] != entry["sha256"]:
                 raise RunError(f"scenario {name!r}: {path} changed since the run (sha256 differs); scores would not match the replay")
         options = entry.get("import_options", {})

@@ -383,3 +383,19 @@ def test_an_app_server_event_folder_is_refused_saying_what_to_pass(tmp_path):
                       "pass the agent server's saved conversation instead, the folder holding base_state.json and events/")
     one = folder / f"20260820100000_SystemPromptEvent_{0:032x}"
     assert_user_error(bench_cli("inspect", str(one)), f"{one}: one of an OpenHands app server's event files", "base_state.json")
+
+
+def test_a_run_of_a_conversation_folder_records_its_digest_and_a_score_sees_it_change(tmp_path):
+    """A folder input's manifest sha256 was null (a Hub id's), so `bench score` could not tell that the conversation
+    changed since the run. It is now the digest of the folder's files (`runner.input_sha256`)."""
+    folder = write_conversation(tmp_path / "conv", conversation_events(), leaf_event_id="e9a10000").parent
+    proc = bench_cli("run", str(folder), "-s", "none", "-p", "32k", "-j", "1", "-o", str(tmp_path / "runs"), "--run-id", "r", "--no-report")
+    assert proc.returncode == 0, proc.stderr
+    run = tmp_path / "runs" / "r"
+    (entry,) = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["scenarios"]
+    assert entry["file"] == str(folder) and isinstance(entry["sha256"], str) and len(entry["sha256"]) == 64
+    assert bench_cli("score", str(run), "--out", str(tmp_path / "same"), "--no-report").returncode == 0
+    (asked,) = (folder / "events").glob("event-*-e1a10000.json")  # the user's request
+    asked.write_text(asked.read_text(encoding="utf-8").replace("Fix the failing test", "Mend the failing test"), encoding="utf-8")
+    proc = bench_cli("score", str(run), "--out", str(tmp_path / "changed"), "--no-report")
+    assert proc.returncode == 2 and f"{folder} changed since the run" in proc.stderr, proc.stderr
