@@ -1370,6 +1370,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     total = len(source.archived()) + len(source.stored_cells())
     if not total:
         raise RunError(f"{source.root}: no finished cell to score (a failed cell's error is in errors.log); `bench run --resume` runs the rest")
+    _refuse_unfinished(source.root, manifest, total)
     given = given_probes(probes) if probes is not None else None
     config = _config_from_manifest(manifest)
     config.answerer = config.answerer if answerer is None else answerer
@@ -1441,6 +1442,20 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
     calls.say(source.root)
     note_unusual_replies(store.root)
     return store.root
+
+
+def _refuse_unfinished(root: Path, manifest: Mapping[str, Any], done: int) -> None:
+    """`RunError` for a run whose cells did not all finish or fail (an interrupted run: its manifest's `cells.total`
+    counts more than its `done` cells and its recorded failures). Scored, its tables would hold the cells it reached
+    under a manifest that reads as finished, and `load_run` and `bench report` would take it for one."""
+    cells = manifest.get("cells")
+    if not isinstance(cells, Mapping) or not isinstance(cells.get("total"), int):
+        return
+    failed = len(cells.get("failed") or ())
+    if done + failed < cells["total"]:
+        also = f", {failed} failed" if failed else ""
+        raise RunError(f"{root}: the run did not finish ({done} of its {cells['total']} cells done{also}); "
+                       "`bench run --resume` finishes it, then score it")
 
 
 def _refuse_moved_endpoints(run_config: Mapping[str, Any], config: RunConfig, *, answerer_named: bool) -> None:
