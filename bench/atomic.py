@@ -6,11 +6,15 @@ which fails with `FileExistsError` when the name is taken (also by a concurrent 
 only when they said so (`--force`), never inside a run folder the command reads (`check_output`), a
 stream such as `/dev/stdout` is written into, and a link keeps pointing at the file it names. A write that fails (a read-only folder, a full disk) is a
 `WriteFailed` naming the file, whatever raised it (Python's own messages and Arrow's often name no
-path, or only the temporary one).
+path, or only the temporary one); when a folder stands where the file goes, or a file where one of its folders
+does, it says which (`_in_the_way`: Python's "File exists", "Not a directory" and "Is a directory" do not).
+A writer of a folder no other process writes in (`sweep`: a run folder, which its run holds) removes, once its
+file is in place, the temporary files a write of the same file left when it was killed (`stale_temps`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -35,8 +39,8 @@ class OutputInsideRun(BenchError, ValueError):
 class WriteFailed(BenchError, OSError):
     """A file could not be written (a read-only or full file system, a missing permission)."""
 
-    def __init__(self, path: Path, exc: OSError) -> None:
-        reason = exc.strerror or str(exc) or type(exc).__name__
+    def __init__(self, path: Path, exc: OSError, reason: str | None = None) -> None:
+        reason = reason or exc.strerror or str(exc) or type(exc).__name__
         super().__init__(f"{path}: cannot write ({reason})")
         self.errno, self.strerror, self.filename = exc.errno, exc.strerror, str(path)
 
@@ -44,16 +48,73 @@ class WriteFailed(BenchError, OSError):
         return str(self.args[0])
 
 
-def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool = False) -> Path:
+#: `atomic_write`'s temporary file beside `path` is `.<path's name>.<random>.tmp`, where `<random>` is what
+#: `tempfile.mkstemp` puts between its prefix and suffix: 8 characters of a-z, 0-9 and _ (CPython
+#: Lib/tempfile.py, `_RandomNameSequence`: its `characters` and `k=8`, the same in 3.11.7, 3.12.1 and 3.13.0). A name of another form is
+#: never taken for one (`stale_temps`).
+TEMP_SUFFIX = ".tmp"
+MKSTEMP_RANDOM = "[a-z0-9_]{8}"
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def stale_temps(path: Path) -> list[Path]:
+    """The regular files beside `path` named as `atomic_write` names its temporary file of `path` (`TEMP_SUFFIX`): what
+    a write of `path` that was killed before its rename (SIGKILL, a power cut) left. Nothing else matches: not another
+    file's, not a name a user chose unless it has exactly that form."""
+    pattern = re.compile(re.escape(_temp_prefix(path)) + MKSTEMP_RANDOM + re.escape(TEMP_SUFFIX))
+    try:
+        with os.scandir(path.parent) as entries:
+            return [Path(e.path) for e in entries if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove `stale_temps(path)`. Only where no other process writes `path` at the same time (its temporary file
+    would look the same): a run folder, which one run holds. One that cannot be removed stays (the write it follows
+    succeeded; the file is a leftover, not a result)."""
+    for tmp in stale_temps(path):
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _in_the_way(path: Path, exc: OSError) -> str | None:
+    """Why `path` cannot be written when something of the wrong kind stands in the way (`exc` is "File exists", "Not
+    a directory" or "Is a directory", which name neither): `path` a folder, or the nearest of its folders that exists
+    a file (or a link to nothing). None for any other failure, or when neither is found."""
+    if exc.errno not in (errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+        return None
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):  # a link to a folder is replaced, as any link is
+            return f"{path} is a folder, not a file"
+        for folder in path.parents:  # the nearest first
+            if folder.is_dir():
+                return None
+            if folder.exists():
+                return f"{folder} is a file, not a folder"
+            if folder.is_symlink():
+                return f"{folder} is a link to nothing, not a folder"
+    except OSError:  # a folder that cannot be looked into: the error as the system gave it
+        pass
+    return None
+
+
+def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool = False, sweep: bool = False) -> Path:
     """Call `write(tmp_path)` and move the result onto `path` only when it succeeded (and, with
     `exclusive`, only when `path` does not exist yet: then `FileExistsError`). Any other failure to
-    write is a `WriteFailed` naming `path`."""
+    write is a `WriteFailed` naming `path`. With `sweep`, once `path` is in place the temporary files that
+    earlier writes of it left are removed (`remove_stale_temps`: only for a folder no other process writes in)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=TEMP_SUFFIX, dir=path.parent)
     except OSError as exc:
-        raise WriteFailed(path, exc) from exc
+        raise WriteFailed(path, exc, _in_the_way(path, exc)) from exc
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -68,9 +129,11 @@ def atomic_write(path: Path, write: Callable[[Path], object], *, exclusive: bool
     except OSError as exc:
         if isinstance(exc, BenchError) or (exclusive and isinstance(exc, FileExistsError)):
             raise
-        raise WriteFailed(path, exc) from exc
+        raise WriteFailed(path, exc, _in_the_way(path, exc)) from exc
     finally:
         tmp.unlink(missing_ok=True)
+    if sweep:
+        remove_stale_temps(path)
     return path
 
 
@@ -80,8 +143,8 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: Path, text: str, *, exclusive: bool = False) -> Path:
-    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), exclusive=exclusive)
+def atomic_write_text(path: Path, text: str, *, exclusive: bool = False, sweep: bool = False) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"), exclusive=exclusive, sweep=sweep)
 
 
 def is_stream(path: Path) -> bool:

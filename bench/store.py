@@ -28,7 +28,10 @@ folder of seven files: for a short session, writing and reading those took most 
 Versions before the thirty-second speed pass wrote such a folder, `cells/<cell-key>/` (tables as
 parquet, records as IPC or parquet files, then `DONE`); a resume reads it alike (`StoredCell`).
 A file or folder in `cells/` that is no cell of the run's manifest, or that holds another cell than
-its name says (its replay.json's key), is refused naming it, never merged (`RunStore.stored_cells`).
+its name says (its replay.json's key), is refused naming it, never merged (`RunStore.stored_cells`); so is a
+file where the run keeps a folder (`cells`, `replays`) or a folder where it keeps a file (`RUN_LAYOUT`).
+The run's own writers (`write_parquet`, `write_json`, the archive) remove, once their file is in place, the
+temporary files an earlier write of it left when it was killed (`compaction_bench.atomic.stale_temps`).
 Once every cell is finished and the tables are merged, `compact()` moves the replay records into
 `replays/` and removes `cells/` (only the link, when it is one); the merged tables then hold the cells' rows. The archive is built
 with Arrow a batch of cells at a time (their schemas made one first, from the files' schemas alone),
@@ -116,7 +119,9 @@ class CellKey:
 
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    """`frame` as the run's table `path`; the temporary files an earlier write of it left when killed are removed (`sweep`:
+    a run folder has one writer, its run)."""
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False), sweep=True)
 
 
 def _write_zip(members: Mapping[str, bytes | pa.Buffer], path: Path) -> Path:
@@ -203,7 +208,8 @@ def json_text(data: Any) -> str:
 
 
 def write_json(data: Any, path: Path) -> Path:
-    return atomic_write_text(path, json_text(data))
+    """`data` as the run's JSON file `path` (its manifest), sweeping as `write_parquet` does."""
+    return atomic_write_text(path, json_text(data), sweep=True)
 
 
 def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
@@ -514,15 +520,36 @@ class RunStore:
         self._checked.add(path.name)  # named by the key it holds
         return path
 
+    def check_layout(self) -> None:
+        """Refuse a run folder where a name the run keeps (`RUN_LAYOUT`) is a file where it keeps a folder, or a
+        folder where it keeps a file: a `StoreError` naming it and what belongs there (`_misplaced`). A link
+        counts as what it points to (`cells/` may be a link to a folder on another disk)."""
+        for name, (what, is_folder) in RUN_LAYOUT.items():
+            path = self.root / name
+            try:
+                misplaced = path.exists() and path.is_dir() != is_folder
+            except OSError as exc:
+                raise _cannot_read(path, exc) from None
+            if misplaced:
+                raise _misplaced(path, what, is_folder)
+
     def stored_cells(self) -> list[StoredCell]:
         """Finished cells that the archive does not hold yet, in slug order (a cell's file before an earlier version's folder
-        of it), each one of this run's (`_check`: a file or folder of `cells/` that is not is a `StoreError` naming it)."""
+        of it), each one of this run's (`_check`: a file or folder of `cells/` that is not is a `StoreError` naming it).
+        The run folder's layout is checked first (`check_layout`), so a resume stops at a misplaced file or folder
+        before it runs a cell, not at its end."""
+        self.check_layout()
         archived = self.archived()
         found: dict[str, StoredCell] = {}
+        folder = self.root / CELLS
         try:
-            entries = list(os.scandir(self.root / CELLS))
+            entries = list(os.scandir(folder))
         except FileNotFoundError:
             return []
+        except NotADirectoryError:  # made a file since `check_layout` looked
+            raise _misplaced(folder, RUN_LAYOUT[CELLS][0], True) from None
+        except OSError as exc:
+            raise _cannot_read(folder, exc) from None
         for entry in entries:
             if entry.is_dir() and os.path.isfile(os.path.join(entry.path, "DONE")):
                 found.setdefault(entry.name, StoredCell(Path(entry.path)))
@@ -643,9 +670,10 @@ class RunStore:
                 for cell in records:
                     archive.add(cell)
 
-        # nested: the three files are renamed into place only once all are written, `cells.parquet` last (the commit point)
+        # nested: the three files are renamed into place only once all are written, `cells.parquet` last (the commit point);
+        # each, once in place, removes the temporary files of it that an archiving killed part-way left (`sweep`)
         atomic_write(cells_path, lambda cells: atomic_write(messages_path, lambda messages: atomic_write(
-            contexts_path, lambda contexts: write(messages, contexts, cells))))
+            contexts_path, lambda contexts: write(messages, contexts, cells), sweep=True), sweep=True), sweep=True)
         self._archived = None
 
     def archive_from(self, source: RunStore) -> None:
@@ -656,7 +684,7 @@ class RunStore:
             self.write_archive(source.cell_records(), archive_schemas(source.record_schemas()))
             return
         for name in ARCHIVE_FILES:
-            atomic_write(self.archive_dir / name, functools.partial(shutil.copyfile, source.archive_dir / name))
+            atomic_write(self.archive_dir / name, functools.partial(shutil.copyfile, source.archive_dir / name), sweep=True)
         self._archived = None
 
     def compact(self) -> bool:
@@ -667,10 +695,13 @@ class RunStore:
         in another), or a cell without replay records (written by a version that kept none, then
         resumed), are left in `cells/` rather than converted: the run stays complete, only not
         compacted. A `cells/` that is a symbolic link (the cells kept on another disk) is removed as a
-        link: the folder it points to, and the cell files in it, are left as they are.
+        link: the folder it points to, and the cell files in it, are left as they are. A `cells/` whose
+        cells the archive holds every one of (a compaction killed after its archive's commit, before it
+        removed the folder) is removed as well.
         """
         cells = self.stored_cells()
         if not cells:
+            self._remove_cells_folder()
             return True
         if not all(cell.has_records() for cell in cells):
             return False
@@ -679,12 +710,16 @@ class RunStore:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             return False
         self.write_archive(self.cell_records(), schemas)
-        folder = self.root / CELLS
-        if folder.is_symlink():  # the cells kept elsewhere (another disk): the link goes, what it points to stays
-            folder.unlink()
-        else:
-            shutil.rmtree(folder)
+        self._remove_cells_folder()
         return True
+
+    def _remove_cells_folder(self) -> None:
+        """Remove `cells/` once the archive holds its cells; a link to it (the cells kept on another disk) goes, what it points to stays."""
+        folder = self.root / CELLS
+        if folder.is_symlink():
+            folder.unlink()
+        elif folder.is_dir():
+            shutil.rmtree(folder)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         write_json(manifest, self.manifest_path)
@@ -694,6 +729,24 @@ class RunStore:
 MANIFEST_FIELDS: dict[str, type] = {"run_id": str, "created": str, "config": dict, "profiles": dict, "scenarios": list, "cells": dict}
 #: The JSON name of each type `json.loads` gives.
 JSON_TYPES: dict[type, str] = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+#: The names in a run folder that `RunStore.check_layout` checks, each with what the run keeps there and whether it is a
+#: folder (the module docstring's layout). A file where a folder goes, or the reverse, stopped a resume with Python's
+#: words ("[Errno 20] Not a directory", "[Errno 21] Is a directory", or `replays/cells.parquet: cannot write (File
+#: exists)`), some only once every cell had run (an outside audit's findings).
+RUN_LAYOUT: dict[str, tuple[str, bool]] = {
+    CELLS: ("the folder of its finished cells", True),
+    ARCHIVE: ("the folder of its cells' replay records", True),
+    **{f"{ARCHIVE}/{name}": (f"the file {name} of its replay records", False) for name in ARCHIVE_FILES},
+    **{f"{name}.parquet": (f"its {name} table", False) for name in (*TABLES, "summary")},
+}
+
+
+def _misplaced(path: Path, what: str, is_folder: bool) -> StoreError:
+    """The error for `path`, where a run keeps `what` (a folder when `is_folder`), holding the other kind."""
+    found = "a file" if is_folder else "a folder"
+    return StoreError(f"{path}: is {found} where the run keeps {what}; move it away, then resume the run (`bench run --resume`)")
 
 
 def _cannot_read(path: str | Path, exc: OSError) -> StoreError:
@@ -958,6 +1011,8 @@ def _read_table(root: Path, name: str) -> pd.DataFrame:
     cannot be read."""
     file = root / f"{name}.parquet"
     try:
+        if file.is_dir():
+            raise _misplaced(file, RUN_LAYOUT[file.name][0], False)
         if not file.is_file():
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
         stored, frame = pq.read_schema(file), pd.read_parquet(file)
