@@ -12,11 +12,13 @@ Owns what must hold before a run writes anything into its folder:
   check "this folder already holds a run" is made under the lock. A new run goes only into a folder
   that does not exist, is empty, or holds nothing but a lock file; a folder with anything else in it
   and no run manifest (the user's own files) is refused before anything is written into it, and
-  `--resume` of a folder without a manifest is refused (nothing to resume);
+  `--resume` of a folder without a manifest is refused (nothing to resume); a run stopped before it
+  wrote its manifest removes what its claim made (`RunFolder.remove_unstarted`);
 - `config_difference`: `--resume` with a configuration other than the one the folder's tables were
   made with is refused, naming the first settings that differ: the settings, the scenarios' content,
   the content of the files the settings name (`--prompt` templates, strategies loaded from a file) and
-  what made the cells (the profiles' definitions, the measuring packages' versions, the git revision);
+  what made the cells (the profiles' definitions, the measuring packages' versions, the sha256 of the
+  package's source files, `code_sha256`);
 - `precheck`: the same refusals, made before a run spends minutes importing its transcripts;
 - `held_here`: whether this process holds a folder's lock (a run reading its own tables), as opposed
   to `in_use` by any process.
@@ -165,10 +167,43 @@ def _code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         for package in MEASURING_PACKAGES:
             if package in old_versions and package in new_versions and old_versions[package] != new_versions[package]:
                 differences.append(f"{package}: {old_versions[package]} then, {new_versions[package]} now")
-    old_revision, new_revision = old.get("git_revision"), new.get("git_revision")
-    if old_revision and new_revision and old_revision != new_revision:
-        differences.append(f"code: git revision {str(old_revision)[:12]} then, {str(new_revision)[:12]} now")
-    return differences
+    return differences + _source_difference(old, new)
+
+
+#: The manifest's entries that identify the code that made the cells (`runner.code_identity`): a digest of the package's
+#: source files and each file's sha256, by its name inside the package.
+CODE_SHA256, CODE_FILES = "code_sha256", "code_files"
+
+
+def _source_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The code that made the cells, where it differs: the sha256 of the package's source files (`code_sha256`), naming
+    the files that changed. The git revision is not compared: it named the commit of whatever repository the package sat
+    in (a user's project around its `.venv`), and no edit not yet committed. A run recorded before `code_sha256` existed
+    is compared as it was then, by the git revision both recorded (this version records one only for a checkout of
+    compaction-bench itself), which cannot see an edit not committed."""
+    old_code, new_code = old.get(CODE_SHA256), new.get(CODE_SHA256)
+    if old_code is None:
+        old_revision, new_revision = old.get("git_revision"), new.get("git_revision")
+        if old_revision and new_revision and old_revision != new_revision:
+            return [f"code: git revision {str(old_revision)[:12]} then, {str(new_revision)[:12]} now (the run recorded no {CODE_SHA256}: "
+                    "a run made before it is compared by git revision)"]
+        return []
+    if new_code is None or old_code == new_code:
+        return []
+    changed = _changed_files(old.get(CODE_FILES), new.get(CODE_FILES)) or f"{CODE_SHA256} {str(old_code)[:12]} then, {str(new_code)[:12]} now"
+    return [f"code: compaction_bench's source files are not the ones that made the run's cells ({changed})"]
+
+
+def _changed_files(old: Any, new: Any, shown: int = 5) -> str:
+    """`a.py changed, b.py added, c.py removed`: the files of two `code_files` records that differ (the first `shown`,
+    then how many more); empty when either record is missing."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return ""
+    names = sorted(set(old) | set(new))
+    said = [f"{name} {'added' if name not in old else 'removed' if name not in new else 'changed'}"
+            for name in names if old.get(name) != new.get(name)]
+    more = f" and {len(said) - shown} more" if len(said) > shown else ""
+    return ", ".join(said[:shown]) + more
 
 
 @dataclass
@@ -178,6 +213,8 @@ class RunFolder:
     run_id: str
     path: Path
     _lock: IO[bytes] | None = field(default=None, repr=False)
+    made_folder: bool = False  # `claim` created the folder
+    made_lock: bool = False  # `claim` created its lock file
 
     def release(self) -> None:
         """Give up the claim (also done when the process ends, however it ends)."""
@@ -185,6 +222,58 @@ class RunFolder:
             _held.discard(self.path.resolve())
             self._lock.close()
             self._lock = None
+
+    def remove_unstarted(self) -> None:
+        """Release the claim of a run stopped (Ctrl-C, SIGTERM, an error) before it wrote its manifest, removing what the
+        claim made: its lock file, then the folder if the claim created it and nothing else is in it. Left, the folder
+        held a run neither `--resume` (no manifest) nor a new run (not empty) would take, and the user had to delete it;
+        a folder that was there before (empty, the user's) stays. A run with a manifest is only released."""
+        unstarted = not (self.path / "manifest.json").exists()
+        if unstarted and self.made_lock:
+            self._remove_lock_file()
+        self.release()
+        if unstarted and self.made_folder:
+            _remove_empty(self.path)
+
+    def _remove_lock_file(self) -> None:
+        """Remove the folder's lock file while holding its lock (taken now if the claim was stopped before it took it):
+        a lock another run took meanwhile stays with it."""
+        lock_path = self.path / LOCK_NAME
+        try:
+            lock = self._lock or open(lock_path, "rb")
+        except OSError:  # not made yet, or gone
+            return
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_path.unlink(missing_ok=True)
+        except OSError:  # held by another run
+            pass
+        finally:
+            if lock is not self._lock:
+                lock.close()
+
+    def take(self, *, resume: bool) -> None:
+        """Create the folder and its lock file (`made_lock` says whether this made it) and take the lock, for the whole
+        run; refused when another run holds it, or when a new run (not `resume`) lands on a folder holding a run."""
+        lock_path = self.path / LOCK_NAME
+        self.made_lock = not lock_path.exists()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._lock = open(lock_path, "ab+")  # held open for the whole run, closed by release()
+        except OSError as exc:
+            raise _cannot_create(self.path, exc, existing=resume) from None
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self._lock.close()
+            self._lock = None
+            if isinstance(exc, BlockingIOError):
+                raise RunFolderError(f"{self.path} is in use by another run (its lock {lock_path} is held); wait for it or choose "
+                                     "another --run-id") from None
+            raise RunFolderError(f"{self.path}: cannot lock the run folder ({exc.strerror or exc})") from None
+        _held.add(self.path.resolve())
+        if (self.path / "manifest.json").exists() and not resume:
+            raise RunFolderError(f"{self.path} already holds a run; pass --resume to finish it or choose another --run-id")
 
     def fail(self, message: str) -> RunFolderError:
         """Release the claim and return the error to raise."""
@@ -235,12 +324,17 @@ def _new_folder(root: Path, base: str) -> str:
     two runs started in the same second get a folder each (creating a folder is atomic)."""
     name, n = base, 1
     while True:
+        candidate = root / name
         try:
-            (root / name).mkdir()
-            return name
+            os.mkdir(candidate)
         except FileExistsError:
             n += 1
             name = f"{base}-{n}"
+            continue
+        except BaseException:  # Ctrl-C as it was made: not left behind empty
+            _remove_empty(candidate)
+            raise
+        return name
 
 
 def _check_usable(path: Path, *, resume: bool) -> None:
@@ -304,35 +398,37 @@ def claim(root: Path, run_id: str | None, *, resume: bool, new_id: str) -> RunFo
     """Validate the run id (`new_id` when none is given; the newest run for a bare `--resume`),
     check the folder is free for a run (`_check_usable`), create it, take its exclusive lock, and
     check that a new run does not land on an old one. A folder that cannot be created (a read-only
-    or full file system) is one `RunFolderError` naming it."""
+    or full file system) is one `RunFolderError` naming it. A claim refused or stopped part-way (Ctrl-C,
+    SIGTERM) removes what it made (`RunFolder.remove_unstarted`)."""
     _check_runs_root(root, resume=resume)
     if run_id is None and resume:
         run_id = newest_run(root)
-    if run_id is None:  # a run id of our choosing never lands on another run's folder
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            run_id = _new_folder(root, validate_run_id(new_id))
-        except OSError as exc:
-            raise _cannot_create(root, exc) from None
-    run_id = validate_run_id(run_id)
-    path = root / run_id
-    _check_usable(path, resume=resume)
+    made_folder, folder = run_id is None, None
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        lock = open(path / LOCK_NAME, "ab+")  # held open for the whole run, closed by release()
-    except OSError as exc:
-        raise _cannot_create(path, exc, existing=resume) from None
+        if run_id is None:  # a run id of our choosing never lands on another run's folder
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+                run_id = _new_folder(root, validate_run_id(new_id))
+            except OSError as exc:
+                raise _cannot_create(root, exc) from None
+        path = root / validate_run_id(run_id)
+        if not made_folder:
+            _check_usable(path, resume=resume)
+            made_folder = not path.exists()
+        folder = RunFolder(run_id, path, made_folder=made_folder)
+        folder.take(resume=resume)
+        return folder
+    except BaseException:
+        if folder is not None:
+            folder.remove_unstarted()
+        elif made_folder and run_id is not None:  # stopped between `_new_folder` and the RunFolder
+            _remove_empty(root / run_id)
+        raise
+
+
+def _remove_empty(path: Path) -> None:
+    """Remove the folder `path` if it is empty (a run's folder that nothing was written in); else leave it."""
     try:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise RunFolderError(f"{path} is in use by another run (its lock {path / LOCK_NAME} is held); wait for it or choose another --run-id") from None
-    except OSError as exc:
-        lock.close()
-        raise RunFolderError(f"{path}: cannot lock the run folder ({exc.strerror or exc})") from None
-    folder = RunFolder(run_id, path, lock)
-    _held.add(path.resolve())
-    if (path / "manifest.json").exists() and not resume:
-        folder.release()
-        raise RunFolderError(f"{path} already holds a run; pass --resume to finish it or choose another --run-id")
-    return folder
+        path.rmdir()
+    except OSError:  # not empty (a file the run did not make), or gone
+        pass

@@ -35,6 +35,7 @@ import shutil
 import subprocess
 import time
 import traceback
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from compaction_bench import run_folder
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
@@ -79,14 +81,17 @@ from compaction_bench.store import (
     KEY_DTYPES,
     P_BEST_JUDGED,
     PANDAS_DTYPES,
+    REPLAY_FILES,
     SCHEMA,
     TABLES,
     CellKey,
     RunStore,
     StoredCell,
+    StoreError,
     cell_table,
     merge_tables,
     read_manifest,
+    replay_files,
     write_parquet,
 )
 from compaction_bench.templates import PromptSet
@@ -747,14 +752,86 @@ class LargestFirst:
         return seconds / chars if chars else 1.0
 
 
-def _git_revision() -> str | None:
+#: The subpackages pyproject.toml maps from folders of their own ([tool.setuptools] packages and package-dir): an
+#: editable install finds each in its own folder (strategies/, not bench/strategies/), a wheel inside the package's.
+SUBPACKAGES = ("strategies", "scenarios", "metrics", "reports")
+
+
+def package_folders() -> dict[str, Path]:
+    """The folder of compaction_bench and of each of its `SUBPACKAGES`, by the name their files have inside the
+    package (`compaction_bench`, `compaction_bench/strategies`, …), wherever the install put them (found as Python
+    finds them: an editable install's finder maps each to its own folder)."""
+    folders = {"compaction_bench": Path(__file__).resolve().parent}
+    for name in SUBPACKAGES:
+        spec = importlib.util.find_spec(f"compaction_bench.{name}")
+        if spec is None or not spec.submodule_search_locations:
+            raise RunError(f"compaction_bench.{name}: not found where compaction_bench is installed ({folders['compaction_bench']}); reinstall it")
+        folders[f"compaction_bench/{name}"] = Path(list(spec.submodule_search_locations)[0]).resolve()
+    return folders
+
+
+def _source_files(folder: Path) -> Iterator[Path]:
+    """Every file under `folder` but Python's caches (__pycache__, .pyc, .pyo) and hidden names (an editor's swap file,
+    .DS_Store), which no import or template lookup reads; folders and files in name order."""
+    for directory, subfolders, names in os.walk(folder):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__" and not d.startswith("."))
+        for name in sorted(names):
+            if not name.startswith(".") and not name.endswith((".pyc", ".pyo")):
+                yield Path(directory, name)
+
+
+def code_files(folders: Mapping[str, Path] | None = None) -> dict[str, str]:
+    """The sha256 of each file of the package as it runs (`package_folders`: its modules, its strategies' and metrics'
+    prompts, its report templates), by its name inside the package (`compaction_bench/strategies/codex.py`), in name
+    order. A wheel's subpackage folders lie inside the package's and give the same names twice; an edit not committed
+    to git changes it, and a git repository the package happens to sit in does not. About 120 files, 2.5 MB: 15 ms."""
+    out: dict[str, str] = {}
+    for prefix, folder in (folders if folders is not None else package_folders()).items():
+        for path in _source_files(folder):
+            out[f"{prefix}/{path.relative_to(folder).as_posix()}"] = sha256_file(path)
+    return dict(sorted(out.items()))
+
+
+def code_sha256(files: Mapping[str, str]) -> str:
+    """One digest of the package's source (`code_files`): the sha256 of each file's name and sha256, in name order."""
+    digest = hashlib.sha256()
+    for name, sha in sorted(files.items()):
+        digest.update(f"{name}\0{sha}\n".encode())
+    return digest.hexdigest()
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    """`git ARGS` run in `folder` (never taking the index's optional lock: a run writes nothing into a repository): its
+    output, or None when it fails or there is no git."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).resolve().parent
-        )
-        return out.stdout.strip() or None
+        out = subprocess.run(["git", "--no-optional-locks", *args], capture_output=True, text=True, timeout=5, cwd=folder)
     except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state(folders: Mapping[str, Path]) -> dict[str, Any]:
+    """The manifest's `git_revision` (HEAD) and `git_dirty` (whether the package's files differ from HEAD, untracked ones
+    included) when the package's files are tracked by the git repository they sit in (a checkout of compaction-bench);
+    both None otherwise: a copy installed in a virtual environment inside the user's own repository (`.venv`, ignored)
+    would record the user's commit. Information only: a resume compares `code_sha256` (`run_folder.config_difference`)."""
+    here = Path(__file__).resolve()
+    unknown = {"git_revision": None, "git_dirty": None}
+    top = _git(here.parent, "rev-parse", "--show-toplevel")
+    if top is None or _git(here.parent, "ls-files", "--error-unmatch", "--", here.name) is None:
+        return unknown
+    root = Path(top).resolve()
+    inside = [str(folder.relative_to(root)) for folder in folders.values() if folder.is_relative_to(root)]
+    status = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *inside)
+    return {"git_revision": _git(root, "rev-parse", "HEAD"), "git_dirty": None if status is None else bool(status)}
+
+
+def code_identity() -> dict[str, Any]:
+    """What identifies the code that makes a run's cells, for its manifest: `code_sha256` and `code_files` (compared on
+    resume, naming the files that changed), `git_revision` and `git_dirty` (information, `git_state`)."""
+    folders = package_folders()
+    files = code_files(folders)
+    return {"code_sha256": code_sha256(files), "code_files": files, **git_state(folders)}
 
 
 def _versions() -> dict[str, str]:
@@ -822,7 +899,8 @@ def run(
     folder once it is claimed, `on_start` with the number of cells to do once its manifest is written.
 
     Stopping: Ctrl-C or SIGTERM at any point (import, cells, finalize) raises `KeyboardInterrupt`
-    (SIGTERM as `executors.Terminated`) with the finished cells kept for `resume`; a cell whose worker
+    (SIGTERM as `executors.Terminated`) with the finished cells kept for `resume` (stopped before the run wrote its
+    manifest, the folder it made is removed: `RunFolder.remove_unstarted`); a cell whose worker
     process died is a failed cell (`executors.WorkerDied`); a run folder that cannot be written (full,
     read-only) stops the run at once (`CannotWrite`). With `resume`, cells an earlier attempt finished
     whose tables have other columns than this version's (another version wrote them) are done again.
@@ -898,11 +976,19 @@ def run(
             folder = run_folder.claim(Path(out), run_id, resume=resume, new_id=new_run_id())
         except run_folder.RunFolderError as exc:
             raise RunError(str(exc)) from None
-        cleanup.callback(folder.release)
-        if on_claim:
-            on_claim(folder.path)
-        return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address, report=report,
-                            on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed, empty=empty)
+        # A run stopped before its manifest leaves no folder. Nothing can stop it between `claim` (which removes what it made
+        # when stopped) and this `try`: CPython raises a signal's KeyboardInterrupt at a call, a function's start or a loop's
+        # jump (its eval breaker), never between a return and the store of its value.
+        try:
+            cleanup.callback(folder.release)
+            if on_claim:
+                on_claim(folder.path)
+            return _run_claimed(folder, list(cases), config, resume=resume, jobs=jobs, executor=executor, address=address,
+                                report=report, on_start=on_start, on_cell=on_cell, emit=emit, duplicates=duplicates, hashed=hashed,
+                                empty=empty)
+        except BaseException:  # Ctrl-C, SIGTERM or an error before the manifest: no folder neither --resume nor a new run takes
+            folder.remove_unstarted()
+            raise
 
 
 def _listed(value: str | Path | Iterable[Any]) -> tuple[Any, ...]:
@@ -921,6 +1007,62 @@ def _input_files(config: RunConfig) -> dict[str, str]:
         if ".py:" in name:
             named[f"--strategy {name}"] = name.partition(".py:")[0] + ".py"
     return {flag: sha256_file(Path(path)) for flag, path in named.items() if Path(path).is_file()}
+
+
+def stored_template_hashes(store: RunStore, keys: Iterable[CellKey]) -> dict[str, str]:
+    """The templates the finished cells `keys` rendered (name → sha256: each cell's replay.json `template_hashes`,
+    `records.to_rows`), read from the cells as stored (the archive's `cells.parquet`, or `cells/`). A resume's manifest
+    names them with its own cells': the manifest an interrupted attempt left was written before any cell finished."""
+    wanted = {key.slug: key for key in keys}
+    hashes: dict[str, str] = {}
+    archived = store.archived()
+    if any(slug in archived for slug in wanted):
+        index = store.archive_dir / "cells.parquet"
+        for batch in pq.ParquetFile(index).iter_batches(batch_size=64, columns=["cell", "replay"]):  # not every cell's text at once
+            for row in batch.to_pylist():
+                if row["cell"] in wanted:
+                    hashes.update(_rendered_templates(row["replay"], f"{index} (cell {row['cell']})"))
+    for slug, key in wanted.items():
+        cell = store.stored(key) if slug not in archived else None
+        if cell is not None:
+            hashes.update(_rendered_templates(_replay_text(cell), str(cell.path)))
+    return hashes
+
+
+def _replay_text(cell: StoredCell) -> str | None:
+    """A stored cell's replay.json (`store.REPLAY_FILES`), read alone; None for the folder of a version that kept none."""
+    try:
+        if cell.is_folder:
+            files = replay_files(cell.path)
+            return None if files is None else files[2].read_text(encoding="utf-8")
+        with zipfile.ZipFile(cell.path) as members:
+            return members.read(REPLAY_FILES[2]).decode("utf-8")
+    except (OSError, zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
+        raise StoreError(f"{cell.path}: not a readable cell ({exc}); delete it, and `bench run --resume` does the cell again") from None
+
+
+#: How the store writes a replay.json's top-level `template_hashes` (`store.json_text`: indented by two, so a nested key
+#: has more spaces before it, and a newline inside a string is written as `\n`).
+_TEMPLATE_HASHES_KEY = '\n  "template_hashes": '
+
+
+def _rendered_templates(replay: str | None, where: str) -> dict[str, str]:
+    """The `template_hashes` of a cell's replay.json text (`where` names it in the error for text that is not one). Only
+    that entry is decoded where the text is laid out as the store writes it: a replay.json holds the cell's compactions
+    and is about a megabyte for a long session (313 MB over the 294 cells of one run); a text laid out otherwise is
+    decoded whole."""
+    at = replay.find(_TEMPLATE_HASHES_KEY) if replay else -1
+    try:
+        if at >= 0:
+            hashes = json.JSONDecoder().raw_decode(replay or "", at + len(_TEMPLATE_HASHES_KEY))[0]
+        else:
+            hashes = json.loads(replay).get("template_hashes") if replay else {}
+    except (ValueError, AttributeError) as exc:
+        raise StoreError(f"{where}: its replay.json is not a cell's replay record ({exc}); delete the cell, and `bench run --resume` "
+                         "does it again") from None
+    if not isinstance(hashes, dict):
+        raise StoreError(f"{where}: its replay.json's template_hashes is not a mapping of template names to sha256")
+    return {str(name): str(digest) for name, digest in hashes.items()}
 
 
 def _run_claimed(
@@ -965,7 +1107,7 @@ def _run_claimed(
         "profiles": {name: get_profile(name).to_dict() for name in config.profiles},
         run_folder.INPUT_FILES: _input_files(config),
         "versions": _versions(),
-        "git_revision": _git_revision(),
+        **code_identity(),  # compared on resume: the cells must be made by the same source files
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "template_hashes": {},  # the templates the cells rendered (`replay`), filled as they finish
         "template_set_hashes": PromptSet(config.prompts).text_hashes(),  # every template the cells could render
@@ -983,14 +1125,17 @@ def _run_claimed(
         earlier_failed = cells.get("failed") if isinstance(cells, dict) else None
         if isinstance(earlier_failed, list):
             manifest["cells"]["failed"] = earlier_failed
+    # The manifest first, the run's other files after it: stopped in between, the folder is a run `--resume` finishes (it
+    # writes them again); stopped before it, `run` removes the folder it made (`RunFolder.remove_unstarted`).
+    store.write_manifest(manifest)
     for relative, text in (pair for scenario in files for pair in scenario.items()):
         atomic_write_text(store.root / relative, text)
-    store.write_manifest(manifest)
     write_parquet(pd.DataFrame(items_table(cases), columns=ITEM_COLUMNS), store.root / "items.parquet")
     write_parquet(pd.DataFrame(questions_table(cases), columns=QUESTION_COLUMNS), store.root / "questions.parquet")
     todo = [k for k in keys if not (resume and store.is_done(k))]
     pending = set(todo)
     earlier = [k for k in keys if k not in pending]  # finished by an earlier attempt, maybe by another version
+    manifest["template_hashes"].update(stored_template_hashes(store, earlier))
     if on_start:
         on_start(len(todo))
     failures: list[dict[str, str]] = []
@@ -1020,8 +1165,11 @@ def _run_claimed(
                     failed(key, outcome)
                     emit(ProgressEvent("cells", done, total, f"{label(key)}: {type(outcome).__name__}: {outcome}", failed=True))
                     continue
-                if outcome.cell is not None:
-                    store.write_cell(key, outcome.cell)
+                if outcome.cell is not None:  # sent back by a Ray worker: written here, and a failed write stops the run as a worker's does
+                    try:
+                        store.write_cell(key, outcome.cell)
+                    except WriteFailed as exc:
+                        raise CannotWrite(f"{exc}; the run stopped, its finished cells are kept for `bench run --resume`") from None
                 order.finished(key, outcome.cpu_seconds)
                 manifest["template_hashes"].update(outcome.template_hashes)
                 loaded[key.slug] = StoredCell(store.cell_path(key)).tables()  # merged while the other cells run

@@ -182,8 +182,6 @@ def test_a_write_that_is_not_a_run_s_leaves_other_temporary_files_alone(tmp_path
 
 # --------------------------------------------------------------------------- 3: Ray
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=WriteFailed, reason="needs the runner.py change in /work/notes/s41/run_folder.md (the "
-                   "driver's `store.write_cell` for a cell sent back by Ray turns a WriteFailed into CannotWrite with the hint)")
 def test_a_ray_run_whose_cells_cannot_be_written_stops_with_the_resume_hint(tmp_path):
     """Before: with --executor ray this process writes the cells, and a failed write was a bare `WriteFailed`, without the
     "; the run stopped, its finished cells are kept for `bench run --resume`" a local run gives."""

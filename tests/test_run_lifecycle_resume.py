@@ -135,7 +135,8 @@ def test_a_file_of_several_sessions_is_hashed_once(tmp_path, monkeypatch):
 @pytest.mark.parametrize("edit, said", [
     (lambda m: m["versions"].update({"litellm": "0.0.1"}), "litellm: 0.0.1 then, "),
     (lambda m: m["profiles"]["32k"].update({"context_window": 128_000}), "profile 32k: its definition changed (context_window)"),
-    (lambda m: m.update({"git_revision": "0123456789abcdef"}), "code: git revision 0123456789ab then, "),
+    (lambda m: m.update(code_sha256="0" * 64, code_files={**m["code_files"], "compaction_bench/runner.py": "0" * 64}),
+     "code: compaction_bench's source files are not the ones that made the run's cells (compaction_bench/runner.py changed)"),
 ])
 def test_a_resume_with_other_code_or_profiles_is_refused(tmp_path, edit, said):
     """A resume after an upgrade (litellm supplies the profiles) or a code change merged cells two versions made,
@@ -144,8 +145,6 @@ def test_a_resume_with_other_code_or_profiles_is_refused(tmp_path, edit, said):
         run_tiny(tmp_path, "r", on_cell=stop_after_first_cell)
     path = tmp_path / "runs" / "r" / "manifest.json"
     manifest = json.loads(path.read_text())
-    if "git_revision" in said and not manifest.get("git_revision"):
-        pytest.skip("no git revision here to differ from (an installed copy outside git records none)")
     edit(manifest)
     path.write_text(json.dumps(manifest))
     with pytest.raises(RunError, match=rf"the run was made with another configuration \(.*{re.escape(said)}"):
