@@ -328,3 +328,19 @@ def test_the_cli_says_what_a_ctrl_c_as_the_folder_appears_left(tmp_path):
         assert "finish the run with `bench run --resume`" in stderr
     else:
         assert stderr.splitlines()[-1] == "interrupted"
+
+
+def test_the_report_names_the_code_that_made_the_run(tmp_path):
+    """The report's header showed `git <HEAD of any repository around the package>`, or "unknown"; it shows the git
+    revision only where the manifest records one (a checkout of the bench), "(modified)" when its files differ from
+    HEAD, else the first 12 digits of `code_sha256`."""
+    session = write_tiny_session(tmp_path)
+    root = bench.run([session], strategies=["none"], profiles=["32k"], out=tmp_path / "runs", run_id="r", jobs=1,
+                     progress=False, probes=str(tmp_path / "probes.yaml"))
+    manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
+    header = next(line for line in (root / "report.html").read_text(encoding="utf-8").splitlines() if " cells" in line and "scenarios" in line)
+    if manifest["git_revision"]:
+        shown = f"git {manifest['git_revision'][:12]}" + (" (modified)" if manifest["git_dirty"] else "")
+    else:
+        shown = f"code {manifest['code_sha256'][:12]}"
+    assert header.endswith(f"· {shown}</p>"), header
