@@ -106,3 +106,21 @@ def anthropic_server():
     server = ModelServer("anthropic")
     yield server
     server.close()
+
+
+@pytest.fixture(scope="module")
+def compacting_case():
+    """A synthetic session that compacts at 32k (codex-local summarizes it), with its probes."""
+    from compaction_bench.runner import Case
+    from compaction_bench.scenarios.synthetic import generate
+
+    scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
+    return Case("session", scenario.transcript, tuple(scenario.probes))
+
+
+def run_once(case: Any, root: Path, run_id: str, **settings: Any) -> Path:
+    """`bench.run` of one case: codex-local at 32k, one process, no report, no retries, unless `settings` say otherwise."""
+    import compaction_bench as bench
+
+    options = {"strategies": ["codex-local"], "profiles": ["32k"], "jobs": 1, "progress": False, "report": False, "max_retries": 0, **settings}
+    return bench.run(cases=[case], out=root, run_id=run_id, **options)

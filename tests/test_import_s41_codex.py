@@ -9,27 +9,16 @@ L817-842; `AgentMessageInputContent`, `protocol/src/models.rs` L736-755). Every 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from compaction_bench.importing import load_transcript
 from compaction_bench.transcript import Transcript
+from tests.test_import_audit4_codex import load
 
 ENCRYPTED = "gAAAAB" + "x" * 58
 
 
 def user(*texts: str) -> tuple[str, dict]:
     return ("response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": t} for t in texts]})
-
-
-def load(tmp_path: Path, *lines: tuple[str, dict]) -> Transcript:
-    rows = [("session_meta", {"id": "sess", "cwd": "/repo"}), *lines]
-    path = tmp_path / "rollout-2026-08-08T10-00-00-sess.jsonl"
-    path.write_text("".join(json.dumps({"timestamp": "2026-08-08T10:00:00.000Z", "type": t, "payload": p}) + "\n" for t, p in rows),
-                    encoding="utf-8")
-    return load_transcript(path)
 
 
 def users(t: Transcript) -> list[tuple[str, bool]]:

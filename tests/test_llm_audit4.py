@@ -17,13 +17,11 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import compaction_bench as bench
 from compaction_bench import llm
 from compaction_bench.llm import CallSettings, LLMClient, LLMResult, export_responses, redact, request_key
 from compaction_bench.reports.gate import GateError, Run, check_comparable
-from compaction_bench.runner import Case, score
-from compaction_bench.scenarios.synthetic import generate
-from tests.conftest import assert_user_error, bench_cli
+from compaction_bench.runner import score
+from tests.conftest import assert_user_error, bench_cli, run_once
 from tests.model_servers import ModelServer
 
 SUMMARIZER = "openai/gpt-4o-mini"  # priced in litellm's map: a reply with usage has a cost
@@ -45,18 +43,6 @@ def no_usage_server():
     server = NoUsageServer("openai")
     yield server
     server.close()
-
-
-@pytest.fixture(scope="module")
-def compacting_case() -> Case:
-    """A synthetic session that compacts at 32k (codex-local summarizes it), with its probes."""
-    scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
-    return Case("session", scenario.transcript, tuple(scenario.probes))
-
-
-def run_once(case: Case, root: Path, run_id: str, **settings: Any) -> Path:
-    options = {"strategies": ["codex-local"], "profiles": ["32k"], "jobs": 1, "progress": False, "report": False, "max_retries": 0, **settings}
-    return bench.run(cases=[case], out=root, run_id=run_id, **options)
 
 
 def stored_lines(run_dir: Path) -> list[dict[str, Any]]:

@@ -17,11 +17,9 @@ from typing import Any
 
 import pytest
 
-import compaction_bench as bench
 from compaction_bench.llm import CallSettings, LLMClient, MissingCredentials, model_endpoint, with_credentials
-from compaction_bench.runner import Case, RunConfig, score
-from compaction_bench.scenarios.synthetic import generate
-from tests.conftest import bench_cli
+from compaction_bench.runner import RunConfig, score
+from tests.conftest import bench_cli, run_once
 from tests.model_servers import ModelServer
 
 SUMMARIZER = "openai/gpt-4o-mini"
@@ -35,17 +33,6 @@ def _keys(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-local")
     for name in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_BASE"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def compacting_case() -> Case:
-    scenario = generate("parallel-calls", seed=3, target_tokens=45_000)
-    return Case("session", scenario.transcript, tuple(scenario.probes))
-
-
-def run_once(case: Case, root: Path, run_id: str, **settings: Any) -> Path:
-    options = {"strategies": ["codex-local"], "profiles": ["32k"], "jobs": 1, "progress": False, "report": False, "max_retries": 0, **settings}
-    return bench.run(cases=[case], out=root, run_id=run_id, **options)
 
 
 def with_password(url: str) -> str:
