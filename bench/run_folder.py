@@ -170,7 +170,7 @@ def _code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return differences + _source_difference(old, new)
 
 
-#: The manifest's entries that identify the code that made the cells (`runner.code_identity`): a digest of the package's
+#: The manifest's entries that identify the code that made the cells (`code_identity.code_identity`): a digest of the package's
 #: source files and each file's sha256, by its name inside the package.
 CODE_SHA256, CODE_FILES = "code_sha256", "code_files"
 

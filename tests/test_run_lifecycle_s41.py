@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import compaction_bench as bench
-from compaction_bench import runner
+from compaction_bench import code_identity, runner
 from compaction_bench.runner import Case, RunError
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.store import CellKey, RunStore, load_run
@@ -51,7 +51,7 @@ def test_the_code_hash_covers_every_file_the_package_ships_and_no_cache():
     """The package's modules and the data pyproject.toml ships with them (prompts, report templates), as a wheel holds
     them; Python's caches are no code."""
     setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
-    files = runner.code_files()
+    files = code_identity.code_files()
     expected = set()
     for name, folder in shipped_packages().items():
         expected |= {f"{name}/{p.name}" for p in folder.glob("*.py")}
@@ -59,7 +59,7 @@ def test_the_code_hash_covers_every_file_the_package_ships_and_no_cache():
             expected |= {f"{name}/{p.relative_to(folder).as_posix()}" for p in folder.glob(pattern)}
     assert {n for n in expected if n.endswith(".j2")} and expected <= set(files)
     assert not [n for n in files if "__pycache__" in n or n.endswith(".pyc")]
-    assert files == runner.code_files()  # the same files, the same order, the same digest
+    assert files == code_identity.code_files()  # the same files, the same order, the same digest
     assert list(files) == sorted(files)
 
 
@@ -159,7 +159,7 @@ def test_an_edit_not_committed_to_the_benchs_code_refuses_resume_naming_the_file
     assert "compaction_bench/strategies/baselines.py changed" in refused.stderr
     assert json.loads((tmp_path / "runs" / "r" / "manifest.json").read_text()) == manifest  # the record stays as it was
     assert manifest["git_revision"] == git(checkout, "rev-parse", "HEAD") and manifest["git_dirty"] is False
-    assert set(manifest["code_files"]) == set(runner.code_files({"compaction_bench": package}))  # the copy's files
+    assert set(manifest["code_files"]) == set(code_identity.code_files({"compaction_bench": package}))  # the copy's files
     edited.write_text(original, encoding="utf-8")
     resumed = attempt(tmp_path, checkout, "resume")
     assert resumed.returncode == 0, resumed.stderr
@@ -175,11 +175,11 @@ def interrupted_manifest(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_a_resume_with_other_source_files_names_them(tmp_path):
     path, manifest = interrupted_manifest(tmp_path)
-    assert manifest["code_sha256"] == runner.code_sha256(runner.code_files())
+    assert manifest["code_sha256"] == code_identity.code_sha256(code_identity.code_files())
     manifest["code_files"]["compaction_bench/runner.py"] = "0" * 64
     manifest["code_files"]["compaction_bench/strategies/gone.py"] = "0" * 64
     del manifest["code_files"]["compaction_bench/metrics/measure.py"]
-    manifest["code_sha256"] = runner.code_sha256(manifest["code_files"])
+    manifest["code_sha256"] = code_identity.code_sha256(manifest["code_files"])
     path.write_text(json.dumps(manifest))
     with pytest.raises(RunError, match=r"another configuration \(code: compaction_bench's source files are not the ones that made the "
                                        r"run's cells \(compaction_bench/metrics/measure\.py added, compaction_bench/runner\.py changed, "
