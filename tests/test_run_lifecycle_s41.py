@@ -277,8 +277,22 @@ def distinct_cases(count: int) -> list[Case]:
     return cases
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler (KeyboardInterrupt) for the test: a process started in the background by a
+    non-interactive shell, as CI starts the suite, inherits SIGINT ignored, and Python then leaves it ignored."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def _sigint_as_python_starts() -> None:
+    """For a child process: SIGINT at its default, so the Python it runs installs its own handler (see `ctrl_c_raises`)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("appears", ["r", "r/probes"])
-def test_ctrl_c_as_the_run_folder_fills_leaves_a_run_to_resume_or_no_folder(tmp_path, appears):
+def test_ctrl_c_as_the_run_folder_fills_leaves_a_run_to_resume_or_no_folder(tmp_path, appears, ctrl_c_raises):
     """A real SIGINT, sent as soon as the run folder (or its probes/) appears, while a run of 100 scenarios writes its
     files. Before: probes/ and transcripts/ came before the manifest, and the folder was left holding neither."""
     cases = distinct_cases(100)
@@ -290,7 +304,6 @@ def test_ctrl_c_as_the_run_folder_fills_leaves_a_run_to_resume_or_no_folder(tmp_
             time.sleep(0.0002)
         os.kill(os.getpid(), signal.SIGINT)
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     sender = threading.Thread(target=interrupt_when_it_appears)
     sender.start()
     try:
@@ -314,7 +327,7 @@ def test_the_cli_says_what_a_ctrl_c_as_the_folder_appears_left(tmp_path):
     folder = tmp_path / "runs" / "r"
     command = [*BENCH, "run", str(session), "-s", "none", "-p", "32k", "-j", "1", "--no-report", "-o", str(folder.parent),
                "--run-id", "r", "--probes", str(tmp_path / "probes.yaml")]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_python_starts)
     try:
         while not folder.exists() and proc.poll() is None:
             time.sleep(0.0002)
