@@ -34,7 +34,6 @@ import platform
 import shutil
 import time
 import traceback
-import zipfile
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -81,7 +80,6 @@ from compaction_bench.store import (
     KEY_DTYPES,
     P_BEST_JUDGED,
     PANDAS_DTYPES,
-    REPLAY_FILES,
     SCHEMA,
     TABLES,
     CellKey,
@@ -91,7 +89,6 @@ from compaction_bench.store import (
     cell_table,
     merge_tables,
     read_manifest,
-    replay_files,
     write_parquet,
 )
 from compaction_bench.templates import PromptSet
@@ -943,20 +940,8 @@ def stored_template_hashes(store: RunStore, keys: Iterable[CellKey]) -> dict[str
     for slug, key in wanted.items():
         cell = store.stored(key) if slug not in archived else None
         if cell is not None:
-            hashes.update(_rendered_templates(_replay_text(cell), str(cell.path)))
+            hashes.update(_rendered_templates(cell.replay_text(), str(cell.path)))
     return hashes
-
-
-def _replay_text(cell: StoredCell) -> str | None:
-    """A stored cell's replay.json (`store.REPLAY_FILES`), read alone; None for the folder of a version that kept none."""
-    try:
-        if cell.is_folder:
-            files = replay_files(cell.path)
-            return None if files is None else files[2].read_text(encoding="utf-8")
-        with zipfile.ZipFile(cell.path) as members:
-            return members.read(REPLAY_FILES[2]).decode("utf-8")
-    except (OSError, zipfile.BadZipFile, KeyError, UnicodeDecodeError) as exc:
-        raise StoreError(f"{cell.path}: not a readable cell ({exc}); delete it, and `bench run --resume` does the cell again") from None
 
 
 #: How the store writes a replay.json's top-level `template_hashes` (`store.json_text`: indented by two, so a nested key

@@ -324,17 +324,27 @@ class StoredCell:
             key = CellKey(**json.loads(text)["key"])
         return CellRecords(key, self._table(members, REPLAY_FILES[0]), self._table(members, REPLAY_FILES[1]), text)
 
+    def replay_text(self) -> str | None:
+        """The cell's replay.json text, read alone (not its records tables); None for the folder of a version that kept
+        no replay records."""
+        if self.is_folder:
+            files = replay_files(self.path)
+            if files is None:
+                return None
+            with self._decoding(REPLAY_FILES[2]):
+                return files[2].read_text(encoding="utf-8")
+        member = self._members(REPLAY_FILES[2:])[REPLAY_FILES[2]]
+        with self._decoding(REPLAY_FILES[2]):
+            return member.decode("utf-8")
+
     def key(self) -> CellKey | None:
         """The key the cell's replay.json gives it (the cell it holds, whatever its name); None for the folder of a
         version that kept no replay records."""
-        if self.is_folder:
-            if replay_files(self.path) is None:
-                return None
-            with self._decoding(REPLAY_FILES[2]):
-                return CellKey(**json.loads((self.path / REPLAY_FILES[2]).read_text(encoding="utf-8"))["key"])
-        text = self._members(REPLAY_FILES[2:])[REPLAY_FILES[2]]
+        text = self.replay_text()
+        if text is None:
+            return None
         with self._decoding(REPLAY_FILES[2]):
-            return CellKey(**json.loads(text.decode("utf-8"))["key"])
+            return CellKey(**json.loads(text)["key"])
 
     def record_schemas(self) -> tuple[pa.Schema, pa.Schema]:
         """The schemas of the cell's contexts and messages records (`records`), read without decoding their rows."""
