@@ -67,9 +67,6 @@ TEMPLATES: dict[str, tuple[str, dict[str, Any]]] = {
 SUMMARY_EVENTS = {"pi": "compaction", "claude-code": "compaction-summary", "codex": "compaction"}
 #: Pi's fix eeace797: from this day a compaction summarizes the previous one's kept tail too.
 PI_KEPT_TAIL_FIX = "2026-03-27"
-#: Codex's budget for the user messages a local compaction keeps, in ceil(UTF-8 bytes / 4) tokens
-#: (`COMPACT_USER_MESSAGE_MAX_TOKENS`, openai/codex:codex-rs/core/src/compact.rs@3aae5d8 L55; docs/specs/codex.md §2.2 step 3).
-CODEX_KEPT_USER_TOKENS = 20_000
 #: The mark Codex's `truncate_text` puts where it cut the middle of a text (spec §9; core/src/truncate.rs).
 CODEX_CUT = re.compile(r"…\d+ (?:tokens|chars) truncated…")
 #: What Claude Code's summary message says when it keeps recent messages verbatim after it (`preservedSegment`;
@@ -180,12 +177,15 @@ def _codex_recorded_kept(users: Sequence[Item], recorded: Sequence[str]) -> tupl
 
 def _codex_rule_kept(users: Sequence[Item]) -> dict[str, str]:
     """The span's real user messages Codex's rule keeps when the line records no history (spec §7.3 step 4): the
-    newest within `CODEX_KEPT_USER_TOKENS`, the crossing one middle-truncated (`select_user_messages`). The span's
-    messages are the history's newest, so the rule over them alone picks the same ones of them."""
+    newest within Codex's budget (`codex-local`'s `compact_user_message_max_tokens`, `COMPACT_USER_MESSAGE_MAX_TOKENS`:
+    spec §2.2 step 3), the crossing one middle-truncated (`select_user_messages`). The span's messages are the history's
+    newest, so the rule over them alone picks the same ones of them."""
+    from compaction_bench.strategies.codex import LocalOptions
     from compaction_bench.strategies.codex_components import ItemConverter, select_user_messages
 
     converter = ItemConverter()
-    return {k.item_ids[0]: k.text for k in select_user_messages([converter.convert(u) for u in users], CODEX_KEPT_USER_TOKENS)}
+    budget = LocalOptions().compact_user_message_max_tokens
+    return {k.item_ids[0]: k.text for k in select_user_messages([converter.convert(u) for u in users], budget)}
 
 
 def _codex_kept(span: Sequence[Item], recorded: Sequence[str] | None) -> tuple[dict[str, str], str | None]:
