@@ -24,6 +24,10 @@
 
 Neither requests nor compactions report an estimate or a threshold (`Request.threshold`): the limit
 applies to the `done` messages alone, never to the whole context whose true count the metrics hold.
+A request's meta holds `history_limit` and, while `done` is within it, `done_tokens`; past it,
+`done_over_limit`. Past the limit no total is kept: until `done` is replaced or cleared it only
+grows, so `too_big` holds at every later check, and the split reads the counts of the messages it
+keeps or cuts alone.
 
 The weak model is the summariser passed to the run; its window defaults to the profile's. Requests
 are views of one append-only log of wire messages (compaction_bench.log_view), and the split reads
@@ -130,8 +134,10 @@ class Aider(Strategy):
         self.snapshot: list[ChatMessage] | None = None
         self.summarized: list[ChatMessage] = []
         self._turn_edited = False
-        #: `sum(token_count(m) for m in done)`, kept as `done` changes (§3 `too_big` on `done` at every edited turn)
-        self._done_tokens = 0
+        #: `sum(token_count(m) for m in done)` while it is at most the limit, kept as `done` changes (§3 `too_big`
+        #: on `done` at every edited turn); None once it is over: `done` only grows until it is replaced or
+        #: cleared, so `too_big` stays true and the total is not needed (nor counted)
+        self._done_tokens: int | None = 0
         #: per-message memos: token counts by (role, content), wire messages by chat message
         self._counts: dict[tuple[str, str], int] = {}
         self._wire: dict[ChatMessage, Message] = {}
@@ -167,7 +173,8 @@ class Aider(Strategy):
             # `_clear_chat_history` (`commands.py@5dc9490b L435-437`) empties both lists and nothing else: a
             # summary still pending is resolved at the next request, discarded as run (the snapshot is not the
             # empty `done`) and, with `applied`, put back in place of the cleared history
-            self.done, self.cur, self._done_tokens = [], [], 0
+            self.done, self.cur = [], []
+            self._count_done()
             self.ctx.record_compaction(trigger="clear", before=before, after=self.messages(), summary=None, probe=False)
             return
         if text.startswith("/"):
@@ -215,15 +222,25 @@ class Aider(Strategy):
 
     def _extend_done(self, messages: Sequence[ChatMessage]) -> None:
         self.done.extend(messages)
-        self._done_tokens += sum(self.token_count(m) for m in messages)
+        if self._done_tokens is not None:
+            self._add_done_tokens(sum(self.token_count(m) for m in messages))
+
+    def _count_done(self) -> None:
+        """The total of a `done` that was replaced or cleared, counted anew."""
+        self._done_tokens = 0
+        self._add_done_tokens(sum(self.token_count(m) for m in self.done))
+
+    def _add_done_tokens(self, tokens: int) -> None:
+        total = (self._done_tokens or 0) + tokens
+        self._done_tokens = None if total > self.max_tokens else total  # too_big(done), strict (§3)
 
     def summarize_start(self) -> None:
-        if not self._done_tokens > self.max_tokens:  # too_big(done), strict (§3), on the running total of `done` only
+        if self._done_tokens is not None:  # not too_big(done) (§3)
             return
         self.summarize_end()
         self.snapshot = list(self.done)
         try:
-            self.summarized = self.summarize(self.snapshot, self._done_tokens)
+            self.summarized = self.summarize(self.snapshot, over_limit=True)
         except AiderSummaryFailed:
             self.summarized = []
 
@@ -240,7 +257,7 @@ class Aider(Strategy):
             return
         lost = len(self.done) - len(snapshot)  # messages appended after the snapshot (the commit pair)
         self.done = summarized
-        self._done_tokens = sum(self.token_count(m) for m in summarized)
+        self._count_done()
         kept = {i for m in summarized for i in m.item_ids}
         # No estimate and no threshold for the token-accuracy metrics: `too_big` (§3, strict `>`) sums the JSON
         # token counts of `done` alone, taken at the snapshot, while the record's true count is the whole context
@@ -254,20 +271,21 @@ class Aider(Strategy):
         )
 
     # ------------------------------------------------------------ the split (§5, §6)
-    def summarize(self, messages: Sequence[ChatMessage], total: int | None = None) -> list[ChatMessage]:
-        """§5 `summarize`; `total` is the messages' token count when the caller keeps it."""
-        out = self.summarize_real(list(messages), 0, total)
+    def summarize(self, messages: Sequence[ChatMessage], *, over_limit: bool = False) -> list[ChatMessage]:
+        """§5 `summarize`; `over_limit` when the caller knows the messages are over the limit (their total is
+        then not counted)."""
+        out = self.summarize_real(list(messages), 0, over_limit=over_limit)
         if out and out[-1].role != "assistant":
             out.append(ChatMessage("assistant", OK))
         return out
 
-    def summarize_real(self, messages: list[ChatMessage], depth: int, total: int | None = None) -> list[ChatMessage]:
+    def summarize_real(self, messages: list[ChatMessage], depth: int, *, over_limit: bool = False) -> list[ChatMessage]:
         """§5 the split; token counts are read only for the tail (from the end) and the head (from the
-        start, up to the summariser's window), so the work does not grow with a long `done`."""
+        start, up to the summariser's window), so the work does not grow with a long `done`. The total is
+        read only at depth 0 (upstream counts it at every depth, and uses it there alone), and not when
+        the caller knows it is over the limit."""
         o = self.options
-        if total is None:
-            total = sum(self.token_count(m) for m in messages)
-        if total <= self.max_tokens and depth == 0:
+        if depth == 0 and not over_limit and sum(self.token_count(m) for m in messages) <= self.max_tokens:
             return messages
         if len(messages) <= o.min_split or depth > o.max_depth:
             return self.summarize_all(messages)
@@ -353,7 +371,8 @@ class Aider(Strategy):
 
     def request(self) -> Request:
         self.summarize_end()
-        return Request(self.messages(), meta={"done_tokens": self._done_tokens, "history_limit": self.max_tokens})
+        total = {"done_over_limit": True} if self._done_tokens is None else {"done_tokens": self._done_tokens}
+        return Request(self.messages(), meta={**total, "history_limit": self.max_tokens})
 
 
 def clears_history(text: str) -> bool:

@@ -205,3 +205,50 @@ def test_a_message_is_counted_as_litellm_encode_counts_it():
         aider = Aider(_FixedSummaryContext("", profile), Aider.parse_options({}))
         assert aider.token_count(message) == len(litellm.encode(model=model, text=text)), profile
     assert len(get_encoding("o200k_base").encode(text)) != len(get_encoding("cl100k_base").encode(text))  # the test can tell
+
+
+def test_done_is_counted_up_to_the_limit_and_the_split_reads_only_its_ends():
+    """§3 `too_big` and §5. As run, `done` only grows, so once its total is over the limit it is over at every later
+    check: a request's meta holds the total (each message's JSON counted with cl100k_base, §4) while it is within
+    the limit, and `done_over_limit` from then on. The split reads the tail from the end, up to half the limit, and
+    the head up to the summariser's window less 512, so the first questions of a long edited turn, once past the
+    head, are never counted."""
+    counted: list[str] = []
+
+    class Counting(Aider):
+        def token_count(self, message: ChatMessage) -> int:
+            counted.append(message.content)
+            return super().token_count(message)
+
+    s = Session()
+    for n in range(30):  # each edited turn follows five questions, all moved to `done` with it (§1)
+        for q in range(5):
+            s.user(f"question {n}.{q}: " + " ".join(f"word{n}x{q}x{k}" for k in range(10)))
+            s.assistant(f"answer {n}.{q}: " + " ".join(f"reply{n}y{q}y{k}" for k in range(10)))
+        s.user(f"change number {n}")
+        s.assistant(f"edit for change {n}")
+        s.items.append(Item(id=f"out{n}", kind="marker", text=f"Applied edit to f{n}.py\nCommit abc{n:04d} feat: change {n}",
+                            meta={"event": "aider-output"}))
+    result = replay(s.transcript(), Counting, profile=small_profile(16_000), options={"summarizer_max_input_tokens": 2_000})
+    encoding = get_encoding("cl100k_base")
+
+    def tokens(role: str, content: str) -> int:
+        return len(encoding.encode(json.dumps({"role": role, "content": content})))
+
+    users = [i.text for i in s.items if i.kind == "user"]
+    replies = [i.text for i in s.items if i.kind == "assistant"]
+    done_after = [0]  # done's total after each edited turn: its six pairs and the commit pair (§2.4)
+    for n in range(30):
+        commit = COMMIT_MESSAGE.format(hash=f"abc{n:04d}", message=f"feat: change {n}")
+        pairs = sum(tokens("user", u) + tokens("assistant", a) for u, a in zip(users[6 * n : 6 * n + 6], replies[6 * n : 6 * n + 6], strict=True))
+        done_after.append(done_after[-1] + pairs + tokens("user", commit) + tokens("assistant", OK))
+    within = [t for t in done_after if t <= 1_024]  # 16k window: the limit is 1,024 (§3)
+    assert len(within) == 2  # one edited turn within the limit, then over
+    metas = [r.meta for r in result.requests if r.kind != "summary"]
+    assert sorted({m["done_tokens"] for m in metas if "done_tokens" in m}) == within
+    first_over = next(n for n, m in enumerate(metas) if m.get("done_over_limit"))
+    assert all("done_tokens" in m for m in metas[:first_over]) and all(m.get("done_over_limit") for m in metas[first_over:])
+    assert result.compactions and {c.trigger for c in result.compactions} == {"discarded-summary"}
+    assert users[0] in counted and replies[-1] in counted  # the head's first message, the last tail's
+    firsts = [users[6 * n] for n in range(10, 30)]  # the first question of each later edited turn
+    assert not any(u in counted for u in firsts)  # the middle of a growing `done` is never read
