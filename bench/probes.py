@@ -523,8 +523,10 @@ def probes_text(probes: Iterable[Probe], suffix: str = ".yaml") -> str:
     return yaml.dump([p.to_dict() for p in probes], Dumper=_ProbeDumper, sort_keys=False, allow_unicode=True)
 
 
-def write_probes(probes: Iterable[Probe], path: str | Path) -> Path:
+def write_probes(probes: Iterable[Probe], path: str | Path, *, sweep: bool = False) -> Path:
+    """`probes` as the file `path` (`probes_text`), written whole or not at all; `sweep` for a file of a run folder,
+    whose only writer is its run: the temporary files an earlier write of it left when killed are removed."""
     from compaction_bench.atomic import atomic_write_text
 
     path = Path(path)
-    return atomic_write_text(path, probes_text(probes, path.suffix))
+    return atomic_write_text(path, probes_text(probes, path.suffix), sweep=sweep)

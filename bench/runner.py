@@ -1032,7 +1032,7 @@ def _run_claimed(
     # writes them again); stopped before it, `run` removes the folder it made (`RunFolder.remove_unstarted`).
     store.write_manifest(manifest)
     for relative, text in (pair for scenario in files for pair in scenario.items()):
-        atomic_write_text(store.root / relative, text)
+        atomic_write_text(store.root / relative, text, sweep=True)  # a run folder has one writer: its run
     write_parquet(pd.DataFrame(items_table(cases), columns=ITEM_COLUMNS), store.root / "items.parquet")
     write_parquet(pd.DataFrame(questions_table(cases), columns=QUESTION_COLUMNS), store.root / "questions.parquet")
     todo = [k for k in keys if not (resume and store.is_done(k))]
@@ -1094,12 +1094,16 @@ def _run_claimed(
             total += len(stale)
     manifest["cells"]["failed"] = [{k: v for k, v in f.items() if k != "traceback"} for f in failures]
     manifest["wall_seconds"] = round(time.monotonic() - started, 3)
-    if failures:
-        atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures))
-    else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
-        (store.root / "errors.log").unlink(missing_ok=True)
     manifest["templates"] = template_texts(config.prompts, manifest["template_hashes"])
-    finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
+    try:
+        if failures:
+            atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures), sweep=True)
+        else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
+            (store.root / "errors.log").unlink(missing_ok=True)
+        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
+    except WriteFailed as exc:  # every cell is in the folder: a resume runs none of them again and writes the rest
+        raise CannotWrite(f"{exc}; every cell finished and is kept: write the tables with `bench run --resume` and the same "
+                          f"arguments (--run-id {store.root.name} -o {store.root.parent})") from None
     note_unusual_replies(store.root)
     if failures:
         raise CellsFailed(
@@ -1472,7 +1476,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
             if not in_place and not Path(entry["file"]).is_absolute():
                 _copy(source.root / entry["file"], target / entry["file"])
             if given is not None:
-                write_probes(case.probes, target / entry["probes_file"])
+                write_probes(case.probes, target / entry["probes_file"], sweep=True)
             elif not in_place:  # the run's own probes: its file, as it is
                 _copy(source.root / entry["probes_file"], target / entry["probes_file"])
             scored["scenarios"].append({**entry, "probes": len(case.probes), "probes_sha256": sha256_file(target / entry["probes_file"])})
@@ -1572,4 +1576,4 @@ def cell_label(key: CellKey, repeats: int) -> str:
 def _copy(source: Path, target: Path) -> None:
     """Copy a run's file into the scored folder: a failure to read names `source`, one to write `target`."""
     data = source.read_bytes()
-    atomic_write(target, lambda tmp: tmp.write_bytes(data))
+    atomic_write(target, lambda tmp: tmp.write_bytes(data), sweep=True)  # the scored folder has one writer: this score
