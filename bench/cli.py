@@ -412,7 +412,7 @@ def import_(
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Write a transcript in the canonical compaction-bench JSONL form."""
-    from compaction_bench.importing import TypedPath, load_transcripts, write_transcripts
+    from compaction_bench.importing import TypedPath, load_transcripts, warn_import_problems, write_transcripts
 
     if not output.strip():
         raise UsageFailure("-o is empty; name the file (or the folder) to write")
@@ -421,6 +421,7 @@ def import_(
     # File names come from session ids inside the file: sanitized, kept inside -o, never overwriting.
     for path in write_transcripts(transcripts, target):
         console.print(f"wrote {target if path == target else path}", markup=False, soft_wrap=True)
+    warn_import_problems(file, transcripts)  # once written (a refused output is the one error said)
 
 
 @app.command()
@@ -652,7 +653,7 @@ def probes_mine(
 ) -> None:
     """Mine deterministic probes (errors, artifacts, constraints, recall facts, decisions, next steps) from a transcript."""
     from compaction_bench.atomic import check_output, write_output
-    from compaction_bench.importing import load_transcripts
+    from compaction_bench.importing import load_transcripts, warn_import_problems
     from compaction_bench.probes import probes_text
     from compaction_bench.progress import shown
     from compaction_bench.scenarios.mining import mine_transcripts
@@ -662,6 +663,7 @@ def probes_mine(
         raise UsageFailure(f"--output {output_text}: is the transcript this command reads; write the probes elsewhere (--force or not)")
     check_output(output, replace=force)
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
+    warn_import_problems(file, sessions)
     mined = mine_transcripts(sessions)
     if not mined:
         items = sum(len(t.items) for t in sessions)
@@ -717,11 +719,12 @@ def probes_check(
     import_option: Annotated[Optional[list[str]], typer.Option("--import-option", help=IMPORT_OPTION_HELP)] = None,
 ) -> None:
     """Validate a probe file and check each probe against each session of a transcript (exit 1 on a problem)."""
-    from compaction_bench.importing import load_transcripts
+    from compaction_bench.importing import load_transcripts, warn_import_problems
     from compaction_bench.probes import assign_probes, load_probes, source_index
 
     loaded = load_probes(probes)
     sessions = load_transcripts(file, format=format, **_import_options(import_option))
+    warn_import_problems(file, sessions)
     assigned, left_out = assign_probes(sessions, loaded)
     asked = {probe.id for found in assigned for probe in found}
     problems = 0

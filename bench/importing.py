@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import errno
 import hashlib
+import logging
 import os
 import re
 import stat
@@ -27,6 +28,8 @@ from typing import Any, BinaryIO, ClassVar
 
 from compaction_bench import registry
 from compaction_bench.transcript import Transcript, TranscriptError
+
+LOG = logging.getLogger(__name__)
 
 SNIFF_BYTES = 256 * 1024
 #: Detection reads a first line longer than `SNIFF_BYTES` (a JSONL whose first record holds a large
@@ -416,6 +419,18 @@ def detect(path: Path) -> type[Importer]:
             "(pass --format NAME to force one)"
         )
     return max(matches, key=lambda cls: cls.priority)
+
+
+def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) -> None:
+    """Say once per file how many problems its import met (lines kept out, repaired or kept as
+    markers; the importers record each in `meta["problems"]`), so none passes a run, a mining or a
+    conversion unnoticed."""
+    from compaction_bench.progress import shown
+
+    problems = list(dict.fromkeys(p for t in transcripts for p in t.meta.get("problems", ())))
+    if problems:
+        name = shown(str(path))
+        LOG.warning("warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", name, len(problems), shown(problems[0]), name)
 
 
 def load_transcripts(path: str | Path, format: str = "auto", **options: Any) -> list[Transcript]:

@@ -54,7 +54,7 @@ from compaction_bench.code_identity import code_identity, sha256_file
 from compaction_bench.collector import spaced_collections
 from compaction_bench.errors import BenchError, did_you_mean, with_guesses
 from compaction_bench.executors import EXECUTORS, WorkerDied, check_reachable, execute, sigterm_interrupts
-from compaction_bench.importing import detect, load_transcripts
+from compaction_bench.importing import detect, load_transcripts, warn_import_problems
 from compaction_bench.llm import (
     DEFAULT_ANSWERER,
     DEFAULT_SUMMARIZER,
@@ -525,15 +525,6 @@ def distinct_cases(cases: Sequence[Case], duplicates: list[dict[str, Any]], empt
         duplicates.append({"file": case.file, "session_index": case.session_index, "same_as": first.file,
                            "same_as_session_index": first.session_index, "scenario": first.name, "given_as": case.name})
     return out
-
-
-def warn_import_problems(path: str | Path, transcripts: Sequence[Transcript]) -> None:
-    """Say once per file how many problems its import met (lines kept out, repaired or kept as
-    markers; the importers record each in `meta["problems"]`), so none passes a run unnoticed."""
-    problems = list(dict.fromkeys(p for t in transcripts for p in t.meta.get("problems", ())))
-    if problems:
-        name = shown(str(path))
-        LOG.warning("warning: %s: %d import problem(s), e.g. %s (`bench inspect %s` lists them all)", name, len(problems), shown(problems[0]), name)
 
 
 def readable(file_name: str) -> str:
