@@ -11,7 +11,7 @@ what the model sees, as the API applies it (§1 "server-side, before the prompt 
   nothing is applied. Recomputed from the full history on every request (§7), so each newly cleared
   result rewrites the prompt from that point: the cache effect shows in the cache metrics (§2.3).
   Each request's `meta["applied_edits"]` is the response's `{cleared_tool_uses, cleared_input_tokens}`.
-- `anthropic-compact`, `compact_20260112` (§4): when the input (system + messages) exceeds
+- `anthropic-compact`, `compact_20260112` (§4): when the input (system + messages) reaches
   `trigger` before sampling, the same model summarises system + history with the default prompt or
   `instructions` (which replaces it); the compaction block then stands for everything before it on
   every later request (§4.5); the summary call is its own request, billed apart from the message
@@ -31,10 +31,13 @@ by the count of what it holds), a clearing record's when the context before it i
 first clearing). `threshold` goes with it on clearing records: a later clearing's context before it is the
 previous edited prompt, which the server never compared with the trigger, so it would be judged premature
 on a count nobody decided on. A request keeps the trigger as its threshold (the count at which the server
-edits): with no estimate, or the exact one, no trigger can count as missed. Both strategies compare with
-`>` (the docs' "exceeds": §2.1 for clearing, its operator open in §8 item 2; §7 for compaction, "`>` vs `≥`
-unverified"; the server's code is not public), so the threshold they report is the smallest count that
-fires it, `trigger + 1` (`Request.threshold`).
+edits): with no estimate, or the exact one, no trigger can count as missed. Clearing compares with `>`
+(the docs' "exceeds": §2.1, its operator open in §8 item 2), so the threshold it reports is the smallest
+count that fires it, `trigger + 1` (`Request.threshold`). Compaction compares with `>=`: §7 leaves the
+operator open ("`>` vs `≥` unverified"), and the compaction page itself says the API summarises "when it
+reaches the configured token threshold" and "detects when input tokens reach your specified trigger
+threshold" (`build-with-claude/compaction.md`, the "How compaction works" section, as mirrored in
+gpambrozio/ClaudeDocs), so it reports `trigger` itself. The server's code is not public.
 
 What a client keeps after a pause the docs leave to it (§4.4: "any additional messages you want to
 preserve verbatim"). Their example "Preserving recent messages after compaction" (the compaction page,
@@ -50,8 +53,8 @@ the assistant message before it. A long single-turn run thus compacts again only
 regrows past the trigger, as the docs' client does (keeping the whole current turn, the turn alone soon
 exceeds the trigger and every request compacts).
 
-Open points taken as follows: the clearing placeholder text is unverified (an option); the
-comparisons are `>` ("exceeds"); the input counts system + messages (tool definitions are not in the
+Open points taken as follows: the clearing placeholder text is unverified (an option); clearing
+compares with `>` ("exceeds") and compaction with `>=` ("reaches"); the input counts system + messages (tool definitions are not in the
 transcripts); clearing clears everything older than `keep` (§7, §8.3).
 
 The requests are views of append-only logs (compaction_bench.log_view), the cleared prompt included,
@@ -368,7 +371,7 @@ class CompactOptions:
     """`compact_20260112` with the documented defaults (§4.1)."""
 
     #: `trigger`, in input tokens: compact before sampling once the request's input (system, messages, tools)
-    #: exceeds this (§4.1, §4.2).
+    #: reaches this (§4.1, §4.2; the compaction page's "reach", module docstring).
     trigger: int = field(default=150_000, metadata={"range": Range(MIN_COMPACT_TRIGGER, what="a number of input tokens; the API accepts no fewer, §4.1")})
     #: Stop right after the summary (`stop_reason: "compaction"`); the client then resends the block and its newest
     #: `pause_keep_messages` messages (§4.1, §4.4).
@@ -382,7 +385,7 @@ class CompactOptions:
 
 class ServerCompact(_ClientHistory):
     name = "anthropic-compact"
-    description = "Anthropic compact_20260112 at the provider: past 150k input tokens the history becomes one compaction block"
+    description = "Anthropic compact_20260112 at the provider: once the input reaches 150k tokens the history becomes one compaction block"
     spec = "docs/specs/anthropic-context-management.md §1, §4, §7"
     Options = CompactOptions
 
@@ -408,12 +411,12 @@ class ServerCompact(_ClientHistory):
         messages = self.messages()
         tokens = self.ctx.count_tokens(messages)
         estimate: int | None = tokens
-        if tokens > o.trigger and self._compact(messages, tokens):
+        if tokens >= o.trigger and self._compact(messages, tokens):
             messages = self.messages()
             estimate = self.ctx.count_tokens(messages) if o.pause_after_compaction else None
-        # strict, "when input exceeds the trigger" (§7; operator unverified there): the smallest count that
-        # compacts is `trigger + 1`
-        return Request(messages, estimate_tokens=estimate, threshold=o.trigger + 1)
+        # "when input tokens reach your specified trigger threshold" (the compaction page; §7 leaves the operator
+        # open): the smallest count that compacts is `trigger` itself
+        return Request(messages, estimate_tokens=estimate, threshold=o.trigger)
 
     def _compact(self, messages: Sequence[Message], tokens: int) -> bool:
         """Compact (§4.2); False when the summary iteration overflowed (§4.9): nothing changed, and the request
@@ -438,7 +441,7 @@ class ServerCompact(_ClientHistory):
         self.ctx.record_compaction(
             trigger="compact_20260112", before=messages, after=self.messages(), summary=result.text,
             summarized_ids=summarized, estimate_tokens=tokens,
-            threshold=o.trigger + 1,
+            threshold=o.trigger,
             details={"iteration": {"type": "compaction", "input_tokens": result.input_tokens, "output_tokens": result.output_tokens},
                      "paused": o.pause_after_compaction},
         )

@@ -144,9 +144,9 @@ def test_compact_reports_the_servers_count_of_the_prompt_it_decided_on():
         assert result.compactions
         after = {c.next_request for c in result.compactions}
         for compaction in result.compactions:
-            assert compaction.estimate_tokens == compaction.tokens_before > 50_000 and not premature(compaction)
+            assert compaction.estimate_tokens == compaction.tokens_before >= 50_000 and not premature(compaction)
         for request in turns(result):
-            assert request.threshold == 50_001 and not estimate_error(request).missed_trigger  # `>` 50,000
+            assert request.threshold == 50_000 and not estimate_error(request).missed_trigger  # "reaches" 50,000: `>=`
             if request.index in after and not pause:
                 assert request.messages[0].role == "compaction" and request.estimate_tokens is None
             else:
@@ -166,3 +166,16 @@ def test_with_auto_compact_off_no_request_reports_a_threshold():
     on = replay(_session([100_000, 122_999, 123_000, 150_000]).transcript(), "claude-code", profile="claude-opus",
                 usage="recorded", options=OPUS)
     assert on.compactions and any(r.threshold == 123_000 for r in turns(on))
+
+
+def test_compact_fires_when_the_input_reaches_the_trigger_exactly():
+    """The compaction page: the API summarises "when it reaches the configured token threshold" ("Detects when input
+    tokens reach your specified trigger threshold"), so a prompt of exactly `trigger` tokens compacts (§7 leaves the
+    operator open; before session 42 it took `>` and compacted one request later)."""
+    t = _tools(40, chars=8_000).transcript()
+    uncompacted = turns(replay(t, "anthropic-compact", profile="claude-opus", options={"trigger": 10_000_000}))
+    first = next(r for r in uncompacted if r.true_tokens >= 50_000)
+    assert all(r.true_tokens < first.true_tokens for r in uncompacted[: uncompacted.index(first)])
+    result = replay(t, "anthropic-compact", profile="claude-opus", options={"trigger": first.true_tokens})
+    assert result.compactions[0].tokens_before == first.true_tokens
+    assert result.compactions[0].threshold == first.true_tokens and not premature(result.compactions[0])

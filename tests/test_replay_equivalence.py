@@ -94,6 +94,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: `compact_cache_prefix=False` both replays give the digests recorded before.
 #: aider counts a message as `litellm.encode` does, with cl100k_base on every GPT profile (2026-12-05, the
 #: fortieth pass): the synthetic replay sends one more summary request (473, was 472), the Pi one is unchanged.
+#: anthropic-compact (2026-12-06, the forty-second pass): the compaction page says the API compacts when the input
+#: "reaches" the trigger, so the rule is `count >= T` and the threshold it reports is `T` (was `T + 1`); neither
+#: replay compacts at the default trigger, so only each request's reported threshold differs.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -126,8 +129,8 @@ GOLDEN = {
     ("claude-code-2.1", "pi"): (684, 222, "c7f6d569cb67e05a"),
     ("anthropic-clear-tool-uses", "synthetic"): (427, 98, "872c89363b8fd9de"),
     ("anthropic-clear-tool-uses", "pi"): (454, 173, "f69f60ec558d0c23"),
-    ("anthropic-compact", "synthetic"): (427, 0, "fd00c76cb0031698"),
-    ("anthropic-compact", "pi"): (454, 0, "2e13925655ada326"),
+    ("anthropic-compact", "synthetic"): (427, 0, "21c089531f4415c9"),
+    ("anthropic-compact", "pi"): (454, 0, "718d03e28df2ec1f"),
     ("gemini-cli", "synthetic"): (443, 8, "69d1739d47c52f6c"),
     ("gemini-cli", "pi"): (526, 36, "ea930556a6910044"),
     ("openhands", "synthetic"): (447, 20, "57793d252dbaad60"),

@@ -20,7 +20,7 @@ from compaction_bench.importing import load_transcripts
 from compaction_bench.log_view import LogView
 from compaction_bench.replay import ReplayResult, replay
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.aider import OK, Aider, ChatMessage
+from compaction_bench.strategies.aider import OK, Aider, AiderSummaryFailed, ChatMessage
 from compaction_bench.strategies.anthropic_context import ServerCompact
 from compaction_bench.strategies.claude_code import (
     CLEARED_RESULT,
@@ -129,18 +129,37 @@ class ReferenceClaudeCode21(ClaudeCode21):
 
 
 class ReferenceAider(Aider):
-    """§5 the split with every message's count read first (the sizes of the whole list, as upstream), and
-    wire messages built anew on every request."""
+    """§3 `too_big` on the whole of `done` at every edited turn, §5 the split with every message's count read first
+    (the sizes of the whole list, as upstream), and wire messages built anew on every request."""
 
     name = "aider-reference"
 
-    def summarize(self, messages: Sequence[ChatMessage], total: int | None = None) -> list[ChatMessage]:
+    def _done_total(self) -> int:
+        return sum(self.token_count(m) for m in self.done)
+
+    def summarize_start(self) -> None:
+        if not self._done_total() > self.max_tokens:
+            return
+        self.summarize_end()
+        self.snapshot = list(self.done)
+        try:
+            self.summarized = self.summarize(self.snapshot)
+        except AiderSummaryFailed:
+            self.summarized = []
+
+    def summarize(self, messages: Sequence[ChatMessage], *, over_limit: bool = False) -> list[ChatMessage]:
         out = self.summarize_real(list(messages), 0)
         if out and out[-1].role != "assistant":
             out.append(ChatMessage("assistant", OK))
         return out
 
-    def summarize_real(self, messages: list[ChatMessage], depth: int, total: int | None = None) -> list[ChatMessage]:
+    def request(self) -> Request:
+        self.summarize_end()
+        total = self._done_total()
+        meta = {"done_over_limit": True} if total > self.max_tokens else {"done_tokens": total}
+        return Request(self.messages(), meta={**meta, "history_limit": self.max_tokens})
+
+    def summarize_real(self, messages: list[ChatMessage], depth: int, *, over_limit: bool = False) -> list[ChatMessage]:
         o = self.options
         sized = [(self.token_count(m), m) for m in messages]
         total = sum(t for t, _ in sized)
