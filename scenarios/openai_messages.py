@@ -109,14 +109,24 @@ def add_chat(
     messages: Sequence[Any],
     where: Callable[[int], str] = lambda m: f"message {m}",
     line_of: Callable[[int], int | None] = lambda m: None,
+    failed: Callable[[str], bool] = lambda text: False,
 ) -> None:
     """`add_messages`, each message whose content it does not read as text or parts reported first
-    (`openai_style.content_problem`, module docstring); `where`/`line_of` name a message as `add_messages` does."""
+    (`openai_style.content_problem`, module docstring); `where`/`line_of` name a message and `failed` tells a
+    failed call's result as `add_messages` does."""
     for m, message in enumerate(messages):
         problem = content_problem(message.get("content")) if isinstance(message, Mapping) else None
         if problem is not None:
             builder.problem(f"{where(m)}: {problem}", line_of(m))
-    add_messages(builder, messages, where=where, line_of=line_of)
+    add_messages(builder, messages, where=where, line_of=line_of, failed=failed)
+
+
+def tau_failed(text: str) -> bool:
+    """Whether a tau-bench tool message reports a failed call. Its environment words every failure one way:
+    a tool's exception becomes `f"Error: {e}"` and an action it does not know `f"Unknown action {name}"`
+    (sierra-research/tau-bench tau_bench/envs/base.py@59a200c6 L101-113), and the tools return their own
+    refusals as `"Error: …"` strings (e.g. tau_bench/envs/airline/tools/book_reservation.py@59a200c6)."""
+    return text.startswith(("Error: ", "Unknown action "))
 
 
 def distinct_ids(
@@ -163,7 +173,7 @@ def session_builder(path: Path, n: int, entry: Any, lines: list[int] | None, pro
 def tau_builder(path: Path, n: int, entry: Mapping[str, Any], problems: Sequence[str]) -> TranscriptBuilder:
     """One tau-bench run's `traj` in a builder of its own."""
     builder = new_builder(path, problems)
-    add_chat(builder, entry["traj"], where=lambda m: f"run {n} message {m}")
+    add_chat(builder, entry["traj"], where=lambda m: f"run {n} message {m}", failed=tau_failed)
     return builder
 
 

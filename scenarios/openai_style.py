@@ -142,6 +142,7 @@ def add_messages(
     is_demonstration: Callable[[Mapping[str, Any]], bool] = lambda m: False,
     written_by_agent: Callable[[Mapping[str, Any]], Mapping[str, Any] | None] = lambda m: None,
     marker_roles: Collection[str] = (),
+    failed: Callable[[str], bool] = lambda text: False,
 ) -> None:
     """Append OpenAI-style messages to `builder`.
 
@@ -152,7 +153,9 @@ def add_messages(
     (the miner asks nothing from it). `written_by_agent` gives the meta of a user-role message the agent
     program wrote itself (a format-error notice, a command's output; None for one a person wrote): a
     synthetic user item marked `meta["from_agent"]`, sent to the model as recorded but no user turn, and
-    mined for nothing the user said (as Aider's own messages, `scenarios/aider.py`).
+    mined for nothing the user said (as Aider's own messages, `scenarios/aider.py`). `failed` tells, from its
+    text, a tool result that reports a failed call, for a format whose tool messages carry no error flag but
+    whose environment words every failure one way (tau-bench's `Error: …`): marked `is_error`.
 
     A legacy `role: "function"` message (no `tool_call_id`) answers the most recent unanswered
     `function_call` of its `name`. A message of another role is kept as a marker: one of
@@ -197,7 +200,8 @@ def add_messages(
                 missing = "tool_call_id" if role == "tool" else "name"
                 builder.problem(f"{where(n)}: {role} message without {missing}; kept as an orphan result", line_of(n))
                 call_id = f"missing-call-{n}"
-            builder.add("tool_result", text, call_id=str(call_id), tool_name=message.get("name"), attachments=attachments)
+            builder.add("tool_result", text, call_id=str(call_id), tool_name=message.get("name"), attachments=attachments,
+                        is_error=failed(text))
         else:
             if not isinstance(role, str):
                 builder.problem(f"{where(n)}: message without a role; kept as a marker", line_of(n))
