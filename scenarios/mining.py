@@ -762,7 +762,7 @@ def _called(*names: str) -> Callable[[Item, re.Match[str]], bool]:
 #: or the text of an MCP `TextContent` recorded whole, `_mcp_text`) and whether the call's arguments state all the
 #: rest of one (`stated`): edit and write receipts, and the fixed words of tools that edit nothing. Such a receipt
 #: answers nothing the call did not say: a probe on it rewards keeping raw recent tool output, not knowing a fact.
-#: One that says more (a diff or a `cat -n` snippet, a warning, a note that the user changed the edit, an id or a
+#: One that says more (a diff or a `cat -n` snippet, a warning but bash's here-document one, a note that the user changed the edit, an id or a
 #: file name the tool made, a verdict such as tau-bench's `Error: not enough seats on flight HAT290` or EnIGMA's
 #: `Wrong flag!`) is no receipt.
 RECEIPTS: tuple[tuple[re.Pattern[str], Callable[[Item, re.Match[str]], bool]], ...] = (
@@ -823,10 +823,18 @@ def _mcp_text(body: str) -> str | None:
     return None
 
 
+#: bash's warning for a here-document whose delimiter never came (`bash: line 3: warning: here-document at line 1
+#: delimited by end-of-file (wanted `PATCH')`; GNU bash 5.2, printed as such by `bash -c 'cat <<EOF'` with no `EOF`
+#: line): the shell ran the command anyway, and the warning says nothing of what the command did. Codex rollouts put
+#: it before `apply_patch` summaries sent through a here-document (5 recall probes of OpenPrintKit's two rollouts asked for it).
+HEREDOC_WARNING = re.compile(r"(?:[\w./-]+: (?:line \d+: )?)?warning: here-document at line \d+ delimited by end-of-file \(wanted `[^']*'\)")
+
+
 def _receipt(call: Item, lines: Sequence[str]) -> bool:
     """The output, its meaningful lines (`_lines`) or the text of an MCP `TextContent` they are (`_mcp_text`), is a
-    tool's fixed acknowledgement of this call (`RECEIPTS`)."""
-    body = "\n".join(lines)
+    tool's fixed acknowledgement of this call (`RECEIPTS`), a shell's here-document warning before it or not
+    (`HEREDOC_WARNING`)."""
+    body = "\n".join(line for line in lines if not HEREDOC_WARNING.fullmatch(line))
     for text in dict.fromkeys(t for t in (body, _mcp_text(body)) if t is not None):
         for pattern, stated in RECEIPTS:
             found = pattern.fullmatch(text)

@@ -105,9 +105,11 @@ def test_claude_code_codex_openhands_and_swe_agent_receipts_are_no_recall_facts_
         ("create", {"command": "create reproduce.py\n"},
          "[File: /repo/reproduce.py (1 lines total)]\n1:\n(Open file: /repo/reproduce.py)\n(Current directory: /repo)\nbash-$"),
         ("Bash", {"command": "cat VERSION"}, "2.4.1"),
-        # receipts that say more than the call: a snippet of the file around the edit, a shell warning
+        # a receipt that says more than the call: a snippet of the file around the edit
         ("Edit", {"file_path": "/p/d.md", "old_string": "b", "new_string": "c"},
          "The file /p/d.md has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n     1→a\n     2→c"),
+        # and one that does not: bash's warning for a here-document without its delimiter (the command ran; session 42:
+        # before, the warning made the receipt a recall fact, 5 of the corpus's Codex probes)
         ("shell", {"command": ["bash", "-lc", f"apply_patch <<'PATCH'\n{patch}"]},
          "bash: line 9: warning: here-document at line 1 delimited by end-of-file (wanted `PATCH')\n"
          "Success. Updated the following files:\nM src/a.py"),
@@ -116,7 +118,7 @@ def test_claude_code_codex_openhands_and_swe_agent_receipts_are_no_recall_facts_
     assert "2.4.1" in recall
     assert [a for a in recall if RECEIPT.search(a.split("\n")[0])] == [], recall
     assert any(a.startswith("The file /p/d.md has been updated. Here's") for a in recall), recall
-    assert any(a.startswith("bash: line 9: warning") for a in recall), recall
+    assert not any("here-document" in a for a in recall), recall
 
 
 @pytest.mark.corpora
