@@ -90,7 +90,10 @@ def get_encoding(name: str) -> tiktoken.Encoding:
 
 
 def utf8_len(text: str) -> int:
-    return len(text.encode("utf-8"))
+    """UTF-8 bytes of `text`. A lone UTF-16 surrogate (which a hand-built text can hold; the loaders
+    replace one with U+FFFD) counts 3 bytes, as the U+FFFD a Rust `String` holds in its place does:
+    "surrogatepass" writes it as a 3-byte sequence, at no cost to text without one."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def utf16_len(text: str) -> int:

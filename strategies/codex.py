@@ -22,6 +22,12 @@ truncation, windows, retention) are in `compaction_bench.strategies.codex_compon
   (for v1 the spec says the server applies the same reference rule), the compaction item last.
 - `codex-token-budget` (§5): a new window holding only the initial context and the
   ``<context_window>`` section; reminders once per window below a threshold (option).
+- Contextual messages (`WORLD_STATE_MARKERS` in the components): before the first user message the developer
+  bundle and the world-state user fragments are the initial context; after it the world-state fragments are the
+  next turn's context updates and a client's `<external_…>` additional context that turn's input, both recorded
+  after its pre-turn compaction, and every other contextual message (a `/shell` turn's output, `<turn_aborted>`,
+  another format's synthetic message) is a history item from where it happened, in the compaction input like the
+  rest of the history and never re-injected.
 - Initial context re-injection (§2.2 step 5): mid-turn before the last real user message (or, as
   upstream's `compact.rs` L559-614 has it beyond the spec, the last agent message that is no
   `FINAL_ANSWER` completion, when that comes later); after a pre-turn compaction the next turn
@@ -64,7 +70,10 @@ from compaction_bench.strategies.codex_components import (
     for_prompt,
     initial_context_index,
     insert_initial_context,
+    is_context_update,
+    is_initial_context,
     is_model_switch,
+    is_turn_input,
     item_ids_of,
     model_switch_reason,
     pretrim_tool_outputs,
@@ -212,8 +221,9 @@ class _Codex(Strategy):
         self.terms = ActiveTerms()
         #: The current initial context: the session's first one with later context updates applied.
         self.initial_context: list[CodexItem] = []
-        #: Contextual messages recorded since the last response: the next turn's context updates
-        #: (or, if a request comes first, mid-turn input).
+        #: Contextual messages recorded since the first user turn and not yet in the history: at the next user
+        #: turn its context updates and additional context, and the history items recorded before it
+        #: (`take_pending_context`); if a request comes first, mid-turn input.
         self.pending_context: list[CodexItem] = []
         self.account = TokenAccount(reasoning_included=o.reasoning_included)
         self.windows = ContextWindows(seed=o.thread_id)
@@ -262,12 +272,32 @@ class _Codex(Strategy):
             self.base = f"{self.base}\n\n{item.text}" if self.base else item.text
             return
         entry = self.converter.convert(item)
-        if not self.seen_user and entry.contextual:
-            self.initial_context.append(entry)
+        if not self.seen_user:
+            if is_initial_context(entry):
+                self.initial_context.append(entry)
         elif entry.contextual and entry.type == "message":
             self.pending_context.append(entry)
             return
         self.history.append(entry)
+
+    def take_pending_context(self) -> tuple[list[CodexItem], list[CodexItem]]:
+        """At a user turn: the pending contextual messages that are history items (a `/shell` turn's output, a
+        `<turn_aborted>` marker, any other format's synthetic message...) join the history where they happened,
+        before the pre-turn check, which counts them and whose compaction takes them (`record_conversation_items`
+        when they happen, `compact.rs@3aae5d8` L247-251 `clone_history`; see `WORLD_STATE_MARKERS`). Returned are
+        the turn's context updates and its additional context (`is_turn_input`), which the turn records after that
+        check, in that order, before its user message (`session/turn.rs@3aae5d8` L169-245)."""
+        updates: list[CodexItem] = []
+        turn_input: list[CodexItem] = []
+        for entry in self.pending_context:
+            if is_turn_input(entry):
+                turn_input.append(entry)
+            elif is_context_update(entry, self.initial_context):
+                updates.append(entry)
+            else:
+                self.history.append(entry)
+        self.pending_context = []
+        return updates, turn_input
 
     def on_marker(self, item: Item) -> None:
         if item.meta.get("event") != "model_switch" or not item.meta.get("model"):
@@ -284,12 +314,14 @@ class _Codex(Strategy):
     def on_user_turn(self, item: Item) -> None:
         """A new turn (§1.4 item 1). A step still waiting for its follow-up was interrupted: its
         turn ended without the mid-turn check, so the pre-turn check decides (no injection). The
-        turn's context updates (environment diff, `<model_switch>`) are recorded after the pre-turn
-        compaction, never in its request; after a compaction the full *current* initial context is
-        injected instead of the diff, the model-switch message first."""
+        contextual messages recorded since are history (`take_pending_context`) but for the turn's
+        context updates (environment diff, `<model_switch>`) and additional context, which are recorded
+        after the pre-turn compaction, never in its request; after a compaction the full *current*
+        initial context is injected instead of the diff, the model-switch message first, then the
+        additional context."""
         self.after_step(interrupted=True)
         self.turn_failed = False
-        updates, self.pending_context = self.pending_context, []
+        updates, turn_input = self.take_pending_context()
         self.initial_context = update_context(self.initial_context, updates)
         self.incoming, self.rolled_over = updates, None
         turn_ok = self.pre_turn()
@@ -305,6 +337,7 @@ class _Codex(Strategy):
             self.inject_next_turn = False
         else:
             self.history.extend(self.context_updates(updates))
+        self.history.extend(turn_input)
         self.history.append(self.converter.convert(item))
         self.seen_user = True
 
@@ -703,13 +736,18 @@ class CodexTokenBudget(_Codex):
         self.fallback_delivered = False
 
     def after_sampling(self, status: TokenStatus) -> None:
-        """Reminder once per window at `remaining <= threshold`; fallback prompt once at 0 (§5.3)."""
+        """Reminder once per window at `remaining <= threshold`; fallback prompt once at 0 (§5.3) while the limit is
+        not reached. §5.3 says only "no rollover is happening"; upstream, which wins, also withholds the prompt once
+        the limit is reached (a final answer past it rolls over at the next turn instead): `allow_auto_compact_fallback
+        = !should_roll_over && !token_limit_reached` (openai/codex:codex-rs/core/src/session/turn.rs@3aae5d8 L432),
+        read by `maybe_record` (session/token_budget.rs L94). This hook runs only when no rollover happens."""
         o = self.options
         if o.reminder_threshold_tokens is not None and not self.reminder_delivered and status.remaining <= o.reminder_threshold_tokens:
             text = self.ctx.render_prompt(o.reminder_template, n_remaining=status.remaining)
             self.history.append(self.converter.make(type="message", role="developer", text=text, contextual=True))
             self.reminder_delivered = True
-        if o.auto_compact_fallback_prompt and not self.fallback_delivered and status.remaining == 0:
+        fallback_allowed = not status.limit_reached
+        if o.auto_compact_fallback_prompt and fallback_allowed and not self.fallback_delivered and status.remaining == 0:
             self.history.append(
                 self.converter.make(type="message", role="developer", text=o.auto_compact_fallback_prompt, contextual=True)
             )

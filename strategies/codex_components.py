@@ -21,10 +21,12 @@ This module owns, once for all four Codex strategies:
   compaction to the next with running sums over the retained run) and
   `pretrim_tool_outputs` (§3.1);
 - `remove_first_item` (§2.1: drop the oldest item together with its call/output partner);
-- the context updates of a turn: `context_slot` (which initial-context entry a later contextual
-  message replaces), `is_model_switch` (the `<model_switch>` developer message) and
-  `update_context` (the *current* initial context a compaction re-injects, upstream
-  `compact.rs` with the snapshots `pre_turn_compaction_including_incoming_shapes` and
+- the context updates of a turn: what a contextual message is (`WORLD_STATE_MARKERS`: `is_initial_context`
+  before the first user turn, `is_context_update` and `is_turn_input` after it, else history),
+  `context_slot` (which initial-context entry a later contextual message replaces), `is_model_switch`
+  (the `<model_switch>` developer message) and `update_context` (the *current* initial context a
+  compaction re-injects, upstream `compact.rs` with the snapshots
+  `pre_turn_compaction_including_incoming_shapes` and
   `pre_turn_compaction_strips_incoming_model_switch_shapes`).
 
 Nothing here calls the LLM or the engine; `strategies/codex.py` composes these pieces.
@@ -96,15 +98,21 @@ def _utf8_cut(data: bytes, index: int, forward: bool) -> int:
 def truncate_middle(text: str, budget_bytes: int, *, unit: str = "tokens") -> str:
     """Codex `truncate_text`: keep the first floor(B/2) and last B-floor(B/2) bytes on UTF-8
     boundaries, joined by ``…N tokens truncated…`` (N = ceil((len-B)/4)) or, in bytes mode,
-    ``…N chars truncated…`` (N = removed characters). No newline is added (§9)."""
-    data = text.encode("utf-8")
+    ``…N chars truncated…`` (N = removed characters). No newline is added (§9).
+
+    A lone UTF-16 surrogate (a hand-built text can hold one; the loaders replace it with U+FFFD) is
+    3 bytes, as the U+FFFD a Rust `String` would hold in its place is (`utf8_len`): "surrogatepass"
+    encodes it as a 3-byte sequence whose lead and continuation bytes `_utf8_cut` sees as one
+    character, and decodes it back to the same surrogate, so the kept head and tail are exactly
+    the text's own characters."""
+    data = text.encode("utf-8", "surrogatepass")
     budget_bytes = max(0, budget_bytes)
     if len(data) <= budget_bytes:
         return text
     head_end = _utf8_cut(data, budget_bytes // 2, forward=False)
     tail_start = _utf8_cut(data, len(data) - (budget_bytes - budget_bytes // 2), forward=True)
-    head = data[:head_end].decode("utf-8")
-    tail = data[tail_start:].decode("utf-8")
+    head = data[:head_end].decode("utf-8", "surrogatepass")
+    tail = data[tail_start:].decode("utf-8", "surrogatepass")
     if unit == "tokens":
         marker = f"…{codex_estimate_bytes(len(data) - budget_bytes)} tokens truncated…"
     else:
@@ -1011,24 +1019,118 @@ def context_slot(item: CodexItem) -> tuple[str | None, str]:
     return item.role, text.split("\n", 1)[0]
 
 
+#: The contextual fragments that are Codex's initial context and its turn context updates, by the marker their text
+#: starts with (stripped, any case). Upstream renders them from the session's world state: in full as the initial
+#: context (`build_initial_context_with_world_state`, openai/codex:codex-rs/core/src/session/mod.rs@3aae5d8
+#: L3469-3665) and as the changed sections when a turn starts (`record_context_updates_and_set_reference_context_item`,
+#: mod.rs L3754-3808, after the pre-turn compaction: session/turn.rs L169-224). The markers are the
+#: `matches_legacy_fragment` of each world-state section (core/src/context/world_state/*.rs@3aae5d8; the skills and
+#: git-attribution extensions' sections, ext/skills/src/world_state.rs L42, ext/git-attribution/src/world_state.rs
+#: L7-8), which are upstream's rollback-trimmable developer prefixes (`CONTEXTUAL_DEVELOPER_PREFIXES`,
+#: core/src/event_mapping.rs@3aae5d8 L40-59) but for the reminders among those (`<token_budget>`, the wrapper older
+#: versions gave the token-budget reminder, and `<rollout_budget>`, session/rollout_budget.rs L8-20), which a sampling
+#: step records when it happens; on the user side AGENTS.md (`UserInstructions`, also its older `<user_instructions>`
+#: wrapper), `<environment_context>` (`EnvironmentsState`) and the `<recommended_plugins>` list the full render adds
+#: (mod.rs L3500-3525).
+#:
+#: A client's additional context (`<external_KEY>…</external_KEY>`, `is_turn_input`) is the input of the turn it comes
+#: with. Every other contextual fragment (`contextual_user_message.rs@3aae5d8` L18-45: `<user_shell_command>`,
+#: `<turn_aborted>`, `<subagent_notification>`, `<skill>`, hook prompts, internal context, warnings), and every
+#: synthetic message of another format, is a history item recorded when it happens (`record_conversation_items`, e.g.
+#: a `/shell` turn: core/src/tasks/user_shell.rs@3aae5d8 L447-469; a `<turn_aborted>` marker: core/src/tasks/mod.rs
+#: L912-925; a sub-agent's notification: core/src/agent/control.rs L563-569 `inject_user_message_without_turn`; hook
+#: results drained before the pre-turn compaction: turn.rs L160-161): a compaction takes it with the rest of the
+#: history (compact.rs L247-251 `clone_history`).
+WORLD_STATE_MARKERS: dict[str, tuple[str, ...]] = {
+    "developer": (
+        "<permissions instructions>", "approved command prefix saved:", "<model_switch>", "<apps_instructions>",
+        "<collaboration_mode>", "<multi_agent_mode>", "<environments_instructions>", "<git_attribution>",
+        "<plugins_instructions>", "<realtime_conversation>", "<skills_instructions>", "<tools>", "<personality_spec>",
+        "<context_window>", "<context_window_guidance>",
+    ),
+    "user": ("# agents.md instructions", "<user_instructions>", "<environment_context>", "<recommended_plugins>"),
+}
+
+
+def is_world_state_fragment(item: CodexItem) -> bool:
+    """A contextual message that is one of Codex's world-state fragments (`WORLD_STATE_MARKERS`)."""
+    head = item.text.lstrip()[:64].lower()
+    return item.type == "message" and head.startswith(WORLD_STATE_MARKERS.get(item.role or "", ()))
+
+
+def is_turn_input(item: CodexItem) -> bool:
+    """A client's additional context, `<external_KEY>VALUE</external_KEY>` in a user message
+    (`AdditionalContextUserFragment::matches_text`, openai/codex:codex-rs/context-fragments/src/additional_context.rs
+    @3aae5d8 L37-49): the input of the turn it comes with, ahead of its user message (`task_input`,
+    core/src/session/handlers.rs L249-263), which the turn records after its pre-turn compaction and context updates
+    (`run_hooks_and_record_inputs`, session/turn.rs L169-245). It is no initial context: nothing re-injects it."""
+    if not (item.contextual and item.type == "message" and item.role == "user"):
+        return False
+    text = item.text.strip()
+    key, closed, rest = text[len("<external_"):].partition(">") if text.startswith("<external_") else ("", "", "")
+    return bool(closed) and rest.endswith(f"</external_{key}>")
+
+
+def is_initial_context(item: CodexItem) -> bool:
+    """A contextual message recorded before the first user turn that is part of the initial context: the developer
+    bundle (every developer message: its developer instructions have no tag, mod.rs L3486-3493) and the world-state
+    user fragments, but a `<model_switch>`, the diff of one turn (`update_context`). Anything else recorded then (a
+    `/shell` turn may run before the first prompt, user_shell.rs L459-461) is history: never re-injected after a
+    compaction."""
+    if not (item.contextual and item.type == "message") or is_model_switch(item):
+        return False
+    return item.role == "developer" or is_world_state_fragment(item)
+
+
+def is_context_update(item: CodexItem, context: Sequence[CodexItem]) -> bool:
+    """A contextual message recorded after the first user turn that is a context update the next turn records after
+    its pre-turn compaction: a world-state fragment, or a restatement of an entry of the initial context (its role
+    and `context_slot`; a transcript records the full initial context again after its own compactions)."""
+    if not (item.contextual and item.type == "message"):
+        return False
+    if is_world_state_fragment(item):
+        return True
+    slot = context_slot(item)
+    return any(context_slot(entry) == slot for entry in context)
+
+
 def update_context(context: Sequence[CodexItem], updates: Sequence[CodexItem]) -> list[CodexItem]:
-    """The initial context after a turn's context updates: an update replaces the entry of its slot
-    in place. Contextual messages of other kinds (`<turn_aborted>`, `<model_switch>`, ...) are
-    history, not initial context: they are not added."""
+    """The initial context after a turn's context updates: an update replaces the entry of its slot in place; an
+    update of a world-state section the context has no entry for is that section's state from now on, so the full
+    render includes it (`build_initial_context_with_world_state`, mod.rs L3469-3665): it joins the entries of its
+    role (a developer section the developer bundle, a user one the contextual user message). A `<model_switch>`
+    is the model section's diff of that turn alone (core/src/context/world_state/model.rs): never added."""
     out = list(context)
     for update in updates:
         slot = context_slot(update)
         index = next((n for n, item in enumerate(out) if context_slot(item) == slot), None)
         if index is not None:
             out[index] = update
+        elif not is_model_switch(update):
+            out.insert(_end_of_role(out, update.role), update)
     return out
 
 
+def _end_of_role(context: Sequence[CodexItem], role: str | None) -> int:
+    """Where a new entry of `role` goes: after the context's last entry of that role; a developer entry with none
+    before the user entries (the developer bundle comes first, mod.rs L3629-3649), a user entry at the end."""
+    last = next((n for n in range(len(context) - 1, -1, -1) if context[n].role == role), None)
+    if last is not None:
+        return last + 1
+    if role == "developer":
+        return next((n for n, item in enumerate(context) if item.role != "developer"), len(context))
+    return len(context)
+
+
 def with_window_section(context: Sequence[CodexItem], window: CodexItem, guidance: CodexItem | None) -> list[CodexItem]:
-    """Token-budget initial context (§5.1; `token_budget_context.rs`): the developer bundle, then
-    `<context_window>` (a fragment that requires its own developer message) and right after it the
-    `<context_window_guidance>` fragment (upstream's `token_budget_guidance_follows_context_window`
-    test), then the contextual user messages (environment, AGENTS.md)."""
+    """Token-budget initial context (§5.1): the developer bundle, then `<context_window>`, then the contextual user
+    messages (environment, AGENTS.md). The `<context_window_guidance>` fragment is a section of the developer
+    bundle (`ContextWindowGuidanceState`, a world-state section: openai/codex:codex-rs/core/src/session/
+    world_state.rs@3aae5d8 L118-128; `build_initial_context_with_world_state` puts world-state developer fragments in
+    `developer_sections`, mod.rs L3607-3627), while `<context_window>` requires a message of its own that follows the
+    bundle (`separate_developer_sections`, L3563-3604, L3629-3641): the guidance precedes the window (upstream test
+    `token_budget_guidance_precedes_standalone_context_window`, core/tests/suite/token_budget.rs L239-285). A
+    transcript's bundle may be one item, so the guidance is its own developer message at the bundle's end."""
     developer = [i for i in context if i.role == "developer"]
-    section = [window, guidance] if guidance is not None else [window]
-    return [*developer, *section, *(i for i in context if i.role != "developer")]
+    bundle = [*developer, guidance] if guidance is not None else developer
+    return [*bundle, window, *(i for i in context if i.role != "developer")]

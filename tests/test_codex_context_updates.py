@@ -67,16 +67,22 @@ def test_local_summary_text_is_the_prefix_newline_and_the_reply_as_returned(text
     assert summary == prefix + expected and "(no summary available)" not in summary
 
 
-def test_token_budget_guidance_follows_the_context_window_on_lines_of_its_own():
-    """Upstream's `token_budget_guidance_follows_context_window`: the guidance is the developer text right after
-    `<context_window>`; the window names the root agent, `/root` (`AgentPath::root()`)."""
+def test_token_budget_guidance_precedes_the_context_window_on_lines_of_its_own():
+    """Upstream's `token_budget_guidance_precedes_standalone_context_window` (openai/codex:codex-rs/core/tests/suite/
+    token_budget.rs@3aae5d8 L239-285): among the developer texts the guidance, exactly
+    `<context_window_guidance>\n{message}\n</context_window_guidance>`, comes before the `<context_window>` message
+    (the guidance is a section of the developer bundle, the window a message of its own after it); the window names
+    the root agent, `/root` (`AgentPath::root()`)."""
     s = start().user("u1", "work").reply("a1", "ok", 100)
     result = replay(s.transcript(), "codex-token-budget", profile="64k", usage="recorded", options={"guidance_message": "Save notes first."})
     messages = turn(result, 0).messages
     w0 = window_uuid("thread", 0)
+    developer = [m.content for m in messages if m.role == "developer"]
+    guidance = developer.index("<context_window_guidance>\nSave notes first.\n</context_window_guidance>")
+    window = next(n for n, text in enumerate(developer) if text.startswith("<context_window>"))
+    assert guidance < window
     assert [m.role for m in messages] == ["developer", "developer", "developer", "user", "user", "user"]
-    assert messages[1].content == f"<context_window>\nAgent name: /root\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
-    assert messages[2].content == "<context_window_guidance>\nSave notes first.\n</context_window_guidance>"
+    assert messages[2].content == f"<context_window>\nAgent name: /root\nFirst context window id: {w0}\nCurrent context window id: {w0}\n</context_window>"
     assert [m.item_ids for m in messages[3:]] == [("agents",), ("env",), ("u1",)]
 
 

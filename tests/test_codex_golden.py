@@ -124,13 +124,23 @@ def test_mid_turn_compaction_shapes():
     assert shape(turn(result, 1).messages) == [*CONTEXT, "user:u1", "<SUMMARY>"]
 
 
-def test_pre_turn_compaction_replaces_ephemeral_context_shapes():
-    """compact.rs `pre_turn_compaction_replaces_ephemeral_context_shapes`: the earlier turn's
-    additional context stays in the compaction request; the follow-up carries only the fresh one,
-    inside the re-injected context."""
-    extra = "<additional_context_for_this_turn>\n  <title>Context from my editor</title>\n</additional_context_for_this_turn>"
-    s = (start().env("x1", extra).user("u1", "USER_ONE").reply("a1", "FIRST_REPLY", 100).user("u2", "USER_TWO")
-         .reply("a2", "SECOND_REPLY", 60_000).env("x3", extra.replace("editor", "editor, now")).user("u3", "USER_THREE").reply("a3", "ok", 100))
+#: A client's additional context (`AdditionalContextUserFragment`, `<external_KEY>VALUE</external_KEY>`,
+#: openai/codex:codex-rs/context-fragments/src/additional_context.rs@3aae5d8 L37-49, L85-88): the input of the turn it
+#: comes with, ahead of its user message (core/src/session/handlers.rs L249-263), recorded after the turn's pre-turn
+#: compaction and context updates (session/turn.rs L169-245), never part of the initial context a compaction
+#: re-injects (`build_initial_context_with_world_state`, session/mod.rs L3469-3665, does not render it).
+#: The snapshots these three tests were first ported from (`*_replaces_ephemeral_context_shapes`, with an
+#: `<additional_context_for_this_turn>` wrapper) are not in 3aae5d8's suite, whose rules they now follow.
+EXTRA = "<external_editor>Context from my editor</external_editor>"
+EXTRA_NOW = "<external_editor>Context from my editor, now</external_editor>"
+
+
+def test_pre_turn_compaction_keeps_the_incoming_additional_context_out_of_the_request():
+    """The earlier turn's additional context stays in the compaction request (it is history); the incoming turn's is
+    not (recorded after the compaction), and the follow-up carries it after the re-injected initial context, before
+    the incoming user message."""
+    s = (start().env("x1", EXTRA).user("u1", "USER_ONE").reply("a1", "FIRST_REPLY", 100).user("u2", "USER_TWO")
+         .reply("a2", "SECOND_REPLY", 60_000).env("x3", EXTRA_NOW).user("u3", "USER_THREE").reply("a3", "ok", 100))
     result = run(s)
     assert shape(summary_requests(result)[0].messages) == [
         *CONTEXT, "user:x1", "user:u1", "assistant:a1", "user:u2", "assistant:a2", "<PROMPT>",
@@ -138,18 +148,18 @@ def test_pre_turn_compaction_replaces_ephemeral_context_shapes():
     assert shape(turn(result, 2).messages) == ["user:u1", "user:u2", "<SUMMARY>", *CONTEXT, "user:x3", "user:u3"]
 
 
-def test_mid_turn_compaction_replaces_ephemeral_context_shapes():
-    """compact.rs `mid_turn_compaction_replaces_ephemeral_context_shapes`: both additional contexts
-    are in the request; the continuation re-injects the active one before the last user message."""
-    extra = "<additional_context_for_this_turn>\n  <title>Context from my editor</title>\n</additional_context_for_this_turn>"
-    s = (start().env("x1", extra).user("u1", "SETUP_USER").reply("a1", "FIRST_REPLY", 100)
-         .env("x2", extra.replace("editor", "editor, now")).user("u2", "function call limit push")
+def test_mid_turn_compaction_summarizes_the_additional_context_and_does_not_re_inject_it():
+    """Both additional contexts are history, so both are in the request; the continuation re-injects only the
+    initial context before the last user message (a contextual message is no real user message to keep,
+    `collect_user_messages`, compact.rs L520-547)."""
+    s = (start().env("x1", EXTRA).user("u1", "SETUP_USER").reply("a1", "FIRST_REPLY", 100)
+         .env("x2", EXTRA_NOW).user("u2", "function call limit push")
          .call("c1", 60_000).result("r1", "c1", "unsupported call").reply("a3", "ok", 100))
     result = run(s)
     assert shape(summary_requests(result)[0].messages) == [
         *CONTEXT, "user:x1", "user:u1", "assistant:a1", "user:x2", "user:u2", "assistant:c1", "tool:r1", "<PROMPT>",
     ]
-    assert shape(turn(result, 2).messages) == ["user:u1", *CONTEXT, "user:x2", "user:u2", "<SUMMARY>"]
+    assert shape(turn(result, 2).messages) == ["user:u1", *CONTEXT, "user:u2", "<SUMMARY>"]
 
 
 def test_pre_turn_compaction_strips_incoming_model_switch_shapes():
@@ -225,15 +235,14 @@ def test_remote_pre_turn_compaction_strips_incoming_model_switch_shapes(strategy
 
 
 @pytest.mark.parametrize("strategy", REMOTE)
-def test_remote_mid_turn_compaction_replaces_ephemeral_context_shapes(strategy):
-    """compact_remote.rs `remote_mid_turn_compaction_replaces_ephemeral_context_shapes`: as the
-    local one, with the compaction item last and no prompt message."""
-    extra = "<additional_context_for_this_turn>\n  <title>Context from my editor</title>\n</additional_context_for_this_turn>"
-    s = (start().env("x1", extra).user("u1", "SETUP_USER").reply("a1", "FIRST_REPLY", 100)
-         .env("x2", extra.replace("editor", "editor, now")).user("u2", "function call limit push")
+def test_remote_mid_turn_compaction_summarizes_the_additional_context_and_does_not_re_inject_it(strategy):
+    """As the local one, with the compaction item last and no prompt message; a contextual message is not retained
+    (`should_keep_compacted_history_item`, spec §4.3 step 2)."""
+    s = (start().env("x1", EXTRA).user("u1", "SETUP_USER").reply("a1", "FIRST_REPLY", 100)
+         .env("x2", EXTRA_NOW).user("u2", "function call limit push")
          .call("c1", 60_000).result("r1", "c1", "unsupported call").reply("a3", "ok", 100))
     result = run(s, strategy)
     assert shape(summary_requests(result)[0].messages) == [
         *CONTEXT, "user:x1", "user:u1", "assistant:a1", "user:x2", "user:u2", "assistant:c1", "tool:r1",
     ]
-    assert shape(turn(result, 2).messages) == ["user:u1", *CONTEXT, "user:x2", "user:u2", "<COMPACTION>"]
+    assert shape(turn(result, 2).messages) == ["user:u1", *CONTEXT, "user:u2", "<COMPACTION>"]
