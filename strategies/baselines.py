@@ -7,7 +7,10 @@
   user message (when one is left), as a client that trims history does, since a turn without its
   request reads as an answer to nothing and the Gemini API refuses contents whose function call
   turn does not follow a user turn (`compaction_bench.metrics.integrity`, ``gemini``). It never
-  separates a tool call from its result.
+  separates a tool call from its result (`history.pair_safe_units`; a call that never got a result holds
+  nothing together), counts each candidate as the whole context it would send, and records no
+  truncation that drops nothing; a result that arrives only after its call was dropped (after a later
+  step: the recording's own break) is removed too, recorded as an ``orphaned-results`` compaction.
 - `observation-masking` (JetBrains, "The Complexity Trap", docs/specs/evaluation.md §2): the tool outputs
   of all but the newest `keep_last` (M = 10) agent steps that produced outputs become a one-line
   placeholder; reasoning and actions stay. SWE-agent's `LastNObservations` keeps its last n observations,
@@ -25,14 +28,16 @@ count such a request against them.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
-from compaction_bench.strategies.components import masking_cutoff
-from compaction_bench.strategies.history import ItemHistory, pair_safe_units
-from compaction_bench.strategy import Range, Strategy
+from compaction_bench.strategies.components import masking_cutoff, observation_lines
+from compaction_bench.strategies.history import ItemHistory, RemovedCalls, pair_safe_units
+from compaction_bench.strategy import OptionError, Range, Strategy
 from compaction_bench.transcript import Item, Usage
 
 
@@ -72,8 +77,20 @@ class NoCompaction(_Recording):
 class TruncateOptions:
     #: Truncate once the true token count exceeds this fraction of the context window (strict `>`); a baseline rule.
     trigger_ratio: float = 0.9
-    #: Once fired, drop the oldest pair-safe units until the true count is at most this fraction of the window.
+    #: Once fired, drop the oldest pair-safe units until the true count is at most this fraction of the window
+    #: (less than trigger_ratio).
     target_ratio: float = 0.6
+
+    def __post_init__(self) -> None:
+        """The rule between the two ratios (this module's docstring; a baseline, no upstream): a target at or
+        above the trigger would leave every request past the trigger over it at once, so each would drop
+        nothing (session 42's audit)."""
+        if self.target_ratio >= self.trigger_ratio:
+            raise OptionError(
+                f"options truncate.target_ratio={self.target_ratio:g} and truncate.trigger_ratio={self.trigger_ratio:g}: "
+                "target_ratio must be less than trigger_ratio (truncation drops down to the target once the count "
+                "passes the trigger)"
+            )
 
 
 class Truncate(_Recording):
@@ -82,7 +99,16 @@ class Truncate(_Recording):
     spec = "baseline"
     Options = TruncateOptions
 
+    def __init__(self, ctx, options=None) -> None:
+        super().__init__(ctx, options)
+        self._removed_calls = RemovedCalls()
+
+    def on_input(self, item: Item) -> None:
+        super().on_input(item)
+        self._removed_calls.arrived(item)
+
     def request(self) -> Request:
+        self._drop_late_results()
         messages = self.messages()
         window = self.ctx.profile.context_window
         limit = int(window * self.options.trigger_ratio)
@@ -92,39 +118,89 @@ class Truncate(_Recording):
         threshold = limit + 1
         tokens = self.ctx.count_tokens(messages)
         if tokens > limit:
-            before = messages
-            target = int(window * self.options.target_ratio)
-            keep = self._drop_until(target)
-            self.history.items = keep
-            messages = self.messages()
-            self.ctx.record_compaction(
-                trigger="threshold", before=before, after=messages, summary=None, estimate_tokens=tokens, threshold=threshold
-            )
-            tokens = self.ctx.count_tokens(messages)
+            keep = self._drop_until(int(window * self.options.target_ratio))
+            # A truncation that can drop nothing (all but the newest unit and the pinned items are gone) is
+            # no compaction: nothing is recorded and no probe point made (session 42's audit).
+            if len(keep) < len(self.history.items):
+                before = messages
+                self._removed_calls.removed(self._left_out(keep))
+                self.history.items = keep
+                messages = self.messages()
+                self.ctx.record_compaction(
+                    trigger="threshold", before=before, after=messages, summary=None, estimate_tokens=tokens, threshold=threshold
+                )
+                tokens = self.ctx.count_tokens(messages)
         return Request(messages, estimate_tokens=tokens, threshold=threshold)
 
     def _drop_until(self, target: int) -> list[Item]:
-        """The history without its oldest pair-safe units, down to `target` tokens, and without what is
-        left of a turn whose user message was dropped: the kept items open at a real user message.
+        """The history without its oldest pair-safe units, the fewest that bring the count of the context
+        sent to `target` tokens or under (else as many as may go: all but the newest unit), and without what is
+        left of a turn whose user message was dropped: the kept items open at a real user message (`_kept_starts`).
 
-        System items and the newest real user message always stay.
+        System items and the newest real user message always stay. Each candidate is counted as the
+        whole context it would send, not as the history's count less each dropped unit's count alone:
+        alone, a unit has no user message, so its encrypted reasoning bills there, while in the context
+        reasoning before the last user message bills nothing (`compaction_bench.tokens.HiddenTokens`), and
+        that difference stopped the truncation above its target (session 42's audit). Fewer units
+        dropped never count less, so the fewest is found by bisection: a handful of counts of a context
+        the window bounds (a count reads memoized per-message counts) whatever the session's length.
         """
         items = self.history.items
         last_user = next((i for i in reversed(items) if i.is_real_user), None)
         pinned = {i.id for i in items if i.kind == "system"} | ({last_user.id} if last_user else set())
-        units = [[i for i in unit if i.id not in pinned] for unit in pair_safe_units(items)]
-        tokens = self.ctx.count_tokens(self.history.view())
-        dropped: set[str] = set()
-        for unit in units[:-1]:
-            if tokens <= target:
-                break
-            if unit:
-                tokens -= self.ctx.count_tokens(self.history.render(unit))
-                dropped.update(i.id for i in unit)
-        kept = [i for i in items if i.id not in dropped]
-        opening = next((n for n, i in enumerate(kept) if i.is_real_user), 0)
-        # Units start at real user messages, so what comes before the first kept one is whole units.
-        return [i for n, i in enumerate(kept) if n >= opening or i.id in pinned]
+        starts = _kept_starts(pair_safe_units(items), last_user)
+        if not starts:
+            return list(items)
+
+        def kept(dropped_units: int) -> list[Item]:
+            start = starts[dropped_units]
+            return [i for i in items[:start] if i.id in pinned] + list(items[start:])
+
+        def fits(dropped_units: int) -> bool:
+            return self.ctx.count_tokens(self.history.render(kept(dropped_units))) <= target
+
+        return kept(bisect.bisect_left(range(len(starts) - 1), True, key=fits))
+
+    def _left_out(self, keep: Sequence[Item]) -> list[Item]:
+        kept_ids = {i.id for i in keep}
+        return [i for i in self.history.items if i.id not in kept_ids]
+
+    def _drop_late_results(self) -> None:
+        """Remove the results that arrived for calls an earlier truncation dropped (`RemovedCalls`), recorded as a
+        compaction that is no probe point: a result without its call is no pair any wire format accepts."""
+        late = self._removed_calls.take_late()
+        if not late:
+            return
+        before = self.messages()
+        self.history.items = [i for i in self.history.items if i.id not in late]
+        self.ctx.record_compaction(
+            trigger="orphaned-results", before=before, after=self.messages(), summary=None,
+            details={"dropped_results": sorted(late)}, probe=False,
+        )
+
+
+def _kept_starts(units: Sequence[Sequence[Item]], last_user: Item | None) -> list[int]:
+    """For each number of leading units dropped (0 to all but the newest), the position in the items where the
+    kept ones start (`_opening_unit`). Starts never decrease as more units go."""
+    positions = list(itertools.accumulate((len(u) for u in units), initial=0))
+    openings = [n for n, unit in enumerate(units) if unit and unit[0].is_real_user]
+    inside = next((n for n, unit in enumerate(units) if any(i is last_user for i in unit[1:])), -1)
+    return [positions[_opening_unit(dropped, openings, inside)] for dropped in range(len(units))]
+
+
+def _opening_unit(dropped: int, openings: Sequence[int], inside: int) -> int:
+    """The unit the kept items start at when the first `dropped` units go, so that they open at a real user message,
+    as a client that trims history opens at a user turn (this module's docstring): the first unit left that opens with
+    one (`openings`, ascending); when none does, the unit right after the dropped ones, where the newest user message
+    (pinned) leads the kept items. But when that message sits inside a unit that is kept (`inside`: typed while a tool
+    ran, `pair_safe_units` keeps the call, it and the result together), the kept items would open with that call: they
+    start at the last unit before that opens with a real user message instead (fewer units go), if there is one."""
+    later = bisect.bisect_left(openings, dropped)
+    if later < len(openings):
+        return openings[later]
+    if dropped <= inside and later > 0:
+        return openings[later - 1]
+    return dropped
 
 
 @dataclass(frozen=True)
@@ -132,7 +208,8 @@ class MaskingOptions:
     #: M: the outputs of the newest M agent steps that produced outputs stay, older ones are masked (SWE-agent's
     #: `LastNObservations` keeps exactly its n observations, one a step, and refuses n < 1; evaluation.md §2)
     keep_last: int = field(default=10, metadata={"range": Range(1, what="a number of agent steps")})
-    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2).
+    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2), counted as
+    #: SWE-agent counts it (`len(text.splitlines())`, components.observation_lines).
     placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 
@@ -201,7 +278,7 @@ class ObservationMasking(_Recording):
         return LogView(log, len(log), tuple(out[len(log) :]))
 
     def _placeholder(self, item: Item, message: Message) -> Message:
-        lines = item.text.count("\n") + 1
+        lines = observation_lines(item.text)
         return replace(message, content=self.options.placeholder.format(lines=lines), attachments=())
 
     def _mask(self, ids: Sequence[str]) -> None:

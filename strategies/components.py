@@ -10,7 +10,8 @@ Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
 - `keep_last_steps_start`: the pair-safe start of the verbatim tail that holds the newest N model
   responses (hybrid, evaluation.md §2);
 - `masking_cutoff`: the oldest step whose tool outputs observation masking keeps (observation-masking and the
-  hybrid, evaluation.md §2).
+  hybrid, evaluation.md §2);
+- `observation_lines`: the line count of a masked tool output's placeholder (the same two), as SWE-agent counts it.
 """
 
 from __future__ import annotations
@@ -71,3 +72,12 @@ def masking_cutoff(output_steps: Sequence[int], keep: int) -> int:
     A step of several parallel outputs counts once; a step of none (an answer without a tool call) does not count,
     as SWE-agent has one observation per step."""
     return output_steps[-keep] if 0 < keep <= len(output_steps) else 0
+
+
+def observation_lines(text: str) -> int:
+    """The line count a masked output's placeholder shows: SWE-agent's `len(content.splitlines())`
+    (`_get_content_stats`, which `LastNObservations` calls for each output it elides:
+    sweagent/agent/history_processors.py@3ea751c087f32b16e039a2233dd6eefecef325d5 L23-28, L171-172), so an
+    empty output has 0 lines and a final newline ends a line rather than starting one ("a\nb\n" is 2).
+    Python's `splitlines` also splits at \r, \r\n and the other Unicode line boundaries, as there."""
+    return len(text.splitlines())

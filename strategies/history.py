@@ -5,7 +5,8 @@ items to wire messages once each (so repeated requests reuse the same `Message` 
 keeps token counting and cache-prefix comparison linear), also with some tool results replaced by
 a placeholder and some tool-call inputs cleared (Claude Code microcompact, Anthropic
 `clear_tool_uses`, observation masking in the hybrid): each edited message is built once too. `pair_safe_units` groups a slice of
-history so that dropping whole units never separates a tool call from its result.
+history so that dropping whole units never separates a tool call from its result, and `RemovedCalls`
+follows the calls a strategy removed before any result answered them.
 """
 
 from __future__ import annotations
@@ -182,19 +183,68 @@ def pair_safe_units(items: Sequence[Item]) -> list[list[Item]]:
     """Split items into droppable units: a real user message starts a turn unit, and a model
     response starts a step unit that also holds the tool results answering its calls.
 
+    Neither starts a unit while a call before it still waits for a result that comes later in
+    `items` (`answer_positions`): a user message typed while a tool runs joins that step's unit, with
+    the result after it. A call that no result in `items` answers (aborted, interrupted) holds
+    nothing together: the replay asks a strategy for a request after every input before that
+    request (compaction_bench.replay, `run`), so such a call was sent without a result already, and the
+    next model response starts a unit as usual (it used to stay open to the end of the session,
+    which made the rest of the session one unit; session 42's audit).
+
     Dropping any prefix of units keeps every tool call with its result.
     """
+    answered_at = answer_positions(items)
     units: list[list[Item]] = []
-    open_calls: set[str] = set()
-    for item in items:
-        starts_unit = (item.is_real_user or (item.is_model_output and not open_calls and (
+    waiting_until = -1  # the position of the last result a call seen so far waits for
+    for n, item in enumerate(items):
+        starts_unit = waiting_until < n and (item.is_real_user or (item.is_model_output and (
             not units or not units[-1][-1].is_model_output or units[-1][-1].response != item.response
         )))
         if not units or starts_unit:
             units.append([])
         units[-1].append(item)
-        if item.kind == "tool_call" and item.call_id:
-            open_calls.add(item.call_id)
-        elif item.kind == "tool_result" and item.call_id:
-            open_calls.discard(item.call_id)
+        waiting_until = max(waiting_until, answered_at.get(n, -1))
     return units
+
+
+def answer_positions(items: Sequence[Item]) -> dict[int, int]:
+    """The position in `items` of each tool call that a later result answers, mapped to that result's
+    position. A result answers the newest call before it with its id that no result answered yet (a
+    reused id answers its latest call, as the result stands right after it on the wire); a result
+    with no such call answers nothing."""
+    waiting: dict[str, int] = {}
+    answered_at: dict[int, int] = {}
+    for n, item in enumerate(items):
+        if item.kind == "tool_call" and item.call_id:
+            waiting[item.call_id] = n
+        elif item.kind == "tool_result" and item.call_id and item.call_id in waiting:
+            answered_at[waiting.pop(item.call_id)] = n
+    return answered_at
+
+
+class RemovedCalls:
+    """The calls a strategy removed from its context that no result had answered, and the results that
+    arrive for them afterwards (`late`), which the strategy removes in turn: sent, such a result would
+    answer no call in the request (metrics/integrity.py, ``orphan_result``). Such a result comes after a
+    later model step, which the recording sent without it (`pair_safe_units`); none of the corpus's 57
+    files has one, but a recording may."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self.late: list[str] = []
+
+    def removed(self, items: Sequence[Item]) -> None:
+        """Note the calls among `items`, which the strategy removed, that no result among them answers."""
+        answered = answer_positions(items)
+        self._ids.update(i.call_id for n, i in enumerate(items) if i.kind == "tool_call" and i.call_id and n not in answered)
+
+    def arrived(self, item: Item) -> None:
+        """An input arrived: a result answering a removed call is `late`."""
+        if item.kind == "tool_result" and item.call_id in self._ids:
+            self._ids.discard(item.call_id)
+            self.late.append(item.id)
+
+    def take_late(self) -> set[str]:
+        """The late results' item ids, once."""
+        late, self.late = set(self.late), []
+        return late

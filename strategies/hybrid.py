@@ -22,8 +22,8 @@ from typing import Any
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request, merge_assistant
-from compaction_bench.strategies.components import keep_last_steps_start, masking_cutoff
-from compaction_bench.strategies.history import ItemHistory
+from compaction_bench.strategies.components import keep_last_steps_start, masking_cutoff, observation_lines
+from compaction_bench.strategies.history import ItemHistory, RemovedCalls
 from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
@@ -41,7 +41,8 @@ class HybridOptions:
     #: Also summarize when the masked context's true token count exceeds this fraction of the window (strict `>`;
     #: this project's rule, not the paper's).
     trigger_ratio: float = 0.9
-    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2).
+    #: Text that replaces a masked tool output; `{lines}` is the output's line count (evaluation.md §2), counted as
+    #: SWE-agent counts it (`len(text.splitlines())`, components.observation_lines).
     placeholder: str = field(default="[Old tool output omitted: {lines} lines]", metadata={"format_fields": ("lines",)})
 
 
@@ -75,6 +76,7 @@ class Hybrid(Strategy):
         self._position: dict[str, list[tuple[int, Item]]] = {}
         self._log: list[Message] = []
         self._summary_message: Message | None = None
+        self._removed_calls = RemovedCalls()
 
     def on_user_turn(self, item: Item) -> None:
         self.history.append(item)
@@ -84,6 +86,7 @@ class Hybrid(Strategy):
             self.system.append(item)
             return
         self.history.append(item)
+        self._removed_calls.arrived(item)
         if item.kind == "tool_result":
             self.result_step.append((item.id, self.steps))
             if not self.output_steps or self.output_steps[-1] != self.steps:
@@ -97,7 +100,7 @@ class Hybrid(Strategy):
     def body(self, items: Sequence[Item]) -> list[Message]:
         """Items as sent: masked outputs as the placeholder."""
         replacements = {
-            i.id: self.options.placeholder.format(lines=i.text.count("\n") + 1) for i in items if i.id in self.masked
+            i.id: self.options.placeholder.format(lines=observation_lines(i.text)) for i in items if i.id in self.masked
         }
         return self.history.render(items, replacements)
 
@@ -138,7 +141,7 @@ class Hybrid(Strategy):
         return LogView(log, len(log), tuple(out[len(log):]))
 
     def _placeholder(self, item: Item) -> Message:
-        return self.history.edited(item, self.options.placeholder.format(lines=item.text.count("\n") + 1), None)
+        return self.history.edited(item, self.options.placeholder.format(lines=observation_lines(item.text)), None)
 
     def _mask(self, ids: Sequence[str]) -> None:
         """Mask results now; those not rendered yet get their placeholder when they are."""
@@ -149,6 +152,7 @@ class Hybrid(Strategy):
 
     def request(self) -> Request:
         o = self.options
+        self._drop_late_results()
         cutoff = masking_cutoff(self.output_steps, o.keep_last)
         start = self._masked_upto
         while self._masked_upto < len(self.result_step) and self.result_step[self._masked_upto][1] < cutoff:
@@ -188,6 +192,7 @@ class Hybrid(Strategy):
         except SummaryOverflow:
             return False
         self.summary = result.text
+        self._removed_calls.removed(head)
         self.history.items = list(items[cut:])
         # the newest M steps it kept are not summarized yet: the next summary comes N steps later and covers N (the
         # paper's `SummarizeEveryNTurns` leaves them unprocessed), not N + M
@@ -196,3 +201,14 @@ class Hybrid(Strategy):
                                    summarized_ids=[i.id for i in head], estimate_tokens=tokens, threshold=threshold,
                                    details={"kept_steps": self.options.keep_last})
         return True
+
+    def _drop_late_results(self) -> None:
+        """Remove the results that arrived for calls an earlier summary took without one (`RemovedCalls`), recorded as
+        a compaction that is no probe point: a result without its call is no pair any wire format accepts."""
+        late = self._removed_calls.take_late()
+        if not late:
+            return
+        before = self.messages()
+        self.history.items = [i for i in self.history.items if i.id not in late]
+        self.ctx.record_compaction(trigger="orphaned-results", before=before, after=self.messages(), summary=None,
+                                   details={"dropped_results": sorted(late)}, probe=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from compaction_bench.metrics.integrity import check
 from compaction_bench.replay import replay
 from compaction_bench.strategy import OptionError
 from tests.pi_builders import Session, small_profile
@@ -88,3 +89,53 @@ def test_after_the_first_summary_each_comes_n_steps_later_and_covers_n_steps():
     assert [c.step for c in summaries] == [5, 8, 11, 14, 17, 20]
     # each covers 3 steps of 3 items (the response's text, its call, the result); the first also the user's message
     assert [len(c.summarized_ids) for c in summaries] == [10, 9, 9, 9, 9, 9]
+
+
+def test_a_summary_after_an_unanswered_call_keeps_the_newest_m_steps_verbatim():
+    """Session 42's audit: a call that never got a result (interrupted) made every later step one pair-safe unit, so
+    the step-53 summary took all 159 items and kept none. By the rule the summary keeps the newest M = 10 steps from a
+    pair-safe boundary: the calls and results of the 10 responses before the summary's step."""
+    s = Session()
+    s.user("Port the CLI to click; keep the --verbose flag.")
+    s.assistant("try", calls=[("c_abort", "bash", {"cmd": "sleep"})])  # never answered
+    for k in range(60):
+        s.assistant(f"step {k}", calls=[(f"c{k}", "bash", {"cmd": f"run {k}"})])
+        s.result(f"c{k}", f"out {k}\n" + "log line\n" * 11, name="bash")
+    s.assistant("done")
+    result = replay(s.transcript(), "hybrid", profile="1m")
+    (summary,) = [c for c in result.compactions if c.trigger == "steps"]
+    newest = [i.call_id for i in s.items if i.kind == "tool_call" and i.response is not None and i.response < summary.step][-10:]
+    kept_calls = [c.id for m in summary.after for c in m.tool_calls]
+    assert summary.step == 53 and kept_calls == newest == [f"c{k}" for k in range(42, 52)]
+    assert [m.tool_call_id for m in summary.after if m.role == "tool"] == newest
+    assert s.items[2].call_id == "c_abort" and s.items[2].id in summary.summarized_ids
+
+
+def test_hybrid_counts_a_masked_outputs_lines_as_swe_agent_does():
+    """`len(output.splitlines())`, SWE-agent's `_get_content_stats`
+    (sweagent/agent/history_processors.py@3ea751c087f32b16e039a2233dd6eefecef325d5 L23-28): "a\\nb\\n" is 2 lines,
+    "" is 0 (it said 3 and 1)."""
+    from tests.test_baselines_audit import LINE_COUNTS, _masked_outputs
+
+    masked = _masked_outputs("hybrid", {"summarize_steps": 100})
+    assert masked == {text: f"[Old tool output omitted: {lines} lines]" for text, lines in LINE_COUNTS.items()}
+
+
+def test_a_result_that_arrives_after_a_summary_took_its_call_is_dropped_with_a_record():
+    """A call answered only four steps later (the recording's own break): a summary with M = 2 took the call before its
+    result came. Sent, the result would answer no call (metrics/integrity.py, orphan_result); it is removed by a
+    recorded compaction."""
+    s = Session()
+    s.user("task")
+    s.assistant("start", calls=[("c_late", "bash", {})])
+    late = None
+    for k in range(8):
+        s.assistant(f"step {k}", calls=[(f"c{k}", "read", {"p": k})])
+        s.result(f"c{k}", f"OUTPUT-{k}", name="read")
+        if k == 4:
+            late = s.result("c_late", "late output", name="bash")
+    s.assistant("done")
+    result = replay(s.transcript(), "hybrid", profile="1m", options={"keep_last": 2, "summarize_steps": 1})
+    (removal,) = [c for c in result.compactions if c.trigger == "orphaned-results"]
+    assert late is not None and removal.dropped_ids == (late.id,)
+    assert not any(v.kind == "orphan_result" for r in result.requests for vs in check(r.messages).values() for v in vs)

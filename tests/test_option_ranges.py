@@ -120,7 +120,7 @@ def test_a_replay_at_each_end_of_an_option_range_completes_and_its_tables_are_wr
     except OptionError as refused:  # an end only the rule between two options refuses, with the other's default
         assert (strategy in ("openhands", "openhands-v0") and "keep_first must be less than max_size // 2" in str(refused)) or (
             (strategy, key, value) == ("codex-token-budget", "auto_compact_fallback_buffer_tokens", 0) and "needs a positive" in str(refused)
-        )
+        ) or (strategy == "truncate" and "target_ratio must be less than trigger_ratio" in str(refused))  # session 42
         return
     result = replay(session, strategy, profile=profile, options=options)
     tables = measure_cell(result, [], answerer=None)

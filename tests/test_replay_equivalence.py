@@ -97,13 +97,20 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: anthropic-compact (2026-12-06, the forty-second pass): the compaction page says the API compacts when the input
 #: "reaches" the trigger, so the rule is `count >= T` and the threshold it reports is `T` (was `T + 1`); neither
 #: replay compacts at the default trigger, so only each request's reported threshold differs.
+#: observation-masking and hybrid (2026-12-06, session 42, a change of rule): a masked output's placeholder counts its
+#: lines as SWE-agent does, `len(text.splitlines())` (it said `count("\n") + 1`: one more for an output ending in a
+#: newline, 1 for an empty one); with the old count both strategies give the digests recorded before on the synthetic
+#: session, and observation-masking on Pi's too. hybrid on Pi's session also keeps its newest M steps at each summary:
+#: a call the recording never answered no longer holds every later step in one pair-safe unit
+#: (`history.pair_safe_units`), which had made the step-56 summary take all 151 items and keep none (now 125 and 26);
+#: with both old rules its digest is the one recorded before. truncate's digests did not change.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
     ("truncate", "pi"): (454, 9, "253e50107b9ae86c"),
     ("truncate", "synthetic"): (427, 7, "7d22799265d9f64a"),
-    ("observation-masking", "pi"): (454, 356, "37ac5283e70b9a5f"),
-    ("observation-masking", "synthetic"): (427, 180, "326e5d163bcdc081"),
+    ("observation-masking", "pi"): (454, 356, "41af90917b3480f8"),
+    ("observation-masking", "synthetic"): (427, 180, "7b2323c8223a74cd"),
     ("pi", "pi"): (837, 175, "18db222b48260374"),
     ("pi", "synthetic"): (441, 7, "3a50554a487186e1"),
     ("pi-2026-03", "pi"): (469, 15, "4cccb3362094f1a3"),
@@ -139,8 +146,8 @@ GOLDEN = {
     ("openhands-v0", "pi"): (468, 14, "cb74592426187b51"),
     ("aider", "synthetic"): (473, 28, "09b02999ff9d6c9b"),
     ("aider", "pi"): (550, 51, "255b9f1bfb26b09a"),
-    ("hybrid", "synthetic"): (436, 189, "af09568c9873c06b"),
-    ("hybrid", "pi"): (467, 369, "77defe19f5460378"),
+    ("hybrid", "synthetic"): (436, 189, "50a3ffda91dcd74c"),
+    ("hybrid", "pi"): (467, 369, "94a6278ead468e34"),
 }
 
 #: Options that keep a strategy's golden comparable: issue 14 added the tool definitions to
@@ -187,8 +194,8 @@ class ReferenceMasking(ObservationMasking):
         out = []
         for item in self.history.items:
             message = self.history.message(item)
-            if item.id in self._masked:
-                message = replace(message, content=self.options.placeholder.format(lines=item.text.count("\n") + 1), attachments=())
+            if item.id in self._masked:  # SWE-agent's line count, `len(text.splitlines())` (session 42)
+                message = replace(message, content=self.options.placeholder.format(lines=len(item.text.splitlines())), attachments=())
             out.append(message)
         return merge_assistant(out)
 
