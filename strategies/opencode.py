@@ -19,13 +19,32 @@
 - §5 prune (opt-in, ``prune=True``): older tool outputs beyond the newest 40,000 estimated tokens
   cleared when the candidates exceed 20,000.
 
-`opencode-v2` (`packages/core/src/session/*`, §6): the history since the latest checkpoint is
-serialized as text, the newest 8,000 tokens of it are kept as text (the boundary entry cut at
-``remaining * 4`` characters), the rest summarized with at most 4,096 output tokens; the
-compaction is refused when the prompt does not fit; it triggers before every call on the
-request's own estimate (system, messages and the built-in tools' definitions, a documented size:
-`OpenCodeV2Options`), and once more (with one retry) on a provider overflow. The checkpoint is
-one user message with the summary and the recent text.
+`opencode-v2` follows upstream's newest V2 core, `anomalyco/opencode:packages/core/src/session/compaction.ts`
+@031a4a9c with `runner/llm.ts`@008d5715 (which calls it) and `runner/to-llm-message.ts`. It supersedes the
+spec's §6 (SNAP, 5f7091ab): the spec's §9 records this version as "V2-LATE" of unverified provenance, and
+upstream has since confirmed it (PR #40906, merged 2026-08-06, raised the retained context from 8,000 to
+15,000 tokens; opencode.ai/docs/compaction describes the 15k retained tail and the summary request that
+reuses the normal request's prompt cache). The project's rule: where spec and upstream differ, upstream wins.
+
+- trigger (`required`, L555-570): before every call, unless `auto` is off, the model has no context limit
+  or the history ends in a just completed checkpoint; it compacts when `estimateTokens` (L140-185: the
+  newest measured response's usage, input + cache + output + reasoning, plus ``round(len / 4)`` of every part
+  after it, its own tool results included, images 1,500 and PDFs 2,000 tokens; before any response the
+  parts, the system prompt and the tools) ``>= min(limit.input - buffer, context - max(min(limit.output,
+  32,000), buffer))``;
+- tail (`findTailStart`, L281-312): whole serialized records from the newest within `keep.tokens`
+  (15,000), the newest always, then back to a user message; when that is the first, the latest user
+  message; else everything since a checkpoint with a recent tail, or nothing. No cut inside a message;
+- summary request (`execute`, L366-553): the normal system prompt and the history before the tail as
+  the normal request sends it (checkpoint first), then the prompt (`buildPrompt`, L314-335: a new summary,
+  or an update of the checkpoint above; Objective / Requirements / Decisions / Work State / Next Move /
+  Relevant Files / Additional Context); no output limit of its own; one reminder when the reply has no
+  template heading; an overflow, a `length` or content-filter finish, or no heading fails it, and a failed
+  compaction fails the step (runner/llm.ts@008d5715 L213): the request is not sent;
+- a provider overflow compacts once per step and the step is tried again, only with `auto` on
+  (runner/llm.ts@008d5715 L256-258, L278-281);
+- the checkpoint (to-llm-message.ts `toLLMMessage`): one user message with the summary and the retained
+  tail as text; the model's history starts at it (history.ts@008d5715).
 """
 
 from __future__ import annotations
@@ -35,7 +54,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from compaction_bench.provider import ProviderError
+from compaction_bench.provider import AGENT_REFUSAL, ProviderError
 from compaction_bench.request import Message, Request
 from compaction_bench.strategies.opencode_components import (
     CONTINUE_TEXT,
@@ -43,22 +62,28 @@ from compaction_bench.strategies.opencode_components import (
     CompactionPart,
     Entries,
     Estimator,
+    PartsView,
+    PartTokens,
     Record,
     Renderer,
     SessionStore,
     View,
+    find_tail_start,
     is_context_overflow,
     max_output_tokens,
     media_as_text,
     model_limits,
+    part_tokens,
     preserve_budget,
+    prompt_ceiling,
     select_from_turns,
-    split_recent,
     turn_spans,
     usable_window,
     usage_count,
+    usage_tokens,
 )
 from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
+from compaction_bench.templates import TemplateError
 from compaction_bench.tokens import opencode_estimate, opencode_estimate_units
 from compaction_bench.transcript import Item, Usage
 
@@ -427,196 +452,292 @@ class OpenCodeV1(_OpenCode):
 
 
 # ===================================================================== V2
+#: Sent once after the summary request, with what it sent, when the reply has none of the template's headings
+#: (compaction.ts@031a4a9c L428-439; the rejected reply is not part of it). Our words.
+SUMMARY_REMINDER = Message(
+    "user",
+    "Your reply did not follow the summary template. Without calling any tools, answer with the summary itself as "
+    "text, under the template's section headings written exactly as the template gives them.",
+)
+
+#: Finish reasons that fail a summary reply (L465-472), in litellm's words: cut off at the output limit, or
+#: withheld by the provider's content filter.
+FAILED_FINISHES = {
+    "length": "the summary reached the output token limit",
+    "content_filter": "the provider blocked the summary",
+}
+
+
 @dataclass(frozen=True)
 class OpenCodeV2Options:
-    """Upstream defaults (§6.1). Model limits default to the profile's.
+    """Upstream's defaults at `compaction.ts@031a4a9c` (L36-41, `state` L348). Model limits default to the profile's.
 
-    `tools_json_chars` is the length of the tool definitions the trigger estimate includes (§6.6).
-    OpenCode's own storage (export, SQLite, legacy files) does not record them and no importer
-    reads them, so the default is a documented size: ``JSON.stringify`` of the eight built-in tools
-    OpenCode sends a GPT model by default (bash, read, glob, grep, task, webfetch, todowrite and
-    apply_patch, which replaces edit/write for `gpt-` models in `packages/opencode/src/tool/registry.ts`
-    @010bc19e), each as ``{name, description, inputSchema}``: the descriptions verbatim from
-    `packages/opencode/src/tool/*.txt` (bash@0a4e5dff with 2,000 lines / 51,200 bytes filled in,
-    read@150e763a, glob@48f95361, grep@14c12f9c, task@02fd6be6, webfetch@12eda598,
-    todowrite@262b2831, apply_patch@679d8d32; 27,218 characters) and the parameters as JSON Schema
-    draft-07 objects, the shape of upstream's recorded requests (bash, glob, webfetch and apply_patch
-    checked against stored sources; read, grep, task and todowrite not: a few hundred characters
-    at most). 32,375 UTF-16 units: 8,094 estimated tokens. Left out: `question` and `skill` (client- and configuration-dependent), MCP and plugin
-    tools, and the agent list appended to `task`'s description. The spec's commit (5f7091ab) could
-    not be read; these are the nearest stored versions, so the size is approximate.
+    `tools_json_chars` is the size of the tool definitions, which the replay does not send. Upstream's trigger
+    counts them twice over: inside the anchor's provider usage (the provider counted the tools it was sent) and,
+    before any response, as ``Token.estimate(name + description + JSON.stringify(inputSchema))`` per tool
+    (L177-183). So their estimate, ``round((tools_json_chars - 2) / 4)``, is added to the trigger's count either
+    way, and the requests report their estimate and threshold net of it (like with like: the replay's
+    usage holds no tools). OpenCode's own storage (export, SQLite, legacy files) does not record the
+    definitions and no importer reads them, so the default is a documented size: ``JSON.stringify`` of the
+    eight built-in tools OpenCode sends a GPT model by default (bash, read, glob, grep, task, webfetch,
+    todowrite and apply_patch, which replaces edit/write for `gpt-` models in
+    `packages/opencode/src/tool/registry.ts` @010bc19e), each as ``{name, description, inputSchema}``: the
+    descriptions verbatim from `packages/opencode/src/tool/*.txt` (bash@0a4e5dff with 2,000 lines / 51,200
+    bytes filled in, read@150e763a, glob@48f95361, grep@14c12f9c, task@02fd6be6, webfetch@12eda598,
+    todowrite@262b2831, apply_patch@679d8d32; 27,218 characters) and the parameters as JSON Schema draft-07
+    objects. 32,375 UTF-16 units: 8,093 estimated tokens. Upstream's per-tool sum leaves out the JSON
+    framing and escapes (some hundreds of characters); `question`, `skill`, MCP and plugin tools and the agent
+    list appended to `task`'s description are left out too, so the size is approximate. With
+    ``--usage recorded`` the recorded usage already holds the recorded agent's tools: set 2 (no tools) there.
     """
 
-    #: `compaction.auto`: False turns off the pre-call trigger; a provider overflow still compacts once (§6.6, §6.7).
+    #: `auto`: False turns off the trigger before each call and the compaction that answers a provider overflow
+    #: (`required` L557; runner/llm.ts@008d5715 L256 `recoverOverflow && compaction.enabled()`).
     auto: bool = True
-    #: `compaction.buffer`: compact before a call when the request's estimate exceeds context - max(output limit,
-    #: this) (§6.1, §6.6).
+    #: `buffer`: the trigger's ceiling is min(input limit - this, context - max(output, this)) (L564-568).
     buffer: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
-    #: `keep.tokens`: the newest serialized history kept as `recent` text, in round(chars / 4) tokens; the entry that
-    #: crosses it is split by characters; 0 keeps none (§6.1, §6.4).
-    keep_tokens: int = 8_000
-    #: `TOOL_OUTPUT_MAX_CHARS`: tool results in the serialized history are cut to this many characters, plus
-    #: "\n[truncated]" (§6.3).
+    #: `keep.tokens` (`DEFAULT_KEEP_TOKENS`, L37): whole serialized records from the newest within this many
+    #: round(chars / 4) tokens are kept as recent text, from a user message on (the newest always; L281-312).
+    keep_tokens: int = 15_000
+    #: `OUTPUT_TOKEN_MAX` (L38): the output limit in the ceiling is min(output limit, this) (L564).
+    output_token_max: int = 32_000
+    #: `TOOL_OUTPUT_MAX_CHARS` (L39): tool results in the recent text keep this many characters (a surrogate pair
+    #: counting as one), then a line saying they were truncated (L208-220).
     tool_output_max_chars: int = 2_000
-    #: `SUMMARY_OUTPUT_TOKENS`: summary maxTokens = min(output limit or this, this), which the fit check also keeps
-    #: free of the context (§6.5 steps 6-7).
-    summary_output_tokens: int = 4_096
-    #: §6.6: UTF-16 length of ``JSON.stringify(request.tools)`` in the trigger estimate (2: no tools, ``[]``)
+    #: `IMAGE_TOKEN_ESTIMATE` (L40): an image part after the anchor counts this many tokens (L187-190).
+    image_token_estimate: int = 1_500
+    #: `PDF_TOKEN_ESTIMATE` (L41): a PDF part after the anchor counts this many tokens (L187-190).
+    pdf_token_estimate: int = 2_000
+    #: UTF-16 length of the tool definitions the trigger counts (see the class docstring; 2: no tools, ``[]``)
     tools_json_chars: int = 32_375
-    #: models.dev limits; None: the profile's window and its max output (capped at half the window); a context
-    #: of 0 turns the trigger off (§6.6), an output of 0 counts as none
+    #: models.dev `limit.context`, in tokens; None = the profile's whole context (GPT-5: 400,000) or its window;
+    #: 0 turns the trigger off (L563)
     context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
-    #: models.dev `limit.output`, in tokens: in the trigger's max(output, buffer) and the summary's output cap; None =
-    #: the profile's max output capped at half the window; 0 = none (§6.5, §6.6).
+    #: models.dev `limit.output`, in tokens, capped by `output_token_max` in the ceiling; None = the profile's max
+    #: output capped at half the window (L564)
     output_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
+    #: models.dev `limit.input`, in tokens: the ceiling is at most input - `buffer`; None = the profile's input
+    #: limit, if it has one; 0 = none (L565-566)
+    input_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """§6.8: the stored compaction row and the user message it projects to."""
+    """The completed compaction row (`Compaction.Ended`, L544-551) and the one user message it projects to
+    (`toLLMMessage`, runner/to-llm-message.ts: `<conversation-checkpoint>` with `<summary>` and
+    `<recent-context>`; the retained tail is text there, not messages: the runner's history starts at the
+    latest completed compaction, history.ts@008d5715 `messageEntries`)."""
 
     summary: str
     recent: str
     recent_ids: tuple[str, ...]
     message: Message
+    #: `Token.estimate` of the message's text (L194), its part of the estimate before any response
+    tokens: int
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """What `execute`'s summary requests came to (L428-543): the accepted text, or why it failed."""
+
+    text: str | None
+    failure: str | None = None
+    #: whether the reminder was sent
+    reminded: bool = False
+
+
+def summary_headings(prompt: str) -> frozenset[str]:
+    """`SUMMARY_HEADINGS` (L82): the prompt's lines that start with "##" (its template's headings)."""
+    return frozenset(line for line in prompt.split("\n") if line.startswith("##"))
+
+
+def has_summary_section(text: str, headings: frozenset[str]) -> bool:
+    """`hasSummarySection` (L337-338): a line of the reply, trimmed, is one of the headings."""
+    return any(line.strip() in headings for line in text.split("\n"))
 
 
 class OpenCodeV2(_OpenCode):
     name = "opencode-v2"
-    description = "OpenCode V2 core: serialized history, 8k recent text split inside a message, summary ≤4096, checkpoint as one user message"
-    spec = "docs/specs/opencode.md §6"
+    description = (
+        "OpenCode V2 core (031a4a9c): last response's usage + local estimate >= min(input - buffer, context - "
+        "max(output, buffer)); 15k of whole records from a user message kept as text; the summary asked on the "
+        "normal system prompt and history with a template check and one reminder; checkpoint as one user message"
+    )
+    spec = "docs/specs/opencode.md §9 (upstream compaction.ts@031a4a9c, superseding §6)"
     Options = OpenCodeV2Options
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
-        #: §6.6's limit, compared strictly (`estimate > threshold` compacts); the reported threshold is one more
-        self.threshold = self.limits.context - max(self.limits.output, self.options.buffer)
-        # The replay sends no tool definitions (for any strategy), so what this strategy reports
-        # for the token-accuracy metrics is net of them: the tools' own estimate comes off both the
-        # estimate and the threshold. The trigger compares the same difference, so no decision changes.
-        # (`[]`, no tools, takes nothing off.)
-        self.tools_tokens = opencode_estimate_units(max(0, self.options.tools_json_chars - 2))
+        o = self.options
+        #: the records since the checkpoint, their messages and their parts' running sums (also the base's `view`)
+        self.since = PartsView(self.store, self.renderer, self.estimator, self._part_tokens)
+        self.view = self.since
+        self.ceiling = prompt_ceiling(self.limits, o.buffer, o.output_token_max)
+        self.tools_tokens = opencode_estimate_units(max(0, o.tools_json_chars - 2))
         self.checkpoint: Checkpoint | None = None
-        self._since = 0
+        self.entries = Entries(o.tool_output_max_chars)
+        #: the newest response since the checkpoint with a measured prompt (`estimateTokens`' anchor, L141-147)
+        self._anchor: Record | None = None
         self._recovered = False
-        self._refused: str | None = None
-        self.entries = Entries(self.options.tool_output_max_chars)
+        self._failure = ""
+        self._system_tokens = (0, 0)
+        self._prompt_messages: dict[str, Message] = {}
 
+    def _part_tokens(self, record: Record) -> PartTokens:
+        return part_tokens(record, self.options.image_token_estimate, self.options.pdf_token_estimate)
+
+    # ------------------------------------------------------------ the request
     def _messages(self) -> list[Message]:
-        """The checkpoint, then the records since it (the view holds ``records[_since:]``)."""
-        self.view.update()
+        """The system prompt, the checkpoint, then the records since it (the view holds them)."""
+        self.since.update()
         head = [self.checkpoint.message] if self.checkpoint else []
-        return self._system_messages() + head + self.view.messages
+        return self._system_messages() + head + self.since.messages
 
     def _estimate(self) -> int:
-        """§6.6: the estimate of the request `_messages` just built (system, messages, tools)."""
-        units, count = self.view.units, len(self.view.messages)
-        if self.checkpoint:
-            units, count = units + self.estimator.units(self.checkpoint.message), count + 1
-        system = [m.content for m in self._system_messages()]
-        return self.estimator.request(system, units, count, self.options.tools_json_chars)
+        """`estimateTokens` (L140-185) of the request `_messages` just built, with the tools' estimate: the anchor's
+        usage and the parts after it but its own message (its tool results count, L149, L159); without an anchor the
+        parts of every message since the checkpoint (the checkpoint's text included), the system prompt and the
+        tools (L170-184)."""
+        anchor = self._anchor
+        if anchor is not None and anchor.usage is not None:
+            added = self.since.parts_from(self.since.position(anchor.id)) - self.since.parts(anchor).own
+            return usage_tokens(anchor.usage) + added + self.tools_tokens
+        checkpoint = self.checkpoint.tokens if self.checkpoint else 0
+        return checkpoint + self.since.parts_from(0) + self._system_estimate() + self.tools_tokens
+
+    def _system_estimate(self) -> int:
+        """The system parts' `Token.estimate`s (L179), memoized while the system prompt stays as it is."""
+        count, tokens = self._system_tokens
+        if count != len(self.store.system):
+            tokens = sum(opencode_estimate(m.content) for m in self._system_messages())
+            self._system_tokens = (len(self.store.system), tokens)
+        return tokens
+
+    def _armed(self) -> bool:
+        """Whether `required` looks at the estimate (L555-563): `auto` on, a context limit, and the history not
+        ending in the checkpoint ("run the completed checkpoint before considering another")."""
+        ends_in_checkpoint = self.checkpoint is not None and not self.since.records
+        return self.options.auto and self.limits.context > 0 and not ends_in_checkpoint
+
+    def _reported(self, armed: bool) -> int | None:
+        """The threshold a request reports (`Request.threshold`): `required` compacts at ``estimate >=
+        promptCeiling`` (L569), so the ceiling itself, net of the tools' estimate as the estimate is; None when
+        no estimate would compact this request (not `_armed`)."""
+        return self.ceiling - self.tools_tokens if armed else None
 
     def request(self) -> Request:
+        """runner/llm.ts@008d5715 `runStep` (L211-215): before each call, `required` (L569); a compaction that
+        completes rebuilds the request, which is sent unchecked (it ends in the checkpoint); one that fails
+        fails the step (`StepFailedError`): the request is not sent."""
         messages = self._messages()
         estimate = self._estimate()
-        # §6.6: `compactIfNeeded` before every provider call, again after each compaction until
-        # the request fits or compaction is refused (each pass consumes the entries it summarized).
-        while self.options.auto and self.limits.context > 0 and estimate > self.threshold and self._compact("threshold", estimate):
-            messages = self._messages()
-            estimate = self._estimate()
+        armed = self._armed()
         meta = self._meta()
-        if self._refused:
-            meta["compaction_refused"] = self._refused
-            self._refused = None
-        return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self._reported_threshold(), meta=meta)
-
-    def _reported_threshold(self) -> int | None:
-        """The smallest estimate that compacts (`Request.threshold`), net of the tools' estimate:
-        `compactIfNeeded` goes on only when the estimate is not `<= context - max(output, buffer)` (§6.6), a
-        strict `>`, so one more than `self.threshold`. Taking the tools' constant estimate off both sides keeps
-        the comparison exact against the true count of the messages sent (which carry no tools). None when
-        no estimate ever triggers a compaction (`auto` off or no context limit, §6.6: only a provider overflow
-        compacts then, §6.7)."""
-        return self.threshold + 1 - self.tools_tokens if self.options.auto and self.limits.context > 0 else None
+        if armed and estimate >= self.ceiling:
+            if self._compact("threshold", estimate):
+                messages, estimate, armed = self._messages(), self._estimate(), False
+            else:
+                meta["compaction_failed"] = self._failure
+                self.ctx.refuse_request(f"OpenCode V2 compaction failed ({self._failure}); the step stops with that error")
+        return Request(messages, estimate_tokens=estimate - self.tools_tokens, threshold=self._reported(armed), meta=meta)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
-        super().on_response(items, usage, needs_follow_up)
+        record = self.store.add_response(items, usage)
+        if usage is not None and usage.input > 0:  # a prompt the provider measured (L141-147)
+            self._anchor = record
         self._recovered = False
 
     def on_overflow(self, error: ProviderError) -> bool:
-        """§6.7: one compaction (regardless of `auto`) and one retry; a second overflow is fatal."""
-        if self._recovered or not is_context_overflow(error):
+        """An overflow before any output (runner/step.ts@0784e0f5 `attempt`) compacts once per step when
+        `auto` is on (runner/llm.ts@008d5715 L256-258 `recoverOverflow && compaction.enabled()`, `enabled` is
+        `auto`, L603), and the step is tried again; another overflow in it is an error (L278-281). A request
+        the strategy refused (a failed compaction) is no overflow."""
+        if error.provider == AGENT_REFUSAL or not self.options.auto or self._recovered or not is_context_overflow(error):
             return False
         self._recovered = True
         return self._compact("overflow", None)
 
-    def _refuse(self, reason: str) -> bool:
-        self._refused = reason
+    # ------------------------------------------------------------ compaction
+    def _fail(self, reason: str) -> bool:
+        self._failure = reason
         return False
 
     def _compact(self, trigger: str, estimate: int | None) -> bool:
-        """§6.5 `compactAfterOverflow`."""
-        o = self.options
-        context = self.limits.context
-        if context <= 0:
-            return self._refuse("no context limit")
-        entries = self.entries.of(self.store.records[self._since :])
-        if not entries:
-            return self._refuse("nothing to compact")
-        split = split_recent([text for _, text in entries], o.keep_tokens)
-        prev = self.checkpoint
-        if not split.head and prev is None:
-            return self._refuse("nothing to compact")
-        prompt = self.ctx.render_prompt(
-            "opencode_summary.j2",
-            previous_summary=prev.summary if prev else None,
-            context=[x for x in (prev.recent if prev else "", split.head) if x],
-        )
-        summary_output = min(self.limits.output or o.summary_output_tokens, o.summary_output_tokens)
-        prompt_tokens = opencode_estimate(prompt)
-        if prompt_tokens > context - summary_output:
-            return self._refuse(f"summary prompt of {prompt_tokens} estimated tokens exceeds {context - summary_output}")
-        # the fit check refuses at `estimate > context - summaryOutput` (strict, §6.5 step 7): the smallest
-        # count at which this request would not be sent is one more (`Request.threshold`)
-        request = Request(
-            [Message("user", prompt)],
-            estimate_tokens=prompt_tokens,
-            threshold=context - summary_output + 1,
-            kind="summary",
-            max_output_tokens=summary_output,
-        )
-        try:
-            result = self.ctx.summarize(request)
-        except SummaryOverflow:
-            return self._refuse("summary request overflowed")
-        if not result.text.strip():
-            return self._refuse("blank summary")
+        """`execute` (L366-553): the retained tail from `findTailStart`, the summary asked on the base transcript
+        of everything before it, the checkpoint recorded with the tail's text."""
+        previous = self.checkpoint
         before = self._messages()
-        head_records = [r for r, _ in entries[: split.split]]
-        recent_records = [r for r, _ in entries[split.split :]]
-        cut_ids = entries[split.cut][0].item_ids() if split.cut is not None else []
-        recent_ids = tuple(dict.fromkeys([*cut_ids, *(i for r in recent_records for i in r.item_ids())]))
-        text = self.ctx.render_prompt("opencode_checkpoint.j2", summary=result.text, recent=split.recent)
-        self.checkpoint = Checkpoint(result.text, split.recent, recent_ids, Message("user", text, item_ids=recent_ids))
-        self._since = len(self.store.records)
-        self.view.reset([])
-        summarized = [*(prev.recent_ids if prev else ()), *(i for r in head_records for i in r.item_ids())]
+        records = self.since.records
+        entries = self.entries.of(records)
+        tail = find_tail_start(
+            [(position, record.kind == "user", text) for position, record, text in entries],
+            len(records), self.options.keep_tokens, previous is not None and bool(previous.recent),
+        )
+        if tail is None:
+            return self._fail("nothing to compact yet")
+        head = [*self._system_messages(), *([previous.message] if previous else []), *self.since.messages_before(tail.start)]
+        outcome = self._summarize(head, update=previous is not None)
+        if outcome.text is None:
+            return self._fail(outcome.failure or "no summary")
+        recent = "\n\n".join(text for position, _, text in entries if position >= tail.start)
+        recent_ids = tuple(dict.fromkeys(i for r in records[tail.start :] for i in r.item_ids()))
+        text = self.ctx.render_prompt("opencode_checkpoint.j2", summary=outcome.text, recent=recent)
+        message = Message("user", text, item_ids=recent_ids)
+        self.checkpoint = Checkpoint(outcome.text, recent, recent_ids, message, opencode_estimate(text))
+        summarized = [*(previous.recent_ids if previous else ()), *(i for r in records[: tail.start] for i in r.item_ids())]
+        self.since.reset([])
+        self._anchor = None
         self.ctx.record_compaction(
             trigger=trigger,
             before=before,
             after=self._messages(),
-            summary=result.text,
+            summary=outcome.text,
             summarized_ids=summarized,
             estimate_tokens=None if estimate is None else estimate - self.tools_tokens,
-            threshold=self._reported_threshold(),
+            threshold=None if estimate is None else self._reported(True),
             details={
                 "tools_estimate_tokens": self.tools_tokens,
-                "cut_inside_message": split.cut is not None,
-                "cut_item_ids": cut_ids,
-                "cut_at_chars": split.cut_chars,
-                "keep_tokens": o.keep_tokens,
-                "prompt_tokens": prompt_tokens,
-                "update": prev is not None,
+                "tail": tail.reason,
+                "tail_start_item": next(iter(records[tail.start].item_ids()), None) if tail.start < len(records) else None,
+                "recent_tokens": opencode_estimate(recent),
+                "keep_tokens": self.options.keep_tokens,
+                "update": previous is not None,
+                "reminder": outcome.reminded,
             },
         )
         return True
+
+    def _summarize(self, head: list[Message], *, update: bool) -> SummaryOutcome:
+        """The summary request (L397-427): the head as the normal request sends it (system prompt, checkpoint,
+        messages), then the prompt as a user message; no output limit of its own (the provider's default).
+        Asked again once with `SUMMARY_REMINDER` after a reply without a template heading (L428-439, L526);
+        an overflow, a reply cut off at its output limit or filtered, or no heading after the reminder, fails
+        the compaction (L447-472, L492, L530-542)."""
+        prompt = self._prompt("opencode_v2_summary.j2", update=update)
+        headings = summary_headings(prompt)
+        if not headings:
+            raise TemplateError(
+                "prompt template 'opencode_v2_summary.j2' has no line starting with '##': opencode-v2 accepts a summary "
+                "only when a line of it is one of its template's headings (compaction.ts@031a4a9c L82, L337-338)"
+            )
+        first = [*head, self._prompt_message(prompt)]
+        result = None
+        for reminded, messages in ((False, first), (True, [*first, SUMMARY_REMINDER])):
+            try:
+                result = self.ctx.summarize(Request(messages, kind="summary"))
+            except SummaryOverflow:
+                return SummaryOutcome(None, "the summary request overflowed", reminded)
+            failed = FAILED_FINISHES.get(result.finish_reason or "")
+            if failed is not None:
+                return SummaryOutcome(None, failed, reminded)
+            if has_summary_section(result.text, headings):
+                return SummaryOutcome(result.text, None, reminded)
+        empty = result is None or not result.text.strip()
+        return SummaryOutcome(None, "the summary was empty" if empty else "the summary did not follow the template", True)
+
+    def _prompt_message(self, prompt: str) -> Message:
+        """The prompt's user message, one object per text (a compaction asked again sends the same one)."""
+        message = self._prompt_messages.get(prompt)
+        if message is None:
+            message = self._prompt_messages[prompt] = Message("user", prompt)
+        return message

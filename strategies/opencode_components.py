@@ -1,4 +1,6 @@
-"""Shared pieces of the OpenCode strategies `opencode-v1` and `opencode-v2` (docs/specs/opencode.md, SNAP).
+"""Shared pieces of the OpenCode strategies `opencode-v1` (docs/specs/opencode.md, SNAP) and `opencode-v2`
+(upstream's newer V2 core, `anomalyco/opencode:packages/core/src/session/compaction.ts@031a4a9c`, which
+supersedes spec §6: see `compaction_bench.strategies.opencode`).
 
 One place for everything both paths use:
 
@@ -20,8 +22,10 @@ One place for everything both paths use:
   starts, summary-input rendering and running estimate sums, kept in step with the view the same way;
 - turns and tail selection (§2.3, §2.5);
 - V2's text serialization (`Entries`: each record serialized once per version, its long lines
-  given to the token counter) and its head/recent split inside a message (§6.3, §6.4);
-- the truncation helpers and the ``[Attached mime: name]`` text (V2: ``name ?? uri``).
+  given to the token counter), its retained tail starting at a user message (`find_tail_start`) and the
+  local part estimates of its trigger (`part_tokens`, kept as running sums by `PartsView`);
+- the truncation helpers and the ``[Attached mime: name]`` text (V2: name, else URI, else "inline
+  attachment").
 """
 
 from __future__ import annotations
@@ -132,11 +136,6 @@ def truncate(text: str, limit: int, note: Callable[[int], str]) -> str:
 def v1_truncation_note(omitted: int) -> str:
     """§2.6 (`message-v2.ts` L49-53)."""
     return f"\n[Tool output truncated for compaction: omitted {omitted} chars]"
-
-
-def v2_truncation_note(omitted: int) -> str:
-    """§6.3."""
-    return "\n[truncated]"
 
 
 # ----------------------------------------------------------------- limits and usage (§1)
@@ -253,7 +252,6 @@ class Estimator:
 
     def __init__(self) -> None:
         self._units: dict[Message, int] = {}
-        self._frames: dict[tuple[str, ...], int] = {}
 
     def units(self, message: Message) -> int:
         cached = self._units.get(message)
@@ -278,15 +276,6 @@ class Estimator:
     def span(units: int, count: int) -> int:
         """The estimate of a JSON list of `count` messages whose lengths sum to `units`."""
         return opencode_estimate_units(2 + units + max(0, count - 1))
-
-    def request(self, system: Sequence[str], message_units: int, count: int, tools_units: int) -> int:
-        """§6.6: the estimate of ``JSON.stringify({system, messages, tools})`` for `count` messages
-        whose JSON lengths sum to `message_units` and a tool array `tools_units` long."""
-        key = tuple(system)
-        frame = self._frames.get(key)
-        if frame is None:
-            frame = self._frames[key] = utf16_len('{"system":' + json_text(list(system)) + ',"messages":,"tools":}')
-        return opencode_estimate_units(frame + 2 + message_units + max(0, count - 1) + tools_units)
 
 
 # ----------------------------------------------------------------- the store
@@ -693,14 +682,24 @@ def select_from_turns(
     return TailChoice(keep, "split-turn" if split else "whole-turns", whole, split)
 
 
-# ----------------------------------------------------------------- V2 serialization (§6.3, §6.4)
+# ----------------------------------------------------------------- V2 text (compaction.ts@031a4a9c)
+def truncate_tool_output(text: str, limit: int) -> str:
+    """`truncateToolOutput` (compaction.ts@031a4a9c L208-220): a text longer than `limit` UTF-16 code units
+    keeps its first `limit` characters, a surrogate pair counting as one, then "\n[truncated]"; a text
+    that many characters hold whole is kept as it is."""
+    if utf16_len(text) <= limit or len(text) <= limit:
+        return text
+    return text[:limit] + "\n[truncated]"
+
+
 def _tool_content(result: Item, limit: int) -> str:
+    """`serializeToolContent` (L222-227), then truncated: the text, then ``[Attached mime: name]`` per file."""
     files = [attached_text(a, default=None) for a in result.attachments]
-    return truncate("\n".join([result.text, *files]) if files else result.text, limit, v2_truncation_note)
+    return truncate_tool_output("\n".join([result.text, *files]) if files else result.text, limit)
 
 
 def tool_input_text(arguments: str | None) -> str:
-    """§6.3 `<input>`: the input itself when it is a string, else `JSON.stringify(input)` (compact,
+    """`<input>` (L251): the input itself when it is a string, else `JSON.stringify(input)` (compact,
     non-ASCII kept); arguments that are not JSON are the raw string the model sent."""
     try:
         value = json.loads(arguments or "{}")
@@ -720,22 +719,28 @@ def _from_utf16(data: bytes) -> str:
 
 def utf16_split_from_end(text: str, units: int) -> tuple[str, str]:
     """JavaScript's `(s.slice(0, -n), s.slice(-n))` for `0 < n`: cut `units` UTF-16 code units
-    from the end (§6.4: the split is on the JS string)."""
+    from the end (V1's tool-output truncation cuts the JS string)."""
     data = text.encode("utf-16-le", "surrogatepass")
     cut = max(0, len(data) - 2 * units)
     return _from_utf16(data[:cut]), _from_utf16(data[cut:])
 
 
+def attachment_label(attachment: Attachment) -> str:
+    """V2's ``[Attached mime: name]`` of a user's file (L233-237): its name, else its URI, else "inline attachment".
+    A data URL is the file's own bytes, not a location: such a file is an inline attachment."""
+    uri = attachment.uri if attachment.uri and not attachment.uri.startswith("data:") else ""
+    return f"[Attached {attachment.mime}: {attachment.name or uri or 'inline attachment'}]"
+
 
 def serialize_record(record: Record, tool_output_max_chars: int) -> str:
-    """§6.3: one entry as text with the `[User]`, `[Assistant]`, ... markers ("" when empty)."""
+    """`serializeRecentMessage` (compaction.ts@031a4a9c L229-270): one record as text with the `[User]`,
+    `[Synthetic context]`, `[Assistant]`, ... markers ("" when it has none)."""
     if record.kind in ("user", "context"):
         lines = []
         for item in record.items:
             prefix = "[User]" if item.is_real_user else "[Synthetic context]"
             lines.append(f"{prefix}: {item.text}")
-            # `name ?? uri`; an attachment whose format records no URI keeps V1's "file"
-            lines += [attached_text(a, default=a.uri or "file") for a in item.attachments]
+            lines += [attachment_label(a) for a in item.attachments]
         return "\n".join(lines)
     lines = []
     for item in record.items:
@@ -754,56 +759,171 @@ def serialize_record(record: Record, tool_output_max_chars: int) -> str:
 
 
 class Entries:
-    """§6.3's entries of the records since the checkpoint: each record serialized once per version,
-    the same text object at every compaction that reads it (the summary prompts and checkpoints that
-    join entries are new texts at every compaction; the token counter memoizes their long lines,
+    """The non-empty serialized records since the checkpoint (`findTailStart`'s `conversation`, L282-285):
+    each record serialized once per version, the same text object at every compaction that reads it (the
+    recent texts that join entries are new at every compaction; the token counter memoizes their long lines,
     `TokenCounter.count`, so a long line of an entry is tokenized once)."""
 
     def __init__(self, tool_output_max_chars: int) -> None:
         self.tool_output_max_chars = tool_output_max_chars
         self._texts: dict[int, tuple[int, str]] = {}
 
-    def of(self, records: Sequence[Record]) -> list[tuple[Record, str]]:
-        """The non-empty entries of `records`, in order (`serialize_record`); forgets other records."""
+    def of(self, records: Sequence[Record]) -> list[tuple[int, Record, str]]:
+        """(position in `records`, record, text) of the records whose text is not empty, in order; forgets
+        other records."""
         texts, known, entries = {}, self._texts, []
-        for record in records:
+        for position, record in enumerate(records):
             text = known.get(record.id)
             if text is None or text[0] != record.version:
                 text = (record.version, serialize_record(record, self.tool_output_max_chars))
             texts[record.id] = text
             if text[1]:
-                entries.append((record, text[1]))
+                entries.append((position, record, text[1]))
         self._texts = texts
         return entries
 
 
 @dataclass(frozen=True)
-class RecentSplit:
-    """§6.4: `head` (to summarize) and `recent` (kept as text); `cut` is the entry cut in two, if any."""
+class TailStart:
+    """Where the retained tail starts among the records since the checkpoint (`start`; their count: none is
+    kept) and which rule of `findTailStart` chose it."""
 
-    head: str
-    recent: str
-    split: int
-    cut: int | None
-    cut_chars: int
+    start: int
+    reason: str
 
 
-def split_recent(conv: Sequence[str], keep_tokens: int) -> RecentSplit:
-    """§6.4 `select`: the newest entries within `keep_tokens`, the boundary entry split at
-    ``remaining_tokens * 4`` characters from its end."""
-    total, split, cut, remaining = 0, len(conv), None, 0
-    prefix = suffix = ""
-    for i in range(len(conv) - 1, -1, -1):
-        nxt = total + opencode_estimate(conv[i])
-        if nxt > keep_tokens:
-            remaining = max(0, keep_tokens - total) * 4
-            if remaining > 0:
-                prefix, suffix = utf16_split_from_end(conv[i], remaining)
-                split, cut = i + 1, i
+def find_tail_start(
+    entries: Sequence[tuple[int, bool, str]], count: int, keep_tokens: int, previous_recent: bool
+) -> TailStart | None:
+    """`findTailStart` (compaction.ts@031a4a9c L281-312) over the serialized records since the checkpoint:
+    `entries` are (position among the `count` records, whether it is a real user message, text), the
+    records with text, in order; `previous_recent` says whether the checkpoint kept a recent tail.
+
+    Whole entries from the newest within `keep_tokens` (``round(len / 4)`` each), the newest always
+    (L288-296); then back to a user message "so an assistant's tool calls and results stay together"
+    (L298-300); when that is the first entry (everything fitted, or the session is one long turn), the
+    latest user message if it is not the first (L302-304); else, with a recent tail in the checkpoint,
+    everything since it is kept and the checkpoint alone summarized, without one everything is
+    summarized (L306-311). None: nothing to compact (L286)."""
+    if not entries:
+        return None
+    total, start = 0, len(entries)
+    for index in range(len(entries) - 1, -1, -1):
+        following = total + opencode_estimate(entries[index][2])
+        if start < len(entries) and following > keep_tokens:
             break
-        total, split = nxt, i
-    # As upstream: with a cut, `split` is one past the boundary entry, so the head holds that whole
-    # entry and then its prefix again (spec §6.4 pseudo-code, kept as written).
-    head = "\n\n".join(x for x in [*conv[:split], prefix] if x)
-    recent = "\n\n".join(x for x in [suffix, *conv[split:]] if x)
-    return RecentSplit(head=head, recent=recent, split=split, cut=cut, cut_chars=remaining if cut is not None else 0)
+        total, start = following, index
+    while start > 0 and not entries[start][1]:
+        start -= 1
+    if start > 0:
+        return TailStart(entries[start][0], "user-boundary")
+    latest = next((n for n in range(len(entries) - 1, -1, -1) if entries[n][1]), -1)
+    if latest > 0:
+        return TailStart(entries[latest][0], "latest-exchange")
+    if previous_recent:
+        return TailStart(entries[0][0], "all-since-checkpoint")
+    return TailStart(count, "none")
+
+
+# ----------------------------------------------------------------- V2 trigger estimate (compaction.ts@031a4a9c)
+def prompt_ceiling(limits: ModelLimits, buffer: int, output_token_max: int) -> int:
+    """`required`'s `promptCeiling` (compaction.ts@031a4a9c L564-568): ``min(limit.input - buffer, context -
+    max(min(limit.output, OUTPUT_TOKEN_MAX), buffer))``, the first term only for a model with an input limit
+    (models.dev's 0 or none: no input limit)."""
+    output = min(limits.output, output_token_max)
+    ceiling = limits.context - max(output, buffer)
+    return min(ceiling, limits.input - buffer) if limits.input else ceiling
+
+
+def usage_tokens(usage: Usage) -> int:
+    """The anchor's measured size in `estimateTokens` (L161-168): input + cache read + cache write + output +
+    reasoning of `SessionUsage.tokens` (usage.ts@36a0b04b: `input` the non-cached input, `output` the visible
+    output). Our `Usage.input` holds the cached and cache-write tokens and `output` the reasoning, so it is
+    input + output."""
+    return max(0, usage.input) + max(0, usage.output)
+
+
+def media_tokens(mime: str, image_tokens: int, pdf_tokens: int) -> int:
+    """`estimateMedia` (L187-190): an image part is `IMAGE_TOKEN_ESTIMATE`, a PDF `PDF_TOKEN_ESTIMATE`,
+    any other file nothing."""
+    kind = mime.lower()
+    return image_tokens if kind.startswith("image/") else pdf_tokens if kind == "application/pdf" else 0
+
+
+@dataclass(frozen=True)
+class PartTokens:
+    """`estimatePart` (L192-206) summed over one record's model messages: `own` for the record's assistant
+    message (text, reasoning and tool-call parts), `rest` for the rest (its tool results, or a user
+    message's text and media). The anchor's own message is what its provider usage measured; its tool
+    results are not (L149, L159)."""
+
+    own: int
+    rest: int
+
+    @property
+    def total(self) -> int:
+        return self.own + self.rest
+
+
+def part_tokens(record: Record, image_tokens: int, pdf_tokens: int) -> PartTokens:
+    """The `PartTokens` of the messages `Renderer.record` sends for `record`: each text ``round(len / 4)``
+    (`Token.estimate`), a tool call ``round(len(name + JSON.stringify(input)) / 4)``, a tool result its
+    text (the interrupted-call error included) and its media, each file part by `media_tokens` (the trigger
+    assumes a model that reads images and PDFs: `unsupportedParts` rewrites nothing). A failed tool's result
+    counts its message: upstream estimates the JSON of its error object (L203-205), some dozen characters
+    more, whose fields the recordings do not keep."""
+    def media(attachments: Sequence[Attachment]) -> int:
+        return sum(media_tokens(a.mime, image_tokens, pdf_tokens) for a in attachments)
+
+    if record.kind in ("user", "context"):
+        return PartTokens(0, sum(opencode_estimate(i.text) + media(i.attachments) for i in record.items))
+    if record.kind != "step":  # V2 stores no V1 compaction records
+        return PartTokens(0, 0)
+    own = 0
+    for item in record.items:
+        if item.kind in ("assistant", "reasoning"):
+            own += opencode_estimate(item.text)
+        elif item.kind == "tool_call":
+            own += opencode_estimate((item.tool_name or "") + json_text(_tool_input(item.arguments or "")))
+    rest = 0
+    for call in record.calls():
+        result = record.results.get(call.call_id or "")
+        rest += opencode_estimate(INTERRUPTED_TOOL) if result is None else opencode_estimate(result.text) + media(result.attachments)
+    return PartTokens(own, rest)
+
+
+class PartsView(View):
+    """V2's `View`: also the running sum of each record's `PartTokens` total, so the local estimate of what
+    follows the anchor (`estimateTokens`, L140-185) costs the records changed since the last request, not
+    the history."""
+
+    def __init__(self, store: SessionStore, renderer: Renderer, estimator: Estimator, parts: Callable[[Record], PartTokens]) -> None:
+        self._parts_of = parts
+        self._memo: dict[tuple[int, int], PartTokens] = {}
+        super().__init__(store, renderer, estimator)
+
+    def reset(self, records: Sequence[Record]) -> None:
+        self._sums = [0]
+        super().reset(records)
+
+    def _extend(self, records: Sequence[Record]) -> None:
+        del self._sums[len(self.records) + 1 :]  # `update` took the records from the first changed one off
+        super()._extend(records)
+        for record in records:
+            self._sums.append(self._sums[-1] + self.parts(record).total)
+
+    def parts(self, record: Record) -> PartTokens:
+        """The record's `PartTokens` at its current version."""
+        key = (record.id, record.version)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._parts_of(record)
+        return found
+
+    def parts_from(self, position: int) -> int:
+        """The summed `PartTokens` totals of ``records[position:]``."""
+        return self._sums[-1] - self._sums[position]
+
+    def messages_before(self, position: int) -> list[Message]:
+        """The messages of ``records[:position]``."""
+        return self.messages[: self._starts[position]] if position < len(self._starts) else list(self.messages)

@@ -1,5 +1,6 @@
 """OpenCode shared components against docs/specs/opencode.md: estimator, limits, error patterns, tail
-selection and V2's serialization/split, each with answers worked out by hand from the spec."""
+selection, and V2's serialization and tail (upstream `packages/core/src/session/compaction.ts@031a4a9c`, which
+supersedes the spec's §6), each with answers worked out by hand from the spec or upstream's code."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from compaction_bench.strategies.opencode_components import (
     Record,
     Renderer,
     SessionStore,
+    TailStart,
     View,
+    find_tail_start,
     is_context_overflow,
     model_message_json,
     select_from_turns,
     serialize_record,
-    split_recent,
     turn_spans,
     usable_window,
     usage_count,
@@ -155,7 +157,7 @@ def test_no_tail_at_index_zero_or_when_nothing_fits():
     assert select_tail(starts, _sizes([10] * 4), 0, 100).reason == "disabled"
 
 
-# ----------------------------------------------------------------- §6.3, §6.4 V2 text
+# ----------------------------------------------------------------- V2 text and tail (compaction.ts@031a4a9c)
 def test_serialization_markers_and_truncation():
     user = Record(0, "user", items=[Item("u", "user", "hi", attachments=(Attachment("image/png", "a.png"),))])
     assert serialize_record(user, 2000) == "[User]: hi\n[Attached image/png: a.png]"
@@ -178,22 +180,36 @@ def test_serialization_markers_and_truncation():
     )
 
 
-def test_split_inside_the_boundary_message_at_remaining_times_four_characters():
-    a, b, c = "A" * 4000, "B" * 8000, "C" * 2000  # estimates 1000, 2000, 500
-    split = split_recent([a, b, c], keep_tokens=1000)
-    # C fits (500); B would make 2500 > 1000: remaining (1000 - 500) * 4 = 2000 characters of B are kept.
-    assert (split.cut, split.cut_chars, split.split) == (1, 2000, 2)
-    assert split.recent == "B" * 2000 + "\n\n" + c
-    # As the spec's pseudo-code: the head holds A, the whole of B, and B's 6000-character prefix.
-    assert split.head == "\n\n".join([a, b, "B" * 6000])
+def tail(kinds: str, sizes: list[int], keep: int, previous_recent: bool = False):
+    """`find_tail_start` of entries whose kinds are "u" (a user message) or "a", each `size` tokens long."""
+    entries = [(n, kind == "u", "x" * (4 * size)) for n, (kind, size) in enumerate(zip(kinds, sizes, strict=True))]
+    found = find_tail_start(entries, len(entries), keep, previous_recent)
+    return None if found is None else (found.start, found.reason)
 
 
-def test_split_without_a_cut_when_whole_entries_fit():
-    split = split_recent(["A" * 400, "B" * 400], keep_tokens=1000)
-    assert (split.head, split.recent, split.cut) == ("", "A" * 400 + "\n\n" + "B" * 400, None)
-    # exactly at the budget: the older entry does not fit and nothing remains to split
-    split = split_recent(["A" * 400, "B" * 4000], keep_tokens=1000)
-    assert (split.head, split.recent, split.cut) == ("A" * 400, "B" * 4000, None)
+def test_tail_keeps_whole_entries_back_to_a_user_message():
+    # newest first: 300, 300 (600), then 500 would make 1,100 > 1,000; the walk stopped at index 3, an
+    # assistant: back to the user message at 2 (findTailStart L288-300)
+    assert tail("uauaa", [100, 500, 200, 300, 300], 1_000) == (2, "user-boundary")
+    # the newest entry is kept even when it alone is over the allowance (L288), and the start moves back from it
+    assert tail("uaua", [100, 100, 100, 5_000], 1_000) == (2, "user-boundary")
+
+
+def test_tail_when_everything_fits_keeps_the_latest_exchange():
+    assert tail("uaua", [100, 100, 100, 100], 1_000) == (2, "latest-exchange")  # L302-304
+    # one turn only: the walk ends at its user message, the first; without a checkpoint's recent tail
+    # everything is summarized and nothing kept, with one everything since the checkpoint is kept (L306-311)
+    assert tail("uaaa", [100, 100, 100, 100], 1_000) == (4, "none")
+    assert tail("aaa", [100, 100, 100], 1_000, previous_recent=True) == (0, "all-since-checkpoint")
+    assert find_tail_start([], 3, 1_000, True) is None  # nothing to compact (L286)
+
+
+def test_tail_counts_utf16_code_units():
+    # 1,000 emoji are 2,000 UTF-16 units: 500 estimated tokens (by characters it would be 250). With 499 the
+    # walk stops after the newest entry (back to the user message before it); with 500 everything fits.
+    entries = [(0, True, "x"), (1, False, "y"), (2, True, "z"), (3, False, "😀" * 1_000)]
+    assert find_tail_start(entries, 4, 499, False) == TailStart(2, "user-boundary")
+    assert find_tail_start(entries, 4, 500, False) == TailStart(2, "latest-exchange")
 
 
 # ----------------------------------------------------------------- the incremental view

@@ -1,6 +1,7 @@
 """OpenCode rules an audit found wrong or untested (issue 14), each with its answer worked out by
-hand from docs/specs/opencode.md (§1.1, §1.4, §2.8, §5, §6.3-§6.6) or upstream where the spec
-defers to it (the provider-error list of `packages/llm/src/provider-error.ts`)."""
+hand from docs/specs/opencode.md (§1.1, §1.4, §2.8, §5) or upstream where the spec defers to it (the
+provider-error list of `packages/llm/src/provider-error.ts`; V2's serialization and trigger at
+`packages/core/src/session/compaction.ts@031a4a9c`, which supersedes the spec's §6)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from compaction_bench.strategies.opencode_components import (
     Renderer,
     is_context_overflow,
     serialize_record,
-    split_recent,
     usable_window,
 )
 from compaction_bench.transcript import Attachment, Item
@@ -47,36 +47,19 @@ def test_v2_serialization_as_upstream():
     )
 
 
-def test_v2_split_counts_utf16_code_units():
-    text = "😀" * 1001 + "b"  # 2,003 UTF-16 units: estimate 501
-    split = split_recent([text], keep_tokens=250)
-    # remaining 250 * 4 = 1,000 units from the end: "b" + 499 emoji + the low half of one
-    assert split.cut_chars == 1000
-    assert split.recent == "\ufffd" + "😀" * 499 + "b"
-    assert split.head == text + "\n\n" + "😀" * 501 + "\ufffd"
-
-
-def test_v2_compact_if_needed_runs_again_until_it_fits_or_is_refused():
-    # context 25,000, output 12,500: threshold 25,000 - max(12,500, 20,000) = 5,000. The first request
-    # (u0, 10,002 estimated tokens) compacts; the checkpoint it leaves (8,000 recent tokens and the
-    # summary) is still over 5,000, so the check runs again and is refused: nothing is left.
-    # (No tool definitions here: `tools_json_chars=2` is the empty array.)
+def test_v2_compacts_once_and_sends_the_checkpoint_unchecked():
+    # context 25,000, output 12,500 (half the window): ceiling 25,000 - max(12,500, 20,000) = 5,000. The first
+    # request (the system prompt's 6 and u0's 10,000) reaches it and compacts; the request built from the
+    # checkpoint is sent without another check, though over 5,000 ("run the completed checkpoint before
+    # considering another automatic compaction", compaction.ts@031a4a9c L558-560). (The old rule checked again
+    # until the compaction was refused.) No tool definitions: `tools_json_chars=2` is the empty array.
     s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
     result = replay(s.transcript(), "opencode-v2", profile="64k", options={"context_limit": 25_000, "tools_json_chars": 2})
-    assert [(c.trigger, c.step) for c in result.compactions] == [("threshold", 0)]
-    first = next(r for r in result.requests if r.kind == "turn" and r.step == 0)
-    assert first.estimate_tokens >= first.threshold == 5_001  # strict `> 5,000`: the smallest firing count
-    assert first.meta["compaction_refused"] == "nothing to compact"
-
-
-@pytest.mark.parametrize(("output_limit", "expected"), [(64_000, 4_096), (1_000, 1_000)])
-def test_v2_summary_output_is_capped_at_4096(output_limit, expected):
-    s = Session().user("u0", "A" * 40_000).say("a0", "B" * 40_000).user("u1", "C" * 40_000).say("a1", "done")
-    result = replay(s.transcript(), "opencode-v2", profile="1m", options={"context_limit": 40_000, "output_limit": output_limit})
-    summary = next(r for r in result.requests if r.kind == "summary")
-    # summaryOutput = min(output or 4,096, 4,096); the request's fit limit is context - summaryOutput, refused
-    # when the estimate exceeds it (§6.5 step 7): the smallest refused count is one more
-    assert summary.threshold == 40_000 - expected + 1
+    assert [c.step for c in result.compactions].count(0) == 1
+    first = result.compactions[0]
+    assert (first.trigger, first.estimate_tokens, first.threshold) == ("threshold", 10_006, 5_000)
+    sent = next(r for r in result.requests if r.kind == "turn" and r.step == 0)
+    assert sent.threshold is None and "compaction_failed" not in sent.meta and not sent.overflow
 
 
 def test_v1_reserved_applies_only_with_an_input_limit():

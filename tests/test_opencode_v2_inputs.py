@@ -1,7 +1,9 @@
-"""What `opencode-v2` reads besides the history (issue 14): the tool schemas in its trigger estimate
-(docs/specs/opencode.md §6.6: ``estimate(JSON.stringify({system, messages, tools}))``) and the
-files of a user message named by their URI when they have no name (§6.3, upstream `serialize`:
-``[Attached ${file.mime}: ${file.name ?? file.uri}]``), from a hand-built `opencode export`."""
+"""What `opencode-v2` reads besides the history: the tool definitions and the system prompt in its trigger
+estimate before any response (`anomalyco/opencode:packages/core/src/session/compaction.ts@031a4a9c` L170-184:
+``Token.estimate`` of each system part and of each tool's name, description and schema), and the files of a
+user message in the recent text, named by their name, else their URI, else "inline attachment" (L233-237),
+from a hand-built `opencode export`; tool results in that text cut after 2,000 characters, a surrogate pair
+counting as one (L208-220)."""
 
 from __future__ import annotations
 
@@ -12,21 +14,12 @@ from pathlib import Path
 from compaction_bench.importing import load_transcripts
 from compaction_bench.replay import replay
 from compaction_bench.strategies.opencode import OpenCodeV2Options
+from compaction_bench.strategies.opencode_components import Record, serialize_record
+from compaction_bench.transcript import Item
 from tests.test_opencode_helpers import Session
 
-SYSTEM = "You are a coding agent."
-QUESTION = "Where is the parser defined?"
-
-
-def request_json_length(tools_chars: int) -> int:
-    """UTF-16 length of ``JSON.stringify({system, messages, tools})`` for the first request of
-    `session()`: the system prompt and one user message in the AI-SDK shape, and a tool array of
-    `tools_chars` characters (worked out here, not with the strategy's estimator)."""
-    frame = json.dumps(
-        {"system": [SYSTEM], "messages": [{"role": "user", "content": [{"type": "text", "text": QUESTION}]}]},
-        separators=(",", ":"),
-    )
-    return len(frame) - 1 + len(',"tools":') + tools_chars + 1  # ASCII only: one code unit per character
+SYSTEM = "You are a coding agent."  # 23 characters: round(5.75) = 6
+QUESTION = "Where is the parser defined?"  # 28 characters: 7
 
 
 def session() -> Session:
@@ -34,36 +27,46 @@ def session() -> Session:
 
 
 def first_request(context_limit: int, **options):
-    # output 1,000 and buffer 1,000: the trigger fires when the estimate exceeds context_limit - 1,000
+    # output 1,000 and buffer 1,000: the ceiling is context_limit - 1,000
     opts = {"context_limit": context_limit, "output_limit": 1_000, "buffer": 1_000, **options}
-    return replay(session().transcript(), "opencode-v2", profile="64k", options=opts).turn_requests[0]
+    return replay(session().transcript(), "opencode-v2", profile="64k", options=opts)
 
 
-def test_the_trigger_estimate_includes_the_tool_schemas_by_default():
+def test_before_any_response_the_estimate_is_the_system_prompt_the_message_and_the_tools():
     tools = OpenCodeV2Options().tools_json_chars
     assert tools > 1_000  # OpenCode's built-in tools, not an empty array
-    estimate = (request_json_length(tools) + 2) // 4  # floor(x / 4 + 0.5)
-    without_tools = (request_json_length(2) + 2) // 4  # "tools":[]
-    assert estimate > without_tools + 250
-    # The request reports estimate and threshold net of the tools' own estimate (the replay sends no
-    # tool definitions), so the accuracy metrics compare like with like; the decision is the same.
-    tools_tokens = (tools - 2 + 2) // 4  # the definitions between the brackets
-    # one token over the threshold: compactIfNeeded runs (and finds nothing to summarize in one entry); the
-    # threshold reported is the smallest estimate that runs it (`> limit`: the limit + 1), here the estimate
-    fired = first_request(estimate - 1 + 1_000)
-    assert fired.estimate_tokens == estimate - tools_tokens and fired.threshold == estimate - tools_tokens
-    assert fired.meta["compaction_refused"] == "nothing to compact"
-    # exactly at the threshold: no compaction is attempted
-    quiet = first_request(estimate + 1_000)
-    assert quiet.estimate_tokens == estimate - tools_tokens and quiet.threshold == estimate + 1 - tools_tokens
-    assert "compaction_refused" not in quiet.meta
+    tools_tokens = (tools - 2 + 2) // 4  # round((32,375 - 2) / 4) = 8,093: the definitions between the brackets
+    assert tools_tokens == 8_093
+    # the first request reports 6 + 7 (net of the tools, which the replay does not send); the count it decides
+    # on is 13 + 8,093: a ceiling of 8,106 compacts it (`>=`, L569), one of 8,107 does not
+    fired = first_request(8_106 + 1_000)
+    first = fired.compactions[0]  # (the final context, over so small a ceiling again, compacts too)
+    assert (first.step, first.estimate_tokens, first.threshold) == (0, 13, 13)
+    quiet = first_request(8_107 + 1_000)
+    (request,) = [r for r in quiet.requests if r.kind == "turn"]
+    assert [c.step for c in quiet.compactions if c.step == 0] == []
+    assert (request.estimate_tokens, request.threshold) == (13, 8_107 - tools_tokens)
 
 
-def test_the_tool_schema_size_is_an_option():
-    estimate = (request_json_length(5_000) + 2) // 4
-    request = first_request(estimate + 1_000, tools_json_chars=5_000)
-    assert request.estimate_tokens + (5_000 - 2 + 2) // 4 == estimate and "compaction_refused" not in request.meta
-    assert "compaction_refused" in first_request(estimate - 1 + 1_000, tools_json_chars=5_000).meta
+def test_the_tool_definitions_size_is_an_option():
+    # 5,002 characters: round(5,000 / 4) = 1,250 tokens
+    assert first_request(13 + 1_250 + 1_000, tools_json_chars=5_002).compactions[0].step == 0
+    assert [c for c in first_request(13 + 1_251 + 1_000, tools_json_chars=5_002).compactions if c.step == 0] == []
+
+
+def test_a_tool_result_keeps_2000_characters_with_surrogate_pairs_whole():
+    step = Record(0, "step", items=[
+        Item("c1", "tool_call", call_id="k1", tool_name="read", arguments="{}", response=0),
+        Item("c2", "tool_call", call_id="k2", tool_name="read", arguments="{}", response=0),
+    ])
+    step.results = {
+        "k1": Item("o1", "tool_result", "😀" * 1_500, call_id="k1"),  # 3,000 UTF-16 units, 1,500 characters: whole
+        "k2": Item("o2", "tool_result", "😀" * 2_001, call_id="k2"),  # 2,001 characters: the first 2,000
+    }
+    assert serialize_record(step, 2_000) == (
+        "[Assistant tool call]: read({})\n[Tool result]: " + "😀" * 1_500 + "\n"
+        "[Assistant tool call]: read({})\n[Tool result]: " + "😀" * 2_000 + "\n[truncated]"
+    )
 
 
 # ----------------------------------------------------------------- files named by URI
@@ -88,13 +91,14 @@ def assistant(mid: str, created: int, text: str, total: int) -> dict:
 
 def export_with_files(tmp_path: Path) -> Path:
     doc = {"info": {"id": SID, "time": {"created": 1}}, "messages": [
-        user("msg_01", 1, [
+        user("msg_01", 1, [{"type": "text", "text": "A" * 40_000}]),
+        assistant("msg_02", 2, "B" * 40_000, 10_000),
+        user("msg_03", 3, [
             {"type": "text", "text": "Read these"},
             {"type": "file", "mime": "application/pdf", "url": "file:///repo/docs/spec.pdf"},  # no filename
             {"type": "file", "mime": "image/png", "filename": "shot.png", "url": "data:image/png;base64,AAAA"},
+            {"type": "file", "mime": "image/jpeg", "url": "data:image/jpeg;base64,BBBB"},  # neither name nor location
         ]),
-        assistant("msg_02", 2, "B" * 40_000, 10_000),
-        user("msg_03", 3, [{"type": "text", "text": "C" * 40_000}]),
         assistant("msg_04", 4, "Done.", 20_000),
     ]}
     path = tmp_path / "export.json"
@@ -104,20 +108,25 @@ def export_with_files(tmp_path: Path) -> Path:
 
 def test_importer_keeps_the_file_url(tmp_path):
     (transcript,) = load_transcripts(export_with_files(tmp_path))
-    pdf, png = transcript.by_id["msg_01"].attachments
+    pdf, png, jpeg = transcript.by_id["msg_03"].attachments
     assert (pdf.name, pdf.uri) == ("", "file:///repo/docs/spec.pdf")
     assert (png.name, png.uri, png.size) == ("shot.png", "data:image/png;base64,AAAA", 3)
+    assert (jpeg.name, jpeg.uri) == ("", "data:image/jpeg;base64,BBBB")
 
 
-def test_v2_serializes_an_unnamed_file_by_its_uri(tmp_path):
+def test_v2_names_a_file_by_name_uri_or_inline_attachment(tmp_path):
     (transcript,) = load_transcripts(export_with_files(tmp_path))
-    # context 30,000: the history (about 20,000 estimated tokens) is over 30,000 - max(15,000, 20,000);
-    # the last user message (10,002) is kept as recent text, the first one is summarized
-    result = replay(transcript, "opencode-v2", profile="64k", options={"context_limit": 30_000, "keep_tokens": 10_100})
-    summary = next(r for r in result.requests if r.kind == "summary")
-    prompt = summary.messages[0].content
-    user_entry = "[User]: Read these\n[Attached application/pdf: file:///repo/docs/spec.pdf]\n[Attached image/png: shot.png]"
-    assert user_entry in prompt
+    # Step 1: msg_02's usage 10,000 (9,990 input + 10 output), then "Read these" (3), the PDF (2,000) and two
+    # images (1,500 each): 15,003 reaches a ceiling of 16,003 - 1,000. The newest user message starts the tail
+    # (all fits back to msg_01, the first: the latest exchange is kept), so its files are in the recent text.
+    options = {"context_limit": 16_003, "output_limit": 1_000, "buffer": 1_000, "tools_json_chars": 2}
+    result = replay(transcript, "opencode-v2", profile="64k", usage="recorded-always", options=options)
+    compaction = result.compactions[0]
+    assert (compaction.step, compaction.estimate_tokens, compaction.details["tail"]) == (1, 15_003, "latest-exchange")
+    (checkpoint,) = [m.content for m in result.requests[compaction.next_request].messages if m.content.startswith("<conversation-checkpoint>")]
+    user_entry = ("[User]: Read these\n[Attached application/pdf: file:///repo/docs/spec.pdf]\n[Attached image/png: shot.png]"
+                  "\n[Attached image/jpeg: inline attachment]")
+    assert f"<recent-context>\n{user_entry}\n</recent-context>" in checkpoint
 
 
 def test_v2_session_message_files_are_read_by_name_and_uri(tmp_path):

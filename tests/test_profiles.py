@@ -89,17 +89,18 @@ def test_the_simulated_provider_applies_each_family_rule():
 
 
 def test_opencode_uses_gpt5s_real_limits():
-    """docs/specs/opencode.md §1.1: with limit.input, usable = input - min(20,000, min(output, 32,000));
-    §6.6: V2 threshold = context - max(output, 20,000)."""
+    """docs/specs/opencode.md §1.1: with limit.input, usable = input - min(20,000, min(output, 32,000)); V2
+    (upstream compaction.ts@031a4a9c L561-569, superseding §6.6): ceiling = min(input - 20,000, context -
+    max(min(output, 32,000), 20,000)), compacting at `>=`."""
     usable = GPT5_INPUT - min(20_000, min(GPT5_OUTPUT, 32_000))
-    threshold = GPT5_CONTEXT - max(GPT5_OUTPUT, 20_000)
-    assert (usable, threshold) == (252_000, 272_000)  # the numbers the issue states
+    ceiling = min(GPT5_INPUT - 20_000, GPT5_CONTEXT - max(min(GPT5_OUTPUT, 32_000), 20_000))
+    assert (usable, ceiling) == (252_000, 252_000)
     session = Session().user("u0", "hello").say("a0", "hi").transcript()
     v1 = replay(session, "opencode-v1", profile="openai/gpt-5")
     # (with no tool definitions: V2 reports its threshold net of them, README "Strategies")
     v2 = replay(session, "opencode-v2", profile="openai/gpt-5", options={"tools_json_chars": 2})
     assert {r.threshold for r in v1.requests if r.kind == "turn"} == {usable}
-    assert {r.threshold for r in v2.requests if r.kind == "turn"} == {threshold + 1}  # compacts at `> threshold`
+    assert {r.threshold for r in v2.requests if r.kind == "turn"} == {ceiling}
 
 
 def test_the_manifest_records_the_profile_limits(tmp_path):

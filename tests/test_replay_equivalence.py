@@ -118,8 +118,13 @@ GOLDEN = {
     ("pi-2025-12", "pi"): (505, 51, "9d226ea4dff9b343"),
     ("pi-2025-12", "synthetic"): (435, 8, "bd3f9e1f07b88acc"),
     ("opencode-v1", "synthetic"): (438, 7, "1cde4c925861e90f"),
-    ("opencode-v2", "pi"): (477, 23, "a73f0cd36d86e7b6"),
-    ("opencode-v2", "synthetic"): (435, 8, "db7cdc7d53e0d558"),
+    # opencode-v2 (2026-12-06, session 42, a change of rule, not of speed): upstream's newer V2 core
+    # (compaction.ts@031a4a9c): trigger on the last response's usage at `>=` min(input - buffer, context -
+    # max(min(output, 32,000), buffer)), a 15,000-token tail of whole records from a user message, the summary
+    # asked on the normal history with a template check, no recovery with `auto` off (was 477/23, 435/8); the
+    # checkpoint message has upstream's blank lines around its summary and recent context.
+    ("opencode-v2", "pi"): (470, 16, "bd209369e0fa7671"),
+    ("opencode-v2", "synthetic"): (434, 7, "8c0dbef438fa5f1d"),
     # Recorded from the code before the second pass of issue 18 (commit 8316bb9: histories rendered
     # anew on every request, Aider's counts re-serialized per call, tool pairs rescanned).
     ("codex-local", "synthetic"): (430, 3, "f95d27a1bbee5fd5"),

@@ -1,8 +1,8 @@
 """A reported threshold is the smallest own count at which the strategy's token rule fires.
 
-Strategies compare their count with their limit either strictly (`count > T`: Pi, OpenCode V2, OpenHands,
-Codex's model downshift, the Anthropic edits, truncate, hybrid) or not (`count >= T`: Claude Code, OpenCode
-V1, Codex's status check, Gemini CLI). The token-accuracy verdicts (`metrics/accuracy.py`) read one meaning
+Strategies compare their count with their limit either strictly (`count > T`: Pi, OpenHands, Codex's model
+downshift, the Anthropic edits, truncate, hybrid) or not (`count >= T`: Claude Code, OpenCode V1 and V2, Codex's
+status check, Gemini CLI). The token-accuracy verdicts (`metrics/accuracy.py`) read one meaning
 for all: a missed trigger is `true >= threshold > estimate`, a premature compaction `tokens_before <
 threshold`. So a strict strategy reports `T + 1`, a true count of exactly `T` is no missed trigger for it
 and a compaction at a true count of `T` is premature; a non-strict one whose limit is a fraction reports the
@@ -82,21 +82,24 @@ def test_pi_compaction_whose_true_count_is_exactly_its_limit_is_premature():
         assert over.tokens_before == c and not premature(over), strategy
 
 
-# ----------------------------------------------------------------------------- OpenCode V2 (strict, §6.6)
-def test_opencode_v2_sends_an_estimate_exactly_at_its_limit_and_misses_a_true_count_over_it():
-    # `compactIfNeeded` returns false when `estimate <= context - max(output, buffer)` (§6.6). The limit is set
-    # to the first request's own estimate e (no tool definitions: `tools_json_chars=2`): the request goes out
-    # uncompacted, though its dense text holds more true tokens than e. A rule `> e` fires on that true count:
-    # a missed trigger.
+# ----------------------------------------------------------------------------- OpenCode V2 (>=, compaction.ts@031a4a9c L569)
+def test_opencode_v2_compacts_at_an_estimate_exactly_at_its_ceiling_and_misses_a_true_count_over_it():
+    # `required` compacts when `estimateTokens >= promptCeiling` (anomalyco/opencode compaction.ts@031a4a9c L569,
+    # which supersedes the spec's strict §6.6), ceiling = context - max(min(output, 32,000), 20,000) = context -
+    # 20,000 here. Before any response the estimate is the parts' round(len / 4): the first request's own estimate
+    # e (no tool definitions: `tools_json_chars=2`). A ceiling of e compacts it; one of e + 1 sends it, though its
+    # dense text holds more true tokens than e + 1: a rule `>= e + 1` fires on that true count, a missed trigger.
     s = Session()
     s.user(CJK * 5)
     s.assistant("ok", total=10)
     base = {"tools_json_chars": 2, "output_limit": 1_000}
     e = turns(replay(s.transcript(), "opencode-v2", profile="64k", options={**base, "context_limit": 60_000}))[0].estimate_tokens
-    result = replay(s.transcript(), "opencode-v2", profile="64k", options={**base, "context_limit": e + 20_000})
+    at = replay(s.transcript(), "opencode-v2", profile="64k", options={**base, "context_limit": e + 20_000})
+    assert [(c.step, c.estimate_tokens, c.threshold) for c in at.compactions][0] == (0, e, e)
+    result = replay(s.transcript(), "opencode-v2", profile="64k", options={**base, "context_limit": e + 20_001})
     first = turns(result)[0]
-    assert not result.compactions
-    assert first.estimate_tokens == e < first.true_tokens
+    assert not [c for c in result.compactions if c.step == 0]  # (the final context, measured by then, compacts)
+    assert first.estimate_tokens == e < e + 1 == first.threshold <= first.true_tokens
     assert estimate_error(first).missed_trigger
 
 
