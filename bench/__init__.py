@@ -8,6 +8,12 @@ Python API:
 - `score(run_dir, probes=..., answerer=...)`: measure a finished run again from its folder,
   without replaying, into a new folder;
 - `load_run(path)`: the run's tables as pandas DataFrames.
+
+`run`, `score` and `load_run` warn (`RuntimeWarning`) where `bench run` prints a warning: a metric the run could
+not compute at all, and (`load_run`) every failed cell. The notebooks also use a small set of helpers, supported
+as this API is (README, Python API): `runner.Case`, `scenarios.synthetic.generate`, `profiles.get_profile`,
+`ReplayResult.turn_requests` / `.overflows` / `.final`, and in `metrics.aggregate` `compared_rows`,
+`paired_differences` (one profile at a time), `overall`, `unfinished` and `shared_scenarios`.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from compaction_bench.missing_metrics import RunHealth
 
 # Offline by default: no cost-map fetch, no tokenizer downloads (a remote model still works).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -33,17 +41,41 @@ __version__ = "0.1.0"
 
 
 def run(*args: Any, **kwargs: Any) -> Path:
-    """Run a benchmark (see `compaction_bench.runner.run`)."""
+    """Run a benchmark (see `compaction_bench.runner.run`). A metric the run could not compute at all (every answer
+    failed: a wrong key, an endpoint that is down) is a `RuntimeWarning` naming it, as `bench run` warns and exits 3
+    (`missing_metrics.check_run`); its column is NaN, which would otherwise read as "does not apply"."""
     from compaction_bench.runner import run as _run
 
-    return _run(*args, **kwargs)
+    root = _run(*args, **kwargs)
+    _warn_missing_metrics(root, _health_at(root))
+    return root
 
 
 def score(*args: Any, **kwargs: Any) -> Path:
-    """Measure a finished run again from its folder, without replaying (see `compaction_bench.runner.score`)."""
+    """Measure a finished run again from its folder, without replaying (see `compaction_bench.runner.score`); a
+    metric it could not compute is a `RuntimeWarning`, as for `run` (`bench score` warns and exits 3)."""
     from compaction_bench.runner import score as _score
 
-    return _score(*args, **kwargs)
+    root = _score(*args, **kwargs)
+    _warn_missing_metrics(root, _health_at(root))
+    return root
+
+
+def _health_at(root: Path) -> RunHealth:
+    """What the run at `root` could not grade (`missing_metrics.check_run`)."""
+    from compaction_bench.missing_metrics import check_run
+
+    return check_run(Path(root))
+
+
+def _warn_missing_metrics(path: str | Path, health: RunHealth) -> None:
+    """One `RuntimeWarning` per whole metric of the run at `path` that could not be computed: the CLI's
+    "metric not computed" lines (bench/cli.py, `_warn_missing_metrics`), which the Python API did not say before."""
+    import warnings
+
+    for metric in health.missing:
+        warnings.warn(f"{path}: metric not computed: {metric}; its NaN columns mean not computed, not \"does not apply\"",
+                      RuntimeWarning, stacklevel=3)
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
@@ -52,13 +84,16 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     probe point) and `summary` (one per scenario, strategy and profile, repeats pooled), each with a plain
     RangeIndex; every table but `summary` starts with scenario, strategy, profile, repeat (the README's run
     layout lists the columns), each column with the dtype its name has in every run. A run with failed cells
-    loads with a `RuntimeWarning` naming them. Raises `StoreError`, naming the file, for a path that is no run
+    loads with a `RuntimeWarning` naming every failed cell with its error, and a metric the run could not
+    compute at all (every answer failed) with a `RuntimeWarning` naming it (`missing_metrics.health_of`), as `bench run`
+    warns. Raises `StoreError`, naming the file, for a path that is no run
     folder, an unfinished run, a folder a run is working in, a damaged table (a column it needs missing or of
     another type) or manifest (its failed cells not objects with their cell and error, …) and a file or folder
     the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`; the
     manifest read once, `load_run_with_manifest`)."""
     import warnings
 
+    from compaction_bench.missing_metrics import health_of
     from compaction_bench.store import failed_cells_in, load_run_with_manifest, p_best_judged_in
 
     tables, manifest = load_run_with_manifest(path)
@@ -67,6 +102,20 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
                       "its `p_best` is NaN here (`bench score` computes it again)", RuntimeWarning, stacklevel=2)
     failed = failed_cells_in(manifest)
     if failed:
-        warnings.warn(f"{path}: {len(failed)} cell(s) failed (first: {failed[0]['cell']}: {failed[0]['error']}); the tables "
-                      "hold the finished cells only; `bench run --resume` redoes the failed ones", RuntimeWarning, stacklevel=2)
+        warnings.warn(_failed_cells_text(path, failed), RuntimeWarning, stacklevel=2)
+    _warn_missing_metrics(path, health_of(tables["probes"], manifest.get("config") or {}))
     return tables
+
+
+def _failed_cells_text(path: str | Path, failed: list[dict[str, Any]]) -> str:
+    """The warning of a run with failed cells: the first with its error, then, of several, each error once with every
+    cell it failed, so no failed cell goes unnamed (the manifest's `cells.failed`; `errors.log` holds the tracebacks)."""
+    first = failed[0]
+    text = (f"{path}: {len(failed)} cell(s) failed (first: {first.get('cell')}: {first.get('error')}); the tables hold the finished "
+            "cells only; `bench run --resume` redoes the failed ones")
+    if len(failed) == 1:
+        return text
+    by_error: dict[str, list[str]] = {}
+    for cell in failed:
+        by_error.setdefault(str(cell.get("error")), []).append(str(cell.get("cell")))
+    return text + ". All of them: " + "; ".join(f"{error} ({len(cells)}): {', '.join(cells)}" for error, cells in by_error.items())

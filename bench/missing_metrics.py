@@ -4,14 +4,17 @@ A run whose answerer failed on every call (a wrong key, an endpoint that is down
 presence needs no model, and each failed answer is recorded in `probes.answer_error`. Its
 `answered` column is then empty everywhere, which the leaderboard shows as "–" like a metric that
 does not apply. `check_run` tells the two apart: a metric with something to grade and no grade at
-all is *missing*, and `bench run` says so and exits non-zero unless `--allow-missing-metrics`.
+all is *missing*, and `bench run` says so and exits non-zero unless `--allow-missing-metrics`; from
+Python, `compaction_bench.run`, `score` and `load_run` warn (`RuntimeWarning`) for each missing metric.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -43,6 +46,12 @@ def check_run(root: Path) -> RunHealth:
         config = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("config") or {}
     except (OSError, ValueError, AttributeError):
         config = {}
+    return health_of(probes, config)
+
+
+def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
+    """`check_run` of a run's probes table and its manifest's `config`, for a caller that has read them
+    (`compaction_bench.load_run`)."""
     missing: list[str] = []
     failed, asked, first = 0, 0, None
     if not probes.empty and "correct" in probes.columns and config.get("answerer"):

@@ -674,7 +674,21 @@ class PairedDifference:
 
 
 def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present") -> PairedDifference:
-    """`column` of strategy `b` minus strategy `a` on the pairs both have (`PairedDifference`)."""
+    """`column` of strategy `b` minus strategy `a` on the pairs both have (`PairedDifference`), at one profile.
+
+    Rows of `a` and `b` at more than one profile are a ValueError naming them: each probe would count once per
+    profile, its copies taken as independent units by the interval and the sign-flip test (two profiles, four
+    probes lost at each: p = 0.125 per profile, 0.0078 pooled), while the verdict compares the strategies per
+    profile (`reports/verdict.py`, `verdicts`: `difference(paired[paired["profile"] == profile], …)`; README,
+    Statistics)."""
+    if "profile" in probes.columns and "strategy" in probes.columns:
+        compared = probes.loc[probes["strategy"].isin([a, b]), "profile"]
+        profiles = sorted({str(p) for p in pd.unique(compared)})
+        if len(profiles) > 1:
+            raise ValueError(
+                f"paired_differences({a!r}, {b!r}): the rows hold {len(profiles)} profiles ({', '.join(profiles)}), and a probe "
+                "at two profiles is not two independent probes; compare at one profile, e.g. "
+                f"paired_differences(probes[probes.profile == {profiles[0]!r}], {a!r}, {b!r}), once per profile")
     diffs = probe_differences(probes, a, b, column=column)
     if diffs.empty:
         return PairedDifference(float("nan"), float("nan"), float("nan"), 1.0, 0, 0)
