@@ -4,7 +4,7 @@
   prompt) against `render` of the same items, and the view's running estimate against
   `estimate_history`, on random histories;
 - `Entries` (OpenCode V2's serialized entries, each record serialized once per version) against
-  `serialize_record`; counting the texts that join entries as the summary prompt and the checkpoint
+  `serialize_record` (with their positions among the records); counting the texts that join entries as the recent text and the checkpoint
   do gives tiktoken's count of the whole text.
 """
 
@@ -89,20 +89,22 @@ def test_entries_are_the_serialized_records_once_per_version():
         counter = TokenCounter("o200k_base")
         entries = Entries(2_000)
         first = entries.of(store.records)
-        expected = [(r, t) for r in store.records if (t := serialize_record(r, 2_000))]
-        assert [(r, t) for r, t in first] == expected
-        long_seen += sum(len(line) >= LINES_FROM for _, text in first for line in text.split("\n"))
-        # as the summary prompt and the checkpoint join entries (the counter reads their long lines from its memo the second time)
-        for joined in ("\n\n".join(t for _, t in first), "<recent-context>\n" + "\n\n".join(t for _, t in first) + "\n</recent-context>"):
+        expected = [(n, r, t) for n, r in enumerate(store.records) if (t := serialize_record(r, 2_000))]
+        assert first == expected
+        long_seen += sum(len(line) >= LINES_FROM for _, _, text in first for line in text.split("\n"))
+        # as the recent text and the checkpoint join entries (the counter reads their long lines from its memo the second time)
+        for joined in ("\n\n".join(t for _, _, t in first), "<recent-context>\n" + "\n\n".join(t for _, _, t in first) + "\n</recent-context>"):
             assert counter.count(joined) == len(encoding.encode_ordinary(joined))
         # serialized once per version: the same objects again; a record that changed is serialized again
         again = entries.of(store.records)
-        assert all(a[1] is b[1] for a, b in zip(first, again, strict=True))
+        assert all(a[2] is b[2] for a, b in zip(first, again, strict=True))
         step = next(r for r in store.records if r.kind == "step")
         step.items.append(Item(id="late", kind="assistant", text="[Assistant]: " + "y" * LINES_FROM))
         store.touch(step)
-        later = entries.of(store.records[store.records.index(step) :])
-        assert later[0][1] == serialize_record(step, 2_000) and later[0][1] is not dict(first).get(step)
-        assert [(r, t) for r, t in later] == [(r, t) for r in store.records[store.records.index(step) :] if (t := serialize_record(r, 2_000))]
+        tail = store.records[store.records.index(step) :]
+        later = entries.of(tail)
+        before = next(t for _, r, t in first if r is step)
+        assert later[0][2] == serialize_record(step, 2_000) and later[0][2] is not before
+        assert later == [(n, r, t) for n, r in enumerate(tail) if (t := serialize_record(r, 2_000))]
     assert long_seen > 20
 
