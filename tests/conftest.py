@@ -59,6 +59,19 @@ def write_tiny_session(folder: Path) -> Path:
     return path
 
 
+def assert_mined_probes_stay_in_their_sessions(sessions: list[Any]) -> None:
+    """Probes mined from sessions of one file: every session gets some, their ids are unique (`check_unique` raised
+    "duplicate probe id" when two sessions shared an id), and each is asked in the session it was mined from."""
+    from compaction_bench.probes import assign_probes, check_unique
+    from compaction_bench.scenarios.mining import mine_transcripts
+
+    mined = mine_transcripts(sessions)
+    assert {p.session for p in mined} == {t.id for t in sessions}
+    check_unique(mined, origin="mined")
+    asked, left_out = assign_probes(sessions, mined)
+    assert not left_out and all(p.session == t.id for t, probes in zip(sessions, asked, strict=True) for p in probes)
+
+
 def corpus_files(fmt: str | None = None) -> list[Path]:
     """Every transcript file of the shared corpora (of one format folder), sorted."""
     root = CORPORA / fmt if fmt else CORPORA

@@ -18,9 +18,7 @@ import pandas as pd
 import pytest
 
 from compaction_bench.importing import ImportFailure, load_transcripts
-from compaction_bench.probes import assign_probes, check_unique
-from compaction_bench.scenarios.mining import mine_transcripts
-from tests.conftest import assert_user_error, bench_cli
+from tests.conftest import assert_mined_probes_stay_in_their_sessions, assert_user_error, bench_cli
 
 SHAREGPT = [
     {"id": "a", "conversations": [{"from": "system", "value": "You are helpful."},
@@ -108,11 +106,7 @@ def test_rows_with_one_id_become_sessions_of_distinct_ids_and_say_so(tmp_path, w
     assert (first.id, second.id) == ("same:s#row0", "same:s#row1")
     assert problems(first) == [f"{path}: row 0: rows 0, 1 have the same session id 'same:s' (id column 'id'); this one is named 'same:s#row0'"]
     assert problems(second) == [f"{path}: row 1: rows 0, 1 have the same session id 'same:s' (id column 'id'); this one is named 'same:s#row1'"]
-    mined = mine_transcripts([first, second])
-    assert {p.session for p in mined} == {first.id, second.id}
-    check_unique(mined, origin="mined")  # raised "duplicate probe id" before
-    asked, left_out = assign_probes([first, second], mined)
-    assert not left_out and all(p.session == t.id for t, probes in zip((first, second), asked, strict=True) for p in probes)
+    assert_mined_probes_stay_in_their_sessions([first, second])
 
 
 def test_a_null_id_named_by_its_row_does_not_take_another_rows_id(tmp_path):

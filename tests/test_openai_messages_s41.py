@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from compaction_bench.importing import load_transcripts
-from compaction_bench.probes import assign_probes, check_unique
-from compaction_bench.scenarios.mining import mine_transcripts
 from compaction_bench.transcript import Transcript
+from tests.conftest import assert_mined_probes_stay_in_their_sessions
 
 #: The installed command line, as a user runs it.
 BENCH = Path(sys.executable).with_name("bench")
@@ -62,11 +61,7 @@ def test_records_with_one_id_become_sessions_of_distinct_ids_and_say_so(tmp_path
     assert problems(first) == [f"{path}:1: records 0, 1 (lines 1, 2) have the same session id 'dup:s'; this one, record 0, is named 'dup:s#row0'"]
     assert problems(second) == [f"{path}:2: records 0, 1 (lines 1, 2) have the same session id 'dup:s'; this one, record 1, is named 'dup:s#row1'"]
     assert [i.text for i in second.items] == [m["content"] for m in SAME_ID[1]["messages"]]  # nothing of either session lost
-    mined = mine_transcripts([first, second])
-    assert {p.session for p in mined} == {first.id, second.id}
-    check_unique(mined, origin="mined")  # raised "duplicate probe id" before
-    asked, left_out = assign_probes([first, second], mined)
-    assert not left_out and all(p.session == t.id for t, probes in zip((first, second), asked, strict=True) for p in probes)
+    assert_mined_probes_stay_in_their_sessions([first, second])
 
 
 def test_the_ids_are_those_hf_dataset_gives_the_same_file(tmp_path):
