@@ -108,7 +108,7 @@ class Truncate(_Recording):
         self._removed_calls.arrived(item)
 
     def request(self) -> Request:
-        self._drop_late_results()
+        self._removed_calls.drop_late(self.history, self.messages, self.ctx)  # results of calls dropped before
         messages = self.messages()
         window = self.ctx.profile.context_window
         limit = int(window * self.options.trigger_ratio)
@@ -164,19 +164,6 @@ class Truncate(_Recording):
     def _left_out(self, keep: Sequence[Item]) -> list[Item]:
         kept_ids = {i.id for i in keep}
         return [i for i in self.history.items if i.id not in kept_ids]
-
-    def _drop_late_results(self) -> None:
-        """Remove the results that arrived for calls an earlier truncation dropped (`RemovedCalls`), recorded as a
-        compaction that is no probe point: a result without its call is no pair any wire format accepts."""
-        late = self._removed_calls.take_late()
-        if not late:
-            return
-        before = self.messages()
-        self.history.items = [i for i in self.history.items if i.id not in late]
-        self.ctx.record_compaction(
-            trigger="orphaned-results", before=before, after=self.messages(), summary=None,
-            details={"dropped_results": sorted(late)}, probe=False,
-        )
 
 
 def _kept_starts(units: Sequence[Sequence[Item]], last_user: Item | None) -> list[int]:

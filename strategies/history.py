@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall, fold_run, message_from_item
+from compaction_bench.strategy import StrategyContext
 from compaction_bench.transcript import Item
 
 
@@ -224,7 +225,7 @@ def answer_positions(items: Sequence[Item]) -> dict[int, int]:
 
 class RemovedCalls:
     """The calls a strategy removed from its context that no result had answered, and the results that
-    arrive for them afterwards (`late`), which the strategy removes in turn: sent, such a result would
+    arrive for them afterwards (`late`), which the strategy removes in turn (`drop_late`): sent, such a result would
     answer no call in the request (metrics/integrity.py, ``orphan_result``). Such a result comes after a
     later model step, which the recording sent without it (`pair_safe_units`); none of the corpus's 57
     files has one, but a recording may."""
@@ -244,7 +245,13 @@ class RemovedCalls:
             self._ids.discard(item.call_id)
             self.late.append(item.id)
 
-    def take_late(self) -> set[str]:
-        """The late results' item ids, once."""
+    def drop_late(self, history: ItemHistory, messages: Callable[[], Sequence[Message]], ctx: StrategyContext) -> None:
+        """Remove the late results from `history` (`messages` renders the strategy's context), recorded as a
+        compaction that is no probe point: a result without its call is no pair any wire format accepts."""
+        if not self.late:
+            return
         late, self.late = set(self.late), []
-        return late
+        before = messages()
+        history.items = [i for i in history.items if i.id not in late]
+        ctx.record_compaction(trigger="orphaned-results", before=before, after=messages(), summary=None,
+                              details={"dropped_results": sorted(late)}, probe=False)

@@ -152,7 +152,7 @@ class Hybrid(Strategy):
 
     def request(self) -> Request:
         o = self.options
-        self._drop_late_results()
+        self._removed_calls.drop_late(self.history, self.messages, self.ctx)  # results of calls dropped before
         cutoff = masking_cutoff(self.output_steps, o.keep_last)
         start = self._masked_upto
         while self._masked_upto < len(self.result_step) and self.result_step[self._masked_upto][1] < cutoff:
@@ -201,14 +201,3 @@ class Hybrid(Strategy):
                                    summarized_ids=[i.id for i in head], estimate_tokens=tokens, threshold=threshold,
                                    details={"kept_steps": self.options.keep_last})
         return True
-
-    def _drop_late_results(self) -> None:
-        """Remove the results that arrived for calls an earlier summary took without one (`RemovedCalls`), recorded as
-        a compaction that is no probe point: a result without its call is no pair any wire format accepts."""
-        late = self._removed_calls.take_late()
-        if not late:
-            return
-        before = self.messages()
-        self.history.items = [i for i in self.history.items if i.id not in late]
-        self.ctx.record_compaction(trigger="orphaned-results", before=before, after=self.messages(), summary=None,
-                                   details={"dropped_results": sorted(late)}, probe=False)
