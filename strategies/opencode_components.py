@@ -687,7 +687,7 @@ def truncate_tool_output(text: str, limit: int) -> str:
     """`truncateToolOutput` (compaction.ts@031a4a9c L208-220): a text longer than `limit` UTF-16 code units
     keeps its first `limit` characters, a surrogate pair counting as one, then "\n[truncated]"; a text
     that many characters hold whole is kept as it is."""
-    if utf16_len(text) <= limit or len(text) <= limit:
+    if len(text) <= limit:  # at most `limit` characters (a text of at most `limit` UTF-16 units is one)
         return text
     return text[:limit] + "\n[truncated]"
 
