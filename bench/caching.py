@@ -7,13 +7,14 @@ rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
   caches: its whole blocks (from `min_prefix` on) after the part it read. Which tokens OpenAI counts
   as written is not documented in the spec (§7 "unverified"); this is the cacheable part not already
   cached, the same rule as Anthropic's with the provider's granularity.
-- Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them,
-  placed as coding agents commonly place them: the end of the leading system prompt and the ends
-  of the last messages). A read is the longest entry of the previous request that lies
+- Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them),
+  which the agent places (`CacheMarks`): most coding agents mark the end of the leading system prompt
+  and the ends of the last messages; Aider by default marks nothing (caching on Anthropic is opt-in
+  per block), and with `--cache-prompts` only its system prompt in a replay. A read is the longest entry of the previous request that lies
   inside the common prefix, is at least `min_prefix` long, and is found by the provider's
   lookback from one of the new request's own breakpoints (`ANTHROPIC_LOOKBACK_BLOCKS`).
-  The rest of the request, up to its last breakpoint (its end), is written at
-  `write_multiplier` × the input price.
+  The rest of the request, up to its last breakpoint, is written at
+  `write_multiplier` × the input price; a request without a breakpoint reads and writes nothing.
 - Both: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
 
 The lookback counts content blocks, not messages. Anthropic's prompt-caching guide
@@ -43,6 +44,7 @@ each request record.
 from __future__ import annotations
 
 import bisect
+import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -54,6 +56,18 @@ if TYPE_CHECKING:
 
 #: How many content-block positions Anthropic checks for an earlier entry, from a breakpoint's own block back.
 ANTHROPIC_LOOKBACK_BLOCKS = 20
+
+
+class CacheMarks(enum.Enum):
+    """Where an agent places Anthropic cache breakpoints (`cache_control`) in its requests; OpenAI, Gemini and
+    the other providers cache automatically and ignore them."""
+
+    #: The end of the leading system prompt and the ends of the last messages (most coding agents).
+    SYSTEM_AND_TAIL = "system-and-tail"
+    #: The end of the leading system prompt only.
+    SYSTEM = "system"
+    #: No breakpoint: nothing is read from or written to the cache.
+    NONE = "none"
 
 
 @dataclass(frozen=True)
@@ -90,12 +104,16 @@ def blocks_of(message: Message) -> int:
     return count or 1
 
 
-def breakpoints(boundaries: Sequence[int], system_messages: int, limit: int) -> list[int]:
+def breakpoints(
+    boundaries: Sequence[int], system_messages: int, limit: int, placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL
+) -> list[int]:
     """Message indices whose end carries a breakpoint: the leading system prompt's end and the last
-    messages, `limit` in all."""
+    messages, `limit` in all, or the fewer of these that `placement` marks."""
     n = len(boundaries)
-    if n == 0 or limit <= 0:
+    if n == 0 or limit <= 0 or placement is CacheMarks.NONE:
         return []
+    if placement is CacheMarks.SYSTEM:
+        return [system_messages - 1] if 0 < system_messages <= n else []
     if 0 < system_messages <= n:
         return sorted({system_messages - 1, *range(max(n - (limit - 1), 0), n)})
     return list(range(max(n - limit, 0), n))
@@ -131,11 +149,12 @@ def _anthropic_read(
     current_system: int,
     current_blocks: Sequence[int] | None,
     least_blocks: int,
+    placement: CacheMarks,
 ) -> int:
-    marks = breakpoints(current_boundaries, current_system, policy.breakpoints) if current_boundaries is not None else None
+    marks = breakpoints(current_boundaries, current_system, policy.breakpoints, placement) if current_boundaries is not None else None
     # The longest entry that qualifies is the read: the entries are tried from the longest down, and the first one
     # found is it (the lookback, the only check that reads messages, runs for as few entries as that takes).
-    for i in reversed(breakpoints(previous_boundaries, previous_system, policy.breakpoints)):
+    for i in reversed(breakpoints(previous_boundaries, previous_system, policy.breakpoints, placement)):
         entry = previous_boundaries[i]
         if entry > prefix_tokens:
             continue
@@ -163,6 +182,7 @@ def cache_outcome(
     current_system: int = 0,
     current_blocks: Sequence[int] | None = None,
     least_blocks: int = 1,
+    placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
@@ -173,14 +193,21 @@ def cache_outcome(
     request is on Anthropic's wire (`blocks_of`; only the few messages between an entry and a
     breakpoint are read, so a lazy sequence will do); None counts one block per message.
     `least_blocks` is the fewest any message is: 0 where the API drops some (earlier turns' thinking).
+    `placement` is where the agent put the breakpoints of both requests (Anthropic only); the write ends at
+    the current request's last one.
     """
     if expired:
         prefix_tokens = 0
     if policy.provider == "anthropic":
         cached = _anthropic_read(
-            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks, least_blocks
+            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks, least_blocks,
+            placement,
         )
-        write = total_tokens - cached if total_tokens >= policy.min_prefix else 0
+        written_to = total_tokens
+        if placement is not CacheMarks.SYSTEM_AND_TAIL:  # the tail's breakpoint is the request's end
+            marks = breakpoints(current_boundaries, current_system, policy.breakpoints, placement) if current_boundaries is not None else []
+            written_to = current_boundaries[marks[-1]] if current_boundaries is not None and marks else 0
+        write = written_to - cached if written_to >= policy.min_prefix else 0
         return CacheOutcome(prefix_tokens, cached, max(write, 0))
     cached = prefix_tokens // policy.block * policy.block if prefix_tokens >= policy.min_prefix else 0
     cacheable = total_tokens // policy.block * policy.block if total_tokens >= policy.min_prefix else 0

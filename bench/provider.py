@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast, overload
 
-from compaction_bench.caching import CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
+from compaction_bench.caching import CacheMarks, CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
 from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_messages, first_difference
 from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
@@ -339,13 +339,15 @@ class SimulatedProvider(MessageCounter):
     Per request it compares the new messages with each kept entry's (`first_difference`; two different
     logs through what `SharedPrefixes` knows of them), reuses the cumulative counts of the entry it shares
     most with, and counts only the messages after that: work proportional to what changed, not to the
-    context. A context counted or sent again as the same object is not compared at all."""
+    context. A context counted or sent again as the same object is not compared at all. `placement` is where
+    the agent puts its Anthropic cache breakpoints (`caching.CacheMarks`; the other providers cache without them)."""
 
     def __init__(
         self, profile: ModelProfile, counter: TokenCounter | None = None, hidden: HiddenTokens | None = None, *,
-        strip_thinking: bool = False,
+        strip_thinking: bool = False, placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL,
     ) -> None:
         super().__init__(profile, counter, hidden, strip_thinking=strip_thinking)
+        self.placement = placement
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
         self._recent: list[_Entry] = []  # oldest first (`_keep`)
@@ -598,6 +600,7 @@ class SimulatedProvider(MessageCounter):
             current_blocks=(_BlockCounts(entry.messages, entry.last_user if self._strips else -1)
                             if self.profile.cache.provider == "anthropic" else None),
             least_blocks=0 if self._strips else 1,
+            placement=self.placement,
         )
 
     def _keep(self, entry: _Entry, kind: str) -> None:
@@ -687,6 +690,8 @@ class SimulatedProvider(MessageCounter):
                     other = self._outcome(kept, prefix, written.boundaries.last(), written)
                     if other.cached_tokens > cache.cached_tokens:
                         cache, served = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens), kept
+            if not request.cache_control:  # no breakpoint: nothing read, nothing written, no entry left (`_keep` below)
+                cache, served = CacheOutcome(best_prefix, 0, 0), None
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
@@ -702,7 +707,8 @@ class SimulatedProvider(MessageCounter):
         self._undo = (list(self._recent), self._turn, self._opening, refreshed)
         if refreshed is not None and now is not None:
             refreshed[0].reads[cache.cached_tokens] = now
-        self._keep(written, request.kind)
+        if request.cache_control or policy.provider != "anthropic":
+            self._keep(written, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
         for gone in self._indexes.keys() - live:

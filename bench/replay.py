@@ -325,7 +325,11 @@ class _Engine:
         self.profile = profile
         self.session: Mapping[str, Any] = {**transcript.source, "id": transcript.id}
         self._keeps_thinking = strategy_cls.keeps_thinking
-        self.provider = SimulatedProvider(profile, hidden=HiddenTokens.of(transcript), strip_thinking=self._strips_thinking(profile))
+        # where the agent marks Anthropic cache breakpoints, in its turn requests and its summary requests alike
+        self._cache_marks = strategy_cls.cache_marks(options)
+        self.provider = SimulatedProvider(
+            profile, hidden=HiddenTokens.of(transcript), strip_thinking=self._strips_thinking(profile), placement=self._cache_marks
+        )
         self.summarizer = summarizer
         # The provider summary requests go to: the session's, or, for a summarizer of another model, that model's
         # own (made at the first summary; hidden reasoning is the session model's and is not sent to another model).
@@ -393,7 +397,7 @@ class _Engine:
         if provider is None:  # a summarizer of another model: its own cache (`summary_profile`)
             assert self._summary_model is not None
             model = self._summary_model
-            provider = self._summary_provider = SimulatedProvider(model, strip_thinking=self._strips_thinking(model))
+            provider = self._summary_provider = SimulatedProvider(model, strip_thinking=self._strips_thinking(model), placement=self._cache_marks)
         # `instructions`: what an emulated server applies on its side (not part of the counted request).
         extra = provider.counter.count(instructions) if instructions else 0
         own = self.summarizer.limits

@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, cast
 
+from compaction_bench.caching import CacheMarks
 from compaction_bench.errors import BenchError, did_you_mean, shown, with_guesses
 from compaction_bench.llm import LLMResult
 from compaction_bench.profiles import ModelProfile
@@ -282,6 +283,14 @@ class Strategy(abc.ABC):
         drops it by default (`compaction_bench.profiles.strips_earlier_thinking`) it then stays and bills; most
         agents send no such field."""
         return False
+
+    @classmethod
+    def cache_marks(cls, options: Any) -> CacheMarks:
+        """Where the agent, run with `options`, puts Anthropic cache breakpoints (`cache_control`) in its turn and
+        summary requests: most coding agents mark the system prompt's end and the last messages, which the
+        simulated provider bills as Anthropic caches them; an agent that marks nothing reads and writes no cache
+        there (caching on Anthropic is opt-in per block). Providers that cache automatically ignore it."""
+        return CacheMarks.SYSTEM_AND_TAIL
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         self.ctx = ctx

@@ -29,6 +29,10 @@ A request's meta holds `history_limit` and, while `done` is within it, `done_tok
 grows, so `too_big` holds at every later check, and the split reads the counts of the messages it
 keeps or cuts alone.
 
+On Anthropic's API Aider's requests carry no cache breakpoint unless `cache_prompts` (its `--cache-prompts`, off
+by default) is set, and then only the system prompt's (`Aider.cache_marks`): they are billed as read and written
+accordingly.
+
 The weak model is the summariser passed to the run; its window defaults to the profile's. Requests
 are views of one append-only log of wire messages (compaction_bench.log_view), and the split reads
 only the messages it keeps or cuts, so neither grows with an unbounded `done`.
@@ -42,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from compaction_bench.caching import CacheMarks
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
 from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
@@ -107,6 +112,9 @@ class AiderOptions:
     #: Tokens kept free in the summarizer's input: the head sent holds the oldest messages within its max input minus
     #: this; later head messages are dropped (§5).
     summarizer_head_margin: int = field(default=512, metadata={"range": TOKEN_COUNT})
+    #: --cache-prompts (off by default upstream, `args.py`): Anthropic cache breakpoints on Aider's system, repo-map
+    #: and chat-file blocks (`ChatChunks.add_cache_control_headers`); a replay has only the system prompt of these.
+    cache_prompts: bool = False
 
 
 class AiderSummaryFailed(Exception):
@@ -119,6 +127,14 @@ class Aider(Strategy):
     spec = "docs/specs/aider.md §1-§6, §11"
     Options = AiderOptions
     sends_inputs_verbatim = True
+
+    @classmethod
+    def cache_marks(cls, options: AiderOptions) -> CacheMarks:
+        """Aider marks no Anthropic cache breakpoint unless run with `--cache-prompts` (`args.py@5dc9490b` L233-237,
+        `base_coder.py` L426-427 and L1333-1337), and then none on the `done` and `cur` messages (`chat_chunks.py`
+        L28-41): of the blocks it marks, a replay holds only the system prompt. Its summary calls mark nothing; their
+        system prompt is far below every Claude model's minimum cacheable length, so marking it would write nothing."""
+        return CacheMarks.SYSTEM if options.cache_prompts else CacheMarks.NONE
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
