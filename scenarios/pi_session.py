@@ -29,7 +29,12 @@ on an assistant message it is a marker `{"event": "unknown-block"}` holding the 
 content list (its blocks are read in its place), a text that is no string (kept as its JSON text); a usage
 count that is no token count leaves the response's usage unknown.
 
-Malformed lines are skipped (as Pi does) and listed in `meta["problems"]`. The items, built here with
+An entry of a type Pi does not know here (a newer Pi's `context_edit` or `usage`, an extension's), or a message
+entry without a known role, is kept as an inert marker `{"event": "unknown-entry"}` with its `entry` and `parent`
+(and a problem naming its line): upstream keeps every parsed entry in the tree and renders nothing for such a
+type (`sessionEntryToContextMessages`, `session-manager.ts@2efa728d` L383-408), so its children stay on the
+path. Malformed lines (no JSON object with a string `type`) are skipped (as Pi does) and listed in
+`meta["problems"]`. The items, built here with
 Pi's own turn numbering, go through `TranscriptBuilder.adopt` / `finish` unchanged, so tool results
 without a call are listed in `meta["orphans"]` and ambiguous call/result pairings in `meta["problems"]`
 as for every other format.
@@ -70,6 +75,8 @@ ENTRY_TYPES = frozenset(
     }
 )
 MESSAGE_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom"})
+#: The marker event of an entry Pi's types or message roles do not cover (kept in the tree, nothing rendered).
+UNKNOWN_ENTRY = "unknown-entry"
 #: Entry types whose fields (besides id/parentId/timestamp/type) are copied into the marker's meta.
 MARKER_FIELDS = {
     "compaction": ("summary", "firstKeptEntryId", "tokensBefore", "details", "fromHook"),
@@ -199,7 +206,9 @@ class _Builder:
         kind = entry["type"]
         meta = self.base_meta(entry)
         ts = entry.get("timestamp")
-        if kind == "message":
+        if not is_known(entry):
+            self.add(id=entry["id"], kind="marker", timestamp=ts, meta=meta | {"event": UNKNOWN_ENTRY})
+        elif kind == "message":
             self.message(entry, meta, ts)
         elif kind == "custom_message":
             meta |= {"role": "custom", "customType": entry.get("customType"), "display": entry.get("display")}
@@ -329,15 +338,17 @@ class PiSessionImporter(Importer):
             raise ImportFailure(f"{path}:{number}: the first line is not a Pi session header (type 'session')")
         entries: list[dict[str, Any]] = []
         line_of: dict[int, int] = {}
+        has_ids = int(header.get("version") or 1) >= 2  # v1 entries get theirs from `migrate`
         for number, data in lines.lines[1:]:
-            if not isinstance(data, dict) or data.get("type") not in ENTRY_TYPES:
+            if not isinstance(data, dict) or not isinstance(data.get("type"), str):
                 problems.append(f"{path}:{number}: not a Pi entry (type {data.get('type') if isinstance(data, dict) else type(data).__name__!r}); skipped")
                 continue
-            if data["type"] == "message" and (
-                not isinstance(data.get("message"), dict) or data["message"].get("role") not in MESSAGE_ROLES | {"hookMessage"}
-            ):
-                problems.append(f"{path}:{number}: message entry without a known role; skipped")
-                continue
+            if not is_known(data):
+                what = "message entry without a known role" if data["type"] == "message" else f"unknown entry type {data['type']!r}"
+                if has_ids and not data.get("id"):  # no entry can hang below it
+                    problems.append(f"{path}:{number}: {what} without an id; skipped")
+                    continue
+                problems.append(f"{path}:{number}: {what}; kept as a marker")
             line_of[id(data)] = number
             entries.append(data)
         version = migrate(header, entries)
@@ -388,6 +399,14 @@ class PiSessionImporter(Importer):
         pairing.model = header.get("modelId") or next((i.meta.get("model") for i in builder.items if i.meta.get("model")), None)
         source = {"session_id": header.get("id"), "provider": header.get("provider")}
         return [pairing.finish(str(header.get("id") or path.stem), source=source, meta=meta)]
+
+
+def is_known(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry is of a type Pi writes (a message entry: with a role it knows, v2's `hookMessage` too)."""
+    if entry["type"] == "message":
+        message = entry.get("message")
+        return isinstance(message, dict) and message.get("role") in MESSAGE_ROLES | {"hookMessage"}
+    return entry["type"] in ENTRY_TYPES
 
 
 def _with_previous(entries: list[dict[str, Any]]) -> Iterator[tuple[dict[str, Any] | None, dict[str, Any]]]:

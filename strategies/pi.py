@@ -1,5 +1,6 @@
-"""Pi coding agent compaction: `pi` (LATER rules, `ee24a9ec`), `pi-2026-03` (BASE, `83378aad`) and
-`pi-2025-12` (December 2025, `83a6c269`).
+"""Pi coding agent compaction: `pi` (LATER rules: the spec's `ee24a9ec`, brought to upstream `2efa728d`,
+2026-07-27, by the commits `PiRules` names), `pi-2026-03` (BASE, `83378aad`) and `pi-2025-12` (December
+2025, `83a6c269`).
 
 One implementation, parameterized by `PiRules` (strategies/pi_compaction.py); `Pi202512` replaces
 the trigger, preparation, summary request and provider transform with the December 2025 ones
@@ -15,10 +16,12 @@ no pre-prompt check). The rest implements docs/specs/pi.md:
 - §2: the trigger `contextTokens > contextWindow - reserveTokens` after each agent run and before
   each user prompt, never between tool calls inside a run (§2.3, issue #8833: upstream still had no
   such check at 0.84.1, earendil-works/pi#7821, so LATER has none either), the staleness guard,
-  the error-message path via `estimateContextTokens`; a transient error skips the check only while
-  a retry is scheduled (at most `maxRetries`, upstream #1834), the pre-prompt check has no retry.
+  the error-message path via `estimateContextTokens` (LATER also for an all-zero usage, cd95c274);
+  a transient error skips the check only while a retry is scheduled (at most `maxRetries`, upstream
+  #1834; LATER's transient errors are pi-ai's `isRetryableAssistantError`), the pre-prompt check has no retry.
 - §3/§4: `prepareCompaction`, history summary (initial or update prompt), split-turn prefix
-  summary merged with the separator, "No prior history.", file lists, output limits per version.
+  summary merged with the separator, "No prior history.", file lists, output limits per version;
+  LATER's summary and branch-summary requests carry no cache breakpoint (9b3a2059: `cacheRetention: "none"`).
 - §5: overflow recovery (only for an error of the current model): provider overflow → errored
   assistant persisted, compaction, one retry per user turn; silent overflow (and LATER's `length` case) → compaction without retry.
 - §6: branch summaries when the transcript navigates the tree (`branch` markers and recorded
@@ -29,8 +32,11 @@ no pre-prompt check). The rest implements docs/specs/pi.md:
 `Request.estimate_tokens` is Pi's `estimateContextTokens` of the agent messages (last usage +
 chars/4 of what follows), None while that usage predates the compaction the request sends (Pi has no
 count of a compacted context until an assistant answers it, §2.4); `Request.threshold` is
-`contextWindow - reserveTokens + 1`, the smallest count the strict `>` of §2.2 fires on (None with
-`enabled` off: no count then triggers a compaction).
+`contextWindow - reserveTokens + 1`, the smallest count the strict `>` of §2.2 fires on, reported only
+on the first request after a user prompt that a check preceded (the pre-prompt check; for `pi-2025-12`
+the check after the previous run's last assistant, whose compaction that request is the first to send):
+a request inside a run follows no check that could change it (None with `enabled` off too: no count then
+triggers a compaction).
 
 Between compactions the agent messages only grow at their end, so the strategy keeps them, their
 wire form and their estimate from one request to the next and adds what was appended (issue 18);
@@ -88,11 +94,34 @@ from compaction_bench.strategies.pi_session_tree import (
 from compaction_bench.strategy import CONTEXT_WINDOW, TOKEN_COUNT, Range, Strategy, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
-#: Transient errors that Pi retries before any compaction check (§2.3).
+#: Transient errors that Pi retries before any compaction check (§2.3; `_isRetryableError`, `agent-session.ts@83378aad`).
 RETRYABLE_ERROR = re.compile(
     r"overloaded|rate.?limit|too many requests|429|500|502|503|504|service.?unavailable|server.?error|"
     r"internal.?error|connection.?error|connection.?refused|other side closed|fetch failed|upstream.?connect|"
     r"reset before headers|terminated|retry delay",
+    re.I,
+)
+#: LATER's transient errors: `RETRYABLE_PROVIDER_ERROR_PATTERN` of pi-ai `utils/retry.ts@ee24a9ec` L26-81, with
+#: "socket connection was closed" (4285712b), "stream ended before a terminal response event" (b0c2a90e),
+#: "getaddrinfo", "ENOTFOUND", "EAI_AGAIN" (33e40c3e) and "ResourceExhausted" (57d96d72) of `retry.ts@2efa728d`.
+LATER_RETRYABLE_ERROR = re.compile(
+    "|".join((
+        "overloaded", "rate.?limit", "too many requests", "429", "500", "502", "503", "504", "524",
+        "service.?unavailable", "server.?error", "internal.?error", "provider.?returned.?error",
+        "network.?error", "connection.?error", "connection.?refused", "connection.?lost", "other side closed",
+        "fetch failed", "upstream.?connect", "reset before headers", "getaddrinfo", "ENOTFOUND", "EAI_AGAIN",
+        "socket hang up", "socket connection was closed", "timed? out", "timeout", "terminated",
+        "websocket.?closed", "websocket.?error", "ended without", "stream ended before message_stop",
+        "stream ended before a terminal response event", "http2 request did not get a response", "retry delay",
+        "you can retry your request", "try your request again", "please retry your request", "ResourceExhausted",
+    )),
+    re.I,
+)
+#: LATER: quota and billing errors are never retried (`NON_RETRYABLE_PROVIDER_LIMIT_ERROR_PATTERN`, `retry.ts@ee24a9ec`
+#: L7-24, the same at 2efa728d).
+LATER_NOT_RETRYABLE_ERROR = re.compile(
+    "GoUsageLimitError|FreeUsageLimitError|Monthly usage limit reached|available balance|insufficient_quota|"
+    "out of budget|quota exceeded|billing",
     re.I,
 )
 #: How many recent summary requests' messages are kept (a compaction sends a history and a turn prefix request).
@@ -239,9 +268,12 @@ class PiStrategy(Strategy):
         self._log_system = 0
         #: The last view returned, returned again while the log and the tail stay the same.
         self._last_view: LogView | None = None
-        self._context_estimate = ContextEstimator(image_chars=self.options.image_chars, user_images=self.rules.user_images)
+        image_chars, rules = self.options.image_chars, self.rules
+        self._context_estimate = ContextEstimator(image_chars=image_chars, user_images=rules.user_images, nonzero_usage=rules.nonzero_usage)
         #: Estimates summed and messages listed along the session path (cut walk, kept tails, tokensBefore).
-        self._path_index = PathIndex(image_chars=self.options.image_chars, user_images=self.rules.user_images)
+        self._path_index = PathIndex(image_chars=image_chars, user_images=rules.user_images, nonzero_usage=rules.nonzero_usage)
+        #: Whether the next request is the first after a user prompt that a check preceded (`Request.threshold`).
+        self._prompt_checked = False
         self._serialize = ConversationSerializer(self.options.tool_result_max_chars)
 
     # ------------------------------------------------------------------ clock and ids
@@ -366,6 +398,13 @@ class PiStrategy(Strategy):
     def threshold(self) -> int:
         return self.context_window - self.options.reserve_tokens
 
+    def _request_threshold(self) -> int | None:
+        """The threshold the next request reports: `reported_threshold` on the first request after a user prompt
+        that a check preceded, None on any other (`Request.threshold`: no check precedes a request inside a
+        run, §2.3, so no count of it fires a compaction; the integrity and Pi audits' finding F1/F6)."""
+        checked, self._prompt_checked = self._prompt_checked, False
+        return self.reported_threshold if checked else None
+
     @property
     def reported_threshold(self) -> int | None:
         """The threshold a request and a compaction report: the smallest contextTokens that fires
@@ -434,7 +473,11 @@ class PiStrategy(Strategy):
 
     # ------------------------------------------------------------------ protocol
     def on_user_turn(self, item: Item) -> None:
-        self._check(self._last_assistant(), post_run=False)
+        """The pre-prompt check, which upstream runs when there is an assistant message to check
+        (`agent-session.ts@2efa728d` L1197-1201), then the prompt."""
+        last = self._last_assistant()
+        self._check(last, post_run=False)
+        self._prompt_checked = last is not None
         self.overflow_attempted = False
         entry_type, message = self._input_message(item)
         self._append_recorded(item, entry_type, message)
@@ -468,7 +511,7 @@ class PiStrategy(Strategy):
 
     def request(self) -> Request:
         estimate = self._reported_estimate()
-        return Request(self.wire(), estimate_tokens=estimate, threshold=self.reported_threshold)
+        return Request(self.wire(), estimate_tokens=estimate, threshold=self._request_threshold())
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         message = self._append_recorded(items[0], "message", self._assistant_message(items, usage)).message
@@ -489,7 +532,7 @@ class PiStrategy(Strategy):
             return False
         if is_context_overflow(message, self.context_window, self.rules, length_ratio=self.options.overflow_length_ratio):
             return False
-        if not RETRYABLE_ERROR.search(message.error_message):
+        if not self._retryable(message.error_message):
             return False
         self.retry_attempt += 1
         if self.retry_attempt > self.options.max_retries:
@@ -497,6 +540,12 @@ class PiStrategy(Strategy):
             return False
         self._remove(message)
         return True
+
+    def _retryable(self, error: str) -> bool:
+        """Whether an error text is a transient error Pi retries (LATER: `isRetryableAssistantError`)."""
+        if self.rules.later_retry:
+            return not LATER_NOT_RETRYABLE_ERROR.search(error) and bool(LATER_RETRYABLE_ERROR.search(error))
+        return bool(RETRYABLE_ERROR.search(error))
 
     def _same_model(self, message: PiMessage) -> bool:
         """Overflow recovery only for the current model's own errors (§5.2)."""
@@ -538,17 +587,20 @@ class PiStrategy(Strategy):
         return self.tree.latest_compaction()
 
     def decision(self, message: PiMessage) -> Decision | None:
-        """Pi's contextTokens for a check with this assistant message (None: no usable number)."""
-        if message.stop_reason == "error":
+        """Pi's contextTokens for a check with this assistant message (None: no usable number): its usage, or
+        for an error (LATER: also a usage of 0 tokens, or none, cd95c274) `estimateContextTokens` from the last
+        valid usage, which must postdate the latest compaction."""
+        usage = message.usage
+        if message.stop_reason == "error" or (self.rules.nonzero_usage and (usage is None or calculate_context_tokens(usage) == 0)):
             messages = self.agent_messages()
             estimate = self._context_estimate(messages)
             latest = self._latest_compaction()
             if estimate.usage_index is None or (latest and messages[estimate.usage_index].timestamp <= latest.timestamp):
                 return None
             return Decision(estimate.tokens, self.threshold)
-        if message.usage is None:
+        if usage is None:
             return None
-        return Decision(calculate_context_tokens(message.usage), self.threshold)
+        return Decision(calculate_context_tokens(usage), self.threshold)
 
     def _check(self, message: PiMessage | None, *, post_run: bool) -> str | None:
         """`_checkCompaction`; returns "threshold", "overflow", "retry" or None."""
@@ -621,14 +673,14 @@ class PiStrategy(Strategy):
         recent[key] = known
         if len(recent) > SUMMARY_REQUESTS_KEPT:
             del recent[next(iter(recent))]
-        return self.ctx.summarize(Request(known[1], kind="summary", max_output_tokens=max_tokens)).text
+        request = Request(known[1], kind="summary", max_output_tokens=max_tokens, cache_control=not self.rules.uncached_summaries)
+        return self.ctx.summarize(request).text
 
     def _history_summary(self, messages: list[PiMessage], previous: str | None, focus: str) -> str:
         """`generateSummary` (§4.2): the update prompt and the `<previous-summary>` block only when the
         previous summary is truthy in JS (`previousSummary ? UPDATE… : …`, `if (previousSummary)`,
-        `compaction.ts@83378aad` L532, L544, as at 430d8328 and in every later version of the file read
-        here; the LATER commit ee24a9ec itself could not be read): an empty previous summary gets the
-        initial prompt and no block."""
+        `compaction.ts@83378aad` L532, L544, as at 430d8328 and through `compaction.ts@2efa728d` L643,
+        L655): an empty previous summary gets the initial prompt and no block."""
         instructions = self._prompt("pi_summary.j2", update=bool(previous))
         if focus:
             instructions += "\n\nAdditional focus: " + focus
@@ -727,9 +779,9 @@ class PiStrategy(Strategy):
         self.ctx.record_compaction(after=self.wire(), **record)
 
     def tail_estimate(self, path: Sequence[Entry], start: int) -> int:
-        """Pi's estimate of the message entries from `start` to the end of the path (what a cut
-        there keeps verbatim, as the cut walk counts it)."""
-        return self._path_index.update(path).tail(start)
+        """Pi's estimate of the entries from `start` to the end of the path (what a cut there keeps
+        verbatim), as the cut walk counts it (LATER: every context-visible entry)."""
+        return self._path_index.update(path).tail(start, context_visible=self.rules.context_visible_cuts)
 
     # ------------------------------------------------------------------ recorded events
     def _recorded_compaction(self, item: Item) -> None:
@@ -842,8 +894,11 @@ class PiStrategy(Strategy):
 
 class Pi(PiStrategy):
     name = "pi"
-    description = "Pi (2026-07 rules, newest as of ee24a9ec): session tree, cut points, split-turn summaries, update prompt, file lists, overflow recovery, branch summaries"
-    spec = "docs/specs/pi.md (LATER, ee24a9ec)"
+    description = (
+        "Pi (2026-07 rules, newest as of 2efa728d): session tree, cut points budgeting every context-visible entry, "
+        "split-turn summaries, update prompt, file lists, overflow recovery, branch summaries, uncached summary requests"
+    )
+    spec = "docs/specs/pi.md (LATER, ee24a9ec), brought to upstream earendil-works/pi@2efa728d (PiRules names each commit)"
     rules = LATER
 
 
@@ -910,8 +965,11 @@ class Pi202512(PiStrategy):
         return self._loop if self._loop is not None else self.agent_messages()
 
     def on_user_turn(self, item: Item) -> None:
-        """No check before a prompt in December 2025; a new prompt starts from the agent's messages."""
+        """No check before a prompt in December 2025; a new prompt starts from the agent's messages. Its first
+        request is the first to send what the check after the last assistant decided (the run's own requests
+        send their uncompacted messages whatever a check decides), so it reports the threshold."""
         self._end_run()
+        self._prompt_checked = self._last_assistant() is not None
         entry_type, message = self._input_message(item)
         self._append_recorded(item, entry_type, message)
 
@@ -925,7 +983,7 @@ class Pi202512(PiStrategy):
 
     def request(self) -> Request:
         self._save()
-        return Request(self.wire(), estimate_tokens=self._reported_estimate(), threshold=self.reported_threshold)
+        return Request(self.wire(), estimate_tokens=self._reported_estimate(), threshold=self._request_threshold())
 
     def wire(self) -> LogView:
         return self._view(*self._wire_2025.parts(self.run_messages()))

@@ -1,16 +1,17 @@
 """Pi's compaction pipeline without the LLM calls (docs/specs/pi.md §3, §4.1, §4.4, §5.1).
 
-Owns the version rules (`PiRules`: DEC2025 `83a6c269`, BASE `83378aad`, LATER `ee24a9ec`), the
+Owns the version rules (`PiRules`: DEC2025 `83a6c269`, BASE `83378aad`, LATER `2efa728d`: the spec's
+`ee24a9ec` and the upstream commits after it through 2efa728d that change a rule, each named at its flag), the
 December 2025 preparation (`prepare_compaction_2025`: cuts only at user messages, kept size from
 differences of assistant usage, upstream `compaction.ts@83a6c269`; the spec predates nothing of
 it, so upstream is the source), the valid cut points and
-the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3), split-turn
-detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
+the newest-first cut walk with its `>=` tie-break and backward extension (§3.2, §3.3; LATER over
+every context-visible entry, a6f720e6), split-turn detection, `prepare_compaction` (boundaries per version, `tokensBefore` per version, §3.1), the
 conversation serializer with the 2,000-character tool-result truncation counted in UTF-16 code
 units, as JavaScript's `String.length` and `slice` count (§4.1, §10; `ConversationSerializer`
 serializes each message once for a strategy that summarizes the same messages again, and
 extends the text of a list it serialized before), file-operation tracking (§4.4) and overflow
-detection (§5.1). `prepare_compaction` and `find_cut_point` read the path through a `PathIndex`
+detection (§5.1; LATER with the lists of `overflow.ts@2efa728d`). `prepare_compaction` and `find_cut_point` read the path through a `PathIndex`
 (sums and lists along it), so a compaction costs a few lookups, not a pass over the history.
 """
 
@@ -29,6 +30,8 @@ from compaction_bench.strategies.pi_session_tree import (
     PiMessage,
     calculate_context_tokens,
     convert_message,
+    entry_message,
+    is_turn_start,
     latest_compaction_index,
 )
 from compaction_bench.tokens import utf16_len
@@ -37,7 +40,8 @@ TRUNCATION_NOTE = "\n\n[... {n} more characters truncated]"
 SPLIT_TURN_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
 NO_PRIOR_HISTORY = "No prior history."
 
-#: `isContextOverflow`'s patterns, all matched case-insensitively (compiled once: a check runs at every step).
+#: `isContextOverflow`'s patterns at 83378aad, all matched case-insensitively (compiled once: a check runs at every
+#: step), then its Cerebras check (`overflow.ts@83378aad`).
 BASE_OVERFLOW_PATTERNS = tuple(re.compile(p, re.I) for p in (
     r"prompt is too long",
     r"input is too long for requested model",
@@ -56,22 +60,44 @@ BASE_OVERFLOW_PATTERNS = tuple(re.compile(p, re.I) for p in (
     r"context[_ ]length[_ ]exceeded",
     r"too many tokens",
     r"token limit exceeded",
+    r"^4(00|13)\s*(status code)?\s*\(no body\)",
 ))
+#: `OVERFLOW_PATTERNS` of `overflow.ts@ee24a9ec` L36-61, in its order, with bbb91fa8's DashScope/Qwen pattern
+#: (`overflow.ts@2efa728d` L58).
 LATER_OVERFLOW_PATTERNS = tuple(re.compile(p, re.I) for p in (
+    r"prompt is too long",
     r"request_too_large",
-    r"exceeds (the )?(model's )?maximum context length (of \d+ tokens|\(\d+\))",
-    r"exceeds (the )?maximum allowed input length of \d+ tokens",
-    r"input \(\d+ tokens\) is longer than the model's context length \(\d+ tokens\)",
-    r"prompt has \d+ tokens, but the configured context size is \d+ tokens",
-    r"prompt too long; exceeded (max )?context length",
+    r"input is too long for requested model",
+    r"exceeds the context window",
+    r"exceeds (?:the )?(?:model'?s )?maximum context length(?: of [\d,]+ tokens?|\s*\([\d,]+\))",
+    r"input token count.*exceeds the maximum",
+    r"maximum prompt length is \d+",
+    r"reduce the length of the messages",
+    r"maximum context length is \d+ tokens",
+    r"exceeds (?:the )?maximum allowed input length of [\d,]+ tokens?",
+    r"input \(\d+ tokens\) is longer than the model'?s context length \(\d+ tokens\)",
+    r"exceeds the limit of \d+",
+    r"exceeds the available context size",
+    r"greater than the context length",
+    r"context window exceeds limit",
+    r"exceeded model token limit",
+    r"too large for model with \d+ maximum context length",
+    r"prompt has [\d,]+ tokens?, but the configured context size is [\d,]+ tokens?",
+    r"model_context_window_exceeded",
+    r"prompt too long; exceeded (?:max )?context length",
+    r"range of input length should be",
+    r"context[_ ]length[_ ]exceeded",
+    r"too many tokens",
+    r"token limit exceeded",
+    r"^4(?:00|13)\s*(?:status code)?\s*\(no body\)",
 ))
+#: `NON_OVERFLOW_PATTERNS` (`overflow.ts@ee24a9ec` L72-76, the same at 2efa728d): they veto every overflow pattern.
 LATER_OVERFLOW_EXCLUSIONS = tuple(re.compile(p, re.I) for p in (r"^(Throttling error|Service unavailable):", r"rate limit", r"too many requests"))
-CEREBRAS_NO_BODY = re.compile(r"^4(00|13)\s*(status code)?\s*\(no body\)", re.I)
 
 
 @dataclass(frozen=True)
 class PiRules:
-    """What differs between the two recorded versions of Pi."""
+    """What differs between the versions of Pi the strategies reproduce."""
 
     version: str
     #: LATER (eeace797): the boundary starts at the previous compaction's firstKeptEntryId (#2608 fix).
@@ -86,7 +112,8 @@ class PiRules:
     skip_empty: bool
     #: LATER: older compaction entries inside the kept range are emitted as summaries (§10).
     nested_compactions: bool
-    #: LATER overflow.ts: extra patterns, the exclusion list and the `length` case.
+    #: LATER overflow.ts (ee24a9ec, and bbb91fa8's pattern): its own pattern list, the exclusion list and the `length`
+    #: case.
     later_overflow: bool
     #: LATER (72fd9113): the summarizer system prompt says "an AI assistant".
     generic_system_prompt: bool
@@ -94,6 +121,19 @@ class PiRules:
     session_thinking_level: bool
     #: LATER: the split-turn prefix request reasons like the history request (BASE: no reasoning option).
     prefix_thinking: bool
+    #: LATER (cd95c274, in ee24a9ec): an all-zero usage is no usage (`getAssistantUsage`), and a check on an assistant
+    #: whose usage counts 0 tokens takes the estimate path (`agent-session.ts@2efa728d` L2018-2019).
+    nonzero_usage: bool
+    #: LATER (a6f720e6, 2026-07-09, #6326): the cut walk adds up every context-visible entry (the previous compaction's
+    #: summary included), cut points, the backward extension and turn starts read the entries' context messages, and
+    #: an empty branch summary is neither a cut point nor summarized (`find_cut_point`).
+    context_visible_cuts: bool
+    #: LATER (9b3a2059 and 241431c6, #6618, 2026-07-22/23): summary and branch-summary requests go out with
+    #: `cacheRetention: "none"` and a fresh `sessionId` (`completeSummarization`, `compaction.ts@2efa728d` L562-581).
+    uncached_summaries: bool
+    #: LATER: transient errors are `isRetryableAssistantError`'s (pi-ai `utils/retry.ts@ee24a9ec`, with what 4285712b,
+    #: 57d96d72, b0c2a90e and 33e40c3e add by 2efa728d), BASE's one regex before.
+    later_retry: bool
 
 
 _LATER_FLAGS = {
@@ -107,18 +147,35 @@ _LATER_FLAGS = {
     "generic_system_prompt": True,
     "session_thinking_level": True,
     "prefix_thinking": True,
+    "nonzero_usage": True,
+    "context_visible_cuts": True,
+    "uncached_summaries": True,
+    "later_retry": True,
 }
 BASE = PiRules("2026-03 (83378aad)", **{k: False for k in _LATER_FLAGS})
 #: December 2025 (`core/compaction.ts` at 83a6c269).
 DEC2025 = PiRules("2025-12 (83a6c269)", **{k: False for k in _LATER_FLAGS})
-LATER = PiRules("2026-07 (ee24a9ec)", **_LATER_FLAGS)
+LATER = PiRules("2026-07 (2efa728d)", **_LATER_FLAGS)
 
 
 # --------------------------------------------------------------------------- cut points (§3)
-def is_valid_cut_point(entry: Entry) -> bool:
+def is_valid_cut_point(entry: Entry, *, context_visible: bool = False) -> bool:
+    """§3.2; with `context_visible` (a6f720e6, `findValidCutPoints`, `compaction.ts@2efa728d` L351-363) an empty
+    branch summary, which the context leaves out, is none."""
     if entry.type == "message":
         return entry.role in CUT_POINT_ROLES
+    if context_visible and entry.type == "branch_summary":
+        return bool(entry.summary)
     return entry.type in ("branch_summary", "custom_message")
+
+
+def ends_backward_extension(entry: Entry, *, context_visible: bool = False) -> bool:
+    """Where the backward extension of a cut stops (§3.3): at a message or a compaction entry; with
+    `context_visible` (a6f720e6, `compaction.ts@2efa728d` L441-449) at a compaction or any entry the context
+    shows (a custom message, a non-empty branch summary)."""
+    if context_visible:
+        return entry.type == "compaction" or entry_message(entry) is not None
+    return entry.type in ("message", "compaction")
 
 
 @dataclass(frozen=True)
@@ -128,24 +185,33 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_cut_point(path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, index: PathIndex) -> CutPoint:
+def find_cut_point(
+    path: Sequence[Entry], start: int, end: int, keep_recent_tokens: int, *, index: PathIndex, context_visible: bool = False
+) -> CutPoint:
     """`findCutPoint` (§3.3): the first valid cut point at or after the entry where the estimates
     added up newest first reach `keep_recent_tokens`, else the first valid cut point of the range
     (upstream lists the valid cut points first; looking for the one needed is the same choice).
-    `index` (with the strategy's image rules) gives that entry from its sums along `path`."""
+    `index` (with the strategy's image rules) gives that entry from its sums along `path`.
+
+    `context_visible` is a6f720e6's walk (`compaction.ts@2efa728d` L403-461): it adds up every entry's context
+    messages (a compaction inside the range counts its summary but is never a cut point), an empty branch
+    summary is no cut point, the backward extension stops at any context-visible entry, and a cut on an entry
+    that starts a turn (`is_turn_start`: user, bash, custom, branch summary) splits none. Before it only a
+    user message did, and a cut on a custom message or a branch summary was a split turn starting at itself."""
     cut = None
-    reached = index.update(path).walk_back(start, end, keep_recent_tokens)
+    reached = index.update(path).walk_back(start, end, keep_recent_tokens, context_visible=context_visible)
     if reached is not None:
-        cut = next((c for c in range(reached, end) if is_valid_cut_point(path[c])), None)
+        cut = next((c for c in range(reached, end) if is_valid_cut_point(path[c], context_visible=context_visible)), None)
     if cut is None:
-        cut = next((c for c in range(start, end) if is_valid_cut_point(path[c])), None)
+        cut = next((c for c in range(start, end) if is_valid_cut_point(path[c], context_visible=context_visible)), None)
     if cut is None:
         return CutPoint(start, -1, False)
-    while cut > start and path[cut - 1].type not in ("message", "compaction"):
+    while cut > start and not ends_backward_extension(path[cut - 1], context_visible=context_visible):
         cut -= 1
-    if path[cut].type == "message" and path[cut].role == "user":
+    starts_turn = is_turn_start(path[cut], context_visible=True) if context_visible else path[cut].type == "message" and path[cut].role == "user"
+    if starts_turn:
         return CutPoint(cut, -1, False)
-    turn_start = index.turn_start(cut, start)
+    turn_start = index.turn_start(cut, start, context_visible=context_visible)
     return CutPoint(cut, turn_start, turn_start != -1)
 
 
@@ -380,8 +446,8 @@ class Preparation:
 
 def prepare_compaction(path: Sequence[Entry], rules: PiRules, *, keep_recent_tokens: int, index: PathIndex) -> Preparation | None:
     """`prepareCompaction`: None when the path already ends in a compaction (or, LATER, when
-    there is nothing to summarize). `index` indexes the path (its estimates with the image rules
-    of `rules`). `tokens_before` is counted from `path` when first read, so the path must not
+    there is nothing to summarize). `index` indexes the path (its estimates with the image and usage
+    rules of `rules`). `tokens_before` is counted from `path` when first read, so the path must not
     change while the preparation is in use."""
     if not path or path[-1].type == "compaction":
         return None
@@ -389,13 +455,14 @@ def prepare_compaction(path: Sequence[Entry], rules: PiRules, *, keep_recent_tok
     # Where the previous compaction's kept entries start; None when they are not on the path.
     kept = index.position(path[prev].first_kept_id, prev) if prev >= 0 else None
     start = kept if rules.boundary_from_first_kept and kept is not None else prev + 1
-    cut = find_cut_point(path, start, len(path), keep_recent_tokens, index=index)
+    visible = rules.context_visible_cuts
+    cut = find_cut_point(path, start, len(path), keep_recent_tokens, index=index, context_visible=visible)
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_index
 
     # The entries' messages, compactions apart: LATER skips the previous compaction inside its
     # boundary; BASE's boundary starts after it, so it has none to skip.
-    history, history_ids = index.summarized(start, history_end)
-    prefix, prefix_ids = index.summarized(cut.turn_start_index, cut.first_kept_index) if cut.is_split_turn else ([], [])
+    history, history_ids = index.summarized(start, history_end, context_visible=visible)
+    prefix, prefix_ids = index.summarized(cut.turn_start_index, cut.first_kept_index, context_visible=visible) if cut.is_split_turn else ([], [])
     if rules.skip_empty and not history and not prefix:
         return None
 
@@ -436,8 +503,8 @@ def is_context_overflow(message: PiMessage, context_window: int, rules: PiRules,
         text = message.error_message
         if rules.later_overflow and any(p.search(text) for p in LATER_OVERFLOW_EXCLUSIONS):
             return False
-        patterns = BASE_OVERFLOW_PATTERNS + (LATER_OVERFLOW_PATTERNS if rules.later_overflow else ())
-        if any(p.search(text) for p in patterns) or CEREBRAS_NO_BODY.search(text):
+        patterns = LATER_OVERFLOW_PATTERNS if rules.later_overflow else BASE_OVERFLOW_PATTERNS
+        if any(p.search(text) for p in patterns):
             return True
     usage = message.usage
     if usage is None or not context_window:

@@ -51,6 +51,8 @@ NO_RESULT_TEXT = "No result provided"
 
 #: Message roles that start a turn for split-turn detection (§3.3 step 5).
 TURN_START_ROLES = frozenset({"user", "bashExecution"})
+#: The context messages' roles that start a turn since a6f720e6 (`isTurnStartMessage`, `compaction.ts@2efa728d` L323-336).
+VISIBLE_TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 #: The tools whose `path` argument the file-operation lists record (§4.4).
 FILE_TOOLS = frozenset({"read", "write", "edit"})
 #: Message roles that are valid cut points (§3.2); toolResult never is.
@@ -256,11 +258,24 @@ def is_hidden_summary(entry: Entry) -> bool:
     return entry.type == "branch_summary" and not entry.summary
 
 
-def is_turn_start(entry: Entry) -> bool:
-    """An entry that starts a turn for split-turn detection (§3.3 step 5)."""
+def is_turn_start(entry: Entry, *, context_visible: bool = False) -> bool:
+    """An entry that starts a turn for split-turn detection (§3.3 step 5). With `context_visible` (a6f720e6,
+    `isTurnStartEntry`, `compaction.ts@2efa728d` L338-343): an entry other than a compaction whose context message
+    (`entry_message`) starts a turn, so an empty branch summary no longer does and a legacy custom message does."""
+    if context_visible:
+        message = entry_message(entry)
+        return entry.type != "compaction" and message is not None and message.role in VISIBLE_TURN_START_ROLES
     if entry.type in ("branch_summary", "custom_message"):
         return True
     return entry.type == "message" and entry.role in TURN_START_ROLES
+
+
+def counts_usage(message: PiMessage, *, nonzero: bool) -> bool:
+    """`getAssistantUsage` (§2.4): an assistant with `usable_usage`; with `nonzero` (cd95c274, in ee24a9ec:
+    `compaction.ts@2efa728d` L154-167) only one whose usage counts more than 0 context tokens, so an all-zero usage
+    (most aborted turns record one) is no usage for `estimateContextTokens`."""
+    usage = message.usage
+    return message.usable_usage and usage is not None and (not nonzero or calculate_context_tokens(usage) > 0)
 
 
 def latest_compaction_index(path: Sequence[Entry]) -> int:
@@ -556,11 +571,12 @@ class ContextEstimator:
     the last usable usage's tokens plus chars/4 of every message after it. Each message's
     estimate and whether its usage is usable are kept by identity (a compaction's kept messages
     are read again after it). The sums are exact integers: the result equals the spec's estimate
-    of the same list."""
+    of the same list. `nonzero_usage`: an all-zero usage is none (`counts_usage`)."""
 
-    def __init__(self, *, image_chars: int, user_images: bool) -> None:
+    def __init__(self, *, image_chars: int, user_images: bool, nonzero_usage: bool = False) -> None:
         self.image_chars = image_chars
         self.user_images = user_images
+        self.nonzero_usage = nonzero_usage
         #: id(message) → (message, its estimate, whether its usage is usable); the message is kept so its id stays its own.
         self._known: dict[int, tuple[PiMessage, int, bool]] = {}
         self._start()
@@ -583,10 +599,10 @@ class ContextEstimator:
             facts = known.get(id(message))
             if facts is None:
                 tokens = estimate_tokens(message, image_chars=self.image_chars, user_images=self.user_images)
-                facts = known[id(message)] = (message, tokens, message.usable_usage)
+                facts = known[id(message)] = (message, tokens, counts_usage(message, nonzero=self.nonzero_usage))
             if facts[2]:
                 usage = message.usage
-                assert usage is not None  # `usable_usage` guarantees it
+                assert usage is not None  # `counts_usage` guarantees it
                 self.last_usable, self.usage_tokens, self.after = i, calculate_context_tokens(usage), after
                 break
             after += facts[1]
@@ -606,15 +622,18 @@ class PathIndex:
     cut walk's total, the kept tail and `estimateContextTokens` of a range of the path are
     differences of two sums instead of loops over the entries (§2.4, §2.5, §3.3); the messages a
     range summarizes and their read/write/edit paths are slices (§3.3 step 6, §4.4). The sums are
-    exact integers, so every answer equals the loop's."""
+    exact integers, so every answer equals the loop's. The estimates follow the image rules and
+    `nonzero_usage` (`counts_usage`) given; the cut walk's rules are the caller's (`context_visible`:
+    a6f720e6's walk over every context-visible entry, `find_cut_point`)."""
 
-    def __init__(self, *, image_chars: int, user_images: bool) -> None:
+    def __init__(self, *, image_chars: int, user_images: bool, nonzero_usage: bool = False) -> None:
         self.image_chars = image_chars
         self.user_images = user_images
+        self.nonzero_usage = nonzero_usage
         self.entries: list[Entry] = []
-        #: message_sums[i]: the estimates of the `message` entries of path[:i] (what the cut walk adds up).
+        #: message_sums[i]: the estimates of the `message` entries of path[:i] (what the cut walk adds up before a6f720e6).
         self.message_sums: list[int] = [0]
-        #: context_sums[i]: the estimates of the messages path[:i] contributes (`entry_message`).
+        #: context_sums[i]: the estimates of the messages path[:i] contributes (`entry_message`; what a6f720e6's walk adds up).
         self.context_sums: list[int] = [0]
         #: last_usable[i]: the last position before i whose message has a usable usage (§2.4), -1 if none.
         self.last_usable: list[int] = [-1]
@@ -632,9 +651,11 @@ class PathIndex:
         #: The messages of all the path's entries, compactions as their summaries, and how many path[:i] holds.
         self.context_messages: list[PiMessage] = []
         self.context_at: list[int] = [0]
-        #: last_compaction[i] / last_turn_start[i]: the last compaction / turn start (§3.3 step 5) in path[:i], -1 if none.
+        #: last_compaction[i] / last_turn_start[i] / last_visible_turn_start[i]: the last compaction / turn start (§3.3
+        #: step 5; a6f720e6's) in path[:i], -1 if none.
         self.last_compaction: list[int] = [-1]
         self.last_turn_start: list[int] = [-1]
+        self.last_visible_turn_start: list[int] = [-1]
         #: Each entry id's position (ids are unique on a path).
         self.positions: dict[str, int] = {}
 
@@ -649,7 +670,7 @@ class PathIndex:
             del entries[n:], self.message_sums[n + 1 :], self.context_sums[n + 1 :], self.last_usable[n + 1 :]
             del self.summarizable[self.summarizable_at[n] :], self.summarizable_ids[self.summarizable_at[n] :]
             del self.summarizable_at[n + 1 :], self.hidden_at[n + 1 :], self.file_paths[self.file_paths_at[n] :], self.file_paths_at[n + 1 :]
-            del self.last_compaction[n + 1 :], self.last_turn_start[n + 1 :]
+            del self.last_compaction[n + 1 :], self.last_turn_start[n + 1 :], self.last_visible_turn_start[n + 1 :]
             del self.context_messages[self.context_at[n] :], self.context_at[n + 1 :]
         message_sums, context_sums, last_usable = self.message_sums, self.context_sums, self.last_usable
         for i in range(n, len(path)):
@@ -659,7 +680,7 @@ class PathIndex:
             entries.append(entry)
             message_sums.append(message_sums[-1] + (tokens if entry.type == "message" and entry.message is not None else 0))
             context_sums.append(context_sums[-1] + tokens)
-            last_usable.append(i if message is not None and message.usable_usage else last_usable[-1])
+            last_usable.append(i if message is not None and counts_usage(message, nonzero=self.nonzero_usage) else last_usable[-1])
             if message is not None:
                 self.context_messages.append(message)
             self.context_at.append(len(self.context_messages))
@@ -675,6 +696,7 @@ class PathIndex:
             self.file_paths_at.append(len(self.file_paths))
             self.last_compaction.append(i if entry.type == "compaction" else self.last_compaction[-1])
             self.last_turn_start.append(i if is_turn_start(entry) else self.last_turn_start[-1])
+            self.last_visible_turn_start.append(i if is_turn_start(entry, context_visible=True) else self.last_visible_turn_start[-1])
             self.positions[entry.id] = i
         return self
 
@@ -712,29 +734,43 @@ class PathIndex:
             return messages
         return [m for m in messages if not (m.role == "branchSummary" and not m.summary)]
 
-    def turn_start(self, index: int, start: int) -> int:
-        """The entry that starts the turn of path[index], scanning back to `start`; -1 if none."""
-        at = self.last_turn_start[index + 1]
+    def turn_start(self, index: int, start: int, *, context_visible: bool = False) -> int:
+        """The entry that starts the turn of path[index] (`is_turn_start`), scanning back to `start`; -1 if none."""
+        at = (self.last_visible_turn_start if context_visible else self.last_turn_start)[index + 1]
         return at if at >= start else -1
 
-    def summarized(self, lo: int, hi: int) -> tuple[list[PiMessage], list[str]]:
-        """The messages of the entries of path[lo:hi] other than compactions, and their entry ids."""
+    def summarized(self, lo: int, hi: int, *, context_visible: bool = False) -> tuple[list[PiMessage], list[str]]:
+        """The messages of the entries of path[lo:hi] other than compactions, and their entry ids. With
+        `context_visible` (a6f720e6, `getMessageFromEntryForCompaction`, `compaction.ts@2efa728d` L80-85) only
+        the context's: an empty branch summary is not summarized."""
         a, b = self.summarizable_at[lo], self.summarizable_at[hi]
-        return self.summarizable[a:b], self.summarizable_ids[a:b]
+        messages, ids = self.summarizable[a:b], self.summarizable_ids[a:b]
+        if not context_visible or self.hidden_at[hi] == self.hidden_at[lo]:
+            return messages, ids
+        shown = [not (m.role == "branchSummary" and not m.summary) for m in messages]
+        return list(compress(messages, shown)), list(compress(ids, shown))
 
     def file_tool_paths(self, lo: int, hi: int) -> list[tuple[str, str]]:
         """The (tool, path) of the file-tool calls of the assistants `summarized(lo, hi)` returns."""
         return self.file_paths[self.file_paths_at[lo] : self.file_paths_at[hi]]
 
-    def tail(self, start: int) -> int:
-        """The estimates of the `message` entries from `start` to the end of the path."""
-        return self.message_sums[-1] - self.message_sums[start]
+    def tail(self, start: int, *, context_visible: bool = False) -> int:
+        """The estimates the cut walk adds up from `start` to the end of the path: of the `message`
+        entries, or with `context_visible` (a6f720e6) of every entry's context message."""
+        sums = self.context_sums if context_visible else self.message_sums
+        return sums[-1] - sums[start]
 
-    def walk_back(self, start: int, end: int, keep: int) -> int | None:
+    def walk_back(self, start: int, end: int, keep: int, *, context_visible: bool = False) -> int | None:
         """Where the cut walk stops (§3.3): the last `message` entry i in [start, end) whose
-        estimate, added to those of the `message` entries after it up to `end`, reaches `keep`."""
-        sums = self.message_sums
+        estimate, added to those of the `message` entries after it up to `end`, reaches `keep`. With
+        `context_visible` (a6f720e6, `compaction.ts@2efa728d` L419-439): the last entry with a non-zero estimate
+        of its context messages (a compaction's summary included) that reaches `keep` with those after it."""
+        sums = self.context_sums if context_visible else self.message_sums
         i = bisect_right(sums, sums[end] - keep, start, end) - 1
+        if context_visible:
+            while i >= start and sums[i + 1] == sums[i]:  # `if (messageTokens === 0) continue`
+                i -= 1
+            return i if i >= start else None
         entries = self.entries
         while i >= start and (entries[i].type != "message" or entries[i].message is None):
             i -= 1

@@ -170,7 +170,8 @@ def test_pi_holds_no_count_of_the_compacted_context_until_an_assistant_answers_i
     assert second.messages[0].content.startswith(COMPACTION_SUMMARY_PREFIX) and "a" * 200 in [m.content for m in second.messages]
     assert second.estimate_tokens is None
     assert third.estimate_tokens == 300 + 2
-    assert all(r.threshold == 8001 for r in (first, second, third))  # strict `> 8,000` (§2.2)
+    # strict `> 8,000` (§2.2), on each request a pre-prompt check preceded; the first prompt had no assistant to check
+    assert (first.threshold, second.threshold, third.threshold) == (None, 8001, 8001)
 
 
 def test_pi_2025_12_counts_the_running_loop_until_the_compacted_context_is_sent():
@@ -228,6 +229,13 @@ def test_no_threshold_without_automatic_compaction(short_turns, strategy, off, o
         after = {c.next_request for c in on.compactions}
         assert after and all(r.threshold is None for r in turns(on) if r.index in after)
         assert {r.threshold for r in turns(on) if r.index not in after} == {on_threshold}
+    elif strategy.startswith("pi"):
+        # Pi checks before a prompt, not between a run's tool calls (pi.md §2.3): the threshold is on the first request
+        # of each user turn after the first (which has no assistant to check), None on the others
+        requests = turns(on)
+        firsts = {r.index for r, before in zip(requests[1:], requests[:-1], strict=True) if r.turn != before.turn}
+        assert firsts and {r.threshold for r in requests if r.index in firsts} == {on_threshold}
+        assert all(r.threshold is None for r in requests if r.index not in firsts)
     else:
         assert {r.threshold for r in turns(on)} == {on_threshold}
     result = replay(short_turns, strategy, profile="64k", options=off)

@@ -155,7 +155,7 @@ def test_later_thinks_at_medium_until_the_session_sets_a_level(level, budget):
     assert compaction.details["isSplitTurn"] and summarizer.max_tokens == [1_600 + budget, 1_000 + budget]
 
 
-@pytest.mark.parametrize(("strategy", "commit"), [("pi", "ee24a9ec"), ("pi-2026-03", "83378aad"), ("pi-2025-12", "83a6c269")])
+@pytest.mark.parametrize(("strategy", "commit"), [("pi", "2efa728d"), ("pi-2026-03", "83378aad"), ("pi-2025-12", "83a6c269")])
 def test_each_rule_set_names_the_commit_it_reproduces(strategy, commit):
     cls = strategies()[strategy]
     assert commit in cls.description and commit in cls.spec

@@ -289,7 +289,8 @@ def test_request_reports_estimate_and_threshold(strategy):
 def test_gpt5_is_read_with_its_400k_context_window(strategy):
     """Pi's threshold is `model.contextWindow - reserveTokens` (§2.1), and pi-ai gives GPT-5 a 400,000-token
     contextWindow (models.dev's `limit.context`), not the 272,000-token input limit that is the profile's
-    window: 383,616. A session at 260,000 tokens does not compact; the provider refuses above 272,000."""
+    window: 383,616. A session at 260,000 tokens does not compact; the provider refuses above 272,000. The first
+    request follows no check (no assistant to check yet), so it reports no threshold (`Request.threshold`)."""
     s = Session()
     s.user("first")
     s.assistant("one", total=100_000)
@@ -299,4 +300,4 @@ def test_gpt5_is_read_with_its_400k_context_window(strategy):
     s.assistant("three", total=262_000)
     result = run(s, strategy, profile="gpt-5", reserve_tokens=16_384, keep_recent_tokens=20_000)
     assert not result.compactions
-    assert {r.threshold for r in result.requests if r.kind == "turn"} == {400_000 - 16_384 + 1}
+    assert [r.threshold for r in result.requests if r.kind == "turn"] == [None, 400_000 - 16_384 + 1, 400_000 - 16_384 + 1]

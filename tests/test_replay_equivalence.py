@@ -104,6 +104,11 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: a call the recording never answered no longer holds every later step in one pair-safe unit
 #: (`history.pair_safe_units`), which had made the step-56 summary take all 151 items and keep none (now 125 and 26);
 #: with both old rules its digest is the one recorded before. truncate's digests did not change.
+#: pi, pi-2026-03 and pi-2025-12 (2026-12-06, the forty-third pass's Pi audit): a request reports the threshold only
+#: where a check preceded it (the first of a user turn; pi.md §2.3); with every request's threshold put back, the
+#: pi-2026-03 and pi-2025-12 digests are the ones recorded before. pi also follows upstream to 2efa728d: a6f720e6's cut
+#: walk counts the previous compaction's summary, so on Pi's session at 32k the nested summaries no longer pile up
+#: until requests overflow (562 requests and 86 compactions, was 837 and 175).
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -111,12 +116,12 @@ GOLDEN = {
     ("truncate", "synthetic"): (427, 7, "7d22799265d9f64a"),
     ("observation-masking", "pi"): (454, 356, "41af90917b3480f8"),
     ("observation-masking", "synthetic"): (427, 180, "7b2323c8223a74cd"),
-    ("pi", "pi"): (837, 175, "18db222b48260374"),
-    ("pi", "synthetic"): (441, 7, "3a50554a487186e1"),
-    ("pi-2026-03", "pi"): (469, 15, "4cccb3362094f1a3"),
-    ("pi-2026-03", "synthetic"): (438, 7, "044a2f0b0f0cd8bc"),
-    ("pi-2025-12", "pi"): (505, 51, "9d226ea4dff9b343"),
-    ("pi-2025-12", "synthetic"): (435, 8, "bd3f9e1f07b88acc"),
+    ("pi", "pi"): (562, 86, "2d433e10540b6fad"),
+    ("pi", "synthetic"): (438, 7, "0e3912211c75d5c9"),
+    ("pi-2026-03", "pi"): (469, 15, "4339706f3da904d0"),
+    ("pi-2026-03", "synthetic"): (438, 7, "29201f3de40c3089"),
+    ("pi-2025-12", "pi"): (505, 51, "28452ae74d580584"),
+    ("pi-2025-12", "synthetic"): (435, 8, "f11ec5d787b4d28e"),
     ("opencode-v1", "synthetic"): (438, 7, "1cde4c925861e90f"),
     # opencode-v2 (2026-12-06, session 42, a change of rule, not of speed): upstream's newer V2 core
     # (compaction.ts@031a4a9c): trigger on the last response's usage at `>=` min(input - buffer, context -
