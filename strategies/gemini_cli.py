@@ -2,23 +2,46 @@
 (docs/specs/gemini-cli.md, upstream `google-gemini/gemini-cli@5411f113`).
 
 - §1 the history as Gemini `Content`s: user text, model text + `functionCall` parts, and user
-  contents of `functionResponse` parts (results of one step together);
+  contents of `functionResponse` parts (results of one step together), consecutive contents of one role
+  merged into one (`coalesceConsecutiveRoles`, `geminiChat.ts@5411f113 L1722-1749`, since `3ff5ba20fc`):
+  the split, the truncation and masking read `getHistory(true)` / `getHistory()` (`chatCompressionService.ts
+  L249`, `client.ts L699`), which coalesce for the default model and every non-Gemini one (`geminiChat.ts
+  L1113-1128`), and the request sent is coalesced (L818-824). So a user text sent with tool results (a
+  steering hint, which upstream puts in the function-response message, `useGeminiStream.ts@5411f113
+  L2134-2142`) or a synthetic user context item is no clean user content; a new user message after a tool
+  turn that got no answer (a response that brought nothing, or a turn the user interrupted, whose
+  responses upstream adds to the history unsent) follows the model placeholder
+  `closeUnansweredToolResponseTurn` inserts when it sends (`geminiChat.ts L450-458, L768-784`, since
+  `56f9688b30`), so it stays one. The spec's §1 and §4 miss both;
 - §2 before every request, before the pending input (new user text or tool results) joins the
   history: compress when `lastPromptTokenCount ≥ 0.5 × tokenLimit`; the count is the previous
   response's prompt tokens, or the local estimate after the history was replaced; §2.3 the failure
   latch: after an automatic inflated result only truncation runs, until a compression succeeds;
 - §3 reverse-budget truncation of function responses (50,000 estimated tokens, newest first, head
-  20 % / tail 80 % of `min(40,000, 4 × remaining)` characters, with the header and omission lines);
+  20 % / tail 80 % of `min(40,000, 4 × remaining)` characters, with the header and omission lines); the
+  remaining window is `tokenLimit − uiTelemetryService.getLastPromptTokenCount()` (`config.ts@5411f113
+  L3794-3801`), a copy of the chat's count taken on each streamed event of a request (`client.ts L838`) and
+  when a compression or §7 truncation replaced the history (L1237, L1245): the count the last request was
+  sent with, one response behind the chat's (`ui_prompt_tokens`; the spec's §3 takes it for the same value);
 - §4 the split on the truncated contents' compact-JSON lengths at fraction 0.7, only at user
   contents without function responses, "compress everything" after a final model text;
 - §5 two summariser calls (the `<state_snapshot>` request with the anchor, then the verification
-  pass), the original slice when its estimate fits the window, else the truncated one;
+  pass), the original slice when its estimate fits the window, else the truncated one; a call that fails
+  (`SummaryOverflow`) is thrown out of `tryCompressChat` and `processTurn` (`client.ts@5411f113 L689, L1206`;
+  `baseLlmClient.ts L395-421`, a 400 is not retried, §5.1): the turn fails before masking and before its
+  request is sent (`StrategyContext.refuse_request`), and no latch is set;
 - §6 the new history `[summary, "Got it. Thanks for the additional context!", ...truncated tail]`
   and the inflation check (`new estimate > old count` fails);
 - §7 the truncation-only path of the latch;
 - §8 tool-output masking after every check (newest content protected, 50,000 protected tokens,
   30,000 minimum batch, exempt tools, `<tool_output_masked>` snippet, kept only if it saves tokens);
-- §9 truncation of shell outputs and of MCP tools' one-text-part results when the tool runs; §10.2 the estimator;
+- §9 truncation of shell outputs and of MCP tools' one-text-part results when the tool runs (at the §3 threshold,
+  from the same lagging count); §10.2 the estimator; §10.4 the pre-check (`client.ts@5411f113 L696-715`): after the
+  check, `remaining = tokenLimit − lastPromptTokenCount` before masking, and a request whose message (the pending
+  user contents) is estimated above it (`calculateRequestTokenCount`, `tokenCalculation.ts L154-186`: the
+  provider's count when a part is a file) is not sent (`ContextWindowWillOverflow`, refused by the agent);
+- a function response is named by its call (`functionResponse.name`, `tool-executor.ts@5411f113 L213-253`): a
+  transcript's result without a tool name (Claude Code's, Codex's, mini-swe-agent's) takes its call's, by call id;
 - a failed tool's response is `{error: message}` (`ToolExecutor.createErrorResult`, `tool-executor.ts@5411f113
   L148-166, L451-476`; the transcript's error flag stands for `toolResult.error`): no nested parts and no §9
   truncation; §3 reads it as `JSON.stringify(response, null, 2)` and, once past the budget, rewrites it as
@@ -45,8 +68,7 @@ the spec and upstream differ or the spec is silent, upstream is followed (noted 
 The window defaults to the profile's (upstream's `tokenLimit` is 1,048,576 for every Gemini model);
 transcripts hold no environment-context message, so none is re-inserted after a compression; the
 system prompt items stay in front. Reasoning items are not replayed (Gemini keeps thought text out
-of the curated history). The §10.4 pre-check that refuses to send is left to the simulated provider,
-which rejects what does not fit.
+of the curated history).
 
 Each part and content is measured once, and the history is indexed as it grows (running sums of the
 estimate units, compact-JSON lengths and maskable tokens, the clean user contents, and per threshold
@@ -81,6 +103,11 @@ IMAGE_TOKENS = 3_000
 PDF_TOKENS = 25_800
 #: §6 the model's acknowledgement after the summary (protocol string).
 ACK = "Got it. Thanks for the additional context!"
+#: `INTERRUPTED_RESPONSE_PLACEHOLDER`, the model content `closeUnansweredToolResponseTurn` puts between function
+#: responses that got no answer and a new user message (protocol string, `geminiChat.ts@5411f113 L116-117, L768-784`).
+INTERRUPTED_RESPONSE = "[The previous response was interrupted before it completed.]"
+#: The markers of a turn the user interrupted: the synthetic scenarios' `aborted`, Codex's `turn_aborted`.
+INTERRUPT_EVENTS = frozenset({"aborted", "turn_aborted"})
 MASKED_TAG = "<tool_output_masked"
 SNAPSHOT_TAG = "<state_snapshot>"
 #: `TOOL_OUTPUTS_DIR`, the folder of saved outputs in the project's temp folder (`fileUtils.ts@5411f113 L729`).
@@ -444,6 +471,11 @@ class Content:
     @property
     def has_call(self) -> bool:
         return any(p.kind == "call" for p in self.parts)
+
+
+def coalesced(first: Content, second: Content) -> Content:
+    """Two consecutive contents of one role as one (`coalesceConsecutiveRoles`, `geminiChat.ts@5411f113 L1722-1749`)."""
+    return Content(first.role, [*first.parts, *second.parts])
 
 
 def compact_json_length(content: Content) -> int:
@@ -858,7 +890,12 @@ class GeminiCli(Strategy):
         self.history: list[Content] = []
         self.pending: list[Content] = []
         self.last_prompt_tokens = 0
+        #: `uiTelemetryService.getLastPromptTokenCount()`, which §3's and §9's threshold read: the chat's count as it was
+        #: when the last request was sent or a compression or §7 truncation replaced the history (module docstring)
+        self.ui_prompt_tokens = 0
         self.failed_latch = False
+        #: the tool each call id was made to (`_model`): a function response's name (`tool_name`)
+        self._call_tools: dict[str, str] = {}
         self.exempt = {t.strip() for t in o.mask_exempt_tools.split(",") if t.strip()}
         self.shell = {t.strip() for t in o.shell_tools.split(",") if t.strip()}
         self.mcp_prefixes = tuple(t.strip() for t in o.mcp_tool_prefixes.split(",") if t.strip())
@@ -921,35 +958,37 @@ class GeminiCli(Strategy):
             # output is truncated, L371-376); the transcript's error flag stands for `toolResult.error`
             self._response(item, item.text, (), error=True)
         elif item.kind == "tool_result":
-            text, attachments = tool_output(item.tool_name or "", item.text, item.attachments)
-            name = item.tool_name or ""
+            name = self.tool_name(item)
+            text, attachments = tool_output(name, item.text, item.attachments)
             if (name in self.shell or name.startswith(self.mcp_prefixes)) and not item.attachments:
                 # §9 (`tool-executor.ts@5411f113 L217-290`): a shell tool's string output, or an MCP tool's result of
                 # exactly one text part (a result with attachments was a list of parts), when `threshold > 0` and
                 # its length is over it
-                threshold = min(4 * (self.limit - self.last_prompt_tokens), self.options.truncate_tool_output_threshold)
+                threshold = min(4 * (self.limit - self.ui_prompt_tokens), self.options.truncate_tool_output_threshold)
                 if threshold > 0 and _utf16(text) > threshold:
-                    text = format_truncated_output(text, self._executor_path(item.tool_name or "", item.call_id or ""), threshold)
+                    text = format_truncated_output(text, self._executor_path(name, item.call_id or ""), threshold)
             self._response(item, text, attachments, error=False)
         elif item.kind == "user":
             self._user_text(item)
         elif item.is_model_output:
             self._model([item])
 
+    def tool_name(self, item: Item) -> str:
+        """The tool a result answers: its own tool name, else its call's (upstream names every function response by
+        the tool called, `tool-executor.ts@5411f113 L213-253`; some importers name only the call), else ""."""
+        return item.tool_name or self._call_tools.get(item.call_id or "", "")
+
     def _response(self, item: Item, text: str, attachments: tuple[Attachment, ...], *, error: bool) -> None:
         """A function response part, with the other results of its step in one user content."""
-        part = Part("response", text=text, name=item.tool_name or "", call_id=item.call_id or "", item_id=item.id,
+        part = Part("response", text=text, name=self.tool_name(item), call_id=item.call_id or "", item_id=item.id,
                     is_error=item.is_error, attachments=attachments, error_response=error)
-        if self.pending and self.pending[-1].role == "user" and self.pending[-1].has_response:
-            self.pending[-1].parts.append(part)
-        else:
-            self.pending.append(Content("user", [part]))
+        self._add_pending(Content("user", [part]))
 
     def _user_text(self, item: Item) -> None:
         # the user's files are `inlineData` parts after the text (sent, and rendered on the user message)
         parts = [Part("text", text=item.text, item_id=item.id)]
         parts += [Part("data", mime=a.mime, item_id=item.id, attachments=(a,)) for a in item.attachments]
-        self.pending.append(Content("user", parts))
+        self._add_pending(Content("user", parts))
 
     def _model(self, items: Sequence[Item]) -> None:
         parts = []
@@ -962,17 +1001,42 @@ class GeminiCli(Strategy):
                 except json.JSONDecodeError:
                     args = {"raw": item.arguments}
                 parts.append(Part("call", name=item.tool_name or "", call_id=item.call_id or "", args=args, item_id=item.id))
+                if item.call_id and item.tool_name:
+                    self._call_tools[item.call_id] = item.tool_name
         if parts:
-            self.pending.append(Content("model", parts))
+            self._add_pending(Content("model", parts))
+
+    def _add_pending(self, content: Content) -> None:
+        """`content` after the pending ones, merged into the last when its role is the same (§1 coalescing): the
+        parts of one request's message are one content (a steering hint rides in the function responses'), and
+        so are a model output item's and the response's. The pending contents are not indexed yet, so the last
+        one grows in place (its measures and messages follow its parts)."""
+        if self.pending and self.pending[-1].role == content.role:
+            self.pending[-1].parts.extend(content.parts)
+        else:
+            self.pending.append(content)
+
+    def on_marker(self, item: Item) -> None:
+        """The user's interruption of a turn (`INTERRUPT_EVENTS`): the cancelled turn's function responses join the
+        history unsent (`useGeminiStream.ts@5411f113 L2063-2099`), so that a new message follows the placeholder
+        (`_close_unanswered_turn`) rather than riding in their content as a steering hint would."""
+        if item.meta.get("event") in INTERRUPT_EVENTS and self.pending and self.pending[-1].has_response:
+            self._commit_pending()
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
-        self.history.extend(self.pending)
-        self.pending = []
         self._model(items)
-        self.history.extend(self.pending)
-        self.pending = []
+        self._commit_pending()
         if usage is not None:
             self.last_prompt_tokens = usage.input
+
+    def _commit_pending(self) -> None:
+        """The pending contents join the history, coalesced (§1): the first merges into the last content when their
+        roles are the same; that indexed content is then replaced, so the log and the index start anew."""
+        pending, self.pending = self.pending, []
+        if pending and self.history and self.history[-1].role == pending[0].role:
+            self.history[-1] = coalesced(self.history[-1], pending.pop(0))
+            self._log_of = self._index_of = None
+        self.history.extend(pending)
 
     def _next_truncation_id(self) -> int:
         """`config.getNextCompressionTruncationId()`: the number of §3's next saved output."""
@@ -1031,15 +1095,15 @@ class GeminiCli(Strategy):
             ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id))
             out.append(Message("assistant", text, tool_calls=calls, item_ids=ids))
             return out
-        texts = [p for p in content.parts if p.kind == "text"]
         for p in content.parts:
             if p.kind == "response":
                 out.append(response_message(p, p.text, p.attachments))
-        if texts:
-            ids = tuple(dict.fromkeys(p.item_id for p in content.parts if p.item_id and p.kind != "response"))
-            # the user's `inlineData` parts go with the text, as the request carries them
-            files = tuple(a for p in content.parts if p.kind == "data" for a in p.attachments)
-            out.append(Message("user", "\n".join(p.text for p in texts), item_ids=ids, attachments=files))
+        # a message per text part (a coalesced content holds several, each its own part upstream), with the
+        # `inlineData` parts of its item, the user's files, as the request carries them
+        for p in content.parts:
+            if p.kind == "text":
+                files = tuple(a for q in content.parts if q.kind == "data" and q.item_id == p.item_id for a in q.attachments)
+                out.append(Message("user", p.text, item_ids=(p.item_id,) if p.item_id else (), attachments=files))
         return out
 
     def _sync_log(self) -> list[Message]:
@@ -1059,27 +1123,68 @@ class GeminiCli(Strategy):
 
     def messages(self) -> LogView:
         """The system messages, the history and the pending contents rendered: a view of the log of
-        the first two and the pending ones."""
+        the first two and the pending ones. A pending content of the history's last role is sent merged into
+        the last content (§1, the request is coalesced), as the history holds the two once they join it."""
         log = self._sync_log()
-        return LogView(log, len(log), tuple(self.render(self.pending)))
+        pending = self.pending
+        if pending and self.history and self.history[-1].role == pending[0].role:
+            return LogView(log, self._log_at[-2], tuple(self.render([coalesced(self.history[-1], pending[0]), *pending[1:]])))
+        return LogView(log, len(log), tuple(self.render(pending)))
 
     # ------------------------------------------------------------ the check (§2)
     def request(self) -> Request:
         threshold = self._reported_threshold()
         count = self.last_prompt_tokens
         fired = bool(self.history) and count >= self.options.compression_threshold * self.limit
-        if fired:
-            if self.failed_latch:
+        sent = True
+        try:
+            if fired and self.failed_latch:
                 self._truncate_only(count)
-            else:
+            elif fired:
                 self._compress(count, force=False)
-        self._mask()
+        except SummaryOverflow as error:
+            # The summariser's error is thrown out of `processTurn` (§5.1): the turn fails before masking, unsent
+            self.ctx.refuse_request(f"chat compression failed, the turn is not sent: {error}")
+            sent = False
+        if sent:
+            remaining = self.limit - self.last_prompt_tokens  # §10.4: after the check, before masking
+            self._mask()
+            sent = self._fits(remaining)
+        if sent:
+            self.ui_prompt_tokens = self.last_prompt_tokens  # copied on every streamed event (`client.ts@5411f113 L838`)
+        self._close_unanswered_turn()
         # The count upstream holds when it sends (`lastPromptTokenCount`, §10.1): the previous response's
         # prompt tokens, or, once a compression, a truncation (§7) or a mask (§8) replaced the history, the
         # estimate of the new history (`setHistory`, a new chat), never the count the check read before.
         # The check runs once per request (§2.1): once it fired, no count compacts this request again, so it
         # reports no threshold (the compaction it recorded reports the one it fired on)
         return Request(self.messages(), estimate_tokens=self.last_prompt_tokens, threshold=None if fired else threshold)
+
+    def _fits(self, remaining: int) -> bool:
+        """§10.4 the overflow pre-check (`client.ts@5411f113 L696-715`): the message sent, the pending user contents'
+        parts, estimated (`calculateRequestTokenCount`, `tokenCalculation.ts@5411f113 L154-186`: the provider's count
+        when a part is a file, `inlineData`) and compared with what the window has left; over it, the agent does not
+        send the request (`ContextWindowWillOverflow`)."""
+        message = [c for c in self.pending if c.role == "user"]
+        if any(p.kind == "data" for c in message for p in c.parts):
+            estimate = self.ctx.count_tokens(self.render(message))
+        else:
+            estimate = estimate_contents(message)
+        if estimate > remaining:
+            self.ctx.refuse_request(f"ContextWindowWillOverflow: the request's estimated {estimate:,} tokens are more than "
+                                    f"the {remaining:,} the window has left")
+            return False
+        return True
+
+    def _close_unanswered_turn(self) -> None:
+        """`closeUnansweredToolResponseTurn` (`geminiChat.ts@5411f113 L450-458, L768-784`): a message without function
+        responses sent after function responses that got no answer (the history ends on them) follows a model
+        placeholder, so that it is no part of their content (§1) and stays a clean user content (§4). Upstream a turn
+        that fails before it is sent records neither; the replay keeps its message, and so the placeholder too."""
+        message = [p for c in self.pending if c.role == "user" for p in c.parts]
+        if (message and not any(p.kind == "response" for p in message) and self.history
+                and self.history[-1].role == "user" and self.history[-1].has_response and self.pending[0].role == "user"):
+            self.pending.insert(0, Content("model", [Part("text", text=INTERRUPTED_RESPONSE)]))
 
     def _reported_threshold(self) -> int:
         """The smallest count that compresses (`Request.threshold`): the check goes on unless `originalTokenCount
@@ -1118,9 +1223,9 @@ class GeminiCli(Strategy):
         part; past the budget a response is truncated, with a new output path. The counter only
         grows: once it is over the budget every older response is cut, whatever its size."""
         o = self.options
-        # `getTruncateToolOutputThreshold` (config.ts@5411f113 L3794-3801), not clamped: negative once the last
-        # prompt is over the window (`truncation_body` cuts as JavaScript's `slice` then does)
-        threshold = min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold)
+        # `getTruncateToolOutputThreshold` (config.ts@5411f113 L3794-3801) on the UI's count (`ui_prompt_tokens`), not
+        # clamped: negative once that prompt was over the window (`truncation_body` cuts as JavaScript's `slice` then does)
+        threshold = min(4 * (self.limit - self.ui_prompt_tokens), o.truncate_tool_output_threshold)
         budget = o.function_response_token_budget
         self._index()
         contents, responses, text_tokens = self.history, self._responses, self._text_tokens
@@ -1156,7 +1261,8 @@ class GeminiCli(Strategy):
         """§7: the failed-compression path."""
         plan = self.plan_truncation()
         if plan.estimate() < count:
-            self.last_prompt_tokens = plan.estimate()
+            # CONTENT_TRUNCATED: the chat's count is the estimate, copied to the UI's (`client.ts@5411f113 L1240-1246`)
+            self.last_prompt_tokens = self.ui_prompt_tokens = plan.estimate()
             if not plan.cuts_anything():
                 return  # the truncated history is the history: nothing else changes
             truncated = plan.contents()
@@ -1189,18 +1295,13 @@ class GeminiCli(Strategy):
         previous = self._first_snapshot is not None and self._first_snapshot < split
         system = self._prompt("system", "gemini_compression_system.j2", plan_path=None)
         ask = self._prompt("user", "gemini_compression_request.j2", previous=previous)
-        try:
-            first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))
-            verify = self._prompt("user", "gemini_compression_verify.j2")
-            second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
-                                        purpose="verify")
-        except SummaryOverflow:
-            # Upstream the summariser's error is thrown (`baseLlmClient.ts` L421; a 400 is not retried) and
-            # nothing in `compress`, `tryCompressChat` or `processTurn` catches it (`client.ts` L689, L1206):
-            # the turn fails before its request is sent (§5.1). A replay has no failed-turn outcome (the
-            # recorded step is replayed whatever happens), so the step goes on with the history uncompressed;
-            # the overflowing summary request is recorded as such.
-            return
+        # A call that fails raises `SummaryOverflow` out of here: upstream the summariser's error is thrown
+        # (`baseLlmClient.ts@5411f113 L395-421`; a 400 is not retried) and nothing in `compress` or `tryCompressChat`
+        # catches it (`client.ts@5411f113 L1206`): nothing changes, no latch, and `request` fails the turn (§5.1)
+        first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))
+        verify = self._prompt("user", "gemini_compression_verify.j2")
+        second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
+                                    purpose="verify")
         final = (second.text.strip() or first.text).strip()
         if not final:
             return
@@ -1215,7 +1316,8 @@ class GeminiCli(Strategy):
         before = self.messages()
         self.history = new_history
         self.failed_latch = False
-        self.last_prompt_tokens = new_tokens
+        # the new chat's count is the estimate, copied to the UI's (`client.ts@5411f113 L1236-1237`)
+        self.last_prompt_tokens = self.ui_prompt_tokens = new_tokens
         self.ctx.record_compaction(
             trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
             summarized_ids=[i for m in body for i in m.item_ids], estimate_tokens=count,

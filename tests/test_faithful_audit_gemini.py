@@ -135,7 +135,7 @@ def test_planned_truncation_equals_the_straightforward_one_with_error_responses(
     for _ in range(25):
         gemini = GeminiCli(SimpleNamespace(profile=get_profile("1m"), session={}),
                            GeminiCli.parse_options({"token_limit": rng.choice([30_000, 64_000, 200_000])}))
-        gemini.last_prompt_tokens = rng.choice([0, 10_000, 60_000])
+        gemini.ui_prompt_tokens = rng.choice([0, 10_000, 60_000])  # the count §3's threshold reads
         history = [Content("user", [Part("text", text="start")])]
         for step in range(rng.randint(3, 10)):
             ids = [f"c{step}_{k}" for k in range(rng.randint(1, 3))]
@@ -144,7 +144,7 @@ def test_planned_truncation_equals_the_straightforward_one_with_error_responses(
                                                   name=rng.choice(["read_file", "7"]), call_id=i, error_response=rng.random() < 0.4)
                                              for i in ids]))
         gemini.history = history
-        threshold = min(4 * (gemini.limit - gemini.last_prompt_tokens), 40_000)
+        threshold = min(4 * (gemini.limit - gemini.ui_prompt_tokens), 40_000)
         expected = _straightforward_truncation(history, threshold, gemini.outputs_dir, gemini._truncation_ids)
         plan = gemini.plan_truncation()
         contents = plan.contents()

@@ -316,12 +316,13 @@ def test_truncation_threshold_is_not_clamped():
     assert format_truncated_output("", "P", 0) == ""
     assert format_truncated_output("", "P", -1) == (
         "Output too large. Showing first -1 and last 0 characters. For full output see: P\n\n\n... [1 characters omitted] ...\n\n")
-    # §3 in the strategy: a 250,000-character output (62,500 tokens, over the 50,000 budget) after a prompt of
-    # 64,010 tokens on a 64,000 window: threshold 4 × (−10) = −40, head −8, tail −32: the "truncated" output keeps
-    # all but the last 8 and all but the first 32 characters, and 250,040 are omitted.
+    # §3 in the strategy: a 250,000-character output (62,500 tokens, over the 50,000 budget) after a request sent
+    # with a prompt of 64,010 tokens on a 64,000 window (the UI's count, `ui_prompt_tokens`, which the threshold
+    # reads): threshold 4 × (−10) = −40, head −8, tail −32: the "truncated" output keeps all but the last 8 and all
+    # but the first 32 characters, and 250,040 are omitted.
     gemini = _gemini()
     gemini.history = [Content("user", [Part("response", text="x" * 250_000, name="read_file", call_id="c")])]
-    gemini.last_prompt_tokens = 64_010
+    gemini.ui_prompt_tokens = 64_010
     [part] = gemini.plan_truncation().contents()[0].parts
     path = "~/.gemini/tmp/project/tool-outputs/read_file_1.txt"
     assert part.text == (f"Output too large. Showing first -8 and last -32 characters. For full output see: {path}\n"

@@ -108,7 +108,9 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: where a check preceded it (the first of a user turn; pi.md §2.3); with every request's threshold put back, the
 #: pi-2026-03 and pi-2025-12 digests are the ones recorded before. pi also follows upstream to 2efa728d: a6f720e6's cut
 #: walk counts the previous compaction's summary, so on Pi's session at 32k the nested summaries no longer pile up
-#: until requests overflow (562 requests and 86 compactions, was 837 and 175).
+#: until requests overflow (562 requests and 86 compactions, was 837 and 175). gemini-cli (same pass's audit):
+#: upstream's history merges consecutive contents of one role and puts its "interrupted" model turn after
+#: unanswered tool results (`geminiChat.ts@5411f113`); the first difference is that placeholder at Pi's request 188.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -149,7 +151,7 @@ GOLDEN = {
     ("anthropic-compact", "synthetic"): (427, 0, "21c089531f4415c9"),
     ("anthropic-compact", "pi"): (454, 0, "718d03e28df2ec1f"),
     ("gemini-cli", "synthetic"): (443, 8, "69d1739d47c52f6c"),
-    ("gemini-cli", "pi"): (526, 36, "ea930556a6910044"),
+    ("gemini-cli", "pi"): (526, 36, "b907cdc237c19331"),
     ("openhands", "synthetic"): (447, 20, "57793d252dbaad60"),
     ("openhands", "pi"): (477, 23, "51af5f9d7e3e330b"),
     ("openhands-v0", "synthetic"): (440, 13, "7f3d2ef6ee35725b"),

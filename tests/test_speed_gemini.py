@@ -132,7 +132,7 @@ class ReferenceGeminiCli(GeminiCli):
 
     def truncate_to_budget(self, contents: Sequence[Content]) -> list[Content]:
         o = self.options
-        threshold = min(4 * (self.limit - self.last_prompt_tokens), o.truncate_tool_output_threshold)
+        threshold = min(4 * (self.limit - self.ui_prompt_tokens), o.truncate_tool_output_threshold)
         counter = 0
         out: list[Content] = []
         for content in reversed(contents):
@@ -159,7 +159,7 @@ class ReferenceGeminiCli(GeminiCli):
         if ref_estimate_contents(truncated) < count:
             before = self.messages()
             self.history = truncated
-            self.last_prompt_tokens = ref_estimate_contents(self.history)
+            self.last_prompt_tokens = self.ui_prompt_tokens = ref_estimate_contents(self.history)
             after = self.messages()
             if after != before:
                 self.ctx.record_compaction(trigger="truncate", before=before, after=after, summary=None, estimate_tokens=count,
@@ -177,13 +177,10 @@ class ReferenceGeminiCli(GeminiCli):
         system = Message("system", self.ctx.render_prompt("gemini_compression_system.j2", plan_path=None))
         body = self.render(chosen)
         ask = Message("user", self.ctx.render_prompt("gemini_compression_request.j2", previous=previous))
-        try:
-            first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))
-            verify = Message("user", self.ctx.render_prompt("gemini_compression_verify.j2"))
-            second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
-                                        purpose="verify")
-        except SummaryOverflow:
-            return
+        first = self.ctx.summarize(Request([system, *body, ask], kind="summary"))  # a SummaryOverflow fails the turn
+        verify = Message("user", self.ctx.render_prompt("gemini_compression_verify.j2"))
+        second = self.ctx.summarize(Request([system, *body, Message("assistant", first.text), verify], kind="summary"),
+                                    purpose="verify")
         final = (second.text.strip() or first.text).strip()
         if not final:
             return
@@ -197,7 +194,7 @@ class ReferenceGeminiCli(GeminiCli):
         before = self.messages()
         self.history = new_history
         self.failed_latch = False
-        self.last_prompt_tokens = new_tokens
+        self.last_prompt_tokens = self.ui_prompt_tokens = new_tokens
         self.ctx.record_compaction(
             trigger="manual" if force else "threshold", before=before, after=self.messages(), summary=final,
             summarized_ids=[i for m in self.render(original) for i in m.item_ids], estimate_tokens=count,
