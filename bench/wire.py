@@ -24,6 +24,16 @@ request breaks the wire rules; this module makes every payload actually sent sat
   call without its result there is written into the assistant's text (``[tool call NAME(ARGS) had no
   recorded result]``); a tool result without its call becomes a user message
   (``[result of tool call ID (NAME)]`` + text). Nothing is invented and nothing is lost.
+- Gemini's opening turn: Gemini refuses a function call turn that comes neither right after a user
+  turn nor after a function response turn ("Please ensure that function call turn comes immediately
+  after a user turn or after a function response turn", gemini-cli #11814; `metrics/integrity.py`'s
+  ``misplaced_call``), and litellm lifts every system message into ``systemInstruction``, so a
+  request whose first message after the system ones is an assistant's calls (a summary request or an
+  answerer's context that opens inside a turn) opens ``contents`` with a call turn. A Gemini-bound
+  payload (`GEMINI_PROVIDERS`) gets the user message ``.`` (`OPENING_USER_TURN`) in front of that
+  assistant message: the placeholder litellm itself puts before an Anthropic request that opens with
+  an assistant turn (``litellm.modify_params``), which says nothing the model could take for the
+  user's words. Only this one message is added; other providers' payloads are left as they are.
 - content: a final assistant message (a prefill) loses its trailing whitespace (Anthropic refuses it);
   empty user/system text is dropped (there is nothing to say); an empty or whitespace-only tool
   output is sent as ``(no output)`` (Anthropic rejects empty text blocks; it and Bedrock Converse
@@ -46,6 +56,10 @@ from typing import Any, TypeAlias
 from compaction_bench.request import Message, ToolCall, merge_assistant
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+#: litellm providers whose requests go out as Gemini `contents` (Google AI Studio, Vertex AI).
+GEMINI_PROVIDERS = ("gemini", "vertex_ai", "vertex_ai_beta")
+#: The user message put before a Gemini request's opening call turn (litellm's placeholder user turn, "."), module docstring.
+OPENING_USER_TURN = "."
 EMPTY_TOOL_OUTPUT = "(no output)"
 ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 MAX_ID = 64
@@ -216,6 +230,10 @@ def chat_messages(messages: Sequence[WireInput], *, provider: str = "openai") ->
         out[-1]["content"] = out[-1]["content"].rstrip() or None  # Anthropic refuses a final assistant turn ending in whitespace
         if out[-1]["content"] is None and not out[-1].get("tool_calls"):
             out.pop()
+    if provider in GEMINI_PROVIDERS:
+        opening = next((k for k, entry in enumerate(out) if entry["role"] != "system"), None)
+        if opening is not None and out[opening].get("tool_calls"):
+            out.insert(opening, {"role": "user", "content": OPENING_USER_TURN})
     return out
 
 

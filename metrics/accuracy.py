@@ -1,9 +1,18 @@
 """Token accuracy: each strategy's own estimate at decision time against the true count.
 
-Per request the strategy sent or tried to send (a turn or a summary request, overflowed or not):
-signed error (estimate − true), absolute percentage error, and, for a turn, a missed trigger (the
-true count reached the strategy's threshold while its estimate said it had not, so it sent the
-request instead of compacting). The final context is left out: it is probed, never sent, and what
+Per request the strategy sent or tried to send (a turn or a summary request, overflowed or not) and
+decided on: signed error (estimate − true), absolute percentage error, and, for a turn, a missed
+trigger (the true count reached the strategy's threshold while its estimate said it had not, so it
+sent the request instead of compacting). A request is decided on when it reports a threshold
+(`Request.threshold`): its rule compared this very estimate with it. One without a threshold has no
+error: its estimate is one no rule read, sent unchecked right after the strategy compacted inside
+`request()` (the check already spent: Claude Code 2.0.57's structural 0 after an auto-compaction,
+Gemini CLI's estimate of the history it just replaced, which the next check replaces with the next
+response's usage) or with automatic compaction off, and averaging it in would rank beliefs nothing
+acted on. The estimate stays in the requests table beside the true count. Codex in its
+`body_after_prefix` scope reads its estimate on every request but reports no threshold (its rule
+also reads the count less the window's prefill, so no verdict on the whole count is exact): it has
+no error either. The final context is left out: it is probed, never sent, and what
 a strategy fed by usage holds of it is the last response's usage with nothing after it, the true
 count itself, so it would add one exact row per cell (a fifth of a five-request session's rows).
 
@@ -48,20 +57,21 @@ class EstimateError:
     missed_trigger: bool
 
 
-#: No error measured: no estimate, a request that is not sent, or an estimate on another quantity.
+#: No error measured: no estimate, a request that is not sent or not decided on, or an estimate on another quantity.
 NO_ERROR = EstimateError(None, None, False)
 
 
 def estimate_error(request: RequestRecord) -> EstimateError:
-    estimate, true = request.estimate_tokens, request.true_tokens
-    if estimate is None or request.kind not in SENT_KINDS:
+    """The error of the estimate a sent or tried request was decided on (module docstring); `NO_ERROR`
+    for one without an estimate or a threshold."""
+    estimate, true, threshold = request.estimate_tokens, request.true_tokens, request.threshold
+    if estimate is None or threshold is None or request.kind not in SENT_KINDS:
         return NO_ERROR
     signed = estimate - true
     ape = abs(signed) / true if true else None
-    threshold = request.threshold
     # `threshold` is the smallest count that fires the rule (module docstring): reaching it is firing it,
     # for strict and non-strict strategies alike
-    missed = request.kind == "turn" and threshold is not None and true >= threshold > estimate
+    missed = request.kind == "turn" and true >= threshold > estimate
     return EstimateError(signed, ape, missed)
 
 

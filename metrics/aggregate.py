@@ -24,8 +24,9 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
 - requests: `failed_requests` (requests that reached no model: the provider refused them as too long, or the
   agent itself did, `refused_requests`), `overflows` (turn requests the provider refused), `cannot_serve`
   (some step never got a request through, after the strategy's retries, or the final context
-  does not fit or would not be sent), integrity per wire format, estimate error (`estimate_ape` and its count
-  `estimate_ape_n`, no interval: one cell's requests are not independent), missed triggers, cache hit
+  does not fit or would not be sent), integrity per wire format, estimate error at decision time (`estimate_ape`
+  and its count `estimate_ape_n`, the requests with an error: those the strategy's rule checked, `metrics.accuracy`;
+  no interval: one cell's requests are not independent), missed triggers, cache hit
   rate, cached / re-billed / written tokens, dollars (NaN, not $0, for a model without a price: `cost.UNPRICED`);
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
 The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
@@ -451,7 +452,8 @@ def _compaction_metrics(cell: Cell | None, repeats: int) -> dict[str, Any]:
 
 #: Rates of the summary whose value over several scenarios is the pooled ratio, each scenario's rate
 #: weighted by what it is a share of (the tokens of the requests that could hit the cache; the requests
-#: with an estimate), not the mean of the scenarios' rates, which weighs a short scenario like a long one.
+#: with an estimate error, those decided on their estimate), not the mean of the scenarios' rates, which weighs
+#: a short scenario like a long one.
 RATE_WEIGHTS = {"cache_hit_rate": "cache_eligible_tokens", "estimate_ape": "estimate_ape_n"}
 
 

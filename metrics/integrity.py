@@ -26,7 +26,18 @@ The formats (docs/specs/evaluation.md §6: "our validator must run on each provi
   block of the assistant turn; tool results are ``tool_result`` blocks of a user turn;
   consecutive turns of one role merge into one. Every ``tool_use`` must be answered in the very
   next turn, with the ``tool_result`` blocks before any text of that turn, and every
-  ``tool_result`` must answer a ``tool_use`` of the turn right before it.
+  ``tool_result`` must answer a ``tool_use`` of the turn right before it. The layout is that of an
+  agent calling the Messages API itself, which has no system role inside ``messages``: a later system
+  message is sent where it stands, as user text, so one between a call and its result is a
+  ``misplaced_result``. It is not litellm's, which this project's own model calls go through
+  (`compaction_bench.wire`): litellm 1.110 moves a system run caught between a call and its results
+  behind them (``place_mid_conversation_system``), and earlier versions lifted every system message
+  into ``system``; either way such a request would be sent valid. Not checked: with extended thinking
+  on, the API refuses a final assistant turn whose ``tool_use`` blocks do not follow a thinking block
+  ("Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a
+  final `assistant` message must start with a thinking block", anomalyco/opencode#3077): whether
+  thinking is on is the agent's request setting, which a request here does not carry, and a strategy
+  that drops the current step's reasoning would break it.
 - ``gemini`` (Gemini API ``generateContent``): ``contents`` of ``user`` and ``model`` turns, whose
   parts are ``text``, ``functionCall`` and ``functionResponse``. Every system or developer message,
   wherever it stands, goes to ``systemInstruction`` (litellm's ``transform_system_message`` lifts

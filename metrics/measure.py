@@ -3,7 +3,8 @@
 `measure_cell` is what the runner calls for every (scenario, strategy, profile, repeat) cell; it
 adds those columns itself. Rows:
 - requests: every request the strategy produced (turn, summary and final), with true and estimated
-  tokens, overflow, which usage the strategy was fed (`usage_source`; an estimate made while it held a
+  tokens, the estimate's error where the strategy's rule checked it (a threshold reported:
+  `metrics.accuracy`), overflow, which usage the strategy was fed (`usage_source`; an estimate made while it held a
   recorded usage is flagged `estimate_on_recorded_usage` and gets no error or verdict, as the
   recording's usage counts a system prompt the replayed messages lack), the provider's cached,
   written and re-billed tokens, integrity violation counts per

@@ -15,8 +15,9 @@ the real API does and answers a rejected one with that API's error shape and HTT
 - Anthropic (`POST /v1/messages`): `max_tokens` required; roles user/assistant only, system as a
   top-level field; text/image/tool_use/tool_result/thinking blocks; non-empty text; each
   `tool_result` answers a `tool_use` of the previous assistant message, and each `tool_use` is
-  answered in the next message, its results first in that message; tool_use ids unique in the request
-  and matching `^[A-Za-z0-9_-]+$`; temperature in 0..1; a final assistant message (prefill) not
+  answered in the next message, its results first in that message, by one `tool_result` each ("each
+  tool_use must have a single result. Found multiple `tool_result` blocks with id …"); tool_use ids
+  unique in the request and matching `^[A-Za-z0-9_-]+$`; temperature in 0..1; a final assistant message (prefill) not
   ending in whitespace; a prompt over the window → 400 `prompt is too long: N tokens > M maximum`,
   prompt + `max_tokens` over it → 400 `input length and `max_tokens` exceed context limit`.
   `finish_reason = "length"` makes every answer report a cut-off reply (Anthropic `max_tokens`).
@@ -25,13 +26,19 @@ the real API does and answers a rejected one with that API's error shape and HTT
   messages (user/system/developer with `input_text`/`input_image` parts, assistant with
   `output_text`/`refusal` parts, or string content), `function_call` {call_id, name, arguments: str},
   `function_call_output` {call_id, output} answering an earlier call of the request (every call
-  answered, a call id used once), `reasoning` items; a gpt-5/o-series model takes no
+  answered once: "Duplicate function_call_output for call_id …", NousResearch/hermes-agent#102629; a
+  call id used once), `reasoning` items; a gpt-5/o-series model takes no
   `temperature`; a prompt over the window → 400 `context_length_exceeded`. `paths` records which
   endpoint each answered call used.
 - Gemini (`POST /v1beta/models/{model}:generateContent`, key in `x-goog-api-key` or `?key=`, 403
   otherwise): only the body fields the API knows (camelCase or snake_case, as proto JSON reads
   them); `contents` of user/model turns with non-empty parts (text, inline data, function calls,
-  function responses answering a call of the model turn before), `systemInstruction` of text parts,
+  function responses), paired as `metrics/integrity.py`'s Gemini format states the API's three rules
+  (the test oracle `tests/test_integrity_gemini.api_accepts` applies the same): a turn of function
+  calls right after a user turn (so `contents` cannot open with one, gemini-cli #11814), the next
+  turn holding one function response per call (gemini-cli #4217), answering them by id where the
+  calls carry ids (Gemini 3; that refusal's wording is the server's own) and by a called name, and
+  a turn of function responses only right after a call turn; `systemInstruction` of text parts,
   `generationConfig` with a temperature in 0..2 and a positive `maxOutputTokens`; a prompt over the
   window → 400 INVALID_ARGUMENT "The input token count (N) exceeds the maximum number of tokens
   allowed (M)." (the limit is on input only); errors as `{"error": {"code", "message", "status"}}`.
@@ -628,7 +635,12 @@ def validate_anthropic(payload: dict[str, Any]) -> Call:
             last = blocks[-1]
             if last["type"] == "text" and last["text"] != last["text"].rstrip():
                 raise Invalid(400, "invalid_request_error", "final assistant content cannot end with trailing whitespace")
-        results = {b["tool_use_id"] for b in blocks if b["type"] == "tool_result"}
+        answers = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        results = set(answers)
+        repeated = sorted({i for i in answers if answers.count(i) > 1})
+        if repeated:
+            raise Invalid(400, "invalid_request_error",
+                          f"{where}: each tool_use must have a single result. Found multiple `tool_result` blocks with id: {repeated[0]}")
         if role == "assistant" and results:
             raise Invalid(400, "invalid_request_error", f"{where}: tool_result blocks are only allowed in user messages")
         if pending - results:
@@ -751,6 +763,9 @@ def validate_responses(payload: dict[str, Any]) -> Call:
             call_id = item.get("call_id")
             if call_id not in calls:
                 raise Invalid(400, "invalid_request_error", f"No tool call found for function call output with call_id {call_id}.", "input")
+            if call_id in answered:
+                raise Invalid(400, "invalid_request_error", f"Duplicate function_call_output for call_id {call_id}. "
+                              "Each function_call must have exactly one matching function_call_output.", "input")
             output = item.get("output")
             text = output if isinstance(output, str) else _responses_parts(output, where, "user") if isinstance(output, list) else None
             if text is None:
@@ -833,6 +848,37 @@ def _gemini_parts(content: Any, where: str) -> list[dict[str, Any]]:
     return [content]
 
 
+def _gemini_pairing(contents: list[dict[str, Any]]) -> None:
+    """The API's function call rules on `contents` (read turns, camelCase parts), content by content (raises
+    `Invalid`): a call turn is a model turn right after a user turn; the turn after it holds one response per call,
+    with the calls' ids (a call without an id is answered by a response without one) and names; a response turn
+    comes right after a call turn."""
+    def parts(turn: dict[str, Any] | None, kind: str) -> list[dict[str, Any]]:
+        return [part[kind] for part in turn["parts"] if kind in part] if turn is not None else []
+
+    for index, turn in enumerate(contents):
+        before = contents[index - 1] if index else None
+        after = contents[index + 1] if index + 1 < len(contents) else None
+        calls, responses = parts(turn, "functionCall"), parts(turn, "functionResponse")
+        if calls and (turn["role"] != "model" or before is None or before["role"] != "user"):
+            raise Invalid(400, "invalid_argument", "Please ensure that function call turn comes immediately after a user turn "
+                          "or after a function response turn.")
+        if responses and (turn["role"] != "user" or not parts(before, "functionCall")):
+            raise Invalid(400, "invalid_argument", "Please ensure that function response turn comes immediately after a function call turn.")
+        if not calls:
+            continue
+        answers = parts(after, "functionResponse")
+        if len(answers) != len(calls):
+            raise Invalid(400, "invalid_argument", "Please ensure that the number of function response parts is equal to the number "
+                          "of function call parts of the function call turn.")
+        called, answered = sorted(str(c.get("id")) for c in calls), sorted(str(r.get("id")) for r in answers)
+        if called != answered:
+            raise Invalid(400, "invalid_argument", "Please ensure that each function response part answers a function call part of "
+                          f"the function call turn by its id (called {called}, answered {answered}).")
+        if {r["name"] for r in answers} - {c["name"] for c in calls}:
+            raise Invalid(400, "invalid_argument", "Please ensure that function response turn comes immediately after a function call turn.")
+
+
 def validate_gemini(payload: dict[str, Any], model: str) -> Call:
     """The Gemini `generateContent` checks of a request body (raises `Invalid`); the model is the path's."""
     body = _proto(payload, "GenerateContentRequest", GEMINI_REQUEST)
@@ -845,33 +891,27 @@ def validate_gemini(payload: dict[str, Any], model: str) -> Call:
         if any("text" not in part for part in instruction["parts"]):
             raise Invalid(400, "invalid_argument", "* GenerateContentRequest.system_instruction: only text parts are supported")
         system = "\n".join(part["text"] for part in instruction["parts"])
-    turns: list[tuple[str, str]] = []
-    called: set[str] = set()  # the function names the model turn before may have answered
+    read = []
     for index, content in enumerate(contents):
         where = f"contents[{index}]"
         turn = _gemini_parts(content, where)[0]
-        role = turn.get("role")
-        if role not in ("user", "model"):
+        if turn.get("role") not in ("user", "model"):
             raise Invalid(400, "invalid_argument", f"* GenerateContentRequest.{where}.role: Please use a valid role: user, model.")
-        names = set()
+        read.append(turn)
+    _gemini_pairing(read)
+    turns: list[tuple[str, str]] = []
+    for turn in read:
+        role = turn["role"]
         for part in turn["parts"]:
             if "functionResponse" in part:
-                if role != "user" or part["functionResponse"]["name"] not in called:
-                    raise Invalid(400, "invalid_argument",
-                                  "Please ensure that function response turn comes immediately after a function call turn.")
                 turns.append(("tool", json.dumps(part["functionResponse"].get("response", {}), sort_keys=True)))
             elif "functionCall" in part:
-                if role != "model":
-                    raise Invalid(400, "invalid_argument", "Please ensure that function call turn comes immediately after a user turn "
-                                  "or after a function response turn.")
-                names.add(part["functionCall"]["name"])
                 call = part["functionCall"]
                 turns.append(("assistant", f"{call['name']}({json.dumps(call.get('args', {}), sort_keys=True)})"))
             elif "text" in part and not part.get("thought"):
                 turns.append(("assistant" if role == "model" else "user", part["text"]))
             elif "text" not in part:
                 turns.append((role, "[data]"))
-        called = names
     config = body.get("generationConfig") or {}
     if not isinstance(config, dict):
         raise Invalid(400, "invalid_argument", "Invalid JSON payload received. 'generation_config' must be an object.")
