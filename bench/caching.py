@@ -1,12 +1,18 @@
 """Prompt-cache model: how many tokens of a request a provider would serve from its cache.
 
 Given the longest common token prefix with the previous request of the same cell, the provider's
-rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
-- OpenAI: nothing below `min_prefix` (1,024) tokens; above it, whole `block`s (128 tokens). A model
-  with a write premium (GPT-5.6 and later, `write_multiplier` > 0) writes what the request newly
-  caches: its whole blocks (from `min_prefix` on) after the part it read. Which tokens OpenAI counts
-  as written is not documented in the spec (§7 "unverified"); this is the cacheable part not already
-  cached, the same rule as Anthropic's with the provider's granularity.
+rules (docs/specs/evaluation.md §7) decide what is billed as a cache read, by where the policy says a
+read may end (`CachePolicy.reads`):
+- Anywhere in the prefix (OpenAI before GPT-5.6, Gemini, DeepSeek, Mistral): nothing below `min_prefix`
+  (OpenAI 1,024) tokens; above it, whole `block`s (OpenAI 128 tokens). A model with a write premium
+  (`write_multiplier` > 0: some Qwen, GLM and MiniMax entries) writes what the request newly caches:
+  its whole blocks (from `min_prefix` on) after the part it read (which tokens such an API bills as
+  written is not documented; this is Anthropic's rule with the provider's granularity).
+- At breakpoints (Anthropic, GPT-5.6 and later): a request writes cache entries at its breakpoints,
+  and a read is the longest entry of an earlier request that lies inside the common prefix and is at
+  least `min_prefix` long, matched exactly (no shorter unmarked prefix, no rounding); the rest of the
+  request up to its last breakpoint is written (`_breakpoint_read`, `cache_outcome`). Who places the
+  breakpoints and how far back a read is looked for differ:
 - Anthropic: a request writes cache entries at its breakpoints (at most `breakpoints` of them),
   which the agent places (`CacheMarks`): most coding agents mark the end of the leading system prompt
   and the ends of the last messages; Aider by default marks nothing (caching on Anthropic is opt-in
@@ -15,7 +21,11 @@ rules (docs/specs/evaluation.md §7) decide what is billed as a cache read:
   lookback from one of the new request's own breakpoints (`ANTHROPIC_LOOKBACK_BLOCKS`).
   The rest of the request, up to its last breakpoint, is written at
   `write_multiplier` × the input price; a request without a breakpoint reads and writes nothing.
-- Both: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
+- GPT-5.6 and later (`IMPLICIT_READS`): OpenAI places one breakpoint per request, at the end of its
+  newest system, user or tool message (`newest_input`; assistant output cannot carry one), and finds
+  an earlier one with no lookback limit; agents' marks (`CacheMarks`) play no part. What is written
+  from the read up to that breakpoint is billed where the map prices a write premium (1.25×).
+- All: an entry older than `ttl_seconds` (from recorded timestamps, when there are any) is gone.
 
 The lookback counts content blocks, not messages. Anthropic's prompt-caching guide
 (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, "How automatic prefix checking
@@ -49,13 +59,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from compaction_bench.profiles import CachePolicy
+from compaction_bench.profiles import IMPLICIT_READS, MARKED_READS, PREFIX_READS, CachePolicy
 
 if TYPE_CHECKING:
     from compaction_bench.request import Message
 
 #: How many content-block positions Anthropic checks for an earlier entry, from a breakpoint's own block back.
 ANTHROPIC_LOOKBACK_BLOCKS = 20
+#: The messages an implicit GPT-5.6 breakpoint can end at (`newest_input`): langchain4j's
+#: `OpenAiOfficialPromptCacheBreakpoint` takes system, user and tool-result messages, "assistant output blocks are not
+#: among the block types OpenAI accepts a breakpoint on" (nor reasoning or compaction items).
+IMPLICIT_BREAKPOINT_ROLES = frozenset({"system", "developer", "user", "tool"})
 
 
 class CacheMarks(enum.Enum):
@@ -104,6 +118,15 @@ def blocks_of(message: Message) -> int:
     return count or 1
 
 
+def newest_input(messages: Sequence[Message]) -> int:
+    """The index of the newest message an implicit GPT-5.6 breakpoint can end at (`IMPLICIT_BREAKPOINT_ROLES`),
+    -1 for none: read from the end, where it nearly always is."""
+    for n in range(len(messages) - 1, -1, -1):
+        if messages[n].role in IMPLICIT_BREAKPOINT_ROLES:
+            return n
+    return -1
+
+
 def breakpoints(
     boundaries: Sequence[int], system_messages: int, limit: int, placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL
 ) -> list[int]:
@@ -140,31 +163,42 @@ def within_lookback(index: int, marks: Sequence[int], blocks: Sequence[int] | No
     return True
 
 
-def _anthropic_read(
+def _marks(policy: CachePolicy, boundaries: Sequence[int], system_messages: int, newest: int | None, placement: CacheMarks) -> list[int]:
+    """Message indices of a request whose end carries a breakpoint: the agent's (`breakpoints`, Anthropic) or the
+    provider's one at message `newest` (`IMPLICIT_READS`; None: the last message, -1: none)."""
+    if policy.reads == IMPLICIT_READS:
+        at = len(boundaries) - 1 if newest is None else newest
+        return [at] if 0 <= at < len(boundaries) else []
+    return breakpoints(boundaries, system_messages, policy.breakpoints, placement)
+
+
+def _breakpoint_read(
     policy: CachePolicy,
     prefix_tokens: int,
     previous_boundaries: Sequence[int],
-    previous_system: int,
+    previous_marks: Sequence[int],
     current_boundaries: Sequence[int] | None,
-    current_system: int,
+    current_marks: Sequence[int] | None,
     current_blocks: Sequence[int] | None,
     least_blocks: int,
-    placement: CacheMarks,
 ) -> int:
-    marks = breakpoints(current_boundaries, current_system, policy.breakpoints, placement) if current_boundaries is not None else None
+    """The tokens read at the longest breakpoint of the earlier request (`previous_marks`) inside the common prefix and at
+    least `min_prefix` long; on Anthropic (`MARKED_READS`, with the current request's `current_marks` known) only
+    one the lookback from those marks finds."""
+    lookback = policy.reads == MARKED_READS and current_marks is not None
     # The longest entry that qualifies is the read: the entries are tried from the longest down, and the first one
     # found is it (the lookback, the only check that reads messages, runs for as few entries as that takes).
-    for i in reversed(breakpoints(previous_boundaries, previous_system, policy.breakpoints, placement)):
+    for i in reversed(previous_marks):
         entry = previous_boundaries[i]
         if entry > prefix_tokens:
             continue
         if entry < policy.min_prefix:
             break  # every shorter entry is below the minimum too
-        if marks is not None:
-            assert current_boundaries is not None
+        if lookback:
+            assert current_boundaries is not None and current_marks is not None
             index = bisect.bisect_left(current_boundaries, entry)
             on_boundary = index < len(current_boundaries) and current_boundaries[index] == entry
-            if not on_boundary or not within_lookback(index, marks, current_blocks, least_blocks):
+            if not on_boundary or not within_lookback(index, current_marks, current_blocks, least_blocks):
                 continue
         return entry
     return 0
@@ -183,6 +217,8 @@ def cache_outcome(
     current_blocks: Sequence[int] | None = None,
     least_blocks: int = 1,
     placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL,
+    previous_newest_input: int | None = None,
+    current_newest_input: int | None = None,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
@@ -194,20 +230,28 @@ def cache_outcome(
     breakpoint are read, so a lazy sequence will do); None counts one block per message.
     `least_blocks` is the fewest any message is: 0 where the API drops some (earlier turns' thinking).
     `placement` is where the agent put the breakpoints of both requests (Anthropic only); the write ends at
-    the current request's last one.
+    the current request's last one. `*_newest_input` is the index of each request's newest system, user or tool
+    message (`newest_input`), where GPT-5.6 places its breakpoint (None: the last message).
     """
     if expired:
         prefix_tokens = 0
-    if policy.provider == "anthropic":
-        cached = _anthropic_read(
-            policy, prefix_tokens, previous_boundaries, previous_system, current_boundaries, current_system, current_blocks, least_blocks,
-            placement,
+    if policy.reads != PREFIX_READS:
+        marks = (_marks(policy, current_boundaries, current_system, current_newest_input, placement)
+                 if current_boundaries is not None else None)
+        previous_marks = _marks(policy, previous_boundaries, previous_system, previous_newest_input, placement)
+        cached = _breakpoint_read(
+            policy, prefix_tokens, previous_boundaries, previous_marks, current_boundaries, marks, current_blocks, least_blocks,
         )
-        written_to = total_tokens
-        if placement is not CacheMarks.SYSTEM_AND_TAIL:  # the tail's breakpoint is the request's end
-            marks = breakpoints(current_boundaries, current_system, policy.breakpoints, placement) if current_boundaries is not None else []
-            written_to = current_boundaries[marks[-1]] if current_boundaries is not None and marks else 0
+        if policy.reads == MARKED_READS and placement is CacheMarks.SYSTEM_AND_TAIL:
+            written_to = total_tokens  # the tail's breakpoint is the request's end
+        elif marks is None:  # the request's messages are not given: GPT-5.6's breakpoint taken as its end, an agent's unknown
+            written_to = total_tokens if policy.reads == IMPLICIT_READS else 0
+        else:
+            assert current_boundaries is not None
+            written_to = current_boundaries[marks[-1]] if marks else 0
         write = written_to - cached if written_to >= policy.min_prefix else 0
+        if policy.reads == IMPLICIT_READS and policy.write_multiplier <= 0:
+            write = 0  # OpenAI bills writes only where the map prices a premium (as before GPT-5.6)
         return CacheOutcome(prefix_tokens, cached, max(write, 0))
     cached = prefix_tokens // policy.block * policy.block if prefix_tokens >= policy.min_prefix else 0
     cacheable = total_tokens // policy.block * policy.block if total_tokens >= policy.min_prefix else 0

@@ -23,7 +23,8 @@ prices and cache rules come from the map; the provider family decides the rest:
   message; Gemini 2.5+ from the model's minimum (the map's `prompt_cache_min_tokens`, else 2,048,
   4,096 for 3.x). Other models cache as the API serving them does: OpenAI's (and Azure OpenAI's)
   automatically from gpt-4o on (gpt-4-turbo, gpt-3.5 not at all), with writes billed only where
-  the map prices a write premium (GPT-5.6 and later); DeepSeek's and Mistral's by their own
+  the map prices a write premium; GPT-5.6 and later at the one breakpoint OpenAI places in each request
+  (`IMPLICIT_READS`, `OPENAI_BREAKPOINT_CACHE`), wherever they are served with OpenAI's rules; DeepSeek's and Mistral's by their own
   documented rules (64-token units, `DEEPSEEK_CACHE`, `MISTRAL_CACHE`); Fireworks' with half-price
   hits where the map prices none, as litellm bills them (`FIREWORKS_DEFAULT_CACHE`); any other
   OpenAI-compatible API with OpenAI's rules standing in if the map prices its cache hits, else
@@ -74,6 +75,17 @@ class ProfileError(BenchError, LookupError):
     """An unknown profile name."""
 
 
+#: A read is the whole common prefix with an earlier request, in whole `block`s (OpenAI before GPT-5.6, Gemini,
+#: DeepSeek, Mistral).
+PREFIX_READS = "prefix"
+#: A read ends only at a breakpoint the agent marked in an earlier request (`caching.CacheMarks`), one found by the
+#: lookback from a breakpoint of the new request (`caching.ANTHROPIC_LOOKBACK_BLOCKS`): Anthropic's `cache_control`.
+MARKED_READS = "marked"
+#: A read ends only at the breakpoint the provider itself placed in an earlier request, at the end of its newest
+#: system, user or tool message, with no lookback limit: GPT-5.6 and later (`OPENAI_BREAKPOINT_CACHE`).
+IMPLICIT_READS = "implicit"
+
+
 @dataclass(frozen=True)
 class CachePolicy:
     """A provider's prompt-caching rules (docs/specs/evaluation.md §7).
@@ -81,7 +93,8 @@ class CachePolicy:
     OpenAI: automatic for prompts of at least `min_prefix` (1,024) tokens, hits in `block`
     (128)-token increments; cache hits at the family's discount where the map has no cached price
     (`read_multiplier`), and writes only for models the map prices a write premium for (GPT-5.6 and
-    later: `write_multiplier` > 0). Anthropic: a hit ends at a cache breakpoint (message boundaries of
+    later: `write_multiplier` > 0); GPT-5.6 and later hit only at breakpoints OpenAI places, token-exact,
+    for 30 minutes (`OPENAI_BREAKPOINT_CACHE`). Anthropic: a hit ends at a cache breakpoint (message boundaries of
     earlier requests, at most `breakpoints` per request) of at least `min_prefix` tokens, writes
     cost `write_multiplier` × the input price. `ttl_seconds` expires entries when timestamps are
     recorded. Gemini (2.5 and later): implicit hits from the model's minimum prefix, token-exact
@@ -90,7 +103,8 @@ class CachePolicy:
     (`DEEPSEEK_CACHE`, `MISTRAL_CACHE`). `none`: no caching (OpenAI models before gpt-4o, Gemini
     before 2.5, APIs that bill no cache hits). Claude and Gemini cache by the model's family
     (`model_family`: Claude on Vertex AI or Bedrock caches like Anthropic), other models by the API
-    serving them (`_cache_policy`).
+    serving them (`_cache_policy`). `reads` says where a read may end (`PREFIX_READS`, `MARKED_READS`,
+    `IMPLICIT_READS`; `caching.cache_outcome` applies them).
     """
 
     provider: str = "openai"
@@ -100,12 +114,30 @@ class CachePolicy:
     ttl_seconds: int = 600
     read_multiplier: float = 0.1
     write_multiplier: float = 0.0
+    reads: str = PREFIX_READS
 
 
 OPENAI_CACHE = CachePolicy()
 ANTHROPIC_CACHE = CachePolicy(
-    provider="anthropic", min_prefix=1024, block=1, breakpoints=4, ttl_seconds=300, read_multiplier=0.1, write_multiplier=1.25
+    provider="anthropic", min_prefix=1024, block=1, breakpoints=4, ttl_seconds=300, read_multiplier=0.1, write_multiplier=1.25,
+    reads=MARKED_READS,
 )
+#: GPT-5.6 and later (OpenAI's API reference for `prompt_cache_options`, as async-openai 0.42.0's `PromptCacheOptionsParam`
+#: and openai-client-base 0.16.0 republish it: "Supported for gpt-5.6 and later models. By default, OpenAI automatically
+#: chooses one implicit cache breakpoint … For cache matching, OpenAI considers up to the latest 80 breakpoints in the
+#: conversation, without a content-block lookback limit … The `ttl` defaults to `30m`", the minimum lifetime). The
+#: implicit breakpoint is "at the end of the newest eligible message" and "a cached prefix is matched exactly at a
+#: breakpoint, without falling back to a shorter unmarked prefix" (langchain4j's `OpenAiOfficialPromptCacheOptions`);
+#: system, user and tool-result messages can carry one, assistant output cannot (its
+#: `OpenAiOfficialPromptCacheBreakpoint`); "the boundary is not rounded to a token block" (Azure's
+#: `PromptCacheBreakpointConfig`): `block` 1. No source changes the 1,024-token minimum, which stays. Writes cost
+#: the map's write price (1.25× the input price, OpenAI's prompt-caching guide), where the map prices one.
+OPENAI_BREAKPOINT_CACHE = CachePolicy(block=1, ttl_seconds=30 * 60, reads=IMPLICIT_READS)
+#: The first OpenAI model version whose caching is `OPENAI_BREAKPOINT_CACHE`'s (GPT-5.6; GPT-6 and its successors too).
+OPENAI_BREAKPOINT_VERSION = (5, 6)
+#: An OpenAI model's version in a map key, wherever the model's name starts in it: `gpt-5.6-sol`, `us.openai.gpt-5.6-sol`
+#: (Bedrock), `databricks-gpt-5-6-sol`, `gpt-6-luna`; a minor version is one or two digits (`gpt-5-2025-08-07` is 5).
+_OPENAI_VERSION = re.compile(r"(?:^|[./-])gpt-(\d+)(?:[.-](\d{1,2})(?!\d))?")
 #: Gemini 2.5 and later: implicit caching from the model's minimum prefix, no 128-token steps, no
 #: write fee; cached input at the map's price (0.25×, the launch's 75% discount, where it has none).
 GEMINI_CACHE = CachePolicy(provider="gemini", min_prefix=2048, block=1, ttl_seconds=3600, read_multiplier=0.25)
@@ -415,9 +447,13 @@ def stored_profile(data: Mapping[str, Any]) -> dict[str, Any]:
     existed gets its prices read by that version's rule (`_stored_cached_price`), so the run rescores with the
     dollars it had and two runs' definitions compare alike; one stored before `in_model_map` existed gets it by its
     name (a study window and its shrunk copies stand for a model the map does not describe); one stored before
-    off-peak prices were read has none."""
+    off-peak prices were read has none; one stored before `CachePolicy.reads` existed read at breakpoints on Anthropic
+    and anywhere in the common prefix elsewhere (GPT-5.6 included: its runs were made so)."""
     out = dict(data)
     out.setdefault("in_model_map", str(out.get("name") or "").partition("@")[0] not in STUDY_WINDOWS)
+    cache = dict(out.get("cache") or {})
+    cache.setdefault("reads", MARKED_READS if cache.get("provider") == "anthropic" else PREFIX_READS)
+    out["cache"] = cache
     prices = dict(out.get("prices") or {})
     if prices.get("missing") is None:
         prices["cached_input"] = _stored_cached_price(prices.get("cached_input"))
@@ -538,7 +574,9 @@ def _cache_policy(provider: str, bare: str, entry: dict[str, Any] | None = None)
     integer or a float such as 6144.0), else the spec's values by the model's name."""
     family = model_family(provider, bare)
     policy = _family_cache(family, provider, bare, entry)
-    if family == "openai" or _family_api(family, provider) or policy.provider == "none":
+    if family == "openai":
+        return _breakpoint_rules(policy, bare, entry or {})
+    if _family_api(family, provider) or policy.provider == "none":
         return policy
     # a third party serving Claude or Gemini: litellm bills a cache hit or write the map does not price there
     # at the input price, so the family's discount (and Anthropic's write premium) is not what the API charges
@@ -595,7 +633,8 @@ def _family_cache(family: str, provider: str, bare: str, entry: dict[str, Any] |
     # that does keeps OpenAI's rules as a stand-in (its own are not recorded here); one that does not
     # caches nothing (litellm would bill its cached tokens at the input price anyway). One the map says
     # caches (`supports_prompt_caching`) without pricing a hit has its hits billed at the input price, as
-    # litellm bills them: its discount is not known.
+    # litellm bills them: its discount is not known. (An OpenAI model of GPT-5.6 or later caches at its
+    # breakpoints there too: `_cache_policy`.)
     if provider == "fireworks_ai" and not _prices_cache_reads(entry or {}):
         return FIREWORKS_DEFAULT_CACHE
     if not _bills_cache_reads(entry or {}):
@@ -617,8 +656,23 @@ def _openai_read_multiplier(bare: str) -> float:
 def _openai_policy(bare: str, entry: dict[str, Any]) -> CachePolicy:
     """OpenAI's rules for a model that caches. A model whose map entry prices cache writes above its input price
     (GPT-5.6 and later: a write premium, evaluation.md §7) writes what it newly caches (`caching.cache_outcome`);
-    the others write nothing and pay no write fee."""
+    the others write nothing and pay no write fee. (GPT-5.6 and later read at breakpoints: `_breakpoint_rules`.)"""
     return _write_premium(replace(OPENAI_CACHE, read_multiplier=_openai_read_multiplier(bare)), entry)
+
+
+def _breakpoint_rules(policy: CachePolicy, bare: str, entry: dict[str, Any]) -> CachePolicy:
+    """`policy` with GPT-5.6's rules (`OPENAI_BREAKPOINT_CACHE`: reads only at the breakpoint OpenAI places, token-exact,
+    30 minutes) for an OpenAI model of GPT-5.6 or later, by its name (`OPENAI_BREAKPOINT_VERSION`) or by the map's
+    `supports_prompt_cache_breakpoint`, that caches by OpenAI's rules on whatever API serves it (their prices, minimum
+    and write premium stay); any other policy unchanged."""
+    if policy.provider != "openai":
+        return policy
+    found = _OPENAI_VERSION.search(_openai_model_name(bare))
+    version = (int(found.group(1)), int(found.group(2) or 0)) if found else (0, 0)
+    if version < OPENAI_BREAKPOINT_VERSION and entry.get("supports_prompt_cache_breakpoint") is not True:
+        return policy
+    rules = OPENAI_BREAKPOINT_CACHE
+    return replace(policy, block=rules.block, ttl_seconds=rules.ttl_seconds, reads=rules.reads)
 
 
 def _write_premium(policy: CachePolicy, entry: dict[str, Any]) -> CachePolicy:

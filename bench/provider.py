@@ -5,9 +5,10 @@ tokenizer (memoized per message; the counts of the prefix a request shares with 
 reused, so only the messages after it are counted), raises an overflow error with the real
 provider's message text when the profile's overflow rule refuses it (input over the input limit, or input
 plus requested output over the context), computes the cached
-prefix against the cell's kept cache entries (the two newest accepted requests and the newest turn
-request's, each gone once unused for longer than the TTL by the recorded timestamps; on Anthropic the
-entry that serves the longest read at a breakpoint, else the longest prefix), comparing message hashes
+prefix against the cell's kept cache entries (the two newest accepted requests, eighty on GPT-5.6 and later, and
+the newest turn request's, each gone once unused for longer than the TTL by the recorded timestamps; where reads end at
+breakpoints, on Anthropic and GPT-5.6 and later, the entry that serves the longest read at a breakpoint, else
+the longest prefix), comparing message hashes
 first and tokens only inside the first differing message (memoized per pair of messages and skipped
 for an older entry that cannot share more; `compaction_bench.caching` applies the provider's rules), in billed tokens:
 hidden reasoning is cached with the prefix that holds it, up to the first message one of the two
@@ -46,9 +47,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import cast, overload
 
-from compaction_bench.caching import CacheMarks, CacheOutcome, blocks_of, cache_outcome, leading_system, rebilled_tokens
+from compaction_bench.caching import (
+    CacheMarks,
+    CacheOutcome,
+    blocks_of,
+    cache_outcome,
+    leading_system,
+    newest_input,
+    rebilled_tokens,
+)
 from compaction_bench.log_view import Cumulative, LogView, SharedPrefixes, as_messages, first_difference
-from compaction_bench.profiles import ModelProfile
+from compaction_bench.profiles import IMPLICIT_READS, PREFIX_READS, ModelProfile
 from compaction_bench.request import Message, Request
 from compaction_bench.tokens import HiddenTokens, TokenCounter, shared_counter
 from compaction_bench.transcript import Usage, parse_timestamp
@@ -62,6 +71,14 @@ TOOL_CALL_OVERHEAD = 3
 #: so the summary calls a step makes after its turn request (Aider's recursive summaries) do not evict
 #: that turn's entry (`SimulatedProvider._keep`).
 RECENT_ENTRIES = 2
+#: How many earlier requests of the cell are kept instead where reads end at GPT-5.6's implicit breakpoints (one a
+#: request, `profiles.IMPLICIT_READS`): "For cache matching, OpenAI considers up to the latest 80 breakpoints in the
+#: conversation". Two would do for a session that only grows (a request reads the previous one's end), not where
+#: the newest two breakpoints lie past the part a request shares: a new user message ends the billing of the last
+#: turn's reasoning, so it reads at the end of the request that opened that turn, and a summary call at an older one
+#: (on the Codex rollout MoonMind 2025-11-12 at gpt-5.6@64k, two of `none`'s 89 requests read 0 with two kept,
+#: $2.751 against $2.711, and four of `opencode-v2`'s, $3.208 against $3.074).
+OPENAI_BREAKPOINTS_CONSIDERED = 80
 #: How many contexts counted with `SimulatedProvider.count` are kept as counting bases.
 COUNTED_KEPT = 8
 #: How many pairs of differing messages keep their common token prefix (`SimulatedProvider._inside`).
@@ -212,9 +229,10 @@ class _Entry:
     """One accepted request kept for the cache model: its messages, the cumulative token counts at
     the end of each message without (`visible`) and with (`boundaries`) hidden reasoning, its time,
     its number of leading system messages, the index of its last user message (where hidden
-    reasoning starts to bill) and, built only when asked, its messages as a set."""
+    reasoning starts to bill) and, built only when asked, its messages as a set and the index of its newest
+    system, user or tool message (where GPT-5.6 places its breakpoint)."""
 
-    __slots__ = ("_base", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "reads", "time", "visible")
+    __slots__ = ("_base", "_newest", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "reads", "time", "visible")
 
     def __init__(
         self, messages: Sequence[Message], visible: Cumulative, boundaries: Cumulative, time: float | None, last_user: int,
@@ -225,6 +243,7 @@ class _Entry:
         #: later reads of this entry: the tokens each read, by the time it was last read (`SimulatedProvider._live`)
         self.reads: dict[int, float] = {}
         self._system: int | None = None
+        self._newest: int | None = None
         self._set: frozenset[Message] | None = None
         self._tail: frozenset[Message] | None = None  # the own tail of a `LogView` request, as a set
         self._base = base  # (the set of the entry this one extends, how many messages it had)
@@ -235,6 +254,14 @@ class _Entry:
         if self._system is None:
             self._system = leading_system(m.role for m in self.messages)
         return self._system
+
+    @property
+    def newest_input(self) -> int:
+        """The index of its newest system, user or tool message, where GPT-5.6 places its breakpoint
+        (`caching.newest_input`; read when first asked)."""
+        if self._newest is None:
+            self._newest = newest_input(self.messages)
+        return self._newest
 
     @property
     def has_set(self) -> bool:
@@ -348,6 +375,8 @@ class SimulatedProvider(MessageCounter):
     ) -> None:
         super().__init__(profile, counter, hidden, strip_thinking=strip_thinking)
         self.placement = placement
+        # how many of the newest accepted requests stay cache entries (`_keep`)
+        self._kept = OPENAI_BREAKPOINTS_CONSIDERED if profile.cache.reads == IMPLICIT_READS else RECENT_ENTRIES
         # The most recent accepted requests (a turn request and a summary request can both
         # leave a cache entry); a new request reads from the one it shares the longest prefix with.
         self._recent: list[_Entry] = []  # oldest first (`_keep`)
@@ -589,6 +618,7 @@ class SimulatedProvider(MessageCounter):
     def _outcome(self, kept: _Entry | None, prefix: int, total: int, entry: _Entry) -> CacheOutcome:
         """The provider's rules (`caching.cache_outcome`) for a request (`entry`, of `total` billed tokens) that
         shares `prefix` tokens with the live cache entry `kept` (None: no live entry)."""
+        implicit = self.profile.cache.reads == IMPLICIT_READS
         return cache_outcome(
             self.profile.cache,
             prefix_tokens=prefix,
@@ -601,23 +631,25 @@ class SimulatedProvider(MessageCounter):
                             if self.profile.cache.provider == "anthropic" else None),
             least_blocks=0 if self._strips else 1,
             placement=self.placement,
+            previous_newest_input=kept.newest_input if implicit and kept is not None else None,
+            current_newest_input=entry.newest_input if implicit else None,
         )
 
     def _keep(self, entry: _Entry, kind: str) -> None:
-        """Keep an accepted request as a cache entry: the newest `RECENT_ENTRIES`, and the newest turn request's
-        entry while later summary calls would push it out (the provider still holds it: entries expire by
-        time, `send`, not by how many requests came after them)."""
+        """Keep an accepted request as a cache entry: the newest `RECENT_ENTRIES` (`OPENAI_BREAKPOINTS_CONSIDERED` on
+        GPT-5.6 and later), and the newest turn request's entry while later summary calls would push it out (the
+        provider still holds it: entries expire by time, `send`, not by how many requests came after them)."""
         if kind == "turn":
             self._turn = entry
         if self._strips and self.profile.cache.provider == "anthropic" and entry.n and entry.messages[entry.n - 1].role == "user":
             # where earlier turns' thinking is dropped, the next user message loses the cache from this turn's first
             # thinking on: what it can still read was written at a breakpoint of the request that opened the turn
             self._opening = entry
-        recent = self._recent
+        recent, kept_count = self._recent, self._kept
         recent.append(entry)
-        if len(recent) > RECENT_ENTRIES:
+        if len(recent) > kept_count:
             turn, opening = self._turn, self._opening
-            self._recent = [kept for kept in recent[:-RECENT_ENTRIES] if kept is turn or kept is opening] + recent[-RECENT_ENTRIES:]
+            self._recent = [kept for kept in recent[:-kept_count] if kept is turn or kept is opening] + recent[-kept_count:]
 
     def _written(self, request: Request, entry: _Entry) -> _Entry:
         """The cache entry an accepted request leaves: all of it, or, for a `skip_cache_write` request on Anthropic,
@@ -681,17 +713,18 @@ class SimulatedProvider(MessageCounter):
         written = self._written(request, entry)  # the part of the request its breakpoints write
         cache = self._outcome(best, best_prefix, written.boundaries.last(), written)
         served = best  # the entry the read comes from
-        if policy.provider == "anthropic":
-            # Anthropic serves the longest entry written at a breakpoint of any earlier request it holds: the one
-            # sharing the longest prefix may have no breakpoint inside it. Only a prefix longer than the read
-            # found can read more.
+        if policy.reads != PREFIX_READS:
+            # Anthropic, and GPT-5.6 ("OpenAI considers up to the latest 80 breakpoints"), serve the longest entry
+            # written at a breakpoint of any earlier request they hold: the one sharing the longest prefix may have no
+            # breakpoint inside it. Only a prefix longer than the read found can read more.
             for kept, prefix in alive:
                 if kept is not best and prefix > cache.cached_tokens:
                     other = self._outcome(kept, prefix, written.boundaries.last(), written)
                     if other.cached_tokens > cache.cached_tokens:
                         cache, served = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens), kept
-            if not request.cache_control:  # no breakpoint: nothing read, nothing written, no entry left (`_keep` below)
-                cache, served = CacheOutcome(best_prefix, 0, 0), None
+        if policy.reads != PREFIX_READS and not request.cache_control:
+            # no breakpoint (on GPT-5.6, explicit mode without one): nothing read, nothing written, no entry left
+            cache, served = CacheOutcome(best_prefix, 0, 0), None
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
@@ -707,7 +740,7 @@ class SimulatedProvider(MessageCounter):
         self._undo = (list(self._recent), self._turn, self._opening, refreshed)
         if refreshed is not None and now is not None:
             refreshed[0].reads[cache.cached_tokens] = now
-        if request.cache_control or policy.provider != "anthropic":
+        if request.cache_control or policy.reads == PREFIX_READS:
             self._keep(written, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}

@@ -234,10 +234,11 @@ class Request:
     #: Anthropic breakpoint is on the message before its last, so it writes what is not cached yet up to that
     #: message and nothing after it. Other providers cache prefixes by themselves; there it changes nothing.
     skip_cache_write: bool = False
-    #: False: the request carries no Anthropic cache breakpoint although the agent's others do (Pi's summary calls
-    #: since 9b3a2059, `cacheRetention: "none"`): on Anthropic it reads and writes no cache and leaves no entry.
-    #: Providers that cache prefixes by themselves ignore it. An agent that never marks one says so once
-    #: (`Strategy.cache_marks`).
+    #: False: the request asks for no caching where the API lets it, although the agent's other requests do not (Pi's
+    #: summary calls since 9b3a2059, `cacheRetention: "none"`): no Anthropic breakpoint, and on GPT-5.6 and later
+    #: `prompt_cache_options` in explicit mode without one; there it reads and writes no cache and leaves no entry.
+    #: Providers that cache any prefix by themselves ignore it. An agent that never marks an Anthropic breakpoint
+    #: says so once (`Strategy.cache_marks`).
     cache_control: bool = True
 
     def __post_init__(self) -> None:

@@ -7,7 +7,8 @@ GPT-4o and the o-series; Anthropic 5-minute writes 1.25×); a cached-input price
 free hit. The map's cache-write price is Anthropic's
 5-minute one: a policy whose entries live longer (the 1-hour cache) writes at 2× the input price instead.
 Anthropic's policy writes tokens, and OpenAI's for the models the map prices a write premium for (GPT-5.6
-and later, at the map's write price); no other policy does (`caching.cache_outcome`). Summary requests
+and later, from the read to their implicit breakpoint; a few others in whole blocks), at the map's write price; no
+other policy does (`caching.cache_outcome`). Summary requests
 are priced like any other request (upstream agents summarize with the session's model); when the
 summarizer is a real model litellm can price, its own cost of that call replaces it ($0 for a model
 the map lists as free; a model it cannot price is priced here, at the profile's prices).

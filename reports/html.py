@@ -111,8 +111,10 @@ GLOSSARY: dict[str, str] = {
     "unscored": "probe points without an answered grade: no answerer, the answerer failed, or a `judge` probe run without `--judge` (those are never counted as wrong)",
     "judge_strict": "share the judge model accepted under the strict rubric",
     "judge_lenient": "share the judge model accepted under the lenient rubric",
-    "estimate_error": "mean signed error of the strategy's own token estimate: estimate minus the true count, in tokens (negative: it under-counts)",
-    "estimate_ape": "mean absolute percentage error of the strategy's token estimate: |estimate − true| ÷ true over the requests with an estimate, shown as a percentage",
+    "estimate_error": "mean signed error of the strategy's own token estimate at decision time: estimate minus the true count, in tokens "
+                      "(negative: it under-counts), over the requests its rule checked (those with a threshold)",
+    "estimate_ape": "mean absolute percentage error of the strategy's token estimate at decision time: |estimate − true| ÷ true over the "
+                    "requests its rule checked (those with a threshold; not one sent unchecked right after a compaction), shown as a percentage",
     "missed_triggers": "requests over the strategy's threshold by the true count where its estimate did not trigger",
     "overflows": "turn requests that did not fit the window (the provider's overflow error)",
     "refused_requests": "turn and summary requests the agent itself did not send (a limit of its own, such as Claude Code "
@@ -120,9 +122,12 @@ GLOSSARY: dict[str, str] = {
     "cache_hit_rate": "cached input tokens over input tokens of the requests sent, after each cell's first request; over several scenarios the ratio of the sums",
     "cache_eligible_tokens": "input tokens of the requests the cache hit rate is a share of (sent, after each cell's first)",
     "cached_tokens": "input tokens served from the prompt cache",
-    "rebilled_tokens": "uncached input tokens the cell had already sent before as the same messages (churn the cache could have "
-                       "saved; history sent again inside a new text, such as a serialized summary input, is not counted)",
-    "cache_write_tokens": "tokens written to the cache, where the provider bills writes (Anthropic; OpenAI's GPT-5.6 and later)",
+    "rebilled_tokens": "uncached input tokens the cell had already sent as the same messages in one of its recent cache entries (a "
+                       "cache hit could have saved them only where the provider caches, the entry was live and the prefix long enough; "
+                       "on a model that caches nothing they are the history sent again; history sent again inside a new text, such "
+                       "as a serialized summary input, is not counted)",
+    "cache_write_tokens": "tokens written to the cache, where the provider bills writes (Anthropic; OpenAI's GPT-5.6 and later, up to "
+                          "the breakpoint OpenAI places at a request's newest system, user or tool message)",
     "input_tokens": "input tokens of the requests sent",
     "output_tokens": "output tokens of the requests sent",
     "tokens_per_task": "input plus output tokens",

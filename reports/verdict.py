@@ -105,6 +105,16 @@ class StrategyRow:
     #: a requests table without the integrity columns)
     requests: int = 0
     pair_error_requests: int = 0
+    #: its input tokens, and of them those read from and written to the prompt cache (NaN: not known), over its scenarios
+    input_tokens: float = float("nan")
+    cached_tokens: float = float("nan")
+    cache_write_tokens: float = float("nan")
+
+    @property
+    def uncached(self) -> bool:
+        """None of its input tokens was read from or written to a prompt cache (known to be none: the model caches
+        nothing, or none of its prefixes qualified), so each cost the input price."""
+        return self.cached_tokens == 0 and self.cache_write_tokens == 0
 
     @property
     def measured_pair_errors(self) -> list[float]:
@@ -190,22 +200,32 @@ def _ratio(value: float) -> str:
 
 def _cost_clause(first: StrategyRow, second: StrategyRow) -> str:
     """What the first strategy costs against the second: in dollars where both are priced, as a user pays
-    them; re-billed tokens only where a model has no price, and named so. Re-billed tokens alone could point
+    them; where a model has no price, in tokens, named as such. Re-billed tokens alone could point
     the other way: they leave out cached reads, output, and history sent again inside a new text (a serialized
-    summary input), so a strategy re-billing 0.13× the tokens cost 1.04× the dollars in an audit's run."""
+    summary input), so a strategy re-billing 0.13× the tokens cost 1.04× the dollars in an audit's run. Where
+    neither strategy read or wrote a cached token (`StrategyRow.uncached`: a model that caches nothing, as 78 of
+    the map's 79 unpriced ones), every input token costs the same input price, and no cache could have saved the
+    re-billed ones: the input tokens are the measure (the cost audit's case: `pi` sent less input than
+    `opencode-v1` and re-billed more). Elsewhere re-billed tokens are."""
     a, b = first.cost_usd, second.cost_usd
     if np.isfinite(a) and np.isfinite(b):
         if a > 0 and b > 0:
             return f" at {_ratio(a / b)}× the cost"
         return ", neither costing anything" if a == b == 0 else f", costing ${format_dollars(a)} against ${format_dollars(b)}"
-    a, b = first.rebilled_tokens, second.rebilled_tokens
+    if first.uncached and second.uncached:
+        return _token_clause(first.input_tokens, second.input_tokens, "input tokens", "sending", "a model without a price, caching none of them")
+    return _token_clause(first.rebilled_tokens, second.rebilled_tokens, "re-billed tokens", "re-billing", "a model without a price")
+
+
+def _token_clause(a: float, b: float, measure: str, verb: str, note: str) -> str:
+    """`_cost_clause` in tokens: the first strategy's `a` of `measure` against the second's `b`."""
     if not (np.isfinite(a) and np.isfinite(b)):
         return ""
     if a > 0 and b > 0:
-        return f" at {_ratio(a / b)}× the re-billed tokens (a model without a price)"
+        return f" at {_ratio(a / b)}× the {measure} ({note})"
     if a == 0 and b == 0:
-        return ", neither re-billing any tokens (a model without a price)"
-    return f", re-billing {a:,.0f} tokens against {b:,.0f} (a model without a price)"
+        return f", neither {verb} any tokens ({note})"
+    return f", {verb} {a:,.0f} tokens against {b:,.0f} ({note})"
 
 
 def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> str:
@@ -368,7 +388,8 @@ def verdicts(
                     failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
                     compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
                     cannot_serve=int(unserved.get((strategy, profile), 0)), pair_error_scenarios=error_scenarios, requests=requested,
-                    pair_error_requests=error_requests,
+                    pair_error_requests=error_requests, input_tokens=combine(frame, "input_tokens", "sum"),
+                    cached_tokens=combine(frame, "cached_tokens", "sum"), cache_write_tokens=combine(frame, "cache_write_tokens", "sum"),
                 )
             )
         rows.sort(key=lambda r: (not np.isfinite(r.retention), r.flagged, -np.nan_to_num(r.retention), r.strategy))

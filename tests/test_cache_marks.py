@@ -101,3 +101,17 @@ def test_a_request_without_cache_control_reads_and_writes_nothing_and_leaves_no_
     openai = SimulatedProvider(get_profile("gpt-5"))
     opened = openai.send(Request([system, question]))
     assert openai.send(summary).cache.cached_tokens == opened.true_tokens // 128 * 128
+
+
+def test_on_gpt_5_6_a_request_without_cache_control_is_explicit_mode_without_a_breakpoint():
+    """pi-ai sends `prompt_cache_options: {mode: "explicit"}` for `cacheRetention: "none"` on models that bill cache
+    writes: no implicit breakpoint, so nothing is read or written (the API reference: "Without any breakpoint,
+    nothing is cached")."""
+    provider = SimulatedProvider(get_profile("openai/gpt-5.6"))
+    system, question = Message("system", SYSTEM_TEXT), Message("user", "alpha " * 300)
+    first = provider.send(Request([system, question]))
+    summary = Request([system, question, Message("user", "summarize " * 1500)], kind="summary", cache_control=False)
+    unmarked = provider.send(summary)
+    assert (unmarked.cache.cached_tokens, unmarked.cache.cache_write_tokens) == (0, 0)
+    after = provider.send(Request([system, question, Message("assistant", "answer"), Message("user", "next")]))
+    assert after.cache.cached_tokens == first.true_tokens  # the implicit breakpoint at the first request's end

@@ -11,7 +11,8 @@ provider's (the profile's tokenizer plus message framing), the prices are the sp
 - OpenAI (gpt-5: $1.25 input, $0.125 cached, $10 output): the common prefix from 1,024 tokens in 128-token steps,
   no write fee, entries gone after 600 s unused;
 - GPT-5.6 and later bill cache writes above the input price (gpt-5.6: $4 input, $5 write, $0.40 cached): what a
-  request newly caches (its whole 128-token blocks after the part it read) is billed at the write price.
+  request newly caches (from the part it read to its implicit breakpoint, the end of its newest system, user or tool
+  message, token-exact) is billed at the write price; a read ends only at an earlier request's breakpoint.
 """
 
 from __future__ import annotations
@@ -88,26 +89,27 @@ def test_openai_session_of_three_requests_by_hand():
 
 def test_gpt_5_6_bills_what_a_request_newly_caches_at_its_write_price():
     """gpt-5.6 in the map: $4 input, $5 cache write (1.25×: the write premium of GPT-5.6 and later), $0.40 cached.
-    R1 = (S, A) writes its whole 128-token blocks; R2 = (S, A, B) reads R1's blocks and writes the blocks after
-    them; R3 = R2 again reads all of R2's blocks and writes nothing. The tokens past the last whole block are
-    billed as plain input. Before the audit no OpenAI request wrote anything, so a rewrite of the prefix cost
-    $4 a million tokens here instead of $5."""
+    OpenAI places one breakpoint per request, at the end of its newest system, user or tool message, and reads only
+    at an earlier one, token-exact (the forty-third pass; before it, 128-token blocks of any common prefix).
+    R1 = (S, A) writes all of itself (its breakpoint ends A); R2 = (S, A, B, C) reads R1's s + a and writes B and C;
+    R3 = (S, A, B) ends with an assistant message, which carries no breakpoint: R2's breakpoint (the end of C) is past
+    what it shares, so it reads R1's s + a, writes nothing, and pays B as plain input. Before the audit no OpenAI
+    request wrote anything, so a rewrite of the prefix cost $4 a million tokens here instead of $5."""
     entry = bundled_cost_map()["gpt-5.6"]
     assert (entry["input_cost_per_token"], entry["cache_creation_input_token_cost"], entry["cache_read_input_token_cost"]) == pytest.approx(
         (4 * M, 5 * M, 0.4 * M), rel=1e-12)
     profile = get_profile("openai/gpt-5.6")
     provider = SimulatedProvider(profile)
-    s, a, b = (provider.message_tokens(m) for m in (S, A, B))
+    s, a, b, c = (provider.message_tokens(m) for m in (S, A, B, C))
     r1 = provider.send(Request((S, A)), output_tokens=OUT)
-    r2 = provider.send(Request((S, A, B)), output_tokens=OUT)
+    r2 = provider.send(Request((S, A, B, C)), output_tokens=OUT)
     r3 = provider.send(Request((S, A, B)), output_tokens=OUT)
-    first, second = _floor(s + a), _floor(s + a + b)
-    assert [(r.cached_tokens, r.cache.cache_write_tokens) for r in (r1, r2, r3)] == [(0, first), (first, second - first), (second, 0)]
+    assert [(r.cached_tokens, r.cache.cache_write_tokens) for r in (r1, r2, r3)] == [(0, s + a), (s + a, b + c), (s + a, 0)]
     outputs = OUT * entry["output_cost_per_token"]
     by_hand = [
-        first * 5 * M + (s + a - first) * 4 * M + outputs,
-        first * 0.4 * M + (second - first) * 5 * M + (s + a + b - second) * 4 * M + outputs,
-        second * 0.4 * M + (s + a + b - second) * 4 * M + outputs,
+        (s + a) * 5 * M + outputs,
+        (s + a) * 0.4 * M + (b + c) * 5 * M + outputs,
+        (s + a) * 0.4 * M + b * 4 * M + outputs,
     ]
     assert [_dollars(profile, r) for r in (r1, r2, r3)] == pytest.approx(by_hand, rel=1e-12)
 
@@ -246,18 +248,19 @@ def test_a_gemini_model_named_without_a_version_caches_where_the_map_prices_its_
     assert cached_input_price(profile) == pytest.approx(entry["cache_read_input_token_cost"], rel=1e-12)
 
 
-@pytest.mark.parametrize("model", ["azure_ai/gpt-6-astra", "coralbricks/glm-5.3-fast"])
-def test_a_write_premium_in_the_map_is_paid_wherever_the_model_is_served(model):
+@pytest.mark.parametrize(("model", "block"), [("azure_ai/gpt-6-astra", 1), ("coralbricks/glm-5.3-fast", 128)])
+def test_a_write_premium_in_the_map_is_paid_wherever_the_model_is_served(model, block):
     """The map prices these models' cache writes above their input price. OpenAI's own models on Azure AI Foundry lost
     OpenAI's rules, write premium included, when Foundry's other models stopped getting them (the audit of that
     change: `azure_ai/gpt-6-astra` wrote nothing where `openai/gpt-6-astra` wrote 32,640 tokens); an API the map only
-    prices (here GLM) never paid its premium. A request's new cache blocks are billed at the map's write price."""
+    prices (here GLM) never paid its premium. A request's newly cached tokens are billed at the map's write price:
+    GPT-6's up to its breakpoint at the end of A, token-exact (GPT-5.6 and later), GLM's whole 128-token blocks."""
     entry = bundled_cost_map()[model]
     profile = get_profile(model)
     assert profile.cache.write_multiplier == pytest.approx(entry["cache_creation_input_token_cost"] / entry["input_cost_per_token"])
     provider = SimulatedProvider(profile)
     first = provider.send(Request((S, A)))
-    assert first.cache.cache_write_tokens == _floor(first.true_tokens)  # its whole 128-token blocks, newly cached
+    assert first.cache.cache_write_tokens == _floor(first.true_tokens, block)
 
 
 def test_gpt_oss_served_by_azure_ai_is_not_one_of_openais_api_models():
