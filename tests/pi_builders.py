@@ -55,6 +55,17 @@ class Entries:
     def compaction(self, first_kept: str, summary: str = "S") -> Entry:
         return self._add("compaction", summary=summary, first_kept_id=first_kept)
 
+    @classmethod
+    def with_empty_branch_summary(cls) -> Entries:
+        """user, an empty branch summary (from e0), assistant | user, assistant: each message 10 tokens (40 chars)."""
+        e = cls()
+        e.user(40)
+        e._add("branch_summary", summary="", from_id="e0")
+        e.assistant(40)
+        e.user(40)
+        e.assistant(40)
+        return e
+
 
 class Session:
     """Canonical transcript items built in order, with recorded usage where given."""

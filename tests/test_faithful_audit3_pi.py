@@ -14,24 +14,13 @@ from compaction_bench.strategies.pi_session_tree import BRANCH_SUMMARY_PREFIX, B
 from tests.pi_builders import Entries
 
 
-def _path() -> Entries:
-    """user, an empty branch summary, assistant | user, assistant: each message 10 tokens (40 chars)."""
-    e = Entries()
-    e.user(40)
-    e._add("branch_summary", summary="", from_id="e0")
-    e.assistant(40)
-    e.user(40)
-    e.assistant(40)
-    return e
-
-
 def test_an_empty_branch_summary_is_summarized_with_its_range():
     # keepRecentTokens 20: the walk adds 10 (e4) and 10 (e3), reaching 20 at the user message e3, a valid
     # cut point; e2 before it is a message, so the cut stays at e3 (not split). The history is e0..e2, and
     # getMessageFromEntry makes a branchSummary message of e1 although its summary is "". Since a6f720e6 the newest
     # rules leave an empty branch summary out of the history too (tests/test_pi_audit6.py).
     for rules in (BASE,):
-        e = _path()
+        e = Entries.with_empty_branch_summary()
         prep = prepare_compaction(e.path, rules, keep_recent_tokens=20, index=PathIndex(image_chars=4800, user_images=rules.user_images))
         assert prep is not None and prep.first_kept_id == "e3" and not prep.is_split_turn
         assert [m.role for m in prep.messages_to_summarize] == ["user", "branchSummary", "assistant"]
@@ -42,7 +31,7 @@ def test_an_empty_branch_summary_is_summarized_with_its_range():
 
 
 def test_the_context_still_leaves_an_empty_branch_summary_out():
-    e = _path()
+    e = Entries.with_empty_branch_summary()
     index = PathIndex(image_chars=4800, user_images=False).update(e.path)
     assert [m.role for m in index.session_context(nested_compactions=False)] == ["user", "assistant", "user", "assistant"]
     # after a compaction that keeps e0 on, the kept range leaves it out too (BASE and LATER)
@@ -56,7 +45,7 @@ def test_the_context_still_leaves_an_empty_branch_summary_out():
 
 def test_a_branch_summary_budget_walk_reads_an_empty_branch_summary():
     # prepareBranchEntries (no budget limit): every entry's getMessageFromEntry message, tool results apart.
-    e = _path()
+    e = Entries.with_empty_branch_summary()
     prep = prepare_branch_summary(e.path, budget=0, summary_ratio=0.9, image_chars=4800, user_images=False)
     assert [m.role for m in prep.messages] == ["user", "branchSummary", "assistant", "user", "assistant"]
     assert prep.entries == ["e0", "e1", "e2", "e3", "e4"]

@@ -98,12 +98,7 @@ def test_an_empty_branch_summary_is_not_summarized():
     non-empty (`session-manager.ts@2efa728d` L401-403). user e0, empty branch summary e1, assistant e2, user e3,
     assistant e4, 10 tokens each message; keep 20 reaches 20 at e3: the history e0..e2 holds the user and the
     assistant only (BASE still summarizes the empty branch summary, as `getMessageFromEntry@83378aad` did)."""
-    e = Entries()
-    e.user(40)
-    e._add("branch_summary", summary="", from_id="e0")
-    e.assistant(40)
-    e.user(40)
-    e.assistant(40)
+    e = Entries.with_empty_branch_summary()
     later = prepare_compaction(e.path, LATER, keep_recent_tokens=20, index=_index())
     base = prepare_compaction(e.path, BASE, keep_recent_tokens=20, index=_index(BASE))
     assert later is not None and base is not None and later.first_kept_id == base.first_kept_id == "e3"
