@@ -553,7 +553,7 @@ def compare(
     baseline: Annotated[Path, typer.Argument(help="The baseline run folder.")],
     candidate: Annotated[Path, typer.Argument(help="The candidate run folder.")],
     html_text: Annotated[Optional[str], typer.Option("--html", metavar="<path>", help="Also write a comparison report (deltas with intervals, flipped probes, changed compactions).")] = None,
-    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
+    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options, cells or code (compaction-bench's source, litellm's or tiktoken's version) differ.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --html file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
@@ -597,11 +597,11 @@ def gate_command(
     fail_on: Annotated[list[str], typer.Option("--fail-on", help="METRIC:TOLERANCE, e.g. retention:0.02, integrity:0; repeatable. Metrics: retention (or presence), summarized_source, answered, integrity, failed_requests, overflows, refused_requests, silent_loss, estimate_ape, cache_hit_rate, rebilled_tokens, cost.")],
     alpha: Annotated[float, typer.Option(help="Significance level of the paired probe tests, from 0.001 to below 1.")] = 0.05,
     output_text: Annotated[Optional[str], typer.Option("--markdown", "--output", "-o", metavar="<path>", help="Also write the markdown summary (the pull-request comment) to this file.")] = None,
-    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options or cells differ.")] = False,
+    allow_different_inputs: Annotated[bool, typer.Option(help="Compare runs whose scenarios, models, probes, options, cells or code (compaction-bench's source, litellm's or tiktoken's version) differ.")] = False,
     allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --markdown file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
-    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable or no rule could be tested; prints markdown."""
+    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable or when some rule could be tested on no row (and none failed); prints markdown."""
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
 

@@ -5,9 +5,10 @@ transcripts and probe files (sha256 from the manifests; each file read as the sa
 same import options, as the same session), the same strategies, profiles (each name's
 definition too: window, tokenizer, prices, cache rules), answerer, judge, summarizer, probes,
 options, usage mode, repeats and seed, the endpoint each model role was called at (`endpoints`, where
-both manifests record it: `--api-base` or a provider's base-URL environment variable), and every cell
-present in both; settings compared as they are read (strategies and profiles in any order, options as
-the strategy parses them, the probe file by its content, an endpoint without its credentials). A difference
+both manifests record it: `--api-base` or a provider's base-URL environment variable), the code that made
+them (compaction_bench's source files and the measuring packages' versions, as `bench run --resume` compares
+them), and every cell present in both; settings compared as they are read (strategies and profiles in any order, options as
+the strategy parses them, the probe file by its content, a `--prompt` override by the text it rendered, an endpoint without its credentials). A difference
 is a `GateError` naming it (exit 2) unless allowed (`allow_different_inputs`). Runs that differ
 only in their summary templates while the summarizer is the offline one are refused too (unless
 `allow_offline_summarizer`): the offline extractive summarizer does not read instruction wording,
@@ -35,12 +36,14 @@ family, its decision one claim, so their p-values are
 adjusted together by Holm's method (`stats.holm`) before they are compared with alpha: the chance
 that a gate fails on some row without a real regression there stays at alpha however many
 strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
-probes than the sign-flip test needs (the table's "min. probes"), does not fail a rule; a row with
+probes than the sign-flip test needs (the table's "min. probes"), does not fail a rule: where its estimate
+is beyond the tolerance, its row reads "undecided" (beyond tolerance, not significant), never "ok", and the
+headline says the gate passed with undecided rows (exit 0: no rule failed); a row with
 fewer probes than that cannot fail whatever the candidate does, and is listed as such, not as a
 pass. A row whose changed probes are too few to reach alpha is no member of the family (Tarone's
 argument: the sign-flip test is conditional on which probes changed), so the strategies a change did
 not touch do not dilute the one it did. A rule that no row could test, or that could fail on none,
-leaves the gate undecided (untested) unless another rule failed; each metric takes one rule. The
+leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
 Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
 counted, not sampled; a change within `ROUNDING` of the values is none: the same costs summed in
@@ -71,7 +74,7 @@ from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
-from compaction_bench.run_folder import SCENARIO_IDENTITY
+from compaction_bench.run_folder import SCENARIO_IDENTITY, _code_difference
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -235,9 +238,14 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
         mine, theirs = ids_a.get(cell, set()), ids_b.get(cell, set())
         if mine != theirs:
             differences.append(f"{' · '.join(cell)}: the probes with rows differ ({_shown(sorted(mine ^ theirs))})")
+    differences += [f"the code differs (baseline then, candidate now): {d}" for d in _code_differences(baseline.manifest, candidate.manifest)]
     templates: list[str] = []
-    if (config_a.get("prompts") or {}) != (config_b.get("prompts") or {}):
-        templates.append(f"--prompt overrides: baseline {config_a.get('prompts') or {}}, candidate {config_b.get('prompts') or {}}")
+    prompts_a, prompts_b = config_a.get("prompts") or {}, config_b.get("prompts") or {}
+    # an override is compared by the text it rendered, not by its path: a copy of the stock template is no change;
+    # only where either run records no text for it (a run before the record) do the paths tell
+    overridden = sorted(name for name in set(prompts_a) | set(prompts_b) if prompts_a.get(name) != prompts_b.get(name))
+    if any(_template_hash(baseline.manifest, name) is None or _template_hash(candidate.manifest, name) is None for name in overridden):
+        templates.append(f"--prompt overrides: baseline {prompts_a}, candidate {prompts_b}")
     # The templates either run rendered, each compared with its text in the other run: the one that run rendered, else
     # the one its template set held (a template the other run's strategies never rendered is no change it measured)
     names = set(baseline.manifest.get("template_hashes") or {}) | set(candidate.manifest.get("template_hashes") or {})
@@ -249,6 +257,16 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
     if unknown:
         templates.append(f"templates one run rendered whose text in the other run is not recorded (a run before this record): {', '.join(unknown)}")
     return differences, templates
+
+
+def _code_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
+    """The code that made two runs, where it differs: the measuring packages' versions and the sha256 of compaction_bench's
+    source files (the git revision for a run made before that record), as `bench run --resume` compares them
+    (`run_folder._code_difference`); the profiles it also compares are compared above, each in today's form."""
+    def without_profiles(manifest: dict[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in manifest.items() if key != "profiles"}
+
+    return _code_difference(without_profiles(baseline), without_profiles(candidate))
 
 
 def _template_hash(manifest: dict[str, Any], name: str) -> str | None:
@@ -482,8 +500,9 @@ def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
 
-#: A row's verdict: it failed, it passed, it could not fail (too few probes), or it could not be computed.
-FAIL, OK, CANNOT_FAIL, UNTESTED = "fail", "ok", "cannot fail", "untested"
+#: A row's verdict: it failed, it passed, its drop is beyond the tolerance but not significant, it could not fail (too
+#: few probes), or it could not be computed.
+FAIL, OK, UNDECIDED, CANNOT_FAIL, UNTESTED = "fail", "ok", "undecided", "cannot fail", "untested"
 
 
 @dataclass
@@ -500,6 +519,15 @@ class GateResult:
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def undecided(self) -> list[str]:
+        """The rows whose estimated drop is beyond the tolerance but not significant: the data neither show a regression
+        nor its absence (a drop carried by one scenario of a few, say), so the pass they leave is no "no regression"."""
+        if self.table.empty:
+            return []
+        rows = self.table[self.table["status"] == UNDECIDED]
+        return [f"{r.strategy} {r.profile} {r.metric}: {change_figure(r.change, str(r.metric))}" for r in rows.itertuples(index=False)]
 
     @property
     def tested(self) -> bool:
@@ -520,12 +548,16 @@ class GateResult:
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
             needed = "–" if _missing(row["min_probes"]) else f"{int(row['min_probes'])}"
             status = row.get("status") or (FAIL if row["failed"] else OK)
-            shown = {FAIL: "**fail**", OK: "ok", CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
+            shown = {FAIL: "**fail**", OK: "ok", UNDECIDED: "**undecided**: beyond tolerance, not significant",
+                     CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
             lines.append(
                 f"| {row['strategy']} | {row['profile']} | {row['metric']} | {metric_figure(row['baseline'], row['metric'])} | "
                 f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:,.15g} | {p} | {probes} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
+        if self.passed and self.undecided:
+            verdict = (f"passed with {len(self.undecided)} undecided row{'s' if len(self.undecided) > 1 else ''} (a drop beyond the "
+                       f"tolerance that the tests cannot confirm: {'; '.join(self.undecided)})")
         if self.passed and not self.tested:
             verdict = (f"untested ({', '.join(self.untested_rules)} could not be applied to these runs, or could fail on none of their rows)"
                        if self.untested_rules else "untested (no rule could be applied to these runs)")
@@ -698,7 +730,14 @@ def gate(
         row["p_value"] = p_value
         if row["status"] is None:
             beyond = worse_by == worse_by and worse_by > float(row["tolerance"])
-            row["status"] = FAIL if beyond and (p_value is None or p_value < alpha) else OK
+            row["status"] = (FAIL if p_value is None or p_value < alpha else UNDECIDED) if beyond else OK
+            if row["status"] == UNDECIDED:
+                notes.append(
+                    f"undecided: {row['strategy']} {row['profile']} {row['metric']}: the estimated change "
+                    f"{change_figure(row['change'], row['metric'])} is beyond the tolerance {row['tolerance']:.15g}, but not significantly "
+                    f"(p = {p_value:.3g}, alpha {alpha:g}): the drop may sit in few scenarios or probes; it is no regression the "
+                    "tests confirm, and no pass either"
+                )
         row["failed"] = row["status"] == FAIL
         if row["failed"]:
             failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {change_figure(row['change'], row['metric'])}")
@@ -706,6 +745,6 @@ def gate(
         row["holm"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
     columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "holm", "probes",
                "pairs", "min_probes", "status", "failed"]
-    decided = {row["metric"] for row in rows if row["status"] in (OK, FAIL)}
+    decided = {row["metric"] for row in rows if row["status"] in (OK, UNDECIDED, FAIL)}
     untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]
     return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)
