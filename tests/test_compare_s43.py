@@ -11,7 +11,7 @@ import pandas as pd
 from compaction_bench.reports.compare import retention_changes
 
 STRATEGIES = [f"strategy{k}" for k in range(10)]
-SCENARIOS, PROBES, CHECKPOINTS, PAGES = 7, 12, 2, 60
+SCENARIOS, PROBES, CHECKPOINTS, PAGES = 7, 12, 2, 30
 
 
 def _run(rng: np.random.Generator, dependent: np.ndarray, fixed: np.ndarray) -> pd.DataFrame:
@@ -28,9 +28,10 @@ def _run(rng: np.random.Generator, dependent: np.ndarray, fixed: np.ndarray) -> 
 
 
 def test_two_runs_of_one_process_are_tagged_on_at_most_about_five_percent_of_pages():
-    """60 pages of 10 strategies, no strategy differing between the two runs: every tag is a false claim, and the page
-    says its tags' family error is 0.05. At a true 5%, 60 pages tag 3 on average and more than 8 with probability 0.3%;
-    the probe-level sign-flip test tagged about a quarter of such pages (24 of 100 in the audit)."""
+    """30 pages of 10 strategies, no strategy differing between the two runs: every tag is a false claim, and the page
+    says its tags' family error is 0.05. At a true 5%, 30 pages tag 1.5 on average and more than 5 with probability
+    0.3%; the probe-level sign-flip test tagged about a quarter of such pages (24 of 100 in the audit; 11 of these 30,
+    where the gate's test tags 1)."""
     tagged = 0
     for page in range(PAGES):
         rng = np.random.default_rng(1000 + page)
@@ -38,4 +39,4 @@ def test_two_runs_of_one_process_are_tagged_on_at_most_about_five_percent_of_pag
         a, b = _run(rng, dependent, fixed), _run(rng, dependent, fixed)
         changes = retention_changes(a, b, [(strategy, "64k") for strategy in STRATEGIES])
         tagged += any(change is not None and change.detectable for change in changes.values())
-    assert tagged <= 8
+    assert tagged <= 5
