@@ -135,7 +135,7 @@ def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         changed = [key for key in SCENARIO_IDENTITY if key in before and key in now and before[key] != now[key]]
         if changed:
             differences.append(f"scenario {now.get('name')!r}: {', '.join(changed)} changed (its transcript or probes are not the run's)")
-    differences += _code_difference(old, new)
+    differences += code_difference(old, new)
     old_files, new_files = old.get(INPUT_FILES), new.get(INPUT_FILES)
     if isinstance(old_files, dict) and isinstance(new_files, dict):  # runs before this record: nothing to compare
         for flag in sorted(set(old_files) & set(new_files)):
@@ -148,7 +148,7 @@ def config_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 MEASURING_PACKAGES = ("compaction-bench", "litellm", "tiktoken")
 
 
-def _code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+def code_difference(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What made the cells, where it differs between two manifests: the profiles' definitions (limits, prices,
     cache rules: litellm's map supplies them), the measuring packages' versions, and the git revision of the
     code where both recorded one. A resume after an upgrade merged cells of two versions without a word."""

@@ -74,7 +74,7 @@ from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
-from compaction_bench.run_folder import SCENARIO_IDENTITY, _code_difference
+from compaction_bench.run_folder import SCENARIO_IDENTITY, code_difference
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -262,11 +262,11 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
 def _code_differences(baseline: dict[str, Any], candidate: dict[str, Any]) -> list[str]:
     """The code that made two runs, where it differs: the measuring packages' versions and the sha256 of compaction_bench's
     source files (the git revision for a run made before that record), as `bench run --resume` compares them
-    (`run_folder._code_difference`); the profiles it also compares are compared above, each in today's form."""
+    (`run_folder.code_difference`); the profiles it also compares are compared above, each in today's form."""
     def without_profiles(manifest: dict[str, Any]) -> dict[str, Any]:
         return {key: value for key, value in manifest.items() if key != "profiles"}
 
-    return _code_difference(without_profiles(baseline), without_profiles(candidate))
+    return code_difference(without_profiles(baseline), without_profiles(candidate))
 
 
 def _template_hash(manifest: dict[str, Any], name: str) -> str | None:
