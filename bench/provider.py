@@ -711,9 +711,14 @@ class SimulatedProvider(MessageCounter):
                 best, best_prefix = kept, prefix
         entry = _Entry(messages, visible, boundaries, now, last_user, None)
         written = self._written(request, entry)  # the part of the request its breakpoints write
-        cache = self._outcome(best, best_prefix, written.boundaries.last(), written)
-        served = best  # the entry the read comes from
-        if policy.reads != PREFIX_READS:
+        # a request without a breakpoint where reads end at one (on GPT-5.6, explicit mode without one): nothing read,
+        # nothing written, no entry left (`_keep` below)
+        cached = request.cache_control or policy.reads == PREFIX_READS
+        served: _Entry | None = None  # the entry the read comes from
+        cache = CacheOutcome(best_prefix, 0, 0)
+        if cached:
+            cache, served = self._outcome(best, best_prefix, written.boundaries.last(), written), best
+        if cached and policy.reads != PREFIX_READS:
             # Anthropic, and GPT-5.6 ("OpenAI considers up to the latest 80 breakpoints"), serve the longest entry
             # written at a breakpoint of any earlier request they hold: the one sharing the longest prefix may have no
             # breakpoint inside it. Only a prefix longer than the read found can read more.
@@ -722,9 +727,6 @@ class SimulatedProvider(MessageCounter):
                     other = self._outcome(kept, prefix, written.boundaries.last(), written)
                     if other.cached_tokens > cache.cached_tokens:
                         cache, served = CacheOutcome(best_prefix, other.cached_tokens, other.cache_write_tokens), kept
-        if policy.reads != PREFIX_READS and not request.cache_control:
-            # no breakpoint (on GPT-5.6, explicit mode without one): nothing read, nothing written, no entry left
-            cache, served = CacheOutcome(best_prefix, 0, 0), None
         if self.profile.overflows(true_tokens, reserved):  # the profile's provider rule (compaction_bench.profiles)
             self._bases["sent"] = self._bases[request.kind] = entry
             self._undo = None
@@ -740,7 +742,7 @@ class SimulatedProvider(MessageCounter):
         self._undo = (list(self._recent), self._turn, self._opening, refreshed)
         if refreshed is not None and now is not None:
             refreshed[0].reads[cache.cached_tokens] = now
-        if request.cache_control or policy.reads == PREFIX_READS:
+        if cached:
             self._keep(written, request.kind)
         self._accepted += 1
         live = {id(kept.messages.log) for kept in self._recent if isinstance(kept.messages, LogView)}
