@@ -442,13 +442,16 @@ def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFram
 
 
 def probe_test(
-    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1
+    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
+    *, two_sided: bool = False,
 ) -> ProbeTest | None:
     """The paired test of one probe metric for one (strategy, profile): its p-value (unadjusted) is the
     larger of the clustered bootstrap's that the change is below −`tolerance` and the one-sided
     sign-flip test's that it is below 0; None without shared pairs. `family` is the number of tests
     adjusted together: the resamples are enough for a Monte Carlo p-value, never below 1/(samples + 1),
-    to reach alpha / family."""
+    to reach alpha / family. `two_sided` makes the same test both ways (a rise beyond +`tolerance` is the
+    drop of the runs swapped: the differences negated) and reports twice the smaller p, at most 1, as
+    `bench compare` tags a change of either sign."""
     frame = _labelled(runs, strategy, profile)
     column = PROBE_METRICS[metric]
     if frame.empty or column not in frame.columns:
@@ -477,15 +480,21 @@ def probe_test(
         return tuple(dict.fromkeys(f"{scenario}/{probe}" for scenario, probe in zip(flipped.get_level_values("scenario"), flipped.get_level_values("probe_id"), strict=True)))
 
     clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
+
+    def p_of_drop(sign: float) -> float:
+        """The interval's side beyond the tolerance, and the exact test that enough probes changed at all, of the
+        differences times `sign` (−1: the rise of the candidate over the baseline)."""
+        return max(
+            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance,
+                                   samples=max(BOOTSTRAP_SAMPLES, math.ceil(2 * family / alpha))),
+            signflip_p((sign * diffs["difference"]).tolist(), samples=max(SAMPLES, math.ceil(2 * family / alpha))),
+        )
+
     return ProbeTest(
         baseline=float(per_probe["baseline"].mean()),
         candidate=float(per_probe["candidate"].mean()),
         change=float(diffs["difference"].mean()),
-        # the interval's side beyond the tolerance, and the exact test that enough probes changed at all
-        p_value=max(
-            bootstrap_p_below_zero(clusters, threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, math.ceil(2 * family / alpha))),
-            signflip_p(diffs["difference"].tolist(), samples=max(SAMPLES, math.ceil(2 * family / alpha))),
-        ),
+        p_value=min(1.0, 2 * min(p_of_drop(1.0), p_of_drop(-1.0))) if two_sided else p_of_drop(1.0),
         probes=len(diffs),
         changed=int((diffs["difference"] != 0).sum()),
         pairs=int(diffs["pairs"].sum()),

@@ -53,6 +53,18 @@ def test_four_probes_can_never_fail_a_rule():
     assert test is not None and test.probes == 30 and test.p_value >= 0.5**4 > 0.05
 
 
+def test_the_two_sided_test_doubles_the_smaller_side():
+    # A gain in every scenario: the one-sided test of a drop cannot reject (p near 1); the same test with the runs
+    # swapped sees the drop and rejects; two-sided, `bench compare`'s test is twice the smaller of the two.
+    base, cand = run(probes({f"s{k}": {0, 1} for k in range(3)})), run(probes({}))
+    drop = probe_test((base, cand), "x", "32k", "retention", 0.05)
+    rise = probe_test((cand, base), "x", "32k", "retention", 0.05)
+    both = probe_test((base, cand), "x", "32k", "retention", 0.05, two_sided=True)
+    assert drop is not None and rise is not None and both is not None
+    assert drop.p_value > 0.9 and rise.p_value < 0.05
+    assert both.p_value == pytest.approx(2 * rise.p_value) and both.change == drop.change == pytest.approx(6 / 30)
+
+
 def test_flipped_probes_are_named_by_scenario_and_probe():
     # The same probe id lost in two scenarios is two flipped probes.
     test = probe_test((run(probes({})), run(probes({"s0": {3}, "s1": {3}}))), "x", "32k", "retention", 0.05)
