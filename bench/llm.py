@@ -1032,7 +1032,6 @@ class LLMClient:
         self.model = model
         self.settings = settings
         self.repeat = repeat
-        self.provider = provider_of(model)
         self.calls = 0  # requests sent to the provider by this client (retries included)
         self.stored = 0  # completions found stored (a responses file, the run's responses, the cache)
         self.fetched = 0  # completions no store held, got from the model
@@ -1041,6 +1040,13 @@ class LLMClient:
             import diskcache
 
             self._cache = diskcache.Cache(str(settings.cache_dir or default_cache_dir()))
+
+    @functools.cached_property
+    def provider(self) -> str:
+        """The provider the requests go to, whose wire rules `chat_messages` applies: litellm's routing for a real
+        model (a bare `gemini-2.5-pro` goes to Vertex AI and its Gemini `contents`, a bare `claude-…` to Anthropic),
+        the name's prefix for an offline one (litellm is not imported for it)."""
+        return provider_of(self.model) if is_offline(self.model) else litellm_provider(self.model)
 
     @functools.cached_property
     def limits(self) -> ModelProfile | None:

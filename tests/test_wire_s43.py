@@ -116,3 +116,18 @@ def test_the_local_gemini_server_answers_the_summary_call(monkeypatch, tmp_path)
         assert answer.text and server.calls == 1 and not server.rejected
     finally:
         server.close()
+
+
+@pytest.mark.parametrize("model", ["gemini-2.5-flash", "gemini/gemini-2.5-flash", "vertex_ai/gemini-2.5-flash"])
+def test_a_model_named_without_its_provider_gets_the_wire_rules_of_the_provider_litellm_sends_it_to(model):
+    """litellm sends a bare `gemini-…` to Vertex AI, whose `contents` follow Gemini's rules: the client's payload is
+    built for that provider, not for OpenAI's (the s43 note's finding: a bare name's payload opened with the calls)."""
+    client = LLMClient(model)
+    payload = chat_messages(OPENING_WITH_CALLS["system then a call"], provider=client.provider)
+    assert api_accepts(gemini_contents(payload)), (client.provider, payload)
+
+
+def test_a_bare_claude_model_goes_to_anthropic_and_an_offline_model_to_no_provider():
+    assert LLMClient("claude-sonnet-4-5").provider == "anthropic"
+    assert LLMClient("gpt-4o").provider == "openai"
+    assert LLMClient("offline/extractive").provider == "offline"
