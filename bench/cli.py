@@ -337,7 +337,7 @@ def _profile_record(profile: ModelProfile) -> dict[str, Any]:
     """A profile's row of `bench list profiles` as plain values: counts as integers, prices in dollars per
     million tokens (null when the map has no price; the cached price null too when the profile has no cache)."""
     from compaction_bench.metrics.cost import cached_input_price
-    from compaction_bench.profiles import ALIASES
+    from compaction_bench.profiles import ALIASES, MARKED_READS
 
     cache = profile.cache
     priced = not profile.prices.unpriced
@@ -345,11 +345,20 @@ def _profile_record(profile: ModelProfile) -> dict[str, Any]:
         "name": profile.name, "alias_of": ALIASES.get(profile.name), "model": profile.model, "window": profile.context_window,
         "context": profile.context_limit or profile.context_window, "input_limit": profile.input_limit or None,
         "max_output": profile.max_output, "overflow_when": profile.overflow_text(), "tokenizer": profile.tokenizer,
-        "cache": None if cache.provider == "none" else {"provider": cache.provider, "min_prefix": cache.min_prefix, "block": cache.block},
+        "cache": None if cache.provider == "none" else {
+            "provider": cache.provider, "min_prefix": cache.min_prefix, "block": cache.block, "reads": cache.reads,
+            "breakpoints": cache.breakpoints if cache.reads == MARKED_READS else None, "ttl_seconds": cache.ttl_seconds},
         "usd_per_mtok_in": _per_million(profile.prices.input) if priced else None,
         "usd_per_mtok_cached": _per_million(cached_input_price(profile)) if priced and cache.provider != "none" else None,
         "usd_per_mtok_out": _per_million(profile.prices.output) if priced else None,
     }
+
+
+def _cache_rules(cache: dict[str, Any]) -> str:
+    """Where a profile's cache reads may end and how long an entry lives, in words (the note under the table)."""
+    ends = {"marked": f"end only at a breakpoint the agent marked (at most {cache['breakpoints']} per request)",
+            "implicit": "end only at the breakpoint the provider places"}.get(cache["reads"], "may end anywhere (any cached prefix)")
+    return f"reads {ends}; an entry lives {cache['ttl_seconds'] // 60} min"
 
 
 @list_app.command("profiles")
@@ -367,18 +376,22 @@ def list_profiles(
         return
     table = Table("name", "model", "window", "context", "input limit", "max output", "overflow when", "tokenizer", "cache",
                   "$/Mtok in", "$/Mtok cached", "$/Mtok out")
+    rules: dict[str, int] = {}  # each distinct cache rule once, numbered in the order the rows first show it
     for r in records:
         cache = r["cache"]
         unpriced = r["usd_per_mtok_in"] is None
+        rule = rules.setdefault(_cache_rules(cache), len(rules) + 1) if cache is not None else 0
         table.add_row(
             f"{r['name']} (= {r['alias_of']})" if r["alias_of"] else r["name"], r["model"], f"{r['window']:,}", f"{r['context']:,}",
             f"{r['input_limit']:,}" if r["input_limit"] else "-", f"{r['max_output']:,}", r["overflow_when"], r["tokenizer"],
-            "none" if cache is None else f"{cache['provider']} ≥{cache['min_prefix']}" + (f" /{cache['block']}" if cache["block"] > 1 else ""),
+            "none" if cache is None else f"{cache['provider']} ≥{cache['min_prefix']}" + (f" /{cache['block']}" if cache["block"] > 1 else "") + f" [{rule}]",
             format_dollars(r["usd_per_mtok_in"]),
             "-" if cache is None and not unpriced else format_dollars(r["usd_per_mtok_cached"], "{:.3f}"),
             format_dollars(r["usd_per_mtok_out"]),
         )
     console.print(table)
+    for text, number in rules.items():
+        console.print(f"[{number}] cache {text}", markup=False, soft_wrap=True)
     console.print("Any chat model of litellm's bundled map is a profile too (-p openai/gpt-5, -p anthropic/claude-sonnet-4-5, "
                   "-p deepseek/deepseek-chat), and MODEL@WINDOW shrinks one proportionately (-p openai/gpt-5@64k).", markup=False, soft_wrap=True)
 

@@ -68,7 +68,7 @@ def test_profiles_give_numbers_as_numbers_and_known_prices():
     gpt5 = by_name["gpt-5"]
     assert (gpt5["window"], gpt5["context"], gpt5["input_limit"], gpt5["max_output"]) == (272_000, 400_000, 272_000, 128_000)
     assert gpt5["overflow_when"] == "input > 272,000" and gpt5["tokenizer"] == "o200k_base"
-    assert gpt5["cache"] == {"provider": "openai", "min_prefix": 1024, "block": 128}
+    assert gpt5["cache"] == {"provider": "openai", "min_prefix": 1024, "block": 128, "reads": "prefix", "breakpoints": None, "ttl_seconds": 600}
     small = by_name["64k"]
     assert (small["window"], small["input_limit"]) == (64_000, None)
     for record in (gpt5, small):
@@ -110,3 +110,17 @@ def test_gate_help_names_every_metric_a_rule_may_use():
     named = shown.split("Metrics:", 1)[1]
     for metric in (*METRICS, *ALIASES):
         assert metric in named, metric
+
+
+def test_profiles_say_where_cache_reads_end_and_how_long_entries_live():
+    # Anthropic: reads end at breakpoints the agent marks, at most 4 per request, 5-minute entries (evaluation.md §7);
+    # GPT-5.6: only at the breakpoint OpenAI places, 30 minutes at least (OpenAI's `prompt_cache_options` reference)
+    by_name = {r["name"]: r for r in listed("profiles", "gpt-5.6")}
+    assert by_name["claude-sonnet"]["cache"] == {"provider": "anthropic", "min_prefix": 1024, "block": 1, "reads": "marked",
+                                                     "breakpoints": 4, "ttl_seconds": 300}
+    assert (by_name["gpt-5.6"]["cache"]["reads"], by_name["gpt-5.6"]["cache"]["ttl_seconds"]) == ("implicit", 1800)
+    table = bench_cli("list", "profiles", "gpt-5.6")
+    assert table.returncode == 0, table.stderr
+    row = next(line for line in table.stdout.splitlines() if line.startswith("│ gpt-5.6 "))
+    number = row.split("[")[1].split("]")[0]
+    assert f"[{number}] cache reads end only at the breakpoint the provider places; an entry lives 30 min" in table.stdout
