@@ -571,6 +571,7 @@ def compare(
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
     from compaction_bench.atomic import check_output
+    from compaction_bench.reports.compare import compared_retention
     from compaction_bench.reports.gate import METRICS, Run, change_figure, check_comparable, compare_runs, metric_figure
 
     html = _output_file(html_text, "--html")
@@ -592,6 +593,7 @@ def compare(
                     metric_figure(values[f"{metric}_candidate"], metric), change_figure(values[f"{metric}_change"], metric),
                 )
     console.print(table)
+    _print_retention_changes(*compared_retention(runs, compared))
     from compaction_bench.reports.leaderboard import offline_notes
 
     for note in offline_notes(baseline, candidate):
@@ -601,6 +603,26 @@ def compare(
 
         with _reading_runs(baseline, candidate):
             console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force)}", markup=False, soft_wrap=True)
+
+
+def _print_retention_changes(keys: list[tuple[str, str]], changes: dict[tuple[str, str], Any]) -> None:
+    """`bench compare`'s second table: each row's retention change at the probe points both runs share, with its 95%
+    interval and whether it is a claim (the comparison page's tags and their note, `reports/compare.py`)."""
+    from compaction_bench.reports.compare import adjustment_note
+
+    shown = [(key, changes[key]) for key in keys if changes.get(key) is not None]
+    if not shown:
+        return
+    table = Table("strategy", "profile", "retention change (points)", "95% CI", "paired points", "significant",
+                  title="retention at the paired probe points")
+    for (strategy_name, profile_name), change in shown:
+        tag = ("better" if change.mean > 0 else "worse") if change.detectable else "no detectable change"
+        table.add_row(strategy_name, profile_name, f"{100 * change.mean:+.1f}", f"[{100 * change.lo:+.1f}, {100 * change.hi:+.1f}]",
+                      f"{change.n:,}", tag)
+    console.print(table)
+    note = adjustment_note(changes)
+    if note:
+        console.print(note, markup=False, soft_wrap=True)
 
 
 @app.command("gate")

@@ -183,17 +183,31 @@ def _metric_cell(metric: str, values: pd.Series) -> dict[str, Any]:
             "change": change_figure(change, metric), "better": METRICS[metric][1]}
 
 
+def shared_probes(runs: tuple[Run, Run]) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
+    """The scenarios both runs hold, and each run's probe rows in them."""
+    a, b = runs[0].tables, runs[1].tables
+    shared = sorted(set(a["summary"]["scenario"]) & set(b["summary"]["scenario"]))
+    a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
+    b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]
+    return shared, a_probes, b_probes
+
+
+def compared_retention(runs: tuple[Run, Run], compared: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[tuple[str, str], Difference | None]]:
+    """The (strategy, profile) rows of `compare_runs`' table, and each one's paired retention change over the shared
+    scenarios with its interval and tag (`retention_changes`): what the page and `bench compare`'s terminal show."""
+    _, a_probes, b_probes = shared_probes(runs)
+    keys = [(str(k[0]), str(k[1])) for k in (i if isinstance(i, tuple) else (i,) for i in compared.index)]
+    return keys, retention_changes(a_probes, b_probes, keys) if not a_probes.empty and not b_probes.empty else {}
+
+
 def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     a_root, b_root = Path(baseline), Path(candidate)
     runs = (Run.load(a_root), Run.load(b_root))
     a, b = runs[0].tables, runs[1].tables
     compared = compare_runs(*runs)
-    shared = sorted(set(a["summary"]["scenario"]) & set(b["summary"]["scenario"]))
-    a_probes = a["probes"][a["probes"]["scenario"].isin(shared)] if not a["probes"].empty else a["probes"]
-    b_probes = b["probes"][b["probes"]["scenario"].isin(shared)] if not b["probes"].empty else b["probes"]
+    shared, a_probes, b_probes = shared_probes(runs)
+    keys, changes = compared_retention(runs, compared)
     rows = []
-    keys = [(str(k[0]), str(k[1])) for k in (i if isinstance(i, tuple) else (i,) for i in compared.index)]
-    changes = retention_changes(a_probes, b_probes, keys) if not a_probes.empty and not b_probes.empty else {}
     for (strategy, profile), (_, values) in zip(keys, compared.iterrows(), strict=True):
         change = changes.get((strategy, profile))
         metrics = [_metric_cell(m, values) for m in METRICS if f"{m}_change" in values]

@@ -106,3 +106,20 @@ def test_token_counts_show_whole_with_separators_in_the_page_and_the_terminal(ru
     assert done.returncode == 0, done.stderr
     row = next(line for line in done.stdout.splitlines() if "rebilled_tokens" in line)
     assert [cell.strip() for cell in row.split("│")[4:7]] == list(expected)
+
+
+def test_the_terminal_shows_the_retention_change_with_the_page_s_interval_and_tag(runs):
+    """The terminal's retention row is the page's: the paired change, its 95% interval and its tag, computed once for
+    both (`compare.compared_retention`); the interval excludes the change's opposite sign only where it is a claim."""
+    base, cand = runs
+    page = render_compare(base, cand)
+    row = re.search(r'<td class="l">codex-local</td><td class="l">32k</td>\s*<td data-v="[^"]*">([^<]*)</td><td>\[([^<]*), ([^<]*)\]</td>'
+                    r'<td>(\d+)</td>\s*<td class="l">(?:<span[^>]*>)?([^<]*)<', page)
+    assert row, "the page shows codex-local's retention change"
+    change, lo, hi, points, tag = row.groups()
+    done = subprocess.run([*BENCH, "compare", str(base), str(cand), "--allow-different-inputs"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("│ codex-local") and "[" in line)
+    assert [cell.strip() for cell in line.split("│")[1:7]] == ["codex-local", "32k", change, f"[{lo}, {hi}]", f"{int(points):,}", tag]
+    assert "is below 0.05 (the intervals shown are each row's own)" in " ".join(done.stdout.split())
