@@ -13,6 +13,14 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
   (the last copy wins: streamed copies grow); Anthropic usage becomes `Usage(input = input +
   cache_read + cache_creation, cached_input = cache_read, cache_write = cache_creation, output)`
   (a count that is no token count is a problem, and that copy's usage is not used: `builder.token_counts`);
+- Claude Code writes an assistant line of model `<synthetic>` for what no API call answered. One that records a
+  failed call (`isApiErrorMessage: true`: "API Error: 529 …", "Prompt is too long", a usage limit) is an
+  `{"event": "api-error", "error"}` marker holding its text: the API normaliser drops it from every request
+  (2.0.57 `Py3` in `BZ`, cc@2.0.57 cli.js L4125; 2.1.112 `sY7` in `K0`, cc@2.1.112 cli.js L5257, L5262), and the
+  call billed nothing. Any other (2.0.57 `xD`: "No response requested." after a resumed conversation that ended
+  with a user message, L1923) is sent as an assistant message by both normalisers, so its items are kept, but
+  without a `response`: no model answered it, so the replay sends and bills no request for it and hands its items
+  to the strategy as input. `meta["api_errors"]` and `meta["unsent_responses"]` count these lines;
 - `tool_use` blocks are tool calls, `tool_result` blocks in user lines their results (placed
   before the line's own text, which opens a new turn: the results answer the previous response);
   `isMeta` user lines (command caveats, injected notes) are synthetic;
@@ -20,7 +28,11 @@ Owns the Claude Code reading rules (MANIFEST "claude-code-jsonl"):
   one also `"instructions"`: the text typed after `/compact`, from the command line Claude Code
   records after the boundary and its summary, up to the next model response; "" when none), the
   `isCompactSummary` user line that follows it a marker `{"event": "compaction-summary"}` holding
-  the summary text; other system lines are `system-notice` markers;
+  the summary text. A `local_command` line (a slash command and its output, `<local-command-stdout>…`) is a
+  synthetic user item (`meta["event"] = "local-command"`) when the line's `version` is 2.1.63 or later, whose
+  normaliser sends it as user text (`case"system"`, cc@2.1.63 cli.js L5869; 2.1.112 `mq7`, L5260, L5262); 2.1.62
+  (L5860) and earlier, 2.0.57 among them (`BZ`, L4125), drop every system line, so there, and for a line without a
+  readable version, it is a `system-notice` marker like every other system line;
 - Claude Code's own lines that are not messages are counted in `meta["skipped"]` by type: title
   `summary`, `file-history-snapshot`, `queue-operation`, and any other line that carries the session
   envelope (`sessionId`; e.g. `attachment` or `progress` lines of later versions). A parent link
@@ -59,6 +71,16 @@ CHAINS = ("main", "sidechains", "all")
 NODE_TYPES = ("user", "assistant", "system")
 #: Claude Code's own non-message lines that carry no session envelope (MANIFEST, specs/claude-code.md §1.1).
 OWN_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation"})
+#: The model name of an assistant line Claude Code wrote itself, no model (2.0.57 `bH9`, cc@2.0.57 cli.js L4125).
+SYNTHETIC_MODEL = "<synthetic>"
+#: What `_synthetic_kind` says of such a line: a failed API call's (also its marker's event), or another.
+API_ERROR = "api-error"
+UNSENT = "unsent"
+#: The first version whose API normaliser sends `system/local_command` lines as user text (bisected on the npm
+#: tarballs: 2.1.62 drops them, 2.1.63 keeps them; 2.0.57, 2.0.77, 2.1.0, 2.1.30, 2.1.41, 2.1.53, 2.1.58 and 2.1.61
+#: drop them, 2.1.69 and 2.1.112 keep them).
+LOCAL_COMMANDS_SENT_FROM = (2, 1, 63)
+VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)")
 
 
 #: The token counts of an Anthropic `usage` object that `anthropic_usage` reads.
@@ -235,6 +257,10 @@ class ClaudeCodeImporter(Importer):
         off = sum(1 for n in group if n.uuid not in on_branch)
         if off:
             meta["off_branch"] = off
+        synthetic = Counter(_synthetic_kind(n.data) for n in branch if n.data["type"] == "assistant")
+        for key, kind in (("api_errors", API_ERROR), ("unsent_responses", UNSENT)):
+            if synthetic[kind]:
+                meta[key] = synthetic[kind]
         session = next((n.data.get("sessionId") for n in branch if n.data.get("sessionId")), path.stem)
         cwd = _first_text(branch, "cwd")
         source = {"session_id": session, "chain": name, "version": branch[-1].data.get("version"), **({"cwd": cwd} if cwd else {})}
@@ -252,15 +278,36 @@ class ClaudeCodeImporter(Importer):
             builder.problem("assistant line without a message object; kept as a marker", node.number)
             builder.add("marker", id=node.uuid, meta={"event": "unreadable-line"}, timestamp=timestamp)
             return
-        message_id = str(message.get("id") or node.uuid)
-        if message_id not in responses:
-            responses[message_id] = builder.new_response()
-        response = responses[message_id]
-        model = message.get("model")
-        if isinstance(model, str) and not model.startswith("<"):
-            builder.model = builder.model or model
-        builder.set_usage(response, anthropic_usage(message.get("usage"), builder.reporter(node.number)))
         content = message.get("content")
+        synthetic = _synthetic_kind(node.data)
+        if synthetic == API_ERROR:
+            error = node.data.get("error")
+            meta = {"event": API_ERROR, **({"error": error} if isinstance(error, str) else {})}
+            builder.add("marker", as_text(content), id=node.uuid, timestamp=timestamp, meta=meta)
+            return
+        first = len(builder.items)
+        message_id = str(message.get("id") or node.uuid)
+        response: int | None = None
+        if synthetic is None:
+            if message_id not in responses:
+                responses[message_id] = builder.new_response()
+            response = responses[message_id]
+            model = message.get("model")
+            if isinstance(model, str) and not model.startswith("<"):
+                builder.model = builder.model or model
+            builder.set_usage(response, anthropic_usage(message.get("usage"), builder.reporter(node.number)))
+        ClaudeCodeImporter._content(builder, node, content, message_id, response, timestamp)
+        if synthetic is not None:  # no model answered it: its items are input, no response (no request is sent for it)
+            for n in range(first, len(builder.items)):
+                if builder.items[n].is_model_output:
+                    builder.items[n] = replace(builder.items[n], response=None)
+
+    @staticmethod
+    def _content(
+        builder: TranscriptBuilder, node: _Line, content: Any, message_id: str, response: int | None, timestamp: str | None
+    ) -> None:
+        """The items of an assistant line's content (a string or content blocks), in `response` (None: each model-output
+        item opens one, which `_assistant` takes off again)."""
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         if not isinstance(blocks, list) or not blocks:
             builder.add("assistant", id=node.uuid, response=response, timestamp=timestamp, meta={"message_id": message_id})
@@ -338,6 +385,8 @@ class ClaudeCodeImporter(Importer):
             recorded = mapping_of(data.get("compactMetadata"))
             meta = {"event": "compaction", "trigger": recorded.get("trigger"), "preTokens": recorded.get("preTokens")}
             builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
+        elif data.get("subtype") == "local_command" and _version(data) >= LOCAL_COMMANDS_SENT_FROM:
+            builder.add("user", as_text(data.get("content")), id=node.uuid, synthetic=True, timestamp=timestamp, meta={"event": "local-command"})
         else:
             meta = {"event": "system-notice", "subtype": data.get("subtype"), "level": data.get("level")}
             builder.add("marker", as_text(data.get("content")), id=node.uuid, timestamp=timestamp, meta=meta)
@@ -362,6 +411,23 @@ def _attach_compact_instructions(items: list[Item]) -> None:
                 found = COMMAND_ARGS.search(later.text)
                 items[n] = replace(item, meta={**item.meta, "instructions": found.group(1).strip() if found else ""})
                 break
+
+
+def _synthetic_kind(data: Mapping[str, Any]) -> str | None:
+    """Of an assistant line Claude Code wrote itself (model `SYNTHETIC_MODEL`): `API_ERROR` for a failed call's (the
+    normaliser's predicate, `isApiErrorMessage === true` and that model: 2.0.57 `Py3`, 2.1.112 `sY7`), `UNSENT` for any
+    other; None for a model's response."""
+    message = mapping_of(data.get("message"))
+    if message.get("model") != SYNTHETIC_MODEL:
+        return None
+    return API_ERROR if data.get("isApiErrorMessage") is True else UNSENT
+
+
+def _version(data: Mapping[str, Any]) -> tuple[int, ...]:
+    """The Claude Code version a line records (`"2.1.63"` → (2, 1, 63)); () when it records none readable."""
+    version = data.get("version")
+    found = VERSION.match(version) if isinstance(version, str) else None
+    return tuple(map(int, found.groups())) if found else ()
 
 
 def _image(block: Mapping[str, Any]) -> Any:

@@ -29,9 +29,10 @@
 `claude-code-2.1` applies §8 (2.1.112): reserve `min(max output, 20,000)` while the request asks for
 the whole max output (upstream `Z97`), an optional auto-compact window, the count plus a chars/4
 estimate of every message after the newest response's first line (§8.2), the consecutive-failure
-and rapid-refill breakers, which live for one user prompt, and the prompt-too-long retry that drops
-the oldest API rounds (§8.3), the new wrapper without the analysis and with the transcript path
-(§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), the summary asked first of a fork of the turn's
+and rapid-refill breakers, which live for one user prompt (the tripped rapid-refill breaker ends the prompt's
+query: the request it trips on is refused, as is every later one of that prompt the check would trip on again),
+and the prompt-too-long retry that drops the oldest API rounds (§8.3), the new wrapper without the analysis and
+with the transcript path (§8.5), the text-only prompt numbered 1–9 (§8.4, §7.2), the summary asked first of a fork of the turn's
 request that reads the cached prefix and caches nothing past the turn's messages (`skipCacheWrite`), the summariser's own
 request only when the fork gives no summary (§8.4), files but no todo list after a compaction (§8.5), no
 count-based microcompact (§8.6), the API rounds of `AR6` (one per response) for the retry, and the blocking
@@ -107,6 +108,9 @@ CLEARED_RESULT = "[Old tool result content cleared]"
 #: §3.4, §8.1 what Claude Code answers for a prompt over a limit (`cI`): a summary starting with it failed, and the
 #: blocking limit refuses a turn with it.
 PROMPT_TOO_LONG = "Prompt is too long"
+#: §8.3 the opening words of the error 2.1.112 ends a query with when the rapid-refill breaker trips (`okK`, cc@2.1.112
+#: cli.js L4996), which refuses a turn with them.
+AUTOCOMPACT_THRASHING = "Autocompact is thrashing"
 #: §8.3 marker put in front of a retried summary input that would start with an assistant turn.
 PTL_RETRY_MARKER = "[earlier conversation truncated for compaction retry]"
 #: §2.2 interrupt and rejection placeholders (set `K00`): responses starting with these do not count.
@@ -378,13 +382,13 @@ class ClaudeCode21Options(ClaudeCodeOptions):
     reserve_cap: int = field(default=20_000, metadata={"range": TOKEN_COUNT})
     #: CLAUDE_CODE_AUTO_COMPACT_WINDOW / autoCompactWindow (None: unset), clamped to 100,000–1,000,000
     auto_compact_window: int | None = field(default=None, metadata={"range": CONTEXT_WINDOW})
-    #: the breakers (§8.3): 0 failures or 0 rapid refills stop auto-compaction before its first try
+    #: the breakers (§8.3): 0 failures stop auto-compaction before its first try (the requests go out uncompacted)
     max_consecutive_failures: int = field(default=3, metadata={"range": Range(0, what="a number of failures")})
     #: An auto-compaction fewer than this many turns (API requests) after the previous one in the same query is a
     #: rapid refill (§8.3).
     refill_turns: int = field(default=3, metadata={"range": Range(0, what="a number of turns")})
-    #: At this many rapid refills in a row auto-compaction stops ("Autocompact is thrashing") until the next
-    #: user prompt (§8.3).
+    #: At this many rapid refills in a row the query ends ("Autocompact is thrashing"): its requests at or over the
+    #: threshold are refused until the next user prompt (§8.3); 0: from its first check at or over the threshold.
     max_rapid_refills: int = field(default=3, metadata={"range": Range(0, what="a number of refills")})
     #: Retries of a summary request refused as prompt-too-long, each dropping the oldest API rounds; 0 = none
     #: (`qLK`, §8.3).
@@ -831,8 +835,11 @@ class ClaudeCode(Strategy):
         # comparison), not strict: `T` itself is the smallest count that compacts, the threshold reported
         # (`Request.threshold`). The count is the whole context's (§2.2, §8.2), as the true count is.
         threshold: int | None = self.threshold if self.enabled else None  # auto-compact off: no check, no threshold
-        if self.enabled and count >= self.threshold and self._auto_compact(meta):
+        checked = self._auto_compact(meta) if self.enabled and count >= self.threshold else False
+        if checked:
             count, threshold = self.count(), None
+        elif checked is None:  # §8.3 the query ends before the model is called (2.1.112 cli.js L4538)
+            self.ctx.refuse_request(AUTOCOMPACT_THRASHING)
         elif (limit := self._blocking_limit()) is not None and count >= limit:
             meta["blocking_limit"] = limit
             self.ctx.refuse_request(PROMPT_TOO_LONG)
@@ -858,9 +865,10 @@ class ClaudeCode(Strategy):
         """The count at which a request the check did not compact is not sent: none in 2.0.57 (§7.1: 2.0.77+)."""
         return None
 
-    def _auto_compact(self, meta: dict[str, Any]) -> bool:
+    def _auto_compact(self, meta: dict[str, Any]) -> bool | None:
         """§2.3 steps 4-6: compact; on failure the original messages go out, no retry and no breaker. True when
-        it compacted."""
+        it compacted, False when the original messages go out; None when the check ends the user's query instead
+        and the request is not sent (2.1's rapid-refill breaker; never in BASE)."""
         return self._compact("auto")
 
     # ------------------------------------------------------------ microcompact (§5)
@@ -1231,7 +1239,8 @@ class ClaudeCode21(ClaudeCode):
     plain_files = False
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
-        # §8.3 the breakers' state (upstream `autoCompactTracking`), started anew by every user prompt
+        # §8.3 the breakers' state (upstream `autoCompactTracking`), started anew by every user prompt; `_thrashing`:
+        # the rapid-refill breaker tripped and ended the prompt's query
         self._failures = 0
         self._refills = 0
         self._turns_since: int | None = None
@@ -1320,23 +1329,28 @@ class ClaudeCode21(ClaudeCode):
 
     def _on_request(self) -> None:
         # A "turn" of the rapid-refill breaker is one pass of the query loop (one API request): upstream counts
-        # it after the tools of the request that followed the compaction ran, before the next check.
-        if self._turns_since is not None:
+        # it after the tools of the request that followed the compaction ran, before the next check. A query the
+        # breaker ended runs no more passes: its count stays.
+        if self._turns_since is not None and not self._thrashing:
             self._turns_since += 1
 
-    def _auto_compact(self, meta: dict[str, Any]) -> bool:
-        """`QkK`: nothing after 3 consecutive failures in this query; the refill count is taken before
-        compacting (one more when the previous compaction of this query is < 3 turns old, else 0), and at 3
-        nothing is compacted: the query ends with the "Autocompact is thrashing" error. The recording goes
-        on, so the replay sends its requests uncompacted until the next user prompt. True when it compacted."""
+    def _auto_compact(self, meta: dict[str, Any]) -> bool | None:
+        """`QkK` (cc@2.1.112 cli.js L4996): nothing after 3 consecutive failures in this query; the refill count is
+        taken before compacting (one more when the previous compaction of this query is < 3 turns old, else 0), and
+        at 3 nothing is compacted: the query loop returns before calling the model (`{reason: "rapid_refill_breaker"}`,
+        L4538) with the "Autocompact is thrashing" error, so the request is refused (None, `meta["autocompact_thrashing"]`
+        the refill count). The recording goes on in that prompt; upstream's query has ended, so its state stays as
+        it was (`_on_request` counts no more turns), and each later request of the prompt whose count is still at or
+        over T trips the same check again and is refused too. The next user prompt starts a new query with no
+        tracking (`autoCompactTracking: void 0`): its first check at or over T compacts. True when it compacted."""
         o = self.options
-        if self._thrashing or self._failures >= o.max_consecutive_failures:
+        if self._failures >= o.max_consecutive_failures:
             return False
         refills = self._refills + 1 if self._turns_since is not None and self._turns_since < o.refill_turns else 0
         if refills >= o.max_rapid_refills:
             self._thrashing = True
             meta["autocompact_thrashing"] = refills
-            return False
+            return None
         if self._compact("auto"):
             self._failures, self._refills, self._turns_since = 0, refills, 0
             return True

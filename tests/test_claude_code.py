@@ -521,9 +521,12 @@ def test_later_rapid_refill_breaker_stops_after_three_refills():
     turns = [r for r in result.requests if r.kind == "turn" and r.attempt == 0]
     assert turns[0].threshold == 7_000
     assert [c.step for c in result.compactions if c.trigger == "auto"] == [1, 2, 3]
-    assert [(r.step, r.meta.get("autocompact_thrashing")) for r in turns if r.meta.get("autocompact_thrashing")] == [(4, 3)]
-    # The recording goes on in that turn: its requests are sent uncompacted, over T.
-    assert all(r.estimate_tokens >= 7_000 for r in turns if r.step >= 4)
+    # The query ends before the model is called (2.1.112 cli.js L4538): the request is refused, not sent. The recording
+    # goes on in that prompt; upstream's state stays as it was, so every later request, still over T, trips the same
+    # check again and is refused too (this test asserted them sent uncompacted before: upstream sends none of them).
+    assert [(r.step, r.meta.get("autocompact_thrashing")) for r in turns if r.meta.get("autocompact_thrashing")] == [
+        (4, 3), (5, 3), (6, 3), (7, 3), (8, 3)]
+    assert all(r.refused and not r.sent and r.estimate_tokens >= 7_000 for r in turns if r.step >= 4)
 
 
 def test_later_breakers_start_over_with_each_user_prompt(tmp_path):
@@ -545,11 +548,11 @@ def test_later_breakers_start_over_with_each_user_prompt(tmp_path):
     assert result.compactions == []
     assert sorted({r.step for r in result.requests if r.kind == "summary"}) == [1, 2, 3, 5, 6, 7]
     # The rapid-refill breaker too: the second prompt (steps 9-17, already over T at its first request) compacts
-    # three times again before it trips.
+    # three times again before it trips; the requests the breaker refuses end with each prompt.
     refill = replay(_scan_session(turns=2).transcript(), "claude-code-2.1", profile=small_profile(40_000), options=REFILL)
     assert [c.step for c in refill.compactions if c.trigger == "auto"] == [1, 2, 3, 9, 10, 11]
     thrashing = [r.step for r in refill.requests if r.kind == "turn" and r.meta.get("autocompact_thrashing")]
-    assert thrashing == [4, 12]
+    assert thrashing == [4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 17]
 
 
 def test_later_manual_compact_leaves_the_breakers_alone(tmp_path):
