@@ -12,7 +12,8 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   instructions, ``<environment_context>``, ...: ``is_contextual``) are ``synthetic``; assistant messages, reasoning
   (encrypted size in ``meta.encrypted_len``), function/custom/local-shell calls and their outputs
   (an output that is a JSON string ``{"output": ..., "metadata": ...}`` is decoded: the text is the
-  output, the rest stays in ``meta.output_envelope`` so the wire form can be rebuilt exactly);
+  output, the rest stays in ``meta.output_envelope`` so the wire form can be rebuilt exactly; an output is
+  ``is_error`` when Codex sent it as a failed call, by its envelope's exit code or its wording: ``codex_failed``);
   ``agent_message`` items are user-role items with ``meta.codex_type = "agent_message"`` (their input text the
   text, the size of an encrypted part in ``meta.encrypted_len``);
   every item keeps the Codex payload type in ``meta.codex_type``;
@@ -177,6 +178,39 @@ def _data_url_mime(url: Any) -> str:
     if isinstance(url, str) and url.startswith("data:"):
         return url[5:].split(";", 1)[0]
     return "image/unknown"
+
+
+#: The start of a plain-text tool output (no JSON envelope) Codex sends as a failed call, `success: Some(false)`, a flag
+#: the rollout does not keep (`FunctionCallOutputPayload` serializes its text alone: openai/codex@001cb8e2
+#: codex-rs/protocol/src/models.rs, test `serializes_failure_as_string`):
+#: - Codex 0.3x's sandbox failure and timeout, `failed in sandbox {sandbox_type:?} with execution error: …` and
+#:   `command timed out after N milliseconds`, built with `success: Some(false)` (codex-rs/core/src/codex.rs
+#:   `handle_sandbox_error` of the 0.3x line, which wrote the corpus's 0.34.0 rollouts; read in the code index, whose
+#:   copy names no commit);
+#: - `apply_patch verification failed: …`, which the handler returns as an error (openai/codex@001cb8e2
+#:   codex-rs/core/src/tools/handlers/apply_patch.rs, `FunctionCallError::RespondToModel`);
+#: - the freeform exec output `Exit code: N\nWall time: …` of a command that exited non-zero, which
+#:   `ToolEmitter::finish` returns as an error too (openai/codex@019402a8 codex-rs/core/src/tools/mod.rs
+#:   `format_exec_output_for_model_freeform`, openai/codex@001f15e9 codex-rs/core/src/tools/events.rs `finish`).
+#: Such an error is sent with `success: Some(false)` (openai/codex@04de4bbe codex-rs/core/src/tools/parallel.rs
+#: `ToolCallRuntime::failure_response`), as is a structured exec output's non-zero `metadata.exit_code`. Not a failure:
+#: the 0.3x apply_patch `error: …`, which codex.rs builds with `success: None` (its `CorrectnessError` branch).
+CODEX_FAILED_OUTPUT = re.compile(
+    r"failed in sandbox \w+ with execution error: |command timed out after \d+ milliseconds|apply_patch verification failed: "
+    r"|Exit code: (?!0\n)-?\d+\nWall time: "
+)
+
+
+def codex_failed(raw: Any, text: str, envelope: dict[str, Any] | None) -> bool:
+    """Whether a tool output is one Codex sent as a failed call: a JSON exec envelope's non-zero `metadata.exit_code`,
+    an output object's `success: false`, or a plain-text output Codex words as a failure (`CODEX_FAILED_OUTPUT`)."""
+    if envelope is not None:
+        metadata = envelope.get("metadata")
+        exit_code = metadata.get("exit_code") if isinstance(metadata, dict) else None
+        return isinstance(exit_code, int) and not isinstance(exit_code, bool) and exit_code != 0
+    if isinstance(raw, dict):
+        return raw.get("success") is False
+    return isinstance(raw, str) and CODEX_FAILED_OUTPUT.match(text) is not None
 
 
 #: `Usage` field -> the token count of Codex's `last_token_usage` it is read from.
@@ -966,15 +1000,9 @@ class _RolloutReader:
                 self.b.problem(f"{kind} without call_id; line kept out", number)
                 return
             text, envelope, images = decode_output(p.get("output"))
-            meta = {"codex_type": kind}
-            exit_code = None
-            if envelope is not None:
-                meta["output_envelope"] = envelope
-                metadata = envelope.get("metadata")
-                exit_code = metadata.get("exit_code") if isinstance(metadata, dict) else None
-            is_error = (isinstance(exit_code, int) and exit_code != 0) or (isinstance(p.get("output"), dict) and p["output"].get("success") is False)
-            self.b.add("tool_result", text, call_id=str(call_id), id=source_id, is_error=is_error, attachments=tuple(images),
-                       timestamp=ts, meta=meta)
+            meta = {"codex_type": kind} | ({"output_envelope": envelope} if envelope is not None else {})
+            self.b.add("tool_result", text, call_id=str(call_id), id=source_id, is_error=codex_failed(p.get("output"), text, envelope),
+                       attachments=tuple(images), timestamp=ts, meta=meta)
         elif kind == "agent_message":
             self.agent_message(number, p, source_id, ts)
         elif kind in MARKER_ITEM_TYPES:

@@ -1,7 +1,9 @@
 """Importer for plain OpenAI-style message lists: a JSON list or JSONL of `{role, content, tool_calls,
 tool_call_id}`, an object holding `messages`, and tau-bench's container (a JSON list of runs
 `{task_id, trial, reward, info, traj}`: one transcript per run). The message conversion is
-`compaction_bench.scenarios.openai_style`.
+`compaction_bench.scenarios.openai_style`. A file with an entry that looks like a run (`task_id` and `traj`, no
+`role`: `looks_like_tau_run`) is a tau-bench container: an entry of it that is no readable run is a problem naming
+run N, and the other runs are kept (read as chat messages, each run would be a message without a role, all lost).
 
 A JSONL (or JSON list) of session records, `{"id": …, "messages": [...]}` one per line (OpenAI's
 chat fine-tuning files, Hugging Face chat datasets), holds one session per record, read as `hf-dataset`
@@ -32,9 +34,9 @@ from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure
 from compaction_bench.scenarios.builder import TranscriptBuilder, mapping_of, unique_ids
-from compaction_bench.scenarios.openai_style import add_messages, content_problem, sniff_messages
+from compaction_bench.scenarios.openai_style import add_messages, content_problem, fields_of, sniff_messages
 from compaction_bench.scenarios.readers import SURROGATE_PROBLEM, parse_json, read_json_reported, read_jsonl, read_text, scrubbed
-from compaction_bench.transcript import Transcript
+from compaction_bench.transcript import Transcript, json_type
 
 FORMAT = "openai-messages"
 #: How a problem names one session record and several (`distinct_ids`): in JSONL, in a JSON list.
@@ -43,6 +45,11 @@ RECORDS, ENTRIES, RUNS = ("record", "records"), ("entry", "entries"), ("run", "r
 
 def is_tau_run(entry: Any) -> bool:
     return isinstance(entry, Mapping) and isinstance(entry.get("traj"), list) and "task_id" in entry
+
+
+def looks_like_tau_run(entry: Any) -> bool:
+    """A tau-bench run whole or damaged: an object with `task_id` and `traj` (of any type) and no chat `role`."""
+    return isinstance(entry, Mapping) and "task_id" in entry and "traj" in entry and "role" not in entry
 
 
 def is_session_record(entry: Any) -> bool:
@@ -177,6 +184,15 @@ def tau_builder(path: Path, n: int, entry: Mapping[str, Any], problems: Sequence
     return builder
 
 
+def tau_damage(entry: Any) -> str:
+    """What keeps an entry of a tau-bench file from being read as a run (`is_tau_run`)."""
+    if not isinstance(entry, Mapping):
+        return f"expected a tau-bench run {{task_id, traj: [...]}}, got a JSON {json_type(entry)}"
+    if "task_id" not in entry or "traj" not in entry:
+        return f"expected a tau-bench run {{task_id, traj: [...]}}, got an object with fields {fields_of(entry)}"
+    return f"traj is a JSON {json_type(entry['traj'])}, not a list of messages"
+
+
 def tau_meta(entry: Mapping[str, Any]) -> dict[str, Any]:
     """What a tau-bench run records about itself: its task, trial, reward and the simulated user's cost."""
     info = mapping_of(entry.get("info"))
@@ -204,7 +220,7 @@ class OpenAIMessagesImporter(Importer):
 
     def load(self, path: Path, **options: Any) -> list[Transcript]:
         data, lines, problems = read_chat(path)
-        if data and all(is_tau_run(entry) for entry in data):
+        if any(looks_like_tau_run(entry) for entry in data):
             return self._tau_runs(path, data, problems)
         if data and is_session_record(data[0]):
             return self._session_records(path, data, lines, problems)
@@ -227,10 +243,20 @@ class OpenAIMessagesImporter(Importer):
         return [builder.finish(ids[n], source=origins[n]) for n, builder in enumerate(builders)]
 
     @staticmethod
-    def _tau_runs(path: Path, data: Sequence[Mapping[str, Any]], problems: Sequence[str]) -> list[Transcript]:
+    def _tau_runs(path: Path, data: Sequence[Any], problems: Sequence[str]) -> list[Transcript]:
         """Each tau-bench run as its own transcript, `<stem>:task<task_id>:trial<trial>`, unique within the file as
-        records' ids are (`distinct_ids`: two results files put together repeat a task's trials)."""
-        builders = [tau_builder(path, n, entry, problems) for n, entry in enumerate(data)]
-        wanted = [f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}" for entry in data]
+        records' ids are (`distinct_ids`: two results files put together repeat a task's trials). An entry that is
+        no run, or a run whose `traj` is no list of messages, is a problem naming run N that every transcript of
+        the file carries (`tau_damage`), and the file keeps its other runs; a file with none left is an error.
+        A damaged run keeps its place under a name no run has (`run<N>`), so N is the index in the file in
+        every problem."""
+        damage = [f"{path}: run {n}: {tau_damage(entry)}; run left out" for n, entry in enumerate(data) if not is_tau_run(entry)]
+        if len(damage) == len(data):
+            raise ImportFailure(f"{damage[0]}; the tau-bench file has no readable run ({len(damage)} damaged)")
+        builders = [tau_builder(path, n, entry, [*problems, *damage]) if is_tau_run(entry) else new_builder(path, ())
+                    for n, entry in enumerate(data)]
+        wanted = [f"{path.stem}:task{entry.get('task_id')}:trial{entry.get('trial')}" if is_tau_run(entry) else f"{path.stem}:run{n}"
+                  for n, entry in enumerate(data)]
         ids = distinct_ids(wanted, builders, None, RUNS)
-        return [builder.finish(ids[n], source={"entry": n}, meta=tau_meta(data[n])) for n, builder in enumerate(builders)]
+        return [builder.finish(ids[n], source={"entry": n}, meta=tau_meta(data[n]))
+                for n, builder in enumerate(builders) if is_tau_run(data[n])]

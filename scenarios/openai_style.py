@@ -120,16 +120,29 @@ def content_problem(content: Any) -> str | None:
     )
 
 
+def is_chat_entry(value: Any) -> bool:
+    """A chat message (an object with a chat `role`) or a session record (an object holding `messages`)."""
+    return isinstance(value, Mapping) and (value.get("role") in ROLES or isinstance(value.get("messages"), list))
+
+
 def sniff_messages(head: str) -> bool:
-    """True when the head looks like a JSON list of chat messages, or JSONL whose first line is one."""
+    """True when the head looks like a JSON list of chat messages, or JSONL whose first line is one.
+
+    A JSON list is told by its first element, parsed whatever its keys' order (a pydantic / LiteLLM dump writes
+    `content` before `role`) and length; a first element longer than the head still counts when a chat `role`
+    shows in the head's first 4,000 characters."""
     stripped = head.lstrip()
     if stripped.startswith("["):
-        return bool(_ROLE_RE.search(stripped[:4000]))
+        try:
+            first, _ = json.JSONDecoder().raw_decode(stripped[1:].lstrip())
+        except (ValueError, RecursionError):  # not JSON, cut off by the head's end, too deep, or a huge number
+            first = None
+        return is_chat_entry(first) or bool(_ROLE_RE.search(stripped[:4000]))
     try:
         first = json.loads(stripped.split("\n", 1)[0])
     except (ValueError, RecursionError):  # not JSON, too deep, or a number beyond the digit limit
         return False
-    return isinstance(first, Mapping) and (first.get("role") in ROLES or isinstance(first.get("messages"), list))
+    return is_chat_entry(first)
 
 
 def add_messages(
@@ -257,17 +270,26 @@ def without_block(text: str, command: str) -> str:
     return (text[: block.start()].rstrip() + "\n\n" + text[block.end() :].lstrip()).strip()
 
 
+def text_beside_block(message: Mapping[str, Any], command: str) -> Any:
+    """A text-protocol message's content without the fenced block holding `command` (`without_block`); a
+    content that is no string as it is."""
+    content = message.get("content")
+    return without_block(content, command) if isinstance(content, str) else content
+
+
 def actions_to_tool_calls(
     messages: Sequence[Any],
     command_of: Callable[[Mapping[str, Any]], tuple[str, str] | None],
     refuses_action: Callable[[Any], bool] = lambda m: False,
+    text_beside: Callable[[Mapping[str, Any], str], Any] = text_beside_block,
 ) -> list[Any]:
     """Rewrite text-protocol agents into tool calling: an assistant message whose action
     `command_of(message)` finds (as `(tool name, command)`) gets a tool call `action-<n>`, and the
-    user message that follows it becomes that call's tool result. The fenced block the command
-    was written in leaves the message's text (`without_block`): the model wrote the command once,
-    so the replay counts it once, as the call. An assistant message followed by one that
-    `refuses_action` (the agent's format error: nothing was run) keeps its text and gets no call."""
+    user message that follows it becomes that call's tool result. The message's content becomes
+    `text_beside(message, command)`, what it says beside the command (by default the fenced block the
+    command was written in leaves it: `text_beside_block`): the model wrote the command once, so the
+    replay counts it once, as the call. An assistant message followed by one that `refuses_action`
+    (the agent's format error: nothing was run) keeps its text and gets no call."""
     out: list[Any] = []
     pending: str | None = None
     for n, message in enumerate(messages):
@@ -286,7 +308,6 @@ def actions_to_tool_calls(
             name, command = found
             pending = f"action-{n}"
             call = {"id": pending, "function": {"name": name, "arguments": json.dumps({"command": command}, ensure_ascii=False)}}
-            content = message.get("content")
-            message = {**message, "tool_calls": [call], **({"content": without_block(content, command)} if isinstance(content, str) else {})}
+            message = {**message, "tool_calls": [call], "content": text_beside(message, command)}
         out.append(message)
     return out

@@ -21,12 +21,16 @@ Reading rules:
   message without step parts is one response); ``text`` → assistant, ``reasoning`` → reasoning,
   ``tool`` → a tool call (input as JSON) and, after the response, its result: the output of a
   completed call (``meta["compacted"]`` when prune cleared it), the error text of a failed one,
-  none for a call still pending or running; the ``step-finish`` tokens are the response's usage,
+  and for a call still pending or running the error OpenCode sends for it, ``[Tool execution was
+  interrupted]`` (§3.2); the ``step-finish`` tokens are the response's usage,
   on its last item (``input`` includes cache reads and writes, ``output`` includes reasoning:
   DESIGN §2; a count that is no token count is a problem and leaves the usage unknown);
 - a summary assistant (``summary: true``, OpenCode's own compaction) is a marker
   ``{"event": "compaction-summary"}`` holding the summary text; an assistant ``error`` is a marker
-  ``{"event": "error"}``;
+  ``{"event": "error"}``. OpenCode never sends an errored assistant message again, unless it is a
+  ``MessageAbortedError`` with a part other than step-start or reasoning (§3.2, ``skipped_by_opencode``):
+  such a message is the marker alone, its text, reasoning, tool and step-finish parts kept in ``meta["parts"]``
+  and its ``tokens`` in ``meta["tokens"]``, no conversation item and no response;
 - parts that are not model input (patch, snapshot, retry, agent, subtask, step parts themselves)
   are counted in ``meta["ignored_parts"]``; unusable messages and parts are listed in
   ``meta["problems"]``.
@@ -62,6 +66,12 @@ from compaction_bench.transcript import Attachment, Transcript, Usage
 
 FORMAT = "opencode"
 SQLITE_MAGIC = "SQLite format 3"
+#: The error result OpenCode sends for a tool call still pending or running (§3.2).
+INTERRUPTED_TOOL = "[Tool execution was interrupted]"
+#: The parts of an assistant message that are model input.
+MODEL_INPUT_PARTS = ("text", "reasoning", "tool")
+#: What a skipped errored assistant message keeps in its marker: its model input and its steps' usage.
+SKIPPED_KEPT_PARTS = (*MODEL_INPUT_PARTS, "step-finish")
 
 
 #: The token counts of OpenCode's `tokens` that `opencode_usage` reads.
@@ -97,6 +107,17 @@ def file_attachment(part: Mapping[str, Any]) -> Attachment:
     return Attachment(mime=str(part.get("mime") or "application/octet-stream"), name=str(name or ""), size=size, uri=url)
 
 
+def skipped_by_opencode(info: Mapping[str, Any], parts: list[Mapping[str, Any]]) -> bool:
+    """Whether OpenCode leaves an assistant message out of every later request: it has an `error`, unless that is a
+    `MessageAbortedError` and a part is other than step-start or reasoning (§3.2; anomalyco/opencode@007a9409
+    packages/opencode/src/session/message-v2.ts `toModelMessagesEffect`)."""
+    error = info.get("error")
+    if not error:
+        return False
+    aborted = isinstance(error, Mapping) and error.get("name") == "MessageAbortedError"
+    return not (aborted and any(p["type"] not in ("step-start", "reasoning") for p in parts))
+
+
 class _Session:
     """Builds one transcript from OpenCode messages (each `{"info", "parts"}`)."""
 
@@ -119,6 +140,8 @@ class _Session:
         elif info.get("summary"):
             text = "\n\n".join(str(p.get("text") or "").strip() for p in parts if p.get("type") == "text")
             b.add("marker", text, id=info.get("id"), timestamp=stamp, meta={"event": "compaction-summary", "parent": info.get("parentID")})
+        elif skipped_by_opencode(info, parts):
+            self._skipped_assistant(info, parts, stamp)
         else:
             self._assistant(where, info, parts, stamp)
 
@@ -208,26 +231,47 @@ class _Session:
         if response is not None and not usage_seen:
             b.set_usage(response, opencode_usage(info.get("tokens"), b.reporter(place=where)))
         close()
-        error = info.get("error")
-        if isinstance(error, Mapping):
-            data = _mapping(error.get("data"))
-            b.add("marker", str(data.get("message") or ""), timestamp=stamp, meta={"event": "error", "name": str(error.get("name") or "")})
+        if info.get("error"):
+            self._error_marker(info, stamp, {})
+
+    def _skipped_assistant(self, info: Mapping[str, Any], parts: list[Mapping[str, Any]], stamp: str | None) -> None:
+        """An errored assistant message OpenCode never sends again (`skipped_by_opencode`): its error marker, holding
+        its model input and usage (`SKIPPED_KEPT_PARTS`, its `tokens`), so nothing is lost; the parts that are no
+        model input are counted as ignored, as in any assistant message."""
+        if info.get("modelID"):
+            self.builder.model = str(info["modelID"])
+        kept = [dict(p) for p in parts if p["type"] in SKIPPED_KEPT_PARTS]
+        for part in parts:
+            if part["type"] not in MODEL_INPUT_PARTS:
+                self.ignored[part["type"]] += 1
+        tokens = {"tokens": info["tokens"]} if info.get("tokens") else {}
+        self._error_marker(info, stamp, ({"parts": kept} if kept else {}) | tokens)
+
+    def _error_marker(self, info: Mapping[str, Any], stamp: str | None, kept: Mapping[str, Any]) -> None:
+        """The marker `{"event": "error", "name"}` of an assistant message's error, its text the error's message."""
+        error = _mapping(info.get("error"))
+        data = _mapping(error.get("data"))
+        meta = {"event": "error", "name": str(error.get("name") or ""), **kept}
+        self.builder.add("marker", str(data.get("message") or ""), timestamp=stamp, meta=meta)
 
     def _result(self, part: Mapping[str, Any], stamp: str | None) -> None:
+        """A tool part's result as OpenCode sends it (§3.2): a completed call's output, a failed call's error, and
+        `INTERRUPTED_TOOL` as the error of a call still pending or running; a part of another status has none."""
         state = _mapping(part.get("state"))
         status = state.get("status")
-        if status not in ("completed", "error"):
+        if status not in ("completed", "error", "pending", "running"):
             return
         times = _mapping(state.get("time"))
         meta = {"compacted": times["compacted"]} if times.get("compacted") else {}
         attachments = tuple(file_attachment(a) for a in state.get("attachments") or () if isinstance(a, Mapping))
+        text = {"completed": state.get("output"), "error": state.get("error")}.get(status, INTERRUPTED_TOOL)
         self.builder.add(
             "tool_result",
-            as_text(state.get("output") if status == "completed" else state.get("error")),
+            as_text(text),
             id=f"{part.get('id')}.result" if part.get("id") else None,
             call_id=str(part.get("callID") or part.get("id")),
             tool_name=str(part.get("tool") or ""),
-            is_error=status == "error",
+            is_error=status != "completed",
             attachments=attachments,
             timestamp=stamp,
             meta=meta,
