@@ -15,8 +15,10 @@ V0 rules:
 - `system` and user `message` actions are system and user items; the system item's meta keeps what
   the event records besides its content: the tool definitions the model was given (`tools`),
   `agent_class` and `openhands_version` (`SystemMessageAction`, `events/action/message.py@156d0686
-  L43-66`); an agent `message` is an assistant reply; `recall` actions, `change_agent_state` and
-  `agent_state_changed` / `null` observations are markers;
+  L43-66`), a user item's attachments its `image_urls` (a list of URL strings; anything else is reported and
+  left out); an agent `message` is an assistant reply; `recall` actions, `change_agent_state` and
+  `agent_state_changed` / `null` observations are markers (a recall action's with its `recall_type` and `query`,
+  which V0's conversation window reads, `RecallAction`, `events/action/agent.py@156d0686 L89-104`);
 - a `condensation` action is the recording agent's own compaction (`CondensationAction`,
   `events/action/agent.py@156d0686 L107-188`), written by its condenser, not by the model: a marker
   `{"event": "compaction"}` with what the event records (`forgotten_event_ids` or the inclusive
@@ -27,7 +29,9 @@ V0 rules:
   `{"event": "compaction-request"}`; with metadata the model called the `request_condensation` tool;
 - every other action is a tool call: `tool_call_metadata.tool_call_id` is its call id (else
   `event-<id>`), actions that share `tool_call_metadata.model_response.id` form one model
-  response, whose `usage` counts once; `args.thought` is the response's text;
+  response, whose `usage` counts once; the response's text and the call's arguments are those of the recorded
+  `model_response.choices[0].message`, else `args.thought` and the action's args (a field on that path of another
+  type is reported, naming the line and the event);
 - an observation answers the call named by its `tool_call_metadata.tool_call_id`, else the one of
   its `cause` event, else (old flat records without ids) the latest unanswered call; an `error`
   observation linked to nothing is what OpenHands shows the model as a user message (synthetic);
@@ -36,7 +40,10 @@ V0 rules:
   L531-666`): with prompt extensions on, a synthetic user item holding the text rendered from its
   `extras` (`workspace_context_text`, `microagent_text`), or nothing when there is nothing to render;
   with them off (`enable_prompt_extensions=False`), nothing. "Nothing" is a marker
-  `{"event": "observation:recall", "sent_to_model": false}`, never model input.
+  `{"event": "observation:recall", "sent_to_model": false}`, never model input. Either way its meta names the
+  recall action it answers (`recall_action`, the item id of its `cause`) and keeps the fields `RecallObservation`
+  records (`recall_fields`; of its microagents only their names, `microagents`): V0 holds the observation in its
+  history whatever it sends for it (`state_tracker.py@156d0686 L38-47`), which `openhands-v0` replays.
 
 Whether prompt extensions were on is read from the file where it says so (an evaluation run's
 `metadata.agent_config.enable_prompt_extensions`). Where it does not (`PromptExtensions`), the
@@ -59,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.importing import Importer, ImportFailure, read_head
-from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text, mapping_of
+from compaction_bench.scenarios.builder import TranscriptBuilder, as_arguments, as_text, list_of, mapping_of
 from compaction_bench.scenarios.openai_style import openai_usage
 from compaction_bench.scenarios.openhands_v1 import (
     FORMAT,
@@ -91,14 +98,12 @@ _EVENT_RE = re.compile(
 )
 
 
-def _call_arguments(metadata: Mapping[str, Any], call_id: str, args: Mapping[str, Any]) -> str:
-    """The arguments the model sent for `call_id` (from the raw response), else the action's args."""
-    response = mapping_of(metadata.get("model_response"))
-    for choice in response.get("choices") or []:
-        message = choice.get("message") if isinstance(choice, Mapping) else None
-        for call in (message or {}).get("tool_calls") or []:
-            if isinstance(call, Mapping) and call.get("id") == call_id and isinstance(call.get("function"), Mapping):
-                return as_arguments(call["function"].get("arguments"))
+def _call_arguments(message: Mapping[str, Any] | None, call_id: str, args: Mapping[str, Any]) -> str:
+    """The arguments the model sent for `call_id` (from the recorded response's message, `_Run.model_message`), else
+    the action's args."""
+    for call in list_of((message or {}).get("tool_calls")):
+        if isinstance(call, Mapping) and call.get("id") == call_id and isinstance(call.get("function"), Mapping):
+            return as_arguments(call["function"].get("arguments"))
     return as_arguments({k: v for k, v in args.items() if k != "thought"})
 
 
@@ -149,6 +154,7 @@ class _Run:
         self.spoken: set[int] = set()  # the responses whose text is imported (`_spoken`)
         self.items_of_event: dict[str, list[str]] = {}  # the item ids each event became (a condensation names events)
         self.recalled_agents: set[str] = set()  # the microagents of the recall observations read so far
+        self.recall_actions: dict[str, str] = {}  # the item id of each recall action, by its event id
 
     def add(self, event_id: Any, kind: str, text: str = "", **fields: Any) -> Item:
         """`TranscriptBuilder.add`, remembering which event the item came from."""
@@ -185,14 +191,41 @@ class _Run:
             self.builder.model = self.builder.model or (model if isinstance(model, str) else None)
         return self.responses[key]
 
-    def _spoken(self, metadata: Mapping[str, Any], response: int, thought: Any) -> str:
-        """The text the model wrote with a tool call, what V0 sends as the assistant message's content: the
-        recorded response's `content`, once per response (on its first action), else the action's
-        `args.thought`. The two differ for a `think` call, whose thought is the content and the tool's own
-        thought joined (`combine_thought`, `function_calling.py@156d0686 L49-56`)."""
-        choice = next(iter(mapping_of(metadata.get("model_response")).get("choices") or []), None)
+    def model_message(self, n: int, metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The message of the recorded model response, `tool_call_metadata.model_response.choices[0].message` (what V0
+        sends back as the assistant message, `conversation_memory.py@156d0686 L258-270`), or None where none is
+        recorded. A field on that path, or its `tool_calls`, of another type than litellm's `ModelResponse` gives it
+        is reported naming the line and the event (`_malformed`), and the action's own args stand for what it would
+        have held."""
+        response = metadata.get("model_response")
+        choices = response.get("choices") if isinstance(response, Mapping) else None
+        choice = choices[0] if isinstance(choices, list) and choices else None
         message = choice.get("message") if isinstance(choice, Mapping) else None
-        if not isinstance(message, Mapping) or "content" not in message:
+        for field, value, wanted in (("model_response", response, Mapping), ("model_response.choices", choices, list),
+                                     ("model_response.choices[0]", choice, Mapping),
+                                     ("model_response.choices[0].message", message, Mapping)):
+            if value is None:
+                return None
+            if not isinstance(value, wanted):
+                self._malformed(n, field, value, "a list" if wanted is list else "an object")
+                return None
+        assert isinstance(message, Mapping)
+        calls = message.get("tool_calls")
+        if calls is None or isinstance(calls, list):
+            return message
+        self._malformed(n, "model_response.choices[0].message.tool_calls", calls, "a list")
+        return {k: v for k, v in message.items() if k != "tool_calls"}
+
+    def _malformed(self, n: int, field: str, value: Any, wanted: str) -> None:
+        self.builder.problem(f"{self.where} event {n}: tool_call_metadata.{field} is a JSON {json_type(value)}, not {wanted}; "
+                             "the action's args are read instead", self.line)
+
+    def _spoken(self, message: Mapping[str, Any] | None, response: int, thought: Any) -> str:
+        """The text the model wrote with a tool call, what V0 sends as the assistant message's content: the
+        recorded response's `content` (`message`, `model_message`), once per response (on its first action), else
+        the action's `args.thought`. The two differ for a `think` call, whose thought is the content and the tool's
+        own thought joined (`combine_thought`, `function_calling.py@156d0686 L49-56`)."""
+        if message is None or "content" not in message:
             return thought if isinstance(thought, str) else ""
         if response in self.spoken:
             return ""
@@ -214,8 +247,7 @@ class _Run:
             meta = system_meta(args, self.builder.reporter(self.line, f"{self.where} event {n} (system)"))
             self.add(event_id, "system", as_text(args.get("content") or event.get("message")), id=ident, timestamp=ts, meta=meta)
         elif kind == "message" and source == "user":
-            images = args.get("image_urls") or []
-            attachments = tuple(Attachment(mime="image/url", name=str(u)) for u in images if isinstance(u, str))
+            attachments = self.images(n, args.get("image_urls"))
             self.add(event_id, "user", as_text(args.get("content") or event.get("message")), id=ident, attachments=attachments, timestamp=ts)
         elif kind == "message":
             response = self._response(n, metadata)
@@ -224,10 +256,15 @@ class _Run:
             self.condensation(n, event, args, ident, ts)
         elif kind in NON_TOOL_ACTIONS or (kind == "condensation_request" and not metadata):
             event_name = "compaction-request" if kind == "condensation_request" else kind
-            self.add(event_id, "marker", as_text(event.get("message")), id=ident, timestamp=ts, meta={"event": event_name, "source": str(source)})
+            meta = {"event": event_name, "source": str(source)}
+            if kind == "recall":  # what V0's `str(event)` and conversation window read of a `RecallAction`
+                meta |= {"recall_type": args.get("recall_type"), "query": as_text(args.get("query"))}
+                self.recall_actions[str(event_id)] = ident
+            self.add(event_id, "marker", as_text(event.get("message")), id=ident, timestamp=ts, meta=meta)
         else:
             response = self._response(n, metadata)
-            thought = self._spoken(metadata, response, args.get("thought"))
+            message = self.model_message(n, metadata)
+            thought = self._spoken(message, response, args.get("thought"))
             if thought.strip():
                 self.add(event_id, "assistant", thought, id=f"{ident}:thought", response=response, timestamp=ts)
             call_id = str(metadata.get("tool_call_id") or ident)
@@ -237,13 +274,28 @@ class _Run:
                 id=call_id,
                 call_id=call_id,
                 tool_name=str(metadata.get("function_name") or kind),
-                arguments=_call_arguments(metadata, call_id, args),
+                arguments=_call_arguments(message, call_id, args),
                 response=response,
                 timestamp=ts,
                 meta={"action": kind},
             )
             self.calls_by_event[str(event_id)] = call_id
             self.unanswered.append(call_id)
+
+    def images(self, n: int, urls: Any) -> tuple[Attachment, ...]:
+        """A user message's `image_urls` (`MessageAction.image_urls: list[str] | None`, `events/action/message.py@156d0686
+        L13`), one attachment per URL; a value that is no list, or an entry that is no string, is reported and left
+        out."""
+        if urls is None:
+            return ()
+        report = self.builder.reporter(self.line, f"{self.where} event {n}")
+        if not isinstance(urls, list):
+            report(f"image_urls is a JSON {json_type(urls)}, not a list of URLs; left out")
+            return ()
+        for k, url in enumerate(urls):
+            if not isinstance(url, str):
+                report(f"image_urls[{k}] is a JSON {json_type(url)}, not a URL; left out")
+        return tuple(Attachment(mime="image/url", name=url) for url in urls if isinstance(url, str))
 
     def condensation(self, n: int, event: Mapping[str, Any], args: Mapping[str, Any], ident: str, ts: str | None) -> None:
         """A recorded `CondensationAction`: the agent's own compaction, a marker (see the module docstring)."""
@@ -262,14 +314,19 @@ class _Run:
         extras = mapping_of(event.get("extras"))
         recall_type = extras.get("recall_type")
         meta = {"observation": "recall", "recall_type": recall_type, **self.extensions.meta()}
+        if str(event.get("cause")) in self.recall_actions:
+            meta["recall_action"] = self.recall_actions[str(event.get("cause"))]
         text = ""
         if recall_type not in RECALL_TYPES:
             self.builder.problem(f"{self.where} event {n}: recall observation of unknown recall_type {recall_type!r}; "
                                  "kept as a marker", self.line)
-        elif self.extensions.enabled:
+        else:
             fields = recall_fields(extras, self.builder.reporter(self.line, f"{self.where} event {n}"))
-            text = recall_text(fields, self.recalled_agents)
-            self.recalled_agents.update(a["name"] for a in fields["microagent_knowledge"])
+            meta["recall_fields"] = {name: fields[name] for name in (*RECALL_TEXT_FIELDS, *RECALL_MAP_FIELDS)} | {
+                "microagents": [a["name"] for a in fields["microagent_knowledge"]]}
+            if self.extensions.enabled:
+                text = recall_text(fields, self.recalled_agents)
+                self.recalled_agents.update(a["name"] for a in fields["microagent_knowledge"])
         if text:
             self.add(event.get("id", n), "user", text, id=ident, synthetic=True, timestamp=ts, meta=meta)
         else:

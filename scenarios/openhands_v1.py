@@ -408,7 +408,10 @@ class _V1Run:
         the `extended_content` after it, its error flag `is_error`: as for V0, the text is what the tool returned
         (the error header a replay puts before a failed result, and a command's rendered metadata, kept in meta as
         `command_metadata`, are the replaying strategy's; `to_llm_content` of `TerminalObservation`,
-        openhands-tools/openhands/tools/terminal/definition.py@611629e6 L174-202)."""
+        openhands-tools/openhands/tools/terminal/definition.py@611629e6 L173-200). For that rendering the meta also
+        keeps the length of the extended content (`extended_content_chars`: the text's last characters, after the
+        "\n" that joins them to a content that is not empty) and the observation's `full_output_save_dir`, which
+        names the file a cut output is saved to."""
         observation = mapping_of(event.get("observation"))
         report = self.at(where)
         if not observation:
@@ -420,6 +423,10 @@ class _V1Run:
             meta["action_id"] = event["action_id"]
         if isinstance(observation.get("metadata"), Mapping):
             meta["command_metadata"] = {k: v for k, v in observation["metadata"].items() if k in V1_COMMAND_METADATA}
+        if isinstance(observation.get("full_output_save_dir"), str):
+            meta["full_output_save_dir"] = observation["full_output_save_dir"]
+        if extended:
+            meta["extended_content_chars"] = len(extended)
         self.tool_result(where, event, "\n".join(t for t in (text, extended) if t), observation.get("is_error") is True, meta, images)
 
     def rejection(self, where: str, event: Mapping[str, Any]) -> None:

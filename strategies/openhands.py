@@ -1,7 +1,12 @@
 """OpenHands condensers as strategies (docs/specs/openhands.md).
 
-`openhands` is the current default, the SDK preset `LLMSummarizingCondenser(max_size=80,
-keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629e6`):
+`openhands` is the SDK preset `LLMSummarizingCondenser(max_size=80, keep_first=4)`, the condenser of
+`get_default_agent` and of spawned sub-agents (§1; `OpenHands/software-agent-sdk@611629e6`:
+`openhands-tools/openhands/tools/preset/default.py` L71-108, `default_condenser` in
+`context/condenser/llm_summarizing_condenser.py` L505-515). It is not what the OpenHands V1 app server builds:
+its `_create_condenser` passes no sizes, so its condenser has the class defaults 240/2 (L48-51; `OpenHands/OpenHands@
+d3fe34a1 openhands/app_server/app_conversation/app_conversation_service_base.py`, `max_size` set only from the
+user's `condenser_max_size`), which is the variant `openhands@max_size=240,keep_first=2`. The rules:
 
 - §2.2 a view of events (system prompt, messages, one action per tool call, one observation per
   result, summary events), condensed before every LLM call; several summaries may live in one view.
@@ -21,23 +26,35 @@ keep_first=4)` of `get_default_agent` (§1; `OpenHands/software-agent-sdk@611629
   event strings shrunk by 0.8 per retry, up to 5 attempts;
 - §6 a tool message's text clipped at 50,000 characters by `maybe_truncate` when it is serialised, and a
   failed result's "[An error occurred during execution.]" header before it and in its preview (`sdk_tool_text`;
-  not in the spec, upstream followed);
+  not in the spec, upstream followed); a terminal result rendered as `TerminalObservation.to_llm_content`
+  renders it, with its command metadata and its 30,000-character cut, in the message and the preview
+  (`sdk_observation_text`; not in the spec, upstream followed);
+- adjacent plain user messages (a summary and the user's next turn, two user turns) sent as one message, as
+  `events_to_messages` merges them (`_can_merge_user_messages`, `event/base.py@611629e6` L107-175; not in the spec,
+  upstream followed);
 - every turn and summary request asks for the max output the SDK reads from litellm's map (`sdk_max_output`; not in
   the spec, upstream followed), as V0's do (`v0_max_output`).
 
-`openhands-v0` is the V0 web-server pipeline of OpenHands 0.62 (§1, §5.9):
-`ConversationWindowCondenser` (only on a context-window request, no summary, §5.2) →
-`BrowserOutputCondenser(attention_window=2)` (§5.4) → `LLMSummarizingCondenser(keep_first=4,
-max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>` blocks with 10,000-char
-middle truncation, forgetting an inclusive id range, newest summary only). An event's block is V0's
-`str(event)` (`_event_str`): the `__str__` (or dataclass repr) of the action class CodeActAgent makes of the
-tool call (its name: `execute_bash`, `str_replace_editor`, `think`, `finish`, …; any other an MCP tool) and
-of the observation the runtime answers it with. Messages are built as V0
-does (§7): an assistant message is emitted only once every call of it has its observation, and
-orphaned calls or observations are dropped silently; a recorded command's result is rendered with its
-metadata as V0 renders it (`v0_observation_text`); observations are cut at 30,000 characters, an
-error observation then gets its "[Error occurred in processing last action]" line (`v0_error_observation`); only
-an IPython cell's and the interactive browser's results send their images (`v0_tool_images`); a
+`openhands-v0` is the V0 web-server pipeline of OpenHands 0.62 (§1, §5.9) on V0's history, which holds every event
+but `NullAction`, `NullObservation` and the agent-state events (`controller/state/state_tracker.py@156d0686 L38-47`):
+the recall events too, a `RecallAction` (no message) and its `RecallObservation` (the context V0 sent the model for
+it, or nothing: the OpenHands importer's synthetic user item or its `observation:recall` marker, `on_marker`), which
+count toward `max_size`, sit in the kept head and are window essentials (upstream answers §11's open question 4).
+The stages: `ConversationWindowCondenser` (only on a context-window request, no summary; the essentials are the
+system message, the first user message and the recall action whose query it is with that action's observation,
+§5.2, `conversation_window_condenser.py@156d0686 L72-99`) → `BrowserOutputCondenser(attention_window=2)` (§5.4) →
+`LLMSummarizingCondenser(keep_first=4, max_size=120)` (§5.1: count-only cut, `<PREVIOUS SUMMARY>` and `<EVENT id=N>`
+blocks with 10,000-char middle truncation, forgetting an inclusive id range, newest summary only; its requests
+uncached, as V0 sets `caching_prompt = False` on the summariser's LLM, `llm_summarizing_condenser.py@156d0686
+L163-179`). An event's block is V0's `str(event)` (`_event_str`): the `__str__` (or dataclass repr) of the action
+class CodeActAgent makes of the tool call (its name: `execute_bash`, `str_replace_editor`, `think`, `finish`, …; any
+other an MCP tool) and of the observation the runtime answers it with, `RecallAction` and `RecallObservation` of a
+recall. Messages are built as V0 does (§7): an assistant message is emitted only once every call of it has its
+observation, and orphaned calls or observations are dropped silently; a recorded command's result is rendered with
+its metadata as V0 renders it (`v0_observation_text`); observations are cut at 30,000 characters, an error
+observation then gets its "[Error occurred in processing last action]" line (`v0_error_observation`; one linked to
+no call, which V0 sends as a user message, too, and which counts as an observation where the window skips leading
+ones); only an IPython cell's and the interactive browser's results send their images (`v0_tool_images`); a
 user message sends its images, each after an "Image N:" label (`v0_user_message`). The
 assistant message is the whole model response (its text and every call, forgotten ones included),
 sent when one of its actions is in the view and every call has its observation there; else the
@@ -54,9 +71,11 @@ prefixes from one rendering that adds an event per count.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
 from typing import Any
 
 from compaction_bench.log_view import LogView
@@ -74,6 +93,16 @@ SDK_CLIP = "<response clipped><NOTE>Due to the max output limit, only part of th
 #: SDK `DEFAULT_TEXT_CONTENT_LIMIT` (`utils/truncate.py@611629e6 L12`): a tool message's text content over it is
 #: clipped when the message is serialised (`llm/message.py@611629e6 L330-336, L360-365, L471-479`).
 SDK_TOOL_TEXT_LIMIT = 50_000
+#: `DEFAULT_TRUNCATE_NOTICE_WITH_PERSIST` (`utils/truncate.py@611629e6 L20-25`; protocol string): the notice of a
+#: cut whose full text was saved to a file.
+SDK_CLIP_SAVED = ("<response clipped><NOTE>Due to the max output limit, only part of the full response has been shown to "
+                  "you. The complete output has been saved to {file_path} - you can use other tools to view the full "
+                  "content (truncated part starts around line {line_num}).</NOTE>")
+#: `MAX_CMD_OUTPUT_SIZE` (`openhands-tools/openhands/tools/terminal/constants.py@611629e6 L18`): a terminal
+#: observation's rendered text is cut to it (`TerminalObservation.to_llm_content`, terminal/definition.py L173-200).
+SDK_MAX_CMD_OUTPUT = 30_000
+#: The SDK observation class whose `to_llm_content` renders its command metadata (terminal/definition.py@611629e6 L146).
+SDK_TERMINAL_OBSERVATION = "TerminalObservation"
 #: SDK `Observation.ERROR_MESSAGE_HEADER` (`tool/schema.py@611629e6 L366`): the text content put before an error
 #: observation's content (`to_llm_content`, L411-424; protocol string).
 SDK_ERROR_HEADER = "[An error occurred during execution.]\n"
@@ -121,7 +150,9 @@ def v0_max_output(profile: ModelProfile) -> int | None:
 
 @dataclass(eq=False)
 class Event:
-    """One view event. `kind`: system | message | action | observation | summary."""
+    """One view event. `kind`: system | message | action | observation | summary, and in V0's view recall (a
+    `RecallAction`, its `text` the query) | unlinked_observation (an observation that answers no tool call: a
+    recall observation, an error linked to no call)."""
 
     id: int
     kind: str
@@ -136,7 +167,8 @@ class Event:
     is_error: bool = False
     masked: bool = False
     #: an observation's action: the first action logged with its call id (V0's `cause`), what V0's
-    #: `str(event)` of the observation reads the call's tool and arguments from (`_event_str`)
+    #: `str(event)` of the observation reads the call's tool and arguments from (`_event_str`); a recall
+    #: observation's recall action
     cause: Event | None = field(default=None, repr=False)
     #: the event's own messages, built once by the strategy that renders it (an event is never changed
     #: once built; a masked copy is a new event)
@@ -223,18 +255,28 @@ def _clip(text: str, limit: int, marker: str) -> str:
     return text[:half] + marker + text[-half:]
 
 
-def sdk_truncate(text: str, limit: int | None) -> str:
+def sdk_truncate(text: str, limit: int | None, save_dir: str | None = None, tool_prefix: str = "output") -> str:
     """SDK `maybe_truncate` (`utils/truncate.py@611629e6 L50-117`): no limit (None or 0) or a short
     enough text is left as it is; a limit the notice alone fills gives the notice cut to the limit;
-    otherwise room for the notice, then the head (rounded up) and the tail."""
+    otherwise room for the notice, then the head (rounded up) and the tail. With a `save_dir` the full text is
+    saved to `<save_dir>/<tool_prefix>_output_<its SHA-256, 8 hex digits>.txt` (`_save_full_content`, L28-46), and
+    the notice names that file and the line the cut starts around (the head's line count + 1); the head keeps its
+    length unless the longer notice leaves less room (the write is taken to succeed)."""
     if not limit or limit < 0 or len(text) <= limit:
         return text
     if len(SDK_CLIP) >= limit:
         return SDK_CLIP[:limit]
-    room = limit - len(SDK_CLIP)
-    head = (room + 1) // 2
+    head = (limit - len(SDK_CLIP) + 1) // 2
+    notice = SDK_CLIP
+    if save_dir:
+        path = PurePosixPath(save_dir) / f"{tool_prefix}_output_{hashlib.sha256(text.encode()).hexdigest()[:8]}.txt"
+        notice = SDK_CLIP_SAVED.format(file_path=path, line_num=len(text[:head].splitlines()) + 1)
+        if len(notice) >= limit:
+            return notice[:limit]
+    room = limit - len(notice)
+    head = min(head, room)
     tail = room - head
-    return text[:head] + SDK_CLIP + (text[-tail:] if tail else "")
+    return text[:head] + notice + (text[-tail:] if tail else "")
 
 
 def _preview(text: str, n: int) -> str:
@@ -259,8 +301,9 @@ def event_preview(event: Event, n: int = N_CHAR_PREVIEW, tools: int = 0) -> str:
         return f"ActionEvent (agent)\n  Thought: {_preview(event.text, n)}\n  Action: {event.tool_name}"
     if event.kind == "observation":
         # `"".join(content_to_str(observation.to_llm_content))` (`observation.py@611629e6 L74-83`): an error's
-        # header comes first
-        result = SDK_ERROR_HEADER + event.text if event.is_error else event.text
+        # header comes first; no extended content
+        own, _ = sdk_observation_text(event)
+        result = SDK_ERROR_HEADER + own if event.is_error else own
         return f"ObservationEvent (environment)\n  Tool: {event.tool_name}\n  Result: {_preview(result, n)}"
     if event.kind == "system":
         # `SystemPromptEvent.__str__` (`system.py@611629e6 L87-104`); its source is "agent".
@@ -318,8 +361,10 @@ class _NoCondensation(Exception):
 
 
 class _SdkMessages:
-    """SDK `events_to_messages`, one event at a time: each event's own messages are built once (on the
-    event); the actions of one response (without thinking) fold into one assistant message."""
+    """SDK `events_to_messages` (`event/base.py@611629e6 L107-175`), one event at a time: each event's own messages
+    are built once (on the event); the actions of one response (without thinking) fold into one assistant message,
+    and a plain user message that follows one joins it (`_can_merge_user_messages`: their text contents in one
+    message, joined here by a line break as the string serializer joins them, `llm/message.py` L330-340)."""
 
     def __init__(self) -> None:
         self.out: list[Message] = []
@@ -336,9 +381,22 @@ class _SdkMessages:
             return
         if e.rendered is None:
             e.rendered = self.own(e)
-        self.out += e.rendered
+        out = self.out
+        for message in e.rendered:
+            if out and _plain_user(message) and _plain_user(out[-1]):
+                prev = out[-1]
+                out[-1] = replace(prev, content=f"{prev.content}\n{message.content}", item_ids=prev.item_ids + message.item_ids,
+                                  attachments=prev.attachments + message.attachments)
+            else:
+                out.append(message)
         if e.kind == "action":
             self.batch = e.response
+
+    @property
+    def open(self) -> bool:
+        """Whether the last message may still change: it holds actions, which a later action of its response folds
+        into, or it is a plain user message, which a later one joins."""
+        return self.batch is not None or bool(self.out) and _plain_user(self.out[-1])
 
     @staticmethod
     def own(e: Event) -> tuple[Message, ...]:
@@ -359,14 +417,74 @@ class _SdkMessages:
                         is_error=e.is_error, attachments=e.items[0].attachments),)
 
 
+def _plain_user(message: Message) -> bool:
+    """`_is_plain_user_message` (`event/base.py@611629e6`): a user message with no tool-call metadata."""
+    return message.role == "user" and not message.tool_calls and message.tool_call_id is None and message.name is None
+
+
 def sdk_tool_text(e: Event) -> str:
-    """The text an SDK observation's tool message sends: its content as one text content, clipped to
-    `SDK_TOOL_TEXT_LIMIT` by `maybe_truncate` when the message is serialised (each text content on its own,
-    `message.py@611629e6 L360-365`), after the error header's own text content for a failed result
-    (`schema.py@611629e6 L411-424`; the transcript's error flag stands for `Observation.is_error`). This
-    request shape has one text per message: the two contents are joined as they follow each other."""
-    text = sdk_truncate(e.text, SDK_TOOL_TEXT_LIMIT)
+    """The text an SDK observation's tool message sends: its content as one text content (`sdk_observation_text`,
+    the extended content after it), clipped to `SDK_TOOL_TEXT_LIMIT` by `maybe_truncate` when the message is
+    serialised (each text content on its own, `message.py@611629e6 L360-365`), after the error header's own text
+    content for a failed result (`schema.py@611629e6 L411-424`; the transcript's error flag stands for
+    `Observation.is_error`). This request shape has one text per message: the two contents are joined as they
+    follow each other."""
+    text = sdk_truncate("\n".join(t for t in sdk_observation_text(e) if t), SDK_TOOL_TEXT_LIMIT)
     return SDK_ERROR_HEADER + text if e.is_error else text
+
+
+def sdk_observation_text(e: Event) -> tuple[str, str]:
+    """An SDK observation's content as its `to_llm_content` renders it (the error header aside), and the extended
+    content `ObservationEvent.to_llm_message` sends after it (`observation.py@611629e6 L66-72`), both of the result's
+    text (the V1 importer's `extended_content_chars` says where the second starts). A `TerminalObservation`'s
+    content is `prefix + content + suffix` and its command metadata's lines (`command_output_text` of the recorded
+    `command_metadata`, the class defaults for what is not recorded), cut at `SDK_MAX_CMD_OUTPUT` by `maybe_truncate`
+    with the observation's `full_output_save_dir` (`terminal/definition.py@611629e6 L173-200`); any other's is as
+    recorded."""
+    meta = e.items[0].meta if e.items else {}
+    extended = meta.get("extended_content_chars")
+    own, more = e.text, ""
+    if isinstance(extended, int) and 0 < extended <= len(e.text):
+        own, more = e.text[: max(len(e.text) - extended - 1, 0)], e.text[len(e.text) - extended:]
+    if meta.get("observation") == SDK_TERMINAL_OBSERVATION:
+        save_dir = meta.get("full_output_save_dir")
+        own = sdk_truncate(command_output_text(own, command_metadata(e)), SDK_MAX_CMD_OUTPUT,
+                           save_dir if isinstance(save_dir, str) else None, "terminal")
+    return own, more
+
+
+#: `CmdOutputMetadata`'s fields and defaults, in its order, the same in V0 (`openhands/events/observation/
+#: commands.py@156d0686 L25-35`) and the SDK (`openhands-tools/openhands/tools/terminal/metadata.py@611629e6 L20-42`):
+#: what `model_dump()` gives for a command whose recording kept none of them.
+COMMAND_METADATA_DEFAULTS: Mapping[str, Any] = {
+    "exit_code": -1, "pid": -1, "username": None, "hostname": None, "working_dir": None,
+    "py_interpreter_path": None, "prefix": "", "suffix": "",
+}
+
+
+def command_metadata(e: Event) -> dict[str, Any]:
+    """A command result's `CmdOutputMetadata` as a dict: the recorded fields (the OpenHands importers'
+    `command_metadata`), upstream's defaults for the others (`COMMAND_METADATA_DEFAULTS`)."""
+    recorded = e.items[0].meta.get("command_metadata") if e.items else None
+    if not isinstance(recorded, Mapping):
+        return dict(COMMAND_METADATA_DEFAULTS)
+    return {name: recorded.get(name, default) for name, default in COMMAND_METADATA_DEFAULTS.items()}
+
+
+def command_output_text(content: str, metadata: Mapping[str, Any]) -> str:
+    """A command's output as V0's `CmdOutputObservation.to_agent_observation` (`commands.py@156d0686 L196-204`) and
+    the SDK's `TerminalObservation.to_llm_content` (before its cut) render it alike: prefix, content and suffix, then
+    a working-directory line, a Python-interpreter line when they are set, and an exit-code line unless the code
+    is -1."""
+    text = f"{metadata['prefix'] or ''}{content}{metadata['suffix'] or ''}"
+    if metadata["working_dir"]:
+        text += f"\n[Current working directory: {metadata['working_dir']}]"
+    if metadata["py_interpreter_path"]:
+        text += f"\n[Python interpreter: {metadata['py_interpreter_path']}]"
+    exit_code = metadata["exit_code"]
+    if isinstance(exit_code, int) and exit_code != -1:
+        text += f"\n[Command finished with exit code {exit_code}]"
+    return text
 
 
 #: The ranges of the condenser sizes both pipelines have, as both `LLMSummarizingCondenser`s check them: the SDK's
@@ -390,7 +508,8 @@ def _check_room(strategy: str, keep_first: int, max_size: int, why: str) -> None
 @dataclass(frozen=True)
 class OpenHandsOptions:
     """`get_default_agent` preset (80, 4) and the SDK class defaults for the rest (§1, §4); the ranges are the
-    SDK's own `Field` constraints."""
+    SDK's own `Field` constraints. The class defaults of the sizes, 240 and 2, are what the OpenHands V1 app server
+    runs (`max_size=240,keep_first=2`, see the module docstring)."""
 
     #: EVENTS reason: condense when the view holds more than this many events; the tail kept is then at most
     #: max_size // 2 - keep_first - 1 events (§4.1, §4.3).
@@ -432,7 +551,7 @@ class _Reasons:
 
 class OpenHands(Strategy):
     name = "openhands"
-    description = "OpenHands SDK LLMSummarizingCondenser(80, 4): REQUEST/TOKENS/EVENTS, pair-safe cut indices, preview-based summary, hard reset"
+    description = "OpenHands SDK preset LLMSummarizingCondenser(80, 4) of get_default_agent: REQUEST/TOKENS/EVENTS, pair-safe cut indices, preview-based summary, hard reset"
     spec = "docs/specs/openhands.md §1, §2.2, §2.3, §3, §4, §10"
     Options = OpenHandsOptions
 
@@ -491,8 +610,8 @@ class OpenHands(Strategy):
             renderer.add(e)
         self._rendered = (self.view, len(self.view))
         out, log = renderer.out, self._log
-        # the last message is open while it holds actions: a later action of its response folds into it
-        log += out[len(log): len(out) - 1 if renderer.batch is not None else len(out)]
+        # the last message is open while a later event may change it (`_SdkMessages.open`)
+        log += out[len(log): len(out) - 1 if renderer.open else len(out)]
         return LogView(log, len(log), tuple(out[len(log):]))
 
     # ------------------------------------------------------------ reasons (§4.1, §4.2)
@@ -698,10 +817,10 @@ class _V0Messages:
             pending[batch[0].id] = batch
         else:
             if e.rendered is None:
-                e.rendered = (self.strategy._own_message(e),)
+                e.rendered = self.strategy._own_messages(e)
             if e.kind == "observation" and not e.masked:
                 results[e.call_id] = e.rendered[0]
-            elif e.rendered[0].role == "user" and out and out[-1].role == "user":
+            elif e.rendered and e.rendered[0].role == "user" and out and out[-1].role == "user":
                 # `_apply_user_message_formatting` (L167-182): "\n\n" before a user message that follows one
                 if e.joined is None:
                     e.joined = replace(e.rendered[0], content="\n\n" + e.rendered[0].content)
@@ -776,6 +895,8 @@ class OpenHandsV0(Strategy):
         self._batches: dict[tuple[int, ...], Message] = {}
         #: how many browser observations `_live` holds (none to mask up to the attention window)
         self._browsers = 0
+        #: each recall action's event, by the id of its marker (what a recall observation's `recall_action` names)
+        self._recalls: dict[str, Event] = {}
         #: the last view rendered; its messages are the append-only log the requests' views share
         self._renderer = _V0Messages(self)
 
@@ -785,8 +906,29 @@ class OpenHandsV0(Strategy):
     def on_input(self, item: Item) -> None:
         if item.is_model_output:
             self.log.response([item])
+        elif item.kind == "user" and item.meta.get("observation") in ("recall", "error"):
+            self._unlinked_observation(item)
         else:
             self.log.observe(item)
+
+    def on_marker(self, item: Item) -> None:
+        """V0's recall events that are no model input, events of its history all the same (`state_tracker.py@156d0686
+        L38-47`): a `RecallAction` (the importer's `recall` marker) and a recall observation V0 sent nothing for (its
+        `observation:recall` marker: prompt extensions off, or nothing to render)."""
+        event = item.meta.get("event")
+        if event == "recall":
+            query = item.meta.get("query")
+            self._recalls[item.id] = self.log.new("recall", items=(item,), text=query if isinstance(query, str) else "",
+                                                  source=str(item.meta.get("source", "user")))
+        elif event == "observation:recall":
+            self._unlinked_observation(item)
+
+    def _unlinked_observation(self, item: Item) -> None:
+        """An observation that answers no tool call: a recall observation (with its recall action, `recall_action`)
+        or an error linked to no call; V0 sends it as a user message, or nothing (`_own_messages`)."""
+        action = self._recalls.get(str(item.meta.get("recall_action")))
+        self.log.new("unlinked_observation", items=(item,), text="" if item.kind == "marker" else item.text,
+                     source="environment", cause=action)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         self.log.response(items)
@@ -853,21 +995,29 @@ class OpenHandsV0(Strategy):
             renderer.add(e)
         return LogView(renderer.out, len(renderer.out))
 
-    def _own_message(self, e: Event) -> Message:
-        """The message of an event that is not an action (§7)."""
+    def _own_messages(self, e: Event) -> tuple[Message, ...]:
+        """The message of an event that is not a tool call (§7), none for a recall action (`_process_action` makes
+        none, `conversation_memory.py@156d0686 L184-343`) and for a recall observation V0 sent nothing for."""
         limit = self.options.max_message_chars
         if e.kind == "system":
-            return Message("system", e.text, item_ids=e.item_ids)
+            return (Message("system", e.text, item_ids=e.item_ids),)
         if e.kind == "summary" or (e.kind == "observation" and e.masked):
-            return Message("user", _clip(e.text, limit, V0_TRUNCATION))
+            return (Message("user", _clip(e.text, limit, V0_TRUNCATION)),)
         if e.kind == "message" and e.source == "user":
-            return v0_user_message(e.items[0])
+            return (v0_user_message(e.items[0]),)
         if e.kind == "message":
-            return Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning"))
+            return (Message("assistant", e.text, item_ids=tuple(i.id for i in e.items if i.kind != "reasoning")),)
+        if e.kind == "recall" or e.kind == "unlinked_observation" and e.items[0].kind == "marker":
+            return ()
+        if e.kind == "unlinked_observation" and e.items[0].meta.get("observation") == "error":
+            # an `ErrorObservation` without tool-call metadata: a user message with V0's line (L514-517, L672-685)
+            return (Message("user", _clip(e.text, limit, V0_TRUNCATION) + V0_ERROR_SUFFIX, item_ids=e.item_ids),)
+        if e.kind == "unlinked_observation":  # a recall observation's context, as the importer rendered it
+            return (Message("user", e.text, item_ids=e.item_ids),)
         error = v0_error_observation(e)
         text = _clip(v0_observation_text(e), limit, V0_TRUNCATION) + (V0_ERROR_SUFFIX if error else "")
-        return Message("tool", text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
-                       attachments=() if error else v0_tool_images(e))
+        return (Message("tool", text, tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name, is_error=e.is_error,
+                        attachments=() if error else v0_tool_images(e)),)
 
     def _batch_message(self, actions: Sequence[Event]) -> Message:
         """The assistant message of one response (all its actions), once all have their observations (§7)."""
@@ -895,18 +1045,20 @@ class OpenHandsV0(Strategy):
         return Request(messages, max_output_tokens=self.max_output, meta={"view_events": len(self._live) + (self.summary is not None)})
 
     def _conversation_window(self, view: list[Event]) -> None:
-        """§5.2: keep the system message, the first user message and the newest half of the rest; no summary."""
+        """§5.2: keep the essentials (the system message, the first user message, the recall action whose query is
+        that message and its observation: `conversation_window_condenser.py@156d0686 L38-99`) and the newest half of
+        the rest; no summary."""
         self.unhandled_request = False
         system = next((e for e in view if e.kind == "system"), None)
         first_user = next((e for e in view if e.kind == "message" and e.source == "user"), None)
         if first_user is None:
             return  # an empty condensation (software-agent-sdk#1073)
-        essential = [e for e in (system, first_user) if e is not None]
+        essential = [e for e in (system, first_user) if e is not None] + _first_recall(view, first_user)
         num_recent = max(1, (len(view) - len(essential)) // 2)
         recent = view[len(view) - num_recent:]
         # leading observations are skipped, and the summary (an `AgentCondensationObservation`) with them
         # (`conversation_window_condenser.py` L114-124); forgetting it changes nothing, V0 inserts it anew
-        while recent and recent[0].kind in ("observation", "summary"):
+        while recent and recent[0].kind in V0_OBSERVATIONS:
             recent = recent[1:]
         keep = {e.id for e in essential} | {e.id for e in recent}
         forgotten = [e for e in view if e.id not in keep and e.id >= 0]
@@ -932,7 +1084,10 @@ class OpenHandsV0(Strategy):
         prompt = self.ctx.render_prompt("openhands_summary.j2", v0=True, events=events,
                                         previous=_clip(previous, o.max_event_length, V0_TRUNCATION))
         try:
-            summary = self.ctx.summarize(Request([Message("user", prompt)], kind="summary", max_output_tokens=self.max_output)).text
+            # uncached: V0 sets `caching_prompt = False` on the summariser's LLM (llm_summarizing_condenser.py@156d0686
+            # L163-179)
+            request = Request([Message("user", prompt)], kind="summary", max_output_tokens=self.max_output, cache_control=False)
+            summary = self.ctx.summarize(request).text
         except SummaryOverflow:
             return
         ids = [e.id for e in forgotten]
@@ -978,38 +1133,25 @@ def _is_condensation_observation(e: Event) -> bool:
     return e.kind == "summary" or e.masked
 
 
-#: `CmdOutputMetadata`'s fields and defaults, in its order (`openhands/events/observation/commands.py@156d0686
-#: L25-35`): what `model_dump()` gives for a command whose recording kept none of them.
-V0_COMMAND_METADATA: Mapping[str, Any] = {
-    "exit_code": -1, "pid": -1, "username": None, "hostname": None, "working_dir": None,
-    "py_interpreter_path": None, "prefix": "", "suffix": "",
-}
+#: The kinds of V0 view events that are V0 `Observation`s (the summary is an `AgentCondensationObservation`).
+V0_OBSERVATIONS = frozenset({"observation", "unlinked_observation", "summary"})
+
+
+def _first_recall(view: Sequence[Event], first_user: Event) -> list[Event]:
+    """The first recall action after the first user message whose query is that message's content, and the first
+    observation after it whose cause it is (`conversation_window_condenser.py@156d0686 L72-99`); [] when there is
+    none."""
+    start = next(i for i, e in enumerate(view) if e is first_user)
+    for i in range(start + 1, len(view)):
+        action = view[i]
+        if action.kind == "recall" and action.text == first_user.text:
+            observation = next((e for e in view[i + 1:] if e.kind in V0_OBSERVATIONS and e.cause is action), None)
+            return [action] if observation is None else [action, observation]
+    return []
+
+
 #: `MAX_CMD_OUTPUT_SIZE` (`commands.py@156d0686 L22`): a command's output is cut to it when its observation is made.
 V0_MAX_CMD_OUTPUT = 30_000
-
-
-def v0_command_metadata(e: Event) -> dict[str, Any]:
-    """A command result's `CmdOutputMetadata` as a dict: the recorded fields (the OpenHands importer's
-    `command_metadata`), upstream's defaults for the others (`V0_COMMAND_METADATA`)."""
-    recorded = e.items[0].meta.get("command_metadata") if e.items else None
-    if not isinstance(recorded, Mapping):
-        return dict(V0_COMMAND_METADATA)
-    return {name: recorded.get(name, default) for name, default in V0_COMMAND_METADATA.items()}
-
-
-def _to_agent_observation(content: str, metadata: Mapping[str, Any]) -> str:
-    """`CmdOutputObservation.to_agent_observation` (`commands.py@156d0686 L196-204`): prefix, content and
-    suffix, then a working-directory line, a Python-interpreter line when they are set, and an exit-code line
-    unless the code is -1."""
-    text = f"{metadata['prefix'] or ''}{content}{metadata['suffix'] or ''}"
-    if metadata["working_dir"]:
-        text += f"\n[Current working directory: {metadata['working_dir']}]"
-    if metadata["py_interpreter_path"]:
-        text += f"\n[Python interpreter: {metadata['py_interpreter_path']}]"
-    exit_code = metadata["exit_code"]
-    if isinstance(exit_code, int) and exit_code != -1:
-        text += f"\n[Command finished with exit code {exit_code}]"
-    return text
 
 
 def v0_observation_text(e: Event) -> str:
@@ -1020,7 +1162,7 @@ def v0_observation_text(e: Event) -> str:
     recorded = e.items[0].meta.get("command_metadata") if e.items else None
     if not isinstance(recorded, Mapping):
         return e.text
-    return _to_agent_observation(e.text, v0_command_metadata(e))
+    return command_output_text(e.text, command_metadata(e))
 
 
 def v0_error_observation(e: Event) -> bool:
@@ -1235,7 +1377,7 @@ def _v0_observation_str(e: Event) -> str:
     records take their dataclass defaults: a browser output's open pages, page index, last action and error
     (`BrowserOutputObservation`, `events/observation/browse.py@156d0686 L8-35`; its URL, which has no default, is
     the call's `url` argument or empty, as for the masked output), a delegate's outputs; a command's metadata
-    fields the recording lacks take `CmdOutputMetadata`'s (`V0_COMMAND_METADATA`). An `edit_file` edit's
+    fields the recording lacks take `CmdOutputMetadata`'s (`COMMAND_METADATA_DEFAULTS`). An `edit_file` edit's
     observation shows a diff of the file's old and new content (`files.py L183-195`), which no transcript records:
     its content stands for it."""
     action = e.cause
@@ -1247,8 +1389,8 @@ def _v0_observation_str(e: Event) -> str:
         # `CmdOutputObservation.__str__` (events/observation/commands.py L187-194) of an observation whose content
         # was cut to `MAX_CMD_OUTPUT_SIZE` when it was made (L116-120, L138-165); its source is its action's,
         # the agent (runtime/base.py L404-408)
-        metadata = v0_command_metadata(e)
-        agent_observation = _to_agent_observation(_clip(content, V0_MAX_CMD_OUTPUT, V0_TRUNCATION), metadata)
+        metadata = command_metadata(e)
+        agent_observation = command_output_text(_clip(content, V0_MAX_CMD_OUTPUT, V0_TRUNCATION), metadata)
         return (f"**CmdOutputObservation (source=EventSource.AGENT, exit code={metadata['exit_code']}, "
                 f"metadata={json.dumps(metadata, indent=2)})**\n"
                 f"--BEGIN AGENT OBSERVATION--\n{agent_observation}\n--END AGENT OBSERVATION--")
@@ -1297,6 +1439,8 @@ def _event_str(event: Event) -> str:
       keeps an `image_urls` entry as the attachment's name); no `file_urls` are recorded (default None);
     - an error the OpenHands importer turned into a user message (an `ErrorObservation` linked to no call) is
       `ErrorObservation.__str__`;
+    - a recall action is `RecallAction.__str__` (`events/action/agent.py@156d0686 L101-104`), a recall observation
+      `RecallObservation.__str__` (`_recall_observation_str`);
     - a system prompt is `SystemMessageAction.__str__` (`message.py L59-66`) from the agent
       (`controller/agent.py L84-88`): its `TOOLS:` line counts the tools and its `AGENT_CLASS:` line names the
       class where the recording keeps them (`recorded_system_fields`; an empty tool list has no line, as upstream's
@@ -1307,10 +1451,35 @@ def _event_str(event: Event) -> str:
         return _v0_observation_str(event)
     if event.kind == "system":
         return _v0_system_str(event)
+    if event.kind == "recall":
+        return f"**RecallAction**\nQUERY: {event.text[:50]}"
     item = event.items[0] if event.items else None
-    if item is not None and item.meta.get("observation") == "error":
+    if event.kind == "unlinked_observation" and item is not None and item.meta.get("observation") == "error":
         return f"**ErrorObservation**\n{event.text}"
+    if event.kind == "unlinked_observation" and item is not None:
+        return _recall_observation_str(item.meta)
     source = "EventSource.USER" if event.source == "user" else "EventSource.AGENT"
     images = v0_images(item) if event.source == "user" and item is not None else ()
     urls = "".join(f"\nIMAGE_URL: {a.uri or a.name}" for a in images)
     return f"**MessageAction** (source={source})\nCONTENT: {event.text}{urls}"
+
+
+def _recall_observation_str(meta: Mapping[str, Any]) -> str:
+    """`RecallObservation.__str__` (`events/observation/agent.py@156d0686 L109-138`) of the fields the OpenHands
+    importer keeps (`recall_fields`; their defaults where it kept none). Its `recall_type` is a `RecallType` member
+    again (`serialization/observation.py@156d0686 L128-131`), which formats as `RecallType.NAME`; upstream's missing
+    comma joins the date and the secrets into one field."""
+    recall_type = meta.get("recall_type")
+    recorded = meta.get("recall_fields")
+    fields: Mapping[str, Any] = recorded if isinstance(recorded, Mapping) else {}
+    shown = f"RecallType.{recall_type.upper()}" if recall_type in ("workspace_context", "knowledge") else recall_type
+    parts = [f"recall_type={shown}"]
+    if recall_type == "workspace_context":
+        parts += [f"repo_name={fields.get('repo_name', '')}", f"repo_instructions={fields.get('repo_instructions', '')[:20]}...",
+                  f"runtime_hosts={fields.get('runtime_hosts', {})}",
+                  f"additional_agent_instructions={fields.get('additional_agent_instructions', '')[:20]}...",
+                  f"date={fields.get('date', '')}custom_secrets_descriptions={fields.get('custom_secrets_descriptions', {})}",
+                  f"conversation_instructions={fields.get('conversation_instructions', '')[:20]}..."]
+    if fields.get("microagents"):
+        parts.append(f"microagent_knowledge={', '.join(fields['microagents'])}")
+    return "**RecallObservation**\n" + ", ".join(parts)

@@ -10,11 +10,13 @@ call (name and arguments from the recorded model response), its text, and the re
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 from compaction_bench.importing import load_transcripts
+from compaction_bench.profiles import get_profile
 from compaction_bench.replay import replay
-from compaction_bench.strategies.openhands import Event, EventLog, _event_str
+from compaction_bench.strategies.openhands import Event, EventLog, OpenHandsV0, _event_str
 from compaction_bench.transcript import Attachment, Item
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
@@ -108,12 +110,16 @@ def test_a_recorded_thought_and_the_finish():
 def test_imported_messages_and_an_unlinked_error():
     # MessageAction.__str__ (events/action/message.py L31-40); ErrorObservation.__str__ (events/observation/error.py
     # L22-23): the importer turns an error linked to no call into a user item that names its observation type.
+    # `openhands-v0` holds it as an observation that answers no call, as V0 does.
     run = load_transcripts(MULTI_SWE)[1]  # ponylang__ponyc-4593: its event 29 is such an error
-    log = EventLog()
-    for item in run.items:
-        if item.kind == "user":
-            log.observe(item)
-    task, *_, error = [e for e in log.events if e.kind == "message"]
+    v0 = OpenHandsV0(SimpleNamespace(profile=get_profile("64k")))  # only the profile is read
+    for item in run.items:  # the inputs, as a replay hands them over
+        if item.kind == "marker":
+            v0.on_marker(item)
+        elif not item.is_model_output:
+            v0.on_input(item)
+    task = next(e for e in v0.log.events if e.kind == "message")
+    error = [e for e in v0.log.events if e.kind == "unlinked_observation"][-1]
     recorded = json.loads(MULTI_SWE.read_text(encoding="utf-8").splitlines()[1])["history"]
     assert _event_str(task) == f"**MessageAction** (source=EventSource.USER)\nCONTENT: {recorded[1]['args']['content']}"
     assert _event_str(error) == ("**ErrorObservation**\nParameter 'command' is expected to be one of "

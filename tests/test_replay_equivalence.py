@@ -111,6 +111,10 @@ PI_SESSION = CORPORA / "pi-session-jsonl/badlogic__pi-mono/large-session.jsonl"
 #: until requests overflow (562 requests and 86 compactions, was 837 and 175). gemini-cli (same pass's audit):
 #: upstream's history merges consecutive contents of one role and puts its "interrupted" model turn after
 #: unanswered tool results (`geminiChat.ts@5411f113`); the first difference is that placeholder at Pi's request 188.
+#: openhands (2026-12-06, the OpenHands audit 5, same requests and compactions): adjacent plain user messages are sent
+#: as one, their texts joined by a line break, as the SDK's `events_to_messages` merges them (`_can_merge_user_messages`,
+#: event/base.py@611629e6); 427 of the synthetic replay's 447 requests and 55 of Pi's 477 hold such a pair. With the
+#: merge turned off both replays give the digests recorded before.
 GOLDEN = {
     ("none", "pi"): (454, 0, "70cb3f0cda769ec8"),
     ("none", "synthetic"): (427, 0, "7c7b677cfa0c56aa"),
@@ -152,8 +156,8 @@ GOLDEN = {
     ("anthropic-compact", "pi"): (454, 0, "718d03e28df2ec1f"),
     ("gemini-cli", "synthetic"): (443, 8, "69d1739d47c52f6c"),
     ("gemini-cli", "pi"): (526, 36, "b907cdc237c19331"),
-    ("openhands", "synthetic"): (447, 20, "57793d252dbaad60"),
-    ("openhands", "pi"): (477, 23, "51af5f9d7e3e330b"),
+    ("openhands", "synthetic"): (447, 20, "691d518084d6d3a7"),
+    ("openhands", "pi"): (477, 23, "918b470b563dc999"),
     ("openhands-v0", "synthetic"): (440, 13, "7f3d2ef6ee35725b"),
     ("openhands-v0", "pi"): (468, 14, "cb74592426187b51"),
     ("aider", "synthetic"): (473, 28, "09b02999ff9d6c9b"),

@@ -289,7 +289,16 @@ class ReferenceOpenHands(OpenHands):
             else:
                 out.append(Message("tool", sdk_tool_text(e), tool_call_id=e.call_id, item_ids=e.item_ids, name=e.tool_name,
                                    is_error=e.is_error, attachments=e.items[0].attachments))
-        return out
+        # event/base.py@611629e6 L107-175: a user message after a user message joins it (`_can_merge_user_messages`)
+        merged: list[Message] = []
+        for m in out:
+            if m.role == "user" and merged and merged[-1].role == "user":
+                prev = merged[-1]
+                m = Message("user", f"{prev.content}\n{m.content}", item_ids=prev.item_ids + m.item_ids,
+                            attachments=prev.attachments + m.attachments)
+                merged.pop()
+            merged.append(m)
+        return merged
 
     def _prefix_tokens(self, start: int) -> Iterator[int]:
         # §4.3: the view's first `start` events, then one more event at a time, each prefix rendered anew
