@@ -85,7 +85,8 @@ def ref_estimate_parts(parts: Sequence[Part]) -> int:
             ascii_chars = len(part.text.encode("ascii", "ignore"))
             total += units / 4 if units > 100_000 else 0.25 * ascii_chars + 1.5 * (units - ascii_chars)
         elif part.kind == "response":
-            total += _utf16(part.name) / 4 + _utf16(_stringify({"output": part.text})) / 4
+            # a failed tool's response is `{error: message}` (`tool-executor.ts@5411f113 L148-166`)
+            total += _utf16(part.name) / 4 + _utf16(_stringify({"error" if part.error_response else "output": part.text})) / 4
             # the attachments are the functionResponse's nested parts, estimated by a recursive (floored) call
             total += ref_estimate_parts([Part("data", mime=a.mime) for a in part.attachments])
         elif part.kind == "data":
@@ -141,9 +142,12 @@ class ReferenceGeminiCli(GeminiCli):
                 if part.kind != "response":
                     parts.append(part)
                     continue
-                tokens = ref_estimate_parts([Part("text", text=part.text)])
+                # §3 `contentStr`: the output string, or an error response's `JSON.stringify(response, null, 2)`, which a
+                # truncation rewrites as `{output: ...}` (`chatCompressionService.ts@5411f113 L155-179`)
+                source = json.dumps({"error": part.text}, indent=2, ensure_ascii=False) if part.error_response else part.text
+                tokens = ref_estimate_parts([Part("text", text=source)])
                 if counter + tokens > o.function_response_token_budget:
-                    message = format_truncated_output(part.text, truncation_path(self.outputs_dir, part.name, self._next_truncation_id()),
+                    message = format_truncated_output(source, truncation_path(self.outputs_dir, part.name, self._next_truncation_id()),
                                                       threshold)
                     parts.append(Part("response", text=message, name=part.name, call_id=part.call_id, item_id=part.item_id,
                                       is_error=part.is_error, attachments=part.attachments))
