@@ -34,7 +34,7 @@ from typing import Any
 
 from compaction_bench.llm import LLMResult
 from compaction_bench.log_view import LogView, first_difference, iter_from
-from compaction_bench.profiles import ModelProfile
+from compaction_bench.profiles import ModelProfile, get_profile
 from compaction_bench.provider import AGENT_REFUSAL
 from compaction_bench.request import Message, ToolCall, message_item_ids
 from compaction_bench.transcript import Attachment, Transcript, Usage
@@ -183,6 +183,10 @@ class ReplayResult:
     #: whether the model read the requests without earlier turns' thinking (the engine's `_strips_thinking`): the
     #: probes read them so too (`compaction_bench.metrics.retention`)
     drops_thinking: bool = False
+    #: the profile of the model the summary requests went to when it is not the session's (`replay.summary_profile`: a
+    #: summarizer of another model, or the offline one standing in for the model the agent summarizes with, Aider's
+    #: weak model); an offline summarizer's requests are counted and priced by it (`metrics/measure.py`)
+    summary_profile: ModelProfile | None = None
 
     @property
     def turn_requests(self) -> list[RequestRecord]:
@@ -293,6 +297,7 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
         "options": _options(result.options),
         "template_hashes": dict(result.template_hashes),
         "drops_thinking": result.drops_thinking,
+        "summary_profile": result.summary_profile.name if result.summary_profile is not None else None,
         "compactions": [
             {
                 **{name: getattr(c, name) for name in COMPACTION_FIELDS},
@@ -365,4 +370,6 @@ def from_rows(
     result.points = [ProbePoint(**p) for p in replay["points"]]
     result.template_hashes = dict(replay.get("template_hashes", {}))
     result.drops_thinking = bool(replay.get("drops_thinking", False))  # replayed before it was modelled: none dropped
+    # replayed before it was recorded: the summaries were priced as the session's model's
+    result.summary_profile = get_profile(replay["summary_profile"]) if replay.get("summary_profile") else None
     return result

@@ -21,7 +21,8 @@ The engine owns the bookkeeping (records: `compaction_bench.records`):
   is exactly those ids, or a `ReplayError` with `strict=True`;
 - a summary request goes to the summarizer's model: when that is the session's model (or the offline
   summarizer, which stands in for it, as upstream agents summarize with the session's model) it
-  shares the session's cache; a summarizer of another model has a provider and cache of its own
+  shares the session's cache; a summarizer of another model, or the offline one standing in for the
+  model the strategy summarizes with (`Strategy.summary_model`: Aider's weak model), has a provider and cache of its own
   (`summary_profile`; providers cache per model, so its requests neither read nor write the
   session's entries and leave the turns' cache numbers as they would be without them), counted and
   cached by that model's profile. A summary the provider accepted but the model itself refused as
@@ -291,17 +292,22 @@ def _identical_run(after: Sequence[Message], at: int, before: Sequence[Message],
     return identical_run(iter_from(after, at), iter_from(before, where), min(end - where, len(after) - at))
 
 
-def summary_profile(summarizer: LLMClient, session: ModelProfile) -> ModelProfile | None:
+def summary_profile(summarizer: LLMClient, session: ModelProfile, agent_model: str | None = None) -> ModelProfile | None:
     """The profile of the model summary requests go to when it is not the session's, None when it is.
 
-    The offline summarizers stand in for the session's model. A litellm model is the session's when its
+    The offline summarizers stand in for the model the agent summarizes with: the session's, or `agent_model`
+    where the strategy names another (`Strategy.summary_model`: Aider's weak model), whose profile is litellm's.
+    A litellm model is the session's when its
     map entry names the same model of the same provider (`gpt-5` served by OpenAI is the session `64k`'s
     model, by Azure another deployment with another cache); otherwise it is another model, with its own
     tokenizer, cache rules and window from litellm's map, or, for a model the map lacks (a local server's),
     the session's profile standing in for them (its cache is still its own)."""
     if is_offline(summarizer.model):
-        return None
-    own = summarizer.limits
+        if agent_model is None:
+            return None
+        own: ModelProfile | None = get_profile(agent_model)
+    else:
+        own = summarizer.limits
     if own is not None and (own.provider, own.model) == (session.provider, session.model):
         return None
     return own if own is not None else session
@@ -333,7 +339,7 @@ class _Engine:
         self.summarizer = summarizer
         # The provider summary requests go to: the session's, or, for a summarizer of another model, that model's
         # own (made at the first summary; hidden reasoning is the session model's and is not sent to another model).
-        self._summary_model = summary_profile(summarizer, profile)
+        self._summary_model = summary_profile(summarizer, profile, strategy_cls.summary_model(options, profile))
         self._summary_provider: SimulatedProvider | None = None if self._summary_model is not None else self.provider
         self.usage_mode = usage_mode
         self.prompts = prompts
@@ -367,6 +373,7 @@ class _Engine:
         self._outputs: dict[int, int] = {}  # each step's output tokens, counted when the replay starts (`_count_first`)
         self.result = ReplayResult(transcript, strategy_cls.name, profile, options, usage_mode)
         self.result.drops_thinking = self._strips_thinking(profile)
+        self.result.summary_profile = self._summary_model
         self.strategy = strategy_cls(self, options)
 
     def _strips_thinking(self, profile: ModelProfile) -> bool:

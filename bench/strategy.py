@@ -292,6 +292,14 @@ class Strategy(abc.ABC):
         there (caching on Anthropic is opt-in per block). Providers that cache automatically ignore it."""
         return CacheMarks.SYSTEM_AND_TAIL
 
+    @classmethod
+    def summary_model(cls, options: Any, profile: ModelProfile) -> str | None:
+        """The model the agent, run with `options` on `profile`'s model, sends its summary requests to when that is
+        not the session's model (a litellm map name; Aider's weak model), None for the session's, as most agents
+        summarize. The engine sends an offline summarizer's requests to that model (`replay.summary_profile`); a
+        summarizer the user names is the user's choice."""
+        return None
+
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         self.ctx = ctx
         self.options = options if options is not None else self.Options()

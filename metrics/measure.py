@@ -29,7 +29,9 @@ states no price (litellm's $0 for it is no price), or whose reply reported no us
 (`LLMResult.usage_known`: its tokens counted as the offline summarizer's are), costs NaN, unknown,
 as an unpriced profile's requests do (`metrics/cost.py`);
 every other request, the offline summarizer's included, on the simulated provider's count of it
-(the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices. So a
+(the profile's tokenizer, the stand-in for a model's own usage) at the profile's prices: the session's,
+or for a summary request the profile of the model it went to where that is another
+(`ReplayResult.summary_profile`: the offline summarizer standing in for Aider's weak model). So a
 compaction's `llm_input_tokens` + `llm_output_tokens` are the tokens its `llm_cost_usd` is priced
 on, and the summary's `summarizer_tokens` their sum; the offline summarizer's own counts
 (o200k_base over what it read and wrote, `compaction_bench.llm`) are not a model's usage and are not
@@ -84,12 +86,16 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
     reported, any other sent request on the provider's true count at the profile's prices; a request
     the provider refused costs nothing and bills no input."""
     call = request.llm_call
+    # the model an offline summarizer's request stands for: the model the agent summarizes with when that is not the
+    # session's (`ReplayResult.summary_profile`; a real summarizer's calls are priced by their own usage below)
+    stand_in = request.kind == "summary" and result.summary_profile is not None and (call is None or is_offline(call.model))
+    profile = result.summary_profile if stand_in and result.summary_profile is not None else result.profile
     if call is None:
         output = request.output_tokens
     elif is_offline(call.model) or not call.usage_known:
         # no count of the model's own: the reply counted as the provider counts (the offline model's own counts are
         # o200k_base's; a real reply without usage reported none)
-        output = shared_counter(result.profile.tokenizer).count(call.text)
+        output = shared_counter(profile.tokenizer).count(call.text)
     else:
         output = call.output_tokens  # the usage the model reported
     if not request.sent:
@@ -103,7 +109,7 @@ def _billed(result: ReplayResult, request: RequestRecord) -> _Billed:
         dollars = _call_dollars(call, request, output) if stated_prices(call.model) is not False else math.nan
         return _Billed(call.input_tokens, output, dollars)
     dollars = cost.request_cost(
-        result.profile,
+        profile,
         input_tokens=request.true_tokens,
         cached_tokens=request.cached_tokens,
         cache_write_tokens=request.cache_write_tokens,

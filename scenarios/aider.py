@@ -1,8 +1,13 @@
 """Importer for Aider chat histories (`.aider.chat.history.md`, MANIFEST "aider-chat-history-md").
 
 Owns the Markdown log rules: `# aider chat started at ...` starts a session (one transcript per
-session; text before the first header is a session of its own, flagged `meta["headerless"]`);
-consecutive `#### ` lines are one user message; consecutive `> ` lines (and bare `>`) are tool/UI output (launch
+session; text before the first header is a session of its own, flagged `meta["headerless"]`; when a session ends
+on the user's message and the next one logs model output, a reply or a `Tokens:` line, before any launch banner or
+user message, that output up to the next banner or user message is the first session's (another Aider wrote its
+header while the first waited for the model), with a problem naming the output's line and the header's);
+consecutive `#### ` lines are one user message (Aider writes each with two trailing spaces, two blank lines after a
+reply: a `####` line without them inside a reply, after at most one blank line or in an open code fence, is the
+reply's, a Markdown heading or a quoted chat log); consecutive `> ` lines (and bare `>`) are tool/UI output (launch
 banner, command and lint output, commits), kept as `aider-output` markers. Aider writes a multi-line
 output with `> ` before its first line only and two spaces after its last (`append_chat_history` with
 `blockquote` and `linebreak`), and what it writes next starts with a blank line or `>`: so a `> ` line
@@ -12,7 +17,8 @@ answer); when no such line comes before the next `####` line, the `> ` line stan
 assistant reply text, one model response per reply; a `> Tokens: N sent, M received.` line (also with
 `cached` / `cache write` / `cache hit` parts; `input` is the whole prompt, `tokens_usage`) is the usage of the reply before it (a token line
 with no unreported reply before it is a request whose reply was not recorded: an empty response) (`1.2k`-style
-counts are expanded; the raw line is kept in the marker). The model comes from the banner's `Model:` / `Models:` / `Main model:` line (without the `⚡` of prompt caching).
+counts are expanded; the raw line is kept in the marker; a count Aider never writes, `1.2.3k`, is a problem naming
+its line, and that request's usage is unknown, as the Codex importer leaves one). The model comes from the banner's `Model:` / `Models:` / `Main model:` line (without the `⚡` of prompt caching).
 
 Command output the model saw. From 2023-06-23 (`f9599f87a`) to 2024-08-27 Aider's `cmd_run` (`/run X`,
 `!X`) logs the command's output as one tool message and asks "Add the output to the chat?", logged with
@@ -65,7 +71,13 @@ is imported as a synthetic user item after its question, `meta["line"]` the ques
   none; any other text is marked `meta["approximate"]`.
   Not sent: when the limit line follows, and under `--apply` in the launch line (`main` applies the file's
   edits and exits). A sent error whose request was interrupted has no reply after it.
-Other messages Aider sends itself (URLs added to the user's message) are not imported.
+- A command whose returned text `run_one` sent as the user's message, when a request follows it before the next
+  user line (a reply, or a `Tokens:` line): `/web URL`, `{url}:\n\n` and the page from 2024-02-08 to 2024-11-08
+  ("aider-web-page"; the page is not in the log: `meta["approximate"]`); a clipboard image (`/add-clipboard-image`,
+  `/clipboard`) until 2024-08-09 15:09, `added_files` with the logged path of the saved image
+  ("aider-clipboard-image"). Both after the command's output, before the reply (`_sent_by_command`).
+Other messages Aider sends itself (URLs added to the user's message, the text of a clipboard, `/add`'s
+`added_files` before 2024-08-09, `/web`'s page with Aider's `Ok.` from 2024-11-08) are not imported.
 """
 
 from __future__ import annotations
@@ -81,9 +93,13 @@ from compaction_bench.scenarios.readers import read_text
 from compaction_bench.transcript import Transcript, Usage
 
 FORMAT = "aider"
+#: A line that opens or closes a code fence in a reply: ``` (with or without a language), `<source …>`, `</source>`.
+FENCE_RE = re.compile(r"^\s*(```|<source|</source>)")
 SESSION_RE = re.compile(r"^# aider chat started at (.*)$")
 TOKENS_RE = re.compile(r"^> Tokens: (.*?\breceived)")
 TOKEN_PART_RE = re.compile(r"([\d.,]+k?) (sent|cached|cache write|cache hit|received)")
+#: The launch banner's version line (`Aider v0.48.2-dev`), the first Aider logs after its command line.
+BANNER_RE = re.compile(r"^> Aider v\d")
 #: The banner's model, without the `⚡` Aider appends when prompt caching is on (`4d36518de`).
 MODEL_RE = re.compile(r"^> (?:Main model|Models?): ([^\s⚡]+)")
 #: `cmd_run`'s question as logged with its answer: `confirm_ask`'s (no options), then the four `prompt_ask` prompts.
@@ -105,6 +121,8 @@ REFLECTION_LIMIT_RE = re.compile(r"^Only \d+ reflections allowed, stopping\.$")
 LINT_HEADER = "# Fix any errors below, if possible."
 #: `aider/prompts.py` `added_files`.
 ADDED_FILES = "I added these files to the chat: {fnames}\nLet me know if there are others we should add."
+#: `cmd_add_clipboard_image` / `cmd_clipboard`'s log line for the image it saved and added.
+CLIPBOARD_IMAGE_RE = re.compile(r"^Added clipboard image to the chat: (?P<path>.+)$")
 #: `apply_updates`'s notice when a reply's edit blocks raise `ValueError`, and `urls.edit_errors` logged after it.
 EDIT_FORMAT_NOTICE = "The LLM did not conform to the edit format."
 EDIT_ERRORS_URL = "https://aider.chat/docs/troubleshooting/edit-errors.html"
@@ -154,6 +172,37 @@ def _sent_is_whole(parts: dict[str, int], model: str | None) -> bool:
     return parts.get("sent", 0) >= parts.get("cache hit", 0) + parts.get("cache write", 0)
 
 
+def _inside_reply(reply: list[str], line: str) -> bool:
+    """Whether a `####` line met after the lines `reply` of a reply (its blank lines included) is reply text (a
+    Markdown heading, a quoted chat log), not the user's next message. Aider logs every user line with two trailing
+    spaces (`user_input` and `append_chat_history(linebreak=True)`, `io.py@23f89f1d` L330-345, L419-427), and a reply
+    as written (`ai_output`, L349-351), two blank lines before what comes next (its closing `"\n\n"` and the
+    user line's leading `"\n"`): a `####` line without those spaces is reply text inside an open code fence, or after
+    at most one blank line."""
+    if line.endswith("  "):
+        return False
+    blank = 0  # the blank lines that end the reply so far
+    while blank < len(reply) and not reply[-1 - blank].strip():
+        blank += 1
+    return blank <= 1 or _fence_open(reply)
+
+
+def _fence_open(lines: list[str]) -> bool:
+    """Whether `lines` leave a code fence open: a ``` line opens or closes one, `<source>` and `</source>` (Aider's
+    other fence in the corpus's replies) open and close theirs."""
+    fence: str | None = None
+    for line in lines:
+        opening = FENCE_RE.match(line)
+        if opening is None:
+            continue
+        mark = opening.group(1)
+        if fence is None and mark != "</source>":
+            fence = mark
+        elif (fence == "```" and mark == "```") or (fence == "<source" and mark == "</source>"):
+            fence = None
+    return fence is not None
+
+
 def _kind(line: str) -> str:
     if line.startswith("####"):
         return "user"
@@ -187,20 +236,26 @@ class AiderImporter(Importer):
         if all(started is None for _, started, _ in sessions) and not any(line.startswith("#### ") for line in lines):
             # Forced onto a file that is not a chat history: nothing here is Aider's, so nothing is imported.
             raise ImportFailure(f"{path}: no Aider chat content (no '# aider chat started at' line and no '#### ' user line)")
+        reattached = _reattach_replies(sessions)
         out = []
         # What an Aider started on the screen can end after a session header: another Aider logged to the same file.
         carry = _Carry()
         for index, (start, started, body) in enumerate(sessions):
             if started is None and not any(line.strip() for line in body):
                 continue
-            out.append(self._session(path, index, start, started, body, problems, carry))
+            out.append(self._session(path, index, start, started, body, problems, carry, reattached.get(index)))
         return out
 
     def _session(
-        self, path: Path, index: int, start: int, started: str | None, body: list[str], problems: list[str], carry: _Carry
+        self, path: Path, index: int, start: int, started: str | None, body: list[str], problems: list[str], carry: _Carry,
+        reattached: tuple[int, int] | None,
     ) -> Transcript:
-        """One session's transcript; `carry` holds what is still waiting when it ends (read and updated)."""
+        """One session's transcript; `carry` holds what is still waiting when it ends (read and updated); `reattached`
+        the lines of the output given back to it from after the next session's header, and of that header."""
         builder = TranscriptBuilder(path, FORMAT)
+        if reattached is not None:
+            builder.problem(f"model output logged after the session header at line {reattached[1]}, before that session's"
+                            " launch banner or first message: it answers this session's last message", reattached[0])
         test_cmd = next((m["command"] for line in body if (m := TEST_CMD_RE.match(line))), None)
         applying = any(APPLY_RE.match(line) for line in body)
         builder.problems.extend(p for p in problems if start <= _line_of(p, path) <= start + len(body))
@@ -223,6 +278,8 @@ class AiderImporter(Importer):
                 closed = True
                 continue
             kind = _kind(line)
+            if kind == "user" and blocks and blocks[-1][0] == "assistant" and _inside_reply(blocks[-1][2], line):
+                kind = "assistant"
             if not blocks or blocks[-1][0] != kind or (kind == "user" and closed):
                 blocks.append((kind, first + offset, []))
             blocks[-1][2].append(line)
@@ -233,15 +290,21 @@ class AiderImporter(Importer):
                 text = "\n".join((line[5:] if line.startswith("#### ") else line[4:]).removesuffix("  ") for line in block)
                 builder.add("user", text, meta={"line": number})
                 carry.command = _command_of(text, number)
+                carry.sent = _sent_by_command(text, number)
                 carry.lint_errors, carry.after_reply = None, False
                 response = None
             elif kind == "assistant":
+                _send_command_message(builder, carry)
                 response = builder.new_response()
                 builder.add("assistant", "\n".join(block).strip("\n"), response=response, meta={"line": number})
                 carry.lint_errors, carry.after_reply = None, True
             else:
                 kept = {n for b, n in verbatim if b == position}
                 lines = [line if n in kept else _unquote(line) for n, line in enumerate(block)]
+                if carry.sent is not None and carry.sent.text is None:
+                    carry.sent.image(lines)
+                if response is None and any(TOKENS_RE.match(f"> {line}") for line in lines):
+                    _send_command_message(builder, carry)  # a request whose reply was not recorded
                 messages = _messages(block, kept)
                 events = self._reflections(builder, number, lines, messages, carry, test_cmd)
                 if not applying:
@@ -341,7 +404,12 @@ class AiderImporter(Importer):
                 # A request whose reply was not recorded (API error, interrupt, a retry): an empty response.
                 response = builder.new_response()
                 builder.add("assistant", "", response=response, meta={"no_reply": True, "line": number + offset})
-            builder.set_usage(response, tokens_usage(tokens.group(1), builder.model))
+            try:
+                usage = tokens_usage(tokens.group(1), builder.model)
+            except ValueError:  # a number Aider never writes (`1.2.3k`, `,`): that request's usage is unknown
+                builder.problem(f"unreadable token count in {line.strip()!r}: the usage of that request is unknown", number + offset)
+            else:
+                builder.set_usage(response, usage)
             meta.setdefault("tokens_lines", []).append(line.strip())
             response = None
         builder.add("marker", text.strip("\n"), meta=meta)
@@ -349,12 +417,54 @@ class AiderImporter(Importer):
 
 @dataclass
 class _Carry:
-    """What a session leaves waiting: a command whose output is still to come, lint errors whose question is
-    still to come, and whether the last model input was answered by a reply (Aider asks about files a reply names)."""
+    """What a session leaves waiting: a command whose output is still to come, a command whose text Aider sends as the
+    user's message once a reply comes, lint errors whose question is still to come, and whether the last model input
+    was answered by a reply (Aider asks about files a reply names)."""
 
     command: _Command | None = None
+    sent: _CommandMessage | None = None
     lint_errors: list[str] | None = None
     after_reply: bool = False
+
+
+@dataclass
+class _CommandMessage:
+    """The user message a command sent (`preproc_user_input` returns the command's value and `run_one` sends it,
+    `base_coder.py@23f89f1d` L712-734): `text` once the log has told it (None: not yet), and the item's meta."""
+
+    text: str | None
+    meta: dict[str, Any]
+
+    def image(self, lines: list[str]) -> None:
+        """The clipboard image's message, from the output lines that name the file it was saved to."""
+        added = next((m for line in lines if (m := CLIPBOARD_IMAGE_RE.match(line))), None)
+        if added is not None:
+            self.text = ADDED_FILES.format(fnames=added["path"])
+            self.meta["files"] = [added["path"]]
+
+
+def _send_command_message(builder: TranscriptBuilder, carry: _Carry) -> None:
+    """A request follows: the message of the command waiting in `carry` (`_sent_by_command`), if its text is known,
+    is what it sent (a synthetic user item); no later request sends it."""
+    if carry.sent is not None and carry.sent.text is not None:
+        builder.add("user", carry.sent.text, synthetic=True, meta={**carry.sent.meta, "from_agent": True})
+    carry.sent = None
+
+
+def _sent_by_command(text: str, line: int) -> _CommandMessage | None:
+    """The message a user's command line sends once a request follows it (a reply, a `Tokens:` line): `/web URL` sends `{url}:\n\n` and the page
+    (`cmd_web`, `commands.py@23f89f1d` L128-149, from `efff174f9`, 2024-02-08, to `77cb64958`, 2024-11-08, which adds
+    the page to the chat without a request); the page is not in the log, so only its heading is known. A clipboard
+    image (`/add-clipboard-image` from `73bf90f00`, 2024-08-01, `/clipboard` from 2024-08-09) sent `added_files` with
+    the image's path until `985a9136f` (2024-08-09 15:09), which logs it ("Added clipboard image to the chat: …")."""
+    word, _, args = text.partition(" ")
+    if word == "/web" and args.strip():
+        url = args.strip()
+        meta = {"event": "aider-web-page", "line": line, "url": url, "approximate": "the page's text is not in the log"}
+        return _CommandMessage(f"{url}:\n\n", meta)
+    if word == "/add-clipboard-image" or (len(word) >= len("/cli") and "/clipboard".startswith(word)):
+        return _CommandMessage(None, {"event": "aider-clipboard-image", "line": line})
+    return None
 
 
 @dataclass(frozen=True)
@@ -377,6 +487,44 @@ class _AddedOutput:
     output_offset: int
     answer: str | None
     command_line: int
+
+
+def _reattach_replies(sessions: list[tuple[int, str | None, list[str]]]) -> dict[int, tuple[int, int]]:
+    """Give back to a session the reply another Aider's session header interrupted (read and updated in place): when a
+    session ends on the user's message and the next one logs model output (a reply, a `Tokens:` line) before any
+    launch banner or user message, those lines up to the next banner or user message are the first Aider's: they
+    move to its body after a blank line that stands for the header, and are blanked where they were, so every line
+    keeps its number. Returns the file lines of the moved output and of the header, by the index of the session that
+    got them."""
+    out: dict[int, tuple[int, int]] = {}
+    for index in range(1, len(sessions)):
+        previous = sessions[index - 1][2]
+        start, _, body = sessions[index]
+        last = next((line for line in reversed(previous) if line.strip()), "")
+        spill = _spilled_output(body) if last.startswith("####") else None
+        if spill is None:
+            continue
+        first, end = spill
+        previous.extend(["", *body[:end]])
+        body[:end] = [""] * end
+        out[index - 1] = (start + 1 + first, start)
+    return out
+
+
+def _spilled_output(body: list[str]) -> tuple[int, int] | None:
+    """Where a session's body starts with model output before any launch banner (`Aider v…`) or user message: the
+    offset of its first line and the offset the banner or user message starts at (the body's end without one);
+    None when a banner or user message comes first."""
+    continued = _continuations(body)
+    first: int | None = None
+    for offset, line in enumerate(body):
+        if not line.strip() or offset in continued:
+            continue
+        if line.startswith("####") or BANNER_RE.match(line):
+            return None if first is None else (first, offset)
+        if first is None and (_kind(line) == "assistant" or TOKENS_RE.match(line)):
+            first = offset
+    return None if first is None else (first, len(body))
 
 
 def _edit_format_errors(number: int, block: list[str], kept: set[int]) -> list[tuple[int, str, dict[str, Any]]]:

@@ -5,9 +5,11 @@
   turn); requests are `system, done, cur`. Aider has no tool-call protocol: tool calls are replayed
   as assistant text and tool output as user text, as Aider feeds shell output back (§9), so no
   pair can break. `cur` moves to `done` only after an edited turn (an `aider-output` marker saying
-  an edit was applied, or, in other formats, a finished turn whose tool calls edited files, a to-do
-  list's tool not counting); then `summarize_start` runs and *then* the commit-message pair is appended
-  (`move_back_cur_messages`); `/clear` and `/reset` (or a prefix Aider runs as one, `/cle`, `/res`)
+  an edit was applied, or that a reply's SEARCH/REPLACE blocks failed to match, which upstream still
+  counts as edited, `FAILED_MATCH`; or, in other formats, a finished turn whose tool calls edited files:
+  an edit tool by its name, a to-do list's tool not counting, a call whose arguments run Codex's
+  `apply_patch`, or a result that is Codex's edit receipt, `edits_files`); then `summarize_start` runs
+  and *then* the commit-message pair is appended (`move_back_cur_messages`); `/clear` and `/reset` (or a prefix Aider runs as one, `/cle`, `/res`)
   empty both lists and leave a pending summary to the next request;
 - §3 the limit `min(max(window / 16, 1024), 8192)` (or `max_chat_history_tokens`), `too_big` on the
   per-message token counts of `json.dumps(message)`, with cl100k_base (`LITELLM_ENCODE_ENCODING`); §4 a list (the summary in §5's acceptance test) is
@@ -30,10 +32,15 @@ grows, so `too_big` holds at every later check, and the split reads the counts o
 keeps or cuts alone.
 
 On Anthropic's API Aider's requests carry no cache breakpoint unless `cache_prompts` (its `--cache-prompts`, off
-by default) is set, and then only the system prompt's (`Aider.cache_marks`): they are billed as read and written
-accordingly.
+by default) is set, and then only the system prompt's in a replay (`Aider.cache_marks`, which says what upstream
+marks besides): they are billed as read and written accordingly.
 
-The weak model is the summariser passed to the run; its window defaults to the profile's. Requests
+§7 the weak model: Aider summarises with it first (`WEAK_MODELS`, or the `weak_model` option). The offline
+summarizer stands in for it: the engine sends its summary requests to that model's profile, counted, windowed and
+cached as that model's (`Strategy.summary_model`); a summarizer named for the run is used as named. Their dollars
+are still the session model's: the metrics price an offline summarizer's call at the run's profile. The split's
+head window is the profile's: for the built-in models the weak model's is the same (gpt-5-nano's 272,000 is
+gpt-5's, claude-haiku-4-5's 200,000 claude-sonnet-4-5's), and a study window shrinks both. Requests
 are views of one append-only log of wire messages (compaction_bench.log_view), and the split reads
 only the messages it keeps or cuts, so neither grows with an unbounded `done`.
 """
@@ -48,6 +55,7 @@ from typing import Any
 
 from compaction_bench.caching import CacheMarks
 from compaction_bench.log_view import LogView
+from compaction_bench.profiles import ModelProfile
 from compaction_bench.request import Message, Request
 from compaction_bench.strategy import TOKEN_COUNT, Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.tokens import litellm_messages_tokens, shared_counter
@@ -65,7 +73,32 @@ NO_REPO_MESSAGE = "I updated the files."
 OK = "Ok."
 APPLIED_EDIT = re.compile(r"^Applied edit to ", re.M)
 COMMIT_LINE = re.compile(r"^Commit ([0-9a-f]{7,40}) (.+)$", re.M)
+#: A reply whose SEARCH/REPLACE blocks parsed but did not all match: `apply_updates` catches `apply_edits`'s
+#: `ValueError` and still returns the dry run's paths (`base_coder.py@5dc9490b` L2296-2316, `editblock_coder.py`
+#: L38-41, L76, L124), so the turn is an edited one (§1). A parse error (no `failed to match` header) returns none.
+FAILED_MATCH = re.compile(r"^The LLM did not conform to the edit format\.\n.*\n(?:\s*\n)*# \d+ SEARCH/REPLACE blocks? failed to match!$", re.M)
+#: The failure text's note that the reply's other blocks changed files, which `auto_commit` then commits.
+OTHERS_APPLIED = re.compile(r"^# The other \d+ SEARCH/REPLACE blocks? (?:was|were) applied successfully", re.M)
+#: `files_content_gpt_no_edits`: `auto_commit`'s message when the edited files hold no change (`base_coder.py@5dc9490b`
+#: L2375-2392, `base_prompts.py` L8).
+NO_EDITS_MESSAGE = "I didn't see any properly formatted edits in your reply?!"
+#: A commit whose hash and message the log does not hold: the partial edits of a failed reply, which the Aider that
+#: wrote the corpus (23f89f1d) did not commit then, where the Aider this strategy follows does.
+UNLOGGED_COMMIT = COMMIT_MESSAGE.format(hash="0000000", message="(not in the log)")
+#: The launch banner's line for a session run outside a git repository (`--no-git`): no commit, `auto_commit` returns
+#: nothing and the pair is `files_content_gpt_edits_no_repo`.
+NO_GIT_REPO = re.compile(r"^Git repo: none\s*$", re.M)
 EDIT_TOOL = re.compile(r"edit|write|apply_patch|str_replace|create_file|insert", re.I)
+#: Edit tools whose names the pattern above misses: Gemini CLI's `replace` (`EDIT_TOOL_NAME`,
+#: packages/core/src/tools/definitions/base-declarations.ts@5411f113 L65).
+EDIT_TOOL_NAMES = frozenset({"replace"})
+#: A tool call whose arguments run Codex's `apply_patch` (a here-document or the patch as its argument): Codex CLI
+#: 0.34 edits every file as `shell` running `["bash", "-lc", "apply_patch << 'PATCH'\n*** Begin Patch…"]`.
+RUNS_APPLY_PATCH = re.compile(r"\bapply_patch\b\W{0,8}(?:<<|\*\*\* Begin Patch)")
+#: Codex's `apply_patch` receipt, `Success. Updated the following files:` and one `A|M|D path` line per file
+#: (codex-rs/apply-patch/src/lib.rs, `print_summary`; bfloat16/codex@3aae5d88 L876), whichever tool ran it; a line of
+#: its own, as bash's here-document warning can come before it.
+EDIT_RECEIPT = re.compile(r"^Success\. Updated the following files:\n[AMD] ", re.M)
 #: Tools whose names look like an edit's but edit no file: a to-do list (Claude Code's `TodoWrite`, OpenCode's
 #: `todowrite`, Gemini CLI's `write_todos`); a turn of only these moves nothing (§1).
 NOT_FILE_EDITS = re.compile(r"todo", re.I)
@@ -76,6 +109,14 @@ CLEARING_COMMANDS = ("/clear", "/reset")
 SHORTEST_UNIQUE = 4
 #: summary requests kept for reuse (`Aider._summary_request`)
 SUMMARY_REQUESTS_KEPT = 8
+#: §7 Aider's weak model (`weak_model_name`, `aider/resources/model-settings.yml@5dc9490b`) for the models of the
+#: built-in profiles: the summariser tried first (`ChatSummary([weak_model, main_model])`, `base_coder.py` L510-513).
+#: `claude-opus-4-5` has no settings entry and the generic ones name none (`models.py` L531-545), so its weak model is
+#: the main model (`get_weak_model`, L608-610), as for any model missing here.
+WEAK_MODELS = {
+    "gpt-5": "gpt-5-nano",  # model-settings.yml L2166-2168
+    "claude-sonnet-4-5": "claude-haiku-4-5",  # L1909-1911
+}
 
 
 @dataclass(frozen=True)
@@ -107,13 +148,18 @@ class AiderOptions:
     min_split: int = field(default=4, metadata={"range": Range(0, what="a number of messages")})
     #: Past this recursion depth, whatever is left is summarized in one call (§5).
     max_depth: int = field(default=3, metadata={"range": Range(0, what="a recursion depth")})
+    #: --weak-model: the model summaries are sent to first (None: Aider's for the profile's model, `WEAK_MODELS`, or,
+    #: where it has none, the profile's model); an offline summarizer stands in for it, counted, windowed and cached as
+    #: that model (`Aider.summary_model`)
+    weak_model: str | None = None
     #: the weak model's max_input_tokens (None: the profile's window)
     summarizer_max_input_tokens: int | None = None
     #: Tokens kept free in the summarizer's input: the head sent holds the oldest messages within its max input minus
     #: this; later head messages are dropped (§5).
     summarizer_head_margin: int = field(default=512, metadata={"range": TOKEN_COUNT})
     #: --cache-prompts (off by default upstream, `args.py`): Anthropic cache breakpoints on Aider's system, repo-map
-    #: and chat-file blocks (`ChatChunks.add_cache_control_headers`); a replay has only the system prompt of these.
+    #: and chat-file blocks (`ChatChunks.add_cache_control_headers`); a replay marks the system prompt alone
+    #: (`Aider.cache_marks`).
     cache_prompts: bool = False
 
 
@@ -131,10 +177,20 @@ class Aider(Strategy):
     @classmethod
     def cache_marks(cls, options: AiderOptions) -> CacheMarks:
         """Aider marks no Anthropic cache breakpoint unless run with `--cache-prompts` (`args.py@5dc9490b` L233-237,
-        `base_coder.py` L426-427 and L1333-1337), and then none on the `done` and `cur` messages (`chat_chunks.py`
-        L28-41): of the blocks it marks, a replay holds only the system prompt. Its summary calls mark nothing; their
+        `base_coder.py` L426-427 and L1333-1337), and then the system prompt (or examples), the repo map (or read-only
+        files) and the chat files (`chat_chunks.py` L28-41). The chat-files pair comes right after `done` (order
+        L16-26; `get_chat_files_messages` always returns one, `base_coder.py` L789-806), so upstream caches `done`
+        too. A replay holds no repo map or chat files, and its provider places one kind of mark per run, never at a
+        position a request names, so only the system prompt is marked here: a history without a system item (the
+        Aider corpus) reads and writes no cache, as without the option. Its summary calls mark nothing; their
         system prompt is far below every Claude model's minimum cacheable length, so marking it would write nothing."""
         return CacheMarks.SYSTEM if options.cache_prompts else CacheMarks.NONE
+
+    @classmethod
+    def summary_model(cls, options: AiderOptions, profile: ModelProfile) -> str | None:
+        """§7 the weak model, where it is not the profile's: the `weak_model` option, else Aider's (`WEAK_MODELS`)."""
+        weak = options.weak_model or WEAK_MODELS.get(profile.model)
+        return weak if weak != profile.model else None
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)
@@ -150,6 +206,8 @@ class Aider(Strategy):
         self.snapshot: list[ChatMessage] | None = None
         self.summarized: list[ChatMessage] = []
         self._turn_edited = False
+        #: the session's launch banner said it runs outside a git repository (`NO_GIT_REPO`)
+        self._no_repo = False
         #: `sum(token_count(m) for m in done)` while it is at most the limit, kept as `done` changes (§3 `too_big`
         #: on `done` at every edited turn); None once it is over: `done` only grows until it is replaced or
         #: cleared, so `too_big` stays true and the total is not needed (nor counted)
@@ -204,12 +262,22 @@ class Aider(Strategy):
             self.cur.append(ChatMessage("user", item.text, (item.id,)))
         elif item.kind == "tool_result":
             self.cur.append(ChatMessage("user", item.text, (item.id,)))
+            self._turn_edited = self._turn_edited or bool(EDIT_RECEIPT.search(item.text))
 
     def on_marker(self, item: Item) -> None:
-        if item.meta.get("event") == "aider-output" and APPLIED_EDIT.search(item.text):
+        if item.meta.get("event") != "aider-output":
+            return
+        self._no_repo = self._no_repo or bool(NO_GIT_REPO.search(item.text))
+        if APPLIED_EDIT.search(item.text):
             commit = COMMIT_LINE.search(item.text)
             message = COMMIT_MESSAGE.format(hash=commit.group(1), message=commit.group(2)) if commit else NO_REPO_MESSAGE
             self.move_back_cur_messages(message)
+        elif FAILED_MATCH.search(item.text):
+            # the edit-format error Aider sends back (`reflected_message`) comes after the marker: `cur` moves first
+            if self._no_repo:
+                self.move_back_cur_messages(NO_REPO_MESSAGE)
+            else:
+                self.move_back_cur_messages(UNLOGGED_COMMIT if OTHERS_APPLIED.search(item.text) else NO_EDITS_MESSAGE)
 
     def on_response(self, items: Sequence[Item], usage: Usage | None, needs_follow_up: bool) -> None:
         parts, ids = [], []
@@ -218,8 +286,7 @@ class Aider(Strategy):
                 parts.append(item.text)
             elif item.kind == "tool_call":
                 parts.append(f"{item.tool_name}({item.arguments or ''})")
-                name = item.tool_name or ""
-                self._turn_edited = self._turn_edited or bool(EDIT_TOOL.search(name) and not NOT_FILE_EDITS.search(name))
+                self._turn_edited = self._turn_edited or edits_files(item)
             else:
                 continue
             ids.append(item.id)
@@ -396,6 +463,15 @@ def clears_history(text: str) -> bool:
     either that Aider runs as it (`CLEARING_COMMANDS`, `SHORTEST_UNIQUE`); its arguments do not matter."""
     word = text.split(maxsplit=1)[0] if text.startswith("/") else ""
     return len(word) >= SHORTEST_UNIQUE and any(command.startswith(word) for command in CLEARING_COMMANDS)
+
+
+def edits_files(call: Item) -> bool:
+    """Whether a tool call edits files (§1 `if edited:`): an edit tool by its name (`EDIT_TOOL`, `EDIT_TOOL_NAMES`;
+    a to-do list's tool not counting), or any tool whose arguments run Codex's `apply_patch` (`RUNS_APPLY_PATCH`).
+    A tool result that is an edit receipt (`EDIT_RECEIPT`) marks the turn edited too (`Aider.on_input`)."""
+    name = call.tool_name or ""
+    by_name = bool(EDIT_TOOL.search(name) or name in EDIT_TOOL_NAMES) and not NOT_FILE_EDITS.search(name)
+    return by_name or bool(RUNS_APPLY_PATCH.search(call.arguments or ""))
 
 
 def summary_transcript(messages: Sequence[ChatMessage]) -> str:

@@ -20,6 +20,7 @@ import pytest
 from compaction_bench.importing import detect, formats, load_transcripts
 from compaction_bench.transcript import Transcript
 from tests.conftest import CORPORA, corpus_files
+from tests.test_aider_audit5 import raw_command_messages, reply_headings
 from tests.test_import_audit_aider_edit_errors import raw_edit_errors
 from tests.test_import_audit_aider_output import raw_command_outputs
 from tests.test_import_audit_aider_prompts import raw_reflections
@@ -249,6 +250,8 @@ def raw_aider(path: Path) -> Counter[str]:
     command output added to the chat is one more (`raw_command_outputs`, by Aider's logging rules), and so
     is a message Aider sent itself after a yes (`raw_reflections`) or an edit-format error it sent back
     (`raw_edit_errors`);
+    a `/web` page or a clipboard image a request followed is one more (`raw_command_messages`), and a `####` line Aider
+    did not write as the user's (`reply_headings`) is one less;
     each `> Tokens:` line is one LLM request (its reply is the text before it, if any); its whole prompt is "sent"
     plus the cache parts where "sent" leaves them out: beside `cached`, unless the session's model is DeepSeek's
     (whose prompt_tokens hold the hits), and beside `cache write`/`cache hit` only where "sent" is smaller than
@@ -278,6 +281,7 @@ def raw_aider(path: Path) -> Counter[str]:
     c["user"] += sum(case["added"] for case in raw_command_outputs(lines))
     c["user"] += sum(case["sent"] for case in raw_reflections(lines))
     c["user"] += sum(case["sent"] for case in raw_edit_errors(lines))
+    c["user"] += raw_command_messages(lines) - len(reply_headings(lines))
     return c
 
 
@@ -347,7 +351,9 @@ def test_corpus_file_imports_with_raw_counts(path: Path):
         for item in t.items:
             if item.kind == "tool_result" and item.call_id not in calls:
                 assert item.id in orphans, f"{item.id}: result without a call, not reported in meta['orphans']"
-        assert not t.meta.get("problems"), t.meta["problems"][:3]
+        # the one repair a corpus file needs: Aider replies logged after another session's header (test_aider_audit5)
+        problems = [p for p in t.meta.get("problems", ()) if "model output logged after the session header" not in p]
+        assert not problems, problems[:3]
 
 
 @pytest.mark.corpora
