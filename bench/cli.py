@@ -215,17 +215,22 @@ def _warn_missing_metrics(root: Path) -> bool:
 
 def _print_summary(root: Path, *, report: bool = True) -> None:
     import pandas as pd
+    import pyarrow.parquet as pq
 
     from compaction_bench.metrics.aggregate import compared_rows, overall_of, unfinished
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
-    from compaction_bench.reports.verdict import p_best_notes
+    from compaction_bench.reports.verdict import INTEGRITY, p_best_notes, servable
 
     probes_file, requests = root / "probes.parquet", root / "requests.parquet"
-    cells = pd.read_parquet(requests, columns=["scenario", "profile", "strategy", "repeat"]) if requests.is_file() else None
+    # the cells, and what the verdict's flags read where the summary lacks them (a run written before `cannot_serve`)
+    wanted = ("scenario", "profile", "strategy", "repeat", "kind", "request", "overflow", *INTEGRITY)
+    cells = pd.read_parquet(requests, columns=[c for c in wanted if c in pq.read_schema(requests).names]) if requests.is_file() else None
     probes = pd.read_parquet(probes_file) if probes_file.is_file() else None
     compared = compared_rows(probes, cells) if probes is not None and not probes.empty else None  # pooled, and why P(best) is withheld
-    pooled = overall_of(compared) if compared is not None else None
-    header, rows = leaderboard(pd.read_parquet(root / "summary.parquet"), probes, cells, pooled=pooled)
+    summary = pd.read_parquet(root / "summary.parquet")
+    contenders = servable(summary, cells)  # P(best) among the strategies the verdict ranks as serving the window
+    pooled = overall_of(compared, contenders=contenders) if compared is not None else None
+    header, rows = leaderboard(summary, probes, cells, pooled=pooled)
     if not rows:
         console.print(f"run {root.name}: no finished cell to show", markup=False)
         return
@@ -279,7 +284,7 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
             console.print(f"note: not in the {profile} comparison: {_plain(strategy)}, which finished no cell at {profile} (see errors.log)",
                           markup=False, soft_wrap=True)
     if compared is not None and pooled is not None and "p_best" in pooled.columns and pooled["p_best"].isna().any():  # why, from the verdict's test
-        for profile, note in p_best_notes(pooled, compared).items():
+        for profile, note in p_best_notes(pooled, compared, contenders).items():
             console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
 
 

@@ -10,14 +10,18 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   `retention_summarized_source` (the summary-dependent metric: on the rows whose source item had
   gone into a summary, the share whose answer the summary text carries; a copy of the fact kept
   elsewhere does not count, so this measures the summary alone), `summarized_source_pairs`, `paired_pairs` and `paired_probes` (how many rows and probes),
-  `p_best` (the chance this strategy ranks first in retention among the scenario's strategies; NaN,
-  withheld, where the scenario's two highest retentions differ by no difference the tests may claim:
-  `stats.difference_claimed`, the module docstring of `stats` says why);
+  `p_best` (the chance this strategy ranks first in retention among the scenario's strategies that
+  serve it, as the verdict ranks them: a cell that cannot serve the window or whose requests break tool
+  pairs in every wire format (`_flagged`) is no choice and gets NaN, unless every cell of the scenario is
+  flagged; NaN, withheld, where the two highest retentions it ranks differ by no difference the tests
+  may claim: `stats.difference_claimed`, the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
   as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
   and a ceiling grade (a point without a ceiling, past the answerer's window for the whole
-  transcript, stays in `answered` but not in the ratio); `unscored`;
+  transcript, stays in `answered` but not in the ratio); `unscored`; `judge_strict` and
+  `judge_lenient` (the judge's verdicts on `judge` probes, aggregated as `answered` is: each probe
+  weighs one, on the paired points, voted over repeats; an overflowed context is rejected by both);
 - per probe family and fact age: `retention_<kind>`, `retention_age_<bucket>`, `answered_<kind>`;
 - diagnostics at the strategy's own compaction points, reported apart: `retention_compaction_points`
   and `compaction_point_rows`;
@@ -56,7 +60,11 @@ AGE_BUCKETS = ((0, 8_000, "lt8k"), (8_000, 32_000, "8k_32k"), (32_000, 128_000, 
 POINT = ["probe_id", "point_kind", "step", "request"]
 #: Points of the headline figures (the same for every strategy); compaction points are diagnostics.
 HEADLINE_KINDS = ("checkpoint", "final")
-VOTED = ("correct", "ceiling_correct")
+#: The judge's verdicts on a `judge` probe (None on other probes, and without a judge): strict (what `correct` is) and lenient.
+JUDGED = ("judge_strict", "judge_lenient")
+#: Grades a point some strategy lacks is unscored at for every strategy (`paired`), each on its own.
+PAIRED_GRADES = ("correct", *JUDGED)
+VOTED = ("correct", "ceiling_correct", *JUDGED)
 
 
 def _keys(frame: pd.DataFrame) -> list[str]:
@@ -75,9 +83,9 @@ def votes(probes: pd.DataFrame) -> pd.DataFrame:
     two compaction points in one step, has two), over the repeats of its cell: each repeat replays
     the cell anew, so with a real summarizer its context can differ. `present` and `in_summary` are
     then the mean over the repeats and `found` is replaced by the shares `kept_share` and `summary_share`;
-    `correct` and `ceiling_correct` are the majority of the distinct scored samples (None if
-    unscored; a tie does not pass). Other columns are the first repeat's. With one sample per point
-    the rows are the table's own (`present` stays boolean)."""
+    `correct`, `ceiling_correct` and the judge's verdicts (`JUDGED`) are each the majority of the
+    distinct scored samples (None if unscored; a tie does not pass). Other columns are the first
+    repeat's. With one sample per point the rows are the table's own (`present` stays boolean)."""
     probes = _with_point_kind(probes)
     sample = "sample" if "sample" in probes.columns else ("repeat" if "repeat" in probes.columns else None)
     frame = probes.drop_duplicates([k for k in [*_keys(probes), *POINT, sample] if k in probes.columns]) if sample else probes
@@ -117,9 +125,11 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     `strategies` names the strategies of each (scenario, profile) (from the requests table), so a
     strategy with no probe rows there leaves no pair; by default the strategies with probe rows.
     `answered` is paired the same way: a point some strategy has no grade at (its answerer call
-    failed) is unscored for every strategy, so each one's `answered` covers the same points. The
-    ceiling follows: a row without an answer grade loses its `ceiling_correct` too, so the ceiling is
-    never averaged over points the answer is not (`answered_rel` divides means of the same rows)."""
+    failed) is unscored for every strategy, so each one's `answered` covers the same points; so is
+    each of the judge's verdicts (`JUDGED`), on its own (a judge that wrote no lenient verdict for one
+    strategy's reply unscores the lenient rubric there for all). The ceiling follows: a row without an
+    answer grade loses its `ceiling_correct` too, so the ceiling is never averaged over points the
+    answer is not (`answered_rel` divides means of the same rows)."""
     rows = voted[voted["point_kind"].isin(HEADLINE_KINDS)]
     if rows.empty:
         return rows
@@ -133,10 +143,11 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     else:
         needed = rows.groupby(pair, sort=False)["strategy"].transform("nunique") if pair else rows["strategy"].nunique()
     rows = rows[have == needed]
-    if "correct" in rows.columns and rows["correct"].isna().any() and rows["correct"].notna().any():
-        ungraded = rows["correct"].isna().groupby([rows[k] for k in point], sort=False).transform("any")
-        if (ungraded & rows["correct"].notna()).any():
-            rows = rows.assign(correct=rows["correct"].astype(object).where(~ungraded, None))
+    for grade in PAIRED_GRADES:
+        if grade in rows.columns and rows[grade].isna().any() and rows[grade].notna().any():
+            ungraded = rows[grade].isna().groupby([rows[k] for k in point], sort=False).transform("any")
+            if (ungraded & rows[grade].notna()).any():
+                rows = rows.assign(**{grade: rows[grade].astype(object).where(~ungraded, None)})
     if "correct" in rows.columns and "ceiling_correct" in rows.columns:
         unanswered = rows["correct"].isna()
         if (unanswered & rows["ceiling_correct"].notna()).any():
@@ -149,7 +160,8 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
 
     Columns: the keys, then the means of `present`, `kept`, `summary`, `in_summary`, `correct` and
     `ceiling` (NaN rows skipped, NaN for none), `correct_at_ceiling` (the mean of `correct` over the
-    rows that have both grades: the numerator of `answered_rel`), then `kind` (its first non-null value). Groups are in
+    rows that have both grades: the numerator of `answered_rel`), the means of the judge's verdicts
+    (`JUDGED`, where `rows` has them), then `kind` (its first non-null value). Groups are in
     the order of their first row: what `groupby(keys, sort=False, dropna=False).agg(...)` computes,
     in arrays (pandas' cost per call was most of a summary's time).
     """
@@ -170,6 +182,7 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
         "ceiling": _numeric(rows, "ceiling_correct"),
     }
     columns["correct_at_ceiling"] = np.where(np.isnan(columns["ceiling"]), np.nan, columns["correct"])
+    columns.update({verdict: _numeric(rows, verdict) for verdict in JUDGED if verdict in rows.columns})
     group = np.zeros(len(rows), dtype=np.int64)
     for key in keys:  # one code per distinct key tuple, numbered in order of first appearance
         codes, uniques = pd.factorize(rows[key], use_na_sentinel=False)
@@ -283,8 +296,8 @@ class _ProbeValues:
 
 
 #: The per-probe columns the cell metrics read (`_ProbeValues`), and those of the headline rows themselves
-VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling")
-HEADLINE_COLUMNS = ("probe_id", "correct", "source_summarized", "judge_strict", "judge_lenient")
+VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling", *JUDGED)
+HEADLINE_COLUMNS = ("probe_id", "correct", "source_summarized")
 
 
 def _probe_metrics(headline: Cell, compaction_rows: int, values: Mapping[str, Cell]) -> dict[str, Any]:
@@ -308,9 +321,9 @@ def _probe_metrics(headline: Cell, compaction_rows: int, values: Mapping[str, Ce
             out[f"answered_{kind}"] = _mean(probes["correct"][mask])
         for name, mask in _by(aged["age"]):
             out[f"retention_age_{name}"] = _mean(aged["present"][mask])
-        for column in ("judge_strict", "judge_lenient"):
-            if column in headline:
-                out[column] = _mean(headline[column])
+        for verdict in JUDGED:  # as `answered`: each probe weighs one, on the paired points (`paired`), voted over repeats
+            if verdict in probes:
+                out[verdict] = _mean(probes[verdict])
     out["compaction_point_rows"] = compaction_rows
     out["retention_compaction_points"] = _mean(values["points"]["present"]) if compaction_rows else float("nan")
     return out
@@ -589,18 +602,47 @@ def leading_pair(retention: Mapping[str, float]) -> tuple[str, str] | None:
     return (ranked[0], ranked[1]) if len(ranked) >= 2 else None
 
 
+def every_format_broken(pair_errors: Iterable[float]) -> bool:
+    """Whether requests break tool call/result pairs in every wire format measured (`pair_errors`: one count
+    per format, NaN for a format not measured): no API would accept them (HTTP 400)."""
+    measured = [e for e in pair_errors if np.isfinite(e)]
+    return bool(measured) and all(e > 0 for e in measured)
+
+
+def _flagged(row: Mapping[str, Any]) -> bool:
+    """Whether a summary row's cell is no choice, as the verdict flags a strategy (`reports.verdict`): it cannot
+    serve the window, or its requests break tool pairs in every wire format measured (`every_format_broken`)."""
+    return bool(row.get("cannot_serve", False)) or every_format_broken(float(row.get(f"integrity_{fmt}", np.nan)) for fmt in FORMATS)
+
+
+def _ranked(values: pd.DataFrame, keys: Sequence[str], contenders: Iterable[tuple[Any, ...]]) -> pd.DataFrame:
+    """The rows of `values` whose `keys` are one of `contenders`."""
+    return values[pd.MultiIndex.from_frame(values[list(keys)]).isin(list(contenders))] if len(values) else values
+
+
+def _contending_cells(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[tuple[Any, ...]]:
+    """The cells (`keys` of summary `rows`) that P(best) ranks: per (scenario, profile), those not `_flagged`,
+    or every one where each is, as the verdict ranks strategies."""
+    groups: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(k) for k in PAIR), []).append(row)
+    cells = []
+    for group in groups.values():
+        serving = [row for row in group if not _flagged(row)] or group
+        cells += [tuple(row.get(k) for k in keys) for row in serving]
+    return cells
+
+
 def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.DataFrame) -> pd.DataFrame:
     """One row per (scenario, strategy, profile) with every aggregate metric."""
     keys = _keys(requests)
     headline, compaction_rows = headline_rows(probes, requests)
     by_requests, by_compactions = _Cells(requests, keys, REQUEST_COLUMNS), _Cells(compactions, keys, COMPACTION_COLUMNS)
     cells = set(by_requests.ranges)
-    best: dict[tuple[Any, ...], float] = {}
     if not probes.empty:
         every = _ProbeValues.of(headline, compaction_rows)
         by_headline, by_points = _Cells(headline, keys, HEADLINE_COLUMNS), _Cells(compaction_rows, keys, ())
         split = {name: _Cells(getattr(every, name), keys, VALUE_COLUMNS) for name in ("headline", "summarized", "aged", "points")}
-        best = _p_best(every.headline, PAIR)
         cells |= set(_Cells(probes, keys, ()).ranges)
     rows = []
     for key in sorted(cells, key=str):
@@ -608,31 +650,47 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
         if not probes.empty:
             values = {name: part.cell(key) for name, part in split.items()}
             row.update(_probe_metrics(by_headline.cell(key), by_points.size(key), values))
-            row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
+            row["p_best"] = float("nan")  # its place among the columns; its value once every cell's flags are known (below)
         requested = by_requests.cell(key) if key in by_requests.ranges else None
         row.update(_request_metrics(requested) if requested is not None else {})
         repeats = _repeats(requested) if requested is not None else 1
         row.update(_compaction_metrics(by_compactions.cell(key) if key in by_compactions.ranges else None, repeats))
         rows.append(row)
+    if not probes.empty:  # among the cells each scenario ranks: a flagged one is no choice
+        best = _p_best(_ranked(every.headline, keys, _contending_cells(rows, keys)), PAIR)
+        for row in rows:
+            row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
     return pd.DataFrame(rows)
 
 
-def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None) -> pd.DataFrame:
+#: Per profile, the strategies P(best) ranks (`overall`'s `contenders`).
+Contenders = Mapping[str, Iterable[str]]
+
+
+def overall(probes: pd.DataFrame, requests: pd.DataFrame | None = None, *, contenders: Contenders | None = None) -> pd.DataFrame:
     """One row per (strategy, profile) over all scenarios: retention (kept, summary), its interval
     (probes clustered by scenario), the summary-dependent retention, answered and its ceiling,
-    `paired_pairs`, `paired_probes` and `p_best` among the profile's strategies, over the scenarios
-    every strategy of the profile finished (`shared_scenarios`). `p_best` is NaN for every strategy of
-    a profile where the difference between the two highest retentions (`leading_pair`) is not
+    `paired_pairs`, `paired_probes` and `p_best`, over the scenarios every strategy of the profile
+    finished (`shared_scenarios`). `p_best` ranks the profile's `contenders` (the strategies the
+    verdict ranks as serving the window, `reports.verdict.servable`; every strategy of a profile it
+    does not name, or without it) and is NaN for the others, and for every strategy of a profile
+    where the difference between the two highest retentions it ranks (`leading_pair`) is not
     `detectable`: the verdict's own test (`paired_differences` on the same rows), so the two never disagree."""
-    return overall_of(compared_rows(probes, requests))
+    return overall_of(compared_rows(probes, requests), contenders=contenders)
 
 
-def overall_of(headline: pd.DataFrame) -> pd.DataFrame:
+def overall_of(headline: pd.DataFrame, *, contenders: Contenders | None = None) -> pd.DataFrame:
     """`overall` of the rows it compares, `headline` (`compared_rows`), for a caller that needs those rows too."""
     if headline.empty:
         return pd.DataFrame(columns=["strategy", "profile"])
     values = per_probe(headline)
-    best = _p_best(values, ["profile"], judged=False)
+    named = {str(profile): set(names) for profile, names in (contenders or {}).items()}
+
+    def ranks(strategy: str, profile: str) -> bool:
+        return str(profile) not in named or strategy in named[str(profile)]
+
+    pairs = values[["strategy", "profile"]].drop_duplicates().itertuples(index=False, name=None)
+    best = _p_best(_ranked(values, ["strategy", "profile"], [pair for pair in pairs if ranks(*pair)]), ["profile"], judged=False)
     rows = []
     for (strategy, profile), frame in values.groupby(["strategy", "profile"], sort=False):
         rows_of = headline[(headline["strategy"] == strategy) & (headline["profile"] == profile)]
@@ -645,7 +703,7 @@ def overall_of(headline: pd.DataFrame) -> pd.DataFrame:
         row["p_best"] = best.get((profile, strategy), float("nan"))
         rows.append(row)
     for profile in dict.fromkeys(row["profile"] for row in rows):
-        own = [row for row in rows if row["profile"] == profile]
+        own = [row for row in rows if row["profile"] == profile and ranks(row["strategy"], profile)]
         pair = leading_pair({row["strategy"]: row["retention"] for row in own})
         if pair and not paired_differences(headline[headline["profile"] == profile], pair[1], pair[0]).detectable:
             for row in own:

@@ -23,7 +23,8 @@ diagnostic rows, `point_kind="compaction"`; checkpoint rows have `point_kind="ch
 
 Per row:
 - `status`: `seen`, or `not_seen` when that request overflowed (it reached no model): then the
-  probe is absent and unanswered (`present=False`, `correct=False`), never graded as if seen;
+  probe is absent and unanswered (`present=False`, `correct=False`; a judge probe's `judge_strict` and
+  `judge_lenient` False too, where a judge is set: no rubric accepted a reply), never graded as if seen;
 - `present` (evidence-anchored, `grading.presence`) and `found`, which splits `present` so that
   `kept` + `summary` = `present`: `summary` when the summary text by itself carries the answer and
   the messages that are not a summary do not; `kept` for every other present answer, i.e. the kept
@@ -455,9 +456,11 @@ def probe_rows(
             if answerer is not None:
                 if kind != "compaction" and not ceiling_beyond:
                     row["ceiling_correct"] = _ceiling(uncompacted, position, probe, answerer, judge, repeat, clients)
-                if not seen:
-                    if probe.match != "judge" or judge is not None:  # without a judge no context grades a judge probe
-                        row.update(correct=False, score=0.0)  # the request reached no model: unanswered
+                if not seen:  # the request reached no model: unanswered, so no rubric accepted a reply
+                    if probe.match != "judge":
+                        row.update(correct=False, score=0.0)
+                    elif judge is not None:  # without a judge no context grades a judge probe
+                        row.update(correct=False, score=0.0, judge_strict=False, judge_lenient=False)
                 elif context_beyond:  # the answerer's own window: no call, unscored
                     row["answer_error"] = f"a context of {request.true_tokens:,} tokens is beyond {answerer.model}'s window"
                 else:

@@ -466,6 +466,8 @@ def _nothing(ax: Any, text: str) -> None:
 
 #: What a retention figure says when the tables compare no probe point.
 NO_POINTS = "no paired probe points"
+#: What the dollar panel says when some dollars are unknown.
+UNPRICED = "unpriced: a model without a price,\nso the dollars are unknown (not $0)"
 
 
 def presence_over_session(rows: pd.DataFrame) -> pd.DataFrame:
@@ -560,13 +562,18 @@ def retention_vs_cost(points: pd.DataFrame, title: str, order: Sequence[str]) ->
     """Retention against dollars and against re-billed tokens, one dot per strategy, the Pareto front joined.
 
     `points` is indexed by strategy with columns retention, lo, hi, cost_usd, rebilled_tokens and
-    optionally `flagged` (drawn hollow, named so, and off the front: `pareto_front`).
+    optionally `flagged` (drawn hollow, named so, and off the front: `pareto_front`). Where a strategy's
+    dollars are unknown (NaN: a model without a price), the dollar panel says so and draws no dot, as a
+    front of the priced ones alone would leave it out; the re-billed tokens are known and drawn.
     """
     fig, axes = _figure(1, 2, 10, 3.2)
     drawn = styles([*order, *points.index])
     with matplotlib.rc_context(STYLE):
         for ax, column, label in ((axes[0, 0], "cost_usd", "cost ($)"), (axes[0, 1], "rebilled_tokens", "re-billed tokens")):
             data = points[np.isfinite(points[column]) & np.isfinite(points["retention"])]
+            if column == "cost_usd" and len(data) < int(np.isfinite(points["retention"]).sum()):  # some dollars unknown
+                data = data.iloc[:0]
+                _nothing(ax, UNPRICED)
             for name, row in data.iterrows():
                 flagged = bool(row.get("flagged", False))
                 style = drawn[str(name)]

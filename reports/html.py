@@ -40,12 +40,13 @@ from compaction_bench.reports.drawings import CACHE_FIGURE, Drawings
 from compaction_bench.reports.leaderboard import (
     COLUMNS,
     HEADLINE,
+    format_chance,
     format_value,
     leaderboard,
     offline_note,
 )
 from compaction_bench.reports.report_files import LISTING_ID, PAGES, listed_pages, page_name, pages_folder, remove_pages
-from compaction_bench.reports.verdict import ProfileVerdict, verdicts
+from compaction_bench.reports.verdict import ProfileVerdict, servable, verdicts
 from compaction_bench.store import load_run, read_manifest
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
@@ -96,7 +97,10 @@ GLOSSARY: dict[str, str] = {
     "window": "whether the strategy serves the window: `cannot serve (n of m)` when a request never got through (it "
               "overflowed, or the agent would not send it) and it never recovered in n of m scenarios",
     "retention [95% CI]": "retention at the paired checkpoints with its 95% interval (probes clustered by scenario)",
-    "p_best": "probability that the strategy has the highest retention (bootstrap); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the leader on any probe can still read above 0; "
+    "p_best": "probability that the strategy has the highest retention (bootstrap), among the strategies that serve the window (those the "
+              "verdict's sentence compares; – for a strategy flagged as unable to serve the window or breaking tool pairs in every wire format, "
+              "unless every one is); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the "
+              "leader on any probe can still read above 0; >99.9% and <0.1% for shares a rounding would show as 100% or 0%; "
               "– (withheld) where the difference between the two highest retentions is not detectable (its interval includes 0, or the sign-flip test does not reject, "
               "as with fewer than six probes that differ): the tests cannot tell which is best, and the verdict's notes say why",
     "failed_requests": "turn and summary requests that reached no model: the provider refused them as too long (overflows), or "
@@ -235,7 +239,7 @@ def scenario_table(summary: pd.DataFrame) -> Table:
             elif value is None or isinstance(value, (bool, str)):
                 row.append("–" if value is None else str(value))
             elif isinstance(value, (int, float)):
-                row.append(format_value(value, _figure_format(column, value)))
+                row.append(format_value(value, _figure_format(column, value), column))
             else:
                 row.append(str(value))
         rows.append(row)
@@ -441,6 +445,7 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATE_DIR), autoescape=True, undefined=jinja2.StrictUndefined)
     env.filters["json_script"] = lambda data: Markup(json_script(data))
     env.filters["pct"] = lambda v: "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
+    env.filters["chance"] = lambda v: "–" if v is None else format_chance(v)
     env.filters["num"] = lambda v, fmt="{:,.0f}": "–" if v is None or (isinstance(v, float) and not np.isfinite(v)) else format_value(v, fmt)
     env.filters["dollars"] = format_dollars
     env.globals["describe"] = describe  # a header's title is the glossary's words for its column, never words of its own
@@ -491,9 +496,11 @@ def _render(
     steps = len(names) + 2
 
     report(0, steps, "verdict")
-    pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()  # the verdict's and the leaderboard's figures
+    scenario_names = [s["name"] for s in manifest.get("scenarios", [])]
+    # the verdict's and the leaderboard's figures, P(best) among the strategies the verdict ranks as serving the window
+    pooled = overall(probes, requests, contenders=servable(summary, requests, scenario_names)) if not probes.empty else pd.DataFrame()
     verdict_list = verdicts(summary, probes, requests, pooled=pooled, strategies=manifest.get("config", {}).get("strategies", ()),
-                            scenarios=[s["name"] for s in manifest.get("scenarios", [])])
+                            scenarios=scenario_names)
     report(1, steps, "figures")
     overview = []
     for verdict in verdict_list:
@@ -501,7 +508,7 @@ def _render(
         cache = drawn_figures.pop(CACHE_FIGURE, None)
         figs = list(drawn_figures.items())
         points = _verdict_points(verdict)
-        if points["retention"].notna().any() and points["cost_usd"].notna().all():  # no cost axis for unpriced dollars
+        if points["retention"].notna().any():  # unpriced dollars: the re-billed tokens alone (`figures.retention_vs_cost`)
             figs.append(("Retention against cost", figures.retention_vs_cost(points, f"retention against cost · {verdict.profile}", order)))
         if cache is not None:
             figs.append((CACHE_FIGURE, cache))

@@ -6,8 +6,10 @@ terminal shows the columns that fit its width with every cell whole, most tellin
 Within each profile, strategies are ordered by retention at the paired checkpoints
 (`compaction_bench.metrics.aggregate`: pairs every strategy has, each probe weighted equally;
 overflowed contexts count as absent), with its 95% interval (probes clustered by scenario), the
-kept and summary parts, the summary-dependent retention, the number of pairs, P(best) ("–" where
-`aggregate.overall` withholds it: the two highest retentions differ by no detectable difference), failed
+kept and summary parts, the summary-dependent retention, the number of pairs, P(best) (among the
+strategies the verdict ranks as serving the window, `verdict.servable`; "–" for a flagged one, and where
+`aggregate.overall` withholds it: the two highest retentions it ranks differ by no detectable difference;
+a share of resamples as a percentage that never rounds onto 0% or 100%, `format_chance`), failed
 requests next to it, and a mark on strategies that cannot serve the window (some step never got a
 request through). With the probes table the figures pool all scenarios' probes; from the summary
 alone they are probe-weighted means of the scenario rows, with an interval only for one scenario.
@@ -30,6 +32,7 @@ import pandas as pd
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
+from compaction_bench.reports.verdict import servable
 from compaction_bench.store import read_manifest
 
 #: The headline columns, from `aggregate.overall` (or the summary): (header, column, format).
@@ -38,7 +41,7 @@ HEADLINE = (
     ("summary", "retention_summary", "{:.3f}"),
     ("summarized-source retention", "retention_summarized_source", "{:.3f}"),
     ("pairs", "paired_pairs", "{:,.0f}"),
-    ("P(best)", "p_best", "{:.2f}"),
+    ("P(best)", "p_best", ""),  # a share of resamples: `format_value` shows it by `format_chance`'s own rule
     ("answered", "answered", "{:.3f}"),
     ("answerer ceiling", "answered_ceiling", "{:.3f}"),
     ("answered / ceiling", "answered_rel", "{:.2f}"),
@@ -71,11 +74,14 @@ TERMINAL_PRIORITY = (
 
 def format_value(value: object, fmt: str, column: str = "") -> str:
     """A number formatted for a table; missing values as an en dash, dollars (`column` one of
-    `DOLLAR_COLUMNS`) by `cost.format_dollars`'s own rule, whatever `fmt` (unknown ones as `unpriced`)."""
+    `DOLLAR_COLUMNS`) by `cost.format_dollars`'s own rule, whatever `fmt` (unknown ones as `unpriced`),
+    and P(best) (`CHANCE_COLUMNS`) by `format_chance`."""
     if column in DOLLAR_COLUMNS:
         return format_dollars(value)
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return "–"
+    if column in CHANCE_COLUMNS:
+        return format_chance(float(cast(float, value)))
     try:
         return count_text(value, fmt) if fmt in WHOLE_FORMATS else fmt.format(value)
     except (ValueError, TypeError):
@@ -84,6 +90,25 @@ def format_value(value: object, fmt: str, column: str = "") -> str:
 
 #: Formats of whole numbers: counts and token totals.
 WHOLE_FORMATS = ("{:.0f}", "{:,.0f}")
+#: Columns holding a bootstrap's share of resamples (`format_chance`).
+CHANCE_COLUMNS = ("p_best",)
+#: The finest step `format_chance` shows (one decimal of a percentage).
+CHANCE_STEP = 0.001
+
+
+def format_chance(value: float) -> str:
+    """A share of bootstrap resamples (P(best)) as a percentage with one decimal, never rounded onto a bound it did
+    not reach: 0.9996 is ">99.9%" (not "100.0%": some resamples ranked another strategy first) and 0.0004 "<0.1%";
+    exactly 0 and 1 (no resample, or every one; a strategy alone) are "0%" and "100%"; NaN (withheld) is "–"."""
+    if not np.isfinite(value):
+        return "–"
+    if value in (0.0, 1.0):
+        return f"{value:.0%}"
+    if value > 1 - CHANCE_STEP:
+        return f">{1 - CHANCE_STEP:.1%}"
+    if value < CHANCE_STEP:
+        return f"<{CHANCE_STEP:.1%}"
+    return f"{value:.1%}"
 
 
 def count_text(value: Any, fmt: str = "{:,.0f}") -> str:
@@ -133,7 +158,7 @@ def leaderboard(
     are left out. Pass the run's probes table for intervals and P(best) over several scenarios, and
     its requests table so the pairs are the verdict's (a strategy that ran in a scenario without
     leaving probe rows there unpairs that scenario's points; `aggregate.paired`); `pooled` is
-    `overall(probes, requests)` when the caller has it."""
+    `overall(probes, requests, contenders=servable(summary, requests))` when the caller has it."""
     headline = [c for c in HEADLINE if c[1] in summary.columns]
     columns = [c for c in COLUMNS if c[1] in summary.columns]
     header = ["strategy", "profile", "scenarios", "window", "retention [95% CI]", *[c[0] for c in headline], *[c[0] for c in columns]]
@@ -142,7 +167,7 @@ def leaderboard(
         return header, []
     summary = shared_scenarios(summary, unfinished(requests))  # the scenarios every strategy of the profile finished, as in `overall`
     if pooled is None and probes is not None and not probes.empty:
-        pooled = overall(probes, requests)
+        pooled = overall(probes, requests, contenders=servable(summary, requests))
     pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None
     for key, frame in summary.groupby(["strategy", "profile"], sort=False):
         strategy, profile = cast(tuple[str, str], key)
@@ -155,7 +180,7 @@ def leaderboard(
         failing = int(frame["cannot_serve"].astype(bool).sum()) if "cannot_serve" in frame.columns else 0
         window = "ok" if not failing else f"{CANNOT_SERVE} ({failing} of {frame['scenario'].nunique()})"
         row = [str(strategy), str(profile), str(frame["scenario"].nunique()), window, _interval(values)]
-        row += [format_value(values.get(column), fmt) for _, column, fmt in headline]
+        row += [format_value(values.get(column), fmt, column) for _, column, fmt in headline]
         for _, column, fmt, how in columns:
             row.append(format_value(combine(frame, column, how), fmt, column))
         retention = values.get("retention", float("nan"))

@@ -11,8 +11,11 @@ how many of its scenarios (and requests) it concerns, as one bad request in one 
 Every figure covers the scenarios in which each strategy of the profile finished its cell
 (`aggregate.shared_scenarios`); the others are named in the verdict's notes, a scenario in which every
 cell failed too (from the run's own list of scenarios).
-P(best) is withheld (NaN, shown "–") where the difference between the two highest retentions is not
-detectable (`aggregate.overall`); a note says why (`p_best_note`).
+P(best) ranks the strategies that serve the window (`servable`: those not flagged, or all where each is),
+the same ones the sentence compares and the Pareto front draws; a flagged strategy is no choice, and its
+P(best) is NaN (shown "–", a note says why). P(best) is withheld (NaN, shown "–") where the difference
+between the two highest retentions it ranks is not detectable (`aggregate.overall`); a note says why
+(`p_best_note`).
 A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and claims a difference only when its interval
 excludes 0 and the two-sided sign-flip test of the per-probe differences rejects at 5%
@@ -33,8 +36,10 @@ import pandas as pd
 
 from compaction_bench.metrics.aggregate import (
     HEADLINE_KINDS,
+    Contenders,
     combine,
     compared_rows,
+    every_format_broken,
     leading_pair,
     overall,
     paired_differences,
@@ -126,8 +131,7 @@ class StrategyRow:
     def rejected(self) -> bool:
         """Its requests break tool call/result pairs in every wire format the run measured: no API would
         take them (HTTP 400)."""
-        measured = self.measured_pair_errors
-        return bool(measured) and all(e > 0 for e in measured)
+        return every_format_broken(self.pair_errors)
 
     @property
     def flagged(self) -> bool:
@@ -289,13 +293,16 @@ def p_best_note(lead: Difference) -> str:
     return f"P(best) is not shown: {why}; a share of bootstrap resamples would claim more than the tests can."
 
 
-def p_best_notes(pooled: pd.DataFrame, paired: pd.DataFrame) -> dict[str, str]:
-    """Per profile whose P(best) `overall` withheld (`pooled`, two strategies or more with retention, P(best) NaN):
-    `p_best_note`, from the difference `overall` tested, on the same rows (`paired`: `compared_rows`)."""
+def p_best_notes(pooled: pd.DataFrame, paired: pd.DataFrame, contenders: Contenders | None = None) -> dict[str, str]:
+    """Per profile whose P(best) `overall` withheld (`pooled`, two strategies or more it ranks with retention, P(best)
+    NaN): `p_best_note`, from the difference `overall` tested, on the same rows (`paired`: `compared_rows`);
+    `contenders` are the strategies `overall` ranked (`servable`; every strategy of a profile it does not name)."""
     out: dict[str, str] = {}
     if pooled.empty or "p_best" not in pooled.columns:
         return out
     for profile, frame in pooled.groupby("profile", sort=False):
+        if contenders is not None and str(profile) in contenders:
+            frame = frame[frame["strategy"].astype(str).isin(list(contenders[str(profile)]))]
         pair = leading_pair(dict(zip(frame["strategy"].astype(str), frame["retention"].astype(float), strict=True)))
         if pair and frame["p_best"].isna().all():
             out[str(profile)] = p_best_note(difference(paired[paired["profile"] == profile], *pair))
@@ -345,14 +352,63 @@ def _pair_errors(requests: pd.DataFrame, summary: pd.DataFrame) -> dict[tuple[st
     return {(strategy, profile): (counts[0], counts[1], counts[2]) for strategy, profile, *counts in zip(*columns, strict=True)}
 
 
+def _strategy_rows(summary: pd.DataFrame, requests: pd.DataFrame) -> dict[str, list[StrategyRow]]:
+    """Per profile of `summary` (and `requests`, of the scenarios compared), a row per strategy with its counts,
+    costs and flags, its pooled figures (retention, interval, P(best), points) NaN until `verdicts` sets them."""
+    unserved = _unserved(requests, summary)
+    pair_errors = _pair_errors(requests, summary)
+    out: dict[str, list[StrategyRow]] = {}
+    for (strategy, profile), frame in summary.groupby(["strategy", "profile"], sort=False):
+        strategy, profile = str(strategy), str(profile)
+        error_scenarios, requested, error_requests = pair_errors.get((strategy, profile), (0, 0, 0))
+        out.setdefault(profile, []).append(
+            StrategyRow(
+                strategy=strategy, retention=float("nan"), lo=float("nan"), hi=float("nan"), p_best=float("nan"), points=0,
+                scenarios=int(frame["scenario"].nunique()), cost_usd=combine(frame, "cost_usd", "sum"),
+                cache_hit_rate=combine(frame, "cache_hit_rate", "mean"), rebilled_tokens=combine(frame, "rebilled_tokens", "sum"),
+                failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
+                compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
+                cannot_serve=int(unserved.get((strategy, profile), 0)), pair_error_scenarios=error_scenarios, requests=requested,
+                pair_error_requests=error_requests, input_tokens=combine(frame, "input_tokens", "sum"),
+                cached_tokens=combine(frame, "cached_tokens", "sum"), cache_write_tokens=combine(frame, "cache_write_tokens", "sum"),
+            )
+        )
+    return out
+
+
+def _serving(rows: dict[str, list[StrategyRow]]) -> dict[str, set[str]]:
+    """Per profile, its strategies that are not flagged, or all of them where each is."""
+    return {profile: {r.strategy for r in own if not r.flagged} or {r.strategy for r in own} for profile, own in rows.items()}
+
+
+def servable(summary: pd.DataFrame, requests: pd.DataFrame | None, scenarios: Sequence[str] = ()) -> dict[str, set[str]]:
+    """Per profile, the strategies the verdict ranks as serving the window, over the scenarios every strategy of the
+    profile finished (`scenarios`: the run's own, as `verdicts` takes them): those not flagged (it cannot serve the
+    window, or its requests break tool pairs in every wire format), or every one where each is. The sentence compares
+    the two best of them, the Pareto front draws them, and P(best) ranks them (`aggregate.overall`'s `contenders`)."""
+    requests = requests if requests is not None else pd.DataFrame()
+    left_out = unfinished(requests, scenarios)
+    return _serving(_strategy_rows(shared_scenarios(summary, left_out), shared_scenarios(requests, left_out)))
+
+
+def _unranked_note(rows: Sequence[StrategyRow], contenders: set[str]) -> list[str]:
+    """Why flagged strategies show no P(best) beside strategies that do (none where every P(best) is withheld)."""
+    unranked = [r.strategy for r in rows if r.strategy not in contenders and np.isfinite(r.retention)]
+    if not unranked or not any(np.isfinite(r.p_best) for r in rows):
+        return []
+    one = len(unranked) == 1
+    return [f"P(best) ranks only the strategies that serve the window, as the sentence does: {', '.join(unranked)} "
+            f"{'is' if one else 'are'} flagged, so {'its' if one else 'their'} P(best) is –."]
+
+
 def verdicts(
     summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, *, pooled: pd.DataFrame | None = None, strategies: Sequence[str] = (),
     scenarios: Sequence[str] = (),
 ) -> list[ProfileVerdict]:
     """One verdict per profile of the run, strategies ranked (servable first, then by retention);
-    `pooled` is `overall(probes, requests)` when the caller has it, and `strategies` and `scenarios` the
-    run's own (one that finished no cell of a profile is named in its notes: a scenario in which every
-    strategy's cell failed has no row in the tables)."""
+    `pooled` is `overall(probes, requests, contenders=servable(summary, requests, scenarios))` when the caller
+    has it, and `strategies` and `scenarios` the run's own (one that finished no cell of a profile is named in
+    its notes: a scenario in which every strategy's cell failed has no row in the tables)."""
     out: list[ProfileVerdict] = []
     if summary.empty:
         return out
@@ -360,12 +416,12 @@ def verdicts(
     finished = {str(profile): set(frame["strategy"]) for profile, frame in summary.groupby("profile", sort=False)}
     left_out = unfinished(requests, scenarios)  # every figure below compares the strategies on the same scenarios
     summary, probes, requests = (shared_scenarios(frame, left_out) for frame in (summary, probes, requests))
-    unserved = _unserved(requests, summary)
-    pair_errors = _pair_errors(requests, summary)
+    by_profile = _strategy_rows(summary, requests)
+    contenders = _serving(by_profile)
     if pooled is None:
-        pooled = overall(probes, requests) if not probes.empty else pd.DataFrame()
+        pooled = overall(probes, requests, contenders=contenders) if not probes.empty else pd.DataFrame()
     paired = compared_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
-    withheld = p_best_notes(pooled, paired)
+    withheld = p_best_notes(pooled, paired, contenders)
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
     def headline(strategy: str, profile: str, column: str) -> float:
@@ -374,30 +430,16 @@ def verdicts(
         return float(np.asarray(pooled.loc[(strategy, profile), column], dtype=float))
 
     for profile in finished:
-        rows = []
-        for strategy, frame in summary[summary["profile"] == profile].groupby("strategy", sort=False):
-            strategy = str(strategy)
-            error_scenarios, requested, error_requests = pair_errors.get((strategy, profile), (0, 0, 0))
-            rows.append(
-                StrategyRow(
-                    strategy=strategy, retention=headline(strategy, profile, "retention"), lo=headline(strategy, profile, "retention_lo"),
-                    hi=headline(strategy, profile, "retention_hi"), p_best=headline(strategy, profile, "p_best"),
-                    points=int(np.nan_to_num(headline(strategy, profile, "paired_pairs"))),
-                    scenarios=int(frame["scenario"].nunique()), cost_usd=combine(frame, "cost_usd", "sum"),
-                    cache_hit_rate=combine(frame, "cache_hit_rate", "mean"), rebilled_tokens=combine(frame, "rebilled_tokens", "sum"),
-                    failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
-                    compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
-                    cannot_serve=int(unserved.get((strategy, profile), 0)), pair_error_scenarios=error_scenarios, requests=requested,
-                    pair_error_requests=error_requests, input_tokens=combine(frame, "input_tokens", "sum"),
-                    cached_tokens=combine(frame, "cached_tokens", "sum"), cache_write_tokens=combine(frame, "cache_write_tokens", "sum"),
-                )
-            )
+        rows = by_profile.get(profile, [])
+        for r in rows:
+            r.retention, r.lo, r.hi = (headline(r.strategy, profile, c) for c in ("retention", "retention_lo", "retention_hi"))
+            r.p_best, r.points = headline(r.strategy, profile, "p_best"), int(np.nan_to_num(headline(r.strategy, profile, "paired_pairs")))
         rows.sort(key=lambda r: (not np.isfinite(r.retention), r.flagged, -np.nan_to_num(r.retention), r.strategy))
         _rank(rows)
-        servable = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
+        compared = [r for r in rows if not r.flagged and np.isfinite(r.retention)] or [r for r in rows if np.isfinite(r.retention)]
         diff = None
-        if len(servable) >= 2 and not paired.empty:
-            diff = difference(paired[paired["profile"] == profile], servable[0].strategy, servable[1].strategy)
+        if len(compared) >= 2 and not paired.empty:
+            diff = difference(paired[paired["profile"] == profile], compared[0].strategy, compared[1].strategy)
         notes = [
             f"Left out of this comparison: {scenario}, where {', '.join(missing)} did not finish "
             f"{'its cell' if len(missing) == 1 else 'their cells'} (see errors.log)."
@@ -407,6 +449,6 @@ def verdicts(
         notes += [
             f"Not in this comparison: {s}, which finished no cell at {profile} (see errors.log)." for s in strategies if s not in finished[profile]
         ]
-        notes += [withheld[profile]] if profile in withheld else []
+        notes += [withheld[profile]] if profile in withheld else _unranked_note(rows, contenders.get(profile, set()))
         out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out
