@@ -228,7 +228,8 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     probes = pd.read_parquet(probes_file) if probes_file.is_file() else None
     compared = compared_rows(probes, cells) if probes is not None and not probes.empty else None  # pooled, and why P(best) is withheld
     summary = pd.read_parquet(root / "summary.parquet")
-    contenders = servable(summary, cells)  # P(best) among the strategies the verdict ranks as serving the window
+    # P(best) among the strategies the verdict ranks as serving the window (none to rank in a run without a finished cell)
+    contenders = servable(summary, cells) if not summary.empty else None
     pooled = overall_of(compared, contenders=contenders) if compared is not None else None
     header, rows = leaderboard(summary, probes, cells, pooled=pooled)
     if not rows:

@@ -187,6 +187,8 @@ class ReplayResult:
     #: summarizer of another model, or the offline one standing in for the model the agent summarizes with, Aider's
     #: weak model); an offline summarizer's requests are counted and priced by it (`metrics/measure.py`)
     summary_profile: ModelProfile | None = None
+    #: the steps whose response was recorded before any message it answers: history, no request (`compaction_bench.replay`)
+    unrequested_steps: list[int] = field(default_factory=list)
 
     @property
     def turn_requests(self) -> list[RequestRecord]:
@@ -298,6 +300,7 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
         "template_hashes": dict(result.template_hashes),
         "drops_thinking": result.drops_thinking,
         "summary_profile": result.summary_profile.name if result.summary_profile is not None else None,
+        "unrequested_steps": list(result.unrequested_steps),
         "compactions": [
             {
                 **{name: getattr(c, name) for name in COMPACTION_FIELDS},
@@ -372,4 +375,5 @@ def from_rows(
     result.drops_thinking = bool(replay.get("drops_thinking", False))  # replayed before it was modelled: none dropped
     # replayed before it was recorded: the summaries were priced as the session's model's
     result.summary_profile = get_profile(replay["summary_profile"]) if replay.get("summary_profile") else None
+    result.unrequested_steps = [int(step) for step in replay.get("unrequested_steps") or ()]
     return result

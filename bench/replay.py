@@ -3,7 +3,11 @@
 For each real user message the strategy's `on_user_turn` runs, for every other input item
 `on_input`, and for each recorded model response the strategy's `request()` goes to the simulated
 provider; overflows go to `on_overflow` with bounded retries; then `on_response` gets the
-recorded output (open loop: recorded outputs are replayed as recorded). Probe points are the
+recorded output (open loop: recorded outputs are replayed as recorded). A response recorded before any
+message the model could have answered (a user message or a tool result: a subagent's file whose prompt was not
+recorded, a log that starts mid-session) is history, not a request: its context was not recorded, and a request of
+no message (or of the system prompt alone) is none an API serves, so `on_response` gets it without one
+(`ReplayResult.unrequested_steps`). Probe points are the
 first request after one or more compactions (those recorded with `probe=True`) and the final
 context.
 
@@ -72,6 +76,9 @@ from compaction_bench.transcript import INPUT_KINDS, Step, Transcript, Usage
 
 #: How often one step may be re-sent after a strategy recovered from an overflow.
 MAX_OVERFLOW_RETRIES = 3
+#: The input items a model answers (a system prompt alone asks nothing): a response recorded before the first of
+#: them is history, no request (the module docstring).
+ANSWERABLE_KINDS = INPUT_KINDS - {"system"}
 #: `simulated`: the provider's counts; `recorded`: the transcript's usage while the replayed context is
 #: the recording's, then simulated; `recorded-always`: the transcript's usage at every step that has
 #: some, even after the contexts differ (trigger-fidelity studies, hand-built sessions that script a trigger).
@@ -703,6 +710,13 @@ class _Engine:
                 break
         self.strategy.on_response(step.items, usage, step.needs_follow_up)
 
+    def _history_step(self, step: Step) -> None:
+        """A response recorded before anything it answers: the strategy holds it as history, no request is made."""
+        self.step = step.index
+        self._outputs.pop(step.index)
+        self.result.unrequested_steps.append(step.index)
+        self.strategy.on_response(step.items, None, step.needs_follow_up)
+
     def _failed_outcome(self, request: Request, failure: tuple[ProviderError, int, str]) -> Outcome:
         """The outcome of a request a summary iteration of which did not fit (`_fail_request`): the call fails
         with that iteration's error whether or not its messages alone would fit, reaching no model and no cache
@@ -716,14 +730,19 @@ class _Engine:
         steps = {s.items[0].response: s for s in self.transcript.steps()}
         self._outputs = self._count_first(steps.values())
         done: set[int] = set()
+        answerable = False  # a message the model could answer has come (the module docstring)
         for item in self.transcript.items:
             self.timestamp = item.timestamp or self.timestamp
             if item.turn is not None:
                 self.turn = item.turn
+            answerable = answerable or item.kind in ANSWERABLE_KINDS
             if item.is_model_output and item.response is not None:
                 if item.response not in done:
                     done.add(item.response)
-                    self._run_step(steps[item.response])
+                    if answerable:
+                        self._run_step(steps[item.response])
+                    else:
+                        self._history_step(steps[item.response])
             elif item.kind == "marker":
                 self.strategy.on_marker(item)
             elif item.is_real_user:

@@ -402,4 +402,5 @@ def test_smallest_file_of_each_format_replays_without_compaction(name: str):
     transcript = load_transcripts(path)[0]
     result = replay(transcript, "none", profile="1m")
     assert [r.kind for r in result.requests].count("final") == 1
-    assert len(result.requests) >= len(transcript.steps()) + 1
+    # a request per step, but a reply recorded before anything it answers (Aider's headerless start), which is history
+    assert len(result.requests) >= len(transcript.steps()) - len(result.unrequested_steps) + 1

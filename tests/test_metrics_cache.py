@@ -149,7 +149,9 @@ def test_recorded_agreement_by_hand():
 
 def _raw_claude_responses(path) -> tuple[list[dict], list[dict]]:
     """Usage of the distinct main-chain responses (message ids) that report input tokens, before
-    and after the file's first `compact_boundary` (a subagent file is all sidechain: then its lines)."""
+    and after the file's first `compact_boundary` (a subagent file is all sidechain: then its lines); a response
+    before any user line is none (a subagent file opening with its first reply: its prompt is the parent's, so the
+    replay makes no request for it, `compaction_bench.replay`)."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
@@ -160,10 +162,12 @@ def _raw_claude_responses(path) -> tuple[list[dict], list[dict]]:
     before: dict[str, dict] = {}
     after: dict[str, dict] = {}
     into = before
+    asked = False
     for d in lines:
         if d.get("type") == "system" and d.get("subtype") == "compact_boundary":
             into = after
-        if d.get("type") != "assistant" or (d.get("isSidechain") and not all_side) or not isinstance(d.get("message"), dict):
+        asked = asked or (d.get("type") == "user" and (all_side or not d.get("isSidechain")))
+        if d.get("type") != "assistant" or (d.get("isSidechain") and not all_side) or not isinstance(d.get("message"), dict) or not asked:
             continue
         usage = d["message"].get("usage") or {}
         if usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0) > 0:
