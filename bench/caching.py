@@ -78,8 +78,10 @@ class CacheMarks(enum.Enum):
 
     #: The end of the leading system prompt and the ends of the last messages (most coding agents).
     SYSTEM_AND_TAIL = "system-and-tail"
-    #: The end of the leading system prompt only.
-    SYSTEM = "system"
+    #: The end of the leading system prompt and the end of the leading messages each request names
+    #: (`Request.cache_prefix_messages`, 0: the system prompt's alone; Aider's `--cache-prompts`, whose last mark
+    #: follows its history).
+    SYSTEM_AND_PREFIX = "system-and-prefix"
     #: No breakpoint: nothing is read from or written to the cache.
     NONE = "none"
 
@@ -128,15 +130,17 @@ def newest_input(messages: Sequence[Message]) -> int:
 
 
 def breakpoints(
-    boundaries: Sequence[int], system_messages: int, limit: int, placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL
+    boundaries: Sequence[int], system_messages: int, limit: int, placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL,
+    prefix_messages: int = 0,
 ) -> list[int]:
     """Message indices whose end carries a breakpoint: the leading system prompt's end and the last
-    messages, `limit` in all, or the fewer of these that `placement` marks."""
+    messages, `limit` in all, or the fewer of these that `placement` marks (`SYSTEM_AND_PREFIX`: the system
+    prompt's end and that of the request's first `prefix_messages`)."""
     n = len(boundaries)
     if n == 0 or limit <= 0 or placement is CacheMarks.NONE:
         return []
-    if placement is CacheMarks.SYSTEM:
-        return [system_messages - 1] if 0 < system_messages <= n else []
+    if placement is CacheMarks.SYSTEM_AND_PREFIX:
+        return sorted({end - 1 for end in (system_messages, prefix_messages) if 0 < end <= n})[-limit:]
     if 0 < system_messages <= n:
         return sorted({system_messages - 1, *range(max(n - (limit - 1), 0), n)})
     return list(range(max(n - limit, 0), n))
@@ -163,13 +167,15 @@ def within_lookback(index: int, marks: Sequence[int], blocks: Sequence[int] | No
     return True
 
 
-def _marks(policy: CachePolicy, boundaries: Sequence[int], system_messages: int, newest: int | None, placement: CacheMarks) -> list[int]:
+def _marks(
+    policy: CachePolicy, boundaries: Sequence[int], system_messages: int, newest: int | None, placement: CacheMarks, prefix_messages: int = 0,
+) -> list[int]:
     """Message indices of a request whose end carries a breakpoint: the agent's (`breakpoints`, Anthropic) or the
     provider's one at message `newest` (`IMPLICIT_READS`; None: the last message, -1: none)."""
     if policy.reads == IMPLICIT_READS:
         at = len(boundaries) - 1 if newest is None else newest
         return [at] if 0 <= at < len(boundaries) else []
-    return breakpoints(boundaries, system_messages, policy.breakpoints, placement)
+    return breakpoints(boundaries, system_messages, policy.breakpoints, placement, prefix_messages)
 
 
 def _breakpoint_read(
@@ -219,6 +225,8 @@ def cache_outcome(
     placement: CacheMarks = CacheMarks.SYSTEM_AND_TAIL,
     previous_newest_input: int | None = None,
     current_newest_input: int | None = None,
+    previous_prefix: int = 0,
+    current_prefix: int = 0,
 ) -> CacheOutcome:
     """Apply a provider's rules to a raw common prefix.
 
@@ -231,14 +239,15 @@ def cache_outcome(
     `least_blocks` is the fewest any message is: 0 where the API drops some (earlier turns' thinking).
     `placement` is where the agent put the breakpoints of both requests (Anthropic only); the write ends at
     the current request's last one. `*_newest_input` is the index of each request's newest system, user or tool
-    message (`newest_input`), where GPT-5.6 places its breakpoint (None: the last message).
+    message (`newest_input`), where GPT-5.6 places its breakpoint (None: the last message). `*_prefix` is the number of
+    leading messages whose end each request marks under `CacheMarks.SYSTEM_AND_PREFIX` (`Request.cache_prefix_messages`).
     """
     if expired:
         prefix_tokens = 0
     if policy.reads != PREFIX_READS:
-        marks = (_marks(policy, current_boundaries, current_system, current_newest_input, placement)
+        marks = (_marks(policy, current_boundaries, current_system, current_newest_input, placement, current_prefix)
                  if current_boundaries is not None else None)
-        previous_marks = _marks(policy, previous_boundaries, previous_system, previous_newest_input, placement)
+        previous_marks = _marks(policy, previous_boundaries, previous_system, previous_newest_input, placement, previous_prefix)
         cached = _breakpoint_read(
             policy, prefix_tokens, previous_boundaries, previous_marks, current_boundaries, marks, current_blocks, least_blocks,
         )

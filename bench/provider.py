@@ -232,13 +232,16 @@ class _Entry:
     reasoning starts to bill) and, built only when asked, its messages as a set and the index of its newest
     system, user or tool message (where GPT-5.6 places its breakpoint)."""
 
-    __slots__ = ("_base", "_newest", "_set", "_system", "_tail", "boundaries", "last_user", "messages", "n", "reads", "time", "visible")
+    __slots__ = ("_base", "_newest", "_set", "_system", "_tail", "boundaries", "last_user", "marked_prefix", "messages", "n", "reads", "time",
+                 "visible")
 
     def __init__(
         self, messages: Sequence[Message], visible: Cumulative, boundaries: Cumulative, time: float | None, last_user: int,
-        base: tuple[frozenset[Message], int] | None,
+        base: tuple[frozenset[Message], int] | None, marked_prefix: int = 0,
     ) -> None:
         self.messages, self.visible, self.boundaries, self.time, self.last_user = messages, visible, boundaries, time, last_user
+        #: the leading messages whose end the request marks (`Request.cache_prefix_messages`)
+        self.marked_prefix = marked_prefix
         self.n = len(messages)
         #: later reads of this entry: the tokens each read, by the time it was last read (`SimulatedProvider._live`)
         self.reads: dict[int, float] = {}
@@ -633,6 +636,8 @@ class SimulatedProvider(MessageCounter):
             placement=self.placement,
             previous_newest_input=kept.newest_input if implicit and kept is not None else None,
             current_newest_input=entry.newest_input if implicit else None,
+            previous_prefix=kept.marked_prefix if kept is not None else 0,
+            current_prefix=entry.marked_prefix,
         )
 
     def _keep(self, entry: _Entry, kind: str) -> None:
@@ -664,7 +669,7 @@ class SimulatedProvider(MessageCounter):
             if isinstance(messages, LogView) and messages.length < n
             else as_messages(messages[: n - 1])
         )
-        return _Entry(head, entry.visible.prefix(n - 1), entry.boundaries.prefix(n - 1), entry.time, entry.last_user, None)
+        return _Entry(head, entry.visible.prefix(n - 1), entry.boundaries.prefix(n - 1), entry.time, entry.last_user, None, entry.marked_prefix)
 
     def send(
         self,
@@ -709,7 +714,7 @@ class SimulatedProvider(MessageCounter):
             alive.append((kept, prefix))
             if best is None or prefix > best_prefix:
                 best, best_prefix = kept, prefix
-        entry = _Entry(messages, visible, boundaries, now, last_user, None)
+        entry = _Entry(messages, visible, boundaries, now, last_user, None, request.cache_prefix_messages)
         written = self._written(request, entry)  # the part of the request its breakpoints write
         # a request without a breakpoint where reads end at one (on GPT-5.6, explicit mode without one): nothing read,
         # nothing written, no entry left (`_keep` below)

@@ -240,6 +240,9 @@ class Request:
     #: Providers that cache any prefix by themselves ignore it. An agent that never marks an Anthropic breakpoint
     #: says so once (`Strategy.cache_marks`).
     cache_control: bool = True
+    #: Under `CacheMarks.SYSTEM_AND_PREFIX`, the number of leading messages whose end the agent marks besides its system
+    #: prompt (Aider's `--cache-prompts` marks the chat-files block that follows its history, so its history too).
+    cache_prefix_messages: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "messages", as_messages(self.messages))

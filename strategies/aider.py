@@ -32,8 +32,8 @@ grows, so `too_big` holds at every later check, and the split reads the counts o
 keeps or cuts alone.
 
 On Anthropic's API Aider's requests carry no cache breakpoint unless `cache_prompts` (its `--cache-prompts`, off
-by default) is set, and then only the system prompt's in a replay (`Aider.cache_marks`, which says what upstream
-marks besides): they are billed as read and written accordingly.
+by default) is set, and then the system prompt's and one at the end of `done`, where upstream's chat-files mark
+follows it (`Aider.cache_marks`): they are billed as read and written accordingly.
 
 §7 the weak model: Aider summarises with it first (`WEAK_MODELS`, or the `weak_model` option). The offline
 summarizer stands in for it: the engine sends its summary requests to that model's profile, counted, windowed and
@@ -180,11 +180,12 @@ class Aider(Strategy):
         `base_coder.py` L426-427 and L1333-1337), and then the system prompt (or examples), the repo map (or read-only
         files) and the chat files (`chat_chunks.py` L28-41). The chat-files pair comes right after `done` (order
         L16-26; `get_chat_files_messages` always returns one, `base_coder.py` L789-806), so upstream caches `done`
-        too. A replay holds no repo map or chat files, and its provider places one kind of mark per run, never at a
-        position a request names, so only the system prompt is marked here: a history without a system item (the
-        Aider corpus) reads and writes no cache, as without the option. Its summary calls mark nothing; their
-        system prompt is far below every Claude model's minimum cacheable length, so marking it would write nothing."""
-        return CacheMarks.SYSTEM if options.cache_prompts else CacheMarks.NONE
+        too. A replay holds no repo map or chat files: the system prompt's end and `done`'s are marked
+        (`CacheMarks.SYSTEM_AND_PREFIX`, each request naming where `done` ends, `Request.cache_prefix_messages`), the
+        chat-files pair's mark standing at `done`'s end, where the pair would begin. Its summary calls mark nothing;
+        their system prompt is far below every Claude model's minimum cacheable length, so marking it would write
+        nothing."""
+        return CacheMarks.SYSTEM_AND_PREFIX if options.cache_prompts else CacheMarks.NONE
 
     @classmethod
     def summary_model(cls, options: AiderOptions, profile: ModelProfile) -> str | None:
@@ -455,7 +456,10 @@ class Aider(Strategy):
     def request(self) -> Request:
         self.summarize_end()
         total = {"done_over_limit": True} if self._done_tokens is None else {"done_tokens": self._done_tokens}
-        return Request(self.messages(), meta={**total, "history_limit": self.max_tokens})
+        messages = self.messages()
+        system, _, done, _, _ = self._log_state
+        # `--cache-prompts`' last mark is on the chat-files pair right after `done` (`cache_marks`): the history's end
+        return Request(messages, meta={**total, "history_limit": self.max_tokens}, cache_prefix_messages=system + done)
 
 
 def clears_history(text: str) -> bool:

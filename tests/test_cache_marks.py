@@ -2,8 +2,9 @@
 
 Aider@5dc9490b: `args.py` L233-237 (`--cache-prompts`, default False), `base_coder.py` L426-427 and L1333-1337 (the
 headers are added only with it), `chat_chunks.py` L28-41 (the system/examples, repo-map/read-only and chat-file
-blocks are marked, never `done` or `cur`). Anthropic caches only at blocks a request marks (evaluation.md §7), so
-without marks every input token is billed at the input price.
+blocks are marked, never `cur`; the chat-file block comes right after `done`, L16-26, so its mark caches `done` too).
+Anthropic caches only at blocks a request marks (evaluation.md §7), so without marks every input token is billed at
+the input price.
 """
 
 from __future__ import annotations
@@ -40,18 +41,21 @@ def _turn_rows(strategy: str, profile: str = CLAUDE, **options: object) -> list[
 def test_placements_mark_the_system_prompt_and_tail_the_system_prompt_alone_or_nothing():
     ends = list(range(100, 1100, 100))
     assert breakpoints(ends, 1, 4, CacheMarks.SYSTEM_AND_TAIL) == [0, 7, 8, 9]
-    assert breakpoints(ends, 1, 4, CacheMarks.SYSTEM) == [0]
-    assert breakpoints(ends, 0, 4, CacheMarks.SYSTEM) == []
+    assert breakpoints(ends, 1, 4, CacheMarks.SYSTEM_AND_PREFIX) == [0]
+    assert breakpoints(ends, 0, 4, CacheMarks.SYSTEM_AND_PREFIX) == []
     assert breakpoints(ends, 1, 4, CacheMarks.NONE) == []
+    assert breakpoints(ends, 1, 4, CacheMarks.SYSTEM_AND_PREFIX, prefix_messages=6) == [0, 5]
+    assert breakpoints(ends, 0, 4, CacheMarks.SYSTEM_AND_PREFIX, prefix_messages=6) == [5]
+    assert breakpoints(ends, 1, 4, CacheMarks.SYSTEM_AND_PREFIX, prefix_messages=1) == [0]
 
 
 def test_a_request_marking_only_its_system_prompt_reads_and_writes_only_that():
     ends = [1500, 1800, 2100]  # a 1,500-token system prompt, then two messages
     first = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=0, total_tokens=2100, previous_boundaries=[],
-                          current_boundaries=ends, current_system=1, placement=CacheMarks.SYSTEM)
+                          current_boundaries=ends, current_system=1, placement=CacheMarks.SYSTEM_AND_PREFIX)
     assert (first.cached_tokens, first.cache_write_tokens) == (0, 1500)
     second = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=2000, total_tokens=2400, previous_boundaries=ends, previous_system=1,
-                           current_boundaries=[*ends, 2400], current_system=1, placement=CacheMarks.SYSTEM)
+                           current_boundaries=[*ends, 2400], current_system=1, placement=CacheMarks.SYSTEM_AND_PREFIX)
     assert (second.cached_tokens, second.cache_write_tokens) == (1500, 0)  # the 1,800 boundary carried no mark
     unmarked = cache_outcome(ANTHROPIC_CACHE, prefix_tokens=2000, total_tokens=2400, previous_boundaries=ends, previous_system=1,
                              current_boundaries=[*ends, 2400], current_system=1, placement=CacheMarks.NONE)
@@ -71,11 +75,43 @@ def test_aider_on_claude_reads_and_writes_no_cache_and_pays_the_input_price_for_
     assert marked[1]["cached_tokens"] == marked[0]["true_tokens"] > 0
 
 
-def test_aider_with_cache_prompts_caches_its_system_prompt_alone():
+def test_aider_with_cache_prompts_caches_its_system_prompt_while_its_history_is_empty():
+    # no edit: nothing moves to `done`, so the mark after it stands at the system prompt's end
     system_tokens = SimulatedProvider(get_profile(CLAUDE)).count([Message("system", SYSTEM_TEXT)])
     first, second = _turn_rows("aider", cache_prompts=True)
     assert (first["cached_tokens"], first["cache_write_tokens"]) == (0, system_tokens)
     assert (second["cached_tokens"], second["cache_write_tokens"]) == (system_tokens, 0)
+
+
+def _edited_session(system: bool) -> Transcript:
+    """Three turns; the first one's edit is applied and committed, so it moves to `done` before the second request."""
+    return Transcript("edited", (
+        *((Item("sys", "system", SYSTEM_TEXT),) if system else ()),
+        Item("u0", "user", "alpha " * 1500, turn=0),
+        Item("a0", "assistant", "first answer", response=0, turn=0),
+        Item("out0", "marker", "Applied edit to m.py\nCommit abc1234 feat: one", turn=0, meta={"event": "aider-output"}),
+        Item("u1", "user", "beta " * 300, turn=1),
+        Item("a1", "assistant", "second answer", response=1, turn=1),
+        Item("u2", "user", "gamma " * 300, turn=2),
+        Item("a2", "assistant", "third answer", response=2, turn=2),
+    ))
+
+
+def test_aider_with_cache_prompts_marks_the_end_of_its_history_as_upstream_s_chat_files_mark_does():
+    """The second request writes up to `done`'s end (the mark after it) and reads the system prompt the first one
+    wrote; the third reads all of `done`. Without a system item (the Aider corpus) `done` alone is cached."""
+    provider = SimulatedProvider(get_profile(CLAUDE))
+    for system in (True, False):
+        result = replay(_edited_session(system), "aider", profile=CLAUDE, options={"cache_prompts": True})
+        turns = [r for r in result.requests if r.kind == "turn"]
+        rows = [row for row in measure_cell(result, [], answerer=None).requests if row["kind"] == "turn"]
+        # `done`: the messages before the second turn's user message, system prompt included
+        done_end = next(n for n, m in enumerate(turns[1].messages) if m.content.startswith("beta"))
+        assert done_end >= (3 if system else 2)  # the first turn (and the commit message Aider appends) moved to `done`
+        history = provider.count(list(turns[1].messages[:done_end]))
+        system_tokens = provider.count([Message("system", SYSTEM_TEXT)]) if system else 0
+        assert (rows[1]["cached_tokens"], rows[1]["cache_write_tokens"]) == (system_tokens, history - system_tokens)
+        assert rows[2]["cached_tokens"] == history
 
 
 def test_aider_on_an_openai_model_is_cached_automatically_as_before():
