@@ -358,16 +358,22 @@ def test_an_offline_summarizer_stands_in_for_the_model_the_strategy_names_and_a_
     assert named is not None and named.model == "claude-haiku-4-5"
 
 
-def test_aiders_summary_requests_are_sized_by_the_weak_model():
-    """At `64k` (GPT-5 in a 64,000-token window) a summary request of about 70,000 tokens fits gpt-5-nano's 272,000:
-    sent to the session's model it overflowed, twice (`[weak, main]`), and the summary failed."""
+def _weak_model_replay():
+    """`aider@applied=true` at `64k` on a turn of about 70,000 tokens whose edit moves it to `done`, then one more turn:
+    its history is summarized once."""
     s = Session()
     s.user("rewrite the module: " + " ".join(f"w{k}" for k in range(70_000)))
     s.assistant("rewritten")
     s.items.append(Item(id="out0", kind="marker", text="Applied edit to m.py\nCommit abc1234 feat: rewrite", meta={"event": "aider-output"}))
     s.user("thanks")
     s.assistant("you are welcome")
-    result = replay(s.transcript(), "aider", profile="64k", options={"applied": True, "summarizer_max_input_tokens": 200_000})
+    return replay(s.transcript(), "aider", profile="64k", options={"applied": True, "summarizer_max_input_tokens": 200_000})
+
+
+def test_aiders_summary_requests_are_sized_by_the_weak_model():
+    """At `64k` (GPT-5 in a 64,000-token window) a summary request of about 70,000 tokens fits gpt-5-nano's 272,000:
+    sent to the session's model it overflowed, twice (`[weak, main]`), and the summary failed."""
+    result = _weak_model_replay()
     summaries = [r for r in result.requests if r.kind == "summary"]
     assert [r.overflow for r in summaries] == [False] and summaries[0].true_tokens > 64_000
     assert [c.trigger for c in result.compactions] == ["threshold"]
@@ -382,13 +388,7 @@ def test_aiders_summary_requests_are_priced_as_the_weak_models_and_stored_so():
     from compaction_bench.metrics.measure import measure_cell
     from compaction_bench.records import from_rows, to_rows
 
-    s = Session()
-    s.user("rewrite the module: " + " ".join(f"w{k}" for k in range(70_000)))
-    s.assistant("rewritten")
-    s.items.append(Item(id="out0", kind="marker", text="Applied edit to m.py\nCommit abc1234 feat: rewrite", meta={"event": "aider-output"}))
-    s.user("thanks")
-    s.assistant("you are welcome")
-    result = replay(s.transcript(), "aider", profile="64k", options={"applied": True, "summarizer_max_input_tokens": 200_000})
+    result = _weak_model_replay()
     summary = next(r for r in result.requests if r.kind == "summary")
     assert summary.cached_tokens == summary.cache_write_tokens == 0
     nano = litellm.model_cost["gpt-5-nano"]

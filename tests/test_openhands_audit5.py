@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from compaction_bench.importing import load_transcript, load_transcripts
-from compaction_bench.llm import LLMResult
-from compaction_bench.profiles import ModelProfile, get_profile
+from compaction_bench.profiles import get_profile
 from compaction_bench.provider import ProviderError
 from compaction_bench.replay import replay
 from compaction_bench.strategies.openhands import OpenHands, OpenHandsV0, _event_str, sdk_truncate
-from compaction_bench.templates import PromptSet
 from compaction_bench.transcript import Item
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
+from tests.test_openhands_strategy import _Context
 
 MULTI_SWE = CORPORA / "openhands-events/All-Hands-AI__OpenHands/multi_swe_bench_examples_output.jsonl"
 ERROR_LINE = "\n[Error occurred in processing last action]"  # conversation_memory.py L514-517
@@ -307,27 +305,6 @@ def test_v0_sends_an_error_linked_to_no_call_with_its_error_line():
     sent = {m.content for r in result.requests for m in r.messages if m.role == "user"}
     assert recorded["content"] + ERROR_LINE in sent
     assert recorded["content"] not in sent
-
-
-@dataclass
-class _Context:
-    """The engine's side of the protocol: summaries are "S1", "S2", …; tokens are characters / 4."""
-
-    profile: ModelProfile = field(default_factory=lambda: get_profile("64k"))
-    compactions: list[dict[str, Any]] = field(default_factory=list)
-    _templates: PromptSet = field(default_factory=PromptSet)
-
-    def summarize(self, request: Any, *, purpose: str = "summary", instructions: str | None = None) -> LLMResult:
-        return LLMResult(text="S", model="test")
-
-    def record_compaction(self, **kw: Any) -> None:
-        self.compactions.append(kw)
-
-    def render_prompt(self, template: str, **variables: Any) -> str:
-        return self._templates.render(template, **variables)
-
-    def count_tokens(self, messages: Any) -> int:
-        return sum(len(m.content) // 4 for m in messages)
 
 
 def _step(strategy: Any, k: int) -> None:
