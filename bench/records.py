@@ -373,7 +373,9 @@ def from_rows(
     result.points = [ProbePoint(**p) for p in replay["points"]]
     result.template_hashes = dict(replay.get("template_hashes", {}))
     result.drops_thinking = bool(replay.get("drops_thinking", False))  # replayed before it was modelled: none dropped
-    # replayed before it was recorded: the summaries were priced as the session's model's
-    result.summary_profile = get_profile(replay["summary_profile"]) if replay.get("summary_profile") else None
+    # replayed before it was recorded: the summaries were priced as the session's model's; the session's own profile
+    # where it stood in (a summarizer model the map lacks), which may be one no name finds (a profile built in Python)
+    named = replay.get("summary_profile")
+    result.summary_profile = None if not named else profile if named == profile.name else get_profile(named)
     result.unrequested_steps = [int(step) for step in replay.get("unrequested_steps") or ()]
     return result

@@ -88,3 +88,19 @@ def test_an_archive_of_cells_written_either_way_rebuilds_every_request(chat: Tra
         record = read[strategy]
         back = from_rows(chat, result.profile, record["messages"], record["requests"], record["replay"])
         assert [tuple(r.messages) for r in back.requests] == [tuple(r.messages) for r in result.requests], strategy
+
+
+def test_a_summary_profile_no_name_finds_reads_back_as_the_session_s(chat: Transcript) -> None:
+    """A summarizer model litellm's map lacks sends its requests to a stand-in for it, the session's profile
+    (`replay.summary_profile`); a session profile built in Python has a name `get_profile` does not know, and the
+    stored rows read back with it, not with an error."""
+    from dataclasses import replace as replaced
+
+    from compaction_bench.profiles import get_profile
+
+    custom = replaced(get_profile("64k"), name="built-in-python")
+    result = replay(chat, "none", profile=custom)
+    result.summary_profile = custom
+    rows = to_rows(result)
+    again = from_rows(result.transcript, custom, rows["messages"], rows["requests"], rows["replay"])
+    assert again.summary_profile is custom
