@@ -577,7 +577,7 @@ def compare(
 ) -> None:
     """Two runs side by side per strategy and profile, with the change in every metric (exit 2 when they are not comparable)."""
     from compaction_bench.atomic import check_output
-    from compaction_bench.reports.compare import compared_retention
+    from compaction_bench.reports.compare import compared_retention, shared_probes
     from compaction_bench.reports.gate import METRICS, Run, change_figure, check_comparable, compare_runs, metric_figure
 
     html = _output_file(html_text, "--html")
@@ -599,7 +599,8 @@ def compare(
                     metric_figure(values[f"{metric}_candidate"], metric), change_figure(values[f"{metric}_change"], metric),
                 )
     console.print(table)
-    _print_retention_changes(*compared_retention(runs, compared))
+    retention = compared_retention(*shared_probes(runs)[1:], compared)  # computed once, for the terminal and the page
+    _print_retention_changes(*retention)
     from compaction_bench.reports.leaderboard import offline_notes
 
     for note in offline_notes(baseline, candidate):
@@ -608,7 +609,8 @@ def compare(
         from compaction_bench.reports.compare import write_compare
 
         with _reading_runs(baseline, candidate):
-            console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force)}", markup=False, soft_wrap=True)
+            console.print(f"comparison report: {write_compare(baseline, candidate, html, replace=force, retention=retention)}", markup=False,
+                          soft_wrap=True)
 
 
 def _print_retention_changes(keys: list[tuple[str, str]], changes: dict[tuple[str, str], Any]) -> None:

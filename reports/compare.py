@@ -183,6 +183,10 @@ def _metric_cell(metric: str, values: pd.Series) -> dict[str, Any]:
             "change": change_figure(change, metric), "better": METRICS[metric][1]}
 
 
+#: `compared_retention`'s answer, as a caller that showed it already passes it on (the tests are the costly part).
+Retention = tuple[list[tuple[str, str]], dict[tuple[str, str], Difference | None]]
+
+
 def shared_probes(runs: tuple[Run, Run]) -> tuple[list[str], pd.DataFrame, pd.DataFrame]:
     """The scenarios both runs hold, and each run's probe rows in them."""
     a, b = runs[0].tables, runs[1].tables
@@ -192,21 +196,22 @@ def shared_probes(runs: tuple[Run, Run]) -> tuple[list[str], pd.DataFrame, pd.Da
     return shared, a_probes, b_probes
 
 
-def compared_retention(runs: tuple[Run, Run], compared: pd.DataFrame) -> tuple[list[tuple[str, str]], dict[tuple[str, str], Difference | None]]:
+def compared_retention(a_probes: pd.DataFrame, b_probes: pd.DataFrame, compared: pd.DataFrame) -> Retention:
     """The (strategy, profile) rows of `compare_runs`' table, and each one's paired retention change over the shared
-    scenarios with its interval and tag (`retention_changes`): what the page and `bench compare`'s terminal show."""
-    _, a_probes, b_probes = shared_probes(runs)
+    scenarios' probes (`shared_probes`) with its interval and tag (`retention_changes`): what the page and
+    `bench compare`'s terminal show."""
     keys = [(str(k[0]), str(k[1])) for k in (i if isinstance(i, tuple) else (i,) for i in compared.index)]
     return keys, retention_changes(a_probes, b_probes, keys) if not a_probes.empty and not b_probes.empty else {}
 
 
-def render_compare(baseline: str | Path, candidate: str | Path) -> str:
+def render_compare(baseline: str | Path, candidate: str | Path, *, retention: Retention | None = None) -> str:
+    """The page; `retention`: `compared_retention` of the same two runs, when the caller computed it already."""
     a_root, b_root = Path(baseline), Path(candidate)
     runs = (Run.load(a_root), Run.load(b_root))
     a, b = runs[0].tables, runs[1].tables
     compared = compare_runs(*runs)
     shared, a_probes, b_probes = shared_probes(runs)
-    keys, changes = compared_retention(runs, compared)
+    keys, changes = retention if retention is not None else compared_retention(a_probes, b_probes, compared)
     rows = []
     for (strategy, profile), (_, values) in zip(keys, compared.iterrows(), strict=True):
         change = changes.get((strategy, profile))
@@ -226,6 +231,8 @@ def render_compare(baseline: str | Path, candidate: str | Path) -> str:
     )
 
 
-def write_compare(baseline: str | Path, candidate: str | Path, out: str | Path, *, replace: bool = False) -> Path:
-    """Write the comparison report to `out` (an existing file only with `replace`)."""
-    return write_output(Path(out), render_compare(baseline, candidate), replace=replace)
+def write_compare(
+    baseline: str | Path, candidate: str | Path, out: str | Path, *, replace: bool = False, retention: Retention | None = None
+) -> Path:
+    """Write the comparison report to `out` (an existing file only with `replace`; `retention` as `render_compare`'s)."""
+    return write_output(Path(out), render_compare(baseline, candidate, retention=retention), replace=replace)
