@@ -441,6 +441,8 @@ def _request_metrics(cell: Cell) -> dict[str, Any]:
     return out
 
 
+#: The summary's pair-error columns, one per wire format (`integrity.FORMATS`).
+INTEGRITY_COLUMNS = tuple(f"integrity_{fmt}" for fmt in FORMATS)
 REQUEST_COLUMNS = (
     "repeat", "request", "step", "kind", "overflow", "refused", "missed_trigger", "estimate_error", "estimate_ape", "cached_tokens", "true_tokens",
     "rebilled_tokens", "cache_write_tokens", "output_tokens", "cost_usd",
@@ -762,7 +764,11 @@ def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "p
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
     """Per (scenario, profile, probe): the mean over its shared points of b − a (`difference`), and
     the number of points (`pairs`). `column` is `present` or `correct` (unscored rows left out)."""
-    voted = votes(probes[probes["strategy"].isin([a, b])])
+    return voted_differences(votes(probes[probes["strategy"].isin([a, b])]), a, b, column=column, rows=rows)
+
+
+def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
+    """`probe_differences` of rows already voted (`votes`), for a caller that needs the votes too."""
     voted = voted[voted["point_kind"].isin(tuple(rows))].dropna(subset=[column])
     point = [k for k in [*PAIR, "probe_id", "point_kind", "step"] if k in voted.columns]
     left = voted[voted["strategy"] == a].set_index(point)[column].astype(float)

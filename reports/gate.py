@@ -68,7 +68,7 @@ import pandas as pd
 
 from compaction_bench.errors import BenchError, did_you_mean
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline, redact_url
-from compaction_bench.metrics.aggregate import HEADLINE_KINDS, combine, overall, probe_differences, votes
+from compaction_bench.metrics.aggregate import HEADLINE_KINDS, INTEGRITY_COLUMNS, combine, overall, voted_differences, votes
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
 from compaction_bench.profiles import stored_profile
@@ -82,7 +82,7 @@ METRICS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "retention": (("retention",), True, "mean"),
     "summarized_source": (("retention_summarized_source",), True, "mean"),
     "answered": (("answered",), True, "mean"),
-    "integrity": (("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini"), False, "sum"),
+    "integrity": (INTEGRITY_COLUMNS, False, "sum"),
     "failed_requests": (("failed_requests",), False, "sum"),
     "overflows": (("overflows",), False, "sum"),
     "refused_requests": (("refused_requests",), False, "sum"),
@@ -466,10 +466,10 @@ def probe_test(
         frame = frame[[k in keys for k in frame[point].itertuples(index=False, name=None)]]
         if frame.empty:
             return None
-    diffs = probe_differences(frame, "baseline", "candidate", column=column, rows=HEADLINE_KINDS)
+    voted = votes(frame)
+    diffs = voted_differences(voted, "baseline", "candidate", column=column, rows=HEADLINE_KINDS)
     if diffs.empty:
         return None
-    voted = votes(frame)
     voted = voted[voted["point_kind"].isin(HEADLINE_KINDS)].dropna(subset=[column])
     point = ["scenario", "probe_id", "point_kind", "step"]
     table = voted.pivot_table(index=point, columns="strategy", values=column, aggfunc="first").dropna()

@@ -36,6 +36,7 @@ import pandas as pd
 
 from compaction_bench.metrics.aggregate import (
     HEADLINE_KINDS,
+    INTEGRITY_COLUMNS,
     Contenders,
     combine,
     compared_rows,
@@ -49,7 +50,6 @@ from compaction_bench.metrics.aggregate import (
 from compaction_bench.metrics.cost import format_dollars
 from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_probes
 
-INTEGRITY = ("integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini")
 BASIS = "the paired checkpoints and the final context"
 
 
@@ -338,10 +338,10 @@ def _unserved(requests: pd.DataFrame, summary: pd.DataFrame) -> pd.Series:
 def _pair_errors(requests: pd.DataFrame, summary: pd.DataFrame) -> dict[tuple[str, str], tuple[int, int, int]]:
     """Per (strategy, profile): its scenarios with a pair error in a wire format the run measured (from `summary`),
     and its turn and summary requests and those with a pair error (from `requests`; 0, 0 without its integrity columns)."""
-    errors = summary[[c for c in INTEGRITY if c in summary.columns]].apply(pd.to_numeric, errors="coerce").fillna(0) > 0
+    errors = summary[[c for c in INTEGRITY_COLUMNS if c in summary.columns]].apply(pd.to_numeric, errors="coerce").fillna(0) > 0
     cells = pd.DataFrame({"strategy": summary["strategy"].astype(str), "profile": summary["profile"].astype(str),
                           "scenarios": errors.any(axis=1).astype(int)}).groupby(["strategy", "profile"]).sum()
-    measured = [c for c in INTEGRITY if c in requests.columns]
+    measured = [c for c in INTEGRITY_COLUMNS if c in requests.columns]
     if measured:
         asked = requests[requests["kind"].isin(("turn", "summary"))]  # the requests `summarize` counts pair errors on
         tally = pd.DataFrame({"strategy": asked["strategy"].astype(str), "profile": asked["profile"].astype(str), "requests": 1,
@@ -367,7 +367,7 @@ def _strategy_rows(summary: pd.DataFrame, requests: pd.DataFrame) -> dict[str, l
                 scenarios=int(frame["scenario"].nunique()), cost_usd=combine(frame, "cost_usd", "sum"),
                 cache_hit_rate=combine(frame, "cache_hit_rate", "mean"), rebilled_tokens=combine(frame, "rebilled_tokens", "sum"),
                 failed_requests=combine(frame, "failed_requests", "sum"), overflows=combine(frame, "overflows", "sum"),
-                compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY),
+                compactions=combine(frame, "compactions", "sum"), pair_errors=tuple(combine(frame, c, "sum") for c in INTEGRITY_COLUMNS),
                 cannot_serve=int(unserved.get((strategy, profile), 0)), pair_error_scenarios=error_scenarios, requests=requested,
                 pair_error_requests=error_requests, input_tokens=combine(frame, "input_tokens", "sum"),
                 cached_tokens=combine(frame, "cached_tokens", "sum"), cache_write_tokens=combine(frame, "cache_write_tokens", "sum"),
