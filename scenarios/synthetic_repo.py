@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 PROJECT = "ledgerline"
 ROOT = f"/home/dev/{PROJECT}"
+#: a line that defines a function, its name the group
+DEFINED = re.compile(r"def (\w+)\(")
 
 VERBS = (
     "load", "parse", "validate", "apply", "compute", "build", "merge", "flush", "reconcile", "resolve",
@@ -170,7 +173,7 @@ class VirtualRepo:
         return [p for p in self.files if p.endswith(".py") and (tests is None or p.startswith("tests/") == tests)]
 
     def functions(self, path: str) -> list[str]:
-        return [m.group(1) for line in self.files[path] if (m := re.match(r"def (\w+)\(", line))]
+        return [m.group(1) for line in self.files[path] if line.startswith("def ") and (m := DEFINED.match(line))]
 
     def text(self, path: str) -> str:
         return "\n".join(self.files[path])
@@ -181,16 +184,17 @@ class VirtualRepo:
 
     def definition(self, path: str, name: str) -> int:
         """1-based line number of `def name(` in `path`."""
+        regex, head = re.compile(rf"\s*def {re.escape(name)}\("), f"def {name}("
         for n, line in enumerate(self.files[path], start=1):
-            if re.match(rf"\s*def {re.escape(name)}\(", line):
+            if head in line and regex.match(line):
                 return n
         raise KeyError(f"{path} defines no {name}")
 
     def grep(self, pattern: str, limit: int = 60) -> str:
-        regex = re.compile(pattern)
+        regex, holds = re.compile(pattern), _holder(pattern)
         hits = [
             f"{path}:{n}:{line}"
-            for path, lines in self.files.items()
+            for path, lines in self.files.items() if holds(lines)
             for n, line in enumerate(lines, start=1)
             if regex.search(line)
         ]
@@ -250,8 +254,17 @@ class VirtualRepo:
 
     def files_matching(self, pattern: str) -> str:
         """`rg -l pattern`: the paths holding a match."""
-        regex = re.compile(pattern)
-        return "\n".join(p for p, lines in self.files.items() if any(regex.search(line) for line in lines))
+        regex, holds = re.compile(pattern), _holder(pattern)
+        return "\n".join(p for p, lines in self.files.items() if holds(lines) and any(regex.search(line) for line in lines))
+
+
+def _holder(pattern: str) -> Callable[[list[str]], bool]:
+    """Whether some line of a file may match `pattern`, told cheaply: a pattern that is a word, whole (`\\bword\\b`) or
+    not, matches only lines holding the word, so a file whose text lacks it has none; any other pattern may match."""
+    word = pattern.removeprefix(r"\b").removesuffix(r"\b")
+    if not re.fullmatch(r"\w+", word):
+        return lambda lines: True
+    return lambda lines: word in "\n".join(lines)
 
 
 # ------------------------------------------------------------------- tool output shapes
