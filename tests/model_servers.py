@@ -205,6 +205,9 @@ class ModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # The headers and the body are two writes: with Nagle's algorithm the body waits for the client's delayed
+            # ACK of the headers, about 40 ms a reply, which would make every local model call that slow.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 return
