@@ -334,6 +334,9 @@ class PiSessionImporter(Importer):
         lines = read_jsonl(path)
         problems = list(lines.problems)
         number, header = lines.lines[0]
+        if lines.unreadable and lines.unreadable[0][0] < number:  # the header line itself is what could not be read
+            first, reason = lines.unreadable[0]
+            raise ImportFailure(f"{path}:{first}: {reason}, where a Pi session has its header (type 'session')")
         if not isinstance(header, dict) or header.get("type") != "session":
             raise ImportFailure(f"{path}:{number}: the first line is not a Pi session header (type 'session')")
         entries: list[dict[str, Any]] = []

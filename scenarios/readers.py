@@ -29,6 +29,8 @@ class JsonlLines:
     path: Path
     lines: list[tuple[int, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: the lines kept out, each with its number and why (also among `problems`)
+    unreadable: list[tuple[int, str]] = field(default_factory=list)
 
 
 def read_text(path: Path) -> tuple[str, list[str]]:
@@ -73,6 +75,7 @@ def read_jsonl(path: Path) -> JsonlLines:
             value, fixed = scrubbed(stripped, parse_json(stripped))
         except ValueError as exc:
             out.problems.append(f"{path}:{number}: {exc}; line kept out")
+            out.unreadable.append((number, str(exc)))
             continue
         if fixed:
             out.problems.append(f"{path}:{number}: {SURROGATE_PROBLEM}")

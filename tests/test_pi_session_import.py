@@ -149,6 +149,15 @@ def test_bad_header_is_one_clear_error(tmp_path):
         PiSessionImporter().load(path)
 
 
+def test_an_unreadable_header_line_is_named_not_the_next_line(tmp_path):
+    """A cut first line: the error names line 1 and its JSON problem, not line 2 (a valid entry) as "not a header"."""
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"type": "session", "version": 3, "id": "s", "cwd": "/re\n'
+                    + json.dumps({"type": "message", "id": "m1", "parentId": None, "message": {"role": "user", "content": "hi"}}) + "\n")
+    with pytest.raises(ImportFailure, match=r"cut.jsonl:1: malformed JSON \(.*\), where a Pi session has its header"):
+        PiSessionImporter().load(path)
+
+
 def test_v2_hook_message_becomes_custom(tmp_path):
     path = write(
         tmp_path / "v2.jsonl",
