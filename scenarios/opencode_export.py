@@ -22,7 +22,9 @@ Reading rules:
   ``tool`` → a tool call (input as JSON) and, after the response, its result: the output of a
   completed call (``meta["compacted"]`` when prune cleared it), the error text of a failed one,
   and for a call still pending or running the error OpenCode sends for it, ``[Tool execution was
-  interrupted]`` (§3.2); the ``step-finish`` tokens are the response's usage,
+  interrupted]`` (§3.2); a tool part whose ``state`` is not an object, of an unknown status, or completed
+  without ``output`` is a problem naming the part (read as a call without a result, or with an empty one);
+  the ``step-finish`` tokens are the response's usage,
   on its last item (``input`` includes cache reads and writes, ``output`` includes reasoning:
   DESIGN §2; a count that is no token count is a problem and leaves the usage unknown);
 - a summary assistant (``summary: true``, OpenCode's own compaction) is a marker
@@ -39,9 +41,13 @@ Also read:
 
 - the V2 ``session_message`` table of the database (§6.2, §7.1; schema
   `packages/schema/src/session-message.ts`), for sessions with no V1 ``message`` rows, in ``seq``
-  order: ``user`` (text, files) → the real user item; ``synthetic``, ``system``, ``skill`` and
-  ``shell`` → synthetic user items; ``assistant`` (content: text, reasoning, tool with its state;
-  tokens) → one model response and its tool results; a ``compaction`` row → a
+  order: ``user`` (text; files named by ``name``, located by ``source.uri``) → the real user item, then each
+  of its activated ``skills`` with a text → a synthetic user item ``[Skill activated: name]`` and the text
+  (upstream's `serializeRecentMessage`, compaction.ts@031a4a9c); ``synthetic``, ``system``, ``skill`` and
+  ``shell`` (command, then ``output.output``) → synthetic user items; ``assistant`` (content: text,
+  reasoning, tool with its state; tokens) → one model response and its tool results (a completed tool's
+  text content, its files as attachments; a failed one's error message; a pending, running or streaming
+  one the interrupted error, as V1's; tool states checked as V1's, with ``content``); a ``compaction`` row → a
   ``compaction-summary`` marker with its summary and recent text; switches and idle markers are
   not model input;
 - the legacy per-file JSON storage (§7.2): the path of ``storage/session/<projectID>/<sessionID>.json``;
@@ -72,6 +78,11 @@ INTERRUPTED_TOOL = "[Tool execution was interrupted]"
 MODEL_INPUT_PARTS = ("text", "reasoning", "tool")
 #: What a skipped errored assistant message keeps in its marker: its model input and its steps' usage.
 SKIPPED_KEPT_PARTS = (*MODEL_INPUT_PARTS, "step-finish")
+#: The statuses of a V1 tool part's `state` (§3.2).
+V1_TOOL_STATUSES = ("completed", "error", "pending", "running")
+#: The statuses of a V2 tool's `state` (`packages/schema/src/session-message.ts` `ToolState`: streaming, running,
+#: completed, error; pending as V1's).
+V2_TOOL_STATUSES = ("completed", "error", "pending", "running", "streaming")
 
 
 #: The token counts of OpenCode's `tokens` that `opencode_usage` reads.
@@ -97,8 +108,11 @@ def opencode_usage(tokens: Any, report: Callable[[str], None]) -> Usage | None:
 
 
 def file_attachment(part: Mapping[str, Any]) -> Attachment:
-    """A file part: mime, filename (V2: `name`), its URL (V2: `uri`) and the decoded size of a base64 data URL."""
-    raw = part.get("url", part.get("uri"))
+    """A file part: mime, filename (V2: `name`), its URL (V2: `uri`, or `source.uri` when `source.type` is "uri", the
+    location upstream's `serializeRecentMessage` names a file by, compaction.ts@031a4a9c) and the decoded size of a
+    base64 data URL."""
+    source = _mapping(part.get("source"))
+    raw = part.get("url", part.get("uri", source.get("uri") if source.get("type") == "uri" else None))
     url = raw if isinstance(raw, str) else ""
     size = 0
     if url.startswith("data:") and ";base64," in url:
@@ -217,7 +231,7 @@ class _Session:
             elif kind == "reasoning":
                 b.add("reasoning", str(part.get("text") or ""), id=part.get("id"), response=response, timestamp=stamp)
             else:
-                state = _mapping(part.get("state"))
+                state = _tool_state(part, f"{where}: part {part.get('id')}", V1_TOOL_STATUSES, "output", b.problem)
                 b.add(
                     "tool_call",
                     id=part.get("id"),
@@ -286,10 +300,13 @@ class _Session:
         if kind == "user":
             files = tuple(file_attachment(f) for f in row.get("files") or () if isinstance(f, Mapping))
             b.add("user", as_text(row.get("text")), id=rid, attachments=files, timestamp=stamp)
+            self._skills_v2(where, rid, row.get("skills"), stamp)
         elif kind in ("synthetic", "system", "skill"):
             b.add("user", as_text(row.get("text")), id=rid, synthetic=True, timestamp=stamp, meta={"opencode_type": kind})
         elif kind == "shell":
-            text = as_text(row.get("command")) + ("\n" + as_text(row.get("output")) if row.get("output") else "")
+            output = row.get("output")
+            output = output.get("output") if isinstance(output, Mapping) else output
+            text = as_text(row.get("command")) + ("\n" + as_text(output) if output else "")
             b.add("user", text, id=rid, synthetic=True, timestamp=stamp, meta={"opencode_type": "shell"})
         elif kind == "assistant":
             self._assistant_v2(where, row, stamp)
@@ -300,6 +317,19 @@ class _Session:
             self.ignored[kind] += 1
         else:
             b.problem(f"{where}: a row without a type; skipped")
+
+    def _skills_v2(self, where: str, rid: str, skills: Any, stamp: str | None) -> None:
+        """A V2 user row's activated `skills`, each with a text a synthetic user item after the user's (a part of
+        that message, as the V1 reader's synthetic parts): ``[Skill activated: name]`` and the text, as upstream's
+        `serializeRecentMessage` writes them (compaction.ts@031a4a9c); a skill that is not an object is a problem."""
+        for n, skill in enumerate(skills if isinstance(skills, list) else ()):
+            if not isinstance(skill, Mapping):
+                self.builder.problem(f"{where}: skills[{n}] is not an object; skipped")
+            elif skill.get("text") is not None:
+                name = as_text(skill.get("name"))
+                text = f"[Skill activated: {name}]\n{as_text(skill['text'])}"
+                self.builder.add("user", text, id=f"{rid}.skill{n}", synthetic=True, timestamp=stamp,
+                                 meta={"opencode_type": "skill", "name": name})
 
     def _assistant_v2(self, where: str, row: Mapping[str, Any], stamp: str | None) -> None:
         b = self.builder
@@ -322,7 +352,7 @@ class _Session:
             elif part.get("type") == "reasoning":
                 b.add("reasoning", as_text(part.get("text")), id=pid, response=response, timestamp=stamp)
             elif part.get("type") == "tool":
-                state = _mapping(part.get("state"))
+                state = _tool_state(part, f"{where}: content[{n}]", V2_TOOL_STATUSES, "content", b.problem)
                 b.add("tool_call", id=pid, call_id=str(part.get("id") or pid), tool_name=str(part.get("name") or ""),
                       arguments=as_arguments(state.get("input")), response=response, timestamp=stamp)
                 tools.append((pid, part, state))
@@ -331,14 +361,20 @@ class _Session:
         b.set_usage(response, opencode_usage(row.get("tokens"), b.reporter(place=where)))
         for pid, part, state in tools:
             status = state.get("status")
-            if status not in ("completed", "error"):
+            if status not in V2_TOOL_STATUSES:
                 continue
-            texts = [as_text(c.get("text")) for c in state.get("content") or () if isinstance(c, Mapping) and c.get("type") == "text"]
+            content = [c for c in state.get("content") or () if isinstance(c, Mapping)]
+            texts = [as_text(c.get("text")) for c in content if c.get("type") == "text"]
+            # `serializeToolContent`: an item that is not text is a file, `[Attached mime: name]`
+            files = tuple(file_attachment(c) for c in content if c.get("type") != "text")
             error = state.get("error")
             if status == "error":
-                texts = [as_text(error.get("message") if isinstance(error, Mapping) else error)]
+                texts, files = [as_text(error.get("message") if isinstance(error, Mapping) else error)], ()
+            elif status != "completed":
+                texts = [INTERRUPTED_TOOL]
             b.add("tool_result", "\n".join(texts), id=f"{pid}.result", call_id=str(part.get("id") or pid),
-                  tool_name=str(part.get("name") or ""), is_error=status == "error", timestamp=stamp)
+                  tool_name=str(part.get("name") or ""), is_error=status != "completed", attachments=files,
+                  timestamp=stamp)
 
     def finish(self, info: Mapping[str, Any], source: Mapping[str, Any]) -> Transcript:
         meta: dict[str, Any] = {}
@@ -481,6 +517,24 @@ def _row_json(session: _Session, where: str, data: Any) -> dict[str, Any] | None
         session.builder.problem(f"{where}: data is not a JSON object; skipped")
         return None
     return loaded
+
+
+def _tool_state(
+    part: Mapping[str, Any], where: str, statuses: tuple[str, ...], output: str, problem: Callable[[str], None]
+) -> Mapping[str, Any]:
+    """A tool part's `state`; a state that is not an object, of a status not in `statuses`, or completed without
+    its `output` field (V1 `output`, V2 `content`) is a problem naming the part (the part is read as before all the
+    same: a call without a result, or an empty result)."""
+    state = part.get("state")
+    if not isinstance(state, Mapping):
+        problem(f"{where}: tool state is not an object")
+        return {}
+    status = state.get("status")
+    if status not in statuses:
+        problem(f"{where}: unknown tool status {status!r}")
+    elif status == "completed" and output not in state:
+        problem(f"{where}: completed tool without {output!r}")
+    return state
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

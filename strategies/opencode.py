@@ -15,7 +15,7 @@
   projection of `filterCompacted` (summary first, then the old tail, then newer messages;
   "newest" decided by id);
 - §4 overflow replay: the last real user message is left out of the summary and posted again
-  with media as text;
+  with media as text, its synthetic parts (the `context` records after it) with it;
 - §5 prune (opt-in, ``prune=True``): older tool outputs beyond the newest 40,000 estimated tokens
   cleared when the candidates exceed 20,000.
 
@@ -31,7 +31,8 @@ reuses the normal request's prompt cache). The project's rule: where spec and up
   newest measured response's usage, input + cache + output + reasoning, plus ``round(len / 4)`` of every part
   after it, its own tool results included, images 1,500 and PDFs 2,000 tokens; before any response the
   parts, the system prompt and the tools) ``>= min(limit.input - buffer, context - max(min(limit.output,
-  32,000), buffer))``;
+  32,000), buffer))``; the tools are none by default, as the replay sends no strategy tool definitions
+  (`OpenCodeV2Options.tools_json_chars` replays upstream's);
 - tail (`findTailStart`, L281-312): whole serialized records from the newest within `keep.tokens`
   (15,000), the newest always, then back to a user message; when that is the first, the latest user
   message; else everything since a checkpoint with a recent tail, or nothing. No cut inside a message;
@@ -234,6 +235,24 @@ def filter_compacted(records: Sequence[Record]) -> list[Record]:
     return result
 
 
+def user_message_records(records: Sequence[Record], start: int) -> list[Record]:
+    """The records of the user message at `start` (§4, §2.3): its record and the `context` records that follow it up
+    to the next other record, the synthetic text parts of that message upstream (an ``@file``'s read line and
+    contents), which the store keeps as records of their own."""
+    end = start + 1
+    while end < len(records) and records[end].kind == "context":
+        end += 1
+    return list(records[start:end])
+
+
+def replay_text(records: Sequence[Record]) -> str:
+    """§4: the text of a replayed user message, which copies every part of it but compaction parts: the user and
+    context records' items with media as ``[Attached mime: name]`` text; a message OpenCode wrote itself ("Continue…",
+    an earlier replay) by its text."""
+    texts = [r.text if r.kind in ("continue", "replay") else "\n".join(media_as_text(i) for i in r.items) for r in records]
+    return "\n".join(texts)
+
+
 class OpenCodeV1(_OpenCode):
     name = "opencode-v1"
     description = "OpenCode V1: usable-window trigger, ≤2-turn verbatim tail within a token budget, anchored summary, overflow replay; prune as option"
@@ -333,13 +352,13 @@ class OpenCodeV1(_OpenCode):
         messages = self._sequence()
         self.input.update()
         end = len(messages) - 1 if messages and messages[-1] is parent else len(messages)
-        replay: Record | None = None
+        replay: list[Record] = []
         if overflow:
             # §4: the newest real user message before the request is replayed, not summarized.
             for i in range(len(messages) - 2, -1, -1):
                 if messages[i].starts_turn:
                     if any(messages[n].starts_turn for n in range(i)):
-                        replay, end = messages[i], i
+                        replay, end = user_message_records(messages, i), i
                     break
         # the records before `end` but completed summaries and the compaction requests they answer
         history, previous, prefix = self.input.cut(end)
@@ -382,9 +401,8 @@ class OpenCodeV1(_OpenCode):
         tail_record = history[choice.start] if choice.start is not None else None
         if tail_record is not None and parent.compaction is not None:
             parent.compaction.tail_start_id = tail_record.id
-        if replay is not None:
-            text = "\n".join(media_as_text(i) for i in replay.items) if replay.kind == "user" else replay.text
-            self.store.new("replay", items=list(replay.items), text=text)
+        if replay:
+            self.store.new("replay", items=[i for r in replay for i in r.items], text=replay_text(replay))
         else:
             self.store.new("continue", text=f"{OVERFLOW_NOTE}\n\n{CONTINUE_TEXT}" if overflow else CONTINUE_TEXT)
         self.ctx.record_compaction(
@@ -397,7 +415,7 @@ class OpenCodeV1(_OpenCode):
             threshold=self._threshold(),
             details={
                 "overflow": overflow,
-                "replay": replay is not None,
+                "replay": bool(replay),
                 "update": previous is not None,
                 "tail": choice.reason,
                 "tail_whole_turns": choice.whole_turns,
@@ -472,23 +490,26 @@ FAILED_FINISHES = {
 class OpenCodeV2Options:
     """Upstream's defaults at `compaction.ts@031a4a9c` (L36-41, `state` L348). Model limits default to the profile's.
 
-    `tools_json_chars` is the size of the tool definitions, which the replay does not send. Upstream's trigger
-    counts them twice over: inside the anchor's provider usage (the provider counted the tools it was sent) and,
-    before any response, as ``Token.estimate(name + description + JSON.stringify(inputSchema))`` per tool
-    (L177-183). So their estimate, ``round((tools_json_chars - 2) / 4)``, is added to the trigger's count either
-    way, and the requests report their estimate and threshold net of it (like with like: the replay's
-    usage holds no tools). OpenCode's own storage (export, SQLite, legacy files) does not record the
-    definitions and no importer reads them, so the default is a documented size: ``JSON.stringify`` of the
-    eight built-in tools OpenCode sends a GPT model by default (bash, read, glob, grep, task, webfetch,
-    todowrite and apply_patch, which replaces edit/write for `gpt-` models in
+    `tools_json_chars` is the size of tool definitions the trigger counts; by default there are none (2, the
+    empty array ``[]``). The bench's convention: a profile's window is the window of the messages the replay
+    sends, for every strategy, and the replay sends no strategy tool definitions, so no trigger counts them
+    (every agent's own usage counts its tools: Codex's, Claude Code's, Pi's, OpenCode V1's `tokens.total`;
+    none of those strategies adds them either). Set it to replay upstream's tool overhead: upstream's trigger
+    counts the tools inside the anchor's provider usage and, before any response, as ``Token.estimate(name +
+    description + JSON.stringify(inputSchema))`` per tool (L177-183); their estimate, ``round((tools_json_chars
+    - 2) / 4)``, is then added to the trigger's count either way, and the requests report their estimate and
+    threshold net of it (the replay's usage holds no tools). OpenCode's storage (export, SQLite, legacy files)
+    does not record the definitions, so the value to pass is a documented size: 32,375, the UTF-16 length of
+    ``JSON.stringify`` of the eight built-in tools OpenCode sends a GPT model by default (bash, read, glob,
+    grep, task, webfetch, todowrite and apply_patch, which replaces edit/write for `gpt-` models in
     `packages/opencode/src/tool/registry.ts` @010bc19e), each as ``{name, description, inputSchema}``: the
     descriptions verbatim from `packages/opencode/src/tool/*.txt` (bash@0a4e5dff with 2,000 lines / 51,200
     bytes filled in, read@150e763a, glob@48f95361, grep@14c12f9c, task@02fd6be6, webfetch@12eda598,
     todowrite@262b2831, apply_patch@679d8d32; 27,218 characters) and the parameters as JSON Schema draft-07
-    objects. 32,375 UTF-16 units: 8,093 estimated tokens. Upstream's per-tool sum leaves out the JSON
-    framing and escapes (some hundreds of characters); `question`, `skill`, MCP and plugin tools and the agent
-    list appended to `task`'s description are left out too, so the size is approximate. With
-    ``--usage recorded`` the recorded usage already holds the recorded agent's tools: set 2 (no tools) there.
+    objects, 8,093 estimated tokens. Upstream's per-tool sum leaves out the JSON framing and escapes (some
+    hundreds of characters); `question`, `skill`, MCP and plugin tools and the agent list appended to `task`'s
+    description are left out too, so the size is approximate. With ``--usage recorded`` the recorded usage
+    already holds the recorded agent's tools: keep the default there.
     """
 
     #: `auto`: False turns off the trigger before each call and the compaction that answers a provider overflow
@@ -508,8 +529,9 @@ class OpenCodeV2Options:
     image_token_estimate: int = 1_500
     #: `PDF_TOKEN_ESTIMATE` (L41): a PDF part after the anchor counts this many tokens (L187-190).
     pdf_token_estimate: int = 2_000
-    #: UTF-16 length of the tool definitions the trigger counts (see the class docstring; 2: no tools, ``[]``)
-    tools_json_chars: int = 32_375
+    #: UTF-16 length of the tool definitions the trigger counts; 2 (``[]``): none, the bench's convention; 32,375:
+    #: OpenCode's eight default tools (see the class docstring)
+    tools_json_chars: int = 2
     #: models.dev `limit.context`, in tokens; None = the profile's whole context (GPT-5: 400,000) or its window;
     #: 0 turns the trigger off (L563)
     context_limit: int | None = field(default=None, metadata={"range": MODEL_LIMIT})

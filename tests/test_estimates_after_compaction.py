@@ -215,8 +215,8 @@ def short_turns():
     ("strategy", "off", "on_threshold"),
     [
         ("opencode-v1", {"auto": False}, 32_000),  # usable window: 64,000 - min(32,000, 32,000)
-        # compaction.ts@031a4a9c L564-569: 64,000 - max(min(32,000, 32,000), 20,000), net of the tools' 8,093
-        ("opencode-v2", {"auto": False}, 64_000 - 32_000 - 8_093),
+        # compaction.ts@031a4a9c L564-569: 64,000 - max(min(32,000, 32,000), 20,000); no tool definitions by default
+        ("opencode-v2", {"auto": False}, 64_000 - 32_000),
         ("pi", {"enabled": False}, 64_000 - 16_384 + 1),  # strict `>` (§2.2): the smallest count that compacts
         ("pi-2026-03", {"enabled": False}, 64_000 - 16_384 + 1),
         ("pi-2025-12", {"enabled": False}, 64_000 - 16_384 + 1),

@@ -33,16 +33,16 @@ def first_request(context_limit: int, **options):
 
 
 def test_before_any_response_the_estimate_is_the_system_prompt_the_message_and_the_tools():
-    tools = OpenCodeV2Options().tools_json_chars
-    assert tools > 1_000  # OpenCode's built-in tools, not an empty array
+    assert OpenCodeV2Options().tools_json_chars == 2  # by default no tools (`[]`): the replay sends none
+    tools = 32_375  # the documented size of OpenCode's eight default tools, the value that replays them
     tools_tokens = (tools - 2 + 2) // 4  # round((32,375 - 2) / 4) = 8,093: the definitions between the brackets
     assert tools_tokens == 8_093
     # the first request reports 6 + 7 (net of the tools, which the replay does not send); the count it decides
     # on is 13 + 8,093: a ceiling of 8,106 compacts it (`>=`, L569), one of 8,107 does not
-    fired = first_request(8_106 + 1_000)
+    fired = first_request(8_106 + 1_000, tools_json_chars=tools)
     first = fired.compactions[0]  # (the final context, over so small a ceiling again, compacts too)
     assert (first.step, first.estimate_tokens, first.threshold) == (0, 13, 13)
-    quiet = first_request(8_107 + 1_000)
+    quiet = first_request(8_107 + 1_000, tools_json_chars=tools)
     (request,) = [r for r in quiet.requests if r.kind == "turn"]
     assert [c.step for c in quiet.compactions if c.step == 0] == []
     assert (request.estimate_tokens, request.threshold) == (13, 8_107 - tools_tokens)
