@@ -8,12 +8,13 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
 - ``response_item`` messages: ``developer``/``system`` roles become system items (developer ones
   with ``meta.role = "developer"``); a content part of a kind Codex does not write is a problem, kept
   in ``meta.unknown_content`` (its text, if any, in the message), and so is a text that is no string
-  (kept as its JSON text); user messages that are contextual fragments (AGENTS.md
-  instructions, ``<environment_context>``, ...: ``is_contextual``) are ``synthetic``; assistant messages, reasoning
-  (encrypted size in ``meta.encrypted_len``), function/custom/local-shell calls and their outputs
-  (an output that is a JSON string ``{"output": ..., "metadata": ...}`` is decoded: the text is the
-  output, the rest stays in ``meta.output_envelope`` so the wire form can be rebuilt exactly; an output is
-  ``is_error`` when Codex sent it as a failed call, by its envelope's exit code or its wording: ``codex_failed``);
+  (kept as its JSON text); user messages that are contextual fragments (AGENTS.md instructions,
+  ``<environment_context>``, ...: ``is_contextual``) are ``synthetic`` (a hook prompt message,
+  ``_is_hook_prompt_message``, also has ``meta.hook_prompt``); assistant messages, reasoning (encrypted size in
+  ``meta.encrypted_len``), function/custom/local-shell calls and their outputs (an output that is a JSON string
+  ``{"output": ..., "metadata": ...}`` is decoded: the text is the output, the rest stays in
+  ``meta.output_envelope`` so the wire form can be rebuilt exactly; an output is ``is_error`` when Codex sent it
+  as a failed call, by its envelope's exit code or its wording: ``codex_failed``);
   ``agent_message`` items are user-role items with ``meta.codex_type = "agent_message"`` (their input text the
   text, the size of an encrypted part in ``meta.encrypted_len``);
   every item keeps the Codex payload type in ``meta.codex_type``;
@@ -27,7 +28,10 @@ Owns the mapping of Codex's rollout lines (docs/specs/codex.md §7, corpora/MANI
   message of the turn they configure; ``compacted`` lines become markers (``event:
   "compaction"``, ``_RolloutReader.compacted``: the real user messages the ``replacement_history`` kept, and the
   summary request's own response a local compaction writes before the line, which is no conversation item:
-  ``_summary_response``); ``turn_aborted`` events and ``ghost_snapshot`` items become markers;
+  ``_summary_response``); the entries of the initial context Codex records again, unchanged, after a compaction
+  are left out and counted in ``meta.skipped`` (``_RolloutReader.reinjected``: the replay keeps the history from
+  before the compaction, whose reference context stands); ``turn_aborted`` events and ``ghost_snapshot`` items
+  become markers;
 - ``inter_agent_communication`` lines are the ``agent_message`` item Codex gives the model for them
   (§7.3 step 3): a user-role item with ``meta.codex_type = "agent_message"``, its text the message
   (for an encrypted one the header Codex puts before the encrypted payload, the payload's size in
@@ -139,6 +143,17 @@ def _is_hook_prompt(text: str) -> bool:
     return match is not None and bool(match["run"].strip())
 
 
+def _is_hook_prompt_message(payload: dict[str, Any]) -> bool:
+    """A user message Codex reads as a hook prompt (`TurnItem::HookPrompt`, `parse_visible_hook_prompt_message`,
+    openai/codex:codex-rs/core/src/context/contextual_user_message.rs@3aae5d8 L46-73): every content part is input
+    text, each a hook prompt fragment or another contextual fragment, at least one a hook prompt."""
+    texts = [p.get("text") if isinstance(p, dict) and p.get("type") == "input_text" else None for p in _content_parts(payload)]
+    if not all(isinstance(text, str) for text in texts):
+        return False
+    hooks = [_is_hook_prompt(str(text).strip()) for text in texts]
+    return any(hooks) and all(hook or is_contextual(str(text)) for hook, text in zip(hooks, texts, strict=True))
+
+
 def is_contextual(text: str) -> bool:
     """A text part that is a contextual user fragment Codex injected rather than something the user typed
     (`CONTEXTUAL_FRAGMENTS`, the internal context, additional context and hook prompt fragments)."""
@@ -192,12 +207,23 @@ def _data_url_mime(url: Any) -> str:
 #: - the freeform exec output `Exit code: N\nWall time: …` of a command that exited non-zero, which
 #:   `ToolEmitter::finish` returns as an error too (openai/codex@019402a8 codex-rs/core/src/tools/mod.rs
 #:   `format_exec_output_for_model_freeform`, openai/codex@001f15e9 codex-rs/core/src/tools/events.rs `finish`).
+#: - the exec handler's own errors, `FunctionCallError::RespondToModel` in every version: in the 0.3x line
+#:   (openai/codex@69cb72f84^ codex-rs/core/src/codex.rs) `exec command rejected by user` (L2816, and L3042 for a
+#:   denied retry), `exec command aborted by user` (L2826), `exec command rejected: {reason:?}` (L2845, a safety
+#:   check's rejection), `execution error: {e:?}` (L2915) and `retry failed: {e}` (L3028), which L2226-2234 and
+#:   L2300-2308 send with `success: Some(false)`; at openai/codex@3aae5d8 (codex-rs/core/src/tools/events.rs
+#:   L422-456) `execution error: {err:?}` and the normalized rejections `exec command rejected by user` and
+#:   `patch rejected by user`.
 #: Such an error is sent with `success: Some(false)` (openai/codex@04de4bbe codex-rs/core/src/tools/parallel.rs
 #: `ToolCallRuntime::failure_response`), as is a structured exec output's non-zero `metadata.exit_code`. Not a failure:
-#: the 0.3x apply_patch `error: …`, which codex.rs builds with `success: None` (its `CorrectnessError` branch).
+#: the 0.3x apply_patch `error: …`, which codex.rs builds with `success: None` (its `CorrectnessError` branch), and
+#: the unified exec output (`Chunk ID: …` … `Process exited with code N`), which is `success: Some(true)` whatever N
+#: is (openai/codex@3aae5d8 codex-rs/core/src/tools/context.rs L339-348). Each alternative is anchored at the start
+#: (`codex_failed` uses `match`).
 CODEX_FAILED_OUTPUT = re.compile(
     r"failed in sandbox \w+ with execution error: |command timed out after \d+ milliseconds|apply_patch verification failed: "
     r"|Exit code: (?!0\n)-?\d+\nWall time: "
+    r"|execution error: |retry failed: |exec command (?:rejected|aborted) by user$|exec command rejected: |patch rejected by user$"
 )
 
 
@@ -418,6 +444,27 @@ def _is_model_switch_text(text: str) -> bool:
     """`matches_marked_text` of the model-switch fragment (context-fragments/src/fragment.rs@3aae5d8 L89-103)."""
     body = text.strip().lower()
     return body.startswith(MODEL_SWITCH_MARKERS[0]) and body.endswith(MODEL_SWITCH_MARKERS[1])
+
+
+#: The contextual user fragments that are entries of Codex's initial context (`build_initial_context_with_world_state`,
+#: core/src/session/mod.rs@3aae5d8 L3469-3665): AGENTS.md (and its older `<user_instructions>` wrapper), the
+#: environment and the recommended plugins, matched case-insensitively at the start.
+INITIAL_CONTEXT_USER_FRAGMENTS = ("# agents.md instructions", "<user_instructions>", "<environment_context>", "<recommended_plugins>")
+
+
+def _initial_context_slot(role: str, text: str) -> tuple[str, str] | None:
+    """Which entry of the initial context a developer or contextual user message is: its role and leading tag
+    (``<environment_context>``, ``<permissions instructions>``...) or, without one, its first line. None for a message
+    that is no entry: a `<model_switch>` (the diff of one turn) or another contextual user fragment (a history item)."""
+    head = text.lstrip()
+    if role == "developer" and head.lower().startswith(MODEL_SWITCH_MARKERS[0]):
+        return None
+    if role == "user" and not head.lower().startswith(INITIAL_CONTEXT_USER_FRAGMENTS):
+        return None
+    if head.startswith("<"):
+        end = min((i for i in (head.find(">"), head.find(" "), head.find("\n")) if i > 0), default=len(head))
+        return role, head[:end]
+    return role, head.split("\n", 1)[0]
 
 
 def _is_turn_boundary(payload: dict[str, Any]) -> bool:
@@ -753,6 +800,10 @@ class _RolloutReader:
         self.last_total: Any = None
         self.unattached = 0
         self.model: str | None = None
+        #: The text of each entry of the initial context, by `_initial_context_slot`: the full render, then the changes.
+        self.initial_context: dict[tuple[str, str], str] = {}
+        #: A compaction was read and no turn input since: Codex is recording its initial context again (`reinjected`).
+        self.after_compaction = False
         self.usage_before = self._usage_comes_first()
         self.meta["usage_alignment"] = "before_response" if self.usage_before else "after_response"
 
@@ -867,6 +918,7 @@ class _RolloutReader:
         if number in self.summary_usage:
             meta["summary_usage"] = self.summary_usage.pop(number).to_dict()
         self.b.add("marker", message, timestamp=ts, meta=meta)
+        self.after_compaction = True
 
     def summary_line(self, number: int, data: dict[str, Any]) -> None:
         """A line of a compaction's summary response (`_summary_response`), kept for its marker. Its `token_count` ends
@@ -946,6 +998,7 @@ class _RolloutReader:
             self.b.problem(f"inter_agent_communication Codex cannot read: {problem}; line kept out", number)
             return
         self.close_response()
+        self.after_compaction = False
         meta: dict[str, Any] = {"codex_type": "agent_message", "rollout_type": "inter_agent_communication",
                                 "author": p["author"], "recipient": p["recipient"],
                                 "other_recipients": p.get("other_recipients", []), "trigger_turn": p["trigger_turn"]}
@@ -959,10 +1012,14 @@ class _RolloutReader:
         if number in self.rollbacks.stripped:  # a later rollback takes these parts out (`_drop_last_user_turns`)
             p, stripped = _without_parts(p, self.rollbacks.stripped[number])
         kind = p.get("type")
+        self.after_compaction = self.after_compaction and kind == "message"
         source_id = p.get("id") if isinstance(p.get("id"), str) else None
         if kind == "message":
             role = p.get("role")
             text, unknown = _message_content(p, self.b.reporter(number))
+            if self.reinjected(role, p, text):
+                self.skipped["initial context recorded again after a compaction"] += 1
+                return
             if role == "assistant":
                 said: dict[str, Any] = {"codex_type": "message"} | ({"phase": p["phase"]} if p.get("phase") else {})
                 self.b.add("assistant", text, id=source_id, response=self.model_response(), timestamp=ts, meta=_with_unknown(said, unknown))
@@ -972,8 +1029,9 @@ class _RolloutReader:
                 said = {"codex_type": "message", "role": role} | ({"rolled_back_parts": stripped} if stripped else {})
                 self.b.add("system", text, id=source_id, synthetic=True, timestamp=ts, meta=_with_unknown(said, unknown))
             elif role == "user":
+                said = {"codex_type": "message"} | ({"hook_prompt": True} if _is_hook_prompt_message(p) else {})
                 self.b.add("user", text, id=source_id, synthetic=_is_contextual_message(p), attachments=tuple(_message_images(p)),
-                           timestamp=ts, meta=_with_unknown({"codex_type": "message"}, unknown))
+                           timestamp=ts, meta=_with_unknown(said, unknown))
             else:
                 self.b.problem(f"message with unknown role {role!r}; line kept out", number)
         elif kind == "reasoning":
@@ -1009,6 +1067,30 @@ class _RolloutReader:
             self.b.add("marker", "", id=source_id, timestamp=ts, meta={"event": kind, "codex_type": kind})
         else:
             self.b.problem(f"unknown response item type {kind!r}; line kept out", number)
+
+    def reinjected(self, role: Any, payload: dict[str, Any], text: str) -> bool:
+        """Whether a message is an entry of the initial context that Codex recorded again, unchanged, because a
+        compaction cleared its reference context, and that the replay, which keeps the history from before the
+        compaction, does not record.
+
+        A turn records its full initial context only when there is no reference context (after a compaction, or a
+        rollback past one), and otherwise only the sections that changed: an unchanged one gives no item
+        (`record_context_updates_and_set_reference_context_item`, openai/codex:codex-rs/core/src/session/
+        mod.rs@3aae5d8 L3754-3808; the re-recorded context in the upstream snapshots
+        `all__suite__compact__pre_turn_compaction_including_incoming_shapes.snap` and its `compact_remote` twin). So
+        between a `compacted` line and the next item that is no developer or contextual user message, an entry whose
+        text is the one its slot last had is left out (counted in ``meta.skipped``); a changed one is kept, as
+        the diff of its section would be. Every other initial-context message sets its slot's text."""
+        if role != "developer" and not (role == "user" and _is_contextual_message(payload)):
+            self.after_compaction = False  # the turn's own input: no more re-recorded context
+            return False
+        slot = _initial_context_slot(role, text)
+        if slot is None:
+            return False
+        if self.after_compaction and self.initial_context.get(slot) == text:
+            return True
+        self.initial_context[slot] = text
+        return False
 
     def agent_message(self, number: int, p: dict[str, Any], source_id: str | None, ts: str | None) -> None:
         """An `agent_message` item: a user-role item (`_agent_message_content`); an encrypted part's size is in

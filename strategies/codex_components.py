@@ -182,6 +182,8 @@ class CodexItem:
     status: str | None = None
     images: tuple[Attachment, ...] = ()
     contextual: bool = False
+    #: A user message Codex reads as a hook prompt (`TurnItem::HookPrompt`; the importer's `meta.hook_prompt`).
+    hook_prompt: bool = False
     summary: bool = False
     is_error: bool = False
     item_ids: tuple[str, ...] = ()
@@ -214,6 +216,11 @@ class CodexItem:
     @cached_property
     def is_user_turn_boundary(self) -> bool:
         return self.is_real_user or self.type == "agent_message"
+
+    @cached_property
+    def is_remote_candidate(self) -> bool:
+        """A message §4.3 step 2 leaves: a real user message, a hook prompt or an agent message."""
+        return self.is_user_turn_boundary or self.hook_prompt
 
     # ---- model-visible JSON and estimate
     def to_json(self) -> dict[str, object]:
@@ -299,7 +306,7 @@ def render(items: Sequence[CodexItem], base: str = "", folds: FoldMemo | None = 
 
 #: Attribute readers for the passes over a whole history (`map` and `filter` run them without a Python frame per item).
 _IS_TOOL = attrgetter("is_tool")
-_IS_BOUNDARY = attrgetter("is_user_turn_boundary")
+_IS_REMOTE_CANDIDATE = attrgetter("is_remote_candidate")
 _IS_REAL_USER = attrgetter("is_real_user")
 _ITEM_IDS = attrgetter("item_ids")
 _ESTIMATE = attrgetter("estimate")
@@ -345,7 +352,8 @@ class ItemConverter:
         if item.kind == "user":
             if codex_type == "agent_message":  # an encrypted payload's size: `meta.encrypted_len` (scenarios/codex_rollout.py)
                 return self.make(type="agent_message", text=item.text, encrypted_len=int(item.meta.get("encrypted_len") or 0), item_ids=ids)
-            return self.make(type="message", role="user", text=item.text, images=images, contextual=item.synthetic, item_ids=ids)
+            return self.make(type="message", role="user", text=item.text, images=images, contextual=item.synthetic,
+                             hook_prompt=bool(item.meta.get("hook_prompt")), item_ids=ids)
         if item.kind == "assistant":
             return self.make(type="message", role="assistant", text=item.text, item_ids=ids)
         if item.kind == "reasoning":
@@ -829,13 +837,16 @@ def encrypted_length(text: str, overhead_bytes: int) -> int:
 def remote_candidates(
     items: Iterable[CodexItem], max_agent_message_tokens: int, final_answer_prefix: str = FINAL_ANSWER_PREFIX
 ) -> list[CodexItem]:
-    """§4.3 step 1: the real user messages and the non-final agent messages of at most
-    `max_agent_message_tokens`, in order."""
-    candidates = list(filter(_IS_BOUNDARY, items))  # real user messages and agent messages
+    """§4.3 steps 1-2: the real user messages, the hook prompts and the non-final agent messages of at most
+    `max_agent_message_tokens`, in order. Hook prompts stay (`should_keep_compacted_history_item` keeps
+    `TurnItem::UserMessage | TurnItem::HookPrompt`, openai/codex:codex-rs/core/src/compact_remote.rs@3aae5d8
+    L341-349, applied before the 64k budget in `build_v2_compacted_history`, compact_remote_v2.rs L445-456); the
+    local path's `collect_user_messages` takes user messages alone (`select_user_messages` gets no hook prompt)."""
+    candidates = list(filter(_IS_REMOTE_CANDIDATE, items))
     if not all(map(_IS_REAL_USER, candidates)):
         candidates = [
             i for i in candidates
-            if i.is_real_user or (not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
+            if i.type != "agent_message" or (not i.text.startswith(final_answer_prefix) and i.estimate <= max_agent_message_tokens)
         ]
     return candidates
 
@@ -1085,7 +1096,8 @@ def is_initial_context(item: CodexItem) -> bool:
 def is_context_update(item: CodexItem, context: Sequence[CodexItem]) -> bool:
     """A contextual message recorded after the first user turn that is a context update the next turn records after
     its pre-turn compaction: a world-state fragment, or a restatement of an entry of the initial context (its role
-    and `context_slot`; a transcript records the full initial context again after its own compactions)."""
+    and `context_slot`; a transcript records the full initial context again after its own compactions, of which the
+    Codex importer keeps only the changed entries, scenarios/codex_rollout.py `_RolloutReader.reinjected`)."""
     if not (item.contextual and item.type == "message"):
         return False
     if is_world_state_fragment(item):
