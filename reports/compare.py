@@ -5,11 +5,12 @@ For every (strategy, profile) both runs hold, over the scenarios they share:
   (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
   (`reports/gate.py::compare_runs`; a cost either run cannot know, its model having no price, shows as
   unpriced and its change as "cannot compare"). A row is tagged better or worse only when its interval excludes
-  0 and its two-sided p-value by the gate's test (`gate.probe_test`: the larger of the scenario-clustered bootstrap's
-  and the sign-flip test's, twice the smaller of the two directions'), adjusted by Holm's method over all the rows
-  the page tags (`retention_changes`), is below 0.05: a page of twenty strategies at 5% each would otherwise tag
-  one by chance in most comparisons of two equivalent runs, and the sign-flip test alone, which treats the probes of
-  a scenario as independent though they share its summaries, tagged about one page in five; the page says so;
+  0 and its two-sided p-value by the gate's test (`gate.probe_test`, whose unit is the summary draw, a scenario in
+  one repeat: the larger of the clustered bootstrap's and the sign-flip test's, twice the smaller of the two
+  directions'), adjusted by Holm's method over all the rows the page tags (`retention_changes`), is below 0.05: a
+  page of twenty strategies at 5% each would otherwise tag one by chance in most comparisons of two equivalent runs,
+  and a sign-flip test of the probes, which treats the probes of a scenario as independent though they share its
+  summaries, tagged about one page in five; the page says so;
 - the probes that flipped (present in one run and absent in the other at the same point, or
   answered right in one and wrong in the other), with question, expected answer and both replies;
 - the compactions that changed (matched by scenario, strategy, profile, repeat and index): step,
@@ -28,7 +29,16 @@ import pandas as pd
 
 from compaction_bench.atomic import write_output
 from compaction_bench.metrics.stats import holm
-from compaction_bench.reports.gate import METRICS, Run, change_figure, compare_runs, metric_figure, probe_test
+from compaction_bench.reports.gate import (
+    METRICS,
+    ProbeTest,
+    Run,
+    align_plugins,
+    change_figure,
+    compare_runs,
+    metric_figure,
+    probe_test,
+)
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
 from compaction_bench.reports.verdict import Difference, difference
@@ -60,29 +70,27 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
     return change if change.n else None
 
 
-def two_sided_p(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str, family: int) -> float:
-    """The gate's test of a retention change (`gate.probe_test` at tolerance 0: the larger of the scenario-clustered
-    bootstrap's p and the one-sided sign-flip test's), made both ways, two-sided: twice the smaller p, at most 1.
-    `family` is the number of rows adjusted together (the resamples grow with it, as the gate's do)."""
+def two_sided_test(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str, family: int) -> ProbeTest | None:
+    """The gate's test of a retention change (`gate.probe_test` at tolerance 0, its unit the summary draw: the larger
+    of the clustered bootstrap's p and the one-sided sign-flip test's), made both ways, two-sided: twice the smaller p,
+    at most 1. `family` bounds the number of rows adjusted together (the resamples grow with it, as the gate's do)."""
     runs = (Run(Path("baseline"), {}, {"probes": base}), Run(Path("candidate"), {}, {"probes": cand}))
-    test = probe_test(runs, strategy, profile, "retention", TAG_ALPHA, 0.0, family, two_sided=True)
-    return test.p_value if test else 1.0
+    return probe_test(runs, strategy, profile, "retention", TAG_ALPHA, 0.0, family, two_sided=True)
 
 
 def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Difference | None]:
-    """`retention_change` of every (strategy, profile) in `keys`, each row's p-value the gate's test (`two_sided_p`),
-    adjusted together (`stats.holm`): the tags of one page are one family of claims. The probes of a scenario share its
-    summaries, so they move together; the sign-flip test of the per-probe differences alone counts them as independent
-    and tagged about one page of two equivalent runs in five, where the clustered bootstrap resamples scenarios. A row
-    whose changed probes are too few for the two-sided sign-flip test ever to reach 0.05 (2 × 0.5^changed ≥ 0.05; no
-    probe changed, say) is no member: it can be tagged neither way, and the test is conditional on which probes
-    changed (Tarone's argument), so leaving it out keeps the page's error at 0.05 without diluting the rows that did
-    change."""
+    """`retention_change` of every (strategy, profile) in `keys`, each row's p-value the gate's test (`two_sided_test`),
+    adjusted together (`stats.holm`): the tags of one page are one family of claims. The probes of a scenario in one
+    repeat share its summary, so they move together: the test's unit is that summary draw (a sign-flip test of the
+    probes counted them as independent and tagged about one page of two equivalent runs in five). A row whose changed
+    draws are too few for the two-sided sign-flip test ever to reach 0.05 (2 × 0.5^changed ≥ 0.05; no draw changed,
+    say) is no member: it can be tagged neither way, and the test is conditional on which draws changed (Tarone's
+    argument), so leaving it out keeps the page's error at 0.05 without diluting the rows that did change."""
     changes = {key: retention_change(base, cand, *key) for key in keys}
-    tested = [(key, change) for key, change in changes.items() if change is not None and 2 * 0.5 ** change.changed < TAG_ALPHA]
-    tested = [(key, replace(change, p_value=two_sided_p(base, cand, *key, family=len(tested)))) for key, change in tested]
-    for (key, change), adjusted in zip(tested, holm([change.p_value for _, change in tested]), strict=True):
-        changes[key] = replace(change, p_adjusted=adjusted)
+    tests = {key: (change, two_sided_test(base, cand, *key, family=len(keys))) for key, change in changes.items() if change is not None}
+    tested = [(key, change, test.p_value) for key, (change, test) in tests.items() if test is not None and 2 * 0.5 ** test.changed < TAG_ALPHA]
+    for (key, change, p_value), adjusted in zip(tested, holm([p for *_, p in tested]), strict=True):
+        changes[key] = replace(change, p_value=p_value, p_adjusted=adjusted)
     return changes
 
 
@@ -92,11 +100,13 @@ def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | 
     if not compared:
         return None
     rows = sum(change.p_adjusted is not None for change in compared)
-    family = (f"adjusted by Holm's method over the {rows} rows whose changed probes could reach it" if rows > 1
-              else "of the one row whose changed probes could reach it" if rows else "of no row: none changed enough probes to reach it")
+    family = (f"adjusted by Holm's method over the {rows} rows whose changed summary draws could reach it" if rows > 1
+              else "of the one row whose changed summary draws could reach it" if rows
+              else "of no row: none changed enough summary draws (sessions × repeats) to reach it")
     return (
         "note: a retention change is tagged better or worse only when its 95% interval excludes 0 and its two-sided "
-        "p-value by the gate's test (the larger of the scenario-clustered bootstrap's and the sign-flip test's), "
+        "p-value by the gate's test (its unit the summary draw, a session in one repeat: the larger of the clustered "
+        "bootstrap's and the sign-flip test's), "
         f"{family}, is below 0.05 (the intervals shown are each row's own)."
     )
 
@@ -208,6 +218,7 @@ def render_compare(baseline: str | Path, candidate: str | Path, *, retention: Re
     """The page; `retention`: `compared_retention` of the same two runs, when the caller computed it already."""
     a_root, b_root = Path(baseline), Path(candidate)
     runs = (Run.load(a_root), Run.load(b_root))
+    align_plugins(*runs)  # a plug-in strategy at another path in each run, as `check_comparable` paired it
     a, b = runs[0].tables, runs[1].tables
     compared = compare_runs(*runs)
     shared, a_probes, b_probes = shared_probes(runs)

@@ -23,26 +23,33 @@ both runs have:
   the summary text carries the answer (the summary-dependent metric: the same facts, summarized
   by both, compared on what the summaries keep);
 - `answered`: the answerer's grade.
-The change is the mean over probes of each probe's mean difference (each probe weighs one). A rule
-fails when the data show a drop larger than the tolerance, by both tests the project's claims rest
-on (`compaction_bench.metrics.stats`), on the same rows: the clustered bootstrap (scenarios, then
-probes) tests the tolerance, its p the share of resampled changes at or above −tolerance (below
-alpha exactly when the one-sided interval lies beyond the tolerance), and the exact one-sided
-sign-flip test of the per-probe differences that the probes changed at all (enough of them, in
-one direction). A drop whose estimate exceeds the tolerance but whose interval reaches back inside
-it does not fail: the estimate alone would fail about half the candidates whose true drop is the
-tolerance itself. The p-value of a row is the larger of the two; the gate's probe tests are one
-family, its decision one claim, so their p-values are
+The change shown is the mean over probes of each probe's mean difference (each probe weighs one). The
+tests' unit is the summary draw, not the probe (`draw_changes`): a summarizer writes each session's
+summary afresh in every run and repeat, so the probes of one session in one run move together (a
+probe-level test failed about one comparison of an unchanged prompt in five on one recorded session,
+7–10% on two to five: the s45 audit). A draw is a (scenario, repeat) both runs hold, the baseline's
+repeat r paired with the candidate's repeat r (under no change both are draws of one distribution, so
+the draw's change is as likely negated); its change is the mean over its probes of candidate −
+baseline in that repeat. A rule fails when the data show a drop larger than the tolerance, by both
+tests the project's claims rest on (`compaction_bench.metrics.stats`), on the same draws: the
+clustered bootstrap (scenarios, then their draws) tests the tolerance, its p the share of resampled
+changes at or above −tolerance (below alpha exactly when the one-sided interval lies beyond the
+tolerance), and the one-sided sign-flip test of the draws' changes (exact up to 16 changed draws)
+that they changed at all (enough of them, in one direction). A drop whose estimate exceeds the
+tolerance but whose interval reaches back inside it does not fail: the estimate alone would fail
+about half the candidates whose true drop is the tolerance itself. The p-value of a row is the larger
+of the two; the gate's probe tests are one family, its decision one claim, so their p-values are
 adjusted together by Holm's method (`stats.holm`) before they are compared with alpha: the chance
 that a gate fails on some row without a real regression there stays at alpha however many
 strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
-probes than the sign-flip test needs (the table's "min. probes"), does not fail a rule: where its estimate
-is beyond the tolerance, its row reads "undecided" (beyond tolerance, not significant), never "ok", and the
-headline says the gate passed with undecided rows (exit 0: no rule failed); a row with
-fewer probes than that cannot fail whatever the candidate does, and is listed as such, not as a
-pass. A row whose changed probes are too few to reach alpha is no member of the family (Tarone's
-argument: the sign-flip test is conditional on which probes changed), so the strategies a change did
-not touch do not dilute the one it did. A rule that no row could test, or that could fail on none,
+summary draws than the sign-flip test needs (the table's "min. draws": 5 at 0.05, sessions ×
+repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
+"undecided" (beyond tolerance, not significant), never "ok", and the headline says the gate passed
+with undecided rows (exit 0: no rule failed); a row with fewer draws than that cannot fail whatever
+the candidate does (one recorded session needs `--repeats`), and is listed as such, not as a pass. A
+row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the
+sign-flip test is conditional on which draws changed), so the strategies a change did not touch do
+not dilute the one it did. A rule that no row could test, or that could fail on none,
 leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
 Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
@@ -59,11 +66,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 
 from compaction_bench.errors import BenchError, did_you_mean
@@ -74,7 +82,7 @@ from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
-from compaction_bench.run_folder import SCENARIO_IDENTITY, code_difference
+from compaction_bench.run_folder import INPUT_FILES, SCENARIO_IDENTITY, code_difference
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -177,6 +185,20 @@ class Run:
     def expected_cells(self) -> set[tuple[str, str, str]]:
         return {(s, st, p) for s in self.scenarios() for st in self.config.get("strategies") or () for p in self.config.get("profiles") or ()}
 
+    def rename_strategies(self, names: Mapping[str, str]) -> None:
+        """Call strategy `old` `names[old]` everywhere the gate reads it: the tables, the configured strategies, their
+        options and the sha256 of their files (`align_plugins`)."""
+        for table in self.tables.values():
+            if "strategy" in table.columns:
+                table["strategy"] = table["strategy"].map(lambda value: names.get(value, value))
+        config = self.config
+        config["strategies"] = [names.get(spec, spec) for spec in config.get("strategies") or ()]
+        config["options"] = {names.get(spec, spec): value for spec, value in (config.get("options") or {}).items()}
+        files = {f"--strategy {before[0]}": f"--strategy {after[0]}" for old, new in names.items()
+                 if (before := _plugin_file(old)) is not None and (after := _plugin_file(new)) is not None}
+        self.manifest = {**self.manifest, "config": config,
+                         INPUT_FILES: {files.get(flag, flag): digest for flag, digest in (self.manifest.get(INPUT_FILES) or {}).items()}}
+
     def probe_ids(self) -> dict[tuple[str, str, str], set[str]]:
         """The probe ids with rows, per cell (scenario, strategy, profile)."""
         probes = self.tables["probes"]
@@ -190,8 +212,55 @@ def _shown(values: Sequence[Any], limit: int = 5) -> str:
     return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
+def _plugin_file(spec: str) -> tuple[str, str, str] | None:
+    """A strategy loaded from a file (`path/file.py:Class`, or a variant of one, `…@KEY=VALUE`) as (the name its
+    file's sha256 is recorded under, `--strategy NAME` in the manifest's `input_sha256`; the class; the variant
+    suffix); None for a registered strategy."""
+    name, at, assignments = spec.rpartition("@")
+    if not at or "=" not in assignments:
+        name = spec
+    return (name, name.partition(".py:")[2], spec[len(name):]) if ".py:" in name else None
+
+
+def _plugin_identity(run: Run, spec: str) -> tuple[str, str, str] | None:
+    """What makes a plug-in strategy the one it is: (its file's sha256 as the run recorded it, the class, the variant);
+    None for a registered strategy or a run that recorded no sha256 for its file (a run before the record)."""
+    parts = _plugin_file(spec)
+    digest = (run.manifest.get(INPUT_FILES) or {}).get(f"--strategy {parts[0]}") if parts else None
+    return (str(digest), parts[1], parts[2]) if parts and digest else None
+
+
+def align_plugins(baseline: Run, candidate: Run) -> dict[str, str]:
+    """Rename each plug-in strategy of the candidate that is one of the baseline's under another path (the same file
+    content and class: a second checkout, say) to the baseline's name, so that the runs' cells pair; return the
+    names changed (candidate's → baseline's). A plug-in compares by its content, not the path it was given by, as
+    the probe file and a `--prompt` override do."""
+    ours = [str(spec) for spec in baseline.config.get("strategies") or ()]
+    theirs = [str(spec) for spec in candidate.config.get("strategies") or ()]
+    by_identity = {identity: spec for spec in ours if (identity := _plugin_identity(baseline, spec)) is not None}
+    names = {spec: by_identity[identity] for spec in theirs
+             if spec not in ours and (identity := _plugin_identity(candidate, spec)) in by_identity and by_identity[identity] not in theirs}
+    if names:
+        candidate.rename_strategies(names)
+    return names
+
+
+def _plugin_differences(baseline: Run, candidate: Run) -> list[str]:
+    """The plug-in strategies both runs name whose files' content differs (the sha256 each run recorded)."""
+    files_a, files_b = baseline.manifest.get(INPUT_FILES) or {}, candidate.manifest.get(INPUT_FILES) or {}
+    shared = {str(spec) for spec in baseline.config.get("strategies") or ()} & {str(spec) for spec in candidate.config.get("strategies") or ()}
+    names = sorted({parts[0] for spec in shared if (parts := _plugin_file(spec)) is not None})
+    out = []
+    for name in names:
+        before, after = files_a.get(f"--strategy {name}"), files_b.get(f"--strategy {name}")
+        if before and after and before != after:
+            out.append(f"strategy {name}: the file differs (sha256 {before[:12]} vs {after[:12]})")
+    return out
+
+
 def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
-    """(differences in inputs, differences in summary templates) between two runs."""
+    """(differences in inputs, differences in summary templates) between two runs (a plug-in strategy named by
+    another path in each is compared once `align_plugins` has paired it)."""
     differences: list[str] = []
     for name, run in (("baseline", baseline), ("candidate", candidate)):
         missing = sorted(run.expected_cells() - run.cells())
@@ -231,6 +300,7 @@ def comparability(baseline: Run, candidate: Run) -> tuple[list[str], list[str]]:
     for key in SAME_CONFIG:
         if not _same_setting(key, config_a.get(key), config_b.get(key), _probes_hashed(a, b)):
             differences.append(f"{key} differs: baseline {config_a.get(key)!r}, candidate {config_b.get(key)!r}")
+    differences += _plugin_differences(baseline, candidate)
     differences += _endpoint_differences(config_a.get("endpoints"), config_b.get("endpoints"))
     ids_a, ids_b = baseline.probe_ids(), candidate.probe_ids()
     shared_cells = baseline.cells() & candidate.cells()
@@ -331,14 +401,18 @@ def check_comparable(
     baseline: Run, candidate: Run, *, allow_different_inputs: bool = False, allow_offline_summarizer: bool = False, by: str = "gate"
 ) -> list[str]:
     """Raise `GateError` when the runs cannot be compared; return notes on what was allowed (`by`: what compares them,
-    "gate" or "comparison", as the notes name it)."""
+    "gate" or "comparison", as the notes name it). A plug-in strategy of the candidate that is one of the baseline's
+    at another path is renamed to the baseline's name first (`align_plugins`: the runs are changed in place)."""
+    renamed = align_plugins(baseline, candidate)
     differences, templates = comparability(baseline, candidate)
     if differences and not allow_different_inputs:
         raise GateError(
             f"{baseline.root} and {candidate.root} are not comparable: " + "; ".join(differences)
             + " (--allow-different-inputs compares them anyway)"
         )
-    notes = [f"allowed difference: {d}" for d in differences]
+    notes = [f"the candidate's strategy {theirs} is the baseline's {ours}: the same file content, at another path"
+             for theirs, ours in renamed.items()]
+    notes += [f"allowed difference: {d}" for d in differences]
     summarizer = str(baseline.config.get("summarizer") or "")
     if templates and differences:  # the change a gate is usually about is named beside the differences it was allowed
         notes += [f"summary templates differ: {t}" for t in templates]
@@ -421,10 +495,14 @@ class ProbeTest:
     change: float
     p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
     probes: int
-    #: the probes whose mean difference is not 0: the sign-flip test's sample, whose size alone bounds its p from below
+    #: the summary draws (`draw_changes`: scenario × repeat) the test's unit is, from this many scenarios and repeats
+    draws: int
+    sessions: int
+    repeats: int
+    #: the draws whose change is not 0: the sign-flip test's sample, whose size alone bounds its p from below
     changed: int
     pairs: int
-    min_probes: int  # the fewest probes that must worsen before the sign-flip test can reject
+    min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
     lost: tuple[str, ...]  # scenario/probe present (or right) in the baseline and absent (or wrong) in the candidate somewhere
     gained: tuple[str, ...]
 
@@ -441,25 +519,57 @@ def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFram
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per summary draw, a (scenario, repeat) both runs hold (the baseline's repeat r paired with the candidate's
+    repeat r), the change (`change`): the mean over the draw's probes of each probe's mean candidate − baseline over
+    its headline points in that repeat (each probe weighing one, as in the displayed change; a point a repeat reaches
+    twice pairs by occurrence, as `aggregate.votes` pairs it). A summarizer writes a session's summary afresh in
+    every run and repeat, so the probes of one draw move together: the draw, not the probe, is what varies
+    independently, and under no change each draw's change is as likely negated (both runs' repeat r are draws of one
+    distribution). `frame` holds the rows labelled `baseline` and `candidate` (`_labelled`)."""
+    rows = frame[frame["point_kind"].isin(HEADLINE_KINDS)]
+    rows = rows.assign(repeat=rows["repeat"] if "repeat" in rows.columns else 0, value=pd.to_numeric(rows[column], errors="coerce"))
+    point = ["scenario", "repeat", "probe_id", "point_kind", "step"]
+    if "request" in rows.columns:  # one row per request, in request order
+        rows = rows.drop_duplicates([*point, "strategy", "request"]).sort_values("request", kind="stable")
+    rows = rows.dropna(subset=["value"])
+    rows = rows.assign(occurrence=rows.groupby([*point, "strategy"], sort=False).cumcount())
+    pair = rows.groupby([*point, "occurrence"], sort=False).ngroup().to_numpy()  # the point both runs' rows pair on
+    value = rows["value"].to_numpy(dtype=float)
+    sign = np.where(rows["strategy"].to_numpy() == "candidate", 1.0, -1.0)
+    paired = np.bincount(pair, minlength=pair.max(initial=-1) + 1)[pair] == 2  # held by both runs
+    probe = rows[["scenario", "repeat", "probe_id"]][paired].groupby(["scenario", "repeat", "probe_id"], sort=False).ngroup().to_numpy()
+    # per probe: the sum of candidate − baseline over its paired points, and their count (each point's two rows)
+    total = np.bincount(probe, weights=(sign * value)[paired])
+    points = np.bincount(probe) / 2
+    draws = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
+    per_probe = pd.Series(total / points, index=pd.MultiIndex.from_frame(draws))
+    changes = per_probe.groupby(level=["scenario", "repeat"], sort=False).mean().round(12)  # a sum of thirds that is 0 stays 0
+    return changes.rename("change").reset_index()
+
+
 def probe_test(
     runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
     *, two_sided: bool = False,
 ) -> ProbeTest | None:
-    """The paired test of one probe metric for one (strategy, profile): its p-value (unadjusted) is the
-    larger of the clustered bootstrap's that the change is below −`tolerance` and the one-sided
-    sign-flip test's that it is below 0; None without shared pairs. `family` is the number of tests
-    adjusted together: the resamples are enough for a Monte Carlo p-value, never below 1/(samples + 1),
-    to reach alpha / family. `two_sided` makes the same test both ways (a rise beyond +`tolerance` is the
-    drop of the runs swapped: the differences negated) and reports twice the smaller p, at most 1, as
-    `bench compare` tags a change of either sign."""
+    """The paired test of one probe metric for one (strategy, profile), whose unit is the summary draw
+    (`draw_changes`: a scenario in one repeat): its p-value (unadjusted) is the larger of the clustered bootstrap's
+    that the change is below −`tolerance` (scenarios, then their draws, resampled) and the one-sided sign-flip
+    test's of the draws' changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo
+    beyond); None without shared pairs. `family` is the number of tests adjusted together: the resamples are enough
+    for a Monte Carlo p-value, never below 1/(samples + 1), to reach alpha / family. `two_sided` makes the same test
+    both ways (a rise beyond +`tolerance` is the drop of the runs swapped: the changes negated) and reports twice
+    the smaller p, at most 1, as `bench compare` tags a change of either sign. The baseline, candidate and change
+    shown, the probes, pairs and flipped probes describe the probes (voted over the repeats), as the runs' own
+    tables do."""
     frame = _labelled(runs, strategy, profile)
     column = PROBE_METRICS[metric]
     if frame.empty or column not in frame.columns:
         return None
     if "point_kind" not in frame.columns:
         frame = frame.rename(columns={"point": "point_kind"})
-    if metric == "summarized_source":
-        point = ["scenario", "probe_id", "point_kind", "step"]
+    if metric == "summarized_source":  # the points whose source went into a summary in both runs, repeat by repeat
+        point = [k for k in ("scenario", "repeat", "probe_id", "point_kind", "step") if k in frame.columns]
         marked = frame[frame["source_summarized"].astype(bool)] if "source_summarized" in frame.columns else frame.iloc[:0]
         both = marked.groupby(point, sort=False)["strategy"].nunique()
         keys = set(both[both == 2].index)
@@ -479,15 +589,16 @@ def probe_test(
         flipped = table[mask].index
         return tuple(dict.fromkeys(f"{scenario}/{probe}" for scenario, probe in zip(flipped.get_level_values("scenario"), flipped.get_level_values("probe_id"), strict=True)))
 
-    clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
+    draws = draw_changes(frame, column)
+    clusters = [g.tolist() for _, g in draws.groupby("scenario", sort=False)["change"]]
+    samples = math.ceil(2 * family / alpha)
 
     def p_of_drop(sign: float) -> float:
-        """The interval's side beyond the tolerance, and the exact test that enough probes changed at all, of the
-        differences times `sign` (−1: the rise of the candidate over the baseline)."""
+        """The interval's side beyond the tolerance, and the exact test that enough draws changed at all, of the
+        draws' changes times `sign` (−1: the rise of the candidate over the baseline)."""
         return max(
-            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance,
-                                   samples=max(BOOTSTRAP_SAMPLES, math.ceil(2 * family / alpha))),
-            signflip_p((sign * diffs["difference"]).tolist(), samples=max(SAMPLES, math.ceil(2 * family / alpha))),
+            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, samples)),
+            signflip_p((sign * draws["change"]).tolist(), samples=max(SAMPLES, samples)),
         )
 
     return ProbeTest(
@@ -496,9 +607,12 @@ def probe_test(
         change=float(diffs["difference"].mean()),
         p_value=min(1.0, 2 * min(p_of_drop(1.0), p_of_drop(-1.0))) if two_sided else p_of_drop(1.0),
         probes=len(diffs),
-        changed=int((diffs["difference"] != 0).sum()),
+        draws=len(draws),
+        sessions=int(draws["scenario"].nunique()),
+        repeats=int(draws["repeat"].nunique()),
+        changed=int((draws["change"] != 0).sum()),
         pairs=int(diffs["pairs"].sum()),
-        min_probes=min_probes(alpha),
+        min_draws=min_probes(alpha),  # the sign-flip test's smallest sample, here of draws
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
         gained=named(~table["baseline"].astype(bool) & table["candidate"].astype(bool)),
     )
@@ -510,7 +624,7 @@ def _missing(value: Any) -> bool:
 
 
 #: A row's verdict: it failed, it passed, its drop is beyond the tolerance but not significant, it could not fail (too
-#: few probes), or it could not be computed.
+#: few summary draws), or it could not be computed.
 FAIL, OK, UNDECIDED, CANNOT_FAIL, UNTESTED = "fail", "ok", "undecided", "cannot fail", "untested"
 
 
@@ -541,27 +655,29 @@ class GateResult:
     @property
     def tested(self) -> bool:
         """Whether every rule could have failed on some row: a rule untested on every row, or that could
-        fail on none (too few probes; see `notes`), leaves the gate undecided unless another rule failed."""
+        fail on none (too few summary draws; see `notes`), leaves the gate undecided unless another rule failed."""
         return not self.table.empty and not self.untested_rules
 
     def markdown(self) -> str:
-        # Holm's adjustment is named only where it was made: rows outside the family (too few changed probes to
-        # reach alpha) show their own p-value, marked so where others were adjusted.
+        # Holm's adjustment is named only where it was made: rows outside the family (too few changed summary draws
+        # to reach alpha) show their own p-value, marked so where others were adjusted.
         family = bool(self.table["holm"].any()) if "holm" in self.table.columns else False
         lines = [
-            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if family else ''}) | probes (pairs) | min. probes | verdict |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if family else ''}) | probes (pairs) | "
+            "summary draws | min. draws | verdict |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in self.table.to_dict("records"):
             p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}" + (" (not adjusted)" if family and not row["holm"] else "")
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
-            needed = "–" if _missing(row["min_probes"]) else f"{int(row['min_probes'])}"
+            draws = "–" if _missing(row["draws"]) else f"{int(row['draws'])}"
+            needed = "–" if _missing(row["min_draws"]) else f"{int(row['min_draws'])}"
             status = row.get("status") or (FAIL if row["failed"] else OK)
             shown = {FAIL: "**fail**", OK: "ok", UNDECIDED: "**undecided**: beyond tolerance, not significant",
-                     CANNOT_FAIL: "cannot fail (too few probes)", UNTESTED: "untested"}[status]
+                     CANNOT_FAIL: "cannot fail (too few summary draws)", UNTESTED: "untested"}[status]
             lines.append(
                 f"| {row['strategy']} | {row['profile']} | {row['metric']} | {metric_figure(row['baseline'], row['metric'])} | "
-                f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:,.15g} | {p} | {probes} | {needed} | {shown} |"
+                f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:,.15g} | {p} | {probes} | {draws} | {needed} | {shown} |"
             )
         verdict = "passed" if self.passed else f"failed ({len(self.failures)} regression{'s' if len(self.failures) > 1 else ''})"
         if self.passed and self.undecided:
@@ -600,6 +716,18 @@ def change_figure(change: Any, metric: str) -> str:
     return metric_figure(change, metric, "{:+.4g}")
 
 
+def _too_few_draws_note(row: str, test: ProbeTest, alpha: float) -> str:
+    """Why a probe rule cannot fail on a row, in the user's terms: its summary draws (sessions × repeats) are fewer
+    than the sign-flip test needs to reach alpha, however many probes they hold."""
+    counted = f"{test.sessions} session{'' if test.sessions == 1 else 's'} × {test.repeats} repeat{'' if test.repeats == 1 else 's'}"
+    return (
+        f"{row}: {test.draws} summary draw{'' if test.draws == 1 else 's'} ({counted}), fewer than the {test.min_draws} the "
+        f"sign-flip test needs to reach p < {alpha:g}; the probes of one session in one run share its summary, so they "
+        f"count once however many there are ({test.probes} here): this rule cannot fail on these runs, so its row is no "
+        "pass; record more sessions or use --repeats"
+    )
+
+
 def _untested_note(strategy: str, profile: str, metric: str, base: Any, cand: Any) -> str:
     """Why a rule of an exact metric could not be applied: a run without a value for it, or an unpriced cost."""
     lacking = "both runs" if _missing(base) and _missing(cand) else "the baseline" if _missing(base) else "the candidate"
@@ -624,9 +752,10 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
     if metrics & set(PROBE_METRICS):
         out.append(
             f"{', '.join(m for m in PROBE_METRICS if m in metrics)}: per strategy and profile on the probe points both runs hold, each "
-            "probe weighing one; a row fails when the clustered bootstrap (scenarios, then probes) puts the drop beyond its "
-            "tolerance and the one-sided sign-flip test of the per-probe differences finds a drop at all: the larger of the two "
-            "p-values, "
+            "probe weighing one; the tests' unit is the summary draw (a session in one repeat: its probes share its summary), "
+            "each draw's change the mean of its probes'; a row fails when the clustered bootstrap (sessions, then their "
+            "draws) puts the drop beyond its tolerance and the one-sided sign-flip test of the draws' changes finds a drop at "
+            "all: the larger of the two p-values, "
             + (f"adjusted by Holm's method over the gate's {tests} probe tests (one decision), " if tests > 1 else "")
             + f"below alpha {alpha:g}"
         )
@@ -695,13 +824,9 @@ def gate(
                 if test is None:  # e.g. no summarized source in either run, or no answerer grade
                     notes.append(f"untested: {strategy} {profile} {rule.metric}: no probe point both runs hold has a value for it")
                     continue
-                if test.probes < test.min_probes:
+                if test.draws < test.min_draws:
                     status = CANNOT_FAIL
-                    notes.append(
-                        f"{strategy} {profile} {rule.metric}: {test.probes} probe{'' if test.probes == 1 else 's'}, fewer than the "
-                        f"{test.min_probes} the sign-flip test "
-                        f"needs to reach p < {alpha:g}; this rule cannot fail on these runs, so its row is no pass"
-                    )
+                    notes.append(_too_few_draws_note(f"{strategy} {profile} {rule.metric}", test, alpha))
                 base, cand, change = test.baseline, test.candidate, test.change
                 if test.lost or test.gained:
                     flipped.append(
@@ -719,15 +844,15 @@ def gate(
                 {
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
                     "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
-                    "probes": test.probes if test else None, "pairs": test.pairs if test else None,
-                    "min_probes": test.min_probes if test else None, "changed": test.changed if test else 0,
+                    "probes": test.probes if test else None, "pairs": test.pairs if test else None, "draws": test.draws if test else None,
+                    "min_draws": test.min_draws if test else None, "changed": test.changed if test else 0,
                     "worse_by": -change if higher_is_better else change, "status": status,
                 }
             )
     # The probe tests are one family: the gate fails if any of them does, so their p-values are adjusted
-    # together. A row whose changed probes are too few to reach alpha (0.5^changed ≥ alpha, all in one
+    # together. A row whose changed summary draws are too few to reach alpha (0.5^changed ≥ alpha, all in one
     # direction) can never fail, so it is no member (Tarone's argument): the sign-flip test is conditional on
-    # which probes changed, so leaving such rows out (the strategies a change did not touch among them) keeps
+    # which draws changed, so leaving such rows out (the strategies a change did not touch among them) keeps
     # the family's error at alpha and does not dilute the rows that did change.
     tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["changed"] < alpha]
     adjusted = dict(zip(tested, holm([rows[k]["p_test"] for k in tested]), strict=True))
@@ -753,7 +878,7 @@ def gate(
     for k, row in enumerate(rows):
         row["holm"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
     columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "holm", "probes",
-               "pairs", "min_probes", "status", "failed"]
+               "pairs", "draws", "min_draws", "status", "failed"]
     decided = {row["metric"] for row in rows if row["status"] in (OK, UNDECIDED, FAIL)}
     untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]
     return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)

@@ -29,6 +29,10 @@ BENCH = str(Path(sys.executable).with_name("bench"))
 STRATEGIES = ["codex-local", "pi", "opencode-v1"]
 TEMPLATES = ("codex_summary.j2", "pi_summary.j2", "pi_turn_prefix.j2", "opencode_summary.j2")
 DROP = "Drop everything: reply with an empty summary, keep no fact at all."
+#: Repeats of every run: the gate's unit is the summary draw (one session in one repeat, s45 G1), and one session in
+#: one repeat is one draw, which can fail no probe rule; eight give the sign-flip test 0.5^8, below 0.05 / 6 (Holm over
+#: the drop gate's six probe rows).
+REPEATS = 8
 
 
 def follow_the_prompt(call: Call) -> str:
@@ -56,6 +60,7 @@ def case() -> Case:
 
 def _run(root: Path, name: str, case: Case, **kw) -> Path:
     kw.setdefault("answerer", "")
+    kw.setdefault("repeats", REPEATS)
     return run(cases=[case], strategies=STRATEGIES, profiles=["32k"], out=root, run_id=name, jobs=1, report=False, progress=False, **kw)
 
 
@@ -116,7 +121,7 @@ def test_identical_runs_pass(offline_runs, tmp_path):
     out = gate(offline_runs["baseline"], copy)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "gate: passed" in out.stdout
-    assert "| codex-local | 32k | retention |" in out.stdout and "min. probes" in out.stdout
+    assert "| codex-local | 32k | retention |" in out.stdout and "min. draws" in out.stdout
 
 
 def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
@@ -124,8 +129,9 @@ def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metr
     assert out.returncode == 1, out.stdout + out.stderr
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if "| summarized_source |" in line}
     assert set(rows) == set(STRATEGIES) and all(float(line.split("|")[6]) < 0 for line in rows.values())  # every one dropped
-    # pi and opencode-v1 lose about half their summarized facts: they fail. codex-local loses 6 of its 31 in this one
-    # scenario; the gate tests 6 rows at once (Holm) and a 5-point tolerance, and 6 probes do not show a drop beyond it.
+    # pi and opencode-v1 lose about half their summarized facts: they fail. The served summarizer is deterministic, so the
+    # eight repeats are eight equal draws: every row whose draws all drop beyond the tolerance fails at Holm's 6 × 0.5^8
+    # (codex-local's 8 of 21 lost too, where the tests' unit was the probe and its 6 of 31 did not fail).
     assert {"pi", "opencode-v1"} <= {name for name, line in rows.items() if "**fail**" in line}
     assert "Flipped probes" in out.stdout and "lost" in out.stdout
     base = pd.read_parquet(served_runs["baseline"] / "summary.parquet").set_index("strategy")

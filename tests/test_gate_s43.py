@@ -117,9 +117,14 @@ def test_a_drop_in_one_scenario_of_three_is_undecided_not_ok(tmp_path):
     """`x` loses all 10 probes of one scenario of three: an estimated drop of 10/30 = 0.333, 16 times the tolerance. The
     clustered bootstrap keeps the change above −0.02 whenever its resample of 3 scenarios misses that one, (2/3)^3 =
     0.296 of the time, so the row cannot be significant (the audit's pi on three sessions, 0.80 → 0.62: "ok", exit 0).
-    It is no pass: the row is undecided and the headline says so; `y` (unchanged) stays ok, and no rule failed (exit 0)."""
-    base = probe_rows("x", 3, 10) + probe_rows("y", 3, 10)
-    cand = probe_rows("x", 3, 10, lost={(1, n) for n in range(10)}) + probe_rows("y", 3, 10)
+    It is no pass: the row is undecided and the headline says so; `y` (unchanged) stays ok, and no rule failed (exit 0).
+    Two repeats of each run: the tests' unit is the summary draw (s45 G1), and one repeat of three scenarios is three
+    draws, a row that cannot fail at all; six can."""
+    def twice(rows: list[dict]) -> list[dict]:
+        return rows + [{**row, "repeat": 1, "sample": 1} for row in rows]
+
+    base = twice(probe_rows("x", 3, 10) + probe_rows("y", 3, 10))
+    cand = twice(probe_rows("x", 3, 10, lost={(1, n) for n in range(10)}) + probe_rows("y", 3, 10))
     a, b = write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand)
     result = gate(a, b, [Rule.parse("retention:0.02")])
     rows = {row["strategy"]: row for row in result.table.to_dict("records")}

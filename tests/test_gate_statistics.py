@@ -1,6 +1,8 @@
 """The gate's and `bench compare`'s numbers from hand-built tables with known answers: when a drop
-is significant (clustered by scenario, and enough probes for the sign-flip test), how flipped probes
-are named, what "retention" pools, and which cells the other metrics compare."""
+is significant (clustered by scenario, and enough summary draws, scenarios × repeats, for the sign-flip
+test), how flipped probes are named, what "retention" pools, and which cells the other metrics compare.
+The tests' unit is the summary draw (s45 audit G1), so the tables that test significance hold two
+repeats of three scenarios: six draws (three could never reach 0.05: 0.5^3 = 0.125)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ from compaction_bench.metrics.aggregate import overall
 from compaction_bench.reports.gate import GateError, Rule, Run, compare_runs, probe_test
 
 
-def probes(losses: dict[str, set[int]], *, strategy: str = "x", scenarios: int = 3, per_scenario: int = 10) -> pd.DataFrame:
-    """Every probe present at the final point, except probe `n` of scenario `s` for n in losses[s]."""
+def probes(losses: dict[str, set[int]], *, strategy: str = "x", scenarios: int = 3, per_scenario: int = 10, repeats: int = 1) -> pd.DataFrame:
+    """Every probe present at the final point, except probe `n` of scenario `s` for n in losses[s] (in every repeat)."""
     return pd.DataFrame(
         [
-            {"scenario": f"s{k}", "strategy": strategy, "profile": "32k", "repeat": 0, "sample": 0, "probe_id": f"p{n}", "kind": "recall",
+            {"scenario": f"s{k}", "strategy": strategy, "profile": "32k", "repeat": r, "sample": r, "probe_id": f"p{n}", "kind": "recall",
              "point_kind": "final", "step": 9, "request": 20, "present": n not in losses.get(f"s{k}", set()), "found": "kept",
              "in_summary": None, "correct": None, "source_summarized": False}
+            for r in range(repeats)
             for k in range(scenarios)
             for n in range(per_scenario)
         ]
@@ -35,17 +38,20 @@ def run(probe_rows: pd.DataFrame, summary: pd.DataFrame | None = None) -> Run:
 
 
 def test_a_drop_confined_to_one_scenario_is_not_significant():
-    # Five probes lost, all in s0 of three scenarios: the sign-flip test alone (p = 1/32) would fail
-    # the rule, but a resample leaves s0 out with chance (2/3)^3 ≈ 0.30, so the change is not clear of 0.
-    test = probe_test((run(probes({})), run(probes({"s0": {0, 1, 2, 3, 4}}))), "x", "32k", "retention", 0.05)
+    # Five probes lost, all in s0 of three scenarios, in both repeats: the sign-flip test of the two changed draws
+    # gives 1/4, and a resample leaves s0 out with chance (2/3)^3 ≈ 0.30, so the change is not clear of 0.
+    test = probe_test((run(probes({}, repeats=2)), run(probes({"s0": {0, 1, 2, 3, 4}}, repeats=2))), "x", "32k", "retention", 0.05)
     assert test is not None and test.change == pytest.approx(-5 / 30)
     assert test.p_value == pytest.approx((2 / 3) ** 3, abs=0.04)
 
 
 def test_a_drop_in_every_scenario_is_significant():
-    test = probe_test((run(probes({})), run(probes({f"s{k}": {0, 1} for k in range(3)}))), "x", "32k", "retention", 0.05)
-    assert test is not None and test.p_value < 0.05 and test.min_probes == 5
-    assert test.p_value >= 0.5**6  # never below the sign-flip test's own p for six probes lost
+    test = probe_test((run(probes({}, repeats=2)), run(probes({f"s{k}": {0, 1} for k in range(3)}, repeats=2))), "x", "32k", "retention", 0.05)
+    assert test is not None and test.p_value < 0.05 and test.min_draws == 5 and test.draws == 6
+    assert test.p_value >= 0.5**6  # never below the sign-flip test's own p for six draws that lost
+    # the same losses in one repeat are three draws, which can never reach 0.05 (the probes of a draw share its summary)
+    once = probe_test((run(probes({})), run(probes({f"s{k}": {0, 1} for k in range(3)}))), "x", "32k", "retention", 0.05)
+    assert once is not None and once.draws == 3 and once.p_value >= 0.5**3
 
 
 def test_four_probes_can_never_fail_a_rule():
@@ -54,9 +60,9 @@ def test_four_probes_can_never_fail_a_rule():
 
 
 def test_the_two_sided_test_doubles_the_smaller_side():
-    # A gain in every scenario: the one-sided test of a drop cannot reject (p near 1); the same test with the runs
-    # swapped sees the drop and rejects; two-sided, `bench compare`'s test is twice the smaller of the two.
-    base, cand = run(probes({f"s{k}": {0, 1} for k in range(3)})), run(probes({}))
+    # A gain in every scenario and repeat: the one-sided test of a drop cannot reject (p near 1); the same test with
+    # the runs swapped sees the drop and rejects; two-sided, `bench compare`'s test is twice the smaller of the two.
+    base, cand = run(probes({f"s{k}": {0, 1} for k in range(3)}, repeats=2)), run(probes({}, repeats=2))
     drop = probe_test((base, cand), "x", "32k", "retention", 0.05)
     rise = probe_test((cand, base), "x", "32k", "retention", 0.05)
     both = probe_test((base, cand), "x", "32k", "retention", 0.05, two_sided=True)

@@ -86,9 +86,11 @@ def test_a_large_family_can_still_fail_on_a_clear_drop(tmp_path):
     """21 strategies × 3 profiles × 2 rules is 126 tests. A strategy that loses 21 of its 30 probes has
     a raw p at the Monte Carlo floor of its tests, and Holm multiplies the smallest p by the family's
     size: the resamples must be fine enough for 126 × p to go below 0.05 (2000 bootstrap resamples
-    could not: 126/2001 = 0.063, so no gate that size could ever fail)."""
-    base = probe_rows("x", 3, 10)
-    cand = probe_rows("x", 3, 10, lost={(s, n) for s in range(3) for n in range(7)})
+    could not: 126/2001 = 0.063, so no gate that size could ever fail). The test's unit is the summary draw
+    (a session in one repeat), so the drop is over 12 sessions: the exact sign-flip floor 0.5^12, 126 × 0.5^12 = 0.031
+    (3 sessions' 0.125 could never fail any family)."""
+    base = probe_rows("x", 12, 10)
+    cand = probe_rows("x", 12, 10, lost={(s, n) for s in range(12) for n in range(7)})
     runs = (Run.load(write_run(tmp_path / "a", base)), Run.load(write_run(tmp_path / "b", cand)))
     test = probe_test(runs, "x", PROFILE, "retention", 0.05, 0.0, 126)
     assert test is not None and 126 * test.p_value < 0.05
@@ -325,7 +327,7 @@ def test_compare_tags_a_change_beside_strategies_it_did_not_touch(tmp_path):
         cand += probe_rows(f"x{k}", 6, 10, lost={(s, 0) for s in range(6)} if k == 0 else set())
     page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
     assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page) == ["worse"]
-    assert "of the one row whose changed probes could reach it" in page
+    assert "of the one row whose changed summary draws could reach it" in page
 
 
 def test_a_comparison_names_itself_in_its_note_on_an_offline_summarizer(tmp_path):
