@@ -25,6 +25,14 @@ CORPORA = Path(os.environ.get("COMPACTION_BENCH_CORPORA", REPO.parent / "shared"
 BENCH = [sys.executable, "-m", "compaction_bench.cli"]
 
 
+def own_peak_rss_kb() -> int:
+    """This process image's peak resident memory in KiB (`VmHWM`). `resource`'s `ru_maxrss` is no measure of a child
+    process: Linux keeps the replaced image's high-water mark across exec, so a child of a 1 GB test worker reads 1 GB
+    whatever it does itself."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+
+
 def bench_cli(*args: str, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """`bench ARGS` in a new process (`env` added to this one's environment), output captured."""
     return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}, **kwargs)

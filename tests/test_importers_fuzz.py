@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from compaction_bench.importing import formats
 from compaction_bench.transcript import Item, Transcript, TranscriptError
-from tests.conftest import CORPORA
+from tests.conftest import CORPORA, own_peak_rss_kb
 
 pytestmark = pytest.mark.corpora
 
@@ -365,9 +365,8 @@ def fuzz_one(path: Path, fmt: str | None) -> tuple[str, str]:
 
 def campaign(directory: str, seed: int = 17) -> dict[str, object]:
     """Every mutation of every corpus seed, imported auto-detected and forced; run in a child process
-    so that its peak RSS (`resource`) is the campaign's own."""
+    so that its peak RSS (`own_peak_rss_kb`) is the campaign's own."""
     import os
-    import resource
     import time
 
     os.environ["COMPACTION_BENCH_MAX_DECOMPRESSED_BYTES"] = str(BOMB_BOUND)
@@ -391,7 +390,7 @@ def campaign(directory: str, seed: int = 17) -> dict[str, object]:
                 records.append({"seed": name, "kind": kind, "forced": forced, "outcome": outcome, "detail": detail,
                                 "seconds": round(time.monotonic() - started, 3)})
             path.unlink()
-    return {"records": records, "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    return {"records": records, "peak_rss_bytes": own_peak_rss_kb() * 1024}
 
 
 def test_seeded_mutants_of_real_sessions_never_crash_hang_or_blow_up(tmp_path: Path):

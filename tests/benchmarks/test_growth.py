@@ -2,7 +2,7 @@
 
 Each (strategy, size) replays the synthetic `short-turns` session of that many total tokens at the
 `64k` profile (or `BENCH_PROFILE`) in a fresh subprocess, which reports the replay's CPU time (`time.process_time`) and
-its number of compactions and its peak resident memory (`ru_maxrss`, minus the resident size right before the replay, so the
+its number of compactions and its peak resident memory (`VmHWM`, minus the resident size right before the replay, so the
 generator's and the imports' memory are not counted; the absolute peak is printed too). The
 session-end summary prints, per strategy, the times, the fitted growth exponent of time against
 size over all measured sizes (least squares in log-log; 1.0 is linear) and the peak memory at the
@@ -56,6 +56,7 @@ CHILD = """
 import json, resource, statistics, sys, time
 import compaction_bench as bench
 from tests.benchmarks.test_growth import REFERENCE_ROUNDS, reference_seconds
+from tests.conftest import own_peak_rss_kb
 from compaction_bench.scenarios.synthetic import generate
 strategy, size, profile = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 transcript = generate("short-turns", seed=0, target_tokens=size).transcript
@@ -68,7 +69,7 @@ before = rss_kb()
 started = time.process_time()
 result = bench.replay(transcript, strategy, profile=profile)
 cpu = time.process_time() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = own_peak_rss_kb()
 references += [reference_seconds() for _ in range(REFERENCE_ROUNDS)]
 print(json.dumps({"cpu": cpu, "reference": statistics.median(references), "peak_kb": peak, "before_kb": before,
                   "requests": len(result.requests), "compactions": len(result.compactions)}))
