@@ -578,15 +578,22 @@ def questions_table(cases: Sequence[Case]) -> list[dict[str, Any]]:
     ]
 
 
+def variant_base(spec: str) -> str:
+    """The strategy a `--strategy` entry names: `ID` of `ID@KEY=VALUE[,KEY=VALUE…]`, the entry itself otherwise."""
+    name, at, assignments = spec.rpartition("@")
+    return name if at and "=" in assignments else spec
+
+
 def strategy_variant(spec: str, options: Mapping[str, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
     """A strategy entry and its options: `ID` or `ID@KEY=VALUE[,KEY=VALUE…]` (a variant of ID).
 
     `--option ID.KEY=VALUE` applies to every variant of ID; a variant's own values win. Variants
     let one run compare a strategy with itself, e.g. `-s opencode-v1 -s opencode-v1@prune=true`.
     """
-    name, at, assignments = spec.rpartition("@")
-    if not at or "=" not in assignments:
+    name = variant_base(spec)
+    if name == spec:
         return spec, dict(options.get(spec, {}))
+    assignments = spec[len(name) + 1:]
     own: dict[str, Any] = {}
     for assignment in assignments.split(","):
         key, eq, value = assignment.partition("=")
@@ -620,7 +627,7 @@ def validate(config: RunConfig) -> None:
     for spec in config.strategies:
         name, options = strategy_variant(spec, config.options)
         strategy_class(name).parse_options(options)
-    in_run = {strategy_variant(s, {})[0] for s in config.strategies}
+    in_run = {variant_base(s) for s in config.strategies}
     unknown = sorted(set(config.options) - in_run)
     if unknown:
         raise RunError(f"--option names strategies that are not in this run: {with_guesses(unknown, in_run)}")
@@ -909,7 +916,7 @@ def _input_files(config: RunConfig) -> dict[str, str]:
     the run's finished cells were made from the old text (`run_folder.config_difference`)."""
     named = {f"--prompt {name}": path for name, path in sorted(config.prompts.items())}
     for spec in config.strategies:
-        name = strategy_variant(spec, {})[0]
+        name = variant_base(spec)
         if ".py:" in name:
             named[f"--strategy {name}"] = name.partition(".py:")[0] + ".py"
     return {flag: sha256_file(Path(path)) for flag, path in named.items() if Path(path).is_file()}

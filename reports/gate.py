@@ -216,9 +216,9 @@ def _plugin_file(spec: str) -> tuple[str, str, str] | None:
     """A strategy loaded from a file (`path/file.py:Class`, or a variant of one, `…@KEY=VALUE`) as (the name its
     file's sha256 is recorded under, `--strategy NAME` in the manifest's `input_sha256`; the class; the variant
     suffix); None for a registered strategy."""
-    name, at, assignments = spec.rpartition("@")
-    if not at or "=" not in assignments:
-        name = spec
+    from compaction_bench.runner import variant_base
+
+    name = variant_base(spec)
     return (name, name.partition(".py:")[2], spec[len(name):]) if ".py:" in name else None
 
 
