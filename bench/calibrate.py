@@ -32,9 +32,10 @@ span's facts each keeps.
 A session is one unit however many compactions it holds: a session given twice (the same content
 in another file) is counted once, the same path given twice is refused, and the difference
 offline − real is given with a bootstrap interval clustered by session and the two-sided sign-flip
-test of the facts one summary keeps and the other does not (`compaction_bench.metrics.stats`); it
-is called a difference only when the interval excludes 0, the test rejects at 0.05 and there are
-two sessions at least. Sessions that yield no row, and compactions whose span cannot be known, are named
+test over the sessions, each session's facts (those one summary keeps and the other does not) flipped
+together, as one summary's facts move together (`compaction_bench.metrics.stats`); it is called a
+difference only when the interval excludes 0 and the test rejects at 0.05, which takes six sessions
+that differ at the least; one session gets no verdict at all. Sessions that yield no row, and compactions whose span cannot be known, are named
 under the table, with the reason.
 """
 
@@ -363,9 +364,9 @@ def calibrate(files: Iterable[str | Path]) -> Calibrations:
 
 
 def difference(rows: Sequence[Calibration]) -> str:
-    """Offline − real share of the facts kept, with its interval clustered by session and the
-    sign-flip test of the facts only one summary keeps; the verdict only where both say so."""
-    from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, signflip_p
+    """Offline − real share of the facts kept, with its interval clustered by session and the sign-flip test over
+    the sessions (each session's facts only one summary keeps flipped together); the verdict only where both say so."""
+    from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, signflip_p, unit_sums
 
     clusters: dict[str, list[float]] = {}
     for row in rows:
@@ -377,8 +378,9 @@ def difference(rows: Sequence[Calibration]) -> str:
         return "offline − real: no facts to compare."
     mean = sum(values) / len(values)
     low, high = cluster_bootstrap_ci(list(clusters.values()), bounds=DIFFERENCE)
-    p_value = signflip_p(values, two_sided=True)
-    changed = sum(v != 0 for v in values)
+    sums = unit_sums(list(clusters.values()))
+    p_value = signflip_p(sums.tolist(), two_sided=True)
+    changed, differing = sum(v != 0 for v in values), int((sums != 0).sum())
     units = f"{len(clusters)} session(s), {len(rows)} compaction(s), {len(values)} facts"
     if len(clusters) < 2:
         verdict = "one session: its compactions and facts are not independent units, so no verdict"
@@ -388,8 +390,8 @@ def difference(rows: Sequence[Calibration]) -> str:
         verdict = "no detectable difference"
     return (
         f"offline − real, share of the spans' facts kept: {mean:+.1%}, 95% interval [{low:+.1%}, {high:+.1%}] "
-        f"(bootstrap over {units}, clustered by session; two-sided sign-flip p = {p_value:.3f} over the {changed} facts "
-        f"only one summary keeps): {verdict}."
+        f"(bootstrap over {units}, clustered by session; two-sided sign-flip p = {p_value:.3f} over the {differing} session(s) "
+        f"that differ, each session's facts only one summary keeps, {changed} in all, flipped together): {verdict}."
     )
 
 

@@ -78,17 +78,23 @@ def _row(session: str, probes: int, real: int, offline: int, both: int) -> Calib
 
 
 def test_the_difference_is_said_only_with_its_interval_and_enough_sessions():
+    """A session is one unit (one summary's facts move together): the sign-flip test flips each session's facts together,
+    so a claim needs six sessions that differ, all one way, at the least (2 × 0.5^6 = 0.031), however many facts."""
     from compaction_bench.calibrate import difference
 
-    # Two sessions, ten facts each: the offline summary alone keeps 6 of each, the real one alone none.
-    # Mean +12/20 = +60%; the exact two-sided sign-flip p of 12 equal signs is 2 * 0.5**12.
-    line = difference([_row("a", 10, 2, 8, 2), _row("b", 10, 1, 7, 1)])
-    assert "+60.0%" in line and f"p = {2 * 0.5 ** 12:.3f}" in line and "2 session(s), 2 compaction(s), 20 facts" in line
+    # Six sessions, ten facts each: the offline summary alone keeps 6 of each, the real one alone none.
+    # Mean +36/60 = +60%; the exact two-sided sign-flip p of six sessions all one way is 2 * 0.5**6.
+    six = [_row(name, 10, 2, 8, 2) for name in "abcdef"]
+    line = difference(six)
+    assert "+60.0%" in line and f"p = {2 * 0.5 ** 6:.3f} over the 6 session(s) that differ" in line and "6 session(s), 6 compaction(s), 60 facts" in line
     assert line.endswith("the offline summarizer keeps more of the spans' facts than the real summaries.")
+    # Two such sessions: twelve facts all one way, p = 2 * 0.5**2 = 0.5 over the sessions (it read 2 * 0.5**12 over the facts)
+    two = difference(six[:2])
+    assert f"p = {2 * 0.5 ** 2:.3f} over the 2 session(s) that differ" in two and two.endswith("no detectable difference.")
     # The same facts from one session: its facts are not independent, no verdict.
     assert "no verdict" in difference([_row("a", 10, 2, 8, 2), _row("a", 10, 1, 7, 1)])
-    # Five facts kept by the offline summary alone: p = 2 * 0.5**5 = 0.0625, no claim.
-    assert difference([_row("a", 10, 0, 3, 0), _row("b", 10, 0, 2, 0)]).endswith("no detectable difference.")
+    # Five of six sessions differ: p = 2 * 0.5**5 = 0.0625, no claim.
+    assert difference([*six[:5], _row("f", 10, 1, 1, 1)]).endswith("no detectable difference.")
 
 
 @pytest.mark.corpora
