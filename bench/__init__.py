@@ -98,8 +98,9 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
 
     tables, manifest = load_run_with_manifest(path)
     if not p_best_judged_in(manifest):
-        warnings.warn(f"{path}: its summary was written before P(best) was withheld where no difference can be claimed; "
-                      "its `p_best` is NaN here (`bench score` computes it again)", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{path}: its summary's per-scenario P(best) was judged by an earlier rule (before this version, each "
+                      "scenario's probes counted as independent units, not its summary draws); its `p_best` is NaN here (`bench score` "
+                      "computes it again)", RuntimeWarning, stacklevel=2)
     failed = failed_cells_in(manifest)
     if failed:
         warnings.warn(_failed_cells_text(path, failed), RuntimeWarning, stacklevel=2)

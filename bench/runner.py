@@ -79,6 +79,7 @@ from compaction_bench.replay import USAGE_MODES, replay
 from compaction_bench.store import (
     KEY_DTYPES,
     P_BEST_JUDGED,
+    P_BEST_RULE,
     PANDAS_DTYPES,
     SCHEMA,
     TABLES,
@@ -1215,7 +1216,7 @@ def finalize(
             tables = {**tables, "compactions": pd.DataFrame({column: pd.Series(dtype=dtype) for column, dtype in dtypes.items()})}
         for name in TABLES:
             write_parquet(tables[name], store.root / f"{name}.parquet")
-        manifest[P_BEST_JUDGED] = True  # the summary below withholds a P(best) its tests cannot claim (`load_run`)
+        manifest[P_BEST_JUDGED] = P_BEST_RULE  # the summary below withholds a P(best) its tests cannot claim (`load_run`)
         store.write_manifest(manifest)
         step("summary", "summary")
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])

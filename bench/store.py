@@ -959,10 +959,14 @@ def typed(name: str, frame: pd.DataFrame, stored: pa.Schema, file: Path) -> pd.D
     return frame
 
 
-#: The manifest key a run's finalize sets since P(best) is withheld where the leader's lead is no difference the
-#: tests may claim (`metrics.stats.difference_claimed`): a summary written before holds P(best) that rule withholds,
-#: so `load_run` withholds all of them (`bench score` computes them again).
+#: The manifest key a run's finalize sets to the rule its summary's per-scenario P(best) was judged by (withheld where
+#: the leader's lead is no difference the tests may claim, `metrics.aggregate.summarize`). A summary written before
+#: (no key), or by the forty-first to forty-fifth passes' rule (`true`: the scenario's probes counted as independent
+#: units), holds P(best) the current rule withholds, so `load_run` withholds all of them (`bench score` computes them
+#: again).
 P_BEST_JUDGED = "p_best_judged"
+#: The current rule: a scenario's units are its summary draws (its repeats, those that differ).
+P_BEST_RULE = "summary draws"
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
@@ -983,7 +987,8 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     column missing or of another type: `typed`), a file or folder the system refuses to read, a damaged manifest
     (`read_manifest`, through `compaction_bench.load_run`) or a folder another process's run is working in (its
     tables are an earlier attempt's or are being replaced one by one); a run in this process reads its own tables
-    (for its report). A summary written before P(best) was judged (`P_BEST_JUDGED`) has its `p_best` withheld (NaN).
+    (for its report). A summary written before P(best) was judged by the current rule (`P_BEST_JUDGED`) has its `p_best`
+    withheld (NaN).
     The manifest is read once; `load_run_with_manifest` gives it with the tables."""
     return load_run_with_manifest(path)[0]
 
@@ -1034,9 +1039,10 @@ def _read_table(root: Path, name: str) -> pd.DataFrame:
 
 
 def p_best_judged_in(manifest: Mapping[str, Any]) -> bool:
-    """Whether a run's `manifest` says its summary withholds the P(best) its tests cannot claim (`P_BEST_JUDGED`; a
-    run without it was finalized before, and its stored P(best) may read as a certainty no test backs)."""
-    return bool(manifest.get(P_BEST_JUDGED))
+    """Whether a run's `manifest` says its summary withholds the P(best) the current rule cannot claim (`P_BEST_JUDGED`
+    is `P_BEST_RULE`; a run finalized before, or by an earlier rule, may hold a P(best) that reads as a certainty no
+    test backs)."""
+    return manifest.get(P_BEST_JUDGED) == P_BEST_RULE
 
 
 def failed_cells_in(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:

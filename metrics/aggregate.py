@@ -14,7 +14,8 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   serve it, as the verdict ranks them: a cell that cannot serve the window or whose requests break tool
   pairs in every wire format (`_flagged`) is no choice and gets NaN, unless every cell of the scenario is
   flagged; NaN, withheld, where the two highest retentions it ranks differ by no difference the tests
-  may claim: `stats.difference_claimed`, the module docstring of `stats` says why);
+  may claim: `stats.difference_claimed` over the scenario's summary draws, its repeats, so NaN with one
+  repeat or a deterministic summarizer; the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
   as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
@@ -42,7 +43,7 @@ answer sample of a probe at a point (a cached reply is the same sample again); a
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,15 @@ import pandas as pd
 
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS
 from compaction_bench.metrics.integrity import FORMATS
-from compaction_bench.metrics.stats import DIFFERENCE, cluster_bootstrap_ci, detectable, difference_claimed, p_best, signflip_p
+from compaction_bench.metrics.stats import (
+    DIFFERENCE,
+    cluster_bootstrap_ci,
+    detectable,
+    difference_claimed,
+    p_best,
+    signflip_p,
+    unit_sums,
+)
 
 CELL = ["scenario", "strategy", "profile"]
 PAIR = ["scenario", "profile"]
@@ -548,12 +557,18 @@ def compared_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
     return headline_rows(shared_scenarios(probes, unfinished(requests)), requests)[0]
 
 
-def _p_best(values: pd.DataFrame, group: list[str], *, judged: bool = True) -> dict[tuple[Any, ...], float]:
+#: Whether a leader's lead over the runner-up in one group of `_p_best` may be claimed: (the group's labels, the
+#: leader, the runner-up, the (scenario, probe_id) of the probes compared) → bool.
+LeadTest = Callable[[tuple[Any, ...], Any, Any, Sequence[tuple[Any, Any]]], bool]
+
+
+def _p_best(values: pd.DataFrame, group: list[str], *, lead_claimed: LeadTest | None = None) -> dict[tuple[Any, ...], float]:
     """Per (group…, strategy): the chance it ranks first in retention within its group, from the
     headline rows' per-probe `values` (`per_probe`): over the probes every strategy of the group has a
     value for, each strategy's mean `present` per probe (strategies and probes in sorted order).
-    `judged`: NaN for every strategy of a group whose leader's lead the tests cannot claim (`_lead_claimed`);
-    else the bootstrap's share as it is, for a caller that judges the lead itself (`overall`)."""
+    `lead_claimed`: NaN for every strategy of a group whose leader's lead over the runner-up (the two highest
+    means) it says may not be claimed; without it, the bootstrap's share as it is, for a caller that judges
+    the lead itself (`overall`)."""
     out: dict[tuple[Any, ...], float] = {}
     if values.empty:
         return out
@@ -574,7 +589,11 @@ def _p_best(values: pd.DataFrame, group: list[str], *, judged: bool = True) -> d
         table[rows, columns] = present[start:end]
         every = ~np.isnan(table).any(axis=0)  # the probes every strategy of the group has a mean for
         scenarios = [units[code][0] for code in probes[every]]
-        withheld = judged and not _lead_claimed(table[:, every], scenarios)
+        withheld = False
+        if lead_claimed is not None and len(own) >= 2:
+            leader, runner_up = np.argsort(-table[:, every].mean(axis=1), kind="stable")[:2]
+            compared = [units[code] for code in probes[every]]
+            withheld = not lead_claimed(tuple(labels[start]), strategies[own[leader]], strategies[own[runner_up]], compared)
         chances = np.full(len(own), np.nan) if withheld else p_best(table[:, every], scenarios)
         for strategy, chance in zip(strategies[own], chances, strict=True):
             out[(*labels[start], strategy)] = float(chance)
@@ -585,17 +604,33 @@ def _p_best(values: pd.DataFrame, group: list[str], *, judged: bool = True) -> d
 TIE = 1e-12
 
 
-def _lead_claimed(table: np.ndarray, scenarios: Sequence[Any]) -> bool:
-    """Whether the lead of the strategy with the highest mean over the runner-up (rows of `table`, one
-    column per probe of `scenarios`) is a difference the tests may claim (`stats.difference_claimed`,
-    probes clustered by scenario); True with one strategy, whose P(best) of 1 compares it with nothing."""
-    if table.shape[0] < 2:
-        return True
-    leader, runner_up = np.argsort(-table.mean(axis=1), kind="stable")[:2]
-    lead = table[leader] - table[runner_up]
-    lead[np.abs(lead) < TIE] = 0.0  # two means of the same values, summed in another order, are the same
-    codes, labels = pd.factorize(np.asarray(scenarios, dtype=object))
-    return difference_claimed([lead[codes == code].tolist() for code in range(len(labels))])
+def _draw_lead_test(probes: pd.DataFrame, headline: pd.DataFrame) -> LeadTest:
+    """The test of a leader's lead within one scenario (`summarize`'s P(best), groups of `PAIR`): its independent
+    units are the scenario's summary draws, the repeats of its cells (one scenario is one session, a single unit of
+    the pooled test), each a cluster of per-probe leads (the leader's mean `present` over the probe's headline
+    points, `headline`'s, in that repeat minus the runner-up's in the same repeat), `stats.difference_claimed`.
+    Draws that are all the same (one repeat, a deterministic summarizer, strategies that summarize nothing there)
+    are one unit: repeating what cannot vary adds no evidence. One unit is never a claim."""
+    probes = _with_point_kind(probes)
+    if "repeat" not in probes.columns or probes["repeat"].nunique() < 2 or headline.empty:
+        return lambda *_: False
+    point = [k for k in [*PAIR, "probe_id", "point_kind", "step"] if k in headline.columns]
+    raw = probes[probes["point_kind"].isin(HEADLINE_KINDS)].merge(headline[point].drop_duplicates(), on=point)
+    draws = per_probe(raw, by=["repeat"]).set_index([*PAIR, "strategy"]).sort_index()
+
+    def claimed(labels: tuple[Any, ...], leader: Any, runner_up: Any, compared: Sequence[tuple[Any, Any]]) -> bool:
+        wanted = [probe for _, probe in compared]
+
+        def table(strategy: Any) -> pd.DataFrame:
+            rows = draws.loc[[(*labels, strategy)]]
+            return rows.pivot_table(index="repeat", columns="probe_id", values="present", aggfunc="first").reindex(columns=wanted)
+
+        lead = table(leader).sub(table(runner_up)).dropna(how="all").to_numpy(dtype=float, copy=True)
+        lead[np.abs(lead) < TIE] = 0.0
+        same = all(np.array_equal(row, lead[0], equal_nan=True) for row in lead)
+        return difference_claimed([row.tolist() for row in (lead[:1] if same else lead)])
+
+    return claimed
 
 
 def leading_pair(retention: Mapping[str, float]) -> tuple[str, str] | None:
@@ -659,7 +694,7 @@ def summarize(requests: pd.DataFrame, compactions: pd.DataFrame, probes: pd.Data
         row.update(_compaction_metrics(by_compactions.cell(key) if key in by_compactions.ranges else None, repeats))
         rows.append(row)
     if not probes.empty:  # among the cells each scenario ranks: a flagged one is no choice
-        best = _p_best(_ranked(every.headline, keys, _contending_cells(rows, keys)), PAIR)
+        best = _p_best(_ranked(every.headline, keys, _contending_cells(rows, keys)), PAIR, lead_claimed=_draw_lead_test(probes, headline))
         for row in rows:
             row["p_best"] = best.get((row.get("scenario"), row.get("profile"), row.get("strategy")), float("nan"))
     return pd.DataFrame(rows)
@@ -692,7 +727,7 @@ def overall_of(headline: pd.DataFrame, *, contenders: Contenders | None = None) 
         return str(profile) not in named or strategy in named[str(profile)]
 
     pairs = values[["strategy", "profile"]].drop_duplicates().itertuples(index=False, name=None)
-    best = _p_best(_ranked(values, ["strategy", "profile"], [pair for pair in pairs if ranks(*pair)]), ["profile"], judged=False)
+    best = _p_best(_ranked(values, ["strategy", "profile"], [pair for pair in pairs if ranks(*pair)]), ["profile"])
     rows = []
     for (strategy, profile), frame in values.groupby(["strategy", "profile"], sort=False):
         rows_of = headline[(headline["strategy"] == strategy) & (headline["profile"] == profile)]
@@ -717,10 +752,10 @@ def overall_of(headline: pd.DataFrame, *, contenders: Contenders | None = None) 
 class PairedDifference:
     """`column` of strategy `b` minus strategy `a` on the probe points both have: the mean over probes
     of each probe's mean difference (each probe weighs one), its 95% interval (probes clustered by
-    scenario), the two-sided sign-flip p-value of the per-probe differences, and how many points and
-    probes it covers, and how many of those probes differ (`changed`: the sign-flip test's sample, whose
-    size alone bounds its p from below). `detectable` only when the interval excludes 0 and the test
-    rejects at 5%."""
+    scenario), the two-sided sign-flip p-value over the scenarios (each scenario's probes flip together:
+    `stats.difference_claimed`), and how many points, probes and scenarios it covers, and how many of those
+    scenarios differ (`changed`: the sign-flip test's sample, whose size alone bounds its p from below).
+    `detectable` only when the interval excludes 0 and the test rejects at 5%."""
 
     mean: float
     lo: float
@@ -729,6 +764,7 @@ class PairedDifference:
     pairs: int
     probes: int
     changed: int = 0
+    scenarios: int = 0
 
     @property
     def detectable(self) -> bool:
@@ -738,11 +774,13 @@ class PairedDifference:
 def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present") -> PairedDifference:
     """`column` of strategy `b` minus strategy `a` on the pairs both have (`PairedDifference`), at one profile.
 
+    The sign-flip test's unit is the scenario (a session): its probes are read from one context and summarized by
+    one summary, so they move together, and a test that counted them as independent claimed differences that one
+    summary's luck makes (the module `stats` says more); repeats are averaged within their scenario (`votes`).
     Rows of `a` and `b` at more than one profile are a ValueError naming them: each probe would count once per
-    profile, its copies taken as independent units by the interval and the sign-flip test (two profiles, four
-    probes lost at each: p = 0.125 per profile, 0.0078 pooled), while the verdict compares the strategies per
-    profile (`reports/verdict.py`, `verdicts`: `difference(paired[paired["profile"] == profile], …)`; README,
-    Statistics)."""
+    profile, its copies taken as independent by the interval and the test, while the verdict compares the
+    strategies per profile (`reports/verdict.py`, `verdicts`: `difference(paired[paired["profile"] == profile], …)`;
+    README, Statistics)."""
     if "profile" in probes.columns and "strategy" in probes.columns:
         compared = probes.loc[probes["strategy"].isin([a, b]), "profile"]
         profiles = sorted({str(p) for p in pd.unique(compared)})
@@ -756,9 +794,9 @@ def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "p
         return PairedDifference(float("nan"), float("nan"), float("nan"), 1.0, 0, 0)
     clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
     low, high = cluster_bootstrap_ci(clusters, bounds=DIFFERENCE)
-    p_value = signflip_p(diffs["difference"].tolist(), two_sided=True)
-    return PairedDifference(float(diffs["difference"].mean()), low, high, p_value, int(diffs["pairs"].sum()), len(diffs),
-                            int((diffs["difference"] != 0).sum()))
+    sums = unit_sums(clusters)
+    return PairedDifference(float(diffs["difference"].mean()), low, high, signflip_p(sums.tolist(), two_sided=True),
+                            int(diffs["pairs"].sum()), len(diffs), int(np.count_nonzero(sums)), len(clusters))
 
 
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:

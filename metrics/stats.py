@@ -27,15 +27,22 @@ same count of probes lost outright would. This floor is for shares (retention, a
 difference's interval keeps the bootstrap's, as the few probes that changed are what its exact
 sign-flip test counts, and no difference is claimed without it.
 
-A difference is claimed only when its interval excludes 0 **and** the exact sign-flip test of the
-per-probe differences rejects at α (`signflip_p`, two-sided for a verdict, one-sided for a gate;
-`difference_claimed`). The test needs `min_probes(α)` probes changed in one direction at the least
-(5 one-sided and 6 two-sided at 0.05), so a few probes can never make a claim, whatever their
-bootstrap interval.
+A difference is claimed only when its interval excludes 0 **and** the sign-flip test of its independent
+units rejects at α (`signflip_p`, two-sided for a verdict, one-sided for a gate; `difference_claimed`).
+The unit is what varies independently, never the probe: the probes of one session are read from one
+context, summarized by one summary, so they move together. A verdict pools sessions, and its test
+flips the sign of each scenario's whole difference (the sum over its probes, so the statistic has the
+sign of the probe-weighted mean shown); within one scenario its units are the repeats, the summary
+draws, where they differ; a gate compares two runs of one strategy draw by draw. The test needs
+`min_units(α)` units changed in one direction at the least (5 one-sided and 6 two-sided at 0.05), so a
+few sessions can never make a claim, however many probes they hold and whatever their bootstrap
+interval (with few clusters the clustered bootstrap is too narrow, and a probe-level test counts one
+summary's luck many times: in the forty-fifth pass's simulation of a sampling summarizer, the gate's
+probe-level test failed an unchanged prompt in about 15% of trials on one session, 7–10% on two to five).
 
 `p_best` is the bootstrap's share of resamples in which a strategy ranks first. It has the bootstrap's
 small-sample weakness and no floor: five probes that differ, all one way, give the leader 0.996,
-where the sign-flip test gives p = 0.062 and no claim. So it is shown only where the leader's lead
+where no test could claim it. So it is shown only where the leader's lead
 over the runner-up (the two highest means) is a difference that may be claimed (`difference_claimed`,
 applied by `compaction_bench.metrics.aggregate`); elsewhere it is withheld (NaN): the tests cannot
 tell which strategy is best, and a share near 1 would say they can.
@@ -247,12 +254,12 @@ def _paired_sums(values: np.ndarray, members: np.ndarray, resample: np.ndarray, 
 
 
 def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples: int = SAMPLES, seed: int = SEED) -> float:
-    """p-value of the mean per-probe difference under random signs: one-sided that it is below 0
-    (candidate worse), or two-sided that it differs from 0.
+    """p-value of the sum of independent units' differences (a scenario's, a summary draw's) under random
+    signs: one-sided that it is below 0 (candidate worse), or two-sided that it differs from 0.
 
-    Under the null each probe's difference is as likely negated: p = P(mean of randomly signed
-    differences ≤ the observed mean), or P(|…| ≥ |observed|) two-sided; exact up to `EXACT_FLIPS`
-    probes with a difference, Monte Carlo beyond. 1.0 when nothing differs."""
+    Under the null each unit's difference is as likely negated: p = P(sum of randomly signed
+    differences ≤ the observed sum), or P(|…| ≥ |observed|) two-sided; exact up to `EXACT_FLIPS`
+    units with a difference, Monte Carlo beyond. 1.0 when nothing differs."""
     d = _clean(differences)
     d = d[d != 0]
     if d.size == 0:
@@ -282,24 +289,31 @@ def detectable(lo: float, hi: float, p_value: float, confidence: float = CONFIDE
 
 
 def difference_claimed(clusters: Sequence[Sequence[float | None]], confidence: float = CONFIDENCE) -> bool:
-    """Whether per-probe paired differences (one group per scenario) make a difference that may be
-    claimed (`detectable`): their clustered interval excludes 0 and the two-sided sign-flip test rejects.
-    Checked cheapest first: fewer than `min_probes` probes that differ never reject, and the sign-flip
-    test is run only for an interval clear of 0."""
+    """Whether paired differences, one group per independent unit (`clusters`: a scenario's probes, or
+    one summary draw's), make a difference that may be claimed (`detectable`): their clustered interval
+    excludes 0 and the two-sided sign-flip test of the units' sums rejects (a unit's probes flip together).
+    Checked cheapest first: fewer than `min_units` units that differ never reject, and the sign-flip test
+    is run only for an interval clear of 0."""
     data = [_clean(values) for values in clusters]
-    changed = sum(int(np.count_nonzero(values)) for values in data)
-    if changed < min_probes(1 - confidence, two_sided=True):
+    sums = unit_sums(data)
+    if np.count_nonzero(sums) < min_units(1 - confidence, two_sided=True):
         return False
     lo, hi = cluster_bootstrap_ci(clusters, confidence=confidence, bounds=DIFFERENCE)
     if not (lo > 0 or hi < 0):
         return False
-    return detectable(lo, hi, signflip_p(np.concatenate(data).tolist(), two_sided=True), confidence)
+    return detectable(lo, hi, signflip_p(sums.tolist(), two_sided=True), confidence)
 
 
-def min_probes(alpha: float, *, two_sided: bool = False) -> int:
-    """The fewest probes that must change, all in one direction, before the sign-flip test can reach
-    p < alpha: k with 0.5^k (twice that, two-sided) below alpha. Necessary, not sufficient: the change
-    must also be clear of 0 in the clustered interval."""
+def unit_sums(clusters: Sequence[Sequence[float] | np.ndarray]) -> np.ndarray:
+    """Each unit's sum of its probes' differences, the value the sign-flip test flips, rounded to 12 decimals (a sum
+    of thirds that cancels is 0, no difference; the sign-flip test leaves zeros out)."""
+    return np.asarray([float(np.sum(values)) for values in clusters], dtype=float).round(12)
+
+
+def min_units(alpha: float, *, two_sided: bool = False) -> int:
+    """The fewest independent units (scenarios, summary draws) that must change, all in one direction,
+    before the sign-flip test can reach p < alpha: k with 0.5^k (twice that, two-sided) below alpha.
+    Necessary, not sufficient: the change must also be clear of 0 in the clustered interval."""
     return math.floor(math.log(alpha / (2 if two_sided else 1)) / math.log(0.5)) + 1
 
 

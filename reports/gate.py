@@ -78,7 +78,7 @@ from compaction_bench.errors import BenchError, did_you_mean
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline, redact_url
 from compaction_bench.metrics.aggregate import HEADLINE_KINDS, INTEGRITY_COLUMNS, combine, overall, voted_differences, votes
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
-from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_probes, signflip_p
+from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_units, signflip_p
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
@@ -612,7 +612,7 @@ def probe_test(
         repeats=int(draws["repeat"].nunique()),
         changed=int((draws["change"] != 0).sum()),
         pairs=int(diffs["pairs"].sum()),
-        min_draws=min_probes(alpha),  # the sign-flip test's smallest sample, here of draws
+        min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
         gained=named(~table["baseline"].astype(bool) & table["candidate"].astype(bool)),
     )

@@ -18,10 +18,12 @@ between the two highest retentions it ranks is not detectable (`aggregate.overal
 (`p_best_note`).
 A strategy without retention (no probe points) gets no rank and comes last.
 `finding()` turns the numbers into one sentence and claims a difference only when its interval
-excludes 0 and the two-sided sign-flip test of the per-probe differences rejects at 5%
-(`PairedDifference.detectable`): a handful of probes never makes a claim. The sentence names what
-the tests resample, the probes and the scenarios they are clustered in, next to the paired points
-(a probe asked at many checkpoints is still one probe).
+excludes 0 and the two-sided sign-flip test over the scenarios rejects at 5%
+(`PairedDifference.detectable`): a scenario's probes are read from one context and one summary, so
+they move together, and the test flips each scenario's difference whole; fewer than six scenarios
+that differ never make a claim, however many probes they hold. The sentence names what the tests
+resample, the probes and the scenarios they are clustered in, next to the paired points (a probe
+asked at many checkpoints is still one probe).
 Ranks order the strategies by retention (servable first); strategies whose retention is the same
 share a rank (1, 1, 3), as nothing but their names would order them.
 """
@@ -35,7 +37,6 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.metrics.aggregate import (
-    HEADLINE_KINDS,
     INTEGRITY_COLUMNS,
     Contenders,
     combine,
@@ -48,7 +49,7 @@ from compaction_bench.metrics.aggregate import (
     unfinished,
 )
 from compaction_bench.metrics.cost import format_dollars
-from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_probes
+from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_units
 
 BASIS = "the paired checkpoints and the final context"
 
@@ -56,9 +57,9 @@ BASIS = "the paired checkpoints and the final context"
 @dataclass(frozen=True)
 class Difference:
     """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval and
-    two-sided sign-flip p-value over `n` paired points, which are `probes` probes in `scenarios`
-    scenarios (0: not known). `p_adjusted` is the p-value adjusted with the other tests of the
-    same decision (`stats.holm`), when there are any: then it is the one `detectable` reads."""
+    two-sided sign-flip p-value (over the scenarios) on `n` paired points, which are `probes` probes in
+    `scenarios` scenarios (0: not known). `p_adjusted` is the p-value adjusted with the other tests of
+    the same decision (`stats.holm`), when there are any: then it is the one `detectable` reads."""
 
     a: str
     b: str
@@ -70,7 +71,7 @@ class Difference:
     probes: int = 0
     scenarios: int = 0
     p_adjusted: float | None = None
-    #: the probes whose difference is not 0 (`PairedDifference.changed`)
+    #: the scenarios whose difference is not 0 (`PairedDifference.changed`): the sign-flip test's sample
     changed: int = 0
 
     @property
@@ -156,17 +157,8 @@ class ProfileVerdict:
 def difference(probes: pd.DataFrame, a: str, b: str) -> Difference:
     """Retention of `a` minus retention of `b` on the pairs both have (`paired_differences`, which gives b − a reversed)."""
     change = paired_differences(probes, b, a)
-    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value, change.probes, _scenarios(probes, a, b),
+    return Difference(a, b, change.mean, change.lo, change.hi, change.pairs, change.p_value, change.probes, change.scenarios,
                       changed=change.changed)
-
-
-def _scenarios(probes: pd.DataFrame, a: str, b: str) -> int:
-    """The scenarios in which both `a` and `b` have a headline probe row (the clusters of their difference)."""
-    if probes.empty or "scenario" not in probes.columns:
-        return 0
-    kinds = probes["point_kind"] if "point_kind" in probes.columns else probes.get("point", pd.Series(HEADLINE_KINDS[0], index=probes.index))
-    rows = probes[kinds.isin(HEADLINE_KINDS)]
-    return len(set(rows.loc[rows["strategy"] == a, "scenario"]) & set(rows.loc[rows["strategy"] == b, "scenario"]))
 
 
 #: Retention values closer than this are the same (their means may differ in the last bits by the order of a sum).
@@ -248,7 +240,7 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
     if not diff.detectable:
-        untested = f", but the sign-flip test over the probes gives p = {diff.p_value:.2g}, not below 0.05" if diff.lo > 0 or diff.hi < 0 else ""
+        untested = _untested_clause(diff) if diff.lo > 0 or diff.hi < 0 else ""
         return (
             f"At {profile}, no detectable difference in retention between {diff.a} and {diff.b} "
             f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)}{untested}, {diff.basis()})." + tail
@@ -280,16 +272,29 @@ def _rejected_clause(row: StrategyRow) -> str:
             f"(HTTP 400): they break tool pairs in every wire format ({scope}).")
 
 
+def _differing(changed: int) -> str:
+    """"no scenario differs", "only 1 scenario differs", "only 3 scenarios differ"."""
+    return "no scenario differs" if changed == 0 else f"only {changed} scenario{'s differ' if changed > 1 else ' differs'}"
+
+
+def _untested_clause(diff: Difference) -> str:
+    """Why a difference whose interval is clear of 0 is no claim: the sign-flip test over the scenarios does not reject."""
+    needed = min_units(1 - CONFIDENCE, two_sided=True)
+    if diff.changed < needed:
+        return f", but {_differing(diff.changed)}, and the sign-flip test over the scenarios needs {needed}"
+    return f", but the sign-flip test over the {diff.scenarios} scenarios gives p = {diff.p_value:.2g}, not below 0.05"
+
+
 def p_best_note(lead: Difference) -> str:
     """Why P(best) is withheld, from the difference between the two highest retentions (`lead`, not detectable)."""
-    needed = min_probes(1 - CONFIDENCE, two_sided=True)
+    needed = min_units(1 - CONFIDENCE, two_sided=True)
     pair = f"{lead.a} and {lead.b}, the two highest retentions"
     if lead.changed < needed:
-        differ = "no probe differs" if lead.changed == 0 else f"only {lead.changed} probe{'s differ' if lead.changed > 1 else ' differs'}"
-        why = f"{differ} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart"
+        why = (f"{_differing(lead.changed)} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart "
+               "(it counts scenarios, as a scenario's probes move together)")
     else:
         why = (f"the difference between {pair}, is not detectable ({'+' if lead.mean > 0 else ''}{_points(lead.mean)} points, "
-               f"{_interval(lead.lo, lead.hi)}, sign-flip p = {lead.p_value:.2g})")
+               f"{_interval(lead.lo, lead.hi)}, sign-flip p = {lead.p_value:.2g} over {lead.scenarios} scenarios)")
     return f"P(best) is not shown: {why}; a share of bootstrap resamples would claim more than the tests can."
 
 

@@ -23,24 +23,26 @@ from tests.model_servers import RefusingHandler
 
 
 def two_profiles_b_loses_four() -> pd.DataFrame:
-    """Ten probes asked once each of strategies a and b at two profiles; b loses the same four of them at each."""
+    """Ten one-probe scenarios (sessions: the sign-flip test's units) asked once each of strategies a and b at two
+    profiles; b loses the same four of them at each."""
     rows = []
     for profile in ("32k", "64k"):
         for strategy in ("a", "b"):
             for i in range(10):
                 lost = strategy == "b" and i < 4
-                rows.append({"scenario": "s", "strategy": strategy, "profile": profile, "repeat": 0, "probe_id": f"p{i}", "kind": "recall",
+                rows.append({"scenario": f"s{i}", "strategy": strategy, "profile": profile, "repeat": 0, "probe_id": f"p{i}", "kind": "recall",
                              "point_kind": "final", "step": 9, "request": 9, "present": not lost, "found": "absent" if lost else "kept"})
     return pd.DataFrame(rows)
 
 
-def test_a_paired_difference_at_one_profile_is_the_sign_flip_test_of_its_probes():
-    """Four of ten probes lost, none gained: the exact two-sided sign-flip p is 2 × 0.5^4 = 0.125, not detectable."""
+def test_a_paired_difference_at_one_profile_is_the_sign_flip_test_of_its_scenarios():
+    """Four of ten scenarios lose their probe, none gains: the exact two-sided sign-flip p is 2 × 0.5^4 = 0.125, not
+    detectable."""
     probes = two_profiles_b_loses_four()
     for profile in ("32k", "64k"):
         change = paired_differences(probes[probes.profile == profile], "a", "b")
         assert change.mean == pytest.approx(-0.4) and change.p_value == pytest.approx(0.125)
-        assert (change.pairs, change.probes, change.changed) == (10, 10, 4) and not change.detectable
+        assert (change.pairs, change.probes, change.scenarios, change.changed) == (10, 10, 10, 4) and not change.detectable
 
 
 def test_rows_of_two_profiles_are_refused_not_pooled_as_twice_the_probes():

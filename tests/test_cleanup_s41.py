@@ -16,7 +16,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.reports.figures import colours
-from compaction_bench.store import P_BEST_JUDGED, failed_cells_in, load_run, load_run_with_manifest, p_best_judged_in
+from compaction_bench.store import P_BEST_JUDGED, P_BEST_RULE, failed_cells_in, load_run, load_run_with_manifest, p_best_judged_in
 from tests.conftest import write_tiny_session
 
 #: matplotlib's tab10 (its default colour cycle), which are tab20's dark shades: the first ten strategies' colours.
@@ -96,7 +96,7 @@ def test_a_run_and_its_manifest_load_with_one_read_of_the_manifest(tiny_run, man
     tables, manifest = load_run_with_manifest(tiny_run)
     assert len(manifest_opens) == 1
     assert manifest == json.loads((tiny_run / "manifest.json").read_text(encoding="utf-8"))
-    assert p_best_judged_in(manifest) is bool(manifest.get(P_BEST_JUDGED)) is True
+    assert p_best_judged_in(manifest) and manifest[P_BEST_JUDGED] == P_BEST_RULE
     assert failed_cells_in(manifest) == manifest["cells"]["failed"] == []
     del manifest_opens[:]
     alone = load_run(tiny_run)
@@ -108,8 +108,9 @@ def test_a_run_and_its_manifest_load_with_one_read_of_the_manifest(tiny_run, man
 
 
 def test_a_summary_written_before_p_best_was_judged_loads_with_it_withheld(tiny_run, tmp_path):
-    """An older run's manifest lacks `p_best_judged`: its stored P(best) is withheld (NaN), from the one read; with
-    the key, the stored P(best) loads as it is."""
+    """An older run's manifest lacks `p_best_judged`, or holds the forty-first to forty-fifth passes' `true` (its
+    scenarios' probes counted as independent units): its stored P(best) is withheld (NaN), from the one read; with
+    the current rule's mark, the stored P(best) loads as it is."""
     import shutil
 
     import pyarrow as pa
@@ -122,7 +123,11 @@ def test_a_summary_written_before_p_best_was_judged_loads_with_it_withheld(tiny_
     pq.write_table(summary.set_column(column, "p_best", pa.array([0.5] * len(summary), pa.float64())), older / "summary.parquet")
     assert load_run_with_manifest(older)[0]["summary"]["p_best"].tolist() == [0.5, 0.5]
     manifest = json.loads((older / "manifest.json").read_text(encoding="utf-8"))
-    del manifest[P_BEST_JUDGED]
-    (older / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    tables, read = load_run_with_manifest(older)
-    assert not p_best_judged_in(read) and tables["summary"]["p_best"].isna().all()
+    for mark in (True, None):  # the earlier rule's mark, then none
+        if mark is None:
+            del manifest[P_BEST_JUDGED]
+        else:
+            manifest[P_BEST_JUDGED] = mark
+        (older / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        tables, read = load_run_with_manifest(older)
+        assert not p_best_judged_in(read) and tables["summary"]["p_best"].isna().all()

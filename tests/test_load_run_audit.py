@@ -135,25 +135,31 @@ def test_a_run_in_which_nothing_compacted_has_a_compactions_table_with_its_colum
 def test_a_summary_written_before_p_best_was_judged_has_it_withheld_until_scored_again(tmp_path):
     """A run finalized before P(best) was withheld where no difference can be claimed holds per-scenario P(best) that
     read as certainties no test backs (the audit: 126 of 126 rows of such a run withheld when computed again, the
-    report showing 0.071 and 0 beside a glossary saying they are withheld). Its manifest lacks the mark, so
-    `load_run` withholds them all and says why; `bench score` computes them again and marks the run."""
+    report showing 0.071 and 0 beside a glossary saying they are withheld). Its manifest lacks the mark, or holds the
+    earlier rule's `true` (a scenario's probes counted as independent units, where now its summary draws are), so
+    `load_run` withholds them all and says why; `bench score` computes them again and marks the run with the current
+    rule (`P_BEST_RULE`)."""
     import json
 
-    from compaction_bench.store import P_BEST_JUDGED
+    from compaction_bench.store import P_BEST_JUDGED, P_BEST_RULE
 
     root = tiny_run(tmp_path, "old")
     manifest_path = root / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    assert manifest[P_BEST_JUDGED] is True
+    assert manifest[P_BEST_JUDGED] == P_BEST_RULE
     summary = pd.read_parquet(root / "summary.parquet")
     summary["p_best"] = 0.75  # what an older rule could have stored
     summary.to_parquet(root / "summary.parquet")
     assert (bench.load_run(root)["summary"]["p_best"] == 0.75).all()  # a judged run's summary is read as stored
-    del manifest[P_BEST_JUDGED]
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
-    with pytest.warns(RuntimeWarning, match="bench score"):
-        tables = bench.load_run(root)
-    assert tables["summary"]["p_best"].isna().all()
+    for mark in (True, None):  # the earlier rule's mark, then none
+        if mark is None:
+            del manifest[P_BEST_JUDGED]
+        else:
+            manifest[P_BEST_JUDGED] = mark
+        manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+        with pytest.warns(RuntimeWarning, match="bench score"):
+            tables = bench.load_run(root)
+        assert tables["summary"]["p_best"].isna().all(), mark
     scored = bench.score(root, progress=False, report=False)  # into a new folder beside the run
-    assert json.loads((scored / "manifest.json").read_text(encoding="utf-8"))[P_BEST_JUDGED] is True
+    assert json.loads((scored / "manifest.json").read_text(encoding="utf-8"))[P_BEST_JUDGED] == P_BEST_RULE
     assert "p_best" in bench.load_run(scored)["summary"].columns

@@ -18,7 +18,7 @@ from compaction_bench.metrics.stats import (
     bootstrap_ci,
     bootstrap_p_below_zero,
     cluster_bootstrap_ci,
-    min_probes,
+    min_units,
     p_best,
     signflip_p,
 )
@@ -98,14 +98,33 @@ def test_signflip_is_the_exact_one_sided_sign_test_with_one_checkpoint():
     assert signflip_p([1, 1, 1]) == 1.0  # a candidate that only gains is never "worse"
     assert signflip_p([0, 0]) == 1.0
     assert signflip_p([-1, -1, -1, -1, 1]) == pytest.approx(6 / 32)  # P(at most one + of 5) = 6/32
-    assert min_probes(0.05) == 5  # 0.5^5 = 0.031 < 0.05 < 0.5^4
+    assert min_units(0.05) == 5  # 0.5^5 = 0.031 < 0.05 < 0.5^4
     # two-sided: twice the one-sided tail; 6 probes all one way are the fewest that reach 0.05
     assert signflip_p([1] * 6, two_sided=True) == pytest.approx(2 / 64) and signflip_p([-1] * 5, two_sided=True) == pytest.approx(2 / 32)
-    assert min_probes(0.05, two_sided=True) == 6
+    assert min_units(0.05, two_sided=True) == 6
     # the clustered bootstrap's one-sided p: the share of resampled means at or above 0; for two
     # losses among 4 probes that is the chance a resample draws no loss, 0.5^4
     assert bootstrap_p_below_zero([[-1.0, -1.0, 0.0, 0.0]]) == pytest.approx(0.5**4, abs=0.015)
     assert bootstrap_p_below_zero([[0.0, 0.0]]) == 1.0 and bootstrap_p_below_zero([[-1.0]]) == 0.0  # no spread: left to the sign-flip test
+
+
+def _lost(sessions: int, probes: int, lost: int) -> pd.DataFrame:
+    """`sessions` scenarios of `probes` probes each; a keeps every probe, b loses the first `lost` of each scenario."""
+    return pd.DataFrame([{"scenario": f"s{s}", "strategy": strategy, "profile": "32k", "repeat": 0, "probe_id": f"p{n}", "point_kind": "final",
+                          "step": 9, "request": 9, "present": strategy == "a" or n >= lost}
+                         for s in range(sessions) for strategy in "ab" for n in range(probes)])
+
+
+def test_a_paired_difference_flips_each_scenario_whole():
+    """One session's probes are read from one context and one summary, so the sign-flip test's unit is the scenario:
+    b losing 20 of one scenario's 40 probes is one unit that differs, p = 1 (two-sided, 2 × 0.5), no claim (counted
+    as 20 independent probes it read p = 2 × 0.5^20); the same loss in 8 scenarios of 5 probes (2 each) is 8 units all
+    one way, p = 2 × 0.5^8, and the interval is clear of 0: a claim."""
+    one = paired_differences(_lost(1, 40, 20), "a", "b")
+    assert one.mean == -0.5 and (one.probes, one.scenarios, one.changed) == (40, 1, 1) and one.p_value == 1.0 and not one.detectable
+    eight = paired_differences(_lost(8, 5, 2), "a", "b")
+    assert eight.mean == pytest.approx(-0.4) and (eight.probes, eight.scenarios, eight.changed) == (40, 8, 8)
+    assert eight.p_value == pytest.approx(2 / 256) and eight.hi < 0 and eight.detectable
 
 
 def test_p_best_is_one_for_a_strategy_that_wins_every_probe_and_shared_for_identical_ones():
@@ -129,15 +148,16 @@ def test_p_best_per_group_is_p_best_of_each_groups_table_of_the_probes_every_str
         ("s0", "b", "q2", 1.0), ("s0", "a", "q2", 0.0), ("s0", "a", "q10", 1.0), ("s0", "b", "q10", 1.0),
     ]
     values = pd.DataFrame(rows, columns=["scenario", "strategy", "probe_id", "present"]).assign(profile="32k")
-    found = aggregate._p_best(values, ["scenario", "profile"], judged=False)
+    found = aggregate._p_best(values, ["scenario", "profile"])
     s1 = p_best(np.array([[0.0], [0.5], [0.0]]), ["s1"])  # a, b, c at p1 (b's two rows averaged)
     s0 = p_best(np.array([[1.0, 0.0], [1.0, 1.0]]), ["s0", "s0"])  # a, b at q10, q2
     assert found == {("s1", "32k", "a"): s1[0], ("s1", "32k", "b"): s1[1], ("s1", "32k", "c"): s1[2], ("s0", "32k", "a"): s0[0], ("s0", "32k", "b"): s0[1]}
     # without c, a and b over both scenarios: s0's q10 and q2, then s1's p1, p2 and p3
     overall_chance = p_best(np.array([[1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 0.5, 0.0, 1.0]]), ["s0", "s0", "s1", "s1", "s1"])
-    assert aggregate._p_best(values[values["strategy"] != "c"], ["profile"], judged=False) == {("32k", "a"): overall_chance[0], ("32k", "b"): overall_chance[1]}
-    # judged, as the tables store it: a lead of one or two probes is no difference the tests may claim, so none is shown
-    assert all(np.isnan(chance) for chance in aggregate._p_best(values, ["scenario", "profile"]).values())
+    assert aggregate._p_best(values[values["strategy"] != "c"], ["profile"]) == {("32k", "a"): overall_chance[0], ("32k", "b"): overall_chance[1]}
+    # with a test of the lead, a group whose lead it refuses is withheld, and only that group
+    refused = aggregate._p_best(values, ["scenario", "profile"], lead_claimed=lambda labels, *_: labels[0] != "s1")
+    assert all(np.isnan(refused[("s1", "32k", s)]) for s in "abc") and refused[("s0", "32k", "a")] == s0[0]
 
 
 def probe_row(strategy: str, probe_id: str, correct, sample: int = 0, present: bool = True, kind: str = "recall",
@@ -184,6 +204,34 @@ def test_repeats_average_presence_at_each_point_and_count_it_once():
     assert summary.loc["x", "answered"] == 1.0  # two of three samples right
     table = overall(pd.DataFrame(rows), requests).set_index("strategy")
     assert table.loc["x", "retention"] == pytest.approx(2 / 3) and table.loc["y", "paired_pairs"] == 1
+
+
+def _repeated(lost_by_repeat: list[set[int]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One scenario, 4 probes, a repeat per entry of `lost_by_repeat`: x keeps every probe in every repeat, y loses
+    the probes the entry names in that repeat."""
+    rows = [probe_row(strategy, f"p{n}", None, r, present=strategy == "x" or n not in lost)
+            for r, lost in enumerate(lost_by_repeat) for strategy in "xy" for n in range(4)]
+    requests = pd.DataFrame([request_row(s, 0, 100, 0, repeat=r) for s in "xy" for r in range(len(lost_by_repeat))])
+    return pd.DataFrame(rows), requests
+
+
+def test_a_scenarios_p_best_counts_its_summary_draws_and_a_deterministic_repeat_once():
+    """Within one scenario the independent units are its summary draws (the repeats): y loses another probe in each of
+    six repeats, so x leads in all six draws (two-sided sign-flip p = 2 × 0.5^6 = 0.031), and x's P(best) is shown. The
+    same loss in every repeat, as a deterministic summarizer gives, is one draw repeated: no claim, P(best) withheld; so
+    is one repeat. Each probe alone varies between the repeats and stays a draw's, never six independent probes."""
+    sampled, _ = summary_of(_repeated([{n % 4} for n in range(6)]))
+    assert sampled["x"] == pytest.approx(1.0, abs=0.01) and sampled["y"] == pytest.approx(0.0, abs=0.01)
+    for lost in ([{0, 1}] * 6, [{0, 1, 2}]):
+        repeated, retention = summary_of(_repeated(lost))
+        assert np.isnan(repeated["x"]) and np.isnan(repeated["y"]) and retention["x"] == 1.0
+
+
+def summary_of(tables: tuple[pd.DataFrame, pd.DataFrame]) -> tuple[dict[str, float], dict[str, float]]:
+    """The per-scenario P(best) and retention of each strategy, from `summarize`."""
+    probes, requests = tables
+    summary = summarize(requests, pd.DataFrame(), probes).set_index("strategy")
+    return summary["p_best"].to_dict(), summary["retention"].to_dict()
 
 
 def test_answered_compares_strategies_on_the_points_every_one_has_a_grade_at():

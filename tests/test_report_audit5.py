@@ -15,7 +15,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.llm import LLMClient, LLMResult
-from compaction_bench.metrics.aggregate import overall, summarize
+from compaction_bench.metrics.aggregate import overall, paired_differences, summarize
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import get_profile
@@ -137,32 +137,55 @@ def test_the_audits_judge_run_no_longer_ranks_the_strategy_that_cannot_serve_fir
 
 
 # ---------------------------------------------------------------------------- 3: P(best) among the strategies that serve
-def _final(strategy: str, probe: int, present: bool) -> dict:
-    return {"scenario": f"s{probe % 2}", "strategy": strategy, "profile": "32k", "repeat": 0, "probe_id": f"p{probe}", "kind": "recall",
-            "point_kind": "final", "step": 9, "request": 9, "present": present, "correct": None, "sample": 0, "fact_age_tokens": 1000,
-            "found": "kept" if present else "absent", "source_summarized": False, "status": "seen", "ceiling_correct": None}
+#: The hand-built tables' scenarios (probe n is in scenario `s{n % 8}`) and repeats: the fewest units that differ, all
+#: one way, that let the two-sided sign-flip test reach p < 0.05, 6, with some to spare for the scenarios (2 × 0.5^8 =
+#: 0.0078) and just enough for the repeats of one scenario (2 × 0.5^6 = 0.031), its summary draws.
+SCENARIOS, REPEATS = 8, 6
+
+
+def _final(strategy: str, probe: int, present: bool, repeat: int = 0) -> dict:
+    return {"scenario": f"s{probe % SCENARIOS}", "strategy": strategy, "profile": "32k", "repeat": repeat, "probe_id": f"p{probe}",
+            "kind": "recall", "point_kind": "final", "step": 9, "request": 9, "present": present, "correct": None, "sample": repeat,
+            "fact_age_tokens": 1000, "found": "kept" if present else "absent", "source_summarized": False, "status": "seen",
+            "ceiling_correct": None}
+
+
+def _b_keeps(probe: int, repeat: int) -> bool:
+    """b keeps 40 of a's 60 facts in every repeat, a different 40 by turns: it drops facts 40–59 in repeats 0 and 3,
+    0–19 in 1 and 4, 20–39 in 2 and 5. So each of a's facts 2 repeats in 6 (b's retention 60 × 4/6 / 80 = 0.5), and in
+    every scenario every repeat b drops 2 or 3 of a's facts, a different 2 or 3 in each third of the repeats."""
+    dropped = (40 + 20 * repeat) % 60
+    return probe < 60 and not dropped <= probe < dropped + 20
 
 
 def _flagged_leader(orphan_keeps: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The audit's case by hand, over 80 probes in two scenarios (even and odd): `orphan` sends every request with a
-    stray tool result (pair errors in every wire format: no API accepts it) and keeps the first `orphan_keeps` facts;
-    `a` keeps the first 60 and `b` the first 40. Summary, probes and requests."""
-    keeps = {"orphan": orphan_keeps, "a": 60, "b": 40}
-    probes = pd.DataFrame([_final(s, n, n < kept) for s, kept in keeps.items() for n in range(80)])
-    requests = pd.DataFrame([_request(s, k, scenario=f"s{n}", broken=s == "orphan") for s in keeps for n in range(2) for k in range(10)])
+    """The audit's case by hand, over 80 probes in eight scenarios (probe n in `s{n % 8}`, ten each) and six repeats:
+    `orphan` sends every request with a stray tool result (pair errors in every wire format: no API accepts it) and
+    keeps the first `orphan_keeps` facts, `a` the first 60, in every repeat; `b` keeps 40 of a's 60, a different 40 by
+    turns (`_b_keeps`), as a sampling summarizer would. Summary, probes and requests."""
+    keeps = {"orphan": lambda n, r: n < orphan_keeps, "a": lambda n, r: n < 60, "b": _b_keeps}
+    probes = pd.DataFrame([_final(s, n, kept(n, r), r) for s, kept in keeps.items() for r in range(REPEATS) for n in range(80)])
+    requests = pd.DataFrame([_request(s, k, scenario=f"s{n}", repeat=r, broken=s == "orphan")
+                             for s in keeps for n in range(SCENARIOS) for r in range(REPEATS) for k in range(10)])
     return summarize(requests, pd.DataFrame(), probes), probes, requests
 
 
 def test_p_best_ranks_the_strategies_that_serve_and_a_flagged_leader_shows_a_dash():
     """orphan keeps all 80, twenty more than a, and is flagged: ranked after a and b, neither in the sentence nor on the
     Pareto front. Before: P(best) ranked it too, so a, ranked first, read 0.0% beside orphan's 100.0%. Among a and b, a
-    keeps every fact b keeps and twenty more (ten in each scenario; p = 2 / 2^20: claimed), so it is first in every
-    resample that draws one of them: all but about (60/80)^80 ≈ 1e-10 of them. So orphan "–", a above 0.99 and b below
-    0.01, the two adding up to 1, in the pooled table, the verdict, the leaderboard, and per scenario."""
+    keeps every fact b keeps in every repeat, and b keeps each of a's 60 only in 4 of the 6 repeats: a's mean is above
+    b's on 60 probes and equal on 20, a lead in all eight scenarios (p = 2 / 2^8: claimed; retention 0.75 against 0.5),
+    so a is first in every resample that draws one of the 60. Per scenario, a's lead is one in each of the six repeats,
+    never the same in all (p = 2 / 2^6: claimed), and a is first in every resample of the scenario's ten probes but one
+    that draws only its 2 or 3 ties: (3/10)^10 ≈ 6e-6 at the most. So orphan "–", a above 0.99 and b below 0.01, the
+    two adding up to 1, in the pooled table, the verdict, the leaderboard, and per scenario."""
     summary, probes, requests = _flagged_leader(80)
     (verdict,) = verdicts(summary, probes, requests)
     assert [(r.strategy, r.rank, r.flagged) for r in verdict.rows] == [("a", 1, False), ("b", 2, False), ("orphan", 3, True)]
     by = {r.strategy: r for r in verdict.rows}
+    assert (by["a"].retention, by["b"].retention) == (pytest.approx(0.75), pytest.approx(0.5))
+    lead = paired_differences(probes, "b", "a")  # b − a: every scenario one way
+    assert (lead.scenarios, lead.changed, lead.p_value, lead.detectable) == (SCENARIOS, SCENARIOS, pytest.approx(2 * 0.5**SCENARIOS), True)
     assert math.isnan(by["orphan"].p_best) and by["a"].p_best > 0.99 and by["a"].p_best + by["b"].p_best == pytest.approx(1.0)
     assert verdict.sentence.startswith("At 32k, a keeps 25 points more facts than b")
     assert verdict.notes == ["P(best) ranks only the strategies that serve the window, as the sentence does: orphan is flagged, so its P(best) "
@@ -171,8 +194,10 @@ def test_p_best_ranks_the_strategies_that_serve_and_a_flagged_leader_shows_a_das
     shown = {row[0]: row[header.index("P(best)")] for row in rows}
     assert shown["orphan"] == "–" and shown["a"] in (">99.9%", "100%") and shown["b"] in ("<0.1%", "0%")
     per_scenario = summary.set_index(["scenario", "strategy"])["p_best"]
+    assert len(per_scenario.xs("a", level="strategy")) == SCENARIOS
     assert per_scenario.xs("orphan", level="strategy").isna().all()
     assert (per_scenario.xs("a", level="strategy") > 0.99).all()
+    assert (per_scenario.xs("a", level="strategy") + per_scenario.xs("b", level="strategy")).to_numpy() == pytest.approx(1.0)
     assert servable(summary, requests) == {"32k": {"a", "b"}}  # what the report's pooled table ranks (`html`)
     pooled = overall(probes, requests, contenders=servable(summary, requests)).set_index("strategy")
     assert math.isnan(pooled.loc["orphan", "p_best"]) and pooled.loc["a", "p_best"] == by["a"].p_best
@@ -180,9 +205,9 @@ def test_p_best_ranks_the_strategies_that_serve_and_a_flagged_leader_shows_a_das
 
 
 def test_a_flagged_leader_the_tests_cannot_tell_apart_no_longer_withholds_p_best_from_the_others():
-    """orphan keeps a's 60 facts and two more: two probes differ, too few for any claim. Before: the leading pair was
-    (orphan, a), so P(best) was withheld for every strategy, although a's lead over b, the pair the sentence compares,
-    is claimed. Now orphan shows "–" and a and b their P(best)."""
+    """orphan keeps a's 60 facts and two more (p60 and p61): two scenarios differ (s4 and s5), too few for any claim.
+    Before: the leading pair was (orphan, a), so P(best) was withheld for every strategy, although a's lead over b, the
+    pair the sentence compares, is claimed. Now orphan shows "–" and a and b their P(best)."""
     summary, probes, requests = _flagged_leader(62)
     assert overall(probes, requests)["p_best"].isna().all()  # what every table showed
     (verdict,) = verdicts(summary, probes, requests)

@@ -35,11 +35,14 @@ def test_sentence_never_claims_a_difference_whose_interval_includes_zero(lo, hi)
 
 
 def test_sentence_claims_nothing_the_sign_flip_test_does_not_support():
-    # An interval clear of 0 from three probes: the two-sided sign-flip test cannot go below 0.25.
+    # An interval clear of 0 from three scenarios that differ: the two-sided sign-flip test cannot go below 0.25.
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.72, 100_000)]
-    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 3, 0.25))
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 30, 0.25, probes=30, scenarios=3, changed=3))
     assert "no detectable difference" in text and "more facts" not in text
-    assert "the sign-flip test over the probes gives p = 0.25, not below 0.05" in text
+    assert "but only 3 scenarios differ, and the sign-flip test over the scenarios needs 6, 30 probes in 3 scenarios)" in text
+    # seven scenarios that differ, some each way: the test could reject, and says what it found
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.2, 0.05, 0.4, 70, 0.125, probes=70, scenarios=7, changed=7))
+    assert "but the sign-flip test over the 7 scenarios gives p = 0.12, not below 0.05, 70 probes in 7 scenarios)" in text
 
 
 def test_sentence_names_strategies_that_cannot_serve_the_window():
@@ -49,20 +52,23 @@ def test_sentence_names_strategies_that_cannot_serve_the_window():
     assert "truncate keeps 10 points more facts than codex-local (95% CI 5–15) at 1.00× the re-billed tokens (a model without a price)." in text
 
 
-def _tables():
-    """Three strategies on 40 probes of one scenario: a and c keep all, b keeps the first 20; d overflows at the end."""
+def _tables(sessions: int = 1):
+    """Four strategies on 40 probes, probe n in scenario s{n % sessions} (one scenario named s by default): a and c keep
+    all, b keeps the first 20; d overflows at the end of each scenario."""
     probes, summary, requests = [], [], []
     kept = {"a": lambda n: True, "b": lambda n: n < 20, "c": lambda n: True, "d": lambda n: n % 2 == 0}
+    named = ["s"] if sessions == 1 else [f"s{k}" for k in range(sessions)]
     for strategy, keeps in kept.items():
         for n in range(40):
-            probes.append({"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": f"p{n}", "kind": "recall",
+            probes.append({"scenario": named[n % sessions], "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": f"p{n}", "kind": "recall",
                            "point_kind": "final", "step": 9, "request": 10, "present": keeps(n), "correct": None, "sample": 0,
                            "fact_age_tokens": 1000})
-        summary.append({"scenario": "s", "strategy": strategy, "profile": "64k", "cost_usd": 1.0, "cache_hit_rate": 0.5,
-                        "rebilled_tokens": {"a": 200.0, "b": 100.0, "c": 50.0, "d": 10.0}[strategy], "overflows": 0.0, "compactions": 1.0})
-        for index in range(3):
-            requests.append({"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "request": index, "kind": "turn",
-                             "overflow": strategy == "d" and index == 2})
+        for scenario in named:
+            summary.append({"scenario": scenario, "strategy": strategy, "profile": "64k", "cost_usd": 1.0, "cache_hit_rate": 0.5,
+                            "rebilled_tokens": {"a": 200.0, "b": 100.0, "c": 50.0, "d": 10.0}[strategy], "overflows": 0.0, "compactions": 1.0})
+            for index in range(3):
+                requests.append({"scenario": scenario, "strategy": strategy, "profile": "64k", "repeat": 0, "request": index, "kind": "turn",
+                                 "overflow": strategy == "d" and index == 2})
     return pd.DataFrame(summary), pd.DataFrame(probes), pd.DataFrame(requests)
 
 
@@ -77,8 +83,9 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5 and by["d"].retention == 0.5
     # a and c keep the same probes: no test can tell which is best, so P(best) is withheld for all, and a note says why
     assert all(math.isnan(r.p_best) for r in verdict.rows)
-    assert verdict.notes == ["P(best) is not shown: no probe differs between a and c, the two highest retentions, and the sign-flip test "
-                             "needs 6 before it can tell two strategies apart; a share of bootstrap resamples would claim more than the tests can."]
+    assert verdict.notes == ["P(best) is not shown: no scenario differs between a and c, the two highest retentions, and the sign-flip test "
+                             "needs 6 before it can tell two strategies apart (it counts scenarios, as a scenario's probes move together); a share "
+                             "of bootstrap resamples would claim more than the tests can."]
     assert by["a"].lo == pytest.approx(0.025 ** (1 / 40)) and by["a"].hi == 1.0  # 40 probes all kept: not a certainty
     assert 0.3 < by["b"].lo < 0.5 < by["b"].hi < 0.7
     # The top two servable strategies (a, c) do not differ: the sentence says so.
@@ -95,27 +102,45 @@ def test_no_strategy_is_ranked_without_probe_points():
     assert verdict.sentence.startswith("At 64k, no probe points to compare.")
 
 
-def test_verdict_claims_a_clear_difference():
-    summary, probes, requests = _tables()
-    def ab(frame):
-        return frame[frame["strategy"].isin(["a", "b"])]
+def _ab(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["strategy"].isin(["a", "b"])]
 
-    (verdict,) = verdicts(ab(summary), ab(probes), ab(requests))
+
+def test_verdict_claims_a_clear_difference():
+    """b loses 20 of 40 probes, spread over 8 scenarios (5 probes each): each scenario differs the same way, the
+    sign-flip test over them reads 2 × 0.5^8, and the sentence claims the difference."""
+    summary, probes, requests = (_ab(frame) for frame in _tables(sessions=8))
+    (verdict,) = verdicts(summary, probes, requests)
     diff = verdict.difference
     assert diff is not None and diff.mean == pytest.approx(0.5) and diff.lo > 0.25 and diff.n == 40
+    assert (diff.scenarios, diff.changed, diff.p_value) == (8, 8, pytest.approx(2 / 256))
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b (95% CI ")
-    assert verdict.sentence.endswith("at 1.00× the cost.")  # both cost $1.00 (the tables' cost_usd)
+    assert verdict.sentence.endswith("40 probes in 8 scenarios) at 1.00× the cost.")  # both cost $8.00 (the tables' cost_usd)
     assert not math.isnan(verdict.rows[0].p_best)
 
 
-def _final(strategy: str, probe: str, present: bool) -> dict:
-    return {"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": probe, "kind": "recall", "point_kind": "final",
+def test_one_scenario_is_one_unit_however_many_probes_it_holds():
+    """The same 20 of 40 probes lost in one scenario: one summary, one context, one unit, and no claim (before, the
+    probes counted as 20 independent ones: p = 2 × 0.5^20 and a claim). The sentence and the note say why."""
+    summary, probes, requests = (_ab(frame) for frame in _tables())
+    (verdict,) = verdicts(summary, probes, requests)
+    assert verdict.difference is not None and verdict.difference.lo > 0.25 and not verdict.difference.detectable
+    assert verdict.sentence.startswith("At 64k, no detectable difference in retention between a and b (+50 points, 95% CI ")
+    assert verdict.sentence.endswith(", but only 1 scenario differs, and the sign-flip test over the scenarios needs 6, 40 probes in 1 scenario).")
+    assert verdict.notes[0].startswith("P(best) is not shown: only 1 scenario differs between a and b, the two highest retentions")
+    assert math.isnan(verdict.rows[0].p_best)
+
+
+def _final(strategy: str, probe: str, present: bool, scenario: str = "s") -> dict:
+    return {"scenario": scenario, "strategy": strategy, "profile": "64k", "repeat": 0, "probe_id": probe, "kind": "recall", "point_kind": "final",
             "step": 9, "request": 10, "present": present, "correct": None, "sample": 0, "fact_age_tokens": 1000}
 
 
 def _three(probes: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    summary = pd.DataFrame([{"scenario": "s", "strategy": s, "profile": "64k", "cost_usd": 1.0, "rebilled_tokens": 1.0} for s in "abc"])
-    requests = pd.DataFrame([{"scenario": "s", "strategy": s, "profile": "64k", "repeat": 0, "request": 0, "kind": "turn", "overflow": False} for s in "abc"])
+    scenarios = sorted({p["scenario"] for p in probes})
+    summary = pd.DataFrame([{"scenario": sc, "strategy": s, "profile": "64k", "cost_usd": 1.0, "rebilled_tokens": 1.0} for sc in scenarios for s in "abc"])
+    requests = pd.DataFrame([{"scenario": sc, "strategy": s, "profile": "64k", "repeat": 0, "request": 0, "kind": "turn", "overflow": False}
+                             for sc in scenarios for s in "abc"])
     return summary, pd.DataFrame(probes), requests
 
 
@@ -128,9 +153,10 @@ def test_one_probe_is_no_evidence_of_a_difference():
 
 def test_the_sentence_compares_on_the_points_the_ranking_uses():
     """c has rows at p0–p9 only, so the ranking pairs those ten points: a keeps all, b none. On the
-    thirty points a and b alone share, b would look better (20 against 10): the sentence must not use them."""
-    probes = [_final("a", f"p{n}", n < 10) for n in range(30)] + [_final("b", f"p{n}", n >= 10) for n in range(30)]
-    probes += [_final("c", f"p{n}", False) for n in range(10)]
+    thirty points a and b alone share, b would look better (20 against 10): the sentence must not use them. Probe n is
+    in scenario s{n % 10}, so the ten paired points are ten scenarios, each a unit of the sign-flip test."""
+    probes = [_final("a", f"p{n}", n < 10, f"s{n % 10}") for n in range(30)] + [_final("b", f"p{n}", n >= 10, f"s{n % 10}") for n in range(30)]
+    probes += [_final("c", f"p{n}", False, f"s{n % 10}") for n in range(10)]
     (verdict,) = verdicts(*_three(probes))
     assert [r.strategy for r in verdict.rows[:2]] == ["a", "b"] and [r.retention for r in verdict.rows] == [1.0, 0.0, 0.0]
     assert verdict.difference is not None and verdict.difference.n == 10
@@ -171,9 +197,10 @@ def test_a_failed_cell_takes_its_scenario_out_of_every_strategy_s_pooled_figures
     by = {r.strategy: r for r in verdict.rows}
     assert by["a"].retention == 1.0 and by["b"].retention == 0.5  # on s alone: with t, a would have 0.5
     assert by["a"].cost_usd == by["b"].cost_usd == 1.0 and by["a"].scenarios == by["b"].scenarios == 1
-    assert verdict.notes == ["Left out of this comparison: t, where b did not finish its cell (see errors.log)."]
+    assert verdict.notes[0] == "Left out of this comparison: t, where b did not finish its cell (see errors.log)."
+    assert verdict.notes[1].startswith("P(best) is not shown: only 1 scenario differs between a and b")  # s alone: one unit
     (named,) = verdicts(summary, probes, requests, strategies=["a", "b", "z"])  # z: a strategy of the run that finished no cell
-    assert named.notes[1:] == ["Not in this comparison: z, which finished no cell at 64k (see errors.log)."]
+    assert named.notes[1] == "Not in this comparison: z, which finished no cell at 64k (see errors.log)."
     pooled = overall(probes, requests).set_index("strategy")
     assert pooled.loc["a", "retention"] == 1.0 and pooled.loc["a", "paired_pairs"] == pooled.loc["b", "paired_pairs"] == 40
     header, rows = leaderboard(summary, probes, requests)

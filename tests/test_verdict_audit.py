@@ -94,18 +94,21 @@ def test_strategies_with_the_same_retention_share_a_rank():
 
 
 def test_the_sentence_names_the_probes_and_scenarios_its_claim_rests_on():
-    """Two scenarios of 20 probes, each probe asked at three checkpoints: 120 paired points, but the
-    tests resample 40 probes in 2 scenarios, and the sentence must not let 120 read as the sample."""
+    """Eight scenarios of 5 probes (probe n in scenario s{n % 8}), each probe asked at three checkpoints:
+    120 paired points, but the tests resample 40 probes in 8 scenarios, and the sentence must not let 120
+    read as the sample. b loses p0 … p19, two or three in every scenario, so all 8 scenarios differ one way:
+    a claim (50 points, sign-flip p = 2 × 0.5^8 = 1/128 over the scenarios)."""
     probes = []
-    for scenario in ("s", "t"):
-        for n in range(20):
-            for step in (3, 6, 9):
-                for strategy, kept in (("a", True), ("b", n % 2 == 0)):
-                    probes.append(dict(_final(scenario, strategy, f"p{n}", kept), point_kind="checkpoint", step=step, request=step))
+    for n in range(40):
+        for step in (3, 6, 9):
+            for strategy, kept in (("a", True), ("b", n >= 20)):
+                probes.append(dict(_final(f"s{n % 8}", strategy, f"p{n}", kept), point_kind="checkpoint", step=step, request=step))
     (verdict,) = verdicts(*_tables(probes))
     assert verdict.difference is not None and verdict.difference.n == 120
+    assert (verdict.difference.probes, verdict.difference.scenarios, verdict.difference.changed) == (40, 8, 8)
+    assert verdict.difference.p_value == pytest.approx(2 * 0.5**8)
     assert verdict.sentence.startswith("At 64k, a keeps 50 points more facts than b")
-    assert "40 probes in 2 scenarios" in verdict.sentence
-    one = [p for p in probes if p["scenario"] == "s"]
+    assert "40 probes in 8 scenarios" in verdict.sentence
+    one = [p for p in probes if p["scenario"] == "s0"]
     (verdict,) = verdicts(*_tables(one))
-    assert "20 probes in 1 scenario" in verdict.sentence
+    assert "15 paired points of 5 probes in 1 scenario)" in verdict.sentence
