@@ -44,8 +44,15 @@ LOCK_NAME = ".lock"
 OPERATIONAL_SETTINGS = frozenset({"run_dir", "max_retries", "max_concurrency", "model_timeout", "offline", "responses"})
 #: The manifest's entry with the sha256 of each file a setting names and the cells read (flag → sha256).
 INPUT_FILES = "input_sha256"
+
 #: Run folders whose lock this process holds (resolved paths).
 _held: set[Path] = set()
+
+
+def strategy_file_key(name: str) -> str:
+    """The key of `INPUT_FILES` under which a strategy loaded from a file (`path/file.py:Class`, no variant suffix)
+    has its file's sha256: `--strategy path/file.py:Class`, the flag that named it."""
+    return f"--strategy {name}"
 
 
 class RunFolderError(BenchError, RuntimeError):

@@ -919,7 +919,7 @@ def _input_files(config: RunConfig) -> dict[str, str]:
     for spec in config.strategies:
         name = variant_base(spec)
         if ".py:" in name:
-            named[f"--strategy {name}"] = name.partition(".py:")[0] + ".py"
+            named[run_folder.strategy_file_key(name)] = name.partition(".py:")[0] + ".py"
     return {flag: sha256_file(Path(path)) for flag, path in named.items() if Path(path).is_file()}
 
 

@@ -82,7 +82,7 @@ from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
-from compaction_bench.run_folder import INPUT_FILES, SCENARIO_IDENTITY, code_difference
+from compaction_bench.run_folder import INPUT_FILES, SCENARIO_IDENTITY, code_difference, strategy_file_key
 from compaction_bench.store import load_run, read_manifest
 
 #: metric -> (summary columns summed into it, True when higher is better, how scenarios combine)
@@ -194,7 +194,7 @@ class Run:
         config = self.config
         config["strategies"] = [names.get(spec, spec) for spec in config.get("strategies") or ()]
         config["options"] = {names.get(spec, spec): value for spec, value in (config.get("options") or {}).items()}
-        files = {f"--strategy {before[0]}": f"--strategy {after[0]}" for old, new in names.items()
+        files = {strategy_file_key(before[0]): strategy_file_key(after[0]) for old, new in names.items()
                  if (before := _plugin_file(old)) is not None and (after := _plugin_file(new)) is not None}
         self.manifest = {**self.manifest, "config": config,
                          INPUT_FILES: {files.get(flag, flag): digest for flag, digest in (self.manifest.get(INPUT_FILES) or {}).items()}}
@@ -214,7 +214,7 @@ def _shown(values: Sequence[Any], limit: int = 5) -> str:
 
 def _plugin_file(spec: str) -> tuple[str, str, str] | None:
     """A strategy loaded from a file (`path/file.py:Class`, or a variant of one, `…@KEY=VALUE`) as (the name its
-    file's sha256 is recorded under, `--strategy NAME` in the manifest's `input_sha256`; the class; the variant
+    file's sha256 is recorded under, `run_folder.strategy_file_key`; the class; the variant
     suffix); None for a registered strategy."""
     from compaction_bench.runner import variant_base
 
@@ -226,7 +226,7 @@ def _plugin_identity(run: Run, spec: str) -> tuple[str, str, str] | None:
     """What makes a plug-in strategy the one it is: (its file's sha256 as the run recorded it, the class, the variant);
     None for a registered strategy or a run that recorded no sha256 for its file (a run before the record)."""
     parts = _plugin_file(spec)
-    digest = (run.manifest.get(INPUT_FILES) or {}).get(f"--strategy {parts[0]}") if parts else None
+    digest = (run.manifest.get(INPUT_FILES) or {}).get(strategy_file_key(parts[0])) if parts else None
     return (str(digest), parts[1], parts[2]) if parts and digest else None
 
 
@@ -252,7 +252,7 @@ def _plugin_differences(baseline: Run, candidate: Run) -> list[str]:
     names = sorted({parts[0] for spec in shared if (parts := _plugin_file(spec)) is not None})
     out = []
     for name in names:
-        before, after = files_a.get(f"--strategy {name}"), files_b.get(f"--strategy {name}")
+        before, after = files_a.get(strategy_file_key(name)), files_b.get(strategy_file_key(name))
         if before and after and before != after:
             out.append(f"strategy {name}: the file differs (sha256 {before[:12]} vs {after[:12]})")
     return out
