@@ -610,7 +610,11 @@ def _draw_lead_test(probes: pd.DataFrame, headline: pd.DataFrame) -> LeadTest:
     the pooled test), each a cluster of per-probe leads (the leader's mean `present` over the probe's headline
     points, `headline`'s, in that repeat minus the runner-up's in the same repeat), `stats.difference_claimed`.
     Draws that are all the same (one repeat, a deterministic summarizer, strategies that summarize nothing there)
-    are one unit: repeating what cannot vary adds no evidence. One unit is never a claim."""
+    are one unit: repeating what cannot vary adds no evidence. One unit is never a claim. Draws that differ at all
+    come from a summarizer that samples, and each counts, a repeat of another's leads too (under no difference its
+    sign is as likely flipped: the s46 audit's null shows P(best) in 2.5–4% of trials). The leader must lead on the
+    draws both hold: with a failed repeat the leader by every repeat can trail in each repeat both have (the s46
+    audit), and no claim is the leader's then."""
     probes = _with_point_kind(probes)
     if "repeat" not in probes.columns or probes["repeat"].nunique() < 2 or headline.empty:
         return lambda *_: False
@@ -628,7 +632,7 @@ def _draw_lead_test(probes: pd.DataFrame, headline: pd.DataFrame) -> LeadTest:
         lead = table(leader).sub(table(runner_up)).dropna(how="all").to_numpy(dtype=float, copy=True)
         lead[np.abs(lead) < TIE] = 0.0
         same = all(np.array_equal(row, lead[0], equal_nan=True) for row in lead)
-        return difference_claimed([row.tolist() for row in (lead[:1] if same else lead)])
+        return bool(np.nansum(lead) > 0) and difference_claimed([row.tolist() for row in (lead[:1] if same else lead)])
 
     return claimed
 

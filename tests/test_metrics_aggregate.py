@@ -227,6 +227,19 @@ def test_a_scenarios_p_best_counts_its_summary_draws_and_a_deterministic_repeat_
         assert np.isnan(repeated["x"]) and np.isnan(repeated["y"]) and retention["x"] == 1.0
 
 
+def test_a_scenarios_leader_must_lead_on_the_draws_both_strategies_hold():
+    """A leader by every repeat must lead on the repeats both strategies hold: x keeps 10 or 11 of 20 probes in repeats
+    0-5 and all 20 in repeat 6, y keeps one more than x in each of 0-5 and has no repeat 6 (it failed): x ranks first
+    (0.59 against 0.575), yet trails in every repeat both have, so no P(best) is x's (the s46 audit's case read 71.7%
+    for x, from six draws that all favour y)."""
+    rows = [probe_row(strategy, f"p{n}", None, r, present=n < kept)
+            for r in range(6) for strategy, kept in (("x", 10 + r % 2), ("y", 11 + r % 2)) for n in range(20)]
+    rows += [probe_row("x", f"p{n}", None, 6, present=True) for n in range(20)]
+    requests = pd.DataFrame([request_row("x", 0, 100, 0, repeat=r) for r in range(7)] + [request_row("y", 0, 100, 0, repeat=r) for r in range(6)])
+    trailing, retention = summary_of((pd.DataFrame(rows), requests))
+    assert retention["x"] > retention["y"] and np.isnan(trailing["x"]) and np.isnan(trailing["y"])
+
+
 def summary_of(tables: tuple[pd.DataFrame, pd.DataFrame]) -> tuple[dict[str, float], dict[str, float]]:
     """The per-scenario P(best) and retention of each strategy, from `summarize`."""
     probes, requests = tables
