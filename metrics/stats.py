@@ -24,8 +24,8 @@ bootstrap's and changes nothing. For probes kept at some of their checkpoints on
 conservative (an unseen probe may be lost at all of them): on the synthetic suite at 64k it moved
 codex-local's lower bound (7 of 71 probes not kept throughout) from 0.878 to 0.840, as much as the
 same count of probes lost outright would. This floor is for shares (retention, answered); a paired
-difference's interval keeps the bootstrap's, as the few probes that changed are what its exact
-sign-flip test counts, and no difference is claimed without it.
+difference's interval keeps the bootstrap's, and no difference is claimed without the exact sign-flip
+test of its units (below), which a few changed probes, or a few scenarios, never pass.
 
 A difference is claimed only when its interval excludes 0 **and** the sign-flip test of its independent
 units rejects at α (`signflip_p`, two-sided for a verdict, one-sided for a gate; `difference_claimed`).

@@ -52,9 +52,11 @@ sign-flip test is conditional on which draws changed), so the strategies a chang
 not dilute the one it did. A rule that no row could test, or that could fail on none,
 leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
-Other metrics compare summary sums or means over the cells both runs hold, exactly (they are
-counted, not sampled; a change within `ROUNDING` of the values is none: the same costs summed in
-another order); a metric without a value in one run is untested, and so is a cost either run
+Other metrics compare summary sums or means over the cells both runs hold, exactly, with no test (a
+change within `ROUNDING` of the values is none: the same costs summed in another order); with a
+model summarizer they are sampled too (a summary's length moves later compactions, overflows and
+costs), and the comment's basis says so: two recordings of one unchanged prompt failed
+`failed_requests:0` or `overflows:0` in 6 of 6 pairs in the forty-sixth pass's audit; a metric without a value in one run is untested, and so is a cost either run
 cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare"). The probe metrics' baseline
 and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
 A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
@@ -761,7 +763,14 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
         )
     others = [m for m in METRICS if m in metrics and m not in PROBE_METRICS]
     if others:
-        out.append(f"{', '.join(others)}: the runs' sums or means over the same cells, compared exactly (counted, not sampled; no test)")
+        sampled = [model for model in _models(runs, "summarizer") if not is_offline(model)]
+        out.append(
+            f"{', '.join(others)}: the runs' sums or means over the same cells, compared exactly (no test)"
+            + (f"; the summaries of {', '.join(sampled)} are sampled, and two recordings of one unchanged prompt differ in these "
+               "too (a summary's length moves later compactions, overflows and costs: the forty-sixth pass's audit failed "
+               "failed_requests:0 or overflows:0 in 6 of 6 such pairs), so a change here may be the recordings', not the "
+               "prompt's" if sampled else "; with a deterministic summarizer the runs repeat exactly, so a change is the change's")
+        )
     if metrics & {"retention", "summarized_source"}:
         for model in _models(runs, "summarizer"):
             if is_offline(model):

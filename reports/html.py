@@ -102,7 +102,8 @@ GLOSSARY: dict[str, str] = {
               "unless every one is); a resample in which several tie for the highest counts a share for each, so a strategy that never beats the "
               "leader on any probe can still read above 0; >99.9% and <0.1% for shares a rounding would show as 100% or 0%; "
               "– (withheld) where the difference between the two highest retentions is not detectable (its interval includes 0, or the sign-flip test does not reject, "
-              "as with fewer than six scenarios that differ: a scenario's probes move together): the tests cannot tell which is best, and the verdict's notes say why",
+              "as with fewer than six scenarios that differ: a scenario's probes move together): the tests cannot tell which is best, and the verdict's notes say why; "
+              "per scenario (summary.parquet), judged on the scenario's summary draws, its repeats, so – with one repeat or a deterministic summarizer",
     "failed_requests": "turn and summary requests that reached no model: the provider refused them as too long (overflows), or "
                        "the agent itself did (refused_requests); tool-call pairing "
                        "violations are not counted here but in the pair errors columns (integrity_<wire format>)",

@@ -124,6 +124,18 @@ def test_identical_runs_pass(offline_runs, tmp_path):
     assert "| codex-local | 32k | retention |" in out.stdout and "min. draws" in out.stdout
 
 
+def test_the_basis_says_when_the_exactly_compared_metrics_are_sampled(offline_runs, served_runs, tmp_path):
+    """integrity (compared exactly, no test): with the offline summarizer the runs repeat exactly, so a change is the
+    change's; with a model summarizer its summaries are sampled, and the comment says two recordings of one unchanged
+    prompt differ in such metrics too (the forty-sixth pass's audit failed failed_requests:0 or overflows:0 in 6 of 6)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(offline_runs["baseline"], copy)
+    exact = " ".join(gate(offline_runs["baseline"], copy).stdout.split())
+    assert "integrity: the runs' sums or means over the same cells, compared exactly (no test); with a deterministic summarizer" in exact
+    sampled = " ".join(gate(served_runs["baseline"], served_runs["whitespace"]).stdout.split())
+    assert "the summaries of openai/prompt-follower are sampled, and two recordings of one unchanged prompt differ in these too" in sampled
+
+
 def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
     out = gate(served_runs["baseline"], served_runs["drop"])
     assert out.returncode == 1, out.stdout + out.stderr
