@@ -124,18 +124,6 @@ def test_identical_runs_pass(offline_runs, tmp_path):
     assert "| codex-local | 32k | retention |" in out.stdout and "min. draws" in out.stdout
 
 
-def test_the_basis_says_when_the_exactly_compared_metrics_are_sampled(offline_runs, served_runs, tmp_path):
-    """integrity (compared exactly, no test): with the offline summarizer the runs repeat exactly, so a change is the
-    change's; with a model summarizer its summaries are sampled, and the comment says two recordings of one unchanged
-    prompt differ in such metrics too (the forty-sixth pass's audit failed failed_requests:0 or overflows:0 in 6 of 6)."""
-    copy = tmp_path / "copy"
-    shutil.copytree(offline_runs["baseline"], copy)
-    exact = " ".join(gate(offline_runs["baseline"], copy).stdout.split())
-    assert "integrity: the runs' sums or means over the same cells, compared exactly (no test); with a deterministic summarizer" in exact
-    sampled = " ".join(gate(served_runs["baseline"], served_runs["whitespace"]).stdout.split())
-    assert "the summaries of openai/prompt-follower are sampled, and two recordings of one unchanged prompt differ in these too" in sampled
-
-
 def test_a_summary_prompt_that_drops_everything_fails_the_summary_dependent_metric(served_runs):
     out = gate(served_runs["baseline"], served_runs["drop"])
     assert out.returncode == 1, out.stdout + out.stderr
@@ -242,6 +230,21 @@ def test_compare_refuses_runs_that_are_not_comparable(offline_runs):
         capture_output=True, text=True, timeout=300,
     )
     assert allowed.returncode == 0 and "allowed difference: answerer differs" in allowed.stderr
+
+
+def test_the_basis_says_when_the_exactly_compared_metrics_are_sampled(offline_runs, served_runs):
+    """integrity (compared exactly, no test): with the offline summarizer the runs repeat exactly, so a change is the
+    change's; with a model summarizer its summaries are sampled, and the comment says two recordings of one unchanged
+    prompt differ in such metrics too (the forty-sixth pass's audit failed failed_requests:0 or overflows:0 in 6 of 6).
+    The gate's own function, on the module's runs (the terminal test below shares them)."""
+    from compaction_bench.reports.gate import Rule
+    from compaction_bench.reports.gate import gate as run_gate
+
+    rules = [Rule.parse("integrity:0")]
+    exact = " ".join(run_gate(offline_runs["baseline"], offline_runs["baseline"], rules).basis)
+    assert "integrity: the runs' sums or means over the same cells, compared exactly (no test); with a deterministic summarizer" in exact
+    sampled = " ".join(run_gate(served_runs["baseline"], served_runs["whitespace"], rules).basis)
+    assert "the summaries of openai/prompt-follower are sampled, and two recordings of one unchanged prompt differ in these too" in sampled
 
 
 def test_the_terminal_says_when_a_figure_measures_an_offline_heuristic(offline_runs, served_runs):
