@@ -965,7 +965,7 @@ def typed(name: str, frame: pd.DataFrame, stored: pa.Schema, file: Path) -> pd.D
 #: units), holds P(best) the current rule withholds, so `load_run` withholds all of them (`bench score` computes them
 #: again).
 P_BEST_JUDGED = "p_best_judged"
-#: The current rule: a scenario's units are its summary draws (its repeats, those that differ).
+#: The current rule: a scenario's units are its summary draws, its repeats (repeats that are all the same are one draw).
 P_BEST_RULE = "summary draws"
 
 
