@@ -34,6 +34,8 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   no interval: one cell's requests are not independent), missed triggers, cache hit
   rate, cached / re-billed / written tokens, dollars (NaN, not $0, for a model without a price: `cost.UNPRICED`);
 - compactions: count, silent losses, premature triggers, summarizer calls, tokens and dollars.
+The request and compaction metrics of each repeat alone, one summary draw (`draw_metrics`), are what the gate
+tests them on when a model writes the summaries.
 The cross-scenario table (`overall`) pools only the scenarios in which every strategy of the
 profile finished its cell, every repeat of it (`shared_scenarios`): a failed cell, or a failed
 repeat, takes its scenario out of every strategy's pooled figures. Sums are per repeat (averaged over repeats). Answered votes over repeats: one vote per distinct
@@ -472,6 +474,42 @@ def _compaction_metrics(cell: Cell | None, repeats: int) -> dict[str, Any]:
         "summarizer_tokens": int((cell["llm_input_tokens"] + cell["llm_output_tokens"]).sum()) / repeats,
         "summarizer_cost_usd": float(np.sum(cell["llm_cost_usd"])) / repeats,
     }
+
+
+#: The request columns `_request_metrics` reads in every run (`refused` and the wire formats' only where a run has them).
+REQUEST_METRIC_COLUMNS = (
+    "request", "kind", "overflow", "missed_trigger", "estimate_error", "estimate_ape", "cached_tokens", "true_tokens", "rebilled_tokens",
+    "cache_write_tokens", "output_tokens", "cost_usd",
+)
+
+
+def lacking_draw_columns(requests: pd.DataFrame, compactions: pd.DataFrame) -> list[str]:
+    """The columns `draw_metrics` reads that these tables lack (a run written by an earlier version, or by hand, loads
+    with its required columns only: its summary's figures were computed when it was written)."""
+    needed: list[tuple[str, pd.DataFrame, tuple[str, ...]]] = [("requests", requests, ("repeat", *REQUEST_METRIC_COLUMNS))]
+    if len(compactions):
+        needed.append(("compactions", compactions, ("repeat", *COMPACTION_COLUMNS)))
+    return [f"{name}.{column}" for name, frame, columns in needed for column in columns if column not in frame.columns]
+
+
+def draw_metrics(requests: pd.DataFrame, compactions: pd.DataFrame) -> pd.DataFrame:
+    """One row per (scenario, strategy, profile, repeat): the request and compaction metrics of that repeat
+    alone, as `summarize` computes them for a cell (whose sums are these rows' mean over its repeats). A model
+    summarizer writes each repeat's summaries afresh, and a summary's length moves later compactions,
+    overflows and costs, so a repeat is one draw of these metrics too (the gate tests them per draw)."""
+    keys = [*_keys(requests), "repeat"]
+    if lacking := lacking_draw_columns(requests, compactions):
+        raise ValueError(f"no metrics per summary draw without {', '.join(lacking)}")
+    by_requests = _Cells(requests, keys, REQUEST_COLUMNS)
+    by_compactions = _Cells(compactions, keys, COMPACTION_COLUMNS) if len(compactions) else None
+    rows = []
+    for key in by_requests.ranges:
+        row: dict[str, Any] = dict(zip(keys, key, strict=True))
+        row.update(_request_metrics(by_requests.cell(key)))
+        compacted = by_compactions.cell(key) if by_compactions is not None and key in by_compactions.ranges else None
+        row.update(_compaction_metrics(compacted, 1))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else keys)
 
 
 #: Rates of the summary whose value over several scenarios is the pooled ratio, each scenario's rate

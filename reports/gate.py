@@ -38,7 +38,7 @@ tolerance), and the one-sided sign-flip test of the draws' changes (exact up to 
 that they changed at all (enough of them, in one direction). A drop whose estimate exceeds the
 tolerance but whose interval reaches back inside it does not fail: the estimate alone would fail
 about half the candidates whose true drop is the tolerance itself. The p-value of a row is the larger
-of the two; the gate's probe tests are one family, its decision one claim, so their p-values are
+of the two; the gate's tests are one family, its decision one claim, so their p-values are
 adjusted together by Holm's method (`stats.holm`) before they are compared with alpha: the chance
 that a gate fails on some row without a real regression there stays at alpha however many
 strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
@@ -52,11 +52,15 @@ sign-flip test is conditional on which draws changed), so the strategies a chang
 not dilute the one it did. A rule that no row could test, or that could fail on none,
 leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
-Other metrics compare summary sums or means over the cells both runs hold, exactly, with no test (a
-change within `ROUNDING` of the values is none: the same costs summed in another order); with a
-model summarizer they are sampled too (a summary's length moves later compactions, overflows and
-costs), and the comment's basis says so: two recordings of one unchanged prompt failed
-`failed_requests:0` or `overflows:0` in 6 of 6 pairs in the forty-sixth pass's audit; a metric without a value in one run is untested, and so is a cost either run
+Other metrics show summary sums or means over the cells both runs hold (a change within `ROUNDING` of
+the values is none: the same costs summed in another order). With a deterministic summarizer the runs
+repeat exactly and they are compared exactly, with no test: a change is the change's. With a model
+summarizer they are sampled too (a summary's length moves later compactions, overflows and costs;
+compared exactly, two recordings of one unchanged prompt failed `failed_requests:0` or `overflows:0` in
+6 of 6 pairs in the forty-sixth pass's audit), so they are tested per summary draw as the probe metrics
+are (`metric_draws`: each draw's value from that repeat's requests and compactions alone,
+`aggregate.draw_metrics`), in the same family, and a row fails only when the change shown is beyond
+the tolerance as well. A metric without a value in one run is untested, and so is a cost either run
 cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare"). The probe metrics' baseline
 and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
 A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
@@ -78,7 +82,16 @@ import pandas as pd
 
 from compaction_bench.errors import BenchError, did_you_mean
 from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline, redact_url
-from compaction_bench.metrics.aggregate import HEADLINE_KINDS, INTEGRITY_COLUMNS, combine, overall, voted_differences, votes
+from compaction_bench.metrics.aggregate import (
+    HEADLINE_KINDS,
+    INTEGRITY_COLUMNS,
+    combine,
+    draw_metrics,
+    lacking_draw_columns,
+    overall,
+    voted_differences,
+    votes,
+)
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_units, signflip_p
 from compaction_bench.profiles import stored_profile
@@ -491,22 +504,57 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------- probe tests
 @dataclass(frozen=True)
-class ProbeTest:
-    baseline: float
-    candidate: float
-    change: float
+class DrawTest:
+    """The gate's test of one metric on the summary draws (a scenario in one repeat) both runs hold."""
+
     p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
-    probes: int
-    #: the summary draws (`draw_changes`: scenario × repeat) the test's unit is, from this many scenarios and repeats
+    #: the summary draws (scenario × repeat) the test's unit is, from this many scenarios and repeats
     draws: int
     sessions: int
     repeats: int
     #: the draws whose change is not 0: the sign-flip test's sample, whose size alone bounds its p from below
     changed: int
-    pairs: int
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
+
+
+@dataclass(frozen=True)
+class ProbeTest(DrawTest):
+    """A probe metric's `DrawTest` with what it describes of the probes (voted over the repeats)."""
+
+    baseline: float
+    candidate: float
+    change: float
+    probes: int
+    pairs: int
     lost: tuple[str, ...]  # scenario/probe present (or right) in the baseline and absent (or wrong) in the candidate somewhere
     gained: tuple[str, ...]
+
+
+def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family: int = 1, *, two_sided: bool = False) -> DrawTest:
+    """The test of the draws' changes (`draws`: one row per (scenario, repeat) with its `change`, in the metric's good
+    direction, so a drop is negative): its p-value (unadjusted) is the larger of the clustered bootstrap's that the
+    mean change is below −`tolerance` (scenarios, then their draws, resampled) and the one-sided sign-flip test's of
+    the changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo beyond). `family` is
+    the number of tests adjusted together: the resamples are enough for a Monte Carlo p-value, never below
+    1/(samples + 1), to reach alpha / family. `two_sided` makes the same test both ways (a rise beyond +`tolerance`
+    is the drop of the runs swapped: the changes negated) and reports twice the smaller p, at most 1."""
+    clusters = [g.tolist() for _, g in draws.groupby("scenario", sort=False)["change"]]
+    samples = math.ceil(2 * family / alpha)
+
+    def p_of_drop(sign: float) -> float:
+        return max(
+            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, samples)),
+            signflip_p((sign * draws["change"]).tolist(), samples=max(SAMPLES, samples)),
+        )
+
+    return DrawTest(
+        p_value=min(1.0, 2 * min(p_of_drop(1.0), p_of_drop(-1.0))) if two_sided else p_of_drop(1.0),
+        draws=len(draws),
+        sessions=int(draws["scenario"].nunique()),
+        repeats=int(draws["repeat"].nunique()),
+        changed=int((draws["change"] != 0).sum()),
+        min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
+    )
 
 
 def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFrame:
@@ -554,16 +602,10 @@ def probe_test(
     runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
     *, two_sided: bool = False,
 ) -> ProbeTest | None:
-    """The paired test of one probe metric for one (strategy, profile), whose unit is the summary draw
-    (`draw_changes`: a scenario in one repeat): its p-value (unadjusted) is the larger of the clustered bootstrap's
-    that the change is below −`tolerance` (scenarios, then their draws, resampled) and the one-sided sign-flip
-    test's of the draws' changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo
-    beyond); None without shared pairs. `family` is the number of tests adjusted together: the resamples are enough
-    for a Monte Carlo p-value, never below 1/(samples + 1), to reach alpha / family. `two_sided` makes the same test
-    both ways (a rise beyond +`tolerance` is the drop of the runs swapped: the changes negated) and reports twice
-    the smaller p, at most 1, as `bench compare` tags a change of either sign. The baseline, candidate and change
-    shown, the probes, pairs and flipped probes describe the probes (voted over the repeats), as the runs' own
-    tables do."""
+    """The paired test of one probe metric for one (strategy, profile): `draw_test` of its summary draws'
+    changes (`draw_changes`: a scenario in one repeat); None without shared pairs. `two_sided` is how `bench
+    compare` tags a change of either sign. The baseline, candidate and change shown, the probes, pairs and flipped
+    probes describe the probes (voted over the repeats), as the runs' own tables do."""
     frame = _labelled(runs, strategy, profile)
     column = PROBE_METRICS[metric]
     if frame.empty or column not in frame.columns:
@@ -591,36 +633,49 @@ def probe_test(
         flipped = table[mask].index
         return tuple(dict.fromkeys(f"{scenario}/{probe}" for scenario, probe in zip(flipped.get_level_values("scenario"), flipped.get_level_values("probe_id"), strict=True)))
 
-    draws = draw_changes(frame, column)
-    clusters = [g.tolist() for _, g in draws.groupby("scenario", sort=False)["change"]]
-    samples = math.ceil(2 * family / alpha)
-
-    def p_of_drop(sign: float) -> float:
-        """The interval's side beyond the tolerance, and the exact test that enough draws changed at all, of the
-        draws' changes times `sign` (−1: the rise of the candidate over the baseline)."""
-        return max(
-            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, samples)),
-            signflip_p((sign * draws["change"]).tolist(), samples=max(SAMPLES, samples)),
-        )
-
+    tested = draw_test(draw_changes(frame, column), alpha, tolerance, family, two_sided=two_sided)
     return ProbeTest(
+        **dataclasses.asdict(tested),
         baseline=float(per_probe["baseline"].mean()),
         candidate=float(per_probe["candidate"].mean()),
         change=float(diffs["difference"].mean()),
-        p_value=min(1.0, 2 * min(p_of_drop(1.0), p_of_drop(-1.0))) if two_sided else p_of_drop(1.0),
         probes=len(diffs),
-        draws=len(draws),
-        sessions=int(draws["scenario"].nunique()),
-        repeats=int(draws["repeat"].nunique()),
-        changed=int((draws["change"] != 0).sum()),
         pairs=int(diffs["pairs"].sum()),
-        min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
         gained=named(~table["baseline"].astype(bool) & table["candidate"].astype(bool)),
     )
 
 
-# ---------------------------------------------------------------------------- the gate
+def sampled_summaries(runs: tuple[Run, Run]) -> bool:
+    """Whether a model wrote either run's summaries: its repeats and recordings are then draws, and every metric a
+    summary's length moves (later compactions, overflows, costs) varies between two recordings of one prompt."""
+    return any(not is_offline(model) for model in _models(runs, "summarizer"))
+
+
+def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profile: str, metric: str) -> pd.DataFrame:
+    """Per summary draw (a (scenario, repeat) both runs' `aggregate.draw_metrics` hold for the strategy and profile, with
+    a value of `metric` in both), the change of a metric outside the probes in its good direction (`draw_test`'s
+    input). A summed metric's change is scaled so that the draws' mean is the change the table shows (each
+    scenario's mean over its repeats, summed over scenarios): a draw of scenario s with R_s draws among N weighs
+    N / R_s. A rate's change is the draw's rate difference: the table's pooled ratio weighs the draws by their
+    tokens or requests, so the test and the figure shown may differ, and a row fails only when both are beyond the
+    tolerance. Empty when no draw has a value in both runs."""
+    columns, higher_is_better, how = METRICS[metric]
+    present = [c for c in columns if all(c in frame.columns for frame in draws)]
+    values = []
+    for frame in draws:
+        cell = frame[(frame["strategy"] == strategy) & (frame["profile"] == profile)]
+        values.append(cell[["scenario", "repeat"]].assign(value=cell[present].astype(float).sum(axis=1, min_count=1)))
+    both = values[0].merge(values[1], on=["scenario", "repeat"], suffixes=("_baseline", "_candidate")).dropna()
+    before, after = both["value_baseline"].astype(float), both["value_candidate"].astype(float)
+    change = (after - before).mask((after - before).abs() <= ROUNDING * np.maximum(before.abs(), after.abs()), 0.0)
+    if not higher_is_better:
+        change = -change
+    if how == "sum" and len(both):
+        change = change * len(both) / both.groupby("scenario")["scenario"].transform("size")
+    return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change})
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
@@ -718,14 +773,18 @@ def change_figure(change: Any, metric: str) -> str:
     return metric_figure(change, metric, "{:+.4g}")
 
 
-def _too_few_draws_note(row: str, test: ProbeTest, alpha: float) -> str:
-    """Why a probe rule cannot fail on a row, in the user's terms: its summary draws (sessions × repeats) are fewer
-    than the sign-flip test needs to reach alpha, however many probes they hold."""
+def _too_few_draws_note(row: str, test: DrawTest, alpha: float) -> str:
+    """Why a rule tested per summary draw cannot fail on a row, in the user's terms: its draws (sessions × repeats) are
+    fewer than the sign-flip test needs to reach alpha, however many probes or requests they hold."""
     counted = f"{test.sessions} session{'' if test.sessions == 1 else 's'} × {test.repeats} repeat{'' if test.repeats == 1 else 's'}"
+    held = (
+        f"the probes of one session in one run share its summary, so they count once however many there are ({test.probes} here)"
+        if isinstance(test, ProbeTest)
+        else "a session's requests and compactions in one run follow its summaries, so they are one draw of this metric"
+    )
     return (
         f"{row}: {test.draws} summary draw{'' if test.draws == 1 else 's'} ({counted}), fewer than the {test.min_draws} the "
-        f"sign-flip test needs to reach p < {alpha:g}; the probes of one session in one run share its summary, so they "
-        f"count once however many there are ({test.probes} here): this rule cannot fail on these runs, so its row is no "
+        f"sign-flip test needs to reach p < {alpha:g}; {held}: this rule cannot fail on these runs, so its row is no "
         "pass; record more sessions or use --repeats"
     )
 
@@ -746,30 +805,33 @@ def _models(runs: tuple[Run, Run], key: str) -> list[str]:
 
 
 def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: float) -> list[str]:
-    """What the gate's decision rests on, in words: the tests of the probe rules and their adjustment,
-    the exact comparison of the others, and the summarizer and answerer the probe metrics measure,
-    an offline heuristic named as one."""
+    """What the gate's decision rests on, in words: the tests of the probe rules and their adjustment, how the other
+    metrics are compared (tested per summary draw with a model's summaries, exactly with a deterministic summarizer's),
+    and the summarizer and answerer the probe metrics measure, an offline heuristic named as one."""
     metrics = {rule.metric for rule in rules}
+    adjusted = f"adjusted by Holm's method over the gate's {tests} tests (one decision), " if tests > 1 else ""
+    test = (
+        "a row fails when the clustered bootstrap (sessions, then their draws) puts the drop beyond its tolerance and the "
+        f"one-sided sign-flip test of the draws' changes finds a drop at all: the larger of the two p-values, {adjusted}below alpha {alpha:g}"
+    )
     out = []
     if metrics & set(PROBE_METRICS):
         out.append(
             f"{', '.join(m for m in PROBE_METRICS if m in metrics)}: per strategy and profile on the probe points both runs hold, each "
             "probe weighing one; the tests' unit is the summary draw (a session in one repeat: its probes share its summary), "
-            "each draw's change the mean of its probes'; a row fails when the clustered bootstrap (sessions, then their "
-            "draws) puts the drop beyond its tolerance and the one-sided sign-flip test of the draws' changes finds a drop at "
-            "all: the larger of the two p-values, "
-            + (f"adjusted by Holm's method over the gate's {tests} probe tests (one decision), " if tests > 1 else "")
-            + f"below alpha {alpha:g}"
+            f"each draw's change the mean of its probes'; {test}"
         )
     others = [m for m in METRICS if m in metrics and m not in PROBE_METRICS]
     if others:
         sampled = [model for model in _models(runs, "summarizer") if not is_offline(model)]
         out.append(
-            f"{', '.join(others)}: the runs' sums or means over the same cells, compared exactly (no test)"
-            + (f"; the summaries of {', '.join(sampled)} are sampled, and two recordings of one unchanged prompt differ in these "
-               "too (a summary's length moves later compactions, overflows and costs: the forty-sixth pass's audit failed "
-               "failed_requests:0 or overflows:0 in 6 of 6 such pairs), so a change here may be the recordings', not the "
-               "prompt's" if sampled else "; with a deterministic summarizer the runs repeat exactly, so a change is the change's")
+            f"{', '.join(others)}: the runs' sums or means over the same cells; "
+            + (f"the summaries of {', '.join(sampled)} are sampled, and a summary's length moves later compactions, overflows and "
+               "costs, so two recordings of one unchanged prompt differ in these too (compared exactly, the forty-sixth pass's "
+               "audit failed failed_requests:0 or overflows:0 in 6 of 6 such pairs): they are tested per summary draw, each "
+               "draw's change its session's value in that repeat, candidate − baseline (a sum's scaled so the draws' mean is "
+               f"the change shown; a rate's the draw's own rate), and the change shown must be beyond the tolerance too; {test}"
+               if sampled else "compared exactly (no test): with a deterministic summarizer the runs repeat exactly, so a change is the change's")
         )
     if metrics & {"retention", "summarized_source"}:
         for model in _models(runs, "summarizer"):
@@ -820,16 +882,24 @@ def gate(
     runs = (Run.load(baseline), Run.load(candidate))
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(*runs)
-    family = len(compared) * sum(rule.metric in PROBE_METRICS for rule in rules)  # at most this many probe tests
+    # with a model's summaries every metric is sampled and tested per summary draw; with a deterministic one the runs
+    # repeat exactly, and the metrics outside the probes are compared exactly
+    sampled = sampled_summaries(runs)
+    lacking = {label: lacking_draw_columns(run.tables["requests"], run.tables["compactions"]) for label, run in zip(("baseline", "candidate"), runs, strict=True)}
+    drawn = None
+    if sampled and not any(lacking.values()) and any(rule.metric not in PROBE_METRICS for rule in rules):
+        drawn = (draw_metrics(runs[0].tables["requests"], runs[0].tables["compactions"]), draw_metrics(runs[1].tables["requests"], runs[1].tables["compactions"]))
+    family = len(compared) * sum(rule.metric in PROBE_METRICS or sampled for rule in rules)  # at most this many tests
     rows: list[dict[str, Any]] = []
     flipped: list[str] = []
     for key, values in compared.iterrows():
         strategy, profile = (str(k) for k in cast(tuple[Any, Any], key))
         for rule in rules:
             higher_is_better = METRICS[rule.metric][1]
-            test = probe_test(runs, strategy, profile, rule.metric, alpha, rule.tolerance, family) if rule.metric in PROBE_METRICS else None
+            test: DrawTest | None = None
             status = None
             if rule.metric in PROBE_METRICS:
+                test = probe_test(runs, strategy, profile, rule.metric, alpha, rule.tolerance, family)
                 if test is None:  # e.g. no summarized source in either run, or no answerer grade
                     notes.append(f"untested: {strategy} {profile} {rule.metric}: no probe point both runs hold has a value for it")
                     continue
@@ -849,16 +919,30 @@ def gate(
                 if _missing(change):
                     status = UNTESTED
                     notes.append(_untested_note(strategy, profile, rule.metric, base, cand))
+                elif sampled:
+                    changes = metric_draws(drawn, strategy, profile, rule.metric) if drawn is not None else None
+                    if changes is None or changes.empty:
+                        status = UNTESTED
+                        notes.append(f"untested: {strategy} {profile} {rule.metric}: " + (
+                            "no summary draw both runs hold has a value for it" if changes is not None else
+                            "; ".join(f"the {label}'s tables lack {', '.join(columns)}" for label, columns in lacking.items() if columns)
+                            + " (a run written by an earlier version): with sampled summaries it is tested per summary draw, which they cannot give"))
+                    else:
+                        test = draw_test(changes, alpha, rule.tolerance, family)
+                        if test.draws < test.min_draws:
+                            status = CANNOT_FAIL
+                            notes.append(_too_few_draws_note(f"{strategy} {profile} {rule.metric}", test, alpha))
             rows.append(
                 {
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
                     "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
-                    "probes": test.probes if test else None, "pairs": test.pairs if test else None, "draws": test.draws if test else None,
+                    "probes": test.probes if isinstance(test, ProbeTest) else None, "pairs": test.pairs if isinstance(test, ProbeTest) else None,
+                    "draws": test.draws if test else None,
                     "min_draws": test.min_draws if test else None, "changed": test.changed if test else 0,
                     "worse_by": -change if higher_is_better else change, "status": status,
                 }
             )
-    # The probe tests are one family: the gate fails if any of them does, so their p-values are adjusted
+    # The tests (the probe rules', and the others' with a model's summaries) are one family: the gate fails if any of them does, so their p-values are adjusted
     # together. A row whose changed summary draws are too few to reach alpha (0.5^changed ≥ alpha, all in one
     # direction) can never fail, so it is no member (Tarone's argument): the sign-flip test is conditional on
     # which draws changed, so leaving such rows out (the strategies a change did not touch among them) keeps

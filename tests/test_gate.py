@@ -232,19 +232,23 @@ def test_compare_refuses_runs_that_are_not_comparable(offline_runs):
     assert allowed.returncode == 0 and "allowed difference: answerer differs" in allowed.stderr
 
 
-def test_the_basis_says_when_the_exactly_compared_metrics_are_sampled(offline_runs, served_runs):
-    """integrity (compared exactly, no test): with the offline summarizer the runs repeat exactly, so a change is the
-    change's; with a model summarizer its summaries are sampled, and the comment says two recordings of one unchanged
-    prompt differ in such metrics too (the forty-sixth pass's audit failed failed_requests:0 or overflows:0 in 6 of 6).
-    The gate's own function, on the module's runs (the terminal test below shares them)."""
+def test_the_metrics_outside_the_probes_are_tested_per_summary_draw_when_a_model_summarizes(offline_runs, served_runs):
+    """integrity: with the offline summarizer the runs repeat exactly, so it is compared exactly and a change is the
+    change's; with a model summarizer its summaries are sampled (a summary's length moves later compactions, overflows
+    and costs), so it is tested per summary draw, and the comment says so. The served runs are real `bench run`
+    folders of one session × 8 repeats: 8 draws. The gate's own function, on the module's runs (the terminal test
+    below shares them)."""
     from compaction_bench.reports.gate import Rule
     from compaction_bench.reports.gate import gate as run_gate
 
     rules = [Rule.parse("integrity:0")]
-    exact = " ".join(run_gate(offline_runs["baseline"], offline_runs["baseline"], rules).basis)
-    assert "integrity: the runs' sums or means over the same cells, compared exactly (no test); with a deterministic summarizer" in exact
-    sampled = " ".join(run_gate(served_runs["baseline"], served_runs["whitespace"], rules).basis)
-    assert "the summaries of openai/prompt-follower are sampled, and two recordings of one unchanged prompt differ in these too" in sampled
+    exact = run_gate(offline_runs["baseline"], offline_runs["baseline"], rules)
+    assert "integrity: the runs' sums or means over the same cells; compared exactly (no test): with a deterministic summarizer" in " ".join(exact.basis)
+    assert exact.table["draws"].isna().all()
+    sampled = run_gate(served_runs["baseline"], served_runs["whitespace"], rules)
+    assert "the summaries of openai/prompt-follower are sampled" in " ".join(sampled.basis)
+    assert "they are tested per summary draw" in " ".join(sampled.basis)
+    assert set(sampled.table["draws"]) == {8} and set(sampled.table["status"]) == {"ok"}
 
 
 def test_the_terminal_says_when_a_figure_measures_an_offline_heuristic(offline_runs, served_runs):

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
+from compaction_bench.metrics.aggregate import summarize
 from compaction_bench.reports.compare import render_compare
 from compaction_bench.reports.gate import GateError, Rule, Run, gate, probe_test
 
@@ -31,15 +32,21 @@ def probe_rows(strategy: str, scenarios: int, per_scenario: int, lost: set[tuple
 
 
 def write_run(root: Path, rows: list[dict], *, config: dict | None = None, scenarios: list[dict] | None = None,
-              profiles: dict | None = None) -> Path:
-    """A finished run folder holding these probe rows (one request and one summary row per cell)."""
+              profiles: dict | None = None, requests: pd.DataFrame | None = None) -> Path:
+    """A finished run folder holding these probe rows: one request and one summary row per cell, or `requests` (every
+    column the request metrics read) and the summary `bench run` computes from them."""
     root.mkdir(parents=True)
     probes = pd.DataFrame(rows)
+    compactions = pd.DataFrame({"scenario": pd.Series(dtype=str)})
     cells = probes[["scenario", "strategy", "profile"]].drop_duplicates().reset_index(drop=True)
-    cells.assign(repeat=0, request=0, kind="turn", overflow=False).to_parquet(root / "requests.parquet")
-    cells.assign(cost_usd=1.0).to_parquet(root / "summary.parquet")
+    if requests is None:
+        cells.assign(repeat=0, request=0, kind="turn", overflow=False).to_parquet(root / "requests.parquet")
+        cells.assign(cost_usd=1.0).to_parquet(root / "summary.parquet")
+    else:
+        requests.to_parquet(root / "requests.parquet")
+        summarize(requests, compactions, probes.iloc[:0]).to_parquet(root / "summary.parquet")  # the request metrics (the gate pools the probes itself)
     probes.to_parquet(root / "probes.parquet")
-    pd.DataFrame({"scenario": pd.Series(dtype=str)}).to_parquet(root / "compactions.parquet")
+    compactions.to_parquet(root / "compactions.parquet")
     names = sorted(cells["scenario"].unique())
     manifest = {
         "config": {"strategies": sorted(cells["strategy"].unique()), "profiles": [PROFILE], "summarizer": "openai/gpt-5-mini",
@@ -170,11 +177,12 @@ def test_a_second_rule_for_one_metric_is_refused(tmp_path):
 
 
 def test_the_same_costs_summed_in_another_order_are_no_change(tmp_path):
-    """0.1 + 0.2 and 0.3 are the same dollars; as floats they differ by 5.6e-17, which failed `cost:0`."""
+    """0.1 + 0.2 and 0.3 are the same dollars; as floats they differ by 5.6e-17, which failed `cost:0`. (Compared
+    exactly, as with a deterministic summarizer; a model's summaries are tested per draw, `test_gate_draw_metrics`.)"""
     rows = probe_rows("x", 1, 10)
     runs = []
     for name, costs in (("a", [0.3]), ("b", [0.1 + 0.2])):
-        root = write_run(tmp_path / name, rows)
+        root = write_run(tmp_path / name, rows, config={"summarizer": "offline/extractive"})
         pd.read_parquet(root / "summary.parquet").assign(cost_usd=costs).to_parquet(root / "summary.parquet")
         runs.append(root)
     assert 0.1 + 0.2 != 0.3
@@ -216,12 +224,12 @@ def test_an_integrity_rule_sums_only_the_wire_formats_both_runs_checked(tmp_path
     """The baseline was made before the Gemini format was checked: its summary has three integrity columns,
     the candidate's four, with 5 Gemini errors and none in the three. The same three formats show no change,
     so `integrity:0` passes; summing the candidate's fourth column would read 5 new errors that the baseline
-    was never checked for."""
+    was never checked for. (Compared exactly, as with a deterministic summarizer; per draw, `test_gate_draw_metrics`.)"""
     rows = probe_rows("x", 2, 10)
     old_formats = {"integrity_openai_chat": 0, "integrity_openai_responses": 0, "integrity_anthropic": 0}
     runs = []
     for name, columns in (("a", old_formats), ("b", {**old_formats, "integrity_gemini": 5})):
-        root = write_run(tmp_path / name, rows)
+        root = write_run(tmp_path / name, rows, config={"summarizer": "offline/extractive"})
         summary = pd.read_parquet(root / "summary.parquet")
         summary.assign(**columns).to_parquet(root / "summary.parquet")
         runs.append(root)

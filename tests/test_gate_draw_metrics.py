@@ -1,0 +1,149 @@
+"""The gate's metrics outside the probes (failed requests, overflows, integrity, costs, …) with a model's summaries:
+tested per summary draw, a session in one repeat, as the probe metrics are. A summary's length moves later
+compactions, overflows and costs, so two recordings of one unchanged prompt differ in them too; compared exactly, the
+forty-sixth pass's audit failed `failed_requests:0` or `overflows:0` in 6 of 6 such pairs. Hand-built run folders
+whose requests give each draw's value by construction; the right answers are worked out by hand (sign patterns, sums)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from compaction_bench.metrics.aggregate import draw_metrics, summarize
+from compaction_bench.reports.gate import Rule, Run, gate, metric_draws
+from tests.test_verdict_audit_gate import PROFILE, probe_rows, write_run
+
+REQUESTS_PER_DRAW = 10
+
+
+def requests(failed: dict[tuple[int, int], int], strategy: str = "x") -> pd.DataFrame:
+    """Ten turn requests per draw (scenario `s<k>`, repeat r) of `failed`, the first `failed[k, r]` of them refused by
+    the provider as too long; each sent one 100 tokens, 20 of them from the cache after the repeat's first request."""
+    rows = []
+    for (k, repeat), overflowing in failed.items():
+        for n in range(REQUESTS_PER_DRAW):
+            sent = n >= overflowing
+            rows.append({
+                "scenario": f"s{k}", "strategy": strategy, "profile": PROFILE, "repeat": repeat, "request": n, "step": n, "kind": "turn",
+                "attempt": 0, "overflow": not sent, "refused": False, "missed_trigger": False, "estimate_error": 0.0,
+                "estimate_ape": float("nan"), "true_tokens": 100, "cached_tokens": 20 if sent and n > overflowing else 0, "rebilled_tokens": 0,
+                "cache_write_tokens": 0, "output_tokens": 10 if sent else 0, "cost_usd": 0.001 if sent else 0.0,
+            })
+    return pd.DataFrame(rows)
+
+
+def folder(root: Path, failed: dict[tuple[int, int], int], summarizer: str = "openai/gpt-5-mini") -> Path:
+    """A run folder of strategy x whose draws fail `failed` requests each; every probe kept (the probes do not move)."""
+    scenarios = 1 + max(k for k, _ in failed)
+    probes = [row | {"repeat": r} for row in probe_rows("x", scenarios, 4) for k, r in failed if row["scenario"] == f"s{k}"]
+    return write_run(root, probes, requests=requests(failed), config={"summarizer": summarizer, "repeats": 1 + max(r for _, r in failed)})
+
+
+def row_of(result, metric: str = "failed_requests") -> dict:
+    rows = result.table[result.table["metric"] == metric].to_dict("records")
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_two_recordings_of_one_prompt_do_not_fail_on_their_noise(tmp_path):
+    """Eight sessions; the candidate's recording fails one request more in three of them and one fewer in two (the
+    summaries' lengths moved, the prompt did not): +1 in all, which the exact comparison failed. Per draw the five
+    changed draws' signs are three against two: P(a sum of five random ±1 ≤ −1) = (10 + 5 + 1) / 32 = 0.5."""
+    base = {(0, 0): 0, (1, 0): 1, (2, 0): 0, (3, 0): 2, (4, 0): 0, (5, 0): 1, (6, 0): 0, (7, 0): 0}
+    cand = {(0, 0): 1, (1, 0): 0, (2, 0): 1, (3, 0): 2, (4, 0): 1, (5, 0): 0, (6, 0): 0, (7, 0): 0}
+    result = gate(folder(tmp_path / "a", base), folder(tmp_path / "b", cand), [Rule.parse("failed_requests:0")])
+    row = row_of(result)
+    assert (row["baseline"], row["candidate"], row["change"]) == (4, 5, 1)
+    assert row["draws"] == 8 and row["min_draws"] == 5
+    assert row["p_value"] >= 0.5
+    assert row["status"] == "undecided" and result.passed and result.undecided == ["x 32k failed_requests: +1"]
+
+
+def test_a_rise_in_every_draw_fails(tmp_path):
+    """Six sessions, each failing one request more in the candidate: the one-sided sign-flip p is 0.5^6 = 1/64 and every
+    draw's change is the same, beyond the tolerance (the bootstrap's p is 0): a regression the tests confirm."""
+    base = {(k, 0): 0 for k in range(6)}
+    cand = {(k, 0): 1 for k in range(6)}
+    row = row_of(result := gate(folder(tmp_path / "a", base), folder(tmp_path / "b", cand), [Rule.parse("failed_requests:0")]))
+    assert row["change"] == 6 and row["p_value"] == pytest.approx(1 / 64)
+    assert row["status"] == "fail" and result.failures == ["x 32k failed_requests: +6"]
+    # a tolerance of 6 (the whole rise) is not exceeded: the estimate alone decides that
+    assert row_of(gate(tmp_path / "a", tmp_path / "b", [Rule.parse("failed_requests:6")]))["status"] == "ok"
+
+
+def test_one_recorded_session_cannot_fail_with_sampled_summaries_and_fails_exactly_with_a_deterministic_summarizer(tmp_path):
+    """One session, one repeat, three more overflows: one draw, which no test can call a regression when a model wrote
+    the summaries (the row says it cannot fail, and the gate is untested: exit 2, never a pass); with the offline
+    summarizer the runs repeat exactly, and the rise is the change's: it fails, with no test."""
+    result = gate(folder(tmp_path / "a", {(0, 0): 0}), folder(tmp_path / "b", {(0, 0): 3}), [Rule.parse("failed_requests:0")])
+    assert row_of(result)["status"] == "cannot fail" and not result.tested
+    assert any("1 summary draw (1 session × 1 repeat), fewer than the 5 the sign-flip test needs" in note
+               and "requests and compactions in one run follow its summaries" in note for note in result.notes)
+    offline = "offline/extractive"
+    exact = gate(folder(tmp_path / "c", {(0, 0): 0}, offline), folder(tmp_path / "d", {(0, 0): 3}, offline), [Rule.parse("failed_requests:0")])
+    assert row_of(exact)["status"] == "fail" and row_of(exact)["p_value"] is None and row_of(exact)["draws"] is None
+
+
+def test_a_sum_is_tested_on_the_figure_the_table_shows(tmp_path):
+    """The table shows a sum over sessions of each session's mean over its repeats: s0 fails 1 and 3 requests more in its
+    two repeats (mean 2), s1 4 more in its one, so +6. The draws' changes are scaled so their mean is that figure:
+    s0's two draws by 3/2, s1's one by 3 (−1.5, −4.5, −12 in the good direction, mean −6)."""
+    base = folder(tmp_path / "a", {(0, 0): 0, (0, 1): 0, (1, 0): 0})
+    cand = folder(tmp_path / "b", {(0, 0): 1, (0, 1): 3, (1, 0): 4})
+    runs = (Run.load(base), Run.load(cand))
+    draws = tuple(draw_metrics(run.tables["requests"], run.tables["compactions"]) for run in runs)
+    changes = metric_draws(draws, "x", PROFILE, "failed_requests")  # type: ignore[arg-type]
+    assert sorted(changes["change"]) == [-12, -4.5, -1.5]
+    assert row_of(gate(base, cand, [Rule.parse("failed_requests:0")]))["change"] == pytest.approx(-changes["change"].mean()) == 6
+
+
+def test_a_draws_metrics_are_its_repeat_alone():
+    """Repeat 0 of a cell fails 2 of its 10 requests, repeat 1 none: the draws read 2 and 0 and the summary their mean,
+    1. The cache hit rate of a draw leaves out its own first sent request: repeat 0 sends requests 2–9, and 7 of them
+    read 20 of 100 tokens from the cache (0.2); repeat 1 sends 0–9, 9 of them from the cache (0.2)."""
+    table = requests({(0, 0): 2, (0, 1): 0})
+    draws = draw_metrics(table, pd.DataFrame())
+    assert draws.sort_values("repeat")["failed_requests"].tolist() == [2, 0]
+    assert draws.sort_values("repeat")["requests"].tolist() == [8, 10]
+    assert draws["cache_hit_rate"].tolist() == pytest.approx([0.2, 0.2])
+    assert summarize(table, pd.DataFrame(), pd.DataFrame())["failed_requests"].tolist() == [1]
+    with pytest.raises(ValueError, match=r"requests\.cost_usd"):
+        draw_metrics(table.drop(columns="cost_usd"), pd.DataFrame())
+
+
+def test_a_run_without_the_request_columns_leaves_the_metric_untested_not_compared_exactly(tmp_path):
+    """A run folder whose requests table holds only the required columns (written by an earlier version, or by hand)
+    cannot give a metric per draw; with a model's summaries the rule is untested (named), not compared exactly."""
+    rows = probe_rows("x", 6, 4)
+    result = gate(write_run(tmp_path / "a", rows), write_run(tmp_path / "b", rows), [Rule.parse("cost:0")])
+    assert row_of(result, "cost")["status"] == "untested" and not result.tested
+    assert any(note.startswith("untested: x 32k cost: the baseline's tables lack requests.missed_trigger") for note in result.notes)
+
+
+def test_the_probe_and_request_tests_are_one_family(tmp_path):
+    """A retention rule and a failed-requests rule, both dropping in each of six sessions (p = 1/64 each): the gate is
+    one decision, so Holm's method adjusts the two together (2/64 for the smaller, the same for the tied other)."""
+    lost = {(k, 0) for k in range(6)}
+    base = write_run(tmp_path / "a", probe_rows("x", 6, 4), requests=requests({(k, 0): 0 for k in range(6)}))
+    cand = write_run(tmp_path / "b", probe_rows("x", 6, 4, lost=lost), requests=requests({(k, 0): 1 for k in range(6)}))
+    result = gate(base, cand, [Rule.parse("retention:0"), Rule.parse("failed_requests:0")])
+    assert result.table["p_value"].tolist() == pytest.approx([2 / 64, 2 / 64]) and result.table["holm"].all()
+    assert not result.passed and len(result.failures) == 2
+    assert np.isclose(row_of(result, "retention")["p_test"], 1 / 64)
+
+
+def test_integrity_per_draw_sums_only_the_wire_formats_both_runs_checked(tmp_path):
+    """The baseline was measured before a wire format was checked (its requests have no column for it); the candidate
+    has one error in it in each of six sessions. Per draw, as in the exact comparison, only the formats both runs
+    checked are summed: no change, where summing the candidate's would fail six draws of six."""
+    failed = {(k, 0): 0 for k in range(6)}
+    rows = probe_rows("x", 6, 4)
+    formats = {"integrity_openai_chat": 0, "integrity_anthropic": 0}
+    table = requests(failed).assign(**formats)
+    base = write_run(tmp_path / "a", rows, requests=table)
+    cand = write_run(tmp_path / "b", rows, requests=table.assign(integrity_gemini=(table["request"] == 0).astype(int)))
+    row = row_of(gate(base, cand, [Rule.parse("integrity:0")]), "integrity")
+    assert (row["change"], row["draws"], row["status"]) == (0, 6, "ok")
