@@ -5,7 +5,7 @@ For every (strategy, profile) both runs hold, over the scenarios they share:
   (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
   (`reports/gate.py::compare_runs`; a cost either run cannot know, its model having no price, shows as
   unpriced and its change as "cannot compare"). A row is tagged better or worse only when its interval excludes
-  0 and its two-sided p-value by the gate's test (`gate.probe_test`, whose unit is the summary draw, a scenario in
+  0 and its two-sided p-value by the gate's test (`gate.probe_draw_test`, whose unit is the summary draw, a scenario in
   one repeat: the larger of the clustered bootstrap's and the sign-flip test's, twice the smaller of the two
   directions'), adjusted by Holm's method over all the rows the page tags (`retention_changes`), is below 0.05: a
   page of twenty strategies at 5% each would otherwise tag one by chance in most comparisons of two equivalent runs,
@@ -31,13 +31,13 @@ from compaction_bench.atomic import write_output
 from compaction_bench.metrics.stats import holm
 from compaction_bench.reports.gate import (
     METRICS,
-    ProbeTest,
+    DrawTest,
     Run,
     align_plugins,
     change_figure,
     compare_runs,
     metric_figure,
-    probe_test,
+    probe_draw_test,
 )
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
@@ -70,12 +70,13 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
     return change if change.n else None
 
 
-def two_sided_test(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str, family: int) -> ProbeTest | None:
-    """The gate's test of a retention change (`gate.probe_test` at tolerance 0, its unit the summary draw: the larger
-    of the clustered bootstrap's p and the one-sided sign-flip test's), made both ways, two-sided: twice the smaller p,
-    at most 1. `family` bounds the number of rows adjusted together (the resamples grow with it, as the gate's do)."""
+def two_sided_test(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str, family: int) -> DrawTest | None:
+    """The gate's test of a retention change (`gate.probe_draw_test` at tolerance 0, its unit the summary draw: the
+    larger of the clustered bootstrap's p and the one-sided sign-flip test's), made both ways, two-sided: twice the
+    smaller p, at most 1. `family` bounds the number of rows adjusted together (the resamples grow with it, as the
+    gate's do)."""
     runs = (Run(Path("baseline"), {}, {"probes": base}), Run(Path("candidate"), {}, {"probes": cand}))
-    return probe_test(runs, strategy, profile, "retention", TAG_ALPHA, 0.0, family, two_sided=True)
+    return probe_draw_test(runs, strategy, profile, "retention", TAG_ALPHA, 0.0, family, two_sided=True)
 
 
 def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Difference | None]:

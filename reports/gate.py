@@ -598,28 +598,47 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     return changes.rename("change").reset_index()
 
 
-def probe_test(
-    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
-    *, two_sided: bool = False,
-) -> ProbeTest | None:
-    """The paired test of one probe metric for one (strategy, profile): `draw_test` of its summary draws'
-    changes (`draw_changes`: a scenario in one repeat); None without shared pairs. `two_sided` is how `bench
-    compare` tags a change of either sign. The baseline, candidate and change shown, the probes, pairs and flipped
-    probes describe the probes (voted over the repeats), as the runs' own tables do."""
+def _probe_rows(runs: tuple[Run, Run], strategy: str, profile: str, metric: str) -> pd.DataFrame | None:
+    """Both runs' probe rows of the strategy and profile, labelled `baseline` and `candidate` (`_labelled`), for
+    `summarized_source` only the points whose source went into a summary in both runs, repeat by repeat; None when
+    no row has the metric's column or none is left."""
     frame = _labelled(runs, strategy, profile)
-    column = PROBE_METRICS[metric]
-    if frame.empty or column not in frame.columns:
+    if frame.empty or PROBE_METRICS[metric] not in frame.columns:
         return None
     if "point_kind" not in frame.columns:
         frame = frame.rename(columns={"point": "point_kind"})
-    if metric == "summarized_source":  # the points whose source went into a summary in both runs, repeat by repeat
+    if metric == "summarized_source":
         point = [k for k in ("scenario", "repeat", "probe_id", "point_kind", "step") if k in frame.columns]
         marked = frame[frame["source_summarized"].astype(bool)] if "source_summarized" in frame.columns else frame.iloc[:0]
         both = marked.groupby(point, sort=False)["strategy"].nunique()
         keys = set(both[both == 2].index)
         frame = frame[[k in keys for k in frame[point].itertuples(index=False, name=None)]]
-        if frame.empty:
-            return None
+    return None if frame.empty else frame
+
+
+def probe_draw_test(
+    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
+    *, two_sided: bool = False,
+) -> DrawTest | None:
+    """`probe_test`'s test alone, without the description of the probes (all `bench compare`'s tags read): None
+    without a summary draw both runs hold."""
+    frame = _probe_rows(runs, strategy, profile, metric)
+    draws = draw_changes(frame, PROBE_METRICS[metric]) if frame is not None else None
+    return draw_test(draws, alpha, tolerance, family, two_sided=two_sided) if draws is not None and len(draws) else None
+
+
+def probe_test(
+    runs: tuple[Run, Run], strategy: str, profile: str, metric: str, alpha: float, tolerance: float = 0.0, family: int = 1,
+    *, two_sided: bool = False,
+) -> ProbeTest | None:
+    """The paired test of one probe metric for one (strategy, profile): `draw_test` of its summary draws'
+    changes (`draw_changes`: a scenario in one repeat; `two_sided` as there); None without shared pairs. The
+    baseline, candidate and change shown, the probes, pairs and flipped probes describe the probes (voted over the
+    repeats), as the runs' own tables do."""
+    frame = _probe_rows(runs, strategy, profile, metric)
+    if frame is None:
+        return None
+    column = PROBE_METRICS[metric]
     voted = votes(frame)
     diffs = voted_differences(voted, "baseline", "candidate", column=column, rows=HEADLINE_KINDS)
     if diffs.empty:
