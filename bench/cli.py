@@ -219,7 +219,7 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
 
     from compaction_bench.metrics.aggregate import INTEGRITY_COLUMNS, compared_rows, overall_of, unfinished
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
-    from compaction_bench.reports.verdict import p_best_notes, servable
+    from compaction_bench.reports.verdict import few_scenarios_notes, p_best_notes, servable
 
     probes_file, requests = root / "probes.parquet", root / "requests.parquet"
     # the cells, and what the verdict's flags read where the summary lacks them (a run written before `cannot_serve`)
@@ -287,6 +287,8 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     if compared is not None and pooled is not None and "p_best" in pooled.columns and pooled["p_best"].isna().any():  # why, from the verdict's test
         for profile, note in p_best_notes(pooled, compared, contenders).items():
             console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
+    for profile, note in few_scenarios_notes(compared).items() if compared is not None else ():
+        console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- list
@@ -644,7 +646,7 @@ def gate_command(
     allow_offline_summarizer: Annotated[bool, typer.Option(help="Gate a summary-template change although the offline summarizer cannot read instructions.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace the --markdown file if it exists (default: refuse, leaving it as it is).")] = False,
 ) -> None:
-    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics: significantly), 2 when the runs are not comparable or when some rule could be tested on no row (and none failed); prints markdown."""
+    """Exit 1 when the candidate regresses beyond a tolerance (probe metrics, and every metric a model's summaries sample: significantly), 2 when the runs are not comparable or when some rule could be tested on no row (and none failed); prints markdown."""
     from compaction_bench.atomic import check_output, write_output
     from compaction_bench.reports.gate import Rule, gate
 

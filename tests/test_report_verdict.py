@@ -8,7 +8,8 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from compaction_bench.reports.verdict import Difference, StrategyRow, finding, verdicts
+from compaction_bench.metrics.aggregate import compared_rows
+from compaction_bench.reports.verdict import Difference, StrategyRow, few_scenarios_notes, finding, verdicts
 
 
 def row(name: str, retention: float, rebilled: float, cannot_serve: int = 0, cost: float = float("nan")) -> StrategyRow:
@@ -35,11 +36,15 @@ def test_sentence_never_claims_a_difference_whose_interval_includes_zero(lo, hi)
 
 
 def test_sentence_claims_nothing_the_sign_flip_test_does_not_support():
-    # An interval clear of 0 from three scenarios that differ: the two-sided sign-flip test cannot go below 0.25.
+    # An interval clear of 0 from three scenarios of seven that differ: the two-sided sign-flip test cannot go below 0.25.
     rows = [row("pi", 0.80, 180_000), row("codex-local", 0.72, 100_000)]
-    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 30, 0.25, probes=30, scenarios=3, changed=3))
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 70, 0.25, probes=70, scenarios=7, changed=3))
     assert "no detectable difference" in text and "more facts" not in text
-    assert "but only 3 scenarios differ, and the sign-flip test over the scenarios needs 6, 30 probes in 3 scenarios)" in text
+    assert "but only 3 scenarios differ, and the sign-flip test over the scenarios needs 6, 70 probes in 7 scenarios)" in text
+    # three scenarios in all: the interval resamples little but their probes, and the sentence says what it covers
+    text = finding("64k", rows, Difference("pi", "codex-local", 0.83, 0.5, 1.0, 30, 0.25, probes=30, scenarios=3, changed=3))
+    assert ("no detectable difference in retention between pi and codex-local (+83 points, 95% CI 50–100 over the probes of these 3 "
+            "scenarios, 30 probes in 3 scenarios: a test or an interval that holds for other sessions needs 6 scenarios).") in text
     # seven scenarios that differ, some each way: the test could reject, and says what it found
     text = finding("64k", rows, Difference("pi", "codex-local", 0.2, 0.05, 0.4, 70, 0.125, probes=70, scenarios=7, changed=7))
     assert "but the sign-flip test over the 7 scenarios gives p = 0.12, not below 0.05, 70 probes in 7 scenarios)" in text
@@ -85,7 +90,10 @@ def test_verdict_ranks_with_intervals_p_best_and_flags():
     assert all(math.isnan(r.p_best) for r in verdict.rows)
     assert verdict.notes == ["P(best) is not shown: no scenario differs between a and c, the two highest retentions, and the sign-flip test "
                              "needs 6 before it can tell two strategies apart (it counts scenarios, as a scenario's probes move together); a share "
-                             "of bootstrap resamples would claim more than the tests can."]
+                             "of bootstrap resamples would claim more than the tests can.",
+                             "The intervals pool 1 scenario: with fewer than 6 they resample little but this session's probes, so they describe this "
+                             "session (and, with a model summarizer, the summaries drawn for it), not sessions like them; in a simulation of a "
+                             "sampling summarizer they held the mean over sessions 51% of the time on one scenario and 86% on three."]
     assert by["a"].lo == pytest.approx(0.025 ** (1 / 40)) and by["a"].hi == 1.0  # 40 probes all kept: not a certainty
     assert 0.3 < by["b"].lo < 0.5 < by["b"].hi < 0.7
     # The top two servable strategies (a, c) do not differ: the sentence says so.
@@ -119,6 +127,19 @@ def test_verdict_claims_a_clear_difference():
     assert not math.isnan(verdict.rows[0].p_best)
 
 
+@pytest.mark.parametrize(("sessions", "noted"), [(1, True), (5, True), (6, False), (8, False)])
+def test_intervals_over_fewer_scenarios_than_the_test_needs_are_said_to_describe_these_sessions(sessions, noted):
+    """The test needs six scenarios (0.5^6 × 2 < 0.05 ≤ 0.5^5 × 2); below that the clustered bootstrap resamples
+    little but the sessions' probes (it held the mean over sessions 51% of the time on one scenario in the forty-sixth
+    pass's simulation), and the verdict's notes and the terminal say what the intervals describe."""
+    summary, probes, requests = (_ab(frame) for frame in _tables(sessions=sessions))
+    (verdict,) = verdicts(summary, probes, requests)
+    pooled = f"The intervals pool {sessions} scenario{'' if sessions == 1 else 's'}: with fewer than 6"
+    assert any(note.startswith(pooled) for note in verdict.notes) is noted
+    assert ("an interval that holds for other sessions needs 6 scenarios" in verdict.sentence) is noted
+    assert set(few_scenarios_notes(compared_rows(probes, requests))) == ({"64k"} if noted else set())
+
+
 def test_one_scenario_is_one_unit_however_many_probes_it_holds():
     """The same 20 of 40 probes lost in one scenario: one summary, one context, one unit, and no claim (before, the
     probes counted as 20 independent ones: p = 2 × 0.5^20 and a claim). The sentence and the note say why."""
@@ -126,7 +147,8 @@ def test_one_scenario_is_one_unit_however_many_probes_it_holds():
     (verdict,) = verdicts(summary, probes, requests)
     assert verdict.difference is not None and verdict.difference.lo > 0.25 and not verdict.difference.detectable
     assert verdict.sentence.startswith("At 64k, no detectable difference in retention between a and b (+50 points, 95% CI ")
-    assert verdict.sentence.endswith(", but only 1 scenario differs, and the sign-flip test over the scenarios needs 6, 40 probes in 1 scenario).")
+    assert verdict.sentence.endswith(" over the probes of this scenario, 40 probes in 1 scenario: a test or an interval that holds for other sessions "
+                                     "needs 6 scenarios).")
     assert verdict.notes[0].startswith("P(best) is not shown: only 1 scenario differs between a and b, the two highest retentions")
     assert math.isnan(verdict.rows[0].p_best)
 

@@ -111,4 +111,4 @@ def test_the_sentence_names_the_probes_and_scenarios_its_claim_rests_on():
     assert "40 probes in 8 scenarios" in verdict.sentence
     one = [p for p in probes if p["scenario"] == "s0"]
     (verdict,) = verdicts(*_tables(one))
-    assert "15 paired points of 5 probes in 1 scenario)" in verdict.sentence
+    assert "15 paired points of 5 probes in 1 scenario: a test or an interval that holds for other sessions needs 6 scenarios)" in verdict.sentence
