@@ -88,11 +88,14 @@ def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[s
     say) is no member: it can be tagged neither way, and the test is conditional on which draws changed (Tarone's
     argument), so leaving it out keeps the page's error at 0.05 without diluting the rows that did change."""
     changes = {key: retention_change(base, cand, *key) for key in keys}
-    tests = {key: (change, two_sided_test(base, cand, *key, family=len(keys))) for key, change in changes.items() if change is not None}
-    tested = [(key, change, test.p_value) for key, (change, test) in tests.items() if test is not None and 2 * 0.5 ** test.changed < TAG_ALPHA]
-    for (key, change, p_value), adjusted in zip(tested, holm([p for *_, p in tested]), strict=True):
-        changes[key] = replace(change, p_value=p_value, p_adjusted=adjusted)
-    return changes
+    rows = {key: change for key, change in changes.items() if change is not None}
+    for key, change in rows.items():  # the row's test is the gate's: its p and its changed draws replace the scenario-level ones
+        test = two_sided_test(base, cand, *key, family=len(keys))
+        rows[key] = replace(change, p_value=test.p_value if test else float("nan"), changed=test.changed if test else 0)
+    tested = [key for key, change in rows.items() if 2 * 0.5 ** change.changed < TAG_ALPHA]
+    for key, adjusted in zip(tested, holm([rows[key].p_value for key in tested]), strict=True):
+        rows[key] = replace(rows[key], p_adjusted=adjusted)
+    return {**changes, **rows}
 
 
 def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | None:

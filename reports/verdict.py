@@ -59,7 +59,8 @@ class Difference:
     """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval and
     two-sided sign-flip p-value (over the scenarios) on `n` paired points, which are `probes` probes in
     `scenarios` scenarios (0: not known). `p_adjusted` is the p-value adjusted with the other tests of
-    the same decision (`stats.holm`), when there are any: then it is the one `detectable` reads."""
+    the same decision (`stats.holm`), when there are any: then it is the one `detectable` reads. On `bench
+    compare`'s rows the p-value and `changed` are the gate's draw test's (`compare.retention_changes`)."""
 
     a: str
     b: str
@@ -71,7 +72,8 @@ class Difference:
     probes: int = 0
     scenarios: int = 0
     p_adjusted: float | None = None
-    #: the scenarios whose difference is not 0 (`PairedDifference.changed`): the sign-flip test's sample
+    #: the scenarios whose difference is not 0 (`PairedDifference.changed`): the sign-flip test's sample (on `bench
+    #: compare`'s rows, the summary draws whose change is not 0)
     changed: int = 0
 
     @property
