@@ -46,7 +46,9 @@ summary draws than the sign-flip test needs (the table's "min. draws": 5 at 0.05
 repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
 "undecided" (beyond tolerance, not significant), never "ok", and the headline says the gate passed
 with undecided rows (exit 0: no rule failed); a row with fewer draws than that cannot fail whatever
-the candidate does (one recorded session needs `--repeats`), and is listed as such, not as a pass. A
+the candidate does (one recorded session needs `--repeat`), and is listed as such, not as a pass, and
+so is a row with fewer draws than the family needs (Holm multiplies the smallest p of m tests by m:
+`stats.min_units(alpha / m)` draws, 8 for a family of 8 at 0.05). A
 row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the
 sign-flip test is conditional on which draws changed), so the strategies a change did not touch do
 not dilute the one it did. A rule that no row could test, or that could fail on none,
@@ -695,6 +697,16 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change})
 
 
+def unshared_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profile: str) -> list[str]:
+    """The summary draws (scenario, repeat) of the strategy and profile that one run's `aggregate.draw_metrics` holds and
+    the other's lacks (a failed repeat), named with the run that holds them: the figure shown averages each run's own
+    repeats while the test pairs the draws both hold, so the two would measure different things."""
+    held = [{(str(s), int(r)) for s, r in frame.loc[(frame["strategy"] == strategy) & (frame["profile"] == profile), ["scenario", "repeat"]]
+             .itertuples(index=False, name=None)} for frame in draws]
+    return [f"{scenario} repeat {repeat} ({label} only)" for label, mine, other in (("baseline", held[0], held[1]), ("candidate", held[1], held[0]))
+            for scenario, repeat in sorted(mine - other)]
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and value != value)
 
@@ -804,7 +816,16 @@ def _too_few_draws_note(row: str, test: DrawTest, alpha: float) -> str:
     return (
         f"{row}: {test.draws} summary draw{'' if test.draws == 1 else 's'} ({counted}), fewer than the {test.min_draws} the "
         f"sign-flip test needs to reach p < {alpha:g}; {held}: this rule cannot fail on these runs, so its row is no "
-        "pass; record more sessions or use --repeats"
+        "pass; record more sessions or use --repeat"
+    )
+
+
+def _family_too_large_note(rows: Sequence[str], family: int, needed: int, alpha: float) -> str:
+    """Why rows with enough summary draws for one test cannot fail among the gate's `family` tests adjusted together."""
+    return (
+        f"cannot fail: the gate's {family} tests are adjusted together (Holm's method multiplies the smallest p by {family}), so a row "
+        f"needs {needed} summary draws, every one worse, to reach p < {alpha:g}; these rows have fewer (draws in brackets): "
+        f"{_shown(rows, FLIPPED_SHOWN)}. They are no pass: record more sessions, use --repeat, or gate fewer rules"
     )
 
 
@@ -938,6 +959,10 @@ def gate(
                 if _missing(change):
                     status = UNTESTED
                     notes.append(_untested_note(strategy, profile, rule.metric, base, cand))
+                elif sampled and drawn is not None and (unshared := unshared_draws(drawn, strategy, profile)):
+                    status = UNTESTED
+                    notes.append(f"untested: {strategy} {profile} {rule.metric}: the runs hold different summary draws ({_shown(unshared)}), so "
+                                 "the figures shown (each run's mean over its own repeats) and the test (the draws both hold) would differ")
                 elif sampled:
                     changes = metric_draws(drawn, strategy, profile, rule.metric) if drawn is not None else None
                     if changes is None or changes.empty:
@@ -968,6 +993,19 @@ def gate(
     # the family's error at alpha and does not dilute the rows that did change.
     tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["changed"] < alpha]
     adjusted = dict(zip(tested, holm([rows[k]["p_test"] for k in tested]), strict=True))
+    # Holm multiplies the smallest p of a family of m by m, so a row tested with others needs the draws of alpha / m:
+    # 8 draws, all worse, in a family of 8 at 0.05 (0.5^7 × 8 = 0.0625). A row with fewer cannot fail, whatever the
+    # candidate does, and is said to be so (a gate whose every row is so is untested, exit 2), not read as a pass.
+    needed = min_units(alpha / max(len(tested), 1))
+    short = [k for k, row in enumerate(rows) if row["draws"] is not None and row["status"] is None and row["draws"] < needed]
+    for k, row in enumerate(rows):
+        if row["draws"] is not None:
+            row["min_draws"] = max(int(row["min_draws"]), needed)
+        if k in short:
+            row["status"] = CANNOT_FAIL
+    if short:
+        notes.append(_family_too_large_note([f"{rows[k]['strategy']} {rows[k]['profile']} {rows[k]['metric']} ({rows[k]['draws']})" for k in short],
+                                            len(tested), needed, alpha))
     failures = []
     for k, row in enumerate(rows):
         row.pop("changed")

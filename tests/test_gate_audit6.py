@@ -73,7 +73,7 @@ ALLOWED = int(scipy_stats.binom.ppf(0.995, TRIALS, ALPHA))
 @pytest.mark.parametrize(
     ("sessions", "probes", "repeats"),
     [
-        (1, 40, 6),  # one session with --repeats 6: can fail
+        (1, 40, 6),  # one session with --repeat 6: can fail
         (8, 12, 1),  # 8 sessions: can fail
     ],
 )
@@ -122,7 +122,7 @@ def test_one_session_in_one_repeat_cannot_fail_and_the_note_says_why(tmp_path):
     assert not result.tested and "cannot fail (too few summary draws)" in result.markdown()
     (note,) = [n for n in result.notes if n.startswith("x 32k retention:")]
     assert "1 summary draw (1 session × 1 repeat), fewer than the 5" in note and "40 here" in note
-    assert "record more sessions or use --repeats" in note
+    assert "record more sessions or use --repeat" in note
 
 
 def test_one_session_in_six_repeats_can_fail(tmp_path):

@@ -147,3 +147,41 @@ def test_integrity_per_draw_sums_only_the_wire_formats_both_runs_checked(tmp_pat
     cand = write_run(tmp_path / "b", rows, requests=table.assign(integrity_gemini=(table["request"] == 0).astype(int)))
     row = row_of(gate(base, cand, [Rule.parse("integrity:0")]), "integrity")
     assert (row["change"], row["draws"], row["status"]) == (0, 6, "ok")
+
+
+@pytest.mark.parametrize(("strategies", "fails"), [(2, True), (4, False)])
+def test_a_row_the_adjustment_puts_out_of_reach_cannot_fail_and_says_so(tmp_path, strategies, fails):
+    """Seven sessions; every strategy loses a probe and fails a request more in each of them: every row's one-sided
+    sign-flip p is 0.5^7. Holm's method multiplies the smallest of m by m: with two strategies and two rules (m = 4)
+    4/128 < 0.05 and the rows fail; with four (m = 8) 8/128 ≥ 0.05, so no row could fail whatever the candidate did
+    (8 draws are needed): they read "cannot fail", the gate is untested (exit 2), never passed (the forty-seventh
+    pass's audit: such a gate passed a candidate strictly worse than one it failed)."""
+    names = [f"x{k}" for k in range(strategies)]
+    lost = {(k, 0) for k in range(7)}
+    base = [row for name in names for row in probe_rows(name, 7, 4)]
+    cand = [row for name in names for row in probe_rows(name, 7, 4, lost=lost)]
+    more = {(k, 0): 1 for k in range(7)}
+    result = gate(
+        write_run(tmp_path / "a", base, requests=pd.concat([requests(dict.fromkeys(more, 0), name) for name in names])),
+        write_run(tmp_path / "b", cand, requests=pd.concat([requests(more, name) for name in names])),
+        [Rule.parse("retention:0"), Rule.parse("failed_requests:0")],
+    )
+    assert result.table["p_test"].tolist() == pytest.approx([1 / 128] * 2 * strategies)
+    if fails:
+        assert len(result.failures) == 4 and set(result.table["min_draws"]) == {7}
+    else:
+        assert not result.failures and not result.tested
+        assert set(result.table["status"]) == {"cannot fail"} and set(result.table["min_draws"]) == {8}
+        assert any(note.startswith("cannot fail: the gate's 8 tests are adjusted together") and "needs 8 summary draws" in note
+                   for note in result.notes)
+
+
+def test_a_draw_one_run_lacks_leaves_the_row_untested(tmp_path):
+    """The candidate's recording lacks repeat 1 of s0 (a failed repeat): the table's figure averages each run's own
+    repeats (s0 in the baseline over two, in the candidate over one), the test pairs the draws both hold, and the two
+    would measure different things, so the row is untested and the note names the draw."""
+    base = {(k, r): 0 for k in range(6) for r in range(2)}
+    cand = {key: 1 for key in base if key != (0, 1)}
+    result = gate(folder(tmp_path / "a", base), folder(tmp_path / "b", cand), [Rule.parse("failed_requests:0")], allow_different_inputs=True)
+    assert row_of(result)["status"] == "untested" and not result.tested
+    assert any("the runs hold different summary draws (s0 repeat 1 (baseline only))" in note for note in result.notes)
