@@ -53,6 +53,10 @@ from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_units
 
 BASIS = "the paired checkpoints and the final context"
 
+#: Below this many scenarios no test can claim a difference (`stats.min_units`, two-sided at 95%), and an interval
+#: describes the scenarios it pools rather than sessions like them (`few_scenarios_clause`).
+FEW_SCENARIOS = min_units(1 - CONFIDENCE, two_sided=True)
+
 
 @dataclass(frozen=True)
 class Difference:
@@ -241,7 +245,7 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         return f"At {profile}, {measured[0].strategy} is the only strategy that serves every scenario: {kept}" + tail
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
-    needed = min_units(1 - CONFIDENCE, two_sided=True)
+    needed = FEW_SCENARIOS
     if 0 < diff.scenarios < needed:  # never a claim (the test needs that many differing scenarios): say what the interval is
         these = "this scenario" if diff.scenarios == 1 else f"these {diff.scenarios} scenarios"
         return (
@@ -313,19 +317,22 @@ def few_scenarios_notes(paired: pd.DataFrame) -> dict[str, str]:
     what its intervals describe. They are the scenario-clustered bootstrap, which with few scenarios resamples little
     but these sessions' probes: in the forty-sixth pass's simulation of a sampling summarizer, the retention interval
     held the mean over sessions 51% of the time on one scenario, 79.5% on two and 86% on three (92.5% on five)."""
-    needed = min_units(1 - CONFIDENCE, two_sided=True)
     out = {}
     for profile, frame in paired.groupby("profile", sort=False) if not paired.empty else ():
         count = frame["scenario"].nunique()
-        if count < needed:
-            these, them = ("this session's", "this session") if count == 1 else ("these sessions'", "these sessions")
-            out[str(profile)] = (
-                f"the intervals pool {count} scenario{'' if count == 1 else 's'}: with fewer than {needed} they resample little but {these} "
-                f"probes, so they describe {them} (and, with a model summarizer, the summaries drawn for {'it' if count == 1 else 'them'}), "
-                "not sessions like them; in a simulation of a sampling summarizer they held the mean over sessions 51% of the "
-                "time on one scenario and 86% on three."
-            )
+        if count < FEW_SCENARIOS:
+            out[str(profile)] = f"the intervals pool {count} scenario{'' if count == 1 else 's'}: {few_scenarios_clause(count)}."
     return out
+
+
+def few_scenarios_clause(count: int) -> str:
+    """What an interval over `count` scenarios, fewer than `FEW_SCENARIOS`, describes (the verdict's notes, `bench compare`)."""
+    these, them = ("this session's", "this session") if count == 1 else ("these sessions'", "these sessions")
+    return (
+        f"with fewer than {FEW_SCENARIOS} they resample little but {these} probes, so they describe {them} (and, with a model "
+        f"summarizer, the summaries drawn for {'it' if count == 1 else 'them'}), not sessions like them; in a simulation of a "
+        "sampling summarizer they held the mean over sessions 51% of the time on one scenario and 86% on three"
+    )
 
 
 def p_best_notes(pooled: pd.DataFrame, paired: pd.DataFrame, contenders: Contenders | None = None) -> dict[str, str]:

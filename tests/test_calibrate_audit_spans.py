@@ -95,6 +95,9 @@ def test_the_difference_is_said_only_with_its_interval_and_enough_sessions():
     assert "no verdict" in difference([_row("a", 10, 2, 8, 2), _row("a", 10, 1, 7, 1)])
     # Five of six sessions differ: p = 2 * 0.5**5 = 0.0625, no claim.
     assert difference([*six[:5], _row("f", 10, 1, 1, 1)]).endswith("no detectable difference.")
+    # Fewer than six sessions: the interval describes them, not sessions like them (six: no such label)
+    assert "] (over 2 sessions, fewer than 6: it describes these sessions, not sessions like them) (bootstrap" in two
+    assert "fewer than 6" not in line
 
 
 @pytest.mark.corpora

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from compaction_bench.reports.compare import retention_changes
+from compaction_bench.reports.compare import adjustment_note, retention_changes
 
 STRATEGIES = [f"strategy{k}" for k in range(10)]
 SCENARIOS, PROBES, CHECKPOINTS, PAGES = 7, 12, 2, 30
@@ -55,3 +55,5 @@ def test_a_rows_p_and_changed_count_are_the_gate_tests_not_the_scenarios():
     assert change is not None and change.mean == -0.2
     assert (change.p_value, change.changed, change.p_adjusted) == (0.125, 4, None)
     assert not change.detectable
+    note = adjustment_note({("x", "64k"): change})
+    assert note is not None and "The intervals pool as few as 1 scenario: with fewer than 6 they resample little but this session's probes" in note
