@@ -245,13 +245,12 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         return f"At {profile}, {measured[0].strategy} is the only strategy that serves every scenario: {kept}" + tail
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
-    needed = FEW_SCENARIOS
-    if 0 < diff.scenarios < needed:  # never a claim (the test needs that many differing scenarios): say what the interval is
+    if 0 < diff.scenarios < FEW_SCENARIOS:  # never a claim (the test needs that many differing scenarios): say what the interval is
         these = "this scenario" if diff.scenarios == 1 else f"these {diff.scenarios} scenarios"
         return (
             f"At {profile}, no detectable difference in retention between {diff.a} and {diff.b} "
             f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)} over the probes of {these}, "
-            f"{diff.basis()}: a test or an interval that holds for other sessions needs {needed} scenarios)." + tail
+            f"{diff.basis()}: a test or an interval that holds for other sessions needs {FEW_SCENARIOS} scenarios)." + tail
         )
     if not diff.detectable:
         untested = _untested_clause(diff) if diff.lo > 0 or diff.hi < 0 else ""
@@ -293,7 +292,7 @@ def _differing(changed: int) -> str:
 
 def _untested_clause(diff: Difference) -> str:
     """Why a difference whose interval is clear of 0 is no claim: the sign-flip test over the scenarios does not reject."""
-    needed = min_units(1 - CONFIDENCE, two_sided=True)
+    needed = FEW_SCENARIOS
     if diff.changed < needed:
         return f", but {_differing(diff.changed)}, and the sign-flip test over the scenarios needs {needed}"
     return f", but the sign-flip test over the {diff.scenarios} scenarios gives p = {diff.p_value:.2g}, not below 0.05"
@@ -301,7 +300,7 @@ def _untested_clause(diff: Difference) -> str:
 
 def p_best_note(lead: Difference) -> str:
     """Why P(best) is withheld, from the difference between the two highest retentions (`lead`, not detectable)."""
-    needed = min_units(1 - CONFIDENCE, two_sided=True)
+    needed = FEW_SCENARIOS
     pair = f"{lead.a} and {lead.b}, the two highest retentions"
     if lead.changed < needed:
         why = (f"{_differing(lead.changed)} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart "
