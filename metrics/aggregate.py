@@ -848,14 +848,54 @@ def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "pr
 
 
 def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
-    """`probe_differences` of rows already voted (`votes`), for a caller that needs the votes too."""
+    """`probe_differences` of rows already voted (`votes`), for a caller that needs the votes too. Each point of `b`
+    is matched to the same point of `a` by integer codes (the gate's simulations and the verdict's pairs call this
+    thousands of times); where a strategy holds a point twice, the pairs are every combination, as a join makes them."""
     voted = voted[voted["point_kind"].isin(tuple(rows))].dropna(subset=[column])
     point = [k for k in [*PAIR, "probe_id", "point_kind", "step"] if k in voted.columns]
+    unit = [k for k in [*PAIR, "probe_id"] if k in voted.columns]
+    mine = voted[voted["strategy"].isin([a, b])]
+    is_b = (mine["strategy"] == b).to_numpy()
+    codes = _codes(mine, point)
+    left, right = codes[~is_b], codes[is_b]
+    if np.unique(left).size < left.size or np.unique(right).size < right.size:
+        return _joined_differences(mine, a, b, column, point, unit)
+    where = np.full(codes.max(initial=-1) + 1, -1, dtype=np.int64)
+    where[right] = np.flatnonzero(is_b)
+    a_rows = np.flatnonzero(~is_b)
+    match = where[codes[a_rows]]
+    kept = a_rows[match >= 0]
+    if kept.size == 0:
+        return pd.DataFrame(columns=[*PAIR, "probe_id", "difference", "pairs"])
+    values = mine[column].to_numpy(dtype=float)
+    difference = values[match[match >= 0]] - values[kept]
+    paired_rows = mine.iloc[kept]
+    group = _codes(paired_rows, unit)
+    groups = int(group.max()) + 1
+    first = np.full(groups, kept.size, dtype=np.int64)
+    np.minimum.at(first, group, np.arange(kept.size))
+    counts = np.bincount(group, minlength=groups)
+    out = pd.DataFrame({k: paired_rows[k].iloc[first].reset_index(drop=True) for k in unit})
+    out["difference"] = np.bincount(group, weights=difference, minlength=groups) / counts
+    out["pairs"] = counts.astype(np.int64)
+    return out
+
+
+def _codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
+    """One integer per distinct tuple of `keys` in `frame`'s rows, numbered in order of first appearance."""
+    group = np.zeros(len(frame), dtype=np.int64)
+    for key in keys:
+        codes, uniques = pd.factorize(frame[key], use_na_sentinel=False)
+        group, _ = pd.factorize(group * max(len(uniques), 1) + codes)
+    return group
+
+
+def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point: list[str], unit: list[str]) -> pd.DataFrame:
+    """`voted_differences` by a join on the point: every pair of `a`'s and `b`'s rows at a point both hold."""
     left = voted[voted["strategy"] == a].set_index(point)[column].astype(float)
     right = voted[voted["strategy"] == b].set_index(point)[column].astype(float)
     both = left.to_frame("a").join(right.to_frame("b"), how="inner").reset_index()
     if both.empty:
         return pd.DataFrame(columns=[*PAIR, "probe_id", "difference", "pairs"])
     both["difference"] = both["b"] - both["a"]
-    unit = [k for k in [*PAIR, "probe_id"] if k in both.columns]
     return both.groupby(unit, sort=False).agg(difference=("difference", "mean"), pairs=("difference", "size")).reset_index()
