@@ -856,7 +856,7 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     unit = [k for k in [*PAIR, "probe_id"] if k in voted.columns]
     mine = voted[voted["strategy"].isin([a, b])]
     is_b = (mine["strategy"] == b).to_numpy()
-    codes = _codes(mine, point)
+    codes = mine.groupby(point, sort=False, dropna=False).ngroup().to_numpy()
     left, right = codes[~is_b], codes[is_b]
     if np.unique(left).size < left.size or np.unique(right).size < right.size:
         return _joined_differences(mine, a, b, column, point, unit)
@@ -870,7 +870,7 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     values = mine[column].to_numpy(dtype=float)
     difference = values[match[match >= 0]] - values[kept]
     paired_rows = mine.iloc[kept]
-    group = _codes(paired_rows, unit)
+    group = paired_rows.groupby(unit, sort=False, dropna=False).ngroup().to_numpy()
     groups = int(group.max()) + 1
     first = np.full(groups, kept.size, dtype=np.int64)
     np.minimum.at(first, group, np.arange(kept.size))
@@ -879,15 +879,6 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     out["difference"] = np.bincount(group, weights=difference, minlength=groups) / counts
     out["pairs"] = counts.astype(np.int64)
     return out
-
-
-def _codes(frame: pd.DataFrame, keys: Sequence[str]) -> np.ndarray:
-    """One integer per distinct tuple of `keys` in `frame`'s rows, numbered in order of first appearance."""
-    group = np.zeros(len(frame), dtype=np.int64)
-    for key in keys:
-        codes, uniques = pd.factorize(frame[key], use_na_sentinel=False)
-        group, _ = pd.factorize(group * max(len(uniques), 1) + codes)
-    return group
 
 
 def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point: list[str], unit: list[str]) -> pd.DataFrame:
