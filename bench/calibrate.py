@@ -366,15 +366,7 @@ def calibrate(files: Iterable[str | Path]) -> Calibrations:
 def difference(rows: Sequence[Calibration]) -> str:
     """Offline − real share of the facts kept, with its interval clustered by session and the sign-flip test over
     the sessions (each session's facts only one summary keeps flipped together); the verdict only where both say so."""
-    from compaction_bench.metrics.stats import (
-        CONFIDENCE,
-        DIFFERENCE,
-        cluster_bootstrap_ci,
-        detectable,
-        min_units,
-        signflip_p,
-        unit_sums,
-    )
+    from compaction_bench.metrics.stats import CLAIM_UNITS, DIFFERENCE, cluster_bootstrap_ci, detectable, signflip_p, unit_sums
 
     clusters: dict[str, list[float]] = {}
     for row in rows:
@@ -396,9 +388,8 @@ def difference(rows: Sequence[Calibration]) -> str:
         verdict = f"the offline summarizer keeps {'more' if mean > 0 else 'fewer'} of the spans' facts than the real summaries"
     else:
         verdict = "no detectable difference"
-    few = min_units(1 - CONFIDENCE, two_sided=True)
-    scope = (f" (over {len(clusters)} session{'' if len(clusters) == 1 else 's'}, fewer than {few}: it describes "
-             f"{'this session' if len(clusters) == 1 else 'these sessions'}, not sessions like them)" if len(clusters) < few else "")
+    scope = (f" (over {len(clusters)} session{'' if len(clusters) == 1 else 's'}, fewer than {CLAIM_UNITS}: it describes "
+             f"{'this session' if len(clusters) == 1 else 'these sessions'}, not sessions like them)" if len(clusters) < CLAIM_UNITS else "")
     return (
         f"offline − real, share of the spans' facts kept: {mean:+.1%}, 95% interval [{low:+.1%}, {high:+.1%}]{scope} "
         f"(bootstrap over {units}, clustered by session; two-sided sign-flip p = {p_value:.3f} over the {differing} session(s) "

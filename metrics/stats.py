@@ -317,6 +317,12 @@ def min_units(alpha: float, *, two_sided: bool = False) -> int:
     return math.floor(math.log(alpha / (2 if two_sided else 1)) / math.log(0.5)) + 1
 
 
+#: The fewest units (scenarios, sessions) that must differ before the two-sided sign-flip test can claim a difference at
+#: 95% (6). Below it no claim is possible, and the clustered bootstrap's interval resamples little but the units it
+#: pools: it describes them, not others like them (the verdict's, `bench compare`'s and `bench calibrate`'s notes).
+CLAIM_UNITS = min_units(1 - CONFIDENCE, two_sided=True)
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of p-values tested together (in their order; NaN stays NaN and is
     not counted): the i-th smallest of m becomes max over j ≤ i of (m − j + 1) × p_(j), at most 1. A

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
-from compaction_bench.metrics.stats import holm
+from compaction_bench.metrics.stats import CLAIM_UNITS, holm
 from compaction_bench.reports.gate import (
     METRICS,
     DrawTest,
@@ -41,7 +41,7 @@ from compaction_bench.reports.gate import (
 )
 from compaction_bench.reports.html import TEMPLATE_DIR, _clean
 from compaction_bench.reports.leaderboard import offline_notes
-from compaction_bench.reports.verdict import FEW_SCENARIOS, Difference, difference, few_scenarios_clause
+from compaction_bench.reports.verdict import Difference, difference, few_scenarios_clause
 
 CELL = ["scenario", "strategy", "profile", "repeat"]
 POINT = ["scenario", "probe_id", "point_kind", "point", "step"]
@@ -107,13 +107,13 @@ def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | 
     family = (f"adjusted by Holm's method over the {rows} rows whose changed summary draws could reach it" if rows > 1
               else "of the one row whose changed summary draws could reach it" if rows
               else "of no row: none changed enough summary draws (sessions × repeats) to reach it")
-    few = min((change.scenarios for change in compared if change.scenarios), default=FEW_SCENARIOS)
+    few = min((change.scenarios for change in compared if change.scenarios), default=CLAIM_UNITS)
     return (
         "note: a retention change is tagged better or worse only when its 95% interval excludes 0 and its two-sided "
         "p-value by the gate's test (its unit the summary draw, a session in one repeat: the larger of the clustered "
         "bootstrap's and the sign-flip test's), "
         f"{family}, is below 0.05 (the intervals shown are each row's own)"
-        + (f". The intervals pool as few as {few} scenario{'' if few == 1 else 's'}: {few_scenarios_clause(few)}." if few < FEW_SCENARIOS else ".")
+        + (f". The intervals pool as few as {few} scenario{'' if few == 1 else 's'}: {few_scenarios_clause(few)}." if few < CLAIM_UNITS else ".")
     )
 
 

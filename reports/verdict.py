@@ -49,13 +49,9 @@ from compaction_bench.metrics.aggregate import (
     unfinished,
 )
 from compaction_bench.metrics.cost import format_dollars
-from compaction_bench.metrics.stats import CONFIDENCE, detectable, min_units
+from compaction_bench.metrics.stats import CLAIM_UNITS, detectable
 
 BASIS = "the paired checkpoints and the final context"
-
-#: Below this many scenarios no test can claim a difference (`stats.min_units`, two-sided at 95%), and an interval
-#: describes the scenarios it pools rather than sessions like them (`few_scenarios_clause`).
-FEW_SCENARIOS = min_units(1 - CONFIDENCE, two_sided=True)
 
 
 @dataclass(frozen=True)
@@ -245,12 +241,12 @@ def finding(profile: str, rows: list[StrategyRow], diff: Difference | None) -> s
         return f"At {profile}, {measured[0].strategy} is the only strategy that serves every scenario: {kept}" + tail
     by_name = {r.strategy: r for r in rows}
     first, second = by_name[diff.a], by_name[diff.b]
-    if 0 < diff.scenarios < FEW_SCENARIOS:  # never a claim (the test needs that many differing scenarios): say what the interval is
+    if 0 < diff.scenarios < CLAIM_UNITS:  # never a claim (the test needs that many differing scenarios): say what the interval is
         these = "this scenario" if diff.scenarios == 1 else f"these {diff.scenarios} scenarios"
         return (
             f"At {profile}, no detectable difference in retention between {diff.a} and {diff.b} "
             f"({'+' if diff.mean > 0 else ''}{_points(diff.mean)} points, {_interval(diff.lo, diff.hi)} over the probes of {these}, "
-            f"{diff.basis()}: a test or an interval that holds for other sessions needs {FEW_SCENARIOS} scenarios)." + tail
+            f"{diff.basis()}: a test or an interval that holds for other sessions needs {CLAIM_UNITS} scenarios)." + tail
         )
     if not diff.detectable:
         untested = _untested_clause(diff) if diff.lo > 0 or diff.hi < 0 else ""
@@ -292,7 +288,7 @@ def _differing(changed: int) -> str:
 
 def _untested_clause(diff: Difference) -> str:
     """Why a difference whose interval is clear of 0 is no claim: the sign-flip test over the scenarios does not reject."""
-    needed = FEW_SCENARIOS
+    needed = CLAIM_UNITS
     if diff.changed < needed:
         return f", but {_differing(diff.changed)}, and the sign-flip test over the scenarios needs {needed}"
     return f", but the sign-flip test over the {diff.scenarios} scenarios gives p = {diff.p_value:.2g}, not below 0.05"
@@ -300,7 +296,7 @@ def _untested_clause(diff: Difference) -> str:
 
 def p_best_note(lead: Difference) -> str:
     """Why P(best) is withheld, from the difference between the two highest retentions (`lead`, not detectable)."""
-    needed = FEW_SCENARIOS
+    needed = CLAIM_UNITS
     pair = f"{lead.a} and {lead.b}, the two highest retentions"
     if lead.changed < needed:
         why = (f"{_differing(lead.changed)} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart "
@@ -319,16 +315,16 @@ def few_scenarios_notes(paired: pd.DataFrame) -> dict[str, str]:
     out = {}
     for profile, frame in paired.groupby("profile", sort=False) if not paired.empty else ():
         count = frame["scenario"].nunique()
-        if count < FEW_SCENARIOS:
-            out[str(profile)] = f"the intervals pool {count} scenario{'' if count == 1 else 's'}: {few_scenarios_clause(count)}."
+        if count < CLAIM_UNITS:
+            out[str(profile)] = f"The intervals pool {count} scenario{'' if count == 1 else 's'}: {few_scenarios_clause(count)}."
     return out
 
 
 def few_scenarios_clause(count: int) -> str:
-    """What an interval over `count` scenarios, fewer than `FEW_SCENARIOS`, describes (the verdict's notes, `bench compare`)."""
+    """What an interval over `count` scenarios, fewer than `CLAIM_UNITS`, describes (the verdict's notes, `bench compare`)."""
     these, them = ("this session's", "this session") if count == 1 else ("these sessions'", "these sessions")
     return (
-        f"with fewer than {FEW_SCENARIOS} they resample little but {these} probes, so they describe {them} (and, with a model "
+        f"with fewer than {CLAIM_UNITS} they resample little but {these} probes, so they describe {them} (and, with a model "
         f"summarizer, the summaries drawn for {'it' if count == 1 else 'them'}), not sessions like them; in a simulation of a "
         "sampling summarizer they held the mean over sessions 51% of the time on one scenario and 86% on three"
     )
@@ -492,6 +488,6 @@ def verdicts(
             f"Not in this comparison: {s}, which finished no cell at {profile} (see errors.log)." for s in strategies if s not in finished[profile]
         ]
         notes += [withheld[profile]] if profile in withheld else _unranked_note(rows, contenders.get(profile, set()))
-        notes += [few[profile][0].upper() + few[profile][1:]] if profile in few else []
+        notes += [few[profile]] if profile in few else []
         out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out
