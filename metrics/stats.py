@@ -48,8 +48,14 @@ applied by `compaction_bench.metrics.aggregate`); elsewhere it is withheld (NaN)
 tell which strategy is best, and a share near 1 would say they can.
 
 Where one decision rests on several tests (a gate's rows, the rows `bench compare` tags), their
-p-values are adjusted together by Holm's step-down method (`holm`), so the chance that any of the
-claims is wrong stays at α, not α per test.
+p-values are adjusted together, so the chance that any of the claims is wrong stays at α, not α per
+test: by Holm's step-down method (`holm`), or, for sign-flip tests of units the tests share (a gate's
+rows are all tested on the same summary draws), by the joint sign-flip test (`step_down_min_p` of
+`flip_ranks`: Westfall and Young's step-down min-p, one sign assignment flipping a unit in every test at once).
+Holm's method assumes nothing of how the tests depend on each other and pays for each test as if it
+were independent; the joint test reads their dependence from the data, so tests that count the same
+events (a failed request is often an overflow too) cost about one test, and independent ones about
+what Holm's method costs.
 """
 
 from __future__ import annotations
@@ -273,6 +279,75 @@ def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples
     totals = rng.choice((1.0, -1.0), size=(samples, d.size)) @ d
     extreme = np.abs(totals) >= abs(observed) - 1e-12 if two_sided else totals <= observed + 1e-12
     return float((1 + np.sum(extreme)) / (1 + samples))
+
+
+def shared_signs(units: int, *, samples: int = SAMPLES, seed: int = SEED) -> np.ndarray:
+    """The sign assignments of a joint sign-flip test of `units` shared units, one per row, the identity (no unit
+    flipped) first: all 2^units of them up to `EXACT_FLIPS` units (an exact test), else the identity and `samples`
+    drawn at random (a Monte Carlo test that counts the observed assignment among its own)."""
+    if units <= EXACT_FLIPS:
+        return _all_signs(units)
+    drawn = np.random.default_rng(seed).choice((1.0, -1.0), size=(samples, units))
+    return np.vstack([np.ones((1, units)), drawn])
+
+
+def flip_ranks(signs: np.ndarray, changes: np.ndarray, *, two_sided: bool = False) -> np.ndarray:
+    """(assignments × tests): for each test (a row of `changes`: its change per unit in the columns of `signs`, 0 for
+    a unit it does not hold) and each sign assignment (a row of `signs`), how many assignments give that test a sum at
+    or below the one this assignment gives it (`two_sided`: as far from 0 or farther): the p (one-sided, candidate
+    worse) the assignment's data would get, times the number of assignments. Row 0, the identity, holds the observed
+    data's counts."""
+    totals = signs @ np.asarray(changes, dtype=float).T  # (assignments, tests)
+    if two_sided:
+        totals = -np.abs(totals)
+    ranks = np.empty(totals.shape, dtype=np.int32)
+    for test in range(totals.shape[1]):
+        ordered = np.sort(totals[:, test])
+        ranks[:, test] = np.searchsorted(ordered, totals[:, test] + 1e-12, side="right")
+    return ranks
+
+
+def step_down_min_p(ranks: np.ndarray, observed: np.ndarray | None = None, assignments: int | None = None) -> np.ndarray:
+    """The tests' p-values at the identity (row 0 of `flip_ranks`), adjusted together by Westfall and Young's step-down
+    min-p method: with the tests ordered by their own p, the i-th smallest becomes the share of sign assignments under
+    which the smallest p of the tests from the i-th on is at most its own, made non-decreasing along the order. The
+    chance that any test with no change behind it is adjusted below α is at most α, however the tests depend on each
+    other within a unit (every assignment flips a unit in all of them), and no adjusted p is above Holm's.
+
+    `observed` (the identity's counts) and `assignments` (how many there are) are for a caller that passes only some
+    of the assignments' rows: the tests' p-values up to a count c are exact when every assignment under which some
+    test's count is at most c is among them."""
+    if ranks.shape[1] == 0:
+        return np.zeros(0)
+    observed = ranks[0] if observed is None else observed
+    order = np.argsort(observed, kind="stable")
+    later_min = np.minimum.accumulate(ranks[:, order][:, ::-1], axis=1)[:, ::-1]  # per assignment: min over tests from i on
+    adjusted = np.maximum.accumulate((later_min <= observed[order]).sum(axis=0) / (assignments or ranks.shape[0]))
+    out = np.empty(ranks.shape[1])
+    out[order] = adjusted
+    return out
+
+
+def best_case_p(ranks: np.ndarray, cases: Sequence[tuple[int | None, np.ndarray]]) -> list[float]:
+    """For each case (a test, a column of `ranks`, or None for one outside the family; and its `best` counts:
+    `flip_ranks` of its units all dropping), the adjusted p (`step_down_min_p`) the test would get with those counts in
+    place of its own (or added to the family), the other tests as observed. Counted over the assignments under which
+    some test's count is at most the best test's own, the only ones the p-values up to its own depend on."""
+    at_most: dict[int, np.ndarray] = {}  # a count -> per assignment, how many of the tests are at or below it
+    out = []
+    for test, best in cases:
+        threshold = int(best[0])
+        if threshold not in at_most:
+            at_most[threshold] = (ranks <= threshold).sum(axis=1)
+        others = at_most[threshold] - (ranks[:, test] <= threshold if test is not None else 0)
+        rows = np.flatnonzero((best <= threshold) | (others > 0))
+        sub, observed = ranks[rows], ranks[0].copy()
+        if test is None:
+            sub, observed, test = np.column_stack([sub, best[rows]]), np.append(observed, threshold), ranks.shape[1]
+        else:
+            sub[:, test], observed[test] = best[rows], threshold
+        out.append(float(step_down_min_p(sub, observed, ranks.shape[0])[test]))
+    return out
 
 
 def _all_signs(size: int) -> np.ndarray:

@@ -7,7 +7,9 @@ For every (strategy, profile) both runs hold, over the scenarios they share:
   unpriced and its change as "cannot compare"). A row is tagged better or worse only when its interval excludes
   0 and its two-sided p-value by the gate's test (`gate.probe_draw_test`, whose unit is the summary draw, a scenario in
   one repeat: the larger of the clustered bootstrap's and the sign-flip test's, twice the smaller of the two
-  directions'), adjusted by Holm's method over all the rows the page tags (`retention_changes`), is below 0.05: a
+  directions'), adjusted as the gate adjusts its rows (`gate.JointFamily`: the bootstrap's p-values by Holm's method,
+  the sign-flip tests' jointly, one flip of a draw in every row at once) over all the rows the page tags
+  (`retention_changes`), is below 0.05: a
   page of twenty strategies at 5% each would otherwise tag one by chance in most comparisons of two equivalent runs,
   and a sign-flip test of the probes, which treats the probes of a scenario as independent though they share its
   summaries, tagged about one page in five; the page says so;
@@ -28,10 +30,11 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
-from compaction_bench.metrics.stats import CLAIM_UNITS, holm
+from compaction_bench.metrics.stats import CLAIM_UNITS
 from compaction_bench.reports.gate import (
     METRICS,
     DrawTest,
+    JointFamily,
     Run,
     align_plugins,
     change_figure,
@@ -81,7 +84,8 @@ def two_sided_test(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profil
 
 def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[str, str]]) -> dict[tuple[str, str], Difference | None]:
     """`retention_change` of every (strategy, profile) in `keys`, each row's p-value the gate's test (`two_sided_test`),
-    adjusted together (`stats.holm`): the tags of one page are one family of claims. The probes of a scenario in one
+    adjusted together as the gate's are (`gate.JointFamily`, two-sided): the tags of one page are one family of claims.
+    The probes of a scenario in one
     repeat share its summary, so they move together: the test's unit is that summary draw (a sign-flip test of the
     probes counted them as independent and tagged about one page of two equivalent runs in five). A row whose changed
     draws are too few for the two-sided sign-flip test ever to reach 0.05 (2 × 0.5^changed ≥ 0.05; no draw changed,
@@ -89,11 +93,13 @@ def retention_changes(base: pd.DataFrame, cand: pd.DataFrame, keys: list[tuple[s
     argument), so leaving it out keeps the page's error at 0.05 without diluting the rows that did change."""
     changes = {key: retention_change(base, cand, *key) for key in keys}
     rows = {key: change for key, change in changes.items() if change is not None}
+    tests: dict[tuple[str, str], DrawTest] = {}
     for key, change in rows.items():  # the row's test is the gate's: its p and its changed draws replace the scenario-level ones
         test = two_sided_test(base, cand, *key, family=len(keys))
         rows[key] = replace(change, p_value=test.p_value if test else float("nan"), changed=test.changed if test else 0)
-    tested = [key for key, change in rows.items() if 2 * 0.5 ** change.changed < TAG_ALPHA]
-    for key, adjusted in zip(tested, holm([rows[key].p_value for key in tested]), strict=True):
+        if test is not None and 2 * 0.5**test.changed < TAG_ALPHA:
+            tests[key] = test
+    for key, adjusted in zip(tests, JointFamily(list(tests.values()), TAG_ALPHA, two_sided=True).adjusted(), strict=True):
         rows[key] = replace(rows[key], p_adjusted=adjusted)
     return {**changes, **rows}
 
@@ -104,7 +110,7 @@ def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | 
     if not compared:
         return None
     rows = sum(change.p_adjusted is not None for change in compared)
-    family = (f"adjusted by Holm's method over the {rows} rows whose changed summary draws could reach it" if rows > 1
+    family = (f"adjusted over the {rows} rows whose changed summary draws could reach it (as the gate adjusts its rows)" if rows > 1
               else "of the one row whose changed summary draws could reach it" if rows
               else "of no row: none changed enough summary draws (sessions × repeats) to reach it")
     few = min((change.scenarios for change in compared if change.scenarios), default=CLAIM_UNITS)

@@ -38,17 +38,21 @@ tolerance), and the one-sided sign-flip test of the draws' changes (exact up to 
 that they changed at all (enough of them, in one direction). A drop whose estimate exceeds the
 tolerance but whose interval reaches back inside it does not fail: the estimate alone would fail
 about half the candidates whose true drop is the tolerance itself. The p-value of a row is the larger
-of the two; the gate's tests are one family, its decision one claim, so their p-values are
-adjusted together by Holm's method (`stats.holm`) before they are compared with alpha: the chance
-that a gate fails on some row without a real regression there stays at alpha however many
-strategies, profiles and rules it tests. So a drop confined to one scenario of several, or to fewer
-summary draws than the sign-flip test needs (the table's "min. draws": 5 at 0.05, sessions ×
-repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
+of the two; the gate's tests are one family, its decision one claim, so each test's p-values are
+adjusted together before they are compared with alpha (`JointFamily`): the bootstrap's by Holm's
+method (`stats.holm`), the sign-flip tests' jointly (`stats.step_down_min_p`, Westfall and Young's
+step-down min-p), one sign assignment flipping a summary draw in every row at once, so rows that count
+the same events cost about one test (Holm's method, used for both until the forty-eighth pass, paid
+for each). The chance that a gate fails on some row without a real regression there stays at alpha
+however many strategies, profiles and rules it tests. So a drop confined to one scenario of several,
+or to fewer summary draws than the sign-flip test needs (the table's "min. draws": 5 at 0.05,
+sessions × repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
 "undecided" (beyond tolerance, not significant), never "ok", and the headline says the gate passed
 with undecided rows (exit 0: no rule failed); a row with fewer draws than that cannot fail whatever
 the candidate does (one recorded session needs `--repeat`), and is listed as such, not as a pass, and
-so is a row with fewer draws than the family needs (Holm multiplies the smallest p of m tests by m:
-`stats.min_units(alpha / m)` draws, 8 for a family of 8 at 0.05). A
+so is a row the family puts out of reach: even with all its draws worse, the other rows as observed,
+its adjusted p would not go below alpha (with m tests, `stats.min_units(alpha / m)` draws always
+suffice, 8 for a family of 8 at 0.05; fewer do where rows change together). A
 row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the
 sign-flip test is conditional on which draws changed), so the strategies a change did not touch do
 not dilute the one it did. A rule that no row could test, or that could fail on none,
@@ -95,7 +99,18 @@ from compaction_bench.metrics.aggregate import (
     votes,
 )
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
-from compaction_bench.metrics.stats import BOOTSTRAP_SAMPLES, SAMPLES, bootstrap_p_below_zero, holm, min_units, signflip_p
+from compaction_bench.metrics.stats import (
+    BOOTSTRAP_SAMPLES,
+    SAMPLES,
+    best_case_p,
+    bootstrap_p_below_zero,
+    flip_ranks,
+    holm,
+    min_units,
+    shared_signs,
+    signflip_p,
+    step_down_min_p,
+)
 from compaction_bench.profiles import stored_profile
 from compaction_bench.registry import strategy_class
 from compaction_bench.reports.leaderboard import count_text
@@ -510,6 +525,7 @@ class DrawTest:
     """The gate's test of one metric on the summary draws (a scenario in one repeat) both runs hold."""
 
     p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
+    p_bootstrap: float  # the first of the two alone (the gate adjusts each test's p-values over its family on their own)
     #: the summary draws (scenario × repeat) the test's unit is, from this many scenarios and repeats
     draws: int
     sessions: int
@@ -517,6 +533,8 @@ class DrawTest:
     #: the draws whose change is not 0: the sign-flip test's sample, whose size alone bounds its p from below
     changed: int
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
+    #: each draw's (scenario, repeat, change): what the gate's joint test flips, a draw in every row at once
+    changes: tuple[tuple[str, int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -539,23 +557,31 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
     the changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo beyond). `family` is
     the number of tests adjusted together: the resamples are enough for a Monte Carlo p-value, never below
     1/(samples + 1), to reach alpha / family. `two_sided` makes the same test both ways (a rise beyond +`tolerance`
-    is the drop of the runs swapped: the changes negated) and reports twice the smaller p, at most 1."""
+    is the drop of the runs swapped: the changes negated) and reports twice the smaller p, at most 1 (and its side's
+    bootstrap p doubled)."""
     clusters = [g.tolist() for _, g in draws.groupby("scenario", sort=False)["change"]]
     samples = math.ceil(2 * family / alpha)
 
-    def p_of_drop(sign: float) -> float:
-        return max(
+    def p_of_drop(sign: float) -> tuple[float, float]:
+        return (
             bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, samples)),
             signflip_p((sign * draws["change"]).tolist(), samples=max(SAMPLES, samples)),
         )
 
+    if two_sided:
+        side = min(p_of_drop(1.0), p_of_drop(-1.0), key=max)
+        p_bootstrap, p_signflip = (min(1.0, 2 * p) for p in side)
+    else:
+        p_bootstrap, p_signflip = p_of_drop(1.0)
     return DrawTest(
-        p_value=min(1.0, 2 * min(p_of_drop(1.0), p_of_drop(-1.0))) if two_sided else p_of_drop(1.0),
+        p_value=max(p_bootstrap, p_signflip),
+        p_bootstrap=p_bootstrap,
         draws=len(draws),
         sessions=int(draws["scenario"].nunique()),
         repeats=int(draws["repeat"].nunique()),
         changed=int((draws["change"] != 0).sum()),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
+        changes=tuple((str(scenario), int(repeat), float(change)) for scenario, repeat, change in draws[["scenario", "repeat", "change"]].itertuples(index=False)),
     )
 
 
@@ -747,22 +773,24 @@ class GateResult:
         return not self.table.empty and not self.untested_rules
 
     def markdown(self) -> str:
-        # Holm's adjustment is named only where it was made: rows outside the family (too few changed summary draws
+        # The adjustment is named only where it was made: rows outside the family (too few changed summary draws
         # to reach alpha) show their own p-value, marked so where others were adjusted.
-        family = bool(self.table["holm"].any()) if "holm" in self.table.columns else False
+        family = bool(self.table["adjusted"].any()) if "adjusted" in self.table.columns else False
         lines = [
-            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', Holm' if family else ''}) | probes (pairs) | "
+            f"| strategy | profile | metric | baseline | candidate | change | tolerance | p (one-sided{', adjusted' if family else ''}) | probes (pairs) | "
             "summary draws | min. draws | verdict |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for row in self.table.to_dict("records"):
-            p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}" + (" (not adjusted)" if family and not row["holm"] else "")
+            p = "–" if _missing(row["p_value"]) else f"{row['p_value']:.3g}" + (" (not adjusted)" if family and not row["adjusted"] else "")
             probes = "–" if _missing(row["probes"]) else f"{int(row['probes'])} ({int(row['pairs'])})"
             draws = "–" if _missing(row["draws"]) else f"{int(row['draws'])}"
             needed = "–" if _missing(row["min_draws"]) else f"{int(row['min_draws'])}"
             status = row.get("status") or (FAIL if row["failed"] else OK)
+            # a row with the draws its own test needs cannot fail because of the family (the notes give its best p)
+            few = "too few summary draws" if _missing(row["draws"]) or row["draws"] < row["min_draws"] else "too few summary draws for the family"
             shown = {FAIL: "**fail**", OK: "ok", UNDECIDED: "**undecided**: beyond tolerance, not significant",
-                     CANNOT_FAIL: "cannot fail (too few summary draws)", UNTESTED: "untested"}[status]
+                     CANNOT_FAIL: f"cannot fail ({few})", UNTESTED: "untested"}[status]
             lines.append(
                 f"| {row['strategy']} | {row['profile']} | {row['metric']} | {metric_figure(row['baseline'], row['metric'])} | "
                 f"{metric_figure(row['candidate'], row['metric'])} | {change_figure(row['change'], row['metric'])} | {row['tolerance']:,.15g} | {p} | {probes} | {draws} | {needed} | {shown} |"
@@ -820,12 +848,14 @@ def _too_few_draws_note(row: str, test: DrawTest, alpha: float) -> str:
     )
 
 
-def _family_too_large_note(rows: Sequence[str], family: int, needed: int, alpha: float) -> str:
+def _out_of_reach_note(rows: Sequence[str], family: int, enough: int, alpha: float) -> str:
     """Why rows with enough summary draws for one test cannot fail among the gate's `family` tests adjusted together."""
     return (
-        f"cannot fail: the gate's {family} tests are adjusted together (Holm's method multiplies the smallest p by {family}), so a row "
-        f"needs {needed} summary draws, every one worse, to reach p < {alpha:g}; these rows have fewer (draws in brackets): "
-        f"{_shown(rows, FLIPPED_SHOWN)}. They are no pass: record more sessions, use --repeat, or gate fewer rules"
+        f"cannot fail: the gate's {family} tests are adjusted together, and even with every one of their summary draws worse "
+        f"(the other rows as observed) these rows would not reach p < {alpha:g} (their draws and that p in brackets): "
+        f"{_shown(rows, FLIPPED_SHOWN)}. They are no pass: {enough} draws, every one worse, fail whatever the other rows show "
+        "(fewer do where rows change together: the joint test counts them about once); record more sessions, use --repeat, or "
+        "gate fewer rules"
     )
 
 
@@ -849,7 +879,9 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
     metrics are compared (tested per summary draw with a model's summaries, exactly with a deterministic summarizer's),
     and the summarizer and answerer the probe metrics measure, an offline heuristic named as one."""
     metrics = {rule.metric for rule in rules}
-    adjusted = f"adjusted by Holm's method over the gate's {tests} tests (one decision), " if tests > 1 else ""
+    adjusted = (f"adjusted over the gate's {tests} tests (one decision: the bootstrap's by Holm's method, the sign-flip tests' "
+                "jointly, one sign flip of a summary draw in every row at once, so rows that move together count about once), "
+                if tests > 1 else "")
     test = (
         "a row fails when the clustered bootstrap (sessions, then their draws) puts the drop beyond its tolerance and the "
         f"one-sided sign-flip test of the draws' changes finds a drop at all: the larger of the two p-values, {adjusted}below alpha {alpha:g}"
@@ -894,6 +926,71 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
             else:
                 out.append(f"answered graded with {model}")
     return out
+
+
+class JointFamily:
+    """The draw tests of one decision (a gate's rows, the rows a `bench compare` page tags), adjusted together.
+
+    A test's p is the larger of its two tests', and each is adjusted over the family (`adjusted`): the clustered
+    bootstrap's p-values by Holm's method (`stats.holm`), the sign-flip tests' jointly (`stats.step_down_min_p`), one
+    sign assignment flipping a summary draw in every test at once. Both runs' repeat r of a session are draws of one
+    distribution under no change, whichever strategy, profile or metric a test reads of them, so the swap is one for all
+    of them: tests that count the same events (a failed request that is an overflow too, a probe kept in the context and
+    in the summary) cost about one test, where Holm's method charged for each. The draws flipped are those some test
+    changed (flipping another changes nothing) and those of `held` (draws a test outside the family holds, for
+    `best_case`)."""
+
+    def __init__(self, tests: Sequence[DrawTest], alpha: float, *, two_sided: bool = False,
+                 held: Sequence[tuple[str, int]] = ()) -> None:
+        self.tests = list(tests)
+        changed = [(scenario, repeat) for test in self.tests for scenario, repeat, change in test.changes if change != 0]
+        self.index = {unit: j for j, unit in enumerate(dict.fromkeys([*changed, *held]))}
+        self.signs = shared_signs(len(self.index), samples=max(SAMPLES, math.ceil(2 * len(self.tests) / alpha)))
+        self.two_sided = two_sided
+        self.ranks = flip_ranks(self.signs, self._matrix([test.changes for test in self.tests]), two_sided=two_sided)
+
+    def _matrix(self, draws: Sequence[Sequence[tuple[str, int, float]]]) -> np.ndarray:
+        """(tests × draws flipped): each test's change per draw, 0 for a draw it does not hold."""
+        out = np.zeros((len(draws), len(self.index)))
+        for i, changes in enumerate(draws):
+            for scenario, repeat, change in changes:
+                if (scenario, repeat) in self.index:
+                    out[i, self.index[(scenario, repeat)]] = change
+        return out
+
+    def adjusted(self) -> list[float]:
+        """Each test's p-value adjusted over the family: the larger of its two tests' adjusted p-values, and never
+        below its own p."""
+        holm_p = holm([test.p_bootstrap for test in self.tests])
+        joint = step_down_min_p(self.ranks)
+        return [max(test.p_value, holm_p[i], float(joint[i])) for i, test in enumerate(self.tests)]
+
+    def best_case(self, cases: Sequence[tuple[int | None, Sequence[tuple[str, int]]]]) -> list[float]:
+        """For each case (a test of the family by its position, or None for one outside it; and the draws it holds),
+        the adjusted p it would get with every one of those draws worse, the other tests as observed (one-sided; the
+        bootstrap's p of draws all worse is 0, so the sign-flip test's is the one that counts)."""
+        worst = flip_ranks(self.signs, self._matrix([[(scenario, repeat, -1.0) for scenario, repeat in draws] for _, draws in cases]))
+        return best_case_p(self.ranks, [(test, worst[:, i]) for i, (test, _) in enumerate(cases)])
+
+
+def _family_p_values(rows: Sequence[dict[str, Any]], tested: Sequence[int], alpha: float) -> tuple[dict[int, float], dict[int, float]]:
+    """The p-values of the gate's family (`tested`, indices into `rows`) adjusted together (`JointFamily`), and the rows
+    no candidate could fail, each with the smallest adjusted p it could reach.
+
+    A row with too few draws for the family may be out of reach: Holm's bound (`stats.min_units` at alpha over the
+    family) says when it surely is not, and below it the row's draws are set all worse, the others as observed, and
+    adjusted with the family (`JointFamily.best_case`); if even that p is not below alpha the row cannot fail. A row that
+    could fail as observed is never in it."""
+    suspects = [
+        k for k, row in enumerate(rows)
+        if row["test"] is not None and row["status"] is None and row["draws"] < min_units(alpha / (len(tested) + (k not in tested)))
+    ]
+    draws = {k: [(scenario, repeat) for scenario, repeat, _ in rows[k]["test"].changes] for k in suspects}
+    family = JointFamily([rows[k]["test"] for k in tested], alpha, held=[unit for k in suspects for unit in draws[k]])
+    adjusted = dict(zip(tested, family.adjusted(), strict=True))
+    doubtful = [k for k in suspects if not (k in adjusted and adjusted[k] < alpha)]
+    best = family.best_case([(tested.index(k) if k in tested else None, draws[k]) for k in doubtful])
+    return adjusted, {k: p for k, p in zip(doubtful, best, strict=True) if p >= alpha}
 
 
 def gate(
@@ -983,32 +1080,29 @@ def gate(
                     "probes": test.probes if isinstance(test, ProbeTest) else None, "pairs": test.pairs if isinstance(test, ProbeTest) else None,
                     "draws": test.draws if test else None,
                     "min_draws": test.min_draws if test else None, "changed": test.changed if test else 0,
+                    "test": test,
                     "worse_by": -change if higher_is_better else change, "status": status,
                 }
             )
-    # The tests (the probe rules', and the others' with a model's summaries) are one family: the gate fails if any of them does, so their p-values are adjusted
-    # together. A row whose changed summary draws are too few to reach alpha (0.5^changed ≥ alpha, all in one
-    # direction) can never fail, so it is no member (Tarone's argument): the sign-flip test is conditional on
-    # which draws changed, so leaving such rows out (the strategies a change did not touch among them) keeps
-    # the family's error at alpha and does not dilute the rows that did change.
+    # The tests (the probe rules', and the others' with a model's summaries) are one family: the gate fails if any of
+    # them does, so their p-values are adjusted together (`JointFamily`). A row whose changed summary draws are
+    # too few to reach alpha (0.5^changed ≥ alpha, all in one direction) can never fail, so it is no member (Tarone's
+    # argument): the sign-flip test is conditional on which draws changed, so leaving such rows out (the strategies a
+    # change did not touch among them) keeps the family's error at alpha and does not dilute the rows that did change.
     tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["changed"] < alpha]
-    adjusted = dict(zip(tested, holm([rows[k]["p_test"] for k in tested]), strict=True))
-    # Holm multiplies the smallest p of a family of m by m, so a row tested with others needs the draws of alpha / m:
-    # 8 draws, all worse, in a family of 8 at 0.05 (0.5^7 × 8 = 0.0625). A row with fewer cannot fail, whatever the
-    # candidate does, and is said to be so (a gate whose every row is so is untested, exit 2), not read as a pass.
-    needed = min_units(alpha / max(len(tested), 1))
-    short = [k for k, row in enumerate(rows) if row["draws"] is not None and row["status"] is None and row["draws"] < needed]
-    for k, row in enumerate(rows):
-        if row["draws"] is not None:
-            row["min_draws"] = max(int(row["min_draws"]), needed)
-        if k in short:
-            row["status"] = CANNOT_FAIL
-    if short:
-        notes.append(_family_too_large_note([f"{rows[k]['strategy']} {rows[k]['profile']} {rows[k]['metric']} ({rows[k]['draws']})" for k in short],
-                                            len(tested), needed, alpha))
+    adjusted, out_of_reach = _family_p_values(rows, tested, alpha)
+    # A row the family puts out of reach cannot fail, whatever the candidate does, and is said to be so (a gate whose
+    # every row is so is untested, exit 2), not read as a pass.
+    if out_of_reach:
+        for k in out_of_reach:
+            rows[k]["status"] = CANNOT_FAIL
+        notes.append(_out_of_reach_note([f"{rows[k]['strategy']} {rows[k]['profile']} {rows[k]['metric']} ({rows[k]['draws']} draws, p ≥ {p:.3g})"
+                                         for k, p in out_of_reach.items()], len(tested),
+                                        max(min_units(alpha / (len(tested) + (k not in tested))) for k in out_of_reach), alpha))
     failures = []
     for k, row in enumerate(rows):
-        row.pop("changed")
+        for key in ("changed", "test"):
+            row.pop(key)
         worse_by = float(row.pop("worse_by"))
         p_value = adjusted.get(k, row["p_test"])
         row["p_value"] = p_value
@@ -1026,8 +1120,8 @@ def gate(
         if row["failed"]:
             failures.append(f"{row['strategy']} {row['profile']} {row['metric']}: {change_figure(row['change'], row['metric'])}")
     for k, row in enumerate(rows):
-        row["holm"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
-    columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "holm", "probes",
+        row["adjusted"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
+    columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "adjusted", "probes",
                "pairs", "draws", "min_draws", "status", "failed"]
     decided = {row["metric"] for row in rows if row["status"] in (OK, UNDECIDED, FAIL)}
     untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]

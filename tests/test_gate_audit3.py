@@ -75,21 +75,23 @@ def test_a_new_run_records_the_hash_of_every_template_it_could_render(tmp_path):
     assert PromptSet({"pi_summary.j2": str(override)}).text_hashes()["pi_summary.j2"] != hashes["pi_summary.j2"]
 
 
-def test_holm_is_named_only_where_p_values_were_adjusted(tmp_path):
+def test_the_adjustment_is_named_only_where_p_values_were_adjusted(tmp_path):
     """`x` loses one probe in each of five scenarios (one-sided sign-flip p = 0.5^5 = 1/32); `y` loses one probe in
-    one scenario (p = 0.5, which can never reach alpha: no member of the Holm family). With one member nothing is
-    adjusted, so the header must not say Holm; with two (`z` as `x`), it does, and `y`'s own p is marked."""
+    one scenario (p = 0.5, which can never reach alpha: no member of the family). With one member nothing is
+    adjusted, so the header must not say so; with two (`z` as `x`), it does, and `y`'s own p is marked. `z` loses in
+    the same five scenarios as `x`: of the 32 ways to flip those five draws in both rows at once, only leaving them
+    all unflipped gives either row p ≤ 1/32, so the joint test's p is 1/32 for both (Holm's method said 2/32)."""
     base = probe_rows("x", 5, 10) + probe_rows("y", 5, 10)
     cand = probe_rows("x", 5, 10, lost={(k, 0) for k in range(5)}) + probe_rows("y", 5, 10, lost={(0, 0)})
     one = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0")])
-    assert "p (one-sided) |" in one.markdown() and "Holm" not in one.markdown()
+    assert "p (one-sided) |" in one.markdown() and "adjusted" not in one.markdown()
     rows = {row["strategy"]: row for row in one.table.to_dict("records")}
     assert rows["x"]["p_value"] == pytest.approx(1 / 32) and rows["y"]["p_value"] == pytest.approx(0.5)
     base += probe_rows("z", 5, 10)
     cand += probe_rows("z", 5, 10, lost={(k, 0) for k in range(5)})
     two = gate(write_run(tmp_path / "c", base), write_run(tmp_path / "d", cand), [Rule.parse("retention:0")])
     text = two.markdown()
-    assert "p (one-sided, Holm) |" in text
+    assert "p (one-sided, adjusted) |" in text
     rows = {row["strategy"]: row for row in two.table.to_dict("records")}
-    assert rows["x"]["p_value"] == pytest.approx(2 / 32) and rows["x"]["holm"] and not rows["y"]["holm"]
+    assert rows["x"]["p_value"] == rows["z"]["p_value"] == pytest.approx(1 / 32) and rows["x"]["adjusted"] and not rows["y"]["adjusted"]
     assert "| 0.5 (not adjusted) |" in text

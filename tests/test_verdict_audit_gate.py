@@ -64,9 +64,11 @@ def test_a_gate_over_many_strategies_holds_its_alpha_for_the_whole_decision(tmp_
     """Eight strategies; the candidate moves five probes of each, one per scenario: four strategies
     lose theirs, four gain theirs (facts reshuffled, none lost overall). Each losing strategy's
     one-sided sign-flip p is 0.5^5 = 1/32 = 0.031. The gate decides once for all eight rows, so its
-    tests are a family: Holm's adjustment multiplies the smallest p by the number of tests, 8/32 =
-    0.25, far from 0.05: no row may fail. (Each row alone at 0.05 would fail four of them: with eight
-    tests at 5% each, a wrong failure somewhere is far likelier than 5%.)"""
+    tests are a family, adjusted together: the joint sign-flip test flips a scenario's draw in every
+    row at once, and of its 32 assignments two give some row p ≤ 1/32 (none flipped: the losers; all
+    five flipped: the gainers, whose rise then reads as a drop), so each loser's p is 2/32 = 0.0625:
+    no row may fail. (Holm's method said 8/32. Each row alone at 0.05 would fail four of them: with
+    eight tests at 5% each, a wrong failure somewhere is far likelier than 5%.)"""
     strategies = [f"x{k}" for k in range(8)]
     base, cand = [], []
     for k, strategy in enumerate(strategies):
@@ -82,8 +84,8 @@ def test_a_gate_over_many_strategies_holds_its_alpha_for_the_whole_decision(tmp_
     assert len(retention) == 8
     assert result.passed, result.failures
     lost = retention[retention["strategy"].isin(strategies[:4])]
-    assert lost["p_value"].tolist() == pytest.approx([8 / 32] * 4)  # Holm: 8 × 1/32 for the smallest, the same for the tied others
-    assert "Holm" in result.markdown()
+    assert lost["p_value"].tolist() == pytest.approx([2 / 32] * 4)
+    assert "adjusted" in result.markdown()
     # One strategy alone with the same five losses: a family of one, its own p = 1/32 < 0.05, and it fails.
     alone = gate(write_run(tmp_path / "c", base[:50]), write_run(tmp_path / "d", cand[:50]), [Rule.parse("retention:0")])
     assert not alone.passed and alone.table["p_value"].iloc[0] == pytest.approx(1 / 32)
@@ -306,23 +308,29 @@ def test_an_output_inside_a_run_it_reads_is_refused_even_with_force(tmp_path):
 
 # ---------------------------------------------------------------------------- bench compare
 def test_compare_adjusts_its_better_and_worse_tags_for_the_rows_it_tags(tmp_path):
-    """Eight strategies, each with six probes moved, one per scenario: four lose theirs, four gain.
-    Each row's two-sided sign-flip p is 2 × 0.5^6 = 0.031 and its clustered interval clears 0, so
-    each alone would be tagged; over eight rows Holm's adjusted p is 8 × 0.031 = 0.25: no row may be
-    tagged better or worse, and the page says the tags are adjusted."""
+    """Twelve scenarios; `x0` loses one probe of ten in each of scenarios 0–5, `x1` gains one in each of 6–11. Each
+    row's two-sided sign-flip p is 2 × 0.5^6 = 2/64 and its clustered interval clears 0, so each alone would be tagged.
+    The page's rows are one family, adjusted together: the joint test flips a scenario's draw in both rows at once, and
+    of its 4096 assignments 128 make `x0` extreme (its six draws all unflipped or all flipped), 128 `x1`, 4 both: 252,
+    0.0615 for each, and neither may be tagged (Holm's method said 2 × 2/64 = 0.0625). Eight strategies moving the
+    same six scenarios (four losing, four gaining) are one pattern to the joint test: 2 of its 64 assignments make
+    some row extreme, 2/64 for each, and all eight are tagged (Holm's method said 8 × 2/64 and tagged none)."""
+    base = probe_rows("x0", 12, 10) + probe_rows("x1", 12, 10, lost={(s, 0) for s in range(6, 12)})
+    cand = probe_rows("x0", 12, 10, lost={(s, 0) for s in range(6)}) + probe_rows("x1", 12, 10)
+    page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
+    assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page) == []
+    assert page.count("no detectable change") == 2
+    assert "adjusted over the 2 rows" in page
+    # one strategy alone with the same six losses: a family of one, tagged worse
+    alone = render_compare(write_run(tmp_path / "c", base[:120]), write_run(tmp_path / "d", cand[:120]))
+    assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', alone) == ["worse"]
     base, cand = [], []
     for k in range(8):
         moved = {(s, 0) for s in range(6)}
         base += probe_rows(f"x{k}", 6, 10, lost=moved if k >= 4 else set())
         cand += probe_rows(f"x{k}", 6, 10, lost=moved if k < 4 else set())
-    page = render_compare(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand))
-    tags = re.findall(r'<span class="tag[^"]*">(better|worse)</span>', page)
-    assert tags == []
-    assert page.count("no detectable change") == 8
-    assert "Holm" in page
-    # one strategy alone with the same six losses: a family of one, tagged worse
-    alone = render_compare(write_run(tmp_path / "c", base[:60]), write_run(tmp_path / "d", cand[:60]))
-    assert re.findall(r'<span class="tag[^"]*">(better|worse)</span>', alone) == ["worse"]
+    aligned = render_compare(write_run(tmp_path / "e", base), write_run(tmp_path / "f", cand))
+    assert sorted(re.findall(r'<span class="tag[^"]*">(better|worse)</span>', aligned)) == ["better"] * 4 + ["worse"] * 4
 
 
 def test_compare_tags_a_change_beside_strategies_it_did_not_touch(tmp_path):
