@@ -581,7 +581,7 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
         repeats=int(draws["repeat"].nunique()),
         changed=int((draws["change"] != 0).sum()),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
-        changes=tuple((str(scenario), int(repeat), float(change)) for scenario, repeat, change in draws[["scenario", "repeat", "change"]].itertuples(index=False)),
+        changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), map(float, draws["change"].tolist()), strict=True)),
     )
 
 
@@ -1031,6 +1031,7 @@ def gate(
     flipped: list[str] = []
     for key, values in compared.iterrows():
         strategy, profile = (str(k) for k in cast(tuple[Any, Any], key))
+        unshared = unshared_draws(drawn, strategy, profile) if drawn is not None else []
         for rule in rules:
             higher_is_better = METRICS[rule.metric][1]
             test: DrawTest | None = None
@@ -1056,7 +1057,7 @@ def gate(
                 if _missing(change):
                     status = UNTESTED
                     notes.append(_untested_note(strategy, profile, rule.metric, base, cand))
-                elif sampled and drawn is not None and (unshared := unshared_draws(drawn, strategy, profile)):
+                elif unshared:  # only with sampled summaries (`drawn`)
                     status = UNTESTED
                     notes.append(f"untested: {strategy} {profile} {rule.metric}: the runs hold different summary draws ({_shown(unshared)}), so "
                                  "the figures shown (each run's mean over its own repeats) and the test (the draws both hold) would differ")
