@@ -49,7 +49,8 @@ or to fewer summary draws than the sign-flip test needs (the table's "min. draws
 sessions × repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
 "undecided" (beyond tolerance, not significant), never "ok", and the headline says the gate passed
 with undecided rows (exit 0: no rule failed); a row with fewer draws than that cannot fail whatever
-the candidate does (one recorded session needs `--repeat`), and is listed as such, not as a pass, and
+the candidate does (one recorded session needs `--repeat`; only draws that can get worse count, not one whose baseline
+is already the metric's worst), and is listed as such, not as a pass, and
 so is a row the family puts out of reach: even with all its draws worse, the other rows as observed,
 its adjusted p would not go below alpha (with m tests, `stats.min_units(alpha / m)` draws always
 suffice, 8 for a family of 8 at 0.05; fewer do where rows change together). A
@@ -535,6 +536,14 @@ class DrawTest:
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
     #: each draw's (scenario, repeat, change): what the gate's joint test flips, a draw in every row at once
     changes: tuple[tuple[str, int, float], ...]
+    #: the draws (scenario, repeat) that cannot get worse, the baseline's value already the metric's worst (every probe
+    #: of a session lost, a hit rate of 0): a row can fail only on the others
+    stuck: tuple[tuple[str, int], ...]
+
+    @property
+    def worsenable(self) -> int:
+        """The draws that could get worse: what a row needs `min_draws` of before it can fail."""
+        return self.draws - len(self.stuck)
 
 
 @dataclass(frozen=True)
@@ -552,7 +561,8 @@ class ProbeTest(DrawTest):
 
 def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family: int = 1, *, two_sided: bool = False) -> DrawTest:
     """The test of the draws' changes (`draws`: one row per (scenario, repeat) with its `change`, in the metric's good
-    direction, so a drop is negative): its p-value (unadjusted) is the larger of the clustered bootstrap's that the
+    direction, so a drop is negative, and, where some draw's baseline is already the metric's worst value, `stuck`
+    True there): its p-value (unadjusted) is the larger of the clustered bootstrap's that the
     mean change is below −`tolerance` (scenarios, then their draws, resampled) and the one-sided sign-flip test's of
     the changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo beyond). `family` is
     the number of tests adjusted together: the resamples are enough for a Monte Carlo p-value, never below
@@ -582,6 +592,8 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
         changed=int((draws["change"] != 0).sum()),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
         changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), map(float, draws["change"].tolist()), strict=True)),
+        stuck=tuple((str(scenario), int(repeat)) for scenario, repeat in draws.loc[draws["stuck"], ["scenario", "repeat"]].itertuples(index=False))
+        if "stuck" in draws.columns else (),
     )
 
 
@@ -604,7 +616,8 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     twice pairs by occurrence, as `aggregate.votes` pairs it). A summarizer writes a session's summary afresh in
     every run and repeat, so the probes of one draw move together: the draw, not the probe, is what varies
     independently, and under no change each draw's change is as likely negated (both runs' repeat r are draws of one
-    distribution). `frame` holds the rows labelled `baseline` and `candidate` (`_labelled`)."""
+    distribution). `frame` holds the rows labelled `baseline` and `candidate` (`_labelled`). `stuck` marks a draw whose
+    baseline holds no point with a value above 0 (every probe lost, or wrong): it cannot get worse."""
     rows = frame[frame["point_kind"].isin(HEADLINE_KINDS)]
     rows = rows.assign(repeat=rows["repeat"] if "repeat" in rows.columns else 0, value=pd.to_numeric(rows[column], errors="coerce"))
     point = ["scenario", "repeat", "probe_id", "point_kind", "step"]
@@ -620,10 +633,12 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     # per probe: the sum of candidate − baseline over its paired points, and their count (each point's two rows)
     total = np.bincount(probe, weights=(sign * value)[paired])
     points = np.bincount(probe) / 2
+    kept = np.bincount(probe, weights=((sign < 0) & (value > 0))[paired].astype(float)) > 0  # the baseline has something to lose
     draws = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
-    per_probe = pd.Series(total / points, index=pd.MultiIndex.from_frame(draws))
-    changes = per_probe.groupby(level=["scenario", "repeat"], sort=False).mean().round(12)  # a sum of thirds that is 0 stays 0
-    return changes.rename("change").reset_index()
+    index = pd.MultiIndex.from_frame(draws)
+    changes = pd.Series(total / points, index=index).groupby(level=["scenario", "repeat"], sort=False).mean().round(12)  # a sum of thirds that is 0 stays 0
+    stuck = ~pd.Series(kept, index=index).groupby(level=["scenario", "repeat"], sort=False).any()
+    return pd.DataFrame({"change": changes, "stuck": stuck}).reset_index()
 
 
 def _probe_rows(runs: tuple[Run, Run], strategy: str, profile: str, metric: str) -> pd.DataFrame | None:
@@ -706,7 +721,8 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     scenario's mean over its repeats, summed over scenarios): a draw of scenario s with R_s draws among N weighs
     N / R_s. A rate's change is the draw's rate difference: the table's pooled ratio weighs the draws by their
     tokens or requests, so the test and the figure shown may differ, and a row fails only when both are beyond the
-    tolerance. Empty when no draw has a value in both runs."""
+    tolerance. `stuck` marks a draw that cannot get worse (a hit rate already 0). Empty when no draw has a value in both
+    runs."""
     columns, higher_is_better, how = METRICS[metric]
     present = [c for c in columns if all(c in frame.columns for frame in draws)]
     values = []
@@ -720,7 +736,9 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
         change = -change
     if how == "sum" and len(both):
         change = change * len(both) / both.groupby("scenario")["scenario"].transform("size")
-    return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change})
+    # a rate that only rises when it improves (the cache hit rate) cannot fall below 0; counts and costs can always rise
+    stuck = (before <= 0) if higher_is_better else pd.Series(False, index=both.index)
+    return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change, "stuck": stuck})
 
 
 def unshared_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profile: str) -> list[str]:
@@ -788,7 +806,8 @@ class GateResult:
             needed = "–" if _missing(row["min_draws"]) else f"{int(row['min_draws'])}"
             status = row.get("status") or (FAIL if row["failed"] else OK)
             # a row with the draws its own test needs cannot fail because of the family (the notes give its best p)
-            few = "too few summary draws" if _missing(row["draws"]) or row["draws"] < row["min_draws"] else "too few summary draws for the family"
+            own = row.get("worsenable", row["draws"])  # the draws that could get worse (a table written before it counts them all)
+            few = "too few summary draws" if _missing(own) or own < row["min_draws"] else "too few summary draws for the family"
             shown = {FAIL: "**fail**", OK: "ok", UNDECIDED: "**undecided**: beyond tolerance, not significant",
                      CANNOT_FAIL: f"cannot fail ({few})", UNTESTED: "untested"}[status]
             lines.append(
@@ -833,17 +852,19 @@ def change_figure(change: Any, metric: str) -> str:
 
 
 def _too_few_draws_note(row: str, test: DrawTest, alpha: float) -> str:
-    """Why a rule tested per summary draw cannot fail on a row, in the user's terms: its draws (sessions × repeats) are
-    fewer than the sign-flip test needs to reach alpha, however many probes or requests they hold."""
+    """Why a rule tested per summary draw cannot fail on a row, in the user's terms: its draws (sessions × repeats) that
+    could get worse are fewer than the sign-flip test needs to reach alpha, however many probes or requests they hold."""
     counted = f"{test.sessions} session{'' if test.sessions == 1 else 's'} × {test.repeats} repeat{'' if test.repeats == 1 else 's'}"
     held = (
         f"the probes of one session in one run share its summary, so they count once however many there are ({test.probes} here)"
         if isinstance(test, ProbeTest)
         else "a session's requests and compactions in one run follow its summaries, so they are one draw of this metric"
     )
+    stuck = (f", of which {len(test.stuck)} cannot get worse (the baseline's value there is already the metric's worst: "
+             f"{_shown([f'{scenario} repeat {repeat}' for scenario, repeat in test.stuck])}), so {test.worsenable} could" if test.stuck else "")
     return (
-        f"{row}: {test.draws} summary draw{'' if test.draws == 1 else 's'} ({counted}), fewer than the {test.min_draws} the "
-        f"sign-flip test needs to reach p < {alpha:g}; {held}: this rule cannot fail on these runs, so its row is no "
+        f"{row}: {test.draws} summary draw{'' if test.draws == 1 else 's'} ({counted}){stuck}, fewer than the {test.min_draws} "
+        f"the sign-flip test needs to reach p < {alpha:g}; {held}: this rule cannot fail on these runs, so its row is no "
         "pass; record more sessions or use --repeat"
     )
 
@@ -983,9 +1004,11 @@ def _family_p_values(rows: Sequence[dict[str, Any]], tested: Sequence[int], alph
     could fail as observed is never in it."""
     suspects = [
         k for k, row in enumerate(rows)
-        if row["test"] is not None and row["status"] is None and row["draws"] < min_units(alpha / (len(tested) + (k not in tested)))
+        if row["test"] is not None and row["status"] is None and row["worsenable"] < min_units(alpha / (len(tested) + (k not in tested)))
     ]
-    draws = {k: [(scenario, repeat) for scenario, repeat, _ in rows[k]["test"].changes] for k in suspects}
+    # a suspect's best case: every draw that can get worse worse, the others (already at the worst) unchanged
+    draws = {k: [(scenario, repeat) for scenario, repeat, _ in rows[k]["test"].changes if (scenario, repeat) not in rows[k]["test"].stuck]
+             for k in suspects}
     family = JointFamily([rows[k]["test"] for k in tested], alpha, held=[unit for k in suspects for unit in draws[k]])
     adjusted = dict(zip(tested, family.adjusted(), strict=True))
     doubtful = [k for k in suspects if not (k in adjusted and adjusted[k] < alpha)]
@@ -1041,7 +1064,7 @@ def gate(
                 if test is None:  # e.g. no summarized source in either run, or no answerer grade
                     notes.append(f"untested: {strategy} {profile} {rule.metric}: no probe point both runs hold has a value for it")
                     continue
-                if test.draws < test.min_draws:
+                if test.worsenable < test.min_draws:
                     status = CANNOT_FAIL
                     notes.append(_too_few_draws_note(f"{strategy} {profile} {rule.metric}", test, alpha))
                 base, cand, change = test.baseline, test.candidate, test.change
@@ -1071,7 +1094,7 @@ def gate(
                             + " (a run written by an earlier version): with sampled summaries it is tested per summary draw, which they cannot give"))
                     else:
                         test = draw_test(changes, alpha, rule.tolerance, family)
-                        if test.draws < test.min_draws:
+                        if test.worsenable < test.min_draws:
                             status = CANNOT_FAIL
                             notes.append(_too_few_draws_note(f"{strategy} {profile} {rule.metric}", test, alpha))
             rows.append(
@@ -1079,7 +1102,7 @@ def gate(
                     "strategy": strategy, "profile": profile, "metric": rule.metric, "baseline": base, "candidate": cand,
                     "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
                     "probes": test.probes if isinstance(test, ProbeTest) else None, "pairs": test.pairs if isinstance(test, ProbeTest) else None,
-                    "draws": test.draws if test else None,
+                    "draws": test.draws if test else None, "worsenable": test.worsenable if test else None,
                     "min_draws": test.min_draws if test else None, "changed": test.changed if test else 0,
                     "test": test,
                     "worse_by": -change if higher_is_better else change, "status": status,
@@ -1123,7 +1146,7 @@ def gate(
     for k, row in enumerate(rows):
         row["adjusted"] = len(tested) > 1 and k in adjusted  # its p-value was adjusted with the others of the family
     columns = ["strategy", "profile", "metric", "baseline", "candidate", "change", "tolerance", "p_value", "p_test", "adjusted", "probes",
-               "pairs", "draws", "min_draws", "status", "failed"]
+               "pairs", "draws", "worsenable", "min_draws", "status", "failed"]
     decided = {row["metric"] for row in rows if row["status"] in (OK, UNDECIDED, FAIL)}
     untested = [f"{rule.metric}:{rule.tolerance:.15g}" for rule in rules if rule.metric not in decided]
     return GateResult(pd.DataFrame(rows, columns=columns), failures, notes, flipped, _basis(runs, rules, len(tested), alpha), untested)

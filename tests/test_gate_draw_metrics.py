@@ -209,3 +209,42 @@ def test_a_draw_one_run_lacks_leaves_the_row_untested(tmp_path):
     result = gate(folder(tmp_path / "a", base), folder(tmp_path / "b", cand), [Rule.parse("failed_requests:0")], allow_different_inputs=True)
     assert row_of(result)["status"] == "untested" and not result.tested
     assert any("the runs hold different summary draws (s0 repeat 1 (baseline only))" in note for note in result.notes)
+
+
+def test_draws_already_at_the_worst_cannot_make_a_row_fail(tmp_path):
+    """Six sessions; the baseline already lost all four probes of sessions 0 and 1, and the candidate loses every probe
+    everywhere, the worst data there is. Only four draws can get worse: 0.5^4 = 0.0625 ≥ 0.05, so no candidate could
+    fail the row. It reads "cannot fail" and the gate is untested (exit 2); it read "passed with 1 undecided row"
+    (the forty-eighth pass's audit). With the baseline keeping something in every session, the same candidate fails."""
+    floor = {(k, n) for k in (0, 1) for n in range(4)}
+    every = {(k, n) for k in range(6) for n in range(4)}
+    result = gate(write_run(tmp_path / "a", probe_rows("x", 6, 4, lost=floor)), write_run(tmp_path / "b", probe_rows("x", 6, 4, lost=every)),
+                  [Rule.parse("retention:0")])
+    row = row_of(result, "retention")
+    assert (row["draws"], row["worsenable"], row["status"]) == (6, 4, "cannot fail") and not result.tested and not result.failures
+    assert any("6 summary draws (6 sessions × 1 repeat), of which 2 cannot get worse" in note and "so 4 could, fewer than the 5" in note
+               for note in result.notes)
+    assert "| 6 | 5 | cannot fail (too few summary draws) |" in result.markdown()
+    once = {(k, 0) for k in range(2)}
+    fails = gate(write_run(tmp_path / "c", probe_rows("x", 6, 4, lost=once)), write_run(tmp_path / "d", probe_rows("x", 6, 4, lost=every)),
+                 [Rule.parse("retention:0")])
+    assert row_of(fails, "retention")["worsenable"] == 6 and len(fails.failures) == 1
+
+
+def test_a_best_case_leaves_the_draws_at_the_worst_unchanged(tmp_path):
+    """Eight sessions. `x0` is unchanged, its baseline already lost everything in sessions 0–2: only its five draws of
+    sessions 3–7 can get worse, and at best it is extreme under the 2^3 = 8 of the 256 assignments that leave those five
+    unflipped. Six other strategies changed in every session, each losing a probe everywhere but where it gained one
+    (in session 3, 4, 5, 6 or 7, or in 3 and 4): each is extreme under one assignment, the one that flips its gains,
+    never one of `x0`'s eight. So `x0`'s best case is 8 + 6 = 14 of 256, 0.0547 ≥ 0.05: it cannot fail. Counting all
+    eight of its draws it would be 1 + 6 = 7 of 256 and "ok" (the forty-eighth pass's audit: a row at the worst already
+    escaped the mark)."""
+    floor = {(k, n) for k in range(3) for n in range(4)}
+    base, cand = probe_rows("x0", 8, 4, lost=floor), probe_rows("x0", 8, 4, lost=floor)
+    for j, gains in enumerate(({3}, {4}, {5}, {6}, {7}, {3, 4}), start=1):
+        base += probe_rows(f"x{j}", 8, 4, lost={(k, 0) for k in gains})
+        cand += probe_rows(f"x{j}", 8, 4, lost={(k, 0) for k in range(8) if k not in gains})
+    result = gate(write_run(tmp_path / "a", base), write_run(tmp_path / "b", cand), [Rule.parse("retention:0")])
+    rows = result.table.set_index("strategy")
+    assert (rows.loc["x0", "worsenable"], rows.loc["x0", "status"]) == (5, "cannot fail")
+    assert any("x0 32k retention (8 draws, p ≥ 0.0547)" in note for note in result.notes)
