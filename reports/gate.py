@@ -967,7 +967,6 @@ class JointFamily:
         changed = [(scenario, repeat) for test in self.tests for scenario, repeat, change in test.changes if change != 0]
         self.index = {unit: j for j, unit in enumerate(dict.fromkeys([*changed, *held]))}
         self.signs = shared_signs(len(self.index), samples=max(SAMPLES, math.ceil(2 * len(self.tests) / alpha)))
-        self.two_sided = two_sided
         self.ranks = flip_ranks(self.signs, self._matrix([test.changes for test in self.tests]), two_sided=two_sided)
 
     def _matrix(self, draws: Sequence[Sequence[tuple[str, int, float]]]) -> np.ndarray:
@@ -994,6 +993,12 @@ class JointFamily:
         return best_case_p(self.ranks, [(test, worst[:, i]) for i, (test, _) in enumerate(cases)])
 
 
+def _holm_bound(row: int, tested: Sequence[int], alpha: float) -> int:
+    """The draws, every one worse, with which a row (an index into the gate's rows) fails whatever the others show:
+    Holm's bound over the family (`tested`), the row counted in it (`stats.min_units` at alpha over its size)."""
+    return min_units(alpha / (len(tested) + (row not in tested)))
+
+
 def _family_p_values(rows: Sequence[dict[str, Any]], tested: Sequence[int], alpha: float) -> tuple[dict[int, float], dict[int, float]]:
     """The p-values of the gate's family (`tested`, indices into `rows`) adjusted together (`JointFamily`), and the rows
     no candidate could fail, each with the smallest adjusted p it could reach.
@@ -1002,10 +1007,7 @@ def _family_p_values(rows: Sequence[dict[str, Any]], tested: Sequence[int], alph
     family) says when it surely is not, and below it the row's draws are set all worse, the others as observed, and
     adjusted with the family (`JointFamily.best_case`); if even that p is not below alpha the row cannot fail. A row that
     could fail as observed is never in it."""
-    suspects = [
-        k for k, row in enumerate(rows)
-        if row["test"] is not None and row["status"] is None and row["worsenable"] < min_units(alpha / (len(tested) + (k not in tested)))
-    ]
+    suspects = [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] is None and row["worsenable"] < _holm_bound(k, tested, alpha)]
     # a suspect's best case: every draw that can get worse worse, the others (already at the worst) unchanged
     draws = {k: [(scenario, repeat) for scenario, repeat, _ in rows[k]["test"].changes if (scenario, repeat) not in rows[k]["test"].stuck]
              for k in suspects}
@@ -1103,7 +1105,7 @@ def gate(
                     "change": change, "tolerance": rule.tolerance, "p_test": test.p_value if test else None,
                     "probes": test.probes if isinstance(test, ProbeTest) else None, "pairs": test.pairs if isinstance(test, ProbeTest) else None,
                     "draws": test.draws if test else None, "worsenable": test.worsenable if test else None,
-                    "min_draws": test.min_draws if test else None, "changed": test.changed if test else 0,
+                    "min_draws": test.min_draws if test else None,
                     "test": test,
                     "worse_by": -change if higher_is_better else change, "status": status,
                 }
@@ -1113,7 +1115,7 @@ def gate(
     # too few to reach alpha (0.5^changed ≥ alpha, all in one direction) can never fail, so it is no member (Tarone's
     # argument): the sign-flip test is conditional on which draws changed, so leaving such rows out (the strategies a
     # change did not touch among them) keeps the family's error at alpha and does not dilute the rows that did change.
-    tested = [k for k, row in enumerate(rows) if row["p_test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["changed"] < alpha]
+    tested = [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["test"].changed < alpha]
     adjusted, out_of_reach = _family_p_values(rows, tested, alpha)
     # A row the family puts out of reach cannot fail, whatever the candidate does, and is said to be so (a gate whose
     # every row is so is untested, exit 2), not read as a pass.
@@ -1122,11 +1124,10 @@ def gate(
             rows[k]["status"] = CANNOT_FAIL
         notes.append(_out_of_reach_note([f"{rows[k]['strategy']} {rows[k]['profile']} {rows[k]['metric']} ({rows[k]['draws']} draws, p ≥ {p:.3g})"
                                          for k, p in out_of_reach.items()], len(tested),
-                                        max(min_units(alpha / (len(tested) + (k not in tested))) for k in out_of_reach), alpha))
+                                        max(_holm_bound(k, tested, alpha) for k in out_of_reach), alpha))
     failures = []
     for k, row in enumerate(rows):
-        for key in ("changed", "test"):
-            row.pop(key)
+        row.pop("test")
         worse_by = float(row.pop("worse_by"))
         p_value = adjusted.get(k, row["p_test"])
         row["p_value"] = p_value

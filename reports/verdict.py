@@ -59,7 +59,8 @@ class Difference:
     """Retention of `a` minus retention of `b` (a share, not points) with its 95% interval and
     two-sided sign-flip p-value (over the scenarios) on `n` paired points, which are `probes` probes in
     `scenarios` scenarios (0: not known). `p_adjusted` is the p-value adjusted with the other tests of
-    the same decision (`stats.holm`), when there are any: then it is the one `detectable` reads. On `bench
+    the same decision (`stats.holm`; on `bench compare`'s rows `gate.JointFamily`), when there are any: then it is
+    the one `detectable` reads. On `bench
     compare`'s rows the p-value and `changed` are the gate's draw test's (`compare.retention_changes`)."""
 
     a: str
@@ -288,18 +289,16 @@ def _differing(changed: int) -> str:
 
 def _untested_clause(diff: Difference) -> str:
     """Why a difference whose interval is clear of 0 is no claim: the sign-flip test over the scenarios does not reject."""
-    needed = CLAIM_UNITS
-    if diff.changed < needed:
-        return f", but {_differing(diff.changed)}, and the sign-flip test over the scenarios needs {needed}"
+    if diff.changed < CLAIM_UNITS:
+        return f", but {_differing(diff.changed)}, and the sign-flip test over the scenarios needs {CLAIM_UNITS}"
     return f", but the sign-flip test over the {diff.scenarios} scenarios gives p = {diff.p_value:.2g}, not below 0.05"
 
 
 def p_best_note(lead: Difference) -> str:
     """Why P(best) is withheld, from the difference between the two highest retentions (`lead`, not detectable)."""
-    needed = CLAIM_UNITS
     pair = f"{lead.a} and {lead.b}, the two highest retentions"
-    if lead.changed < needed:
-        why = (f"{_differing(lead.changed)} between {pair}, and the sign-flip test needs {needed} before it can tell two strategies apart "
+    if lead.changed < CLAIM_UNITS:
+        why = (f"{_differing(lead.changed)} between {pair}, and the sign-flip test needs {CLAIM_UNITS} before it can tell two strategies apart "
                "(it counts scenarios, as a scenario's probes move together)")
     else:
         why = (f"the difference between {pair}, is not detectable ({'+' if lead.mean > 0 else ''}{_points(lead.mean)} points, "
