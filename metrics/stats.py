@@ -192,24 +192,6 @@ def binomial_floor(values: np.ndarray, bounds: tuple[float, float], confidence: 
     )
 
 
-def bootstrap_p_below_zero(
-    clusters: Sequence[Sequence[float | None]], *, threshold: float = 0.0, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
-) -> float:
-    """One-sided p-value that the mean is below `threshold` (0, or minus a gate's tolerance) from the
-    same two-stage resamples as the interval: the share of resampled means at or above it, counted
-    as a Monte Carlo p-value, (1 + k) / (1 + samples), so never 0 from a finite resample. 1.0
-    without values; with every value equal, 0 or 1 by its side of the threshold (no variation: the
-    sign-flip test judges how many probes that is)."""
-    data = [c for c in (_clean(values) for values in clusters) if c.size]
-    if not data:
-        return 1.0
-    flat = np.concatenate(data)
-    if np.all(flat == flat[0]):
-        return 0.0 if flat[0] < threshold else 1.0
-    above = int(np.sum(_resampled_means(data, samples, seed) >= threshold - 1e-12))
-    return (1 + above) / (1 + samples)
-
-
 def p_best(
     values: np.ndarray, clusters: Sequence[object], *, samples: int = BOOTSTRAP_SAMPLES, seed: int = SEED
 ) -> np.ndarray:

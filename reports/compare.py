@@ -5,10 +5,9 @@ For every (strategy, profile) both runs hold, over the scenarios they share:
   (`metrics/aggregate.py::paired_differences`, probes clustered by scenario), and the change in every gate metric
   (`reports/gate.py::compare_runs`; a cost either run cannot know, its model having no price, shows as
   unpriced and its change as "cannot compare"). A row is tagged better or worse only when its interval excludes
-  0 and its two-sided p-value by the gate's test (`gate.probe_draw_test`, whose unit is the summary draw, a scenario in
-  one repeat: the larger of the clustered bootstrap's and the sign-flip test's, twice the smaller of the two
-  directions'), adjusted as the gate adjusts its rows (`gate.JointFamily`: the bootstrap's p-values by Holm's method,
-  the sign-flip tests' jointly, one flip of a draw in every row at once) over all the rows the page tags
+  0 and its two-sided p-value by the gate's test (`gate.probe_draw_test`: the sign-flip test of the summary draws'
+  changes, a scenario in one repeat), adjusted as the gate adjusts its rows (`gate.JointFamily`: jointly, one flip of
+  a draw in every row at once) over all the rows the page tags
   (`retention_changes`), is below 0.05: a
   page of twenty strategies at 5% each would otherwise tag one by chance in most comparisons of two equivalent runs,
   and a sign-flip test of the probes, which treats the probes of a scenario as independent though they share its
@@ -75,8 +74,8 @@ def retention_change(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, prof
 
 def two_sided_test(base: pd.DataFrame, cand: pd.DataFrame, strategy: str, profile: str, family: int) -> DrawTest | None:
     """The gate's test of a retention change (`gate.probe_draw_test` at tolerance 0, its unit the summary draw: the
-    larger of the clustered bootstrap's p and the one-sided sign-flip test's), made both ways, two-sided: twice the
-    smaller p, at most 1. `family` bounds the number of rows adjusted together (the resamples grow with it, as the
+    sign-flip test of the draws' changes), two-sided: the share of sign assignments as far from 0 as the observed
+    sum or farther. `family` bounds the number of rows adjusted together (the resamples grow with it, as the
     gate's do)."""
     runs = (Run(Path("baseline"), {}, {"probes": base}), Run(Path("candidate"), {}, {"probes": cand}))
     return probe_draw_test(runs, strategy, profile, "retention", TAG_ALPHA, 0.0, family, two_sided=True)
@@ -116,8 +115,7 @@ def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | 
     few = min((change.scenarios for change in compared if change.scenarios), default=CLAIM_UNITS)
     return (
         "note: a retention change is tagged better or worse only when its 95% interval excludes 0 and its two-sided "
-        "p-value by the gate's test (its unit the summary draw, a session in one repeat: the larger of the clustered "
-        "bootstrap's and the sign-flip test's), "
+        "p-value by the gate's test (the sign-flip test of its summary draws' changes, a draw a session in one repeat), "
         f"{family}, is below 0.05 (the intervals shown are each row's own)"
         + (f". The intervals pool as few as {few} scenario{'' if few == 1 else 's'}: {few_scenarios_clause(few)}." if few < CLAIM_UNITS else ".")
     )

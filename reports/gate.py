@@ -30,21 +30,23 @@ probe-level test failed about one comparison of an unchanged prompt in five on o
 7–10% on two to five: the s45 audit). A draw is a (scenario, repeat) both runs hold, the baseline's
 repeat r paired with the candidate's repeat r (under no change both are draws of one distribution, so
 the draw's change is as likely negated); its change is the mean over its probes of candidate −
-baseline in that repeat. A rule fails when the data show a drop larger than the tolerance, by both
-tests the project's claims rest on (`compaction_bench.metrics.stats`), on the same draws: the
-clustered bootstrap (scenarios, then their draws) tests the tolerance, its p the share of resampled
-changes at or above −tolerance (below alpha exactly when the one-sided interval lies beyond the
-tolerance), and the one-sided sign-flip test of the draws' changes (exact up to 16 changed draws)
-that they changed at all (enough of them, in one direction). A drop whose estimate exceeds the
-tolerance but whose interval reaches back inside it does not fail: the estimate alone would fail
-about half the candidates whose true drop is the tolerance itself. The p-value of a row is the larger
-of the two; the gate's tests are one family, its decision one claim, so each test's p-values are
-adjusted together before they are compared with alpha (`JointFamily`): the bootstrap's by Holm's
-method (`stats.holm`), the sign-flip tests' jointly (`stats.step_down_min_p`, Westfall and Young's
-step-down min-p), one sign assignment flipping a summary draw in every row at once, so rows that count
-the same events cost about one test (Holm's method, used for both until the forty-eighth pass, paid
-for each). The chance that a gate fails on some row without a real regression there stays at alpha
-however many strategies, profiles and rules it tests. So a drop confined to one scenario of several,
+baseline in that repeat. A rule fails when the data show a drop larger than the tolerance: the one-sided
+sign-flip test (`compaction_bench.metrics.stats`, exact up to 16 draws) of the draws' changes shifted by the
+tolerance finds their mean below −tolerance, and the same test of the changes themselves finds a drop at all (at
+tolerance 0 the two are one). The test of a drop at all is exact by design (under no change a draw's change is as
+likely negated); the tolerance's is exact when each draw's change is symmetric about the mean change, the sessions
+held fixed (the mean it tests is these sessions', as the change shown is), conservative where sessions differ, and
+approximate for skewed changes (a count that rises in most draws and falls by much in a few), as every test of a
+mean on a few draws is. Until the forty-ninth pass the clustered bootstrap tested the tolerance, and with 8–16
+draws a drop of exactly the tolerance failed a row 7–9% of the time at alpha 0.05. A drop whose estimate exceeds the
+tolerance but whose test does not reach past it does not fail: the estimate alone would fail about half the
+candidates whose true drop is the tolerance itself. The gate's tests are one family, its decision one claim, so
+their p-values are adjusted together before they are compared with alpha (`JointFamily`,
+`stats.step_down_min_p`, Westfall and Young's step-down min-p): one sign assignment flips a summary draw in every
+row at once, so rows that count the same events cost about one test (Holm's method, used until the forty-eighth pass,
+paid for each). The chance that a gate fails on some row without a real regression there stays at alpha
+however many strategies, profiles and rules it tests (by design under no change, and where a tolerance is tested on
+its test's symmetry). So a drop confined to one scenario of several,
 or to fewer summary draws than the sign-flip test needs (the table's "min. draws": 5 at 0.05,
 sessions × repeats), does not fail a rule: where its estimate is beyond the tolerance, its row reads
 "undecided" (beyond tolerance, not significant), never "ok", and the headline says the gate passed
@@ -54,9 +56,10 @@ is already the metric's worst), and is listed as such, not as a pass, and
 so is a row the family puts out of reach: even with all its draws worse, the other rows as observed,
 its adjusted p would not go below alpha (with m tests, `stats.min_units(alpha / m)` draws always
 suffice, 8 for a family of 8 at 0.05; fewer do where rows change together). A
-row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the
-sign-flip test is conditional on which draws changed), so the strategies a change did not touch do
-not dilute the one it did. A rule that no row could test, or that could fail on none,
+row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the sign-flip
+tests are conditional on which draws changed; a draw the candidate left unchanged is +tolerance in the shifted
+changes, a unit that can only count against a fail), so the strategies a change did not touch do not dilute the one
+it did. A rule that no row could test, or that could fail on none,
 leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
 Other metrics show summary sums or means over the cells both runs hold (a change within `ROUNDING` of
@@ -101,12 +104,9 @@ from compaction_bench.metrics.aggregate import (
 )
 from compaction_bench.metrics.cost import UNPRICED, format_dollars
 from compaction_bench.metrics.stats import (
-    BOOTSTRAP_SAMPLES,
     SAMPLES,
     best_case_p,
-    bootstrap_p_below_zero,
     flip_ranks,
-    holm,
     min_units,
     shared_signs,
     signflip_p,
@@ -151,7 +151,7 @@ SAME_CONFIG = ("strategies", "profiles", "summarizer", "answerer", "judge", "api
 FLIPPED_SHOWN = 10
 #: A change of a summed or averaged metric no larger than this share of its values is rounding, not a change.
 ROUNDING = 1e-9
-#: The smallest `--alpha`: the probe tests resample 2 × tests / alpha times, each over every probe.
+#: The smallest `--alpha`: a Monte Carlo sign-flip test draws 2 × tests / alpha sign assignments, each over every draw.
 MIN_ALPHA = 1e-3
 #: Profile fields that describe it in words (the others define what a run measured).
 PROFILE_WORDING = ("description",)
@@ -525,16 +525,20 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
 class DrawTest:
     """The gate's test of one metric on the summary draws (a scenario in one repeat) both runs hold."""
 
-    p_value: float  # the larger of the clustered bootstrap's p of a drop beyond the tolerance and the sign-flip test's of a drop at all
-    p_bootstrap: float  # the first of the two alone (the gate adjusts each test's p-values over its family on their own)
+    #: the larger of the one-sided sign-flip tests' p-values of a drop beyond the tolerance (the changes shifted by it)
+    #: and of a drop at all (the same test at tolerance 0: with a tolerance of 0 the two are one)
+    p_value: float
+    #: what the tests' changes are shifted by: the gate's joint test flips `shifted`, each change plus this
+    tolerance: float
     #: the summary draws (scenario × repeat) the test's unit is, from this many scenarios and repeats
     draws: int
     sessions: int
     repeats: int
-    #: the draws whose change is not 0: the sign-flip test's sample, whose size alone bounds its p from below
+    #: the draws whose change is not 0 (the test of a drop at all's sample), or, if fewer, those whose shifted change
+    #: is not 0 (the tolerance's): 0.5 to the power of it bounds the row's p from below
     changed: int
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
-    #: each draw's (scenario, repeat, change): what the gate's joint test flips, a draw in every row at once
+    #: each draw's (scenario, repeat, change), the change in the metric's good direction (a drop is negative)
     changes: tuple[tuple[str, int, float], ...]
     #: the draws (scenario, repeat) that cannot get worse, the baseline's value already the metric's worst (every probe
     #: of a session lost, a hit rate of 0): a row can fail only on the others
@@ -544,6 +548,21 @@ class DrawTest:
     def worsenable(self) -> int:
         """The draws that could get worse: what a row needs `min_draws` of before it can fail."""
         return self.draws - len(self.stuck)
+
+    @property
+    def shifted(self) -> tuple[tuple[str, int, float], ...]:
+        """Each draw's change plus the tolerance (rounded to 12 decimals: a drop of exactly the tolerance is 0): what the
+        tolerance's sign-flip test flips, below 0 in sum when the drop is beyond the tolerance."""
+        return tuple((scenario, repeat, round(change + self.tolerance, 12)) for scenario, repeat, change in self.changes)
+
+    @property
+    def all_worse(self) -> tuple[tuple[str, int, float], ...]:
+        """`shifted` as it would be with every draw that can get worse far worse (a flip of one outweighs all the draws
+        that cannot, together) and those that cannot unchanged (at +tolerance): the data most likely to fail the row,
+        `JointFamily.best_case`'s."""
+        far = 1.0 + 2.0 * self.tolerance * len(self.stuck)
+        stuck = set(self.stuck)
+        return tuple((scenario, repeat, self.tolerance if (scenario, repeat) in stuck else -far) for scenario, repeat, _ in self.changes)
 
 
 @dataclass(frozen=True)
@@ -562,36 +581,36 @@ class ProbeTest(DrawTest):
 def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family: int = 1, *, two_sided: bool = False) -> DrawTest:
     """The test of the draws' changes (`draws`: one row per (scenario, repeat) with its `change`, in the metric's good
     direction, so a drop is negative, and, where some draw's baseline is already the metric's worst value, `stuck`
-    True there): its p-value (unadjusted) is the larger of the clustered bootstrap's that the
-    mean change is below −`tolerance` (scenarios, then their draws, resampled) and the one-sided sign-flip test's of
-    the changes that it is below 0 (exact up to `stats.EXACT_FLIPS` changed draws, Monte Carlo beyond). `family` is
-    the number of tests adjusted together: the resamples are enough for a Monte Carlo p-value, never below
-    1/(samples + 1), to reach alpha / family. `two_sided` makes the same test both ways (a rise beyond +`tolerance`
-    is the drop of the runs swapped: the changes negated) and reports twice the smaller p, at most 1 (and its side's
-    bootstrap p doubled)."""
-    clusters = [g.tolist() for _, g in draws.groupby("scenario", sort=False)["change"]]
-    samples = math.ceil(2 * family / alpha)
+    True there): its p-value (unadjusted) is the larger of two one-sided sign-flip tests' (`stats.signflip_p`, exact up
+    to `stats.EXACT_FLIPS` draws, Monte Carlo beyond), that the changes shifted by `tolerance` sum below 0 (the mean
+    drop is beyond the tolerance) and that the changes do (a drop at all).
 
-    def p_of_drop(sign: float) -> tuple[float, float]:
-        return (
-            bootstrap_p_below_zero([[sign * d for d in c] for c in clusters], threshold=-tolerance, samples=max(BOOTSTRAP_SAMPLES, samples)),
-            signflip_p((sign * draws["change"]).tolist(), samples=max(SAMPLES, samples)),
-        )
+    Under no change each draw's change is as likely negated (both runs' repeat r are draws of one distribution), so
+    the test of a drop at all is exact by design. The tolerance's is exact when each draw's change is symmetric about
+    the mean change, its sessions held fixed (the mean it tests is these sessions', as the change shown is), and
+    conservative where the sessions' own changes differ; when a draw's change is skewed it is approximate, as every
+    test of a mean on a few draws is (the README gives the error measured at the boundary).
 
-    if two_sided:
-        side = min(p_of_drop(1.0), p_of_drop(-1.0), key=max)
-        p_bootstrap, p_signflip = (min(1.0, 2 * p) for p in side)
-    else:
-        p_bootstrap, p_signflip = p_of_drop(1.0)
+    `family` is the number of tests adjusted together: a Monte Carlo test's resamples are enough for a p-value, never
+    below 1/(samples + 1), to reach alpha / family. `two_sided` (at tolerance 0, `bench compare`'s tags) tests a change
+    either way: the share of sign assignments whose sum is as far from 0 as the observed one or farther."""
+    if two_sided and tolerance:
+        raise ValueError("a two-sided draw test has no tolerance")
+    changes = draws["change"].to_numpy(dtype=float)
+    shifted = (changes + tolerance).round(12)
+    samples = max(SAMPLES, math.ceil(2 * family / alpha))
+    p_value = signflip_p(changes.tolist(), two_sided=two_sided, samples=samples)
+    if tolerance:
+        p_value = max(p_value, signflip_p(shifted.tolist(), samples=samples))
     return DrawTest(
-        p_value=max(p_bootstrap, p_signflip),
-        p_bootstrap=p_bootstrap,
+        p_value=p_value,
+        tolerance=tolerance,
         draws=len(draws),
         sessions=int(draws["scenario"].nunique()),
         repeats=int(draws["repeat"].nunique()),
-        changed=int((draws["change"] != 0).sum()),
+        changed=int(min(np.count_nonzero(changes), np.count_nonzero(shifted))),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
-        changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), map(float, draws["change"].tolist()), strict=True)),
+        changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), changes.tolist(), strict=True)),
         stuck=tuple((str(scenario), int(repeat)) for scenario, repeat in draws.loc[draws["stuck"], ["scenario", "repeat"]].itertuples(index=False))
         if "stuck" in draws.columns else (),
     )
@@ -900,12 +919,12 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
     metrics are compared (tested per summary draw with a model's summaries, exactly with a deterministic summarizer's),
     and the summarizer and answerer the probe metrics measure, an offline heuristic named as one."""
     metrics = {rule.metric for rule in rules}
-    adjusted = (f"adjusted over the gate's {tests} tests (one decision: the bootstrap's by Holm's method, the sign-flip tests' "
-                "jointly, one sign flip of a summary draw in every row at once, so rows that move together count about once), "
-                if tests > 1 else "")
+    adjusted = (f"adjusted over the gate's {tests} tests (one decision: jointly, one sign flip of a summary draw in every row at "
+                "once, so rows that move together count about once), " if tests > 1 else "")
     test = (
-        "a row fails when the clustered bootstrap (sessions, then their draws) puts the drop beyond its tolerance and the "
-        f"one-sided sign-flip test of the draws' changes finds a drop at all: the larger of the two p-values, {adjusted}below alpha {alpha:g}"
+        "a row fails when the one-sided sign-flip test of the draws' changes shifted by its tolerance puts the drop beyond "
+        "it (exact when a draw's change is symmetric about the mean, approximate for skewed changes) and the same test of "
+        f"the changes finds a drop at all: the larger of the two p-values, {adjusted}below alpha {alpha:g}"
     )
     out = []
     if metrics & set(PROBE_METRICS):
@@ -952,22 +971,23 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
 class JointFamily:
     """The draw tests of one decision (a gate's rows, the rows a `bench compare` page tags), adjusted together.
 
-    A test's p is the larger of its two tests', and each is adjusted over the family (`adjusted`): the clustered
-    bootstrap's p-values by Holm's method (`stats.holm`), the sign-flip tests' jointly (`stats.step_down_min_p`), one
-    sign assignment flipping a summary draw in every test at once. Both runs' repeat r of a session are draws of one
-    distribution under no change, whichever strategy, profile or metric a test reads of them, so the swap is one for all
-    of them: tests that count the same events (a failed request that is an overflow too, a probe kept in the context and
-    in the summary) cost about one test, where Holm's method charged for each. The draws flipped are those some test
-    changed (flipping another changes nothing) and those of `held` (draws a test outside the family holds, for
+    Each test's sign-flip test of its shifted changes (`DrawTest.shifted`: at tolerance 0 the changes themselves) is
+    adjusted jointly (`stats.step_down_min_p`, Westfall and Young's step-down min-p), one sign assignment flipping a
+    summary draw in every test at once. Both runs' repeat r of a session are draws of one distribution under no change,
+    whichever strategy, profile or metric a test reads of them, so the swap is one for all of them: tests that count the
+    same events (a failed request that is an overflow too, a probe kept in the context and in the summary) cost about
+    one test, where Holm's method charged for each; a test with a tolerance joins on the assumption its own test makes,
+    that its shifted changes are symmetric at the boundary. The draws flipped are those some test's shifted change is
+    not 0 at (flipping another changes nothing) and those of `held` (draws a test outside the family holds, for
     `best_case`)."""
 
     def __init__(self, tests: Sequence[DrawTest], alpha: float, *, two_sided: bool = False,
                  held: Sequence[tuple[str, int]] = ()) -> None:
         self.tests = list(tests)
-        changed = [(scenario, repeat) for test in self.tests for scenario, repeat, change in test.changes if change != 0]
-        self.index = {unit: j for j, unit in enumerate(dict.fromkeys([*changed, *held]))}
+        flipped = [(scenario, repeat) for test in self.tests for scenario, repeat, change in test.shifted if change != 0]
+        self.index = {unit: j for j, unit in enumerate(dict.fromkeys([*flipped, *held]))}
         self.signs = shared_signs(len(self.index), samples=max(SAMPLES, math.ceil(2 * len(self.tests) / alpha)))
-        self.ranks = flip_ranks(self.signs, self._matrix([test.changes for test in self.tests]), two_sided=two_sided)
+        self.ranks = flip_ranks(self.signs, self._matrix([test.shifted for test in self.tests]), two_sided=two_sided)
 
     def _matrix(self, draws: Sequence[Sequence[tuple[str, int, float]]]) -> np.ndarray:
         """(tests × draws flipped): each test's change per draw, 0 for a draw it does not hold."""
@@ -979,17 +999,16 @@ class JointFamily:
         return out
 
     def adjusted(self) -> list[float]:
-        """Each test's p-value adjusted over the family: the larger of its two tests' adjusted p-values, and never
-        below its own p."""
-        holm_p = holm([test.p_bootstrap for test in self.tests])
+        """Each test's p-value adjusted over the family, never below its own p (which holds its test of a drop at
+        all beside the tolerance's)."""
         joint = step_down_min_p(self.ranks)
-        return [max(test.p_value, holm_p[i], float(joint[i])) for i, test in enumerate(self.tests)]
+        return [max(test.p_value, float(joint[i])) for i, test in enumerate(self.tests)]
 
-    def best_case(self, cases: Sequence[tuple[int | None, Sequence[tuple[str, int]]]]) -> list[float]:
-        """For each case (a test of the family by its position, or None for one outside it; and the draws it holds),
-        the adjusted p it would get with every one of those draws worse, the other tests as observed (one-sided; the
-        bootstrap's p of draws all worse is 0, so the sign-flip test's is the one that counts)."""
-        worst = flip_ranks(self.signs, self._matrix([[(scenario, repeat, -1.0) for scenario, repeat in draws] for _, draws in cases]))
+    def best_case(self, cases: Sequence[tuple[int | None, Sequence[tuple[str, int, float]]]]) -> list[float]:
+        """For each case (a test of the family by its position, or None for one outside it; and the shifted changes it
+        would have, `DrawTest.all_worse`), the adjusted p it would get with them, the other tests as observed
+        (one-sided)."""
+        worst = flip_ranks(self.signs, self._matrix([changes for _, changes in cases]))
         return best_case_p(self.ranks, [(test, worst[:, i]) for i, (test, _) in enumerate(cases)])
 
 
@@ -1004,17 +1023,16 @@ def _family_p_values(rows: Sequence[dict[str, Any]], tested: Sequence[int], alph
     no candidate could fail, each with the smallest adjusted p it could reach.
 
     A row with too few draws for the family may be out of reach: Holm's bound (`stats.min_units` at alpha over the
-    family) says when it surely is not, and below it the row's draws are set all worse, the others as observed, and
-    adjusted with the family (`JointFamily.best_case`); if even that p is not below alpha the row cannot fail. A row that
-    could fail as observed is never in it."""
+    family) says when it surely is not, and below it the row's draws that can get worse are set far worse (those that
+    cannot unchanged, `DrawTest.all_worse`), the other rows as observed, and adjusted with the family
+    (`JointFamily.best_case`); if even that p is not below alpha the row cannot fail. A row that could fail as observed
+    is never in it."""
     suspects = [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] is None and row["worsenable"] < _holm_bound(k, tested, alpha)]
-    # a suspect's best case: every draw that can get worse worse, the others (already at the worst) unchanged
-    draws = {k: [(scenario, repeat) for scenario, repeat, _ in rows[k]["test"].changes if (scenario, repeat) not in rows[k]["test"].stuck]
-             for k in suspects}
-    family = JointFamily([rows[k]["test"] for k in tested], alpha, held=[unit for k in suspects for unit in draws[k]])
+    worse = {k: rows[k]["test"].all_worse for k in suspects}
+    family = JointFamily([rows[k]["test"] for k in tested], alpha, held=[(scenario, repeat) for k in suspects for scenario, repeat, change in worse[k] if change])
     adjusted = dict(zip(tested, family.adjusted(), strict=True))
     doubtful = [k for k in suspects if not (k in adjusted and adjusted[k] < alpha)]
-    best = family.best_case([(tested.index(k) if k in tested else None, draws[k]) for k in doubtful])
+    best = family.best_case([(tested.index(k) if k in tested else None, worse[k]) for k in doubtful])
     return adjusted, {k: p for k, p in zip(doubtful, best, strict=True) if p >= alpha}
 
 
@@ -1040,7 +1058,7 @@ def gate(
             )
         tolerances[rule.metric] = rule.tolerance
     if not MIN_ALPHA <= alpha < 1:
-        raise GateError(f"--alpha {alpha:g}: must be at least {MIN_ALPHA:g} (the probe tests resample 2 × tests / alpha times) and below 1")
+        raise GateError(f"--alpha {alpha:g}: must be at least {MIN_ALPHA:g} (a Monte Carlo sign-flip test draws 2 × tests / alpha sign assignments) and below 1")
     runs = (Run.load(baseline), Run.load(candidate))
     notes = check_comparable(*runs, allow_different_inputs=allow_different_inputs, allow_offline_summarizer=allow_offline_summarizer)
     compared = compare_runs(*runs)
@@ -1113,8 +1131,10 @@ def gate(
     # The tests (the probe rules', and the others' with a model's summaries) are one family: the gate fails if any of
     # them does, so their p-values are adjusted together (`JointFamily`). A row whose changed summary draws are
     # too few to reach alpha (0.5^changed ≥ alpha, all in one direction) can never fail, so it is no member (Tarone's
-    # argument): the sign-flip test is conditional on which draws changed, so leaving such rows out (the strategies a
-    # change did not touch among them) keeps the family's error at alpha and does not dilute the rows that did change.
+    # argument): the sign-flip tests are conditional on which draws changed (with a tolerance, an unchanged draw is a
+    # fixed +tolerance in the shifted changes, which only makes the test stricter), so leaving such rows out (the
+    # strategies a change did not touch among them) keeps the family's error at alpha and does not dilute the rows that
+    # did change.
     tested = [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["test"].changed < alpha]
     adjusted, out_of_reach = _family_p_values(rows, tested, alpha)
     # A row the family puts out of reach cannot fail, whatever the candidate does, and is said to be so (a gate whose

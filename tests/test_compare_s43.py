@@ -45,7 +45,7 @@ def test_two_runs_of_one_process_are_tagged_on_at_most_about_five_percent_of_pag
 def test_a_rows_p_and_changed_count_are_the_gate_tests_not_the_scenarios():
     """One session in four repeats, each repeat of the candidate losing the same two of ten probes: one scenario differs
     (its sign-flip test over scenarios reads 1.0), four summary draws do. The page's row carries the gate's draw test:
-    two-sided, 2 × 0.5^4 = 0.125 (every draw's change the same, so the bootstrap side is 0), and 4 changed draws;
+    two-sided, 2 × 0.5^4 = 0.125 (four draws of the same change), and 4 changed draws;
     too few to reach 0.05 (2 × 0.5^4 ≥ 0.05), so it is no member of the adjusted family."""
     def run(lost: set[int]) -> pd.DataFrame:
         return pd.DataFrame([("s0", "x", "64k", r, f"p{p}", "checkpoint", 5, 5, p not in lost) for r in range(4) for p in range(10)],

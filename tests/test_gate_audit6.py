@@ -127,14 +127,16 @@ def test_one_session_in_one_repeat_cannot_fail_and_the_note_says_why(tmp_path):
 
 def test_one_session_in_six_repeats_can_fail(tmp_path):
     """The same session recorded in six repeats per run: six draws, each losing 20 of 40 probes (−0.5): the exact
-    sign-flip p is 0.5^6 = 1/64 < 0.05, and the bootstrap of six equal changes puts the drop beyond the tolerance."""
+    sign-flip p is 0.5^6 = 1/64 < 0.05, and so is the same test's of the changes shifted by the tolerance (six of
+    −0.48)."""
     base, cand = _repeated([[True] * 40], 6), _repeated([[True] * 20 + [False] * 20], 6)
     runs = (Run(Path("."), {}, {"probes": base}), Run(Path("."), {}, {"probes": cand}))
     test = probe_test(runs, "x", PROFILE, "retention", ALPHA, TOLERANCE)
     assert test is not None and test.draws == 6 and test.changed == 6 and (test.sessions, test.repeats) == (1, 6)
     assert test.p_value == pytest.approx(1 / 64) and test.change == -0.5 and test.probes == 40
-    # the same losses in five repeats of six, one unchanged: the unchanged draw carries no sign, so five changed draws
-    # give the sign-flip test's p = 0.5^5 = 1/32
+    # the same losses in five repeats of six, one unchanged: five changed draws; shifted by the tolerance the unchanged
+    # one is +0.02, and with five draws of −0.48 either of its signs keeps the sum at or below the observed, so the
+    # sign-flip test's p is 2/64 = 1/32, as the five alone give
     mixed = _repeated([[True] * 20 + [False] * 20] * 5 + [[True] * 40], 6)
     test = probe_test((runs[0], Run(Path("."), {}, {"probes": mixed})), "x", PROFILE, "retention", ALPHA, TOLERANCE)
     assert test is not None and test.draws == 6 and test.changed == 5 and test.p_value == pytest.approx(1 / 32)
@@ -152,8 +154,8 @@ def test_a_repeat_is_paired_with_the_same_repeat_not_voted_across_repeats(tmp_pa
 
 def test_a_large_family_can_still_fail_on_a_clear_drop(tmp_path):
     """`test_verdict_audit_gate`'s claim with draws as the unit: 126 tests, and a strategy that loses 7 of its 10 probes
-    in each of 12 sessions: twelve draws of −0.7, whose exact sign-flip p is 0.5^12 = 1/4096 and whose bootstrap never
-    reaches −0.02, so Holm's 126 × p = 0.031 < 0.05 (three sessions, as that test has them, are three draws: p ≥ 1/8)."""
+    in each of 12 sessions: twelve draws of −0.7, whose exact sign-flip p is 0.5^12 = 1/4096, so even Holm's 126 × p =
+    0.031 < 0.05 (three sessions, as that test has them, are three draws: p ≥ 1/8)."""
     base = probe_rows("x", 12, 10)
     cand = probe_rows("x", 12, 10, lost={(s, n) for s in range(12) for n in range(7)})
     runs = (Run.load(write_run(tmp_path / "a", base)), Run.load(write_run(tmp_path / "b", cand)))

@@ -64,7 +64,7 @@ def test_two_recordings_of_one_prompt_do_not_fail_on_their_noise(tmp_path):
 
 def test_a_rise_in_every_draw_fails(tmp_path):
     """Six sessions, each failing one request more in the candidate: the one-sided sign-flip p is 0.5^6 = 1/64 and every
-    draw's change is the same, beyond the tolerance (the bootstrap's p is 0): a regression the tests confirm."""
+    draw's change is the same, beyond the tolerance: a regression the tests confirm."""
     base = {(k, 0): 0 for k in range(6)}
     cand = {(k, 0): 1 for k in range(6)}
     row = row_of(result := gate(folder(tmp_path / "a", base), folder(tmp_path / "b", cand), [Rule.parse("failed_requests:0")]))

@@ -16,7 +16,6 @@ from compaction_bench.metrics.stats import (
     DIFFERENCE,
     agreement_interval,
     bootstrap_ci,
-    bootstrap_p_below_zero,
     cluster_bootstrap_ci,
     min_units,
     p_best,
@@ -102,10 +101,6 @@ def test_signflip_is_the_exact_one_sided_sign_test_with_one_checkpoint():
     # two-sided: twice the one-sided tail; 6 probes all one way are the fewest that reach 0.05
     assert signflip_p([1] * 6, two_sided=True) == pytest.approx(2 / 64) and signflip_p([-1] * 5, two_sided=True) == pytest.approx(2 / 32)
     assert min_units(0.05, two_sided=True) == 6
-    # the clustered bootstrap's one-sided p: the share of resampled means at or above 0; for two
-    # losses among 4 probes that is the chance a resample draws no loss, 0.5^4
-    assert bootstrap_p_below_zero([[-1.0, -1.0, 0.0, 0.0]]) == pytest.approx(0.5**4, abs=0.015)
-    assert bootstrap_p_below_zero([[0.0, 0.0]]) == 1.0 and bootstrap_p_below_zero([[-1.0]]) == 0.0  # no spread: left to the sign-flip test
 
 
 def _lost(sessions: int, probes: int, lost: int) -> pd.DataFrame:
