@@ -56,10 +56,13 @@ is already the metric's worst), and is listed as such, not as a pass, and
 so is a row the family puts out of reach: even with all its draws worse, the other rows as observed,
 its adjusted p would not go below alpha (with m tests, `stats.min_units(alpha / m)` draws always
 suffice, 8 for a family of 8 at 0.05; fewer do where rows change together). A
-row whose changed draws are too few to reach alpha is no member of the family (Tarone's argument: the sign-flip
-tests are conditional on which draws changed; a draw the candidate left unchanged is +tolerance in the shifted
-changes, a unit that can only count against a fail), so the strategies a change did not touch do not dilute the one
-it did. A rule that no row could test, or that could fail on none,
+row whose shifted changes hold too few non-zero draws to reach alpha is no member of the family (Tarone's argument:
+the tests are conditional on those draws, which no flip changes). At tolerance 0 they are the draws that changed, so
+the strategies a change did not touch do not dilute the one it did; with a tolerance an unchanged draw is +tolerance,
+so such rows are members (they cannot fail, and rows unchanged on the same draws count once). Taking members by the
+changed draws instead is not valid with tolerances: whether a row changed in enough draws can depend on the very signs
+the test flips (a candidate that trades a retention drop in some sessions for a failed request in the others failed
+the family in 18 of its 256 sign patterns that way, 2 by the shifted changes: the forty-ninth pass's audit). A rule that no row could test, or that could fail on none,
 leaves the gate untested unless another rule failed; each metric takes one rule. The
 flipped probes are named by scenario and probe.
 Other metrics show summary sums or means over the cells both runs hold (a change within `ROUNDING` of
@@ -534,8 +537,8 @@ class DrawTest:
     draws: int
     sessions: int
     repeats: int
-    #: the draws whose change is not 0 (the test of a drop at all's sample), or, if fewer, those whose shifted change
-    #: is not 0 (the tolerance's): 0.5 to the power of it bounds the row's p from below
+    #: the draws whose shifted change is not 0 (at tolerance 0, those that changed): the joint test's sample for the
+    #: row, which its flips leave as it is, so the gate's family takes its members by it (Tarone's argument)
     changed: int
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
     #: each draw's (scenario, repeat, change), the change in the metric's good direction (a drop is negative)
@@ -608,7 +611,7 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
         draws=len(draws),
         sessions=int(draws["scenario"].nunique()),
         repeats=int(draws["repeat"].nunique()),
-        changed=int(min(np.count_nonzero(changes), np.count_nonzero(shifted))),
+        changed=int(np.count_nonzero(shifted)),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
         changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), changes.tolist(), strict=True)),
         stuck=tuple((str(scenario), int(repeat)) for scenario, repeat in draws.loc[draws["stuck"], ["scenario", "repeat"]].itertuples(index=False))
@@ -1012,6 +1015,15 @@ class JointFamily:
         return best_case_p(self.ranks, [(test, worst[:, i]) for i, (test, _) in enumerate(cases)])
 
 
+def family_members(rows: Sequence[dict[str, Any]], alpha: float) -> list[int]:
+    """The gate's rows (indices) whose tests are adjusted together: those tested whose shifted changes hold enough
+    non-zero draws to reach alpha (`DrawTest.changed`: 0.5 to its power below alpha). A row with fewer can never fail,
+    and the tests are conditional on which draws those are (no flip changes them), so leaving it out keeps the family's
+    error at alpha (Tarone's argument). By the draws that changed instead, membership could follow the signs the test
+    flips once a row has a tolerance, and the family's error would not hold."""
+    return [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["test"].changed < alpha]
+
+
 def _holm_bound(row: int, tested: Sequence[int], alpha: float) -> int:
     """The draws, every one worse, with which a row (an index into the gate's rows) fails whatever the others show:
     Holm's bound over the family (`tested`), the row counted in it (`stats.min_units` at alpha over its size)."""
@@ -1131,11 +1143,8 @@ def gate(
     # The tests (the probe rules', and the others' with a model's summaries) are one family: the gate fails if any of
     # them does, so their p-values are adjusted together (`JointFamily`). A row whose changed summary draws are
     # too few to reach alpha (0.5^changed ≥ alpha, all in one direction) can never fail, so it is no member (Tarone's
-    # argument): the sign-flip tests are conditional on which draws changed (with a tolerance, an unchanged draw is a
-    # fixed +tolerance in the shifted changes, which only makes the test stricter), so leaving such rows out (the
-    # strategies a change did not touch among them) keeps the family's error at alpha and does not dilute the rows that
-    # did change.
-    tested = [k for k, row in enumerate(rows) if row["test"] is not None and row["status"] != CANNOT_FAIL and 0.5 ** row["test"].changed < alpha]
+    # argument): `family_members`.
+    tested = family_members(rows, alpha)
     adjusted, out_of_reach = _family_p_values(rows, tested, alpha)
     # A row the family puts out of reach cannot fail, whatever the candidate does, and is said to be so (a gate whose
     # every row is so is untested, exit 2), not read as a pass.

@@ -134,12 +134,12 @@ def test_one_session_in_six_repeats_can_fail(tmp_path):
     test = probe_test(runs, "x", PROFILE, "retention", ALPHA, TOLERANCE)
     assert test is not None and test.draws == 6 and test.changed == 6 and (test.sessions, test.repeats) == (1, 6)
     assert test.p_value == pytest.approx(1 / 64) and test.change == -0.5 and test.probes == 40
-    # the same losses in five repeats of six, one unchanged: five changed draws; shifted by the tolerance the unchanged
-    # one is +0.02, and with five draws of −0.48 either of its signs keeps the sum at or below the observed, so the
-    # sign-flip test's p is 2/64 = 1/32, as the five alone give
+    # the same losses in five repeats of six, one unchanged: shifted by the tolerance it is +0.02 (six draws in the
+    # tolerance's sample), and with five draws of −0.48 either of its signs keeps the sum at or below the observed, so
+    # the sign-flip test's p is 2/64 = 1/32, as the five alone give
     mixed = _repeated([[True] * 20 + [False] * 20] * 5 + [[True] * 40], 6)
     test = probe_test((runs[0], Run(Path("."), {}, {"probes": mixed})), "x", PROFILE, "retention", ALPHA, TOLERANCE)
-    assert test is not None and test.draws == 6 and test.changed == 5 and test.p_value == pytest.approx(1 / 32)
+    assert test is not None and test.draws == 6 and test.changed == 6 and test.p_value == pytest.approx(1 / 32)
 
 
 def test_a_repeat_is_paired_with_the_same_repeat_not_voted_across_repeats(tmp_path):

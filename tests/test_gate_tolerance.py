@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compaction_bench.reports.gate import JointFamily, draw_test
+from compaction_bench.reports.gate import JointFamily, _family_p_values, draw_test, family_members
 
 ALPHA = 0.05
 
@@ -41,8 +41,8 @@ def test_the_tolerance_shifts_the_changes_the_sign_flip_test_flips():
     assert draw_test(frame(changes), ALPHA, 0.05).p_value == pytest.approx(9 / 256)
     beyond = draw_test(frame(changes), ALPHA, 0.08)
     assert beyond.p_value == pytest.approx(100 / 256) and beyond.tolerance == 0.08
-    # the changed draws bound the row's p from below: seven, though the unchanged one is in the shifted sample (+0.08)
-    assert beyond.changed == 7 and draw_test(frame(changes), ALPHA).changed == 7
+    # the tolerance's sample holds the unchanged draw too (+0.08): eight; at tolerance 0, the seven that changed
+    assert beyond.changed == 8 and draw_test(frame(changes), ALPHA).changed == 7
     # a drop of exactly the tolerance in a draw is 0 once shifted (sums of tenths rounded): only two draws are in the
     # tolerance's sample, and the row can be no lower than 1/4
     assert draw_test(frame([-0.3, -0.1, -0.1, -0.2]), ALPHA, 0.1).changed == 2
@@ -94,15 +94,36 @@ def test_an_unchanged_draw_only_makes_the_tolerance_test_stricter():
     """A draw the candidate left unchanged is +tolerance once shifted, on whichever side the assignment puts it: with
     W the other draws' flipped sum and S their observed one, its p is ½ P(W ≤ S) + ½ P(W ≤ S + 2 × tolerance), never
     below the others' alone. Five draws of −0.5 against a tolerance of 0.02: 1/32 alone, and with three unchanged
-    draws beside them still 1/32 (every pattern that keeps the five, 8 of 256); with a row of three changed draws and
-    five unchanged the changed draws are too few (0.5^3 ≥ 0.05), and its p is at least 1/8."""
+    draws beside them still 1/32 (every pattern that keeps the five, 8 of 256); a row of three changed draws and five
+    unchanged is in the family (eight draws in its shifted sample) but cannot fail: its drop at all is at least 1/8."""
     five = draw_test(frame([-0.5] * 5), ALPHA, 0.02)
     padded = draw_test(frame([-0.5] * 5 + [0.0] * 3), ALPHA, 0.02)
-    assert five.p_value == pytest.approx(1 / 32) and padded.p_value == pytest.approx(1 / 32) and padded.changed == 5
+    assert five.p_value == pytest.approx(1 / 32) and padded.p_value == pytest.approx(1 / 32) and padded.changed == 8
     few = draw_test(frame([-0.5] * 3 + [0.0] * 5), ALPHA, 0.02)
-    assert few.changed == 3 and few.p_value >= 1 / 8
+    assert few.changed == 8 and few.p_value >= 1 / 8
     rng = np.random.default_rng(5)
     for _ in range(50):
         changes = rng.normal(-0.05, 0.05, 6).round(3)
         alone = draw_test(frame(changes), ALPHA, 0.05).p_value
         assert draw_test(frame([*changes, 0.0, 0.0]), ALPHA, 0.05).p_value >= alone - 1e-12
+
+
+def test_membership_does_not_follow_the_signs_a_tolerance_test_flips():
+    """A candidate that, in each of eight sessions, either loses 0.2 of retention or fails one request more (a sum
+    metric: the draw's change scaled by 8 sessions, −8): against tolerances of 0.1 and 4, with each session's side a fair
+    coin, both rows sit exactly at their boundary, and their shifted changes (±0.1 and ∓4) flip together. Over the 256
+    patterns the family must fail some row in at most 12. Taking members by the draws that changed (as a first draft
+    did) left out whichever row changed in fewer than five sessions, and the other then failed on its own p: 18 of 256
+    (the forty-ninth pass's audit). By their non-zero shifted changes both rows are always members: 2 of 256."""
+    units = frame(np.zeros(8))
+    failed = 0
+    for sides in itertools.product((0, 1), repeat=8):
+        side = np.asarray(sides)
+        changes = [np.where(side == 0, -0.2, 0.0), np.where(side == 1, -8.0, 0.0)]
+        tolerances = (0.1, 4.0)
+        tests = [draw_test(units.assign(change=c), ALPHA, t, family=2) for c, t in zip(changes, tolerances, strict=True)]
+        rows = [{"test": t, "status": None, "worsenable": t.worsenable} for t in tests]
+        members = family_members(rows, ALPHA)
+        adjusted, _ = _family_p_values(rows, members, ALPHA)
+        failed += any(fails(adjusted.get(k, t.p_value), c, tol) for k, (t, c, tol) in enumerate(zip(tests, changes, tolerances, strict=True)))
+    assert failed == 2
