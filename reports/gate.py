@@ -35,9 +35,10 @@ sign-flip test (`compaction_bench.metrics.stats`, exact up to 16 draws) of the d
 tolerance finds their mean below −tolerance, and the same test of the changes themselves finds a drop at all (at
 tolerance 0 the two are one). The test of a drop at all is exact by design (under no change a draw's change is as
 likely negated); the tolerance's is exact when each draw's change is symmetric about the mean change, the sessions
-held fixed (the mean it tests is these sessions', as the change shown is), conservative where sessions differ, and
-approximate for skewed changes (a count that rises in most draws and falls by much in a few), as every test of a
-mean on a few draws is. Until the forty-ninth pass the clustered bootstrap tested the tolerance, and with 8–16
+held fixed (the mean it tests is these sessions', as the change shown is), conservative where the sessions' mean
+changes differ but not their spreads, and approximate otherwise: for skewed changes (a count that rises in most draws
+and falls by much in a few), and for sessions whose drop is below the tolerance and noisy beside sessions whose drop
+is beyond it and steady, as every test of a mean on a few draws is. Until the forty-ninth pass the clustered bootstrap tested the tolerance, and with 8–16
 draws a drop of exactly the tolerance failed a row 7–9% of the time at alpha 0.05. A drop whose estimate exceeds the
 tolerance but whose test does not reach past it does not fail: the estimate alone would fail about half the
 candidates whose true drop is the tolerance itself. The gate's tests are one family, its decision one claim, so
@@ -591,8 +592,9 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
     Under no change each draw's change is as likely negated (both runs' repeat r are draws of one distribution), so
     the test of a drop at all is exact by design. The tolerance's is exact when each draw's change is symmetric about
     the mean change, its sessions held fixed (the mean it tests is these sessions', as the change shown is), and
-    conservative where the sessions' own changes differ; when a draw's change is skewed it is approximate, as every
-    test of a mean on a few draws is (the README gives the error measured at the boundary).
+    conservative where the sessions' mean changes differ but not their spreads; otherwise (skewed changes, noisy
+    sessions inside the tolerance beside steady ones beyond it) it is approximate, as every test of a mean on a few
+    draws is (the README gives the error measured at the boundary).
 
     `family` is the number of tests adjusted together: a Monte Carlo test's resamples are enough for a p-value, never
     below 1/(samples + 1), to reach alpha / family. `two_sided` (at tolerance 0, `bench compare`'s tags) tests a change
