@@ -989,10 +989,11 @@ class JointFamily:
     def __init__(self, tests: Sequence[DrawTest], alpha: float, *, two_sided: bool = False,
                  held: Sequence[tuple[str, int]] = ()) -> None:
         self.tests = list(tests)
-        flipped = [(scenario, repeat) for test in self.tests for scenario, repeat, change in test.shifted if change != 0]
+        shifted = [test.shifted for test in self.tests]
+        flipped = [(scenario, repeat) for changes in shifted for scenario, repeat, change in changes if change != 0]
         self.index = {unit: j for j, unit in enumerate(dict.fromkeys([*flipped, *held]))}
         self.signs = shared_signs(len(self.index), samples=max(SAMPLES, math.ceil(2 * len(self.tests) / alpha)))
-        self.ranks = flip_ranks(self.signs, self._matrix([test.shifted for test in self.tests]), two_sided=two_sided)
+        self.ranks = flip_ranks(self.signs, self._matrix(shifted), two_sided=two_sided)
 
     def _matrix(self, draws: Sequence[Sequence[tuple[str, int, float]]]) -> np.ndarray:
         """(tests × draws flipped): each test's change per draw, 0 for a draw it does not hold."""
