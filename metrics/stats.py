@@ -74,6 +74,9 @@ MANY_CLUSTERS = 30
 #: Array cells one resampling chunk may hold (bounds memory for large suites).
 CHUNK_CELLS = 4_000_000
 SAMPLES = 20_000
+#: Sums of signed changes within this share of the changes' absolute sum (the largest a sum can be) are ties: the same
+#: changes, added in another order or rounded, differ in their last bits, and a tie is as extreme as the observed sum.
+TIES = 1e-9
 #: The range of a share (retention, answered) and of a paired difference of shares.
 SHARE = (0.0, 1.0)
 DIFFERENCE = (-1.0, 1.0)
@@ -252,15 +255,11 @@ def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples
     d = d[d != 0]
     if d.size == 0:
         return 1.0
-    observed = d.sum()
-    if d.size <= EXACT_FLIPS:
-        totals = _all_signs(d.size) @ d
-        extreme = np.abs(totals) >= abs(observed) - 1e-12 if two_sided else totals <= observed + 1e-12
-        return float(np.mean(extreme))
-    rng = np.random.default_rng(seed)
-    totals = rng.choice((1.0, -1.0), size=(samples, d.size)) @ d
-    extreme = np.abs(totals) >= abs(observed) - 1e-12 if two_sided else totals <= observed + 1e-12
-    return float((1 + np.sum(extreme)) / (1 + samples))
+    observed, tie = d.sum(), TIES * np.abs(d).sum()
+    exact = d.size <= EXACT_FLIPS
+    totals = (_all_signs(d.size) if exact else np.random.default_rng(seed).choice((1.0, -1.0), size=(samples, d.size))) @ d
+    extreme = np.abs(totals) >= abs(observed) - tie if two_sided else totals <= observed + tie
+    return float(np.mean(extreme)) if exact else float((1 + np.sum(extreme)) / (1 + samples))
 
 
 def shared_signs(units: int, *, samples: int = SAMPLES, seed: int = SEED) -> np.ndarray:
@@ -282,10 +281,11 @@ def flip_ranks(signs: np.ndarray, changes: np.ndarray, *, two_sided: bool = Fals
     totals = signs @ np.asarray(changes, dtype=float).T  # (assignments, tests)
     if two_sided:
         totals = -np.abs(totals)
+    ties = TIES * np.abs(np.atleast_2d(np.asarray(changes, dtype=float))).sum(axis=1)
     ranks = np.empty(totals.shape, dtype=np.int32)
     for test in range(totals.shape[1]):
         ordered = np.sort(totals[:, test])
-        ranks[:, test] = np.searchsorted(ordered, totals[:, test] + 1e-12, side="right")
+        ranks[:, test] = np.searchsorted(ordered, totals[:, test] + ties[test], side="right")
     return ranks
 
 

@@ -6,6 +6,7 @@ the data could have had under no change, its bound by Holm's method, and the bes
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -127,6 +128,21 @@ def test_beyond_the_exact_limit_it_is_monte_carlo_counting_the_data_among_its_dr
     units = EXACT_FLIPS + 4
     changes = np.vstack([-np.ones(units), np.ones(units)])
     assert joint_signflip_p(changes) == pytest.approx([1 / (SAMPLES + 1), 1.0], abs=1e-3)
+
+
+def test_sums_that_tie_exactly_tie_after_rounding():
+    """The gate's shifted changes are fractions rounded to 12 decimals (`gate.DrawTest.shifted`): six sessions' probes
+    lost, scaled by 6/213 draws per probe, plus 0.11 of each session's probes so scaled. Summed in floating point, some
+    sign assignments whose exact sums equal the observed one land a few 1e-12 above it; a tie counts as extreme, so
+    the p-value is the exact one, 55/64, counted with fractions (an absolute margin of 1e-12 read 54/64)."""
+    scale, tolerance = Fraction(6, 213), Fraction(11, 100)
+    lost, probes = (0, -1, 3, 1, -6, -5), (33, 4, 27, 30, 31, 35)
+    exact = [k * scale + tolerance * m * scale for k, m in zip(lost, probes, strict=True)]
+    rounded = [round(round(float(k * scale), 12) + float(tolerance) * float(m * scale), 12) for k, m in zip(lost, probes, strict=True)]
+    at_most = sum(sum(s * x for s, x in zip(signs, exact, strict=True)) <= sum(exact) for signs in itertools.product((1, -1), repeat=6))
+    assert at_most == 55
+    assert signflip_p(rounded) == pytest.approx(55 / 64)
+    assert joint_signflip_p(np.array([rounded])) == pytest.approx([55 / 64])
 
 
 def test_two_sided_counts_a_rise_as_far_from_zero_as_a_drop():
