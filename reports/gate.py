@@ -29,16 +29,18 @@ summary afresh in every run and repeat, so the probes of one session in one run 
 probe-level test failed about one comparison of an unchanged prompt in five on one recorded session,
 7–10% on two to five: the s45 audit). A draw is a (scenario, repeat) both runs hold, the baseline's
 repeat r paired with the candidate's repeat r (under no change both are draws of one distribution, so
-the draw's change is as likely negated); its change is the mean over its probes of candidate −
-baseline in that repeat. A rule fails when the data show a drop larger than the tolerance: the one-sided
-sign-flip test (`compaction_bench.metrics.stats`, exact up to 16 draws) of the draws' changes shifted by the
-tolerance finds their mean below −tolerance, and the same test of the changes themselves finds a drop at all (at
-tolerance 0 the two are one). The test of a drop at all is exact by design (under no change a draw's change is as
-likely negated); the tolerance's is exact when each draw's change is symmetric about the mean change, the sessions
-held fixed (the mean it tests is these sessions', as the change shown is), conservative where the sessions' mean
-changes differ but not their spreads, and approximate otherwise: for skewed changes (a count that rises in most draws
-and falls by much in a few), and for sessions whose drop is below the tolerance and noisy beside sessions whose drop
-is beyond it and steady, as every test of a mean on a few draws is. Until the forty-ninth pass the clustered bootstrap tested the tolerance, and with 8–16
+the draw's change is as likely negated); its change is the sum over its probes of candidate −
+baseline in that repeat, scaled so that the draws' mean is the change shown (each probe weighing one), and it takes
+the tolerance in proportion to its probes. A rule fails when the data show a drop larger than the tolerance: the
+one-sided sign-flip test (`compaction_bench.metrics.stats`, exact up to 16 draws) of the draws' changes shifted by
+their shares of the tolerance (`DrawTest.shifted`) finds the change below −tolerance, and the same test of the
+changes themselves finds a drop at all (at tolerance 0 the two are one). The test of a drop at all is exact by design
+(under no change a draw's change is as likely negated). The tolerance's is about these sessions, held fixed, as the
+change shown is: exact when every draw's shifted change is symmetric about 0 at the boundary (one mean change per
+probe in every draw), conservative where the draws' means differ but not their spreads, and approximate otherwise, as
+every test of a mean on a few draws is: for skewed changes (a count that rises in most draws and falls by much in a
+few), and for draws inside the tolerance and noisy beside draws beyond it and steady (the README gives the error
+measured at the boundary). Until the forty-ninth pass the clustered bootstrap tested the tolerance, and with 8–16
 draws a drop of exactly the tolerance failed a row 7–9% of the time at alpha 0.05. A drop whose estimate exceeds the
 tolerance but whose test does not reach past it does not fail: the estimate alone would fail about half the
 candidates whose true drop is the tolerance itself. The gate's tests are one family, its decision one claim, so
@@ -99,6 +101,7 @@ from compaction_bench.llm import DEFAULT_SUMMARIZER, is_offline, redact_url
 from compaction_bench.metrics.aggregate import (
     HEADLINE_KINDS,
     INTEGRITY_COLUMNS,
+    RATE_WEIGHTS,
     combine,
     draw_metrics,
     lacking_draw_columns,
@@ -532,7 +535,8 @@ class DrawTest:
     #: the larger of the one-sided sign-flip tests' p-values of a drop beyond the tolerance (the changes shifted by it)
     #: and of a drop at all (the same test at tolerance 0: with a tolerance of 0 the two are one)
     p_value: float
-    #: what the tests' changes are shifted by: the gate's joint test flips `shifted`, each change plus this
+    #: what the tests' changes are shifted by: the gate's joint test flips `shifted`, each change plus this times the
+    #: draw's weight
     tolerance: float
     #: the summary draws (scenario × repeat) the test's unit is, from this many scenarios and repeats
     draws: int
@@ -542,8 +546,12 @@ class DrawTest:
     #: row, which its flips leave as it is, so the gate's family takes its members by it (Tarone's argument)
     changed: int
     min_draws: int  # the fewest draws that must worsen before the sign-flip test can reject
-    #: each draw's (scenario, repeat, change), the change in the metric's good direction (a drop is negative)
+    #: each draw's (scenario, repeat, change), the change in the metric's good direction (a drop is negative), scaled so
+    #: that the draws' mean is the change the row shows
     changes: tuple[tuple[str, int, float], ...]
+    #: each draw's share of what the change shown weighs (a probe metric's probes: `draw_changes`), times the number of
+    #: draws, so they average 1: the tolerance it takes (1 each where every draw weighs alike)
+    weights: tuple[float, ...]
     #: the draws (scenario, repeat) that cannot get worse, the baseline's value already the metric's worst (every probe
     #: of a session lost, a hit rate of 0): a row can fail only on the others
     stuck: tuple[tuple[str, int], ...]
@@ -555,18 +563,23 @@ class DrawTest:
 
     @property
     def shifted(self) -> tuple[tuple[str, int, float], ...]:
-        """Each draw's change plus the tolerance (rounded to 12 decimals: a drop of exactly the tolerance is 0): what the
-        tolerance's sign-flip test flips, below 0 in sum when the drop is beyond the tolerance."""
-        return tuple((scenario, repeat, round(change + self.tolerance, 12)) for scenario, repeat, change in self.changes)
+        """Each draw's change plus its share of the tolerance (`weights`; rounded to 12 decimals: a drop of exactly the
+        tolerance is 0): what the tolerance's sign-flip test flips, below 0 in sum when the drop shown is beyond the
+        tolerance."""
+        return tuple((scenario, repeat, round(change + self.tolerance * weight, 12))
+                     for (scenario, repeat, change), weight in zip(self.changes, self.weights, strict=True))
 
     @property
     def all_worse(self) -> tuple[tuple[str, int, float], ...]:
         """`shifted` as it would be with every draw that can get worse far worse (a flip of one outweighs all the draws
-        that cannot, together) and those that cannot unchanged (at +tolerance): the data most likely to fail the row,
-        `JointFamily.best_case`'s."""
-        far = 1.0 + 2.0 * self.tolerance * len(self.stuck)
+        that cannot, together) and those that cannot unchanged (at + their share of the tolerance): the data most likely
+        to fail the row, `JointFamily.best_case`'s."""
         stuck = set(self.stuck)
-        return tuple((scenario, repeat, self.tolerance if (scenario, repeat) in stuck else -far) for scenario, repeat, _ in self.changes)
+        unchanged = [self.tolerance * weight for (scenario, repeat, _), weight in zip(self.changes, self.weights, strict=True)
+                     if (scenario, repeat) in stuck]
+        far = 1.0 + 2.0 * sum(unchanged)
+        return tuple((scenario, repeat, round(self.tolerance * weight, 12) if (scenario, repeat) in stuck else -far)
+                     for (scenario, repeat, _), weight in zip(self.changes, self.weights, strict=True))
 
 
 @dataclass(frozen=True)
@@ -584,17 +597,17 @@ class ProbeTest(DrawTest):
 
 def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family: int = 1, *, two_sided: bool = False) -> DrawTest:
     """The test of the draws' changes (`draws`: one row per (scenario, repeat) with its `change`, in the metric's good
-    direction, so a drop is negative, and, where some draw's baseline is already the metric's worst value, `stuck`
-    True there): its p-value (unadjusted) is the larger of two one-sided sign-flip tests' (`stats.signflip_p`, exact up
-    to `stats.EXACT_FLIPS` draws, Monte Carlo beyond), that the changes shifted by `tolerance` sum below 0 (the mean
-    drop is beyond the tolerance) and that the changes do (a drop at all).
+    direction, so a drop is negative and the draws' mean is the change shown; its `weight`, the draw's share of the
+    tolerance, 1 where absent; and, where some draw's baseline is already the metric's worst value, `stuck` True
+    there): its p-value (unadjusted) is the larger of two one-sided sign-flip tests' (`stats.signflip_p`, exact up to
+    `stats.EXACT_FLIPS` draws, Monte Carlo beyond), that the changes shifted by their shares of `tolerance` sum below 0
+    (the change is beyond the tolerance) and that the changes do (a drop at all).
 
     Under no change each draw's change is as likely negated (both runs' repeat r are draws of one distribution), so
-    the test of a drop at all is exact by design. The tolerance's is exact when each draw's change is symmetric about
-    the mean change, its sessions held fixed (the mean it tests is these sessions', as the change shown is), and
-    conservative where the sessions' mean changes differ but not their spreads; otherwise (skewed changes, noisy
-    sessions inside the tolerance beside steady ones beyond it) it is approximate, as every test of a mean on a few
-    draws is (the README gives the error measured at the boundary).
+    the test of a drop at all is exact by design. The tolerance's is exact when each draw's shifted change is symmetric
+    about 0 at the boundary, its sessions held fixed, and conservative where the draws' means differ but not their
+    spreads; otherwise (skewed changes, noisy draws inside the tolerance beside steady ones beyond it) it is
+    approximate, as every test of a mean on a few draws is (the README gives the error measured at the boundary).
 
     `family` is the number of tests adjusted together: a Monte Carlo test's resamples are enough for a p-value, never
     below 1/(samples + 1), to reach alpha / family. `two_sided` (at tolerance 0, `bench compare`'s tags) tests a change
@@ -602,23 +615,25 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
     if two_sided and tolerance:
         raise ValueError("a two-sided draw test has no tolerance")
     changes = draws["change"].to_numpy(dtype=float)
-    shifted = (changes + tolerance).round(12)
-    samples = max(SAMPLES, math.ceil(2 * family / alpha))
-    p_value = signflip_p(changes.tolist(), two_sided=two_sided, samples=samples)
-    if tolerance:
-        p_value = max(p_value, signflip_p(shifted.tolist(), samples=samples))
-    return DrawTest(
-        p_value=p_value,
+    test = DrawTest(
+        p_value=math.nan,
         tolerance=tolerance,
         draws=len(draws),
         sessions=int(draws["scenario"].nunique()),
         repeats=int(draws["repeat"].nunique()),
-        changed=int(np.count_nonzero(shifted)),
+        changed=0,
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
         changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), changes.tolist(), strict=True)),
+        weights=tuple(draws["weight"].astype(float).tolist()) if "weight" in draws.columns else (1.0,) * len(draws),
         stuck=tuple((str(scenario), int(repeat)) for scenario, repeat in draws.loc[draws["stuck"], ["scenario", "repeat"]].itertuples(index=False))
         if "stuck" in draws.columns else (),
     )
+    shifted = [change for _, _, change in test.shifted]
+    samples = max(SAMPLES, math.ceil(2 * family / alpha))
+    p_value = signflip_p(changes.tolist(), two_sided=two_sided, samples=samples)
+    if tolerance:
+        p_value = max(p_value, signflip_p(shifted, samples=samples))
+    return dataclasses.replace(test, p_value=p_value, changed=int(np.count_nonzero(shifted)))
 
 
 def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFrame:
@@ -635,13 +650,20 @@ def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFram
 
 def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     """Per summary draw, a (scenario, repeat) both runs hold (the baseline's repeat r paired with the candidate's
-    repeat r), the change (`change`): the mean over the draw's probes of each probe's mean candidate − baseline over
-    its headline points in that repeat (each probe weighing one, as in the displayed change; a point a repeat reaches
-    twice pairs by occurrence, as `aggregate.votes` pairs it). A summarizer writes a session's summary afresh in
-    every run and repeat, so the probes of one draw move together: the draw, not the probe, is what varies
-    independently, and under no change each draw's change is as likely negated (both runs' repeat r are draws of one
-    distribution). `frame` holds the rows labelled `baseline` and `candidate` (`_labelled`). `stuck` marks a draw whose
-    baseline holds no point with a value above 0 (every probe lost, or wrong): it cannot get worse."""
+    repeat r), the change (`change`): the sum over the draw's probes of each probe's mean candidate − baseline over
+    its headline points in that repeat (a point a repeat reaches twice pairs by occurrence, as `aggregate.votes`
+    pairs it), scaled so that the draws' mean is the change shown, each probe weighing one: a draw of scenario s, one
+    of its R_s among N draws, with P probes in all (a scenario's probes over its repeats, summed over the scenarios),
+    is its sum × N / (R_s · P). Its `weight`, its probes × N / (R_s · P), is its share of the tolerance: the shifted
+    changes sum below 0 exactly when the change shown is beyond the tolerance, and a draw of many probes takes as much
+    more of it as it weighs more in the change (with each draw the mean of its probes, the test was of the sessions'
+    mean change, each session weighing one, and a drop of exactly the tolerance in the change shown, concentrated in
+    the small sessions, failed 5 of 16 equally likely patterns: the forty-ninth pass's audit). A summarizer writes a
+    session's summary afresh in every run and repeat, so the probes of one draw move together: the draw, not the
+    probe, is what varies independently, and under no change each draw's change is as likely negated (both runs'
+    repeat r are draws of one distribution). `frame` holds the rows labelled `baseline` and `candidate`
+    (`_labelled`). `stuck` marks a draw whose baseline holds no point with a value above 0 (every probe lost, or
+    wrong): it cannot get worse."""
     rows = frame[frame["point_kind"].isin(HEADLINE_KINDS)]
     rows = rows.assign(repeat=rows["repeat"] if "repeat" in rows.columns else 0, value=pd.to_numeric(rows[column], errors="coerce"))
     point = ["scenario", "repeat", "probe_id", "point_kind", "step"]
@@ -658,11 +680,17 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     total = np.bincount(probe, weights=(sign * value)[paired])
     points = np.bincount(probe) / 2
     kept = np.bincount(probe, weights=((sign < 0) & (value > 0))[paired].astype(float)) > 0  # the baseline has something to lose
-    draws = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
-    index = pd.MultiIndex.from_frame(draws)
-    changes = pd.Series(total / points, index=index).groupby(level=["scenario", "repeat"], sort=False).mean().round(12)  # a sum of thirds that is 0 stays 0
-    stuck = ~pd.Series(kept, index=index).groupby(level=["scenario", "repeat"], sort=False).any()
-    return pd.DataFrame({"change": changes, "stuck": stuck}).reset_index()
+    probes = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
+    per_draw = pd.DataFrame({"total": total / points, "probes": 1.0, "kept": kept}, index=pd.MultiIndex.from_frame(probes))
+    draws = per_draw.groupby(level=["scenario", "repeat"], sort=False).agg(total=("total", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
+    repeats = draws.groupby(level="scenario", sort=False)["probes"].transform("size")
+    # each draw's share of the probes the change shown weighs (a session's probes, over its repeats), times the draws
+    scale = len(draws) / (draws["probes"] / repeats).sum() / repeats
+    return pd.DataFrame({
+        "change": (draws["total"] * scale).round(12),  # a sum of thirds that is 0 stays 0
+        "weight": draws["probes"] * scale,
+        "stuck": ~draws["kept"],
+    }).reset_index()
 
 
 def _probe_rows(runs: tuple[Run, Run], strategy: str, profile: str, metric: str) -> pd.DataFrame | None:
@@ -743,26 +771,38 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     a value of `metric` in both), the change of a metric outside the probes in its good direction (`draw_test`'s
     input). A summed metric's change is scaled so that the draws' mean is the change the table shows (each
     scenario's mean over its repeats, summed over scenarios): a draw of scenario s with R_s draws among N weighs
-    N / R_s. A rate's change is the draw's rate difference: the table's pooled ratio weighs the draws by their
-    tokens or requests, so the test and the figure shown may differ, and a row fails only when both are beyond the
-    tolerance. `stuck` marks a draw that cannot get worse (a hit rate already 0). Empty when no draw has a value in both
-    runs."""
+    N / R_s. A rate's (`aggregate.RATE_WEIGHTS`) is the draw's rate difference weighted by its share of what the rate
+    is a share of (the tokens that could hit the cache, the requests with an estimate), both runs' amounts averaged
+    so that a swap of the runs only negates it, over its scenario's R_s repeats, times N: the draws' mean is then the
+    change of the pooled ratio the table shows where both runs' amounts agree, and that share (`weight`) is also the
+    draw's share of the tolerance. `stuck` marks a draw that cannot get worse (a hit rate already 0). Empty when no
+    draw has a value in both runs."""
     columns, higher_is_better, how = METRICS[metric]
     present = [c for c in columns if all(c in frame.columns for frame in draws)]
+    weighed_by = RATE_WEIGHTS.get(present[0]) if how == "mean" and len(present) == 1 else None
+    if weighed_by is not None and not all(weighed_by in frame.columns for frame in draws):
+        weighed_by = None
     values = []
     for frame in draws:
         cell = frame[(frame["strategy"] == strategy) & (frame["profile"] == profile)]
-        values.append(cell[["scenario", "repeat"]].assign(value=cell[present].astype(float).sum(axis=1, min_count=1)))
+        values.append(cell[["scenario", "repeat"]].assign(value=cell[present].astype(float).sum(axis=1, min_count=1),
+                                                          amount=cell[weighed_by].astype(float) if weighed_by else 1.0))
     both = values[0].merge(values[1], on=["scenario", "repeat"], suffixes=("_baseline", "_candidate")).dropna()
     before, after = both["value_baseline"].astype(float), both["value_candidate"].astype(float)
     change = (after - before).mask((after - before).abs() <= ROUNDING * np.maximum(before.abs(), after.abs()), 0.0)
     if not higher_is_better:
         change = -change
+    repeats = both.groupby("scenario")["scenario"].transform("size")
+    weight = pd.Series(1.0, index=both.index)
     if how == "sum" and len(both):
-        change = change * len(both) / both.groupby("scenario")["scenario"].transform("size")
+        change = change * len(both) / repeats
+    elif weighed_by and len(both):
+        share = (both["amount_baseline"] + both["amount_candidate"]) / 2 / repeats
+        weight = share * len(both) / share.sum() if share.sum() > 0 else weight
+        change = change * weight
     # a rate that only rises when it improves (the cache hit rate) cannot fall below 0; counts and costs can always rise
     stuck = (before <= 0) if higher_is_better else pd.Series(False, index=both.index)
-    return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change, "stuck": stuck})
+    return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change, "weight": weight, "stuck": stuck})
 
 
 def unshared_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profile: str) -> list[str]:
@@ -927,8 +967,8 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
     adjusted = (f"adjusted over the gate's {tests} tests (one decision: jointly, one sign flip of a summary draw in every row at "
                 "once, so rows that move together count about once), " if tests > 1 else "")
     test = (
-        "a row fails when the one-sided sign-flip test of the draws' changes shifted by its tolerance puts the drop beyond "
-        "it (exact when a draw's change is symmetric about the mean, approximate for skewed changes) and the same test of "
+        "a row fails when the one-sided sign-flip test of the draws' changes shifted by their shares of its tolerance puts "
+        "the drop beyond it (exact when each shifted change is symmetric about 0, approximate for skewed changes) and the same test of "
         f"the changes finds a drop at all: the larger of the two p-values, {adjusted}below alpha {alpha:g}"
     )
     out = []
@@ -936,7 +976,8 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
         out.append(
             f"{', '.join(m for m in PROBE_METRICS if m in metrics)}: per strategy and profile on the probe points both runs hold, each "
             "probe weighing one; the tests' unit is the summary draw (a session in one repeat: its probes share its summary), "
-            f"each draw's change the mean of its probes'; {test}"
+            f"each draw's change its probes' summed, scaled so the draws' mean is the change shown, and its share of the tolerance "
+            f"its share of the probes; {test}"
         )
     others = [m for m in METRICS if m in metrics and m not in PROBE_METRICS]
     if others:
@@ -947,7 +988,8 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
                "costs, so two recordings of one unchanged prompt differ in these too (compared exactly, the forty-sixth pass's "
                "audit failed failed_requests:0 or overflows:0 in 6 of 6 such pairs): they are tested per summary draw, each "
                "draw's change its session's value in that repeat, candidate − baseline (a sum's scaled so the draws' mean is "
-               f"the change shown; a rate's the draw's own rate), and the change shown must be beyond the tolerance too; {test}"
+               "the change shown; a rate's weighted by the draw's share of the pooled ratio's tokens or requests, its share of the tolerance "
+               f"too), and the change shown must be beyond the tolerance too; {test}"
                if sampled else "compared exactly (no test): with a deterministic summarizer the runs repeat exactly, so a change is the change's")
         )
     if metrics & {"retention", "summarized_source"}:

@@ -100,6 +100,22 @@ def test_a_sum_is_tested_on_the_figure_the_table_shows(tmp_path):
     assert row_of(gate(base, cand, [Rule.parse("failed_requests:0")]))["change"] == pytest.approx(-changes["change"].mean()) == 6
 
 
+def test_a_rate_is_tested_on_the_pooled_ratio_the_table_shows():
+    """The table pools a rate over sessions (`aggregate.combine`): each session's rate weighs what it is a share of, a
+    repeat's tokens counted at their mean over the repeats. Session a caches 0.5 of 100 eligible tokens in both runs'
+    two repeats but the candidate's 0.4 and 0.6; session b 0.5 of 200 in the baseline's one and 0.45 in the candidate's:
+    pooled (50 + 100) / 300 = 0.5 against (50 + 90) / 300, a change of −1/30. Each draw weighs its tokens over its
+    session's repeats (50, 50, 200 of 300, times 3 draws: 0.5, 0.5, 2) in its change and in its share of the
+    tolerance, so the draws' mean is −1/30 (their rates' plain mean, −1/60, weighed a's repeats as much as b)."""
+    def drawn(rates: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"scenario": ["a", "a", "b"], "repeat": [0, 1, 0], "strategy": "x", "profile": PROFILE,
+                             "cache_hit_rate": rates, "cache_eligible_tokens": [100.0, 100.0, 200.0]})
+    changes = metric_draws((drawn([0.5, 0.5, 0.5]), drawn([0.4, 0.6, 0.45])), "x", PROFILE, "cache_hit_rate")
+    assert changes["weight"].tolist() == pytest.approx([0.5, 0.5, 2.0])
+    assert changes["change"].tolist() == pytest.approx([-0.05, 0.05, -0.1])
+    assert changes["change"].mean() == pytest.approx(-1 / 30)
+
+
 def test_a_draws_metrics_are_its_repeat_alone():
     """Repeat 0 of a cell fails 2 of its 10 requests, repeat 1 none: the draws read 2 and 0 and the summary their mean,
     1. The cache hit rate of a draw leaves out its own first sent request: repeat 0 sends requests 2–9, and 7 of them

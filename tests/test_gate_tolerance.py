@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from compaction_bench.metrics.stats import signflip_p
 from compaction_bench.reports.gate import JointFamily, _family_p_values, draw_test, family_members
 
 ALPHA = 0.05
@@ -127,3 +128,19 @@ def test_membership_does_not_follow_the_signs_a_tolerance_test_flips():
         adjusted, _ = _family_p_values(rows, members, ALPHA)
         failed += any(fails(adjusted.get(k, t.p_value), c, tol) for k, (t, c, tol) in enumerate(zip(tests, changes, tolerances, strict=True)))
     assert failed == 2
+
+
+def test_the_best_case_outweighs_every_draw_that_cannot_get_worse():
+    """A row's best case (`DrawTest.all_worse`) sets each draw that can get worse so far worse that flipping it
+    outweighs the draws that cannot, together, which stay at their share of the tolerance. Five draws that can worsen
+    beside three stuck ones weighing 2 each (a probe metric's large sessions), against a tolerance of 0.5: the stuck
+    draws' shifted changes sum to 3, and only the assignments keeping all five worse reach the observed sum, 8 of 256,
+    so the row's best p is 1/32 (with the five at −1 instead, an assignment flipping one of them back and the stuck ones
+    too would read as extreme: 93/256)."""
+    draws = frame([-0.1] * 5 + [0.0] * 3).assign(weight=[0.4] * 5 + [2.0] * 3, stuck=[False] * 5 + [True] * 3)
+    test = draw_test(draws, ALPHA, 0.5)
+    best = [change for *_, change in test.all_worse]
+    assert best[5:] == [1.0, 1.0, 1.0] and all(change < -6 for change in best[:5])
+    assert signflip_p(best) == pytest.approx(1 / 32)
+    assert JointFamily([test], ALPHA).best_case([(0, test.all_worse)]) == pytest.approx([1 / 32])
+    assert signflip_p([-1.0] * 5 + best[5:]) == pytest.approx(93 / 256)
