@@ -74,9 +74,10 @@ MANY_CLUSTERS = 30
 #: Array cells one resampling chunk may hold (bounds memory for large suites).
 CHUNK_CELLS = 4_000_000
 SAMPLES = 20_000
-#: Sums of signed changes within this share of the changes' absolute sum (the largest a sum can be) are ties: the same
-#: changes, added in another order or rounded, differ in their last bits, and a tie is as extreme as the observed sum.
-TIES = 1e-9
+#: How far a change may be off its exact value (the gate rounds its changes to 12 decimals, after float arithmetic),
+#: per unit of the change's size where it is larger than 1: two sums of n such changes whose exact values are equal
+#: differ by at most 2 × n times this, and are counted as ties (`tie_margin`): a tie is as extreme as the observed sum.
+ROUNDED = 1e-12
 #: The range of a share (retention, answered) and of a paired difference of shares.
 SHARE = (0.0, 1.0)
 DIFFERENCE = (-1.0, 1.0)
@@ -244,6 +245,13 @@ def _paired_sums(values: np.ndarray, members: np.ndarray, resample: np.ndarray, 
     return out
 
 
+def tie_margin(changes: np.ndarray) -> float:
+    """How close two signed sums of `changes` must be to count as one (`ROUNDED`): 2 × ROUNDED per change not 0, times
+    the largest change's size where it is above 1. A change far smaller than that is still a change."""
+    held = changes[changes != 0]
+    return 2.0 * ROUNDED * held.size * max(1.0, float(np.abs(held).max(initial=0.0)))
+
+
 def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples: int = SAMPLES, seed: int = SEED) -> float:
     """p-value of the sum of independent units' differences (a scenario's, a summary draw's) under random
     signs: one-sided that it is below 0 (candidate worse), or two-sided that it differs from 0.
@@ -255,7 +263,7 @@ def signflip_p(differences: Sequence[float], *, two_sided: bool = False, samples
     d = d[d != 0]
     if d.size == 0:
         return 1.0
-    observed, tie = d.sum(), TIES * np.abs(d).sum()
+    observed, tie = d.sum(), tie_margin(d)
     exact = d.size <= EXACT_FLIPS
     totals = (_all_signs(d.size) if exact else np.random.default_rng(seed).choice((1.0, -1.0), size=(samples, d.size))) @ d
     extreme = np.abs(totals) >= abs(observed) - tie if two_sided else totals <= observed + tie
@@ -281,11 +289,11 @@ def flip_ranks(signs: np.ndarray, changes: np.ndarray, *, two_sided: bool = Fals
     totals = signs @ np.asarray(changes, dtype=float).T  # (assignments, tests)
     if two_sided:
         totals = -np.abs(totals)
-    ties = TIES * np.abs(np.atleast_2d(np.asarray(changes, dtype=float))).sum(axis=1)
+    rows = np.atleast_2d(np.asarray(changes, dtype=float))
     ranks = np.empty(totals.shape, dtype=np.int32)
     for test in range(totals.shape[1]):
         ordered = np.sort(totals[:, test])
-        ranks[:, test] = np.searchsorted(ordered, totals[:, test] + ties[test], side="right")
+        ranks[:, test] = np.searchsorted(ordered, totals[:, test] + tie_margin(rows[test]), side="right")
     return ranks
 
 

@@ -145,6 +145,17 @@ def test_sums_that_tie_exactly_tie_after_rounding():
     assert joint_signflip_p(np.array([rounded])) == pytest.approx([55 / 64])
 
 
+def test_a_change_far_smaller_than_the_others_is_still_a_change():
+    """The tie margin is the changes' rounding, not a share of their size: a draw 4e-9 worse beside draws of a few
+    units (a cost that moved by a fraction of a cent) still counts, and the p is the exact count, 106/256 (a margin
+    of a billionth of the changes' absolute sum read it as 0: 112/256)."""
+    changes = [-5.0, 3.0, -2.0, 4.0, -1.0, 2.5, -3.5, -4e-9]
+    exact = [Fraction(c) for c in changes]
+    at_most = sum(sum(s * x for s, x in zip(signs, exact, strict=True)) <= sum(exact) for signs in itertools.product((1, -1), repeat=8))
+    assert at_most == 106
+    assert signflip_p(changes) == pytest.approx(106 / 256)
+
+
 def test_two_sided_counts_a_rise_as_far_from_zero_as_a_drop():
     """Two-sided, five drops and five rises of equal size on the same units are each twice their one-sided 1/32, and
     one assignment of 32 (none flipped, or all) makes both extreme at once: 2/32 for both, as for one test alone."""
