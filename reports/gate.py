@@ -23,8 +23,9 @@ both runs have:
   the summary text carries the answer (the summary-dependent metric: the same facts, summarized
   by both, compared on what the summaries keep);
 - `answered`: the answerer's grade.
-The change shown is the mean over probes of each probe's mean difference (each probe weighs one). The
-tests' unit is the summary draw, not the probe (`draw_changes`): a summarizer writes each session's
+The baseline, candidate and change shown are what the tests are of: each probe weighing one, its value in a
+repeat its mean over the points both runs reached there, a session's repeats averaged (for `answered` the repeats'
+mean grade, not their majority). The' unit is the summary draw, not the probe (`draw_changes`): a summarizer writes each session's
 summary afresh in every run and repeat, so the probes of one session in one run move together (a
 probe-level test failed about one comparison of an unchanged prompt in five on one recorded session,
 7–10% on two to five: the s45 audit). A draw is a (scenario, repeat) both runs hold, the baseline's
@@ -77,8 +78,7 @@ compared exactly, two recordings of one unchanged prompt failed `failed_requests
 are (`metric_draws`: each draw's value from that repeat's requests and compactions alone,
 `aggregate.draw_metrics`), in the same family, and a row fails only when the change shown is beyond
 the tolerance as well. A metric without a value in one run is untested, and so is a cost either run
-cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare"). The probe metrics' baseline
-and candidate are each run's pooled values (every probe weighing one, as in the run's leaderboard).
+cannot know (a model without a price in litellm's map: shown as unpriced, its change as "cannot compare").
 A rule no row of the runs can test is listed as untested in the notes. The result is a markdown
 table for a pull-request comment, with what the decision rests on: the tests, and the summarizer
 and answerer the probe metrics measure (an offline heuristic said to be one).
@@ -663,7 +663,8 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     probe, is what varies independently, and under no change each draw's change is as likely negated (both runs'
     repeat r are draws of one distribution). `frame` holds the rows labelled `baseline` and `candidate`
     (`_labelled`). `stuck` marks a draw whose baseline holds no point with a value above 0 (every probe lost, or
-    wrong): it cannot get worse."""
+    wrong): it cannot get worse. `baseline` and `candidate` are its probes' values, scaled as its change is: their
+    means over the draws are the row's baseline and candidate, and their difference its change."""
     rows = frame[frame["point_kind"].isin(HEADLINE_KINDS)]
     rows = rows.assign(repeat=rows["repeat"] if "repeat" in rows.columns else 0, value=pd.to_numeric(rows[column], errors="coerce"))
     point = ["scenario", "repeat", "probe_id", "point_kind", "step"]
@@ -677,19 +678,25 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     paired = np.bincount(pair, minlength=pair.max(initial=-1) + 1)[pair] == 2  # held by both runs
     probe = rows[["scenario", "repeat", "probe_id"]][paired].groupby(["scenario", "repeat", "probe_id"], sort=False).ngroup().to_numpy()
     # per probe: the sum of candidate − baseline over its paired points, and their count (each point's two rows)
-    total = np.bincount(probe, weights=(sign * value)[paired])
     points = np.bincount(probe) / 2
-    kept = np.bincount(probe, weights=((sign < 0) & (value > 0))[paired].astype(float)) > 0  # the baseline has something to lose
+    # per probe: the mean over its paired points of the candidate's value minus the baseline's, and of each alone
+    candidate = np.bincount(probe, weights=np.where(sign > 0, value, 0.0)[paired]) / points
+    baseline = np.bincount(probe, weights=np.where(sign < 0, value, 0.0)[paired]) / points
+    kept = baseline > 0  # the baseline has something to lose
     probes = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
-    per_draw = pd.DataFrame({"total": total / points, "probes": 1.0, "kept": kept}, index=pd.MultiIndex.from_frame(probes))
-    draws = per_draw.groupby(level=["scenario", "repeat"], sort=False).agg(total=("total", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
+    per_draw = pd.DataFrame({"total": candidate - baseline, "baseline": baseline, "candidate": candidate, "probes": 1.0, "kept": kept},
+                            index=pd.MultiIndex.from_frame(probes))
+    draws = per_draw.groupby(level=["scenario", "repeat"], sort=False).agg(
+        total=("total", "sum"), baseline=("baseline", "sum"), candidate=("candidate", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
     repeats = draws.groupby(level="scenario", sort=False)["probes"].transform("size")
-    # each draw's share of the probes the change shown weighs (a session's probes, over its repeats), times the draws
+    # each draw's share of the probes the row weighs (a session's probes, over its repeats), times the draws
     scale = len(draws) / (draws["probes"] / repeats).sum() / repeats
     return pd.DataFrame({
         "change": (draws["total"] * scale).round(12),  # a sum of thirds that is 0 stays 0
         "weight": draws["probes"] * scale,
         "stuck": ~draws["kept"],
+        "baseline": draws["baseline"] * scale,
+        "candidate": draws["candidate"] * scale,
     }).reset_index()
 
 
@@ -728,8 +735,11 @@ def probe_test(
 ) -> ProbeTest | None:
     """The paired test of one probe metric for one (strategy, profile): `draw_test` of its summary draws'
     changes (`draw_changes`: a scenario in one repeat; `two_sided` as there); None without shared pairs. The
-    baseline, candidate and change shown, the probes, pairs and flipped probes describe the probes (voted over the
-    repeats), as the runs' own tables do."""
+    baseline, candidate and change shown are the draws' means, what the test is of: each probe weighing one, its value
+    in a repeat its mean over the points both runs reached there, a session's repeats averaged (for `answered` the
+    repeats' mean grade, where the runs' tables take their majority; without a draw both runs hold, the voted
+    figures). The probes, pairs and flipped probes describe the probes voted over the repeats, as the runs' own tables
+    do."""
     frame = _probe_rows(runs, strategy, profile, metric)
     if frame is None:
         return None
@@ -747,12 +757,14 @@ def probe_test(
         flipped = table[mask].index
         return tuple(dict.fromkeys(f"{scenario}/{probe}" for scenario, probe in zip(flipped.get_level_values("scenario"), flipped.get_level_values("probe_id"), strict=True)))
 
-    tested = draw_test(draw_changes(frame, column), alpha, tolerance, family, two_sided=two_sided)
+    draws = draw_changes(frame, column)
+    tested = draw_test(draws, alpha, tolerance, family, two_sided=two_sided)
+    held = len(draws) > 0
     return ProbeTest(
         **dataclasses.asdict(tested),
-        baseline=float(per_probe["baseline"].mean()),
-        candidate=float(per_probe["candidate"].mean()),
-        change=float(diffs["difference"].mean()),
+        baseline=float(draws["baseline"].mean() if held else per_probe["baseline"].mean()),
+        candidate=float(draws["candidate"].mean() if held else per_probe["candidate"].mean()),
+        change=float(draws["change"].mean() if held else diffs["difference"].mean()),
         probes=len(diffs),
         pairs=int(diffs["pairs"].sum()),
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
@@ -771,12 +783,15 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     a value of `metric` in both), the change of a metric outside the probes in its good direction (`draw_test`'s
     input). A summed metric's change is scaled so that the draws' mean is the change the table shows (each
     scenario's mean over its repeats, summed over scenarios): a draw of scenario s with R_s draws among N weighs
-    N / R_s. A rate's (`aggregate.RATE_WEIGHTS`) is the draw's rate difference weighted by its share of what the rate
-    is a share of (the tokens that could hit the cache, the requests with an estimate), both runs' amounts averaged
-    so that a swap of the runs only negates it, over its scenario's R_s repeats, times N: the draws' mean is then the
-    change of the pooled ratio the table shows where both runs' amounts agree, and that share (`weight`) is also the
-    draw's share of the tolerance. `stuck` marks a draw that cannot get worse (a hit rate already 0). Empty when no
-    draw has a value in both runs."""
+    N / R_s. A rate's (`aggregate.RATE_WEIGHTS`: the table shows the pooled ratio, each draw's rate r weighing what it
+    is a share of, a = the tokens that could hit the cache or the requests with an estimate, over its scenario's R_s
+    repeats) is the pooled ratio's change linearized (the delta method): with ā the two runs' mean amount a / R_s, r̄
+    their mean rate and R the ratio pooled over both runs, N · (ā · (r_c − r_b) + (a_c − a_b) / R_s · (r̄ − R)) / Σ ā.
+    A swap of the runs only negates it (ā, r̄ and R do not move), and the draws' mean is the change shown up to second
+    order in the runs' differences (exactly when their amounts agree); without the second term, a candidate that only
+    moved its tokens towards its high-rate sessions read as a drop. Its share of the tolerance (`weight`) is N · ā / Σ
+    ā. `stuck` marks a draw that cannot get worse (a hit rate already 0). Empty when no draw has a value in both
+    runs."""
     columns, higher_is_better, how = METRICS[metric]
     present = [c for c in columns if all(c in frame.columns for frame in draws)]
     weighed_by = RATE_WEIGHTS.get(present[0]) if how == "mean" and len(present) == 1 else None
@@ -797,9 +812,13 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     if how == "sum" and len(both):
         change = change * len(both) / repeats
     elif weighed_by and len(both):
-        share = (both["amount_baseline"] + both["amount_candidate"]) / 2 / repeats
-        weight = share * len(both) / share.sum() if share.sum() > 0 else weight
-        change = change * weight
+        amounts = both["amount_baseline"] / repeats, both["amount_candidate"] / repeats
+        mean_amount = (amounts[0] + amounts[1]) / 2
+        if mean_amount.sum() > 0:
+            pooled = (amounts[0] * before + amounts[1] * after).sum() / (amounts[0] + amounts[1]).sum()
+            moved = (amounts[1] - amounts[0]) * ((before + after) / 2 - pooled)  # the pooled ratio's change of composition
+            weight = mean_amount * len(both) / mean_amount.sum()
+            change = (weight * change + len(both) * (moved if higher_is_better else -moved) / mean_amount.sum()).round(12)
     # a rate that only rises when it improves (the cache hit rate) cannot fall below 0; counts and costs can always rise
     stuck = (before <= 0) if higher_is_better else pd.Series(False, index=both.index)
     return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change, "weight": weight, "stuck": stuck})
@@ -976,8 +995,8 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
         out.append(
             f"{', '.join(m for m in PROBE_METRICS if m in metrics)}: per strategy and profile on the probe points both runs hold, each "
             "probe weighing one; the tests' unit is the summary draw (a session in one repeat: its probes share its summary), "
-            f"each draw's change its probes' summed, scaled so the draws' mean is the change shown, and its share of the tolerance "
-            f"its share of the probes; {test}"
+            f"each draw's change its probes' summed, scaled so the draws' mean is the change shown (a probe's value in a repeat its "
+            f"mean over the points both runs reached, a session's repeats averaged), and its share of the tolerance its share of the probes; {test}"
         )
     others = [m for m in METRICS if m in metrics and m not in PROBE_METRICS]
     if others:
@@ -988,8 +1007,8 @@ def _basis(runs: tuple[Run, Run], rules: Sequence[Rule], tests: int, alpha: floa
                "costs, so two recordings of one unchanged prompt differ in these too (compared exactly, the forty-sixth pass's "
                "audit failed failed_requests:0 or overflows:0 in 6 of 6 such pairs): they are tested per summary draw, each "
                "draw's change its session's value in that repeat, candidate − baseline (a sum's scaled so the draws' mean is "
-               "the change shown; a rate's weighted by the draw's share of the pooled ratio's tokens or requests, its share of the tolerance "
-               f"too), and the change shown must be beyond the tolerance too; {test}"
+               "the change shown; a rate's the pooled ratio's change linearized, each draw weighing its share of the tokens or requests "
+               f"pooled, in its change and in its share of the tolerance), and the change shown must be beyond the tolerance too; {test}"
                if sampled else "compared exactly (no test): with a deterministic summarizer the runs repeat exactly, so a change is the change's")
         )
     if metrics & {"retention", "summarized_source"}:

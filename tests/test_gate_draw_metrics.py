@@ -116,6 +116,22 @@ def test_a_rate_is_tested_on_the_pooled_ratio_the_table_shows():
     assert changes["change"].mean() == pytest.approx(-1 / 30)
 
 
+def test_a_rate_whose_tokens_move_between_sessions_changes_as_its_pooled_ratio_does():
+    """The candidate keeps each session's hit rate (0.8 in a, 0.4 in b) but sends 150 and 50 eligible tokens where the
+    baseline sent 100 and 100: pooled, (120 + 20) / 200 = 0.7 against 0.6, a rise of 0.1 with no draw's rate moved.
+    Linearized about both runs' pooled 260/400 = 0.65 (each draw's amount moved times its rate's distance from it, over
+    the mean amounts' 200, times 2 draws): a's 50 × 0.15 and b's −50 × −0.25 read 0.075 and 0.125, mean 0.1. Swapping
+    the runs negates them; the draws' rate differences alone read no change."""
+    def drawn(amounts: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"scenario": ["a", "b"], "repeat": 0, "strategy": "x", "profile": PROFILE,
+                             "cache_hit_rate": [0.8, 0.4], "cache_eligible_tokens": amounts})
+    base, cand = drawn([100.0, 100.0]), drawn([150.0, 50.0])
+    changes = metric_draws((base, cand), "x", PROFILE, "cache_hit_rate")
+    assert changes["change"].tolist() == pytest.approx([0.075, 0.125])
+    assert changes["weight"].tolist() == pytest.approx([1.25, 0.75])
+    assert metric_draws((cand, base), "x", PROFILE, "cache_hit_rate")["change"].tolist() == pytest.approx([-0.075, -0.125])
+
+
 def test_a_draws_metrics_are_its_repeat_alone():
     """Repeat 0 of a cell fails 2 of its 10 requests, repeat 1 none: the draws read 2 and 0 and the summary their mean,
     1. The cache hit rate of a draw leaves out its own first sent request: repeat 0 sends requests 2–9, and 7 of them

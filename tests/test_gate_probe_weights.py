@@ -67,3 +67,23 @@ def test_a_drop_of_the_tolerance_in_the_small_sessions_fails_at_most_alpha_of_it
         failed += test.p_value < ALPHA and test.change < -tolerance
     assert beyond == 128  # 13 or more of the 75 probes lost: the large session's coin decides
     assert failed <= 12
+
+
+def test_answered_with_repeats_shows_the_repeats_mean_it_tests_not_their_majority():
+    # One session of three probes in two repeats: the baseline answers all three in both, the candidate misses p0 in
+    # repeat 0. Averaged over the repeats p0 is answered half the time: a change of −0.5 / 3 = −1/6, what the draws'
+    # changes (0 and −1/3 a probe, scaled) average. A majority of the two grades (a tie does not pass) would read p0
+    # as lost, −1/3: a majority moves farther than its repeats' mean, and judged on it the row failed 38% of rows at
+    # its boundary with two repeats (the fiftieth pass's audit).
+    def rows(missed: set[tuple[int, int]]) -> pd.DataFrame:
+        return pd.DataFrame([
+            {"scenario": "a", "strategy": "x", "profile": PROFILE, "repeat": repeat, "sample": repeat, "probe_id": f"p{n}",
+             "point_kind": "final", "step": 9, "request": 20, "present": True, "correct": (repeat, n) not in missed}
+            for repeat in (0, 1) for n in range(3)
+        ])
+    runs = Run(Path("."), {}, {"probes": rows(set())}), Run(Path("."), {}, {"probes": rows({(0, 0)})})
+    test = probe_test(runs, "x", PROFILE, "answered", ALPHA)
+    assert test is not None
+    assert (test.baseline, test.candidate, test.change) == pytest.approx((1.0, 5 / 6, -1 / 6))
+    assert test.change == pytest.approx(np.mean([change for *_, change in test.changes]))
+    assert test.lost == ("a/p0",)  # the flipped probes are still the voted ones
