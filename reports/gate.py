@@ -25,7 +25,7 @@ both runs have:
 - `answered`: the answerer's grade.
 The baseline, candidate and change shown are what the tests are of: each probe weighing one, its value in a
 repeat its mean over the points both runs reached there, a session's repeats averaged (for `answered` the repeats'
-mean grade, not their majority). The' unit is the summary draw, not the probe (`draw_changes`): a summarizer writes each session's
+mean grade, not their majority). The tests' unit is the summary draw, not the probe (`draw_changes`): a summarizer writes each session's
 summary afresh in every run and repeat, so the probes of one session in one run move together (a
 probe-level test failed about one comparison of an unchanged prompt in five on one recorded session,
 7–10% on two to five: the s45 audit). A draw is a (scenario, repeat) both runs hold, the baseline's
