@@ -1,5 +1,6 @@
 """A probe metric's test is of the change the gate shows, each probe weighing one (`gate.draw_changes`), not of the
-sessions' mean change, each session weighing one (the forty-ninth pass's audit, F3).
+sessions' mean change, each session weighing one (the forty-ninth pass's audit, F3); and the row shows its draws'
+means, what the test is of: for `answered` with repeats their mean grade, not their majority (the fiftieth's, F1).
 
 The right answers are counted by hand from the probes: the change shown is the candidate's probes kept minus the
 baseline's over all probes (a session's repeats averaged), and a rule must pass a candidate whose expected change is
