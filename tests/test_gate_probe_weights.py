@@ -74,8 +74,8 @@ def test_answered_with_repeats_shows_the_repeats_mean_it_tests_not_their_majorit
     # One session of three probes in two repeats: the baseline answers all three in both, the candidate misses p0 in
     # repeat 0. Averaged over the repeats p0 is answered half the time: a change of −0.5 / 3 = −1/6, what the draws'
     # changes (0 and −1/3 a probe, scaled) average. A majority of the two grades (a tie does not pass) would read p0
-    # as lost, −1/3: a majority moves farther than its repeats' mean, and judged on it the row failed 38% of rows at
-    # its boundary with two repeats (the fiftieth pass's audit).
+    # as lost, −1/3: a majority moves by another amount than its repeats' mean, and judged on it the row failed 38% of
+    # rows at its boundary with two repeats and low accuracies (the fiftieth pass's audit).
     def rows(missed: set[tuple[int, int]]) -> pd.DataFrame:
         return pd.DataFrame([
             {"scenario": "a", "strategy": "x", "profile": PROFILE, "repeat": repeat, "sample": repeat, "probe_id": f"p{n}",
