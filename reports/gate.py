@@ -593,6 +593,9 @@ class ProbeTest(DrawTest):
     pairs: int
     lost: tuple[str, ...]  # scenario/probe present (or right) in the baseline and absent (or wrong) in the candidate somewhere
     gained: tuple[str, ...]
+    #: the summary draws one run holds and the other lacks (a failed repeat), named with the run that holds them: the
+    #: row's figures and its test leave them out (`unshared_probe_draws`)
+    unshared: tuple[str, ...] = ()
 
 
 def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family: int = 1, *, two_sided: bool = False) -> DrawTest:
@@ -769,7 +772,18 @@ def probe_test(
         pairs=int(diffs["pairs"].sum()),
         lost=named(table["baseline"].astype(bool) & ~table["candidate"].astype(bool)),
         gained=named(~table["baseline"].astype(bool) & table["candidate"].astype(bool)),
+        unshared=tuple(unshared_probe_draws(frame)),
     )
+
+
+def unshared_probe_draws(frame: pd.DataFrame) -> list[str]:
+    """The summary draws (scenario, repeat) whose probe rows one run holds and the other lacks (`frame` as
+    `_labelled` makes it), named with the run that holds them, as `unshared_draws` names them for the other metrics."""
+    rows = frame.assign(repeat=frame["repeat"] if "repeat" in frame.columns else 0)
+    held = {label: {(str(s), int(r)) for s, r in rows.loc[rows["strategy"] == label, ["scenario", "repeat"]].itertuples(index=False, name=None)}
+            for label in ("baseline", "candidate")}
+    return [f"{scenario} repeat {repeat} ({label} only)" for label, other in (("baseline", "candidate"), ("candidate", "baseline"))
+            for scenario, repeat in sorted(held[label] - held[other])]
 
 
 def sampled_summaries(runs: tuple[Run, Run]) -> bool:
@@ -1163,6 +1177,9 @@ def gate(
                 if test.worsenable < test.min_draws:
                     status = CANNOT_FAIL
                     notes.append(_too_few_draws_note(f"{strategy} {profile} {rule.metric}", test, alpha))
+                if isinstance(test, ProbeTest) and test.unshared:
+                    notes.append(f"{strategy} {profile} {rule.metric}: shown and tested on the summary draws both runs hold; the runs' other "
+                                 f"draws are left out ({_shown(test.unshared)})")
                 base, cand, change = test.baseline, test.candidate, test.change
                 if test.lost or test.gained:
                     flipped.append(

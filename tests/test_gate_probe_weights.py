@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compaction_bench.reports.gate import Run, probe_test
+from compaction_bench.reports.gate import Rule, Run, gate, probe_test
+from tests.test_verdict_audit_gate import write_run
 
 ALPHA, PROFILE = 0.05, "32k"
 
@@ -88,3 +89,22 @@ def test_answered_with_repeats_shows_the_repeats_mean_it_tests_not_their_majorit
     assert (test.baseline, test.candidate, test.change) == pytest.approx((1.0, 5 / 6, -1 / 6))
     assert test.change == pytest.approx(np.mean([change for *_, change in test.changes]))
     assert test.lost == ("a/p0",)  # the flipped probes are still the voted ones
+
+
+def test_a_repeat_one_run_lacks_is_left_out_and_named(tmp_path: Path) -> None:
+    # Session a in two repeats in the baseline, only repeat 0 in the candidate (its repeat 1 failed); b in one repeat in
+    # both. The row is shown and tested on the draws both hold: a's repeat 0 (the candidate losing 2 of 10) and b's
+    # (none of 10): −2 / 20 = −0.1; the baseline's repeat 1 of a, which lost nothing either way, is named as left out.
+    size = {"a": 10, "b": 10}
+    runs = _runs({("a", 0): 10, ("a", 1): 10, ("b", 0): 10}, {("a", 0): 8, ("b", 0): 10}, size)
+    test = probe_test(runs, "x", PROFILE, "retention", ALPHA)
+    assert test is not None and test.draws == 2
+    assert test.change == pytest.approx(-0.1)
+    assert test.unshared == ("a repeat 1 (baseline only)",)
+    stored = {"kind": "recall", "in_summary": False, "correct": None, "ceiling_correct": None, "source_summarized": False}
+    folders = [write_run(tmp_path / label, _rows(kept, size).assign(found=lambda r: r["present"].map({True: "kept", False: "absent"}), **stored)
+                         .to_dict("records")) for label, kept in
+               (("baseline", {("a", 0): 10, ("a", 1): 10, ("b", 0): 10}), ("candidate", {("a", 0): 8, ("b", 0): 10}))]
+    result = gate(*folders, [Rule.parse("retention:0")])
+    assert any("x 32k retention: shown and tested on the summary draws both runs hold" in note and "a repeat 1 (baseline only)" in note
+               for note in result.notes)
