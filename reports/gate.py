@@ -687,15 +687,14 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     baseline = np.bincount(probe, weights=np.where(sign < 0, value, 0.0)[paired]) / points
     kept = baseline > 0  # the baseline has something to lose
     probes = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
-    per_draw = pd.DataFrame({"total": candidate - baseline, "baseline": baseline, "candidate": candidate, "probes": 1.0, "kept": kept},
-                            index=pd.MultiIndex.from_frame(probes))
+    per_draw = pd.DataFrame({"baseline": baseline, "candidate": candidate, "probes": 1.0, "kept": kept}, index=pd.MultiIndex.from_frame(probes))
     draws = per_draw.groupby(level=["scenario", "repeat"], sort=False).agg(
-        total=("total", "sum"), baseline=("baseline", "sum"), candidate=("candidate", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
+        baseline=("baseline", "sum"), candidate=("candidate", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
     repeats = draws.groupby(level="scenario", sort=False)["probes"].transform("size")
     # each draw's share of the probes the row weighs (a session's probes, over its repeats), times the draws
     scale = len(draws) / (draws["probes"] / repeats).sum() / repeats
     return pd.DataFrame({
-        "change": (draws["total"] * scale).round(12),  # a sum of thirds that is 0 stays 0
+        "change": ((draws["candidate"] - draws["baseline"]) * scale).round(12),  # a sum of thirds that is 0 stays 0
         "weight": draws["probes"] * scale,
         "stuck": ~draws["kept"],
         "baseline": draws["baseline"] * scale,
@@ -780,10 +779,8 @@ def unshared_probe_draws(frame: pd.DataFrame) -> list[str]:
     """The summary draws (scenario, repeat) whose probe rows one run holds and the other lacks (`frame` as
     `_labelled` makes it), named with the run that holds them, as `unshared_draws` names them for the other metrics."""
     rows = frame.assign(repeat=frame["repeat"] if "repeat" in frame.columns else 0)
-    held = {label: {(str(s), int(r)) for s, r in rows.loc[rows["strategy"] == label, ["scenario", "repeat"]].itertuples(index=False, name=None)}
-            for label in ("baseline", "candidate")}
-    return [f"{scenario} repeat {repeat} ({label} only)" for label, other in (("baseline", "candidate"), ("candidate", "baseline"))
-            for scenario, repeat in sorted(held[label] - held[other])]
+    baseline, candidate = (_draw_keys(rows[rows["strategy"] == label]) for label in ("baseline", "candidate"))
+    return _held_by_one(baseline, candidate)
 
 
 def sampled_summaries(runs: tuple[Run, Run]) -> bool:
@@ -808,9 +805,8 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     runs."""
     columns, higher_is_better, how = METRICS[metric]
     present = [c for c in columns if all(c in frame.columns for frame in draws)]
-    weighed_by = RATE_WEIGHTS.get(present[0]) if how == "mean" and len(present) == 1 else None
-    if weighed_by is not None and not all(weighed_by in frame.columns for frame in draws):
-        weighed_by = None
+    amount = RATE_WEIGHTS.get(present[0]) if how == "mean" and len(present) == 1 else None
+    weighed_by = amount if amount is not None and all(amount in frame.columns for frame in draws) else None
     values = []
     for frame in draws:
         cell = frame[(frame["strategy"] == strategy) & (frame["profile"] == profile)]
@@ -819,20 +815,20 @@ def metric_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, profil
     both = values[0].merge(values[1], on=["scenario", "repeat"], suffixes=("_baseline", "_candidate")).dropna()
     before, after = both["value_baseline"].astype(float), both["value_candidate"].astype(float)
     change = (after - before).mask((after - before).abs() <= ROUNDING * np.maximum(before.abs(), after.abs()), 0.0)
-    if not higher_is_better:
-        change = -change
     repeats = both.groupby("scenario")["scenario"].transform("size")
     weight = pd.Series(1.0, index=both.index)
     if how == "sum" and len(both):
         change = change * len(both) / repeats
     elif weighed_by and len(both):
-        amounts = both["amount_baseline"] / repeats, both["amount_candidate"] / repeats
-        mean_amount = (amounts[0] + amounts[1]) / 2
+        base_amount, cand_amount = both["amount_baseline"] / repeats, both["amount_candidate"] / repeats
+        mean_amount = (base_amount + cand_amount) / 2
         if mean_amount.sum() > 0:
-            pooled = (amounts[0] * before + amounts[1] * after).sum() / (amounts[0] + amounts[1]).sum()
-            moved = (amounts[1] - amounts[0]) * ((before + after) / 2 - pooled)  # the pooled ratio's change of composition
+            pooled = (base_amount * before + cand_amount * after).sum() / (base_amount + cand_amount).sum()
+            moved = (cand_amount - base_amount) * ((before + after) / 2 - pooled)  # the pooled ratio's change of composition
             weight = mean_amount * len(both) / mean_amount.sum()
-            change = (weight * change + len(both) * (moved if higher_is_better else -moved) / mean_amount.sum()).round(12)
+            change = (weight * change + len(both) * moved / mean_amount.sum()).round(12)
+    if not higher_is_better:
+        change = -change
     # a rate that only rises when it improves (the cache hit rate) cannot fall below 0; counts and costs can always rise
     stuck = (before <= 0) if higher_is_better else pd.Series(False, index=both.index)
     return pd.DataFrame({"scenario": both["scenario"], "repeat": both["repeat"], "change": change, "weight": weight, "stuck": stuck})
@@ -842,9 +838,17 @@ def unshared_draws(draws: tuple[pd.DataFrame, pd.DataFrame], strategy: str, prof
     """The summary draws (scenario, repeat) of the strategy and profile that one run's `aggregate.draw_metrics` holds and
     the other's lacks (a failed repeat), named with the run that holds them: the figure shown averages each run's own
     repeats while the test pairs the draws both hold, so the two would measure different things."""
-    held = [{(str(s), int(r)) for s, r in frame.loc[(frame["strategy"] == strategy) & (frame["profile"] == profile), ["scenario", "repeat"]]
-             .itertuples(index=False, name=None)} for frame in draws]
-    return [f"{scenario} repeat {repeat} ({label} only)" for label, mine, other in (("baseline", held[0], held[1]), ("candidate", held[1], held[0]))
+    baseline, candidate = (_draw_keys(frame[(frame["strategy"] == strategy) & (frame["profile"] == profile)]) for frame in draws)
+    return _held_by_one(baseline, candidate)
+
+
+def _draw_keys(frame: pd.DataFrame) -> set[tuple[str, int]]:
+    return {(str(scenario), int(repeat)) for scenario, repeat in frame[["scenario", "repeat"]].itertuples(index=False, name=None)}
+
+
+def _held_by_one(baseline: set[tuple[str, int]], candidate: set[tuple[str, int]]) -> list[str]:
+    """The draws (scenario, repeat) one run holds and the other lacks, named with the run that holds them."""
+    return [f"{scenario} repeat {repeat} ({label} only)" for label, mine, other in (("baseline", baseline, candidate), ("candidate", candidate, baseline))
             for scenario, repeat in sorted(mine - other)]
 
 
