@@ -528,6 +528,12 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- probe tests
+def shift(changes: Sequence[float], weights: Sequence[float], tolerance: float) -> list[float]:
+    """Each draw's change plus its share of the tolerance (its weight times the tolerance), rounded to 12 decimals so
+    that a drop of exactly the tolerance is 0: what the tolerance's sign-flip test flips (`DrawTest.shifted`)."""
+    return [round(change + tolerance * weight, 12) for change, weight in zip(changes, weights, strict=True)]
+
+
 @dataclass(frozen=True)
 class DrawTest:
     """The gate's test of one metric on the summary draws (a scenario in one repeat) both runs hold."""
@@ -566,8 +572,8 @@ class DrawTest:
         """Each draw's change plus its share of the tolerance (`weights`; rounded to 12 decimals: a drop of exactly the
         tolerance is 0): what the tolerance's sign-flip test flips, below 0 in sum when the drop shown is beyond the
         tolerance."""
-        return tuple((scenario, repeat, round(change + self.tolerance * weight, 12))
-                     for (scenario, repeat, change), weight in zip(self.changes, self.weights, strict=True))
+        shifted = shift([change for _, _, change in self.changes], self.weights, self.tolerance)
+        return tuple((scenario, repeat, moved) for (scenario, repeat, _), moved in zip(self.changes, shifted, strict=True))
 
     @property
     def all_worse(self) -> tuple[tuple[str, int, float], ...]:
@@ -617,26 +623,26 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
     either way: the share of sign assignments whose sum is as far from 0 as the observed one or farther."""
     if two_sided and tolerance:
         raise ValueError("a two-sided draw test has no tolerance")
-    changes = draws["change"].to_numpy(dtype=float)
-    test = DrawTest(
-        p_value=math.nan,
+    changes = draws["change"].astype(float).tolist()
+    weights = tuple(draws["weight"].astype(float).tolist()) if "weight" in draws.columns else (1.0,) * len(draws)
+    shifted = shift(changes, weights, tolerance)
+    samples = max(SAMPLES, math.ceil(2 * family / alpha))
+    p_value = signflip_p(changes, two_sided=two_sided, samples=samples)
+    if tolerance:
+        p_value = max(p_value, signflip_p(shifted, samples=samples))
+    return DrawTest(
+        p_value=p_value,
         tolerance=tolerance,
         draws=len(draws),
         sessions=int(draws["scenario"].nunique()),
         repeats=int(draws["repeat"].nunique()),
-        changed=0,
+        changed=int(np.count_nonzero(shifted)),
         min_draws=min_units(alpha),  # the sign-flip test's smallest sample, here of draws
-        changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), changes.tolist(), strict=True)),
-        weights=tuple(draws["weight"].astype(float).tolist()) if "weight" in draws.columns else (1.0,) * len(draws),
+        changes=tuple(zip(map(str, draws["scenario"].tolist()), map(int, draws["repeat"].tolist()), changes, strict=True)),
+        weights=weights,
         stuck=tuple((str(scenario), int(repeat)) for scenario, repeat in draws.loc[draws["stuck"], ["scenario", "repeat"]].itertuples(index=False))
         if "stuck" in draws.columns else (),
     )
-    shifted = [change for _, _, change in test.shifted]
-    samples = max(SAMPLES, math.ceil(2 * family / alpha))
-    p_value = signflip_p(changes.tolist(), two_sided=two_sided, samples=samples)
-    if tolerance:
-        p_value = max(p_value, signflip_p(shifted, samples=samples))
-    return dataclasses.replace(test, p_value=p_value, changed=int(np.count_nonzero(shifted)))
 
 
 def _labelled(runs: tuple[Run, Run], strategy: str, profile: str) -> pd.DataFrame:
