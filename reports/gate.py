@@ -528,7 +528,7 @@ def compare_runs(baseline: Run, candidate: Run) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- probe tests
-def shift(changes: Sequence[float], weights: Sequence[float], tolerance: float) -> list[float]:
+def shifted_changes(changes: Sequence[float], weights: Sequence[float], tolerance: float) -> list[float]:
     """Each draw's change plus its share of the tolerance (its weight times the tolerance), rounded to 12 decimals so
     that a drop of exactly the tolerance is 0: what the tolerance's sign-flip test flips (`DrawTest.shifted`)."""
     return [round(change + tolerance * weight, 12) for change, weight in zip(changes, weights, strict=True)]
@@ -572,7 +572,7 @@ class DrawTest:
         """Each draw's change plus its share of the tolerance (`weights`; rounded to 12 decimals: a drop of exactly the
         tolerance is 0): what the tolerance's sign-flip test flips, below 0 in sum when the drop shown is beyond the
         tolerance."""
-        shifted = shift([change for _, _, change in self.changes], self.weights, self.tolerance)
+        shifted = shifted_changes([change for _, _, change in self.changes], self.weights, self.tolerance)
         return tuple((scenario, repeat, moved) for (scenario, repeat, _), moved in zip(self.changes, shifted, strict=True))
 
     @property
@@ -625,7 +625,7 @@ def draw_test(draws: pd.DataFrame, alpha: float, tolerance: float = 0.0, family:
         raise ValueError("a two-sided draw test has no tolerance")
     changes = draws["change"].astype(float).tolist()
     weights = tuple(draws["weight"].astype(float).tolist()) if "weight" in draws.columns else (1.0,) * len(draws)
-    shifted = shift(changes, weights, tolerance)
+    shifted = shifted_changes(changes, weights, tolerance)
     samples = max(SAMPLES, math.ceil(2 * family / alpha))
     p_value = signflip_p(changes, two_sided=two_sided, samples=samples)
     if tolerance:
