@@ -1,9 +1,11 @@
-"""The leaderboard: one row per (strategy, profile), ordered by headline retention.
+"""The leaderboard: one row per (strategy, profile), ordered as the verdict ranks them: the strategies that serve the
+window first (`verdict.servable`), then those it flags (a step never got a request through, or every wire format's
+pairing broken), each group by headline retention (a strategy without retention last, ties by name).
 
 Shared by the terminal summary of `bench run` and the HTML report, so both show the same numbers; the
 terminal shows the columns that fit its width with every cell whole, most telling first
 (`terminal_columns`), and names the others.
-Within each profile, strategies are ordered by retention at the paired checkpoints
+Within each group, strategies are ordered by retention at the paired checkpoints
 (`compaction_bench.metrics.aggregate`: pairs every strategy has, each probe weighted equally;
 overflowed contexts count as absent), with its 95% interval (probes clustered by scenario), the
 kept and summary parts, the summary-dependent retention, the number of pairs, P(best) (among the
@@ -154,7 +156,8 @@ def _interval(values: dict[str, float]) -> str:
 def leaderboard(
     summary: pd.DataFrame, probes: pd.DataFrame | None = None, requests: pd.DataFrame | None = None, *, pooled: pd.DataFrame | None = None
 ) -> tuple[list[str], list[list[str]]]:
-    """Header and formatted rows, best retention first within each profile; columns a summary lacks
+    """Header and formatted rows, within each profile the strategies that serve the window first (`verdict.servable`,
+    as the verdict ranks them), each group best retention first; columns a summary lacks
     are left out. Pass the run's probes table for intervals and P(best) over several scenarios, and
     its requests table so the pairs are the verdict's (a strategy that ran in a scenario without
     leaving probe rows there unpairs that scenario's points; `aggregate.paired`); `pooled` is
@@ -162,12 +165,13 @@ def leaderboard(
     headline = [c for c in HEADLINE if c[1] in summary.columns]
     columns = [c for c in COLUMNS if c[1] in summary.columns]
     header = ["strategy", "profile", "scenarios", "window", "retention [95% CI]", *[c[0] for c in headline], *[c[0] for c in columns]]
-    rows: list[tuple[tuple[str, float], list[str]]] = []
+    rows: list[tuple[tuple[str, bool, bool, float, str], list[str]]] = []
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
     summary = shared_scenarios(summary, unfinished(requests))  # the scenarios every strategy of the profile finished, as in `overall`
+    serving = servable(summary, requests)
     if pooled is None and probes is not None and not probes.empty:
-        pooled = overall(probes, requests, contenders=servable(summary, requests))
+        pooled = overall(probes, requests, contenders=serving)
     pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None
     for key, frame in summary.groupby(["strategy", "profile"], sort=False):
         strategy, profile = cast(tuple[str, str], key)
@@ -184,9 +188,10 @@ def leaderboard(
         for _, column, fmt, how in columns:
             row.append(format_value(combine(frame, column, how), fmt, column))
         retention = values.get("retention", float("nan"))
-        rows.append(((str(profile), -retention if not pd.isna(retention) else float("inf")), row))
+        flagged = strategy not in serving.get(str(profile), set())
+        rows.append(((str(profile), bool(pd.isna(retention)), flagged, 0.0 if pd.isna(retention) else -retention, str(strategy)), row))
     profiles = list(dict.fromkeys(str(p) for p in summary["profile"]))
-    rows.sort(key=lambda entry: (profiles.index(entry[0][0]), entry[0][1]))
+    rows.sort(key=lambda entry: (profiles.index(entry[0][0]), *entry[0][1:]))  # the verdict's order (`verdict.verdicts`)
     return header, [row for _, row in rows]
 
 

@@ -252,6 +252,28 @@ def test_a_strategy_whose_requests_every_api_rejects_is_flagged_and_ranked_after
     assert not any(r.rejected for r in verdict.rows)
 
 
+def test_the_leaderboard_ranks_flagged_strategies_after_the_others_as_the_verdict_does():
+    """b keeps the most facts but cannot serve the window (then: its requests break tool pairs in every wire format):
+    the verdict ranks it after a and c, and so do the leaderboard's rows (the terminal's and the report's), where
+    ordering by retention alone put it first, above strategies that serve the window."""
+    from compaction_bench.reports.leaderboard import leaderboard
+
+    probes = [_final("a", f"p{n}", n < 5) for n in range(10)] + [_final("b", f"p{n}", True) for n in range(10)]
+    probes += [_final("c", f"p{n}", n < 2) for n in range(10)]
+    summary, frame, requests = _three(probes)
+    unserved = summary.assign(cannot_serve=summary["strategy"] == "b")
+    rejected = summary.assign(integrity_openai_chat=0, integrity_openai_responses=0, integrity_anthropic=0, integrity_gemini=0)
+    rejected.loc[rejected["strategy"] == "b", ["integrity_openai_chat", "integrity_openai_responses", "integrity_anthropic", "integrity_gemini"]] = 1
+    for table in (unserved, rejected):
+        (verdict,) = verdicts(table, frame, requests)
+        header, rows = leaderboard(table, frame, requests)
+        assert [row[header.index("strategy")] for row in rows] == [r.strategy for r in verdict.rows] == ["a", "c", "b"]
+    header, rows = leaderboard(summary, frame, requests)  # nothing flagged: by retention alone
+    assert [row[header.index("strategy")] for row in rows] == ["b", "a", "c"]
+    header, rows = leaderboard(summary.assign(cannot_serve=True), frame, requests)  # everything flagged: by retention alone
+    assert [row[header.index("strategy")] for row in rows] == ["b", "a", "c"]
+
+
 def test_the_cache_hit_rate_over_scenarios_is_the_ratio_of_the_sums():
     """a hits 90% of 10,000 tokens in one scenario and 10% of 100 in another: 9,010 of 10,100 tokens,
     0.892, not the scenarios' mean 0.5, which would rank it under b's steady 0.6."""
