@@ -217,13 +217,13 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from compaction_bench.metrics.aggregate import INTEGRITY_COLUMNS, compared_rows, overall_of, unfinished
+    from compaction_bench.metrics.aggregate import INTEGRITY_COLUMNS, compared_rows, overall_of, shared_scenarios, unfinished
     from compaction_bench.reports.leaderboard import column_width, leaderboard, terminal_columns
-    from compaction_bench.reports.verdict import few_scenarios_notes, p_best_notes, servable
+    from compaction_bench.reports.verdict import few_scenarios_notes, p_best_notes, servable, unreached_threshold_notes
 
     probes_file, requests = root / "probes.parquet", root / "requests.parquet"
     # the cells, and what the verdict's flags read where the summary lacks them (a run written before `cannot_serve`)
-    wanted = ("scenario", "profile", "strategy", "repeat", "kind", "request", "overflow", *INTEGRITY_COLUMNS)
+    wanted = ("scenario", "profile", "strategy", "repeat", "kind", "request", "overflow", "threshold", "true_tokens", *INTEGRITY_COLUMNS)
     cells = pd.read_parquet(requests, columns=[c for c in wanted if c in pq.read_schema(requests).names]) if requests.is_file() else None
     probes = pd.read_parquet(probes_file) if probes_file.is_file() else None
     compared = compared_rows(probes, cells) if probes is not None and not probes.empty else None  # pooled, and why P(best) is withheld
@@ -289,6 +289,10 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
             console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
     for profile, note in few_scenarios_notes(compared).items() if compared is not None else ():
         console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
+    left = unfinished(cells)  # the scenarios the verdict compares, as it reads them
+    for profile, notes in unreached_threshold_notes(shared_scenarios(summary, left), shared_scenarios(cells, left)).items() if cells is not None else ():
+        for note in notes:
+            console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- list

@@ -412,6 +412,32 @@ def _strategy_rows(summary: pd.DataFrame, requests: pd.DataFrame) -> dict[str, l
     return out
 
 
+def unreached_threshold_notes(summary: pd.DataFrame, requests: pd.DataFrame) -> dict[str, list[str]]:
+    """Per profile, the strategies that never compacted there while some of their requests overflowed, and whose
+    smallest threshold is above every request the window admitted: their rule could not fire at this window (an API's
+    default trigger above a small study window, say), so they ran as no compaction does and their figures measure
+    that, not the strategy. Read from the requests' own thresholds and counts, so nothing here knows a strategy."""
+    needed = {"strategy", "profile", "threshold", "true_tokens", "overflow"}
+    if requests.empty or not needed <= set(requests.columns) or "compactions" not in summary.columns:
+        return {}
+    out: dict[str, list[str]] = {}
+    compacted = summary.groupby(["strategy", "profile"], sort=False)["compactions"].sum()
+    for (strategy, profile), frame in requests.groupby(["strategy", "profile"], sort=False):
+        thresholds = frame["threshold"].dropna()
+        overflowed = frame["overflow"].astype(bool)
+        admitted = frame.loc[~overflowed, "true_tokens"].dropna()
+        if compacted.get((strategy, profile), 1) or thresholds.empty or not overflowed.any() or admitted.empty:
+            continue
+        lowest, largest = float(thresholds.min()), float(admitted.max())
+        if lowest > largest:
+            out.setdefault(str(profile), []).append(
+                f"{strategy} never compacted at {profile}: its threshold ({lowest:,.0f} tokens) is above every request the "
+                f"window admitted (at most {largest:,.0f}), so it ran as no compaction does and its figures measure that; "
+                f"give it a lower trigger where its options allow one (`bench list strategies {strategy}`) to measure it at this window."
+            )
+    return out
+
+
 def _serving(rows: dict[str, list[StrategyRow]]) -> dict[str, set[str]]:
     """Per profile, its strategies that are not flagged, or all of them where each is."""
     return {profile: {r.strategy for r in own if not r.flagged} or {r.strategy for r in own} for profile, own in rows.items()}
@@ -458,6 +484,7 @@ def verdicts(
         pooled = overall(probes, requests, contenders=contenders) if not probes.empty else pd.DataFrame()
     paired = compared_rows(probes, requests)  # the rows the ranking is on: the sentence's difference too
     withheld = p_best_notes(pooled, paired, contenders)
+    unreached = unreached_threshold_notes(summary, requests)
     few = few_scenarios_notes(paired)
     pooled = pooled.set_index(["strategy", "profile"]) if not pooled.empty else pd.DataFrame()
 
@@ -488,5 +515,6 @@ def verdicts(
         ]
         notes += [withheld[profile]] if profile in withheld else _unranked_note(rows, contenders.get(profile, set()))
         notes += [few[profile]] if profile in few else []
+        notes += unreached.get(profile, [])
         out.append(ProfileVerdict(profile, rows, BASIS, finding(profile, rows, diff), diff, notes))
     return out

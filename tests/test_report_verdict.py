@@ -274,6 +274,30 @@ def test_the_leaderboard_ranks_flagged_strategies_after_the_others_as_the_verdic
     assert [row[header.index("strategy")] for row in rows] == ["b", "a", "c"]
 
 
+def test_a_strategy_whose_threshold_no_admitted_request_reached_is_named():
+    """x never compacted and its threshold (150,000) is above every request the 64k window let through (60,000 at
+    most), while some overflowed: it ran as no compaction does, and the verdict says so. y compacted; z's threshold
+    (50,000) was reached; w reports no threshold; v's requests all fit: none of them is named."""
+    def cell(strategy, thresholds, counts, overflows):
+        return [{"scenario": "s", "strategy": strategy, "profile": "64k", "repeat": 0, "request": n, "kind": "turn", "threshold": t,
+                 "true_tokens": c, "overflow": o} for n, (t, c, o) in enumerate(zip(thresholds, counts, overflows, strict=True))]
+    requests = pd.DataFrame(
+        cell("x", [150_000] * 3, [30_000, 60_000, 70_000], [False, False, True])
+        + cell("y", [150_000] * 3, [30_000, 60_000, 70_000], [False, False, True])
+        + cell("z", [50_000] * 3, [30_000, 60_000, 70_000], [False, False, True])
+        + cell("w", [None] * 3, [30_000, 60_000, 70_000], [False, False, True])
+        + cell("v", [150_000] * 3, [30_000, 40_000, 50_000], [False, False, False])
+    )
+    compactions = {"x": 0, "y": 2, "z": 0, "w": 0, "v": 0}
+    summary = pd.DataFrame([{"scenario": "s", "strategy": k, "profile": "64k", "compactions": n, "cost_usd": 1.0} for k, n in compactions.items()])
+    probes = [_final(k, f"p{n}", n < 5) for k in compactions for n in range(10)]
+    (verdict,) = verdicts(summary, pd.DataFrame(probes), requests)
+    named = [note for note in verdict.notes if "never compacted" in note]
+    assert named == ["x never compacted at 64k: its threshold (150,000 tokens) is above every request the window admitted (at most "
+                     "60,000), so it ran as no compaction does and its figures measure that; give it a lower trigger where its options "
+                     "allow one (`bench list strategies x`) to measure it at this window."]
+
+
 def test_the_cache_hit_rate_over_scenarios_is_the_ratio_of_the_sums():
     """a hits 90% of 10,000 tokens in one scenario and 10% of 100 in another: 9,010 of 10,100 tokens,
     0.892, not the scenarios' mean 0.5, which would rank it under b's steady 0.6."""
