@@ -255,11 +255,11 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     if left_out:
         every = root / "report.html" if report else f"`bench report {root}` renders report.html"
         console.print(f"not shown at this width: {', '.join(left_out)} (every column: {every})", markup=False, soft_wrap=True)
-    from compaction_bench.reports.leaderboard import offline_note
+    from compaction_bench.reports.leaderboard import offline_note, provider_note
 
-    note = offline_note(root)
-    if note:
-        console.print(note, markup=False, soft_wrap=True)
+    for note in (offline_note(root), provider_note(root)):
+        if note:
+            console.print(note, markup=False, soft_wrap=True)
     from compaction_bench.store import read_manifest
 
     manifest = read_manifest(root) if (root / "manifest.json").is_file() else {}  # tables alone: no run's lists

@@ -275,6 +275,11 @@ class Strategy(abc.ABC):
     #: tiktoken runs faster than between the replay's other work. Left False by a strategy that rewrites
     #: or cuts some of them (the count of a text never sent whole would be work for nothing).
     sends_inputs_verbatim: ClassVar[bool] = False
+    #: The provider whose API runs the strategy, for an edit its server applies (Anthropic's context management:
+    #: "anthropic", a profile's `provider`), None for an agent's own client-side rule. At a profile of another
+    #: provider the replay bills and caches as that profile's provider does, which no real API offers with this
+    #: strategy: the run's notes say so (`reports.leaderboard.provider_note`).
+    provider_only: ClassVar[str | None] = None
 
     @classmethod
     def keeps_thinking(cls, profile: ModelProfile) -> bool:

@@ -44,6 +44,7 @@ from compaction_bench.reports.leaderboard import (
     format_value,
     leaderboard,
     offline_note,
+    provider_note,
 )
 from compaction_bench.reports.report_files import LISTING_ID, PAGES, listed_pages, page_name, pages_folder, remove_pages
 from compaction_bench.reports.verdict import ProfileVerdict, servable, verdicts
@@ -570,7 +571,7 @@ def _render(
         })
 
     context = {
-        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root),
+        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root), "provider_note": provider_note(root),
         "import_problems": [s for s in manifest.get("scenarios", []) if s.get("import_problem_count")],
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
         "n_compactions": len(compactions), "findings_total": findings_total, "recorded_total": recorded_total, "order": order,

@@ -31,9 +31,11 @@ from typing import Any, cast
 import numpy as np
 import pandas as pd
 
+from compaction_bench.errors import BenchError
 from compaction_bench.llm import DEFAULT_ANSWERER, DEFAULT_SUMMARIZER, is_offline
 from compaction_bench.metrics.aggregate import combine, overall, shared_scenarios, unfinished
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
+from compaction_bench.registry import strategy_class
 from compaction_bench.reports.verdict import servable
 from compaction_bench.store import read_manifest
 
@@ -233,6 +235,30 @@ def offline_note(run_dir: str | Path) -> str | None:
             f"'answered' was graded with {answerer}, a deterministic heuristic that quotes the context line most like the question; "
             "it measures what that matching finds, not what a model would answer (use --answerer MODEL for that)."
         )
+    return "note: " + " ".join(notes) if notes else None
+
+
+def provider_note(run_dir: str | Path) -> str | None:
+    """The strategies of the run that only one provider's own API runs (`Strategy.provider_only`: Anthropic's
+    server-side edits) and the run's profiles of another provider, where their cost and cache figures follow that
+    provider's billing and caching, which no real API offers with them; None when there are none."""
+    manifest = read_manifest(run_dir) if (Path(run_dir) / "manifest.json").is_file() else {}
+    profiles = {str(name): str(definition.get("provider") or "") for name, definition in (manifest.get("profiles") or {}).items()}
+    needs: dict[str, list[str]] = {}
+    for name in map(str, (manifest.get("config") or {}).get("strategies") or ()):
+        try:
+            provider = strategy_class(name).provider_only
+        except BenchError:  # a plug-in no longer where the run found it: nothing to say of it
+            continue
+        if provider:
+            needs.setdefault(provider, []).append(name)
+    notes = []
+    for provider, strategies in needs.items():
+        others = [f"{profile} ({other or 'no provider'})" for profile, other in profiles.items() if other != provider]
+        if others:
+            notes.append(f"only {provider}'s API runs {' and '.join(strategies)}; at {', '.join(others)} their cost and cache "
+                         f"figures follow that provider's billing and caching, which no real API offers with them: compare "
+                         f"their cost at a profile whose provider is {provider}.")
     return "note: " + " ".join(notes) if notes else None
 
 

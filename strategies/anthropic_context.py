@@ -82,6 +82,7 @@ class _ClientHistory(Strategy):
     """The client side: every item kept, as sent; system items in front."""
 
     sends_inputs_verbatim = True
+    provider_only = "anthropic"  # the edits are the Messages API's own (§1)
 
     def __init__(self, ctx: StrategyContext, options: Any = None) -> None:
         super().__init__(ctx, options)

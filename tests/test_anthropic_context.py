@@ -212,3 +212,27 @@ def test_a_summary_in_request_belongs_to_request():
 
     with pytest.raises(ReplayError, match="outside request"):
         replay(_tools(1).transcript(), Stray, profile="claude-opus")
+
+
+def test_a_run_of_the_anthropic_edits_at_another_provider_s_profile_says_whose_billing_its_cost_follows(tmp_path):
+    """The edits exist only on Anthropic's API (spec §1): at an openai profile their cost and cache figures follow
+    OpenAI's billing and caching, which the run's notes say; at an Anthropic profile, or for strategies an agent runs
+    itself, nothing is said."""
+    import json
+
+    from compaction_bench.profiles import get_profile
+    from compaction_bench.reports.leaderboard import provider_note
+
+    def note(strategies: list[str], profiles: list[str]) -> str | None:
+        root = tmp_path / "-".join(strategies + profiles)
+        root.mkdir()
+        manifest = {"config": {"strategies": strategies}, "profiles": {p: get_profile(p).to_dict() for p in profiles}}
+        (root / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        return provider_note(root)
+
+    assert note(["none", "anthropic-compact", "anthropic-clear-tool-uses"], ["64k", "claude-opus", "gpt-5"]) == (
+        "note: only anthropic's API runs anthropic-compact and anthropic-clear-tool-uses; at 64k (openai), gpt-5 (openai) their "
+        "cost and cache figures follow that provider's billing and caching, which no real API offers with them: compare their "
+        "cost at a profile whose provider is anthropic.")
+    assert note(["anthropic-compact"], ["claude-sonnet", "claude-opus"]) is None
+    assert note(["none", "claude-code"], ["64k"]) is None
