@@ -158,13 +158,14 @@ class ClearToolUses(_ClientHistory):
         self.clear_inputs_for = {t.strip() for t in o.clear_tool_inputs_for.split(",") if t.strip()}
         self._applied: tuple[str, ...] = ()
         #: `tool_pairs` of the history, extended as items arrive (`_pair`): the calls in order (a call's
-        #: index here is its sequence number) and their ids, the first result of each call id, the calls
-        #: not answered yet by id; the answered pairs in call order with their sequence numbers; the
+        #: index here is its sequence number) and their ids, the results that came before any call of their id
+        #: (by id, in order), the calls not answered yet by id (each result answers the earliest: a call id used
+        #: twice pairs each call with its own result); the answered pairs in call order with their sequence numbers; the
         #: clearable ones (tool not excluded), their call ids and their results by id
         self._paired = 0
         self._calls: list[Item] = []
         self._call_ids: set[str] = set()
-        self._results: dict[str, Item] = {}
+        self._results: dict[str, list[Item]] = {}
         self._waiting: dict[str, list[int]] = {}
         self._answered: list[tuple[Item, Item]] = []
         self._answered_seq: list[int] = []
@@ -202,16 +203,19 @@ class ClearToolUses(_ClientHistory):
                 self._call_ids.add(call_id)
                 seq = len(self._calls)
                 self._calls.append(item)
-                result = self._results.get(call_id)
-                if result is not None:
+                early = self._results.get(call_id)
+                if early:
                     self._plain = True  # a result before its call
-                    self._answer(seq, item, result)
+                    self._answer(seq, item, early.pop(0))
                 else:
                     self._waiting.setdefault(call_id, []).append(seq)
-            elif item.kind == "tool_result" and item.call_id and item.call_id not in self._results:
-                self._results[item.call_id] = item
-                for seq in self._waiting.pop(item.call_id, ()):
+            elif item.kind == "tool_result" and item.call_id:
+                waiting = self._waiting.get(item.call_id)
+                if waiting:  # one result answers one call: the earliest of that id not answered yet
+                    seq = waiting.pop(0)
                     self._answer(seq, self._calls[seq], item)
+                else:
+                    self._results.setdefault(item.call_id, []).append(item)
         self._paired = len(items)
 
     def _answer(self, seq: int, call: Item, result: Item) -> None:

@@ -43,6 +43,26 @@ def test_clear_tool_uses_keeps_the_newest_three_and_the_pairs():
     assert "applied_edits" not in first.meta
 
 
+def test_a_reused_call_id_pairs_each_call_with_its_own_result():
+    """Ten calls, the first five all named `c0` (a recording that reuses an id), each answered by its own result: with
+    keep 3 the seven oldest pairs are cleared, so all five `c0` results and `c5`, `c6` become the placeholder and
+    `cleared_tool_uses` is 7, as with distinct ids (before, every `c0` call was paired with the first `c0` result, and
+    the later `c0` results stayed whole while their calls counted as cleared)."""
+    s = Session()
+    s.user("Investigate the flaky test in tests/test_io.py; do not change the CI config.")
+    for k in range(10):
+        call = "c0" if k < 5 else f"c{k}"
+        s.assistant(f"step {k}", calls=[(call, "Bash", {"command": f"cmd {k}"})])
+        s.result(call, f"output {k}\n" + f"line {k} of the log\n" * 200, name="Bash")
+    s.assistant("done")
+    result = replay(s.transcript(), "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000})
+    outputs = [m.content for m in result.final.messages if m.role == "tool"]
+    assert outputs[:7] == ["[Old tool result content cleared]"] * 7
+    assert [o.split("\n")[0] for o in outputs[7:]] == ["output 7", "output 8", "output 9"]
+    turn = [r for r in result.requests if r.kind == "turn"][-1]
+    assert turn.meta["applied_edits"][0]["cleared_tool_uses"] == 7
+
+
 def test_clear_tool_uses_options():
     t = _tools(10).transcript()
     never = replay(t, "anthropic-clear-tool-uses", profile="claude-opus", options={"trigger_value": 5_000, "clear_at_least": 10_000_000})
