@@ -581,11 +581,10 @@ class DrawTest:
         that cannot, together) and those that cannot unchanged (at + their share of the tolerance): the data most likely
         to fail the row, `JointFamily.best_case`'s."""
         stuck = set(self.stuck)
-        unchanged = [self.tolerance * weight for (scenario, repeat, _), weight in zip(self.changes, self.weights, strict=True)
-                     if (scenario, repeat) in stuck]
-        far = 1.0 + 2.0 * sum(unchanged)
-        return tuple((scenario, repeat, round(self.tolerance * weight, 12) if (scenario, repeat) in stuck else -far)
-                     for (scenario, repeat, _), weight in zip(self.changes, self.weights, strict=True))
+        unchanged = shifted_changes([0.0] * len(self.changes), self.weights, self.tolerance)
+        far = 1.0 + 2.0 * sum(shift for (scenario, repeat, _), shift in zip(self.changes, unchanged, strict=True) if (scenario, repeat) in stuck)
+        return tuple((scenario, repeat, shift if (scenario, repeat) in stuck else -far)
+                     for (scenario, repeat, _), shift in zip(self.changes, unchanged, strict=True))
 
 
 @dataclass(frozen=True)
@@ -686,9 +685,9 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     sign = np.where(rows["strategy"].to_numpy() == "candidate", 1.0, -1.0)
     paired = np.bincount(pair, minlength=pair.max(initial=-1) + 1)[pair] == 2  # held by both runs
     probe = rows[["scenario", "repeat", "probe_id"]][paired].groupby(["scenario", "repeat", "probe_id"], sort=False).ngroup().to_numpy()
-    # per probe: the sum of candidate − baseline over its paired points, and their count (each point's two rows)
+    # per probe: how many paired points it has (each point's two rows)
     points = np.bincount(probe) / 2
-    # per probe: the mean over its paired points of the candidate's value minus the baseline's, and of each alone
+    # per probe: the mean over its paired points of the candidate's value, and of the baseline's
     candidate = np.bincount(probe, weights=np.where(sign > 0, value, 0.0)[paired]) / points
     baseline = np.bincount(probe, weights=np.where(sign < 0, value, 0.0)[paired]) / points
     kept = baseline > 0  # the baseline has something to lose
