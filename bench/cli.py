@@ -231,7 +231,7 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
     # P(best) among the strategies the verdict ranks as serving the window (none to rank in a run without a finished cell)
     contenders = servable(summary, cells) if not summary.empty else None
     pooled = overall_of(compared, contenders=contenders) if compared is not None else None
-    header, rows = leaderboard(summary, probes, cells, pooled=pooled)
+    header, rows = leaderboard(summary, probes, cells, pooled=pooled, serving=contenders)
     if not rows:
         console.print(f"run {root.name}: no finished cell to show", markup=False)
         return

@@ -203,8 +203,9 @@ class Table:
         return [h in NAME_COLUMNS for h in self.header]
 
 
-def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, pooled: pd.DataFrame) -> Table:
-    header, rows = leaderboard(summary, probes, requests, pooled=pooled)
+def leaderboard_table(summary: pd.DataFrame, probes: pd.DataFrame, requests: pd.DataFrame, pooled: pd.DataFrame,
+                      serving: dict[str, set[str]]) -> Table:
+    header, rows = leaderboard(summary, probes, requests, pooled=pooled, serving=serving)
     return Table("leaderboard", header, rows, [True] * len(header), [describe(h) for h in header])
 
 
@@ -500,7 +501,8 @@ def _render(
     report(0, steps, "verdict")
     scenario_names = [s["name"] for s in manifest.get("scenarios", [])]
     # the verdict's and the leaderboard's figures, P(best) among the strategies the verdict ranks as serving the window
-    pooled = overall(probes, requests, contenders=servable(summary, requests, scenario_names)) if not probes.empty else pd.DataFrame()
+    serving = servable(summary, requests, scenario_names)
+    pooled = overall(probes, requests, contenders=serving) if not probes.empty else pd.DataFrame()
     verdict_list = verdicts(summary, probes, requests, pooled=pooled, strategies=manifest.get("config", {}).get("strategies", ()),
                             scenarios=scenario_names)
     report(1, steps, "figures")
@@ -571,7 +573,7 @@ def _render(
         })
 
     context = {
-        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled), "offline_note": offline_note(root), "provider_note": provider_note(root),
+        "manifest": manifest, "verdicts": verdict_list, "overview": overview, "leaderboard": leaderboard_table(summary, probes, requests, pooled, serving), "offline_note": offline_note(root), "provider_note": provider_note(root),
         "import_problems": [s for s in manifest.get("scenarios", []) if s.get("import_problem_count")],
         "scenario_table": scenario_table(summary), "glossary": _glossary(summary), "browser_rows": browser_rows,
         "n_compactions": len(compactions), "findings_total": findings_total, "recorded_total": recorded_total, "order": order,

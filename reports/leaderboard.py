@@ -156,14 +156,15 @@ def _interval(values: dict[str, float]) -> str:
 
 
 def leaderboard(
-    summary: pd.DataFrame, probes: pd.DataFrame | None = None, requests: pd.DataFrame | None = None, *, pooled: pd.DataFrame | None = None
+    summary: pd.DataFrame, probes: pd.DataFrame | None = None, requests: pd.DataFrame | None = None, *, pooled: pd.DataFrame | None = None,
+    serving: dict[str, set[str]] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """Header and formatted rows, within each profile the strategies that serve the window first (`verdict.servable`,
     as the verdict ranks them), each group best retention first; columns a summary lacks
     are left out. Pass the run's probes table for intervals and P(best) over several scenarios, and
     its requests table so the pairs are the verdict's (a strategy that ran in a scenario without
-    leaving probe rows there unpairs that scenario's points; `aggregate.paired`); `pooled` is
-    `overall(probes, requests, contenders=servable(summary, requests))` when the caller has it."""
+    leaving probe rows there unpairs that scenario's points; `aggregate.paired`); `serving` is
+    `servable(summary, requests)` and `pooled` `overall(probes, requests, contenders=serving)` when the caller has them."""
     headline = [c for c in HEADLINE if c[1] in summary.columns]
     columns = [c for c in COLUMNS if c[1] in summary.columns]
     header = ["strategy", "profile", "scenarios", "window", "retention [95% CI]", *[c[0] for c in headline], *[c[0] for c in columns]]
@@ -171,7 +172,7 @@ def leaderboard(
     if summary.empty or not {"strategy", "profile", "scenario"} <= set(summary.columns):
         return header, []
     summary = shared_scenarios(summary, unfinished(requests))  # the scenarios every strategy of the profile finished, as in `overall`
-    serving = servable(summary, requests)
+    serving = serving if serving is not None else servable(summary, requests)
     if pooled is None and probes is not None and not probes.empty:
         pooled = overall(probes, requests, contenders=serving)
     pooled = pooled.set_index(["strategy", "profile"]) if pooled is not None and not pooled.empty else None
