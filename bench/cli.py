@@ -269,7 +269,8 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
         console.print(f"note: counts, tokens and dollars are per repeat (the mean over the {repeats} repeats), summed over the scenarios",
                       markup=False, soft_wrap=True)
     # a scenario in which every cell failed has no request: only the run's own list of scenarios names it
-    for (scenario, profile), missing in unfinished(cells, [s["name"] for s in manifest.get("scenarios", [])]).items():
+    unfinished_cells = unfinished(cells, [s["name"] for s in manifest.get("scenarios", [])])
+    for (scenario, profile), missing in unfinished_cells.items():
         console.print(f"note: left out of the {profile} comparison: {_plain(str(scenario))}, where {', '.join(missing)} did not finish",
                       markup=False, soft_wrap=True)
     # per profile of the run, the strategies that finished a cell there
@@ -289,8 +290,8 @@ def _print_summary(root: Path, *, report: bool = True) -> None:
             console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
     for profile, note in few_scenarios_notes(compared).items() if compared is not None else ():
         console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
-    left = unfinished(cells)  # the scenarios the verdict compares, as it reads them
-    for profile, notes in unreached_threshold_notes(shared_scenarios(summary, left), shared_scenarios(cells, left)).items() if cells is not None else ():
+    # over the scenarios the verdict compares
+    for profile, notes in unreached_threshold_notes(shared_scenarios(summary, unfinished_cells), shared_scenarios(cells, unfinished_cells)).items() if cells is not None else ():
         for note in notes:
             console.print(f"note: {profile}: {_plain(note)}", markup=False, soft_wrap=True)
 
