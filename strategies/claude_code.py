@@ -601,8 +601,9 @@ class ClaudeCode(Strategy):
         self.slug: str | None = o.slug or (recorded_slug if isinstance(recorded_slug, str) and recorded_slug else None)
         self.agent_id: str | None = recorded_agent if isinstance(recorded_agent, str) and recorded_agent else None
         self._memory = self._memory_files()
-        # `tool_pairs(history.items)` as this strategy reads it, kept up to date by `_sync` from the items
-        # appended since its last call (and started over when a compaction replaces the history):
+        # Each tool call with the first result of its id (§5 caches a result's size per `tool_use_id`), kept up to
+        # date by `_sync` from the items appended since its last call (and started over when a compaction
+        # replaces the history):
         self._synced_items: list[Item] | None = None
         self._synced = 0
         #: the first result of each call id, and the ids of the calls
@@ -773,7 +774,7 @@ class ClaudeCode(Strategy):
 
     def _sync(self) -> None:
         """Read the items appended to the history since the last call into the pairing state (from the
-        start when the history was replaced): `tool_pairs` read once per item, not on every request."""
+        start when the history was replaced): each item read once, not on every request."""
         items = self.history.items
         if items is not self._synced_items:
             self._synced_items, self._synced = items, 0

@@ -6,7 +6,6 @@ Gemini CLI, OpenHands, Aider, the hybrid), so no strategy owns another's rule:
   used by Claude Code (docs/specs/claude-code.md §2.2) and Anthropic's client-side compaction
   (docs/specs/anthropic-context-management.md §5);
 - `js_round`, `chars_div4`: JavaScript's `Math.round(len / 4)` estimate;
-- `tool_pairs`: tool calls in order with the result answering each (None while unanswered);
 - `keep_last_steps_start`: the pair-safe start of the verbatim tail that holds the newest N model
   responses (hybrid, evaluation.md §2);
 - `masking_cutoff`: the oldest step whose tool outputs observation masking keeps (observation-masking and the
@@ -37,15 +36,6 @@ def js_round(value: float) -> int:
 def chars_div4(text: str) -> int:
     """`Math.round(text.length / 4)` (UTF-16 code units, as JavaScript counts them: a lone surrogate is one)."""
     return js_round(utf16_len(text) / 4)
-
-
-def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:
-    """Each tool call in order, with the first result that answers it (None while unanswered)."""
-    results: dict[str, Item] = {}
-    for item in items:
-        if item.kind == "tool_result" and item.call_id and item.call_id not in results:
-            results[item.call_id] = item
-    return [(i, results.get(i.call_id or "")) for i in items if i.kind == "tool_call"]
 
 
 def keep_last_steps_start(items: Sequence[Item], keep_steps: int) -> int:

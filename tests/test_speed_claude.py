@@ -33,7 +33,7 @@ from compaction_bench.strategies.claude_code import (
     _reminder,
     number_lines,
 )
-from compaction_bench.strategies.components import chars_div4, tool_pairs
+from compaction_bench.strategies.components import chars_div4
 from compaction_bench.transcript import Item
 from tests.conftest import CORPORA
 from tests.pi_builders import Session, small_profile
@@ -41,6 +41,16 @@ from tests.pi_builders import Session, small_profile
 OPUS = {"model": "claude-opus-4-5-20251101", "max_output_tokens_env": 64_000}
 CLAUDE_FILE = "claude-code-jsonl/Smartagent-so__Personal_AI_Infrastructure/b566e56e-94a7-425e-a662-d701321e27ce.jsonl"
 PI_FILE = "pi-session-jsonl/badlogic__pi-mono/before-compaction.jsonl"
+
+
+def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:
+    """Each tool call in order, with the first result of its id (None while none came): §5 caches a result's
+    size per `tool_use_id`, so a reused id is read as its first result, as `ClaudeCode._sync` reads it."""
+    results: dict[str, Item] = {}
+    for item in items:
+        if item.kind == "tool_result" and item.call_id and item.call_id not in results:
+            results[item.call_id] = item
+    return [(i, results.get(i.call_id or "")) for i in items if i.kind == "tool_call"]
 
 
 class ReferenceClaudeCode(ClaudeCode):
