@@ -70,7 +70,7 @@ from typing import Any, Literal
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.history import ItemHistory
+from compaction_bench.strategies.history import ItemHistory, answered_call
 from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
 from compaction_bench.transcript import Item, Usage
 
@@ -159,8 +159,8 @@ class ClearToolUses(_ClientHistory):
         self._applied: tuple[str, ...] = ()
         #: `tool_pairs` of the history, extended as items arrive (`_pair`): the calls in order (a call's
         #: index here is its sequence number) and their ids, the results that came before any call of their id
-        #: (by id, in order), the calls not answered yet by id (each result answers the earliest: a call id used
-        #: twice pairs each call with its own result); the answered pairs in call order with their sequence numbers; the
+        #: (by id, in order), the calls not answered yet by id (a result answers one of them by `answered_call`'s
+        #: rule, as the wire pairs them); the answered pairs in call order with their sequence numbers; the
         #: clearable ones (tool not excluded), their call ids and their results by id
         self._paired = 0
         self._calls: list[Item] = []
@@ -211,8 +211,8 @@ class ClearToolUses(_ClientHistory):
                     self._waiting.setdefault(call_id, []).append(seq)
             elif item.kind == "tool_result" and item.call_id:
                 waiting = self._waiting.get(item.call_id)
-                if waiting:  # one result answers one call: the earliest of that id not answered yet
-                    seq = waiting.pop(0)
+                if waiting:  # one result answers one call of its id
+                    seq = answered_call(waiting, self._calls)
                     self._answer(seq, self._calls[seq], item)
                 else:
                     self._results.setdefault(item.call_id, []).append(item)

@@ -210,17 +210,26 @@ def pair_safe_units(items: Sequence[Item]) -> list[list[Item]]:
 
 def answer_positions(items: Sequence[Item]) -> dict[int, int]:
     """The position in `items` of each tool call that a later result answers, mapped to that result's
-    position. A result answers the newest call before it with its id that no result answered yet (a
-    reused id answers its latest call, as the result stands right after it on the wire); a result
-    with no such call answers nothing."""
-    waiting: dict[str, int] = {}
+    position, by `answered_call`'s rule; a result with no call of its id waiting answers nothing."""
+    waiting: dict[str, list[int]] = {}
     answered_at: dict[int, int] = {}
     for n, item in enumerate(items):
         if item.kind == "tool_call" and item.call_id:
-            waiting[item.call_id] = n
-        elif item.kind == "tool_result" and item.call_id and item.call_id in waiting:
-            answered_at[waiting.pop(item.call_id)] = n
+            waiting.setdefault(item.call_id, []).append(n)
+        elif item.kind == "tool_result" and item.call_id and waiting.get(item.call_id):
+            answered_at[answered_call(waiting[item.call_id], items)] = n
     return answered_at
+
+
+def answered_call(waiting: list[int], calls: Sequence[Item]) -> int:
+    """The call a result answers among `waiting`, the positions in `calls` of the unanswered calls of the
+    result's id, oldest first (not empty): the oldest of them in the newest model response that has one,
+    which is removed from `waiting`. That is the wire's pairing (compaction_bench.wire, `chat_messages`):
+    a response's calls are answered by the results right after it, the k-th call of an id by the k-th
+    result of it, so a session that reuses an id in later steps pairs each call with its own result, and a
+    call left unanswered (aborted) never takes the result of a later call of its id."""
+    newest = calls[waiting[-1]].response
+    return waiting.pop(next(k for k, position in enumerate(waiting) if calls[position].response == newest))
 
 
 class RemovedCalls:

@@ -10,7 +10,7 @@ from compaction_bench import load_transcript
 from compaction_bench.metrics.integrity import check
 from compaction_bench.replay import replay
 from compaction_bench.strategies.baselines import Truncate
-from compaction_bench.strategies.history import pair_safe_units
+from compaction_bench.strategies.history import answer_positions, pair_safe_units
 from compaction_bench.strategy import OptionError
 from compaction_bench.transcript import Usage
 from tests.conftest import CORPORA
@@ -73,6 +73,27 @@ def test_a_user_message_typed_while_a_tool_runs_stays_with_that_call_and_its_res
     (b,) = s.assistant("", calls=[("c1", "read", {})])
     r1 = s.result("c1", "one")
     assert _unit_ids(s) == [[u.id], [a.id, u2.id, rx.id], [b.id, r1.id]]
+
+
+def test_a_reused_call_id_pairs_as_the_wire_does():
+    # The wire (compaction_bench.wire) answers a response's calls with the results right after it, the k-th call of an
+    # id by its k-th result. Two parallel calls `cx` of one response: the first result answers the first call (it
+    # answered the second, and the first call counted as never answered). A `cy` call left without a result (aborted)
+    # whose id a later response reuses: the result answers the later call, not the aborted one.
+    s = Session()
+    s.user("task")
+    s.assistant("", calls=[("cx", "bash", {"n": 1}), ("cx", "bash", {"n": 2})])
+    s.result("cx", "first")
+    s.result("cx", "second")
+    s.assistant("", calls=[("cy", "bash", {})])
+    s.user("that hung; run it again")
+    s.assistant("", calls=[("cy", "bash", {})])
+    s.result("cy", "third")
+    position = {item.id: n for n, item in enumerate(s.items)}
+    first_call, second_call, first, second = (position[f"i{n}"] for n in (1, 2, 3, 4))
+    aborted, again, third = position["i5"], position["i7"], position["i8"]
+    assert answer_positions(s.items) == {first_call: first, second_call: second, again: third}
+    assert aborted not in answer_positions(s.items)
 
 
 def test_truncate_cuts_inside_a_turn_after_an_unanswered_call():
