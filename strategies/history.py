@@ -216,8 +216,8 @@ def answer_positions(items: Sequence[Item]) -> dict[int, int]:
     for n, item in enumerate(items):
         if item.kind == "tool_call" and item.call_id:
             waiting.setdefault(item.call_id, []).append(n)
-        elif item.kind == "tool_result" and item.call_id and waiting.get(item.call_id):
-            answered_at[answered_call(waiting[item.call_id], items)] = n
+        elif item.kind == "tool_result" and item.call_id and (calls := waiting.get(item.call_id)):
+            answered_at[calls.pop() if len(calls) == 1 else answered_call(calls, items)] = n
     return answered_at
 
 
