@@ -606,8 +606,11 @@ class ClaudeCode(Strategy):
         # replaces the history):
         self._synced_items: list[Item] | None = None
         self._synced = 0
-        #: the first result of each call id, and the ids of the calls
+        #: the first result of each call id (the one §5 sizes, as it caches a size per `tool_use_id`), every result
+        #: of each call id (a cleared id's are all replaced: the edit matches results by `tool_use_id`), and the ids
+        #: of the calls
         self._results: dict[str, Item] = {}
+        self._answers: dict[str, list[Item]] = {}
         self._call_ids: set[str] = set()
         #: §5 candidates: the eligible calls whose id is not cleared, in order, how many per id, and the sum
         #: of their results' sizes (0 while unanswered)
@@ -778,7 +781,7 @@ class ClaudeCode(Strategy):
         items = self.history.items
         if items is not self._synced_items:
             self._synced_items, self._synced = items, 0
-            self._results, self._call_ids, self._sizes, self._replacements = {}, set(), {}, {}
+            self._results, self._answers, self._call_ids, self._sizes, self._replacements = {}, {}, set(), {}, {}
             self._live, self._live_ids, self._live_total = [], Counter(), 0
         for n in range(self._synced, len(items)):
             item = items[n]
@@ -786,18 +789,21 @@ class ClaudeCode(Strategy):
             if item.kind == "tool_call":
                 if call_id:
                     self._call_ids.add(call_id)
-                result = self._results.get(call_id or "")
                 if item.tool_name in self.eligible and call_id not in self.cleared:
                     self._live.append(item)
                     self._live_ids[call_id] += 1
                     self._live_total += self._size(call_id)
-                if result is not None and call_id in self.cleared and result.id not in self._replacements:
-                    self._replacements[result.id] = result
-                    self._log_stale = True  # a result before its call: it may be in the log already
-            elif item.kind == "tool_result" and call_id and call_id not in self._results:
-                self._results[call_id] = item
-                if self._live_ids[call_id]:
-                    self._live_total += self._live_ids[call_id] * self._size(call_id)
+                if call_id in self.cleared:
+                    for result in self._answers.get(call_id or "", ()):
+                        if result.id not in self._replacements:
+                            self._replacements[result.id] = result
+                            self._log_stale = True  # a result before its call: it may be in the log already
+            elif item.kind == "tool_result" and call_id:
+                self._answers.setdefault(call_id, []).append(item)
+                if call_id not in self._results:
+                    self._results[call_id] = item
+                    if self._live_ids[call_id]:
+                        self._live_total += self._live_ids[call_id] * self._size(call_id)
                 if call_id in self._call_ids and call_id in self.cleared:
                     self._replacements[item.id] = item  # not in the log yet: `messages()` syncs before it copies
         self._synced = len(items)
@@ -903,8 +909,7 @@ class ClaudeCode(Strategy):
         before = self.messages()
         self.cleared.update(marked)
         for call_id in marked:
-            result = self._results.get(call_id)
-            if result is not None:
+            for result in self._answers.get(call_id, ()):
                 self._replacements[result.id] = result
                 self._log_stale = True
         self._live = [c for c in self._live if c.call_id not in self.cleared]

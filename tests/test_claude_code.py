@@ -291,6 +291,29 @@ def test_microcompact_clears_oldest_eligible_results_keeping_three():
     assert [c for c in off.compactions if c.trigger == "microcompact"] == []
 
 
+def test_microcompact_clears_every_result_of_a_cleared_id():
+    """§5 step 5: the ids a pass cleared are remembered for the session and the edit matches results by `tool_use_id`,
+    so a later Read that reuses a cleared id (a recording that reuses ids) has its result cleared too, and is no
+    candidate of a later pass (step 1 leaves cleared ids out). The session of the test above, then a ninth Read with
+    the id `r0`, which the pass at step 6 cleared: its result is the placeholder, and the passes are the same (before,
+    only the first `r0` result was replaced and the new one was sent whole)."""
+    s = Session()
+    s.user("read everything")
+    for n in range(8):
+        s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": f"/repo/m{n}.txt"})], total=104_000)
+        s.result(f"r{n}", ("lorem ipsum " * 3_334)[:40_000], name="Read")
+    s.assistant("summary of reads", total=104_000)
+    s.user("go on")
+    s.assistant("again", calls=[("r0", "Read", {"file_path": "/repo/again.txt"})], total=104_000)
+    s.result("r0", "the file read again", name="Read")
+    s.assistant("ok", total=104_000)
+    result = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
+    micro = [(c.step, c.details["cleared_calls"]) for c in result.compactions if c.trigger == "microcompact"]
+    assert micro == [(6, ["r0", "r1"]), (8, ["r2", "r3"])]
+    cleared = [m.tool_call_id for m in result.final.messages if m.role == "tool" and m.content == CLEARED_RESULT]
+    assert cleared == ["r0", "r1", "r2", "r3", "r0"]
+
+
 def test_microcompact_drops_a_file_from_the_read_cache_as_2_0_57_does():
     """§5 (2.0.57 `$i`): a pass drops a path from the read cache when it cleared a Read of that path and no other
     Read of it is in the messages; a Read an earlier pass cleared still counts (its call stays), an Edit or a Write

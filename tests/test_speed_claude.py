@@ -54,14 +54,16 @@ def tool_pairs(items: Sequence[Item]) -> list[tuple[Item, Item | None]]:
 
 
 class ReferenceClaudeCode(ClaudeCode):
-    """§5 microcompact and the cleared placeholders from `tool_pairs` of the whole history, the context
+    """§5 microcompact from `tool_pairs` of the whole history, the cleared placeholders on every result of a cleared id, the context
     rendered anew as a list on every request, the summary prompts rendered and the §4.1 summary message
     and §4.2 attachments built anew for every compaction."""
 
     name = "claude-code-reference"
 
     def messages(self) -> list[Message]:
-        replacements = {r.id: CLEARED_RESULT for c, r in tool_pairs(self.history.items) if r is not None and c.call_id in self.cleared}
+        items = self.history.items
+        calls = {i.call_id for i in items if i.kind == "tool_call"}
+        replacements = {r.id: CLEARED_RESULT for r in items if r.kind == "tool_result" and r.call_id in self.cleared and r.call_id in calls}
         body = self.history.render(None, replacements)
         return [*self.history.render(self.system), *self.prefix, *body]
 
