@@ -157,7 +157,7 @@ class ClearToolUses(_ClientHistory):
         self.exclude = {t.strip() for t in o.exclude_tools.split(",") if t.strip()}
         self.clear_inputs_for = {t.strip() for t in o.clear_tool_inputs_for.split(",") if t.strip()}
         self._applied: tuple[str, ...] = ()
-        #: `tool_pairs` of the history, extended as items arrive (`_pair`): the calls in order (a call's
+        #: The history's tool calls and their results, extended as items arrive (`_pair`): the calls in order (a call's
         #: index here is its sequence number) and their ids, the results that came before any call of their id
         #: (by id, in order), the calls not answered yet by id (a result answers one of them by `answered_call`'s
         #: rule, as the wire pairs them); the answered pairs in call order with their sequence numbers; the
