@@ -260,9 +260,8 @@ def test_manual_compact_where_recorded():
     assert off.compactions == []
 
 
-def test_microcompact_clears_oldest_eligible_results_keeping_three():
-    # §5: 8 Read results of ~10,000 estimated tokens (40,000 chars) each = 80,000; keep 40,000 → clear the
-    # oldest 4 (40,000 ≥ 20,000 freed); the newest 3 are protected; only at the warning line T − 20,000.
+def _eight_reads() -> Session:
+    """8 Read results of ~10,000 estimated tokens (40,000 chars) each, each request at 104,000 tokens, then a user turn."""
     s = Session()
     s.user("read everything")
     for n in range(8):
@@ -270,6 +269,13 @@ def test_microcompact_clears_oldest_eligible_results_keeping_three():
         s.result(f"r{n}", ("lorem ipsum " * 3_334)[:40_000], name="Read")
     s.assistant("summary of reads", total=104_000)
     s.user("go on")
+    return s
+
+
+def test_microcompact_clears_oldest_eligible_results_keeping_three():
+    # §5: 8 Read results of ~10,000 estimated tokens (40,000 chars) each = 80,000; keep 40,000 → clear the
+    # oldest 4 (40,000 ≥ 20,000 freed); the newest 3 are protected; only at the warning line T − 20,000.
+    s = _eight_reads()
     s.assistant("ok", total=104_000)
     result = replay(s.transcript(), "claude-code", profile="claude-opus", usage="recorded", options=OPUS)
     # Before step 6: r0..r5 = 60,000, r3..r5 protected → clear r0, r1 (20,000 freed). Before step 7: 50,000 left,
@@ -297,13 +303,7 @@ def test_microcompact_clears_every_result_of_a_cleared_id():
     candidate of a later pass (step 1 leaves cleared ids out). The session of the test above, then a ninth Read with
     the id `r0`, which the pass at step 6 cleared: its result is the placeholder, and the passes are the same (before,
     only the first `r0` result was replaced and the new one was sent whole)."""
-    s = Session()
-    s.user("read everything")
-    for n in range(8):
-        s.assistant(f"r{n}", calls=[(f"r{n}", "Read", {"file_path": f"/repo/m{n}.txt"})], total=104_000)
-        s.result(f"r{n}", ("lorem ipsum " * 3_334)[:40_000], name="Read")
-    s.assistant("summary of reads", total=104_000)
-    s.user("go on")
+    s = _eight_reads()
     s.assistant("again", calls=[("r0", "Read", {"file_path": "/repo/again.txt"})], total=104_000)
     s.result("r0", "the file read again", name="Read")
     s.assistant("ok", total=104_000)
