@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from compaction_bench.llm import LLMClient, LLMResult, PreparedContext
-from compaction_bench.probes import Probe, compiled_regex, numbers_in, regex_search
+from compaction_bench.probes import Probe, numbers_in, regex_search, regex_spans
 from compaction_bench.request import Message
 from compaction_bench.templates import PromptSet
 from compaction_bench.wire import chat_messages, readable_output
@@ -221,7 +221,7 @@ class Anchor:
     def spans(self, normalized: str) -> list[tuple[int, int]]:
         """Where this evidence is in a normalized context: (start, end) of each passage."""
         if self.pattern is not None:
-            return [m.span() for m in compiled_regex(self.pattern).finditer(normalized)]
+            return regex_spans(self.pattern, normalized)
         out: list[tuple[int, int]] = []
         if self.sentence:
             start = normalized.find(self.sentence)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -268,3 +270,14 @@ def test_find_token_finds_what_the_whole_token_pattern_searches(answer, words, p
     expected = token.search(text, pos) if endpos is None else token.search(text, pos, endpos)
     found = find_token(answer, token, text, pos, endpos)
     assert (found and found.span()) == (expected and expected.span())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet="ab é€\n", max_size=60), st.sampled_from(["a+", "b\\s*a", "^a", "é+", "a$"]))
+def test_evidence_spans_are_character_offsets_in_ascii_and_other_texts(text, pattern):
+    # An ASCII text is searched as bytes (RE2's byte offsets are its character offsets there); either way the
+    # spans are Python's own `re` spans of the same pattern (case-insensitive, multi-line), in characters.
+    expected = [m.span() for m in re.finditer(f"(?mi){pattern}", text)]
+    assert Anchor(pattern=pattern).spans(text) == expected
+    ascii_only = text.encode("ascii", "ignore").decode()
+    assert Anchor(pattern=pattern).spans(ascii_only) == [m.span() for m in re.finditer(f"(?mi){pattern}", ascii_only)]
