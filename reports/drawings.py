@@ -100,6 +100,10 @@ def strategy_order(manifest: Mapping[str, Any], strategies: Iterable[str]) -> li
     return configured + sorted(present - set(configured))
 
 
+#: how long the report waits for a worker's drawing before it asks whether the pool still runs (`Drawings._broken`)
+POLL_SECONDS = 1.0
+
+
 class Drawings:
     """Every scenario's timelines (one per profile, in the order its requests name the profiles) and
     every profile's overview figures, from the run's merged `requests`, `compactions` and `probes`
@@ -168,10 +172,26 @@ class Drawings:
             return self._draw_here(key, n)
         while not future.done() and self._help():
             pass
+        while True:
+            try:
+                return future.result(timeout=POLL_SECONDS)
+            except BrokenProcessPool:  # a worker died (the out-of-memory killer, a signal): drawn here, the report still whole
+                return self._draw_here(key, n)
+            except TimeoutError:
+                if self._broken():  # ... and the pool never said so to this drawing's future
+                    return self._draw_here(key, n)
+
+    def _broken(self) -> bool:
+        """Whether the pool broke (a worker died): it then takes no new task. Asked while waiting, because the pool's
+        thread may leave a drawing's future unset: Python 3.11's pool, once a worker dies, sets each pending future's
+        exception in turn and stops at the first future this process had cancelled (`InvalidStateError`), so a
+        drawing queued after it would be waited for forever."""
+        assert self._pool is not None  # a drawing has a future only from the pool
         try:
-            return future.result()
-        except BrokenProcessPool:  # a worker died (the out-of-memory killer, a signal): drawn here, the report still whole
-            return self._draw_here(key, n)
+            self._pool.submit(int).cancel()
+        except BrokenProcessPool:
+            return True
+        return False
 
     def _help(self) -> bool:
         """Draw here the last queued drawing that no worker has taken yet (the report asks for the first ones first),

@@ -241,3 +241,33 @@ def test_a_drawing_worker_that_dies_leaves_the_report_whole(run, monkeypatch):
         assert drawn._pool is not None
         got = {name: drawn.timelines(name) for name in (NAME, "twin")}
     assert got == expected
+
+
+def test_a_drawing_the_broken_pool_never_answers_is_drawn_here(run, monkeypatch):
+    """Python 3.11's pool, once a worker dies, sets each pending drawing's future to BrokenProcessPool in turn and stops
+    at the first one the report had cancelled (InvalidStateError in its thread), so a drawing a worker had taken may
+    never be answered. Such a future (running, never set) beside a pool that broke: the report, which waited for it
+    forever, asks whether the pool still runs while it waits and draws the figure itself, the same as without workers."""
+    import threading
+    from concurrent.futures import FIRST_EXCEPTION, Future, wait
+
+    from compaction_bench.reports import drawings
+    from compaction_bench.reports.drawings import Drawings
+
+    manifest, _, _, probes, both, points = _three_timelines(run[0])
+    with Drawings(both, points, probes, manifest, jobs=1) as alone:
+        expected = alone.timelines(NAME)
+    monkeypatch.setattr(drawings, "_draw", _killed)  # what the forked workers run: the pool breaks
+    monkeypatch.setattr(drawings, "POLL_SECONDS", 0.05)
+    with Drawings(both, points, probes, manifest, jobs=3) as drawn:
+        futures = drawn._futures[("timeline", NAME)]
+        wait([f for fs in drawn._futures.values() for f in fs], timeout=60, return_when=FIRST_EXCEPTION)
+        unanswered: Future[str] = Future()
+        assert unanswered.set_running_or_notify_cancel()  # taken by a worker, so it cannot be cancelled
+        futures[0] = unanswered
+        got: list[list[str]] = []
+        waiting = threading.Thread(target=lambda: got.append(drawn.timelines(NAME)), daemon=True)
+        waiting.start()
+        waiting.join(timeout=60)
+        assert not waiting.is_alive(), "the report waited for a drawing no one will answer"
+    assert got == [expected]
