@@ -177,7 +177,7 @@ NOT_SEEN = _Texts("", "", "", "")
 
 
 class _Contexts:
-    """Per request of one cell: kept text, summary text and the ids it summarized away (memoized).
+    """Per request of one cell: kept text, summary text (the last request's kept) and the ids it summarized away.
 
     `drops_thinking`: the cell's model drops earlier turns' thinking and its requests do not ask to keep it
     (`compaction_bench.profiles.strips_earlier_thinking`, `Strategy.keeps_thinking`): a thinking message before a
@@ -190,7 +190,10 @@ class _Contexts:
         self.signatures = [s[:SUMMARY_SIGNATURE] for s in self.summaries]
         self._is_summary: dict[Message, bool] = {}
         self._split: dict[Message, tuple[str, str] | None] = {}
-        self._texts: dict[int, _Texts] = {}
+        #: the texts of the last request asked for, by its index: kept for the next probe point of that request only, as
+        #: every point's texts held at once (four joined and normalized contexts each) grew with the points times the
+        #: window (0.8 GB over the 839 points of a cell that compacts before every turn)
+        self._texts: tuple[int, _Texts] | None = None
         #: each summarized id -> the next request of the first compaction that summarized it (made once)
         self._summarized_at: dict[str, int] | None = None
 
@@ -228,26 +231,25 @@ class _Contexts:
     def texts(self, request: RequestRecord) -> _Texts:
         """The text of the messages that are not a summary, of the summary messages (but what a summary message
         carries beside its summary, `split`), and both normalized."""
-        cached = self._texts.get(request.index)
-        if cached is None:
-            kept_messages: list[Message] = []
-            summary_messages: list[Message] = []
-            beside: list[str] = []  # what summary messages carry besides their summary: kept text
-            carried: list[str] = []  # the summary texts of those messages
-            for message in self.visible(request):  # each message judged once
-                if not self.is_summary(message):
-                    kept_messages.append(message)
-                elif (parts := self.split(message)) is not None:
-                    carried.append(parts[0])
-                    beside.append(parts[1])
-                else:
-                    summary_messages.append(message)
-            kept = grading.context_parts(kept_messages) + beside
-            summaries = grading.context_parts(summary_messages) + carried
-            cached = self._texts[request.index] = _Texts(
-                "\n".join(kept), "\n".join(summaries), grading.normalize_joined(kept), grading.normalize_joined(summaries)
-            )
-        return cached
+        if self._texts is not None and self._texts[0] == request.index:
+            return self._texts[1]
+        kept_messages: list[Message] = []
+        summary_messages: list[Message] = []
+        beside: list[str] = []  # what summary messages carry besides their summary: kept text
+        carried: list[str] = []  # the summary texts of those messages
+        for message in self.visible(request):  # each message judged once
+            if not self.is_summary(message):
+                kept_messages.append(message)
+            elif (parts := self.split(message)) is not None:
+                carried.append(parts[0])
+                beside.append(parts[1])
+            else:
+                summary_messages.append(message)
+        kept = grading.context_parts(kept_messages) + beside
+        summaries = grading.context_parts(summary_messages) + carried
+        texts = _Texts("\n".join(kept), "\n".join(summaries), grading.normalize_joined(kept), grading.normalize_joined(summaries))
+        self._texts = (request.index, texts)
+        return texts
 
     def summarized_before(self, request: RequestRecord, ids: Iterable[str]) -> set[str]:
         """Those of `ids` that an earlier compaction (one whose next request is this one or before it) gave
