@@ -13,7 +13,8 @@ report (a worker per core starved that work: the default run's summary took twic
 wall time with two workers beside it on two cores); with `jobs` ≤ 1 each is drawn in this process
 when the report asks for it. This process draws as well: a figure it asks for that no worker has
 taken yet is drawn here (its task cancelled) rather than waited for, and while it waits for one a
-worker is drawing it draws the last queued figures no worker has taken, for later. The workers are
+worker is drawing it draws the last queued figures no worker has taken, for later. A worker that dies (the
+out-of-memory killer) breaks the pool: the figures it left are drawn here, and the report stays whole. The workers are
 forked (Linux only; elsewhere the figures are drawn in this process): they start with the figures module
 loaded and never re-run the caller's main module, they are forked before the run starts its archive thread, and they inherit the tables they
 draw (`_FORKED`): a task names a drawing, so no table is pickled and sent (sending them took a
