@@ -126,6 +126,22 @@ def test_a_finished_cell_is_one_file_of_its_tables_and_replay_records(tmp_path, 
     assert again.stored_cells()[0].path.read_bytes() == cell.path.read_bytes()
 
 
+def test_a_cells_key_is_read_from_its_replay_text_alone():
+    """The key of a replay.json as the store writes it (`json_text`: indented, keys sorted, so the cell's compactions
+    come before it) is its top-level "key" member, never a nested member of that name, and is read without the rest
+    of the text: cut after the key, the text still gives it. A text written otherwise (compact) is parsed whole."""
+    key = CellKey("scenario \"x\"\n", "pi", "64k", 2)
+    record = {"compactions": [{"details": {"key": {"scenario": "other", "strategy": "none", "profile": "1m", "repeat": 9}}}],
+              "key": key.columns(), "points": [{"key": 1}]}
+    text = store_module.json_text(record)
+    assert store_module.replay_key(text) == key == CellKey(**json.loads(text)["key"])
+    cut = text[: text.index('"points"')]  # not JSON any more
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut)
+    assert store_module.replay_key(cut) == key
+    assert store_module.replay_key(json.dumps(record)) == key
+
+
 @pytest.mark.parametrize("records", ["arrow", "parquet"])
 def test_cells_an_earlier_version_wrote_as_folders_are_read_and_archived_alike(tmp_path, case, records):
     """A cell folder from a version before cell files (records as Arrow IPC or, earlier, parquet files; an
