@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -58,7 +59,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -124,13 +125,19 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False), sweep=True)
 
 
-def _write_zip(members: Mapping[str, bytes | pa.Buffer], path: Path) -> Path:
-    """`members` (name → bytes) as a zip archive at `path`, stored, each dated 1980-01-01 (the same members, the same bytes)."""
+def _write_zip(members: Mapping[str, bytes | pa.Buffer | Callable[[IO[str]], None]], path: Path) -> Path:
+    """`members` (name → bytes, or a function that writes the member's UTF-8 text) as a zip archive at `path`, stored,
+    each dated 1980-01-01 (the same members, the same bytes; a written member's bytes are those of its text whole)."""
 
     def write(tmp: Path) -> None:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
             for name, data in members.items():
-                archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), memoryview(data))
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                if callable(data):
+                    with archive.open(info, "w") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
+                        data(text)
+                else:
+                    archive.writestr(info, memoryview(data))
 
     return atomic_write(path, write)
 
@@ -202,9 +209,20 @@ def replay_files(directory: Path) -> tuple[Path, ...] | None:
     return None
 
 
+#: how the store writes JSON (the manifest, a cell's replay.json): indented, keys sorted
+_JSON_FORM: dict[str, Any] = {"indent": 2, "sort_keys": True, "default": str}
+
+
 def json_text(data: Any) -> str:
-    """How the store writes JSON (the manifest, a cell's replay.json): indented, keys sorted."""
-    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+    """`data` as the store writes JSON (`_JSON_FORM`)."""
+    return json.dumps(data, **_JSON_FORM) + "\n"
+
+
+def dump_json_text(data: Any, out: IO[str]) -> None:
+    """`json_text(data)` written to `out` piece by piece as it is encoded: indented JSON is encoded in Python, as
+    millions of pieces for a cell that lists millions of ids (a 102 MB replay.json took 0.8 GB made whole)."""
+    json.dump(data, out, **_JSON_FORM)
+    out.write("\n")
 
 
 #: how `json_text` starts the top-level member "key": on a line of its own, indented by two spaces (a nested member
@@ -538,10 +556,12 @@ class RunStore:
         cell with a file is a finished cell."""
         records = cell["replay"]
         contexts, messages, replay = REPLAY_FILES
-        members: dict[str, bytes | pa.Buffer] = {f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES}
+        members: dict[str, bytes | pa.Buffer | Callable[[IO[str]], None]] = {
+            f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES
+        }
         members[contexts] = _ipc_bytes(pa.Table.from_pylist(records["requests"]))
         members[messages] = _ipc_bytes(pa.Table.from_pylist(records["messages"]))
-        members[replay] = json_text({"key": key.columns(), **records["replay"]}).encode("utf-8")
+        members[replay] = functools.partial(dump_json_text, {"key": key.columns(), **records["replay"]})
         path = _write_zip(members, self.cell_path(key))  # in the order of CELL_MEMBERS
         self._checked.add(path.name)  # named by the key it holds
         return path
