@@ -560,8 +560,8 @@ class _Remote(_Codex):
     def __init__(self, ctx, options=None) -> None:
         super().__init__(ctx, options)
         self.run = RetainedRun()
-        #: the history of the last compaction built, until it is installed
-        self._built: list[CodexItem] | None = None
+        #: the history of the last compaction built and the ids of its retained messages, until it is installed
+        self._built: tuple[list[CodexItem], list[str]] | None = None
 
     def build(self, phase: str, limits: ContextLimits) -> Built:
         o = self.options
@@ -593,12 +593,11 @@ class _Remote(_Codex):
             run.restart(remote_candidates(items, o.max_retained_agent_message_tokens))
         run.forget()  # until the new history is installed
         history = run.retain(o.retained_message_token_budget)
-        retained_ids = run.retained_ids
         compaction = self.converter.make(
             type="compaction", text=result.text, encrypted_len=encrypted_length(result.text, o.encrypted_overhead_bytes)
         )
         history.append(compaction)  # the retained messages, then the compaction item
-        self._built = history
+        self._built = history, run.retained_ids
         return Built(
             history=history,
             summary=result.text,
@@ -606,7 +605,6 @@ class _Remote(_Codex):
             details={
                 "endpoint": self.endpoint,
                 "pretrimmed_output_ids": trimmed,
-                "retained_ids": retained_ids,
                 "compaction_estimate": compaction.estimate,
             },
         )
@@ -615,9 +613,10 @@ class _Remote(_Codex):
         """The run, its compaction item and the initial context re-injected among them (mid-turn) are the
         new history: the prompt view and the accountant's terms take its messages and estimate from the
         run instead of reading it again, and the next retention carries on from it."""
-        run, built_history, self._built = self.run, self._built, None
-        if built_history is None or built.history is not built_history:
+        run, built_state, self._built = self.run, self._built, None
+        if built_state is None or built.history is not built_state[0]:
             return  # nothing retained (empty input): the run follows no history
+        built_history, history_ids = built_state
         retained = len(built_history) - 1
         at = initial_context_index(built_history) if history is not built_history else retained
         context = history[at : at + len(history) - len(built_history)]
@@ -626,7 +625,6 @@ class _Remote(_Codex):
         compaction, start = built_history[-1], run.start
         messages = run.messages[start:]
         estimate = run.estimates[-1] - run.estimates[start] + compaction.estimate
-        history_ids = built.details["retained_ids"]
         if context:
             messages[at:at] = [i.message for i in context]
             estimate += sum(i.estimate for i in context)
