@@ -16,12 +16,17 @@ keep them (`compaction_bench.store`) and `bench score` can measure again without
 `messages` holds each distinct message once, `requests` one row per request with its messages as
 `shared` (how many leading messages it shares with the request before it) and `messages` (the
 references of the rest), and its summarizer call, `replay` the compactions (without their
-before/after messages, which no metric reads), the probe points and the cell's settings. Stored
+before/after messages, which no metric reads; each of their id lists as `{"shared": n, "ids": rest}`,
+the leading ids it shares with the compaction before it and the rest, `COMPACTION_ID_LISTS`), the probe
+points and the cell's settings. Stored
 whole, each request's context made the records quadratic in a session's length wherever contexts
 only grow (`none` on the 4M-token session: 67 M references, 1.8 GB); stored by difference they are
 as long as what the requests add, and `from_rows` rebuilds them as `LogView`s of shared logs. Rows
 written before `shared` existed (each request's references whole, with its `item_ids`) read as
-sharing nothing.
+sharing nothing. The compactions' ids likewise: where a strategy compacts before nearly every request and each
+summary covers the one before it (Codex's remote pair on the 4M-token session: 795 compactions, 4.6 M ids
+whole, 27 k by difference), whole lists made the records quadratic; a list stored whole (before the
+fifty-third pass) reads as sharing nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compaction_bench.llm import LLMResult
-from compaction_bench.log_view import LogView, first_difference, iter_from
+from compaction_bench.log_view import LogView, common_prefix_length, first_difference, iter_from
 from compaction_bench.profiles import ModelProfile, get_profile
 from compaction_bench.provider import AGENT_REFUSAL
 from compaction_bench.request import Message, ToolCall, message_item_ids
@@ -223,10 +228,33 @@ def _json(value: Any) -> str | None:
     return "[]" if value == [] else json.dumps(value, sort_keys=True, default=str)  # most messages have no calls and no attachments
 
 
+#: A compaction's id lists, each stored by difference with the compaction before it (`_ids_by_difference`).
+COMPACTION_ID_LISTS = ("summarized_ids", "kept_ids", "dropped_ids")
+
+
 def id_list(ids: Sequence[str]) -> list[str]:
     """A compaction's ids as a list, read once: `list()` asks a `KeptIds` for its length first, which
     reads its context as iterating does."""
     return list(iter(ids))
+
+
+def _ids_by_difference(compactions: Sequence[CompactionRecord], name: str) -> Iterator[dict[str, Any]]:
+    """Each compaction's id list `name` as `{"shared": n, "ids": rest}`: how many leading ids it shares with the
+    list of the compaction before it, and the ids after those."""
+    previous: list[str] = []
+    for compaction in compactions:
+        ids = id_list(getattr(compaction, name))
+        shared = common_prefix_length(previous, ids)
+        yield {"shared": shared, "ids": ids[shared:]}
+        previous = ids
+
+
+def _ids_from_difference(stored: list[str] | dict[str, Any], previous: tuple[str, ...]) -> tuple[str, ...]:
+    """The ids `_ids_by_difference` stored, given the list of the compaction before (a list stored whole, as
+    versions before the fifty-third pass wrote, is read as it is)."""
+    if isinstance(stored, dict):
+        return previous[: stored["shared"]] + tuple(stored["ids"])
+    return tuple(stored)
 
 
 def _message_row(message: Message) -> dict[str, Any]:
@@ -304,14 +332,12 @@ def to_rows(result: ReplayResult) -> dict[str, Any]:
         "compactions": [
             {
                 **{name: getattr(c, name) for name in COMPACTION_FIELDS},
-                "summarized_ids": list(c.summarized_ids),
-                "kept_ids": id_list(c.kept_ids),
-                "dropped_ids": list(c.dropped_ids),
+                **dict(zip(COMPACTION_ID_LISTS, ids, strict=True)),
                 "llm_calls": [call.to_dict() for call in c.llm_calls],
                 "summary_request_indices": list(c.summary_request_indices),
                 "details": json.loads(_json(c.details) or "{}"),
             }
-            for c in result.compactions
+            for c, *ids in zip(result.compactions, *(_ids_by_difference(result.compactions, name) for name in COMPACTION_ID_LISTS), strict=True)
         ],
         "points": [dataclasses.asdict(p) for p in result.points],
     }
@@ -358,13 +384,15 @@ def from_rows(
                 llm_call=LLMResult.from_dict(call) if call is not None else None,
             )
         )
+    ids: dict[str, tuple[str, ...]] = dict.fromkeys(COMPACTION_ID_LISTS, ())
     for data in replay["compactions"]:
+        ids = {name: _ids_from_difference(data[name], ids[name]) for name in COMPACTION_ID_LISTS}
         result.compactions.append(
             CompactionRecord(
                 **{name: data[name] for name in COMPACTION_FIELDS},
-                summarized_ids=tuple(data["summarized_ids"]),
-                kept_ids=tuple(data["kept_ids"]),
-                dropped_ids=tuple(data["dropped_ids"]),
+                summarized_ids=ids["summarized_ids"],
+                kept_ids=ids["kept_ids"],
+                dropped_ids=ids["dropped_ids"],
                 llm_calls=tuple(LLMResult.from_dict(call) for call in data["llm_calls"]),
                 summary_request_indices=tuple(data["summary_request_indices"]),
                 details=data["details"],

@@ -104,3 +104,44 @@ def test_a_summary_profile_no_name_finds_reads_back_as_the_session_s(chat: Trans
     rows = to_rows(result)
     again = from_rows(result.transcript, custom, rows["messages"], rows["requests"], rows["replay"])
     assert again.summary_profile is custom
+
+
+def test_a_compaction_s_ids_are_stored_by_difference_with_the_compaction_before(chat: Transcript) -> None:
+    """Each compaction's id lists are stored as the leading ids shared with the compaction before it and the rest,
+    so a strategy whose summaries each cover the one before stores each id once, not once per compaction."""
+    from dataclasses import replace as replaced
+
+    result = replay(chat, "codex-local", profile="32k@1000")
+    first, second, third = result.compactions[:3]
+    result.compactions[:3] = [
+        replaced(first, summarized_ids=("a", "b", "c"), kept_ids=("k",), dropped_ids=()),
+        replaced(second, summarized_ids=("a", "b", "c", "d"), kept_ids=("k", "m"), dropped_ids=("x",)),
+        replaced(third, summarized_ids=("b", "c"), kept_ids=("k", "m"), dropped_ids=("x", "y")),
+    ]
+    stored = to_rows(result)["replay"]["compactions"]
+    assert [c["summarized_ids"] for c in stored[:3]] == [
+        {"shared": 0, "ids": ["a", "b", "c"]}, {"shared": 3, "ids": ["d"]}, {"shared": 0, "ids": ["b", "c"]},
+    ]
+    assert [c["kept_ids"] for c in stored[:3]] == [{"shared": 0, "ids": ["k"]}, {"shared": 1, "ids": ["m"]}, {"shared": 2, "ids": []}]
+    assert [c["dropped_ids"] for c in stored[:3]] == [{"shared": 0, "ids": []}, {"shared": 0, "ids": ["x"]}, {"shared": 1, "ids": ["y"]}]
+
+
+def test_every_compaction_s_ids_read_back_from_rows_written_now_and_by_earlier_versions(chat: Transcript) -> None:
+    """`from_rows` gives each compaction's summarized, kept and dropped ids back, from this version's rows and from
+    rows whose lists are whole (as versions before the fifty-third pass wrote them)."""
+    names = ("summarized_ids", "kept_ids", "dropped_ids")
+    for strategy in ("codex-local", "codex-remote-v2", "truncate"):  # keeps users' messages; retains a run; drops
+        result = replay(chat, strategy, profile="32k@1000")
+        assert len(result.compactions) > 3, strategy
+        expected = [tuple(tuple(getattr(c, name)) for name in names) for c in result.compactions]
+        rows = to_rows(result)
+        stored = sum(len(c[name]["ids"]) for c in rows["replay"]["compactions"] for name in names)
+        assert stored < sum(len(ids) for lists in expected for ids in lists) or strategy == "truncate", strategy
+        whole = {**rows["replay"], "compactions": [
+            {**c, **{name: list(ids) for name, ids in zip(names, lists, strict=True)}}
+            for c, lists in zip(rows["replay"]["compactions"], expected, strict=True)
+        ]}
+        for replay_row in (rows["replay"], whole):
+            back = from_rows(result.transcript, result.profile, rows["messages"], rows["requests"], replay_row)
+            assert [tuple(tuple(getattr(c, name)) for name in names) for c in back.compactions] == expected, strategy
+
