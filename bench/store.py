@@ -424,6 +424,10 @@ CELLS_SCHEMA = pa.schema([
     ("cell", pa.string()), ("scenario", pa.string()), ("strategy", pa.string()), ("profile", pa.string()), ("repeat", pa.int64()),
     ("replay", pa.string()), ("messages", pa.list_(pa.int64())),
 ])
+#: The columns of `cells.parquet` given statistics and a dictionary: the key's. Parquet's writer copies a value it
+#: keeps min/max statistics of and one it tries to dictionary-encode, and a cell's replay text can be many MB (writing
+#: one of 162 MB took a process to 1.52 GB with them, 0.74 GB without); no reader filters on it or on the message numbers.
+CELLS_INDEXED = ("cell", "scenario", "strategy", "profile", "repeat")
 
 
 class ArchiveWriter:
@@ -443,7 +447,9 @@ class ArchiveWriter:
         with self._writing():
             self.messages = pq.ParquetWriter(messages, self.messages_schema, compression="zstd")
             self.contexts = pq.ParquetWriter(contexts, self.contexts_schema, compression="zstd")
-            self.cells = pq.ParquetWriter(cells, CELLS_SCHEMA, compression="zstd")
+            self.cells = pq.ParquetWriter(
+                cells, CELLS_SCHEMA, compression="zstd", write_statistics=list(CELLS_INDEXED), use_dictionary=list(CELLS_INDEXED)
+            )
         self.numbers: dict[bytes, int] = {}  # a message's identity's digest -> its row of messages.parquet
         self.batch: list[CellRecords] = []
         self.size = 0

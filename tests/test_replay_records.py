@@ -145,3 +145,18 @@ def test_every_compaction_s_ids_read_back_from_rows_written_now_and_by_earlier_v
             back = from_rows(result.transcript, result.profile, rows["messages"], rows["requests"], replay_row)
             assert [tuple(tuple(getattr(c, name)) for name in names) for c in back.compactions] == expected, strategy
 
+
+def test_the_archive_keeps_statistics_and_dictionaries_of_the_cell_keys_only(chat: Transcript, tmp_path) -> None:
+    """Parquet's writer copies a value it keeps min/max statistics of or tries to dictionary-encode, and a cell's
+    replay text may be many MB: `cells.parquet` keeps them for the key's columns alone (`store.CELLS_INDEXED`)."""
+    import pyarrow.parquet as pq
+
+    from compaction_bench.store import CELLS_INDEXED
+
+    store = RunStore(tmp_path)
+    store.write_cell(CellKey("chat", "codex-local", "32k@1000", 0), {"replay": to_rows(replay(chat, "codex-local", profile="32k@1000"))})
+    assert store.compact()
+    metadata = pq.ParquetFile(store.archive_dir / "cells.parquet").metadata
+    columns = {metadata.schema.column(n).path: metadata.row_group(0).column(n) for n in range(metadata.num_columns)}
+    assert {path for path, column in columns.items() if column.is_stats_set} == set(CELLS_INDEXED)
+    assert {path for path, column in columns.items() if column.has_dictionary_page} == set(CELLS_INDEXED)
