@@ -1,6 +1,8 @@
-"""A cell's replay records store each request's context by its difference from the request before it
-(`records.to_rows`): as long as what the requests add, not quadratic in the session's length where
-contexts only grow, and `from_rows` gives every request's messages back, from rows written either way."""
+"""A cell's replay records store each request's context by its difference from the request before it, and each
+compaction's id lists by theirs from the compaction before it (`records.to_rows`): as long as what the requests
+and compactions add, not quadratic in the session's length where contexts only grow or each summary covers the
+one before, and `from_rows` gives every request's messages and every compaction's ids back, from rows written
+either way. The archive of them keeps parquet statistics of the cells' keys alone."""
 
 from __future__ import annotations
 
