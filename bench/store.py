@@ -426,7 +426,8 @@ CELLS_SCHEMA = pa.schema([
 ])
 #: The columns of `cells.parquet` given statistics and a dictionary: the key's. Parquet's writer copies a value it
 #: keeps min/max statistics of and one it tries to dictionary-encode, and a cell's replay text can be many MB (writing
-#: one of 162 MB took a process to 1.52 GB with them, 0.74 GB without); no reader filters on it or on the message numbers.
+#: one of 162 MB took a process's peak RSS to 1,517 MiB with them, 741 MiB without); no reader filters on it or on the
+#: message numbers.
 CELLS_INDEXED = ("cell", "scenario", "strategy", "profile", "repeat")
 
 
