@@ -2,7 +2,7 @@
 
 Every importer produces a `Transcript`; every strategy consumes its items (DESIGN §2). The module
 also owns the helpers every strategy needs: turns, model responses (replay steps), tool call and
-result lookup, the distinction between real and synthetic user messages, and reading an item's recorded
+result lookup (which call a result answers when a call id is reused: `answered_call`), the distinction between real and synthetic user messages, and reading an item's recorded
 time (`parse_timestamp`).
 
 Canonical file: JSONL, first line the header ``{"format": "compaction-bench/transcript",
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from pathlib import Path
@@ -564,6 +564,17 @@ class Transcript:
         except UnicodeDecodeError as exc:
             raise TranscriptError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
         return cls.loads(text, origin=str(path))
+
+
+def answered_call(waiting: list[int], calls: Sequence[Item]) -> int:
+    """The call a result answers among `waiting`, the positions in `calls` of the unanswered calls of the
+    result's id, oldest first (not empty): the oldest of them in the newest model response that has one,
+    which is removed from `waiting`. That is the wire's pairing (compaction_bench.wire, `chat_messages`):
+    a response's calls are answered by the results right after it, the k-th call of an id by the k-th
+    result of it, so a session that reuses an id in later steps pairs each call with its own result, and a
+    call left unanswered (aborted) never takes the result of a later call of its id."""
+    newest = calls[waiting[-1]].response
+    return waiting.pop(next(k for k, position in enumerate(waiting) if calls[position].response == newest))
 
 
 def is_canonical(head: str) -> bool:

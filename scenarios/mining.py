@@ -58,7 +58,7 @@ from dataclasses import dataclass, field, replace
 from compaction_bench.metrics.grading import anchor, context_parts, is_short, normalize, normalize_joined, presence
 from compaction_bench.probes import Probe
 from compaction_bench.request import message_from_item
-from compaction_bench.transcript import Item, Transcript
+from compaction_bench.transcript import Item, Transcript, answered_call
 
 PER_BUCKET = 5
 # Instructions come in a few long messages (AGENTS.md, a command's template), nearly all in the first third.
@@ -365,22 +365,25 @@ def _request_label(user: Item | None) -> str:
 
 
 def _results(transcript: Transcript) -> dict[str, list[Item]]:
-    """The results of each call, by the call's item id. A result answers the first call before it with its call id
-    that is not answered yet, else the last such call (another result of an answered call): results pair with calls
-    in order, and a recorder may reuse a call id once its call is answered (`scenarios/builder.py`; 71 ids in
-    tau-bench's `gpt-4o-airline.json`, 8 in SWE-agent's marshmallow replays). Grouped by call id alone, each call of
-    a reused id took every result of it (`get_reservation_details` on `MUGYUB` "output" `Transfer successful`)."""
-    waiting: dict[str, list[str]] = {}
-    last: dict[str, str] = {}
+    """The results of each call, by the call's item id. A result answers a call before it with its call id that is
+    not answered yet, as the wire pairs them (`answered_call`: the oldest such call in the newest response that has
+    one), else the last call of its id (another result of an answered call): a recorder may reuse a call id once its
+    call is answered (`scenarios/builder.py`; 71 ids in tau-bench's `gpt-4o-airline.json`, 8 in SWE-agent's
+    marshmallow replays), and a call left unanswered (aborted) does not take the result of a later call of its id.
+    Grouped by call id alone, each call of a reused id took every result of it (`get_reservation_details` on
+    `MUGYUB` "output" `Transfer successful`)."""
+    items = transcript.items
+    waiting: dict[str, list[int]] = {}  # call id -> positions of its calls not answered yet, oldest first
+    last: dict[str, int] = {}
     by_call: dict[str, list[Item]] = {}
-    for item in transcript.items:
+    for n, item in enumerate(items):
         call_id = item.call_id or ""
         if item.kind == "tool_call" and call_id:
-            waiting.setdefault(call_id, []).append(item.id)
-            last[call_id] = item.id
+            waiting.setdefault(call_id, []).append(n)
+            last[call_id] = n
         elif item.kind == "tool_result" and call_id in last:
             pending = waiting[call_id]
-            by_call.setdefault(pending.pop(0) if pending else last[call_id], []).append(item)
+            by_call.setdefault(items[answered_call(pending, items) if pending else last[call_id]].id, []).append(item)
     return by_call
 
 

@@ -70,9 +70,9 @@ from typing import Any, Literal
 
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, Request
-from compaction_bench.strategies.history import ItemHistory, answered_call
+from compaction_bench.strategies.history import ItemHistory
 from compaction_bench.strategy import Range, Strategy, StrategyContext, SummaryOverflow
-from compaction_bench.transcript import Item, Usage
+from compaction_bench.transcript import Item, Usage, answered_call
 
 #: §4.1 the smallest trigger the API accepts.
 MIN_COMPACT_TRIGGER = 50_000

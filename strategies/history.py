@@ -17,7 +17,7 @@ from dataclasses import replace
 from compaction_bench.log_view import LogView
 from compaction_bench.request import Message, ToolCall, fold_run, message_from_item
 from compaction_bench.strategy import StrategyContext
-from compaction_bench.transcript import Item
+from compaction_bench.transcript import Item, answered_call
 
 
 class FoldMemo:
@@ -219,17 +219,6 @@ def answer_positions(items: Sequence[Item]) -> dict[int, int]:
         elif item.kind == "tool_result" and item.call_id and (calls := waiting.get(item.call_id)):
             answered_at[calls.pop() if len(calls) == 1 else answered_call(calls, items)] = n
     return answered_at
-
-
-def answered_call(waiting: list[int], calls: Sequence[Item]) -> int:
-    """The call a result answers among `waiting`, the positions in `calls` of the unanswered calls of the
-    result's id, oldest first (not empty): the oldest of them in the newest model response that has one,
-    which is removed from `waiting`. That is the wire's pairing (compaction_bench.wire, `chat_messages`):
-    a response's calls are answered by the results right after it, the k-th call of an id by the k-th
-    result of it, so a session that reuses an id in later steps pairs each call with its own result, and a
-    call left unanswered (aborted) never takes the result of a later call of its id."""
-    newest = calls[waiting[-1]].response
-    return waiting.pop(next(k for k, position in enumerate(waiting) if calls[position].response == newest))
 
 
 class RemovedCalls:

@@ -282,6 +282,24 @@ def test_a_reused_call_id_pairs_each_result_with_its_own_call(tmp_path):
     assert "`get_user_details`" in asked.get('{"membership": "gold", "reservations": ["MUGYUB"]}', ""), asked
 
 
+def test_a_result_is_asked_about_the_call_it_answers_not_an_aborted_one_of_its_id():
+    """A call left without a result (aborted: the user interrupted it) whose id a later response reuses: the result
+    answers the later call, as the wire pairs them (`answered_call`), so the probe on it names that call. Paired
+    first-in-first-out, it named the aborted `npm test -- --watch`, which never output anything."""
+    items = (
+        Item("sys", "system", "You are a coding agent."),
+        Item("u1", "user", "Run the payments service's tests and tell me how many pass.", turn=0),
+        Item("c2", "tool_call", call_id="cy", tool_name="Bash", arguments=json.dumps({"command": "npm test -- --watch"}), response=0, turn=0),
+        Item("u3", "user", "That hangs in watch mode; run it once instead.", turn=1),
+        Item("c4", "tool_call", call_id="cy", tool_name="Bash", arguments=json.dumps({"command": "npm test -- --runInBand"}), response=1, turn=1),
+        Item("r5", "tool_result", "PASS src/ledger.test.ts\nTests: 41 passed, 41 total\nTime: 6.82 s", call_id="cy", turn=1),
+        Item("a6", "assistant", "All 41 tests pass.", response=2, turn=1),
+    )
+    (recall,) = [p for p in mine_probes(Transcript("hand", items)) if p.kind == "recall"]
+    assert recall.source == "r5"
+    assert recall.question == "What did the `Bash` call `npm test -- --runInBand` output?"
+
+
 @pytest.mark.corpora
 def test_tau_bench_recall_probes_name_the_call_of_their_output_and_ask_no_transfer():
     """Of the recorded tau-bench airline file: 48 recall probes were `Transfer successful`, and 6 named another call
