@@ -4,6 +4,10 @@ exponents at the end of the session."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -24,6 +28,21 @@ def growth_exponent(points: dict[int, float]) -> float:
     ys = [math.log(t) for t in points.values()]
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
+def timed_bench_run(arguments: list[str], errors: Path) -> dict[str, float]:
+    """`bench run *arguments` in a fresh process, its stderr written to `errors`: its wall seconds, and the CPU seconds
+    and peak RSS in MB of it and the workers it waited for (`wait4`: the largest process's peak; Linux carries a peak
+    across `exec`, so it is at least the caller's own at the fork). A run that fails fails the benchmark, with the end
+    of its stderr."""
+    command = [sys.executable, "-m", "compaction_bench.cli", "run", *arguments]
+    started = time.monotonic()
+    with errors.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+    wall = time.monotonic() - started
+    assert os.waitstatus_to_exitcode(status) == 0, errors.read_text()[-3000:]
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": usage.ru_maxrss / 1024}
 
 
 def pytest_collection_modifyitems(config, items):

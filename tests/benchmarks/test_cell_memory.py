@@ -23,13 +23,13 @@ import os
 import resource
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
 from compaction_bench.registry import strategy_ids
+from tests.benchmarks.conftest import timed_bench_run
 
 SIZE = int(float(os.environ.get("BENCH_SIZE", "4")) * 1_000_000)
 STRATEGIES = [s for s in os.environ.get("BENCH_STRATEGIES", "").split(",") if s] or strategy_ids(builtin_only=True)
@@ -58,16 +58,9 @@ def folder_bytes(folder: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_whole_cell_memory(strategy: str, session_file: Path, tmp_path: Path) -> None:
-    command = [sys.executable, "-m", "compaction_bench.cli", "run", str(session_file), "-s", strategy, "-p", "64k", "-j", "1",
-               "--no-report", "-o", str(tmp_path), "--run-id", "cell"]
-    errors = tmp_path / "stderr.txt"
-    started = time.monotonic()
-    with errors.open("w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - started
-    assert os.waitstatus_to_exitcode(status) == 0, errors.read_text()[-3000:]
+    arguments = [str(session_file), "-s", strategy, "-p", "64k", "-j", "1", "--no-report", "-o", str(tmp_path), "--run-id", "cell"]
+    numbers = timed_bench_run(arguments, tmp_path / "stderr.txt")
     compactions = pq.ParquetFile(tmp_path / "cell" / "compactions.parquet").metadata.num_rows
-    print(f"\n{strategy}: peak RSS {usage.ru_maxrss / 1024:.0f} MB, wall {wall:.1f} s, CPU {usage.ru_utime + usage.ru_stime:.1f} s, "
+    print(f"\n{strategy}: peak RSS {numbers['peak']:.0f} MB, wall {numbers['wall']:.1f} s, CPU {numbers['cpu']:.1f} s, "
           f"{compactions} compactions, run folder {folder_bytes(tmp_path / 'cell') / 2**20:.1f} MB "
           f"(the benchmark's process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")

@@ -34,7 +34,7 @@ import pandas as pd
 import pytest
 
 from compaction_bench.store import load_run
-from tests.benchmarks.conftest import ROOT
+from tests.benchmarks.conftest import ROOT, timed_bench_run
 from tests.conftest import CORPORA
 
 AIDER_HISTORY = CORPORA / "aider-chat-history-md/Aider-AI__aider/chat-history.md"
@@ -86,18 +86,10 @@ def test_parent_memory_around_the_archive(which, tmp_path):
 
 
 def timed_run(out: Path, jobs: int) -> dict[str, float]:
-    """`bench run` of the Aider history at `-j jobs` into `out`: wall seconds, and the CPU seconds and peak RSS in MB of
-    its process and the workers it waited for (`wait4`: the largest process's peak)."""
-    command = [sys.executable, "-m", "compaction_bench.cli", "run", str(AIDER_HISTORY), "-s", "none", "-s", "truncate",
-               "-p", "64k", "--no-report", "-j", str(jobs), "-o", str(out.parent), "--run-id", out.name]
-    errors = out.parent / f"{out.name}.stderr"
-    started = time.monotonic()
-    with errors.open("w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - started
-    assert os.waitstatus_to_exitcode(status) == 0, errors.read_text()[-3000:]
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak": usage.ru_maxrss / 1024}
+    """`bench run` of the Aider history at `-j jobs` into `out` (`timed_bench_run`)."""
+    arguments = [str(AIDER_HISTORY), "-s", "none", "-s", "truncate", "-p", "64k", "--no-report", "-j", str(jobs),
+                 "-o", str(out.parent), "--run-id", out.name]
+    return timed_bench_run(arguments, out.parent / f"{out.name}.stderr")
 
 
 @pytest.mark.slow
