@@ -2,8 +2,9 @@
 
 Every importer produces a `Transcript`; every strategy consumes its items (DESIGN §2). The module
 also owns the helpers every strategy needs: turns, model responses (replay steps), tool call and
-result lookup (which call a result answers when a call id is reused: `answered_call`), the distinction between real and synthetic user messages, and reading an item's recorded
-time (`parse_timestamp`).
+result lookup (which call a result answers when a call id is reused: `answered_call`, which the probe
+miner follows too), the distinction between real and synthetic user messages, and reading an item's
+recorded time (`parse_timestamp`).
 
 Canonical file: JSONL, first line the header ``{"format": "compaction-bench/transcript",
 "version": 1, ...}``, then one item per line. `dumps`/`loads` round-trip losslessly. Reading checks every
