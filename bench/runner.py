@@ -1460,7 +1460,12 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
         for done, rows in enumerate(source.replays(), 1):
             key = CellKey(**rows["replay"]["key"])
             case = cases[key.scenario]
-            result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
+            try:
+                result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
+            except (KeyError, TypeError, ValueError, IndexError) as exc:  # records the run did not write so (edited, damaged)
+                cell = f"{key.scenario} · {key.strategy} · {key.profile} · repeat {key.repeat}"
+                raise StoreError(f"{source.root}: the stored replay records of the cell {cell} cannot be read back "
+                                 f"({type(exc).__name__}: {exc})") from None
             client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
             judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None
             tables = measure_cell(result, list(case.probes), answerer=client, judge=judge, repeat=key.repeat)

@@ -315,3 +315,34 @@ def test_a_run_without_a_finished_cell_has_nothing_to_score(finished, tmp_path):
         score(tmp_path / "failed", out=tmp_path / "scored")
     assert_user_error(bench_cli("score", str(tmp_path / "failed")), f"{tmp_path / 'failed'}: no finished cell to score")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["failed", "raiser.py"]
+
+
+def test_replay_records_that_cannot_be_read_back_are_one_error_naming_the_cell(finished, tmp_path):
+    """A run's stored replay records that its version did not write so (edited, damaged: here a compaction's kept ids
+    without the ids after those it shares) are one error naming the run and the cell, exit 2, no traceback, and no
+    scored folder is left."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run_dir, _, _ = finished
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    cells_file = copy / "replays" / "cells.parquet"
+    cells = pq.read_table(cells_file)
+    replays = cells.column("replay").to_pylist()
+    (row,) = [n for n, (text, strategy) in enumerate(zip(replays, cells.column("strategy").to_pylist(), strict=True))
+              if strategy == "codex-local" and json.loads(text)["compactions"]]
+    record = json.loads(replays[row])
+    record["compactions"][-1]["kept_ids"] = {"shared": 3}
+    replays[row] = json.dumps(record)
+    pq.write_table(cells.set_column(cells.schema.get_field_index("replay"), "replay", pa.array(replays, pa.string())), cells_file)
+    scenario = cells.column("scenario")[row].as_py()
+    done = bench_cli("score", str(copy), "--no-report", "--out", str(tmp_path / "scored"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    *progress, error = [line for line in done.stderr.splitlines() if line.strip()]  # the progress lines, then the error
+    assert all(line.startswith("cells ") for line in progress), progress
+    assert error == (f"error: {copy}: the stored replay records of the cell {scenario} · codex-local · 32k · repeat 0 cannot be read "
+                     "back (KeyError: 'ids')")
+    assert not (tmp_path / "scored").exists()
