@@ -253,7 +253,10 @@ def _ids_from_difference(stored: list[str] | dict[str, Any], previous: tuple[str
     """The ids `_ids_by_difference` stored, given the list of the compaction before (a list stored whole, as
     versions before the fifty-third pass wrote, is read as it is)."""
     if isinstance(stored, dict):
-        return previous[: stored["shared"]] + tuple(stored["ids"])
+        shared = stored["shared"]
+        if not isinstance(shared, int) or not 0 <= shared <= len(previous):
+            raise ValueError(f"a compaction's ids share {shared!r} leading ids with the {len(previous)} of the compaction before it")
+        return previous[:shared] + tuple(stored["ids"])
     return tuple(stored)
 
 

@@ -146,6 +146,12 @@ def test_every_compaction_s_ids_read_back_from_rows_written_now_and_by_earlier_v
         for replay_row in (rows["replay"], whole):
             back = from_rows(result.transcript, result.profile, rows["messages"], rows["requests"], replay_row)
             assert [tuple(tuple(getattr(c, name)) for name in names) for c in back.compactions] == expected, strategy
+    # a record that says it shares more ids than the compaction before it had is damaged, not read as fewer ids
+    first, second, *rest = rows["replay"]["compactions"]
+    damaged = {**second, "kept_ids": {"shared": len(first["kept_ids"]["ids"]) + 1, "ids": []}}
+    with pytest.raises(ValueError, match="share"):
+        from_rows(result.transcript, result.profile, rows["messages"], rows["requests"],
+                  {**rows["replay"], "compactions": [first, damaged, *rest]})
 
 
 def test_the_archive_keeps_statistics_and_dictionaries_of_the_cell_keys_only(chat: Transcript, tmp_path) -> None:
