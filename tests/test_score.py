@@ -319,7 +319,7 @@ def test_a_run_without_a_finished_cell_has_nothing_to_score(finished, tmp_path):
 
 def test_replay_records_that_cannot_be_read_back_are_one_error_naming_the_cell(finished, tmp_path):
     """A run's stored replay records that its version did not write so (edited, damaged: here a compaction's kept ids
-    without the ids after those it shares) are one error naming the run and the cell, exit 2, no traceback, and no
+    without their `ids`) are one error naming the run and the cell, exit 2, no traceback, and no
     scored folder is left."""
     import shutil
 
@@ -335,7 +335,7 @@ def test_replay_records_that_cannot_be_read_back_are_one_error_naming_the_cell(f
     (row,) = [n for n, (text, strategy) in enumerate(zip(replays, cells.column("strategy").to_pylist(), strict=True))
               if strategy == "codex-local" and json.loads(text)["compactions"]]
     record = json.loads(replays[row])
-    record["compactions"][-1]["kept_ids"] = {"shared": 3}
+    record["compactions"][-1]["kept_ids"] = {"shared": 0}  # and no "ids"
     replays[row] = json.dumps(record)
     pq.write_table(cells.set_column(cells.schema.get_field_index("replay"), "replay", pa.array(replays, pa.string())), cells_file)
     scenario = cells.column("scenario")[row].as_py()
