@@ -11,7 +11,8 @@ adds those columns itself. Rows:
   wire format (`integrity_<format>`: caused by the strategy; `integrity_recorded_<format>`: orphans
   the recorded session already had; details of both as JSON) and dollars;
 - compactions: trigger, tokens before/after, the strategy's estimate at the decision and its
-  error against the true count before, the summary, the ids summarized / kept verbatim /
+  error against the true count before, the summary, the ids summarized / kept (still in the context after it,
+  verbatim or rewritten in place: a masked output or a cleared result keeps its id, `records.KeptIds`) /
   dropped (silent loss: neither kept nor given to the summarizer), summarizer calls, the tokens
   and dollars of their summary requests, whether it was premature, and whether it has a probe point
   (`probed`, `_probe_points`: what it lost is measured only there);
