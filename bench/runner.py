@@ -1463,8 +1463,7 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
             try:
                 result = from_rows(case.transcript, profiles[key.profile], rows["messages"], rows["requests"], rows["replay"])
             except (KeyError, TypeError, ValueError, IndexError) as exc:  # records the run did not write so (edited, damaged)
-                cell = f"{key.scenario} · {key.strategy} · {key.profile} · repeat {key.repeat}"
-                raise StoreError(f"{source.root}: the stored replay records of the cell {cell} cannot be read back "
+                raise StoreError(f"{source.root}: the stored replay records of the cell {key.label} cannot be read back "
                                  f"({type(exc).__name__}: {exc})") from None
             client = LLMClient(config.answerer, settings, repeat=key.repeat) if config.answerer else None
             judge = LLMClient(config.judge, settings, repeat=key.repeat) if config.judge else None

@@ -118,6 +118,11 @@ class CellKey:
     def columns(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "strategy": self.strategy, "profile": self.profile, "repeat": self.repeat}
 
+    @property
+    def label(self) -> str:
+        """How an error names the cell: scenario · strategy · profile · repeat N."""
+        return f"{self.scenario} · {self.strategy} · {self.profile} · repeat {self.repeat}"
+
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     """`frame` as the run's table `path`; the temporary files an earlier write of it left when killed are removed (`sweep`:
@@ -644,8 +649,7 @@ class RunStore:
             raise StoreError(f"{cell.path}: not a cell of this run (its manifest has no cell of this name); {move}")
         key = cell.key()
         if key is not None and key.slug != cell.slug:
-            held = f"{key.scenario} · {key.strategy} · {key.profile} · repeat {key.repeat}"
-            raise StoreError(f"{cell.path}: holds the cell {held}, not the one its name says (a copy of another cell's file?); {move}")
+            raise StoreError(f"{cell.path}: holds the cell {key.label}, not the one its name says (a copy of another cell's file?); {move}")
         self._checked.add(cell.path.name)
 
     def merged_tables(self, loaded: Mapping[str, Mapping[str, pa.Table]] | None = None) -> dict[str, pd.DataFrame]:
