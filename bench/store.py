@@ -68,6 +68,7 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
+from compaction_bench.arrow_lists import frame_of, table_of, text_lists
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
 from compaction_bench.run_folder import LOCK_NAME, held_here, in_use
@@ -76,6 +77,11 @@ TABLES = ("requests", "compactions", "probes")
 #: The key columns that start every table but `summary`, with their dtypes ("str" is pandas' text dtype, `TEXT_DTYPE`).
 KEY_DTYPES = {"scenario": "str", "strategy": "str", "profile": "str", "repeat": "int64"}
 KEY_COLUMNS = list(KEY_DTYPES)
+#: The compactions table's lists of item ids. The same ids recur from row to row (a strategy that rewrites the context
+#: before each request lists the whole context in each row's `kept_ids`), so Arrow and Parquet hold them
+#: dictionary-encoded and pandas gets them without decoding (`compaction_bench.arrow_lists`); read, each is a list per
+#: row as any other list column.
+ID_COLUMNS = ("summarized_ids", "kept_ids", "dropped_ids")
 #: A cell's replay records: its requests' contexts and its distinct messages (Arrow IPC), and its replay.json; the
 #: names of these members of its cell file, and of the files in the folder of a cell an earlier version wrote.
 REPLAY_FILES = ("contexts.arrow", "messages.arrow", "replay.json")
@@ -125,9 +131,9 @@ class CellKey:
 
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
-    """`frame` as the run's table `path`; the temporary files an earlier write of it left when killed are removed (`sweep`:
-    a run folder has one writer, its run)."""
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False), sweep=True)
+    """`frame` as the run's table `path` (its lists of ids dictionary-encoded, `ID_COLUMNS`); the temporary files an
+    earlier write of it left when killed are removed (`sweep`: a run folder has one writer, its run)."""
+    return atomic_write(path, lambda tmp: pq.write_table(table_of(frame, ID_COLUMNS), tmp), sweep=True)
 
 
 def _write_zip(members: Mapping[str, bytes | pa.Buffer | Callable[[IO[str]], None]], path: Path) -> Path:
@@ -166,14 +172,15 @@ def cell_table(key: CellKey, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     replay), yet read back (`to_pandas`) it is the frame pandas makes of the rows after a round trip through
     Arrow or parquet: the columns in the order pandas gives them (each row's keys as first seen, the key
     columns first), a key missing from a row as a null, each column typed as Arrow infers it from its values
-    (integers with a null read back as float64 with NaN, as pandas makes them)."""
+    (integers with a null read back as float64 with NaN, as pandas makes them), the lists of ids (`ID_COLUMNS`) as
+    dictionary-encoded texts."""
     keyed = [{**key.columns(), **row} for row in rows]
     if not keyed:
         return pa.table({name: pa.nulls(0) for name in KEY_COLUMNS})
     names: dict[str, None] = {}
     for row in keyed:
         names.update(dict.fromkeys(row))
-    return pa.table({name: pa.array([row.get(name) for row in keyed]) for name in names})
+    return pa.table({name: (text_lists if name in ID_COLUMNS else pa.array)([row.get(name) for row in keyed]) for name in names})
 
 
 def _read_records_table(path: Path) -> pa.Table:
@@ -254,7 +261,7 @@ def write_json(data: Any, path: Path) -> Path:
 def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
     """Cells' tables of one table (Arrow, by cell slug) as one frame, in slug order (the order of
     `RunStore.stored_cells`), tables without rows left out: the frame `pd.concat` makes of each table's
-    `to_pandas()`, made with one `to_pandas()` per schema instead of one per cell.
+    `to_pandas()` (`arrow_lists.frame_of`), made with one conversion per schema instead of one per cell.
 
     Converting a table costs about half a millisecond whatever its rows (a run's parent did it three times per
     cell, more than a short cell's replay). The cells that share a schema are concatenated by Arrow and
@@ -269,8 +276,8 @@ def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
     for index, (_, table) in enumerate(kept):
         groups.setdefault(table.schema, []).append(index)
     if len(groups) == 1:
-        return pa.concat_tables([table for _, table in kept]).to_pandas()
-    frame = pd.concat([pa.concat_tables([kept[i][1] for i in members]).to_pandas() for members in groups.values()], ignore_index=True)
+        return frame_of(pa.concat_tables([table for _, table in kept]))
+    frame = pd.concat([frame_of(pa.concat_tables([kept[i][1] for i in members])) for members in groups.values()], ignore_index=True)
     starts = np.cumsum([0] + [kept[i][1].num_rows for members in groups.values() for i in members])
     where = dict(zip((i for members in groups.values() for i in members), starts[:-1], strict=True))  # cell index -> its first row in `frame`
     order = np.concatenate([np.arange(where[i], where[i] + kept[i][1].num_rows) for i in range(len(kept))])
@@ -668,7 +675,7 @@ class RunStore:
             return merged
         out = {}
         for name in TABLES:
-            before = pd.read_parquet(self.root / f"{name}.parquet")
+            before = frame_of(pq.read_table(self.root / f"{name}.parquet"))
             parts = [f for f in (before, merged[name]) if not f.empty]
             out[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else before
         return out
@@ -1077,7 +1084,8 @@ def _read_table(root: Path, name: str) -> pd.DataFrame:
             raise _misplaced(file, RUN_LAYOUT[file.name][0], False)
         if not file.is_file():
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
-        stored, frame = pq.read_schema(file), pd.read_parquet(file)
+        table = pq.read_table(file)
+        stored, frame = table.schema, frame_of(table)
     except pa.ArrowException as exc:
         raise StoreError(f"{file}: not a readable table ({exc})") from None
     except OSError as exc:

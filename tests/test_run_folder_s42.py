@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import re
 
-import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from compaction_bench.runner import CannotWrite
@@ -28,7 +28,7 @@ def test_tables_that_cannot_be_written_stop_with_the_resume_hint_and_the_resume_
     def fill_the_disk(key, status):
         done.append(status)
         if len(done) == 2:  # the last cell: the tables come next
-            monkeypatch.setattr(pd.DataFrame, "to_parquet", full)
+            monkeypatch.setattr(pq, "write_table", full)
 
     hint = (f"{root / 'requests.parquet'}: cannot write (No space left on device); every cell finished and is kept: "
             f"write the tables with `bench run --resume` and the same arguments (--run-id r -o {root.parent})")

@@ -1,0 +1,79 @@
+"""Columns of text lists whose texts repeat from row to row, held dictionary-encoded in Arrow and made pandas
+without decoding them.
+
+A compactions table's `kept_ids` list every id still in the context after each compaction; a strategy that
+rewrites the context before nearly every request (observation masking, Anthropic's tool-use clearing) has a
+row per request, each listing the whole context: 33 M ids over 3,362 rows for the 4M-token session, about
+10 k distinct. As Arrow strings those were 556 MB, built through a transient of twice that, and pandas'
+`to_pandas` decodes a dictionary-encoded list into such strings before it makes Python objects of them.
+Here the texts are Arrow's dictionary of `int32` indices into each distinct text once (`TEXT_LIST`), and a
+column of them becomes pandas as `to_pandas` makes a list column — a NumPy array of `str` per row, None for a
+missing list — by taking the distinct texts' Python objects at the indices (`frame_of`): a pointer per id.
+Parquet keeps the encoding (the type is in the file's Arrow schema) and reads it back as `TEXT_LIST`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+#: A list of texts, each an index into the distinct texts of its chunk of the column.
+TEXT_LIST = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+
+
+def is_text_list(kind: pa.DataType) -> bool:
+    """Whether an Arrow type is `TEXT_LIST`'s shape (a list of dictionary-encoded texts, whatever its index width
+    or the name of its list field, which Parquet renames)."""
+    return (
+        pa.types.is_list(kind)
+        and pa.types.is_dictionary(kind.value_type)
+        and (pa.types.is_string(kind.value_type.value_type) or pa.types.is_large_string(kind.value_type.value_type))
+    )
+
+
+def text_lists(values: Sequence[Any]) -> pa.Array:
+    """A column of `TEXT_LIST` from a sequence of lists of texts (lists, tuples or NumPy arrays; None for a
+    missing list)."""
+    return pa.array(values, type=TEXT_LIST, from_pandas=True)
+
+
+def _python_lists(column: pa.ChunkedArray) -> list[np.ndarray | None]:
+    """A `TEXT_LIST` column as `to_pandas` makes a list column: per row a NumPy array of `str` (a view into one
+    array of the chunk's texts), None for a missing list."""
+    rows: list[np.ndarray | None] = []
+    for chunk in column.chunks:
+        offsets = chunk.offsets.to_numpy()  # the chunk's rows' bounds in its values, whatever its slice
+        texts = chunk.values  # every row's, a missing list's too (`flatten` leaves those out)
+        distinct = np.asarray(texts.dictionary.to_pylist(), dtype=object)
+        flat = distinct[texts.indices.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]]
+        parts = np.split(flat, offsets[1:-1] - offsets[0])
+        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
+        rows += [part if present else None for part, present in zip(parts, valid, strict=True)]
+    return rows
+
+
+def frame_of(table: pa.Table) -> pd.DataFrame:
+    """`table.to_pandas()`, its `TEXT_LIST` columns made Python lists without decoding them first (`_python_lists`):
+    the same frame, with a pointer per text where `to_pandas` would build Arrow strings of every text."""
+    encoded = [name for name, kind in zip(table.column_names, table.schema.types, strict=True) if is_text_list(kind)]
+    if not encoded or not table.num_rows:
+        return table.to_pandas()
+    frame = table.drop_columns(encoded).to_pandas()
+    for name in encoded:
+        frame.insert(table.column_names.index(name), name, pd.Series(_python_lists(table.column(name)), index=frame.index, dtype=object))
+    return frame
+
+
+def table_of(frame: pd.DataFrame, encoded: Collection[str]) -> pa.Table:
+    """`frame` as Arrow as `pa.Table.from_pandas` makes it (no index), its columns named in `encoded` as
+    `TEXT_LIST`: the schema pandas' types give the other columns, inferred without them."""
+    listed = [name for name in frame.columns if name in encoded]
+    if not listed:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
+    fields = [pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns]
+    return pa.Table.from_pandas(frame, schema=pa.schema(fields), preserve_index=False)

@@ -1,0 +1,129 @@
+"""Lists of repeated texts held dictionary-encoded (`compaction_bench.arrow_lists`) and the compactions table's lists of
+ids stored so (`store.ID_COLUMNS`). Right answers: the hand-built lists themselves, and what pandas' and Arrow's own
+conversions (`to_pandas`, `from_pandas`, `read_parquet`) make of the same lists stored as plain strings — the tables
+every earlier version wrote."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import compaction_bench as bench
+from compaction_bench.arrow_lists import TEXT_LIST, frame_of, is_text_list, table_of, text_lists
+from compaction_bench.scenarios.synthetic import generate
+from compaction_bench.store import ID_COLUMNS, load_run
+
+#: Rows of one column: lists that share texts, an empty list, a missing one (None), a text that is not plain.
+LISTS = [["call_1", "call_2", "m-3"], [], None, ["call_2", "naïve — ✓"], ["m-3"], ["call_1"] * 3]
+
+
+def plain(values: list) -> pa.Array:
+    return pa.array(values, type=pa.list_(pa.string()))
+
+
+def rows_of(frame: pd.DataFrame, column: str) -> list:
+    return [None if value is None else list(value) for value in frame[column]]
+
+
+def assert_same_frame(got: pd.DataFrame, expected: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    for column in expected.columns:  # a list per row, NumPy arrays of str as `to_pandas` makes them
+        for mine, theirs in zip(got[column], expected[column], strict=True):
+            assert type(mine) is type(theirs)
+            if isinstance(theirs, np.ndarray):
+                assert mine.dtype == theirs.dtype and mine.tolist() == theirs.tolist()
+
+
+def test_text_lists_hold_each_distinct_text_once_and_read_back_as_given():
+    column = text_lists(LISTS)
+    assert column.type == TEXT_LIST and is_text_list(column.type)
+    assert column.to_pylist() == LISTS
+    assert sorted(column.values.dictionary.to_pylist()) == sorted({"call_1", "call_2", "m-3", "naïve — ✓"})
+    assert column.null_count == 1
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [[LISTS], [LISTS[:2], LISTS[2:]], [LISTS[4:], LISTS[:4]]],
+    ids=["one chunk", "two chunks, each its own dictionary", "two chunks in another order"],
+)
+def test_a_frame_of_dictionary_encoded_lists_is_the_frame_to_pandas_makes_of_plain_ones(chunks):
+    encoded = pa.table({"n": pa.chunked_array([pa.array(range(len(c))) for c in chunks]),
+                        "ids": pa.chunked_array([text_lists(c) for c in chunks]),
+                        "after": pa.chunked_array([pa.array([str(i) for i in range(len(c))]) for c in chunks])})
+    expected = pa.table({"n": encoded.column("n"), "ids": pa.chunked_array([plain(c) for c in chunks]), "after": encoded.column("after")})
+    got = frame_of(encoded)
+    assert_same_frame(got, expected.to_pandas())
+    assert rows_of(got, "ids") == [row for c in chunks for row in c]
+    assert list(got.columns) == ["n", "ids", "after"]
+
+
+def test_a_slice_of_a_column_reads_its_own_rows_a_missing_list_backed_by_values_too():
+    """A missing list can still span values in its array (Arrow allows it; `flatten` leaves them out): the rows
+    after it must not take them."""
+    values = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 0, 2], pa.int32()), pa.array(["a", "b", "c"]))
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), values, mask=pa.array([False, True, False]))
+    assert lists.to_pylist() == [["a", "b"], None, ["c"]]
+    table = pa.table({"ids": lists}).slice(1, 2)
+    assert rows_of(frame_of(table), "ids") == [None, ["c"]]
+
+
+def test_a_table_without_rows_or_without_lists_converts_as_to_pandas_does():
+    empty = pa.table({"ids": text_lists([]), "n": pa.array([], pa.int64())})
+    assert_same_frame(frame_of(empty), empty.to_pandas())
+    numbers = pa.table({"n": [1, 2]})
+    assert_same_frame(frame_of(numbers), numbers.to_pandas())
+
+
+def test_a_frame_written_with_its_lists_encoded_reads_back_the_same_through_parquet_and_pandas():
+    frame = pd.DataFrame({"n": range(len(LISTS)), "ids": pd.Series(LISTS, dtype=object), "other": [[1, 2]] * len(LISTS)})
+    table = table_of(frame, ["ids", "not a column"])
+    assert table.schema.field("ids").type == TEXT_LIST and table.schema.field("other").type == pa.list_(pa.int64())
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    stored = pq.read_table(io.BytesIO(buffer.getvalue()))
+    assert is_text_list(stored.schema.field("ids").type)  # Parquet keeps the encoding
+    as_plain = io.BytesIO()
+    frame.to_parquet(as_plain, index=False)
+    expected = pd.read_parquet(io.BytesIO(as_plain.getvalue()))
+    assert_same_frame(frame_of(stored), expected)
+    assert_same_frame(pd.read_parquet(io.BytesIO(buffer.getvalue())), expected)  # a reader of the file with pandas alone
+
+
+@pytest.fixture(scope="module")
+def masking_run(tmp_path_factory: pytest.TempPathFactory):
+    """A run whose compactions list ids in every row: observation masking keeps the whole context at each rewrite."""
+    out = tmp_path_factory.mktemp("runs")
+    session = out / "session.jsonl"
+    session.write_text(generate("short-turns", 0, target_tokens=60_000).transcript.dumps(), encoding="utf-8")
+    bench.run([session], strategies=["observation-masking", "codex-local"], profiles=["32k"], out=out,
+              run_id="r", jobs=1, report=False, progress=False)
+    return out / "r"
+
+
+def test_a_runs_lists_of_ids_are_stored_encoded_and_read_as_lists_of_text(masking_run):
+    stored = pq.read_schema(masking_run / "compactions.parquet")
+    assert all(is_text_list(stored.field(name).type) for name in ID_COLUMNS)
+    compactions = load_run(masking_run)["compactions"]
+    kept = compactions["kept_ids"]
+    assert len(compactions) > 1 and kept.map(len).sum() > len(compactions)
+    assert all(isinstance(ids, np.ndarray) and ids.dtype == object and all(isinstance(i, str) for i in ids) for ids in kept)
+
+
+def test_a_run_stored_before_the_encoding_reads_as_the_same_frames(masking_run, tmp_path):
+    """The compactions table as earlier versions wrote it (plain lists of strings) against this version's file."""
+    table = pq.read_table(masking_run / "compactions.parquet")
+    fields = [pa.field(f.name, pa.list_(pa.string())) if is_text_list(f.type) else f for f in table.schema]
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    for path in masking_run.iterdir():
+        if path.is_file():
+            (earlier / path.name).write_bytes(path.read_bytes())
+    pq.write_table(table.cast(pa.schema(fields, metadata=table.schema.metadata)), earlier / "compactions.parquet")
+    assert not is_text_list(pq.read_schema(earlier / "compactions.parquet").field("kept_ids").type)
+    assert_same_frame(load_run(earlier)["compactions"], load_run(masking_run)["compactions"])
