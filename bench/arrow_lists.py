@@ -15,11 +15,13 @@ Parquet keeps the encoding (the type is in the file's Arrow schema) and reads it
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 #: A list of texts, each an index into the distinct texts of its chunk of the column.
 TEXT_LIST = pa.list_(pa.dictionary(pa.int32(), pa.string()))
@@ -68,12 +70,37 @@ def frame_of(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def table_of(frame: pd.DataFrame, encoded: Collection[str]) -> pa.Table:
-    """`frame` as Arrow as `pa.Table.from_pandas` makes it (no index), its columns named in `encoded` as
-    `TEXT_LIST`: the schema pandas' types give the other columns, inferred without them."""
+#: About how many texts of its encoded lists a table written by `write_frame` holds per Parquet row group. A
+#: table is converted and written a row group at a time, so what the conversion and the writer hold grows with this,
+#: not with the table: a masking run's compactions table (33 M ids in 3,362 rows) took its writer 420 MB as one group.
+GROUP_TEXTS = 1 << 22
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path, encoded: Collection[str], group_texts: int = GROUP_TEXTS) -> None:
+    """`frame` as a Parquet file as `frame.to_parquet(path, index=False)` writes it, its columns named in `encoded`
+    as `TEXT_LIST`, and, when those hold more than `group_texts` texts, in row groups of about that many (at least a
+    row each; a row group is converted from its rows alone). The other columns' types are pandas' for the whole
+    frame, inferred without the lists."""
     listed = [name for name in frame.columns if name in encoded]
     if not listed:
-        return pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+        return
     inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
-    fields = [pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns]
-    return pa.Table.from_pandas(frame, schema=pa.schema(fields), preserve_index=False)
+    schema = pa.schema([pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns])
+    texts = np.zeros(len(frame) + 1, np.int64)  # texts[r]: how many the rows before row r hold
+    for name in listed:
+        texts[1:] += np.cumsum(np.fromiter((0 if ids is None else len(ids) for ids in frame[name]), np.int64, len(frame)))
+    starts = [0]
+    while starts[-1] < len(frame):
+        end = int(np.searchsorted(texts, texts[starts[-1]] + group_texts, side="right")) - 1
+        starts.append(min(max(end, starts[-1] + 1), len(frame)))
+    groups = list(zip(starts, starts[1:], strict=False)) or [(0, 0)]
+    if len(groups) == 1:
+        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
+        return
+    tables = (pa.Table.from_pandas(frame.iloc[start:stop], schema=schema, preserve_index=False) for start, stop in groups)
+    first = next(tables)
+    with pq.ParquetWriter(path, first.schema) as writer:  # the first group's pandas metadata, as one group's would be
+        writer.write_table(first)
+        for table in tables:
+            writer.write_table(table)

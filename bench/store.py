@@ -68,7 +68,7 @@ import pyarrow.compute as pc
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
-from compaction_bench.arrow_lists import frame_of, table_of, text_lists
+from compaction_bench.arrow_lists import frame_of, text_lists, write_frame
 from compaction_bench.atomic import WriteFailed, atomic_write, atomic_write_text
 from compaction_bench.errors import BenchError
 from compaction_bench.run_folder import LOCK_NAME, held_here, in_use
@@ -133,7 +133,7 @@ class CellKey:
 def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     """`frame` as the run's table `path` (its lists of ids dictionary-encoded, `ID_COLUMNS`); the temporary files an
     earlier write of it left when killed are removed (`sweep`: a run folder has one writer, its run)."""
-    return atomic_write(path, lambda tmp: pq.write_table(table_of(frame, ID_COLUMNS), tmp), sweep=True)
+    return atomic_write(path, lambda tmp: write_frame(frame, tmp, ID_COLUMNS), sweep=True)
 
 
 def _write_zip(members: Mapping[str, bytes | pa.Buffer | Callable[[IO[str]], None]], path: Path) -> Path:

@@ -5,8 +5,6 @@ every earlier version wrote."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -14,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.arrow_lists import TEXT_LIST, frame_of, is_text_list, table_of, text_lists
+from compaction_bench.arrow_lists import TEXT_LIST, frame_of, is_text_list, text_lists, write_frame
 from compaction_bench.scenarios.synthetic import generate
 from compaction_bench.store import ID_COLUMNS, load_run
 
@@ -80,19 +78,29 @@ def test_a_table_without_rows_or_without_lists_converts_as_to_pandas_does():
     assert_same_frame(frame_of(numbers), numbers.to_pandas())
 
 
-def test_a_frame_written_with_its_lists_encoded_reads_back_the_same_through_parquet_and_pandas():
-    frame = pd.DataFrame({"n": range(len(LISTS)), "ids": pd.Series(LISTS, dtype=object), "other": [[1, 2]] * len(LISTS)})
-    table = table_of(frame, ["ids", "not a column"])
-    assert table.schema.field("ids").type == TEXT_LIST and table.schema.field("other").type == pa.list_(pa.int64())
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer)
-    stored = pq.read_table(io.BytesIO(buffer.getvalue()))
-    assert is_text_list(stored.schema.field("ids").type)  # Parquet keeps the encoding
-    as_plain = io.BytesIO()
-    frame.to_parquet(as_plain, index=False)
-    expected = pd.read_parquet(io.BytesIO(as_plain.getvalue()))
+@pytest.mark.parametrize("group_texts", [1 << 22, 3, 1], ids=["one row group", "about three texts a group", "a row a group"])
+def test_a_frame_written_with_its_lists_encoded_reads_back_as_pandas_own_parquet_file_does(group_texts, tmp_path):
+    frame = pd.DataFrame({"n": range(len(LISTS)), "ids": pd.Series(LISTS, dtype=object), "other": [[1, 2]] * len(LISTS),
+                          "text": [None, None, "a", None, "b", None]})
+    written = tmp_path / "encoded.parquet"
+    write_frame(frame, written, ["ids", "not a column"], group_texts=group_texts)
+    stored = pq.read_table(written)
+    assert stored.schema.field("ids").type == TEXT_LIST and stored.schema.field("other").type == pa.list_(pa.int64())
+    groups = pq.ParquetFile(written).metadata.num_row_groups
+    # texts per row 3, 0, 0, 2, 1, 3: a group takes as many rows as fit the bound (a row without texts fits any), at
+    # least one: 3 → rows 0–2, 3–4, 5; 1 → rows 0, 1–2, 3, 4, 5
+    assert groups == {1 << 22: 1, 3: 3, 1: 5}[group_texts]
+    frame.to_parquet(tmp_path / "plain.parquet", index=False)
+    expected = pd.read_parquet(tmp_path / "plain.parquet")
     assert_same_frame(frame_of(stored), expected)
-    assert_same_frame(pd.read_parquet(io.BytesIO(buffer.getvalue())), expected)  # a reader of the file with pandas alone
+    assert_same_frame(pd.read_parquet(written), expected)  # a reader of the file with pandas alone
+
+
+def test_a_frame_without_lists_or_rows_is_written_as_pandas_writes_it(tmp_path):
+    for frame in (pd.DataFrame({"n": [1, 2], "text": ["a", None]}), pd.DataFrame({"ids": pd.Series([], dtype=object)})):
+        write_frame(frame, tmp_path / "mine.parquet", ["ids"], group_texts=1)
+        frame.to_parquet(tmp_path / "pandas.parquet", index=False)
+        assert_same_frame(pd.read_parquet(tmp_path / "mine.parquet"), pd.read_parquet(tmp_path / "pandas.parquet"))
 
 
 @pytest.fixture(scope="module")
