@@ -9,7 +9,8 @@ row per request, each listing the whole context: 33 M ids over 3,362 rows for th
 Here the texts are Arrow's dictionary of `int32` indices into each distinct text once (`TEXT_LIST`), and a
 column of them becomes pandas as `to_pandas` makes a list column — a NumPy array of `str` per row, None for a
 missing list — by taking the distinct texts' Python objects at the indices (`frame_of`): a pointer per id.
-Parquet keeps the encoding (the type is in the file's Arrow schema) and reads it back as `TEXT_LIST`.
+Parquet keeps the encoding (the type is in the file's Arrow schema) and reads it back as `TEXT_LIST`; a frame
+is written to it a row group of at most about `GROUP_TEXTS` texts at a time (`write_frame`).
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ def write_frame(frame: pd.DataFrame, path: str | Path, encoded: Collection[str],
     inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
     schema = pa.schema([pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns])
     texts = np.zeros(len(frame) + 1, np.int64)  # texts[r]: how many the rows before row r hold
-    for name in listed:
-        texts[1:] += np.cumsum(np.fromiter((0 if ids is None else len(ids) for ids in frame[name]), np.int64, len(frame)))
+    for name in listed:  # a missing list (None, or NaN as pandas' concatenation leaves one) holds none
+        counts = (len(ids) if isinstance(ids, (list, tuple, np.ndarray)) else 0 for ids in frame[name])
+        texts[1:] += np.cumsum(np.fromiter(counts, np.int64, len(frame)))
     starts = [0]
     while starts[-1] < len(frame):
         end = int(np.searchsorted(texts, texts[starts[-1]] + group_texts, side="right")) - 1

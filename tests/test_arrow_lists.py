@@ -96,8 +96,11 @@ def test_a_frame_written_with_its_lists_encoded_reads_back_as_pandas_own_parquet
     assert_same_frame(pd.read_parquet(written), expected)  # a reader of the file with pandas alone
 
 
-def test_a_frame_without_lists_or_rows_is_written_as_pandas_writes_it(tmp_path):
-    for frame in (pd.DataFrame({"n": [1, 2], "text": ["a", None]}), pd.DataFrame({"ids": pd.Series([], dtype=object)})):
+def test_a_frame_without_lists_or_rows_or_with_a_list_missing_as_nan_is_written_as_pandas_writes_it(tmp_path):
+    """NaN is how pandas' concatenation fills a list column one of the frames lacks."""
+    frames = (pd.DataFrame({"n": [1, 2], "text": ["a", None]}), pd.DataFrame({"ids": pd.Series([], dtype=object)}),
+              pd.DataFrame({"ids": pd.Series([["a", "b"], np.nan, ["b"]], dtype=object)}))
+    for frame in frames:
         write_frame(frame, tmp_path / "mine.parquet", ["ids"], group_texts=1)
         frame.to_parquet(tmp_path / "pandas.parquet", index=False)
         assert_same_frame(pd.read_parquet(tmp_path / "mine.parquet"), pd.read_parquet(tmp_path / "pandas.parquet"))
