@@ -9,7 +9,7 @@ Layout of a finished run::
       transcripts/           canonical JSONL of scenarios that came from no file (synthetic, in memory)
       probes/scenario-<n>.yaml  the probes asked about scenario n (given or mined)
       requests.parquet       every request of every cell
-      compactions.parquet    every compaction
+      compactions.parquet    every compaction (its lists of ids dictionary-encoded, `ID_COLUMNS`)
       probes.parquet         one row per probe per probe point
       summary.parquet        one row per (scenario, strategy, profile)
       replays/               every cell's replay records, merged: cells.parquet (one row per cell: its key,
