@@ -83,11 +83,10 @@ def write_frame(frame: pd.DataFrame, path: str | Path, encoded: Collection[str],
     row each; a row group is converted from its rows alone). The other columns' types are pandas' for the whole
     frame, inferred without the lists."""
     listed = [name for name in frame.columns if name in encoded]
-    if not listed:
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
-        return
-    inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
-    schema = pa.schema([pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns])
+    schema = None  # without lists, pandas' own for the whole frame
+    if listed:
+        inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
+        schema = pa.schema([pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns])
     texts = np.zeros(len(frame) + 1, np.int64)  # texts[r]: how many the rows before row r hold
     for name in listed:  # a missing list (None, or NaN as pandas' concatenation leaves one) holds none
         counts = (len(ids) if isinstance(ids, (list, tuple, np.ndarray)) else 0 for ids in frame[name])
