@@ -1195,6 +1195,8 @@ def _js_json(value: Any) -> str:
 def _images_as_text(message: Message) -> Message:
     """`message` with each image attachment turned into a text block "[image]" (2.1.112 `Ar1`; the transcripts of
     Claude Code carry no other attachment kind); the same message when it has none."""
+    if not message.attachments:  # most messages: no look at each (a summary request turns every message of the context)
+        return message
     images = sum(1 for a in message.attachments if a.is_image)
     if not images:
         return message
