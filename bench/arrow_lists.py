@@ -15,7 +15,7 @@ is written to it a row group of at most about `GROUP_TEXTS` texts at a time (`wr
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,30 @@ def is_text_list(kind: pa.DataType) -> bool:
     )
 
 
-def text_lists(values: Sequence[Any]) -> pa.Array:
-    """A column of `TEXT_LIST` from a sequence of lists of texts (lists, tuples or NumPy arrays; None for a
-    missing list)."""
-    return pa.array(values, type=TEXT_LIST, from_pandas=True)
+#: About how many texts `text_lists` holds as Python objects of its own at a time: the rows of a batch are converted at
+#: once, each batch a chunk of the column with its own dictionary.
+BATCH_TEXTS = 1 << 20
+
+
+def text_lists(values: Iterable[Any]) -> pa.Array | pa.ChunkedArray:
+    """A column of `TEXT_LIST` from lists of texts: lists, tuples or NumPy arrays, or any other sequence of texts,
+    read once (a compaction's `records.KeptIds`, which builds its ids when read); None or NaN for a missing list.
+    Rows are converted a batch of about `BATCH_TEXTS` texts at a time, so the texts of the rows read for the
+    conversion are held a batch at a time, not all at once (a masking run's rows list 33 M ids)."""
+    chunks: list[pa.Array] = []
+    batch: list[Any] = []
+    held = 0
+    for value in values:
+        if not isinstance(value, (list, tuple, np.ndarray, float)) and value is not None:
+            value = tuple(iter(value))  # `iter` first: `tuple()` would ask a lazy sequence for its length, which reads it too
+        batch.append(value)
+        held += len(value) if isinstance(value, (list, tuple, np.ndarray)) else 0
+        if held >= BATCH_TEXTS:
+            chunks.append(pa.array(batch, type=TEXT_LIST, from_pandas=True))
+            batch, held = [], 0
+    if batch or not chunks:
+        chunks.append(pa.array(batch, type=TEXT_LIST, from_pandas=True))
+    return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=TEXT_LIST)
 
 
 def _python_lists(column: pa.ChunkedArray) -> list[np.ndarray | None]:

@@ -131,6 +131,10 @@ class KeptIds(Sequence[str]):
     def __repr__(self) -> str:
         return repr(self._ids())
 
+    def __reduce__(self) -> tuple[type[tuple[str, ...]], tuple[tuple[str, ...]]]:
+        """Pickled as the tuple it equals (a cell's rows sent from a worker): not its context."""
+        return tuple, (self._ids(),)
+
 
 @dataclass
 class CompactionRecord:

@@ -136,28 +136,29 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> Path:
     return atomic_write(path, lambda tmp: write_frame(frame, tmp, ID_COLUMNS), sweep=True)
 
 
-def _write_zip(members: Mapping[str, bytes | pa.Buffer | Callable[[IO[str]], None]], path: Path) -> Path:
-    """`members` (name → bytes, or a function that writes the member's UTF-8 text) as a zip archive at `path`, stored,
-    each dated 1980-01-01 (the same members, the same bytes; a written member's bytes are those of its text whole)."""
+def _write_zip(members: Mapping[str, Callable[[IO[bytes]], None]], path: Path) -> Path:
+    """`members` (name → a function that writes the member's bytes) as a zip archive at `path`, stored, each dated
+    1980-01-01 (the same members, the same bytes). The members are written one after the other, each made while it is
+    written (`_write_ipc`): a cell's tables are not all held at once, as Arrow and as their files' bytes."""
 
     def write(tmp: Path) -> None:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as archive:
-            for name, data in members.items():
-                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                if callable(data):
-                    with archive.open(info, "w") as raw, io.TextIOWrapper(raw, encoding="utf-8", newline="") as text:
-                        data(text)
-                else:
-                    archive.writestr(info, memoryview(data))
+            for name, write_member in members.items():
+                with archive.open(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), "w") as member:
+                    write_member(member)
 
     return atomic_write(path, write)
 
 
-def _ipc_bytes(table: pa.Table) -> pa.Buffer:
-    """`table` as an Arrow IPC file (lz4), in memory."""
-    sink = pa.BufferOutputStream()
-    feather.write_feather(table, sink, compression="lz4")
-    return sink.getvalue()
+def _write_ipc(table: Callable[[], pa.Table], out: IO[bytes]) -> None:
+    """The table `table()` makes, as an Arrow IPC file (lz4) written to `out`."""
+    feather.write_feather(table(), out, compression="lz4")
+
+
+def _write_json(data: Any, out: IO[bytes]) -> None:
+    """`json_text(data)` as UTF-8 written to `out` (`dump_json_text`)."""
+    with io.TextIOWrapper(out, encoding="utf-8", newline="") as text:
+        dump_json_text(data, text)
 
 
 def _ipc_table(data: bytes) -> pa.Table:
@@ -575,12 +576,12 @@ class RunStore:
         cell with a file is a finished cell."""
         records = cell["replay"]
         contexts, messages, replay = REPLAY_FILES
-        members: dict[str, bytes | pa.Buffer | Callable[[IO[str]], None]] = {
-            f"{name}.arrow": _ipc_bytes(cell_table(key, cell.get(name, []))) for name in TABLES
+        members: dict[str, Callable[[IO[bytes]], None]] = {
+            f"{name}.arrow": functools.partial(_write_ipc, functools.partial(cell_table, key, cell.get(name, []))) for name in TABLES
         }
-        members[contexts] = _ipc_bytes(pa.Table.from_pylist(records["requests"]))
-        members[messages] = _ipc_bytes(pa.Table.from_pylist(records["messages"]))
-        members[replay] = functools.partial(dump_json_text, {"key": key.columns(), **records["replay"]})
+        members[contexts] = functools.partial(_write_ipc, functools.partial(pa.Table.from_pylist, records["requests"]))
+        members[messages] = functools.partial(_write_ipc, functools.partial(pa.Table.from_pylist, records["messages"]))
+        members[replay] = functools.partial(_write_json, {"key": key.columns(), **records["replay"]})
         path = _write_zip(members, self.cell_path(key))  # in the order of CELL_MEMBERS
         self._checked.add(path.name)  # named by the key it holds
         return path

@@ -12,7 +12,8 @@ adds those columns itself. Rows:
   the recorded session already had; details of both as JSON) and dollars;
 - compactions: trigger, tokens before/after, the strategy's estimate at the decision and its
   error against the true count before, the summary, the ids summarized / kept (still in the context after it,
-  verbatim or rewritten in place: a masked output or a cleared result keeps its id, `records.KeptIds`) /
+  verbatim or rewritten in place: a masked output or a cleared result keeps its id; the row holds the record's own
+  `records.KeptIds`, read when the table is built, so a cell's rows never hold every context's ids at once) /
   dropped (silent loss: neither kept nor given to the summarizer), summarizer calls, the tokens
   and dollars of their summary requests, whether it was premature, and whether it has a probe point
   (`probed`, `_probe_points`: what it lost is measured only there);
@@ -51,7 +52,7 @@ from compaction_bench.metrics import accuracy, cost, integrity, retention
 from compaction_bench.probes import Probe
 from compaction_bench.profiles import ProfileError, get_profile, stated_prices
 from compaction_bench.provider import MessageCounter
-from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord, id_list
+from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
 from compaction_bench.tokens import HiddenTokens, shared_counter
 from compaction_bench.transcript import parse_timestamp
 
@@ -246,7 +247,7 @@ def _compaction_rows(result: ReplayResult, compaction_billed: dict[int, _Billed]
             "threshold": c.threshold,
             "summary": c.summary,
             "summarized_ids": list(c.summarized_ids),
-            "kept_ids": id_list(c.kept_ids),
+            "kept_ids": c.kept_ids,  # read when the row is stored (a `records.KeptIds` builds its ids when read)
             "dropped_ids": list(c.dropped_ids),
             "silent_loss": len(c.dropped_ids),
             "llm_calls": len(c.llm_calls),

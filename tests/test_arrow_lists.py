@@ -5,6 +5,10 @@ every earlier version wrote."""
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -12,9 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 import compaction_bench as bench
+from compaction_bench import arrow_lists
 from compaction_bench.arrow_lists import TEXT_LIST, frame_of, is_text_list, text_lists, write_frame
+from compaction_bench.metrics.measure import measure_cell
+from compaction_bench.records import KeptIds, to_rows
 from compaction_bench.scenarios.synthetic import generate
-from compaction_bench.store import ID_COLUMNS, load_run
+from compaction_bench.store import ID_COLUMNS, CellKey, RunStore, StoredCell, cell_table, load_run
 
 #: Rows of one column: lists that share texts, an empty list, a missing one (None), a text that is not plain.
 LISTS = [["call_1", "call_2", "m-3"], [], None, ["call_2", "naïve — ✓"], ["m-3"], ["call_1"] * 3]
@@ -138,3 +145,58 @@ def test_a_run_stored_before_the_encoding_reads_as_the_same_frames(masking_run, 
     pq.write_table(table.cast(pa.schema(fields, metadata=table.schema.metadata)), earlier / "compactions.parquet")
     assert not is_text_list(pq.read_schema(earlier / "compactions.parquet").field("kept_ids").type)
     assert_same_frame(load_run(earlier)["compactions"], load_run(masking_run)["compactions"])
+
+
+class ReadOnce(Sequence[str]):
+    """Texts that may be iterated once, never measured or indexed: how a lazy `records.KeptIds` is to be read (each
+    of those reads builds all of its ids again)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts, self.reads = texts, 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.reads += 1
+        assert self.reads == 1, "read twice"
+        return iter(self.texts)
+
+    def __len__(self) -> int:
+        raise AssertionError("measured")
+
+    def __getitem__(self, index: Any) -> Any:
+        raise AssertionError("indexed")
+
+
+def test_rows_of_other_sequences_are_read_once_and_converted_a_batch_at_a_time(monkeypatch):
+    monkeypatch.setattr(arrow_lists, "BATCH_TEXTS", 3)
+    rows = [None if ids is None else ReadOnce(ids) for ids in LISTS] + [float("nan")]  # NaN: pandas' missing list
+    column = text_lists(rows)
+    # a batch ends once it holds 3 texts: [3 texts], [0, missing, 2, 1], [3], and the rest ([missing])
+    assert isinstance(column, pa.ChunkedArray) and column.type == TEXT_LIST
+    assert [len(chunk) for chunk in column.chunks] == [1, 4, 1, 1]
+    assert column.to_pylist() == [*LISTS, None]
+    assert all(row is None or row.reads == 1 for row in rows[:-1])
+
+
+def test_a_cells_rows_hold_each_compactions_kept_ids_unread_and_send_them_as_a_tuple(monkeypatch, tmp_path):
+    """Masking rewrites the context at nearly every request, each compaction listing the whole context: the rows hold
+    the records' own lazy ids (read when the table is built), and pickled (a Ray worker's rows) they are the ids."""
+    transcript = generate("short-turns", 0, target_tokens=60_000).transcript
+    result = bench.replay(transcript, "observation-masking", profile="32k")
+    rows = measure_cell(result, [], answerer=None).compactions
+    assert len(rows) == len(result.compactions) > 10
+    assert all(isinstance(c.kept_ids, KeptIds) and row["kept_ids"] is c.kept_ids for row, c in zip(rows, result.compactions, strict=True))
+    key = CellKey("s", "observation-masking", "32k", 0)
+    expected = [list(iter(c.kept_ids)) for c in result.compactions]
+    assert cell_table(key, rows).column("kept_ids").to_pylist() == expected
+    # converted in batches (chunks with dictionaries of their own), stored in the cell's file and read back
+    monkeypatch.setattr(arrow_lists, "BATCH_TEXTS", 100)
+    assert cell_table(key, rows).column("kept_ids").num_chunks > 1
+    cell = {"requests": [], "compactions": rows, "probes": [], "replay": to_rows(result)}
+    stored = StoredCell(RunStore(tmp_path).write_cell(key, cell)).tables()["compactions"]
+    assert stored.column("kept_ids").to_pylist() == expected
+    sent = pickle.loads(pickle.dumps(rows))
+    assert [row["kept_ids"] for row in sent] == [tuple(ids) for ids in expected]
+    assert all(type(row["kept_ids"]) is tuple for row in sent)
+    # the ids, not the context they were read from: no tool output's text travels with them
+    outputs = [item.text for item in transcript.items if item.kind == "tool_result" and len(item.text) > 200]
+    assert outputs and not any(text.encode() in pickle.dumps(rows[-1]["kept_ids"]) for text in outputs)
