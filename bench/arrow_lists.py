@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 #: A list of texts, each an index into the distinct texts of its chunk of the column.
@@ -79,16 +80,36 @@ def _python_lists(column: pa.ChunkedArray) -> list[np.ndarray | None]:
     return rows
 
 
-def frame_of(table: pa.Table) -> pd.DataFrame:
+def frame_of(table: pa.Table, *, python_lists: bool = True) -> pd.DataFrame:
     """`table.to_pandas()`, its `TEXT_LIST` columns made Python lists without decoding them first (`_python_lists`):
-    the same frame, with a pointer per text where `to_pandas` would build Arrow strings of every text."""
+    the same frame, with a pointer per text where `to_pandas` would build Arrow strings of every text. With
+    `python_lists=False` those columns stay Arrow (`pd.ArrowDtype` of `TEXT_LIST`, sharing the table's buffers): no
+    Python object per text, for a frame that is written (`write_frame`) and summarized without reading its lists."""
     encoded = [name for name, kind in zip(table.column_names, table.schema.types, strict=True) if is_text_list(kind)]
     if not encoded or not table.num_rows:
         return table.to_pandas()
     frame = table.drop_columns(encoded).to_pandas()
     for name in encoded:
-        frame.insert(table.column_names.index(name), name, pd.Series(_python_lists(table.column(name)), index=frame.index, dtype=object))
+        column = table.column(name)
+        values = (pd.Series(_python_lists(column), index=frame.index, dtype=object) if python_lists
+                  else pd.Series(pd.arrays.ArrowExtensionArray(column), index=frame.index))
+        frame.insert(table.column_names.index(name), name, values)
     return frame
+
+
+def _arrow_column(column: pd.Series) -> pa.ChunkedArray:
+    """The Arrow data of a `pd.ArrowDtype` column, as it holds it (`pa.array` asks pandas for it, no copy)."""
+    data = pa.array(column.array)
+    return data if isinstance(data, pa.ChunkedArray) else pa.chunked_array([data])
+
+
+def _texts_per_row(column: pd.Series) -> np.ndarray:
+    """How many texts each row's list holds (a missing list, None or NaN, none)."""
+    if isinstance(column.dtype, pd.ArrowDtype):
+        lengths = pc.list_value_length(_arrow_column(column)).fill_null(0)
+        return np.asarray(lengths.to_numpy(zero_copy_only=False), np.int64)
+    counts = (len(ids) if isinstance(ids, (list, tuple, np.ndarray)) else 0 for ids in column)
+    return np.fromiter(counts, np.int64, len(column))
 
 
 #: About how many texts of its encoded lists a table written by `write_frame` holds per Parquet row group. A
@@ -108,18 +129,29 @@ def write_frame(frame: pd.DataFrame, path: str | Path, encoded: Collection[str],
         inferred = pa.Schema.from_pandas(frame.drop(columns=listed), preserve_index=False)
         schema = pa.schema([pa.field(str(name), TEXT_LIST) if name in listed else inferred.field(str(name)) for name in frame.columns])
     texts = np.zeros(len(frame) + 1, np.int64)  # texts[r]: how many the rows before row r hold
-    for name in listed:  # a missing list (None, or NaN as pandas' concatenation leaves one) holds none
-        counts = (len(ids) if isinstance(ids, (list, tuple, np.ndarray)) else 0 for ids in frame[name])
-        texts[1:] += np.cumsum(np.fromiter(counts, np.int64, len(frame)))
+    for name in listed:
+        texts[1:] += np.cumsum(_texts_per_row(frame[name]))
+    # lists kept as Arrow go into the table as they are; converted, they stand as missing lists, so that the file's pandas
+    # metadata is the one an object column of lists gives (a reader's `read_parquet` makes the frame it made before)
+    kept = {name: _arrow_column(frame[name]) for name in listed if isinstance(frame[name].dtype, pd.ArrowDtype)}
+    plain = frame.assign(**{name: np.full(len(frame), None, dtype=object) for name in kept}) if kept else frame
     starts = [0]
     while starts[-1] < len(frame):
         end = int(np.searchsorted(texts, texts[starts[-1]] + group_texts, side="right")) - 1
         starts.append(min(max(end, starts[-1] + 1), len(frame)))
     groups = list(zip(starts, starts[1:], strict=False)) or [(0, 0)]
+
+    def group(start: int, stop: int) -> pa.Table:
+        table = pa.Table.from_pandas(plain.iloc[start:stop], schema=schema, preserve_index=False)
+        for name, column in kept.items():
+            at = table.schema.get_field_index(str(name))
+            table = table.set_column(at, table.schema.field(at), column.slice(start, stop - start))
+        return table
+
     if len(groups) == 1:
-        pq.write_table(pa.Table.from_pandas(frame, schema=schema, preserve_index=False), path)
+        pq.write_table(group(*groups[0]), path)
         return
-    tables = (pa.Table.from_pandas(frame.iloc[start:stop], schema=schema, preserve_index=False) for start, stop in groups)
+    tables = (group(start, stop) for start, stop in groups)
     first = next(tables)
     with pq.ParquetWriter(path, first.schema) as writer:  # the first group's pandas metadata, as one group's would be
         writer.write_table(first)

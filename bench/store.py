@@ -262,7 +262,9 @@ def write_json(data: Any, path: Path) -> Path:
 def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
     """Cells' tables of one table (Arrow, by cell slug) as one frame, in slug order (the order of
     `RunStore.stored_cells`), tables without rows left out: the frame `pd.concat` makes of each table's
-    `to_pandas()` (`arrow_lists.frame_of`), made with one conversion per schema instead of one per cell.
+    `to_pandas()` (`arrow_lists.frame_of`), made with one conversion per schema instead of one per cell, but for its
+    lists of texts (the compactions' `ID_COLUMNS`), which stay Arrow (`pd.ArrowDtype`): a run's end writes them and
+    reads none of them, and as Python lists a masking run's 33 M ids were a pointer each (`load_run` makes them lists).
 
     Converting a table costs about half a millisecond whatever its rows (a run's parent did it three times per
     cell, more than a short cell's replay). The cells that share a schema are concatenated by Arrow and
@@ -277,8 +279,9 @@ def merge_tables(tables: Mapping[str, pa.Table]) -> pd.DataFrame:
     for index, (_, table) in enumerate(kept):
         groups.setdefault(table.schema, []).append(index)
     if len(groups) == 1:
-        return frame_of(pa.concat_tables([table for _, table in kept]))
-    frame = pd.concat([frame_of(pa.concat_tables([kept[i][1] for i in members])) for members in groups.values()], ignore_index=True)
+        return frame_of(pa.concat_tables([table for _, table in kept]), python_lists=False)
+    frame = pd.concat([frame_of(pa.concat_tables([kept[i][1] for i in members]), python_lists=False) for members in groups.values()],
+                      ignore_index=True)
     starts = np.cumsum([0] + [kept[i][1].num_rows for members in groups.values() for i in members])
     where = dict(zip((i for members in groups.values() for i in members), starts[:-1], strict=True))  # cell index -> its first row in `frame`
     order = np.concatenate([np.arange(where[i], where[i] + kept[i][1].num_rows) for i in range(len(kept))])
@@ -661,7 +664,8 @@ class RunStore:
         self._checked.add(cell.path.name)
 
     def merged_tables(self, loaded: Mapping[str, Mapping[str, pa.Table]] | None = None) -> dict[str, pd.DataFrame]:
-        """Every finished cell's rows of each table: the archived cells' (from the merged tables) and those in `cells/`.
+        """Every finished cell's rows of each table: the archived cells' (from the merged tables) and those in `cells/`,
+        as `merge_tables` makes them (lists of ids kept Arrow).
 
         `loaded` holds tables already read (slug → table name → `StoredCell.tables`; e.g. while the cells
         ran), the other cells are read now.
@@ -676,7 +680,7 @@ class RunStore:
             return merged
         out = {}
         for name in TABLES:
-            before = frame_of(pq.read_table(self.root / f"{name}.parquet"))
+            before = frame_of(pq.read_table(self.root / f"{name}.parquet"), python_lists=False)
             parts = [f for f in (before, merged[name]) if not f.empty]
             out[name] = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else before
         return out

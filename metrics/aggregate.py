@@ -358,8 +358,10 @@ class _Cells:
         else:
             order, counts = np.arange(len(frame)), np.asarray([len(frame)] if len(frame) else [], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        ordered = frame.iloc[order]
-        self.columns = {name: _array(ordered[name]) for name in columns if name in frame.columns}
+        read = [name for name in columns if name in frame.columns]
+        # the columns read alone (not a run's lists of ids)
+        ordered = frame[[name for name in dict.fromkeys([*keys, *read]) if name in frame.columns]].iloc[order]
+        self.columns = {name: _array(ordered[name]) for name in read}
         firsts = ordered[keys].iloc[starts[:-1]].itertuples(index=False, name=None) if keys and len(frame) else [() for _ in counts]
         self.ranges = {tuple(key): (int(a), int(b)) for key, a, b in zip(firsts, starts[:-1], starts[1:], strict=True)}
 

@@ -85,12 +85,28 @@ def test_a_table_without_rows_or_without_lists_converts_as_to_pandas_does():
     assert_same_frame(frame_of(numbers), numbers.to_pandas())
 
 
+def arrow_lists_of(chunks: list[list]) -> pd.Series:
+    """A column of lists held as Arrow (`frame_of(..., python_lists=False)`), each chunk with a dictionary of its own."""
+    return pd.Series(pd.arrays.ArrowExtensionArray(pa.chunked_array([text_lists(c) for c in chunks])))
+
+
+def test_a_frame_of_lists_kept_as_arrow_holds_the_tables_own_data():
+    table = pa.table({"n": pa.chunked_array([pa.array([0, 1]), pa.array([2, 3, 4, 5])]),
+                      "ids": pa.chunked_array([text_lists(LISTS[:2]), text_lists(LISTS[2:])])})
+    got = frame_of(table, python_lists=False)
+    assert isinstance(got["ids"].dtype, pd.ArrowDtype) and got["ids"].dtype.pyarrow_dtype == TEXT_LIST
+    assert pa.array(got["ids"].array).equals(table.column("ids"))  # the same chunks, dictionaries and indices
+    assert_same_frame(got.drop(columns="ids"), frame_of(table).drop(columns="ids"))
+
+
+@pytest.mark.parametrize("held", ["python", "arrow"], ids=["lists as Python objects", "lists kept as Arrow, two chunks"])
 @pytest.mark.parametrize("group_texts", [1 << 22, 3, 1], ids=["one row group", "about three texts a group", "a row a group"])
-def test_a_frame_written_with_its_lists_encoded_reads_back_as_pandas_own_parquet_file_does(group_texts, tmp_path):
+def test_a_frame_written_with_its_lists_encoded_reads_back_as_pandas_own_parquet_file_does(group_texts, held, tmp_path):
     frame = pd.DataFrame({"n": range(len(LISTS)), "ids": pd.Series(LISTS, dtype=object), "other": [[1, 2]] * len(LISTS),
                           "text": [None, None, "a", None, "b", None]})
     written = tmp_path / "encoded.parquet"
-    write_frame(frame, written, ["ids", "not a column"], group_texts=group_texts)
+    write_frame(frame if held == "python" else frame.assign(ids=arrow_lists_of([LISTS[:3], LISTS[3:]])), written,
+                ["ids", "not a column"], group_texts=group_texts)
     stored = pq.read_table(written)
     assert stored.schema.field("ids").type == TEXT_LIST and stored.schema.field("other").type == pa.list_(pa.int64())
     groups = pq.ParquetFile(written).metadata.num_row_groups
@@ -131,6 +147,19 @@ def test_a_runs_lists_of_ids_are_stored_encoded_and_read_as_lists_of_text(maskin
     kept = compactions["kept_ids"]
     assert len(compactions) > 1 and kept.map(len).sum() > len(compactions)
     assert all(isinstance(ids, np.ndarray) and ids.dtype == object and all(isinstance(i, str) for i in ids) for ids in kept)
+    # the run's end held them as Arrow (`merge_tables`); the file's pandas metadata is an object column's all the same
+    assert pd.read_parquet(masking_run / "compactions.parquet")["kept_ids"].dtype == object
+
+
+def test_merged_cells_keep_their_lists_of_ids_as_arrow(masking_run):
+    """What a run's end writes and summarizes: the cells' lists of ids as Arrow, no Python object per id (the finished
+    run's cells are archived: its merged tables are read back, as a resume that adds cells reads them)."""
+    merged = RunStore(masking_run).merged_tables()["compactions"]
+    assert all(isinstance(merged[name].dtype, pd.ArrowDtype) for name in ID_COLUMNS)
+    expected = load_run(masking_run)["compactions"]
+    assert len(merged) == len(expected)
+    for name in ID_COLUMNS:
+        assert [list(ids) for ids in merged[name]] == [list(ids) for ids in expected[name]]
 
 
 def test_a_run_stored_before_the_encoding_reads_as_the_same_frames(masking_run, tmp_path):
