@@ -103,6 +103,34 @@ def _arrow_column(column: pd.Series) -> pa.ChunkedArray:
     return data if isinstance(data, pa.ChunkedArray) else pa.chunked_array([data])
 
 
+class RowTexts:
+    """Each row's texts of a `TEXT_LIST` column kept as Arrow (`frame_of(..., python_lists=False)`), one row at a time:
+    `rows[n]` is row n's texts as a NumPy array of `str` (None for a missing list), made when asked, so the rows a
+    reader walks through are never all Python lists at once (a masking run's 33 M ids)."""
+
+    def __init__(self, column: pd.Series | pa.ChunkedArray) -> None:
+        self._chunks = list((column if isinstance(column, pa.ChunkedArray) else _arrow_column(column)).chunks)
+        self._starts = np.cumsum([0] + [len(chunk) for chunk in self._chunks])
+        self._distinct: dict[int, np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return int(self._starts[-1])
+
+    def __getitem__(self, row: int) -> np.ndarray | None:
+        if not 0 <= row < len(self):
+            raise IndexError(row)
+        at = int(np.searchsorted(self._starts, row, side="right")) - 1
+        chunk, n = self._chunks[at], row - int(self._starts[at])
+        if not chunk.is_valid()[n].as_py():
+            return None
+        texts = chunk.values
+        distinct = self._distinct.get(at)
+        if distinct is None:
+            distinct = self._distinct[at] = np.asarray(texts.dictionary.to_pylist(), dtype=object)
+        start, end = chunk.offsets[n].as_py(), chunk.offsets[n + 1].as_py()
+        return distinct[texts.indices.slice(start, end - start).to_numpy(zero_copy_only=False)]
+
+
 def _texts_per_row(column: pd.Series) -> np.ndarray:
     """How many texts each row's list holds (a missing list, None or NaN, none)."""
     if isinstance(column.dtype, pd.ArrowDtype):

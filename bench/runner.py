@@ -77,6 +77,7 @@ from compaction_bench.records import from_rows, to_rows
 from compaction_bench.registry import strategy_class, strategy_ids
 from compaction_bench.replay import USAGE_MODES, replay
 from compaction_bench.store import (
+    ID_COLUMNS,
     KEY_DTYPES,
     P_BEST_JUDGED,
     P_BEST_RULE,
@@ -1099,7 +1100,9 @@ def _run_claimed(
             atomic_write_text(store.root / "errors.log", "\n\n".join(f"{f['cell']}\n{f['traceback']}" for f in failures), sweep=True)
         else:  # a resume that finished every cell: the log of an earlier attempt no longer applies
             (store.root / "errors.log").unlink(missing_ok=True)
-        finalize(store, manifest, store.merged_tables(loaded), report=report, progress=emit, compact=not failures, jobs=jobs)
+        tables = store.merged_tables(loaded)
+        loaded.clear()  # the cells' tables are the merged frames' now, which `finalize` lets go of as it is done with them
+        finalize(store, manifest, tables, report=report, progress=emit, compact=not failures, jobs=jobs)
     except WriteFailed as exc:  # every cell is in the folder: a resume runs none of them again and writes the rest
         raise CannotWrite(f"{exc}; every cell finished and is kept: write the tables with `bench run --resume` and the same "
                           f"arguments (--run-id {store.root.name} -o {store.root.parent})") from None
@@ -1190,6 +1193,9 @@ def finalize(
     the report is built.
     `progress` receives a `finalize` event per step (the tables, the summary, the report and each of its
     pages, the archive), numbered over the steps this call takes.
+    The frames are handed over: once the tables are written and summarized, the compactions' lists of ids
+    (`store.ID_COLUMNS`, Arrow) are dropped from its frame, so that they are not held while the report reads the
+    run again (a masking run lists 33 M ids; the reader of its file takes a few hundred MB while it reads).
     """
     from compaction_bench.metrics.aggregate import summarize
     from compaction_bench.metrics.measure import COMPACTION_COLUMNS
@@ -1221,6 +1227,7 @@ def finalize(
         step("summary", "summary")
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
         write_parquet(summary, store.root / "summary.parquet")
+        tables["compactions"].drop(columns=[name for name in ID_COLUMNS if name in tables["compactions"]], inplace=True)
         # The archive (Arrow reads, hashing and writes, mostly outside the GIL) is built in a thread while
         # the report renders. Not beside the summary: pandas' work holds the GIL, and the two together
         # took about as long as one after the other.
@@ -1488,7 +1495,9 @@ def _score(source: RunStore, probes: str | Path | None, answerer: str | None, ou
         write_parquet(pd.DataFrame(questions_table(list(cases.values())), columns=QUESTION_COLUMNS), target / "questions.parquet")
         if not in_place:  # the new folder gets the (unchanged) replay records in its own archive
             store.archive_from(source)
-        finalize(store, scored, {name: merge_tables(by_name[name]) for name in TABLES}, report=report, progress=progress, compact=in_place)
+        merged = {name: merge_tables(by_name[name]) for name in TABLES}
+        by_name.clear()  # the merged frames hold the cells' tables now (`finalize`)
+        finalize(store, scored, merged, report=report, progress=progress, compact=in_place)
     calls.say(source.root)
     note_unusual_replies(store.root)
     return store.root

@@ -1008,7 +1008,7 @@ def typed(name: str, frame: pd.DataFrame, stored: pa.Schema, file: Path) -> pd.D
         kind, expected = kinds.get(column), "boolean" if dtype == "bool" else dtype
         if len(frame) and kind is not None and not (STORED_AS[dtype](kind) or (pa.types.is_null(kind) and dtype not in ("int64", "bool"))):
             raise StoreError(f"{file}: column {column!r} is {_type_name(kind)}, not {expected}")
-        if read_as == PANDAS_DTYPES[dtype]:
+        if read_as == PANDAS_DTYPES[dtype] or (dtype == "list" and isinstance(read_as, pd.ArrowDtype)):  # lists kept as Arrow
             continue
         values = frame[column]
         if dtype in ("int64", "bool") and values.isna().any():  # integers or booleans with a null: pandas reads floats or objects
@@ -1052,13 +1052,15 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     return load_run_with_manifest(path)[0]
 
 
-def load_run_with_manifest(path: str | Path) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+def load_run_with_manifest(path: str | Path, *, python_lists: bool = True) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
     """`load_run`'s tables and the run's manifest (`read_manifest`), which it reads once: a caller that needs the
     manifest too (whether P(best) was judged, the failed cells: `p_best_judged_in`, `failed_cells_in`) takes it from
-    here rather than reading the file again, and sees the same manifest the tables were loaded by."""
+    here rather than reading the file again, and sees the same manifest the tables were loaded by. With
+    `python_lists=False` the compactions' lists of ids stay Arrow (`arrow_lists.frame_of`; the report reads them a row
+    at a time, `arrow_lists.RowTexts`)."""
     root = Path(path)
     _check_run_folder(root)
-    tables = {name: _read_table(root, name) for name in (*TABLES, "summary")}
+    tables = {name: _read_table(root, name, python_lists) for name in (*TABLES, "summary")}
     manifest = read_manifest(root)
     if not p_best_judged_in(manifest):
         tables["summary"]["p_best"] = float("nan")
@@ -1080,9 +1082,9 @@ def _check_run_folder(root: Path) -> None:
         raise _cannot_read(root, exc) from None
 
 
-def _read_table(root: Path, name: str) -> pd.DataFrame:
-    """The run's table `name`, typed by its schema (`typed`); a `StoreError` naming the file when it is missing or
-    cannot be read."""
+def _read_table(root: Path, name: str, python_lists: bool = True) -> pd.DataFrame:
+    """The run's table `name`, typed by its schema (`typed`), its lists of texts as `frame_of` makes them given
+    `python_lists`; a `StoreError` naming the file when it is missing or cannot be read."""
     file = root / f"{name}.parquet"
     try:
         if file.is_dir():
@@ -1090,7 +1092,7 @@ def _read_table(root: Path, name: str) -> pd.DataFrame:
         if not file.is_file():
             raise StoreError(f"{root}: {name}.parquet is missing (an unfinished run? finish it with `bench run --resume`)")
         table = pq.read_table(file)
-        stored, frame = table.schema, frame_of(table)
+        stored, frame = table.schema, frame_of(table, python_lists=python_lists)
     except pa.ArrowException as exc:
         raise StoreError(f"{file}: not a readable table ({exc})") from None
     except OSError as exc:

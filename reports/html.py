@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 
+from compaction_bench.arrow_lists import RowTexts
 from compaction_bench.atomic import atomic_write_text
 from compaction_bench.metrics.aggregate import overall
 from compaction_bench.metrics.cost import DOLLAR_COLUMNS, format_dollars
@@ -48,7 +49,7 @@ from compaction_bench.reports.leaderboard import (
 )
 from compaction_bench.reports.report_files import LISTING_ID, PAGES, listed_pages, page_name, pages_folder, remove_pages
 from compaction_bench.reports.verdict import ProfileVerdict, servable, verdicts
-from compaction_bench.store import load_run, read_manifest
+from compaction_bench.store import ID_COLUMNS, load_run_with_manifest, read_manifest
 
 TEMPLATE_DIR = Path(__file__).parent / "templates"
 #: A single-file report larger than this becomes a folder (index + one page per scenario).
@@ -476,7 +477,7 @@ def render_pages(
     drawn by `drawings` if given (already drawing, e.g. while the run was summarized; closed here),
     else by `jobs` processes, this one included (0: one per core; `Drawings`) while the rest is built."""
     root = Path(run_dir)
-    tables = load_run(root)
+    tables = load_run_with_manifest(root, python_lists=False)[0]  # the compactions' lists of ids read a row at a time (`_render`)
     manifest = read_manifest(root, required=REPORT_FIELDS)
     with drawings or Drawings(tables["requests"], tables["compactions"], tables["probes"], manifest, jobs) as drawn:
         return _render(root, manifest, tables, drawn, progress)
@@ -518,8 +519,13 @@ def _render(
             figs.append((CACHE_FIGURE, cache))
         overview.append({"profile": verdict.profile, "figures": figs})
 
-    # Compactions: one global id per row, in a stable order.
-    compactions = compactions.sort_values([c for c in ("scenario", "strategy", "profile", "repeat", "compaction") if c in compactions.columns]).reset_index(drop=True) if not compactions.empty else compactions
+    # Compactions: one global id per row, in a stable order. Their lists of ids kept as Arrow (`load_run_with_manifest`) are
+    # read a row at a time (`RowTexts`, by the row's place in the table): a masking run lists 33 M of them.
+    id_rows = {name: RowTexts(compactions[name]) for name in ID_COLUMNS if name in compactions and isinstance(compactions[name].dtype, pd.ArrowDtype)}
+    placed = np.arange(len(compactions))  # each row's place in `compactions`, in the report's order
+    if not compactions.empty:
+        keys = [c for c in ("scenario", "strategy", "profile", "repeat", "compaction") if c in compactions.columns]
+        placed = compactions[keys].reset_index(drop=True).sort_values(keys).index.to_numpy()
     flips = _flips(probes, questions)
     seen = _points_seen(probes)
     scenarios: list[Scenario] = []
@@ -533,7 +539,7 @@ def _render(
     rows_by_scenario: dict[str, list[dict[str, Any]]] = {s.name: [] for s in scenarios}
     data_by_scenario: dict[str, dict[str, Any]] = {s.name: {} for s in scenarios}
     where_by_scenario = {s.name: {str(i): int(p) for i, p in zip(s.items["id"], s.items["position"], strict=True)} for s in scenarios}
-    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in compactions.to_dict("records")]
+    records: list[dict[str, Any]] = [{str(k): v for k, v in r.items()} for r in compactions.drop(columns=list(id_rows)).take(placed).to_dict("records")]
     for cid, record in enumerate(records):
         scenario = by_name.get(record["scenario"])
         if scenario is None:
@@ -541,7 +547,7 @@ def _render(
         key = (record["scenario"], record["strategy"], record["profile"], int(record.get("repeat", 0)), int(record.get("compaction", 0)))
         lost = flips.get(key, [])
         why = _unmeasured(record, key, flips, seen)
-        lists = _id_lists(record, where_by_scenario[scenario.name])
+        lists = _id_lists({**record, **{name: texts[int(placed[cid])] for name, texts in id_rows.items()}}, where_by_scenario[scenario.name])
         summary_text = str(record["summary"]) if isinstance(record.get("summary"), str) else ""
         data_by_scenario[scenario.name][str(cid)] = {
             "strategy": record["strategy"], "profile": record["profile"], "repeat": key[3], "step": _clean(record.get("step")),

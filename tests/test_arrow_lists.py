@@ -17,7 +17,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench import arrow_lists
-from compaction_bench.arrow_lists import TEXT_LIST, frame_of, is_text_list, text_lists, write_frame
+from compaction_bench.arrow_lists import TEXT_LIST, RowTexts, frame_of, is_text_list, text_lists, write_frame
 from compaction_bench.metrics.measure import measure_cell
 from compaction_bench.records import KeptIds, to_rows
 from compaction_bench.scenarios.synthetic import generate
@@ -66,6 +66,22 @@ def test_a_frame_of_dictionary_encoded_lists_is_the_frame_to_pandas_makes_of_pla
     assert_same_frame(got, expected.to_pandas())
     assert rows_of(got, "ids") == [row for c in chunks for row in c]
     assert list(got.columns) == ["n", "ids", "after"]
+
+
+def test_row_texts_give_each_row_of_a_column_kept_as_arrow_as_a_numpy_array_of_str():
+    column = arrow_lists_of([LISTS[:2], LISTS[2:]])  # two chunks, each with a dictionary of its own
+    rows = RowTexts(column)
+    assert len(rows) == len(LISTS)
+    got = [rows[n] for n in range(len(LISTS))]
+    assert [None if ids is None else ids.tolist() for ids in got] == LISTS
+    assert all(ids is None or (ids.dtype == object and all(type(i) is str for i in ids)) for ids in got)
+    with pytest.raises(IndexError):
+        rows[len(LISTS)]
+    # a slice's rows (the offsets of a slice do not start at 0), a missing list backed by values among them
+    values = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1, 0, 2], pa.int32()), pa.array(["a", "b", "c"]))
+    lists = pa.ListArray.from_arrays(pa.array([0, 2, 4, 5], pa.int32()), values, mask=pa.array([False, True, False]))
+    sliced = RowTexts(pa.chunked_array([lists.slice(1, 2)]))
+    assert sliced[0] is None and sliced[1].tolist() == ["c"]
 
 
 def test_a_slice_of_a_column_reads_its_own_rows_a_missing_list_backed_by_values_too():
