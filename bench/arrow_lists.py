@@ -121,7 +121,7 @@ class RowTexts:
             raise IndexError(row)
         at = int(np.searchsorted(self._starts, row, side="right")) - 1
         chunk, n = self._chunks[at], row - int(self._starts[at])
-        if not chunk.is_valid()[n].as_py():
+        if not chunk[n].is_valid:
             return None
         texts = chunk.values
         distinct = self._distinct.get(at)
