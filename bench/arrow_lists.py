@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -65,18 +65,34 @@ def text_lists(values: Iterable[Any]) -> pa.Array | pa.ChunkedArray:
     return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, type=TEXT_LIST)
 
 
+class _Chunk(NamedTuple):
+    """One chunk of a `TEXT_LIST` column as NumPy arrays."""
+
+    #: the Python objects of the chunk's distinct texts
+    distinct: np.ndarray
+    #: each row's bounds in the chunk's values, whatever its slice
+    offsets: np.ndarray
+    #: every value's index into `distinct` (a missing list's values too: `flatten` leaves those out)
+    indices: np.ndarray
+    #: whether each row holds a list
+    valid: np.ndarray
+
+    @classmethod
+    def of(cls, chunk: pa.ListArray) -> _Chunk:
+        texts = chunk.values
+        return cls(np.asarray(texts.dictionary.to_pylist(), dtype=object), chunk.offsets.to_numpy(),
+                   texts.indices.to_numpy(zero_copy_only=False), chunk.is_valid().to_numpy(zero_copy_only=False))
+
+
 def _python_lists(column: pa.ChunkedArray) -> list[np.ndarray | None]:
     """A `TEXT_LIST` column as `to_pandas` makes a list column: per row a NumPy array of `str` (a view into one
     array of the chunk's texts), None for a missing list."""
     rows: list[np.ndarray | None] = []
-    for chunk in column.chunks:
-        offsets = chunk.offsets.to_numpy()  # the chunk's rows' bounds in its values, whatever its slice
-        texts = chunk.values  # every row's, a missing list's too (`flatten` leaves those out)
-        distinct = np.asarray(texts.dictionary.to_pylist(), dtype=object)
-        flat = distinct[texts.indices.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]]
+    for chunk in map(_Chunk.of, column.chunks):
+        offsets = chunk.offsets
+        flat = chunk.distinct[chunk.indices[offsets[0]:offsets[-1]]]
         parts = np.split(flat, offsets[1:-1] - offsets[0])
-        valid = chunk.is_valid().to_numpy(zero_copy_only=False)
-        rows += [part if present else None for part, present in zip(parts, valid, strict=True)]
+        rows += [part if present else None for part, present in zip(parts, chunk.valid, strict=True)]
     return rows
 
 
@@ -111,7 +127,7 @@ class RowTexts:
     def __init__(self, column: pd.Series | pa.ChunkedArray) -> None:
         self._chunks = list((column if isinstance(column, pa.ChunkedArray) else _arrow_column(column)).chunks)
         self._starts = np.cumsum([0] + [len(chunk) for chunk in self._chunks])
-        self._distinct: dict[int, np.ndarray] = {}
+        self._read: dict[int, _Chunk] = {}
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -120,15 +136,11 @@ class RowTexts:
         if not 0 <= row < len(self):
             raise IndexError(row)
         at = int(np.searchsorted(self._starts, row, side="right")) - 1
-        chunk, n = self._chunks[at], row - int(self._starts[at])
-        if not chunk[n].is_valid:
-            return None
-        texts = chunk.values
-        distinct = self._distinct.get(at)
-        if distinct is None:
-            distinct = self._distinct[at] = np.asarray(texts.dictionary.to_pylist(), dtype=object)
-        start, end = chunk.offsets[n].as_py(), chunk.offsets[n + 1].as_py()
-        return distinct[texts.indices.slice(start, end - start).to_numpy(zero_copy_only=False)]
+        chunk = self._read.get(at)
+        if chunk is None:
+            chunk = self._read[at] = _Chunk.of(self._chunks[at])
+        n = row - int(self._starts[at])
+        return chunk.distinct[chunk.indices[chunk.offsets[n]:chunk.offsets[n + 1]]] if chunk.valid[n] else None
 
 
 def _texts_per_row(column: pd.Series) -> np.ndarray:
