@@ -209,7 +209,8 @@ class TokenCounter:
     A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized, and the
     whole text too (a text met again is not split again): a summary request that serializes a
     conversation into one new text costs the tokenizer only the paragraphs it has not seen, and the
-    count is the same as the whole text's. A new text of a few
+    count is the same as the whole text's; what follows its first line, when that line is short, is
+    memoized too and looked up first (`_count_long_text`). A new text of a few
     lines or more is counted from its lines (`_count_by_lines`): a summary wrapped into the next
     request is one new text made of the summary's lines, counted before. A line of `LINES_FROM`
     characters or more is counted from its chunks (`chunk_pieces`): a tool call's arguments, counted
@@ -229,12 +230,35 @@ class TokenCounter:
         memo = self._memo
         cached = memo.get(text)
         if cached is None:
-            if len(text) >= PARAGRAPHS_FROM and len(parts := paragraph_pieces(text)) > 1:
-                cached = sum(map(self.count, parts))  # the parts are memoized, and the whole (it is not split again)
+            if len(text) >= PARAGRAPHS_FROM:
+                cached = self._count_long_text(text)
             else:
                 cached = self._count_by_lines(text) if len(text) >= LINES_FROM else len(self.encode(text))
-            self._remember(text, cached)
+            self._remember(text, cached)  # (a text met again is not split again)
         return cached
+
+    def _count_long_text(self, text: str) -> int:
+        """A new text of `PARAGRAPHS_FROM` characters or more: the sum of its paragraphs' counts (each memoized), or
+        its lines' (`_count_by_lines`) when it has one paragraph. Behind a first line shorter than `LINES_FROM`, the
+        rest is memoized too, and looked up first: a text that differs from one counted before only in that line
+        (Gemini CLI names a truncated output's saved file by a new number at every request, over the same cut
+        body) is neither split again nor tokenized but for the line."""
+        cut = _first_cut(text)
+        rest = text[cut:] if 0 < cut < LINES_FROM else None
+        if rest is not None and (known := self._memo.get(rest)) is not None:
+            return self._short_line(text[:cut]) + known
+        parts = paragraph_pieces(text)
+        if len(parts) == 1:
+            return self._count_by_lines(text)
+        total = sum(map(self.count, parts))
+        if rest is not None:
+            self._remember(rest, total - self._short_line(text[:cut]))
+        return total
+
+    def _short_line(self, line: str) -> int:
+        """The count of a line shorter than `LINES_FROM`: from the memo, else encoded (not memoized)."""
+        counted = self._memo.get(line)
+        return len(self.encode(line)) if counted is None else counted
 
     def _count_by_lines(self, text: str) -> int:
         """A new text's count from its lines (`line_pieces`). Its first line apart: the rest is

@@ -4,7 +4,9 @@
   literal newline: they split exactly where `LINE_CUT.split` and `PARAGRAPH_CUT.split` do, on random
   texts of the characters that decide a cut and on the real transcripts' texts.
 - `TokenCounter.count` memoizes a long text it counted by paragraphs: the text is split once however
-  often it is counted, and its count stays tiktoken's.
+  often it is counted, and its count stays tiktoken's. A long text that differs from one counted before
+  only in its first line (Gemini CLI's header naming a truncated output's file by a new number at every
+  request) is neither split again nor tokenized but for that line.
 - `LogView` indexes a message by position as the tuple of its messages does (negative positions and
   out-of-range errors included), and `Cumulative.last` is its last total after any prefix and extension.
 - `SimulatedProvider._bills_hidden` reads from the two messages whether either request bills hidden
@@ -61,10 +63,14 @@ def test_pieces_of_real_texts_cut_where_the_cut_patterns_split(path):
         assert paragraph_pieces(text) == PARAGRAPH_CUT.split(text)
 
 
-def test_a_long_text_is_split_into_paragraphs_once_and_keeps_the_tokenizers_count(monkeypatch):
-    rng = random.Random(3)
+def _paragraphs_text(seed: int) -> str:
+    rng = random.Random(seed)
     words = ["alpha", " beta", "γ", "1234", "/x", "  indent", "}", "- item", "\n", "\n\n"]
-    text = "".join(rng.choice(words) for _ in range(6000))
+    return "".join(rng.choice(words) for _ in range(6000))
+
+
+def test_a_long_text_is_split_into_paragraphs_once_and_keeps_the_tokenizers_count(monkeypatch):
+    text = _paragraphs_text(3)
     assert len(text) >= tokens.PARAGRAPHS_FROM and len(paragraph_pieces(text)) > 1
     splits: list[str] = []
     split = tokens.paragraph_pieces
@@ -72,7 +78,30 @@ def test_a_long_text_is_split_into_paragraphs_once_and_keeps_the_tokenizers_coun
     counter = TokenCounter("o200k_base")
     expected = len(get_encoding("o200k_base").encode(text, disallowed_special=()))
     assert [counter.count(text) for _ in range(3)] == [expected] * 3
-    assert splits.count(text) == 1
+    assert splits == [text]
+
+
+def test_a_long_text_with_a_new_first_line_costs_the_tokenizer_that_line(monkeypatch):
+    """Gemini CLI renames a truncated output's file at every request ("... For full output see:
+    <folder>/shell_<n>.txt" over the same cut body): each text is new, only its first line differs."""
+    body = "Traceback (most recent call last):\n" + _paragraphs_text(5)  # (its first character starts a line: a cut)
+    counter = TokenCounter("o200k_base")
+    encoded: list[str] = []
+    encode = counter.encode
+    monkeypatch.setattr(counter, "encode", lambda t: encoded.append(t) or encode(t))
+    splits: list[str] = []
+    split = tokens.paragraph_pieces
+    monkeypatch.setattr(tokens, "paragraph_pieces", lambda t: splits.append(t) or split(t))
+    tiktoken = get_encoding("o200k_base")
+    for number in (7, 8, 1234):
+        header = f"Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /tmp/out/shell_{number}.txt\n"
+        text = header + body
+        assert len(text) >= tokens.PARAGRAPHS_FROM and len(paragraph_pieces(text)) > 1
+        encoded.clear()
+        assert counter.count(text) == len(tiktoken.encode(text, disallowed_special=()))
+        if number != 7:
+            assert encoded == [header]
+    assert len(splits) == 1  # the first text, once
 
 
 @settings(max_examples=300, deadline=None)
