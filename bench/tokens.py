@@ -145,6 +145,9 @@ PARAGRAPH_CUT = re.compile(r"(?<=\n\n)(?=[^\s/])")
 LINE_CUT = re.compile(r"(?<=\n)(?=[^\s/])")
 #: A text this long that is not in the memo is counted from its lines (`TokenCounter._count_by_lines`).
 LINES_FROM = 1024
+#: How many characters of each end of a long text's rest after its first line `TokenCounter._count_long_text` reads to
+#: tell whether it met that rest before (with its length): only a rest met again is copied and memoized.
+REST_ENDS = 64
 #: How many lines' token ids `TokenCounter.common_prefix` keeps (cleared when full).
 LINES_KEPT = 4096
 #: Where a long line is cut into chunks, each memoized (`TokenCounter._count_long_line`): between the
@@ -209,8 +212,8 @@ class TokenCounter:
     A long text is counted as the sum of its paragraphs (`PARAGRAPH_CUT`), each memoized, and the
     whole text too (a text met again is not split again): a summary request that serializes a
     conversation into one new text costs the tokenizer only the paragraphs it has not seen, and the
-    count is the same as the whole text's; what follows its first line, when that line is short, is
-    memoized too and looked up first (`_count_long_text`). A new text of a few
+    count is the same as the whole text's; what follows its first line, when that line is short and the
+    rest is met again, is memoized too and looked up first (`_count_long_text`). A new text of a few
     lines or more is counted from its lines (`_count_by_lines`): a summary wrapped into the next
     request is one new text made of the summary's lines, counted before. A line of `LINES_FROM`
     characters or more is counted from its chunks (`chunk_pieces`): a tool call's arguments, counted
@@ -223,6 +226,8 @@ class TokenCounter:
         self._memo: dict[str, int] = {}
         self._memo_limit = memo_limit
         self._lines: dict[str, list[int]] = {}
+        #: the hashes of the lengths and ends of long texts' rests after their first line (`_count_long_text`)
+        self._rest_ends: set[int] = set()
 
     def count(self, text: str) -> int:
         if not text:
@@ -240,13 +245,25 @@ class TokenCounter:
     def _count_long_text(self, text: str) -> int:
         """A new text of `PARAGRAPHS_FROM` characters or more: the sum of its paragraphs' counts (each memoized), or
         its lines' (`_count_by_lines`) when it has one paragraph. Behind a first line shorter than `LINES_FROM`, the
-        rest is memoized too, and looked up first: a text that differs from one counted before only in that line
+        rest is looked up first: a text that differs from one counted before only in that line
         (Gemini CLI names a truncated output's saved file by a new number at every request, over the same cut
-        body) is neither split again nor tokenized but for the line."""
+        body) is neither split again nor tokenized but for the line. Only a rest whose length and ends (`REST_ENDS`)
+        it met before is copied out of its text and memoized: a text a strategy writes once (a summary request's
+        serialized history, behind its opening tag) costs no copy; a repeated one is remembered from its second
+        count (the ends decide only what is remembered: a count is read from the memo of the rest itself)."""
         cut = _first_cut(text)
-        rest = text[cut:] if 0 < cut < LINES_FROM else None
-        if rest is not None and (known := self._memo.get(rest)) is not None:
-            return self._short_line(text[:cut]) + known
+        rest = None
+        if 0 < cut < LINES_FROM:
+            ends = hash((len(text) - cut, text[cut : cut + REST_ENDS], text[-REST_ENDS:]))
+            if ends in self._rest_ends:
+                rest = text[cut:]
+                known = self._memo.get(rest)
+                if known is not None:
+                    return self._short_line(text[:cut]) + known
+            else:
+                if len(self._rest_ends) >= self._memo_limit:
+                    self._rest_ends.clear()
+                self._rest_ends.add(ends)
         parts = paragraph_pieces(text)
         if len(parts) == 1:
             return self._count_by_lines(text)

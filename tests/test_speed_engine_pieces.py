@@ -83,7 +83,9 @@ def test_a_long_text_is_split_into_paragraphs_once_and_keeps_the_tokenizers_coun
 
 def test_a_long_text_with_a_new_first_line_costs_the_tokenizer_that_line(monkeypatch):
     """Gemini CLI renames a truncated output's file at every request ("... For full output see:
-    <folder>/shell_<n>.txt" over the same cut body): each text is new, only its first line differs."""
+    <folder>/shell_<n>.txt" over the same cut body): each text is new, only its first line differs. The body
+    is split into paragraphs for the first text, and for the second, whose count remembers it; after that
+    only the header is tokenized. A long text met once leaves no copy of its body in the memo."""
     body = "Traceback (most recent call last):\n" + _paragraphs_text(5)  # (its first character starts a line: a cut)
     counter = TokenCounter("o200k_base")
     encoded: list[str] = []
@@ -93,15 +95,24 @@ def test_a_long_text_with_a_new_first_line_costs_the_tokenizer_that_line(monkeyp
     split = tokens.paragraph_pieces
     monkeypatch.setattr(tokens, "paragraph_pieces", lambda t: splits.append(t) or split(t))
     tiktoken = get_encoding("o200k_base")
-    for number in (7, 8, 1234):
+    for number in (7, 8, 9, 1234):
         header = f"Output too large. Showing first 8,000 and last 32,000 characters. For full output see: /tmp/out/shell_{number}.txt\n"
         text = header + body
         assert len(text) >= tokens.PARAGRAPHS_FROM and len(paragraph_pieces(text)) > 1
         encoded.clear()
+        splits.clear()
         assert counter.count(text) == len(tiktoken.encode(text, disallowed_special=()))
-        if number != 7:
-            assert encoded == [header]
-    assert len(splits) == 1  # the first text, once
+        assert (body in counter._memo) == (number != 7)
+        if number in (7, 8):
+            assert splits == [text]
+        else:
+            assert encoded == [header] and not splits
+    other = TokenCounter("o200k_base")
+    for n in range(3):  # texts of different bodies behind the same header: none is remembered
+        rest = "[User]: " + _paragraphs_text(10 + n)
+        text = "<conversation>\n" + rest
+        assert other.count(text) == len(tiktoken.encode(text, disallowed_special=()))
+        assert rest not in other._memo
 
 
 @settings(max_examples=300, deadline=None)
