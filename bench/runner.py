@@ -1227,7 +1227,9 @@ def finalize(
         step("summary", "summary")
         summary = summarize(tables["requests"], tables["compactions"], tables["probes"])
         write_parquet(summary, store.root / "summary.parquet")
-        tables["compactions"].drop(columns=[name for name in ID_COLUMNS if name in tables["compactions"]], inplace=True)
+        for name in ID_COLUMNS:  # from the frame itself (handed over): no copy of the rest of it is made
+            if name in tables["compactions"]:
+                del tables["compactions"][name]
         # The archive (Arrow reads, hashing and writes, mostly outside the GIL) is built in a thread while
         # the report renders. Not beside the summary: pandas' work holds the GIL, and the two together
         # took about as long as one after the other.
