@@ -14,7 +14,8 @@ wall time with two workers beside it on two cores); with `jobs` ≤ 1 each is dr
 when the report asks for it. This process draws as well: a figure it asks for that no worker has
 taken yet is drawn here (its task cancelled) rather than waited for, and while it waits for one a
 worker is drawing it draws the last queued figures no worker has taken, for later. A worker that dies (the
-out-of-memory killer) breaks the pool: the figures it left are drawn here, and the report stays whole. The workers are
+out-of-memory killer) breaks the pool: the figures it left are drawn here, and the report stays whole (the error
+Python 3.11's pool thread then dies with is kept from the terminal, `_quiet_breakage`). The workers are
 forked (Linux only; elsewhere the figures are drawn in this process): they start with the figures module
 loaded and never re-run the caller's main module, they are forked before the run starts its archive thread, and they inherit the tables they
 draw (`_FORKED`): a task names a drawing, so no table is pickled and sent (sending them took a
@@ -30,8 +31,9 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Any
@@ -101,6 +103,27 @@ def strategy_order(manifest: Mapping[str, Any], strategies: Iterable[str]) -> li
     return configured + sorted(present - set(configured))
 
 
+def _quiet_breakage(pool: ProcessPoolExecutor) -> Callable[[], None]:
+    """Keep from the terminal the one error Python 3.11's pool thread dies with once a worker died after this process
+    cancelled a queued drawing (`Drawings._broken`): an `InvalidStateError` traceback, printed while the report goes
+    on whole (its figures drawn here). Python 3.12's pool ignores that error itself. Only that error of `pool`'s own
+    thread is kept back; every other thread's error reaches the hook as before. Returns what restores the hook."""
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is InvalidStateError and args.thread is getattr(pool, "_executor_manager_thread", None):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+
+    def restore() -> None:
+        if threading.excepthook is hook:
+            threading.excepthook = previous
+
+    return restore
+
+
 #: how long the report waits for a worker's drawing before it asks whether the pool still runs (`Drawings._broken`)
 POLL_SECONDS = 1.0
 
@@ -141,6 +164,7 @@ class Drawings:
         count = sum(len(w) for w in self._work.values())
         workers = min((jobs if jobs > 0 else os.cpu_count() or 1) - 1, count)
         self._pool: ProcessPoolExecutor | None = None
+        self._restore_hook: Callable[[], None] = lambda: None
         self._futures: dict[tuple[str, str], list[Future[str]]] = {}
         #: drawings this process made while it waited for a worker's, by (key, index), until the report asks for them
         self._here: dict[tuple[tuple[str, str], int], str] = {}
@@ -156,6 +180,7 @@ class Drawings:
             for key, work in self._work.items():
                 self._futures[key] = [self._pool.submit(_draw, key, n) for n in range(len(work))]
             _FORKED = {}  # the workers have their copy
+            self._restore_hook = _quiet_breakage(self._pool)
 
     def _drawn(self, key: tuple[str, str]) -> list[tuple[str, str]]:
         """The drawings of `key` as (label, SVG) (`_svg`)."""
@@ -219,8 +244,11 @@ class Drawings:
     def close(self) -> None:
         """End the worker processes (drawings not collected yet are abandoned)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+            try:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+            finally:
+                self._pool = None
+                self._restore_hook()
 
     def __enter__(self) -> Drawings:
         return self

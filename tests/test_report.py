@@ -243,6 +243,46 @@ def test_a_drawing_worker_that_dies_leaves_the_report_whole(run, monkeypatch):
     assert got == expected
 
 
+def _killed_later(*_args: object) -> str:
+    """A drawing task whose worker process is killed a second after it starts it."""
+    import time
+
+    time.sleep(1.0)
+    return _killed()
+
+
+def test_a_dead_drawing_workers_pool_leaves_no_traceback(run, monkeypatch):
+    """Python 3.11's pool thread, once a worker dies, sets each pending drawing's future to BrokenProcessPool and dies
+    on the first one the report had cancelled (InvalidStateError), its traceback printed beside a report that stays
+    whole. A queued drawing cancelled (as `Drawings._help` does), then the one worker killed: no error of any thread
+    reaches the process's hook, the report's timelines are the ones drawn without workers, and the hook is the
+    process's own again after."""
+    import threading
+    from concurrent.futures import wait
+
+    from compaction_bench.reports import drawings
+    from compaction_bench.reports.drawings import Drawings
+
+    manifest, _, _, probes, both, points = _three_timelines(run[0])
+    with Drawings(both, points, probes, manifest, jobs=1) as alone:
+        expected = alone.timelines(NAME)
+    seen: list[type[BaseException]] = []
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        seen.append(args.exc_type)
+
+    monkeypatch.setattr(threading, "excepthook", hook)
+    monkeypatch.setattr(drawings, "_draw", _killed_later)
+    with Drawings(both, points, probes, manifest, jobs=2) as drawn:
+        futures = [future for queued in drawn._futures.values() for future in queued]
+        assert len(futures) > 3 and futures[-1].cancel()  # one worker takes two at a time: the last is still queued
+        wait(futures[:1], timeout=60)  # the worker died on it
+        got = drawn.timelines(NAME)
+    assert seen == []
+    assert threading.excepthook is hook
+    assert got == expected
+
+
 def test_a_drawing_the_broken_pool_never_answers_is_drawn_here(run, monkeypatch):
     """Python 3.11's pool, once a worker dies, sets each pending drawing's future to BrokenProcessPool in turn and stops
     at the first one the report had cancelled (InvalidStateError in its thread), so a drawing a worker had taken may
