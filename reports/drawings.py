@@ -106,7 +106,7 @@ def strategy_order(manifest: Mapping[str, Any], strategies: Iterable[str]) -> li
 def _quiet_breakage(pool: ProcessPoolExecutor) -> Callable[[], None]:
     """Keep from the terminal the one error Python 3.11's pool thread dies with once a worker died after this process
     cancelled a queued drawing (`Drawings._broken`): an `InvalidStateError` traceback, printed while the report goes
-    on whole (its figures drawn here). Python 3.12's pool ignores that error itself. Only that error of `pool`'s own
+    on whole (its figures drawn here); CPython's fix (gh-107219, the thread ignores it) is not in 3.11. Only that error of `pool`'s own
     thread is kept back; every other thread's error reaches the hook as before. Returns what restores the hook."""
     previous = threading.excepthook
 
@@ -177,10 +177,10 @@ class Drawings:
             self._pool = ProcessPoolExecutor(
                 max_workers=workers, mp_context=multiprocessing.get_context("fork"), initializer=bind_to_parent, initargs=(os.getpid(),)
             )
+            self._restore_hook = _quiet_breakage(self._pool)  # (before the first submit starts the pool's thread)
             for key, work in self._work.items():
                 self._futures[key] = [self._pool.submit(_draw, key, n) for n in range(len(work))]
             _FORKED = {}  # the workers have their copy
-            self._restore_hook = _quiet_breakage(self._pool)
 
     def _drawn(self, key: tuple[str, str]) -> list[tuple[str, str]]:
         """The drawings of `key` as (label, SVG) (`_svg`)."""
