@@ -259,7 +259,7 @@ class TokenCounter:
                 rest = text[cut:]
                 known = self._memo.get(rest)
                 if known is not None:
-                    return self._short_line(text[:cut]) + known
+                    return self._first_line(text[:cut]) + known
             else:
                 if len(self._rest_ends) >= self._memo_limit:
                     self._rest_ends.clear()
@@ -269,13 +269,13 @@ class TokenCounter:
             return self._count_by_lines(text)
         total = sum(map(self.count, parts))
         if rest is not None:
-            self._remember(rest, total - self._short_line(text[:cut]))
+            self._remember(rest, total - self._first_line(text[:cut]))
         return total
 
-    def _short_line(self, line: str) -> int:
-        """The count of a line shorter than `LINES_FROM`: from the memo, else encoded (not memoized)."""
+    def _first_line(self, line: str) -> int:
+        """The count of a text's first line: from the memo, else `_encode_line` (which memoizes a long one)."""
         counted = self._memo.get(line)
-        return len(self.encode(line)) if counted is None else counted
+        return self._encode_line(line) if counted is None else counted
 
     def _count_by_lines(self, text: str) -> int:
         """A new text's count from its lines (`line_pieces`). Its first line apart: the rest is
@@ -289,9 +289,7 @@ class TokenCounter:
             return self._count_long_line(text)
         memo, encode = self._memo, self.encode
         first, rest = text[:cut], text[cut:]
-        head = memo.get(first)
-        if head is None:
-            head = self._encode_line(first)
+        head = self._first_line(first)
         known = memo.get(rest)
         if known is not None:
             return head + known  # its lines are not split
