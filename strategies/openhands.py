@@ -573,6 +573,8 @@ class OpenHands(Strategy):
         self._rendered: tuple[list[Event] | None, int] = (None, 0)
         self._renderer = _SdkMessages()
         self._log: list[Message] = []
+        #: what `messages()` returned for the view as `_rendered` says (None: not since it changed)
+        self._messages: LogView | None = None
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -596,13 +598,16 @@ class OpenHands(Strategy):
     # ------------------------------------------------------------ messages (SDK events_to_messages)
     def messages(self, view: Sequence[Event] | None = None) -> Sequence[Message]:
         """The view's messages (default: the strategy's view, extended from the events added since the
-        last call and returned as a view of the append-only log of its settled messages)."""
+        last call and returned as a view of the append-only log of its settled messages; the same object
+        while the view is unchanged, so the provider finds the request it counted by identity)."""
         if view is not None:
             renderer = _SdkMessages()
             for e in view:
                 renderer.add(e)
             return renderer.out
         of, done = self._rendered
+        if of is self.view and done == len(self.view) and self._messages is not None:
+            return self._messages
         if of is not self.view or done > len(self.view):
             self._renderer, self._log, done = _SdkMessages(), [], 0
         renderer = self._renderer
@@ -612,7 +617,8 @@ class OpenHands(Strategy):
         out, log = renderer.out, self._log
         # the last message is open while a later event may change it (`_SdkMessages.open`)
         log += out[len(log): len(out) - 1 if renderer.open else len(out)]
-        return LogView(log, len(log), tuple(out[len(log):]))
+        self._messages = LogView(log, len(log), tuple(out[len(log):]))
+        return self._messages
 
     # ------------------------------------------------------------ reasons (§4.1, §4.2)
     def _effective_max_tokens(self) -> int:
