@@ -266,7 +266,7 @@ class TokenCounter:
                 self._rest_ends.add(ends)
         parts = paragraph_pieces(text)
         if len(parts) == 1:
-            return self._count_by_lines(text)
+            return self._count_by_lines(text, cut)
         total = sum(map(self.count, parts))
         if rest is not None:
             self._remember(rest, total - self._first_line(text[:cut]))
@@ -277,14 +277,15 @@ class TokenCounter:
         counted = self._memo.get(line)
         return self._encode_line(line) if counted is None else counted
 
-    def _count_by_lines(self, text: str) -> int:
-        """A new text's count from its lines (`line_pieces`). Its first line apart: the rest is
+    def _count_by_lines(self, text: str, cut: int | None = None) -> int:
+        """A new text's count from its lines (`line_pieces`; `cut`: its `_first_cut`, when known). Its first line apart: the rest is
         memoized on its own, for texts that differ only in their first line (a header with a file
         name, an opening tag before a conversation). In the rest, a line counted before (a summary's
         lines are, by the model that wrote it) is read from the memo, a line of `LINES_FROM` characters
         or more is encoded on its own and memoized (as is such a first line), and each run of the other
         lines is encoded at once, so a text with no known line costs two encodes where it would cost one."""
-        cut = _first_cut(text)
+        if cut is None:
+            cut = _first_cut(text)
         if not cut:
             return self._count_long_line(text)
         memo, encode = self._memo, self.encode
