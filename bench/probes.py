@@ -74,7 +74,8 @@ class ProbeError(BenchError, ValueError):
 
 
 @lru_cache(maxsize=512)
-def _compiled(pattern: str) -> Any:
+def compiled_regex(pattern: str) -> Any:
+    """A probe pattern compiled by RE2 (case-insensitive, multi-line; memoized); `ProbeError` if RE2 cannot."""
     options = re2.Options()
     options.case_sensitive = False
     options.log_errors = False
@@ -82,11 +83,6 @@ def _compiled(pattern: str) -> Any:
         return re2.compile(f"(?m){pattern}", options)
     except re2.error as exc:
         raise ProbeError(f"regex {pattern!r} is not supported by RE2 ({exc})") from None
-
-
-def compiled_regex(pattern: str) -> Any:
-    """A probe pattern compiled by RE2 (case-insensitive, multi-line); `ProbeError` if RE2 cannot."""
-    return _compiled(pattern)
 
 
 def numbers_in(text: str) -> list[float]:
@@ -105,7 +101,7 @@ def regex_spans(pattern: str, text: str) -> list[tuple[int, int]]:
 
 def regex_search(pattern: str, text: str) -> bool:
     """Case-insensitive, multi-line search in linear time (RE2: no backtracking, no hang)."""
-    return _compiled(pattern).search(text) is not None
+    return compiled_regex(pattern).search(text) is not None
 
 
 @dataclass(frozen=True)
@@ -146,14 +142,14 @@ class Probe:
             object.__setattr__(self, "answer", tuple(self.answer))
         if self.evidence is not None:
             try:
-                _compiled(self.evidence)
+                compiled_regex(self.evidence)
             except ProbeError as exc:
                 raise ProbeError(f"probe {self.id!r}: field 'evidence': {exc}") from None
         if self.match == "regex":
             for name, patterns in (("answer", self.answers), ("reject", self.reject)):
                 for pattern in patterns:
                     try:
-                        _compiled(pattern)
+                        compiled_regex(pattern)
                     except ProbeError as exc:
                         raise ProbeError(f"probe {self.id!r}: field {name!r}: {exc}") from None
         if self.reject:
