@@ -569,12 +569,11 @@ class OpenHands(Strategy):
         self._results: set[str] = set()
         self._unpaired: set[str] = set()
         #: the view rendered (`_ViewMessages`) as of `_rendered[0]` (the view list) and its first `_rendered[1]`
-        #: events, and its settled messages as the append-only log the requests' views share
-        self._rendered: tuple[list[Event] | None, int] = (None, 0)
+        #: events, with what `messages()` returned for them (`_rendered[2]`), and its settled messages as the
+        #: append-only log the requests' views share
+        self._rendered: tuple[list[Event] | None, int, LogView | None] = (None, 0, None)
         self._renderer = _SdkMessages()
         self._log: list[Message] = []
-        #: what `messages()` returned for the view as `_rendered` says (None: not since it changed)
-        self._messages: LogView | None = None
 
     def on_user_turn(self, item: Item) -> None:
         self.on_input(item)
@@ -605,20 +604,20 @@ class OpenHands(Strategy):
             for e in view:
                 renderer.add(e)
             return renderer.out
-        of, done = self._rendered
-        if of is self.view and done == len(self.view) and self._messages is not None:
-            return self._messages
+        of, done, rendered = self._rendered
+        if of is self.view and done == len(self.view) and rendered is not None:
+            return rendered
         if of is not self.view or done > len(self.view):
             self._renderer, self._log, done = _SdkMessages(), [], 0
         renderer = self._renderer
         for e in self.view[done:]:
             renderer.add(e)
-        self._rendered = (self.view, len(self.view))
         out, log = renderer.out, self._log
         # the last message is open while a later event may change it (`_SdkMessages.open`)
         log += out[len(log): len(out) - 1 if renderer.open else len(out)]
-        self._messages = LogView(log, len(log), tuple(out[len(log):]))
-        return self._messages
+        rendered = LogView(log, len(log), tuple(out[len(log):]))
+        self._rendered = (self.view, len(self.view), rendered)
+        return rendered
 
     # ------------------------------------------------------------ reasons (§4.1, §4.2)
     def _effective_max_tokens(self) -> int:
