@@ -69,13 +69,16 @@ def _health_at(root: Path) -> RunHealth:
 
 
 def _warn_missing_metrics(path: str | Path, health: RunHealth) -> None:
-    """One `RuntimeWarning` per whole metric of the run at `path` that could not be computed: the CLI's
-    "metric not computed" lines (bench/cli.py, `_warn_missing_metrics`), which the Python API did not say before."""
+    """One `RuntimeWarning` per whole metric of the run at `path` that could not be computed, and one naming the cells
+    whose answerer answered nothing when others did: the CLI's lines (bench/cli.py, `_warn_missing_metrics`)."""
     import warnings
 
     for metric in health.missing:
         warnings.warn(f"{path}: metric not computed: {metric}; its NaN columns mean not computed, not \"does not apply\"",
                       RuntimeWarning, stacklevel=3)
+    silent = health.silent_note()
+    if silent:
+        warnings.warn(f"{path}: {silent}", RuntimeWarning, stacklevel=3)
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:

@@ -2,10 +2,12 @@
 
 A run whose answerer failed on every call (a wrong key, an endpoint that is down) still finishes:
 presence needs no model, and each failed answer is recorded in `probes.answer_error`. Its
-`answered` column is then empty everywhere, which the leaderboard shows as "–" like a metric that
-does not apply. `check_run` tells the two apart: a metric with something to grade and no grade at
-all is *missing*, and `bench run` says so and exits non-zero unless `--allow-missing-metrics`; from
-Python, `compaction_bench.run`, `score` and `load_run` warn (`RuntimeWarning`) for each missing metric.
+`answered` column is then empty everywhere (the rows no model was asked about, contexts that reached
+no model, are graded wrong, but a cell whose answerer answered nothing keeps no grade:
+`metrics.aggregate.silenced`), which the leaderboard shows as "–" like a metric that does not apply.
+`check_run` tells the two apart: a metric with questions to grade and not one answer is *missing*,
+and `bench run` says so and exits non-zero unless `--allow-missing-metrics`; from Python,
+`compaction_bench.run`, `score` and `load_run` warn (`RuntimeWarning`) for each missing metric.
 """
 
 from __future__ import annotations
@@ -18,28 +20,41 @@ from typing import Any
 
 import pandas as pd
 
+from compaction_bench.metrics.aggregate import CELL, silent_answerers
+
 #: Exit status of `bench run` when a whole metric could not be computed (1: failed cells, 2: user error).
 EXIT_MISSING_METRICS = 3
 
 
 @dataclass(frozen=True)
 class RunHealth:
-    """What a run could not grade: whole metrics missing, and answer calls that failed."""
+    """What a run could not grade: whole metrics missing, and the questions put to the answerer (`asked`: a call made,
+    or refused before it as beyond the answerer's window) that failed."""
 
     missing: tuple[str, ...]
     failed_answers: int
     asked: int
     first_error: str | None
+    #: the cells ("scenario · strategy · profile") of which a repeat's answerer answered nothing, when others did
+    silent_cells: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
         out = [f"metric not computed: {m}" for m in self.missing]
         if self.failed_answers and not self.missing:
             out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored); first error: {self.first_error}")
-        return out
+        silent = self.silent_note()
+        return [*out, silent] if silent else out
+
+    def silent_note(self) -> str | None:
+        """The line naming `silent_cells` (the first three), None without any."""
+        if not self.silent_cells or self.missing:
+            return None
+        named = ", ".join(self.silent_cells[:3]) + (f" and {len(self.silent_cells) - 3} more" if len(self.silent_cells) > 3 else "")
+        return f"answered not computed where the answerer answered none of a cell's questions, for every strategy of its scenario and profile: {named}"
 
 
 def check_run(root: Path) -> RunHealth:
-    """Which whole metrics of the run at `root` have probes to grade but not a single grade."""
+    """Which whole metrics of the run at `root` have questions to grade but not a single answer."""
     probes_path = root / "probes.parquet"
     probes = pd.read_parquet(probes_path) if probes_path.is_file() else pd.DataFrame()
     try:
@@ -56,12 +71,17 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
     failed, asked, first = 0, 0, None
     if not probes.empty and "correct" in probes.columns and config.get("answerer"):
         errors = probes["answer_error"].dropna() if "answer_error" in probes.columns else pd.Series(dtype=object)
-        failed, asked = int(len(errors)), int(len(probes))
+        answers = int(probes["answer"].notna().sum()) if "answer" in probes.columns else 0
+        # the questions put to the answerer: a row no model was asked about (its context reached none) is graded
+        # without one, so it neither counts as asked nor makes the metric computed
+        failed, asked = int(len(errors)), answers + int(len(errors))
         first = str(errors.iloc[0]) if len(errors) else None
-        if probes["correct"].isna().all():
-            reason = (
-                f"the answerer {config['answerer']} failed on all {asked} calls; first error: {first}" if failed == asked
-                else f"none of the {asked} probe answers could be graded"
-            )
-            missing.append(f"answered ({reason})")
+        if failed and not answers:
+            missing.append(f"answered (the answerer {config['answerer']} failed on all {asked} calls; first error: {first})")
+        elif probes["correct"].isna().all():
+            missing.append(f"answered (none of the {len(probes)} probe answers could be graded)")
+        elif failed:
+            cells = probes.loc[silent_answerers(probes), [k for k in CELL if k in probes.columns]].drop_duplicates()
+            silent = tuple(" · ".join(map(str, cell)) for cell in cells.itertuples(index=False, name=None))
+            return RunHealth(tuple(missing), failed, asked, first, silent)
     return RunHealth(tuple(missing), failed, asked, first)

@@ -17,7 +17,7 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   may claim: `stats.difference_claimed` over the scenario's summary draws, its repeats, so NaN with one
   repeat or a deterministic summarizer; the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
-  as wrong), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
+  as wrong, unless the cell's answerer answered nothing at all: then it has no grade, `silenced`), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
   and a ceiling grade (a point without a ceiling, past the answerer's window for the whole
   transcript, stays in `answered` but not in the ratio); `unscored`; `judge_strict` and
@@ -76,6 +76,8 @@ JUDGED = ("judge_strict", "judge_lenient")
 #: Grades a point some strategy lacks is unscored at for every strategy (`paired`), each on its own.
 PAIRED_GRADES = ("correct", *JUDGED)
 VOTED = ("correct", "ceiling_correct", *JUDGED)
+#: What an answerer's grading writes in a probe row (`silenced` takes them all back).
+ANSWER_GRADES = ("correct", "score", "ceiling_correct", *JUDGED)
 
 
 def _keys(frame: pd.DataFrame) -> list[str]:
@@ -87,6 +89,34 @@ def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
     if "point_kind" in probes.columns or "point" not in probes.columns:
         return probes
     return probes.rename(columns={"point": "point_kind"})
+
+
+def silent_answerers(probes: pd.DataFrame) -> np.ndarray:
+    """Which rows of `probes` belong to a cell's repeat whose answerer was asked and answered nothing: every
+    question put to it failed (`answer_error`: a refused call, or a context beyond the answerer's own window).
+    All False for a table without the answer columns."""
+    if probes.empty or "answer_error" not in probes.columns or "answer" not in probes.columns:
+        return np.zeros(len(probes), dtype=bool)
+    failed = probes["answer_error"].notna()
+    if not failed.any():
+        return np.zeros(len(probes), dtype=bool)
+    answered = probes["answer"].notna() & ~failed
+    by = [probes[k] for k in (*CELL, "repeat") if k in probes.columns]
+    return (failed.groupby(by, dropna=False, sort=False).transform("any") & ~answered.groupby(by, dropna=False, sort=False).transform("any")).to_numpy()
+
+
+def silenced(probes: pd.DataFrame) -> pd.DataFrame:
+    """`probes` with every grade (`ANSWER_GRADES`, None) taken back from the cells' repeats whose answerer answered
+    nothing (`silent_answerers`). Their only grades would be the rows no model was asked about, the contexts that
+    reached no model and count as wrong ("failure is a result"), and `answered` would read 0 with an interval for
+    an answerer that never answered, and rank its strategy (or, in the gate, its run) last by it. Ungraded, their
+    points are unscored for every strategy of the (scenario, profile) (`paired`), and a run whose every question
+    failed reports the metric missing (`missing_metrics`). A repeat that answered some questions keeps its grades;
+    the points it failed at are unscored, as `paired` says."""
+    silent = silent_answerers(probes)
+    if not silent.any():
+        return probes
+    return probes.assign(**{grade: probes[grade].astype(object).where(~silent, None) for grade in ANSWER_GRADES if grade in probes.columns})
 
 
 def votes(probes: pd.DataFrame) -> pd.DataFrame:
@@ -585,7 +615,7 @@ def headline_rows(probes: pd.DataFrame, requests: pd.DataFrame | None = None) ->
     """(paired headline rows, compaction-point rows) of a probes table, votes applied."""
     if probes.empty:
         return probes, probes
-    voted = votes(probes)
+    voted = votes(silenced(probes))
     strategies = _strategies(requests) if requests is not None else None
     return paired(voted, strategies), voted[voted["point_kind"] == "compaction"]
 
@@ -846,7 +876,7 @@ def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "p
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
     """Per (scenario, profile, probe): the mean over its shared points of b − a (`difference`), and
     the number of points (`pairs`). `column` is `present` or `correct` (unscored rows left out)."""
-    return voted_differences(votes(probes[probes["strategy"].isin([a, b])]), a, b, column=column, rows=rows)
+    return voted_differences(votes(silenced(probes[probes["strategy"].isin([a, b])])), a, b, column=column, rows=rows)
 
 
 def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:

@@ -106,6 +106,7 @@ from compaction_bench.metrics.aggregate import (
     draw_metrics,
     lacking_draw_columns,
     overall,
+    silenced,
     voted_differences,
     votes,
 )
@@ -711,7 +712,7 @@ def _probe_rows(runs: tuple[Run, Run], strategy: str, profile: str, metric: str)
     """Both runs' probe rows of the strategy and profile, labelled `baseline` and `candidate` (`_labelled`), for
     `summarized_source` only the points whose source went into a summary in both runs, repeat by repeat; None when
     no row has the metric's column or none is left."""
-    frame = _labelled(runs, strategy, profile)
+    frame = silenced(_labelled(runs, strategy, profile))  # a run whose answerer answered nothing has no grade to compare
     if frame.empty or PROBE_METRICS[metric] not in frame.columns:
         return None
     if "point_kind" not in frame.columns:
