@@ -26,6 +26,16 @@ from compaction_bench.metrics.aggregate import CELL, silent_answerers
 EXIT_MISSING_METRICS = 3
 
 
+#: What failed answers do to `answered`, said after their count: a failed answer unscores its point for every strategy
+#: (`metrics.aggregate.paired`), but a context that reached no model is graded without a call and cannot fail, so the
+#: points that survive many failures are more often the overflowed ones, and a strategy that overflows is ranked on
+#: them more than it overflowed.
+FAILURES_WEIGH_OVERFLOWS = (
+    "their points are left out for every strategy, but an overflowed context is graded without a call, so the more "
+    "answers fail, the more `answered` weighs overflows; `bench score` on the run asks only the failed ones again"
+)
+
+
 @dataclass(frozen=True)
 class RunHealth:
     """What a run could not grade: whole metrics missing, and the questions put to the answerer (`asked`: a call made,
@@ -41,7 +51,8 @@ class RunHealth:
     def lines(self) -> list[str]:
         out = [f"metric not computed: {m}" for m in self.missing]
         if self.failed_answers and not self.missing:
-            out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored); first error: {self.first_error}")
+            out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILURES_WEIGH_OVERFLOWS}); "
+                       f"first error: {self.first_error}")
         silent = self.silent_note()
         return [*out, silent] if silent else out
 

@@ -18,7 +18,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics.aggregate import silenced, summarize
-from compaction_bench.missing_metrics import health_of
+from compaction_bench.missing_metrics import FAILURES_WEIGH_OVERFLOWS, health_of
 from compaction_bench.reports.gate import Run, probe_test
 from compaction_bench.transcript import Item, Transcript
 from tests.conftest import bench_cli
@@ -82,7 +82,7 @@ def test_the_run_health_counts_the_questions_asked_not_the_rows():
     assert nothing.missing == (f"answered (the answerer {ANSWERER} failed on all 2 calls; first error: {REFUSED})",)
     some = health_of(pd.DataFrame([asked("x", "a", True), asked("x", "b", None), overflowed("x", "a")]), config)
     assert not some.missing and (some.failed_answers, some.asked) == (1, 2) and not some.silent_cells
-    assert some.lines() == [f"1 of 2 probe answers failed (unscored); first error: {REFUSED}"]
+    assert some.lines() == [f"1 of 2 probe answers failed (unscored: {FAILURES_WEIGH_OVERFLOWS}); first error: {REFUSED}"]
     # one cell's answerer answered nothing, another's did: the run computes answered, but not there
     one = health_of(pd.DataFrame([asked("x", "a", None), overflowed("x", "a"), asked("y", "a", True)]), config)
     assert not one.missing and one.silent_cells == ("s · x · 32k",)
