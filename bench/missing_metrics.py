@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compaction_bench.metrics.aggregate import CELL, silent_answerers
@@ -45,7 +46,8 @@ class RunHealth:
     failed_answers: int
     asked: int
     first_error: str | None
-    #: the cells ("scenario · strategy · profile") of which a repeat's answerer answered nothing, when others did
+    #: the cells ("scenario · strategy · profile", "(its judge probes)" after it where only those) of which a repeat got
+    #: no grade for any question put to the answerer, every one failed, when other cells got some
     silent_cells: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
@@ -61,7 +63,8 @@ class RunHealth:
         if not self.silent_cells or self.missing:
             return None
         named = ", ".join(self.silent_cells[:3]) + (f" and {len(self.silent_cells) - 3} more" if len(self.silent_cells) > 3 else "")
-        return f"answered not computed where the answerer answered none of a cell's questions, for every strategy of its scenario and profile: {named}"
+        return (f"answered not computed where every question of a cell put to the answerer failed, nor at its points for any "
+                f"strategy of its scenario and profile: {named}")
 
 
 def check_run(root: Path) -> RunHealth:
@@ -92,7 +95,10 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
         elif probes["correct"].isna().all():
             missing.append(f"answered (none of the {len(probes)} probe answers could be graded)")
         elif failed:
-            cells = probes.loc[silent_answerers(probes), [k for k in CELL if k in probes.columns]].drop_duplicates()
-            silent = tuple(" · ".join(map(str, cell)) for cell in cells.itertuples(index=False, name=None))
-            return RunHealth(tuple(missing), failed, asked, first, silent)
+            # the groups silent for their failures (a `judge` probe run without a judge is asked and never graded)
+            silent = silent_answerers(probes) & probes["answer_error"].notna().to_numpy()
+            judged = (probes["match"] == "judge").to_numpy() if "match" in probes.columns else np.zeros(len(probes), dtype=bool)
+            cells = probes.loc[silent, [k for k in CELL if k in probes.columns]].assign(judged=judged[silent]).drop_duplicates()
+            named = tuple(" · ".join(map(str, cell[:-1])) + (" (its judge probes)" if cell[-1] else "") for cell in cells.itertuples(index=False, name=None))
+            return RunHealth(tuple(missing), failed, asked, first, named)
     return RunHealth(tuple(missing), failed, asked, first)

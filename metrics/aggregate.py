@@ -17,7 +17,7 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   may claim: `stats.difference_claimed` over the scenario's summary draws, its repeats, so NaN with one
   repeat or a deterministic summarizer; the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
-  as wrong, unless the cell's answerer answered nothing at all: then it has no grade, `silenced`), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
+  as wrong, unless none of the cell's questions to the answerer got a grade: then it has none, `silenced`), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
   and a ceiling grade (a point without a ceiling, past the answerer's window for the whole
   transcript, stays in `answered` but not in the ratio); `unscored`; `judge_strict` and
@@ -76,8 +76,8 @@ JUDGED = ("judge_strict", "judge_lenient")
 #: Grades a point some strategy lacks is unscored at for every strategy (`paired`), each on its own.
 PAIRED_GRADES = ("correct", *JUDGED)
 VOTED = ("correct", "ceiling_correct", *JUDGED)
-#: What an answerer's grading writes in a probe row (`silenced` takes them all back).
-ANSWER_GRADES = ("correct", "score", "ceiling_correct", *JUDGED)
+#: Each grade an answer can get, with the columns taken back with it where none was given (`silenced`).
+ANSWER_GRADES = {"correct": ("correct", "score", "ceiling_correct"), "judge_strict": ("judge_strict",), "judge_lenient": ("judge_lenient",)}
 
 
 def _keys(frame: pd.DataFrame) -> list[str]:
@@ -91,32 +91,38 @@ def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
     return probes.rename(columns={"point": "point_kind"})
 
 
-def silent_answerers(probes: pd.DataFrame) -> np.ndarray:
-    """Which rows of `probes` belong to a cell's repeat whose answerer was asked and answered nothing: every
-    question put to it failed (`answer_error`: a refused call, or a context beyond the answerer's own window).
-    All False for a table without the answer columns."""
-    if probes.empty or "answer_error" not in probes.columns or "answer" not in probes.columns:
+def silent_answerers(probes: pd.DataFrame, grade: str = "correct") -> np.ndarray:
+    """Which rows of `probes` belong to a group of questions put to the answerer (a row with `answer` or
+    `answer_error`) none of which came back with a `grade`: every call failed (a refused call, a context beyond the
+    answerer's own window, a judge that failed), or no reply was graded (a judge that never wrote a verdict). A group
+    is a cell's repeat, its `judge` probes apart from the others (the judge grades those). All False for a table
+    without the answer columns."""
+    if probes.empty or grade not in probes.columns or "answer_error" not in probes.columns or "answer" not in probes.columns:
         return np.zeros(len(probes), dtype=bool)
-    failed = probes["answer_error"].notna()
-    if not failed.any():
+    asked = probes["answer"].notna() | probes["answer_error"].notna()
+    graded = asked & probes[grade].notna()
+    if (graded == asked).all():  # every question graded (or none asked)
         return np.zeros(len(probes), dtype=bool)
-    answered = probes["answer"].notna() & ~failed
     by = [probes[k] for k in (*CELL, "repeat") if k in probes.columns]
-    return (failed.groupby(by, dropna=False, sort=False).transform("any") & ~answered.groupby(by, dropna=False, sort=False).transform("any")).to_numpy()
+    if "match" in probes.columns:
+        by.append(probes["match"] == "judge")
+    return (asked.groupby(by, dropna=False, sort=False).transform("any") & ~graded.groupby(by, dropna=False, sort=False).transform("any")).to_numpy()
 
 
 def silenced(probes: pd.DataFrame) -> pd.DataFrame:
-    """`probes` with every grade (`ANSWER_GRADES`, None) taken back from the cells' repeats whose answerer answered
-    nothing (`silent_answerers`). Their only grades would be the rows no model was asked about, the contexts that
-    reached no model and count as wrong ("failure is a result"), and `answered` would read 0 with an interval for
-    an answerer that never answered, and rank its strategy (or, in the gate, its run) last by it. Ungraded, their
-    points are unscored for every strategy of the (scenario, profile) (`paired`), and a run whose every question
-    failed reports the metric missing (`missing_metrics`). A repeat that answered some questions keeps its grades;
-    the points it failed at are unscored, as `paired` says."""
-    silent = silent_answerers(probes)
-    if not silent.any():
-        return probes
-    return probes.assign(**{grade: probes[grade].astype(object).where(~silent, None) for grade in ANSWER_GRADES if grade in probes.columns})
+    """`probes` with each grade taken back (None, with the columns `ANSWER_GRADES` names) from the groups that were
+    asked and given none of it (`silent_answerers`). Their only grades would be the rows no model was asked about,
+    the contexts that reached no model and count as wrong ("failure is a result"), and `answered` (or a judge's
+    rubric) would read 0 with an interval for an answerer that never answered, and rank its strategy (or, in the
+    gate, its run) last by it. Ungraded, their points are unscored for every strategy of the (scenario, profile)
+    (`paired`), and a run whose every question failed reports the metric missing (`missing_metrics`). A group that
+    got some grades keeps them; the points it failed at are unscored, as `paired` says."""
+    taken: dict[str, pd.Series] = {}
+    for grade, columns in ANSWER_GRADES.items():
+        silent = silent_answerers(probes, grade)
+        if silent.any():
+            taken.update({column: probes[column].astype(object).where(~silent, None) for column in columns if column in probes.columns})
+    return probes.assign(**taken) if taken else probes
 
 
 def votes(probes: pd.DataFrame) -> pd.DataFrame:

@@ -115,7 +115,7 @@ GLOSSARY: dict[str, str] = {
     "answered_rel": "answered relative to the ceiling",
     "presence": "share of probe answers still verbatim in the context at every probe point (after each compaction and at the end)",
     "answered": "share of probe questions the answerer model got right from the context",
-    "unscored": "probe points without an answered grade: no answerer, the answerer failed (at that point for some strategy, or at every question of the cell, whose overflowed contexts then go ungraded too), or a `judge` probe run without `--judge` (those are never counted as wrong)",
+    "unscored": "probe points without an answered grade: no answerer, the answerer or the judge failed (at that point for some strategy, or at every question of the cell, whose overflowed contexts then go ungraded too), or a `judge` probe run without `--judge` (those are never counted as wrong)",
     "judge_strict": "share the judge model accepted under the strict rubric",
     "judge_lenient": "share the judge model accepted under the lenient rubric",
     "estimate_error": "mean signed error of the strategy's own token estimate at decision time: estimate minus the true count, in tokens "

@@ -87,10 +87,31 @@ def test_the_run_health_counts_the_questions_asked_not_the_rows():
     one = health_of(pd.DataFrame([asked("x", "a", None), overflowed("x", "a"), asked("y", "a", True)]), config)
     assert not one.missing and one.silent_cells == ("s · x · 32k",)
     assert one.lines()[1] == one.silent_note()
-    assert one.silent_note().endswith("for every strategy of its scenario and profile: s · x · 32k")
+    assert one.silent_note().endswith("nor at its points for any strategy of its scenario and profile: s · x · 32k")
     # the Python API (`run`, `score`, `load_run`) warns what `bench run` prints
-    with pytest.warns(RuntimeWarning, match="answered not computed where the answerer answered none of a cell's questions.*s · x · 32k"):
+    with pytest.warns(RuntimeWarning, match="answered not computed where every question of a cell put to the answerer failed.*s · x · 32k"):
         bench._warn_missing_metrics("run", one)
+
+
+def test_a_judge_that_judged_nothing_grades_nothing():
+    # x's answerer answered the recall probe a (right); the judge failed at the judge probe j's served context, whose
+    # final context overflowed (graded wrong by both rubrics without a call). Before: judge_strict 0.0, and answered
+    # (1.0 + 0.0) / 2 = 0.5 with j's overflow counted.
+    judged = {"match": "judge", "kind": "decision"}
+    rows = [asked("x", "a", True) | {"match": "contains"}, asked("x", "j", None) | judged,
+            overflowed("x", "j") | judged | {"judge_strict": False, "judge_lenient": False}]
+    summary = summarize(pd.DataFrame([request_row("x", 0, 100, 0)]), pd.DataFrame(), pd.DataFrame(rows)).iloc[0]
+    assert summary["answered"] == 1.0 and np.isnan(summary["judge_strict"]) and np.isnan(summary["judge_lenient"])
+    # the answerer answered: nothing is missing; the cell's judge probes are named as what got no grade
+    health = health_of(pd.DataFrame(rows), {"answerer": ANSWERER})
+    assert not health.missing and health.silent_cells == ("s · x · 32k (its judge probes)",)
+
+
+def test_a_judge_probe_run_without_a_judge_names_no_silent_cell():
+    # without --judge a `judge` probe's reply is asked and never graded; that is no failure of the answerer
+    rows = [asked("x", "a", True) | {"match": "contains"}, asked("x", "j", True) | {"match": "judge", "correct": None}]
+    health = health_of(pd.DataFrame(rows), {"answerer": ANSWERER})
+    assert not health.missing and not health.silent_cells and health.lines() == []
 
 
 def overflowing_session(folder: Path) -> Path:
