@@ -117,10 +117,18 @@ def silenced(probes: pd.DataFrame) -> pd.DataFrame:
     gate, its run) last by it. Ungraded, their points are unscored for every strategy of the (scenario, profile)
     (`paired`), and a run whose every question failed reports the metric missing (`missing_metrics`). A group that
     got some grades keeps them; the points it failed at are unscored, as `paired` says."""
+    if probes.empty or "answer_error" not in probes.columns or "answer" not in probes.columns:
+        return probes
+    unasked = (probes["answer"].isna() & probes["answer_error"].isna()).to_numpy()
     taken: dict[str, pd.Series] = {}
     for grade, columns in ANSWER_GRADES.items():
+        if grade not in probes.columns:
+            continue
+        given = probes[grade].notna().to_numpy()
+        if not (given & unasked).any():  # only a grade given without a question can be taken back
+            continue
         silent = silent_answerers(probes, grade)
-        if silent.any():
+        if (silent & given).any():
             taken.update({column: probes[column].astype(object).where(~silent, None) for column in columns if column in probes.columns})
     return probes.assign(**taken) if taken else probes
 
