@@ -1,10 +1,10 @@
-"""An answerer that answered nothing grades nothing (`metrics.aggregate.silenced`, `missing_metrics`).
+"""An answerer (or a judge) that answered nothing grades nothing (`metrics.aggregate.silenced`, `missing_metrics`).
 
 A context that reached no model is graded wrong without a call ("failure is a result"). Before this, when every
 question put to the answerer failed (a wrong key, a dead endpoint), those rows were a cell's only grades: a session
 that overflowed its window read `answered` 0.0 with an interval, `bench run` exited 0, and the gate compared a
-run's real grades with the other run's overflows alone. The right answers are the hand-built sessions' and tables'
-own: an answerer that never answered has no `answered`."""
+run's real grades with the other run's overflows alone; a judge that judged nothing did the same to its rubrics. The
+right answers are the hand-built sessions' and tables' own: an answerer that never answered has no `answered`."""
 
 from __future__ import annotations
 
