@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from compaction_bench.atomic import write_output
+from compaction_bench.metrics.aggregate import silenced
 from compaction_bench.metrics.stats import CLAIM_UNITS
 from compaction_bench.reports.gate import (
     METRICS,
@@ -122,7 +123,9 @@ def adjustment_note(changes: dict[tuple[str, str], Difference | None]) -> str | 
 
 
 def flipped_probes(base: pd.DataFrame, cand: pd.DataFrame, questions: dict[tuple[str, str], tuple[str, str]]) -> list[dict[str, Any]]:
-    """Probe points whose presence or answered grade differs between the runs (first repeat)."""
+    """Probe points whose presence or answered grade differs between the runs (first repeat), the grades as the
+    tables take them (`silenced`: a run whose answerer answered nothing has none, not even its overflows')."""
+    base, cand = silenced(base), silenced(cand)
     keys = [k for k in [*CELL[:3], *POINT[1:]] if k in base.columns and k in cand.columns]
     columns = [c for c in ("present", "correct", "answer") if c in base.columns and c in cand.columns]
 

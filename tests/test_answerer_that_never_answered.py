@@ -19,6 +19,7 @@ import pytest
 import compaction_bench as bench
 from compaction_bench.metrics.aggregate import silenced, summarize
 from compaction_bench.missing_metrics import FAILURES_WEIGH_OVERFLOWS, health_of
+from compaction_bench.reports.compare import flipped_probes
 from compaction_bench.reports.gate import Run, probe_test
 from compaction_bench.transcript import Item, Transcript
 from tests.conftest import bench_cli
@@ -112,6 +113,18 @@ def test_a_judge_probe_run_without_a_judge_names_no_silent_cell():
     rows = [asked("x", "a", True) | {"match": "contains"}, asked("x", "j", True) | {"match": "judge", "correct": None}]
     health = health_of(pd.DataFrame(rows), {"answerer": ANSWERER})
     assert not health.missing and not health.silent_cells and health.lines() == []
+
+
+def test_bench_compare_lists_no_answer_lost_by_a_run_whose_answerer_answered_nothing():
+    # the baseline answered right at the end; the candidate's final context overflowed (its presence lost: a real flip) and
+    # its answerer was refused everywhere else, so the final point's "correct: True → False" is no grade of it
+    baseline = pd.DataFrame([asked("x", "p", True), asked("x", "p", True, step=20)])
+    candidate = pd.DataFrame([asked("x", "p", None), overflowed("x", "p")])
+    (flip,) = flipped_probes(baseline, candidate, {})
+    assert (flip["step"], flip["changes"]) == (20, "present: True → False")
+    # a candidate whose answerer answered at the checkpoint (wrongly) is graded at both points
+    answered = pd.DataFrame([asked("x", "p", False), overflowed("x", "p")])
+    assert [f["changes"] for f in flipped_probes(baseline, answered, {})] == ["correct: True → False", "present: True → False, correct: True → False"]
 
 
 def overflowing_session(folder: Path) -> Path:
