@@ -83,6 +83,7 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
     (`compaction_bench.load_run`)."""
     missing: list[str] = []
     failed, asked, first = 0, 0, None
+    silent_cells: tuple[str, ...] = ()
     if not probes.empty and "correct" in probes.columns and config.get("answerer"):
         errors = probes["answer_error"].dropna() if "answer_error" in probes.columns else pd.Series(dtype=object)
         answers = int(probes["answer"].notna().sum()) if "answer" in probes.columns else 0
@@ -99,6 +100,6 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
             silent = silent_answerers(probes) & probes["answer_error"].notna().to_numpy()
             judged = (probes["match"] == "judge").to_numpy() if "match" in probes.columns else np.zeros(len(probes), dtype=bool)
             cells = probes.loc[silent, [k for k in CELL if k in probes.columns]].assign(judged=judged[silent]).drop_duplicates()
-            named = tuple(" · ".join(map(str, cell[:-1])) + (" (its judge probes)" if cell[-1] else "") for cell in cells.itertuples(index=False, name=None))
-            return RunHealth(tuple(missing), failed, asked, first, named)
-    return RunHealth(tuple(missing), failed, asked, first)
+            silent_cells = tuple(" · ".join(map(str, cell[:-1])) + (" (its judge probes)" if cell[-1] else "")
+                                 for cell in cells.itertuples(index=False, name=None))
+    return RunHealth(tuple(missing), failed, asked, first, silent_cells)
