@@ -28,12 +28,13 @@ EXIT_MISSING_METRICS = 3
 
 
 #: What failed answers do to `answered`, said after their count: a failed answer unscores its point for every strategy
-#: (`metrics.aggregate.paired`), but a context that reached no model is graded without a call and cannot fail, so the
-#: points that survive many failures are more often the overflowed ones, and a strategy that overflows is ranked on
-#: them more than it overflowed.
-FAILURES_WEIGH_OVERFLOWS = (
-    "their points are left out for every strategy, but an overflowed context is graded without a call, so the more "
-    "answers fail, the more `answered` weighs overflows; `bench score` on the run asks only the failed ones again"
+#: (`metrics.aggregate.paired`), and the graded points of its kind weigh for it (`metrics.aggregate.answer_weights`: an
+#: overflowed context, graded without a call, cannot fail, and unweighed the points that survive many failures would
+#: more often be the overflowed ones). The weights hold where a failure is as likely at every point of a kind; a
+#: failure that is not (a rate limit in one session's burst) is what `bench score` mends, asking the failed ones again.
+FAILED_ANSWERS_WEIGHED = (
+    "their points are left out for every strategy, and the graded points asked of the same strategies weigh for them "
+    "in `answered`, which holds if every such point was as likely to fail; `bench score` on the run asks only the failed ones again"
 )
 
 
@@ -53,7 +54,7 @@ class RunHealth:
     def lines(self) -> list[str]:
         out = [f"metric not computed: {m}" for m in self.missing]
         if self.failed_answers and not self.missing:
-            out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILURES_WEIGH_OVERFLOWS}); "
+            out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); "
                        f"first error: {self.first_error}")
         silent = self.silent_note()
         return [*out, silent] if silent else out

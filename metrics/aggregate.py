@@ -17,7 +17,8 @@ probe weighted equally (its rows are averaged first, then probes are averaged). 
   may claim: `stats.difference_claimed` over the scenario's summary draws, its repeats, so NaN with one
   repeat or a deterministic summarizer; the module docstring of `stats` says why);
 - `answered` (the answerer's correct share on the same rows; unanswered overflowed contexts count
-  as wrong, unless none of the cell's questions to the answerer got a grade: then it has none, `silenced`), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
+  as wrong, unless none of the cell's questions to the answerer got a grade: then it has none, `silenced`; where
+  some answers failed, each graded point weighs for the failed points of its kind, `answer_weights`), `answered_lo/_hi`, `answered_ceiling` (the answerer on the uncompacted transcript at
   the same rows) and `answered_rel` = answered / ceiling, both on the rows that have an answer grade
   and a ceiling grade (a point without a ceiling, past the answerer's window for the whole
   transcript, stays in `answered` but not in the ratio); `unscored`; `judge_strict` and
@@ -174,6 +175,55 @@ def votes(probes: pd.DataFrame) -> pd.DataFrame:
     return first.drop(columns="occurrence").reset_index(drop=True)
 
 
+#: The columns of `per_probe` whose means weigh each row by its `ANSWER_WEIGHT`: the answer grades
+WEIGHED = frozenset({"correct", "ceiling", "correct_at_ceiling", *JUDGED})
+#: The column `paired` adds where some answer failed: each row's weight in the means of the answer grades (`answer_weights`)
+ANSWER_WEIGHT = "answer_weight"
+
+
+def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[str], grade: str = "correct") -> np.ndarray | None:
+    """Per row of `rows` (the rows of the strategies compared at the points each of them holds), its weight in a mean
+    of the answer grades; None where no answer failed (every weight 1).
+
+    A failed answer (`answer_error`, its `grade` None) leaves its point ungraded for every strategy, but a context that
+    reached no model is graded wrong without a call and cannot fail: the points where fewer strategies were asked survive
+    failures more often, and on their own they rank the strategy that overflowed there as if it overflowed more (half of
+    all answers failing ranked a strategy of true `answered` 0.50 at 0.33, below one of 0.45 at 0.40; README,
+    Statistics). So the points are grouped by what decided their chance to survive, before any call: the set of
+    strategies asked there, whether the probe is a `judge` probe (two calls, not one), and `within` (the scenario and
+    profile; the gate adds the repeat); and each surviving point weighs the points of its group over those that
+    survived (post-stratification: N/n). With each failure as likely at every point of a group, the weighted means are
+    those every answer would have given, and every strategy at a point gets the same weight, so they stay paired.
+    A point lost without a failure (a `judge` probe run without a judge, a cell the answerer never answered: `silenced`)
+    counts in no group; a group whose every point failed leaves its points out, as before. `point` names a point's
+    columns, `within` among them."""
+    if rows.empty or not {"answer", "answer_error", grade, "strategy"} <= set(rows.columns):
+        return None
+    failed = (rows["answer_error"].notna() & rows[grade].isna()).to_numpy()
+    if not failed.any():
+        return None
+    codes = rows.groupby(list(point), sort=False, dropna=False).ngroup().to_numpy()
+    points = int(codes.max()) + 1
+    lost = np.bincount(codes, weights=rows[grade].isna().to_numpy(), minlength=points) > 0
+    counted = ~lost | (np.bincount(codes, weights=failed, minlength=points) > 0)
+    asked = (rows["answer"].notna() | rows["answer_error"].notna()).to_numpy()
+    strategy, names = pd.factorize(rows["strategy"])
+    asked_by = np.zeros((points, len(names)), dtype=bool)  # which strategies were asked at each point
+    asked_by[codes[asked], strategy[asked]] = True
+    first = np.full(points, len(rows), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(rows)))
+    groups = rows.iloc[first][list(within)].reset_index(drop=True).assign(
+        asked_by=np.unique(asked_by, axis=0, return_inverse=True)[1].reshape(-1),
+        judged=(rows["match"].iloc[first] == "judge").to_numpy() if "match" in rows.columns else False,
+    )
+    group = groups.groupby(list(groups.columns), sort=False, dropna=False).ngroup().to_numpy()
+    everyone = np.bincount(group, weights=counted, minlength=int(group.max()) + 1)
+    survived = np.bincount(group, weights=~lost, minlength=int(group.max()) + 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = np.where(~lost & (survived[group] > 0), everyone[group] / np.where(survived[group] > 0, survived[group], 1), 1.0)
+    return weight[codes]
+
+
 def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | None = None) -> pd.DataFrame:
     """The headline rows: (probe, checkpoint) pairs present for every strategy of their (scenario, profile).
 
@@ -184,7 +234,9 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
     each of the judge's verdicts (`JUDGED`), on its own (a judge that wrote no lenient verdict for one
     strategy's reply unscores the lenient rubric there for all). The ceiling follows: a row without an
     answer grade loses its `ceiling_correct` too, so the ceiling is never averaged over points the
-    answer is not (`answered_rel` divides means of the same rows)."""
+    answer is not (`answered_rel` divides means of the same rows). Where an answer failed, the rows get
+    `ANSWER_WEIGHT`, each graded point's weight for the points of its kind that failed (`answer_weights`), which
+    `per_probe` weighs the answer grades by."""
     rows = voted[voted["point_kind"].isin(HEADLINE_KINDS)]
     if rows.empty:
         return rows
@@ -207,7 +259,8 @@ def paired(voted: pd.DataFrame, strategies: dict[tuple[Any, ...], set[str]] | No
         unanswered = rows["correct"].isna()
         if (unanswered & rows["ceiling_correct"].notna()).any():
             rows = rows.assign(ceiling_correct=rows["ceiling_correct"].astype(object).where(~unanswered, None))
-    return rows
+    weights = answer_weights(rows, point, pair)
+    return rows if weights is None else rows.assign(**{ANSWER_WEIGHT: weights})
 
 
 def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
@@ -216,7 +269,11 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     Columns: the keys, then the means of `present`, `kept`, `summary`, `in_summary`, `correct` and
     `ceiling` (NaN rows skipped, NaN for none), `correct_at_ceiling` (the mean of `correct` over the
     rows that have both grades: the numerator of `answered_rel`), the means of the judge's verdicts
-    (`JUDGED`, where `rows` has them), then `kind` (its first non-null value). Groups are in
+    (`JUDGED`, where `rows` has them), then `kind` (its first non-null value). The answer grades' means
+    (`correct`, `ceiling`, `correct_at_ceiling`, the verdicts) weigh each row by its `ANSWER_WEIGHT` where `rows`
+    has one (`paired` adds it where answers failed), the others each row by one; the probe then gets an
+    `ANSWER_WEIGHT` too: its graded rows' weights over its rows, what it weighs among the probes in the answer grades'
+    means (`_weighted_mean`), so that a probe whose points failed counts for the points it lost. Groups are in
     the order of their first row: what `groupby(keys, sort=False, dropna=False).agg(...)` computes,
     in arrays (pandas' cost per call was most of a summary's time).
     """
@@ -246,12 +303,17 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     first = np.full(groups, len(rows), dtype=np.int64)
     np.minimum.at(first, group, np.arange(len(rows)))
     out = pd.DataFrame({key: rows[key].iloc[first].reset_index(drop=True) for key in keys})
+    weighted = rows[ANSWER_WEIGHT].to_numpy(dtype=float) if ANSWER_WEIGHT in rows.columns else None
     for name, values in columns.items():
+        weight = weighted if weighted is not None and name in WEIGHED else 1.0
         known = ~np.isnan(values)
-        counts = np.bincount(group, weights=known, minlength=groups)
-        sums = np.bincount(group, weights=np.where(known, values, 0.0), minlength=groups)
+        counts = np.bincount(group, weights=known * weight, minlength=groups)
+        sums = np.bincount(group, weights=np.where(known, values, 0.0) * weight, minlength=groups)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[name] = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
+    if weighted is not None:  # a probe weighs the share of its points its graded ones stand for (`_weighted_mean`)
+        known = ~np.isnan(columns["correct"])
+        out[ANSWER_WEIGHT] = np.bincount(group, weights=np.where(known, weighted, 0.0), minlength=groups) / np.bincount(group, minlength=groups)
     if "kind" in rows.columns:
         named = rows["kind"].notna().to_numpy()
         first_named = np.full(groups, len(rows), dtype=np.int64)
@@ -286,6 +348,18 @@ def _mean(values: Any) -> float:
     return float(known.mean()) if len(known) else float("nan")
 
 
+def _weighted_mean(probes: Columns, column: str, mask: np.ndarray | None = None) -> float:
+    """The mean of an answer grade's per-probe values (`per_probe` rows), each probe weighing its `ANSWER_WEIGHT`
+    where answers failed and one otherwise: with the probes' weights, the mean over the points of each probe's
+    points, every graded point standing for the failed points of its kind (`answer_weights`)."""
+    values = np.asarray(probes[column], dtype=float)
+    weights = np.asarray(probes[ANSWER_WEIGHT], dtype=float) if ANSWER_WEIGHT in probes else np.ones(len(values))
+    if mask is not None:
+        values, weights = values[mask], weights[mask]
+    known = ~np.isnan(values) & (weights > 0)
+    return float(np.average(values[known], weights=weights[known])) if known.any() else float("nan")
+
+
 def _clusters(probes: Columns, column: str) -> list[list[float]]:
     """`column`'s values grouped by scenario, scenarios in order of first appearance (one group without a scenario column)."""
     values = np.asarray(probes[column], dtype=float)
@@ -309,14 +383,15 @@ def _retention(probes: Columns, prefix: str = "retention") -> dict[str, Any]:
 
 
 def _answered(probes: Columns) -> dict[str, Any]:
-    low, high = cluster_bootstrap_ci(_clusters(probes, "correct"))  # the unscored values are left out of each cluster
-    answered = _mean(probes["correct"])
+    weighed = _clusters(probes, ANSWER_WEIGHT) if ANSWER_WEIGHT in probes else None
+    # the unscored values are left out of each cluster
+    low, high = cluster_bootstrap_ci(_clusters(probes, "correct"), weights=weighed)
+    answered = _weighted_mean(probes, "correct")
     # the ratio's two means are over the same rows: those with an answer grade and a ceiling grade
     # (`paired` already drops the ceiling where the answer is ungraded; a point past the answerer's own
     # window for the whole transcript has no ceiling, and stays in `answered`)
-    at_ceiling = np.asarray(probes["correct_at_ceiling"], dtype=float)
-    both = ~np.isnan(at_ceiling)
-    ceiling, reached = _mean(np.asarray(probes["ceiling"], dtype=float)[both]), _mean(at_ceiling[both])
+    both = ~np.isnan(np.asarray(probes["correct_at_ceiling"], dtype=float))
+    ceiling, reached = _weighted_mean(probes, "ceiling", both), _weighted_mean(probes, "correct_at_ceiling", both)
     return {
         "answered": answered,
         "answered_lo": low,
@@ -351,7 +426,8 @@ class _ProbeValues:
 
 
 #: The per-probe columns the cell metrics read (`_ProbeValues`), and those of the headline rows themselves
-VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling", *JUDGED)
+VALUE_COLUMNS = ("scenario", "kind", "age", "present", "kept", "summary", "in_summary", "correct", "ceiling", "correct_at_ceiling", *JUDGED,
+                 ANSWER_WEIGHT)
 HEADLINE_COLUMNS = ("probe_id", "correct", "source_summarized")
 
 
@@ -373,12 +449,12 @@ def _probe_metrics(headline: Cell, compaction_rows: int, values: Mapping[str, Ce
         out["summarized_source_pairs"] = int(headline["source_summarized"].astype(bool).sum()) if "source_summarized" in headline else 0
         for kind, mask in _by(probes["kind"]) if "kind" in probes else ():
             out[f"retention_{kind}"] = _mean(probes["present"][mask])
-            out[f"answered_{kind}"] = _mean(probes["correct"][mask])
+            out[f"answered_{kind}"] = _weighted_mean(probes, "correct", mask)
         for name, mask in _by(aged["age"]):
             out[f"retention_age_{name}"] = _mean(aged["present"][mask])
         for verdict in JUDGED:  # as `answered`: each probe weighs one, on the paired points (`paired`), voted over repeats
             if verdict in probes:
-                out[verdict] = _mean(probes[verdict])
+                out[verdict] = _weighted_mean(probes, verdict)
     out["compaction_point_rows"] = compaction_rows
     out["retention_compaction_points"] = _mean(values["points"]["present"]) if compaction_rows else float("nan")
     return out
@@ -881,15 +957,18 @@ def paired_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "p
     if diffs.empty:
         return PairedDifference(float("nan"), float("nan"), float("nan"), 1.0, 0, 0)
     clusters = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)["difference"]]
-    low, high = cluster_bootstrap_ci(clusters, bounds=DIFFERENCE)
-    sums = unit_sums(clusters)
-    return PairedDifference(float(diffs["difference"].mean()), low, high, signflip_p(sums.tolist(), two_sided=True),
+    weighed = [g.tolist() for _, g in diffs.groupby("scenario", sort=False)[ANSWER_WEIGHT]] if ANSWER_WEIGHT in diffs else None
+    low, high = cluster_bootstrap_ci(clusters, weights=weighed, bounds=DIFFERENCE)
+    # where answers failed, a scenario's probes flip together as its weighted sum (the mean's numerator)
+    sums = unit_sums(clusters if weighed is None else [np.multiply(c, w) for c, w in zip(clusters, weighed, strict=True)])
+    return PairedDifference(_weighted_mean(diffs, "difference"), low, high, signflip_p(sums.tolist(), two_sided=True),
                             int(diffs["pairs"].sum()), len(diffs), int(np.count_nonzero(sums)), len(clusters))
 
 
 def probe_differences(probes: pd.DataFrame, a: str, b: str, *, column: str = "present", rows: Iterable[str] = HEADLINE_KINDS) -> pd.DataFrame:
     """Per (scenario, profile, probe): the mean over its shared points of b − a (`difference`), and
-    the number of points (`pairs`). `column` is `present` or `correct` (unscored rows left out)."""
+    the number of points (`pairs`). `column` is `present` or `correct` (unscored rows left out); where an answer
+    failed, an answer grade's points are weighed and each probe gets its `ANSWER_WEIGHT` (`answer_weights`)."""
     return voted_differences(votes(silenced(probes[probes["strategy"].isin([a, b])])), a, b, column=column, rows=rows)
 
 
@@ -897,10 +976,14 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     """`probe_differences` of rows already voted (`votes`), for a caller that needs the votes too. Each point of `b`
     is matched to the same point of `a` by integer codes (the gate's simulations and the verdict's pairs call this
     thousands of times); where a strategy holds a point twice, the pairs are every combination, as a join makes them."""
-    voted = voted[voted["point_kind"].isin(tuple(rows))].dropna(subset=[column])
+    voted = voted[voted["point_kind"].isin(tuple(rows))]
     point = [k for k in [*PAIR, "probe_id", "point_kind", "step"] if k in voted.columns]
     unit = [k for k in [*PAIR, "probe_id"] if k in voted.columns]
     mine = voted[voted["strategy"].isin([a, b])]
+    held = held_weights(mine, point, unit, column)
+    if held is not None:  # some answer failed: each graded point weighs for the failed points of its kind
+        return _joined_differences(mine.assign(**{ANSWER_WEIGHT: held[0]}).dropna(subset=[column]), a, b, column, point, unit, held[1])
+    mine = mine.dropna(subset=[column])
     is_b = (mine["strategy"] == b).to_numpy()
     codes = mine.groupby(point, sort=False, dropna=False).ngroup().to_numpy()
     left, right = codes[~is_b], codes[is_b]
@@ -927,12 +1010,40 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     return out
 
 
-def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point: list[str], unit: list[str]) -> pd.DataFrame:
-    """`voted_differences` by a join on the point: every pair of `a`'s and `b`'s rows at a point both hold."""
-    left = voted[voted["strategy"] == a].set_index(point)[column].astype(float)
+def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point: list[str], unit: list[str],
+                        points: pd.Series | None = None) -> pd.DataFrame:
+    """`voted_differences` by a join on the point: every pair of `a`'s and `b`'s rows at a point both hold. With
+    `points` (per unit, the points both hold, graded or not: `held_weights`), the rows' `ANSWER_WEIGHT` weighs each
+    point's difference, and each probe gets its `ANSWER_WEIGHT` (`per_probe` says what it is)."""
+    weighed = points is not None
+    left = voted[voted["strategy"] == a].set_index(point)[[column, *([ANSWER_WEIGHT] if weighed else [])]].astype(float)
     right = voted[voted["strategy"] == b].set_index(point)[column].astype(float)
-    both = left.to_frame("a").join(right.to_frame("b"), how="inner").reset_index()
+    both = left.rename(columns={column: "a"}).join(right.to_frame("b"), how="inner").reset_index()
     if both.empty:
         return pd.DataFrame(columns=[*PAIR, "probe_id", "difference", "pairs"])
     both["difference"] = both["b"] - both["a"]
-    return both.groupby(unit, sort=False).agg(difference=("difference", "mean"), pairs=("difference", "size")).reset_index()
+    if not weighed:
+        return both.groupby(unit, sort=False).agg(difference=("difference", "mean"), pairs=("difference", "size")).reset_index()
+    both["weighed"] = both["difference"] * both[ANSWER_WEIGHT]
+    out = both.groupby(unit, sort=False).agg(weighed=("weighed", "sum"), weight=(ANSWER_WEIGHT, "sum"), pairs=("difference", "size"))
+    out["difference"] = out["weighed"] / out["weight"]
+    assert points is not None
+    out[ANSWER_WEIGHT] = out["weight"] / points.reindex(out.index).to_numpy()
+    return out.drop(columns=["weighed", "weight"])[["difference", "pairs", ANSWER_WEIGHT]].reset_index()
+
+
+def held_weights(rows: pd.DataFrame, point: list[str], unit: list[str], column: str, within: Sequence[str] | None = None) -> tuple[np.ndarray, pd.Series] | None:
+    """For two strategies' (or runs') `rows`: each row's `answer_weights` among the points both hold (1 at a point one
+    holds alone, which pairs with nothing), grouped `within` (by default the scenario and profile), and per `unit` (a
+    probe) the number of points both hold, graded or not; None for a `column` no answer grades (`present`) or where no
+    answer failed."""
+    if column not in PAIRED_GRADES or "answer_error" not in rows.columns or not (rows["answer_error"].notna() & rows[column].isna()).any():
+        return None
+    both = (rows.groupby(point, sort=False, dropna=False)["strategy"].transform("nunique") == 2).to_numpy()
+    weights = answer_weights(rows[both], point, [k for k in PAIR if k in point] if within is None else within, column)
+    if weights is None:
+        return None
+    out = np.ones(len(rows))
+    out[both] = weights
+    points = rows[both].drop_duplicates(point).groupby(unit, sort=False, dropna=False).size()
+    return out, points

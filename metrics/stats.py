@@ -100,27 +100,33 @@ def bootstrap_ci(
 
 
 def _sums(values: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
-    """`rows` sums of independent resamples (with replacement) of `values`, drawn in chunks to bound memory."""
-    out = np.empty(rows)
-    chunk = max(1, CHUNK_CELLS // max(values.size, 1))
+    """`rows` sums of independent resamples (with replacement) of `values` along its last axis, drawn in chunks to
+    bound memory; a 2-D `values` (values × weights, weights) is resampled by columns, each row summed (2 × `rows`)."""
+    size = values.shape[-1]
+    out = np.empty((*values.shape[:-1], rows))
+    chunk = max(1, CHUNK_CELLS // max(size, 1))
     for start in range(0, rows, chunk):
         stop = min(rows, start + chunk)
-        out[start:stop] = values[rng.integers(0, values.size, size=(stop - start, values.size))].sum(axis=1)
+        out[..., start:stop] = values[..., rng.integers(0, size, size=(stop - start, size))].sum(axis=-1)
     return out
 
 
-def _resampled_means(clusters: Sequence[np.ndarray], samples: int, seed: int) -> np.ndarray:
+def _resampled_means(clusters: Sequence[np.ndarray], samples: int, seed: int, weights: Sequence[np.ndarray] | None = None) -> np.ndarray:
     """Means of `samples` two-stage resamples: clusters drawn with replacement, then an independent
-    resample of the values of every cluster drawn (one drawn twice is resampled twice)."""
+    resample of the values of every cluster drawn (one drawn twice is resampled twice); with `weights` (one
+    array per cluster, as its values), each resample's weighted mean, a value drawn with its weight."""
     rng = np.random.default_rng(seed)
     sizes = np.asarray([c.size for c in clusters])
+    data = list(clusters) if weights is None else [np.stack([v * w, w]) for v, w in zip(clusters, weights, strict=True)]
     if len(clusters) == 1:
-        return _sums(clusters[0], samples, rng) / sizes[0]
+        sums = _sums(data[0], samples, rng)
+        return sums / sizes[0] if weights is None else sums[0] / sums[1]
     drawn = rng.integers(0, len(clusters), size=(samples, len(clusters)))
-    totals = np.zeros(samples)
-    for values, resample in zip(clusters, _draws_by_cluster(drawn), strict=True):
-        totals += np.bincount(resample, weights=_sums(values, resample.size, rng), minlength=samples)
-    return totals / sizes[drawn].sum(axis=1)
+    totals = np.zeros((1 if weights is None else 2, samples))
+    for values, resample in zip(data, _draws_by_cluster(drawn), strict=True):
+        sums = np.atleast_2d(_sums(values, resample.size, rng))
+        totals += np.stack([np.bincount(resample, weights=row, minlength=samples) for row in sums])
+    return totals[0] / sizes[drawn].sum(axis=1) if weights is None else totals[0] / totals[1]
 
 
 def _draws_by_cluster(drawn: np.ndarray) -> list[np.ndarray]:
@@ -146,6 +152,7 @@ def agreement_interval(value: float, units: int, bounds: tuple[float, float], co
 def cluster_bootstrap_ci(
     clusters: Sequence[Sequence[float | None]],
     *,
+    weights: Sequence[Sequence[float]] | None = None,
     samples: int = BOOTSTRAP_SAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
@@ -153,15 +160,22 @@ def cluster_bootstrap_ci(
 ) -> tuple[float, float]:
     """Percentile interval of the mean of all values (one value per probe), clusters = scenarios;
     when all values are equal, their `agreement_interval` over `bounds` (the metric's range; None:
-    unbounded, the single value)."""
-    data = [c for c in (_clean(values) for values in clusters) if c.size]
+    unbounded, the single value). With `weights` (one per value, as `clusters` holds them), of the weighted mean:
+    each value is drawn with its weight (`aggregate.per_probe`'s probe weights where answers failed)."""
+    if weights is None:
+        data = [c for c in (_clean(values) for values in clusters) if c.size]
+        weighed = None
+    else:
+        pairs = [(np.asarray(v, dtype=float), np.asarray(w, dtype=float)) for v, w in zip(clusters, weights, strict=True)]
+        kept = [(v[~np.isnan(v)], w[~np.isnan(v)]) for v, w in pairs]
+        data, weighed = [v for v, _ in kept if v.size], [w for v, w in kept if v.size]
     if not data:
         return (float("nan"), float("nan"))
     flat = np.concatenate(data)
     if np.all(flat == flat[0]):
         value = float(flat[0])
         return agreement_interval(value, flat.size, bounds, confidence) if bounds else (value, value)
-    means = _resampled_means(data, samples, seed)
+    means = _resampled_means(data, samples, seed, weighed)
     alpha = (1 - confidence) / 2
     low, high = float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
     if bounds and bounds[0] >= 0:  # a share; a difference's claims rest on the exact sign-flip test instead

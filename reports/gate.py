@@ -104,6 +104,7 @@ from compaction_bench.metrics.aggregate import (
     RATE_WEIGHTS,
     combine,
     draw_metrics,
+    held_weights,
     lacking_draw_columns,
     overall,
     silenced,
@@ -673,27 +674,39 @@ def draw_changes(frame: pd.DataFrame, column: str) -> pd.DataFrame:
     repeat r are draws of one distribution). `frame` holds the rows labelled `baseline` and `candidate`
     (`_labelled`). `stuck` marks a draw whose baseline holds no point with a value above 0 (every probe lost, or
     wrong): it cannot get worse. `baseline` and `candidate` are its probes' values, scaled as its change is: their
-    means over the draws are the row's baseline and candidate, and their difference its change."""
+    means over the draws are the row's baseline and candidate, and their difference its change. Where an answer
+    failed, an answer grade's points are weighed within their draw as the tables weigh them (`aggregate.held_weights`:
+    a point both runs were asked at survives failures less often than one where a run's context overflowed), and a
+    probe weighs the share of its points its graded ones stand for, in place of one."""
     rows = frame[frame["point_kind"].isin(HEADLINE_KINDS)]
     rows = rows.assign(repeat=rows["repeat"] if "repeat" in rows.columns else 0, value=pd.to_numeric(rows[column], errors="coerce"))
     point = ["scenario", "repeat", "probe_id", "point_kind", "step"]
     if "request" in rows.columns:  # one row per request, in request order
         rows = rows.drop_duplicates([*point, "strategy", "request"]).sort_values("request", kind="stable")
-    rows = rows.dropna(subset=["value"])
     rows = rows.assign(occurrence=rows.groupby([*point, "strategy"], sort=False).cumcount())
+    # where an answer failed, each graded point weighs for the failed points of its kind in its draw (`answer_weights`)
+    held = held_weights(rows, [*point, "occurrence"], ["scenario", "repeat", "probe_id"], column, within=["scenario", "repeat"])
+    if held is not None:
+        rows = rows.assign(weight=held[0])
+    rows = rows.dropna(subset=["value"])
     pair = rows.groupby([*point, "occurrence"], sort=False).ngroup().to_numpy()  # the point both runs' rows pair on
     value = rows["value"].to_numpy(dtype=float)
     sign = np.where(rows["strategy"].to_numpy() == "candidate", 1.0, -1.0)
     paired = np.bincount(pair, minlength=pair.max(initial=-1) + 1)[pair] == 2  # held by both runs
-    probe = rows[["scenario", "repeat", "probe_id"]][paired].groupby(["scenario", "repeat", "probe_id"], sort=False).ngroup().to_numpy()
-    # per probe: how many paired points it has (each point's two rows)
-    points = np.bincount(probe) / 2
-    # per probe: the mean over its paired points of the candidate's value, and of the baseline's
-    candidate = np.bincount(probe, weights=np.where(sign > 0, value, 0.0)[paired]) / points
-    baseline = np.bincount(probe, weights=np.where(sign < 0, value, 0.0)[paired]) / points
+    unit = rows[["scenario", "repeat", "probe_id"]][paired]
+    probe = unit.groupby(["scenario", "repeat", "probe_id"], sort=False).ngroup().to_numpy()
+    weight = rows["weight"].to_numpy(dtype=float)[paired] if held is not None else np.ones(int(paired.sum()))
+    # per probe: its paired points' weight (each point's two rows), and the weighted mean over them of the candidate's
+    # value, and of the baseline's
+    points = np.bincount(probe, weights=weight) / 2
+    candidate = np.bincount(probe, weights=(np.where(sign > 0, value, 0.0)[paired]) * weight) / points
+    baseline = np.bincount(probe, weights=(np.where(sign < 0, value, 0.0)[paired]) * weight) / points
     kept = baseline > 0  # the baseline has something to lose
     probes = rows[paired].assign(probe=probe).drop_duplicates("probe")[["scenario", "repeat"]]
-    per_draw = pd.DataFrame({"baseline": baseline, "candidate": candidate, "probes": 1.0, "kept": kept}, index=pd.MultiIndex.from_frame(probes))
+    # a probe weighs one, or, where answers failed, its graded points' weight over its points both runs hold
+    share = 1.0 if held is None else points / held[1].reindex(pd.MultiIndex.from_frame(unit.drop_duplicates())).to_numpy()
+    per_draw = pd.DataFrame({"baseline": baseline * share, "candidate": candidate * share, "probes": share, "kept": kept},
+                            index=pd.MultiIndex.from_frame(probes))
     draws = per_draw.groupby(level=["scenario", "repeat"], sort=False).agg(
         baseline=("baseline", "sum"), candidate=("candidate", "sum"), probes=("probes", "sum"), kept=("kept", "any"))
     repeats = draws.groupby(level="scenario", sort=False)["probes"].transform("size")

@@ -18,7 +18,7 @@ import pytest
 
 import compaction_bench as bench
 from compaction_bench.metrics.aggregate import silenced, summarize
-from compaction_bench.missing_metrics import FAILURES_WEIGH_OVERFLOWS, health_of
+from compaction_bench.missing_metrics import FAILED_ANSWERS_WEIGHED, health_of
 from compaction_bench.reports.compare import flipped_probes
 from compaction_bench.reports.gate import Run, probe_test
 from compaction_bench.transcript import Item, Transcript
@@ -57,11 +57,12 @@ def test_a_cell_whose_answerer_answered_nothing_has_no_answered():
 
 
 def test_a_cell_whose_answerer_answered_some_questions_keeps_its_grades():
-    # one reply (right), one refusal: the refused point is unscored, the overflowed ones stay wrong:
-    # probe a (1 + 0) / 2 = 0.5, probe b 0 / 1 = 0: answered 0.25
+    # one reply (right), one refusal: the refused point is unscored, the overflowed ones stay wrong. The reply stands
+    # for both served points (`answer_weights`: half the served points failed, none of the overflowed), so half of
+    # x's points read right and half wrong: 0.5 (unweighted, probe a (1 + 0) / 2 and probe b's overflow alone 0: 0.25)
     rows = [asked("x", "a", True), asked("x", "b", None), overflowed("x", "a"), overflowed("x", "b")]
     assert list(silenced(pd.DataFrame(rows))["correct"]) == [True, None, False, False]
-    assert answered_of(rows)["x"] == pytest.approx(0.25)
+    assert answered_of(rows)["x"] == pytest.approx(0.5)
 
 
 def test_the_other_strategies_are_not_ranked_on_its_overflows_alone():
@@ -83,7 +84,7 @@ def test_the_run_health_counts_the_questions_asked_not_the_rows():
     assert nothing.missing == (f"answered (the answerer {ANSWERER} failed on all 2 calls; first error: {REFUSED})",)
     some = health_of(pd.DataFrame([asked("x", "a", True), asked("x", "b", None), overflowed("x", "a")]), config)
     assert not some.missing and (some.failed_answers, some.asked) == (1, 2) and not some.silent_cells
-    assert some.lines() == [f"1 of 2 probe answers failed (unscored: {FAILURES_WEIGH_OVERFLOWS}); first error: {REFUSED}"]
+    assert some.lines() == [f"1 of 2 probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); first error: {REFUSED}"]
     # one cell's answerer answered nothing, another's did: the run computes answered, but not there
     one = health_of(pd.DataFrame([asked("x", "a", None), overflowed("x", "a"), asked("y", "a", True)]), config)
     assert not one.missing and one.silent_cells == ("s · x · 32k",)

@@ -1,0 +1,120 @@
+"""Failed answers do not tilt `answered` toward the strategies that overflowed (`metrics.aggregate.answer_weights`).
+
+A failed answer leaves its point ungraded for every strategy, but a context that reached no model is graded wrong
+without a call and cannot fail, so the points where fewer strategies were asked survive failures more often. The
+hand-built session below is the README's worked example: strategy A answers every served context right and
+overflows at the end of every probe's life; B is right at 60% of the early points and 30% of the final ones. Every
+answer given, A's `answered` is 0.50 and B's 0.45. Half of all calls failing, with the survivors of each kind as
+right as the kind is, the unweighted means were 0.33 and 0.40 (measured on the code before this change): B ahead of
+A, the wrong way round. Weighed, they are the full table's own figures again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, overall, paired_differences, summarize
+from compaction_bench.metrics.stats import cluster_bootstrap_ci
+from compaction_bench.reports.gate import Run, probe_test
+from tests.test_answerer_that_never_answered import REFUSED
+from tests.test_metrics_aggregate import probe_row, request_row
+
+PROBES = [f"p{i:02d}" for i in range(20)]
+#: B right at the early point (12 of 20) and at the final one (6 of 20)
+B_EARLY = {*PROBES[:3], *PROBES[5:14]}
+B_FINAL = {*PROBES[:3], *PROBES[10:13]}
+#: the points whose answers all came back: 5 of the 20 early ones (B right at 3 of them, 60%), 10 of the 20 final
+#: ones (B right at 3, 30%); each call fails at about half the points, and an early point holds two calls
+EARLY_SURVIVED, FINAL_SURVIVED = set(PROBES[:5]), set(PROBES[10:])
+
+
+def served(strategy: str, probe: str, correct: bool, point: str, step: int, failed: bool, scenario: str = "s") -> dict:
+    return probe_row(strategy, probe, None if failed else correct, step=step, point=point, scenario=scenario,
+                     answer=None if failed else "ZEBRA-42", answer_error=REFUSED if failed else None)
+
+
+def overflowed(strategy: str, probe: str, scenario: str = "s") -> dict:
+    return probe_row(strategy, probe, False, step=30, point="final", present=False, status="not_seen", answer=None,
+                     answer_error=None, scenario=scenario)
+
+
+def session(failures: bool, scenario: str = "s", a: str = "A", b: str = "B") -> list[dict]:
+    rows = []
+    for n, probe in enumerate(PROBES):
+        early_failed = failures and probe not in EARLY_SURVIVED
+        # at a failed early point one of the two calls failed, A's or B's in turn
+        rows.append(served(a, probe, True, "checkpoint", 5, early_failed and n % 2 == 0, scenario))
+        rows.append(served(b, probe, probe in B_EARLY, "checkpoint", 5, early_failed and n % 2 == 1, scenario))
+        rows.append(overflowed(a, probe, scenario))
+        rows.append(served(b, probe, probe in B_FINAL, "final", 30, failures and probe not in FINAL_SURVIVED, scenario))
+    return rows
+
+
+def answered(rows: list[dict]) -> dict[str, float]:
+    summary = summarize(pd.DataFrame([request_row(s, 0, 100, 0) for s in ("A", "B")]), pd.DataFrame(), pd.DataFrame(rows))
+    return dict(zip(summary["strategy"], summary["answered"], strict=True))
+
+
+def test_every_answer_given_the_figures_are_the_tables_own():
+    assert answered(session(failures=False)) == pytest.approx({"A": 0.50, "B": 0.45})
+
+
+def test_half_the_answers_failing_the_weighed_figures_rank_the_right_way():
+    rows = session(failures=True)
+    frame = pd.DataFrame(rows)
+    assert frame["answer_error"].notna().sum() == 25  # 15 early points (one call each) and 10 final ones
+    assert answered(rows) == pytest.approx({"A": 0.50, "B": 0.45})
+    # the pooled table (`overall`) over two such sessions, and its interval holding the estimate
+    pooled = overall(pd.DataFrame(rows + session(failures=True, scenario="t"))).set_index("strategy")
+    assert pooled["answered"].to_dict() == pytest.approx({"A": 0.50, "B": 0.45})
+    assert (pooled["answered_lo"] <= pooled["answered"]).all() and (pooled["answered"] <= pooled["answered_hi"]).all()
+
+
+def test_the_paired_difference_is_the_full_tables():
+    # B − A over the probes: 0.45 − 0.50; every answer given, and half failing
+    for failures in (False, True):
+        change = paired_differences(pd.DataFrame(session(failures)), "A", "B", column="correct")
+        assert change.mean == pytest.approx(-0.05)
+        assert change.lo <= change.mean <= change.hi
+
+
+def test_the_gate_sees_no_drop_where_the_candidate_answers_better():
+    # the baseline run answers as B did, the candidate as A (better: 0.50 against 0.45), over ten sessions; unweighted,
+    # half the answers failing showed a drop (0.40 → 0.33)
+    def run(strategy: str, failures: bool) -> Run:
+        rows = [row | {"strategy": "x"} for i in range(10) for row in session(failures, scenario=f"s{i}") if row["strategy"] == strategy]
+        return Run(Path("."), {}, {"probes": pd.DataFrame(rows)})
+
+    for failures in (False, True):
+        test = probe_test((run("B", failures), run("A", failures)), "x", "32k", "answered", 0.05)
+        assert test is not None
+        assert (test.baseline, test.candidate, test.change) == pytest.approx((0.45, 0.50, 0.05))
+
+
+def test_a_point_lost_without_a_failure_weighs_nothing():
+    # a `judge` probe run without a judge is asked and never graded: no failure, so no weight is added
+    rows = [probe_row("A", "p", True, answer="x", answer_error=None), probe_row("B", "p", None, answer="y", answer_error=None)]
+    assert ANSWER_WEIGHT not in summarize(pd.DataFrame([request_row(s, 0, 100, 0) for s in ("A", "B")]), pd.DataFrame(), pd.DataFrame(rows))
+
+
+def test_a_point_answered_in_another_repeat_did_not_fail():
+    # two repeats of the failing session: repeat 1 answered everything, so every point has a vote and no weight is
+    # needed; the figures are the full table's
+    rows = session(failures=True) + [row | {"repeat": 1, "sample": 1} for row in session(failures=False)]
+    assert answered(rows) == pytest.approx({"A": 0.50, "B": 0.45})
+    # both repeats failing alike, the points lost in both are weighed for
+    rows = session(failures=True) + [row | {"repeat": 1, "sample": 1} for row in session(failures=True)]
+    assert answered(rows) == pytest.approx({"A": 0.50, "B": 0.45})
+
+
+def test_the_weighted_interval_draws_each_value_with_its_weight():
+    clusters = [[0.0, 1.0, 0.5], [1.0, 1.0], [0.0, 0.25, 1.0, 0.0]]
+    # equal weights: the same resamples, so the same interval as unweighted
+    assert cluster_bootstrap_ci(clusters, weights=[[3.0] * len(c) for c in clusters]) == cluster_bootstrap_ci(clusters)
+    # the ones weighing 9 against the zeros' 1: the interval moves up with the weighted mean (0.90 against 0.53)
+    weights = [[9.0 if v == 1.0 else 1.0 for v in c] for c in clusters]
+    low, high = cluster_bootstrap_ci(clusters, weights=weights)
+    plain_low, plain_high = cluster_bootstrap_ci(clusters)
+    assert plain_low < 0.53 < plain_high and low < 0.90 < high and low > plain_low
