@@ -43,7 +43,8 @@ __version__ = "0.1.0"
 def run(*args: Any, **kwargs: Any) -> Path:
     """Run a benchmark (see `compaction_bench.runner.run`). A metric the run could not compute at all (every answer
     failed: a wrong key, an endpoint that is down) is a `RuntimeWarning` naming it, as `bench run` warns and exits 3
-    (`missing_metrics.check_run`); its column is NaN, which would otherwise read as "does not apply"."""
+    (`missing_metrics.check_run`); its column is NaN, which would otherwise read as "does not apply". Answers that
+    failed in a run that computed `answered` are a `RuntimeWarning` counting them."""
     from compaction_bench.runner import run as _run
 
     root = _run(*args, **kwargs)
@@ -69,16 +70,17 @@ def _health_at(root: Path) -> RunHealth:
 
 
 def _warn_missing_metrics(path: str | Path, health: RunHealth) -> None:
-    """One `RuntimeWarning` per whole metric of the run at `path` that could not be computed, and one naming the cells
-    whose answerer answered nothing when others did: the CLI's lines (bench/cli.py, `_warn_missing_metrics`)."""
+    """One `RuntimeWarning` per whole metric of the run at `path` that could not be computed, one counting the answers
+    that failed in a run that computed `answered`, and one naming the cells whose answerer answered nothing when others
+    did: the CLI's lines (bench/cli.py, `_warn_missing_metrics`)."""
     import warnings
 
     for metric in health.missing:
         warnings.warn(f"{path}: metric not computed: {metric}; its NaN columns mean not computed, not \"does not apply\"",
                       RuntimeWarning, stacklevel=3)
-    silent = health.silent_note()
-    if silent:
-        warnings.warn(f"{path}: {silent}", RuntimeWarning, stacklevel=3)
+    for note in (health.failed_note(), health.silent_note()):
+        if note:
+            warnings.warn(f"{path}: {note}", RuntimeWarning, stacklevel=3)
 
 
 def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
@@ -88,8 +90,8 @@ def load_run(path: str | Path) -> dict[str, pd.DataFrame]:
     RangeIndex; every table but `summary` starts with scenario, strategy, profile, repeat (the README's run
     layout lists the columns), each column with the dtype its name has in every run. A run with failed cells
     loads with a `RuntimeWarning` naming every failed cell with its error, and a metric the run could not
-    compute at all (every answer failed) with a `RuntimeWarning` naming it (`missing_metrics.health_of`), as `bench run`
-    warns. Raises `StoreError`, naming the file, for a path that is no run
+    compute at all (every answer failed) with a `RuntimeWarning` naming it, and some failed answers with one counting
+    them (`missing_metrics.health_of`), as `bench run` warns. Raises `StoreError`, naming the file, for a path that is no run
     folder, an unfinished run, a folder a run is working in, a damaged table (a column it needs missing or of
     another type) or manifest (its failed cells not objects with their cell and error, …) and a file or folder
     the system refuses to read (`compaction_bench.store.load_run`, `compaction_bench.store.read_manifest`; the

@@ -52,12 +52,15 @@ class RunHealth:
     silent_cells: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
-        out = [f"metric not computed: {m}" for m in self.missing]
-        if self.failed_answers and not self.missing:
-            out.append(f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); "
-                       f"first error: {self.first_error}")
-        silent = self.silent_note()
-        return [*out, silent] if silent else out
+        notes = (self.failed_note(), self.silent_note())
+        return [*(f"metric not computed: {m}" for m in self.missing), *(note for note in notes if note)]
+
+    def failed_note(self) -> str | None:
+        """The line counting the failed answers of a run that computed `answered`, None without any."""
+        if not self.failed_answers or self.missing:
+            return None
+        return (f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); "
+                f"first error: {self.first_error}")
 
     def silent_note(self) -> str | None:
         """The line naming `silent_cells` (the first three), None without any."""

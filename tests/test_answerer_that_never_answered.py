@@ -9,7 +9,9 @@ right answers are the hand-built sessions' and tables' own: an answerer that nev
 from __future__ import annotations
 
 import http.server
+import re
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -85,14 +87,20 @@ def test_the_run_health_counts_the_questions_asked_not_the_rows():
     some = health_of(pd.DataFrame([asked("x", "a", True), asked("x", "b", None), overflowed("x", "a")]), config)
     assert not some.missing and (some.failed_answers, some.asked) == (1, 2) and not some.silent_cells
     assert some.lines() == [f"1 of 2 probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); first error: {REFUSED}"]
+    # the Python API (`run`, `score`, `load_run`) warns the same line (before, only `bench run` printed it)
+    with pytest.warns(RuntimeWarning, match=r"^run: 1 of 2 probe answers failed \(unscored: their points are left out"):
+        bench._warn_missing_metrics("run", some)
     # one cell's answerer answered nothing, another's did: the run computes answered, but not there
     one = health_of(pd.DataFrame([asked("x", "a", None), overflowed("x", "a"), asked("y", "a", True)]), config)
     assert not one.missing and one.silent_cells == ("s · x · 32k",)
     assert one.lines()[1] == one.silent_note()
     assert one.silent_note().endswith("nor at its points for any strategy of its scenario and profile: s · x · 32k")
     # the Python API (`run`, `score`, `load_run`) warns what `bench run` prints
-    with pytest.warns(RuntimeWarning, match="answered not computed where every question of a cell put to the answerer failed.*s · x · 32k"):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         bench._warn_missing_metrics("run", one)
+    assert [str(w.message) for w in caught] == [f"run: {line}" for line in one.lines()]  # the failed answers, the silent cell
+    assert re.search("answered not computed where every question of a cell put to the answerer failed.*s · x · 32k", one.lines()[1])
 
 
 def test_a_judge_that_judged_nothing_grades_nothing():
