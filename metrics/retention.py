@@ -343,14 +343,16 @@ def _ceiling(
     clients: tuple[object, object],
 ) -> bool | None:
     """The answerer's grade on the uncompacted transcript before `position` (None: unscored or failed); `clients`:
-    `_model` of the answerer and of the judge, found once per cell."""
+    `_model` of the answerer and of the judge, found once per cell. A failed call is not kept: the next cell asks
+    again, as it asks its own failed answers again, so which cells get a ceiling does not depend on which of them
+    shared a worker process (`-j`)."""
     key = (uncompacted.digest, position, probe.id, probe.question, probe.answers, *clients, sample)
     if key in _ceiling_cache:
         return _ceiling_cache[key]
     try:
         correct = grading.ask(probe, uncompacted.before(position), answerer, judge, sample=sample).grade.correct
     except LLMError:
-        correct = None
+        return None
     if len(_ceiling_cache) >= CEILING_CACHE_SIZE:
         _ceiling_cache.clear()
     _ceiling_cache[key] = correct

@@ -10,15 +10,18 @@ A, the wrong way round. Weighed, they are the full table's own figures again."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+import compaction_bench as bench
 from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, overall, paired_differences, summarize
 from compaction_bench.metrics.stats import cluster_bootstrap_ci
 from compaction_bench.reports.gate import Run, probe_test
-from tests.test_answerer_that_never_answered import REFUSED
+from tests.model_servers import ModelServer
+from tests.test_answerer_that_never_answered import ANSWERER, REFUSED, overflowing_session
 from tests.test_metrics_aggregate import probe_row, request_row
 
 PROBES = [f"p{i:02d}" for i in range(20)]
@@ -118,3 +121,39 @@ def test_the_weighted_interval_draws_each_value_with_its_weight():
     low, high = cluster_bootstrap_ci(clusters, weights=weights)
     plain_low, plain_high = cluster_bootstrap_ci(clusters)
     assert plain_low < 0.53 < plain_high and low < 0.90 < high and low > plain_low
+
+
+def test_bench_score_asks_the_failed_answers_again_and_the_tables_are_a_clean_runs(tmp_path, monkeypatch):
+    # `none` at 32k on a session whose final context overflows, answered by a served model that knows the fact when
+    # its context holds it; the endpoint refuses the first two calls (400, as a content filter would): the ceiling and
+    # the answer at the first checkpoint. The CLI line and the Python API's warning say what that does to `answered`
+    # and that `bench score` on the run asks only those again.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    monkeypatch.setenv("COMPACTION_BENCH_CACHE", str(tmp_path / "cache"))
+    server = ModelServer("openai", reply=lambda call: "ZEBRA-42" if "ZEBRA-42" in call.text else "I do not know.")
+    session = overflowing_session(tmp_path)
+    common = {"strategies": "none", "profiles": "32k", "out": tmp_path / "runs", "answerer": ANSWERER, "api_base": server.base_url,
+              "max_retries": 0, "probes": str(tmp_path / "probes.yaml"), "report": False, "progress": False, "jobs": 1}
+    try:
+        server.fail(400, times=2)
+        with pytest.warns(RuntimeWarning, match=r"1 of 2 probe answers failed"):
+            flaky = bench.run(session, run_id="flaky", **common)
+        received = server.received
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no failed answer is left to warn of
+            scored = bench.score(flaky, report=False)
+        # one request: the failed ceiling and answer read the same context (nothing is compacted at the first
+        # checkpoint), and the others come from the run's stored replies
+        assert server.received == received + 1
+        clean = bench.run(session, run_id="clean", **common)  # every answer from the cache: the clean run's grades
+        assert server.received == received + 1
+    finally:
+        server.close()
+    columns = ["point_kind", "step", "status", "correct", "ceiling_correct"]
+    tables = {root.name: pd.read_parquet(root / "probes.parquet") for root in (flaky, scored, clean)}
+    assert tables["flaky"]["answer_error"].notna().sum() == 1
+    assert tables[scored.name][columns].astype(str).equals(tables["clean"][columns].astype(str))
+    assert list(tables["clean"]["status"]) == ["seen", "seen", "not_seen"] and tables["clean"]["correct"].tolist() == [True, True, False]
+    # the flaky run's answered: its second checkpoint stands for both (2/3, the clean run's; unweighed, (1 + 0) / 2)
+    answered = {root.name: pd.read_parquet(root / "summary.parquet")["answered"].item() for root in (flaky, scored, clean)}
+    assert answered == pytest.approx({"flaky": 2 / 3, scored.name: 2 / 3, "clean": 2 / 3})
