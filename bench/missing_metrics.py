@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from compaction_bench.metrics.aggregate import CELL, silent_answerers
+from compaction_bench.metrics.aggregate import CELL, beyond_window_errors, silent_answerers
 
 #: Exit status of `bench run` when a whole metric could not be computed (1: failed cells, 2: user error).
 EXIT_MISSING_METRICS = 3
@@ -38,6 +38,11 @@ FAILED_ANSWERS_WEIGHED = (
 )
 
 
+#: What a question beyond the answerer's window does to `answered`, said after their count
+BEYOND_LEFT_OUT = ("their points are left out for every strategy, and `answered` covers the points at which every context fits "
+                   "the answerer (an answerer with a larger window grades them)")
+
+
 @dataclass(frozen=True)
 class RunHealth:
     """What a run could not grade: whole metrics missing, and the questions put to the answerer (`asked`: a call made,
@@ -50,17 +55,26 @@ class RunHealth:
     #: the cells ("scenario · strategy · profile", "(its judge probes)" after it where only those) of which a repeat got
     #: no grade for any question put to the answerer, every one failed, when other cells got some
     silent_cells: tuple[str, ...] = ()
+    #: of `failed_answers`, the questions put to no model, their context beyond the answerer's own window
+    #: (`metrics.aggregate.BEYOND_WINDOW`): asking again cannot grade them
+    beyond_window: int = 0
 
     def lines(self) -> list[str]:
         notes = (self.failed_note(), self.silent_note())
         return [*(f"metric not computed: {m}" for m in self.missing), *(note for note in notes if note)]
 
     def failed_note(self) -> str | None:
-        """The line counting the failed answers of a run that computed `answered`, None without any."""
+        """The line counting the failed answers of a run that computed `answered` (and, apart, the questions beyond the
+        answerer's window), None without any."""
         if not self.failed_answers or self.missing:
             return None
-        return (f"{self.failed_answers} of {self.asked} probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); "
-                f"first error: {self.first_error}")
+        failed = self.failed_answers - self.beyond_window
+        beyond = (f"{self.beyond_window} of {self.asked} probe questions were put to no model, their context beyond the "
+                  f"answerer's window: {BEYOND_LEFT_OUT}") if self.beyond_window else ""
+        if not failed:
+            return beyond
+        return (f"{failed} of {self.asked} probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); first error: {self.first_error}"
+                + (f". {beyond}" if beyond else ""))
 
     def silent_note(self) -> str | None:
         """The line naming `silent_cells` (the first three), None without any."""
@@ -86,7 +100,7 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
     """`check_run` of a run's probes table and its manifest's `config`, for a caller that has read them
     (`compaction_bench.load_run`)."""
     missing: list[str] = []
-    failed, asked, first = 0, 0, None
+    failed, asked, beyond_window, first = 0, 0, 0, None
     silent_cells: tuple[str, ...] = ()
     if not probes.empty and "correct" in probes.columns and config.get("answerer"):
         errors = probes["answer_error"].dropna() if "answer_error" in probes.columns else pd.Series(dtype=object)
@@ -94,8 +108,13 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
         # the questions put to the answerer: a row no model was asked about (its context reached none) is graded
         # without one, so it neither counts as asked nor makes the metric computed
         failed, asked = int(len(errors)), answers + int(len(errors))
-        first = str(errors.iloc[0]) if len(errors) else None
-        if failed and not answers:
+        beyond = beyond_window_errors(errors)
+        beyond_window = int(beyond.sum())
+        first = str(errors[~beyond].iloc[0]) if (~beyond).any() else (str(errors.iloc[0]) if len(errors) else None)
+        if failed and not answers and beyond_window == failed:
+            missing.append(f"answered (every one of the {asked} questions had a context beyond the answerer {config['answerer']}'s "
+                           f"window; first: {first})")
+        elif failed and not answers:
             missing.append(f"answered (the answerer {config['answerer']} failed on all {asked} calls; first error: {first})")
         elif probes["correct"].isna().all():
             missing.append(f"answered (none of the {len(probes)} probe answers could be graded)")
@@ -106,4 +125,4 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
             cells = probes.loc[silent, [k for k in CELL if k in probes.columns]].assign(judged=judged[silent]).drop_duplicates()
             silent_cells = tuple(" · ".join(map(str, cell[:-1])) + (" (its judge probes)" if cell[-1] else "")
                                  for cell in cells.itertuples(index=False, name=None))
-    return RunHealth(tuple(missing), failed, asked, first, silent_cells)
+    return RunHealth(tuple(missing), failed, asked, first, silent_cells, beyond_window)

@@ -46,6 +46,7 @@ answer sample of a probe at a point (a cached reply is the same sample again); a
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -175,6 +176,21 @@ def votes(probes: pd.DataFrame) -> pd.DataFrame:
     return first.drop(columns="occurrence").reset_index(drop=True)
 
 
+#: An `answer_error` of a question put to no model, its context being beyond the answerer's own window (`beyond_window`
+#: writes it): a restriction known before any call, not a failure that might have gone either way
+BEYOND_WINDOW = re.compile(r"a context of [\d,]+ tokens is beyond .+'s window")
+
+
+def beyond_window(tokens: int, model: str) -> str:
+    """The `answer_error` of a question whose context of `tokens` is beyond `model`'s window (`BEYOND_WINDOW`)."""
+    return f"a context of {tokens:,} tokens is beyond {model}'s window"
+
+
+def beyond_window_errors(errors: pd.Series) -> np.ndarray:
+    """Which of `errors` (an `answer_error` column) say a context was beyond the answerer's window (`BEYOND_WINDOW`)."""
+    return np.asarray([isinstance(error, str) and BEYOND_WINDOW.fullmatch(error) is not None for error in errors], dtype=bool)
+
+
 #: The columns of `per_probe` whose means weigh each row by its `ANSWER_WEIGHT`: the answer grades
 WEIGHED = frozenset({"correct", "ceiling", "correct_at_ceiling", *JUDGED})
 #: The column `paired` adds where some answer failed: each row's weight in the means of the answer grades (`answer_weights`)
@@ -183,7 +199,8 @@ ANSWER_WEIGHT = "answer_weight"
 
 def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[str], grade: str = "correct") -> np.ndarray | None:
     """Per row of `rows` (the rows of the strategies compared at the points each of them holds), its weight in a mean
-    of the answer grades; None where no answer failed (every weight 1).
+    of the answer grades: at a graded point its group's points over its graded ones, 0 at a point that failed, NaN at a
+    point that counts in no group (below); None where no answer failed (every weight 1).
 
     A failed answer (`answer_error`, its `grade` None) leaves its point ungraded for every strategy, but a context that
     reached no model is graded wrong without a call and cannot fail: the points where fewer strategies were asked survive
@@ -195,17 +212,24 @@ def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[st
     survived (post-stratification: N/n). With each failure as likely at every point of a group, the weighted means are
     those every answer would have given, and every strategy at a point gets the same weight, so they stay paired.
     A point lost without a failure (a `judge` probe run without a judge, a cell the answerer never answered: `silenced`)
-    counts in no group; a group whose every point failed leaves its points out, as before. `point` names a point's
-    columns, `within` among them."""
+    counts in no group, nor does one where some context was beyond the answerer's own window (`BEYOND_WINDOW`: no
+    call, so no chance either way; `answered` covers the points every context fits, and no other point stands for
+    them); a group whose every point failed leaves its points out, as before. `point` names a point's columns,
+    `within` among them."""
     if rows.empty or not {"answer", "answer_error", grade, "strategy"} <= set(rows.columns):
         return None
     failed = (rows["answer_error"].notna() & rows[grade].isna()).to_numpy()
     if not failed.any():
         return None
+    beyond = beyond_window_errors(rows["answer_error"])
+    failed = failed & ~beyond
+    if not failed.any():
+        return None
     codes = rows.groupby(list(point), sort=False, dropna=False).ngroup().to_numpy()
     points = int(codes.max()) + 1
     lost = np.bincount(codes, weights=rows[grade].isna().to_numpy(), minlength=points) > 0
-    counted = ~lost | (np.bincount(codes, weights=failed, minlength=points) > 0)
+    restricted = np.bincount(codes, weights=beyond, minlength=points) > 0
+    counted = ~lost | ((np.bincount(codes, weights=failed, minlength=points) > 0) & ~restricted)
     asked = (rows["answer"].notna() | rows["answer_error"].notna()).to_numpy()
     strategy, names = pd.factorize(rows["strategy"])
     asked_by = np.zeros((points, len(names)), dtype=bool)  # which strategies were asked at each point
@@ -219,8 +243,8 @@ def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[st
     group = groups.groupby(list(groups.columns), sort=False, dropna=False).ngroup().to_numpy()
     everyone = np.bincount(group, weights=counted, minlength=int(group.max()) + 1)
     survived = np.bincount(group, weights=~lost, minlength=int(group.max()) + 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        weight = np.where(~lost & (survived[group] > 0), everyone[group] / np.where(survived[group] > 0, survived[group], 1), 1.0)
+    weight = np.where(counted, 0.0, np.nan)  # a point that failed stands for nothing; one in no group is not counted
+    weight[~lost] = everyone[group[~lost]] / survived[group[~lost]]
     return weight[codes]
 
 
@@ -272,8 +296,9 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     (`JUDGED`, where `rows` has them), then `kind` (its first non-null value). The answer grades' means
     (`correct`, `ceiling`, `correct_at_ceiling`, the verdicts) weigh each row by its `ANSWER_WEIGHT` where `rows`
     has one (`paired` adds it where answers failed), the others each row by one; the probe then gets an
-    `ANSWER_WEIGHT` too: its graded rows' weights over its rows, what it weighs among the probes in the answer grades'
-    means (`_weighted_mean`), so that a probe whose points failed counts for the points it lost. Groups are in
+    `ANSWER_WEIGHT` too: its graded rows' weights over its rows that count (`answer_weights`), what it weighs among the
+    probes in the answer grades' means (`_weighted_mean`), so that a probe whose points failed counts for the points it
+    lost. Groups are in
     the order of their first row: what `groupby(keys, sort=False, dropna=False).agg(...)` computes,
     in arrays (pandas' cost per call was most of a summary's time).
     """
@@ -304,6 +329,9 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
     np.minimum.at(first, group, np.arange(len(rows)))
     out = pd.DataFrame({key: rows[key].iloc[first].reset_index(drop=True) for key in keys})
     weighted = rows[ANSWER_WEIGHT].to_numpy(dtype=float) if ANSWER_WEIGHT in rows.columns else None
+    if weighted is not None:  # a row of a point that counts in no group (NaN) weighs nothing and is none of its probe's points
+        counted = ~np.isnan(weighted)
+        weighted = np.where(counted, weighted, 0.0)
     for name, values in columns.items():
         weight = weighted if weighted is not None and name in WEIGHED else 1.0
         known = ~np.isnan(values)
@@ -313,7 +341,9 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
             out[name] = np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
     if weighted is not None:  # a probe weighs the share of its points its graded ones stand for (`_weighted_mean`)
         known = ~np.isnan(columns["correct"])
-        out[ANSWER_WEIGHT] = np.bincount(group, weights=np.where(known, weighted, 0.0), minlength=groups) / np.bincount(group, minlength=groups)
+        stand_for = np.bincount(group, weights=np.where(known, weighted, 0.0), minlength=groups)
+        points = np.bincount(group, weights=counted, minlength=groups)
+        out[ANSWER_WEIGHT] = np.where(points > 0, stand_for / np.where(points > 0, points, 1), 0.0)
     if "kind" in rows.columns:
         named = rows["kind"].notna().to_numpy()
         first_named = np.full(groups, len(rows), dtype=np.int64)
@@ -1035,8 +1065,8 @@ def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point:
 def held_weights(rows: pd.DataFrame, point: list[str], unit: list[str], column: str, within: Sequence[str] | None = None) -> tuple[np.ndarray, pd.Series] | None:
     """For two strategies' (or runs') `rows`: each row's `answer_weights` among the points both hold (1 at a point one
     holds alone, which pairs with nothing), grouped `within` (by default the scenario and profile), and per `unit` (a
-    probe) the number of points both hold, graded or not; None for a `column` no answer grades (`present`) or where no
-    answer failed."""
+    probe) the number of points both hold that count, graded or failed; None for a `column` no answer grades
+    (`present`) or where no answer failed."""
     if column not in PAIRED_GRADES or "answer_error" not in rows.columns or not (rows["answer_error"].notna() & rows[column].isna()).any():
         return None
     both = (rows.groupby(point, sort=False, dropna=False)["strategy"].transform("nunique") == 2).to_numpy()
@@ -1045,5 +1075,6 @@ def held_weights(rows: pd.DataFrame, point: list[str], unit: list[str], column: 
         return None
     out = np.ones(len(rows))
     out[both] = weights
-    points = rows[both].drop_duplicates(point).groupby(unit, sort=False, dropna=False).size()
+    held = rows[both][~np.isnan(weights)]  # the points that count (`answer_weights`)
+    points = held.drop_duplicates(point).groupby(unit, sort=False, dropna=False).size()
     return out, points

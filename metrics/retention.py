@@ -58,6 +58,7 @@ from typing import Any
 
 from compaction_bench.llm import CallSettings, LLMClient, LLMError, PreparedContext
 from compaction_bench.metrics import grading
+from compaction_bench.metrics.aggregate import beyond_window
 from compaction_bench.probes import Probe, ProbeError
 from compaction_bench.provider import MessageCounter
 from compaction_bench.records import CompactionRecord, ReplayResult, RequestRecord
@@ -466,7 +467,7 @@ def probe_rows(
                     elif judge is not None:  # without a judge no context grades a judge probe
                         row.update(correct=False, score=0.0, judge_strict=False, judge_lenient=False)
                 elif context_beyond:  # the answerer's own window: no call, unscored
-                    row["answer_error"] = f"a context of {request.true_tokens:,} tokens is beyond {answerer.model}'s window"
+                    row["answer_error"] = beyond_window(request.true_tokens, answerer.model)
                 else:
                     assert context is not None
                     try:

@@ -17,8 +17,9 @@ import pandas as pd
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, overall, paired_differences, summarize
+from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, beyond_window, overall, paired_differences, summarize
 from compaction_bench.metrics.stats import cluster_bootstrap_ci
+from compaction_bench.missing_metrics import BEYOND_LEFT_OUT, FAILED_ANSWERS_WEIGHED, health_of
 from compaction_bench.reports.gate import Run, probe_test
 from tests.model_servers import ModelServer
 from tests.test_answerer_that_never_answered import ANSWERER, REFUSED, overflowing_session
@@ -43,10 +44,10 @@ def overflowed(strategy: str, probe: str, scenario: str = "s") -> dict:
                      answer_error=None, scenario=scenario)
 
 
-def session(failures: bool, scenario: str = "s", a: str = "A", b: str = "B") -> list[dict]:
+def session(failures: bool, scenario: str = "s", a: str = "A", b: str = "B", early_survived: set[str] = EARLY_SURVIVED) -> list[dict]:
     rows = []
     for n, probe in enumerate(PROBES):
-        early_failed = failures and probe not in EARLY_SURVIVED
+        early_failed = failures and probe not in early_survived
         # at a failed early point one of the two calls failed, A's or B's in turn
         rows.append(served(a, probe, True, "checkpoint", 5, early_failed and n % 2 == 0, scenario))
         rows.append(served(b, probe, probe in B_EARLY, "checkpoint", 5, early_failed and n % 2 == 1, scenario))
@@ -157,3 +158,48 @@ def test_bench_score_asks_the_failed_answers_again_and_the_tables_are_a_clean_ru
     # the flaky run's answered: its second checkpoint stands for both (2/3, the clean run's; unweighed, (1 + 0) / 2)
     answered = {root.name: pd.read_parquet(root / "summary.parquet")["answered"].item() for root in (flaky, scored, clean)}
     assert answered == pytest.approx({"flaky": 2 / 3, scored.name: 2 / 3, "clean": 2 / 3})
+
+
+def beyond(strategy: str, probe: str, scenario: str = "s") -> dict:
+    """A final context too long for the answerer's own window: no call, so no failure that could have gone either way."""
+    return probe_row(strategy, probe, None, step=30, point="final", scenario=scenario, answer=None,
+                     answer_error=beyond_window(200_000, ANSWERER))
+
+
+def test_a_context_beyond_the_answerers_window_is_left_out_not_weighed_for():
+    # B's final contexts are beyond the answerer's window at ten probes: those points are left out for both strategies,
+    # and no other point stands for them: `answered` covers the points whose every context fits the answerer. With no
+    # failure besides, no weight; with early failures besides, the early survivors weigh for the early points alone.
+    # Half the early points survive, as right as the rest: 5 of the probes whose final point is left out (B right at 4
+    # of them, as at 8 of those 10) and 5 of the others (B right at 2, as at 4 of 10).
+    survived = {"p00", "p01", "p02", "p03", "p05", "p10", "p11", "p14", "p15", "p16"}
+
+    def rows(failures: bool) -> list[dict]:
+        out = []
+        for row in session(failures, early_survived=survived):
+            if row["point_kind"] == "final" and row["strategy"] == "B":
+                # the first ten beyond the window; the other ten answered, failures or not
+                row = beyond("B", row["probe_id"]) if row["probe_id"] in PROBES[:10] else served("B", row["probe_id"], row["probe_id"] in B_FINAL, "final", 30, False)
+            out.append(row)
+        return out
+
+    # by hand, over the probes, each the mean of its points that count: the first ten their early point alone
+    expected = {}
+    for strategy, early, final in (("A", lambda p: 1.0, lambda p: 0.0), ("B", lambda p: float(p in B_EARLY), lambda p: float(p in B_FINAL))):
+        expected[strategy] = sum(early(p) if p in PROBES[:10] else (early(p) + final(p)) / 2 for p in PROBES) / len(PROBES)
+    assert expected == pytest.approx({"A": 0.75, "B": 0.575})
+    full = rows(failures=False)
+    assert answered(full) == pytest.approx(expected)
+    assert answered(rows(failures=True)) == pytest.approx(expected)
+    health = health_of(pd.DataFrame(rows(failures=True)), {"answerer": ANSWERER})
+    assert (health.failed_answers, health.beyond_window, health.first_error) == (20, 10, REFUSED)
+    assert health.failed_note() == (
+        f"10 of 60 probe answers failed (unscored: {FAILED_ANSWERS_WEIGHED}); first error: {REFUSED}. "
+        f"10 of 60 probe questions were put to no model, their context beyond the answerer's window: {BEYOND_LEFT_OUT}")
+    # the beyond-window questions alone: no weight, their points left out
+    assert health_of(pd.DataFrame(full), {"answerer": ANSWERER}).failed_note() == (
+        f"10 of 60 probe questions were put to no model, their context beyond the answerer's window: {BEYOND_LEFT_OUT}")
+    # every question beyond the window: `answered` is missing, and the line says why (no call failed)
+    nothing = health_of(pd.DataFrame([beyond("B", "p00"), overflowed("A", "p00")]), {"answerer": ANSWERER})
+    assert nothing.missing == (f"answered (every one of the 1 questions had a context beyond the answerer {ANSWERER}'s window; "
+                               f"first: {beyond_window(200_000, ANSWERER)})",)
