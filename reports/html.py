@@ -114,7 +114,7 @@ GLOSSARY: dict[str, str] = {
     "answered_ceiling": "answered share of the same answerer given the whole transcript at the same points: the best it can do",
     "answered_rel": "answered relative to the ceiling",
     "presence": "share of probe answers still verbatim in the context at every probe point (after each compaction and at the end)",
-    "answered": "share of probe questions the answerer model got right from the context",
+    "answered": "share of probe questions the answerer model got right from the context (where some answers failed, each graded point weighs for the failed points asked of the same strategies: README, Statistics)",
     "unscored": "probe points without an answered grade: no answerer, the answerer or the judge failed (at that point for some strategy, or at every question of the cell, whose overflowed contexts then go ungraded too), or a `judge` probe run without `--judge` (those are never counted as wrong)",
     "judge_strict": "share the judge model accepted under the strict rubric",
     "judge_lenient": "share the judge model accepted under the lenient rubric",
