@@ -379,9 +379,10 @@ def _mean(values: Any) -> float:
 
 
 def _weighted_mean(probes: Columns, column: str, mask: np.ndarray | None = None) -> float:
-    """The mean of an answer grade's per-probe values (`per_probe` rows), each probe weighing its `ANSWER_WEIGHT`
-    where answers failed and one otherwise: with the probes' weights, the mean over the points of each probe's
-    points, every graded point standing for the failed points of its kind (`answer_weights`)."""
+    """The mean of an answer grade's per-probe values (`per_probe` rows, or `probe_differences`' rows), each probe
+    weighing its `ANSWER_WEIGHT` where answers failed and one otherwise: so weighed, the mean over the points that
+    count, each probe's points weighing one probe in all and every graded point standing for the failed points of its
+    kind (`answer_weights`)."""
     values = np.asarray(probes[column], dtype=float)
     weights = np.asarray(probes[ANSWER_WEIGHT], dtype=float) if ANSWER_WEIGHT in probes else np.ones(len(values))
     if mask is not None:
@@ -1043,21 +1044,19 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
 def _joined_differences(voted: pd.DataFrame, a: str, b: str, column: str, point: list[str], unit: list[str],
                         points: pd.Series | None = None) -> pd.DataFrame:
     """`voted_differences` by a join on the point: every pair of `a`'s and `b`'s rows at a point both hold. With
-    `points` (per unit, the points both hold, graded or not: `held_weights`), the rows' `ANSWER_WEIGHT` weighs each
+    `points` (per unit, the points both hold that count: `held_weights`), the rows' `ANSWER_WEIGHT` weighs each
     point's difference, and each probe gets its `ANSWER_WEIGHT` (`per_probe` says what it is)."""
-    weighed = points is not None
-    left = voted[voted["strategy"] == a].set_index(point)[[column, *([ANSWER_WEIGHT] if weighed else [])]].astype(float)
+    left = voted[voted["strategy"] == a].set_index(point)[[column, *([ANSWER_WEIGHT] if points is not None else [])]].astype(float)
     right = voted[voted["strategy"] == b].set_index(point)[column].astype(float)
     both = left.rename(columns={column: "a"}).join(right.to_frame("b"), how="inner").reset_index()
     if both.empty:
         return pd.DataFrame(columns=[*PAIR, "probe_id", "difference", "pairs"])
     both["difference"] = both["b"] - both["a"]
-    if not weighed:
+    if points is None:
         return both.groupby(unit, sort=False).agg(difference=("difference", "mean"), pairs=("difference", "size")).reset_index()
     both["weighed"] = both["difference"] * both[ANSWER_WEIGHT]
     out = both.groupby(unit, sort=False).agg(weighed=("weighed", "sum"), weight=(ANSWER_WEIGHT, "sum"), pairs=("difference", "size"))
     out["difference"] = out["weighed"] / out["weight"]
-    assert points is not None
     out[ANSWER_WEIGHT] = out["weight"] / points.reindex(out.index).to_numpy()
     return out.drop(columns=["weighed", "weight"])[["difference", "pairs", ANSWER_WEIGHT]].reset_index()
 
