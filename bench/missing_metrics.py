@@ -110,7 +110,8 @@ def health_of(probes: pd.DataFrame, config: Mapping[str, Any]) -> RunHealth:
         failed, asked = int(len(errors)), answers + int(len(errors))
         beyond = beyond_window_errors(errors)
         beyond_window = int(beyond.sum())
-        first = str(errors[~beyond].iloc[0]) if (~beyond).any() else (str(errors.iloc[0]) if len(errors) else None)
+        shown = errors[~beyond] if (~beyond).any() else errors  # a failed call's error before a window's
+        first = str(shown.iloc[0]) if len(shown) else None
         if failed and not answers and beyond_window == failed:
             missing.append(f"answered (every one of the {asked} questions had a context beyond the answerer {config['answerer']}'s "
                            f"window; first: {first})")

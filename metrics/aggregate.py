@@ -93,6 +93,28 @@ def _with_point_kind(probes: pd.DataFrame) -> pd.DataFrame:
     return probes.rename(columns={"point": "point_kind"})
 
 
+def _asked_rows(probes: pd.DataFrame) -> pd.Series:
+    """Which rows hold a question put to the answerer: a reply (`answer`) or its failure (`answer_error`, a refused call
+    or a context beyond the answerer's window). The others were graded without a question (a context that reached no
+    model) or not at all. `probes` has both columns."""
+    return probes["answer"].notna() | probes["answer_error"].notna()
+
+
+def _failed_answers(rows: pd.DataFrame, grade: str) -> np.ndarray:
+    """Which rows hold a question whose answer failed: an `answer_error` and no `grade`; all False for a table without
+    those columns."""
+    if "answer_error" not in rows.columns or grade not in rows.columns:
+        return np.zeros(len(rows), dtype=bool)
+    return (rows["answer_error"].notna() & rows[grade].isna()).to_numpy()
+
+
+def _first_rows(group: np.ndarray, groups: int) -> np.ndarray:
+    """The position of each group's first row, for `group` numbering the rows' groups 0…`groups` − 1."""
+    first = np.full(groups, len(group), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(group)))
+    return first
+
+
 def silent_answerers(probes: pd.DataFrame, grade: str = "correct") -> np.ndarray:
     """Which rows of `probes` belong to a group of questions put to the answerer (a row with `answer` or
     `answer_error`) none of which came back with a `grade`: every call failed (a refused call, a context beyond the
@@ -101,7 +123,7 @@ def silent_answerers(probes: pd.DataFrame, grade: str = "correct") -> np.ndarray
     without the answer columns."""
     if probes.empty or grade not in probes.columns or "answer_error" not in probes.columns or "answer" not in probes.columns:
         return np.zeros(len(probes), dtype=bool)
-    asked = probes["answer"].notna() | probes["answer_error"].notna()
+    asked = _asked_rows(probes)
     graded = asked & probes[grade].notna()
     if (graded == asked).all():  # every question graded (or none asked)
         return np.zeros(len(probes), dtype=bool)
@@ -121,7 +143,7 @@ def silenced(probes: pd.DataFrame) -> pd.DataFrame:
     got some grades keeps them; the points it failed at are unscored, as `paired` says."""
     if probes.empty or "answer_error" not in probes.columns or "answer" not in probes.columns:
         return probes
-    unasked = (probes["answer"].isna() & probes["answer_error"].isna()).to_numpy()
+    unasked = ~_asked_rows(probes).to_numpy()
     taken: dict[str, pd.Series] = {}
     for grade, columns in ANSWER_GRADES.items():
         if grade not in probes.columns:
@@ -218,7 +240,7 @@ def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[st
     `within` among them."""
     if rows.empty or not {"answer", "answer_error", grade, "strategy"} <= set(rows.columns):
         return None
-    failed = (rows["answer_error"].notna() & rows[grade].isna()).to_numpy()
+    failed = _failed_answers(rows, grade)
     if not failed.any():
         return None
     beyond = beyond_window_errors(rows["answer_error"])
@@ -230,12 +252,11 @@ def answer_weights(rows: pd.DataFrame, point: Sequence[str], within: Sequence[st
     lost = np.bincount(codes, weights=rows[grade].isna().to_numpy(), minlength=points) > 0
     restricted = np.bincount(codes, weights=beyond, minlength=points) > 0
     counted = ~lost | ((np.bincount(codes, weights=failed, minlength=points) > 0) & ~restricted)
-    asked = (rows["answer"].notna() | rows["answer_error"].notna()).to_numpy()
+    asked = _asked_rows(rows).to_numpy()
     strategy, names = pd.factorize(rows["strategy"])
     asked_by = np.zeros((points, len(names)), dtype=bool)  # which strategies were asked at each point
     asked_by[codes[asked], strategy[asked]] = True
-    first = np.full(points, len(rows), dtype=np.int64)
-    np.minimum.at(first, codes, np.arange(len(rows)))
+    first = _first_rows(codes, points)
     groups = rows.iloc[first][list(within)].reset_index(drop=True).assign(
         asked_by=np.unique(asked_by, axis=0, return_inverse=True)[1].reshape(-1),
         judged=(rows["match"].iloc[first] == "judge").to_numpy() if "match" in rows.columns else False,
@@ -325,8 +346,7 @@ def per_probe(rows: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
         codes, uniques = pd.factorize(rows[key], use_na_sentinel=False)
         group, _ = pd.factorize(group * len(uniques) + codes)
     groups = int(group.max()) + 1 if len(group) else 0
-    first = np.full(groups, len(rows), dtype=np.int64)
-    np.minimum.at(first, group, np.arange(len(rows)))
+    first = _first_rows(group, groups)
     out = pd.DataFrame({key: rows[key].iloc[first].reset_index(drop=True) for key in keys})
     weighted = rows[ANSWER_WEIGHT].to_numpy(dtype=float) if ANSWER_WEIGHT in rows.columns else None
     if weighted is not None:  # a row of a point that counts in no group (NaN) weighs nothing and is none of its probe's points
@@ -1032,8 +1052,7 @@ def voted_differences(voted: pd.DataFrame, a: str, b: str, *, column: str = "pre
     paired_rows = mine.iloc[kept]
     group = paired_rows.groupby(unit, sort=False, dropna=False).ngroup().to_numpy()
     groups = int(group.max()) + 1
-    first = np.full(groups, kept.size, dtype=np.int64)
-    np.minimum.at(first, group, np.arange(kept.size))
+    first = _first_rows(group, groups)
     counts = np.bincount(group, minlength=groups)
     out = pd.DataFrame({k: paired_rows[k].iloc[first].reset_index(drop=True) for k in unit})
     out["difference"] = np.bincount(group, weights=difference, minlength=groups) / counts
@@ -1066,7 +1085,7 @@ def held_weights(rows: pd.DataFrame, point: list[str], unit: list[str], column: 
     holds alone, which pairs with nothing), grouped `within` (by default the scenario and profile), and per `unit` (a
     probe) the number of points both hold that count, graded or failed; None for a `column` no answer grades
     (`present`) or where no answer failed."""
-    if column not in PAIRED_GRADES or "answer_error" not in rows.columns or not (rows["answer_error"].notna() & rows[column].isna()).any():
+    if column not in PAIRED_GRADES or not _failed_answers(rows, column).any():
         return None
     both = (rows.groupby(point, sort=False, dropna=False)["strategy"].transform("nunique") == 2).to_numpy()
     weights = answer_weights(rows[both], point, [k for k in PAIR if k in point] if within is None else within, column)
