@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import compaction_bench as bench
-from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, beyond_window, overall, paired_differences, summarize
+from compaction_bench.metrics.aggregate import ANSWER_WEIGHT, beyond_window, compared_rows, overall, paired_differences, summarize
 from compaction_bench.metrics.stats import cluster_bootstrap_ci
 from compaction_bench.missing_metrics import BEYOND_LEFT_OUT, FAILED_ANSWERS_WEIGHED, health_of
 from compaction_bench.reports.gate import Run, probe_test
@@ -44,15 +44,15 @@ def overflowed(strategy: str, probe: str, scenario: str = "s") -> dict:
                      answer_error=None, scenario=scenario)
 
 
-def session(failures: bool, scenario: str = "s", a: str = "A", b: str = "B", early_survived: set[str] = EARLY_SURVIVED) -> list[dict]:
+def session(failures: bool, scenario: str = "s", early_survived: set[str] = EARLY_SURVIVED) -> list[dict]:
     rows = []
     for n, probe in enumerate(PROBES):
         early_failed = failures and probe not in early_survived
         # at a failed early point one of the two calls failed, A's or B's in turn
-        rows.append(served(a, probe, True, "checkpoint", 5, early_failed and n % 2 == 0, scenario))
-        rows.append(served(b, probe, probe in B_EARLY, "checkpoint", 5, early_failed and n % 2 == 1, scenario))
-        rows.append(overflowed(a, probe, scenario))
-        rows.append(served(b, probe, probe in B_FINAL, "final", 30, failures and probe not in FINAL_SURVIVED, scenario))
+        rows.append(served("A", probe, True, "checkpoint", 5, early_failed and n % 2 == 0, scenario))
+        rows.append(served("B", probe, probe in B_EARLY, "checkpoint", 5, early_failed and n % 2 == 1, scenario))
+        rows.append(overflowed("A", probe, scenario))
+        rows.append(served("B", probe, probe in B_FINAL, "final", 30, failures and probe not in FINAL_SURVIVED, scenario))
     return rows
 
 
@@ -99,8 +99,10 @@ def test_the_gate_sees_no_drop_where_the_candidate_answers_better():
 
 def test_a_point_lost_without_a_failure_weighs_nothing():
     # a `judge` probe run without a judge is asked and never graded: no failure, so no weight is added
+    # (the rows every pooled figure compares: where answers failed they hold the weights)
     rows = [probe_row("A", "p", True, answer="x", answer_error=None), probe_row("B", "p", None, answer="y", answer_error=None)]
-    assert ANSWER_WEIGHT not in summarize(pd.DataFrame([request_row(s, 0, 100, 0) for s in ("A", "B")]), pd.DataFrame(), pd.DataFrame(rows))
+    assert ANSWER_WEIGHT not in compared_rows(pd.DataFrame(rows)).columns
+    assert ANSWER_WEIGHT in compared_rows(pd.DataFrame(session(failures=True))).columns
 
 
 def test_a_point_answered_in_another_repeat_did_not_fail():
